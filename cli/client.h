@@ -1,0 +1,25 @@
+// A DEALER client for one request/reply exchange with the coordinator
+// (submit, status). Fails with a clear error when the coordinator does not
+// answer within the timeout.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tune/protocol.h"
+#include "tune/status.h"
+
+namespace tune {
+
+class CoordinatorClient {
+ public:
+  explicit CoordinatorClient(std::string endpoint, double timeout_seconds = 10);
+  ~CoordinatorClient();
+  Result<Command> Call(Command request);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tune

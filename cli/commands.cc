@@ -1,0 +1,393 @@
+#include "commands.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "client.h"
+#include "report.h"
+#include "tune/bundle.h"
+#include "tune/publish.h"
+#include "tune/sweep_file.h"
+#ifdef TUNEFARM_WITH_CUDA
+#include "tune/cuda_backend.h"
+#endif
+
+namespace tune {
+namespace {
+
+int Fail(const std::string& line) {
+  std::fprintf(stderr, "tunefarm: %s\n", line.c_str());
+  return 1;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Status FinishWorkerArgs(WorkerArgs& args) {
+  args.opts.sim_models = SplitList(args.sim_models);
+  args.opts.cuda_devices.clear();
+  for (const auto& d : SplitList(args.devices)) {
+    try {
+      args.opts.cuda_devices.push_back(std::stoi(d));
+    } catch (const std::exception&) {
+      return Status::Error("--devices: '" + d + "' is not a device ordinal");
+    }
+  }
+  return Status::OK();
+}
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Waits for a sweep, drawing a progress bar unless quiet. Returns its final
+// progress, or an error when the coordinator stops answering.
+Result<SweepProgress> WaitForSweep(const std::string& endpoint, const std::string& sweep_id,
+                                   bool quiet, const std::atomic<bool>* stop) {
+  CoordinatorClient client(endpoint, 10);
+  const double start = Seconds();
+  SweepProgress last;
+  while (!stop->load()) {
+    auto reply = client.Call(SweepStatusRequest{sweep_id});
+    if (!reply.ok()) return reply.status();
+    auto* status = std::get_if<SweepStatus>(&*reply);
+    if (!status || status->sweeps.empty()) return Status::Error("coordinator sent no status");
+    last = status->sweeps.front();
+    if (!quiet) PrintProgress(stderr, last, Seconds() - start);
+    if (last.state != "running") {
+      if (!quiet) std::fprintf(stderr, "\n");
+      return last;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return Status::Error("interrupted");
+}
+
+Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path) {
+  if (!std::filesystem::exists(path)) return Status::Error("store " + path + " does not exist");
+  return ResultStore::Open(path);
+}
+
+// Rows of the newest kernel hash per (gpu, op, dtype, shape) group.
+std::vector<Measurement> NewestHashOnly(std::vector<Measurement> rows) {
+  std::map<std::string, std::pair<int64_t, std::string>> newest;
+  for (const auto& m : rows) {
+    auto& slot = newest[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape];
+    if (m.unix_time >= slot.first) slot = {m.unix_time, m.kernel_hash};
+  }
+  std::vector<Measurement> out;
+  for (auto& m : rows) {
+    if (newest[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape].second == m.kernel_hash) {
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
+  if (!for_tune) {
+    app->add_option("--connect", args->opts.endpoint, "Coordinator endpoint")->capture_default_str();
+    app->add_option("--name", args->opts.name, "Worker name (default host:pid)");
+    app->add_flag("-v,--verbose", args->opts.verbose, "Log units and reconnects to stderr");
+  }
+  app->add_option("--backend", args->opts.backend, "auto (CUDA if a GPU is present), cuda or sim")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cuda", "sim"}));
+  app->add_option("--sim-models", args->sim_models,
+                  "sim: simulated GPU models, one device each (h100,h200,a100,l40s)")
+      ->capture_default_str();
+  app->add_option("--sim-faults", args->opts.sim_faults,
+                  "sim: injected faults, e.g. compile=0.02,crash=0.01,hang=0.01,wrong=0.01,nan=0.01,busy=0.001");
+  app->add_option("--devices", args->devices, "cuda: device ordinals to use, e.g. 0,1 (default all)");
+  app->add_option("--compile-threads", args->opts.compile_threads, "NVRTC threads (0 = one per core)")
+      ->capture_default_str();
+  app->add_option("--cache-dir", args->opts.cache_dir, "On-disk cubin cache (default ~/.cache/tunefarm)");
+  app->add_option("--timeout", args->opts.timing.timeout_seconds, "Wall-clock limit per config, seconds")
+      ->capture_default_str();
+  app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
+      ->capture_default_str();
+}
+
+void AddQueryOptions(CLI::App* app, QueryArgs* args) {
+  app->add_option("--store", args->store, "RocksDB store directory")->capture_default_str();
+  app->add_option("--gpu", args->filter.gpu_model, "Only this GPU model");
+  app->add_option("--op", args->filter.op, "Only this op");
+  app->add_option("--dtype", args->filter.dtype, "Only this dtype");
+  app->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
+  app->add_option("--format", args->format, "table, csv or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+}
+
+int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
+  Coordinator coord(args.opts);
+  Status st = coord.Start();
+  if (!st.ok()) return Fail(st.message());
+  std::fprintf(stderr, "tunefarm coordinator on %s, store %s\n", coord.bound_endpoint().c_str(),
+               args.opts.store_path.c_str());
+  st = coord.Run(stop);
+  return st.ok() ? 0 : Fail(st.message());
+}
+
+int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
+  Status st = FinishWorkerArgs(args);
+  if (!st.ok()) return Fail(st.message());
+  Worker worker(args.opts);
+  st = worker.Start();
+  if (!st.ok()) return Fail(st.message());
+  for (const auto& d : worker.devices()) {
+    std::fprintf(stderr, "tunefarm worker: device %d %s (%s, backend %s%s)\n", d.index,
+                 d.name.c_str(), d.model.c_str(), d.backend.c_str(),
+                 d.backend == "sim" ? ", SIMULATED" : "");
+  }
+  st = worker.Run(stop);
+  return st.ok() ? 0 : Fail(st.message());
+}
+
+int RunRunner(int device) {
+#ifdef TUNEFARM_WITH_CUDA
+  return RunnerMain(device, 0, 1);
+#else
+  (void)device;
+  return Fail("runner: built without the CUDA toolkit");
+#endif
+}
+
+int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
+  auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir);
+  if (!sweep.ok()) return Fail(sweep.status().message());
+  CoordinatorClient client(args.endpoint);
+  auto reply = client.Call(*sweep);
+  if (!reply.ok()) return Fail(reply.status().message());
+  auto* accepted = std::get_if<SweepAccepted>(&*reply);
+  if (!accepted) return Fail("coordinator sent an unexpected reply");
+  std::printf("%s\n", accepted->sweep_id.c_str());
+  std::fflush(stdout);
+  if (!args.wait) return 0;
+  auto done = WaitForSweep(args.endpoint, accepted->sweep_id, false, stop);
+  if (!done.ok()) return Fail(done.status().message());
+  return done->state == "done" ? 0 : Fail("sweep " + accepted->sweep_id + " " + done->state);
+}
+
+int RunStatus(const StatusArgs& args) {
+  CoordinatorClient client(args.endpoint);
+  auto reply = client.Call(SweepStatusRequest{args.sweep_id});
+  if (!reply.ok()) return Fail(reply.status().message());
+  auto* status = std::get_if<SweepStatus>(&*reply);
+  if (!status) return Fail("coordinator sent an unexpected reply");
+  if (args.json) {
+    nlohmann::json j = {{"workers", status->workers}, {"sweeps", nlohmann::json::array()}};
+    for (const auto& p : status->sweeps) {
+      j["sweeps"].push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
+                             {"units_total", p.units_total}, {"units_done", p.units_done},
+                             {"pairs_total", p.pairs_total}, {"pairs_done", p.pairs_done},
+                             {"pairs_failed", p.pairs_failed}, {"gpu_models", p.gpu_models}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%u worker(s)\n", status->workers);
+  std::printf("%-16s %-20s %-8s %12s %18s %8s  %s\n", "sweep", "name", "state", "units",
+              "pairs", "failed", "gpu models");
+  for (const auto& p : status->sweeps) {
+    std::string models;
+    for (const auto& m : p.gpu_models) models += (models.empty() ? "" : ",") + m;
+    std::printf("%-16s %-20s %-8s %5llu/%-6llu %8llu/%-9llu %8llu  %s\n", p.sweep_id.c_str(),
+                p.name.c_str(), p.state.c_str(), (unsigned long long)p.units_done,
+                (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
+                (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
+                models.c_str());
+  }
+  return 0;
+}
+
+int RunResults(const QueryArgs& args, bool best_only) {
+  OutputFormat format;
+  if (!ParseOutputFormat(args.format, &format)) return Fail("--format: unknown '" + args.format + "'");
+  auto store = OpenStore(args.store);
+  if (!store.ok()) return Fail(store.status().message());
+  std::vector<Measurement> rows;
+  if (best_only) {
+    auto best = (*store)->Best(args.filter);
+    if (!best.ok()) return Fail(best.status().message());
+    rows = NewestHashOnly(std::move(best).value());
+  } else {
+    Status st = (*store)->Scan(args.filter, [&](const Measurement& m) {
+      rows.push_back(m);
+      return true;
+    });
+    if (!st.ok()) return Fail(st.message());
+  }
+  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format);
+  return 0;
+}
+
+int RunPublish(const PublishArgs& args) {
+  auto store = OpenStore(args.store);
+  if (!store.ok()) return Fail(store.status().message());
+  const std::string name =
+      args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;
+  auto bundle = BuildBundle(**store, args.filter, name);
+  if (!bundle.ok()) return Fail(bundle.status().message());
+  const auto parent = std::filesystem::path(args.out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  Status st = WriteBundleFiles(*bundle, args.out);
+  if (!st.ok()) return Fail(st.message());
+  std::printf("%s.tfb\n%s.json\n", args.out.c_str(), args.out.c_str());
+  return 0;
+}
+
+int RunBundleShow(const BundleArgs& args) {
+  auto b = ReadBundleFile(args.file);
+  if (!b.ok()) return Fail(b.status().message());
+  if (args.json) std::printf("%s\n", BundleToJson(*b).c_str());
+  else PrintBundle(stdout, *b);
+  return 0;
+}
+
+int RunBundleLookup(const BundleArgs& args) {
+  auto b = ReadBundleFile(args.file);
+  if (!b.ok()) return Fail(b.status().message());
+  Shape shape;
+  if (!ParseNamedValues(args.shape, &shape.dims)) return Fail("--shape '" + args.shape + "': expected M=...,N=...");
+  BundleIndex index(std::move(b).value());
+  auto r = index.Lookup(args.op, args.dtype, args.gpu, shape);
+  if (r.level == LookupLevel::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
+  std::printf("%s %s\n", LookupLevelName(r.level), r.config->Canonical().c_str());
+  return 0;
+}
+
+int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
+  OutputFormat format;
+  if (!ParseOutputFormat(args.format, &format)) return Fail("--format: unknown '" + args.format + "'");
+  Status st = FinishWorkerArgs(args.worker);
+  if (!st.ok()) return Fail(st.message());
+  auto sweep = args.sweep_file.empty()
+                   ? MakeSweep("tune-" + args.ops.front(), args.ops, args.dtypes, args.shapes, {"*"},
+                               args.ops_dir)
+                   : LoadSweepFile(args.sweep_file, args.ops_dir);
+  if (!sweep.ok()) return Fail(sweep.status().message());
+
+  // Workers first: their backend decides what this run measures.
+  WorkerOptions wopts = args.worker.opts;
+  std::vector<std::unique_ptr<Worker>> workers;
+  auto first = std::make_unique<Worker>(wopts);
+  st = first->Start();
+  if (!st.ok() && wopts.backend == "auto") {
+    std::fprintf(stderr,
+                 "tunefarm tune: no GPU here (%s)\n"
+                 "tunefarm tune: running the same sweep on the sim backend: every figure below is "
+                 "SIMULATED, not a hardware result\n",
+                 st.message().c_str());
+    wopts.backend = "sim";
+    first = std::make_unique<Worker>(wopts);
+    st = first->Start();
+  }
+  if (!st.ok()) return Fail(st.message());
+  const bool simulated = first->devices().front().backend == "sim";
+  workers.push_back(std::move(first));
+  for (unsigned i = 1; simulated && i < args.sim_workers; ++i) {
+    WorkerOptions o = wopts;
+    o.name = wopts.name.empty() ? "" : wopts.name + "-" + std::to_string(i);
+    workers.push_back(std::make_unique<Worker>(o));
+    st = workers.back()->Start();
+    if (!st.ok()) return Fail(st.message());
+  }
+  for (const auto& w : workers) {
+    for (const auto& d : w->devices()) {
+      std::fprintf(stderr, "tunefarm tune: device %d %s (%s)%s\n", d.index, d.name.c_str(),
+                   d.model.c_str(), d.backend == "sim" ? " [SIMULATED]" : "");
+    }
+  }
+
+  CoordinatorOptions copts;
+  copts.endpoint = "tcp://127.0.0.1:*";
+  copts.store_path = args.store;
+  Coordinator coord(copts);
+  st = coord.Start();
+  if (!st.ok()) return Fail(st.message());
+  const std::string endpoint = coord.bound_endpoint();
+  std::atomic<bool> stop_farm{false};
+  std::thread coord_thread([&] { (void)coord.Run(&stop_farm); });
+  std::vector<std::thread> worker_threads;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    workers[i]->set_endpoint(endpoint);
+    worker_threads.emplace_back([&, i] { (void)workers[i]->Run(&stop_farm); });
+  }
+
+  int rc = 0;
+  std::string sweep_id;
+  {
+    CoordinatorClient client(endpoint);
+    auto reply = client.Call(*sweep);
+    if (!reply.ok()) {
+      rc = Fail(reply.status().message());
+    } else if (auto* accepted = std::get_if<SweepAccepted>(&*reply)) {
+      sweep_id = accepted->sweep_id;
+      auto done = WaitForSweep(endpoint, sweep_id, args.quiet, stop);
+      if (!done.ok()) rc = Fail(done.status().message());
+      else if (done->state != "done") rc = Fail("sweep " + sweep_id + " " + done->state);
+    } else {
+      rc = Fail("coordinator sent an unexpected reply");
+    }
+  }
+  stop_farm = true;
+  for (auto& t : worker_threads) t.join();
+  coord_thread.join();
+  if (rc != 0) return rc;
+
+  // Report: every row of this sweep's keys (the store is idempotent, so a
+  // rerun's rows may be the earlier run's), newest kernel hash only.
+  ResultStore& store = *coord.store();
+  std::set<std::string> models;
+  for (const auto& w : workers) {
+    for (const auto& d : w->devices()) models.insert(d.model);
+  }
+  std::vector<Measurement> rows;
+  const auto ops = OpsFromStore(store);
+  for (const auto& model : models) {
+    for (const auto& op : sweep->ops) {
+      for (const auto& dtype : sweep->dtypes) {
+        (void)store.Scan(ResultFilter{model, op, dtype, "", ""}, [&](const Measurement& m) {
+          rows.push_back(m);
+          return true;
+        });
+      }
+    }
+  }
+  PrintMeasurements(stdout, NewestHashOnly(std::move(rows)), ops, format);
+  if (simulated) {
+    std::printf("\nSIMULATED: these figures come from the sim backend's cost model, not a GPU.\n");
+  }
+
+  const std::string out = args.bundle.empty() ? "bundles/" + sweep->name : args.bundle;
+  ResultFilter filter;
+  auto bundle = BuildBundle(store, filter, sweep->name);
+  if (!bundle.ok()) return Fail(bundle.status().message());
+  const auto parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  st = WriteBundleFiles(*bundle, out);
+  if (!st.ok()) return Fail(st.message());
+  std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
+              out.c_str());
+  return 0;
+}
+
+}  // namespace tune

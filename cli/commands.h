@@ -1,0 +1,70 @@
+// The CLI's commands. Each returns the process exit code: 0 success, 1 a
+// failure it explains on stderr in one line, 2 bad usage.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "coordinator.h"
+#include "tune/result_store.h"
+#include "worker.h"
+
+namespace tune {
+
+struct CoordinatorArgs {
+  CoordinatorOptions opts;
+};
+struct WorkerArgs {
+  WorkerOptions opts;
+  std::string sim_models = "h100";
+  std::string devices;
+};
+struct SubmitArgs {
+  std::string sweep_file, endpoint = "tcp://127.0.0.1:5555", ops_dir = "ops";
+  bool wait = false;
+};
+struct StatusArgs {
+  std::string sweep_id, endpoint = "tcp://127.0.0.1:5555";
+  bool json = false;
+};
+struct QueryArgs {
+  std::string store = "tunefarm.db", format = "table";
+  ResultFilter filter;
+};
+struct PublishArgs {
+  std::string store = "tunefarm.db", out, name;
+  ResultFilter filter;
+};
+struct BundleArgs {
+  std::string file, op, dtype, gpu, shape;
+  bool json = false;
+};
+struct TuneArgs {
+  std::string sweep_file;
+  std::vector<std::string> ops = {"gemm"}, dtypes = {"f16"},
+                           shapes = {"M=4096,N=4096,K=4096"};
+  std::string ops_dir = "ops", store = "tunefarm.db", bundle, format = "table";
+  unsigned sim_workers = 1;
+  bool quiet = false;
+  WorkerArgs worker;
+};
+
+// Worker options shared by `worker` and `tune`.
+void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);
+void AddQueryOptions(CLI::App* app, QueryArgs* args);
+
+int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop);
+int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop);
+int RunRunner(int device);
+int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop);
+int RunStatus(const StatusArgs& args);
+int RunResults(const QueryArgs& args, bool best_only);
+int RunPublish(const PublishArgs& args);
+int RunBundleShow(const BundleArgs& args);
+int RunBundleLookup(const BundleArgs& args);
+int RunTune(TuneArgs& args, const std::atomic<bool>* stop);
+
+}  // namespace tune

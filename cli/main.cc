@@ -1,0 +1,129 @@
+// tunefarm: the command-line front end of the farm.
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tune;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"tunefarm: a distributed tuning farm for GPU kernels.\n"
+               "A coordinator splits each op's config space across workers; workers compile\n"
+               "(NVRTC), check and time every config on their GPUs; results land in a RocksDB\n"
+               "store and the winners are published as bundles for deployments."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tunefarm ") + TUNEFARM_VERSION);
+
+  // coordinator
+  CoordinatorArgs coord;
+  auto* c = app.add_subcommand("coordinator", "Run the coordinator (ROUTER socket, store owner)");
+  c->add_option("--bind", coord.opts.endpoint, "ZeroMQ endpoint to bind")->capture_default_str();
+  c->add_option("--store", coord.opts.store_path, "RocksDB store directory")->capture_default_str();
+  c->add_option("--heartbeat-ms", coord.opts.heartbeat_ms, "Heartbeat interval")->capture_default_str();
+  c->add_option("--liveness", coord.opts.liveness, "Missed heartbeats before a worker is dead")->capture_default_str();
+  c->add_option("--configs-per-unit", coord.opts.scheduler.configs_per_unit, "Default work unit size")->capture_default_str();
+  c->add_option("--lease-base", coord.opts.scheduler.lease_base_seconds, "Lease seconds per unit, fixed part")->capture_default_str();
+  c->add_option("--lease-per-pair", coord.opts.scheduler.lease_per_pair_seconds, "Lease seconds per (config, shape)")->capture_default_str();
+  c->add_flag("-v,--verbose", coord.opts.verbose, "Log leases, workers and sweeps to stderr");
+
+  // worker
+  WorkerArgs work;
+  auto* w = app.add_subcommand("worker", "Run a worker: measure units on this host's GPUs (or a simulated one)");
+  AddWorkerOptions(w, &work);
+
+  // runner (spawned by workers, one per GPU)
+  int runner_device = 0;
+  auto* r = app.add_subcommand("runner", "Per-GPU runner process (started by workers; speaks on stdin/stdout)");
+  r->add_option("--device", runner_device, "CUDA device ordinal")->required();
+  r->group("");  // internal: hidden from the command list
+
+  // submit
+  SubmitArgs submit;
+  auto* s = app.add_subcommand("submit", "Submit a sweep file to a running coordinator");
+  s->add_option("sweep", submit.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
+  s->add_option("--coordinator", submit.endpoint, "Coordinator endpoint")->capture_default_str();
+  s->add_option("--ops-dir", submit.ops_dir, "Folder holding the op folders")->capture_default_str();
+  s->add_flag("--wait", submit.wait, "Wait for the sweep to finish, with a progress bar");
+
+  // status
+  StatusArgs status;
+  auto* st = app.add_subcommand("status", "Show sweep progress from a running coordinator");
+  st->add_option("sweep_id", status.sweep_id, "Sweep id (default: every sweep)");
+  st->add_option("--coordinator", status.endpoint, "Coordinator endpoint")->capture_default_str();
+  st->add_flag("--json", status.json, "JSON output");
+
+  // results / best
+  QueryArgs results, best;
+  auto* res = app.add_subcommand("results", "List stored measurements (table, CSV, JSON)");
+  AddQueryOptions(res, &results);
+  auto* b = app.add_subcommand("best", "Show the best valid config per (GPU model, op, dtype, shape)");
+  AddQueryOptions(b, &best);
+
+  // publish
+  PublishArgs publish;
+  auto* p = app.add_subcommand("publish", "Publish a best-config bundle (.tfb binary + .json) from the store");
+  p->add_option("--store", publish.store, "RocksDB store directory")->capture_default_str();
+  p->add_option("--out", publish.out, "Output path without extension")->required();
+  p->add_option("--name", publish.name, "Bundle name (default: the file name)");
+  p->add_option("--op", publish.filter.op, "Only this op");
+  p->add_option("--gpu", publish.filter.gpu_model, "Only this GPU model");
+  p->add_option("--dtype", publish.filter.dtype, "Only this dtype");
+
+  // bundle show / lookup
+  auto* bundle = app.add_subcommand("bundle", "Inspect bundles");
+  bundle->require_subcommand(1);
+  BundleArgs bshow, blookup;
+  auto* bs = bundle->add_subcommand("show", "Print a bundle's entries");
+  bs->add_option("file", bshow.file, "Bundle file (.tfb)")->required();
+  bs->add_flag("--json", bshow.json, "Print the JSON form");
+  auto* bl = bundle->add_subcommand("lookup", "Look up (op, dtype, GPU model, shape) with the fallback chain");
+  bl->add_option("file", blookup.file, "Bundle file (.tfb)")->required();
+  bl->add_option("--op", blookup.op, "Op name")->required();
+  bl->add_option("--dtype", blookup.dtype, "Dtype")->required();
+  bl->add_option("--gpu", blookup.gpu, "GPU model")->required();
+  bl->add_option("--shape", blookup.shape, "Shape, like M=4096,N=4096,K=4096")->required();
+
+  // tune
+  TuneArgs tune_args;
+  auto* t = app.add_subcommand("tune", "Run one sweep end to end on this host: coordinator, workers, store, bundle");
+  t->add_option("--sweep", tune_args.sweep_file, "Sweep TOML file (instead of --op/--dtype/--shape)");
+  t->add_option("--op", tune_args.ops, "Op to tune")->capture_default_str();
+  t->add_option("--dtype", tune_args.dtypes, "Dtype(s)")->capture_default_str();
+  t->add_option("--shape", tune_args.shapes, "Shape(s), like M=4096,N=4096,K=4096")->capture_default_str();
+  t->add_option("--ops-dir", tune_args.ops_dir, "Folder holding the op folders")->capture_default_str();
+  t->add_option("--store", tune_args.store, "RocksDB store directory")->capture_default_str();
+  t->add_option("--bundle", tune_args.bundle, "Bundle output path without extension (default bundles/<sweep>)");
+  t->add_option("--workers", tune_args.sim_workers, "sim: number of local worker processes' worth of threads")->capture_default_str();
+  t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
+  t->add_flag("--quiet", tune_args.quiet, "No progress bar");
+  AddWorkerOptions(t, &tune_args.worker, /*for_tune=*/true);
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (c->parsed()) return RunCoordinator(coord, &g_stop);
+  if (w->parsed()) return RunWorker(work, &g_stop);
+  if (r->parsed()) return RunRunner(runner_device);
+  if (s->parsed()) return RunSubmit(submit, &g_stop);
+  if (st->parsed()) return RunStatus(status);
+  if (res->parsed()) return RunResults(results, /*best_only=*/false);
+  if (b->parsed()) return RunResults(best, /*best_only=*/true);
+  if (p->parsed()) return RunPublish(publish);
+  if (bs->parsed()) return RunBundleShow(bshow);
+  if (bl->parsed()) return RunBundleLookup(blookup);
+  if (t->parsed()) return RunTune(tune_args, &g_stop);
+  return 2;
+}

@@ -1,0 +1,152 @@
+#include "report.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "tune/publish.h"
+
+namespace tune {
+namespace {
+
+std::string FirstLine(const std::string& s) {
+  auto nl = s.find('\n');
+  std::string line = s.substr(0, nl);
+  return line.size() > 80 ? line.substr(0, 77) + "..." : line;
+}
+
+std::string CsvQuote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += (c == '\n' ? ' ' : c);
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+bool ParseOutputFormat(const std::string& text, OutputFormat* out) {
+  if (text == "table") *out = OutputFormat::kTable;
+  else if (text == "csv") *out = OutputFormat::kCsv;
+  else if (text == "json") *out = OutputFormat::kJson;
+  else return false;
+  return true;
+}
+
+void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
+                       const std::map<std::string, OpSpec>& ops, OutputFormat format) {
+  auto group = [](const Measurement& m) {
+    return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
+  };
+  std::sort(rows.begin(), rows.end(), [&](const Measurement& a, const Measurement& b) {
+    const auto ga = group(a), gb = group(b);
+    if (ga != gb) return ga < gb;
+    if (a.Valid() != b.Valid()) return a.Valid();
+    if (a.Valid()) return a.median_us < b.median_us;
+    return a.config.Canonical() < b.config.Canonical();
+  });
+  std::vector<bool> winner(rows.size(), false);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    winner[i] = rows[i].Valid() && (i == 0 || group(rows[i - 1]) != group(rows[i]));
+  }
+  auto throughput = [&](const Measurement& m, std::string* unit) {
+    auto it = ops.find(m.op);
+    return Throughput(it == ops.end() ? nullptr : &it->second, m, unit);
+  };
+
+  if (format == OutputFormat::kJson) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& m = rows[i];
+      std::string unit;
+      const double tp = throughput(m, &unit);
+      nlohmann::json j = {{"gpu_model", m.gpu_model}, {"op", m.op}, {"dtype", m.dtype},
+                          {"shape", m.shape}, {"config", m.config.Canonical()},
+                          {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
+                          {"status", FailureClassName(m.failure)},
+                          {"check_passed", m.check_passed}, {"median_us", m.median_us},
+                          {"stdev_us", m.stdev_us}, {"ci95_us", m.ci95_us},
+                          {"samples", m.samples}, {"backend", m.backend},
+                          {"winner", static_cast<bool>(winner[i])}};
+      if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
+      if (!m.failure_message.empty()) j["reason"] = m.failure_message;
+      arr.push_back(std::move(j));
+    }
+    std::fprintf(out, "%s\n", arr.dump(2).c_str());
+    return;
+  }
+  if (format == OutputFormat::kCsv) {
+    std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
+                      "stdev_us,ci95_us,samples,throughput,unit,backend,winner,reason\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& m = rows[i];
+      std::string unit;
+      const double tp = throughput(m, &unit);
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%s,%d,%s\n",
+                   m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvQuote(m.shape).c_str(),
+                   CsvQuote(m.config.Canonical()).c_str(), m.config_id.c_str(),
+                   m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
+                   m.ci95_us, m.samples, tp, unit.c_str(), m.backend.c_str(),
+                   static_cast<int>(winner[i]), CsvQuote(FirstLine(m.failure_message)).c_str());
+    }
+    return;
+  }
+  std::string last;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& m = rows[i];
+    if (group(m) != last) {
+      last = group(m);
+      std::fprintf(out, "\n%s  %s/%s  %s%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(),
+                   m.shape.c_str(), m.backend == "sim" ? "  [SIMULATED - not a hardware result]" : "");
+      std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s\n", "", "config", "median_us",
+                   "ci95_%", "samples", "throughput", "status");
+    }
+    std::string unit;
+    const double tp = throughput(m, &unit);
+    char tpbuf[32] = "-";
+    if (tp > 0) std::snprintf(tpbuf, sizeof tpbuf, "%.1f %s", tp, unit.c_str());
+    if (m.Valid()) {
+      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  ok\n", winner[i] ? "*" : "",
+                   m.config.Canonical().c_str(), m.median_us,
+                   m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf);
+    } else {
+      std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", m.config.Canonical().c_str(),
+                   "-", "-", "-", "-", FailureClassName(m.failure),
+                   FirstLine(m.failure_message).c_str());
+    }
+  }
+}
+
+void PrintBundle(FILE* out, const Bundle& b) {
+  std::fprintf(out, "bundle '%s' (format %u, tunefarm %s, %zu entries)\n", b.name.c_str(),
+               b.format_version, b.farm_version.c_str(), b.entries.size());
+  for (const auto& [op, cfg] : b.defaults) {
+    std::fprintf(out, "  default %-12s %s\n", op.c_str(), cfg.Canonical().c_str());
+  }
+  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %11s %s\n", "gpu_model", "op", "dtype",
+               "shape", "config", "median_us", "default_us", "backend");
+  for (const auto& e : b.entries) {
+    char def[32] = "-";
+    if (e.default_median_us > 0) std::snprintf(def, sizeof def, "%.2f", e.default_median_us);
+    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %11s %s\n", e.gpu_model.c_str(),
+                 e.op.c_str(), e.dtype.c_str(), e.shape.Canonical().c_str(),
+                 e.config.Canonical().c_str(), e.median_us, def,
+                 e.backend == "sim" ? "sim (simulated)" : e.backend.c_str());
+  }
+}
+
+void PrintProgress(FILE* out, const SweepProgress& p, double elapsed) {
+  const double frac = p.pairs_total ? static_cast<double>(p.pairs_done) / p.pairs_total : 0;
+  const int width = 30;
+  const int filled = static_cast<int>(frac * width);
+  const double rate = elapsed > 0 ? p.pairs_done / elapsed : 0;
+  const double eta = rate > 0 ? (p.pairs_total - p.pairs_done) / rate : 0;
+  std::fprintf(out, "\r[%.*s%.*s] %llu/%llu pairs %5.1f%%  %.1f/s  ETA %.0fs  failed %llu ",
+               filled, "##############################", width - filled,
+               "..............................", static_cast<unsigned long long>(p.pairs_done),
+               static_cast<unsigned long long>(p.pairs_total), 100 * frac, rate, eta,
+               static_cast<unsigned long long>(p.pairs_failed));
+  std::fflush(out);
+}
+
+}  // namespace tune

@@ -1,0 +1,304 @@
+#include "coordinator.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <set>
+#include <zmq.hpp>
+
+#include "tune/protocol.h"
+#include "tune/sweep_file.h"
+
+namespace tune {
+namespace {
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string NewSweepId() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08lx-%04x", static_cast<long>(std::time(nullptr)),
+                static_cast<unsigned>(rd() & 0xffff));
+  return buf;
+}
+
+std::string Printable(const std::string& identity) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : identity) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Coordinator::Impl {
+  CoordinatorOptions opts;
+  zmq::context_t ctx{1};
+  std::unique_ptr<zmq::socket_t> router;
+  std::unique_ptr<ResultStore> store;
+  Scheduler scheduler;
+  uint64_t seq = 0;
+
+  struct Peer {
+    std::string name;
+    std::vector<DeviceInfo> devices;
+    double last_seen = 0;
+    double last_sent = 0;
+  };
+  std::map<std::string, Peer> workers;  // routing identity -> worker
+
+  explicit Impl(CoordinatorOptions o) : opts(std::move(o)), scheduler(opts.scheduler) {}
+
+  void Log(const std::string& line) {
+    if (opts.verbose) std::fprintf(stderr, "coordinator: %s\n", line.c_str());
+  }
+
+  void Send(const std::string& identity, Command cmd) {
+    Envelope env;
+    env.seq = ++seq;
+    env.sender = "coordinator";
+    env.command = std::move(cmd);
+    const std::string frame = EncodeEnvelope(env);
+    try {
+      router->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      router->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      Log(std::string("send to ") + Printable(identity) + " failed: " + e.what());
+    }
+    auto it = workers.find(identity);
+    if (it != workers.end()) it->second.last_sent = NowSeconds();
+  }
+
+  void PersistSweep(const std::string& id) {
+    const SweepState* s = scheduler.FindSweep(id);
+    if (!s) return;
+    Status st = store->PutSweep(id, EncodeSweepRecord({s->state, s->submit}));
+    if (!st.ok()) Log("cannot persist sweep " + id + ": " + st.message());
+  }
+
+  void Disconnect(const std::string& identity, const std::string& reason) {
+    Log("disconnect " + Printable(identity) + ": " + reason);
+    Send(identity, tune::Disconnect{reason});
+    DropWorker(identity);
+  }
+
+  void DropWorker(const std::string& identity) {
+    if (workers.erase(identity)) scheduler.DropWorker(identity);
+  }
+
+  void Handle(const std::string& identity, Envelope env) {
+    const double now = NowSeconds();
+    auto wit = workers.find(identity);
+    if (wit != workers.end()) wit->second.last_seen = now;  // any command is a heartbeat
+
+    std::visit(
+        [&](auto& cmd) {
+          using T = std::decay_t<decltype(cmd)>;
+          if constexpr (std::is_same_v<T, Hello>) {
+            Peer p;
+            p.name = cmd.worker_name;
+            p.devices = cmd.devices;
+            p.last_seen = now;
+            for (const auto& d : p.devices) scheduler.AddDevice(d);
+            workers[identity] = std::move(p);
+            Log("hello from " + cmd.worker_name + " with " + std::to_string(cmd.devices.size()) +
+                " device(s)");
+            Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
+          } else if constexpr (std::is_same_v<T, SweepSubmit>) {
+            const std::string id = NewSweepId();
+            auto r = scheduler.AddSweep(cmd, id, std::time(nullptr));
+            if (!r.ok()) {
+              Send(identity, ErrorReply{r.status().message()});
+              return;
+            }
+            PersistSweep(id);
+            Log("sweep " + id + " '" + cmd.name + "' accepted");
+            Send(identity, SweepAccepted{id});
+          } else if constexpr (std::is_same_v<T, SweepStatusRequest>) {
+            SweepStatus st;
+            st.sweeps = scheduler.Progress(cmd.sweep_id);
+            st.workers = static_cast<uint32_t>(workers.size());
+            if (!cmd.sweep_id.empty() && st.sweeps.empty()) {
+              Send(identity, ErrorReply{"unknown sweep '" + cmd.sweep_id + "'"});
+              return;
+            }
+            Send(identity, std::move(st));
+          } else if constexpr (std::is_same_v<T, Heartbeat>) {
+            if (wit == workers.end()) Disconnect(identity, "unknown worker: say hello first");
+          } else if constexpr (std::is_same_v<T, RequestWork>) {
+            if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
+            const Peer& peer = wit->second;
+            const DeviceInfo* dev = nullptr;
+            for (const auto& d : peer.devices) {
+              if (d.index == cmd.device_index) dev = &d;
+            }
+            if (!dev) return Disconnect(identity, "request for unknown device " +
+                                                      std::to_string(cmd.device_index));
+            auto unit = scheduler.Lease(identity, dev->model, now);
+            if (!unit) {
+              Send(identity, NoWork{200});
+              return;
+            }
+            unit->device_index = cmd.device_index;
+            Log("lease unit " + std::to_string(unit->unit_id) + " (" + unit->op + "/" +
+                unit->dtype + ", " + std::to_string(unit->configs.size()) + " configs) to " +
+                peer.name);
+            Send(identity, std::move(*unit));
+          } else if constexpr (std::is_same_v<T, Results>) {
+            if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
+            Ingest(identity, wit->second, cmd);
+          } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
+            Log("worker " + (wit != workers.end() ? wit->second.name : Printable(identity)) +
+                " left: " + cmd.reason);
+            DropWorker(identity);
+          } else {
+            Disconnect(identity, std::string("unexpected command ") + CommandName(env.command));
+          }
+        },
+        env.command);
+  }
+
+  void Ingest(const std::string& identity, const Peer& peer, const Results& r) {
+    const Unit* unit = scheduler.FindUnit(r.unit_id);
+    if (!unit || unit->sweep_id != r.sweep_id) {
+      // A unit this coordinator does not know (it restarted): the rows are
+      // still valid measurements, keyed by their content; store them.
+    }
+    std::set<std::string> models;
+    for (const auto& d : peer.devices) models.insert(d.model);
+    std::vector<Measurement> rows;
+    rows.reserve(r.measurements.size());
+    for (const auto& m : r.measurements) {
+      if (!models.count(m.gpu_model)) {
+        return Disconnect(identity, "results for GPU model '" + m.gpu_model +
+                                        "' that this worker does not have");
+      }
+      if (unit && (m.op != unit->op || m.dtype != unit->dtype)) {
+        return Disconnect(identity, "results for " + m.op + "/" + m.dtype + " in a unit of " +
+                                        unit->op + "/" + unit->dtype);
+      }
+      rows.push_back(m);
+      rows.back().sweep_id = r.sweep_id;
+      rows.back().worker = peer.name;
+    }
+    size_t stored = 0;
+    Status st = store->PutBatch(rows, &stored);
+    if (!st.ok()) {
+      // Not acknowledged: the worker keeps the batch and sends it again.
+      Log("store write failed: " + st.message());
+      return;
+    }
+    uint64_t failed = 0;
+    if (stored == rows.size()) {
+      for (const auto& m : rows) failed += m.Valid() ? 0 : 1;
+    }
+    scheduler.CountPairs(r.unit_id, stored, failed);
+    Send(identity, ResultsAck{r.sweep_id, r.unit_id, r.batch, static_cast<uint32_t>(stored)});
+    if (r.final) {
+      scheduler.CompleteUnit(identity, r.unit_id, std::time(nullptr));
+      const SweepState* s = scheduler.FindSweep(r.sweep_id);
+      if (s && s->state != "running") {
+        PersistSweep(r.sweep_id);
+        Log("sweep " + r.sweep_id + " " + s->state);
+      }
+    }
+  }
+
+  void Tick(double now) {
+    const double hb = opts.heartbeat_ms / 1000.0;
+    std::vector<std::string> dead;
+    for (auto& [id, peer] : workers) {
+      if (now - peer.last_seen > hb * opts.liveness) {
+        dead.push_back(id);
+      } else if (now - peer.last_sent >= hb) {
+        Send(id, Heartbeat{});
+      }
+    }
+    for (const auto& id : dead) {
+      Log("worker " + workers[id].name + " missed " + std::to_string(opts.liveness) +
+          " heartbeats: its leases go back to the queue");
+      DropWorker(id);
+    }
+    const size_t expired = scheduler.ExpireLeases(now);
+    if (expired) Log(std::to_string(expired) + " lease(s) expired");
+  }
+};
+
+Coordinator::Coordinator(CoordinatorOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
+Coordinator::~Coordinator() = default;
+
+Status Coordinator::Start() {
+  auto store = ResultStore::Open(impl_->opts.store_path);
+  if (!store.ok()) return store.status();
+  impl_->store = std::move(store).value();
+  try {
+    impl_->router = std::make_unique<zmq::socket_t>(impl_->ctx, zmq::socket_type::router);
+    impl_->router->set(zmq::sockopt::linger, 0);
+    impl_->router->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
+    impl_->router->set(zmq::sockopt::router_handover, 1);
+    impl_->router->bind(impl_->opts.endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::Error("coordinator: cannot bind " + impl_->opts.endpoint + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+std::string Coordinator::bound_endpoint() const {
+  return impl_->router ? impl_->router->get(zmq::sockopt::last_endpoint) : "";
+}
+
+ResultStore* Coordinator::store() { return impl_->store.get(); }
+
+Status Coordinator::Run(const std::atomic<bool>* stop) {
+  auto& router = *impl_->router;
+  double last_tick = 0;
+  while (!stop->load()) {
+    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}};
+    try {
+      zmq::poll(items, 1, std::chrono::milliseconds(50));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      return Status::Error(std::string("coordinator: poll: ") + e.what());
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      // Drain what is queued, bounded so heartbeats still go out under load.
+      for (int i = 0; i < 1000; ++i) {
+        zmq::message_t identity, frame;
+        if (!router.recv(identity, zmq::recv_flags::dontwait)) break;
+        std::vector<zmq::message_t> parts;
+        bool more = router.get(zmq::sockopt::rcvmore);
+        while (more) {
+          parts.emplace_back();
+          (void)router.recv(parts.back());
+          more = router.get(zmq::sockopt::rcvmore);
+        }
+        const std::string id = identity.to_string();
+        if (parts.size() != 1) {
+          impl_->Disconnect(id, "expected one frame, got " + std::to_string(parts.size()));
+          continue;
+        }
+        auto env = DecodeEnvelope(parts[0].data(), parts[0].size());
+        if (!env.ok()) {
+          impl_->Disconnect(id, "malformed message: " + env.status().message());
+          continue;
+        }
+        impl_->Handle(id, std::move(env).value());
+      }
+    }
+    const double now = NowSeconds();
+    if (now - last_tick >= 0.05) {
+      impl_->Tick(now);
+      last_tick = now;
+    }
+  }
+  for (const auto& [id, peer] : impl_->workers) impl_->Send(id, tune::Disconnect{"coordinator stopping"});
+  return Status::OK();
+}
+
+}  // namespace tune

@@ -1,0 +1,49 @@
+// Coordinator: the farm's ROUTER endpoint.
+//
+// Accepts sweeps from clients, registers workers by their hello, leases work
+// units to workers whose GPU model a sweep targets, keeps heartbeats flowing
+// both ways, ingests results into the ResultStore (idempotently) and answers
+// status requests. Single-threaded: one poll loop owns the socket, the
+// scheduler and the store handle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "scheduler.h"
+#include "tune/result_store.h"
+#include "tune/status.h"
+
+namespace tune {
+
+struct CoordinatorOptions {
+  std::string endpoint = "tcp://*:5555";
+  std::string store_path = "tunefarm.db";
+  uint32_t heartbeat_ms = 1000;
+  uint32_t liveness = 5;            // missed heartbeats before a worker is dead
+  SchedulerOptions scheduler;
+  bool verbose = false;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorOptions opts);
+  ~Coordinator();
+
+  // Opens the store and binds. Errors name the endpoint or store path.
+  Status Start();
+  // Serves until *stop becomes true. Start() must have succeeded.
+  Status Run(const std::atomic<bool>* stop);
+  // The endpoint actually bound (resolves "tcp://127.0.0.1:*").
+  std::string bound_endpoint() const;
+  ResultStore* store();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tune

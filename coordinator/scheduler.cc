@@ -1,0 +1,274 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <ctime>
+
+#include "tune/config_space.h"
+#include "tune/sweep_file.h"
+
+namespace tune {
+
+bool SweepState::TargetsModel(const std::string& model) const {
+  for (const auto& m : submit.gpu_models) {
+    if (m == "*" || m == model) return true;
+  }
+  return false;
+}
+
+Scheduler::Scheduler(SchedulerOptions opts) : opts_(opts) {}
+
+Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::string& sweep_id,
+                                        int64_t now_unix) {
+  if (sweeps_.count(sweep_id)) return Status::Error("sweep " + sweep_id + " already exists");
+  if (submit.ops.empty()) return Status::Error("sweep '" + submit.name + "': no ops");
+  if (submit.ops.size() != submit.op_packages.size()) {
+    return Status::Error("sweep '" + submit.name + "': " + std::to_string(submit.ops.size()) +
+                         " ops but " + std::to_string(submit.op_packages.size()) + " op packages");
+  }
+  if (submit.dtypes.empty()) return Status::Error("sweep '" + submit.name + "': no dtypes");
+  if (submit.shapes.empty()) return Status::Error("sweep '" + submit.name + "': no shapes");
+  if (submit.gpu_models.empty()) return Status::Error("sweep '" + submit.name + "': no GPU models");
+  SweepState sweep;
+  sweep.id = sweep_id;
+  sweep.submit = submit;
+  sweep.started_unix = now_unix;
+  for (size_t i = 0; i < submit.ops.size(); ++i) {
+    auto spec = ParseOpSpec(submit.op_packages[i], "op '" + submit.ops[i] + "'");
+    if (!spec.ok()) return spec.status();
+    if (spec->name != submit.ops[i]) {
+      return Status::Error("sweep '" + submit.name + "': op package for '" + submit.ops[i] +
+                           "' holds op '" + spec->name + "'");
+    }
+    for (const auto& dt : submit.dtypes) {
+      if (std::find(spec->dtypes.begin(), spec->dtypes.end(), dt) == spec->dtypes.end()) {
+        return Status::Error("sweep '" + submit.name + "': op '" + spec->name +
+                             "' does not support dtype '" + dt + "'");
+      }
+    }
+    if (ShapesForOp(submit, *spec).empty()) {
+      return Status::Error("sweep '" + submit.name + "': no shape gives the dims of op '" +
+                           spec->name + "'");
+    }
+    for (const auto& shape : submit.shapes) {
+      for (const auto& [dim, value] : shape.dims) {
+        if (value <= 0) {
+          return Status::Error("sweep '" + submit.name + "': shape " + shape.Canonical() +
+                               ": dim " + dim + " must be positive");
+        }
+      }
+    }
+    sweep.specs.push_back(std::move(spec).value());
+  }
+  auto& stored = sweeps_[sweep_id] = std::move(sweep);
+  for (const auto& [model, device] : models_) {
+    if (stored.TargetsModel(model)) CreateUnits(stored, device);
+  }
+  return sweep_id;
+}
+
+void Scheduler::AddDevice(const DeviceInfo& device) {
+  if (device.model.empty()) return;
+  bool is_new = models_.emplace(device.model, device).second;
+  if (!is_new) return;
+  for (auto& [id, sweep] : sweeps_) {
+    if (sweep.state == "running" && sweep.TargetsModel(device.model)) CreateUnits(sweep, device);
+  }
+}
+
+void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
+  if (!sweep.models.insert(device.model).second) return;
+  const uint32_t per_unit =
+      sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
+  for (const auto& spec : sweep.specs) {
+    const size_t shapes = ShapesForOp(sweep.submit, spec).size();
+    auto configs = EnumerateConfigs(spec, device);
+    if (!configs.ok()) {
+      sweep.state = "failed";
+      return;
+    }
+    for (const auto& dtype : sweep.submit.dtypes) {
+      for (size_t i = 0; i < configs->size(); i += per_unit) {
+        Unit u;
+        u.id = next_unit_id_++;
+        u.sweep_id = sweep.id;
+        u.op = spec.name;
+        u.dtype = dtype;
+        u.gpu_model = device.model;
+        const size_t end = std::min(configs->size(), i + per_unit);
+        u.configs.assign(configs->begin() + i, configs->begin() + end);
+        sweep.pairs_total += u.configs.size() * shapes;
+        sweep.units.push_back(u.id);
+        pending_[device.model].push_back(u.id);
+        units_.emplace(u.id, std::move(u));
+      }
+    }
+  }
+}
+
+double Scheduler::LeaseSeconds(const Unit& u) const {
+  const auto& sweep = sweeps_.at(u.sweep_id);
+  return opts_.lease_base_seconds +
+         opts_.lease_per_pair_seconds * u.configs.size() * sweep.submit.shapes.size();  // upper bound
+}
+
+WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
+  const auto& sweep = sweeps_.at(u.sweep_id);
+  WorkUnit w;
+  w.sweep_id = u.sweep_id;
+  w.unit_id = u.id;
+  w.attempt = u.attempts;
+  w.op = u.op;
+  for (size_t i = 0; i < sweep.submit.ops.size(); ++i) {
+    if (sweep.submit.ops[i] != u.op) continue;
+    w.op_package = sweep.submit.op_packages[i];
+    w.shapes = ShapesForOp(sweep.submit, sweep.specs[i]);
+  }
+  w.dtype = u.dtype;
+  w.configs = u.configs;
+  w.lease_seconds = lease_seconds;
+  return w;
+}
+
+std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::string& gpu_model,
+                                         double now) {
+  auto& queue = pending_[gpu_model];
+  while (!queue.empty()) {
+    const uint64_t id = queue.front();
+    queue.pop_front();
+    auto it = units_.find(id);
+    if (it == units_.end() || it->second.state != UnitState::kPending) continue;
+    Unit& u = it->second;
+    if (sweeps_.at(u.sweep_id).state != "running") continue;
+    const double lease = LeaseSeconds(u);
+    u.state = UnitState::kLeased;
+    u.attempts++;
+    u.holders[worker] = now + lease;
+    u.leased_at = now;
+    return MakeWorkUnit(u, lease);
+  }
+  if (!opts_.tail_duplicates) return std::nullopt;
+  // Tail of the sweep: duplicate the oldest single-holder lease of this model
+  // that this worker does not hold. Ingestion is idempotent, so whichever copy
+  // finishes first wins and the other's rows are ignored.
+  Unit* oldest = nullptr;
+  for (auto& [id, u] : units_) {
+    if (u.state != UnitState::kLeased || u.gpu_model != gpu_model) continue;
+    if (u.holders.size() != 1 || u.holders.count(worker)) continue;
+    if (now - u.leased_at < opts_.tail_min_age_seconds) continue;
+    if (!oldest || u.leased_at < oldest->leased_at) oldest = &u;
+  }
+  if (!oldest) return std::nullopt;
+  const double lease = LeaseSeconds(*oldest);
+  oldest->holders[worker] = now + lease;
+  return MakeWorkUnit(*oldest, lease);
+}
+
+void Scheduler::CompleteUnit(const std::string& worker, uint64_t unit_id, int64_t now_unix) {
+  auto it = units_.find(unit_id);
+  if (it == units_.end()) return;
+  Unit& u = it->second;
+  u.holders.erase(worker);
+  if (u.state == UnitState::kDone) return;
+  u.state = UnitState::kDone;
+  MaybeFinish(sweeps_.at(u.sweep_id), now_unix);
+}
+
+void Scheduler::CountPairs(uint64_t unit_id, uint64_t stored, uint64_t stored_failed) {
+  auto it = units_.find(unit_id);
+  if (it == units_.end()) return;
+  auto& sweep = sweeps_.at(it->second.sweep_id);
+  sweep.pairs_done += stored;
+  sweep.pairs_failed += stored_failed;
+}
+
+void Scheduler::ReleaseHolder(Unit& u, const std::string& worker) {
+  u.holders.erase(worker);
+  if (u.state != UnitState::kLeased || !u.holders.empty()) return;
+  if (u.attempts >= opts_.max_attempts) {
+    u.state = UnitState::kFailed;
+    MaybeFinish(sweeps_.at(u.sweep_id), 0);
+    return;
+  }
+  u.state = UnitState::kPending;
+  pending_[u.gpu_model].push_front(u.id);  // retried first
+}
+
+void Scheduler::DropWorker(const std::string& worker) {
+  for (auto& [id, u] : units_) {
+    if (u.holders.count(worker)) ReleaseHolder(u, worker);
+  }
+}
+
+size_t Scheduler::ExpireLeases(double now) {
+  size_t expired = 0;
+  for (auto& [id, u] : units_) {
+    if (u.state != UnitState::kLeased) continue;
+    std::vector<std::string> late;
+    for (const auto& [w, deadline] : u.holders) {
+      if (deadline < now) late.push_back(w);
+    }
+    for (const auto& w : late) {
+      ReleaseHolder(u, w);
+      ++expired;
+    }
+  }
+  return expired;
+}
+
+void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
+  if (sweep.state != "running") return;
+  if (now_unix == 0) now_unix = std::time(nullptr);
+  if (sweep.models.empty()) return;
+  for (const auto& m : sweep.submit.gpu_models) {
+    if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet
+  }
+  for (uint64_t id : sweep.units) {
+    const auto s = units_.at(id).state;
+    if (s != UnitState::kDone && s != UnitState::kFailed) return;
+  }
+  sweep.state = "done";
+  sweep.finished_unix = now_unix;
+}
+
+const Unit* Scheduler::FindUnit(uint64_t unit_id) const {
+  auto it = units_.find(unit_id);
+  return it == units_.end() ? nullptr : &it->second;
+}
+
+const SweepState* Scheduler::FindSweep(const std::string& id) const {
+  auto it = sweeps_.find(id);
+  return it == sweeps_.end() ? nullptr : &it->second;
+}
+
+std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) const {
+  std::vector<SweepProgress> out;
+  for (const auto& [id, s] : sweeps_) {
+    if (!sweep_id.empty() && id != sweep_id) continue;
+    SweepProgress p;
+    p.sweep_id = id;
+    p.name = s.submit.name;
+    p.state = s.state;
+    p.units_total = s.units.size();
+    for (uint64_t uid : s.units) {
+      const auto st = units_.at(uid).state;
+      if (st == UnitState::kDone || st == UnitState::kFailed) p.units_done++;
+    }
+    p.pairs_total = s.pairs_total;
+    p.pairs_done = s.pairs_done;
+    p.pairs_failed = s.pairs_failed;
+    p.gpu_models.assign(s.models.begin(), s.models.end());
+    p.started_unix = s.started_unix;
+    p.finished_unix = s.finished_unix;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool Scheduler::Busy() const {
+  for (const auto& [id, s] : sweeps_) {
+    if (s.state == "running") return true;
+  }
+  return false;
+}
+
+}  // namespace tune

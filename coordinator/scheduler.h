@@ -1,0 +1,112 @@
+// Scheduler: sweeps, work units and leases as pure logic.
+//
+// No sockets, no clock of its own: every call takes `now` (seconds on any
+// monotonic scale), so lease expiry, worker death and retries are tested
+// without waiting. The Coordinator drives it from its socket loop.
+//
+// A sweep = ops x dtypes x shapes x target GPU models. Each GPU model gets the
+// whole legal config space of each op (what makes architectures comparable),
+// split into units of configs; a unit carries every shape of the sweep so a
+// config compiles once per worker. Units of a model are created when the
+// first device of that model is seen, because legality depends on its limits.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tune/op_spec.h"
+#include "tune/protocol.h"
+#include "tune/status.h"
+#include "tune/types.h"
+
+namespace tune {
+
+struct SchedulerOptions {
+  uint32_t configs_per_unit = 16;     // default unit size when a sweep names none
+  double lease_base_seconds = 120;    // lease = base + per_pair * configs * shapes
+  double lease_per_pair_seconds = 5;
+  uint32_t max_attempts = 4;          // leases of one unit before it is failed
+  bool tail_duplicates = true;        // idle workers may duplicate straggling leases
+  double tail_min_age_seconds = 2;    // a lease must be this old to be duplicated
+};
+
+enum class UnitState { kPending, kLeased, kDone, kFailed };
+
+struct Unit {
+  uint64_t id = 0;
+  std::string sweep_id, op, dtype, gpu_model;
+  std::vector<Config> configs;
+  UnitState state = UnitState::kPending;
+  uint32_t attempts = 0;
+  std::map<std::string, double> holders;  // worker -> lease deadline
+  double leased_at = 0;
+};
+
+struct SweepState {
+  std::string id;
+  SweepSubmit submit;
+  std::vector<OpSpec> specs;                 // parsed submit.op_packages
+  std::string state = "running";             // running | done | failed
+  std::set<std::string> models;              // models that have units
+  std::vector<uint64_t> units;               // unit ids, creation order
+  uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
+  int64_t started_unix = 0, finished_unix = 0;
+  bool TargetsModel(const std::string& model) const;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions opts = {});
+
+  // Validates and registers a sweep (op packages parse, dims of every shape
+  // match each op, dtypes supported by the op). Creates units at once for
+  // every already-known model it targets. Errors name the op/field.
+  Result<std::string> AddSweep(const SweepSubmit& submit, const std::string& sweep_id,
+                               int64_t now_unix);
+  // A device of a (possibly new) model is present; creates units for every
+  // running sweep that targets it and has none yet. Errors (a constraint that
+  // fails to evaluate) fail that sweep with the message.
+  void AddDevice(const DeviceInfo& device);
+
+  // Gives `worker` a unit for `gpu_model`: a pending one, or at the tail of a
+  // sweep a duplicate lease of a straggler. nullopt when there is none.
+  std::optional<WorkUnit> Lease(const std::string& worker, const std::string& gpu_model,
+                                double now);
+  // A final results batch arrived for the unit: it is done.
+  void CompleteUnit(const std::string& worker, uint64_t unit_id, int64_t now_unix);
+  // Results were stored for a unit (new rows only), for progress.
+  void CountPairs(uint64_t unit_id, uint64_t stored, uint64_t stored_failed);
+  // The worker is gone: its leases go back to the queue.
+  void DropWorker(const std::string& worker);
+  // Leases past their deadline go back to the queue; returns how many.
+  size_t ExpireLeases(double now);
+
+  const Unit* FindUnit(uint64_t unit_id) const;
+  const SweepState* FindSweep(const std::string& id) const;
+  std::vector<SweepProgress> Progress(const std::string& sweep_id) const;
+  const std::map<std::string, SweepState>& sweeps() const { return sweeps_; }
+  // True while some sweep is running.
+  bool Busy() const;
+
+ private:
+  void CreateUnits(SweepState& sweep, const DeviceInfo& device);
+  void ReleaseHolder(Unit& u, const std::string& worker);
+  void MaybeFinish(SweepState& sweep, int64_t now_unix);
+  WorkUnit MakeWorkUnit(const Unit& u, double lease_seconds) const;
+  double LeaseSeconds(const Unit& u) const;
+
+  SchedulerOptions opts_;
+  std::map<std::string, SweepState> sweeps_;
+  std::map<uint64_t, Unit> units_;
+  std::map<std::string, DeviceInfo> models_;  // first device seen per model
+  std::map<std::string, std::deque<uint64_t>> pending_;  // per model, lease order
+  uint64_t next_unit_id_ = 1;
+};
+
+}  // namespace tune

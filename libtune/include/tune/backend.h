@@ -1,0 +1,87 @@
+// Backend: how a worker compiles, checks and times configs on one device.
+//
+// Two implementations: `cuda` (NVRTC + Driver API, measurements of real
+// hardware) and `sim` (a deterministic cost model per GPU model with
+// injectable faults; every figure it produces is labelled backend="sim" and
+// is never reported as a hardware result).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tune/op_spec.h"
+#include "tune/status.h"
+#include "tune/types.h"
+
+namespace tune {
+
+// The outcome of compiling one config for one device architecture.
+struct CompiledKernel {
+  Config config;
+  std::string config_id;
+  std::string kernel_hash;
+  std::string arch;            // "sm_90", "sm_90a", "sim"
+  std::string image;           // cubin bytes (empty for sim)
+  std::string log;             // compiler log (kept on failure)
+  KernelResources resources;
+  FailureClass failure = FailureClass::kNone;  // kCompileError / kResources
+  std::string failure_message;
+  bool from_cache = false;
+  double compile_seconds = 0;
+};
+
+// How long and how hard to time one (config, shape).
+struct TimingPolicy {
+  int warmup = 2;                    // untimed launches first
+  int min_samples = 5;
+  int max_samples = 100;
+  double target_rel_ci = 0.01;       // stop when 95% CI half-width <= 1% of mean
+  double max_seconds = 0.5;          // cap of timed work per (config, shape)
+  double early_stop_factor = 2.0;    // stop after min_samples when median > factor * best
+  double timeout_seconds = 10.0;     // wall clock per config, enforced from outside
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // The device this backend instance drives.
+  virtual const DeviceInfo& device() const = 0;
+  // Toolchain identity that enters the kernel hash: NVRTC version or "sim".
+  virtual std::string toolchain() const = 0;
+
+  // Compiles one config. Thread-safe: workers call it from a compile pool.
+  // Never fails as a call: a compile error is a CompiledKernel with
+  // failure == kCompileError and its log.
+  virtual CompiledKernel Compile(const OpSpec& spec, const std::string& dtype,
+                                 const Config& config) = 0;
+
+  // Checks and times a compiled config on one shape. Not thread-safe (one
+  // device). `best_so_far_us` (0 = none) lets clearly slower configs stop
+  // early. Failures (launch error, crash, timeout, wrong result, NaN) come
+  // back as a Measurement with failure set; key fields are filled by the
+  // caller.
+  virtual Measurement Measure(const OpSpec& spec, const std::string& dtype,
+                              const CompiledKernel& kernel, const Shape& shape,
+                              const TimingPolicy& policy, double best_so_far_us) = 0;
+};
+
+// Faults the sim backend injects, each a probability per config decided by a
+// hash of (config id, seed), so that the same config fails the same way on
+// every run. Parsed from "compile=0.02,crash=0.01,hang=0.01,wrong=0.01,nan=0.01".
+struct SimFaults {
+  double compile_error = 0, crash = 0, hang = 0, wrong_result = 0, nan = 0;
+  double slow_factor = 1.0;     // a slow node: every figure multiplied (and real time spent)
+  double seconds_per_measure = 0;  // real time spent per Measure, to emulate GPU busy time
+  static Result<SimFaults> Parse(const std::string& text);
+};
+
+// A simulated device of the given model: "h100-sxm", "h200", "a100-sxm",
+// "l40s", or any other name (a generic mid-range model).
+std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index,
+                                        const SimFaults& faults);
+// Names of the GPU models the sim cost model knows.
+std::vector<std::string> SimGpuModels();
+
+}  // namespace tune

@@ -1,0 +1,80 @@
+// ConfigSpace: the legal configs of an op on one GPU model.
+//
+// Enumeration is deterministic: an odometer over the spec's axes (last axis
+// fastest), constraints evaluated with the device's limits; illegal points are
+// pruned. Config ids are content hashes, so they are stable across processes
+// and runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tune/op_spec.h"
+#include "tune/status.h"
+
+namespace tune {
+
+struct SpaceStats {
+  uint64_t raw = 0;      // product of axis sizes
+  uint64_t legal = 0;    // points that passed every constraint
+};
+
+// Every legal config of `spec` on `device`, in enumeration order. Fails only
+// if a constraint does not compile or the raw space exceeds
+// kMaxRawConfigPoints. 10^6 raw points take well under 1 s.
+//
+// Constraints may read `dsize`; this form uses the largest dtype of the op,
+// so the configs it returns are legal for every dtype the op declares (one
+// config set shared by all dtypes of a sweep).
+Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
+                                             SpaceStats* stats = nullptr);
+// The same for one dtype ("f16", ...): `dsize` is that dtype's size. Fails on
+// an unknown dtype.
+Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
+                                             const std::string& dtype, SpaceStats* stats = nullptr);
+
+// A space larger than this is refused rather than enumerated for hours.
+inline constexpr uint64_t kMaxRawConfigPoints = 1'000'000'000;
+
+// Resolved launch geometry and argument sizes of one config on one shape.
+struct LaunchPlan {
+  int64_t grid[3] = {1, 1, 1};
+  int64_t block[3] = {1, 1, 1};
+  int64_t smem_bytes = 0;
+  std::vector<int64_t> arg_elems;      // elements per buffer arg (0 for scalars)
+  std::vector<double> scalar_values;   // value per scalar arg (0 for buffers)
+  int64_t ref_grid[3] = {1, 1, 1};
+  int64_t ref_block[3] = {1, 1, 1};
+  double flops = 0, bytes = 0;         // metrics for this shape
+};
+
+// Evaluates launch, args, reference launch and metrics. Errors name the field.
+// Compiles every expression on each call; use a LaunchPlanner to plan many
+// (config, shape) pairs of one (op, dtype, device).
+Result<LaunchPlan> PlanLaunch(const OpSpec& spec, const std::string& dtype, const Config& config,
+                              const Shape& shape, const DeviceInfo& device);
+
+// PlanLaunch with the expressions compiled once. Errors: the config lacks a
+// param or has one the spec does not know, the shape lacks a dim or has an
+// unknown one, a grid/block value below 1, a negative smem or buffer size, or
+// a non-finite value; each names the field, the config and the shape.
+// Not thread-safe: use one per thread. Keeps no reference to `spec`.
+class LaunchPlanner {
+ public:
+  static Result<LaunchPlanner> Create(const OpSpec& spec, const std::string& dtype,
+                                      const DeviceInfo& device);
+  LaunchPlanner(LaunchPlanner&&) noexcept;
+  LaunchPlanner& operator=(LaunchPlanner&&) noexcept;
+  ~LaunchPlanner();
+
+  Result<LaunchPlan> Plan(const Config& config, const Shape& shape);
+
+ private:
+  LaunchPlanner();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tune

@@ -1,0 +1,62 @@
+// Expressions over params, problem dims and device limits, evaluated with
+// muparser. Used for constraints, launch geometry, buffer shapes and metrics.
+//
+// Operators: + - * / % (integer remainder), ^, comparisons, && || !, ?:
+// Functions: cdiv(a,b), min(a,b), max(a,b), floor, ceil, log2, abs.
+// Device limits (names fixed): smem_optin, max_threads, num_sms, sm (e.g. 90),
+// l2_bytes; plus dsize (byte size of the sweep's dtype).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tune/status.h"
+#include "tune/types.h"
+
+namespace tune {
+
+// Variables an expression may read. Addresses of values are stable for the
+// lifetime of the ExprScope; compiled expressions bind to them, so updating a
+// value (Set) is all it takes to re-evaluate. Not thread-safe.
+class ExprScope {
+ public:
+  ExprScope();
+  ~ExprScope();
+  ExprScope(const ExprScope&) = delete;
+  ExprScope& operator=(const ExprScope&) = delete;
+
+  void Set(const std::string& name, double value);  // declares on first use
+  void SetAll(const NamedValues& values);
+  void SetDevice(const DeviceInfo& device);         // smem_optin, max_threads, ...
+  bool Has(const std::string& name) const;
+  double* Slot(const std::string& name);            // nullptr when undeclared
+  std::vector<std::string> Names() const;           // declared names, sorted
+
+ private:
+  std::map<std::string, std::unique_ptr<double>> vars_;
+};
+
+class Expr {
+ public:
+  Expr(Expr&&) noexcept;
+  Expr& operator=(Expr&&) noexcept;
+  ~Expr();
+
+  // Compiles `text` against the variables declared in `scope` at this time.
+  // An unknown variable or a syntax error is an error naming `where` (e.g.
+  // "ops/gemm/op.toml: [launch] smem") and the offending token.
+  static Result<Expr> Compile(const std::string& text, ExprScope* scope, const std::string& where);
+
+  double Eval() const;          // never throws; NaN on arithmetic failure
+  int64_t EvalInt() const;      // Eval rounded toward zero; NaN gives 0, +-inf saturate
+  const std::string& text() const;
+
+ private:
+  Expr();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tune

@@ -1,0 +1,95 @@
+// OpSpec: an op the farm tunes, loaded from a folder (op.toml + CUDA sources).
+//
+// Ops are data, not code compiled into the farm. The spec format is
+// documented in ops/README.md. An op travels between processes as an
+// OpPackage (file name -> contents) so that workers need no copy of ops/ and
+// every process hashes exactly the same bytes.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tune/status.h"
+#include "tune/types.h"
+
+namespace tune {
+
+// File name (relative to the op folder) -> file contents. Always holds
+// "op.toml", the kernel source, the reference source and every file they
+// #include with quotes.
+using OpPackage = std::map<std::string, std::string>;
+
+// Reads op.toml from `dir` and every file it names or #includes (quoted, same
+// folder). Errors name the file.
+Result<OpPackage> ReadOpPackage(const std::string& dir);
+
+// One named, typed axis of the config space (nvbench style).
+struct Axis {
+  std::string name;
+  std::vector<int64_t> values;
+};
+
+// One kernel parameter, in the kernel's parameter order.
+struct ArgSpec {
+  enum class Kind { kBuffer, kScalar };
+  std::string name;
+  Kind kind = Kind::kBuffer;
+  // Buffers.
+  std::string dir;                  // "in" | "out" | "inout"
+  std::string dtype;                // "$dtype" (the sweep's dtype) or "f16" | "bf16" | "f32" | "i32"
+  std::vector<std::string> shape;   // expressions over dims and params
+  std::string init;                 // "uniform(lo,hi)" | "normal(mean,std)" | "ones"; inputs only
+  // Scalars.
+  std::string scalar_type;          // "i32" | "i64" | "f32"
+  std::string value;                // expression over dims and params
+};
+
+struct CheckSpec {
+  std::string reference_file;       // "reference.cu"
+  std::string reference_kernel;     // "gemm_ref"
+  std::vector<std::string> grid;    // launch of the reference (3 expressions over dims)
+  std::vector<std::string> block;
+  double rtol = 1e-2, atol = 1e-2;
+  double max_mismatch = 0.0;        // ratio of elements allowed outside tolerance
+};
+
+struct OpSpec {
+  std::string name;
+  std::string origin;               // folder or "<package>", for error messages
+  std::string source_file;          // "gemm.cu"
+  std::string kernel;               // entry point (extern "C")
+  std::vector<std::string> dims;    // ["M", "N", "K"]
+  std::vector<std::string> dtypes;  // ["f16", "bf16"]
+  Config default_config;
+  std::vector<Axis> axes;           // spec order
+  std::vector<std::string> constraints;  // over params + device limits
+  std::vector<std::string> grid, block;  // 3 expressions each
+  std::string smem = "0";           // dynamic shared memory bytes expression
+  std::vector<ArgSpec> args;
+  CheckSpec check;
+  std::string flops = "0", bytes = "0";  // metrics expressions over dims
+  std::vector<std::string> compile_options;  // extra NVRTC options
+  bool arch_specific = false;       // compile for sm_XYa (wgmma/setmaxnreg)
+  OpPackage package;                // every file of the op
+
+  // Digest of everything in the spec that changes the machine code: kernel
+  // and reference sources with included headers, kernel name, compile
+  // options, arch_specific. Excludes axes, shapes and metrics. 32 hex digits.
+  std::string SourceDigest() const;
+  const Axis* FindAxis(const std::string& name) const;
+};
+
+// Parses an op from its package. `origin` is used in error messages:
+// "ops/gemm/op.toml: [launch] grid: expected 3 expressions".
+Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin);
+// ReadOpPackage + ParseOpSpec.
+Result<OpSpec> LoadOpSpec(const std::string& dir);
+
+// Kernel hash = SourceDigest + toolchain (NVRTC version, or "sim"). 32 hex.
+std::string KernelHash(const OpSpec& spec, const std::string& toolchain);
+
+// Byte size of a dtype name, 0 when unknown.
+int DTypeSize(const std::string& dtype);
+
+}  // namespace tune

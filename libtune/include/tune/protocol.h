@@ -1,0 +1,126 @@
+// The wire protocol between coordinator, workers and clients, as plain C++
+// structs. The codec (protocol.cc, the only code that sees the generated
+// Cap'n Proto types of schema/protocol.capnp) turns them into frames.
+//
+// Pattern: ROUTER (coordinator) / DEALER (workers, clients). Every message is
+// one Envelope in one frame (after the ROUTER's identity frame). Any command
+// a peer receives counts as a heartbeat from the sender.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tune/op_spec.h"
+#include "tune/status.h"
+#include "tune/types.h"
+
+namespace tune {
+
+inline constexpr uint16_t kProtocolVersion = 1;
+// Frames larger than this are dropped and the peer disconnected.
+inline constexpr size_t kMaxFrameBytes = 64u << 20;
+
+struct Hello {
+  std::string worker_name;           // host:pid
+  std::string farm_version;
+  std::vector<DeviceInfo> devices;
+};
+struct HelloAck {
+  uint32_t heartbeat_ms = 1000;      // both sides send at this interval
+  uint32_t liveness = 5;             // missed intervals before a peer is dead
+};
+struct Heartbeat {};
+struct RequestWork {
+  int device_index = 0;              // which of the worker's devices is idle
+};
+struct NoWork {
+  uint32_t retry_ms = 200;
+};
+// A work unit: chunk of configs of one (sweep, op, dtype, GPU model), every
+// shape of the sweep per config so each config compiles once.
+struct WorkUnit {
+  std::string sweep_id;
+  uint64_t unit_id = 0;
+  uint32_t attempt = 0;
+  int device_index = 0;
+  std::string op;
+  OpPackage op_package;
+  std::string dtype;
+  std::vector<Shape> shapes;
+  std::vector<Config> configs;
+  double lease_seconds = 0;          // the coordinator's deadline for this unit
+};
+struct Results {
+  std::string sweep_id;
+  uint64_t unit_id = 0;
+  uint64_t batch = 0;                // per-unit batch number, for acks
+  bool final = false;                // the last batch of the unit
+  std::vector<Measurement> measurements;
+};
+struct ResultsAck {
+  std::string sweep_id;
+  uint64_t unit_id = 0;
+  uint64_t batch = 0;
+  uint32_t stored = 0;               // new rows; duplicates are not stored twice
+};
+// From a client: run this sweep.
+struct SweepSubmit {
+  std::string name;
+  std::vector<std::string> ops;
+  std::vector<OpPackage> op_packages;  // one per op, same order
+  std::vector<std::string> dtypes;
+  std::vector<Shape> shapes;           // dims named as in the op specs
+  std::vector<std::string> gpu_models; // "*" = every model present
+  uint32_t configs_per_unit = 0;       // 0 = coordinator chooses
+};
+struct SweepAccepted {
+  std::string sweep_id;
+};
+struct SweepStatusRequest {
+  std::string sweep_id;              // empty = all sweeps
+};
+struct SweepProgress {
+  std::string sweep_id, name, state;  // state: "running" | "done" | "failed"
+  uint64_t units_total = 0, units_done = 0;
+  uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
+  std::vector<std::string> gpu_models;
+  int64_t started_unix = 0, finished_unix = 0;
+};
+struct SweepStatus {
+  std::vector<SweepProgress> sweeps;
+  uint32_t workers = 0;
+};
+struct ErrorReply {
+  std::string message;
+};
+struct Disconnect {
+  std::string reason;
+};
+
+using Command = std::variant<Hello, HelloAck, Heartbeat, RequestWork, NoWork, WorkUnit, Results,
+                             ResultsAck, SweepSubmit, SweepAccepted, SweepStatusRequest,
+                             SweepStatus, ErrorReply, Disconnect>;
+
+struct Envelope {
+  uint16_t version = kProtocolVersion;
+  uint64_t seq = 0;
+  std::string sender;
+  Command command;
+};
+
+// Serialises one envelope into one frame.
+std::string EncodeEnvelope(const Envelope& env);
+// Parses one frame. Malformed, truncated, oversized (> kMaxFrameBytes) or
+// wrong-version input is an error, never a crash; safe for hostile input.
+Result<Envelope> DecodeEnvelope(const void* data, size_t size);
+
+// Stored records (schema/records.capnp), used by ResultStore.
+std::string EncodeMeasurement(const Measurement& m);
+Result<Measurement> DecodeMeasurement(const void* data, size_t size);
+
+// Name of a command alternative, for logs: "hello", "work_unit", ...
+const char* CommandName(const Command& c);
+
+}  // namespace tune

@@ -1,0 +1,28 @@
+// Publishing: from the store's measurements to a bundle for deployments.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tune/bundle.h"
+#include "tune/op_spec.h"
+#include "tune/result_store.h"
+
+namespace tune {
+
+// The op specs the store has seen, from its stored sweeps (the most recently
+// submitted spec of each op name wins). Unparseable records are skipped.
+std::map<std::string, OpSpec> OpsFromStore(ResultStore& store);
+
+// Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
+// config of the newest kernel hash, with the op's default config measured on
+// the same key beside it (when the sweep measured it). If the default is
+// faster than every tuned config it is what ships: a bundle never ships a
+// config slower than the default. Fails when nothing matches.
+Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name);
+
+// Throughput of a measurement for reports: TFLOP/s when the op counts flops,
+// else GB/s; `unit` receives "TFLOP/s" or "GB/s". 0 when unknown.
+double Throughput(const OpSpec* spec, const Measurement& m, std::string* unit);
+
+}  // namespace tune

@@ -1,0 +1,75 @@
+// ResultStore: measurements, best-so-far, sweeps and metadata in RocksDB.
+//
+// Column families:
+//   results   key (gpu_model, op, dtype, shape, kernel_hash, config_id) -> Measurement
+//   by_shape  key (op, dtype, shape, gpu_model, kernel_hash, config_id) -> "" (index)
+//   best      key (gpu_model, op, dtype, shape, kernel_hash) -> best valid Measurement
+//   sweeps    key sweep_id -> opaque bytes owned by the coordinator
+//   meta      "format_version" -> "1", ...
+// Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
+// "all results of this op on this GPU" and (op, dtype, shape) in by_shape
+// answers "every GPU's results for this shape".
+//
+// Put is idempotent: a measurement whose key is already stored is ignored
+// (a retried or duplicated lease stores once). Each Put is one atomic
+// WriteBatch over results, by_shape and best.
+//
+// Thread safety: a ResultStore may be used from several threads; Put calls
+// serialise on an internal mutex (best-so-far is read-modify-write).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tune/status.h"
+#include "tune/types.h"
+
+namespace tune {
+
+inline constexpr int kStoreFormatVersion = 1;
+
+struct ResultFilter {
+  std::string gpu_model, op, dtype, shape, kernel_hash;  // empty = any
+};
+
+class ResultStore {
+ public:
+  // Opens (creating if missing) the store at `path`. Fails with a clear error
+  // if the path holds a store of an unknown format version or is locked by
+  // another process.
+  static Result<std::unique_ptr<ResultStore>> Open(const std::string& path);
+  ~ResultStore();
+
+  // Stores `m` unless its key exists. Returns true when newly stored.
+  Result<bool> Put(const Measurement& m);
+  // Put for many; `*stored` counts the new ones. Atomic as a whole.
+  Status PutBatch(const std::vector<Measurement>& ms, size_t* stored);
+
+  std::optional<Measurement> Get(const std::string& gpu_model, const std::string& op,
+                                 const std::string& dtype, const std::string& shape,
+                                 const std::string& kernel_hash, const std::string& config_id);
+
+  // Visits every measurement matching `filter` in key order; uses a prefix
+  // scan of results (gpu_model set) or by_shape (gpu_model empty, op set).
+  // Stop early by returning false from `fn`.
+  Status Scan(const ResultFilter& filter, const std::function<bool(const Measurement&)>& fn);
+  // Best valid measurement per (gpu_model, op, dtype, shape, kernel_hash).
+  Result<std::vector<Measurement>> Best(const ResultFilter& filter);
+  // Number of rows in results (exact, by iteration).
+  Result<uint64_t> CountResults();
+
+  // Sweep state owned by the coordinator.
+  Status PutSweep(const std::string& sweep_id, const std::string& bytes);
+  std::optional<std::string> GetSweep(const std::string& sweep_id);
+  Status ForEachSweep(const std::function<void(const std::string& id, const std::string& bytes)>& fn);
+
+ private:
+  struct Impl;
+  explicit ResultStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tune

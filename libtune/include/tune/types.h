@@ -1,0 +1,117 @@
+// Plain C++ value types shared by every part of tunefarm.
+//
+// Only the protocol codec sees Cap'n Proto; everything else passes these
+// structs around. They are cheap to copy and carry no behaviour beyond
+// canonical string forms, which are part of the store's key format and must
+// never change for existing data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tune {
+
+// An ordered list of (name, integer value). Used for a config's parameter
+// assignment (in the op's axis order) and for a problem shape (in the op's
+// dims order).
+using NamedValues = std::vector<std::pair<std::string, int64_t>>;
+
+// "A=1,B=2" in the given order. Names never contain ',' or '='.
+std::string JoinNamedValues(const NamedValues& v);
+// Inverse of JoinNamedValues; returns false on malformed text.
+bool ParseNamedValues(const std::string& text, NamedValues* out);
+// Value of `name`, or `fallback` when absent.
+int64_t ValueOf(const NamedValues& v, const std::string& name, int64_t fallback = 0);
+
+// One point of an op's config space.
+struct Config {
+  NamedValues params;  // axis order of the op spec
+  // Canonical text: params sorted by name, "BK=32,BM=128,...". Stable across
+  // axis reorderings, so it identifies the config in the store.
+  std::string Canonical() const;
+  // 16 hex digits: BLAKE2b-64 of Canonical().
+  std::string Id() const;
+};
+
+// One problem shape, dims in the op's declared order.
+struct Shape {
+  NamedValues dims;
+  std::string Canonical() const { return JoinNamedValues(dims); }  // "M=4096,N=4096,K=4096"
+};
+
+// Why a (config, shape) produced no valid figure. Values match the schema's
+// FailureClass enum; never renumber.
+enum class FailureClass : uint16_t {
+  kNone = 0,
+  kCompileError = 1,
+  kResources = 2,
+  kLaunchError = 3,
+  kCrash = 4,
+  kTimeout = 5,
+  kWrongResult = 6,
+  kNan = 7,
+  kSkipped = 8,  // stopped early: clearly slower than the best so far
+};
+const char* FailureClassName(FailureClass c);        // "compile_error", ...
+FailureClass FailureClassFromName(const std::string& name);  // kNone when unknown
+
+// What a worker knows about one of its GPUs (or a simulated one).
+struct DeviceInfo {
+  int index = 0;                 // ordinal on its host
+  std::string name;              // as reported, "NVIDIA H100 80GB HBM3"
+  std::string model;             // normalised store key, "h100-80gb-hbm3"
+  std::string backend;           // "cuda" or "sim"
+  int cc_major = 0, cc_minor = 0;
+  int num_sms = 0;
+  int64_t total_mem_bytes = 0;
+  int64_t l2_bytes = 0;
+  int64_t smem_per_block_optin = 0;
+  int max_threads_per_block = 0;
+  int sm_clock_mhz = 0;
+  int mem_clock_mhz = 0;
+  std::string driver_version;    // "13.0"
+  std::string nvrtc_version;     // "13.0", "sim"
+};
+
+// Normalises a device name into a store-key model string: lower case, runs
+// of non-alphanumerics collapsed to '-', a leading "nvidia-" removed.
+std::string NormaliseGpuModel(const std::string& device_name);
+
+// Resource usage of one compiled config.
+struct KernelResources {
+  int registers = 0;
+  int64_t static_smem_bytes = 0;
+  int64_t dynamic_smem_bytes = 0;
+  int64_t local_bytes = 0;  // spills
+  int max_threads_per_block = 0;
+  double occupancy = 0;     // active warps / max warps per SM, 0..1
+};
+
+// One (config, shape) outcome on one GPU model. Timing fields are in
+// microseconds; they are 0 when `failure != kNone`.
+struct Measurement {
+  // Key.
+  std::string gpu_model, op, dtype, shape, kernel_hash, config_id;
+  // Payload.
+  Config config;
+  FailureClass failure = FailureClass::kNone;
+  std::string failure_message;
+  double median_us = 0, mean_us = 0, stdev_us = 0, min_us = 0, max_us = 0, ci95_us = 0;
+  uint32_t samples = 0;
+  bool check_passed = false;
+  double max_abs_error = 0, mismatch_ratio = 0;
+  KernelResources resources;
+  bool throttled = false;
+  int sm_clock_mhz = 0;
+  std::string backend;        // "cuda" | "sim": sim figures are never hardware results
+  std::string device_name, worker, driver_version, nvrtc_version, farm_version;
+  int64_t unix_time = 0;
+  std::string sweep_id;
+
+  // A config is a candidate winner only when it ran and passed its check.
+  bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }
+};
+
+}  // namespace tune

@@ -1,0 +1,420 @@
+// Bundles: Cap'n Proto and JSON forms, files, and the run-time lookup.
+#include "tune/bundle.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fcntl.h>
+#include <kj/array.h>
+#include <kj/exception.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "schema/bundle.capnp.h"
+#include "schema/records.capnp.h"
+
+namespace tune {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr uint32_t kBundleFormatVersion = 1;
+// Bundles are read by deployments from files that may be damaged or
+// replaced; this bounds what a bad file can make us allocate.
+constexpr size_t kMaxBundleBytes = 256u << 20;
+constexpr int kNestingLimit = 16;
+
+capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.c_str(), s.size()); }
+std::string Str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
+
+void SetNamedValues(capnp::List<wire::NamedValue>::Builder list, const NamedValues& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    list[i].setName(TextOf(v[i].first));
+    list[i].setValue(v[i].second);
+  }
+}
+
+NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list) {
+  NamedValues out;
+  out.reserve(list.size());
+  for (auto nv : list) out.emplace_back(Str(nv.getName()), nv.getValue());
+  return out;
+}
+
+Status CheckVersion(uint32_t v) {
+  if (v == 0) return Status::Error("bundle has no format version");
+  if (v > kBundleFormatVersion) {
+    return Status::Error("bundle format version " + std::to_string(v) +
+                         " is newer than this libtune reads (" +
+                         std::to_string(kBundleFormatVersion) + ")");
+  }
+  return Status::OK();
+}
+
+// JSON objects keep the insertion order (ordered_json), so params and dims
+// read in the op's declared order, as in the spec file.
+Json NamedValuesToJson(const NamedValues& v) {
+  Json j = Json::object();
+  for (const auto& [name, value] : v) j[name] = value;
+  return j;
+}
+
+NamedValues NamedValuesFromJson(const Json& j, const char* what) {
+  if (!j.is_object()) throw std::runtime_error(std::string(what) + " must be an object");
+  NamedValues out;
+  for (const auto& [name, value] : j.items()) {
+    if (!value.is_number_integer()) {
+      throw std::runtime_error(std::string(what) + "." + name + " must be an integer");
+    }
+    out.emplace_back(name, value.get<int64_t>());
+  }
+  return out;
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  // A deployment may read the bundle while a rollout rewrites it: it must
+  // see either the old file or the new one, never a torn one.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error(tmp + ": cannot create: " + std::strerror(errno));
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::Error(tmp + ": write failed: " + std::strerror(err));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error(tmp + ": cannot flush: " + std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error(path + ": cannot replace: " + std::strerror(err));
+  }
+  return Status::OK();
+}
+
+// Same text as JoinNamedValues, appended to a reused buffer so that lookups
+// do not allocate once the buffer has grown.
+void AppendCanonical(std::string* out, const NamedValues& v) {
+  char num[24];
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) *out += ',';
+    *out += v[i].first;
+    *out += '=';
+    auto [end, ec] = std::to_chars(num, num + sizeof(num), v[i].second);
+    (void)ec;
+    out->append(num, end);
+  }
+}
+
+void AppendGroup(std::string* out, const std::string& op, const std::string& dtype,
+                 const std::string& gpu_model) {
+  out->append(op);
+  *out += '\0';
+  out->append(dtype);
+  *out += '\0';
+  out->append(gpu_model);
+}
+
+double Log2Dim(int64_t v) { return std::log2(static_cast<double>(v < 1 ? 1 : v)); }
+
+// Squared log2 distance between shapes with the same dim names; +inf when
+// the dims differ (a shape of another op version cannot stand in).
+double ShapeDistance(const NamedValues& query, const NamedValues& tuned) {
+  if (query.size() != tuned.size()) return std::numeric_limits<double>::infinity();
+  double d = 0;
+  for (const auto& [name, value] : query) {
+    const std::pair<std::string, int64_t>* match = nullptr;
+    for (const auto& t : tuned) {
+      if (t.first == name) {
+        match = &t;
+        break;
+      }
+    }
+    if (!match) return std::numeric_limits<double>::infinity();
+    const double diff = Log2Dim(value) - Log2Dim(match->second);
+    d += diff * diff;
+  }
+  return d;
+}
+
+}  // namespace
+
+std::string EncodeBundle(const Bundle& b) {
+  capnp::MallocMessageBuilder builder;
+  auto root = builder.initRoot<wire::Bundle>();
+  root.setFormatVersion(b.format_version);
+  root.setName(TextOf(b.name));
+  root.setFarmVersion(TextOf(b.farm_version));
+  root.setCreatedUnix(b.created_unix);
+  auto defaults = root.initDefaults(b.defaults.size());
+  size_t i = 0;
+  for (const auto& [op, config] : b.defaults) {
+    defaults[i].setOp(TextOf(op));
+    SetNamedValues(defaults[i].initConfig().initParams(config.params.size()), config.params);
+    ++i;
+  }
+  auto entries = root.initEntries(b.entries.size());
+  for (i = 0; i < b.entries.size(); ++i) {
+    const BundleEntry& e = b.entries[i];
+    auto w = entries[i];
+    w.setOp(TextOf(e.op));
+    w.setDtype(TextOf(e.dtype));
+    w.setGpuModel(TextOf(e.gpu_model));
+    SetNamedValues(w.initShape().initDims(e.shape.dims.size()), e.shape.dims);
+    SetNamedValues(w.initConfig().initParams(e.config.params.size()), e.config.params);
+    w.setConfigId(TextOf(e.config_id));
+    w.setKernelHash(TextOf(e.kernel_hash));
+    w.setMedianUs(e.median_us);
+    w.setStdevUs(e.stdev_us);
+    w.setCi95Us(e.ci95_us);
+    w.setSamples(e.samples);
+    w.setDefaultMedianUs(e.default_median_us);
+    w.setBackend(TextOf(e.backend));
+    w.setDeviceName(TextOf(e.device_name));
+    w.setNvrtcVersion(TextOf(e.nvrtc_version));
+    w.setDriverVersion(TextOf(e.driver_version));
+  }
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+Result<Bundle> DecodeBundle(const void* data, size_t size) {
+  if (size == 0 || data == nullptr) return Status::Error("bundle is empty");
+  if (size > kMaxBundleBytes) {
+    return Status::Error("bundle of " + std::to_string(size) + " bytes exceeds the limit of " +
+                         std::to_string(kMaxBundleBytes));
+  }
+  if (size % sizeof(capnp::word) != 0) {
+    return Status::Error("bundle is truncated or corrupt (size " + std::to_string(size) +
+                         " is not a multiple of 8)");
+  }
+  const size_t words = size / sizeof(capnp::word);
+  try {
+    kj::Array<capnp::word> copy = kj::heapArray<capnp::word>(words);
+    std::memcpy(copy.begin(), data, size);
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words * 4 + 1024;
+    options.nestingLimit = kNestingLimit;
+    capnp::FlatArrayMessageReader reader(copy.asPtr(), options);
+    if (reader.getEnd() != copy.end()) return Status::Error("bundle has trailing bytes (corrupt)");
+    auto root = reader.getRoot<wire::Bundle>();
+    Bundle b;
+    b.format_version = root.getFormatVersion();
+    TUNE_RETURN_IF_ERROR(CheckVersion(b.format_version));
+    b.name = Str(root.getName());
+    b.farm_version = Str(root.getFarmVersion());
+    b.created_unix = root.getCreatedUnix();
+    for (auto d : root.getDefaults()) {
+      b.defaults[Str(d.getOp())] = Config{GetNamedValues(d.getConfig().getParams())};
+    }
+    auto entries = root.getEntries();
+    b.entries.reserve(entries.size());
+    for (auto r : entries) {
+      BundleEntry e;
+      e.op = Str(r.getOp());
+      e.dtype = Str(r.getDtype());
+      e.gpu_model = Str(r.getGpuModel());
+      e.shape.dims = GetNamedValues(r.getShape().getDims());
+      e.config.params = GetNamedValues(r.getConfig().getParams());
+      e.config_id = Str(r.getConfigId());
+      e.kernel_hash = Str(r.getKernelHash());
+      e.median_us = r.getMedianUs();
+      e.stdev_us = r.getStdevUs();
+      e.ci95_us = r.getCi95Us();
+      e.samples = r.getSamples();
+      e.default_median_us = r.getDefaultMedianUs();
+      e.backend = Str(r.getBackend());
+      e.device_name = Str(r.getDeviceName());
+      e.nvrtc_version = Str(r.getNvrtcVersion());
+      e.driver_version = Str(r.getDriverVersion());
+      b.entries.push_back(std::move(e));
+    }
+    return b;
+  } catch (const kj::Exception& e) {
+    return Status::Error(std::string("bundle is corrupt: ") + e.getDescription().cStr());
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("bundle is corrupt: ") + e.what());
+  }
+}
+
+std::string BundleToJson(const Bundle& b) {
+  Json j;
+  j["format_version"] = b.format_version;
+  j["name"] = b.name;
+  j["farm_version"] = b.farm_version;
+  j["created_unix"] = b.created_unix;
+  Json defaults = Json::object();
+  for (const auto& [op, config] : b.defaults) defaults[op] = NamedValuesToJson(config.params);
+  j["defaults"] = std::move(defaults);
+  Json entries = Json::array();
+  for (const BundleEntry& e : b.entries) {
+    Json je;
+    je["op"] = e.op;
+    je["dtype"] = e.dtype;
+    je["gpu_model"] = e.gpu_model;
+    je["shape"] = NamedValuesToJson(e.shape.dims);
+    je["config"] = NamedValuesToJson(e.config.params);
+    je["config_id"] = e.config_id;
+    je["kernel_hash"] = e.kernel_hash;
+    je["median_us"] = e.median_us;
+    je["stdev_us"] = e.stdev_us;
+    je["ci95_us"] = e.ci95_us;
+    je["samples"] = e.samples;
+    je["default_median_us"] = e.default_median_us;
+    je["backend"] = e.backend;
+    je["device_name"] = e.device_name;
+    je["nvrtc_version"] = e.nvrtc_version;
+    je["driver_version"] = e.driver_version;
+    entries.push_back(std::move(je));
+  }
+  j["entries"] = std::move(entries);
+  // Invalid UTF-8 in a name must not make the printer throw.
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+Result<Bundle> BundleFromJson(const std::string& text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Error("bundle JSON does not parse");
+  if (!j.is_object()) return Status::Error("bundle JSON must be an object");
+  try {
+    Bundle b;
+    b.format_version = j.at("format_version").get<uint32_t>();
+    TUNE_RETURN_IF_ERROR(CheckVersion(b.format_version));
+    b.name = j.value("name", std::string());
+    b.farm_version = j.value("farm_version", std::string());
+    b.created_unix = j.value("created_unix", int64_t{0});
+    if (j.contains("defaults")) {
+      const Json& defaults = j.at("defaults");
+      if (!defaults.is_object()) return Status::Error("bundle JSON: defaults must be an object");
+      for (const auto& [op, config] : defaults.items()) {
+        b.defaults[op] = Config{NamedValuesFromJson(config, ("defaults." + op).c_str())};
+      }
+    }
+    if (j.contains("entries")) {
+      const Json& entries = j.at("entries");
+      if (!entries.is_array()) return Status::Error("bundle JSON: entries must be an array");
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const Json& je = entries[i];
+        const std::string where = "entries[" + std::to_string(i) + "]";
+        if (!je.is_object()) return Status::Error("bundle JSON: " + where + " must be an object");
+        BundleEntry e;
+        e.op = je.at("op").get<std::string>();
+        e.dtype = je.at("dtype").get<std::string>();
+        e.gpu_model = je.at("gpu_model").get<std::string>();
+        e.shape.dims = NamedValuesFromJson(je.at("shape"), (where + ".shape").c_str());
+        e.config.params = NamedValuesFromJson(je.at("config"), (where + ".config").c_str());
+        e.config_id = je.value("config_id", std::string());
+        e.kernel_hash = je.value("kernel_hash", std::string());
+        e.median_us = je.value("median_us", 0.0);
+        e.stdev_us = je.value("stdev_us", 0.0);
+        e.ci95_us = je.value("ci95_us", 0.0);
+        e.samples = je.value("samples", uint32_t{0});
+        e.default_median_us = je.value("default_median_us", 0.0);
+        e.backend = je.value("backend", std::string());
+        e.device_name = je.value("device_name", std::string());
+        e.nvrtc_version = je.value("nvrtc_version", std::string());
+        e.driver_version = je.value("driver_version", std::string());
+        b.entries.push_back(std::move(e));
+      }
+    }
+    return b;
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("bundle JSON: ") + e.what());
+  }
+}
+
+Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext) {
+  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", EncodeBundle(b)));
+  return WriteFileAtomically(path_without_ext + ".json", BundleToJson(b));
+}
+
+Result<Bundle> ReadBundleFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error("bundle " + path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return Status::Error("bundle " + path + ": read failed");
+  const std::string bytes = std::move(buf).str();
+  Result<Bundle> b = DecodeBundle(bytes.data(), bytes.size());
+  if (!b.ok()) return Status::Error("bundle " + path + ": " + b.status().message());
+  return b;
+}
+
+const char* LookupLevelName(LookupLevel l) {
+  switch (l) {
+    case LookupLevel::kExact: return "exact";
+    case LookupLevel::kNearestShape: return "nearest_shape";
+    case LookupLevel::kDefault: return "default";
+    case LookupLevel::kMiss: return "miss";
+  }
+  return "unknown";
+}
+
+BundleIndex::BundleIndex(Bundle bundle) : bundle_(std::move(bundle)) {
+  std::string key;
+  for (size_t i = 0; i < bundle_.entries.size(); ++i) {
+    const BundleEntry& e = bundle_.entries[i];
+    key.clear();
+    AppendGroup(&key, e.op, e.dtype, e.gpu_model);
+    by_group_[key].push_back(i);
+    key += '\0';
+    AppendCanonical(&key, e.shape.dims);
+    exact_.emplace(key, i);  // a duplicate key keeps the first entry, as nearest ties do
+  }
+}
+
+LookupResult BundleIndex::Lookup(const std::string& op, const std::string& dtype,
+                                 const std::string& gpu_model, const Shape& shape) const {
+  // Reused per thread: the hot path builds its key without allocating once
+  // the buffer is large enough.
+  thread_local std::string key;
+  key.clear();
+  AppendGroup(&key, op, dtype, gpu_model);
+  auto group = by_group_.find(key);
+  if (group != by_group_.end()) {
+    key += '\0';
+    AppendCanonical(&key, shape.dims);
+    if (auto hit = exact_.find(key); hit != exact_.end()) {
+      const BundleEntry& e = bundle_.entries[hit->second];
+      return LookupResult{LookupLevel::kExact, &e.config, &e};
+    }
+    const BundleEntry* nearest = nullptr;
+    double best = std::numeric_limits<double>::infinity();
+    for (size_t i : group->second) {
+      const BundleEntry& e = bundle_.entries[i];
+      const double d = ShapeDistance(shape.dims, e.shape.dims);
+      if (d < best) {  // strict: ties go to the first in bundle order
+        best = d;
+        nearest = &e;
+      }
+    }
+    if (nearest) return LookupResult{LookupLevel::kNearestShape, &nearest->config, nearest};
+  }
+  if (auto def = bundle_.defaults.find(op); def != bundle_.defaults.end()) {
+    return LookupResult{LookupLevel::kDefault, &def->second, nullptr};
+  }
+  return LookupResult{};
+}
+
+}  // namespace tune

@@ -1,0 +1,99 @@
+// The CUDA Driver API, opened at run time from libcuda.so.1.
+//
+// Linking libcuda would stop every binary from starting on a host without the
+// driver (the coordinator's hosts, CI), so the functions are resolved with
+// dlsym into a table. cuda.h maps many names to versioned symbols
+// (cuMemAlloc -> cuMemAlloc_v2); the table's members and the looked-up names
+// go through the same macros, so they always agree with the prototypes.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+#include "tune/status.h"
+
+namespace tune::cuda {
+
+// X-macro list of every driver function tunefarm calls.
+#define TUNE_CU_FUNCTIONS(X)                      \
+  X(cuInit)                                       \
+  X(cuDriverGetVersion)                           \
+  X(cuGetErrorName)                               \
+  X(cuGetErrorString)                             \
+  X(cuDeviceGetCount)                             \
+  X(cuDeviceGet)                                  \
+  X(cuDeviceGetName)                              \
+  X(cuDeviceGetAttribute)                         \
+  X(cuDeviceTotalMem)                             \
+  X(cuDeviceGetPCIBusId)                          \
+  X(cuDevicePrimaryCtxRetain)                     \
+  X(cuDevicePrimaryCtxRelease)                    \
+  X(cuCtxSetCurrent)                              \
+  X(cuCtxSynchronize)                             \
+  X(cuMemGetInfo)                                 \
+  X(cuMemAlloc)                                   \
+  X(cuMemFree)                                    \
+  X(cuMemcpyHtoD)                                 \
+  X(cuMemcpyDtoH)                                 \
+  X(cuMemcpyDtoD)                                 \
+  X(cuMemsetD8)                                   \
+  X(cuMemsetD8Async)                              \
+  X(cuModuleLoadData)                             \
+  X(cuModuleUnload)                               \
+  X(cuModuleGetFunction)                          \
+  X(cuFuncGetAttribute)                           \
+  X(cuFuncSetAttribute)                           \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
+  X(cuLaunchKernel)                               \
+  X(cuStreamCreate)                               \
+  X(cuStreamDestroy)                              \
+  X(cuStreamSynchronize)                          \
+  X(cuEventCreate)                                \
+  X(cuEventDestroy)                               \
+  X(cuEventRecord)                                \
+  X(cuEventElapsedTime)
+
+struct Driver {
+#define TUNE_CU_MEMBER(name) decltype(&::name) name = nullptr;
+  TUNE_CU_FUNCTIONS(TUNE_CU_MEMBER)
+#undef TUNE_CU_MEMBER
+};
+
+// The process-wide table, loaded and cuInit'ed once. Error when libcuda.so.1
+// is missing, a function is missing, or cuInit fails. Thread-safe.
+Result<const Driver*> LoadDriver();
+
+// "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)".
+std::string CuResultText(CUresult r);
+
+// "libtune/src/cuda/runner.cc:123: cuLaunchKernel(...) failed: CUDA_ERROR_..."
+std::string CuErrorText(CUresult r, const char* call, const char* file, int line);
+
+// Errors after which the context is unusable; the runner must exit.
+bool IsStickyError(CUresult r);
+
+// A driver call's outcome with where it happened, for code that must tell
+// error codes apart (launch vs. crash vs. resources).
+struct CuStatus {
+  CUresult code = CUDA_SUCCESS;
+  std::string message;
+  bool ok() const { return code == CUDA_SUCCESS; }
+};
+
+inline CuStatus CheckCu(CUresult r, const char* call, const char* file, int line) {
+  if (r == CUDA_SUCCESS) return {};
+  return CuStatus{r, CuErrorText(r, call, file, line)};
+}
+
+}  // namespace tune::cuda
+
+// Evaluates a driver call and yields a CuStatus naming the call, file and line.
+#define TUNE_CU(call) ::tune::cuda::CheckCu((call), #call, __FILE__, __LINE__)
+
+// In a function returning CuStatus: return the failure of `call`.
+#define TUNE_CU_RETURN_IF_ERROR(call)                      \
+  do {                                                     \
+    ::tune::cuda::CuStatus _cs = TUNE_CU(call);            \
+    if (!_cs.ok()) return _cs;                             \
+  } while (0)

@@ -1,0 +1,204 @@
+#include "cuda/host_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <regex>
+
+namespace tune::cuda {
+namespace {
+
+// splitmix64: tiny, fast, and the same sequence everywhere (std::
+// distributions are implementation-defined, and inputs must not differ
+// between builds of the worker).
+struct SplitMix {
+  uint64_t s;
+  uint64_t Next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform01() { return double(Next() >> 11) * (1.0 / 9007199254740992.0); }  // [0,1)
+};
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t mant = h & 0x3FF;
+  if (exp == 0) {
+    if (mant == 0) return BitsFloat(sign);
+    // Subnormal: value = mant * 2^-24.
+    float v = std::ldexp(float(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return BitsFloat(sign | 0x7F800000u | (mant << 13));
+  return BitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t u = FloatBits(f);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000);
+  uint32_t abs = u & 0x7FFFFFFF;
+  if (abs >= 0x7F800000u) return uint16_t(sign | 0x7C00 | (abs > 0x7F800000u ? 0x200 : 0));
+  if (abs >= 0x477FF000u) return uint16_t(sign | 0x7C00);  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {
+    // Subnormal half (or zero): scale to units of 2^-24 and round to even.
+    float a = BitsFloat(abs);
+    float scaled = a * 16777216.0f;  // 2^24
+    float r = std::nearbyint(scaled);
+    return uint16_t(sign | uint16_t(r));
+  }
+  uint32_t exp = ((abs >> 23) - 112) << 10;
+  uint32_t mant = (abs >> 13) & 0x3FF;
+  uint32_t rest = abs & 0x1FFF;
+  uint32_t h = exp | mant;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return uint16_t(sign | h);
+}
+
+float Bf16ToFloat(uint16_t b) { return BitsFloat(uint32_t(b) << 16); }
+
+uint16_t FloatToBf16(float f) {
+  uint32_t u = FloatBits(f);
+  if ((u & 0x7FFFFFFF) > 0x7F800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  uint32_t rounding = 0x7FFF + ((u >> 16) & 1);
+  return uint16_t((u + rounding) >> 16);
+}
+
+uint64_t Fnv1a64(const std::string& s, uint64_t h) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Result<std::string> MakeInput(const std::string& dtype, const std::string& init_text, int64_t elems,
+                              uint64_t seed) {
+  std::string init = init_text.empty() ? "uniform(-1,1)" : init_text;
+  static const std::regex kTwo(R"(\s*(uniform|normal)\s*\(\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\)\s*)");
+  static const std::regex kOnes(R"(\s*ones\s*(\(\s*\))?\s*)");
+  enum { kUniform, kNormal, kOnesKind } kind;
+  double a = 0, b = 0;
+  std::smatch m;
+  if (std::regex_match(init, m, kTwo)) {
+    kind = m[1] == "uniform" ? kUniform : kNormal;
+    try {
+      a = std::stod(m[2]);
+      b = std::stod(m[3]);
+    } catch (...) {
+      return Status::Error("init '" + init + "': bad number");
+    }
+  } else if (std::regex_match(init, kOnes)) {
+    kind = kOnesKind;
+  } else {
+    return Status::Error("init '" + init + "': expected uniform(lo,hi), normal(mean,std) or ones");
+  }
+  int width = (dtype == "f32" || dtype == "i32") ? 4 : (dtype == "f16" || dtype == "bf16") ? 2 : 0;
+  if (width == 0) return Status::Error("unknown dtype '" + dtype + "'");
+  if (elems < 0) return Status::Error("negative element count");
+
+  std::string bytes(size_t(elems) * width, '\0');
+  SplitMix rng{seed};
+  bool any_nonzero = false;
+  for (int64_t i = 0; i < elems; ++i) {
+    double v;
+    if (kind == kOnesKind) {
+      v = 1.0;
+    } else if (kind == kUniform) {
+      v = a + (b - a) * rng.Uniform01();
+    } else {
+      // Box-Muller; one value per pair keeps the sequence simple.
+      double u1 = rng.Uniform01(), u2 = rng.Uniform01();
+      if (u1 < 1e-300) u1 = 1e-300;
+      v = a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    }
+    char* p = bytes.data() + size_t(i) * width;
+    if (dtype == "f32") {
+      float f = float(v);
+      any_nonzero |= f != 0.0f;
+      std::memcpy(p, &f, 4);
+    } else if (dtype == "i32") {
+      int32_t n = kind == kUniform ? int32_t(std::floor(a + (b - a + 1) * rng.Uniform01()))
+                                   : int32_t(std::lround(v));
+      if (kind == kUniform && n > int32_t(b)) n = int32_t(b);
+      any_nonzero |= n != 0;
+      std::memcpy(p, &n, 4);
+    } else {
+      uint16_t h = dtype == "f16" ? FloatToHalf(float(v)) : FloatToBf16(float(v));
+      any_nonzero |= (h & 0x7FFF) != 0;
+      std::memcpy(p, &h, 2);
+    }
+  }
+  if (elems > 0 && !any_nonzero) return Status::Error("init '" + init + "' gives all zeros for " + dtype);
+  return bytes;
+}
+
+std::vector<float> DecodeToFloat(const std::string& dtype, const std::string& bytes) {
+  std::vector<float> out;
+  if (dtype == "f32" || dtype == "i32") {
+    out.resize(bytes.size() / 4);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (dtype == "f32") {
+        std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+      } else {
+        int32_t n;
+        std::memcpy(&n, bytes.data() + 4 * i, 4);
+        out[i] = float(n);
+      }
+    }
+  } else if (dtype == "f16" || dtype == "bf16") {
+    out.resize(bytes.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      out[i] = dtype == "f16" ? HalfToFloat(h) : Bf16ToFloat(h);
+    }
+  }
+  return out;
+}
+
+void Compare(const std::vector<float>& out, const std::vector<float>& ref, double atol, double rtol,
+             Comparison* c) {
+  size_t n = std::min(out.size(), ref.size());
+  const int64_t base = c->elements;
+  auto bad = [&](size_t i, double o, double r) {
+    ++c->mismatches;
+    if (c->first_bad < 0) {
+      c->first_bad = base + int64_t(i);
+      c->first_bad_out = o;
+      c->first_bad_ref = r;
+    }
+  };
+  for (size_t i = 0; i < n; ++i) {
+    double o = out[i], r = ref[i];
+    if (std::isnan(o)) {
+      ++c->nans;
+      bad(i, o, r);
+      continue;
+    }
+    double err = std::fabs(o - r);
+    if (std::isfinite(err) && err > c->max_abs_error) c->max_abs_error = err;
+    // Written so that NaN/inf in the reference or the error fails too.
+    if (!(err <= atol + rtol * std::fabs(r)) && !(std::isinf(o) && o == r)) bad(i, o, r);
+  }
+  // A size mismatch is a failure of every element without a partner.
+  for (size_t i = n; i < std::max(out.size(), ref.size()); ++i) bad(i, 0, 0);
+  c->elements += int64_t(std::max(out.size(), ref.size()));
+}
+
+}  // namespace tune::cuda

@@ -1,0 +1,47 @@
+// Host-side data for checking kernels: seeded inputs, dtype conversions and
+// the output-vs-reference comparison. No CUDA here, so it is unit-testable on
+// any host.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tune/status.h"
+
+namespace tune::cuda {
+
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);         // round to nearest even
+float Bf16ToFloat(uint16_t b);
+uint16_t FloatToBf16(float f);         // round to nearest even
+
+// Bytes of `elems` elements of `dtype` (f16, bf16, f32, i32) drawn from `init`
+// ("uniform(lo,hi)", "normal(mean,std)", "ones"; empty = "uniform(-1,1)").
+// Deterministic in `seed` on every host. A draw that would be all zeros
+// (e.g. i32 uniform(0,0)) is an error: zeros hide kernels that never read.
+Result<std::string> MakeInput(const std::string& dtype, const std::string& init, int64_t elems,
+                              uint64_t seed);
+
+// Elements of a `dtype` buffer as floats.
+std::vector<float> DecodeToFloat(const std::string& dtype, const std::string& bytes);
+
+struct Comparison {
+  int64_t elements = 0;
+  int64_t mismatches = 0;       // outside atol + rtol*|ref|, NaN included
+  int64_t nans = 0;             // NaN in the output
+  double max_abs_error = 0;     // over elements where both are finite
+  int64_t first_bad = -1;       // index (over all compared elements) of the first failure
+  double first_bad_out = 0, first_bad_ref = 0;
+  double MismatchRatio() const { return elements ? double(mismatches) / double(elements) : 0.0; }
+};
+
+// Accumulates out vs ref into `c`: |out - ref| <= atol + rtol*|ref| passes,
+// NaN never does.
+void Compare(const std::vector<float>& out, const std::vector<float>& ref, double atol, double rtol,
+             Comparison* c);
+
+// 64-bit FNV-1a, for seeds derived from names.
+uint64_t Fnv1a64(const std::string& s, uint64_t h = 1469598103934665603ull);
+
+}  // namespace tune::cuda

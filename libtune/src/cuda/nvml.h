@@ -1,0 +1,40 @@
+// Clock and throttle readings from NVML, opened at run time.
+//
+// NVML ships with the driver but not with the toolkit headers, and is absent
+// in some containers; every reading is optional. A timing taken while the
+// GPU was power- or thermally-capped is still a figure, but a flagged one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tune::cuda {
+
+struct ClockSample {
+  bool valid = false;
+  int sm_clock_mhz = 0;
+  uint64_t throttle_reasons = 0;  // NVML bit mask
+  // Power cap, HW slowdown, thermal slowdown, power brake: reasons that
+  // lower clocks below what the kernel would get otherwise. Idle and
+  // application-clock settings do not count.
+  bool Throttled() const;
+};
+
+class Nvml {
+ public:
+  // Opens libnvidia-ml.so.1 and finds the device with this PCI bus id
+  // ("0000:3B:00.0", as cuDeviceGetPCIBusId reports it). nullptr when NVML or
+  // the device is unavailable; `why` says which.
+  static std::unique_ptr<Nvml> Open(const std::string& pci_bus_id, std::string* why);
+  ~Nvml();
+
+  ClockSample Sample() const;
+
+ private:
+  Nvml() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tune::cuda

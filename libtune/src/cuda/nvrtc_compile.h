@@ -1,0 +1,56 @@
+// NVRTC compilation of op sources to cubins, with the on-disk cubin cache.
+// Shared by CompileConfig (kernel configs, in the worker's compile pool) and
+// the runner (the op's reference, once per op and dtype).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tune/backend.h"
+#include "tune/op_spec.h"
+
+namespace tune::cuda {
+
+// NVRTC type name of a dtype ("f16" -> "__half"); empty when unknown.
+std::string DTypeCudaName(const std::string& dtype);
+
+// The include folder holding cuda_fp16.h for NVRTC: $CUDA_HOME/include,
+// $CUDA_PATH/include, the toolkit NVRTC was loaded from, /usr/local/cuda.
+// Empty when none has it.
+const std::string& CudaIncludeDir();
+
+// Options every compile of `spec` for (dtype, arch) gets, params excluded.
+std::vector<std::string> BaseOptions(const OpSpec& spec, const std::string& dtype, const std::string& arch);
+
+// One NVRTC program.
+struct NvrtcJob {
+  std::string file;                  // program name, shown in diagnostics
+  std::string source;
+  std::vector<std::pair<std::string, std::string>> headers;  // include name -> text
+  std::vector<std::string> options;
+  std::string entry;                 // kernel whose ptxas resources to report
+};
+
+struct NvrtcResult {
+  bool ok = false;
+  std::string cubin;
+  std::string log;                   // full compiler log
+  std::string error;                 // one line when !ok
+  KernelResources resources;         // registers, static smem, local bytes
+};
+
+// Compiles to a cubin (nvrtcGetCUBIN). Thread-safe.
+NvrtcResult RunNvrtc(const NvrtcJob& job);
+
+// Resources of `entry` from a `-Xptxas=-v` log. Returns false when the log
+// has no report for it.
+bool ParsePtxasResources(const std::string& log, const std::string& entry, KernelResources* out);
+
+// Compiles the op's reference kernel for (dtype, arch): no params, the op's
+// options without fast-math (the reference is the accurate side). Cached like
+// configs under the id "reference". Thread-safe.
+CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
+                                const std::string& cache_dir);
+
+}  // namespace tune::cuda

@@ -1,0 +1,784 @@
+// RunnerMain: the per-GPU process that checks and times configs.
+//
+// It owns the only CUDA context on its device. Everything that can poison or
+// hang a context happens here, so that the worker only ever loses this
+// process: a sticky error is reported and the process exits; a hang is ended
+// by the backend's SIGKILL.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "cuda/cuda_driver.h"
+#include "cuda/device_discovery.h"
+#include "cuda/host_data.h"
+#include "cuda/nvml.h"
+#include "cuda/nvrtc_compile.h"
+#include "cuda/runner_protocol.h"
+#include "tune/config_space.h"
+#include "tune/cuda_backend.h"
+#include "tune/stats.h"
+
+namespace tune {
+namespace cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+constexpr int kBatchMax = 32;               // samples queued per synchronisation
+constexpr int64_t kDefaultMaxDynamicSmem = 48 * 1024;
+constexpr int kExitSticky = 3;
+constexpr int kExitProtocol = 2;
+constexpr int kExitOrphaned = 4;
+
+int DTypeWidth(const std::string& dtype) {
+  if (dtype == "f32" || dtype == "i32") return 4;
+  if (dtype == "f16" || dtype == "bf16") return 2;
+  return 0;
+}
+
+// A failed step of a measurement: its class, its line, and whether the
+// context is gone (the runner must exit after replying).
+struct Failure {
+  FailureClass cls = FailureClass::kNone;
+  std::string message;
+  bool fatal = false;
+  bool failed() const { return cls != FailureClass::kNone; }
+};
+
+Failure Fail(FailureClass c, std::string message, bool fatal = false) { return Failure{c, std::move(message), fatal}; }
+
+// One kernel parameter as the driver reads it: kernelParams[i] points at the
+// start of the slot, which holds whichever type the kernel declares.
+union ParamSlot {
+  CUdeviceptr ptr;
+  int32_t i32;
+  int64_t i64;
+  float f32;
+};
+
+struct ArgData {
+  const ArgSpec* spec = nullptr;
+  std::string dtype;        // resolved ("$dtype" -> the sweep's dtype)
+  int64_t elems = 0;
+  size_t bytes = 0;
+  CUdeviceptr dev = 0;      // what the kernel gets
+  CUdeviceptr pristine = 0; // initial contents of in/inout buffers, restored before each check
+  std::vector<float> ref;   // reference output of out/inout buffers
+  bool IsInput() const { return spec->dir == "in" || spec->dir == "inout"; }
+  bool IsOutput() const { return spec->dir == "out" || spec->dir == "inout"; }
+};
+
+// Inputs and reference outputs of one (op, dtype, shape): built once, kept on
+// the device while memory allows (least recently used goes first).
+struct Problem {
+  std::string key;
+  std::vector<ArgData> args;
+  size_t device_bytes = 0;
+};
+
+struct Package {
+  Status status;
+  OpSpec spec;
+};
+
+struct Reference {
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  Failure failure;
+};
+
+class Runner {
+ public:
+  Runner(const Driver& d, int device_index, int in_fd, int out_fd)
+      : d_(d), index_(device_index), in_(in_fd), out_(out_fd) {}
+  int Serve();
+
+ private:
+  Status Setup();
+  void HandlePackage(WireReader* r);
+  // False when the runner must exit (sticky error).
+  bool HandleMeasure(WireReader* r);
+  Failure Measure(const MeasureRequest& req, const OpSpec& spec, const std::string& package_digest,
+                  Measurement* m);
+
+  Failure GetProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                     const Shape& shape, const LaunchPlan& plan, Problem** out);
+  Failure BuildProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                       const Shape& shape, const LaunchPlan& plan, Problem* p);
+  Failure GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype, Reference** out);
+  Failure LoadImage(const MeasureRequest& req, const OpSpec& spec);
+  void ReleaseBuffers(Problem* p);
+  void EvictOldestProblem();
+  CuStatus Alloc(size_t bytes, CUdeviceptr* p);
+
+  // Classifies a failed launch or synchronisation.
+  Failure FromCu(const CuStatus& st, const std::string& what);
+  bool ContextHealthy();
+  CuStatus Launch(CUfunction f, const int64_t grid[3], const int64_t block[3], int64_t smem, CUstream s,
+                  void** params);
+
+  Failure Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params, Measurement* m,
+                double* checked_seconds);
+  Failure Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
+               const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m);
+
+  Status Send(const WireWriter& w) { return WriteFrame(out_, w.bytes()); }
+
+  const Driver& d_;
+  int index_;
+  int in_, out_;
+  std::string cache_dir_;
+  DeviceInfo device_;
+  std::string arch_;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUdeviceptr flush_ = 0;
+  size_t flush_bytes_ = 0;
+  uint8_t flush_value_ = 0;
+  int max_threads_per_sm_ = 2048;
+  std::vector<CUevent> ev_start_, ev_stop_;
+  std::unique_ptr<Nvml> nvml_;
+
+  std::map<std::string, Package> packages_;
+  std::map<std::string, Reference> references_;   // digest|dtype
+  std::list<Problem> problems_;                   // front = most recent
+  size_t problem_bytes_ = 0;
+  size_t problem_budget_ = 0;
+
+  std::string stored_key_;     // last cubin received (sent once per config)
+  std::string stored_image_;
+  std::string loaded_key_;     // cubin that module_ holds
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+};
+
+Status Runner::Setup() {
+  auto info = DescribeDevice(d_, index_);
+  if (!info.ok()) return info.status();
+  device_ = *info;
+  arch_ = "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor);
+  auto check = [](const CuStatus& st) { return st.ok() ? Status::OK() : Status::Error(st.message); };
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDeviceGet(&dev_, index_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDevicePrimaryCtxRetain(&ctx_, dev_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuCtxSetCurrent(ctx_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(
+      d_.cuDeviceGetAttribute(&max_threads_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev_))));
+  // Writing twice the L2 between samples evicts whatever the previous sample
+  // left there, so every sample starts from DRAM like a cold production call.
+  flush_bytes_ = std::max<size_t>(2 * size_t(device_.l2_bytes), 8u << 20);
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&flush_, flush_bytes_))));
+  ev_start_.resize(kBatchMax);
+  ev_stop_.resize(kBatchMax);
+  for (int i = 0; i < kBatchMax; ++i) {
+    TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_start_[i], CU_EVENT_DEFAULT))));
+    TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_stop_[i], CU_EVENT_DEFAULT))));
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemGetInfo(&free_bytes, &total_bytes))));
+  // The rest stays free for the kernels' modules and for problems that do not
+  // fit beside the cached ones.
+  problem_budget_ = free_bytes / 2;
+  std::string why;
+  nvml_ = Nvml::Open(PciBusId(d_, index_), &why);
+  if (!nvml_) fprintf(stderr, "tunefarm runner[%d]: no clock readings: %s\n", index_, why.c_str());
+  return Status::OK();
+}
+
+int Runner::Serve() {
+  auto first = ReadFrame(in_);
+  if (!first.ok()) return first.status().message() == "eof" ? 0 : kExitProtocol;
+  WireReader init(*first);
+  if (init.Type() != MsgType::kInit) return kExitProtocol;
+  uint32_t version = init.U32();
+  cache_dir_ = init.Str();
+  WireWriter hello(MsgType::kHello);
+  hello.U32(kRunnerProtocolVersion);
+  Status setup = version == kRunnerProtocolVersion
+                     ? Setup()
+                     : Status::Error("runner protocol " + std::to_string(kRunnerProtocolVersion) +
+                                     ", backend speaks " + std::to_string(version));
+  hello.U8(setup.ok() ? 1 : 0);
+  hello.Str(setup.message());
+  EncodeDeviceInfo(device_, &hello);
+  if (!Send(hello).ok() || !setup.ok()) return kExitProtocol;
+
+  for (;;) {
+    auto frame = ReadFrame(in_);
+    if (!frame.ok()) return frame.status().message() == "eof" ? 0 : kExitProtocol;
+    WireReader r(*frame);
+    switch (r.Type()) {
+      case MsgType::kPackage:
+        HandlePackage(&r);
+        break;
+      case MsgType::kMeasure:
+        if (!HandleMeasure(&r)) return kExitSticky;
+        break;
+      default:
+        fprintf(stderr, "tunefarm runner[%d]: unexpected message type\n", index_);
+        return kExitProtocol;
+    }
+  }
+}
+
+void Runner::HandlePackage(WireReader* r) {
+  std::string digest = r->Str();
+  std::string origin = r->Str();
+  OpPackage pkg;
+  uint32_t n = r->U32();
+  for (uint32_t i = 0; i < n && r->ok(); ++i) {
+    std::string name = r->Str();
+    pkg[name] = r->Str();
+  }
+  Package& p = packages_[digest];
+  // Cached problems point into the parsed spec; a resent package keeps it.
+  if (p.status.ok() && !p.spec.name.empty()) return;
+  if (!r->ok()) {
+    p.status = Status::Error("truncated op package");
+    return;
+  }
+  auto spec = ParseOpSpec(pkg, origin);
+  if (!spec.ok()) {
+    p.status = spec.status();
+    return;
+  }
+  p.spec = std::move(*spec);
+  p.status = Status::OK();
+}
+
+bool Runner::HandleMeasure(WireReader* r) {
+  MeasureRequest req = DecodeMeasureRequest(r);
+  if (r->ok() && !req.image.empty()) {
+    stored_key_ = req.image_key;
+    stored_image_ = std::move(req.image);
+  }
+  Measurement m;
+  Failure f;
+  if (!r->ok()) {
+    f = Fail(FailureClass::kCrash, "runner: truncated measure request", true);
+  } else {
+    auto it = packages_.find(req.package_digest);
+    if (it == packages_.end()) {
+      f = Fail(FailureClass::kLaunchError, "runner: op package " + req.package_digest + " was never sent");
+    } else if (!it->second.status.ok()) {
+      f = Fail(FailureClass::kLaunchError, "runner: op package: " + it->second.status.message());
+    } else {
+      try {
+        f = Measure(req, it->second.spec, req.package_digest, &m);
+      } catch (const std::exception& e) {
+        // Runner state may be half-updated; a fresh process is the safe answer.
+        f = Fail(FailureClass::kCrash, std::string("runner: exception: ") + e.what(), true);
+      }
+    }
+  }
+  if (f.failed()) {
+    Measurement clean;
+    clean.failure = f.cls;
+    clean.failure_message = f.message;
+    clean.resources = m.resources;
+    clean.max_abs_error = m.max_abs_error;
+    clean.mismatch_ratio = m.mismatch_ratio;
+    m = std::move(clean);
+  }
+  WireWriter w(MsgType::kResult);
+  EncodeMeasurement(m, &w);
+  w.U8(f.fatal ? 1 : 0);
+  Status sent = Send(w);
+  if (f.fatal) fprintf(stderr, "tunefarm runner[%d]: exiting after: %s\n", index_, f.message.c_str());
+  return sent.ok() && !f.fatal;
+}
+
+bool Runner::ContextHealthy() {
+  if (d_.cuCtxSynchronize() != CUDA_SUCCESS) return false;
+  return d_.cuMemsetD8(flush_, 0, 1) == CUDA_SUCCESS && d_.cuCtxSynchronize() == CUDA_SUCCESS;
+}
+
+Failure Runner::FromCu(const CuStatus& st, const std::string& what) {
+  if (IsStickyError(st.code) || !ContextHealthy()) {
+    return Fail(FailureClass::kCrash, what + ": " + st.message + " (context lost; runner restarts)", true);
+  }
+  if (st.code == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES || st.code == CUDA_ERROR_OUT_OF_MEMORY) {
+    return Fail(FailureClass::kResources, what + ": " + st.message);
+  }
+  return Fail(FailureClass::kLaunchError, what + ": " + st.message);
+}
+
+CuStatus Runner::Launch(CUfunction f, const int64_t grid[3], const int64_t block[3], int64_t smem,
+                        CUstream s, void** params) {
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] <= 0 || grid[i] > 0x7FFFFFFF || block[i] <= 0 || block[i] > 1024) {
+      return CuStatus{CUDA_ERROR_INVALID_VALUE,
+                      "launch geometry out of range: grid (" + std::to_string(grid[0]) + "," +
+                          std::to_string(grid[1]) + "," + std::to_string(grid[2]) + ") block (" +
+                          std::to_string(block[0]) + "," + std::to_string(block[1]) + "," +
+                          std::to_string(block[2]) + ")"};
+    }
+  }
+  return TUNE_CU(d_.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
+                                   unsigned(block[1]), unsigned(block[2]), unsigned(smem), s, params, nullptr));
+}
+
+CuStatus Runner::Alloc(size_t bytes, CUdeviceptr* p) {
+  CUresult r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
+  if (r == CUDA_ERROR_OUT_OF_MEMORY && !problems_.empty()) {
+    // Cached problems are a convenience; the one being built needs the memory.
+    while (!problems_.empty()) EvictOldestProblem();
+    r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
+  }
+  return CheckCu(r, "cuMemAlloc", __FILE__, __LINE__);
+}
+
+void Runner::ReleaseBuffers(Problem* p) {
+  for (ArgData& a : p->args) {
+    if (a.dev) d_.cuMemFree(a.dev);
+    if (a.pristine) d_.cuMemFree(a.pristine);
+    a.dev = a.pristine = 0;
+  }
+}
+
+void Runner::EvictOldestProblem() {
+  Problem& p = problems_.back();
+  ReleaseBuffers(&p);
+  problem_bytes_ -= std::min(problem_bytes_, p.device_bytes);
+  problems_.pop_back();
+}
+
+Failure Runner::GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                             Reference** out) {
+  std::string key = digest + "|" + dtype;
+  auto it = references_.find(key);
+  if (it == references_.end()) {
+    Reference ref;
+    CompiledKernel ck = CompileReference(spec, dtype, CudaArchFor(spec, device_), cache_dir_);
+    if (ck.failure != FailureClass::kNone) {
+      std::string log = ck.log.size() > 4000 ? ck.log.substr(0, 4000) + "..." : ck.log;
+      // Not the config's fault, but no config can be checked without it.
+      ref.failure = Fail(FailureClass::kCompileError, ck.failure_message + (log.empty() ? "" : "\n" + log));
+    } else {
+      CuStatus st = TUNE_CU(d_.cuModuleLoadData(&ref.module, ck.image.data()));
+      if (st.ok()) st = TUNE_CU(d_.cuModuleGetFunction(&ref.function, ref.module, spec.check.reference_kernel.c_str()));
+      if (!st.ok()) {
+        Failure f = FromCu(st, "reference " + spec.check.reference_kernel);
+        if (f.fatal) return f;
+        ref.failure = f;
+      }
+    }
+    it = references_.emplace(key, std::move(ref)).first;
+  }
+  *out = &it->second;
+  return it->second.failure;
+}
+
+Failure Runner::GetProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                           const Shape& shape, const LaunchPlan& plan, Problem** out) {
+  // Buffer sizes and scalars may depend on params, so they are part of the key.
+  std::string key = digest + "|" + dtype + "|" + shape.Canonical();
+  for (int64_t e : plan.arg_elems) key += "|" + std::to_string(e);
+  for (double v : plan.scalar_values) key += "|" + std::to_string(v);
+  for (auto it = problems_.begin(); it != problems_.end(); ++it) {
+    if (it->key == key) {
+      problems_.splice(problems_.begin(), problems_, it);
+      *out = &problems_.front();
+      return {};
+    }
+  }
+  int64_t need = 0;
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    if (spec.args[i].kind != ArgSpec::Kind::kBuffer) continue;
+    std::string dt = spec.args[i].dtype == "$dtype" ? dtype : spec.args[i].dtype;
+    need += plan.arg_elems[i] * DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2);
+  }
+  while (!problems_.empty() && problem_bytes_ + size_t(need) > problem_budget_) EvictOldestProblem();
+  Problem built;
+  built.key = key;
+  Failure f = BuildProblem(spec, digest, dtype, shape, plan, &built);
+  if (f.failed()) {
+    ReleaseBuffers(&built);
+    return f;
+  }
+  problem_bytes_ += built.device_bytes;
+  problems_.push_front(std::move(built));
+  *out = &problems_.front();
+  return {};
+}
+
+Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                             const Shape& shape, const LaunchPlan& plan, Problem* p) {
+  Reference* ref = nullptr;
+  if (Failure f = GetReference(spec, digest, dtype, &ref); f.failed()) return f;
+
+  std::vector<ParamSlot> slots(spec.args.size());
+  std::vector<CUdeviceptr> ref_out(spec.args.size(), 0);
+  struct FreeRefBuffers {
+    const Driver& d;
+    std::vector<CUdeviceptr>& bufs;
+    ~FreeRefBuffers() {
+      for (CUdeviceptr b : bufs)
+        if (b) d.cuMemFree(b);
+    }
+  } free_ref{d_, ref_out};
+
+  p->args.resize(spec.args.size());
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    const ArgSpec& as = spec.args[i];
+    ArgData& a = p->args[i];
+    a.spec = &as;
+    if (as.kind == ArgSpec::Kind::kScalar) {
+      double v = plan.scalar_values[i];
+      if (as.scalar_type == "i64") slots[i].i64 = std::llround(v);
+      else if (as.scalar_type == "f32") slots[i].f32 = float(v);
+      else slots[i].i32 = int32_t(std::llround(v));
+      continue;
+    }
+    a.dtype = as.dtype == "$dtype" ? dtype : as.dtype;
+    int width = DTypeWidth(a.dtype);
+    if (width == 0) return Fail(FailureClass::kLaunchError, "arg " + as.name + ": unknown dtype " + a.dtype);
+    a.elems = plan.arg_elems[i];
+    a.bytes = size_t(a.elems) * width;
+    std::string what = "arg " + as.name + " (" + std::to_string(a.bytes) + " bytes)";
+    if (CuStatus st = Alloc(a.bytes, &a.dev); !st.ok()) return FromCu(st, what);
+    p->device_bytes += a.bytes;
+    std::string init_bytes;
+    if (a.IsInput()) {
+      uint64_t seed = Fnv1a64(spec.name + "|" + as.name + "|" + a.dtype + "|" + shape.Canonical());
+      auto data = MakeInput(a.dtype, as.init, a.elems, seed);
+      if (!data.ok()) return Fail(FailureClass::kLaunchError, "arg " + as.name + ": " + data.status().message());
+      init_bytes = std::move(*data);
+      if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return FromCu(st, what);
+      p->device_bytes += a.bytes;
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, init_bytes.data(), a.bytes)); !st.ok())
+        return FromCu(st, what);
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.dev, init_bytes.data(), a.bytes)); !st.ok())
+        return FromCu(st, what);
+    }
+    slots[i].ptr = a.dev;
+    if (a.IsOutput()) {
+      // The reference writes fp32; an inout buffer starts from the same values.
+      size_t ref_bytes = size_t(a.elems) * sizeof(float);
+      if (CuStatus st = Alloc(ref_bytes, &ref_out[i]); !st.ok()) return FromCu(st, what + " reference");
+      std::vector<float> start(size_t(a.elems), 0.0f);
+      if (a.spec->dir == "inout") start = DecodeToFloat(a.dtype, init_bytes);
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(ref_out[i], start.data(), ref_bytes)); !st.ok())
+        return FromCu(st, what + " reference");
+      slots[i].ptr = ref_out[i];
+    }
+  }
+  std::vector<void*> params(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
+  if (CuStatus st = Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {
+    Failure f = FromCu(st, "reference launch");
+    f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
+    return f;
+  }
+  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) {
+    Failure f = FromCu(st, "reference run");
+    f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
+    return f;
+  }
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    ArgData& a = p->args[i];
+    if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
+    a.ref.resize(size_t(a.elems));
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(a.ref.data(), ref_out[i], a.ref.size() * sizeof(float))); !st.ok())
+      return FromCu(st, "reference read-back");
+    for (float v : a.ref) {
+      if (std::isnan(v)) {
+        return Fail(FailureClass::kLaunchError, "reference " + spec.check.reference_kernel + " produced NaN in " +
+                                                    a.spec->name + "; no config can be checked");
+      }
+    }
+  }
+  return {};
+}
+
+Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
+  if (req.image_key == loaded_key_ && function_) return {};
+  if (req.image_key != stored_key_)
+    return Fail(FailureClass::kLaunchError, "runner: cubin " + req.image_key + " was never sent");
+  if (module_) d_.cuModuleUnload(module_);
+  module_ = nullptr;
+  function_ = nullptr;
+  loaded_key_.clear();
+  if (CuStatus st = TUNE_CU(d_.cuModuleLoadData(&module_, stored_image_.data())); !st.ok()) {
+    module_ = nullptr;
+    return FromCu(st, "loading the cubin");
+  }
+  if (CuStatus st = TUNE_CU(d_.cuModuleGetFunction(&function_, module_, spec.kernel.c_str())); !st.ok()) {
+    function_ = nullptr;
+    return FromCu(st, "kernel " + spec.kernel);
+  }
+  loaded_key_ = req.image_key;
+  return {};
+}
+
+Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std::string& digest, Measurement* m) {
+  auto plan_or = PlanLaunch(spec, req.dtype, req.config, req.shape, device_);
+  if (!plan_or.ok()) return Fail(FailureClass::kLaunchError, "launch plan: " + plan_or.status().message());
+  const LaunchPlan& plan = *plan_or;
+  if (plan.arg_elems.size() != spec.args.size() || plan.scalar_values.size() != spec.args.size())
+    return Fail(FailureClass::kLaunchError, "launch plan: argument count differs from the spec");
+
+  Problem* problem = nullptr;
+  if (Failure f = GetProblem(spec, digest, req.dtype, req.shape, plan, &problem); f.failed()) return f;
+
+  // From here on only the config itself runs: the backend's per-config clock
+  // starts now rather than with the (shared) problem set-up.
+  WireWriter started(MsgType::kStarted);
+  if (Status s = Send(started); !s.ok()) return Fail(FailureClass::kCrash, "runner: " + s.message(), true);
+  const Clock::time_point config_start = Clock::now();
+
+  if (Failure f = LoadImage(req, spec); f.failed()) return f;
+
+  KernelResources& res = m->resources;
+  res = req.compile_resources;
+  int regs = 0, static_smem = 0, local = 0, max_threads = 0;
+  if (d_.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function_) == CUDA_SUCCESS) res.registers = regs;
+  if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function_) == CUDA_SUCCESS)
+    res.static_smem_bytes = static_smem;
+  if (d_.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function_) == CUDA_SUCCESS)
+    res.local_bytes = local;
+  if (d_.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_) == CUDA_SUCCESS)
+    res.max_threads_per_block = max_threads;
+  res.dynamic_smem_bytes = plan.smem_bytes;
+
+  const int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
+  if (plan.smem_bytes < 0) return Fail(FailureClass::kLaunchError, "negative dynamic shared memory");
+  if (res.max_threads_per_block > 0 && threads > res.max_threads_per_block) {
+    return Fail(FailureClass::kResources, "block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+                                              std::to_string(res.max_threads_per_block) + " (" +
+                                              std::to_string(res.registers) + " registers/thread)");
+  }
+  if (res.static_smem_bytes + plan.smem_bytes > device_.smem_per_block_optin) {
+    return Fail(FailureClass::kResources, "shared memory " + std::to_string(res.static_smem_bytes) + " static + " +
+                                              std::to_string(plan.smem_bytes) + " dynamic bytes exceeds the opt-in limit of " +
+                                              std::to_string(device_.smem_per_block_optin));
+  }
+  if (plan.smem_bytes > kDefaultMaxDynamicSmem) {
+    if (CuStatus st = TUNE_CU(d_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                    int(plan.smem_bytes)));
+        !st.ok()) {
+      Failure f = FromCu(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
+      if (!f.fatal) f.cls = FailureClass::kResources;
+      return f;
+    }
+  }
+  int blocks_per_sm = 0;
+  if (threads > 0 && threads <= 1024) {
+    if (CuStatus st = TUNE_CU(d_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, function_, int(threads),
+                                                                             size_t(plan.smem_bytes)));
+        !st.ok()) {
+      return FromCu(st, "occupancy");
+    }
+    if (blocks_per_sm == 0) {
+      return Fail(FailureClass::kResources, "no block fits on an SM (" + std::to_string(threads) + " threads, " +
+                                                std::to_string(res.registers) + " registers/thread, " +
+                                                std::to_string(res.static_smem_bytes + plan.smem_bytes) +
+                                                " bytes shared memory)");
+    }
+    int64_t warps = (threads + 31) / 32;
+    res.occupancy = std::min(1.0, double(blocks_per_sm * warps) / double(std::max(1, max_threads_per_sm_ / 32)));
+  }
+
+  std::vector<ParamSlot> slots(spec.args.size());
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    const ArgSpec& as = spec.args[i];
+    if (as.kind == ArgSpec::Kind::kBuffer) {
+      slots[i].ptr = problem->args[i].dev;
+    } else if (as.scalar_type == "i64") {
+      slots[i].i64 = std::llround(plan.scalar_values[i]);
+    } else if (as.scalar_type == "f32") {
+      slots[i].f32 = float(plan.scalar_values[i]);
+    } else {
+      slots[i].i32 = int32_t(std::llround(plan.scalar_values[i]));
+    }
+  }
+  std::vector<void*> params(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
+
+  double checked_seconds = 0;
+  if (Failure f = Check(spec, plan, problem, params.data(), m, &checked_seconds); f.failed()) return f;
+  return Time(req.policy, req.best_so_far_us, checked_seconds, plan, params.data(), config_start, m);
+}
+
+Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params, Measurement* m,
+                      double* checked_seconds) {
+  for (ArgData& a : p->args) {
+    if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
+    CuStatus st;
+    if (a.pristine) {
+      st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes));  // undo what earlier configs wrote
+    } else if (a.IsOutput()) {
+      st = TUNE_CU(d_.cuMemsetD8(a.dev, 0xFF, a.bytes));  // NaN in every float format
+    }
+    if (!st.ok()) return FromCu(st, "preparing " + a.spec->name);
+  }
+  const Clock::time_point t0 = Clock::now();
+  if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, nullptr, params); !st.ok())
+    return FromCu(st, "launch");
+  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return FromCu(st, "checked run");
+  *checked_seconds = Seconds(t0);
+
+  Comparison c;
+  std::string first_arg;
+  for (ArgData& a : p->args) {
+    if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
+    std::string host(a.bytes, '\0');
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host.data(), a.dev, a.bytes)); !st.ok())
+      return FromCu(st, "reading " + a.spec->name);
+    int64_t before = c.first_bad;
+    Compare(DecodeToFloat(a.dtype, host), a.ref, spec.check.atol, spec.check.rtol, &c);
+    if (before < 0 && c.first_bad >= 0) first_arg = a.spec->name;
+  }
+  m->max_abs_error = c.max_abs_error;
+  m->mismatch_ratio = c.MismatchRatio();
+  auto where = [&] {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "first at %s element %lld: %g vs reference %g", first_arg.c_str(),
+             static_cast<long long>(c.first_bad), c.first_bad_out, c.first_bad_ref);
+    return std::string(buf);
+  };
+  if (c.nans > 0) {
+    return Fail(FailureClass::kNan, std::to_string(c.nans) + " of " + std::to_string(c.elements) +
+                                        " output elements are NaN (" + where() + ")");
+  }
+  if (m->mismatch_ratio > spec.check.max_mismatch) {
+    char buf[200];
+    snprintf(buf, sizeof(buf), "%lld of %lld elements outside atol %g + rtol %g (ratio %.3g > %.3g), max abs error %g; ",
+             static_cast<long long>(c.mismatches), static_cast<long long>(c.elements), spec.check.atol, spec.check.rtol,
+             m->mismatch_ratio, spec.check.max_mismatch, c.max_abs_error);
+    return Fail(FailureClass::kWrongResult, buf + where());
+  }
+  m->check_passed = true;
+  return {};
+}
+
+Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
+                     const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m) {
+  const int max_samples = std::max(1, policy.max_samples);
+  const int min_samples = std::clamp(policy.min_samples, 1, max_samples);
+  // The checked run already paid for the first-launch costs; a slow kernel
+  // gets fewer warm-ups so that its minimum samples fit in the time cap.
+  int warmup = std::max(0, policy.warmup);
+  if (checked_seconds > 0 && checked_seconds * warmup > policy.max_seconds)
+    warmup = std::max(0, int(policy.max_seconds / checked_seconds));
+  for (int i = 0; i < warmup; ++i) {
+    if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params); !st.ok())
+      return FromCu(st, "warm-up launch");
+  }
+  if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "warm-up");
+
+  ClockSample before = nvml_ ? nvml_->Sample() : ClockSample{};
+  // Stay well inside the backend's wall-clock limit whatever the policy says.
+  const double wall_cap = std::min(2.0 * policy.max_seconds + 1.0,
+                                   std::max(0.1, 0.5 * policy.timeout_seconds - Seconds(config_start)));
+  const Clock::time_point loop_start = Clock::now();
+  std::vector<double> samples;
+  double timed_seconds = 0;
+  SampleStats stats;
+  int batch = min_samples;
+  while (int(samples.size()) < max_samples) {
+    batch = std::clamp(batch, 1, std::min(kBatchMax, max_samples - int(samples.size())));
+    for (int b = 0; b < batch; ++b) {
+      CuStatus st = TUNE_CU(d_.cuMemsetD8Async(flush_, flush_value_++, flush_bytes_, stream_));
+      if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
+      if (st.ok()) st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);
+      if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_stop_[b], stream_));
+      if (!st.ok()) return FromCu(st, "timed launch");
+    }
+    if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "timed run");
+    for (int b = 0; b < batch; ++b) {
+      float ms = 0;
+      if (CuStatus st = TUNE_CU(d_.cuEventElapsedTime(&ms, ev_start_[b], ev_stop_[b])); !st.ok())
+        return FromCu(st, "event timing");
+      samples.push_back(double(ms) * 1000.0);
+      timed_seconds += double(ms) / 1000.0;
+    }
+    stats = ComputeStats(samples);
+    const int n = int(samples.size());
+    if (n >= min_samples) {
+      // Clearly slower than the best: enough to rank it, not worth refining.
+      if (best_so_far_us > 0 && policy.early_stop_factor > 0 && stats.median > policy.early_stop_factor * best_so_far_us)
+        break;
+      if (stats.mean > 0 && stats.ci95 <= policy.target_rel_ci * stats.mean) break;
+    }
+    if (timed_seconds >= policy.max_seconds || Seconds(loop_start) >= wall_cap) break;
+    // Next batch: roughly what the CI target still needs (CI shrinks with
+    // sqrt(n)), bounded by the time left.
+    double rel = stats.RelativeCi();
+    int need = kBatchMax;
+    if (n >= min_samples && rel > 0 && policy.target_rel_ci > 0)
+      need = int(std::ceil(double(n) * (rel / policy.target_rel_ci) * (rel / policy.target_rel_ci))) - n;
+    if (n < min_samples) need = min_samples - n;
+    if (stats.mean > 0) {
+      double left = (policy.max_seconds - timed_seconds) / (stats.mean * 1e-6);
+      need = int(std::min<double>(need, std::max(1.0, std::ceil(left))));
+    }
+    batch = need;
+  }
+  ClockSample after = nvml_ ? nvml_->Sample() : ClockSample{};
+
+  m->median_us = stats.median;
+  m->mean_us = stats.mean;
+  m->stdev_us = stats.stdev;
+  m->min_us = stats.min;
+  m->max_us = stats.max;
+  m->ci95_us = stats.ci95;
+  m->samples = uint32_t(stats.n);
+  m->throttled = before.Throttled() || after.Throttled();
+  m->sm_clock_mhz = after.valid ? after.sm_clock_mhz : before.sm_clock_mhz;
+  return {};
+}
+
+// Ends the runner when the worker that started it is gone, even while a
+// kernel hangs: nobody would ever read its answer or kill it otherwise.
+void WatchParent() {
+  pid_t parent = getppid();
+  std::thread([parent] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (getppid() != parent) _exit(kExitOrphaned);
+    }
+  }).detach();
+}
+
+}  // namespace
+}  // namespace cuda
+
+int RunnerMain(int device_index, int in_fd, int out_fd) {
+  int out = out_fd;
+  if (out_fd == STDOUT_FILENO) {
+    // Only frames may reach the backend; anything printed goes to stderr.
+    out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (out < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return cuda::kExitProtocol;
+  }
+  auto driver = cuda::LoadDriver();
+  if (!driver.ok()) {
+    // Answer the backend's init so that it learns why, then stop.
+    auto first = cuda::ReadFrame(in_fd);
+    cuda::WireWriter hello(cuda::MsgType::kHello);
+    hello.U32(cuda::kRunnerProtocolVersion);
+    hello.U8(0);
+    hello.Str(driver.status().message());
+    cuda::EncodeDeviceInfo(DeviceInfo{}, &hello);
+    if (first.ok()) (void)cuda::WriteFrame(out, hello.bytes());
+    fprintf(stderr, "tunefarm runner[%d]: %s\n", device_index, driver.status().message().c_str());
+    return cuda::kExitProtocol;
+  }
+  cuda::WatchParent();
+  cuda::Runner runner(**driver, device_index, in_fd, out);
+  return runner.Serve();
+}
+
+}  // namespace tune

@@ -1,0 +1,605 @@
+// The protocol codec: tune/protocol.h structs <-> schema/protocol.capnp frames.
+//
+// DecodeEnvelope is the first thing that touches bytes from the network, so it
+// treats every frame as hostile: sizes are checked before Cap'n Proto sees
+// them, the reader's traversal and nesting limits are tied to the frame size
+// (so a small frame cannot make us walk or allocate much more than itself),
+// enum and union values outside what this build knows are rejected rather
+// than guessed, and every exception is turned into a Status.
+#include "tune/protocol.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/array.h>
+#include <kj/exception.h>
+
+#include <cstring>
+#include <exception>
+#include <new>
+#include <type_traits>
+
+#include "schema/protocol.capnp.h"
+#include "schema/records.capnp.h"
+
+namespace tune {
+namespace {
+
+// Reading each pointer once costs about one traversal word per message word;
+// the slack covers list headers and the few fields read twice, while still
+// bounding the work a crafted frame (e.g. many pointers to one far object)
+// can cause.
+constexpr uint64_t kTraversalWordsPerFrameWord = 4;
+constexpr uint64_t kTraversalSlackWords = 1024;
+// Our deepest legitimate path is Envelope > command > sweepSubmit >
+// opPackages > OpPackage > files > OpFile > contents (8); generous headroom
+// without letting recursion depth be chosen by the sender.
+constexpr int kNestingLimit = 32;
+
+// Thrown inside the decoder for semantic errors; caught at the boundary with
+// kj::Exception so that callers only ever see a Status.
+struct DecodeError {
+  std::string message;
+};
+
+[[noreturn]] void Fail(std::string message) { throw DecodeError{std::move(message)}; }
+
+// ---------------------------------------------------------------------------
+// Small conversions.
+
+capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.c_str(), s.size()); }
+
+capnp::Data::Reader DataOf(const std::string& s) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
+}
+
+std::string Str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
+
+std::string Str(capnp::Data::Reader d) {
+  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+}
+
+std::vector<std::string> Strings(capnp::List<capnp::Text>::Reader list) {
+  std::vector<std::string> out;
+  out.reserve(list.size());
+  for (auto t : list) out.push_back(Str(t));
+  return out;
+}
+
+void SetStrings(capnp::List<capnp::Text>::Builder list, const std::vector<std::string>& v) {
+  for (size_t i = 0; i < v.size(); ++i) list.set(i, TextOf(v[i]));
+}
+
+// The wire enum is not numerically equal to the C++ one (the wire starts with
+// `unknown`), so every value is mapped by name.
+wire::FailureClass ToWire(FailureClass c) {
+  switch (c) {
+    case FailureClass::kNone: return wire::FailureClass::NONE;
+    case FailureClass::kCompileError: return wire::FailureClass::COMPILE_ERROR;
+    case FailureClass::kResources: return wire::FailureClass::RESOURCES;
+    case FailureClass::kLaunchError: return wire::FailureClass::LAUNCH_ERROR;
+    case FailureClass::kCrash: return wire::FailureClass::CRASH;
+    case FailureClass::kTimeout: return wire::FailureClass::TIMEOUT;
+    case FailureClass::kWrongResult: return wire::FailureClass::WRONG_RESULT;
+    case FailureClass::kNan: return wire::FailureClass::NAN_RESULT;
+    case FailureClass::kSkipped: return wire::FailureClass::SKIPPED;
+  }
+  return wire::FailureClass::UNKNOWN;
+}
+
+FailureClass FromWire(wire::FailureClass c) {
+  switch (c) {
+    case wire::FailureClass::NONE: return FailureClass::kNone;
+    case wire::FailureClass::COMPILE_ERROR: return FailureClass::kCompileError;
+    case wire::FailureClass::RESOURCES: return FailureClass::kResources;
+    case wire::FailureClass::LAUNCH_ERROR: return FailureClass::kLaunchError;
+    case wire::FailureClass::CRASH: return FailureClass::kCrash;
+    case wire::FailureClass::TIMEOUT: return FailureClass::kTimeout;
+    case wire::FailureClass::WRONG_RESULT: return FailureClass::kWrongResult;
+    case wire::FailureClass::NAN_RESULT: return FailureClass::kNan;
+    case wire::FailureClass::SKIPPED: return FailureClass::kSkipped;
+    case wire::FailureClass::UNKNOWN: break;
+  }
+  // An unset or newer class must never read as kNone: that would turn a
+  // failure into a candidate winner.
+  Fail("measurement: unknown failure class " + std::to_string(static_cast<unsigned>(c)));
+}
+
+// ---------------------------------------------------------------------------
+// Records.
+
+void SetNamedValues(capnp::List<wire::NamedValue>::Builder list, const NamedValues& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    list[i].setName(TextOf(v[i].first));
+    list[i].setValue(v[i].second);
+  }
+}
+
+NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list) {
+  NamedValues out;
+  out.reserve(list.size());
+  for (auto nv : list) out.emplace_back(Str(nv.getName()), nv.getValue());
+  return out;
+}
+
+void SetConfig(wire::Config::Builder b, const Config& c) {
+  SetNamedValues(b.initParams(c.params.size()), c.params);
+}
+Config GetConfig(wire::Config::Reader r) { return Config{GetNamedValues(r.getParams())}; }
+
+void SetShape(wire::Shape::Builder b, const Shape& s) {
+  SetNamedValues(b.initDims(s.dims.size()), s.dims);
+}
+Shape GetShape(wire::Shape::Reader r) { return Shape{GetNamedValues(r.getDims())}; }
+
+void SetDevice(wire::DeviceInfo::Builder b, const DeviceInfo& d) {
+  b.setIndex(d.index);
+  b.setName(TextOf(d.name));
+  b.setModel(TextOf(d.model));
+  b.setBackend(TextOf(d.backend));
+  b.setCcMajor(d.cc_major);
+  b.setCcMinor(d.cc_minor);
+  b.setNumSms(d.num_sms);
+  b.setTotalMemBytes(d.total_mem_bytes);
+  b.setL2Bytes(d.l2_bytes);
+  b.setSmemPerBlockOptin(d.smem_per_block_optin);
+  b.setMaxThreadsPerBlock(d.max_threads_per_block);
+  b.setSmClockMhz(d.sm_clock_mhz);
+  b.setMemClockMhz(d.mem_clock_mhz);
+  b.setDriverVersion(TextOf(d.driver_version));
+  b.setNvrtcVersion(TextOf(d.nvrtc_version));
+}
+
+DeviceInfo GetDevice(wire::DeviceInfo::Reader r) {
+  DeviceInfo d;
+  d.index = r.getIndex();
+  d.name = Str(r.getName());
+  d.model = Str(r.getModel());
+  d.backend = Str(r.getBackend());
+  d.cc_major = r.getCcMajor();
+  d.cc_minor = r.getCcMinor();
+  d.num_sms = r.getNumSms();
+  d.total_mem_bytes = r.getTotalMemBytes();
+  d.l2_bytes = r.getL2Bytes();
+  d.smem_per_block_optin = r.getSmemPerBlockOptin();
+  d.max_threads_per_block = r.getMaxThreadsPerBlock();
+  d.sm_clock_mhz = r.getSmClockMhz();
+  d.mem_clock_mhz = r.getMemClockMhz();
+  d.driver_version = Str(r.getDriverVersion());
+  d.nvrtc_version = Str(r.getNvrtcVersion());
+  return d;
+}
+
+void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
+  b.setGpuModel(TextOf(m.gpu_model));
+  b.setOp(TextOf(m.op));
+  b.setDtype(TextOf(m.dtype));
+  b.setShape(TextOf(m.shape));
+  b.setKernelHash(TextOf(m.kernel_hash));
+  b.setConfigId(TextOf(m.config_id));
+  SetConfig(b.initConfig(), m.config);
+  b.setFailure(ToWire(m.failure));
+  b.setFailureMessage(TextOf(m.failure_message));
+  b.setMedianUs(m.median_us);
+  b.setMeanUs(m.mean_us);
+  b.setStdevUs(m.stdev_us);
+  b.setMinUs(m.min_us);
+  b.setMaxUs(m.max_us);
+  b.setCi95Us(m.ci95_us);
+  b.setSamples(m.samples);
+  b.setCheckPassed(m.check_passed);
+  b.setMaxAbsError(m.max_abs_error);
+  b.setMismatchRatio(m.mismatch_ratio);
+  auto res = b.initResources();
+  res.setRegisters(m.resources.registers);
+  res.setStaticSmemBytes(m.resources.static_smem_bytes);
+  res.setDynamicSmemBytes(m.resources.dynamic_smem_bytes);
+  res.setLocalBytes(m.resources.local_bytes);
+  res.setMaxThreadsPerBlock(m.resources.max_threads_per_block);
+  res.setOccupancy(m.resources.occupancy);
+  b.setThrottled(m.throttled);
+  b.setSmClockMhz(m.sm_clock_mhz);
+  b.setBackend(TextOf(m.backend));
+  b.setDeviceName(TextOf(m.device_name));
+  b.setWorker(TextOf(m.worker));
+  b.setDriverVersion(TextOf(m.driver_version));
+  b.setNvrtcVersion(TextOf(m.nvrtc_version));
+  b.setFarmVersion(TextOf(m.farm_version));
+  b.setUnixTime(m.unix_time);
+  b.setSweepId(TextOf(m.sweep_id));
+}
+
+Measurement GetMeasurement(wire::Measurement::Reader r) {
+  Measurement m;
+  m.gpu_model = Str(r.getGpuModel());
+  m.op = Str(r.getOp());
+  m.dtype = Str(r.getDtype());
+  m.shape = Str(r.getShape());
+  m.kernel_hash = Str(r.getKernelHash());
+  m.config_id = Str(r.getConfigId());
+  m.config = GetConfig(r.getConfig());
+  m.failure = FromWire(r.getFailure());
+  m.failure_message = Str(r.getFailureMessage());
+  m.median_us = r.getMedianUs();
+  m.mean_us = r.getMeanUs();
+  m.stdev_us = r.getStdevUs();
+  m.min_us = r.getMinUs();
+  m.max_us = r.getMaxUs();
+  m.ci95_us = r.getCi95Us();
+  m.samples = r.getSamples();
+  m.check_passed = r.getCheckPassed();
+  m.max_abs_error = r.getMaxAbsError();
+  m.mismatch_ratio = r.getMismatchRatio();
+  auto res = r.getResources();
+  m.resources.registers = res.getRegisters();
+  m.resources.static_smem_bytes = res.getStaticSmemBytes();
+  m.resources.dynamic_smem_bytes = res.getDynamicSmemBytes();
+  m.resources.local_bytes = res.getLocalBytes();
+  m.resources.max_threads_per_block = res.getMaxThreadsPerBlock();
+  m.resources.occupancy = res.getOccupancy();
+  m.throttled = r.getThrottled();
+  m.sm_clock_mhz = r.getSmClockMhz();
+  m.backend = Str(r.getBackend());
+  m.device_name = Str(r.getDeviceName());
+  m.worker = Str(r.getWorker());
+  m.driver_version = Str(r.getDriverVersion());
+  m.nvrtc_version = Str(r.getNvrtcVersion());
+  m.farm_version = Str(r.getFarmVersion());
+  m.unix_time = r.getUnixTime();
+  m.sweep_id = Str(r.getSweepId());
+  return m;
+}
+
+void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p) {
+  auto files = b.initFiles(p.size());
+  size_t i = 0;
+  for (const auto& [name, contents] : p) {
+    files[i].setName(TextOf(name));
+    files[i].setContents(DataOf(contents));
+    ++i;
+  }
+}
+
+OpPackage GetOpPackage(wire::OpPackage::Reader r) {
+  OpPackage p;
+  for (auto f : r.getFiles()) {
+    auto [it, inserted] = p.emplace(Str(f.getName()), Str(f.getContents()));
+    // Two files of one name would make the kernel hash depend on which copy
+    // a peer happened to keep.
+    if (!inserted) Fail("op package: duplicate file '" + it->first + "'");
+  }
+  return p;
+}
+
+template <typename T, typename R, typename F>
+std::vector<T> GetList(R list, F&& get) {
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (auto item : list) out.push_back(get(item));
+  return out;
+}
+
+template <typename B, typename T, typename F>
+void SetList(B list, const std::vector<T>& v, F&& set) {
+  for (size_t i = 0; i < v.size(); ++i) set(list[i], v[i]);
+}
+
+// ---------------------------------------------------------------------------
+// Commands.
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
+  std::visit(
+      Overloaded{
+          [&](const Hello& h) {
+            auto b = cmd.initHello();
+            b.setWorkerName(TextOf(h.worker_name));
+            b.setFarmVersion(TextOf(h.farm_version));
+            SetList(b.initDevices(h.devices.size()), h.devices,
+                    [](auto d, const DeviceInfo& v) { SetDevice(d, v); });
+          },
+          [&](const HelloAck& h) {
+            auto b = cmd.initHelloAck();
+            b.setHeartbeatMs(h.heartbeat_ms);
+            b.setLiveness(h.liveness);
+          },
+          [&](const Heartbeat&) { cmd.setHeartbeat(); },
+          [&](const RequestWork& r) { cmd.initRequestWork().setDeviceIndex(r.device_index); },
+          [&](const NoWork& n) { cmd.initNoWork().setRetryMs(n.retry_ms); },
+          [&](const WorkUnit& w) {
+            auto b = cmd.initWorkUnit();
+            b.setSweepId(TextOf(w.sweep_id));
+            b.setUnitId(w.unit_id);
+            b.setAttempt(w.attempt);
+            b.setDeviceIndex(w.device_index);
+            b.setOp(TextOf(w.op));
+            SetOpPackage(b.initOpPackage(), w.op_package);
+            b.setDtype(TextOf(w.dtype));
+            SetList(b.initShapes(w.shapes.size()), w.shapes,
+                    [](auto s, const Shape& v) { SetShape(s, v); });
+            SetList(b.initConfigs(w.configs.size()), w.configs,
+                    [](auto s, const Config& v) { SetConfig(s, v); });
+            b.setLeaseSeconds(w.lease_seconds);
+          },
+          [&](const Results& r) {
+            auto b = cmd.initResults();
+            b.setSweepId(TextOf(r.sweep_id));
+            b.setUnitId(r.unit_id);
+            b.setBatch(r.batch);
+            b.setFinal(r.final);
+            SetList(b.initMeasurements(r.measurements.size()), r.measurements,
+                    [](auto s, const Measurement& v) { SetMeasurement(s, v); });
+          },
+          [&](const ResultsAck& a) {
+            auto b = cmd.initResultsAck();
+            b.setSweepId(TextOf(a.sweep_id));
+            b.setUnitId(a.unit_id);
+            b.setBatch(a.batch);
+            b.setStored(a.stored);
+          },
+          [&](const SweepSubmit& s) {
+            auto b = cmd.initSweepSubmit();
+            b.setName(TextOf(s.name));
+            SetStrings(b.initOps(s.ops.size()), s.ops);
+            SetList(b.initOpPackages(s.op_packages.size()), s.op_packages,
+                    [](auto p, const OpPackage& v) { SetOpPackage(p, v); });
+            SetStrings(b.initDtypes(s.dtypes.size()), s.dtypes);
+            SetList(b.initShapes(s.shapes.size()), s.shapes,
+                    [](auto p, const Shape& v) { SetShape(p, v); });
+            SetStrings(b.initGpuModels(s.gpu_models.size()), s.gpu_models);
+            b.setConfigsPerUnit(s.configs_per_unit);
+          },
+          [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
+          [&](const SweepStatusRequest& r) {
+            cmd.initSweepStatusRequest().setSweepId(TextOf(r.sweep_id));
+          },
+          [&](const SweepStatus& s) {
+            auto b = cmd.initSweepStatus();
+            b.setWorkers(s.workers);
+            SetList(b.initSweeps(s.sweeps.size()), s.sweeps,
+                    [](auto p, const SweepProgress& v) {
+                      p.setSweepId(TextOf(v.sweep_id));
+                      p.setName(TextOf(v.name));
+                      p.setState(TextOf(v.state));
+                      p.setUnitsTotal(v.units_total);
+                      p.setUnitsDone(v.units_done);
+                      p.setPairsTotal(v.pairs_total);
+                      p.setPairsDone(v.pairs_done);
+                      p.setPairsFailed(v.pairs_failed);
+                      SetStrings(p.initGpuModels(v.gpu_models.size()), v.gpu_models);
+                      p.setStartedUnix(v.started_unix);
+                      p.setFinishedUnix(v.finished_unix);
+                    });
+          },
+          [&](const ErrorReply& e) { cmd.initError().setMessage(TextOf(e.message)); },
+          [&](const Disconnect& d) { cmd.initDisconnect().setReason(TextOf(d.reason)); },
+      },
+      c);
+}
+
+Command GetCommand(wire::Envelope::Command::Reader cmd) {
+  switch (cmd.which()) {
+    case wire::Envelope::Command::HELLO: {
+      auto r = cmd.getHello();
+      Hello h;
+      h.worker_name = Str(r.getWorkerName());
+      h.farm_version = Str(r.getFarmVersion());
+      h.devices = GetList<DeviceInfo>(r.getDevices(), GetDevice);
+      return h;
+    }
+    case wire::Envelope::Command::HELLO_ACK: {
+      auto r = cmd.getHelloAck();
+      HelloAck h;
+      h.heartbeat_ms = r.getHeartbeatMs();
+      h.liveness = r.getLiveness();
+      return h;
+    }
+    case wire::Envelope::Command::HEARTBEAT:
+      return Heartbeat{};
+    case wire::Envelope::Command::REQUEST_WORK:
+      return RequestWork{cmd.getRequestWork().getDeviceIndex()};
+    case wire::Envelope::Command::NO_WORK:
+      return NoWork{cmd.getNoWork().getRetryMs()};
+    case wire::Envelope::Command::WORK_UNIT: {
+      auto r = cmd.getWorkUnit();
+      WorkUnit w;
+      w.sweep_id = Str(r.getSweepId());
+      w.unit_id = r.getUnitId();
+      w.attempt = r.getAttempt();
+      w.device_index = r.getDeviceIndex();
+      w.op = Str(r.getOp());
+      w.op_package = GetOpPackage(r.getOpPackage());
+      w.dtype = Str(r.getDtype());
+      w.shapes = GetList<Shape>(r.getShapes(), GetShape);
+      w.configs = GetList<Config>(r.getConfigs(), GetConfig);
+      w.lease_seconds = r.getLeaseSeconds();
+      return w;
+    }
+    case wire::Envelope::Command::RESULTS: {
+      auto r = cmd.getResults();
+      Results res;
+      res.sweep_id = Str(r.getSweepId());
+      res.unit_id = r.getUnitId();
+      res.batch = r.getBatch();
+      res.final = r.getFinal();
+      res.measurements = GetList<Measurement>(r.getMeasurements(), GetMeasurement);
+      return res;
+    }
+    case wire::Envelope::Command::RESULTS_ACK: {
+      auto r = cmd.getResultsAck();
+      ResultsAck a;
+      a.sweep_id = Str(r.getSweepId());
+      a.unit_id = r.getUnitId();
+      a.batch = r.getBatch();
+      a.stored = r.getStored();
+      return a;
+    }
+    case wire::Envelope::Command::SWEEP_SUBMIT: {
+      auto r = cmd.getSweepSubmit();
+      SweepSubmit s;
+      s.name = Str(r.getName());
+      s.ops = Strings(r.getOps());
+      s.op_packages = GetList<OpPackage>(r.getOpPackages(), GetOpPackage);
+      s.dtypes = Strings(r.getDtypes());
+      s.shapes = GetList<Shape>(r.getShapes(), GetShape);
+      s.gpu_models = Strings(r.getGpuModels());
+      s.configs_per_unit = r.getConfigsPerUnit();
+      return s;
+    }
+    case wire::Envelope::Command::SWEEP_ACCEPTED:
+      return SweepAccepted{Str(cmd.getSweepAccepted().getSweepId())};
+    case wire::Envelope::Command::SWEEP_STATUS_REQUEST:
+      return SweepStatusRequest{Str(cmd.getSweepStatusRequest().getSweepId())};
+    case wire::Envelope::Command::SWEEP_STATUS: {
+      auto r = cmd.getSweepStatus();
+      SweepStatus s;
+      s.workers = r.getWorkers();
+      s.sweeps = GetList<SweepProgress>(r.getSweeps(), [](wire::SweepProgress::Reader p) {
+        SweepProgress v;
+        v.sweep_id = Str(p.getSweepId());
+        v.name = Str(p.getName());
+        v.state = Str(p.getState());
+        v.units_total = p.getUnitsTotal();
+        v.units_done = p.getUnitsDone();
+        v.pairs_total = p.getPairsTotal();
+        v.pairs_done = p.getPairsDone();
+        v.pairs_failed = p.getPairsFailed();
+        v.gpu_models = Strings(p.getGpuModels());
+        v.started_unix = p.getStartedUnix();
+        v.finished_unix = p.getFinishedUnix();
+        return v;
+      });
+      return s;
+    }
+    case wire::Envelope::Command::ERROR:
+      return ErrorReply{Str(cmd.getError().getMessage())};
+    case wire::Envelope::Command::DISCONNECT:
+      return Disconnect{Str(cmd.getDisconnect().getReason())};
+    case wire::Envelope::Command::UNKNOWN:
+      Fail("envelope: no command set");
+  }
+  // A newer peer's command: we cannot act on it, and guessing is worse.
+  Fail("envelope: unknown command " + std::to_string(static_cast<unsigned>(cmd.which())));
+}
+
+// ---------------------------------------------------------------------------
+// Framing.
+
+std::string ToBytes(capnp::MessageBuilder& builder) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Runs `fn(reader)` over a frame with every hostile-input check applied.
+// `what` names the record in error messages.
+template <typename T, typename Fn>
+Result<T> ReadFrame(const void* data, size_t size, const char* what, Fn&& fn) {
+  if (data == nullptr && size != 0) return Status::Error(std::string(what) + ": null buffer");
+  if (size == 0) return Status::Error(std::string(what) + ": empty frame");
+  if (size > kMaxFrameBytes) {
+    return Status::Error(std::string(what) + ": frame of " + std::to_string(size) +
+                         " bytes exceeds the limit of " + std::to_string(kMaxFrameBytes));
+  }
+  if (size % sizeof(capnp::word) != 0) {
+    return Status::Error(std::string(what) + ": frame size " + std::to_string(size) +
+                         " is not a multiple of 8 bytes");
+  }
+  const size_t words = size / sizeof(capnp::word);
+  try {
+    // Cap'n Proto reads words in place and requires word alignment; ZeroMQ
+    // gives no alignment guarantee, so misaligned frames are copied.
+    kj::Array<capnp::word> copy;
+    kj::ArrayPtr<const capnp::word> view;
+    if (reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) == 0) {
+      view = kj::arrayPtr(static_cast<const capnp::word*>(data), words);
+    } else {
+      copy = kj::heapArray<capnp::word>(words);
+      std::memcpy(copy.begin(), data, size);
+      view = copy.asPtr();
+    }
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words * kTraversalWordsPerFrameWord + kTraversalSlackWords;
+    options.nestingLimit = kNestingLimit;
+    capnp::FlatArrayMessageReader reader(view, options);
+    // One record per frame: trailing bytes mean a framing bug or tampering.
+    if (reader.getEnd() != view.end()) {
+      return Status::Error(std::string(what) + ": " +
+                           std::to_string((view.end() - reader.getEnd()) * sizeof(capnp::word)) +
+                           " trailing bytes after the message");
+    }
+    return fn(reader);
+  } catch (const DecodeError& e) {
+    return Status::Error(std::string(what) + ": " + e.message);
+  } catch (const kj::Exception& e) {
+    return Status::Error(std::string(what) + ": malformed frame: " +
+                         std::string(e.getDescription().cStr()));
+  } catch (const std::bad_alloc&) {
+    return Status::Error(std::string(what) + ": malformed frame: out of memory while decoding");
+  } catch (const std::exception& e) {
+    return Status::Error(std::string(what) + ": malformed frame: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string EncodeEnvelope(const Envelope& env) {
+  capnp::MallocMessageBuilder builder;
+  auto root = builder.initRoot<wire::Envelope>();
+  root.setVersion(env.version);
+  root.setSeq(env.seq);
+  root.setSender(TextOf(env.sender));
+  SetCommand(root.initCommand(), env.command);
+  return ToBytes(builder);
+}
+
+Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
+  return ReadFrame<Envelope>(data, size, "envelope", [](capnp::MessageReader& reader) -> Result<Envelope> {
+    auto root = reader.getRoot<wire::Envelope>();
+    Envelope env;
+    env.version = root.getVersion();
+    // Checked before anything else: a peer speaking another version may mean
+    // different things by the same fields.
+    if (env.version != kProtocolVersion) {
+      return Status::Error("envelope: protocol version " + std::to_string(env.version) +
+                           " is not supported (this build speaks " +
+                           std::to_string(kProtocolVersion) + ")");
+    }
+    env.seq = root.getSeq();
+    env.sender = Str(root.getSender());
+    env.command = GetCommand(root.getCommand());
+    return env;
+  });
+}
+
+std::string EncodeMeasurement(const Measurement& m) {
+  capnp::MallocMessageBuilder builder;
+  SetMeasurement(builder.initRoot<wire::Measurement>(), m);
+  return ToBytes(builder);
+}
+
+Result<Measurement> DecodeMeasurement(const void* data, size_t size) {
+  return ReadFrame<Measurement>(data, size, "measurement",
+                                [](capnp::MessageReader& reader) -> Result<Measurement> {
+                                  return GetMeasurement(reader.getRoot<wire::Measurement>());
+                                });
+}
+
+const char* CommandName(const Command& c) {
+  static constexpr const char* kNames[] = {
+      "hello",        "hello_ack",      "heartbeat",      "request_work",
+      "no_work",      "work_unit",      "results",        "results_ack",
+      "sweep_submit", "sweep_accepted", "sweep_status_request", "sweep_status",
+      "error",        "disconnect",
+  };
+  static_assert(std::size(kNames) == std::variant_size_v<Command>,
+                "every command alternative needs a name");
+  return c.index() < std::size(kNames) ? kNames[c.index()] : "unknown";
+}
+
+}  // namespace tune

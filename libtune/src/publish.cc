@@ -1,0 +1,100 @@
+#include "tune/publish.h"
+
+#include <ctime>
+
+#include "tune/config_space.h"
+#include "tune/sweep_file.h"
+
+namespace tune {
+
+std::map<std::string, OpSpec> OpsFromStore(ResultStore& store) {
+  // Sweep ids start with the submit time in hex, and ForEachSweep visits them
+  // in key order, so a later sweep's spec replaces an earlier one's.
+  std::map<std::string, OpSpec> out;
+  (void)store.ForEachSweep([&](const std::string&, const std::string& bytes) {
+    auto rec = DecodeSweepRecord(bytes);
+    if (!rec.ok()) return;
+    for (size_t i = 0; i < rec->submit.op_packages.size(); ++i) {
+      auto spec = ParseOpSpec(rec->submit.op_packages[i], "stored op '" + rec->submit.ops[i] + "'");
+      if (!spec.ok()) continue;
+      out.insert_or_assign(spec->name, std::move(spec).value());
+    }
+  });
+  return out;
+}
+
+Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name) {
+  auto best = store.Best(filter);
+  if (!best.ok()) return best.status();
+  const auto ops = OpsFromStore(store);
+  // Newest kernel hash per (gpu, op, dtype, shape): a changed kernel
+  // supersedes older results without deleting them.
+  std::map<std::string, const Measurement*> pick;
+  for (const auto& m : *best) {
+    const std::string key = m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
+    auto& slot = pick[key];
+    if (!slot || m.unix_time > slot->unix_time) slot = &m;
+  }
+  if (pick.empty()) return Status::Error("publish: no valid measurement matches the filter");
+  Bundle b;
+  b.name = name;
+  b.farm_version = TUNEFARM_VERSION;
+  b.created_unix = std::time(nullptr);
+  for (const auto& [op, spec] : ops) b.defaults[op] = spec.default_config;
+  for (const auto& [key, m] : pick) {
+    BundleEntry e;
+    e.op = m->op;
+    e.dtype = m->dtype;
+    e.gpu_model = m->gpu_model;
+    ParseNamedValues(m->shape, &e.shape.dims);
+    e.config = m->config;
+    e.config_id = m->config_id;
+    e.kernel_hash = m->kernel_hash;
+    e.median_us = m->median_us;
+    e.stdev_us = m->stdev_us;
+    e.ci95_us = m->ci95_us;
+    e.samples = m->samples;
+    e.backend = m->backend;
+    e.device_name = m->device_name;
+    e.nvrtc_version = m->nvrtc_version;
+    e.driver_version = m->driver_version;
+    auto spec = ops.find(m->op);
+    if (spec != ops.end()) {
+      auto def = store.Get(m->gpu_model, m->op, m->dtype, m->shape, m->kernel_hash,
+                           spec->second.default_config.Id());
+      if (def && def->Valid()) {
+        e.default_median_us = def->median_us;
+        if (def->median_us < e.median_us) {  // cannot happen for a true minimum; guard anyway
+          e.config = def->config;
+          e.config_id = def->config_id;
+          e.median_us = def->median_us;
+          e.stdev_us = def->stdev_us;
+          e.ci95_us = def->ci95_us;
+          e.samples = def->samples;
+        }
+      }
+    }
+    b.entries.push_back(std::move(e));
+  }
+  return b;
+}
+
+double Throughput(const OpSpec* spec, const Measurement& m, std::string* unit) {
+  if (!spec || !m.Valid() || m.median_us <= 0) return 0;
+  Shape shape;
+  if (!ParseNamedValues(m.shape, &shape.dims)) return 0;
+  DeviceInfo dev;  // metrics depend on dims and dtype only
+  auto plan = PlanLaunch(*spec, m.dtype, m.config, shape, dev);
+  if (!plan.ok()) return 0;
+  if (plan->flops > 0) {
+    *unit = "TFLOP/s";
+    return plan->flops / (m.median_us * 1e6);
+  }
+  if (plan->bytes > 0) {
+    *unit = "GB/s";
+    return plan->bytes / (m.median_us * 1e3);
+  }
+  return 0;
+}
+
+}  // namespace tune

@@ -1,0 +1,473 @@
+// ResultStore on RocksDB. See tune/result_store.h for the key layout.
+#include "tune/result_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/write_batch.h>
+
+#include <array>
+#include <cmath>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tune/protocol.h"
+
+namespace tune {
+namespace {
+
+constexpr char kResultsCf[] = "results";
+constexpr char kByShapeCf[] = "by_shape";
+constexpr char kBestCf[] = "best";
+constexpr char kSweepsCf[] = "sweeps";
+constexpr char kMetaCf[] = "meta";
+constexpr char kFormatVersionKey[] = "format_version";
+
+constexpr char kSep = '\0';
+
+std::string JoinKey(std::initializer_list<std::string_view> parts) {
+  std::string key;
+  size_t n = 0;
+  for (auto p : parts) n += p.size() + 1;
+  key.reserve(n);
+  bool first = true;
+  for (auto p : parts) {
+    if (!first) key += kSep;
+    first = false;
+    key.append(p);
+  }
+  return key;
+}
+
+std::string ResultsKey(const Measurement& m) {
+  return JoinKey({m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash, m.config_id});
+}
+std::string ByShapeKey(const Measurement& m) {
+  return JoinKey({m.op, m.dtype, m.shape, m.gpu_model, m.kernel_hash, m.config_id});
+}
+std::string BestKey(const Measurement& m) {
+  return JoinKey({m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash});
+}
+
+// Splits a stored key into exactly N parts; false when the key has another
+// shape (a foreign or corrupt row).
+template <size_t N>
+bool SplitKey(rocksdb::Slice key, std::array<std::string_view, N>* out) {
+  std::string_view rest(key.data(), key.size());
+  for (size_t i = 0; i < N; ++i) {
+    size_t pos = rest.find(kSep);
+    if (i + 1 == N) {
+      if (pos != std::string_view::npos) return false;
+      (*out)[i] = rest;
+    } else {
+      if (pos == std::string_view::npos) return false;
+      (*out)[i] = rest.substr(0, pos);
+      rest.remove_prefix(pos + 1);
+    }
+  }
+  return true;
+}
+
+// Keys shown to people: NUL separators as '/'.
+std::string Printable(rocksdb::Slice key) {
+  std::string s = key.ToString();
+  for (char& c : s)
+    if (c == kSep) c = '/';
+  return s;
+}
+
+// The longest run of set fields from the front of `fields` becomes the scan
+// prefix (each part followed by the separator, so "h100" never matches
+// "h100-nvl"); fields after the first empty one are checked per row.
+std::string LeadingPrefix(std::initializer_list<std::string_view> fields) {
+  std::string prefix;
+  for (auto f : fields) {
+    if (f.empty()) break;
+    prefix.append(f);
+    prefix += kSep;
+  }
+  return prefix;
+}
+
+bool Matches(std::string_view want, std::string_view have) { return want.empty() || want == have; }
+
+Status CheckKeyField(const char* name, const std::string& value) {
+  if (value.empty()) return Status::Error(std::string("measurement has no ") + name);
+  if (value.find(kSep) != std::string::npos) {
+    return Status::Error(std::string("measurement ") + name + " contains a NUL byte");
+  }
+  return Status::OK();
+}
+
+Status CheckKey(const Measurement& m) {
+  TUNE_RETURN_IF_ERROR(CheckKeyField("gpu_model", m.gpu_model));
+  TUNE_RETURN_IF_ERROR(CheckKeyField("op", m.op));
+  TUNE_RETURN_IF_ERROR(CheckKeyField("dtype", m.dtype));
+  TUNE_RETURN_IF_ERROR(CheckKeyField("shape", m.shape));
+  TUNE_RETURN_IF_ERROR(CheckKeyField("kernel_hash", m.kernel_hash));
+  TUNE_RETURN_IF_ERROR(CheckKeyField("config_id", m.config_id));
+  return Status::OK();
+}
+
+Status CheckFilter(const ResultFilter& f) {
+  for (const std::string* s : {&f.gpu_model, &f.op, &f.dtype, &f.shape, &f.kernel_hash}) {
+    if (s->find(kSep) != std::string::npos) return Status::Error("result filter contains a NUL byte");
+  }
+  return Status::OK();
+}
+
+bool IsLockError(const rocksdb::Status& s) {
+  if (!s.IsIOError()) return false;
+  const std::string text = s.ToString();
+  return text.find("LOCK") != std::string::npos || text.find("lock") != std::string::npos;
+}
+
+// A valid measurement whose figure can be compared. NaN would never lose a
+// comparison and would stay best forever.
+bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.median_us); }
+
+}  // namespace
+
+struct ResultStore::Impl {
+  std::string path;
+  rocksdb::DB* db = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::ColumnFamilyHandle* results = nullptr;
+  rocksdb::ColumnFamilyHandle* by_shape = nullptr;
+  rocksdb::ColumnFamilyHandle* best = nullptr;
+  rocksdb::ColumnFamilyHandle* sweeps = nullptr;
+  rocksdb::ColumnFamilyHandle* meta = nullptr;
+  // Put is check-then-write (existence, best-so-far), which RocksDB does not
+  // make atomic on its own.
+  std::mutex put_mu;
+
+  ~Impl() {
+    if (db == nullptr) return;
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    db->Close();
+    delete db;
+  }
+
+  Status Error(const std::string& what) const {
+    return Status::Error("result store " + path + ": " + what);
+  }
+  Status Error(const std::string& what, const rocksdb::Status& s) const {
+    return Error(what + ": " + s.ToString());
+  }
+
+  // Visits rows of `cf` whose key starts with `prefix`, in key order, until
+  // `fn` returns false.
+  template <typename Fn>
+  Status ForPrefix(rocksdb::ColumnFamilyHandle* cf, const std::string& prefix, Fn&& fn) const {
+    rocksdb::ReadOptions ro;
+    // Every prefix ends with the separator '\0', so bumping that byte to
+    // '\1' gives the first key past the prefix; RocksDB then stops at the
+    // bound instead of scanning on.
+    std::string upper;
+    rocksdb::Slice upper_slice;
+    if (!prefix.empty()) {
+      upper = prefix;
+      upper.back() = static_cast<char>(kSep + 1);
+      upper_slice = rocksdb::Slice(upper);
+      ro.iterate_upper_bound = &upper_slice;
+    }
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, cf));
+    for (it->Seek(prefix); it->Valid(); it->Next()) {
+      Status st;
+      if (!fn(it->key(), it->value(), &st)) {
+        if (!st.ok()) return st;
+        break;
+      }
+    }
+    if (!it->status().ok()) return Error("scan of " + cf->GetName() + " failed", it->status());
+    return Status::OK();
+  }
+
+  // Reads the current best row's median into *median (staged rows first).
+  bool CurrentBest(const std::string& key, const std::unordered_map<std::string, double>& staged,
+                   double* median) const {
+    if (auto it = staged.find(key); it != staged.end()) {
+      *median = it->second;
+      return true;
+    }
+    std::string value;
+    if (!db->Get(rocksdb::ReadOptions(), best, key, &value).ok()) return false;
+    auto m = DecodeMeasurement(value.data(), value.size());
+    // An unreadable best row is replaced rather than allowed to block
+    // every future winner of its key.
+    if (!m.ok() || !BestCandidate(*m)) return false;
+    *median = m->median_us;
+    return true;
+  }
+
+  // Adds `m` to `batch` unless its key is stored or already staged.
+  // Caller holds put_mu.
+  Result<bool> Stage(const Measurement& m, rocksdb::WriteBatch* batch,
+                     std::unordered_set<std::string>* staged_keys,
+                     std::unordered_map<std::string, double>* staged_best) const {
+    TUNE_RETURN_IF_ERROR(CheckKey(m));
+    std::string key = ResultsKey(m);
+    if (staged_keys->count(key)) return false;
+    rocksdb::PinnableSlice existing;
+    rocksdb::Status s = db->Get(rocksdb::ReadOptions(), results, key, &existing);
+    if (s.ok()) return false;
+    if (!s.IsNotFound()) return Error("read of " + Printable(key) + " failed", s);
+
+    const std::string value = EncodeMeasurement(m);
+    auto check = [&](rocksdb::Status ws) -> Status {
+      return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
+    };
+    TUNE_RETURN_IF_ERROR(check(batch->Put(results, key, value)));
+    TUNE_RETURN_IF_ERROR(check(batch->Put(by_shape, ByShapeKey(m), rocksdb::Slice())));
+    if (BestCandidate(m)) {
+      std::string best_key = BestKey(m);
+      double current = 0;
+      if (!CurrentBest(best_key, *staged_best, &current) || m.median_us < current) {
+        TUNE_RETURN_IF_ERROR(check(batch->Put(best, best_key, value)));
+        (*staged_best)[best_key] = m.median_us;
+      }
+    }
+    staged_keys->insert(std::move(key));
+    return true;
+  }
+
+  Status Write(rocksdb::WriteBatch* batch) const {
+    if (batch->Count() == 0) return Status::OK();
+    rocksdb::Status s = db->Write(rocksdb::WriteOptions(), batch);
+    return s.ok() ? Status::OK() : Error("write failed", s);
+  }
+};
+
+ResultStore::ResultStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ResultStore::~ResultStore() = default;
+
+Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  // The store lives as long as the farm; keep its log files bounded.
+  options.keep_log_file_num = 5;
+  options.max_log_file_size = 16u << 20;
+
+  // RocksDB refuses to open a database without naming every column family
+  // it holds, so families from newer builds are opened too (and left alone).
+  std::vector<std::string> names;
+  const bool existed = rocksdb::DB::ListColumnFamilies(options, path, &names).ok();
+  bool had_meta = false;
+  for (const char* want : {rocksdb::kDefaultColumnFamilyName.c_str(), kResultsCf, kByShapeCf,
+                           kBestCf, kSweepsCf, kMetaCf}) {
+    bool found = false;
+    for (const auto& n : names) found = found || n == want;
+    if (found && std::string_view(want) == kMetaCf) had_meta = true;
+    if (!found) names.emplace_back(want);
+  }
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
+  rocksdb::Status s =
+      rocksdb::DB::Open(rocksdb::DBOptions(options), path, descriptors, &impl->handles, &impl->db);
+  if (!s.ok()) {
+    if (IsLockError(s)) {
+      return impl->Error(
+          "locked by another process (or already open in this one); only one coordinator may "
+          "own a store (" + s.ToString() + ")");
+    }
+    return impl->Error("cannot open", s);
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto* h = impl->handles[i];
+    if (names[i] == kResultsCf) impl->results = h;
+    if (names[i] == kByShapeCf) impl->by_shape = h;
+    if (names[i] == kBestCf) impl->best = h;
+    if (names[i] == kSweepsCf) impl->sweeps = h;
+    if (names[i] == kMetaCf) impl->meta = h;
+  }
+
+  const std::string want_version = std::to_string(kStoreFormatVersion);
+  std::string version;
+  s = impl->db->Get(rocksdb::ReadOptions(), impl->meta, kFormatVersionKey, &version);
+  if (s.ok()) {
+    if (version != want_version) {
+      return impl->Error("store format version '" + version +
+                         "' is not supported by this build (it reads version " + want_version +
+                         "); open it with the tunefarm that wrote it");
+    }
+  } else if (s.IsNotFound()) {
+    // Only a store we just created may be stamped: an existing database
+    // without our metadata is someone else's, and writing into it would be
+    // worse than refusing.
+    if (existed && !had_meta) {
+      std::unique_ptr<rocksdb::Iterator> it(impl->db->NewIterator(rocksdb::ReadOptions()));
+      it->SeekToFirst();
+      if (it->Valid()) return impl->Error("not a tunefarm result store (no format version)");
+    }
+    bool has_results = false;
+    {
+      std::unique_ptr<rocksdb::Iterator> it(impl->db->NewIterator(rocksdb::ReadOptions(), impl->results));
+      it->SeekToFirst();
+      has_results = it->Valid();
+    }
+    if (has_results) return impl->Error("store holds results but no format version");
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = impl->db->Put(wo, impl->meta, kFormatVersionKey, want_version);
+    if (!s.ok()) return impl->Error("cannot write format version", s);
+  } else {
+    return impl->Error("cannot read format version", s);
+  }
+  return std::unique_ptr<ResultStore>(new ResultStore(std::move(impl)));
+}
+
+Result<bool> ResultStore::Put(const Measurement& m) {
+  std::lock_guard<std::mutex> lock(impl_->put_mu);
+  rocksdb::WriteBatch batch;
+  std::unordered_set<std::string> staged_keys;
+  std::unordered_map<std::string, double> staged_best;
+  Result<bool> added = impl_->Stage(m, &batch, &staged_keys, &staged_best);
+  if (!added.ok() || !*added) return added;
+  TUNE_RETURN_IF_ERROR(impl_->Write(&batch));
+  return true;
+}
+
+Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored) {
+  if (stored) *stored = 0;
+  std::lock_guard<std::mutex> lock(impl_->put_mu);
+  rocksdb::WriteBatch batch;
+  std::unordered_set<std::string> staged_keys;
+  std::unordered_map<std::string, double> staged_best;
+  size_t added = 0;
+  for (const auto& m : ms) {
+    Result<bool> r = impl_->Stage(m, &batch, &staged_keys, &staged_best);
+    if (!r.ok()) return r.status();
+    if (*r) ++added;
+  }
+  TUNE_RETURN_IF_ERROR(impl_->Write(&batch));
+  if (stored) *stored = added;
+  return Status::OK();
+}
+
+std::optional<Measurement> ResultStore::Get(const std::string& gpu_model, const std::string& op,
+                                            const std::string& dtype, const std::string& shape,
+                                            const std::string& kernel_hash,
+                                            const std::string& config_id) {
+  rocksdb::PinnableSlice value;
+  const std::string key = JoinKey({gpu_model, op, dtype, shape, kernel_hash, config_id});
+  if (!impl_->db->Get(rocksdb::ReadOptions(), impl_->results, key, &value).ok()) return std::nullopt;
+  auto m = DecodeMeasurement(value.data(), value.size());
+  if (!m.ok()) return std::nullopt;
+  return std::move(m).value();
+}
+
+Status ResultStore::Scan(const ResultFilter& f, const std::function<bool(const Measurement&)>& fn) {
+  TUNE_RETURN_IF_ERROR(CheckFilter(f));
+  Impl& impl = *impl_;
+  auto decode = [&](rocksdb::Slice key, rocksdb::Slice value, Status* st) -> std::optional<Measurement> {
+    auto m = DecodeMeasurement(value.data(), value.size());
+    if (!m.ok()) {
+      *st = impl.Error("corrupt record at " + Printable(key) + ": " + m.status().message());
+      return std::nullopt;
+    }
+    return std::move(m).value();
+  };
+
+  if (f.gpu_model.empty() && !f.op.empty()) {
+    // Every GPU's rows for an (op[, dtype[, shape]]): walk the index, then
+    // fetch each row from results.
+    const std::string prefix = LeadingPrefix({f.op, f.dtype, f.shape});
+    return impl.ForPrefix(impl.by_shape, prefix, [&](rocksdb::Slice key, rocksdb::Slice, Status* st) {
+      std::array<std::string_view, 6> p;  // op, dtype, shape, gpu, kernel_hash, config_id
+      if (!SplitKey(key, &p)) return true;
+      if (!Matches(f.dtype, p[1]) || !Matches(f.shape, p[2]) || !Matches(f.kernel_hash, p[4])) {
+        return true;
+      }
+      rocksdb::PinnableSlice value;
+      const std::string rkey = JoinKey({p[3], p[0], p[1], p[2], p[4], p[5]});
+      rocksdb::Status s = impl.db->Get(rocksdb::ReadOptions(), impl.results, rkey, &value);
+      if (s.IsNotFound()) return true;  // index and rows are written together; tolerate a stray
+      if (!s.ok()) {
+        *st = impl.Error("read of " + Printable(rkey) + " failed", s);
+        return false;
+      }
+      auto m = decode(rkey, value, st);
+      if (!m) return false;
+      return fn(*m);
+    });
+  }
+
+  const std::string prefix =
+      LeadingPrefix({f.gpu_model, f.op, f.dtype, f.shape, f.kernel_hash});
+  return impl.ForPrefix(impl.results, prefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status* st) {
+    std::array<std::string_view, 6> p;  // gpu, op, dtype, shape, kernel_hash, config_id
+    if (!SplitKey(key, &p)) return true;
+    if (!Matches(f.gpu_model, p[0]) || !Matches(f.op, p[1]) || !Matches(f.dtype, p[2]) ||
+        !Matches(f.shape, p[3]) || !Matches(f.kernel_hash, p[4])) {
+      return true;
+    }
+    auto m = decode(key, value, st);
+    if (!m) return false;
+    return fn(*m);
+  });
+}
+
+Result<std::vector<Measurement>> ResultStore::Best(const ResultFilter& f) {
+  TUNE_RETURN_IF_ERROR(CheckFilter(f));
+  Impl& impl = *impl_;
+  std::vector<Measurement> out;
+  const std::string prefix =
+      LeadingPrefix({f.gpu_model, f.op, f.dtype, f.shape, f.kernel_hash});
+  Status st = impl.ForPrefix(impl.best, prefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status* err) {
+    std::array<std::string_view, 5> p;  // gpu, op, dtype, shape, kernel_hash
+    if (!SplitKey(key, &p)) return true;
+    if (!Matches(f.gpu_model, p[0]) || !Matches(f.op, p[1]) || !Matches(f.dtype, p[2]) ||
+        !Matches(f.shape, p[3]) || !Matches(f.kernel_hash, p[4])) {
+      return true;
+    }
+    auto m = DecodeMeasurement(value.data(), value.size());
+    if (!m.ok()) {
+      *err = impl.Error("corrupt best record at " + Printable(key) + ": " + m.status().message());
+      return false;
+    }
+    out.push_back(std::move(m).value());
+    return true;
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+Result<uint64_t> ResultStore::CountResults() {
+  uint64_t n = 0;
+  Status st = impl_->ForPrefix(impl_->results, std::string(), [&](rocksdb::Slice, rocksdb::Slice, Status*) {
+    ++n;
+    return true;
+  });
+  if (!st.ok()) return st;
+  return n;
+}
+
+Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& bytes) {
+  if (sweep_id.empty()) return impl_->Error("sweep id is empty");
+  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->sweeps, sweep_id, bytes);
+  return s.ok() ? Status::OK() : impl_->Error("write of sweep " + sweep_id + " failed", s);
+}
+
+std::optional<std::string> ResultStore::GetSweep(const std::string& sweep_id) {
+  std::string value;
+  if (!impl_->db->Get(rocksdb::ReadOptions(), impl_->sweeps, sweep_id, &value).ok()) return std::nullopt;
+  return value;
+}
+
+Status ResultStore::ForEachSweep(
+    const std::function<void(const std::string& id, const std::string& bytes)>& fn) {
+  return impl_->ForPrefix(impl_->sweeps, std::string(), [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
+    fn(key.ToString(), value.ToString());
+    return true;
+  });
+}
+
+}  // namespace tune

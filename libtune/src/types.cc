@@ -1,0 +1,134 @@
+#include "tune/types.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace tune {
+namespace {
+
+// libsodium picks its fastest BLAKE2b implementation in sodium_init(); the
+// reference one is used before that, with identical output, so the call is an
+// optimisation and its result does not matter.
+void EnsureSodium() {
+  static const int kInit = sodium_init();
+  (void)kInit;
+}
+
+std::string Hex(const unsigned char* data, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out(n * 2, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[data[i] >> 4];
+    out[2 * i + 1] = kDigits[data[i] & 0xf];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string JoinNamedValues(const NamedValues& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += v[i].first;
+    out += '=';
+    out += std::to_string(v[i].second);
+  }
+  return out;
+}
+
+bool ParseNamedValues(const std::string& text, NamedValues* out) {
+  NamedValues parsed;
+  if (!text.empty()) {
+    size_t pos = 0;
+    while (true) {
+      size_t end = text.find(',', pos);
+      if (end == std::string::npos) end = text.size();
+      std::string_view item(text.data() + pos, end - pos);
+      size_t eq = item.find('=');
+      if (eq == std::string_view::npos || eq == 0) return false;
+      std::string_view num = item.substr(eq + 1);
+      int64_t value = 0;
+      auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
+      if (num.empty() || ec != std::errc() || ptr != num.data() + num.size()) return false;
+      parsed.emplace_back(std::string(item.substr(0, eq)), value);
+      if (end == text.size()) break;
+      pos = end + 1;
+    }
+  }
+  if (out) *out = std::move(parsed);
+  return true;
+}
+
+int64_t ValueOf(const NamedValues& v, const std::string& name, int64_t fallback) {
+  for (const auto& [n, value] : v)
+    if (n == name) return value;
+  return fallback;
+}
+
+std::string Config::Canonical() const {
+  NamedValues sorted = params;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  return JoinNamedValues(sorted);
+}
+
+std::string Config::Id() const {
+  EnsureSodium();
+  const std::string text = Canonical();
+  // BLAKE2b with an 8-byte digest length (a distinct function, not a
+  // truncation of the 32-byte one); libsodium's one-shot call accepts it even
+  // though crypto_generichash_BYTES_MIN is 16.
+  unsigned char digest[8];
+  crypto_generichash(digest, sizeof digest, reinterpret_cast<const unsigned char*>(text.data()),
+                     text.size(), nullptr, 0);
+  return Hex(digest, sizeof digest);
+}
+
+const char* FailureClassName(FailureClass c) {
+  switch (c) {
+    case FailureClass::kNone: return "none";
+    case FailureClass::kCompileError: return "compile_error";
+    case FailureClass::kResources: return "resources";
+    case FailureClass::kLaunchError: return "launch_error";
+    case FailureClass::kCrash: return "crash";
+    case FailureClass::kTimeout: return "timeout";
+    case FailureClass::kWrongResult: return "wrong_result";
+    case FailureClass::kNan: return "nan";
+    case FailureClass::kSkipped: return "skipped";
+  }
+  return "none";
+}
+
+FailureClass FailureClassFromName(const std::string& name) {
+  static constexpr FailureClass kAll[] = {
+      FailureClass::kNone,    FailureClass::kCompileError, FailureClass::kResources,
+      FailureClass::kLaunchError, FailureClass::kCrash,    FailureClass::kTimeout,
+      FailureClass::kWrongResult, FailureClass::kNan,      FailureClass::kSkipped};
+  for (FailureClass c : kAll)
+    if (name == FailureClassName(c)) return c;
+  return FailureClass::kNone;
+}
+
+std::string NormaliseGpuModel(const std::string& device_name) {
+  std::string out;
+  bool pending_dash = false;
+  for (unsigned char ch : device_name) {
+    if (std::isalnum(ch)) {
+      if (pending_dash && !out.empty()) out += '-';
+      pending_dash = false;
+      out += static_cast<char>(std::tolower(ch));
+    } else {
+      pending_dash = true;
+    }
+  }
+  static const std::string kVendor = "nvidia-";
+  if (out.size() > kVendor.size() && out.compare(0, kVendor.size(), kVendor) == 0)
+    out.erase(0, kVendor.size());
+  return out;
+}
+
+}  // namespace tune

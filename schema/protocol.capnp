@@ -1,0 +1,160 @@
+# The wire protocol between coordinator, workers and clients: one Envelope per
+# ZeroMQ frame. Mirrors libtune/include/tune/protocol.h; only the codec in
+# libtune/src/protocol.cc sees these types.
+#
+# Evolution rules: never renumber or delete a field (rename a retired one to
+# `...Deprecated`); new commands go at the next free ordinal of the union; a
+# change that old peers cannot ignore bumps Envelope.version, which peers
+# check before anything else.
+
+@0xfc21cef975d1b1c6;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tune::wire");
+
+using Records = import "records.capnp";
+
+# A file of an op folder. Contents are Data, not Text: sources are sent byte
+# for byte because the kernel hash is computed over exactly these bytes.
+struct OpFile @0xcc3a4162ec341865 {
+  name @0 :Text;
+  contents @1 :Data;
+}
+
+# An op as it travels: every file of its folder, sorted by name.
+struct OpPackage @0xf3cf9cd0de9418b2 {
+  files @0 :List(OpFile);
+}
+
+# Worker -> coordinator, first message after connecting (and reconnecting).
+struct Hello @0xe63c5d3714a13fda {
+  workerName @0 :Text;        # host:pid
+  farmVersion @1 :Text;
+  devices @2 :List(Records.DeviceInfo);
+}
+
+# Coordinator -> worker: accepted; the heartbeat contract both sides keep.
+struct HelloAck @0x8f0d1767ddfdd4f2 {
+  heartbeatMs @0 :UInt32;
+  liveness @1 :UInt32;        # missed intervals before a peer is dead
+}
+
+# Worker -> coordinator: one of my devices is idle.
+struct RequestWork @0x94e726bd91bf2cfd {
+  deviceIndex @0 :Int32;
+}
+
+# Coordinator -> worker: nothing to do now; ask again later.
+struct NoWork @0x8bf8d120349c5fa9 {
+  retryMs @0 :UInt32;
+}
+
+# Coordinator -> worker: a leased chunk of configs of one (sweep, op, dtype,
+# GPU model); every shape of the sweep per config so each compiles once.
+struct WorkUnit @0xc9207a1fbc05099f {
+  sweepId @0 :Text;
+  unitId @1 :UInt64;
+  attempt @2 :UInt32;
+  deviceIndex @3 :Int32;
+  op @4 :Text;
+  opPackage @5 :OpPackage;
+  dtype @6 :Text;
+  shapes @7 :List(Records.Shape);
+  configs @8 :List(Records.Config);
+  leaseSeconds @9 :Float64;
+}
+
+# Worker -> coordinator: a batch of measurements of one unit.
+struct Results @0xb4c1ed0f8fb2828f {
+  sweepId @0 :Text;
+  unitId @1 :UInt64;
+  batch @2 :UInt64;
+  final @3 :Bool;             # the last batch of the unit
+  measurements @4 :List(Records.Measurement);
+}
+
+# Coordinator -> worker: a batch is stored (duplicates counted once).
+struct ResultsAck @0xb2e67a25fae994a6 {
+  sweepId @0 :Text;
+  unitId @1 :UInt64;
+  batch @2 :UInt64;
+  stored @3 :UInt32;
+}
+
+# Client -> coordinator: run this sweep.
+struct SweepSubmit @0x8cd03b7212028f51 {
+  name @0 :Text;
+  ops @1 :List(Text);
+  opPackages @2 :List(OpPackage);   # one per op, same order
+  dtypes @3 :List(Text);
+  shapes @4 :List(Records.Shape);
+  gpuModels @5 :List(Text);         # "*" = every model present
+  configsPerUnit @6 :UInt32;        # 0 = coordinator chooses
+}
+
+# Coordinator -> client: the sweep's id.
+struct SweepAccepted @0xd0708a5fc9f05b01 {
+  sweepId @0 :Text;
+}
+
+# Client -> coordinator: progress of one sweep, or of all when empty.
+struct SweepStatusRequest @0xd742bc9eb7d74948 {
+  sweepId @0 :Text;
+}
+
+# Progress of one sweep.
+struct SweepProgress @0xe65b164663caf056 {
+  sweepId @0 :Text;
+  name @1 :Text;
+  state @2 :Text;             # "running" | "done" | "failed"
+  unitsTotal @3 :UInt64;
+  unitsDone @4 :UInt64;
+  pairsTotal @5 :UInt64;
+  pairsDone @6 :UInt64;
+  pairsFailed @7 :UInt64;
+  gpuModels @8 :List(Text);
+  startedUnix @9 :Int64;
+  finishedUnix @10 :Int64;
+}
+
+# Coordinator -> client: answer to SweepStatusRequest.
+struct SweepStatus @0xe19eb29d97a24191 {
+  sweeps @0 :List(SweepProgress);
+  workers @1 :UInt32;
+}
+
+# Either direction: a request was refused; the text is for people.
+struct ErrorReply @0xc8cb88aecd5e9d7d {
+  message @0 :Text;
+}
+
+# Either direction: the sender is going away (or tells the peer to).
+struct Disconnect @0xb6915457d2ce13fc {
+  reason @0 :Text;
+}
+
+# The one message type on the wire. `unknown` comes first so that an envelope
+# whose command was never set (or was zeroed) is not read as a `hello`.
+struct Envelope @0xc9f1b97194c69d99 {
+  version @0 :UInt16;         # tune::kProtocolVersion; checked first
+  seq @1 :UInt64;             # per-sender sequence number
+  sender @2 :Text;
+
+  command :union {
+    unknown @3 :Void;
+    hello @4 :Hello;
+    helloAck @5 :HelloAck;
+    heartbeat @6 :Void;
+    requestWork @7 :RequestWork;
+    noWork @8 :NoWork;
+    workUnit @9 :WorkUnit;
+    results @10 :Results;
+    resultsAck @11 :ResultsAck;
+    sweepSubmit @12 :SweepSubmit;
+    sweepAccepted @13 :SweepAccepted;
+    sweepStatusRequest @14 :SweepStatusRequest;
+    sweepStatus @15 :SweepStatus;
+    error @16 :ErrorReply;
+    disconnect @17 :Disconnect;
+  }
+}

@@ -1,0 +1,123 @@
+# Stored and exchanged records: the values of the result store and the pieces
+# that the wire protocol and bundles share.
+#
+# Evolution rules (this file is read by stores and deployments that outlive
+# any one build): never renumber or delete a field, rename a retired one to
+# `...Deprecated`; add fields only at the next free ordinal; every enum starts
+# with `unknown @0` so that a zeroed or unset value is never mistaken for a
+# real one. The codec maps enums explicitly; C++ enum values are not the wire
+# values.
+
+@0x875bfa5f1e0114ad;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tune::wire");
+
+# One (name, integer) pair: a config parameter or a problem dimension. Lists
+# of these keep the order the op spec declares.
+struct NamedValue @0xaf43c20a433574c1 {
+  name @0 :Text;
+  value @1 :Int64;
+}
+
+# One point of an op's config space, params in the op's axis order.
+struct Config @0xa793cffadd27a00e {
+  params @0 :List(NamedValue);
+}
+
+# One problem shape, dims in the op's declared order.
+struct Shape @0x9281cd982d0943f9 {
+  dims @0 :List(NamedValue);
+}
+
+# Why a (config, shape) produced no valid figure. `none` is an explicit value
+# (not the zero default) so that a record written without a class reads as
+# `unknown` and is rejected instead of passing as a valid measurement.
+enum FailureClass @0xa434dfa7c99e65b9 {
+  unknown @0;
+  none @1;
+  compileError @2;
+  resources @3;
+  launchError @4;
+  crash @5;
+  timeout @6;
+  wrongResult @7;
+  nanResult @8;               # output held NaN (`nan` would clash with the C NAN macro)
+  skipped @9;
+}
+
+# A GPU as seen by a worker (or a simulated one), sent in `hello` so the
+# coordinator can schedule by model and check limits.
+struct DeviceInfo @0xb4eef3dbdf701afa {
+  index @0 :Int32;
+  name @1 :Text;              # as reported by the driver
+  model @2 :Text;             # normalised store key, "h100-80gb-hbm3"
+  backend @3 :Text;           # "cuda" | "sim"
+  ccMajor @4 :Int32;
+  ccMinor @5 :Int32;
+  numSms @6 :Int32;
+  totalMemBytes @7 :Int64;
+  l2Bytes @8 :Int64;
+  smemPerBlockOptin @9 :Int64;
+  maxThreadsPerBlock @10 :Int32;
+  smClockMhz @11 :Int32;
+  memClockMhz @12 :Int32;
+  driverVersion @13 :Text;
+  nvrtcVersion @14 :Text;
+}
+
+# Resource usage of one compiled config, kept with every measurement so that
+# reports can explain why a config is slow or was rejected.
+struct KernelResources @0xd4f8abe56326e9e6 {
+  registers @0 :Int32;
+  staticSmemBytes @1 :Int64;
+  dynamicSmemBytes @2 :Int64;
+  localBytes @3 :Int64;       # spills
+  maxThreadsPerBlock @4 :Int32;
+  occupancy @5 :Float64;      # 0..1
+}
+
+# One (config, shape) outcome on one GPU model: the value of the store's
+# `results` and `best` rows and the payload of `results` messages. Failures
+# are stored like figures so that reports show them. Times in microseconds.
+struct Measurement @0xd2e5a7222ba80fd2 {
+  # Key; the store derives its row keys from these.
+  gpuModel @0 :Text;
+  op @1 :Text;
+  dtype @2 :Text;
+  shape @3 :Text;             # canonical "M=4096,N=4096,K=4096"
+  kernelHash @4 :Text;
+  configId @5 :Text;
+
+  config @6 :Config;
+  failure @7 :FailureClass;
+  failureMessage @8 :Text;    # compile log excerpt, error string, ...
+
+  # Figures; 0 when failure != none.
+  medianUs @9 :Float64;
+  meanUs @10 :Float64;
+  stdevUs @11 :Float64;
+  minUs @12 :Float64;
+  maxUs @13 :Float64;
+  ci95Us @14 :Float64;        # half-width of the 95% confidence interval
+  samples @15 :UInt32;
+
+  # Check against the op's reference.
+  checkPassed @16 :Bool;
+  maxAbsError @17 :Float64;
+  mismatchRatio @18 :Float64;
+
+  resources @19 :KernelResources;
+  throttled @20 :Bool;        # clocks dropped while timing
+  smClockMhz @21 :Int32;
+
+  # Provenance: sim figures are never presented as hardware results.
+  backend @22 :Text;          # "cuda" | "sim"
+  deviceName @23 :Text;
+  worker @24 :Text;
+  driverVersion @25 :Text;
+  nvrtcVersion @26 :Text;
+  farmVersion @27 :Text;
+  unixTime @28 :Int64;
+  sweepId @29 :Text;
+}

@@ -1,0 +1,8 @@
+// Reference for tiny_axpb: same parameters, output in fp32.
+#include "tiny_common.h"
+
+extern "C" __global__ void tiny_axpb_ref(const TUNE_T* __restrict__ x, float* __restrict__ y, float a,
+                                         float b, int n) {
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * tiny_to_float(x[i]) + b;
+}

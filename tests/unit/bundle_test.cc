@@ -1,0 +1,256 @@
+// Bundles: binary and JSON forms, files, and the lookup fallback chain.
+#include "tune/bundle.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+auto Tie(const BundleEntry& e) {
+  return std::tie(e.op, e.dtype, e.gpu_model, e.shape.dims, e.config.params, e.config_id,
+                  e.kernel_hash, e.median_us, e.stdev_us, e.ci95_us, e.samples,
+                  e.default_median_us, e.backend, e.device_name, e.nvrtc_version,
+                  e.driver_version);
+}
+
+void ExpectSameBundle(const Bundle& a, const Bundle& b) {
+  EXPECT_EQ(a.format_version, b.format_version);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.farm_version, b.farm_version);
+  EXPECT_EQ(a.created_unix, b.created_unix);
+  ASSERT_EQ(a.defaults.size(), b.defaults.size());
+  for (auto ia = a.defaults.begin(), ib = b.defaults.begin(); ia != a.defaults.end(); ++ia, ++ib) {
+    EXPECT_EQ(ia->first, ib->first);
+    EXPECT_EQ(ia->second.params, ib->second.params);
+  }
+  ASSERT_EQ(a.entries.size(), b.entries.size());
+  for (size_t i = 0; i < a.entries.size(); ++i) EXPECT_EQ(Tie(a.entries[i]), Tie(b.entries[i])) << i;
+}
+
+Shape Mnk(int64_t m, int64_t n, int64_t k) { return Shape{{{"M", m}, {"N", n}, {"K", k}}}; }
+
+BundleEntry Entry(const std::string& gpu, const Shape& shape, int64_t bm, double median) {
+  BundleEntry e;
+  e.op = "gemm";
+  e.dtype = "f16";
+  e.gpu_model = gpu;
+  e.shape = shape;
+  // BK=7 is not a plausible default: tells entries and defaults apart.
+  e.config.params = {{"BM", bm}, {"BN", 128}, {"BK", 7}};
+  e.config_id = "cfg" + std::to_string(bm);
+  e.kernel_hash = "0123456789abcdef0123456789abcdef";
+  e.median_us = median;
+  e.stdev_us = median / 100;
+  e.ci95_us = median / 300;
+  e.samples = 33;
+  e.default_median_us = median * 1.4;
+  e.backend = "sim";
+  e.device_name = "sim " + gpu;
+  e.nvrtc_version = "sim";
+  e.driver_version = "";
+  return e;
+}
+
+Bundle MakeBundle() {
+  Bundle b;
+  b.name = "nightly-2025-11-21";
+  b.farm_version = "0.1.0";
+  b.created_unix = 1763740000;
+  b.defaults["gemm"] = Config{{{"BM", 128}, {"BN", 128}, {"BK", 32}}};
+  b.defaults["softmax"] = Config{{{"ROWS", 4}}};
+  b.entries = {
+      Entry("h100", Mnk(1024, 1024, 1024), 64, 20.5),        // 0
+      Entry("h100", Mnk(4096, 4096, 4096), 256, 800.25),     // 1
+      Entry("h100", Mnk(4096, 4096, 1024), 128, 210.0),      // 2
+      Entry("h200", Mnk(4096, 4096, 4096), 192, 650.0),      // 3
+  };
+  b.entries.push_back(Entry("h100", Mnk(1024, 1024, 1024), 32, 19.0));  // 4: duplicate key
+  b.entries[4].dtype = "bf16";
+  return b;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "bundle_test.XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(BundleTest, BinaryRoundTrip) {
+  const Bundle b = MakeBundle();
+  const std::string bytes = EncodeBundle(b);
+  auto out = DecodeBundle(bytes.data(), bytes.size());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectSameBundle(*out, b);
+}
+
+TEST(BundleTest, JsonRoundTripAndStableText) {
+  const Bundle b = MakeBundle();
+  const std::string json = BundleToJson(b);
+  EXPECT_EQ(json, BundleToJson(b));
+  // People read it: header first, params in spec order, not alphabetical.
+  EXPECT_EQ(json.find("\"format_version\""), json.find('"'));
+  EXPECT_LT(json.find("\"BM\": 128"), json.find("\"BK\": 32"));
+  auto out = BundleFromJson(json);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectSameBundle(*out, b);
+  EXPECT_EQ(BundleToJson(*out), json);
+}
+
+TEST(BundleTest, JsonErrorsNameTheField) {
+  EXPECT_FALSE(BundleFromJson("{not json").ok());
+  auto r = BundleFromJson(R"({"format_version": 1, "entries": [{"op": "gemm"}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dtype"), std::string::npos) << r.status().message();
+  r = BundleFromJson(R"({"format_version": 1, "defaults": {"gemm": {"BM": "big"}}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("defaults.gemm.BM"), std::string::npos) << r.status().message();
+}
+
+TEST(BundleTest, FilesRoundTripWithoutLeftovers) {
+  TempDir dir;
+  const Bundle b = MakeBundle();
+  ASSERT_TRUE(WriteBundleFiles(b, dir.Sub("gemm")).ok());
+  ASSERT_TRUE(WriteBundleFiles(b, dir.Sub("gemm")).ok());  // replacing works too
+  EXPECT_TRUE(fs::exists(dir.Sub("gemm.tfb")));
+  EXPECT_TRUE(fs::exists(dir.Sub("gemm.json")));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);
+  auto out = ReadBundleFile(dir.Sub("gemm.tfb"));
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectSameBundle(*out, b);
+
+  std::ifstream json_in(dir.Sub("gemm.json"));
+  std::stringstream json;
+  json << json_in.rdbuf();
+  auto from_json = BundleFromJson(json.str());
+  ASSERT_TRUE(from_json.ok()) << from_json.status().message();
+  ExpectSameBundle(*from_json, b);
+}
+
+TEST(BundleTest, MissingOrCorruptFileNamesTheFile) {
+  TempDir dir;
+  const std::string missing = dir.Sub("nope.tfb");
+  auto r = ReadBundleFile(missing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(missing), std::string::npos) << r.status().message();
+
+  const std::string bytes = EncodeBundle(MakeBundle());
+  const std::string truncated = dir.Sub("truncated.tfb");
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2 / 8 * 8);
+  r = ReadBundleFile(truncated);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(truncated), std::string::npos) << r.status().message();
+
+  const std::string garbage = dir.Sub("garbage.tfb");
+  std::ofstream(garbage, std::ios::binary) << "this is not a bundle, it is a text file\n";
+  r = ReadBundleFile(garbage);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(garbage), std::string::npos) << r.status().message();
+
+  const std::string empty = dir.Sub("empty.tfb");
+  std::ofstream(empty, std::ios::binary).flush();
+  EXPECT_FALSE(ReadBundleFile(empty).ok());
+}
+
+TEST(BundleTest, NewerFormatIsRefused) {
+  Bundle b = MakeBundle();
+  b.format_version = 2;
+  const std::string bytes = EncodeBundle(b);
+  auto r = DecodeBundle(bytes.data(), bytes.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("version 2"), std::string::npos) << r.status().message();
+}
+
+class LookupTest : public ::testing::Test {
+ protected:
+  LookupTest() : index_(MakeBundle()) {}
+  const BundleEntry* EntryAt(size_t i) const { return &index_.bundle().entries[i]; }
+  BundleIndex index_;
+};
+
+TEST_F(LookupTest, Exact) {
+  auto r = index_.Lookup("gemm", "f16", "h100", Mnk(4096, 4096, 1024));
+  EXPECT_EQ(r.level, LookupLevel::kExact);
+  EXPECT_EQ(r.entry, EntryAt(2));
+  EXPECT_EQ(r.config, &EntryAt(2)->config);
+  EXPECT_EQ(index_.Lookup("gemm", "f16", "h200", Mnk(4096, 4096, 4096)).entry, EntryAt(3));
+  EXPECT_EQ(index_.Lookup("gemm", "bf16", "h100", Mnk(1024, 1024, 1024)).entry, EntryAt(4));
+}
+
+TEST_F(LookupTest, NearestShapeByLog2Distance) {
+  // K=1500 is nearer (in log2) to K=1024 than to 4096.
+  auto r = index_.Lookup("gemm", "f16", "h100", Mnk(4096, 4096, 1500));
+  EXPECT_EQ(r.level, LookupLevel::kNearestShape);
+  EXPECT_EQ(r.entry, EntryAt(2));
+  EXPECT_EQ(r.config, &EntryAt(2)->config);
+
+  r = index_.Lookup("gemm", "f16", "h100", Mnk(3000, 3500, 3800));
+  EXPECT_EQ(r.level, LookupLevel::kNearestShape);
+  EXPECT_EQ(r.entry, EntryAt(1));
+
+  r = index_.Lookup("gemm", "f16", "h100", Mnk(16, 16, 16));
+  EXPECT_EQ(r.entry, EntryAt(0));
+
+  // 2048^3 is equally far from 1024^3 and 4096^3: the first in bundle
+  // order answers.
+  r = index_.Lookup("gemm", "f16", "h100", Mnk(2048, 2048, 2048));
+  EXPECT_EQ(r.level, LookupLevel::kNearestShape);
+  EXPECT_EQ(r.entry, EntryAt(0));
+
+  // Only h200's own entries are candidates, never another GPU's.
+  r = index_.Lookup("gemm", "f16", "h200", Mnk(1024, 1024, 1024));
+  EXPECT_EQ(r.level, LookupLevel::kNearestShape);
+  EXPECT_EQ(r.entry, EntryAt(3));
+}
+
+TEST_F(LookupTest, DefaultWhenNoTunedShapeFits) {
+  const Config* gemm_default = &index_.bundle().defaults.at("gemm");
+  for (const auto& [dtype, gpu, shape] :
+       {std::tuple{"f16", "a100", Mnk(4096, 4096, 4096)},   // untuned GPU
+        std::tuple{"f32", "h100", Mnk(4096, 4096, 4096)},   // untuned dtype
+        std::tuple{"f16", "h100", Shape{{{"M", 4096}, {"N", 4096}}}}}) {  // other dims
+    auto r = index_.Lookup("gemm", dtype, gpu, shape);
+    EXPECT_EQ(r.level, LookupLevel::kDefault) << dtype << " " << gpu;
+    EXPECT_EQ(r.config, gemm_default);
+    EXPECT_EQ(r.entry, nullptr);
+  }
+  auto r = index_.Lookup("softmax", "f16", "h100", Shape{{{"N", 4096}}});
+  EXPECT_EQ(r.level, LookupLevel::kDefault);
+  EXPECT_EQ(r.config->params, (NamedValues{{"ROWS", 4}}));
+}
+
+TEST_F(LookupTest, MissWithoutDefault) {
+  auto r = index_.Lookup("conv", "f16", "h100", Mnk(1, 1, 1));
+  EXPECT_EQ(r.level, LookupLevel::kMiss);
+  EXPECT_EQ(r.config, nullptr);
+  EXPECT_EQ(r.entry, nullptr);
+  EXPECT_EQ(BundleIndex(Bundle{}).Lookup("gemm", "f16", "h100", Mnk(1, 1, 1)).level, LookupLevel::kMiss);
+}
+
+TEST(BundleTest, LevelNames) {
+  EXPECT_STREQ(LookupLevelName(LookupLevel::kExact), "exact");
+  EXPECT_STREQ(LookupLevelName(LookupLevel::kNearestShape), "nearest_shape");
+  EXPECT_STREQ(LookupLevelName(LookupLevel::kDefault), "default");
+  EXPECT_STREQ(LookupLevelName(LookupLevel::kMiss), "miss");
+}
+
+}  // namespace
+}  // namespace tune

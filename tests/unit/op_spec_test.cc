@@ -1,0 +1,341 @@
+#include "tune/op_spec.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kTinyDir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/tiny";
+
+// A gemm-shaped spec; each bad case below edits one line of it.
+const char* kGemmToml = R"(
+[op]
+name    = "gemm"
+source  = "gemm.cu"
+kernel  = "gemm"
+dims    = ["M", "N", "K"]
+dtypes  = ["f16", "bf16"]
+default = { BM = 128, BN = 128, BK = 32, STAGES = 3 }
+
+[params]
+BM = [64, 128, 256]
+BN = [64, 128, 256]
+BK = [32, 64]
+STAGES = [2, 3, 4]
+
+[constraints]
+rules = ["(BM*BK + BK*BN) * STAGES * dsize <= smem_optin"]
+
+[launch]
+grid  = ["cdiv(N, BN)", "cdiv(M, BM)", "1"]
+block = ["256", "1", "1"]
+smem  = "(BM*BK + BK*BN) * STAGES * dsize"
+
+[[args]]
+name = "A"
+dir = "in"
+dtype = "$dtype"
+shape = ["M", "K"]
+init = "uniform(-1,1)"
+
+[[args]]
+name = "C"
+dir = "out"
+dtype = "$dtype"
+shape = ["M", "N"]
+
+[[args]]
+name = "M"
+scalar = "i32"
+value = "M"
+
+[check]
+reference = "reference.cu:gemm_ref"
+grid  = ["cdiv(N, 16)", "cdiv(M, 16)", "1"]
+block = ["16", "16", "1"]
+rtol = 1e-2
+atol = 1e-2
+max_mismatch = 0.0
+
+[metrics]
+flops = "2*M*N*K"
+bytes = "dsize*(M*K + K*N + M*N)"
+)";
+
+OpPackage GemmPackage(const std::string& toml = kGemmToml) {
+  return OpPackage{{"op.toml", toml},
+                   {"gemm.cu", "#include \"common.h\"\nextern \"C\" __global__ void gemm() {}\n"},
+                   {"reference.cu", "extern \"C\" __global__ void gemm_ref() {}\n"},
+                   {"common.h", "#pragma once\n"}};
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "fixture lacks: " << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/tunefarm-op-spec-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  void Write(const std::string& name, const std::string& text) const {
+    fs::create_directories(fs::path(path_ / fs::path(name)).parent_path());
+    std::ofstream(fs::path(path_) / name, std::ios::binary) << text;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(OpSpec, LoadsTheTinyFixture) {
+  auto spec = LoadOpSpec(kTinyDir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->name, "tiny");
+  EXPECT_EQ(spec->origin, kTinyDir);
+  EXPECT_EQ(spec->kernel, "tiny_axpb");
+  EXPECT_EQ(spec->dims, (std::vector<std::string>{"N"}));
+  EXPECT_EQ(spec->dtypes, (std::vector<std::string>{"f16", "bf16", "f32"}));
+  ASSERT_EQ(spec->axes.size(), 2u);
+  EXPECT_EQ(spec->axes[0].name, "BLOCK");
+  EXPECT_EQ(spec->axes[0].values, (std::vector<int64_t>{64, 128, 256, 512, 1024}));
+  EXPECT_EQ(spec->axes[1].name, "VEC");
+  EXPECT_EQ(spec->default_config.Canonical(), "BLOCK=256,VEC=1");
+  EXPECT_EQ(spec->constraints.size(), 2u);
+  EXPECT_EQ(spec->grid[0], "cdiv(N, BLOCK * VEC)");
+  ASSERT_EQ(spec->args.size(), 5u);
+  EXPECT_EQ(spec->args[0].kind, ArgSpec::Kind::kBuffer);
+  EXPECT_EQ(spec->args[0].init, "uniform(-1,1)");
+  EXPECT_EQ(spec->args[1].dir, "out");
+  EXPECT_EQ(spec->args[4].kind, ArgSpec::Kind::kScalar);
+  EXPECT_EQ(spec->args[4].scalar_type, "i32");
+  EXPECT_EQ(spec->args[4].value, "N");
+  EXPECT_EQ(spec->check.reference_file, "reference.cu");
+  EXPECT_EQ(spec->check.reference_kernel, "tiny_axpb_ref");
+  EXPECT_DOUBLE_EQ(spec->check.atol, 1e-3);
+  EXPECT_EQ(spec->compile_options, (std::vector<std::string>{"-lineinfo"}));
+  EXPECT_FALSE(spec->arch_specific);
+  // The quoted include travels with the op.
+  EXPECT_EQ(spec->package.size(), 4u);
+  EXPECT_TRUE(spec->package.count("tiny_common.h"));
+  EXPECT_EQ(spec->FindAxis("VEC")->values.size(), 3u);
+  EXPECT_EQ(spec->FindAxis("N"), nullptr);
+}
+
+TEST(OpSpec, GemmShapedSpecParses) {
+  auto spec = ParseOpSpec(GemmPackage(), "ops/gemm");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  // Axis order is the order written, not toml++'s sorted key order.
+  std::vector<std::string> names;
+  for (const Axis& a : spec->axes) names.push_back(a.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"BM", "BN", "BK", "STAGES"}));
+  EXPECT_EQ(spec->default_config.params,
+            (NamedValues{{"BM", 128}, {"BN", 128}, {"BK", 32}, {"STAGES", 3}}));
+  EXPECT_EQ(spec->args[2].kind, ArgSpec::Kind::kScalar);
+  EXPECT_TRUE(spec->args[1].init.empty());  // outputs get no init
+  EXPECT_EQ(spec->flops, "2*M*N*K");
+}
+
+TEST(OpSpec, ReadsAPackageFromDiskWithNestedIncludes) {
+  TempDir dir;
+  dir.Write("op.toml", kGemmToml);
+  dir.Write("gemm.cu", "#include \"detail/tile.h\"\n#include <cuda_fp16.h>\n#include \"cuda_bf16.h\"\n");
+  dir.Write("detail/tile.h", "  #  include \"mma.h\"\n");  // beside the includer
+  dir.Write("detail/mma.h", "// mma\n");
+  dir.Write("reference.cu", "#include \"ref_util.h\"\n");
+  dir.Write("ref_util.h", "// util\n");
+  dir.Write("unrelated.h", "// not included\n");
+  auto pkg = ReadOpPackage(dir.path());
+  ASSERT_TRUE(pkg.ok()) << pkg.status().message();
+  std::vector<std::string> names;
+  for (const auto& [name, text] : *pkg) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"detail/mma.h", "detail/tile.h", "gemm.cu", "op.toml",
+                                             "ref_util.h", "reference.cu"}));
+  auto spec = LoadOpSpec(dir.path());
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+}
+
+TEST(OpSpec, ReadOpPackageNamesAMissingSource) {
+  TempDir dir;
+  dir.Write("op.toml", kGemmToml);
+  dir.Write("reference.cu", "");
+  auto pkg = ReadOpPackage(dir.path());
+  ASSERT_FALSE(pkg.ok());
+  EXPECT_EQ(pkg.status().message().rfind(dir.path() + "/op.toml: [op] source: cannot read", 0), 0u)
+      << pkg.status().message();
+  EXPECT_NE(pkg.status().message().find("gemm.cu"), std::string::npos);
+
+  TempDir empty;
+  auto none = ReadOpPackage(empty.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find(empty.path() + "/op.toml: cannot read"), std::string::npos);
+}
+
+TEST(OpSpec, TomlSyntaxErrorGivesLineAndColumn) {
+  auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, "BK = [32, 64]", "BK = [32, 64")), "ops/gemm");
+  ASSERT_FALSE(spec.ok());
+  // "ops/gemm/op.toml:13:..." : the broken array starts on line 13.
+  EXPECT_EQ(spec.status().message().rfind("ops/gemm/op.toml:1", 0), 0u) << spec.status().message();
+  EXPECT_EQ(spec.status().message().find('\n'), std::string::npos);
+}
+
+struct BadCase {
+  const char* from;
+  const char* to;
+  const char* expect;  // the message after "ops/gemm/op.toml: "
+};
+
+TEST(OpSpec, EachBadInputNamesFileAndField) {
+  const BadCase cases[] = {
+      {"BM = [64, 128, 256]", "BM = []", "[params] BM: expected a non-empty array of integers"},
+      {"BM = [64, 128, 256]", "BM = [64, \"x\"]", "[params] BM: expected a non-empty array of integers"},
+      {"BM = [64, 128, 256]", "BM = [64, 64]", "[params] BM: value 64 appears twice"},
+      {"BM = [64, 128, 256]", "sm = [64, 128, 256]", "[params] sm: 'sm' is a reserved name"},
+      {"BM = [64, 128, 256]", "BM = [64, 128, 256]\nconstraints = [\"BM > 1\"]",
+       "[params] constraints: expected a non-empty array of integers (constraints belong in [constraints] rules)"},
+      {"name    = \"gemm\"", "", "[op] name: missing"},
+      {"source  = \"gemm.cu\"", "source  = \"nope.cu\"", "[op] source: file 'nope.cu' is not in the op folder"},
+      {"kernel  = \"gemm\"", "kernel  = \"gemm kernel\"", "[op] kernel: 'gemm kernel' is not a C identifier"},
+      {"dtypes  = [\"f16\", \"bf16\"]", "dtypes  = [\"f16\", \"f8\"]",
+       "[op] dtypes: unknown dtype 'f8' (expected f16 | bf16 | f32)"},
+      {"dtypes  = [\"f16\", \"bf16\"]", "dtypes  = []", "[op] dtypes: expected a non-empty array of strings"},
+      {"dims    = [\"M\", \"N\", \"K\"]", "dims    = [\"M\", \"N\", \"BK\"]", "[params] BK: 'BK' is also a dim"},
+      {"dtypes  = [\"f16\", \"bf16\"]", "dtype = [\"f16\"]", "[op] dtype: unknown field"},
+      {"default = { BM = 128, BN = 128, BK = 32, STAGES = 3 }", "default = { BM = 128, BK = 32, STAGES = 3 }",
+       "[op] default: no value for param 'BN'"},
+      {"default = { BM = 128, BN = 128, BK = 32, STAGES = 3 }",
+       "default = { BM = 96, BN = 128, BK = 32, STAGES = 3 }",
+       "[op] default BM: 96 is not one of the values in [params] BM"},
+      {"default = { BM = 128, BN = 128, BK = 32, STAGES = 3 }",
+       "default = { BM = 128, BN = 128, BK = 32, STAGES = 3, WM = 2 }", "[op] default: 'WM' is not a param"},
+      {"grid  = [\"cdiv(N, BN)\", \"cdiv(M, BM)\", \"1\"]", "grid  = [\"cdiv(N, BN)\", \"cdiv(M, BM)\"]",
+       "[launch] grid: expected 3 expressions"},
+      {"smem  = \"(BM*BK + BK*BN) * STAGES * dsize\"", "smem  = \"BQ * 2\"",
+       "[launch] smem: unknown variable 'BQ' in 'BQ * 2'"},
+      {"block = [\"256\", \"1\", \"1\"]", "block = [\"256\", \"1\", \"1 +\"]", "[launch] block[2]: "},
+      {"rules = [\"(BM*BK + BK*BN) * STAGES * dsize <= smem_optin\"]", "rules = [\"BM <= M\"]",
+       "[constraints] rules[0]: unknown variable 'M' in 'BM <= M' (constraints see params, dsize and device "
+       "limits, not dims)"},
+      {"grid  = [\"cdiv(N, 16)\", \"cdiv(M, 16)\", \"1\"]", "grid  = [\"cdiv(N, BN)\", \"cdiv(M, 16)\", \"1\"]",
+       "[check] grid[0]: unknown variable 'BN' in 'cdiv(N, BN)' (the reference launch sees dims and dsize only)"},
+      {"dir = \"in\"", "dir = \"input\"", "[[args]] A dir: expected in | out | inout, got 'input'"},
+      {"dtype = \"$dtype\"\nshape = [\"M\", \"K\"]", "dtype = \"fp16\"\nshape = [\"M\", \"K\"]",
+       "[[args]] A dtype: unknown dtype 'fp16' (expected $dtype | f16 | bf16 | f32 | i32)"},
+      {"shape = [\"M\", \"K\"]", "shape = [\"M\", \"Q\"]", "[[args]] A shape[1]: unknown variable 'Q' in 'Q'"},
+      {"shape = [\"M\", \"K\"]", "shape = []", "[[args]] A shape: expected a non-empty array of expressions"},
+      {"init = \"uniform(-1,1)\"", "init = \"zeros\"",
+       "[[args]] A init: expected uniform(lo,hi) | normal(mean,std) | ones"},
+      {"init = \"uniform(-1,1)\"", "init = \"uniform(1,-1)\"", "[[args]] A init: uniform(lo,hi) needs lo < hi"},
+      {"shape = [\"M\", \"N\"]", "shape = [\"M\", \"N\"]\ninit = \"ones\"",
+       "[[args]] C init: applies to in/inout buffers only"},
+      {"scalar = \"i32\"", "scalar = \"u8\"", "[[args]] M scalar: unknown type 'u8' (expected i32 | i64 | f32)"},
+      {"value = \"M\"", "value = \"M\"\ndir = \"in\"", "[[args]] M dir: does not apply to a scalar"},
+      {"value = \"M\"", "", "[[args]] M value: missing"},
+      {"name = \"C\"", "name = \"A\"", "[[args]] A name: 'A' appears twice"},
+      {"reference = \"reference.cu:gemm_ref\"", "reference = \"reference.cu\"",
+       "[check] reference: expected \"file:kernel\", got 'reference.cu'"},
+      {"reference = \"reference.cu:gemm_ref\"", "reference = \"missing.cu:gemm_ref\"",
+       "[check] reference: file 'missing.cu' is not in the op folder"},
+      {"rtol = 1e-2", "rtol = \"tight\"", "[check] rtol: expected a number"},
+      {"max_mismatch = 0.0", "max_mismatch = 2.0", "[check] max_mismatch: expected a share between 0 and 1"},
+      {"flops = \"2*M*N*K\"", "flops = \"2*M*N*Z\"", "[metrics] flops: unknown variable 'Z' in '2*M*N*Z'"},
+      {"[metrics]", "[metric]", "[metric]: unknown table"},
+  };
+  for (const BadCase& c : cases) {
+    auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, c.from, c.to)), "ops/gemm");
+    ASSERT_FALSE(spec.ok()) << "accepted: " << c.to;
+    const std::string& msg = spec.status().message();
+    EXPECT_EQ(msg.rfind(std::string("ops/gemm/op.toml: ") + c.expect, 0), 0u) << "got: " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+TEST(OpSpec, MissingTablesAndFiles) {
+  auto no_launch = ParseOpSpec(GemmPackage(Replace(kGemmToml, "[launch]", "[launchx]")), "ops/gemm");
+  ASSERT_FALSE(no_launch.ok());
+  EXPECT_EQ(no_launch.status().message(), "ops/gemm/op.toml: [launchx]: unknown table");
+
+  std::string toml = kGemmToml;
+  toml = toml.substr(0, toml.find("[[args]]"));
+  auto no_args = ParseOpSpec(GemmPackage(toml), "ops/gemm");
+  ASSERT_FALSE(no_args.ok());
+  EXPECT_EQ(no_args.status().message().rfind("ops/gemm/op.toml: [[args]]: missing", 0), 0u);
+
+  OpPackage empty;
+  auto none = ParseOpSpec(empty, "ops/gemm");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "ops/gemm/op.toml: missing from the op package");
+}
+
+TEST(OpSpec, DigestCoversSourcesAndCompileFieldsOnly) {
+  auto base = ParseOpSpec(GemmPackage(), "ops/gemm");
+  ASSERT_TRUE(base.ok());
+  const std::string digest = base->SourceDigest();
+  EXPECT_EQ(digest.size(), 32u);
+  EXPECT_EQ(digest.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(digest, ParseOpSpec(GemmPackage(), "elsewhere")->SourceDigest());
+
+  // Axes, shapes, launch geometry and metrics do not change the machine code.
+  auto axes = ParseOpSpec(GemmPackage(Replace(kGemmToml, "BM = [64, 128, 256]", "BM = [32, 64, 128, 256]")), "x");
+  ASSERT_TRUE(axes.ok());
+  EXPECT_EQ(axes->SourceDigest(), digest);
+
+  // Sources, headers, kernel name, options and arch_specific do.
+  OpPackage header = GemmPackage();
+  header["common.h"] += "// changed\n";
+  OpPackage reference = GemmPackage();
+  reference["reference.cu"] += "\n";
+  OpPackage unrelated = GemmPackage();
+  unrelated["notes.h"] = "not included anywhere";
+  EXPECT_NE(ParseOpSpec(header, "x")->SourceDigest(), digest);
+  EXPECT_NE(ParseOpSpec(reference, "x")->SourceDigest(), digest);
+  EXPECT_EQ(ParseOpSpec(unrelated, "x")->SourceDigest(), digest);
+  auto opts = ParseOpSpec(
+      GemmPackage(Replace(kGemmToml, "kernel  = \"gemm\"", "kernel  = \"gemm\"\noptions = [\"-use_fast_math\"]")),
+      "x");
+  ASSERT_TRUE(opts.ok()) << opts.status().message();
+  EXPECT_NE(opts->SourceDigest(), digest);
+  auto arch = ParseOpSpec(
+      GemmPackage(Replace(kGemmToml, "kernel  = \"gemm\"", "kernel  = \"gemm\"\narch_specific = true")), "x");
+  ASSERT_TRUE(arch.ok()) << arch.status().message();
+  EXPECT_TRUE(arch->arch_specific);
+  EXPECT_NE(arch->SourceDigest(), digest);
+  OpSpec renamed = *base;
+  renamed.kernel = "gemm2";
+  EXPECT_NE(renamed.SourceDigest(), digest);
+}
+
+TEST(OpSpec, KernelHashAddsTheToolchain) {
+  auto spec = ParseOpSpec(GemmPackage(), "ops/gemm");
+  ASSERT_TRUE(spec.ok());
+  const std::string a = KernelHash(*spec, "13.0");
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_EQ(a, KernelHash(*spec, "13.0"));
+  EXPECT_NE(a, KernelHash(*spec, "12.8"));
+  EXPECT_NE(a, KernelHash(*spec, "sim"));
+  EXPECT_NE(a, spec->SourceDigest());
+}
+
+TEST(OpSpec, DTypeSize) {
+  EXPECT_EQ(DTypeSize("f16"), 2);
+  EXPECT_EQ(DTypeSize("bf16"), 2);
+  EXPECT_EQ(DTypeSize("f32"), 4);
+  EXPECT_EQ(DTypeSize("i32"), 4);
+  EXPECT_EQ(DTypeSize("i64"), 8);
+  EXPECT_EQ(DTypeSize("f8"), 0);
+  EXPECT_EQ(DTypeSize(""), 0);
+}
+
+}  // namespace
+}  // namespace tune

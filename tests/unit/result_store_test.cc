@@ -1,0 +1,393 @@
+// ResultStore against a real RocksDB in a temporary directory.
+#include "tune/result_store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "result_store_test.XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+    EXPECT_FALSE(path_.empty());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+Measurement M(const std::string& gpu, const std::string& op, const std::string& shape,
+              const std::string& config_id, double median_us,
+              FailureClass failure = FailureClass::kNone, const std::string& kernel_hash = "kh1") {
+  Measurement m;
+  m.gpu_model = gpu;
+  m.op = op;
+  m.dtype = "f16";
+  m.shape = shape;
+  m.kernel_hash = kernel_hash;
+  m.config_id = config_id;
+  m.config.params = {{"BM", 128}, {"BN", 64}};
+  m.failure = failure;
+  m.check_passed = failure == FailureClass::kNone;
+  m.samples = failure == FailureClass::kNone ? 20 : 0;
+  m.median_us = median_us;
+  m.backend = "sim";
+  m.worker = "w1";
+  return m;
+}
+
+std::unique_ptr<ResultStore> OpenOrDie(const std::string& path) {
+  auto s = ResultStore::Open(path);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+std::vector<std::string> ScanKeys(ResultStore& store, const ResultFilter& f) {
+  std::vector<std::string> keys;
+  Status st = store.Scan(f, [&](const Measurement& m) {
+    keys.push_back(m.gpu_model + "|" + m.op + "|" + m.shape + "|" + m.kernel_hash + "|" + m.config_id);
+    return true;
+  });
+  EXPECT_TRUE(st.ok()) << st.message();
+  return keys;
+}
+
+const std::string kS1 = "M=1024,N=1024,K=1024";
+const std::string kS2 = "M=4096,N=4096,K=4096";
+
+TEST(ResultStoreTest, PutIsIdempotent) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  const Measurement m = M("h100", "gemm", kS1, "c1", 10.0);
+  auto first = store->Put(m);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(*first);
+  Measurement retry = m;
+  retry.median_us = 5.0;  // a retried lease measures again; the first figure stays
+  retry.worker = "w2";
+  auto second = store->Put(retry);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(*second);
+  EXPECT_EQ(*store->CountResults(), 1u);
+  auto got = store->Get("h100", "gemm", "f16", kS1, "kh1", "c1");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->median_us, 10.0);
+  EXPECT_EQ(got->worker, "w1");
+  EXPECT_EQ(got->config.params, m.config.params);
+
+  // Duplicates inside one batch and against stored rows count once.
+  size_t stored = 99;
+  ASSERT_TRUE(store->PutBatch({m, M("h100", "gemm", kS1, "c2", 9.0), M("h100", "gemm", kS1, "c2", 8.0),
+                               M("h100", "gemm", kS2, "c2", 30.0)},
+                              &stored)
+                  .ok());
+  EXPECT_EQ(stored, 2u);
+  EXPECT_EQ(*store->CountResults(), 3u);
+  ASSERT_TRUE(store->PutBatch({m}, &stored).ok());
+  EXPECT_EQ(stored, 0u);
+}
+
+TEST(ResultStoreTest, RejectsIncompleteKeysAtomically) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  Measurement bad = M("h100", "gemm", kS1, "c1", 1.0);
+  bad.kernel_hash.clear();
+  auto r = store->Put(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kernel_hash"), std::string::npos) << r.status().message();
+
+  Measurement nul = M("h100", "gemm", kS1, "c1", 1.0);
+  nul.op = std::string("ge\0mm", 5);
+  EXPECT_FALSE(store->Put(nul).ok());
+
+  size_t stored = 7;
+  EXPECT_FALSE(store->PutBatch({M("h100", "gemm", kS1, "c1", 1.0), bad}, &stored).ok());
+  EXPECT_EQ(stored, 0u);
+  EXPECT_EQ(*store->CountResults(), 0u) << "a failed batch must write nothing";
+}
+
+class ScanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = OpenOrDie(dir_.Sub("db"));
+    ASSERT_TRUE(store_);
+    size_t stored = 0;
+    ASSERT_TRUE(store_
+                    ->PutBatch(
+                        {
+                            M("h100", "gemm", kS1, "c1", 10),
+                            M("h100", "gemm", kS1, "c2", 11),
+                            M("h100", "gemm", kS2, "c1", 100),
+                            M("h100", "gemm", kS2, "c1", 90, FailureClass::kNone, "kh2"),
+                            M("h100", "softmax", kS1, "c1", 3),
+                            // Shares "h100" as a string prefix; must never leak
+                            // into the h100 scan.
+                            M("h100-nvl", "gemm", kS1, "c1", 9),
+                            M("h200", "gemm", kS1, "c1", 8),
+                            M("h200", "gemm", kS2, "c1", 70),
+                            M("a100", "gemm", kS1, "c1", 20),
+                            M("a100", "gemmx", kS1, "c1", 20),
+                        },
+                        &stored)
+                    .ok());
+    ASSERT_EQ(stored, 10u);
+  }
+  TempDir dir_;
+  std::unique_ptr<ResultStore> store_;
+};
+
+TEST_F(ScanTest, AllResultsOfAnOpOnOneGpu) {
+  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .op = "gemm"}),
+            (std::vector<std::string>{
+                "h100|gemm|" + kS1 + "|kh1|c1",
+                "h100|gemm|" + kS1 + "|kh1|c2",
+                "h100|gemm|" + kS2 + "|kh1|c1",
+                "h100|gemm|" + kS2 + "|kh2|c1",
+            }));
+  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100"}).size(), 5u);
+  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .op = "gem"}).size(), 0u);
+}
+
+TEST_F(ScanTest, FieldsAfterAGapAreFiltered) {
+  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .kernel_hash = "kh2"}),
+            (std::vector<std::string>{"h100|gemm|" + kS2 + "|kh2|c1"}));
+  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .op = "gemm", .shape = kS1}).size(), 2u);
+}
+
+TEST_F(ScanTest, EveryGpuOfAShape) {
+  auto keys = ScanKeys(*store_, {.op = "gemm", .dtype = "f16", .shape = kS1});
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "a100|gemm|" + kS1 + "|kh1|c1",
+                      "h100|gemm|" + kS1 + "|kh1|c1",
+                      "h100|gemm|" + kS1 + "|kh1|c2",
+                      "h100-nvl|gemm|" + kS1 + "|kh1|c1",
+                      "h200|gemm|" + kS1 + "|kh1|c1",
+                  }));
+  // op without dtype/shape: every row of the op, "gemmx" excluded.
+  EXPECT_EQ(ScanKeys(*store_, {.op = "gemm"}).size(), 8u);
+  EXPECT_EQ(ScanKeys(*store_, {.op = "gemm", .kernel_hash = "kh2"}).size(), 1u);
+}
+
+TEST_F(ScanTest, FullScanAndEarlyStop) {
+  EXPECT_EQ(ScanKeys(*store_, {}).size(), 10u);
+  EXPECT_EQ(ScanKeys(*store_, {.shape = kS2}).size(), 3u);
+  int seen = 0;
+  ASSERT_TRUE(store_->Scan({}, [&](const Measurement&) { return ++seen < 3; }).ok());
+  EXPECT_EQ(seen, 3);
+}
+
+TEST(ResultStoreTest, BestIgnoresFailedAndUncheckedRows) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  Measurement unchecked = M("h100", "gemm", kS1, "c3", 2);
+  unchecked.check_passed = false;
+  Measurement no_samples = M("h100", "gemm", kS1, "c4", 3);
+  no_samples.samples = 0;
+  Measurement nan = M("h100", "gemm", kS1, "c7", std::nan(""));
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 10)).ok());
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c2", 1, FailureClass::kTimeout)).ok());
+  ASSERT_TRUE(store->Put(unchecked).ok());
+  ASSERT_TRUE(store->Put(no_samples).ok());
+  ASSERT_TRUE(store->Put(nan).ok());
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c5", 8)).ok());
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c6", 9)).ok());  // slower: not best
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c8", 8)).ok());  // tie: the first stays
+  // Another kernel hash is another best key: old results stay queryable.
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 50, FailureClass::kNone, "kh2")).ok());
+  ASSERT_TRUE(store->Put(M("h200", "gemm", kS1, "c1", 1, FailureClass::kWrongResult)).ok());
+
+  auto best = store->Best({.gpu_model = "h100", .op = "gemm"});
+  ASSERT_TRUE(best.ok()) << best.status().message();
+  ASSERT_EQ(best->size(), 2u);
+  EXPECT_EQ((*best)[0].kernel_hash, "kh1");
+  EXPECT_EQ((*best)[0].config_id, "c5");
+  EXPECT_EQ((*best)[0].median_us, 8);
+  EXPECT_EQ((*best)[1].kernel_hash, "kh2");
+  EXPECT_EQ((*best)[1].config_id, "c1");
+
+  // A GPU with only failures has no best at all.
+  auto h200 = store->Best({.gpu_model = "h200"});
+  ASSERT_TRUE(h200.ok());
+  EXPECT_TRUE(h200->empty());
+  auto by_hash = store->Best({.kernel_hash = "kh2"});
+  ASSERT_TRUE(by_hash.ok());
+  EXPECT_EQ(by_hash->size(), 1u);
+
+  // Best also works within one batch: the faster of two new rows wins.
+  size_t stored = 0;
+  ASSERT_TRUE(store->PutBatch({M("a100", "gemm", kS1, "c1", 30), M("a100", "gemm", kS1, "c2", 25),
+                               M("a100", "gemm", kS1, "c3", 27)},
+                              &stored)
+                  .ok());
+  auto a100 = store->Best({.gpu_model = "a100"});
+  ASSERT_TRUE(a100.ok());
+  ASSERT_EQ(a100->size(), 1u);
+  EXPECT_EQ((*a100)[0].config_id, "c2");
+}
+
+TEST(ResultStoreTest, ReopenPersistsEverything) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 10)).ok());
+    ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c2", 7)).ok());
+    ASSERT_TRUE(store->PutSweep("s-1", std::string("state\0bytes", 11)).ok());
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->CountResults(), 2u);
+  EXPECT_TRUE(store->Get("h100", "gemm", "f16", kS1, "kh1", "c1"));
+  EXPECT_FALSE(store->Get("h100", "gemm", "f16", kS1, "kh1", "c9"));
+  auto best = store->Best({});
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c2");
+  EXPECT_EQ(store->GetSweep("s-1"), std::string("state\0bytes", 11));
+  // Still idempotent across restarts (a coordinator restarted mid-sweep).
+  auto again = store->Put(M("h100", "gemm", kS1, "c1", 1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+}
+
+TEST(ResultStoreTest, Sweeps) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  EXPECT_FALSE(store->GetSweep("s-1"));
+  ASSERT_TRUE(store->PutSweep("s-2", "two").ok());
+  ASSERT_TRUE(store->PutSweep("s-1", "one").ok());
+  ASSERT_TRUE(store->PutSweep("s-1", "one-updated").ok());
+  EXPECT_EQ(store->GetSweep("s-1"), "one-updated");
+  std::vector<std::pair<std::string, std::string>> all;
+  ASSERT_TRUE(store->ForEachSweep([&](const std::string& id, const std::string& b) {
+                     all.emplace_back(id, b);
+                   })
+                  .ok());
+  EXPECT_EQ(all, (std::vector<std::pair<std::string, std::string>>{{"s-1", "one-updated"},
+                                                                    {"s-2", "two"}}));
+  EXPECT_FALSE(store->PutSweep("", "x").ok());
+  EXPECT_EQ(*store->CountResults(), 0u) << "sweeps never show up as results";
+}
+
+TEST(ResultStoreTest, SecondOpenInThisProcessFailsCleanly) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  auto first = OpenOrDie(path);
+  ASSERT_TRUE(first);
+  auto second = ResultStore::Open(path);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("locked"), std::string::npos) << second.status().message();
+  EXPECT_NE(second.status().message().find(path), std::string::npos) << second.status().message();
+}
+
+// Another process holding the store's LOCK file (as a running coordinator
+// does): the child takes the same POSIX record lock RocksDB takes.
+TEST(ResultStoreTest, StoreLockedByAnotherProcessFailsCleanly) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  { ASSERT_TRUE(OpenOrDie(path)); }
+
+  int ready[2], release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = ::open((path + "/LOCK").c_str(), O_RDWR);
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    char ok = (fd >= 0 && ::fcntl(fd, F_SETLK, &fl) == 0) ? '1' : '0';
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(2);
+    char c;
+    if (::read(release[0], &c, 1) < 0) ::_exit(3);
+    ::_exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, '1');
+  auto locked = ResultStore::Open(path);
+  const char go = 'x';
+  ASSERT_EQ(::write(release[1], &go, 1), 1);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  for (int fd : {ready[0], ready[1], release[0], release[1]}) ::close(fd);
+
+  ASSERT_FALSE(locked.ok());
+  EXPECT_NE(locked.status().message().find("locked"), std::string::npos) << locked.status().message();
+  EXPECT_NE(locked.status().message().find(path), std::string::npos);
+  // Once the other process is gone the store opens normally.
+  EXPECT_TRUE(OpenOrDie(path));
+}
+
+TEST(ResultStoreTest, UnknownFormatVersionIsRefused) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  { ASSERT_TRUE(OpenOrDie(path)); }
+  {
+    // Stamp the store as if a future build had written it.
+    rocksdb::DBOptions options;
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+    for (const auto& n : names) descs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, path, descs, &handles, &db).ok());
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == "meta") ASSERT_TRUE(db->Put({}, handles[i], "format_version", "99").ok());
+    }
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  auto r = ResultStore::Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("99"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().message();
+}
+
+TEST(ResultStoreTest, ConcurrentDuplicatePutsStoreOnce) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  std::atomic<int> added{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        auto r = store->Put(M("h100", "gemm", kS1, "c" + std::to_string(i), 10.0 + i));
+        if (r.ok() && *r) ++added;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(added.load(), 50);
+  EXPECT_EQ(*store->CountResults(), 50u);
+}
+
+}  // namespace
+}  // namespace tune

@@ -1,0 +1,447 @@
+#include "worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <zmq.hpp>
+
+#include "compile_pool.h"
+#include "tune/protocol.h"
+#ifdef TUNEFARM_WITH_CUDA
+#include "tune/cuda_backend.h"
+#endif
+
+namespace tune {
+namespace {
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string DefaultName() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+// A unit handed from the socket thread to one device thread.
+class UnitQueue {
+ public:
+  void Push(WorkUnit u) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      q_.push_back(std::move(u));
+    }
+    cv_.notify_one();
+  }
+  std::optional<WorkUnit> Pop(const std::atomic<bool>* stop) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (q_.empty()) {
+      if (stop->load()) return std::nullopt;
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    WorkUnit u = std::move(q_.front());
+    q_.pop_front();
+    return u;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<WorkUnit> q_;
+};
+
+}  // namespace
+
+struct Worker::Impl {
+  WorkerOptions opts;
+  zmq::context_t ctx{1};
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<DeviceInfo> devices;
+  std::unique_ptr<CompilePool> pool;
+  std::vector<std::unique_ptr<UnitQueue>> queues;
+  std::atomic<uint64_t> measured{0};
+  std::atomic<bool> stop_devices{false};
+  std::mutex spec_mu;
+  std::map<std::string, std::shared_ptr<const OpSpec>> spec_cache;  // by package digest
+
+  explicit Impl(WorkerOptions o) : opts(std::move(o)) {
+    if (opts.name.empty()) opts.name = DefaultName();
+  }
+
+  void Log(const std::string& line) {
+    if (opts.verbose) std::fprintf(stderr, "worker %s: %s\n", opts.name.c_str(), line.c_str());
+  }
+
+  Status CreateBackends() {
+    std::string kind = opts.backend;
+#ifdef TUNEFARM_WITH_CUDA
+    if (kind == "auto" || kind == "cuda") {
+      auto found = DiscoverCudaDevices();
+      if (found.ok() && !found->empty()) {
+        CudaBackendOptions co;
+        co.cache_dir = opts.cache_dir;
+        if (!opts.runner_exe.empty()) co.runner_exe = opts.runner_exe;
+        for (const auto& d : *found) {
+          if (!opts.cuda_devices.empty() &&
+              std::find(opts.cuda_devices.begin(), opts.cuda_devices.end(), d.index) ==
+                  opts.cuda_devices.end()) {
+            continue;
+          }
+          backends.push_back(MakeCudaBackend(d, co));
+        }
+        if (backends.empty()) return Status::Error("worker: none of the requested CUDA devices exist");
+        return Status::OK();
+      }
+      if (kind == "cuda") {
+        return Status::Error("worker: no CUDA device: " +
+                             (found.ok() ? std::string("none found") : found.status().message()));
+      }
+      return Status::Error("worker: no CUDA device (" +
+                           (found.ok() ? std::string("none found") : found.status().message()) +
+                           "); run with --backend sim for a simulated GPU");
+    }
+#else
+    if (kind == "cuda") return Status::Error("worker: built without the CUDA toolkit; use --backend sim");
+    if (kind == "auto") return Status::Error("worker: built without the CUDA toolkit; use --backend sim");
+#endif
+    if (kind != "sim") return Status::Error("worker: unknown backend '" + kind + "' (auto, cuda, sim)");
+    auto faults = SimFaults::Parse(opts.sim_faults);
+    if (!faults.ok()) return faults.status();
+    if (opts.sim_models.empty()) return Status::Error("worker: --sim-models is empty");
+    for (size_t i = 0; i < opts.sim_models.size(); ++i) {
+      backends.push_back(MakeSimBackend(opts.sim_models[i], static_cast<int>(i), *faults));
+    }
+    return Status::OK();
+  }
+
+  std::shared_ptr<const OpSpec> SpecFor(const WorkUnit& unit, std::string* error) {
+    std::string key;
+    for (const auto& [name, body] : unit.op_package) key += name + '\0' + body + '\0';
+    std::lock_guard<std::mutex> lock(spec_mu);
+    auto it = spec_cache.find(key);
+    if (it != spec_cache.end()) return it->second;
+    auto spec = ParseOpSpec(unit.op_package, "op '" + unit.op + "'");
+    if (!spec.ok()) {
+      *error = spec.status().message();
+      return nullptr;
+    }
+    auto ptr = std::make_shared<const OpSpec>(std::move(spec).value());
+    spec_cache.emplace(key, ptr);
+    return ptr;
+  }
+
+  // Device thread: runs units from its queue; results go to the socket
+  // thread over an inproc PUSH socket as encoded Results envelopes.
+  void DeviceLoop(size_t slot) {
+    zmq::socket_t push(ctx, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, 0);
+    push.connect("inproc://results");
+    Backend& backend = *backends[slot];
+    while (auto unit = queues[slot]->Pop(&stop_devices)) {
+      RunUnit(backend, *unit, push);
+    }
+  }
+
+  void Flush(zmq::socket_t& push, const WorkUnit& unit, uint64_t* batch,
+             std::vector<Measurement>* rows, bool final) {
+    Envelope env;
+    Results r;
+    r.sweep_id = unit.sweep_id;
+    r.unit_id = unit.unit_id;
+    r.batch = (*batch)++;
+    r.final = final;
+    r.measurements = std::move(*rows);
+    rows->clear();
+    env.command = std::move(r);
+    const std::string frame = EncodeEnvelope(env);
+    push.send(zmq::buffer(frame), zmq::send_flags::none);
+  }
+
+  void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push) {
+    const DeviceInfo& dev = backend.device();
+    std::vector<Measurement> rows;
+    uint64_t batch = 0;
+    double last_flush = NowSeconds();
+    std::string error;
+    auto spec = SpecFor(unit, &error);
+    auto base = [&](const Config& c, const Shape& s) {
+      Measurement m;
+      m.gpu_model = dev.model;
+      m.op = unit.op;
+      m.dtype = unit.dtype;
+      m.shape = s.Canonical();
+      m.config = c;
+      m.config_id = c.Id();
+      m.backend = dev.backend;
+      m.device_name = dev.name;
+      m.driver_version = dev.driver_version;
+      m.nvrtc_version = dev.nvrtc_version;
+      m.farm_version = TUNEFARM_VERSION;
+      m.worker = opts.name;
+      m.unix_time = std::time(nullptr);
+      return m;
+    };
+    if (!spec) {
+      // An op that does not parse here fails every pair of the unit with the
+      // reason, so the sweep still completes and shows why.
+      for (const auto& c : unit.configs) {
+        for (const auto& s : unit.shapes) {
+          Measurement m = base(c, s);
+          m.kernel_hash = "invalid-spec";
+          m.failure = FailureClass::kCompileError;
+          m.failure_message = error;
+          rows.push_back(std::move(m));
+        }
+      }
+      Flush(push, unit, &batch, &rows, true);
+      return;
+    }
+    Log("unit " + std::to_string(unit.unit_id) + ": " + std::to_string(unit.configs.size()) +
+        " configs x " + std::to_string(unit.shapes.size()) + " shapes on " + dev.model);
+    std::vector<std::future<CompiledKernel>> compiled;
+    compiled.reserve(unit.configs.size());
+    for (const auto& c : unit.configs) {
+      compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c] {
+        return backend.Compile(*spec, dtype, c);
+      }));
+    }
+    std::map<std::string, double> best_by_shape;
+    for (size_t i = 0; i < unit.configs.size(); ++i) {
+      CompiledKernel k = compiled[i].get();
+      for (const auto& s : unit.shapes) {
+        Measurement m;
+        if (k.failure != FailureClass::kNone) {
+          m = base(unit.configs[i], s);
+          m.failure = k.failure;
+          m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
+          m.resources = k.resources;
+        } else {
+          double& best = best_by_shape[s.Canonical()];
+          Measurement got = backend.Measure(*spec, unit.dtype, k, s, opts.timing, best);
+          m = base(unit.configs[i], s);
+          // Keep the key and provenance from `base`, the figures from `got`.
+          m.failure = got.failure;
+          m.failure_message = got.failure_message;
+          m.median_us = got.median_us;
+          m.mean_us = got.mean_us;
+          m.stdev_us = got.stdev_us;
+          m.min_us = got.min_us;
+          m.max_us = got.max_us;
+          m.ci95_us = got.ci95_us;
+          m.samples = got.samples;
+          m.check_passed = got.check_passed;
+          m.max_abs_error = got.max_abs_error;
+          m.mismatch_ratio = got.mismatch_ratio;
+          m.resources = got.resources;
+          m.throttled = got.throttled;
+          m.sm_clock_mhz = got.sm_clock_mhz;
+          if (m.Valid() && (best == 0 || m.median_us < best)) best = m.median_us;
+        }
+        m.kernel_hash = k.kernel_hash.empty() ? KernelHash(*spec, backend.toolchain()) : k.kernel_hash;
+        rows.push_back(std::move(m));
+        measured++;
+        if (rows.size() >= opts.batch_size || NowSeconds() - last_flush >= opts.batch_seconds) {
+          Flush(push, unit, &batch, &rows, false);
+          last_flush = NowSeconds();
+        }
+      }
+    }
+    Flush(push, unit, &batch, &rows, true);
+  }
+};
+
+Worker::Worker(WorkerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
+Worker::~Worker() = default;
+
+const std::vector<DeviceInfo>& Worker::devices() const { return impl_->devices; }
+void Worker::set_endpoint(const std::string& endpoint) { impl_->opts.endpoint = endpoint; }
+uint64_t Worker::measured() const { return impl_->measured.load(); }
+
+Status Worker::Start() {
+  TUNE_RETURN_IF_ERROR(impl_->CreateBackends());
+  for (const auto& b : impl_->backends) impl_->devices.push_back(b->device());
+  impl_->pool = std::make_unique<CompilePool>(impl_->opts.compile_threads);
+  return Status::OK();
+}
+
+Status Worker::Run(const std::atomic<bool>* stop) {
+  Impl& w = *impl_;
+  if (w.backends.empty()) return Status::Error("worker: Start() was not called");
+  zmq::socket_t pull(w.ctx, zmq::socket_type::pull);
+  pull.bind("inproc://results");
+  w.stop_devices = false;
+  std::vector<std::thread> device_threads;
+  for (size_t i = 0; i < w.backends.size(); ++i) {
+    w.queues.push_back(std::make_unique<UnitQueue>());
+  }
+  for (size_t i = 0; i < w.backends.size(); ++i) {
+    device_threads.emplace_back([&w, i] { w.DeviceLoop(i); });
+  }
+
+  // Per-connection state.
+  std::unique_ptr<zmq::socket_t> dealer;
+  uint64_t seq = 0;
+  double hb_interval = 1.0;
+  uint32_t liveness = 5;
+  double last_heard = 0, last_sent = 0, backoff = 0.25, reconnect_at = 0;
+  bool greeted = false;
+  // Device state seen from the socket thread.
+  std::vector<bool> busy(w.backends.size(), false);
+  std::vector<double> next_request(w.backends.size(), 0);
+  std::optional<size_t> outstanding;  // device whose RequestWork awaits a reply
+  std::map<uint64_t, size_t> unit_slot;  // unit in progress -> device slot
+  // Results not yet acknowledged: (unit, batch) -> frame.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> unacked;
+  Status exit_status;
+
+  auto send = [&](Command cmd) {
+    Envelope env;
+    env.seq = ++seq;
+    env.sender = w.opts.name;
+    env.command = std::move(cmd);
+    const std::string frame = EncodeEnvelope(env);
+    dealer->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+    last_sent = NowSeconds();
+  };
+  auto connect = [&] {
+    dealer = std::make_unique<zmq::socket_t>(w.ctx, zmq::socket_type::dealer);
+    dealer->set(zmq::sockopt::linger, 0);
+    dealer->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
+    dealer->connect(w.opts.endpoint);
+    greeted = false;
+    outstanding.reset();
+    last_heard = NowSeconds();
+    send(Hello{w.opts.name, TUNEFARM_VERSION, w.devices});
+    w.Log("connecting to " + w.opts.endpoint);
+  };
+  auto drop_connection = [&](const std::string& why) {
+    w.Log("connection lost (" + why + "); reconnecting in " + std::to_string(backoff) + " s");
+    dealer.reset();
+    reconnect_at = NowSeconds() + backoff;
+    backoff = std::min(backoff * 2, 8.0);
+  };
+
+  try {
+    connect();
+    while (!stop->load()) {
+      const double now = NowSeconds();
+      if (!dealer) {
+        if (now >= reconnect_at) connect();
+        else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      zmq::pollitem_t items[] = {{dealer->handle(), 0, ZMQ_POLLIN, 0},
+                                 {pull.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(20));
+
+      // Results from device threads: forward (after the hello is answered).
+      if (items[1].revents & ZMQ_POLLIN) {
+        zmq::message_t msg;
+        while (pull.recv(msg, zmq::recv_flags::dontwait)) {
+          auto env = DecodeEnvelope(msg.data(), msg.size());
+          if (!env.ok()) continue;
+          auto& r = std::get<Results>(env->command);
+          Envelope out;
+          out.seq = ++seq;
+          out.sender = w.opts.name;
+          const auto key = std::make_pair(r.unit_id, r.batch);
+          const bool final = r.final;
+          const uint64_t unit_id = r.unit_id;
+          out.command = std::move(r);
+          std::string frame = EncodeEnvelope(out);
+          if (greeted) {
+            dealer->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+            last_sent = NowSeconds();
+          }
+          unacked[key] = std::move(frame);
+          if (final) {
+            auto it = unit_slot.find(unit_id);
+            if (it != unit_slot.end()) {
+              busy[it->second] = false;
+              unit_slot.erase(it);
+            }
+          }
+        }
+      }
+
+      if (items[0].revents & ZMQ_POLLIN) {
+        zmq::message_t msg;
+        while (dealer && dealer->recv(msg, zmq::recv_flags::dontwait)) {
+          last_heard = NowSeconds();
+          auto env = DecodeEnvelope(msg.data(), msg.size());
+          if (!env.ok()) {
+            w.Log("dropping malformed message from the coordinator: " + env.status().message());
+            continue;
+          }
+          std::visit(
+              [&](auto& cmd) {
+                using T = std::decay_t<decltype(cmd)>;
+                if constexpr (std::is_same_v<T, HelloAck>) {
+                  greeted = true;
+                  backoff = 0.25;
+                  hb_interval = cmd.heartbeat_ms / 1000.0;
+                  liveness = cmd.liveness;
+                  // Everything not acknowledged on the last link goes again.
+                  for (const auto& [key, frame] : unacked) {
+                    dealer->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+                  }
+                } else if constexpr (std::is_same_v<T, WorkUnit>) {
+                  outstanding.reset();
+                  for (size_t d = 0; d < w.devices.size(); ++d) {
+                    if (w.devices[d].index != cmd.device_index || busy[d]) continue;
+                    busy[d] = true;
+                    unit_slot[cmd.unit_id] = d;
+                    w.queues[d]->Push(std::move(cmd));
+                    break;
+                  }
+                } else if constexpr (std::is_same_v<T, NoWork>) {
+                  if (outstanding) next_request[*outstanding] = NowSeconds() + cmd.retry_ms / 1000.0;
+                  outstanding.reset();
+                } else if constexpr (std::is_same_v<T, ResultsAck>) {
+                  unacked.erase({cmd.unit_id, cmd.batch});
+                } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
+                  w.Log("coordinator disconnected us: " + cmd.reason);
+                  drop_connection(cmd.reason);
+                  reconnect_at = NowSeconds();  // say hello again at once
+                }
+              },
+              env->command);
+        }
+      }
+      if (!dealer) continue;
+
+      const double t = NowSeconds();
+      if (t - last_heard > hb_interval * liveness) {
+        drop_connection("coordinator silent for " + std::to_string(t - last_heard) + " s");
+        continue;
+      }
+      if (greeted && !outstanding) {
+        for (size_t d = 0; d < busy.size(); ++d) {
+          if (!busy[d] && t >= next_request[d]) {
+            send(RequestWork{w.devices[d].index});
+            outstanding = d;
+            break;
+          }
+        }
+      }
+      if (t - last_sent >= hb_interval) send(Heartbeat{});
+    }
+    if (dealer) send(tune::Disconnect{"worker stopping"});
+  } catch (const zmq::error_t& e) {
+    exit_status = Status::Error(std::string("worker: socket error: ") + e.what());
+  }
+  w.stop_devices = true;
+  for (auto& t : device_threads) t.join();
+  return exit_status;
+}
+
+}  // namespace tune

@@ -1,0 +1,60 @@
+// Worker: one per host. Says hello with its devices, requests work units,
+// runs them on its backends (one device thread per GPU, a shared compile
+// pool ahead of them) and streams results back.
+//
+// Threads: the socket thread owns the DEALER and never blocks on work: it
+// sends heartbeats, forwards units to device threads and their results to
+// the coordinator. Device threads talk to it over inproc sockets. Results
+// stay buffered until the coordinator acknowledges them and are sent again
+// after a reconnect, so nothing is lost when the link drops.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tune/backend.h"
+#include "tune/status.h"
+
+namespace tune {
+
+struct WorkerOptions {
+  std::string endpoint = "tcp://127.0.0.1:5555";
+  std::string name;                          // default host:pid
+  std::string backend = "auto";              // auto | cuda | sim
+  std::vector<std::string> sim_models = {"h100"};  // sim: one device per entry
+  std::string sim_faults;                    // see SimFaults::Parse
+  std::vector<int> cuda_devices;             // empty = every device
+  unsigned compile_threads = 0;              // 0 = one per core
+  std::string cache_dir;                     // cubin cache (cuda)
+  std::string runner_exe;                    // cuda: binary with the `runner` command
+  TimingPolicy timing;
+  size_t batch_size = 64;                    // results per message
+  double batch_seconds = 0.5;                // or this old, whichever first
+  bool verbose = false;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions opts);
+  ~Worker();
+
+  // Creates the backends. Errors: no device for the chosen backend, bad sim
+  // faults.
+  Status Start();
+  const std::vector<DeviceInfo>& devices() const;
+  // Where Run() connects; set before Run().
+  void set_endpoint(const std::string& endpoint);
+  // Serves until *stop is true; reconnects with backoff when the coordinator
+  // goes silent.
+  Status Run(const std::atomic<bool>* stop);
+  // Measurements produced so far (for logs and tests).
+  uint64_t measured() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tune
