@@ -144,8 +144,9 @@ std::vector<Config> RmsnormSpace(const Device& d, const std::string& dt) {
                     {"ITEMS", {1, 2, 4, 8}}},
                    [&](const Config& c) {
                      int V = P(c, "VEC"), T = P(c, "TPR"), R = P(c, "RPB"), I = P(c, "ITEMS");
-                     return V * DSize(dt) <= 16 && T * R >= 64 && T * R <= d.max_threads &&
-                            (R == 1 || T <= 128) && V * I <= 32;
+                     (void)dt;
+                     return T * R >= 64 && T * R <= d.max_threads && (R == 1 || T <= 128) &&
+                            V * I <= 32 && V * I * T * R <= 16384;
                    });
 }
 
@@ -153,21 +154,27 @@ std::vector<Config> ElementwiseSpace(const Device& d, const std::string& dt) {
   return Enumerate(
       {{"VEC", {1, 2, 4, 8}}, {"BLOCK", {64, 128, 256, 512, 1024}}, {"ITEMS", {1, 2, 4, 8}}},
       [&](const Config& c) {
-        return P(c, "VEC") * DSize(dt) <= 16 && P(c, "BLOCK") <= d.max_threads;
+        (void)dt;
+        int V = P(c, "VEC"), B = P(c, "BLOCK"), I = P(c, "ITEMS");
+        return B <= d.max_threads && V * I <= 32 && V * I * B <= 16384;
       });
 }
 
 std::vector<Config> GemmSm90Space(const Device& d, const std::string& dt) {
   return Enumerate({{"BN", {64, 128, 192, 256}},
                     {"WG", {1, 2}},
-                    {"STAGES", {2, 3, 4, 5, 6}},
-                    {"GROUP_M", {1, 8}}},
+                    {"MT", {1, 2}},
+                    {"STAGES", {3, 4, 5, 6}},
+                    {"GROUP_M", {1, 8}},
+                    {"MINB", {1, 2}}},
                    [&](const Config& c) {
-                     double BN = P(c, "BN"), WG = P(c, "WG"), S = P(c, "STAGES"), ds = DSize(dt);
+                     double BN = P(c, "BN"), WG = P(c, "WG"), MT = P(c, "MT"), S = P(c, "STAGES"),
+                            MB = P(c, "MINB"), ds = DSize(dt);
                      if (d.sm != 90) return false;
-                     if (BN / 8 * WG > 128 && WG == 1) return false;
-                     if (BN / 2 + 40 > std::min(255.0, 65536 / ((WG + 1) * 128))) return false;
-                     return S * (64 * WG + BN) * 64 * ds + 1024 <= d.smem_optin;
+                     if (MT * BN / 2 + 48 > std::min(255.0, 65536 / (WG * 128 * MB))) return false;
+                     return MB * (std::max(S * (64 * WG * MT + BN) * 64 * ds,
+                                           64 * WG * MT * (BN + 8) * ds) + 2048) <=
+                            d.smem_optin + 1024;
                    });
 }
 
@@ -258,6 +265,16 @@ struct Launch {
 void Run(const Kernel& k, const Launch& l, std::vector<void*> args) {
   CK_DRV(cuLaunchKernel(k.fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
                         l.smem, nullptr, args.data(), nullptr));
+}
+
+// A launch that the driver refuses (resources) is a result, not a reason to stop.
+std::string TryRun(const Kernel& k, const Launch& l, std::vector<void*> args) {
+  CUresult e = cuLaunchKernel(k.fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
+                              l.block[2], l.smem, nullptr, args.data(), nullptr);
+  if (e == CUDA_SUCCESS) return "";
+  const char* s = nullptr;
+  cuGetErrorString(e, &s);
+  return s ? s : "launch failed";
 }
 
 // ---- device helpers: seeded inputs, comparison ----
@@ -447,11 +464,11 @@ Launch GemmLaunch(const Config& c, const Shape3& s, int ds) {
 
 Launch GemmSm90Launch(const Config& c, const Shape3& s, int ds) {
   Launch l;
-  int WG = P(c, "WG"), BN = P(c, "BN"), BM = 64 * WG;
+  int WG = P(c, "WG"), MT = P(c, "MT"), BN = P(c, "BN"), BM = 64 * WG * MT;
   l.grid[0] = (s.N + BN - 1) / BN;
   l.grid[1] = (s.M + BM - 1) / BM;
-  l.block[0] = (WG + 1) * 128;
-  l.smem = P(c, "STAGES") * (BM + BN) * 64 * ds + 1024;
+  l.block[0] = WG * 128;
+  l.smem = std::max(P(c, "STAGES") * (BM + BN) * 64 * ds, BM * (BN + 8) * ds) + 1024;
   return l;
 }
 
@@ -549,7 +566,12 @@ void GemmOp(const Options& opt, const Device& dev, cublasHandle_t blas, Summary*
         if (!kernels[ji].fn) continue;
         Launch l = launch(j.config, s, 2);
         CK_RT(cudaMemset(C.p, 0xFF, (size_t)s.M * s.N * 2));  // NaN poison
-        Run(kernels[ji], l, {&A.p, &B.p, &C.p, (void*)&s.M, (void*)&s.N, (void*)&s.K});
+        std::string le = TryRun(kernels[ji], l, {&A.p, &B.p, &C.p, (void*)&s.M, (void*)&s.N, (void*)&s.K});
+        if (!le.empty()) {
+          fails.push_back(ConfigText(j.config) + ": launch refused: " + le);
+          kernels[ji].fn = nullptr;
+          continue;
+        }
         cudaError_t e = cudaDeviceSynchronize();
         if (e != cudaSuccess) {
           printf("[%s] %s %s launch error %s (context lost, stopping)\n", op.c_str(), dt.c_str(),
@@ -689,9 +711,12 @@ void MemoryOp(const Options& opt, const Device& dev, double copy_gbs, Summary* s
     };
     std::vector<Kernel> kernels(jobs.size());
     size_t nconf = 0;
+    int max_regs = 0, max_local = 0;
     for (size_t ji = 0; ji < jobs.size(); ++ji)
       if (jobs[ji].dtype == dt && !jobs[ji].config.empty() && jobs[ji].ok) {
         kernels[ji] = Load(jobs[ji].cubin, mo.kernel.c_str(), 0);
+        max_regs = std::max(max_regs, kernels[ji].regs);
+        max_local = std::max(max_local, kernels[ji].local);
         ++nconf;
       }
     std::vector<std::string> fails;
@@ -740,7 +765,12 @@ void MemoryOp(const Options& opt, const Device& dev, double copy_gbs, Summary* s
         if (!kernels[ji].fn) continue;
         CK_RT(cudaMemset(Y.p, 0xFF, total * ds));
         void* yp = Y.p;
-        Run(kernels[ji], launch(jobs[ji].config, rows, n), args(rows, n, &yp));
+        std::string le = TryRun(kernels[ji], launch(jobs[ji].config, rows, n), args(rows, n, &yp));
+        if (!le.empty()) {
+          fails.push_back(ConfigText(jobs[ji].config) + ": launch refused: " + le);
+          kernels[ji].fn = nullptr;
+          continue;
+        }
         cudaError_t e = cudaDeviceSynchronize();
         if (e != cudaSuccess) {
           printf("[%s] %s %s launch error %s\n", mo.op.c_str(), dt.c_str(), ConfigText(jobs[ji].config).c_str(),
@@ -753,7 +783,8 @@ void MemoryOp(const Options& opt, const Device& dev, double copy_gbs, Summary* s
                               r.bad, r.max_err));
       }
     }
-    printf("[%s] %s: %zu configs, %zu check failures\n", mo.op.c_str(), dt.c_str(), nconf, fails.size());
+    printf("[%s] %s: %zu configs, %zu check failures, max regs %d, max local bytes %d\n", mo.op.c_str(),
+           dt.c_str(), nconf, fails.size(), max_regs, max_local);
     for (size_t i = 0; i < std::min<size_t>(fails.size(), 10); ++i) printf("   FAIL %s\n", fails[i].c_str());
     sum->failures += (int)fails.size();
     sum->lines.push_back(Fmt("%-11s %-4s checked %zu configs x %zu shapes: %zu failures", mo.op.c_str(), dt.c_str(),
@@ -836,7 +867,7 @@ int main(int argc, char** argv) {
   CK_BLAS(cublasCreate(&blas));
   std::string arch = "sm_" + std::to_string(dev.sm);
   if (opt.Want("gemm")) GemmOp(opt, dev, blas, &sum, "gemm", "gemm.cu", GemmSpace, GemmLaunch, arch);
-  if (opt.Want("gemm_sm90") && dev.sm == 90)
+  if (opt.Want("gemm_sm90") && dev.sm == 90 && std::ifstream(opt.ops_dir + "/gemm_sm90/op.toml"))
     GemmOp(opt, dev, blas, &sum, "gemm_sm90", "gemm_sm90.cu", GemmSm90Space, GemmSm90Launch, "sm_90a");
   if (opt.Want("rmsnorm"))
     MemoryOp(opt, dev, copy_gbs, &sum, {"rmsnorm", "rmsnorm.cu", "rmsnorm", "rmsnorm_ref", RmsnormSpace});

@@ -12,7 +12,7 @@
 
 namespace {
 
-const char* kSpec = R"(
+const char* kSpec = R"toml(
 [op]
 name    = "bench_gemm"
 source  = "k.cu"
@@ -52,7 +52,7 @@ shape = ["M", "N"]
 reference = "k.cu:k_ref"
 grid  = ["cdiv(N, 16)", "cdiv(M, 16)", "1"]
 block = ["16", "16", "1"]
-)";
+)toml";
 
 double Seconds(const std::chrono::steady_clock::time_point& since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();

@@ -341,7 +341,12 @@ Status Worker::Run(const std::atomic<bool>* stop) {
       }
       zmq::pollitem_t items[] = {{dealer->handle(), 0, ZMQ_POLLIN, 0},
                                  {pull.handle(), 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, std::chrono::milliseconds(20));
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(20));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;  // a signal: the loop re-checks *stop
+        throw;
+      }
 
       // Results from device threads: forward (after the hello is answered).
       if (items[1].revents & ZMQ_POLLIN) {

@@ -42,7 +42,27 @@ void SetNamedValues(capnp::List<wire::NamedValue>::Builder list, const NamedValu
   }
 }
 
-NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list) {
+// Lists of zero-sized structs cost a damaged file almost nothing on disk but
+// us a C++ object per element; each list is charged against a multiple of
+// the file size before it is built (honest bundles stay near 3x).
+class Budget {
+ public:
+  explicit Budget(size_t file_bytes) : left_(file_bytes * 8 + (1u << 20)) {}
+  bool Charge(size_t count, size_t each) {
+    const size_t cost = count * each;
+    if (cost > left_) return false;
+    left_ -= cost;
+    return true;
+  }
+
+ private:
+  size_t left_;
+};
+
+struct BudgetExceeded {};
+
+NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& budget) {
+  if (!budget.Charge(list.size(), sizeof(NamedValues::value_type))) throw BudgetExceeded{};
   NamedValues out;
   out.reserve(list.size());
   for (auto nv : list) out.emplace_back(Str(nv.getName()), nv.getValue());
@@ -219,24 +239,30 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     capnp::FlatArrayMessageReader reader(copy.asPtr(), options);
     if (reader.getEnd() != copy.end()) return Status::Error("bundle has trailing bytes (corrupt)");
     auto root = reader.getRoot<wire::Bundle>();
+    Budget budget(size);
     Bundle b;
     b.format_version = root.getFormatVersion();
     TUNE_RETURN_IF_ERROR(CheckVersion(b.format_version));
     b.name = Str(root.getName());
     b.farm_version = Str(root.getFarmVersion());
     b.created_unix = root.getCreatedUnix();
-    for (auto d : root.getDefaults()) {
-      b.defaults[Str(d.getOp())] = Config{GetNamedValues(d.getConfig().getParams())};
-    }
+    auto defaults = root.getDefaults();
     auto entries = root.getEntries();
+    if (!budget.Charge(defaults.size(), sizeof(std::pair<const std::string, Config>) + 4 * sizeof(void*)) ||
+        !budget.Charge(entries.size(), sizeof(BundleEntry))) {
+      throw BudgetExceeded{};
+    }
+    for (auto d : defaults) {
+      b.defaults[Str(d.getOp())] = Config{GetNamedValues(d.getConfig().getParams(), budget)};
+    }
     b.entries.reserve(entries.size());
     for (auto r : entries) {
       BundleEntry e;
       e.op = Str(r.getOp());
       e.dtype = Str(r.getDtype());
       e.gpu_model = Str(r.getGpuModel());
-      e.shape.dims = GetNamedValues(r.getShape().getDims());
-      e.config.params = GetNamedValues(r.getConfig().getParams());
+      e.shape.dims = GetNamedValues(r.getShape().getDims(), budget);
+      e.config.params = GetNamedValues(r.getConfig().getParams(), budget);
       e.config_id = Str(r.getConfigId());
       e.kernel_hash = Str(r.getKernelHash());
       e.median_us = r.getMedianUs();
@@ -251,6 +277,8 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       b.entries.push_back(std::move(e));
     }
     return b;
+  } catch (const BudgetExceeded&) {
+    return Status::Error("bundle is corrupt: it decodes to more memory than its size allows");
   } catch (const kj::Exception& e) {
     return Status::Error(std::string("bundle is corrupt: ") + e.getDescription().cStr());
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -287,11 +288,59 @@ Result<LaunchPlan> LaunchPlanner::Plan(const Config& config, const Shape& shape)
   return plan;
 }
 
+namespace {
+
+// Everything a LaunchPlanner is built from: two specs with the same key plan
+// identically, whatever else differs between them.
+std::string PlannerKey(const OpSpec& spec, const std::string& dtype, const DeviceInfo& d) {
+  std::string key;
+  auto add = [&key](const std::string& s) {
+    key += s;
+    key += '\x1f';
+  };
+  add(spec.origin);
+  add(dtype);
+  for (int64_t v : {d.smem_per_block_optin, static_cast<int64_t>(d.max_threads_per_block),
+                    static_cast<int64_t>(d.num_sms), static_cast<int64_t>(d.cc_major * 10 + d.cc_minor),
+                    d.l2_bytes})
+    add(std::to_string(v));
+  for (const Axis& a : spec.axes) add(a.name);
+  key += '\x1e';
+  for (const std::string& dim : spec.dims) add(dim);
+  key += '\x1e';
+  for (const auto* list : {&spec.grid, &spec.block, &spec.check.grid, &spec.check.block})
+    for (const std::string& e : *list) add(e);
+  add(spec.smem);
+  add(spec.flops);
+  add(spec.bytes);
+  for (const ArgSpec& arg : spec.args) {
+    add(arg.name);
+    add(arg.kind == ArgSpec::Kind::kScalar ? "s" : "b");
+    add(arg.value);
+    for (const std::string& e : arg.shape) add(e);
+    key += '\x1e';
+  }
+  return key;
+}
+
+}  // namespace
+
 Result<LaunchPlan> PlanLaunch(const OpSpec& spec, const std::string& dtype, const Config& config,
                               const Shape& shape, const DeviceInfo& device) {
-  auto planner = LaunchPlanner::Create(spec, dtype, device);
-  if (!planner.ok()) return planner.status();
-  return planner->Plan(config, shape);
+  // Compiling the expressions costs about a millisecond, evaluating them a
+  // microsecond or two; callers plan the same (op, dtype, device) over and
+  // over, so each thread keeps the planners it built.
+  constexpr size_t kMaxCached = 32;
+  thread_local std::map<std::string, LaunchPlanner> cache;
+  std::string key = PlannerKey(spec, dtype, device);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    auto planner = LaunchPlanner::Create(spec, dtype, device);
+    if (!planner.ok()) return planner.status();
+    if (cache.size() >= kMaxCached) cache.clear();
+    it = cache.emplace(std::move(key), std::move(planner).value()).first;
+  }
+  return it->second.Plan(config, shape);
 }
 
 }  // namespace tune

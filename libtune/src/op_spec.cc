@@ -75,7 +75,9 @@ Result<toml::table> ParseToml(const std::string& text, const std::string& file) 
   try {
     return toml::parse(text, file);
   } catch (const toml::parse_error& e) {
-    return Status::Error(file + PosText(e.source()) + ": " + std::string(e.description()));
+    std::string what(e.description());
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return Status::Error(file + PosText(e.source()) + ": " + what);
   }
 }
 
@@ -117,7 +119,7 @@ std::vector<std::string> IncludeCandidates(const std::string& includer, const st
   return out;
 }
 
-// Files reachable from `roots` through quoted includes that `exists` knows;
+// Files reachable from `roots` through quoted includes that `get` finds;
 // names it does not know are system or toolkit headers and are skipped.
 std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
                                      const std::function<const std::string*(const std::string&)>& get) {

@@ -43,6 +43,28 @@ struct DecodeError {
 
 [[noreturn]] void Fail(std::string message) { throw DecodeError{std::move(message)}; }
 
+// The traversal limit bounds the wire words we read, not what we build from
+// them: a list of zero-sized structs costs the sender almost nothing but
+// would cost us a whole C++ object per element. Every list is charged its
+// C++ size before it is materialised, against a multiple of the frame size
+// that honest messages (about 3x) stay well under.
+constexpr size_t kDecodedBytesPerFrameByte = 8;
+constexpr size_t kDecodedSlackBytes = 1u << 20;
+
+class Budget {
+ public:
+  explicit Budget(size_t frame_bytes)
+      : left_(frame_bytes * kDecodedBytesPerFrameByte + kDecodedSlackBytes) {}
+  void Charge(size_t count, size_t each) {
+    const size_t cost = count * each;  // count < 2^29 (a Cap'n Proto list), each < 4 KiB
+    if (cost > left_) Fail("frame decodes to more memory than its size allows");
+    left_ -= cost;
+  }
+
+ private:
+  size_t left_;
+};
+
 // ---------------------------------------------------------------------------
 // Small conversions.
 
@@ -58,7 +80,8 @@ std::string Str(capnp::Data::Reader d) {
   return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
 }
 
-std::vector<std::string> Strings(capnp::List<capnp::Text>::Reader list) {
+std::vector<std::string> Strings(capnp::List<capnp::Text>::Reader list, Budget& budget) {
+  budget.Charge(list.size(), sizeof(std::string));
   std::vector<std::string> out;
   out.reserve(list.size());
   for (auto t : list) out.push_back(Str(t));
@@ -114,7 +137,8 @@ void SetNamedValues(capnp::List<wire::NamedValue>::Builder list, const NamedValu
   }
 }
 
-NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list) {
+NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& budget) {
+  budget.Charge(list.size(), sizeof(NamedValues::value_type));
   NamedValues out;
   out.reserve(list.size());
   for (auto nv : list) out.emplace_back(Str(nv.getName()), nv.getValue());
@@ -124,12 +148,16 @@ NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list) {
 void SetConfig(wire::Config::Builder b, const Config& c) {
   SetNamedValues(b.initParams(c.params.size()), c.params);
 }
-Config GetConfig(wire::Config::Reader r) { return Config{GetNamedValues(r.getParams())}; }
+Config GetConfig(wire::Config::Reader r, Budget& budget) {
+  return Config{GetNamedValues(r.getParams(), budget)};
+}
 
 void SetShape(wire::Shape::Builder b, const Shape& s) {
   SetNamedValues(b.initDims(s.dims.size()), s.dims);
 }
-Shape GetShape(wire::Shape::Reader r) { return Shape{GetNamedValues(r.getDims())}; }
+Shape GetShape(wire::Shape::Reader r, Budget& budget) {
+  return Shape{GetNamedValues(r.getDims(), budget)};
+}
 
 void SetDevice(wire::DeviceInfo::Builder b, const DeviceInfo& d) {
   b.setIndex(d.index);
@@ -208,7 +236,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setSweepId(TextOf(m.sweep_id));
 }
 
-Measurement GetMeasurement(wire::Measurement::Reader r) {
+Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   Measurement m;
   m.gpu_model = Str(r.getGpuModel());
   m.op = Str(r.getOp());
@@ -216,7 +244,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r) {
   m.shape = Str(r.getShape());
   m.kernel_hash = Str(r.getKernelHash());
   m.config_id = Str(r.getConfigId());
-  m.config = GetConfig(r.getConfig());
+  m.config = GetConfig(r.getConfig(), budget);
   m.failure = FromWire(r.getFailure());
   m.failure_message = Str(r.getFailureMessage());
   m.median_us = r.getMedianUs();
@@ -259,9 +287,12 @@ void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p) {
   }
 }
 
-OpPackage GetOpPackage(wire::OpPackage::Reader r) {
+OpPackage GetOpPackage(wire::OpPackage::Reader r, Budget& budget) {
   OpPackage p;
-  for (auto f : r.getFiles()) {
+  auto files = r.getFiles();
+  // A map node holds the pair plus the tree links.
+  budget.Charge(files.size(), sizeof(OpPackage::value_type) + 4 * sizeof(void*));
+  for (auto f : files) {
     auto [it, inserted] = p.emplace(Str(f.getName()), Str(f.getContents()));
     // Two files of one name would make the kernel hash depend on which copy
     // a peer happened to keep.
@@ -271,7 +302,8 @@ OpPackage GetOpPackage(wire::OpPackage::Reader r) {
 }
 
 template <typename T, typename R, typename F>
-std::vector<T> GetList(R list, F&& get) {
+std::vector<T> GetList(R list, Budget& budget, F&& get) {
+  budget.Charge(list.size(), sizeof(T));
   std::vector<T> out;
   out.reserve(list.size());
   for (auto item : list) out.push_back(get(item));
@@ -382,14 +414,15 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
       c);
 }
 
-Command GetCommand(wire::Envelope::Command::Reader cmd) {
+Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
+  auto shape = [&](wire::Shape::Reader r) { return GetShape(r, budget); };
   switch (cmd.which()) {
     case wire::Envelope::Command::HELLO: {
       auto r = cmd.getHello();
       Hello h;
       h.worker_name = Str(r.getWorkerName());
       h.farm_version = Str(r.getFarmVersion());
-      h.devices = GetList<DeviceInfo>(r.getDevices(), GetDevice);
+      h.devices = GetList<DeviceInfo>(r.getDevices(), budget, GetDevice);
       return h;
     }
     case wire::Envelope::Command::HELLO_ACK: {
@@ -413,10 +446,11 @@ Command GetCommand(wire::Envelope::Command::Reader cmd) {
       w.attempt = r.getAttempt();
       w.device_index = r.getDeviceIndex();
       w.op = Str(r.getOp());
-      w.op_package = GetOpPackage(r.getOpPackage());
+      w.op_package = GetOpPackage(r.getOpPackage(), budget);
       w.dtype = Str(r.getDtype());
-      w.shapes = GetList<Shape>(r.getShapes(), GetShape);
-      w.configs = GetList<Config>(r.getConfigs(), GetConfig);
+      w.shapes = GetList<Shape>(r.getShapes(), budget, shape);
+      w.configs = GetList<Config>(r.getConfigs(), budget,
+                                  [&](wire::Config::Reader c) { return GetConfig(c, budget); });
       w.lease_seconds = r.getLeaseSeconds();
       return w;
     }
@@ -427,7 +461,9 @@ Command GetCommand(wire::Envelope::Command::Reader cmd) {
       res.unit_id = r.getUnitId();
       res.batch = r.getBatch();
       res.final = r.getFinal();
-      res.measurements = GetList<Measurement>(r.getMeasurements(), GetMeasurement);
+      res.measurements =
+          GetList<Measurement>(r.getMeasurements(), budget,
+                               [&](wire::Measurement::Reader m) { return GetMeasurement(m, budget); });
       return res;
     }
     case wire::Envelope::Command::RESULTS_ACK: {
@@ -443,11 +479,13 @@ Command GetCommand(wire::Envelope::Command::Reader cmd) {
       auto r = cmd.getSweepSubmit();
       SweepSubmit s;
       s.name = Str(r.getName());
-      s.ops = Strings(r.getOps());
-      s.op_packages = GetList<OpPackage>(r.getOpPackages(), GetOpPackage);
-      s.dtypes = Strings(r.getDtypes());
-      s.shapes = GetList<Shape>(r.getShapes(), GetShape);
-      s.gpu_models = Strings(r.getGpuModels());
+      s.ops = Strings(r.getOps(), budget);
+      s.op_packages = GetList<OpPackage>(r.getOpPackages(), budget, [&](wire::OpPackage::Reader p) {
+        return GetOpPackage(p, budget);
+      });
+      s.dtypes = Strings(r.getDtypes(), budget);
+      s.shapes = GetList<Shape>(r.getShapes(), budget, shape);
+      s.gpu_models = Strings(r.getGpuModels(), budget);
       s.configs_per_unit = r.getConfigsPerUnit();
       return s;
     }
@@ -459,7 +497,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd) {
       auto r = cmd.getSweepStatus();
       SweepStatus s;
       s.workers = r.getWorkers();
-      s.sweeps = GetList<SweepProgress>(r.getSweeps(), [](wire::SweepProgress::Reader p) {
+      s.sweeps = GetList<SweepProgress>(r.getSweeps(), budget, [&](wire::SweepProgress::Reader p) {
         SweepProgress v;
         v.sweep_id = Str(p.getSweepId());
         v.name = Str(p.getName());
@@ -469,7 +507,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd) {
         v.pairs_total = p.getPairsTotal();
         v.pairs_done = p.getPairsDone();
         v.pairs_failed = p.getPairsFailed();
-        v.gpu_models = Strings(p.getGpuModels());
+        v.gpu_models = Strings(p.getGpuModels(), budget);
         v.started_unix = p.getStartedUnix();
         v.finished_unix = p.getFinishedUnix();
         return v;
@@ -533,7 +571,8 @@ Result<T> ReadFrame(const void* data, size_t size, const char* what, Fn&& fn) {
                            std::to_string((view.end() - reader.getEnd()) * sizeof(capnp::word)) +
                            " trailing bytes after the message");
     }
-    return fn(reader);
+    Budget budget(size);
+    return fn(reader, budget);
   } catch (const DecodeError& e) {
     return Status::Error(std::string(what) + ": " + e.message);
   } catch (const kj::Exception& e) {
@@ -559,7 +598,7 @@ std::string EncodeEnvelope(const Envelope& env) {
 }
 
 Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
-  return ReadFrame<Envelope>(data, size, "envelope", [](capnp::MessageReader& reader) -> Result<Envelope> {
+  return ReadFrame<Envelope>(data, size, "envelope", [](capnp::MessageReader& reader, Budget& budget) -> Result<Envelope> {
     auto root = reader.getRoot<wire::Envelope>();
     Envelope env;
     env.version = root.getVersion();
@@ -572,7 +611,7 @@ Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
     }
     env.seq = root.getSeq();
     env.sender = Str(root.getSender());
-    env.command = GetCommand(root.getCommand());
+    env.command = GetCommand(root.getCommand(), budget);
     return env;
   });
 }
@@ -585,8 +624,8 @@ std::string EncodeMeasurement(const Measurement& m) {
 
 Result<Measurement> DecodeMeasurement(const void* data, size_t size) {
   return ReadFrame<Measurement>(data, size, "measurement",
-                                [](capnp::MessageReader& reader) -> Result<Measurement> {
-                                  return GetMeasurement(reader.getRoot<wire::Measurement>());
+                                [](capnp::MessageReader& reader, Budget& budget) -> Result<Measurement> {
+                                  return GetMeasurement(reader.getRoot<wire::Measurement>(), budget);
                                 });
 }
 

@@ -2,13 +2,16 @@
 #include "tune/result_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
+#include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -248,6 +251,12 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
   auto impl = std::make_unique<Impl>();
   impl->path = path;
 
+  // RocksDB creates only the last path component; a fresh host's
+  // /var/lib/tunefarm/store should not need a mkdir first. Failures surface
+  // from DB::Open with RocksDB's own message.
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), mkdir_error);
+
   rocksdb::Options options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
@@ -268,8 +277,14 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
     if (!found) names.emplace_back(want);
   }
 
+  // Every Put first asks whether its key exists, and almost always it does
+  // not: Bloom filters answer that without reading data blocks.
+  rocksdb::BlockBasedTableOptions table;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  rocksdb::ColumnFamilyOptions cf_options(options);
+  cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
+  for (const auto& n : names) descriptors.emplace_back(n, cf_options);
   rocksdb::Status s =
       rocksdb::DB::Open(rocksdb::DBOptions(options), path, descriptors, &impl->handles, &impl->db);
   if (!s.ok()) {

@@ -6,7 +6,8 @@
 // A block covers BLOCK*VEC*ITEMS consecutive elements: each thread issues
 // ITEMS independent VEC-wide loads per input before any math, so several
 // accesses are in flight, and consecutive threads touch consecutive VEC
-// chunks (coalesced). Any N works: a chunk that crosses the end falls back to
+// chunks (coalesced). A VEC chunk wider than 16 bytes (f32, VEC=8) is moved
+// as 16-byte pieces. Any N works: a chunk that crosses the end falls back to
 // element-wise access. Pointers 16-byte aligned.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>

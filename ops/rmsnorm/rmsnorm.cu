@@ -4,7 +4,8 @@
 // fp32. Memory-bound: the figure of merit is bytes moved per second.
 //
 // A row is handled by TPR threads (a sub-warp, a warp or several warps) and a
-// block holds RPB rows. Each thread moves VEC elements per access. When a row
+// block holds RPB rows. Each thread moves VEC elements per access: one load
+// of VEC*sizeof(T) bytes, split into 16-byte pieces when wider. When a row
 // fits in the registers of its threads (N <= TPR*VEC*ITEMS) it is read once
 // and kept there; otherwise it is streamed twice, the second pass mostly from
 // L2. Vector accesses need N to be a multiple of VEC; other N take a scalar

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <tuple>
 
@@ -168,6 +169,32 @@ TEST(BundleTest, MissingOrCorruptFileNamesTheFile) {
   const std::string empty = dir.Sub("empty.tfb");
   std::ofstream(empty, std::ios::binary).flush();
   EXPECT_FALSE(ReadBundleFile(empty).ok());
+}
+
+// Deployments read bundles from disk: a damaged file is an error, never a
+// crash.
+TEST(BundleTest, MutatedBytesNeverCrash) {
+  const std::string good = EncodeBundle(MakeBundle());
+  std::mt19937_64 rng(11);
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string bytes = good;
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 6); k < n; ++k) {
+      const size_t pos = rng() % bytes.size();
+      if (rng() % 4 == 0) {
+        bytes.resize(pos);
+        if (bytes.empty()) break;
+      } else {
+        bytes[pos] = static_cast<char>(rng());
+      }
+    }
+    auto r = DecodeBundle(bytes.data(), bytes.size());
+    if (r.ok()) {
+      BundleIndex index(std::move(r).value());
+      (void)index.Lookup("gemm", "f16", "h100", Mnk(100, 100, 100));
+    } else {
+      EXPECT_FALSE(r.status().message().empty());
+    }
+  }
 }
 
 TEST(BundleTest, NewerFormatIsRefused) {

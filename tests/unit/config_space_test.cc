@@ -31,7 +31,7 @@ OpSpec Tiny() {
 // A spec with several axes and rules over outer, inner and no axes, to check
 // the pruned odometer against a plain loop.
 OpSpec Synthetic(std::vector<std::string> rules) {
-  std::string toml = R"(
+  std::string toml = R"toml(
 [op]
 name = "syn"
 source = "k.cu"
@@ -45,9 +45,9 @@ B = [1, 2, 4, 8, 16]
 C = [1, 3, 5, 7, 9, 11]
 D = [1, 2, 3, 4, 5, 6, 7]
 [constraints]
-rules = [)";
+rules = [)toml";
   for (size_t i = 0; i < rules.size(); ++i) toml += (i ? ", \"" : "\"") + rules[i] + "\"";
-  toml += R"(]
+  toml += R"toml(]
 [launch]
 grid = ["cdiv(M, A*B)", "1", "1"]
 block = ["32*B", "1", "1"]
@@ -60,7 +60,7 @@ shape = ["M"]
 reference = "k.cu:k_ref"
 grid = ["M", "1", "1"]
 block = ["1", "1", "1"]
-)";
+)toml";
   auto spec = ParseOpSpec(OpPackage{{"op.toml", toml}, {"k.cu", ""}}, "syn");
   EXPECT_TRUE(spec.ok()) << spec.status().message();
   return spec.ok() ? std::move(spec).value() : OpSpec{};
@@ -170,8 +170,13 @@ TEST(ConfigSpace, DeterministicWithStableDistinctIds) {
   // Same value as computed anywhere else (see types_test).
   auto tiny = EnumerateConfigs(Tiny(), H100());
   ASSERT_TRUE(tiny.ok());
-  for (const Config& c : *tiny)
-    if (c.Canonical() == "BLOCK=256,VEC=1") EXPECT_EQ(c.Id(), "d9beaae08059d084");
+  bool found = false;
+  for (const Config& c : *tiny) {
+    if (c.Canonical() != "BLOCK=256,VEC=1") continue;
+    EXPECT_EQ(c.Id(), "d9beaae08059d084");
+    found = true;
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST(ConfigSpace, BadConstraintAndHugeSpaceFail) {
@@ -270,6 +275,25 @@ TEST(PlanLaunch, PlannerReusesCompiledExpressions) {
       EXPECT_EQ(a->arg_elems, b->arg_elems);
     }
   }
+}
+
+TEST(PlanLaunch, RepeatedCallsSeeEveryChangeOfInput) {
+  OpSpec spec = Tiny();
+  Config cfg{{{"BLOCK", 256}, {"VEC", 2}}};
+  Shape shape{{{"N", 1000}}};
+  ASSERT_EQ(PlanLaunch(spec, "f16", cfg, shape, H100())->grid[0], 2);
+  OpSpec edited = spec;
+  edited.grid[0] = "cdiv(N, BLOCK)";
+  EXPECT_EQ(PlanLaunch(edited, "f16", cfg, shape, H100())->grid[0], 4);
+  edited.smem = "smem_optin / 2";
+  DeviceInfo other = H100();
+  other.smem_per_block_optin = 1000;
+  EXPECT_EQ(PlanLaunch(edited, "f16", cfg, shape, H100())->smem_bytes, 232448 / 2);
+  EXPECT_EQ(PlanLaunch(edited, "f16", cfg, shape, other)->smem_bytes, 500);
+  edited.args[0].shape = {"2*N"};
+  EXPECT_EQ(PlanLaunch(edited, "f16", cfg, shape, other)->arg_elems[0], 2000);
+  EXPECT_EQ(PlanLaunch(spec, "f32", cfg, shape, H100())->bytes, 8000);
+  EXPECT_EQ(PlanLaunch(spec, "f16", cfg, shape, H100())->bytes, 4000);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 const std::string kTinyDir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/tiny";
 
 // A gemm-shaped spec; each bad case below edits one line of it.
-const char* kGemmToml = R"(
+const char* kGemmToml = R"toml(
 [op]
 name    = "gemm"
 source  = "gemm.cu"
@@ -66,7 +66,7 @@ max_mismatch = 0.0
 [metrics]
 flops = "2*M*N*K"
 bytes = "dsize*(M*K + K*N + M*N)"
-)";
+)toml";
 
 OpPackage GemmPackage(const std::string& toml = kGemmToml) {
   return OpPackage{{"op.toml", toml},

@@ -336,6 +336,35 @@ TEST(ProtocolTest, RejectsTrailingBytes) {
   EXPECT_FALSE(DecodeEnvelope(frame.data(), frame.size()).ok());
 }
 
+// A list of zero-sized structs costs the sender one tag word however long
+// it claims to be; the decoder must refuse it before building a C++ object
+// per element. Hand-built frame: Envelope{version 1, results: Results{
+// measurements: composite list of N empty structs}}, padded so that the
+// traversal limit alone would let it through.
+TEST(ProtocolTest, RejectsListsThatExpandBeyondTheFrame) {
+  constexpr uint64_t kPadWords = 16384;
+  constexpr uint64_t kElements = 60000;
+  const uint64_t words[] = {
+      (2ull << 32) | (2ull << 48),   // root: struct, 2 data words, 2 pointers
+      1 | (7ull << 16),              // version 1, command = results (7)
+      0,                             // seq
+      0,                             // sender: null
+      (3ull << 32) | (2ull << 48),   // results: struct at next word, 3 data, 2 pointers
+      0, 0, 0,                       // unitId, batch, final
+      0,                             // sweepId: null
+      1 | (7ull << 32),              // measurements: composite list, 0 content words
+      kElements << 2,                // tag: N elements of 0 data / 0 pointers
+  };
+  const uint64_t segment_words = std::size(words) + kPadWords;
+  std::string frame(8 + segment_words * 8, '\0');
+  const uint32_t table[2] = {0, static_cast<uint32_t>(segment_words)};
+  std::memcpy(frame.data(), table, 8);
+  std::memcpy(frame.data() + 8, words, sizeof(words));
+  auto out = DecodeEnvelope(frame.data(), frame.size());
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("memory"), std::string::npos) << out.status().message();
+}
+
 Envelope RichEnvelope() {
   Results r;
   r.sweep_id = "nightly-7";
@@ -407,7 +436,9 @@ TEST(ProtocolTest, RandomGarbageNeverCrashes) {
       std::memcpy(frame.data() + 4, &size, 4);
     }
     auto out = DecodeEnvelope(frame.data(), frame.size());
-    if (!out.ok()) EXPECT_FALSE(out.status().message().empty());
+    if (!out.ok()) {
+      EXPECT_FALSE(out.status().message().empty());
+    }
   }
 }
 

@@ -71,6 +71,17 @@ std::vector<std::string> ScanKeys(ResultStore& store, const ResultFilter& f) {
   return keys;
 }
 
+ResultFilter Filter(std::string gpu_model = "", std::string op = "", std::string dtype = "",
+                    std::string shape = "", std::string kernel_hash = "") {
+  ResultFilter f;
+  f.gpu_model = std::move(gpu_model);
+  f.op = std::move(op);
+  f.dtype = std::move(dtype);
+  f.shape = std::move(shape);
+  f.kernel_hash = std::move(kernel_hash);
+  return f;
+}
+
 const std::string kS1 = "M=1024,N=1024,K=1024";
 const std::string kS2 = "M=4096,N=4096,K=4096";
 
@@ -158,25 +169,25 @@ class ScanTest : public ::testing::Test {
 };
 
 TEST_F(ScanTest, AllResultsOfAnOpOnOneGpu) {
-  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .op = "gemm"}),
+  EXPECT_EQ(ScanKeys(*store_, Filter("h100", "gemm")),
             (std::vector<std::string>{
                 "h100|gemm|" + kS1 + "|kh1|c1",
                 "h100|gemm|" + kS1 + "|kh1|c2",
                 "h100|gemm|" + kS2 + "|kh1|c1",
                 "h100|gemm|" + kS2 + "|kh2|c1",
             }));
-  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100"}).size(), 5u);
-  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .op = "gem"}).size(), 0u);
+  EXPECT_EQ(ScanKeys(*store_, Filter("h100")).size(), 5u);
+  EXPECT_EQ(ScanKeys(*store_, Filter("h100", "gem")).size(), 0u);
 }
 
 TEST_F(ScanTest, FieldsAfterAGapAreFiltered) {
-  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .kernel_hash = "kh2"}),
+  EXPECT_EQ(ScanKeys(*store_, Filter("h100", "", "", "", "kh2")),
             (std::vector<std::string>{"h100|gemm|" + kS2 + "|kh2|c1"}));
-  EXPECT_EQ(ScanKeys(*store_, {.gpu_model = "h100", .op = "gemm", .shape = kS1}).size(), 2u);
+  EXPECT_EQ(ScanKeys(*store_, Filter("h100", "gemm", "", kS1)).size(), 2u);
 }
 
 TEST_F(ScanTest, EveryGpuOfAShape) {
-  auto keys = ScanKeys(*store_, {.op = "gemm", .dtype = "f16", .shape = kS1});
+  auto keys = ScanKeys(*store_, Filter("", "gemm", "f16", kS1));
   EXPECT_EQ(keys, (std::vector<std::string>{
                       "a100|gemm|" + kS1 + "|kh1|c1",
                       "h100|gemm|" + kS1 + "|kh1|c1",
@@ -185,13 +196,13 @@ TEST_F(ScanTest, EveryGpuOfAShape) {
                       "h200|gemm|" + kS1 + "|kh1|c1",
                   }));
   // op without dtype/shape: every row of the op, "gemmx" excluded.
-  EXPECT_EQ(ScanKeys(*store_, {.op = "gemm"}).size(), 8u);
-  EXPECT_EQ(ScanKeys(*store_, {.op = "gemm", .kernel_hash = "kh2"}).size(), 1u);
+  EXPECT_EQ(ScanKeys(*store_, Filter("", "gemm")).size(), 8u);
+  EXPECT_EQ(ScanKeys(*store_, Filter("", "gemm", "", "", "kh2")).size(), 1u);
 }
 
 TEST_F(ScanTest, FullScanAndEarlyStop) {
   EXPECT_EQ(ScanKeys(*store_, {}).size(), 10u);
-  EXPECT_EQ(ScanKeys(*store_, {.shape = kS2}).size(), 3u);
+  EXPECT_EQ(ScanKeys(*store_, Filter("", "", "", kS2)).size(), 3u);
   int seen = 0;
   ASSERT_TRUE(store_->Scan({}, [&](const Measurement&) { return ++seen < 3; }).ok());
   EXPECT_EQ(seen, 3);
@@ -218,7 +229,7 @@ TEST(ResultStoreTest, BestIgnoresFailedAndUncheckedRows) {
   ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 50, FailureClass::kNone, "kh2")).ok());
   ASSERT_TRUE(store->Put(M("h200", "gemm", kS1, "c1", 1, FailureClass::kWrongResult)).ok());
 
-  auto best = store->Best({.gpu_model = "h100", .op = "gemm"});
+  auto best = store->Best(Filter("h100", "gemm"));
   ASSERT_TRUE(best.ok()) << best.status().message();
   ASSERT_EQ(best->size(), 2u);
   EXPECT_EQ((*best)[0].kernel_hash, "kh1");
@@ -228,10 +239,10 @@ TEST(ResultStoreTest, BestIgnoresFailedAndUncheckedRows) {
   EXPECT_EQ((*best)[1].config_id, "c1");
 
   // A GPU with only failures has no best at all.
-  auto h200 = store->Best({.gpu_model = "h200"});
+  auto h200 = store->Best(Filter("h200"));
   ASSERT_TRUE(h200.ok());
   EXPECT_TRUE(h200->empty());
-  auto by_hash = store->Best({.kernel_hash = "kh2"});
+  auto by_hash = store->Best(Filter("", "", "", "", "kh2"));
   ASSERT_TRUE(by_hash.ok());
   EXPECT_EQ(by_hash->size(), 1u);
 
@@ -241,7 +252,7 @@ TEST(ResultStoreTest, BestIgnoresFailedAndUncheckedRows) {
                                M("a100", "gemm", kS1, "c3", 27)},
                               &stored)
                   .ok());
-  auto a100 = store->Best({.gpu_model = "a100"});
+  auto a100 = store->Best(Filter("a100"));
   ASSERT_TRUE(a100.ok());
   ASSERT_EQ(a100->size(), 1u);
   EXPECT_EQ((*a100)[0].config_id, "c2");
@@ -359,7 +370,9 @@ TEST(ResultStoreTest, UnknownFormatVersionIsRefused) {
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(options, path, descs, &handles, &db).ok());
     for (size_t i = 0; i < names.size(); ++i) {
-      if (names[i] == "meta") ASSERT_TRUE(db->Put({}, handles[i], "format_version", "99").ok());
+      if (names[i] == "meta") {
+        ASSERT_TRUE(db->Put({}, handles[i], "format_version", "99").ok());
+      }
     }
     for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
     delete db;

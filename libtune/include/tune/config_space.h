@@ -51,8 +51,9 @@ struct LaunchPlan {
 };
 
 // Evaluates launch, args, reference launch and metrics. Errors name the field.
-// Compiles every expression on each call; use a LaunchPlanner to plan many
-// (config, shape) pairs of one (op, dtype, device).
+// Thread-safe. Each thread caches the compiled expressions of the last few
+// (spec, dtype, device limits) it planned, so repeated calls cost microseconds;
+// a LaunchPlanner does the same without the cache lookup.
 Result<LaunchPlan> PlanLaunch(const OpSpec& spec, const std::string& dtype, const Config& config,
                               const Shape& shape, const DeviceInfo& device);
 

@@ -43,7 +43,7 @@ struct NoWork {
 struct WorkUnit {
   std::string sweep_id;
   uint64_t unit_id = 0;
-  uint32_t attempt = 0;
+  uint32_t attempt = 0;              // leases of this unit so far, from 1
   int device_index = 0;
   std::string op;
   OpPackage op_package;

@@ -43,7 +43,10 @@ class ResultStore {
   static Result<std::unique_ptr<ResultStore>> Open(const std::string& path);
   ~ResultStore();
 
-  // Stores `m` unless its key exists. Returns true when newly stored.
+  // Stores `m` unless its key exists. Returns true when newly stored. Fails
+  // when a key field (gpu_model, op, dtype, shape, kernel_hash, config_id) is
+  // empty or contains a NUL byte. Writes go to RocksDB's WAL without fsync:
+  // they survive a crash of this process, not of the host.
   Result<bool> Put(const Measurement& m);
   // Put for many; `*stored` counts the new ones. Atomic as a whole.
   Status PutBatch(const std::vector<Measurement>& ms, size_t* stored);

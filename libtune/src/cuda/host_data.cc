@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <regex>
+#include <thread>
 
 namespace tune::cuda {
 namespace {
@@ -112,37 +113,67 @@ Result<std::string> MakeInput(const std::string& dtype, const std::string& init_
   if (width == 0) return Status::Error("unknown dtype '" + dtype + "'");
   if (elems < 0) return Status::Error("negative element count");
 
+  enum { kF32, kI32, kF16, kBf16 } type = dtype == "f32" ? kF32 : dtype == "i32" ? kI32 : dtype == "f16" ? kF16 : kBf16;
   std::string bytes(size_t(elems) * width, '\0');
-  SplitMix rng{seed};
+  // Element i is a pure function of (seed, i), so the buffer is the same
+  // however many threads fill it.
+  auto fill = [&, type, kind](int64_t begin, int64_t end) {
+    bool nonzero = false;
+    char* out = bytes.data();
+    for (int64_t i = begin; i < end; ++i) {
+      SplitMix rng{seed ^ (uint64_t(i) * 0xD1B54A32D192ED03ull)};
+      const double u1 = rng.Uniform01();
+      double v;
+      if (kind == kOnesKind) {
+        v = 1.0;
+      } else if (kind == kUniform) {
+        v = type == kI32 ? std::min(std::floor(a + (b - a + 1) * u1), b) : a + (b - a) * u1;
+      } else {
+        const double u2 = rng.Uniform01();
+        v = a + b * std::sqrt(-2.0 * std::log(std::max(u1, 1e-300))) * std::cos(6.283185307179586 * u2);
+        if (type == kI32) v = std::nearbyint(v);
+      }
+      char* p = out + size_t(i) * width;
+      switch (type) {
+        case kF32: {
+          float f = float(v);
+          nonzero |= f != 0.0f;
+          std::memcpy(p, &f, 4);
+          break;
+        }
+        case kI32: {
+          int32_t n = int32_t(v);
+          nonzero |= n != 0;
+          std::memcpy(p, &n, 4);
+          break;
+        }
+        default: {
+          uint16_t h = type == kF16 ? FloatToHalf(float(v)) : FloatToBf16(float(v));
+          nonzero |= (h & 0x7FFF) != 0;
+          std::memcpy(p, &h, 2);
+        }
+      }
+    }
+    return nonzero;
+  };
+  // Large problems (10^8 elements) would take seconds on one core, and are
+  // rebuilt by every new runner after a crash.
+  const int64_t kChunk = int64_t(1) << 20;
+  int threads = int(std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), (elems + kChunk - 1) / kChunk));
   bool any_nonzero = false;
-  for (int64_t i = 0; i < elems; ++i) {
-    double v;
-    if (kind == kOnesKind) {
-      v = 1.0;
-    } else if (kind == kUniform) {
-      v = a + (b - a) * rng.Uniform01();
-    } else {
-      // Box-Muller; one value per pair keeps the sequence simple.
-      double u1 = rng.Uniform01(), u2 = rng.Uniform01();
-      if (u1 < 1e-300) u1 = 1e-300;
-      v = a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  if (threads <= 1) {
+    any_nonzero = fill(0, elems);
+  } else {
+    std::vector<char> nonzero(size_t(threads), 0);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        int64_t begin = elems * t / threads, end = elems * (t + 1) / threads;
+        nonzero[size_t(t)] = fill(begin, end) ? 1 : 0;
+      });
     }
-    char* p = bytes.data() + size_t(i) * width;
-    if (dtype == "f32") {
-      float f = float(v);
-      any_nonzero |= f != 0.0f;
-      std::memcpy(p, &f, 4);
-    } else if (dtype == "i32") {
-      int32_t n = kind == kUniform ? int32_t(std::floor(a + (b - a + 1) * rng.Uniform01()))
-                                   : int32_t(std::lround(v));
-      if (kind == kUniform && n > int32_t(b)) n = int32_t(b);
-      any_nonzero |= n != 0;
-      std::memcpy(p, &n, 4);
-    } else {
-      uint16_t h = dtype == "f16" ? FloatToHalf(float(v)) : FloatToBf16(float(v));
-      any_nonzero |= (h & 0x7FFF) != 0;
-      std::memcpy(p, &h, 2);
-    }
+    for (auto& th : pool) th.join();
+    for (char z : nonzero) any_nonzero |= z != 0;
   }
   if (elems > 0 && !any_nonzero) return Status::Error("init '" + init + "' gives all zeros for " + dtype);
   return bytes;
@@ -150,23 +181,23 @@ Result<std::string> MakeInput(const std::string& dtype, const std::string& init_
 
 std::vector<float> DecodeToFloat(const std::string& dtype, const std::string& bytes) {
   std::vector<float> out;
-  if (dtype == "f32" || dtype == "i32") {
+  if (dtype == "f32") {
+    out.resize(bytes.size() / 4);
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  } else if (dtype == "i32") {
     out.resize(bytes.size() / 4);
     for (size_t i = 0; i < out.size(); ++i) {
-      if (dtype == "f32") {
-        std::memcpy(&out[i], bytes.data() + 4 * i, 4);
-      } else {
-        int32_t n;
-        std::memcpy(&n, bytes.data() + 4 * i, 4);
-        out[i] = float(n);
-      }
+      int32_t n;
+      std::memcpy(&n, bytes.data() + 4 * i, 4);
+      out[i] = float(n);
     }
   } else if (dtype == "f16" || dtype == "bf16") {
+    const bool half = dtype == "f16";
     out.resize(bytes.size() / 2);
     for (size_t i = 0; i < out.size(); ++i) {
       uint16_t h;
       std::memcpy(&h, bytes.data() + 2 * i, 2);
-      out[i] = dtype == "f16" ? HalfToFloat(h) : Bf16ToFloat(h);
+      out[i] = half ? HalfToFloat(h) : Bf16ToFloat(h);
     }
   }
   return out;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <map>
@@ -74,7 +75,7 @@ struct ArgData {
   size_t bytes = 0;
   CUdeviceptr dev = 0;      // what the kernel gets
   CUdeviceptr pristine = 0; // initial contents of in/inout buffers, restored before each check
-  std::vector<float> ref;   // reference output of out/inout buffers
+  CUdeviceptr ref = 0;      // reference output (fp32) of out/inout buffers
   bool IsInput() const { return spec->dir == "in" || spec->dir == "inout"; }
   bool IsOutput() const { return spec->dir == "out" || spec->dir == "inout"; }
 };
@@ -98,10 +99,77 @@ struct Reference {
   Failure failure;
 };
 
+// Output-vs-reference comparison on the device: copying a 64M-element output
+// to the host and comparing there costs a second per config, this a
+// millisecond. One program per output dtype; stats[] = mismatches, NaNs,
+// max |out - ref| (float bits in the low word), first failing index.
+constexpr char kCompareSource[] = R"(
+#if defined(TUNE_DTYPE_F16)
+__device__ __forceinline__ float tf_load(const __half* p, long long i) { return __half2float(p[i]); }
+#elif defined(TUNE_DTYPE_BF16)
+__device__ __forceinline__ float tf_load(const __nv_bfloat16* p, long long i) { return __bfloat162float(p[i]); }
+#elif defined(TUNE_DTYPE_I32)
+__device__ __forceinline__ float tf_load(const int* p, long long i) { return (float)p[i]; }
+#else
+__device__ __forceinline__ float tf_load(const float* p, long long i) { return p[i]; }
+#endif
+
+extern "C" __global__ void tunefarm_compare(const TUNE_T* out, const float* ref, long long n, float atol,
+                                            float rtol, unsigned long long* stats) {
+  unsigned long long bad = 0, nans = 0, first = ~0ull;
+  float maxerr = 0.f;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float o = tf_load(out, i), r = ref[i];
+    bool fail;
+    if (isnan(o)) {
+      ++nans;
+      fail = true;
+    } else {
+      const float err = fabsf(o - r);
+      if (isfinite(err) && err > maxerr) maxerr = err;
+      fail = !(err <= atol + rtol * fabsf(r)) && !(isinf(o) && o == r);
+    }
+    if (fail) {
+      ++bad;
+      if ((unsigned long long)i < first) first = (unsigned long long)i;
+    }
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    bad += __shfl_down_sync(0xffffffffu, bad, off);
+    nans += __shfl_down_sync(0xffffffffu, nans, off);
+    maxerr = fmaxf(maxerr, __shfl_down_sync(0xffffffffu, maxerr, off));
+    const unsigned long long f = __shfl_down_sync(0xffffffffu, first, off);
+    first = f < first ? f : first;
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (bad) atomicAdd(&stats[0], bad);
+    if (nans) atomicAdd(&stats[1], nans);
+    if (maxerr > 0.f) atomicMax(reinterpret_cast<unsigned int*>(&stats[2]), __float_as_uint(maxerr));
+    if (first != ~0ull) atomicMin(&stats[3], first);
+  }
+}
+)";
+constexpr int kCompareBlock = 256;  // a multiple of 32: the reduction uses whole warps
+
+struct CompareKernel {
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;  // nullptr: compare on the host instead
+};
+
+// One output buffer's comparison, plus where it first failed.
+struct OutputCheck {
+  int64_t mismatches = 0, nans = 0, first_bad = -1;
+  double max_abs_error = 0;
+};
+
 class Runner {
  public:
   Runner(const Driver& d, int device_index, int in_fd, int out_fd)
-      : d_(d), index_(device_index), in_(in_fd), out_(out_fd) {}
+      : d_(d), index_(device_index), in_(in_fd), out_(out_fd) {
+    const char* t = std::getenv("TUNEFARM_RUNNER_TRACE");
+    trace_ = t && *t && std::string(t) != "0";
+  }
   int Serve();
 
  private:
@@ -130,6 +198,12 @@ class Runner {
 
   Failure Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params, Measurement* m,
                 double* checked_seconds);
+  const CompareKernel& GetCompare(const std::string& dtype);
+  // Compares `elems` elements of `out` (dtype) with the fp32 `ref`.
+  Failure CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
+                        double rtol, OutputCheck* oc);
+  // Element `index` of a dtype buffer, as a float (for messages).
+  double ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index);
   Failure Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
                const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m);
 
@@ -137,10 +211,10 @@ class Runner {
 
   const Driver& d_;
   int index_;
+  bool trace_ = false;  // TUNEFARM_RUNNER_TRACE: one line per request with the time of each phase
   int in_, out_;
   std::string cache_dir_;
   DeviceInfo device_;
-  std::string arch_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
@@ -153,8 +227,11 @@ class Runner {
 
   std::map<std::string, Package> packages_;
   std::map<std::string, Reference> references_;   // digest|dtype
+  std::map<std::string, CompareKernel> compare_;  // by output dtype
+  CUdeviceptr compare_stats_ = 0;
   std::list<Problem> problems_;                   // front = most recent
   size_t problem_bytes_ = 0;
+  bool built_problem_ = false;  // the current request built its problem
   size_t problem_budget_ = 0;
 
   std::string stored_key_;     // last cubin received (sent once per config)
@@ -168,7 +245,6 @@ Status Runner::Setup() {
   auto info = DescribeDevice(d_, index_);
   if (!info.ok()) return info.status();
   device_ = *info;
-  arch_ = "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor);
   auto check = [](const CuStatus& st) { return st.ok() ? Status::OK() : Status::Error(st.message); };
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDeviceGet(&dev_, index_))));
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDevicePrimaryCtxRetain(&ctx_, dev_))));
@@ -180,6 +256,7 @@ Status Runner::Setup() {
   // left there, so every sample starts from DRAM like a cold production call.
   flush_bytes_ = std::max<size_t>(2 * size_t(device_.l2_bytes), 8u << 20);
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&flush_, flush_bytes_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&compare_stats_, 4 * sizeof(unsigned long long)))));
   ev_start_.resize(kBatchMax);
   ev_stop_.resize(kBatchMax);
   for (int i = 0; i < kBatchMax; ++i) {
@@ -342,9 +419,9 @@ CuStatus Runner::Alloc(size_t bytes, CUdeviceptr* p) {
 
 void Runner::ReleaseBuffers(Problem* p) {
   for (ArgData& a : p->args) {
-    if (a.dev) d_.cuMemFree(a.dev);
-    if (a.pristine) d_.cuMemFree(a.pristine);
-    a.dev = a.pristine = 0;
+    for (CUdeviceptr b : {a.dev, a.pristine, a.ref})
+      if (b) d_.cuMemFree(b);
+    a.dev = a.pristine = a.ref = 0;
   }
 }
 
@@ -398,7 +475,9 @@ Failure Runner::GetProblem(const OpSpec& spec, const std::string& digest, const 
   for (size_t i = 0; i < spec.args.size(); ++i) {
     if (spec.args[i].kind != ArgSpec::Kind::kBuffer) continue;
     std::string dt = spec.args[i].dtype == "$dtype" ? dtype : spec.args[i].dtype;
-    need += plan.arg_elems[i] * DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2);
+    // Kernel buffer, plus the pristine copy of inputs and the fp32 reference of outputs.
+    need += plan.arg_elems[i] * (DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2) +
+                                 (spec.args[i].dir == "in" ? 0 : int64_t(sizeof(float))));
   }
   while (!problems_.empty() && problem_bytes_ + size_t(need) > problem_budget_) EvictOldestProblem();
   Problem built;
@@ -409,6 +488,7 @@ Failure Runner::GetProblem(const OpSpec& spec, const std::string& digest, const 
     return f;
   }
   problem_bytes_ += built.device_bytes;
+  built_problem_ = true;
   problems_.push_front(std::move(built));
   *out = &problems_.front();
   return {};
@@ -420,15 +500,6 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
   if (Failure f = GetReference(spec, digest, dtype, &ref); f.failed()) return f;
 
   std::vector<ParamSlot> slots(spec.args.size());
-  std::vector<CUdeviceptr> ref_out(spec.args.size(), 0);
-  struct FreeRefBuffers {
-    const Driver& d;
-    std::vector<CUdeviceptr>& bufs;
-    ~FreeRefBuffers() {
-      for (CUdeviceptr b : bufs)
-        if (b) d.cuMemFree(b);
-    }
-  } free_ref{d_, ref_out};
 
   p->args.resize(spec.args.size());
   for (size_t i = 0; i < spec.args.size(); ++i) {
@@ -467,12 +538,13 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
     if (a.IsOutput()) {
       // The reference writes fp32; an inout buffer starts from the same values.
       size_t ref_bytes = size_t(a.elems) * sizeof(float);
-      if (CuStatus st = Alloc(ref_bytes, &ref_out[i]); !st.ok()) return FromCu(st, what + " reference");
+      if (CuStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return FromCu(st, what + " reference");
+      p->device_bytes += ref_bytes;
       std::vector<float> start(size_t(a.elems), 0.0f);
       if (a.spec->dir == "inout") start = DecodeToFloat(a.dtype, init_bytes);
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(ref_out[i], start.data(), ref_bytes)); !st.ok())
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.ref, start.data(), ref_bytes)); !st.ok())
         return FromCu(st, what + " reference");
-      slots[i].ptr = ref_out[i];
+      slots[i].ptr = a.ref;
     }
   }
   std::vector<void*> params(slots.size());
@@ -490,14 +562,13 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
   for (size_t i = 0; i < spec.args.size(); ++i) {
     ArgData& a = p->args[i];
     if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
-    a.ref.resize(size_t(a.elems));
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(a.ref.data(), ref_out[i], a.ref.size() * sizeof(float))); !st.ok())
-      return FromCu(st, "reference read-back");
-    for (float v : a.ref) {
-      if (std::isnan(v)) {
-        return Fail(FailureClass::kLaunchError, "reference " + spec.check.reference_kernel + " produced NaN in " +
-                                                    a.spec->name + "; no config can be checked");
-      }
+    // The reference against itself: only its NaNs can fail.
+    OutputCheck self;
+    if (Failure f = CompareOutput("f32", a.ref, a.ref, a.elems, 0, 0, &self); f.failed()) return f;
+    if (self.nans > 0) {
+      return Fail(FailureClass::kLaunchError, "reference " + spec.check.reference_kernel + " produced " +
+                                                  std::to_string(self.nans) + " NaNs in " + a.spec->name +
+                                                  "; no config can be checked");
     }
   }
   return {};
@@ -524,14 +595,43 @@ Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
 }
 
 Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std::string& digest, Measurement* m) {
+  // Phase times for TUNEFARM_RUNNER_TRACE, in ms: plan, problem, load+limits, check, timing.
+  const Clock::time_point t_start = Clock::now();
+  double ms[5] = {0, 0, 0, 0, 0};
+  Clock::time_point t_phase = t_start;
+  auto lap = [&](int i) {
+    Clock::time_point now = Clock::now();
+    ms[i] = std::chrono::duration<double, std::milli>(now - t_phase).count();
+    t_phase = now;
+  };
+  built_problem_ = false;
+  struct Trace {
+    Runner* r;
+    const MeasureRequest& req;
+    const OpSpec& spec;
+    const Measurement* m;
+    double* ms;
+    Clock::time_point start;
+    ~Trace() {
+      if (!r->trace_) return;
+      fprintf(stderr,
+              "tunefarm runner[%d]: %s %s %s %s: plan %.1f, problem %.1f%s, load %.1f, check %.1f, time %.1f (%u "
+              "samples), total %.1f ms\n",
+              r->index_, spec.name.c_str(), req.dtype.c_str(), req.shape.Canonical().c_str(),
+              req.config.Canonical().c_str(), ms[0], ms[1], r->built_problem_ ? " (built)" : "",
+              ms[2], ms[3], ms[4], m->samples, Seconds(start) * 1e3);
+    }
+  } trace{this, req, spec, m, ms, t_start};
   auto plan_or = PlanLaunch(spec, req.dtype, req.config, req.shape, device_);
   if (!plan_or.ok()) return Fail(FailureClass::kLaunchError, "launch plan: " + plan_or.status().message());
   const LaunchPlan& plan = *plan_or;
+  lap(0);
   if (plan.arg_elems.size() != spec.args.size() || plan.scalar_values.size() != spec.args.size())
     return Fail(FailureClass::kLaunchError, "launch plan: argument count differs from the spec");
 
   Problem* problem = nullptr;
   if (Failure f = GetProblem(spec, digest, req.dtype, req.shape, plan, &problem); f.failed()) return f;
+  lap(1);
 
   // From here on only the config itself runs: the backend's per-config clock
   // starts now rather than with the (shared) problem set-up.
@@ -607,9 +707,13 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   std::vector<void*> params(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
 
+  lap(2);
   double checked_seconds = 0;
   if (Failure f = Check(spec, plan, problem, params.data(), m, &checked_seconds); f.failed()) return f;
-  return Time(req.policy, req.best_so_far_us, checked_seconds, plan, params.data(), config_start, m);
+  lap(3);
+  Failure timed = Time(req.policy, req.best_so_far_us, checked_seconds, plan, params.data(), config_start, m);
+  lap(4);
+  return timed;
 }
 
 Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params, Measurement* m,
@@ -631,22 +735,30 @@ Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, vo
   *checked_seconds = Seconds(t0);
 
   Comparison c;
-  std::string first_arg;
+  const ArgData* first_arg = nullptr;
+  int64_t first_index = -1;
   for (ArgData& a : p->args) {
     if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
-    std::string host(a.bytes, '\0');
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host.data(), a.dev, a.bytes)); !st.ok())
-      return FromCu(st, "reading " + a.spec->name);
-    int64_t before = c.first_bad;
-    Compare(DecodeToFloat(a.dtype, host), a.ref, spec.check.atol, spec.check.rtol, &c);
-    if (before < 0 && c.first_bad >= 0) first_arg = a.spec->name;
+    OutputCheck oc;
+    if (Failure f = CompareOutput(a.dtype, a.dev, a.ref, a.elems, spec.check.atol, spec.check.rtol, &oc); f.failed())
+      return f;
+    c.elements += a.elems;
+    c.mismatches += oc.mismatches;
+    c.nans += oc.nans;
+    c.max_abs_error = std::max(c.max_abs_error, oc.max_abs_error);
+    if (!first_arg && oc.first_bad >= 0) {
+      first_arg = &a;
+      first_index = oc.first_bad;
+    }
   }
   m->max_abs_error = c.max_abs_error;
   m->mismatch_ratio = c.MismatchRatio();
   auto where = [&] {
-    char buf[160];
-    snprintf(buf, sizeof(buf), "first at %s element %lld: %g vs reference %g", first_arg.c_str(),
-             static_cast<long long>(c.first_bad), c.first_bad_out, c.first_bad_ref);
+    if (!first_arg) return std::string();
+    char buf[200];
+    snprintf(buf, sizeof(buf), "first at %s[%lld]: %g vs reference %g", first_arg->spec->name.c_str(),
+             static_cast<long long>(first_index), ElementAt(first_arg->dtype, first_arg->dev, first_index),
+             ElementAt("f32", first_arg->ref, first_index));
     return std::string(buf);
   };
   if (c.nans > 0) {
@@ -662,6 +774,78 @@ Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, vo
   }
   m->check_passed = true;
   return {};
+}
+
+const CompareKernel& Runner::GetCompare(const std::string& dtype) {
+  auto it = compare_.find(dtype);
+  if (it != compare_.end()) return it->second;
+  CompareKernel k;
+  NvrtcJob job;
+  job.file = "tunefarm_compare.cu";
+  job.source = kCompareSource;
+  job.entry = "tunefarm_compare";
+  OpSpec none;
+  job.options = BaseOptions(none, dtype, "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor));
+  NvrtcResult r = RunNvrtc(job);
+  if (r.ok && d_.cuModuleLoadData(&k.module, r.cubin.data()) == CUDA_SUCCESS &&
+      d_.cuModuleGetFunction(&k.function, k.module, "tunefarm_compare") != CUDA_SUCCESS) {
+    k.function = nullptr;
+  }
+  if (!k.function) {
+    fprintf(stderr, "tunefarm runner[%d]: comparing %s outputs on the host: %s\n", index_, dtype.c_str(),
+            r.ok ? "module load failed" : r.error.c_str());
+  }
+  return compare_.emplace(dtype, k).first->second;
+}
+
+Failure Runner::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
+                              double rtol, OutputCheck* oc) {
+  if (elems <= 0) return {};
+  const CompareKernel& k = GetCompare(dtype);
+  if (!k.function) {
+    std::string host_out(static_cast<size_t>(elems) * DTypeWidth(dtype), '\0');
+    std::vector<float> host_ref(static_cast<size_t>(elems));
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_out.data(), out, host_out.size())); !st.ok())
+      return FromCu(st, "reading the output");
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_ref.data(), ref, host_ref.size() * sizeof(float))); !st.ok())
+      return FromCu(st, "reading the reference");
+    Comparison c;
+    Compare(DecodeToFloat(dtype, host_out), host_ref, atol, rtol, &c);
+    oc->mismatches = c.mismatches;
+    oc->nans = c.nans;
+    oc->max_abs_error = c.max_abs_error;
+    oc->first_bad = c.first_bad;
+    return {};
+  }
+  unsigned long long stats[4] = {0, 0, 0, ~0ull};
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(compare_stats_, stats, sizeof(stats))); !st.ok())
+    return FromCu(st, "compare set-up");
+  long long n = elems;
+  float a = float(atol), r = float(rtol);
+  CUdeviceptr stats_ptr = compare_stats_;
+  void* params[] = {&out, &ref, &n, &a, &r, &stats_ptr};
+  int64_t blocks = std::min<int64_t>((elems + kCompareBlock - 1) / kCompareBlock, int64_t(device_.num_sms) * 8);
+  const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kCompareBlock, 1, 1};
+  if (CuStatus st = Launch(k.function, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, "compare launch");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(stats, compare_stats_, sizeof(stats))); !st.ok())
+    return FromCu(st, "compare");
+  oc->mismatches = int64_t(stats[0]);
+  oc->nans = int64_t(stats[1]);
+  uint32_t bits = uint32_t(stats[2] & 0xFFFFFFFFu);
+  float maxerr;
+  std::memcpy(&maxerr, &bits, sizeof(maxerr));
+  oc->max_abs_error = maxerr;
+  oc->first_bad = stats[3] == ~0ull ? -1 : int64_t(stats[3]);
+  return {};
+}
+
+double Runner::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index) {
+  int width = DTypeWidth(dtype);
+  std::string bytes(size_t(width), '\0');
+  if (index < 0 || d_.cuMemcpyDtoH(bytes.data(), buf + CUdeviceptr(index) * width, size_t(width)) != CUDA_SUCCESS)
+    return std::nan("");
+  std::vector<float> v = DecodeToFloat(dtype, bytes);
+  return v.empty() ? std::nan("") : v[0];
 }
 
 Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,

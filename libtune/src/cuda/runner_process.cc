@@ -73,6 +73,15 @@ RunnerProcess::~RunnerProcess() {
   }
   CloseChannel();
   ReapStragglers();
+  // Killed runners still tearing down a context: reap them whenever they go,
+  // so that they do not stay zombies for the worker's lifetime.
+  for (pid_t pid : stragglers_) {
+    std::thread([pid] {
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }).detach();
+  }
 }
 
 Status RunnerProcess::Start() {

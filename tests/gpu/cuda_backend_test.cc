@@ -1,0 +1,442 @@
+// The CUDA backend on a real GPU: planted faults are classified, the runner
+// process comes back after crashes and hangs, good configs pass their check
+// and get timed, and the repository's ops run their default configs.
+//
+// Skips (GTEST_SKIP) when DiscoverCudaDevices() finds no device. The test
+// binary is its own runner (argv[1] == --tunefarm-gpu-test-runner), so it
+// does not depend on the CLI; one test also drives `tunefarm runner`.
+//
+// TUNEFARM_GPU_REPORT=<file>: the real-op measurements are appended there as
+// CSV, for the figures in bench/.
+#include <gtest/gtest.h>
+
+#ifndef TUNEFARM_WITH_CUDA
+
+TEST(CudaBackendGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA toolkit"; }
+
+#else
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tune/config_space.h"
+#include "tune/cuda_backend.h"
+#include "tune/op_spec.h"
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kRunnerFlag[] = "--tunefarm-gpu-test-runner";
+
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tunefarm-gpu-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+OpSpec Planted(const std::string& name) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/tests/gpu/data/ops/" + name);
+  EXPECT_TRUE(spec.ok()) << name << ": " << spec.status().message();
+  return spec.ok() ? *spec : OpSpec{};
+}
+
+Shape ShapeN(int64_t n) {
+  Shape s;
+  s.dims = {{"N", n}};
+  return s;
+}
+
+TimingPolicy QuickPolicy() {
+  TimingPolicy p;
+  p.warmup = 2;
+  p.min_samples = 5;
+  p.max_samples = 50;
+  p.target_rel_ci = 0.02;
+  p.max_seconds = 0.2;
+  p.timeout_seconds = 10;
+  return p;
+}
+
+std::string Describe(const Measurement& m) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s median %.2f us (ci95 %.2f, n=%u) regs %d occ %.2f clock %d%s", FailureClassName(m.failure),
+           m.median_us, m.ci95_us, m.samples, m.resources.registers, m.resources.occupancy, m.sm_clock_mhz,
+           m.throttled ? " THROTTLED" : "");
+  return std::string(buf) + (m.failure_message.empty() ? "" : ": " + m.failure_message.substr(0, 300));
+}
+
+class CudaGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto devices = DiscoverCudaDevices();
+    if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
+    device_ = devices->front();
+  }
+  CudaBackendOptions Options(const std::string& cache_dir = "") const {
+    CudaBackendOptions o;
+    o.cache_dir = cache_dir;
+    o.runner_exe = "/proc/self/exe";
+    o.runner_args = {kRunnerFlag};
+    o.startup_timeout_seconds = 120;
+    return o;
+  }
+  // Compile + Measure of one config.
+  Measurement Run(Backend& b, const OpSpec& spec, const std::string& dtype, const Config& c, const Shape& shape,
+                  const TimingPolicy& p, double best = 0) {
+    CompiledKernel k = b.Compile(spec, dtype, c);
+    return b.Measure(spec, dtype, k, shape, p, best);
+  }
+  DeviceInfo device_;
+};
+
+TEST_F(CudaGpu, DiscoveryReportsTheDevice) {
+  printf("device %d: %s (model %s) cc %d.%d, %d SMs, %.1f GiB, L2 %.1f MiB, smem opt-in %lld, %d threads, "
+         "%d/%d MHz, driver %s, NVRTC %s\n",
+         device_.index, device_.name.c_str(), device_.model.c_str(), device_.cc_major, device_.cc_minor, device_.num_sms,
+         device_.total_mem_bytes / 1073741824.0, device_.l2_bytes / 1048576.0,
+         static_cast<long long>(device_.smem_per_block_optin), device_.max_threads_per_block, device_.sm_clock_mhz,
+         device_.mem_clock_mhz, device_.driver_version.c_str(), device_.nvrtc_version.c_str());
+  EXPECT_EQ(device_.backend, "cuda");
+  EXPECT_GE(device_.cc_major, 7);
+  EXPECT_GT(device_.num_sms, 0);
+  EXPECT_GT(device_.total_mem_bytes, int64_t(1) << 30);
+  EXPECT_GT(device_.l2_bytes, 0);
+  EXPECT_GE(device_.smem_per_block_optin, 48 * 1024);
+  EXPECT_EQ(device_.max_threads_per_block, 1024);
+  EXPECT_EQ(device_.model, NormaliseGpuModel(device_.name));
+  EXPECT_FALSE(device_.driver_version.empty());
+  EXPECT_EQ(device_.nvrtc_version, NvrtcVersionString());
+}
+
+TEST_F(CudaGpu, GoodOpPassesOnEveryDtypeConfigAndShape) {
+  OpSpec spec = Planted("good");
+  TempDir cache;
+  auto backend = MakeCudaBackend(device_, Options(cache.path()));
+  auto configs = EnumerateConfigs(spec, device_);
+  ASSERT_TRUE(configs.ok()) << configs.status().message();
+  for (const std::string& dtype : spec.dtypes) {
+    for (const Config& c : *configs) {
+      CompiledKernel k = backend->Compile(spec, dtype, c);
+      ASSERT_EQ(k.failure, FailureClass::kNone) << k.failure_message << k.log;
+      EXPECT_EQ(k.arch, "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor));
+      // Odd sizes catch tails; 2^24 is larger than the L2.
+      for (int64_t n : {int64_t(1) << 20, int64_t(1000003), int64_t(1) << 24}) {
+        Measurement m = backend->Measure(spec, dtype, k, ShapeN(n), QuickPolicy(), 0);
+        SCOPED_TRACE(dtype + " " + c.Canonical() + " N=" + std::to_string(n));
+        printf("good %s %s N=%lld: %s\n", dtype.c_str(), c.Canonical().c_str(), static_cast<long long>(n),
+               Describe(m).c_str());
+        EXPECT_TRUE(m.Valid()) << Describe(m);
+        EXPECT_TRUE(m.check_passed);
+        EXPECT_EQ(m.mismatch_ratio, 0);
+        EXPECT_GE(m.samples, 5u);
+        EXPECT_GT(m.median_us, 0);
+        EXPECT_LE(m.min_us, m.median_us);
+        EXPECT_LE(m.median_us, m.max_us);
+        EXPECT_GT(m.resources.registers, 0);
+        EXPECT_GT(m.resources.occupancy, 0);
+        EXPECT_EQ(m.backend, "cuda");
+        EXPECT_EQ(m.gpu_model, device_.model);
+        EXPECT_EQ(m.shape, "N=" + std::to_string(n));
+        EXPECT_EQ(m.config_id, c.Id());
+      }
+    }
+  }
+  CudaRunnerStats stats = GetCudaRunnerStats(*backend);
+  EXPECT_EQ(stats.spawns, 1);
+  EXPECT_EQ(stats.crashes, 0);
+  EXPECT_EQ(stats.timeouts, 0);
+  // The second compile of a config comes from the cache.
+  EXPECT_TRUE(backend->Compile(spec, spec.dtypes[0], spec.default_config).from_cache);
+}
+
+TEST_F(CudaGpu, InoutAndIntegerBuffersAreCheckedAfterEveryTimingRun) {
+  OpSpec spec = Planted("inout_mixed");
+  auto backend = MakeCudaBackend(device_, Options());
+  for (const std::string& dtype : spec.dtypes) {
+    CompiledKernel k = backend->Compile(spec, dtype, spec.default_config);
+    ASSERT_EQ(k.failure, FailureClass::kNone) << k.failure_message << k.log;
+    // The timing runs update acc in place many times; each check must start
+    // from the original values again, so the second and third pass too.
+    for (int round = 0; round < 3; ++round) {
+      Measurement m = backend->Measure(spec, dtype, k, ShapeN((1 << 20) + 7), QuickPolicy(), 0);
+      printf("inout_mixed %s round %d: %s\n", dtype.c_str(), round, Describe(m).c_str());
+      EXPECT_TRUE(m.Valid()) << dtype << " round " << round << ": " << Describe(m);
+    }
+  }
+}
+
+TEST_F(CudaGpu, PlantedFaultsAreClassifiedAndTheRunnerRecovers) {
+  auto backend = MakeCudaBackend(device_, Options());
+  const Shape shape = ShapeN(1 << 20);
+  TimingPolicy policy = QuickPolicy();
+  policy.timeout_seconds = 4;
+  OpSpec good = Planted("good");
+
+  auto expect_good = [&](const char* when) {
+    Measurement m = Run(*backend, good, "f32", good.default_config, shape, policy);
+    printf("good %s: %s\n", when, Describe(m).c_str());
+    EXPECT_TRUE(m.Valid()) << when << ": " << Describe(m);
+  };
+  auto planted = [&](const std::string& name, FailureClass want) {
+    OpSpec spec = Planted(name);
+    auto t0 = Clock::now();
+    Measurement m = Run(*backend, spec, "f32", spec.default_config, shape, policy);
+    printf("%s (%.2f s): %s\n", name.c_str(), Since(t0), Describe(m).c_str());
+    EXPECT_EQ(m.failure, want) << name << ": " << Describe(m);
+    EXPECT_FALSE(m.Valid());
+    EXPECT_FALSE(m.failure_message.empty());
+    EXPECT_EQ(m.samples, 0u);
+    return m;
+  };
+
+  expect_good("first");
+  int pid = GetCudaRunnerStats(*backend).pid;
+  EXPECT_GT(pid, 0);
+
+  Measurement ce = planted("compile_error", FailureClass::kCompileError);
+  EXPECT_NE(ce.failure_message.find("error"), std::string::npos);
+  planted("too_much_smem", FailureClass::kResources);
+  planted("launch_error", FailureClass::kLaunchError);
+  Measurement wrong = planted("wrong_result", FailureClass::kWrongResult);
+  EXPECT_NEAR(wrong.max_abs_error, 0.5, 1e-6);
+  EXPECT_EQ(wrong.mismatch_ratio, 1.0);
+  Measurement nan = planted("nan", FailureClass::kNan);
+  EXPECT_NEAR(nan.mismatch_ratio, 1.0 / 7, 1e-3);
+  // None of those cost the runner its life.
+  CudaRunnerStats stats = GetCudaRunnerStats(*backend);
+  EXPECT_EQ(stats.pid, pid);
+  EXPECT_EQ(stats.spawns, 1);
+  expect_good("after the recoverable faults");
+
+  planted("illegal_address", FailureClass::kCrash);
+  stats = GetCudaRunnerStats(*backend);
+  EXPECT_EQ(stats.crashes, 1);
+  EXPECT_EQ(stats.spawns, 2);
+  EXPECT_NE(stats.pid, pid);
+  pid = stats.pid;
+  expect_good("after the crash");
+
+  auto t0 = Clock::now();
+  Measurement hang = planted("infinite_loop", FailureClass::kTimeout);
+  EXPECT_GE(Since(t0), policy.timeout_seconds);
+  EXPECT_LT(Since(t0), policy.timeout_seconds + 40);
+  stats = GetCudaRunnerStats(*backend);
+  EXPECT_EQ(stats.timeouts, 1);
+  EXPECT_EQ(stats.spawns, 3);
+  EXPECT_NE(stats.pid, pid);
+  expect_good("after the timeout");
+
+  // Twice in a row: the restarted runner is as good as the first.
+  planted("illegal_address", FailureClass::kCrash);
+  planted("illegal_address", FailureClass::kCrash);
+  expect_good("after two more crashes");
+  stats = GetCudaRunnerStats(*backend);
+  EXPECT_EQ(stats.crashes, 3);
+  EXPECT_EQ(stats.spawns, 5);
+}
+
+TEST_F(CudaGpu, EarlyStopKeepsAValidMeasurementWithFewSamples) {
+  OpSpec spec = Planted("good");
+  auto backend = MakeCudaBackend(device_, Options());
+  TimingPolicy p = QuickPolicy();
+  p.min_samples = 5;
+  p.max_samples = 200;
+  p.target_rel_ci = 1e-9;  // unreachable: only the caps stop the loop
+  p.max_seconds = 0.5;
+  CompiledKernel k = backend->Compile(spec, "f16", spec.default_config);
+  Measurement full = backend->Measure(spec, "f16", k, ShapeN(1 << 22), p, 0);
+  Measurement early = backend->Measure(spec, "f16", k, ShapeN(1 << 22), p, /*best_so_far_us=*/0.001);
+  printf("full: %s\nearly: %s\n", Describe(full).c_str(), Describe(early).c_str());
+  ASSERT_TRUE(full.Valid()) << Describe(full);
+  ASSERT_TRUE(early.Valid()) << Describe(early);
+  EXPECT_EQ(early.failure, FailureClass::kNone);
+  EXPECT_EQ(early.samples, 5u);
+  EXPECT_GT(full.samples, 5u);
+  // Both are figures of the same kernel.
+  EXPECT_NEAR(early.median_us, full.median_us, 0.25 * full.median_us);
+}
+
+TEST_F(CudaGpu, MaxSecondsCapsTimedWork) {
+  OpSpec spec = Planted("good");
+  auto backend = MakeCudaBackend(device_, Options());
+  TimingPolicy p = QuickPolicy();
+  p.min_samples = 3;
+  p.max_samples = 100000;
+  p.target_rel_ci = 1e-9;
+  p.max_seconds = 0.05;
+  Measurement m = Run(*backend, spec, "f32", spec.default_config, ShapeN(1 << 24), p);
+  ASSERT_TRUE(m.Valid()) << Describe(m);
+  double timed = m.mean_us * m.samples * 1e-6;
+  printf("capped: %s, %.3f s timed\n", Describe(m).c_str(), timed);
+  EXPECT_LT(timed, 0.05 + 32 * m.max_us * 1e-6);
+  EXPECT_LT(m.samples, 100000u);
+}
+
+TEST_F(CudaGpu, TunefarmRunnerSubcommandServesTheBackend) {
+  CudaBackendOptions o = Options();
+  o.runner_exe = TUNEFARM_BINARY;
+  o.runner_args = {"runner"};
+  o.startup_timeout_seconds = 60;
+  auto backend = MakeCudaBackend(device_, o);
+  OpSpec spec = Planted("good");
+  Measurement m = Run(*backend, spec, "bf16", spec.default_config, ShapeN(1 << 20), QuickPolicy());
+  printf("tunefarm runner: %s\n", Describe(m).c_str());
+  EXPECT_TRUE(m.Valid()) << Describe(m);
+}
+
+// Shapes for the repository's ops; any other op gets 2048 per dim.
+Shape ShapeFor(const OpSpec& spec) {
+  static const std::map<std::string, int64_t> kSizes = {
+      {"M", 4096}, {"K", 4096}, {"ROWS", 8192}};
+  Shape s;
+  for (const std::string& d : spec.dims) {
+    int64_t v = 2048;
+    if (spec.dims.size() == 1) v = int64_t(1) << 26;  // elementwise: well beyond the L2
+    else if (auto it = kSizes.find(d); it != kSizes.end()) v = it->second;
+    else if (d == "N") v = 4096;
+    s.dims.emplace_back(d, v);
+  }
+  return s;
+}
+
+TEST_F(CudaGpu, RepositoryOpsRunTheirDefaultAndASampleOfTheirSpace) {
+  const fs::path ops_dir = fs::path(TUNEFARM_SOURCE_DIR) / "ops";
+  std::vector<fs::path> dirs;
+  for (auto& e : fs::directory_iterator(ops_dir))
+    if (fs::exists(e.path() / "op.toml")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  ASSERT_FALSE(dirs.empty());
+
+  TempDir cache;
+  auto backend = MakeCudaBackend(device_, Options(cache.path()));
+  std::FILE* report = nullptr;
+  if (const char* path = std::getenv("TUNEFARM_GPU_REPORT")) report = std::fopen(path, "a");
+  if (report) fprintf(report, "device,op,dtype,shape,config,failure,median_us,ci95_us,samples,tflops,gbps,regs,occupancy,sm_clock_mhz,throttled\n");
+  const unsigned threads = std::max(2u, std::thread::hardware_concurrency());
+
+  for (const fs::path& dir : dirs) {
+    auto loaded = LoadOpSpec(dir.string());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    const OpSpec& spec = *loaded;
+    if (spec.arch_specific && device_.cc_major < 9) continue;
+    auto space = EnumerateConfigs(spec, device_);
+    ASSERT_TRUE(space.ok()) << space.status().message();
+    const Shape shape = ShapeFor(spec);
+
+    for (const std::string& dtype : spec.dtypes) {
+      // The default plus an even sample of the space (more for the first dtype).
+      std::vector<Config> configs = {spec.default_config};
+      size_t want = dtype == spec.dtypes.front() ? 24 : 4;
+      for (size_t i = 0; i < want && !space->empty(); ++i) {
+        const Config& c = (*space)[i * space->size() / want];
+        if (c.Id() != spec.default_config.Id()) configs.push_back(c);
+      }
+      // Compile ahead of the GPU on every core, as a worker does.
+      std::vector<CompiledKernel> compiled(configs.size());
+      auto t0 = Clock::now();
+      {
+        std::vector<std::thread> pool;
+        std::mutex mu;
+        size_t next = 0;
+        for (unsigned t = 0; t < threads; ++t) {
+          pool.emplace_back([&] {
+            for (;;) {
+              size_t i;
+              {
+                std::lock_guard<std::mutex> lock(mu);
+                if (next >= configs.size()) return;
+                i = next++;
+              }
+              compiled[i] = backend->Compile(spec, dtype, configs[i]);
+            }
+          });
+        }
+        for (auto& t : pool) t.join();
+      }
+      double compile_s = Since(t0);
+
+      double best = 0;
+      std::string best_config;
+      std::map<std::string, int> classes;
+      auto t1 = Clock::now();
+      for (size_t i = 0; i < compiled.size(); ++i) {
+        TimingPolicy p;
+        p.max_seconds = 0.3;
+        p.timeout_seconds = 20;
+        Measurement m = backend->Measure(spec, dtype, compiled[i], shape, p, best);
+        auto plan = PlanLaunch(spec, dtype, configs[i], shape, device_);
+        double tflops = m.Valid() && plan.ok() ? plan->flops / (m.median_us * 1e-6) / 1e12 : 0;
+        double gbps = m.Valid() && plan.ok() ? plan->bytes / (m.median_us * 1e-6) / 1e9 : 0;
+        classes[FailureClassName(m.failure)]++;
+        if (i == 0) {
+          printf("%s %s %s default %s: %s | %.1f TFLOP/s %.0f GB/s\n", spec.name.c_str(), dtype.c_str(),
+                 shape.Canonical().c_str(), configs[i].Canonical().c_str(), Describe(m).c_str(), tflops, gbps);
+          EXPECT_TRUE(m.Valid()) << spec.name << " " << dtype << " default: " << Describe(m);
+        }
+        if (m.Valid() && (best == 0 || m.median_us < best)) {
+          best = m.median_us;
+          best_config = configs[i].Canonical();
+        }
+        if (report) {
+          fprintf(report, "\"%s\",%s,%s,\"%s\",\"%s\",%s,%.3f,%.3f,%u,%.2f,%.1f,%d,%.3f,%d,%d\n", device_.name.c_str(),
+                  spec.name.c_str(), dtype.c_str(), shape.Canonical().c_str(), configs[i].Canonical().c_str(),
+                  FailureClassName(m.failure), m.median_us, m.ci95_us, m.samples, tflops, gbps, m.resources.registers,
+                  m.resources.occupancy, m.sm_clock_mhz, m.throttled ? 1 : 0);
+        }
+      }
+      std::string hist;
+      for (auto& [name, n] : classes) hist += " " + name + "=" + std::to_string(n);
+      printf("%s %s: %zu configs compiled in %.1f s, measured in %.1f s; best %.2f us (%s);%s\n", spec.name.c_str(),
+             dtype.c_str(), configs.size(), compile_s, Since(t1), best, best_config.c_str(), hist.c_str());
+      EXPECT_GT(best, 0) << spec.name << " " << dtype << ": no valid config";
+    }
+  }
+  if (report) std::fclose(report);
+  CudaRunnerStats stats = GetCudaRunnerStats(*backend);
+  printf("runner: %d spawns, %d crashes, %d timeouts\n", stats.spawns, stats.crashes, stats.timeouts);
+}
+
+}  // namespace
+}  // namespace tune
+
+#endif  // TUNEFARM_WITH_CUDA
+
+// The test binary doubles as the GPU runner: see CudaGpu::Options.
+int main(int argc, char** argv) {
+#ifdef TUNEFARM_WITH_CUDA
+  if (argc >= 2 && std::string(argv[1]) == "--tunefarm-gpu-test-runner") {
+    int device = 0;
+    for (int i = 2; i + 1 < argc; ++i)
+      if (std::string(argv[i]) == "--device") device = std::atoi(argv[i + 1]);
+    return tune::RunnerMain(device, 0, 1);
+  }
+#endif
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,15 @@
+// Planted fault: every 7th element is NaN, the rest correct.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+typedef TUNE_T T;
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ T from_float(float v) { return (T)v; }
+
+extern "C" __global__ void scale_shift(const T* __restrict__ x, T* __restrict__ y, int n) {
+  const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) y[i] = from_float(i % 7 == 3 ? __int_as_float(0x7fc00000) : 2.0f * to_float(x[i]) + 1.0f);
+}

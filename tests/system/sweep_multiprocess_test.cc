@@ -1,0 +1,130 @@
+// One sweep through every real part: a coordinator and three workers as
+// separate processes on loopback (sim backend), a real RocksDB store, and a
+// published bundle whose winners must be the store's minima.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "support/process.h"
+#include "tune/bundle.h"
+#include "tune/config_space.h"
+#include "tune/op_spec.h"
+#include "tune/result_store.h"
+
+namespace fs = std::filesystem;
+using tune::testing::Child;
+
+namespace {
+
+class MultiProcessSweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tunefarm-mp-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+  std::string endpoint_;
+};
+
+TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
+  const std::string bin = TUNEFARM_BINARY;
+  const std::string ops_dir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+  const std::string store = Path("store");
+  {
+    std::ofstream sweep(Path("sweep.toml"));
+    sweep << "[sweep]\nname = \"mp\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+             "gpus = [\"*\"]\nconfigs_per_unit = 25\n"
+             "shapes = [ { N = 1024 }, { N = 65536 }, { N = 1048576 }, { N = 16777216 } ]\n";
+  }
+  Child coordinator({bin, "coordinator", "--bind", endpoint_, "--store", store,
+                     "--heartbeat-ms", "200"},
+                    Path("coordinator.log"));
+  // Two GPU models across three hosts: sim-h100 twice, sim-a100 once.
+  const char* models[] = {"h100", "h100", "a100"};
+  std::vector<std::unique_ptr<Child>> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(std::make_unique<Child>(
+        std::vector<std::string>{bin, "worker", "--connect", endpoint_, "--backend", "sim",
+                                 "--sim-models", models[i], "--name", "w" + std::to_string(i),
+                                 "--sim-faults", "compile=0.02,crash=0.01,wrong=0.01,nan=0.01"},
+        Path("worker" + std::to_string(i) + ".log")));
+  }
+  // Let every worker say hello so that "*" covers both models.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  Child submit({bin, "submit", Path("sweep.toml"), "--coordinator", endpoint_, "--ops-dir",
+                ops_dir, "--wait"},
+               Path("submit.log"));
+  ASSERT_EQ(submit.Wait(240), 0) << tune::testing::ReadFile(Path("submit.log"))
+                                 << tune::testing::ReadFile(Path("coordinator.log"));
+  for (auto& w : workers) EXPECT_EQ(w->Stop(), 0);
+  EXPECT_EQ(coordinator.Stop(), 0) << tune::testing::ReadFile(Path("coordinator.log"));
+
+  // The expected pairs: every legal config of each model x every shape.
+  auto spec = tune::LoadOpSpec(ops_dir + "/synthetic");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const std::vector<std::string> shapes = {"N=1024", "N=65536", "N=1048576", "N=16777216"};
+  auto store_db = tune::ResultStore::Open(store);
+  ASSERT_TRUE(store_db.ok()) << store_db.status().message();
+  uint64_t expected = 0;
+  for (const std::string model : {"sim-h100", "sim-a100"}) {
+    tune::DeviceInfo dev;
+    dev.max_threads_per_block = 1024;
+    auto configs = tune::EnumerateConfigs(*spec, dev);
+    ASSERT_TRUE(configs.ok());
+    std::set<std::string> want, got;
+    for (const auto& c : *configs)
+      for (const auto& s : shapes) want.insert(c.Id() + "|" + s);
+    uint64_t rows = 0;
+    ASSERT_TRUE((*store_db)->Scan({model, "synthetic", "f32", "", ""}, [&](const tune::Measurement& m) {
+      ++rows;
+      EXPECT_TRUE(got.insert(m.config_id + "|" + m.shape).second) << "pair stored twice";
+      EXPECT_EQ(m.backend, "sim");
+      return true;
+    }).ok());
+    EXPECT_EQ(rows, want.size()) << model;
+    EXPECT_EQ(got, want) << model;
+    expected += want.size();
+  }
+  EXPECT_GE(expected, 2000u);
+  auto total = (*store_db)->CountResults();
+  ASSERT_TRUE(total.ok());
+  EXPECT_EQ(*total, expected);
+
+  // Store minimum per (model, shape), over valid rows only.
+  std::map<std::string, std::pair<double, std::string>> minimum;
+  uint64_t failures = 0;
+  ASSERT_TRUE((*store_db)->Scan({}, [&](const tune::Measurement& m) {
+    if (!m.Valid()) {
+      ++failures;
+      return true;
+    }
+    auto& slot = minimum[m.gpu_model + "|" + m.shape];
+    if (slot.second.empty() || m.median_us < slot.first) slot = {m.median_us, m.config_id};
+    return true;
+  }).ok());
+  EXPECT_GT(failures, 0u) << "injected faults must be recorded as results";
+  store_db->reset();
+
+  Child publish({bin, "publish", "--store", store, "--out", Path("bundle")}, Path("publish.log"));
+  ASSERT_EQ(publish.Wait(60), 0) << tune::testing::ReadFile(Path("publish.log"));
+  auto bundle = tune::ReadBundleFile(Path("bundle.tfb"));
+  ASSERT_TRUE(bundle.ok()) << bundle.status().message();
+  ASSERT_EQ(bundle->entries.size(), minimum.size());
+  for (const auto& e : bundle->entries) {
+    const auto& min = minimum.at(e.gpu_model + "|" + e.shape.Canonical());
+    EXPECT_EQ(e.config_id, min.second) << e.gpu_model << " " << e.shape.Canonical();
+    EXPECT_DOUBLE_EQ(e.median_us, min.first);
+  }
+}
+
+}  // namespace
