@@ -55,16 +55,27 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+constexpr double kCoordinatorPatienceSeconds = 120;
+
 // Waits for a sweep, drawing a progress bar unless quiet. Returns its final
 // progress, or an error when the coordinator stops answering.
 Result<SweepProgress> WaitForSweep(const std::string& endpoint, const std::string& sweep_id,
                                    bool quiet, const std::atomic<bool>* stop) {
-  CoordinatorClient client(endpoint, 10);
   const double start = Seconds();
+  double last_answer = start;
   SweepProgress last;
   while (!stop->load()) {
+    // A fresh socket per poll: a restarted coordinator must not inherit a
+    // request the old one never answered.
+    CoordinatorClient client(endpoint, 5);
     auto reply = client.Call(SweepStatusRequest{sweep_id});
-    if (!reply.ok()) return reply.status();
+    if (!reply.ok()) {
+      // The coordinator may be restarting; sweeps survive that.
+      if (Seconds() - last_answer > kCoordinatorPatienceSeconds) return reply.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    last_answer = Seconds();
     auto* status = std::get_if<SweepStatus>(&*reply);
     if (!status || status->sweeps.empty()) return Status::Error("coordinator sent no status");
     last = status->sweeps.front();

@@ -210,6 +210,37 @@ struct Coordinator::Impl {
     }
   }
 
+  // Sweeps that were running when the last coordinator stopped (or was
+  // killed) run on; configs whose every shape is stored are not leased again.
+  Status ResumeSweeps() {
+    std::vector<std::pair<std::string, SweepRecord>> running;
+    Status st = store->ForEachSweep([&](const std::string& id, const std::string& bytes) {
+      auto rec = DecodeSweepRecord(bytes);
+      if (!rec.ok()) {
+        Log("skipping unreadable sweep " + id + ": " + rec.status().message());
+        return;
+      }
+      if (rec->state == "running") running.emplace_back(id, std::move(rec).value());
+    });
+    TUNE_RETURN_IF_ERROR(st);
+    ResultStore* db = store.get();
+    auto measured = [db](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype,
+                         const Config& config, const std::vector<Shape>& shapes) {
+      const std::string hash = KernelHash(spec, dev.nvrtc_version);
+      const std::string id = config.Id();
+      for (const auto& s : shapes) {
+        if (!db->Get(dev.model, spec.name, dtype, s.Canonical(), hash, id)) return false;
+      }
+      return true;
+    };
+    for (auto& [id, rec] : running) {
+      auto r = scheduler.ResumeSweep(rec.submit, id, std::time(nullptr), measured);
+      if (!r.ok()) Log("cannot resume sweep " + id + ": " + r.status().message());
+      else Log("resuming sweep " + id + " '" + rec.submit.name + "'");
+    }
+    return Status::OK();
+  }
+
   void Tick(double now) {
     const double hb = opts.heartbeat_ms / 1000.0;
     std::vector<std::string> dead;
@@ -237,6 +268,7 @@ Status Coordinator::Start() {
   auto store = ResultStore::Open(impl_->opts.store_path);
   if (!store.ok()) return store.status();
   impl_->store = std::move(store).value();
+  TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
   try {
     impl_->router = std::make_unique<zmq::socket_t>(impl_->ctx, zmq::socket_type::router);
     impl_->router->set(zmq::sockopt::linger, 0);

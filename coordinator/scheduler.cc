@@ -66,6 +66,14 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   return sweep_id;
 }
 
+Result<std::string> Scheduler::ResumeSweep(const SweepSubmit& submit, const std::string& sweep_id,
+                                           int64_t now_unix, MeasuredFn measured) {
+  auto r = AddSweep(submit, sweep_id, now_unix);
+  if (!r.ok()) return r;
+  sweeps_.at(sweep_id).measured = std::move(measured);
+  return r;
+}
+
 void Scheduler::AddDevice(const DeviceInfo& device) {
   if (device.model.empty()) return;
   bool is_new = models_.emplace(device.model, device).second;
@@ -80,13 +88,27 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   const uint32_t per_unit =
       sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
   for (const auto& spec : sweep.specs) {
-    const size_t shapes = ShapesForOp(sweep.submit, spec).size();
-    auto configs = EnumerateConfigs(spec, device);
-    if (!configs.ok()) {
+    const std::vector<Shape> op_shapes = ShapesForOp(sweep.submit, spec);
+    const size_t shapes = op_shapes.size();
+    auto all_configs = EnumerateConfigs(spec, device);
+    if (!all_configs.ok()) {
       sweep.state = "failed";
       return;
     }
     for (const auto& dtype : sweep.submit.dtypes) {
+      std::vector<Config> todo;
+      const std::vector<Config>* configs = &*all_configs;
+      if (sweep.measured) {
+        for (const auto& c : *all_configs) {
+          if (sweep.measured(device, spec, dtype, c, op_shapes)) {
+            sweep.pairs_total += shapes;
+            sweep.pairs_done += shapes;
+          } else {
+            todo.push_back(c);
+          }
+        }
+        configs = &todo;
+      }
       for (size_t i = 0; i < configs->size(); i += per_unit) {
         Unit u;
         u.id = next_unit_id_++;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -36,6 +37,12 @@ struct SchedulerOptions {
   double tail_min_age_seconds = 2;    // a lease must be this old to be duplicated
 };
 
+// Tells whether every shape of a config is already stored for a model, so a
+// resumed sweep leases only what is missing.
+using MeasuredFn = std::function<bool(const DeviceInfo& device, const OpSpec& spec,
+                                      const std::string& dtype, const Config& config,
+                                      const std::vector<Shape>& shapes)>;
+
 enum class UnitState { kPending, kLeased, kDone, kFailed };
 
 struct Unit {
@@ -54,6 +61,7 @@ struct SweepState {
   std::vector<OpSpec> specs;                 // parsed submit.op_packages
   std::string state = "running";             // running | done | failed
   std::set<std::string> models;              // models that have units
+  MeasuredFn measured;                       // set for resumed sweeps
   std::vector<uint64_t> units;               // unit ids, creation order
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
@@ -69,6 +77,11 @@ class Scheduler {
   // every already-known model it targets. Errors name the op/field.
   Result<std::string> AddSweep(const SweepSubmit& submit, const std::string& sweep_id,
                                int64_t now_unix);
+  // Re-registers a sweep after a coordinator restart: like AddSweep, but
+  // configs for which `measured` says every shape is stored are counted as
+  // done instead of leased again.
+  Result<std::string> ResumeSweep(const SweepSubmit& submit, const std::string& sweep_id,
+                                  int64_t now_unix, MeasuredFn measured);
   // A device of a (possibly new) model is present; creates units for every
   // running sweep that targets it and has none yet. Errors (a constraint that
   // fails to evaluate) fail that sweep with the message.

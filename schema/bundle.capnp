@@ -4,6 +4,12 @@
 # most here: never renumber or delete a field (rename a retired one to
 # `...Deprecated`), add at the next free ordinal, and bump formatVersion only
 # for changes an old reader must not silently misread.
+#
+# A signed .tfb file carries this message inside a fixed binary envelope
+# (magic, key id, Ed25519 signature; the layout is in
+# libtune/include/tune/bundle.h) rather than a signature field here: the
+# signature must cover exact bytes, and a deployment should parse nothing
+# from an untrusted file before it has checked them.
 
 @0xa61b59d475c3ccd9;
 

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <string_view>
 
 #include "schema/bundle.capnp.h"
 #include "schema/records.capnp.h"
@@ -175,6 +175,89 @@ double ShapeDistance(const NamedValues& query, const NamedValues& tuned) {
     d += diff * diff;
   }
   return d;
+}
+
+// The signed envelope; the layout is documented in bundle.h.
+constexpr char kEnvelopeMagic[8] = {'T', 'F', 'B', 'U', 'N', 'D', 'L', 'E'};
+constexpr uint32_t kEnvelopeVersion = 1;
+constexpr uint32_t kAlgorithmEd25519 = 1;
+constexpr size_t kEnvelopeHeaderBytes = 32;
+constexpr size_t kMaxEnvelopeBytes = kEnvelopeHeaderBytes + kMaxBundleBytes + kSignatureBytes;
+
+void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetLe(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+bool HasEnvelopeMagic(const void* data, size_t size) {
+  return size >= sizeof kEnvelopeMagic && std::memcmp(data, kEnvelopeMagic, sizeof kEnvelopeMagic) == 0;
+}
+
+struct Envelope {
+  std::string_view signed_part;  // header + payload: what the signature covers
+  const unsigned char* payload = nullptr;
+  size_t payload_size = 0;
+  std::array<uint8_t, kKeyIdBytes> key_id{};
+  Signature signature{};
+};
+
+std::string HexId(const std::array<uint8_t, kKeyIdBytes>& id) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : id) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 0xf];
+  }
+  return out;
+}
+
+// Structure only: the caller decides whether to check the signature.
+Status ParseEnvelope(const void* data, size_t size, Envelope* env) {
+  if (!HasEnvelopeMagic(data, size)) {
+    return Status::Error("not signed (no \"TFBUNDLE\" signature envelope)");
+  }
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (size < kEnvelopeHeaderBytes + kSignatureBytes) return Status::Error("signed bundle is truncated");
+  const uint32_t version = static_cast<uint32_t>(GetLe(p + 8, 4));
+  if (version != kEnvelopeVersion) {
+    return Status::Error("signature envelope version " + std::to_string(version) +
+                         " is not one this libtune reads (" + std::to_string(kEnvelopeVersion) + ")");
+  }
+  const uint32_t algorithm = static_cast<uint32_t>(GetLe(p + 12, 4));
+  if (algorithm != kAlgorithmEd25519) {
+    return Status::Error("unknown signature algorithm " + std::to_string(algorithm));
+  }
+  const uint64_t n = GetLe(p + 16, 8);
+  if (n > kMaxBundleBytes || kEnvelopeHeaderBytes + n + kSignatureBytes != size) {
+    return Status::Error("signed bundle is truncated or corrupt (payload size " + std::to_string(n) +
+                         " does not match the file size " + std::to_string(size) + ")");
+  }
+  env->signed_part = std::string_view(reinterpret_cast<const char*>(p), kEnvelopeHeaderBytes + n);
+  env->payload = p + kEnvelopeHeaderBytes;
+  env->payload_size = n;
+  std::memcpy(env->key_id.data(), p + 24, kKeyIdBytes);
+  std::memcpy(env->signature.data(), p + kEnvelopeHeaderBytes + n, kSignatureBytes);
+  return Status::OK();
+}
+
+Status ReadFileBytes(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return Status::Error("cannot open: " + std::string(std::strerror(errno)));
+  const std::streamoff size = in.tellg();
+  if (size < 0) return Status::Error("cannot read its size");
+  if (static_cast<uint64_t>(size) > kMaxEnvelopeBytes) {
+    return Status::Error(std::to_string(size) + " bytes exceeds the limit of " +
+                         std::to_string(kMaxEnvelopeBytes));
+  }
+  in.seekg(0);
+  out->assign(static_cast<size_t>(size), '\0');
+  if (!in.read(out->data(), size)) return Status::Error("read failed");
+  return Status::OK();
 }
 
 }  // namespace
@@ -377,14 +460,88 @@ Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext) {
   return WriteFileAtomically(path_without_ext + ".json", BundleToJson(b));
 }
 
-Result<Bundle> ReadBundleFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("bundle " + path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return Status::Error("bundle " + path + ": read failed");
-  const std::string bytes = std::move(buf).str();
-  Result<Bundle> b = DecodeBundle(bytes.data(), bytes.size());
+Result<Bundle> ReadBundleFile(const std::string& path, std::string* signer_key_id) {
+  if (signer_key_id) signer_key_id->clear();
+  std::string bytes;
+  Status st = ReadFileBytes(path, &bytes);
+  if (!st.ok()) return Status::Error("bundle " + path + ": " + st.message());
+  const void* payload = bytes.data();
+  size_t payload_size = bytes.size();
+  if (HasEnvelopeMagic(bytes.data(), bytes.size())) {
+    Envelope env;
+    st = ParseEnvelope(bytes.data(), bytes.size(), &env);
+    if (!st.ok()) return Status::Error("bundle " + path + ": " + st.message());
+    if (signer_key_id) *signer_key_id = HexId(env.key_id);
+    payload = env.payload;
+    payload_size = env.payload_size;
+  }
+  Result<Bundle> b = DecodeBundle(payload, payload_size);
+  if (!b.ok()) return Status::Error("bundle " + path + ": " + b.status().message());
+  return b;
+}
+
+std::string EncodeSignedBundle(const Bundle& b, const SecretKey& key) {
+  const std::string payload = EncodeBundle(b);
+  std::string out;
+  out.reserve(kEnvelopeHeaderBytes + payload.size() + kSignatureBytes);
+  out.append(kEnvelopeMagic, sizeof kEnvelopeMagic);
+  PutLe(&out, kEnvelopeVersion, 4);
+  PutLe(&out, kAlgorithmEd25519, 4);
+  PutLe(&out, payload.size(), 8);
+  const auto id = key.public_key().IdBytes();
+  out.append(reinterpret_cast<const char*>(id.data()), id.size());
+  out += payload;
+  const Signature sig = key.Sign(out);
+  out.append(reinterpret_cast<const char*>(sig.data()), sig.size());
+  return out;
+}
+
+Result<Bundle> DecodeVerifiedBundle(const void* data, size_t size, const std::vector<PublicKey>& trusted,
+                                    PublicKey* signed_by) {
+  if (size == 0 || data == nullptr) return Status::Error("bundle is empty");
+  Envelope env;
+  TUNE_RETURN_IF_ERROR(ParseEnvelope(data, size, &env));
+  if (trusted.empty()) return Status::Error("no trusted public key to check its signature against");
+  std::string trusted_ids;
+  const PublicKey* signer = nullptr;
+  bool claimed = false;
+  for (const PublicKey& key : trusted) {
+    if (key.IdBytes() != env.key_id) {
+      if (!trusted_ids.empty()) trusted_ids += ", ";
+      trusted_ids += key.Id();
+      continue;
+    }
+    // Ids are short: a clash is possible, so every key with the id is tried.
+    claimed = true;
+    if (VerifySignature(key, env.signed_part, env.signature)) {
+      signer = &key;
+      break;
+    }
+  }
+  if (!claimed) {
+    return Status::Error("signed by key " + HexId(env.key_id) + ", which is not trusted (trusted: " +
+                         trusted_ids + ")");
+  }
+  if (!signer) {
+    return Status::Error("signature check failed: the file was changed after key " + HexId(env.key_id) +
+                         " signed it");
+  }
+  Result<Bundle> b = DecodeBundle(env.payload, env.payload_size);
+  if (b.ok() && signed_by) *signed_by = *signer;
+  return b;
+}
+
+Status WriteSignedBundleFiles(const Bundle& b, const SecretKey& key, const std::string& path_without_ext) {
+  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", EncodeSignedBundle(b, key)));
+  return WriteFileAtomically(path_without_ext + ".json", BundleToJson(b));
+}
+
+Result<Bundle> ReadVerifiedBundleFile(const std::string& path, const std::vector<PublicKey>& trusted,
+                                      PublicKey* signed_by) {
+  std::string bytes;
+  Status st = ReadFileBytes(path, &bytes);
+  if (!st.ok()) return Status::Error("bundle " + path + ": " + st.message());
+  Result<Bundle> b = DecodeVerifiedBundle(bytes.data(), bytes.size(), trusted, signed_by);
   if (!b.ok()) return Status::Error("bundle " + path + ": " + b.status().message());
   return b;
 }

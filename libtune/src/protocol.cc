@@ -16,7 +16,6 @@
 #include <cstring>
 #include <exception>
 #include <new>
-#include <type_traits>
 
 #include "schema/protocol.capnp.h"
 #include "schema/records.capnp.h"

@@ -199,8 +199,9 @@ TEST_F(CudaGpu, PlantedFaultsAreClassifiedAndTheRunnerRecovers) {
   OpSpec good = Planted("good");
 
   auto expect_good = [&](const char* when) {
+    auto t0 = Clock::now();
     Measurement m = Run(*backend, good, "f32", good.default_config, shape, policy);
-    printf("good %s: %s\n", when, Describe(m).c_str());
+    printf("good %s (%.2f s): %s\n", when, Since(t0), Describe(m).c_str());
     EXPECT_TRUE(m.Valid()) << when << ": " << Describe(m);
   };
   auto planted = [&](const std::string& name, FailureClass want) {

@@ -47,13 +47,15 @@ class Child {
   void Signal(int sig) { if (!reaped_) kill(pid_, sig); }
   // Waits up to `seconds`; returns the exit code, 128+signal, or -1 on timeout.
   int Wait(double seconds) {
+    if (reaped_) return exit_code_;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < deadline) {
       int status = 0;
       pid_t r = waitpid(pid_, &status, WNOHANG);
       if (r == pid_) {
         reaped_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return exit_code_;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -73,6 +75,7 @@ class Child {
  private:
   pid_t pid_ = -1;
   bool reaped_ = false;
+  int exit_code_ = -1;
 };
 
 // A TCP port on loopback that was free a moment ago.

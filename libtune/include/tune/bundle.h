@@ -4,6 +4,24 @@
 // its kernel hash, latency, spread and provenance, plus each op's default
 // config. Stored as Cap'n Proto binary (schema/bundle.capnp) for deployments
 // and JSON for people.
+//
+// Signed bundle files. What the farm ships is a .tfb file that wraps the
+// Cap'n Proto message in a fixed binary envelope (integers little-endian):
+//
+//   offset    size  field
+//   0         8     magic "TFBUNDLE"
+//   8         4     envelope version, 1
+//   12        4     signature algorithm, 1 = Ed25519
+//   16        8     N, size of the payload in bytes (a multiple of 8)
+//   24        8     signer's key id (signing.h)
+//   32        N     payload: the Cap'n Proto Bundle message (EncodeBundle)
+//   32+N      64    Ed25519 signature of bytes [0, 32+N)
+//
+// The envelope is plain bytes rather than a Cap'n Proto struct so that a
+// deployment parses nothing from an untrusted file before the signature has
+// been checked, and the signature covers the header too (the key id and the
+// version cannot be swapped). A bare Cap'n Proto bundle (WriteBundleFiles)
+// is an unsigned bundle; verified reads refuse it.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "tune/signing.h"
 #include "tune/status.h"
 #include "tune/types.h"
 
@@ -43,8 +62,30 @@ std::string BundleToJson(const Bundle& b);                         // pretty, st
 // Inverse of BundleToJson, for bundles edited or assembled by hand. Errors
 // name the offending field.
 Result<Bundle> BundleFromJson(const std::string& json);
-Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext);  // .tfb + .json
-Result<Bundle> ReadBundleFile(const std::string& path);            // .tfb
+// Unsigned .tfb (bare Cap'n Proto) + .json; for tests and tools. Deployments
+// should get signed files (WriteSignedBundleFiles).
+Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext);
+// Reads a .tfb, signed or not, WITHOUT checking any signature: for people
+// and tools that inspect bundles, never for deployments. When the file is
+// signed, `signer_key_id` (if given) receives the key id it claims, else "".
+Result<Bundle> ReadBundleFile(const std::string& path, std::string* signer_key_id = nullptr);
+
+// The signed envelope (see the top of this file) around EncodeBundle(b).
+std::string EncodeSignedBundle(const Bundle& b, const SecretKey& key);
+// Checks the envelope and its signature against `trusted`, then decodes the
+// payload. Refused, with a one-line reason: an unsigned or damaged envelope,
+// a signer that is not in `trusted` (or an empty `trusted`), a signature that
+// does not match (any byte changed after signing), then any DecodeBundle
+// error. `signed_by` (if given) receives the trusted key that verified it.
+Result<Bundle> DecodeVerifiedBundle(const void* data, size_t size, const std::vector<PublicKey>& trusted,
+                                    PublicKey* signed_by = nullptr);
+// Writes <path_without_ext>.tfb (signed envelope) and .json (for people; not
+// signed, never read by deployments). Each file is replaced atomically.
+Status WriteSignedBundleFiles(const Bundle& b, const SecretKey& key, const std::string& path_without_ext);
+// DecodeVerifiedBundle on the contents of `path`; every error starts with
+// "bundle <path>: ".
+Result<Bundle> ReadVerifiedBundleFile(const std::string& path, const std::vector<PublicKey>& trusted,
+                                      PublicKey* signed_by = nullptr);
 
 // Which level of the fallback chain answered a lookup.
 enum class LookupLevel { kExact, kNearestShape, kDefault, kMiss };

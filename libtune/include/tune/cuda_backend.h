@@ -85,8 +85,10 @@ CudaRunnerStats GetCudaRunnerStats(const Backend& backend);
 
 // NVRTC only, no GPU needed: compiles one config of `spec` to a cubin for
 // `arch` ("sm_80", "sm_90", "sm_90a"). Params arrive as -DNAME=value, the
-// dtype as -DTUNE_DTYPE_F16 / _BF16 / _F32 and -DTUNE_T=<type>; the op's
-// files are the program's headers. With a non-empty `cache_dir` the cubin is
+// dtype as -DTUNE_DTYPE_F16 / _BF16 / _F32 and -DTUNE_T=<type> (cuda_fp16.h /
+// cuda_bf16.h are pre-included so that TUNE_T names a declared type), then
+// -std=c++17, -I<toolkit include> and the op's options; the op's files are
+// the program's headers. With a non-empty `cache_dir` the cubin is
 // looked up first and stored after a successful compile (key: kernel hash,
 // config id, dtype, arch, NVRTC version); from_cache says which happened.
 // Resources (registers, static shared memory, local bytes) come from ptxas
@@ -99,8 +101,11 @@ CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const
 // Entry point of the per-GPU runner process: serves requests read from in_fd
 // and answers on out_fd until EOF, a protocol error, or a sticky CUDA error
 // (reported to the backend first). When out_fd is 1, stdout is redirected to
-// stderr so that stray prints cannot corrupt the protocol. Returns the
-// process exit code: 0 on EOF, non-zero otherwise.
+// stderr so that stray prints cannot corrupt the protocol. The runner exits
+// by itself when its parent process goes away. With TUNEFARM_RUNNER_TRACE=1
+// in its environment it logs the time of each phase of every request to
+// stderr. Returns the process exit code: 0 on EOF, 2 when it could not start
+// or lost the protocol, 3 after a sticky CUDA error.
 int RunnerMain(int device_index, int in_fd, int out_fd);
 
 }  // namespace tune

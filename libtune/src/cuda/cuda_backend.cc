@@ -78,7 +78,14 @@ Status CudaBackend::Spawn() {
   WireWriter init(MsgType::kInit);
   init.U32(cuda::kRunnerProtocolVersion);
   init.Str(opts_.cache_dir);
-  return runner_->Send(init.bytes());
+  if (Status s = runner_->Send(init.bytes()); !s.ok()) {
+    // Typically a runner that could not even be exec'ed: its exit status says why.
+    std::string how = runner_->Reap();
+    runner_.reset();
+    return Status::Error("runner for GPU " + std::to_string(device_.index) + " ended at start-up (" + s.message() +
+                         "; " + how + ")");
+  }
+  return Status::OK();
 }
 
 Status CudaBackend::EnsureReady() {

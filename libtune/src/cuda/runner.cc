@@ -540,10 +540,16 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
       size_t ref_bytes = size_t(a.elems) * sizeof(float);
       if (CuStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return FromCu(st, what + " reference");
       p->device_bytes += ref_bytes;
-      std::vector<float> start(size_t(a.elems), 0.0f);
-      if (a.spec->dir == "inout") start = DecodeToFloat(a.dtype, init_bytes);
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.ref, start.data(), ref_bytes)); !st.ok())
-        return FromCu(st, what + " reference");
+      CuStatus st;
+      if (a.spec->dir == "inout") {
+        std::vector<float> start = DecodeToFloat(a.dtype, init_bytes);
+        st = TUNE_CU(d_.cuMemcpyHtoD(a.ref, start.data(), ref_bytes));
+      } else {
+        // Poisoned like the kernel's outputs: an element the reference never
+        // writes shows up as NaN below instead of passing as zero.
+        st = TUNE_CU(d_.cuMemsetD8(a.ref, 0xFF, ref_bytes));
+      }
+      if (!st.ok()) return FromCu(st, what + " reference");
       slots[i].ptr = a.ref;
     }
   }

@@ -1,0 +1,223 @@
+// The run-time library for deployments: load a signed bundle once, then ask
+// for the tuned config of (op, dtype, GPU model, shape) on the hot path.
+//
+//   find_package(tunefarm REQUIRED)
+//   target_link_libraries(app PRIVATE tunefarm::runtime)
+//
+//   auto bundle = tune::runtime::Bundle::Load("gemm.tfb", {"/etc/tunefarm/farm.pub"});
+//   if (!bundle.ok()) { log(bundle.status().message()); ... }
+//   tune::runtime::PreparedLookup gemm = bundle->prepare("gemm", "f16", "h100-sxm5");
+//   tune::runtime::Answer a = gemm.lookup({M, N, K});     // dims in the op's order
+//   int64_t bm = a.config->get("BM");                    // a.level says who answered
+//
+// This header needs only the C++ standard library and tune/status.h.
+//
+// Fallback chain. Every answer says which level produced it:
+//   kExact         a tuned entry for exactly (op, dtype, gpu_model, shape).
+//   kNearestShape  the tuned shape of the same (op, dtype, gpu_model) nearest
+//                  to the query: smallest Euclidean distance between the
+//                  vectors of log2(max(dim, 1)), dims paired by name (the
+//                  metric of BundleIndex in bundle.h). Ties go to the entry
+//                  that comes first in the bundle.
+//   kFamily        no tuned shape for this GPU model: the nearest shape, same
+//                  metric and ties, among the entries of the same op and dtype
+//                  for the other models of its GPU family (GpuFamily).
+//   kDefault       the op's default config from the bundle.
+//   kMiss          the bundle has neither tuned entries that fit nor a
+//                  default for the op; `config` is nullptr.
+// Only entries whose dim names are those of the query take part. The dims of
+// an op are those of its first entry in the bundle; entries of the same op
+// with another set of dims (another op version) are never answers.
+//
+// TUNEFARM_FORCE_DEFAULTS: when set to anything but "" or "0" at Load time,
+// every lookup answers the op default (kDefault, or kMiss without one). It
+// is the switch to rule a bad bundle out in production without a rebuild.
+//
+// Ownership and threads: a Bundle is immutable after Load; lookup() and
+// prepare() may be called from any number of threads. Answers point into the
+// Bundle, and PreparedLookups read it: both must not outlive it. A
+// PreparedLookup caches its last answer, so each thread uses its own copy
+// (copies are cheap).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tune/status.h"
+
+namespace tune::runtime {
+
+// The most dims a shape may have.
+inline constexpr size_t kMaxDims = 16;
+
+enum class Level : uint8_t { kExact, kNearestShape, kFamily, kDefault, kMiss };
+// "exact", "nearest_shape", "family", "default", "miss".
+const char* LevelName(Level level);
+
+// The GPU family of a model key as the farm writes it (lower case, '-'
+// separated, as NormaliseGpuModel in types.h makes it): its first token that
+// contains a digit, which is the product name a vendor's variants share.
+//   "h100-80gb-hbm3", "h100-sxm5", "h100-nvl" -> "h100"
+//   "a100-sxm4-40gb" -> "a100"      "tesla-v100-sxm2-16gb" -> "v100"
+//   "geforce-rtx-4090" -> "4090"    "gh200-480gb" -> "gh200" (not "h200")
+// A model without a digit is its own family. Simulated models keep their
+// "sim-" prefix ("sim-h100" -> "sim-h100"), so that simulated figures never
+// stand in for hardware, nor hardware for a simulation.
+std::string GpuFamily(std::string_view gpu_model);
+
+// (name, value) pairs in a fixed order: a config's params, a shape's dims.
+class NamedInts {
+ public:
+  NamedInts() = default;
+  NamedInts(std::vector<std::string> names, std::vector<int64_t> values);
+
+  size_t size() const { return values_.size(); }
+  const std::string& name(size_t i) const { return names_[i]; }
+  int64_t value(size_t i) const { return values_[i]; }
+  // Index of `name`, or -1. Linear: resolve indices once, outside hot loops.
+  int index(std::string_view name) const;
+  // Value of `name`, or `fallback` when absent.
+  int64_t get(std::string_view name, int64_t fallback = 0) const;
+  // "BM=128,BN=64" in order.
+  std::string ToString() const;
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<int64_t> values_;
+};
+
+// One tuned entry of the bundle, with what justifies it.
+struct Entry {
+  std::string op, dtype, gpu_model;
+  NamedInts shape, config;
+  std::string config_id, kernel_hash;
+  std::string backend;             // "cuda" | "sim"
+  double median_us = 0;
+  double default_median_us = 0;    // the op default on the same key; 0 = not measured
+};
+
+struct Answer {
+  const NamedInts* config = nullptr;  // nullptr only for kMiss
+  const Entry* entry = nullptr;       // the tuned entry; nullptr for kDefault and kMiss
+  Level level = Level::kMiss;
+};
+
+// A named dim of a query shape.
+struct Dim {
+  std::string_view name;
+  int64_t value;
+};
+
+struct LoadOptions {
+  enum class ForceDefaults { kFromEnvironment, kNo, kYes };
+  ForceDefaults force_defaults = ForceDefaults::kFromEnvironment;
+};
+
+namespace detail {
+struct Plan;
+struct BundleData;
+}  // namespace detail
+
+// Lookups for one (op, dtype, GPU model), resolved ahead: a lookup takes the
+// dims as integers in a fixed order, allocates nothing and compares no
+// strings. Repeating the previous shape costs a few compares.
+class PreparedLookup {
+ public:
+  PreparedLookup();  // answers kMiss
+  PreparedLookup(const PreparedLookup&) = default;
+  PreparedLookup& operator=(const PreparedLookup&) = default;
+  PreparedLookup(PreparedLookup&&) noexcept = default;
+  PreparedLookup& operator=(PreparedLookup&&) noexcept = default;
+
+  // The order of the dims that lookup() takes.
+  const std::vector<std::string>& dim_names() const;
+  size_t ndims() const { return ndims_; }
+
+  // `dims` in dim_names() order. A span of another length cannot match any
+  // tuned shape: the answer is the op default (or kMiss).
+  Answer lookup(std::span<const int64_t> dims) {
+    if (cached_ && dims.size() == ndims_) {
+      size_t i = 0;
+      while (i < ndims_ && last_[i] == dims[i]) ++i;
+      if (i == ndims_) return last_answer_;
+    }
+    return Refresh(dims);
+  }
+  Answer lookup(std::initializer_list<int64_t> dims) {
+    return lookup(std::span<const int64_t>(dims.begin(), dims.size()));
+  }
+
+ private:
+  friend class Bundle;
+  explicit PreparedLookup(std::shared_ptr<const detail::Plan> plan);
+  Answer Refresh(std::span<const int64_t> dims);
+
+  std::shared_ptr<const detail::Plan> plan_;
+  size_t ndims_ = 0;
+  bool cached_ = false;
+  Answer last_answer_;
+  int64_t last_[kMaxDims] = {};
+};
+
+// A verified bundle in memory, indexed for lookups.
+class Bundle {
+ public:
+  // Reads the signed bundle file `path` and checks its signature against
+  // `trusted_keys`, each either the path of a public key file or the key
+  // itself (the text of such a file, or its 64 hex digits). Refuses, with one
+  // line that names the file: unreadable file, unsigned or damaged bundle,
+  // a signer not among the trusted keys, a bad trusted key, a shape of more
+  // than kMaxDims dims.
+  static Result<Bundle> Load(const std::string& path, const std::vector<std::string>& trusted_keys,
+                             const LoadOptions& options = {});
+  // The same for a signed bundle already in memory (embedded in a binary);
+  // `name` stands for the file name in errors.
+  static Result<Bundle> LoadFromMemory(const void* data, size_t size,
+                                       const std::vector<std::string>& trusted_keys,
+                                       const std::string& name = "<memory>",
+                                       const LoadOptions& options = {});
+
+  Bundle(Bundle&&) noexcept;
+  Bundle& operator=(Bundle&&) noexcept;
+  ~Bundle();
+
+  // The fallback chain for one query; dims are paired with the op's by name,
+  // in any order. Allocates nothing once the calling thread has made a few
+  // lookups; costs hashing the strings (prepare() avoids that).
+  Answer lookup(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                std::span<const Dim> shape) const;
+  Answer lookup(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                std::initializer_list<Dim> shape) const {
+    return lookup(op, dtype, gpu_model, std::span<const Dim>(shape.begin(), shape.size()));
+  }
+
+  // Resolves (op, dtype, gpu_model) once. The PreparedLookup takes dims in
+  // the op's order (dims_of(op)), or in `dim_order` when given (a
+  // permutation of the op's dim names; other names make every lookup fall
+  // back to the op default). Answers equal lookup()'s for the same query.
+  PreparedLookup prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model) const;
+  PreparedLookup prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                         std::span<const std::string_view> dim_order) const;
+
+  // The op's dim names in order, or nullptr when it has no tuned entry.
+  const std::vector<std::string>* dims_of(std::string_view op) const;
+
+  const std::string& name() const;
+  const std::string& farm_version() const;
+  int64_t created_unix() const;
+  const std::string& signer_key_id() const;    // the trusted key that verified it
+  const std::vector<Entry>& entries() const;   // bundle order
+  bool forcing_defaults() const;
+
+ private:
+  explicit Bundle(std::unique_ptr<detail::BundleData> data);
+  std::unique_ptr<detail::BundleData> data_;
+};
+
+}  // namespace tune::runtime

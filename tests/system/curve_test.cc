@@ -1,0 +1,472 @@
+// CURVE on the farm's links: key files round-trip and fail clearly; over
+// real loopback TCP, a worker whose key is on the allow-list exchanges
+// envelopes with a CURVE ROUTER, while an unknown key, a plaintext client and
+// a client that does not know the server's key get nothing through.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <zmq.hpp>
+
+#include "tune/curve.h"
+#include "tune/protocol.h"
+#include "zap_authenticator.h"
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Long enough for a loopback CURVE handshake many times over; a message
+// that has not arrived by then is not coming.
+constexpr auto kNothingArrives = 1500ms;
+constexpr auto kArrives = 5s;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "curve_test.XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0644) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  return st.st_mode & 07777;
+}
+
+CurveKeyPair NewKeys() {
+  auto k = GenerateCurveKeyPair();
+  EXPECT_TRUE(k.ok()) << k.status().message();
+  return *k;
+}
+
+// Collects the authenticator's log lines.
+struct LogSink {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> fn() {
+    return [this](const std::string& l) {
+      std::lock_guard lock(mu);
+      lines.push_back(l);
+    };
+  }
+  bool Contains(const std::string& needle) {
+    std::lock_guard lock(mu);
+    for (const auto& l : lines) {
+      if (l.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+std::optional<std::vector<zmq::message_t>> RecvWithin(zmq::socket_t& s,
+                                                      std::chrono::milliseconds timeout) {
+  zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
+  if (zmq::poll(items, 1, timeout) <= 0) return std::nullopt;
+  std::vector<zmq::message_t> parts;
+  do {
+    zmq::message_t m;
+    if (!s.recv(m, zmq::recv_flags::dontwait)) break;
+    parts.push_back(std::move(m));
+  } while (s.get(zmq::sockopt::rcvmore));
+  return parts;
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+Envelope MakeHello(const std::string& worker) {
+  DeviceInfo d;
+  d.index = 0;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.model = "h100-80gb-hbm3";
+  d.backend = "sim";
+  d.num_sms = 132;
+  Envelope env;
+  env.seq = 7;
+  env.sender = worker;
+  env.command = Hello{worker, TUNEFARM_VERSION, {d}};
+  return env;
+}
+
+// ---------------------------------------------------------------------------
+// Key files.
+
+TEST(CurveKeys, FilesRoundTrip) {
+  TempDir dir;
+  const CurveKeyPair keys = NewKeys();
+  EXPECT_TRUE(IsValidCurveKey(keys.public_z85));
+  EXPECT_TRUE(IsValidCurveKey(keys.secret_z85));
+  EXPECT_NE(keys.public_z85, keys.secret_z85);
+
+  const std::string path = dir / "worker-a.key";
+  ASSERT_TRUE(WriteCurveKeyPair(keys, path, "worker-a").ok());
+  EXPECT_EQ(ModeOf(path), 0600u);
+  EXPECT_EQ(ModeOf(path + ".pub"), 0644u);
+
+  auto loaded = LoadCurveKeyPair(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->public_z85, keys.public_z85);
+  EXPECT_EQ(loaded->secret_z85, keys.secret_z85);
+
+  auto pub = LoadCurvePublicKey(path + ".pub");
+  ASSERT_TRUE(pub.ok()) << pub.status().message();
+  EXPECT_EQ(*pub, keys.public_z85);
+
+  // The public file doubles as an allow-list.
+  auto list = LoadCurveAllowList(path + ".pub");
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].public_z85, keys.public_z85);
+  EXPECT_EQ((*list)[0].name, "worker-a");
+  // The secret never leaks into the public file.
+  std::ifstream in(path + ".pub");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find(keys.secret_z85), std::string::npos);
+}
+
+TEST(CurveKeys, NeverReplacesAKeyUnlessAsked) {
+  TempDir dir;
+  const std::string path = dir / "k";
+  const CurveKeyPair first = NewKeys(), second = NewKeys();
+  ASSERT_TRUE(WriteCurveKeyPair(first, path, "").ok());
+  Status again = WriteCurveKeyPair(second, path, "");
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("already exists"), std::string::npos) << again.message();
+  EXPECT_EQ(LoadCurveKeyPair(path)->secret_z85, first.secret_z85);
+
+  ASSERT_TRUE(WriteCurveKeyPair(second, path, "", /*overwrite=*/true).ok());
+  EXPECT_EQ(LoadCurveKeyPair(path)->secret_z85, second.secret_z85);
+  EXPECT_EQ(*LoadCurvePublicKey(path + ".pub"), second.public_z85);
+  EXPECT_EQ(ModeOf(path), 0600u);
+}
+
+TEST(CurveKeys, BadKeyFilesGiveClearErrors) {
+  TempDir dir;
+  const CurveKeyPair keys = NewKeys(), other = NewKeys();
+  auto error_of = [](const auto& r) { return r.ok() ? std::string("(ok)") : r.status().message(); };
+  auto expect_error = [&](const std::string& err, std::initializer_list<std::string> needles) {
+    for (const auto& n : needles) EXPECT_NE(err.find(n), std::string::npos) << err;
+  };
+
+  const std::string missing = dir / "missing.key";
+  expect_error(error_of(LoadCurveKeyPair(missing)), {missing, "No such file"});
+  expect_error(error_of(LoadCurvePublicKey(missing)), {missing});
+  expect_error(error_of(LoadCurveAllowList(missing)), {missing});
+
+  const std::string loose = dir / "loose.key";
+  WriteFile(loose, "public " + keys.public_z85 + "\nsecret " + keys.secret_z85 + "\n", 0644);
+  expect_error(error_of(LoadCurveKeyPair(loose)), {loose, "chmod 600"});
+
+  const std::string garbled = dir / "garbled.key";
+  WriteFile(garbled, "# comment\npublic " + keys.public_z85 + "\nsecret not-a-key\n", 0600);
+  const std::string err = error_of(LoadCurveKeyPair(garbled));
+  expect_error(err, {garbled + ":3", "Z85"});
+  EXPECT_EQ(err.find("not-a-key"), std::string::npos) << "secret material echoed: " << err;
+
+  const std::string mismatched = dir / "mismatched.key";
+  WriteFile(mismatched, "public " + other.public_z85 + "\nsecret " + keys.secret_z85 + "\n", 0600);
+  expect_error(error_of(LoadCurveKeyPair(mismatched)), {mismatched, "does not belong"});
+
+  const std::string empty = dir / "empty.key";
+  WriteFile(empty, "# nothing here\n", 0600);
+  expect_error(error_of(LoadCurveKeyPair(empty)), {empty, "no 'secret"});
+  expect_error(error_of(LoadCurvePublicKey(empty)), {empty, "no public key"});
+
+  // Swapping the two files is the likely mistake; both say what to do.
+  ASSERT_TRUE(WriteCurveKeyPair(keys, dir / "w", "w").ok());
+  expect_error(error_of(LoadCurveKeyPair(dir / "w.pub")), {"public key file"});
+  expect_error(error_of(LoadCurvePublicKey(dir / "w")), {"secret key file", ".pub"});
+  expect_error(error_of(LoadCurveAllowList(dir / "w")), {"secret key file"});
+
+  const std::string truncated = dir / "truncated.pub";
+  WriteFile(truncated, keys.public_z85.substr(0, 30) + "\n");
+  expect_error(error_of(LoadCurvePublicKey(truncated)), {truncated + ":1", "40-character"});
+}
+
+TEST(CurveKeys, AllowListFormat) {
+  TempDir dir;
+  const CurveKeyPair a = NewKeys(), b = NewKeys();
+  // '#' is a Z85 digit: a key may start with it and still be a key.
+  std::string hash_key = "#" + a.public_z85.substr(1);
+  if (!IsValidCurveKey(hash_key)) hash_key = b.public_z85;  // not every such string decodes
+  const std::string path = dir / "allowed";
+  WriteFile(path,
+            "# fleet A\n"
+            "\n" +
+                a.public_z85 + "   worker-a  (rack 3)  \n" + "   " + b.public_z85 + "\n" +
+                a.public_z85 + " duplicate\n" + hash_key + " hash\n");
+  auto list = LoadCurveAllowList(path);
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_GE(list->size(), 2u);
+  EXPECT_EQ((*list)[0].public_z85, a.public_z85);
+  EXPECT_EQ((*list)[0].name, "worker-a  (rack 3)");
+  EXPECT_EQ((*list)[1].public_z85, b.public_z85);
+  EXPECT_EQ((*list)[1].name, "");
+  bool found_hash = false;
+  for (const auto& k : *list) found_hash |= k.public_z85 == hash_key;
+  EXPECT_TRUE(found_hash);
+
+  const std::string bad = dir / "bad";
+  WriteFile(bad, a.public_z85 + "\nworker-b\n");
+  auto r = LoadCurveAllowList(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(bad + ":2"), std::string::npos) << r.status().message();
+
+  const std::string none = dir / "none";
+  WriteFile(none, "# everyone was removed\n");
+  r = LoadCurveAllowList(none);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no keys"), std::string::npos) << r.status().message();
+}
+
+TEST(CurveKeys, LoopbackEndpoints) {
+  for (const char* e : {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:*", "tcp://127.1.2.3:9",
+                        "tcp://localhost:5555", "tcp://LOCALHOST:1", "tcp://[::1]:5555",
+                        "tcp://lo:5555", "ipc:///run/tunefarm.sock", "inproc://results",
+                        "tcp://10.0.0.1:4000;127.0.0.1:5555"}) {
+    EXPECT_TRUE(IsLoopbackEndpoint(e)) << e;
+  }
+  for (const char* e : {"tcp://*:5555", "tcp://0.0.0.0:5555", "tcp://10.0.0.7:5555",
+                        "tcp://coord.example.com:5555", "tcp://127.0.0.1.evil.com:5555",
+                        "tcp://localhost.evil.com:1", "tcp://[::]:5555", "tcp://eth0:5555",
+                        "tcp://127.0.0.1;10.0.0.1:5555", "tcp://1270.0.0.1:1", "pgm://eth0;239.0.0.1:5",
+                        "tcp://127.0.0.1", ""}) {
+    EXPECT_FALSE(IsLoopbackEndpoint(e)) << e;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Sockets: a coordinator-like CURVE ROUTER behind a ZapAuthenticator.
+
+class CurveLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = NewKeys();
+    allowed_ = NewKeys();
+    unknown_ = NewKeys();
+    allow_list_ = dir_ / "allowed_workers";
+    WriteFile(allow_list_, "# workers\n" + allowed_.public_z85 + " worker-a\n");
+    ZapAuthenticatorOptions opts;
+    opts.log = log_.fn();
+    auto zap = ZapAuthenticator::FromFile(ctx_, allow_list_, opts);
+    ASSERT_TRUE(zap.ok()) << zap.status().message();
+    zap_ = std::move(*zap);
+    ASSERT_TRUE(zap_->Start().ok());
+
+    router_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::router);
+    router_->set(zmq::sockopt::linger, 0);
+    ASSERT_TRUE(ConfigureCurveServer(*router_, server_).ok());
+    router_->bind("tcp://127.0.0.1:*");
+    endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+  }
+
+  void TearDown() override {
+    for (auto& d : dealers_) d->close();
+    if (router_) router_->close();
+    if (zap_) zap_->Stop();
+  }
+
+  // A DEALER as a worker would set it up; `keys` null = plaintext.
+  zmq::socket_t& Dealer(const CurveKeyPair* keys, const std::string& server_public) {
+    dealers_.push_back(std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer));
+    zmq::socket_t& d = *dealers_.back();
+    d.set(zmq::sockopt::linger, 0);
+    if (keys) {
+      EXPECT_TRUE(ConfigureCurveClient(d, *keys, server_public).ok());
+    }
+    d.connect(endpoint_);
+    return d;
+  }
+
+  void SendHello(zmq::socket_t& dealer, const std::string& worker) {
+    const std::string frame = EncodeEnvelope(MakeHello(worker));
+    dealer.send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  }
+
+  TempDir dir_;
+  LogSink log_;
+  zmq::context_t ctx_;
+  CurveKeyPair server_, allowed_, unknown_;
+  std::string allow_list_, endpoint_;
+  std::unique_ptr<ZapAuthenticator> zap_;
+  std::unique_ptr<zmq::socket_t> router_;
+  std::vector<std::unique_ptr<zmq::socket_t>> dealers_;
+};
+
+TEST_F(CurveLinkTest, AllowedWorkerExchangesEnvelopes) {
+  zmq::socket_t& dealer = Dealer(&allowed_, server_.public_z85);
+  SendHello(dealer, "host-a:42");
+
+  auto got = RecvWithin(*router_, kArrives);
+  ASSERT_TRUE(got.has_value()) << "allowed worker's hello never arrived";
+  ASSERT_EQ(got->size(), 2u);  // identity, envelope
+  zmq::message_t& frame = (*got)[1];
+  auto env = DecodeEnvelope(frame.data(), frame.size());
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(env->seq, 7u);
+  EXPECT_EQ(env->sender, "host-a:42");
+  ASSERT_TRUE(std::holds_alternative<Hello>(env->command));
+  const Hello& hello = std::get<Hello>(env->command);
+  EXPECT_EQ(hello.worker_name, "host-a:42");
+  ASSERT_EQ(hello.devices.size(), 1u);
+  EXPECT_EQ(hello.devices[0].model, "h100-80gb-hbm3");
+
+  // The coordinator learns which key the sender proved it holds.
+  EXPECT_EQ(AdmittedKey(frame), allowed_.public_z85);
+  EXPECT_STREQ(frame.gets("Key-Name"), "worker-a");
+  EXPECT_EQ(zap_->accepted(), 1u);
+  EXPECT_TRUE(log_.Contains("admitted CURVE key " + allowed_.public_z85 + " (worker-a)"));
+
+  // And the reply travels back encrypted to the same peer.
+  Envelope ack;
+  ack.seq = 1;
+  ack.sender = "coordinator";
+  ack.command = HelloAck{250, 4};
+  const std::string ack_frame = EncodeEnvelope(ack);
+  router_->send((*got)[0], zmq::send_flags::sndmore);
+  router_->send(zmq::buffer(ack_frame), zmq::send_flags::none);
+  auto back = RecvWithin(dealer, kArrives);
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 1u);
+  auto decoded = DecodeEnvelope((*back)[0].data(), (*back)[0].size());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_TRUE(std::holds_alternative<HelloAck>(decoded->command));
+  EXPECT_EQ(std::get<HelloAck>(decoded->command).heartbeat_ms, 250u);
+  EXPECT_EQ(std::get<HelloAck>(decoded->command).liveness, 4u);
+}
+
+TEST_F(CurveLinkTest, UnknownKeyGetsNothingThrough) {
+  zmq::socket_t& dealer = Dealer(&unknown_, server_.public_z85);
+  SendHello(dealer, "intruder:1");
+  EXPECT_FALSE(RecvWithin(*router_, kNothingArrives).has_value());
+  EXPECT_GE(zap_->refused(), 1u);
+  EXPECT_EQ(zap_->accepted(), 0u);
+  EXPECT_TRUE(log_.Contains("refused CURVE key " + unknown_.public_z85)) << "refusal not logged";
+  EXPECT_TRUE(log_.Contains("not on the allow-list"));
+  // Refused peers reconnect constantly; the log names each one once a minute.
+  size_t refusals = 0;
+  {
+    std::lock_guard lock(log_.mu);
+    for (const auto& l : log_.lines) refusals += l.find("refused") != std::string::npos;
+  }
+  EXPECT_EQ(refusals, 1u);
+}
+
+TEST_F(CurveLinkTest, PlaintextClientGetsNothingThrough) {
+  zmq::socket_t& dealer = Dealer(nullptr, "");
+  SendHello(dealer, "plaintext:1");
+  EXPECT_FALSE(RecvWithin(*router_, kNothingArrives).has_value());
+  // The server was there all along: an allowed worker still gets through.
+  SendHello(Dealer(&allowed_, server_.public_z85), "host-a:1");
+  EXPECT_TRUE(RecvWithin(*router_, kArrives).has_value());
+}
+
+TEST_F(CurveLinkTest, ClientRefusesAnImpostorServer) {
+  // The worker was told another server key: whoever answers on this
+  // endpoint cannot prove it holds that key's secret.
+  const CurveKeyPair impostor = NewKeys();
+  zmq::socket_t& dealer = Dealer(&allowed_, impostor.public_z85);
+  SendHello(dealer, "host-a:2");
+  EXPECT_FALSE(RecvWithin(*router_, kNothingArrives).has_value());
+}
+
+TEST_F(CurveLinkTest, ReloadedAllowListAdmitsNewKey) {
+  WriteFile(allow_list_, allowed_.public_z85 + " worker-a\n" + unknown_.public_z85 + " worker-b\n");
+  ASSERT_TRUE(zap_->Reload().ok());
+  EXPECT_EQ(zap_->allowed_count(), 2u);
+  SendHello(Dealer(&unknown_, server_.public_z85), "host-b:1");
+  auto got = RecvWithin(*router_, kArrives);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(AdmittedKey((*got)[1]), unknown_.public_z85);
+
+  // A broken edit keeps the list in force rather than locking everyone out.
+  WriteFile(allow_list_, "oops\n");
+  EXPECT_FALSE(zap_->Reload().ok());
+  EXPECT_EQ(zap_->allowed_count(), 2u);
+}
+
+TEST_F(CurveLinkTest, WatchesTheAllowListFile) {
+  // A second authenticator cannot take over the context's ZAP endpoint.
+  ZapAuthenticator second(ctx_, {});
+  EXPECT_FALSE(second.Start().ok());
+
+  zap_->Stop();
+  ZapAuthenticatorOptions opts;
+  opts.log = log_.fn();
+  opts.reload_check_seconds = 0.05;
+  auto watching = ZapAuthenticator::FromFile(ctx_, allow_list_, opts);
+  ASSERT_TRUE(watching.ok());
+  ASSERT_TRUE((*watching)->Start().ok());
+  WriteFile(allow_list_ + ".new", unknown_.public_z85 + " worker-b\n");
+  fs::rename(allow_list_ + ".new", allow_list_);  // as an editor or ansible would
+  ASSERT_TRUE(WaitFor([&] { return log_.Contains("loaded: 1 key"); }, 3000ms));
+
+  SendHello(Dealer(&unknown_, server_.public_z85), "host-b:2");
+  EXPECT_TRUE(RecvWithin(*router_, kArrives).has_value());
+  SendHello(Dealer(&allowed_, server_.public_z85), "host-a:3");  // removed from the list
+  EXPECT_FALSE(RecvWithin(*router_, kNothingArrives).has_value());
+  router_->close();
+  router_.reset();
+  (*watching)->Stop();
+}
+
+// Why the authenticator must run before the server binds, and why the
+// coordinator checks AdmittedKey(): without a ZAP handler libzmq lets any
+// CURVE key in, and nothing but the missing User-Id tells.
+TEST(CurveNoHandler, AdmitsAnyKeyButLeavesNoAdmittedKey) {
+  zmq::context_t ctx;
+  const CurveKeyPair server = NewKeys(), stranger = NewKeys();
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  ASSERT_TRUE(ConfigureCurveServer(router, server).ok());
+  router.bind("tcp://127.0.0.1:*");
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  ASSERT_TRUE(ConfigureCurveClient(dealer, stranger, server.public_z85).ok());
+  dealer.connect(router.get(zmq::sockopt::last_endpoint));
+  const std::string frame = EncodeEnvelope(MakeHello("stranger:1"));
+  dealer.send(zmq::buffer(frame), zmq::send_flags::none);
+  auto got = RecvWithin(router, kArrives);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(AdmittedKey((*got)[1]), "");
+}
+
+TEST(CurveSockets, RejectMalformedKeys) {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  const CurveKeyPair keys = NewKeys();
+  EXPECT_FALSE(ConfigureCurveClient(s, keys, "short").ok());
+  EXPECT_FALSE(ConfigureCurveClient(s, CurveKeyPair{"x", "y"}, keys.public_z85).ok());
+  EXPECT_FALSE(ConfigureCurveServer(s, CurveKeyPair{keys.public_z85, ""}).ok());
+}
+
+}  // namespace
+}  // namespace tune

@@ -1,0 +1,409 @@
+// The deployment runtime: loading, every level of the fallback chain, the
+// force-defaults switch, and prepared lookups against plain ones.
+#include "tune/runtime.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "tune/bundle.h"
+#include "tune/signing.h"
+
+namespace tune::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "runtime_test.XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+tune::SecretKey Key(uint8_t b) {
+  std::array<uint8_t, kSecretSeedBytes> seed{};
+  seed.fill(b);
+  return tune::SecretKey::FromSeed(seed);
+}
+
+tune::Shape Mnk(int64_t m, int64_t n, int64_t k) { return tune::Shape{{{"M", m}, {"N", n}, {"K", k}}}; }
+
+tune::BundleEntry E(const std::string& gpu, const std::string& dtype, const tune::Shape& shape, int64_t bm) {
+  tune::BundleEntry e;
+  e.op = "gemm";
+  e.dtype = dtype;
+  e.gpu_model = gpu;
+  e.shape = shape;
+  e.config.params = {{"BM", bm}, {"BN", 128}, {"BK", 7}};  // BK=7 tells entries from the default
+  e.config_id = "cfg" + std::to_string(bm);
+  e.median_us = 10;
+  e.backend = gpu.rfind("sim-", 0) == 0 ? "sim" : "cuda";
+  return e;
+}
+
+tune::Bundle TestBundle() {
+  tune::Bundle b;
+  b.name = "runtime-test";
+  b.farm_version = "0.1.0";
+  b.created_unix = 1763740000;
+  b.defaults["gemm"] = tune::Config{{{"BM", 128}, {"BN", 128}, {"BK", 32}}};
+  b.defaults["softmax"] = tune::Config{{{"ROWS", 4}}};
+  b.entries = {
+      E("h100-80gb-hbm3", "f16", Mnk(1024, 1024, 1024), 64),    // 0
+      E("h100-80gb-hbm3", "f16", Mnk(4096, 4096, 4096), 256),   // 1
+      E("h100-80gb-hbm3", "f16", Mnk(4096, 4096, 1024), 128),   // 2
+      E("h200", "f16", Mnk(4096, 4096, 4096), 192),             // 3
+      E("h100-sxm5", "f16", Mnk(2048, 2048, 2048), 96),         // 4: h100 family
+      E("sim-h100", "f16", Mnk(8192, 8192, 8192), 32),          // 5: simulated, its own family
+      E("h100-80gb-hbm3", "bf16", Mnk(1024, 1024, 1024), 48),   // 6
+      E("h100-80gb-hbm3", "f16", Mnk(1024, 1024, 1024), 16),    // 7: duplicate of 0, never answers
+  };
+  return b;
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("TUNEFARM_FORCE_DEFAULTS");
+    key_file_ = dir_.Sub("farm.pub");
+    std::ofstream(key_file_) << FormatPublicKey(key_.public_key());
+    path_ = dir_.Sub("gemm");
+    ASSERT_TRUE(WriteSignedBundleFiles(TestBundle(), key_, path_).ok());
+    path_ += ".tfb";
+    auto b = Bundle::Load(path_, {key_file_});
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    bundle_ = std::make_unique<Bundle>(std::move(b).value());
+  }
+  void TearDown() override { ::unsetenv("TUNEFARM_FORCE_DEFAULTS"); }
+
+  const Entry* At(size_t i) const { return &bundle_->entries().at(i); }
+  Answer Q(const std::string& gpu, int64_t m, int64_t n, int64_t k, const std::string& dtype = "f16") const {
+    return bundle_->lookup("gemm", dtype, gpu, {{"M", m}, {"N", n}, {"K", k}});
+  }
+
+  TempDir dir_;
+  tune::SecretKey key_ = Key(9);
+  std::string key_file_, path_;
+  std::unique_ptr<Bundle> bundle_;
+};
+
+TEST_F(RuntimeTest, Metadata) {
+  EXPECT_EQ(bundle_->name(), "runtime-test");
+  EXPECT_EQ(bundle_->farm_version(), "0.1.0");
+  EXPECT_EQ(bundle_->created_unix(), 1763740000);
+  EXPECT_EQ(bundle_->signer_key_id(), key_.public_key().Id());
+  EXPECT_EQ(bundle_->entries().size(), 8u);
+  EXPECT_FALSE(bundle_->forcing_defaults());
+  ASSERT_NE(bundle_->dims_of("gemm"), nullptr);
+  EXPECT_EQ(*bundle_->dims_of("gemm"), (std::vector<std::string>{"M", "N", "K"}));
+  EXPECT_EQ(bundle_->dims_of("softmax"), nullptr);
+  EXPECT_EQ(At(1)->config.ToString(), "BM=256,BN=128,BK=7");
+  EXPECT_EQ(At(1)->config.get("BM"), 256);
+  EXPECT_EQ(At(1)->config.get("NOPE", -1), -1);
+}
+
+TEST_F(RuntimeTest, Exact) {
+  Answer a = Q("h100-80gb-hbm3", 4096, 4096, 1024);
+  EXPECT_EQ(a.level, Level::kExact);
+  EXPECT_EQ(a.entry, At(2));
+  EXPECT_EQ(a.config, &At(2)->config);
+  // Dims are paired by name, in any order.
+  a = bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"K", 1024}, {"M", 4096}, {"N", 4096}});
+  EXPECT_EQ(a.level, Level::kExact);
+  EXPECT_EQ(a.entry, At(2));
+  EXPECT_EQ(Q("h200", 4096, 4096, 4096).entry, At(3));
+  EXPECT_EQ(Q("h100-80gb-hbm3", 1024, 1024, 1024, "bf16").entry, At(6));
+  // A duplicate shape: the first in the bundle answers.
+  EXPECT_EQ(Q("h100-80gb-hbm3", 1024, 1024, 1024).entry, At(0));
+}
+
+TEST_F(RuntimeTest, NearestShapeByLog2Distance) {
+  // 2500^3 is nearer to 1024^3 than to 4096^3 on a linear scale, but
+  // log2(2500) = 11.29 is nearer to 12 than to 10: the documented metric
+  // picks 4096^3.
+  Answer a = Q("h100-80gb-hbm3", 2500, 2500, 2500);
+  EXPECT_EQ(a.level, Level::kNearestShape);
+  EXPECT_EQ(a.entry, At(1));
+  // K=1500 is nearer (in log2) to K=1024 than to 4096.
+  EXPECT_EQ(Q("h100-80gb-hbm3", 4096, 4096, 1500).entry, At(2));
+  EXPECT_EQ(Q("h100-80gb-hbm3", 16, 16, 16).entry, At(0));
+  // 2048^3 is as far from 1024^3 as from 4096^3: first in bundle order.
+  a = Q("h100-80gb-hbm3", 2048, 2048, 2048);
+  EXPECT_EQ(a.level, Level::kNearestShape);
+  EXPECT_EQ(a.entry, At(0));
+  // Dims below 1 count as 1.
+  EXPECT_EQ(Q("h100-80gb-hbm3", 0, -5, 1).entry, At(0));
+  // Only the model's own shapes, even where a sibling has the exact one.
+  a = Q("h100-sxm5", 4096, 4096, 4096);
+  EXPECT_EQ(a.level, Level::kNearestShape);
+  EXPECT_EQ(a.entry, At(4));
+}
+
+TEST_F(RuntimeTest, SameFamily) {
+  // h100-pcie has no entries; the h100 family has 0, 1, 2 and 4.
+  Answer a = Q("h100-pcie", 2048, 2048, 2048);
+  EXPECT_EQ(a.level, Level::kFamily);
+  EXPECT_EQ(a.entry, At(4));
+  a = Q("h100-nvl", 4000, 4000, 1100);
+  EXPECT_EQ(a.level, Level::kFamily);
+  EXPECT_EQ(a.entry, At(2));
+  // A simulated entry never stands in for hardware, nor the reverse.
+  a = Q("h100-pcie", 8192, 8192, 8192);
+  EXPECT_EQ(a.entry, At(1));
+  a = Q("sim-h100-sxm5", 1024, 1024, 1024);
+  EXPECT_EQ(a.level, Level::kFamily);
+  EXPECT_EQ(a.entry, At(5));
+  // gh200 is not h200.
+  EXPECT_EQ(Q("gh200-480gb", 4096, 4096, 4096).level, Level::kDefault);
+}
+
+TEST_F(RuntimeTest, DefaultWhenNothingTunedFits) {
+  const Answer a100 = Q("a100-sxm4-80gb", 4096, 4096, 4096);
+  EXPECT_EQ(a100.level, Level::kDefault);
+  EXPECT_EQ(a100.entry, nullptr);
+  ASSERT_NE(a100.config, nullptr);
+  EXPECT_EQ(a100.config->ToString(), "BM=128,BN=128,BK=32");
+  EXPECT_EQ(Q("h100-80gb-hbm3", 4096, 4096, 4096, "f32").level, Level::kDefault);
+  // Other dims than the op's.
+  EXPECT_EQ(bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 4096}, {"N", 4096}}).level,
+            Level::kDefault);
+  EXPECT_EQ(bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 1}, {"N", 1}, {"Q", 1}}).level,
+            Level::kDefault);
+  EXPECT_EQ(bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 1}, {"M", 1}, {"K", 1}}).level,
+            Level::kDefault);
+  const Answer softmax = bundle_->lookup("softmax", "f16", "h100-80gb-hbm3", {{"N", 4096}});
+  EXPECT_EQ(softmax.level, Level::kDefault);
+  EXPECT_EQ(softmax.config->get("ROWS"), 4);
+}
+
+TEST_F(RuntimeTest, Miss) {
+  const Answer a = bundle_->lookup("conv", "f16", "h100-80gb-hbm3", {{"N", 1}});
+  EXPECT_EQ(a.level, Level::kMiss);
+  EXPECT_EQ(a.config, nullptr);
+  EXPECT_EQ(a.entry, nullptr);
+  PreparedLookup p = bundle_->prepare("conv", "f16", "h100-80gb-hbm3");
+  EXPECT_EQ(p.lookup({1}).level, Level::kMiss);
+  EXPECT_EQ(PreparedLookup().lookup({1, 2}).level, Level::kMiss);
+}
+
+TEST_F(RuntimeTest, ForceDefaultsFromTheEnvironment) {
+  ::setenv("TUNEFARM_FORCE_DEFAULTS", "1", 1);
+  auto forced = Bundle::Load(path_, {key_file_});
+  ASSERT_TRUE(forced.ok()) << forced.status().message();
+  EXPECT_TRUE(forced->forcing_defaults());
+  for (const char* gpu : {"h100-80gb-hbm3", "h100-pcie", "a100"}) {
+    const Answer a = forced->lookup("gemm", "f16", gpu, {{"M", 4096}, {"N", 4096}, {"K", 1024}});
+    EXPECT_EQ(a.level, Level::kDefault) << gpu;
+    EXPECT_EQ(a.config->get("BK"), 32);
+    EXPECT_EQ(forced->prepare("gemm", "f16", gpu).lookup({4096, 4096, 1024}).level, Level::kDefault);
+  }
+  EXPECT_EQ(forced->lookup("conv", "f16", "h100", {{"N", 1}}).level, Level::kMiss);
+  // An explicit option wins over the environment.
+  auto normal = Bundle::Load(path_, {key_file_}, LoadOptions{LoadOptions::ForceDefaults::kNo});
+  ASSERT_TRUE(normal.ok());
+  EXPECT_EQ(normal->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 4096}, {"N", 4096}, {"K", 1024}}).level,
+            Level::kExact);
+
+  for (const char* off : {"0", ""}) {
+    ::setenv("TUNEFARM_FORCE_DEFAULTS", off, 1);
+    auto b = Bundle::Load(path_, {key_file_});
+    ASSERT_TRUE(b.ok());
+    EXPECT_FALSE(b->forcing_defaults()) << "\"" << off << "\"";
+  }
+}
+
+TEST_F(RuntimeTest, PreparedLookup) {
+  PreparedLookup p = bundle_->prepare("gemm", "f16", "h100-80gb-hbm3");
+  EXPECT_EQ(p.dim_names(), (std::vector<std::string>{"M", "N", "K"}));
+  EXPECT_EQ(p.ndims(), 3u);
+  EXPECT_EQ(p.lookup({4096, 4096, 1024}).entry, At(2));
+  EXPECT_EQ(p.lookup({4096, 4096, 1024}).level, Level::kExact);  // from the cache
+  EXPECT_EQ(p.lookup({2500, 2500, 2500}).entry, At(1));
+  EXPECT_EQ(p.lookup({2500, 2500, 2500}).level, Level::kNearestShape);
+  EXPECT_EQ(p.lookup({4096, 4096, 1024}).level, Level::kExact);
+  // A wrong number of dims cannot match: the default.
+  EXPECT_EQ(p.lookup({4096, 4096}).level, Level::kDefault);
+  EXPECT_EQ(p.lookup({4096, 4096, 1024, 1}).level, Level::kDefault);
+
+  // The caller's own dim order.
+  const std::string_view kmn[] = {"K", "M", "N"};
+  PreparedLookup q = bundle_->prepare("gemm", "f16", "h100-80gb-hbm3", kmn);
+  EXPECT_EQ(q.dim_names(), (std::vector<std::string>{"K", "M", "N"}));
+  EXPECT_EQ(q.lookup({1024, 4096, 4096}).entry, At(2));
+  EXPECT_EQ(q.lookup({1024, 4096, 4096}).level, Level::kExact);
+  const std::string_view wrong[] = {"K", "M", "X"};
+  EXPECT_EQ(bundle_->prepare("gemm", "f16", "h100-80gb-hbm3", wrong).lookup({1024, 4096, 4096}).level,
+            Level::kDefault);
+
+  PreparedLookup fam = bundle_->prepare("gemm", "f16", "h100-pcie");
+  EXPECT_EQ(fam.lookup({2048, 2048, 2048}).level, Level::kFamily);
+  PreparedLookup def = bundle_->prepare("gemm", "f16", "a100");
+  EXPECT_EQ(def.lookup({2048, 2048, 2048}).level, Level::kDefault);
+}
+
+TEST_F(RuntimeTest, GpuFamilies) {
+  for (const auto& [model, family] : std::vector<std::pair<std::string, std::string>>{
+           {"h100-80gb-hbm3", "h100"},
+           {"h100-sxm5", "h100"},
+           {"h100-nvl", "h100"},
+           {"h200", "h200"},
+           {"gh200-480gb", "gh200"},
+           {"a100-sxm4-40gb", "a100"},
+           {"tesla-v100-sxm2-16gb", "v100"},
+           {"geforce-rtx-4090", "4090"},
+           {"sim-h100", "sim-h100"},
+           {"sim-a100-sxm4", "sim-a100"},
+           {"mystery", "mystery"},
+           {"", ""},
+       }) {
+    EXPECT_EQ(GpuFamily(model), family) << model;
+  }
+}
+
+TEST_F(RuntimeTest, LoadErrorsNameTheFile) {
+  // Untrusted signer.
+  const tune::SecretKey stranger = Key(10);
+  const std::string other_key = dir_.Sub("other.pub");
+  std::ofstream(other_key) << FormatPublicKey(stranger.public_key());
+  auto r = Bundle::Load(path_, {other_key});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(path_), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("not trusted"), std::string::npos) << r.status().message();
+
+  // Unsigned.
+  const std::string plain = dir_.Sub("plain");
+  ASSERT_TRUE(WriteBundleFiles(TestBundle(), plain).ok());
+  r = Bundle::Load(plain + ".tfb", {key_file_});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not signed"), std::string::npos) << r.status().message();
+
+  // A bad trusted key names the key file.
+  r = Bundle::Load(path_, {dir_.Sub("missing.pub")});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(dir_.Sub("missing.pub")), std::string::npos) << r.status().message();
+  r = Bundle::Load(path_, {"tunefarm-ed25519-public v1\nzz\n"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("trusted key #1"), std::string::npos) << r.status().message();
+
+  // Keys given as text work like key files.
+  std::string hex = FormatPublicKey(key_.public_key());
+  hex = hex.substr(hex.rfind('\n', hex.size() - 2) + 1);
+  EXPECT_TRUE(Bundle::Load(path_, {hex}).ok());
+  EXPECT_TRUE(Bundle::Load(path_, {FormatPublicKey(stranger.public_key()), FormatPublicKey(key_.public_key())}).ok());
+}
+
+TEST_F(RuntimeTest, LoadFromMemory) {
+  const std::string bytes = EncodeSignedBundle(TestBundle(), key_);
+  auto b = Bundle::LoadFromMemory(bytes.data(), bytes.size(), {key_file_}, "embedded");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->lookup("gemm", "f16", "h200", {{"M", 4096}, {"N", 4096}, {"K", 4096}}).level, Level::kExact);
+  std::string bad = bytes;
+  bad[100] ^= 4;
+  b = Bundle::LoadFromMemory(bad.data(), bad.size(), {key_file_}, "embedded");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().rfind("bundle embedded: ", 0), 0u) << b.status().message();
+}
+
+TEST_F(RuntimeTest, TooManyDimsIsRefused) {
+  tune::Bundle big = TestBundle();
+  big.entries[0].shape.dims.clear();
+  for (size_t i = 0; i <= kMaxDims; ++i) big.entries[0].shape.dims.emplace_back("D" + std::to_string(i), 1);
+  const std::string bytes = EncodeSignedBundle(big, key_);
+  auto b = Bundle::LoadFromMemory(bytes.data(), bytes.size(), {key_file_}, "big");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("at most 16"), std::string::npos) << b.status().message();
+}
+
+// A denser random bundle: many ties (sizes are powers of two), several
+// models per family, duplicates. Plain and prepared lookups agree, and on
+// the model's own entries both agree with BundleIndex, the reference for
+// the exact and nearest-shape levels.
+TEST(RuntimeRandomTest, PreparedEqualsPlainAndBundleIndex) {
+  std::mt19937_64 rng(1234);
+  const std::vector<std::string> models = {"h100-80gb-hbm3", "h100-sxm5", "h200", "a100-sxm4-40gb", "sim-h100"};
+  const std::vector<std::string> dtypes = {"f16", "bf16"};
+  auto pow2 = [&] { return int64_t{1} << (6 + rng() % 9); };
+  tune::Bundle src;
+  src.defaults["gemm"] = tune::Config{{{"BM", 128}}};
+  for (int i = 0; i < 300; ++i) {
+    src.entries.push_back(E(models[rng() % models.size()], dtypes[rng() % dtypes.size()],
+                            Mnk(pow2(), pow2(), pow2()), i));
+  }
+  const tune::SecretKey key = Key(11);
+  const std::string bytes = EncodeSignedBundle(src, key);
+  auto loaded = Bundle::LoadFromMemory(bytes.data(), bytes.size(), {FormatPublicKey(key.public_key())});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Bundle& b = *loaded;
+  const tune::BundleIndex index(src);
+
+  const std::vector<std::string> query_models = {"h100-80gb-hbm3", "h100-sxm5", "h100-pcie", "h200",
+                                                 "a100-sxm4-40gb", "a100-pcie", "l4", "sim-h100",
+                                                 "sim-h100-x"};
+  const std::vector<std::string> query_dtypes = {"f16", "bf16", "f32"};
+  const std::string_view nkm[] = {"N", "K", "M"};
+  int levels[5] = {};
+  for (const std::string& model : query_models) {
+    for (const std::string& dtype : query_dtypes) {
+      PreparedLookup p = b.prepare("gemm", dtype, model);
+      PreparedLookup q = b.prepare("gemm", dtype, model, nkm);
+      for (int i = 0; i < 400; ++i) {
+        int64_t m, n, k;
+        if (i % 3 == 0) {
+          const tune::Shape& s = src.entries[rng() % src.entries.size()].shape;
+          m = s.dims[0].second, n = s.dims[1].second, k = s.dims[2].second;
+        } else if (i % 3 == 1) {
+          m = pow2(), n = pow2(), k = pow2();
+        } else {
+          auto any = [&] { return static_cast<int64_t>(std::exp2(std::uniform_real_distribution<>(0, 16)(rng))); };
+          m = any(), n = any(), k = any();
+        }
+        const Answer plain = b.lookup("gemm", dtype, model, {{"M", m}, {"N", n}, {"K", k}});
+        const Answer prepared = p.lookup({m, n, k});
+        const Answer reordered = q.lookup({n, k, m});
+        const Answer again = p.lookup({m, n, k});
+        SCOPED_TRACE(model + " " + dtype + " " + std::to_string(m) + "," + std::to_string(n) + "," +
+                     std::to_string(k));
+        ASSERT_EQ(plain.level, prepared.level);
+        ASSERT_EQ(plain.config, prepared.config);
+        ASSERT_EQ(plain.entry, prepared.entry);
+        ASSERT_EQ(plain.entry, reordered.entry);
+        ASSERT_EQ(plain.level, reordered.level);
+        ASSERT_EQ(plain.entry, again.entry);
+        ++levels[static_cast<int>(plain.level)];
+
+        const tune::LookupResult ref = index.Lookup("gemm", dtype, model, Mnk(m, n, k));
+        if (ref.level == tune::LookupLevel::kExact) {
+          ASSERT_EQ(plain.level, Level::kExact);
+        } else if (ref.level == tune::LookupLevel::kNearestShape) {
+          ASSERT_EQ(plain.level, Level::kNearestShape);
+        } else {
+          ASSERT_NE(plain.level, Level::kExact);
+          ASSERT_NE(plain.level, Level::kNearestShape);
+          continue;
+        }
+        ASSERT_EQ(plain.entry - b.entries().data(), ref.entry - index.bundle().entries.data());
+      }
+    }
+  }
+  // Every level took part.
+  for (int l = 0; l < 4; ++l) EXPECT_GT(levels[l], 0) << LevelName(static_cast<Level>(l));
+}
+
+}  // namespace
+}  // namespace tune::runtime
