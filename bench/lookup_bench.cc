@@ -16,22 +16,30 @@ namespace {
 
 namespace rt = tune::runtime;
 
-constexpr int64_t kSizes[] = {512, 1024, 2048, 4096, 8192, 16384};
-const char* const kModels[] = {"h100-80gb-hbm3", "h200", "a100-sxm4-80gb"};
+// Tuned shapes per model: a grid of M, N, K sizes, 6^3 = 216 for the
+// h100, 3^3 = 27 for the h200, 2^3 = 8 for the a100. A nearest-shape lookup
+// scans them all, so its cost grows with the count.
+struct ModelGrid {
+  const char* model;
+  std::vector<int64_t> sizes;
+};
+const ModelGrid kGrids[] = {
+    {"h100-80gb-hbm3", {512, 1024, 2048, 4096, 8192, 16384}},
+    {"h200", {1024, 4096, 16384}},
+    {"a100-sxm4-80gb", {1024, 8192}},
+};
 const char* const kDtypes[] = {"f16", "bf16"};
 
-// 3 models x 2 dtypes x 6^3 shapes = 1296 entries; 216 tuned shapes per
-// (op, dtype, model) is the scan a nearest-shape lookup pays.
 tune::Bundle MakeBundle() {
   tune::Bundle b;
   b.name = "bench";
   b.farm_version = "0.1.0";
   b.defaults["gemm"] = tune::Config{{{"BM", 128}, {"BN", 128}, {"BK", 32}}};
-  for (const char* model : kModels) {
+  for (const auto& [model, sizes] : kGrids) {
     for (const char* dtype : kDtypes) {
-      for (int64_t m : kSizes) {
-        for (int64_t n : kSizes) {
-          for (int64_t k : kSizes) {
+      for (int64_t m : sizes) {
+        for (int64_t n : sizes) {
+          for (int64_t k : sizes) {
             tune::BundleEntry e;
             e.op = "gemm";
             e.dtype = dtype;
@@ -70,8 +78,9 @@ const tune::BundleIndex& TheIndex() {
   return *index;
 }
 
-// Two shapes per level, so that the alternating runs defeat the one-entry
-// cache and pay for the full resolution every call.
+// Two shapes per case, so that the alternating runs defeat the one-entry
+// cache and pay for the full resolution every call. Nearest and family
+// scans are over the h100's 216 shapes unless the name says otherwise.
 struct Case {
   const char* model;
   std::array<int64_t, 3> shapes[2];
@@ -80,6 +89,8 @@ struct Case {
 
 const Case kExact{"h100-80gb-hbm3", {{4096, 4096, 4096}, {1024, 8192, 2048}}, rt::Level::kExact};
 const Case kNearest{"h100-80gb-hbm3", {{3000, 5000, 700}, {1500, 6000, 12000}}, rt::Level::kNearestShape};
+const Case kNearest27{"h200", {{3000, 5000, 700}, {1500, 6000, 12000}}, rt::Level::kNearestShape};
+const Case kNearest8{"a100-sxm4-80gb", {{3000, 5000, 700}, {1500, 6000, 12000}}, rt::Level::kNearestShape};
 const Case kFamily{"h100-sxm5", {{3000, 5000, 700}, {1500, 6000, 12000}}, rt::Level::kFamily};
 const Case kDefault{"l4", {{3000, 5000, 700}, {1500, 6000, 12000}}, rt::Level::kDefault};
 
@@ -132,6 +143,8 @@ BENCHMARK_CAPTURE(Prepared, exact_repeat, kExact, false);
 BENCHMARK_CAPTURE(Prepared, exact_alternate, kExact, true);
 BENCHMARK_CAPTURE(Prepared, nearest_repeat, kNearest, false);
 BENCHMARK_CAPTURE(Prepared, nearest_alternate, kNearest, true);
+BENCHMARK_CAPTURE(Prepared, nearest27_alternate, kNearest27, true);
+BENCHMARK_CAPTURE(Prepared, nearest8_alternate, kNearest8, true);
 BENCHMARK_CAPTURE(Prepared, family_alternate, kFamily, true);
 BENCHMARK_CAPTURE(Prepared, default_repeat, kDefault, false);
 BENCHMARK_CAPTURE(Prepared, default_alternate, kDefault, true);

@@ -51,6 +51,8 @@ struct ZapAuthenticatorOptions {
   std::string allow_list_path;
   double reload_check_seconds = 2.0;
   // Receives one line per decision worth logging; default: stderr, "zap: ".
+  // Called from the handler thread and from Reload()'s caller, so it must be
+  // thread-safe.
   std::function<void(const std::string&)> log;
   // Log admissions too, not only refusals.
   bool log_accepted = true;

@@ -255,7 +255,7 @@ Result<CurveKeyPair> LoadCurveKeyPair(const std::string& secret_path) {
   // Checked once the file is known to hold a secret, so that a wrong file
   // gets the more useful message above.
   if (file->mode & 077) {
-    char mode[8];
+    char mode[16];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(file->mode));
     return Status::Error("curve: " + secret_path + " holds a secret key but is accessible by " +
                          "group or others (mode " + mode + "); run: chmod 600 " + secret_path);

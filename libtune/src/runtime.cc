@@ -35,6 +35,7 @@ struct Plan {
   // Open addressing over the candidates' dims, for exact hits in O(1):
   // candidate index + 1, 0 = empty slot. Only for `own` plans.
   std::vector<uint32_t> exact_slots;
+  unsigned exact_shift = 0;            // slot = hash >> exact_shift
   Answer fallback;                     // kDefault or kMiss
 };
 
@@ -119,36 +120,48 @@ void AddCandidate(Plan* plan, const Entry& e) {
   plan->entries.push_back(&e);
 }
 
+// Each dim is multiplied by its own odd constant, independently of the
+// others (a short dependency chain), then mixed once; the slot is taken from
+// the high bits, which depend on every dim (the low ones of power-of-two
+// dims would cluster).
 uint64_t HashDims(const int64_t* dims, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ull;
+  static constexpr uint64_t kOdd[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
+                                       0xd6e8feb86659fd93ull};
+  uint64_t h = 0;
   for (size_t j = 0; j < n; ++j) {
-    h = (h ^ static_cast<uint64_t>(dims[j])) * 0xff51afd7ed558ccdull;
-    h ^= h >> 29;
+    const uint64_t x = static_cast<uint64_t>(dims[j]) * (kOdd[j & 3] + 2 * (j >> 2));
+    h ^= x ^ (x >> 31);
   }
-  return h;
+  return h * 0xff51afd7ed558ccdull;
 }
 
 // Candidate index of `dims` among the plan's, or -1.
-ptrdiff_t FindExact(const Plan& plan, const int64_t* dims) {
+std::ptrdiff_t FindExact(const Plan& plan, const int64_t* dims) {
   const size_t mask = plan.exact_slots.size() - 1;
-  for (size_t slot = HashDims(dims, plan.ndims) & mask;; slot = (slot + 1) & mask) {
+  const size_t d = plan.ndims;
+  for (size_t slot = HashDims(dims, d) >> plan.exact_shift;; slot = (slot + 1) & mask) {
     const uint32_t c = plan.exact_slots[slot];
     if (c == 0) return -1;
-    const int64_t* cand = plan.dims.data() + (c - 1) * plan.ndims;
-    if (std::equal(cand, cand + plan.ndims, dims)) return c - 1;
+    const int64_t* cand = plan.dims.data() + (c - 1) * d;
+    uint64_t diff = 0;
+    for (size_t j = 0; j < d; ++j) diff |= static_cast<uint64_t>(cand[j] ^ dims[j]);
+    if (diff == 0) return c - 1;
   }
 }
 
+// At most a quarter full, so that a probe rarely goes past its first slot.
 // A duplicate shape keeps the first candidate, as nearest-shape ties do.
 void BuildExactIndex(Plan* plan) {
-  size_t size = 4;
-  while (size < 2 * plan->entries.size()) size *= 2;
-  plan->exact_slots.assign(size, 0);
+  unsigned bits = 2;
+  while ((size_t{1} << bits) < 4 * plan->entries.size()) ++bits;
+  plan->exact_slots.assign(size_t{1} << bits, 0);
+  plan->exact_shift = 64 - bits;
+  const size_t mask = plan->exact_slots.size() - 1;
   for (size_t i = 0; i < plan->entries.size(); ++i) {
     const int64_t* dims = plan->dims.data() + i * plan->ndims;
     if (FindExact(*plan, dims) >= 0) continue;
-    size_t slot = HashDims(dims, plan->ndims) & (size - 1);
-    while (plan->exact_slots[slot] != 0) slot = (slot + 1) & (size - 1);
+    size_t slot = HashDims(dims, plan->ndims) >> plan->exact_shift;
+    while (plan->exact_slots[slot] != 0) slot = (slot + 1) & mask;
     plan->exact_slots[slot] = static_cast<uint32_t>(i + 1);
   }
 }
@@ -237,31 +250,48 @@ const std::shared_ptr<const Plan>& Resolve(const BundleData& data, std::string_v
   return data.miss;
 }
 
+// Index of the candidate nearest to `q` among `n` rows of `d` log2 dims.
+// D > 0 fixes d at compile time, so that the common shapes of 1 to 4 dims
+// get unrolled, branch-free loops; every variant sums in the same order, so
+// they rank alike to the last bit.
+template <size_t D>
+size_t Nearest(const double* rows, size_t n, const double* q, size_t d) {
+  if constexpr (D > 0) d = D;
+  size_t best_i = 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i, rows += d) {
+    double s = 0;
+    for (size_t j = 0; j < d; ++j) {
+      const double diff = q[j] - rows[j];
+      s += diff * diff;
+    }
+    // Strict: ties go to the first in bundle order.
+    const bool nearer = s < best;
+    best_i = nearer ? i : best_i;
+    best = nearer ? s : best;
+  }
+  return best_i;
+}
+
 Answer Evaluate(const Plan& plan, const int64_t* dims) {
   const size_t n = plan.entries.size();
   if (n == 0) return plan.fallback;
   const size_t d = plan.ndims;
   if (plan.own) {
-    if (const ptrdiff_t i = FindExact(plan, dims); i >= 0) {
+    if (const std::ptrdiff_t i = FindExact(plan, dims); i >= 0) {
       return Answer{&plan.entries[static_cast<size_t>(i)]->config, plan.entries[static_cast<size_t>(i)],
                     Level::kExact};
     }
   }
   double q[kMaxDims];
   for (size_t j = 0; j < d; ++j) q[j] = Log2Dim(dims[j]);
-  size_t best_i = 0;
-  double best = std::numeric_limits<double>::infinity();
-  const double* l = plan.log2.data();
-  for (size_t i = 0; i < n; ++i, l += d) {
-    double s = 0;
-    for (size_t j = 0; j < d; ++j) {
-      const double diff = q[j] - l[j];
-      s += diff * diff;
-    }
-    if (s < best) {  // strict: ties go to the first in bundle order
-      best = s;
-      best_i = i;
-    }
+  size_t best_i;
+  switch (d) {
+    case 1: best_i = Nearest<1>(plan.log2.data(), n, q, 1); break;
+    case 2: best_i = Nearest<2>(plan.log2.data(), n, q, 2); break;
+    case 3: best_i = Nearest<3>(plan.log2.data(), n, q, 3); break;
+    case 4: best_i = Nearest<4>(plan.log2.data(), n, q, 4); break;
+    default: best_i = Nearest<0>(plan.log2.data(), n, q, d); break;
   }
   return Answer{&plan.entries[best_i]->config, plan.entries[best_i], plan.tuned_level};
 }
@@ -278,11 +308,14 @@ NamedInts ToNamedInts(const NamedValues& v) {
   return NamedInts(std::move(names), std::move(values));
 }
 
+// Key text rather than a path: several lines (a key file's contents), a
+// key file header, or the 64 hex digits alone.
 bool LooksLikeKeyText(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (s.find('\n') != std::string::npos) return true;
+  const size_t b = s.find_first_not_of(" \t\r");
   if (b == std::string::npos) return false;
   if (s.compare(b, 17, "tunefarm-ed25519-") == 0) return true;
-  const size_t e = s.find_last_not_of(" \t\r\n");
+  const size_t e = s.find_last_not_of(" \t\r");
   return e - b + 1 == 2 * kPublicKeyBytes &&
          std::all_of(s.begin() + static_cast<std::ptrdiff_t>(b), s.begin() + static_cast<std::ptrdiff_t>(e) + 1,
                      [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
@@ -438,7 +471,7 @@ Answer PreparedLookup::Refresh(std::span<const int64_t> dims) {
   if (dims.size() != ndims_) return plan_->fallback;
   const Answer a = Evaluate(*plan_, dims.data());
   if (ndims_ <= kMaxDims) {
-    std::copy(dims.begin(), dims.end(), last_);
+    for (size_t i = 0; i < ndims_; ++i) last_[i] = dims[i];
     last_answer_ = a;
     cached_ = true;
   }

@@ -65,7 +65,6 @@ if ((seeds)); then
 fi
 
 mkdir -p "$build/corpus" "$build/artifacts"
-# kj keeps a few process-lifetime allocations; anything else LSan reports is ours.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 args=(-runs="$runs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1

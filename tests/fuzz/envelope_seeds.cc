@@ -34,7 +34,7 @@ DeviceInfo Device(int index) {
   return d;
 }
 
-Measurement Result(int i, FailureClass failure) {
+Measurement MakeMeasurement(int i, FailureClass failure) {
   Measurement m;
   m.gpu_model = "h100-80gb-hbm3";
   m.op = "gemm";
@@ -120,8 +120,9 @@ int main(int argc, char** argv) {
   results.unit_id = 17;
   results.batch = 3;
   results.final = true;
-  results.measurements = {Result(0, FailureClass::kNone), Result(1, FailureClass::kCompileError),
-                          Result(2, FailureClass::kWrongResult)};
+  results.measurements = {MakeMeasurement(0, FailureClass::kNone),
+                          MakeMeasurement(1, FailureClass::kCompileError),
+                          MakeMeasurement(2, FailureClass::kWrongResult)};
   write("results", results);
   write("results_empty", Results{"6790a1b2-00ff", 18, 0, false, {}});
 

@@ -25,17 +25,17 @@ std::string Quote(const std::string& s) {
   return out + "'";
 }
 
-struct Run {
+struct ShellRun {
   int exit_code;
   std::string output;
 };
 
-Run Sh(const std::string& command, const fs::path& log) {
+ShellRun Sh(const std::string& command, const fs::path& log) {
   const int status = std::system((command + " >" + Quote(log.string()) + " 2>&1").c_str());
   std::ifstream in(log);
   std::stringstream out;
   out << in.rdbuf();
-  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out.str()};
+  return ShellRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out.str()};
 }
 
 class RuntimePackageTest : public ::testing::Test {
@@ -56,7 +56,7 @@ TEST_F(RuntimePackageTest, FindPackageBuildsAndRunsAConsumer) {
   const std::string cmake = Quote(TUNEFARM_CMAKE_COMMAND);
   const fs::path prefix = dir_ / "prefix", build = dir_ / "build", log = dir_ / "log";
 
-  Run r = Sh(cmake + " --install " + Quote(TUNEFARM_BUILD_DIR) + " --prefix " + Quote(prefix.string()) +
+  ShellRun r = Sh(cmake + " --install " + Quote(TUNEFARM_BUILD_DIR) + " --prefix " + Quote(prefix.string()) +
                  " --component tunefarm_runtime",
              log);
   ASSERT_EQ(r.exit_code, 0) << r.output;

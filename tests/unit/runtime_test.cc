@@ -306,6 +306,7 @@ TEST_F(RuntimeTest, LoadErrorsNameTheFile) {
   hex = hex.substr(hex.rfind('\n', hex.size() - 2) + 1);
   EXPECT_TRUE(Bundle::Load(path_, {hex}).ok());
   EXPECT_TRUE(Bundle::Load(path_, {FormatPublicKey(stranger.public_key()), FormatPublicKey(key_.public_key())}).ok());
+  EXPECT_TRUE(Bundle::Load(path_, {"# the farm's key\n" + FormatPublicKey(key_.public_key())}).ok());
 }
 
 TEST_F(RuntimeTest, LoadFromMemory) {

@@ -130,7 +130,7 @@ TEST(SigningTest, KeyPairFiles) {
   ASSERT_EQ(::stat(sec.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(::stat(pub.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777 & ~0022u, 0644u & ~0022u);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
 
   auto secret = ReadSecretKeyFile(sec);
   ASSERT_TRUE(secret.ok()) << secret.status().message();

@@ -143,9 +143,11 @@ class PreparedLookup {
   // tuned shape: the answer is the op default (or kMiss).
   Answer lookup(std::span<const int64_t> dims) {
     if (cached_ && dims.size() == ndims_) {
-      size_t i = 0;
-      while (i < ndims_ && last_[i] == dims[i]) ++i;
-      if (i == ndims_) return last_answer_;
+      // One branch on the outcome, not one per dim: shapes that alternate
+      // would mispredict the early exits.
+      uint64_t diff = 0;
+      for (size_t i = 0; i < ndims_; ++i) diff |= static_cast<uint64_t>(last_[i] ^ dims[i]);
+      if (diff == 0) return last_answer_;
     }
     return Refresh(dims);
   }

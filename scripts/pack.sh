@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Packs a relocatable tunefarm: the binary, its non-system shared libraries,
+# the shipped ops and (with --tests) the GPU test programs, into one folder
+# that runs on a GPU host with no build tools or package registry.
+#
+#   scripts/pack.sh [BUILD_DIR] [OUT_DIR] [--tests]
+#   OUT_DIR/bin/tunefarm tune ...      # the wrapper sets LD_LIBRARY_PATH
+#
+# Left out on purpose: libc/libstdc++ and friends (the host's, newer, serve),
+# libcuda (the host's driver) and libnvrtc (the host's CUDA toolkit, which must
+# match its driver).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+OUT=${2:-dist/tunefarm}
+WITH_TESTS=${3:-}
+
+rm -rf "$OUT"
+mkdir -p "$OUT/bin" "$OUT/libexec" "$OUT/lib" "$OUT/share/tunefarm"
+
+system_lib() {
+  case "$(basename "$1")" in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*|\
+    libcuda.so*|libnvrtc*.so*|libnvidia-ml.so*|libcublas*.so*|libcudart.so*|linux-vdso*) return 0 ;;
+  esac
+  return 1
+}
+
+copy_program() {  # $1 = program, $2 = destination folder
+  install -m 0755 "$1" "$2/"
+  strip --strip-unneeded "$2/$(basename "$1")" 2>/dev/null || true
+  ldd "$1" | awk '/=> \// { print $3 }' | while read -r lib; do
+    system_lib "$lib" && continue
+    [[ -e "$OUT/lib/$(basename "$lib")" ]] || install -m 0644 "$(readlink -f "$lib")" "$OUT/lib/$(basename "$lib")"
+  done
+}
+
+copy_program "$BUILD_DIR/cli/tunefarm" "$OUT/libexec"
+cat > "$OUT/bin/tunefarm" <<'WRAP'
+#!/bin/sh
+# Runs tunefarm with the libraries shipped beside it.
+here=$(cd "$(dirname "$0")/.." && pwd)
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/local/cuda/lib64"
+exec "$here/libexec/tunefarm" "$@"
+WRAP
+chmod 0755 "$OUT/bin/tunefarm"
+cp -r ops "$OUT/share/tunefarm/ops"
+mkdir -p "$OUT/share/tunefarm/sweeps" && cp -r sweeps/. "$OUT/share/tunefarm/sweeps/" 2>/dev/null || true
+
+if [[ "$WITH_TESTS" == "--tests" ]]; then
+  mkdir -p "$OUT/tests"
+  for t in "$BUILD_DIR"/tests/cuda_backend_test "$BUILD_DIR"/bench/tunefarm_baselines; do
+    [[ -x "$t" ]] && copy_program "$t" "$OUT/tests"
+  done
+  cp -r tests/gpu/data "$OUT/tests/gpu-data"
+fi
+du -sh "$OUT" | awk '{ print "pack: " $2 " " $1 }'
