@@ -337,6 +337,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   const std::string endpoint = coord.bound_endpoint();
   std::atomic<bool> stop_farm{false};
   std::thread coord_thread([&] { (void)coord.Run(&stop_farm); });
+  const double sweep_start = Seconds();
   std::vector<std::thread> worker_threads;
   for (size_t i = 0; i < workers.size(); ++i) {
     workers[i]->set_endpoint(endpoint);
@@ -359,10 +360,24 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
       rc = Fail("coordinator sent an unexpected reply");
     }
   }
+  const double sweep_seconds = Seconds() - sweep_start;
   stop_farm = true;
   for (auto& t : worker_threads) t.join();
   coord_thread.join();
   if (rc != 0) return rc;
+  WorkerStats total;
+  size_t devices = 0;
+  for (const auto& w : workers) {
+    const WorkerStats s = w->stats();
+    total.configs += s.configs;
+    total.measured += s.measured;
+    total.compiled += s.compiled;
+    total.compile_cache_hits += s.compile_cache_hits;
+    total.compile_seconds += s.compile_seconds;
+    total.compile_wait_seconds += s.compile_wait_seconds;
+    total.measure_seconds += s.measure_seconds;
+    devices += w->devices().size();
+  }
 
   // Report: every row of this sweep's keys (the store is idempotent, so a
   // rerun's rows may be the earlier run's), newest kernel hash only.
@@ -384,6 +399,17 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     }
   }
   PrintMeasurements(stdout, NewestHashOnly(std::move(rows)), ops, format);
+  std::printf("\nsweep: %llu configs, %llu (config, shape) results in %.1f s = %.2f configs/s "
+              "on %zu device(s)\n"
+              "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "
+              "device threads waited %.1f s for compiles\n"
+              "busy: devices were checking/timing %.1f s = %.0f%% of wall time\n",
+              (unsigned long long)total.configs, (unsigned long long)total.measured, sweep_seconds,
+              sweep_seconds > 0 ? total.configs / sweep_seconds : 0.0, devices,
+              (unsigned long long)total.compiled, total.compile_seconds,
+              (unsigned long long)total.compile_cache_hits, total.compile_wait_seconds,
+              total.measure_seconds,
+              sweep_seconds > 0 && devices ? 100.0 * total.measure_seconds / (sweep_seconds * devices) : 0.0);
   if (simulated) {
     std::printf("\nSIMULATED: these figures come from the sim backend's cost model, not a GPU.\n");
   }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
@@ -30,6 +31,13 @@ std::string DefaultName() {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   return std::string(host) + ":" + std::to_string(getpid());
+}
+
+// Cubins survive between sweeps here unless --cache-dir says otherwise.
+std::string DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME")) return std::string(xdg) + "/tunefarm/cubins";
+  if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/tunefarm/cubins";
+  return "/tmp/tunefarm-cubins";
 }
 
 // A unit handed from the socket thread to one device thread.
@@ -68,7 +76,8 @@ struct Worker::Impl {
   std::vector<DeviceInfo> devices;
   std::unique_ptr<CompilePool> pool;
   std::vector<std::unique_ptr<UnitQueue>> queues;
-  std::atomic<uint64_t> measured{0};
+  mutable std::mutex stats_mu;
+  WorkerStats stats;
   std::atomic<bool> stop_devices{false};
   std::mutex spec_mu;
   std::map<std::string, std::shared_ptr<const OpSpec>> spec_cache;  // by package digest
@@ -88,7 +97,7 @@ struct Worker::Impl {
       auto found = DiscoverCudaDevices();
       if (found.ok() && !found->empty()) {
         CudaBackendOptions co;
-        co.cache_dir = opts.cache_dir;
+        co.cache_dir = opts.cache_dir.empty() ? DefaultCacheDir() : opts.cache_dir;
         if (!opts.runner_exe.empty()) co.runner_exe = opts.runner_exe;
         for (const auto& d : *found) {
           if (!opts.cuda_devices.empty() &&
@@ -216,7 +225,16 @@ struct Worker::Impl {
     }
     std::map<std::string, double> best_by_shape;
     for (size_t i = 0; i < unit.configs.size(); ++i) {
+      const double wait_start = NowSeconds();
       CompiledKernel k = compiled[i].get();
+      {
+        std::lock_guard<std::mutex> lock(stats_mu);
+        stats.configs++;
+        stats.compile_wait_seconds += NowSeconds() - wait_start;
+        stats.compiled += k.from_cache ? 0 : 1;
+        stats.compile_cache_hits += k.from_cache ? 1 : 0;
+        stats.compile_seconds += k.compile_seconds;
+      }
       for (const auto& s : unit.shapes) {
         Measurement m;
         if (k.failure != FailureClass::kNone) {
@@ -226,7 +244,12 @@ struct Worker::Impl {
           m.resources = k.resources;
         } else {
           double& best = best_by_shape[s.Canonical()];
+          const double measure_start = NowSeconds();
           Measurement got = backend.Measure(*spec, unit.dtype, k, s, opts.timing, best);
+          {
+            std::lock_guard<std::mutex> lock(stats_mu);
+            stats.measure_seconds += NowSeconds() - measure_start;
+          }
           m = base(unit.configs[i], s);
           // Keep the key and provenance from `base`, the figures from `got`.
           m.failure = got.failure;
@@ -248,7 +271,10 @@ struct Worker::Impl {
         }
         m.kernel_hash = k.kernel_hash.empty() ? KernelHash(*spec, backend.toolchain()) : k.kernel_hash;
         rows.push_back(std::move(m));
-        measured++;
+        {
+          std::lock_guard<std::mutex> lock(stats_mu);
+          stats.measured++;
+        }
         if (rows.size() >= opts.batch_size || NowSeconds() - last_flush >= opts.batch_seconds) {
           Flush(push, unit, &batch, &rows, false);
           last_flush = NowSeconds();
@@ -264,7 +290,10 @@ Worker::~Worker() = default;
 
 const std::vector<DeviceInfo>& Worker::devices() const { return impl_->devices; }
 void Worker::set_endpoint(const std::string& endpoint) { impl_->opts.endpoint = endpoint; }
-uint64_t Worker::measured() const { return impl_->measured.load(); }
+WorkerStats Worker::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->stats;
+}
 
 Status Worker::Start() {
   TUNE_RETURN_IF_ERROR(impl_->CreateBackends());

@@ -35,6 +35,16 @@ struct WorkerOptions {
   bool verbose = false;
 };
 
+// What a worker spent its time on, for throughput reports.
+struct WorkerStats {
+  uint64_t configs = 0;               // configs run (compiled or failed to)
+  uint64_t measured = 0;              // (config, shape) results produced
+  uint64_t compiled = 0, compile_cache_hits = 0;
+  double compile_seconds = 0;         // summed over compile threads
+  double compile_wait_seconds = 0;    // device threads waiting for a compile
+  double measure_seconds = 0;         // device threads inside Measure (check + timing)
+};
+
 class Worker {
  public:
   explicit Worker(WorkerOptions opts);
@@ -49,8 +59,7 @@ class Worker {
   // Serves until *stop is true; reconnects with backoff when the coordinator
   // goes silent.
   Status Run(const std::atomic<bool>* stop);
-  // Measurements produced so far (for logs and tests).
-  uint64_t measured() const;
+  WorkerStats stats() const;
 
  private:
   struct Impl;

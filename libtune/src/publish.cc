@@ -86,7 +86,10 @@ double Throughput(const OpSpec* spec, const Measurement& m, std::string* unit) {
   DeviceInfo dev;  // metrics depend on dims and dtype only
   auto plan = PlanLaunch(*spec, m.dtype, m.config, shape, dev);
   if (!plan.ok()) return 0;
-  if (plan->flops > 0) {
+  // Below ~50 flops per byte a kernel is bound by memory on every current
+  // GPU, so bandwidth is the figure that says how good it is.
+  const bool memory_bound = plan->bytes > 0 && plan->flops < 50 * plan->bytes;
+  if (plan->flops > 0 && !memory_bound) {
     *unit = "TFLOP/s";
     return plan->flops / (m.median_us * 1e6);
   }

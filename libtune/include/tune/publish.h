@@ -21,8 +21,9 @@ std::map<std::string, OpSpec> OpsFromStore(ResultStore& store);
 // config slower than the default. Fails when nothing matches.
 Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name);
 
-// Throughput of a measurement for reports: TFLOP/s when the op counts flops,
-// else GB/s; `unit` receives "TFLOP/s" or "GB/s". 0 when unknown.
+// Throughput of a measurement for reports: TFLOP/s when the op counts flops
+// and does at least 50 per byte, else GB/s; `unit` receives "TFLOP/s" or
+// "GB/s". 0 when unknown.
 double Throughput(const OpSpec* spec, const Measurement& m, std::string* unit);
 
 }  // namespace tune
