@@ -295,6 +295,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
                                args.ops_dir)
                    : LoadSweepFile(args.sweep_file, args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
+  if (args.configs_per_unit) sweep->configs_per_unit = args.configs_per_unit;
 
   // Workers first: their backend decides what this run measures.
   WorkerOptions wopts = args.worker.opts;

@@ -48,6 +48,7 @@ struct TuneArgs {
                            shapes = {"M=4096,N=4096,K=4096"};
   std::string ops_dir = "ops", store = "tunefarm.db", bundle, format = "table";
   unsigned sim_workers = 1;
+  uint32_t configs_per_unit = 0;
   bool quiet = false;
   WorkerArgs worker;
 };

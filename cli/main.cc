@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
   t->add_option("--store", tune_args.store, "RocksDB store directory")->capture_default_str();
   t->add_option("--bundle", tune_args.bundle, "Bundle output path without extension (default bundles/<sweep>)");
   t->add_option("--workers", tune_args.sim_workers, "sim: number of local worker processes' worth of threads")->capture_default_str();
+  t->add_option("--configs-per-unit", tune_args.configs_per_unit, "Work unit size (0 = the coordinator's default)");
   t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
   AddWorkerOptions(t, &tune_args.worker, /*for_tune=*/true);

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sweep speed-up with the number of GPUs on one host: one worker, one runner
+# process per GPU, the gemm space over three shapes. Cold first (fills the
+# cubin cache), then warm on GPU 0 alone and warm on every GPU.
+set -u
+A=${ART:-.art/tunefarm}
+TF=$A/bin/tunefarm
+OUT=${OUT:-/tmp/tunefarm-multi-gpu}
+mkdir -p "$OUT"
+LOG=$OUT/multi_gpu.log
+: > "$LOG"
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv | tee -a "$LOG"
+N=$(nvidia-smi -L | wc -l)
+ALL=$(seq -s, 0 $((N - 1)))
+run() {  # name devices
+  echo "=== $1: devices $2 ($(date +%T))" | tee -a "$LOG"
+  "$TF" tune --ops-dir "$A/share/tunefarm/ops" --quiet --op gemm --dtype f16 \
+    --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 --shape M=8192,N=8192,K=8192 \
+    --configs-per-unit 4 --devices "$2" --cache-dir /tmp/tf-cubins \
+    --store "/tmp/tf-$1" --bundle "/tmp/tf-$1-bundle" > "$OUT/$1.txt" 2>&1
+  grep -E "^(sweep|compile|busy):|tunefarm:" "$OUT/$1.txt" | tee -a "$LOG"
+}
+rm -rf /tmp/tf-*
+run cold_all "$ALL"
+run warm_1gpu 0
+run warm_all "$ALL"
