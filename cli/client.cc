@@ -5,6 +5,8 @@
 #include <chrono>
 #include <zmq.hpp>
 
+#include "tune/curve.h"
+
 namespace tune {
 
 struct CoordinatorClient::Impl {
@@ -13,11 +15,15 @@ struct CoordinatorClient::Impl {
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::dealer};
   uint64_t seq = 0;
+  std::string curve_secret_key, coordinator_key;
 };
 
-CoordinatorClient::CoordinatorClient(std::string endpoint, double timeout_seconds)
+CoordinatorClient::CoordinatorClient(std::string endpoint, double timeout_seconds,
+                                     std::string curve_secret_key, std::string coordinator_key)
     : impl_(std::make_unique<Impl>()) {
   impl_->endpoint = std::move(endpoint);
+  impl_->curve_secret_key = std::move(curve_secret_key);
+  impl_->coordinator_key = std::move(coordinator_key);
   impl_->timeout = timeout_seconds;
   impl_->sock.set(zmq::sockopt::linger, 0);
   impl_->sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
@@ -27,7 +33,16 @@ CoordinatorClient::~CoordinatorClient() = default;
 
 Result<Command> CoordinatorClient::Call(Command request) {
   try {
-    if (impl_->seq == 0) impl_->sock.connect(impl_->endpoint);
+    if (impl_->seq == 0) {
+      if (!impl_->curve_secret_key.empty()) {
+        auto keys = LoadCurveKeyPair(impl_->curve_secret_key);
+        if (!keys.ok()) return keys.status();
+        auto server = LoadCurvePublicKey(impl_->coordinator_key);
+        if (!server.ok()) return server.status();
+        TUNE_RETURN_IF_ERROR(ConfigureCurveClient(impl_->sock, *keys, *server));
+      }
+      impl_->sock.connect(impl_->endpoint);
+    }
     Envelope env;
     env.seq = ++impl_->seq;
     env.sender = "client:" + std::to_string(getpid());

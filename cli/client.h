@@ -13,7 +13,9 @@ namespace tune {
 
 class CoordinatorClient {
  public:
-  explicit CoordinatorClient(std::string endpoint, double timeout_seconds = 10);
+  // `curve_secret_key` and `coordinator_key` are key files; empty = plaintext.
+  explicit CoordinatorClient(std::string endpoint, double timeout_seconds = 10,
+                             std::string curve_secret_key = "", std::string coordinator_key = "");
   ~CoordinatorClient();
   Result<Command> Call(Command request);
 

@@ -14,6 +14,8 @@
 #include "client.h"
 #include "report.h"
 #include "tune/bundle.h"
+#include "tune/curve.h"
+#include "tune/signing.h"
 #include "tune/publish.h"
 #include "tune/sweep_file.h"
 #ifdef TUNEFARM_WITH_CUDA
@@ -59,7 +61,7 @@ constexpr double kCoordinatorPatienceSeconds = 120;
 
 // Waits for a sweep, drawing a progress bar unless quiet. Returns its final
 // progress, or an error when the coordinator stops answering.
-Result<SweepProgress> WaitForSweep(const std::string& endpoint, const std::string& sweep_id,
+Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id,
                                    bool quiet, const std::atomic<bool>* stop) {
   const double start = Seconds();
   double last_answer = start;
@@ -67,7 +69,7 @@ Result<SweepProgress> WaitForSweep(const std::string& endpoint, const std::strin
   while (!stop->load()) {
     // A fresh socket per poll: a restarted coordinator must not inherit a
     // request the old one never answered.
-    CoordinatorClient client(endpoint, 5);
+    CoordinatorClient client(c.endpoint, 5, c.curve_secret_key, c.coordinator_key);
     auto reply = client.Call(SweepStatusRequest{sweep_id});
     if (!reply.ok()) {
       // The coordinator may be restarting; sweeps survive that.
@@ -117,6 +119,11 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
     app->add_option("--connect", args->opts.endpoint, "Coordinator endpoint")->capture_default_str();
     app->add_option("--name", args->opts.name, "Worker name (default host:pid)");
     app->add_flag("-v,--verbose", args->opts.verbose, "Log units and reconnects to stderr");
+    app->add_option("--curve-key", args->opts.curve_secret_key, "CURVE secret key file of this worker");
+    app->add_option("--coordinator-key", args->opts.coordinator_public_key,
+                    "CURVE public key file of the coordinator");
+    app->add_flag("--insecure-plaintext", args->opts.insecure_plaintext,
+                  "Allow a non-loopback coordinator without CURVE");
   }
   app->add_option("--backend", args->opts.backend, "auto (CUDA if a GPU is present), cuda or sim")
       ->capture_default_str()
@@ -134,6 +141,12 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
       ->capture_default_str();
   app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
       ->capture_default_str();
+}
+
+void AddClientOptions(CLI::App* app, ClientArgs* args) {
+  app->add_option("--coordinator", args->endpoint, "Coordinator endpoint")->capture_default_str();
+  app->add_option("--curve-key", args->curve_secret_key, "CURVE secret key file of this client");
+  app->add_option("--coordinator-key", args->coordinator_key, "CURVE public key file of the coordinator");
 }
 
 void AddQueryOptions(CLI::App* app, QueryArgs* args) {
@@ -184,7 +197,8 @@ int RunRunner(int device) {
 int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
-  CoordinatorClient client(args.endpoint);
+  const ClientArgs& c = args.client;
+  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
   auto reply = client.Call(*sweep);
   if (!reply.ok()) return Fail(reply.status().message());
   auto* accepted = std::get_if<SweepAccepted>(&*reply);
@@ -192,13 +206,14 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   std::printf("%s\n", accepted->sweep_id.c_str());
   std::fflush(stdout);
   if (!args.wait) return 0;
-  auto done = WaitForSweep(args.endpoint, accepted->sweep_id, false, stop);
+  auto done = WaitForSweep(c, accepted->sweep_id, false, stop);
   if (!done.ok()) return Fail(done.status().message());
   return done->state == "done" ? 0 : Fail("sweep " + accepted->sweep_id + " " + done->state);
 }
 
 int RunStatus(const StatusArgs& args) {
-  CoordinatorClient client(args.endpoint);
+  const ClientArgs& c = args.client;
+  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
   auto reply = client.Call(SweepStatusRequest{args.sweep_id});
   if (!reply.ok()) return Fail(reply.status().message());
   auto* status = std::get_if<SweepStatus>(&*reply);
@@ -259,7 +274,14 @@ int RunPublish(const PublishArgs& args) {
   if (!bundle.ok()) return Fail(bundle.status().message());
   const auto parent = std::filesystem::path(args.out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  Status st = WriteBundleFiles(*bundle, args.out);
+  Status st;
+  if (args.sign_key.empty()) {
+    st = WriteBundleFiles(*bundle, args.out);
+  } else {
+    auto key = ReadSecretKeyFile(args.sign_key);
+    if (!key.ok()) return Fail(key.status().message());
+    st = WriteSignedBundleFiles(*bundle, *key, args.out);
+  }
   if (!st.ok()) return Fail(st.message());
   std::printf("%s.tfb\n%s.json\n", args.out.c_str(), args.out.c_str());
   return 0;
@@ -282,6 +304,39 @@ int RunBundleLookup(const BundleArgs& args) {
   auto r = index.Lookup(args.op, args.dtype, args.gpu, shape);
   if (r.level == LookupLevel::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
   std::printf("%s %s\n", LookupLevelName(r.level), r.config->Canonical().c_str());
+  return 0;
+}
+
+int RunBundleVerify(const BundleArgs& args) {
+  std::vector<PublicKey> trusted;
+  for (const auto& path : args.keys) {
+    auto k = ReadPublicKeyFile(path);
+    if (!k.ok()) return Fail(k.status().message());
+    trusted.push_back(*k);
+  }
+  PublicKey signer;
+  auto b = ReadVerifiedBundleFile(args.file, trusted, &signer);
+  if (!b.ok()) return Fail(b.status().message());
+  std::printf("%s: signature OK (key %s), %zu entries\n", args.file.c_str(), signer.Id().c_str(),
+              b->entries.size());
+  return 0;
+}
+
+int RunKeysCurve(const KeysArgs& args) {
+  auto keys = GenerateCurveKeyPair();
+  if (!keys.ok()) return Fail(keys.status().message());
+  Status st = WriteCurveKeyPair(*keys, args.out, args.name.empty() ? args.out : args.name, args.force);
+  if (!st.ok()) return Fail(st.message());
+  std::printf("%s (secret, 0600)\n%s.pub: %s\n", args.out.c_str(), args.out.c_str(),
+              keys->public_z85.c_str());
+  return 0;
+}
+
+int RunKeysSign(const KeysArgs& args) {
+  auto key = GenerateKeyPairFiles(args.out, args.out + ".pub");
+  if (!key.ok()) return Fail(key.status().message());
+  std::printf("%s (secret, 0600)\n%s.pub (key id %s)\n", args.out.c_str(), args.out.c_str(),
+              key->Id().c_str());
   return 0;
 }
 
@@ -354,7 +409,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
       rc = Fail(reply.status().message());
     } else if (auto* accepted = std::get_if<SweepAccepted>(&*reply)) {
       sweep_id = accepted->sweep_id;
-      auto done = WaitForSweep(endpoint, sweep_id, args.quiet, stop);
+      ClientArgs local;
+      local.endpoint = endpoint;
+      auto done = WaitForSweep(local, sweep_id, args.quiet, stop);
       if (!done.ok()) rc = Fail(done.status().message());
       else if (done->state != "done") rc = Fail("sweep " + sweep_id + " " + done->state);
     } else {

@@ -22,24 +22,36 @@ struct WorkerArgs {
   std::string sim_models = "h100";
   std::string devices;
 };
+// How a client reaches the coordinator.
+struct ClientArgs {
+  std::string endpoint = "tcp://127.0.0.1:5555";
+  std::string curve_secret_key, coordinator_key;  // CURVE key files; empty = plaintext
+};
 struct SubmitArgs {
-  std::string sweep_file, endpoint = "tcp://127.0.0.1:5555", ops_dir = "ops";
+  std::string sweep_file, ops_dir = "ops";
+  ClientArgs client;
   bool wait = false;
 };
 struct StatusArgs {
-  std::string sweep_id, endpoint = "tcp://127.0.0.1:5555";
+  std::string sweep_id;
+  ClientArgs client;
   bool json = false;
+};
+struct KeysArgs {
+  std::string out, name;
+  bool force = false;
 };
 struct QueryArgs {
   std::string store = "tunefarm.db", format = "table";
   ResultFilter filter;
 };
 struct PublishArgs {
-  std::string store = "tunefarm.db", out, name;
+  std::string store = "tunefarm.db", out, name, sign_key;
   ResultFilter filter;
 };
 struct BundleArgs {
   std::string file, op, dtype, gpu, shape;
+  std::vector<std::string> keys;  // trusted public key files
   bool json = false;
 };
 struct TuneArgs {
@@ -56,6 +68,7 @@ struct TuneArgs {
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);
 void AddQueryOptions(CLI::App* app, QueryArgs* args);
+void AddClientOptions(CLI::App* app, ClientArgs* args);
 
 int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop);
 int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop);
@@ -66,6 +79,9 @@ int RunResults(const QueryArgs& args, bool best_only);
 int RunPublish(const PublishArgs& args);
 int RunBundleShow(const BundleArgs& args);
 int RunBundleLookup(const BundleArgs& args);
+int RunBundleVerify(const BundleArgs& args);
+int RunKeysCurve(const KeysArgs& args);
+int RunKeysSign(const KeysArgs& args);
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop);
 
 }  // namespace tune

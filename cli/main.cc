@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   c->add_option("--configs-per-unit", coord.opts.scheduler.configs_per_unit, "Default work unit size")->capture_default_str();
   c->add_option("--lease-base", coord.opts.scheduler.lease_base_seconds, "Lease seconds per unit, fixed part")->capture_default_str();
   c->add_option("--lease-per-pair", coord.opts.scheduler.lease_per_pair_seconds, "Lease seconds per (config, shape)")->capture_default_str();
+  c->add_option("--curve-key", coord.opts.curve_secret_key, "CURVE secret key file (see `keys curve`)");
+  c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker/client CURVE public keys to admit");
+  c->add_flag("--insecure-plaintext", coord.opts.insecure_plaintext, "Allow a non-loopback bind without CURVE");
   c->add_flag("-v,--verbose", coord.opts.verbose, "Log leases, workers and sweeps to stderr");
 
   // worker
@@ -55,7 +58,7 @@ int main(int argc, char** argv) {
   SubmitArgs submit;
   auto* s = app.add_subcommand("submit", "Submit a sweep file to a running coordinator");
   s->add_option("sweep", submit.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
-  s->add_option("--coordinator", submit.endpoint, "Coordinator endpoint")->capture_default_str();
+  AddClientOptions(s, &submit.client);
   s->add_option("--ops-dir", submit.ops_dir, "Folder holding the op folders")->capture_default_str();
   s->add_flag("--wait", submit.wait, "Wait for the sweep to finish, with a progress bar");
 
@@ -63,7 +66,7 @@ int main(int argc, char** argv) {
   StatusArgs status;
   auto* st = app.add_subcommand("status", "Show sweep progress from a running coordinator");
   st->add_option("sweep_id", status.sweep_id, "Sweep id (default: every sweep)");
-  st->add_option("--coordinator", status.endpoint, "Coordinator endpoint")->capture_default_str();
+  AddClientOptions(st, &status.client);
   st->add_flag("--json", status.json, "JSON output");
 
   // results / best
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
   p->add_option("--store", publish.store, "RocksDB store directory")->capture_default_str();
   p->add_option("--out", publish.out, "Output path without extension")->required();
   p->add_option("--name", publish.name, "Bundle name (default: the file name)");
+  p->add_option("--sign-key", publish.sign_key, "Ed25519 secret key file: sign the bundle (see `keys sign`)");
   p->add_option("--op", publish.filter.op, "Only this op");
   p->add_option("--gpu", publish.filter.gpu_model, "Only this GPU model");
   p->add_option("--dtype", publish.filter.dtype, "Only this dtype");
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
   // bundle show / lookup
   auto* bundle = app.add_subcommand("bundle", "Inspect bundles");
   bundle->require_subcommand(1);
-  BundleArgs bshow, blookup;
+  BundleArgs bshow, blookup, bverify;
   auto* bs = bundle->add_subcommand("show", "Print a bundle's entries");
   bs->add_option("file", bshow.file, "Bundle file (.tfb)")->required();
   bs->add_flag("--json", bshow.json, "Print the JSON form");
@@ -96,6 +100,21 @@ int main(int argc, char** argv) {
   bl->add_option("--dtype", blookup.dtype, "Dtype")->required();
   bl->add_option("--gpu", blookup.gpu, "GPU model")->required();
   bl->add_option("--shape", blookup.shape, "Shape, like M=4096,N=4096,K=4096")->required();
+
+  auto* bv = bundle->add_subcommand("verify", "Check a bundle's Ed25519 signature against trusted keys");
+  bv->add_option("file", bverify.file, "Bundle file (.tfb)")->required();
+  bv->add_option("--key", bverify.keys, "Trusted public key file (repeatable)")->required();
+
+  // keys
+  auto* keys = app.add_subcommand("keys", "Generate key pairs");
+  keys->require_subcommand(1);
+  KeysArgs kcurve, ksign;
+  auto* kc = keys->add_subcommand("curve", "CURVE key pair for coordinator, worker or client links");
+  kc->add_option("--out", kcurve.out, "Secret key file; the public key goes to <out>.pub")->required();
+  kc->add_option("--name", kcurve.name, "Name written beside the public key (allow-list comment)");
+  kc->add_flag("--force", kcurve.force, "Replace existing files");
+  auto* ks = keys->add_subcommand("sign", "Ed25519 key pair for signing bundles");
+  ks->add_option("--out", ksign.out, "Secret key file; the public key goes to <out>.pub")->required();
 
   // tune
   TuneArgs tune_args;
@@ -125,6 +144,9 @@ int main(int argc, char** argv) {
   if (p->parsed()) return RunPublish(publish);
   if (bs->parsed()) return RunBundleShow(bshow);
   if (bl->parsed()) return RunBundleLookup(blookup);
+  if (bv->parsed()) return RunBundleVerify(bverify);
+  if (kc->parsed()) return RunKeysCurve(kcurve);
+  if (ks->parsed()) return RunKeysSign(ksign);
   if (t->parsed()) return RunTune(tune_args, &g_stop);
   return 2;
 }

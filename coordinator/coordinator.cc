@@ -1,13 +1,16 @@
 #include "coordinator.h"
 
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <ctime>
 #include <random>
 #include <set>
 #include <zmq.hpp>
 
+#include "tune/curve.h"
 #include "tune/protocol.h"
+#include "zap_authenticator.h"
 #include "tune/sweep_file.h"
 
 namespace tune {
@@ -40,6 +43,7 @@ std::string Printable(const std::string& identity) {
 struct Coordinator::Impl {
   CoordinatorOptions opts;
   zmq::context_t ctx{1};
+  std::unique_ptr<ZapAuthenticator> zap;  // declared before router: outlives it
   std::unique_ptr<zmq::socket_t> router;
   std::unique_ptr<ResultStore> store;
   Scheduler scheduler;
@@ -269,11 +273,33 @@ Status Coordinator::Start() {
   if (!store.ok()) return store.status();
   impl_->store = std::move(store).value();
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
+  const auto& o = impl_->opts;
+  std::optional<CurveKeyPair> keys;
+  if (!o.curve_secret_key.empty()) {
+    auto loaded = LoadCurveKeyPair(o.curve_secret_key);
+    if (!loaded.ok()) return loaded.status();
+    keys = *loaded;
+    if (o.curve_allow_list.empty()) {
+      return Status::Error("coordinator: --curve-key needs --allow-list (the worker keys to admit)");
+    }
+    ZapAuthenticatorOptions zo;
+    zo.allow_list_path = o.curve_allow_list;
+    zo.log_accepted = o.verbose;
+    auto zap = ZapAuthenticator::FromFile(impl_->ctx, o.curve_allow_list, zo);
+    if (!zap.ok()) return zap.status();
+    impl_->zap = std::move(zap).value();
+    TUNE_RETURN_IF_ERROR(impl_->zap->Start());
+  } else if (!IsLoopbackEndpoint(o.endpoint) && !o.insecure_plaintext) {
+    return Status::Error("coordinator: " + o.endpoint +
+                         " is not loopback: give --curve-key and --allow-list "
+                         "(or --insecure-plaintext on a trusted network)");
+  }
   try {
     impl_->router = std::make_unique<zmq::socket_t>(impl_->ctx, zmq::socket_type::router);
     impl_->router->set(zmq::sockopt::linger, 0);
     impl_->router->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
     impl_->router->set(zmq::sockopt::router_handover, 1);
+    if (keys) TUNE_RETURN_IF_ERROR(ConfigureCurveServer(*impl_->router, *keys));
     impl_->router->bind(impl_->opts.endpoint);
   } catch (const zmq::error_t& e) {
     return Status::Error("coordinator: cannot bind " + impl_->opts.endpoint + ": " + e.what());
@@ -311,6 +337,9 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
           more = router.get(zmq::sockopt::rcvmore);
         }
         const std::string id = identity.to_string();
+        // Fail closed: with CURVE on, a frame whose connection the
+        // authenticator did not admit is dropped unread.
+        if (impl_->zap && (parts.empty() || AdmittedKey(parts[0]).empty())) continue;
         if (parts.size() != 1) {
           impl_->Disconnect(id, "expected one frame, got " + std::to_string(parts.size()));
           continue;

@@ -25,6 +25,11 @@ struct CoordinatorOptions {
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 5;            // missed heartbeats before a worker is dead
   SchedulerOptions scheduler;
+  // CURVE: on when a secret key is given; required (unless insecure) for
+  // endpoints other than loopback. Workers must be on the allow-list.
+  std::string curve_secret_key;     // file written by `tunefarm keys curve`
+  std::string curve_allow_list;     // one worker public key per line
+  bool insecure_plaintext = false;  // allow a non-loopback endpoint without CURVE
   bool verbose = false;
 };
 

@@ -19,6 +19,10 @@ PACKAGES=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev
+  clang libclang-rt-14-dev
+  libjs-chart.js
+  ansible ansible-lint
+  chromium chromium-driver python3-selenium
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "compile_pool.h"
+#include "tune/curve.h"
 #include "tune/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "tune/cuda_backend.h"
@@ -75,6 +76,8 @@ struct Worker::Impl {
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<DeviceInfo> devices;
   std::unique_ptr<CompilePool> pool;
+  std::optional<CurveKeyPair> curve_keys;
+  std::string coordinator_key;
   std::vector<std::unique_ptr<UnitQueue>> queues;
   mutable std::mutex stats_mu;
   WorkerStats stats;
@@ -296,6 +299,22 @@ WorkerStats Worker::stats() const {
 }
 
 Status Worker::Start() {
+  const auto& o = impl_->opts;
+  if (o.curve_secret_key.empty() != o.coordinator_public_key.empty()) {
+    return Status::Error("worker: --curve-key and --coordinator-key go together");
+  }
+  if (!o.curve_secret_key.empty()) {
+    auto keys = LoadCurveKeyPair(o.curve_secret_key);
+    if (!keys.ok()) return keys.status();
+    impl_->curve_keys = *keys;
+    auto server = LoadCurvePublicKey(o.coordinator_public_key);
+    if (!server.ok()) return server.status();
+    impl_->coordinator_key = *server;
+  } else if (!IsLoopbackEndpoint(o.endpoint) && !o.insecure_plaintext) {
+    return Status::Error("worker: " + o.endpoint +
+                         " is not loopback: give --curve-key and --coordinator-key "
+                         "(or --insecure-plaintext on a trusted network)");
+  }
   TUNE_RETURN_IF_ERROR(impl_->CreateBackends());
   for (const auto& b : impl_->backends) impl_->devices.push_back(b->device());
   impl_->pool = std::make_unique<CompilePool>(impl_->opts.compile_threads);
@@ -341,16 +360,18 @@ Status Worker::Run(const std::atomic<bool>* stop) {
     dealer->send(zmq::buffer(frame), zmq::send_flags::dontwait);
     last_sent = NowSeconds();
   };
-  auto connect = [&] {
+  auto connect = [&]() -> Status {
     dealer = std::make_unique<zmq::socket_t>(w.ctx, zmq::socket_type::dealer);
     dealer->set(zmq::sockopt::linger, 0);
     dealer->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
+    if (w.curve_keys) TUNE_RETURN_IF_ERROR(ConfigureCurveClient(*dealer, *w.curve_keys, w.coordinator_key));
     dealer->connect(w.opts.endpoint);
     greeted = false;
     outstanding.reset();
     last_heard = NowSeconds();
     send(Hello{w.opts.name, TUNEFARM_VERSION, w.devices});
     w.Log("connecting to " + w.opts.endpoint);
+    return Status::OK();
   };
   auto drop_connection = [&](const std::string& why) {
     w.Log("connection lost (" + why + "); reconnecting in " + std::to_string(backoff) + " s");
@@ -360,11 +381,11 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   };
 
   try {
-    connect();
-    while (!stop->load()) {
+    exit_status = connect();
+    while (exit_status.ok() && !stop->load()) {
       const double now = NowSeconds();
       if (!dealer) {
-        if (now >= reconnect_at) connect();
+        if (now >= reconnect_at) exit_status = connect();
         else std::this_thread::sleep_for(std::chrono::milliseconds(20));
         continue;
       }
@@ -469,7 +490,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
       }
       if (t - last_sent >= hb_interval) send(Heartbeat{});
     }
-    if (dealer) send(tune::Disconnect{"worker stopping"});
+    if (dealer && exit_status.ok()) send(tune::Disconnect{"worker stopping"});
   } catch (const zmq::error_t& e) {
     exit_status = Status::Error(std::string("worker: socket error: ") + e.what());
   }

@@ -30,6 +30,10 @@ struct WorkerOptions {
   std::string cache_dir;                     // cubin cache (cuda)
   std::string runner_exe;                    // cuda: binary with the `runner` command
   TimingPolicy timing;
+  // CURVE: this worker's key pair and the coordinator's public key; both or
+  // neither. Required for non-loopback endpoints unless insecure_plaintext.
+  std::string curve_secret_key, coordinator_public_key;
+  bool insecure_plaintext = false;
   size_t batch_size = 64;                    // results per message
   double batch_seconds = 0.5;                // or this old, whichever first
   bool verbose = false;

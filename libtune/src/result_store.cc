@@ -132,6 +132,16 @@ bool IsLockError(const rocksdb::Status& s) {
 // comparison and would stay best forever.
 bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.median_us); }
 
+// Every Put first asks whether its key exists, and almost always it does
+// not: Bloom filters answer that without reading data blocks.
+rocksdb::ColumnFamilyOptions StoreColumnFamilyOptions(const rocksdb::Options& options) {
+  rocksdb::BlockBasedTableOptions table;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  rocksdb::ColumnFamilyOptions cf_options(options);
+  cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return cf_options;
+}
+
 }  // namespace
 
 struct ResultStore::Impl {
@@ -146,6 +156,7 @@ struct ResultStore::Impl {
   // Put is check-then-write (existence, best-so-far), which RocksDB does not
   // make atomic on its own.
   std::mutex put_mu;
+  bool read_only = false;
 
   ~Impl() {
     if (db == nullptr) return;
@@ -160,6 +171,22 @@ struct ResultStore::Impl {
   Status Error(const std::string& what, const rocksdb::Status& s) const {
     return Error(what + ": " + s.ToString());
   }
+  // Points the named handles at the families opened in `names` order.
+  void BindHandles(const std::vector<std::string>& names) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto* h = handles[i];
+      if (names[i] == kResultsCf) results = h;
+      if (names[i] == kByShapeCf) by_shape = h;
+      if (names[i] == kBestCf) best = h;
+      if (names[i] == kSweepsCf) sweeps = h;
+      if (names[i] == kMetaCf) meta = h;
+    }
+  }
+  Status UnsupportedVersion(const std::string& version) const {
+    return Error("store format version '" + version + "' is not supported by this build (it reads version " +
+                 std::to_string(kStoreFormatVersion) + "); open it with the tunefarm that wrote it");
+  }
+  Status CheckWritable() const { return read_only ? Error("store opened read-only") : Status::OK(); }
 
   // Visits rows of `cf` whose key starts with `prefix`, in key order, until
   // `fn` returns false.
@@ -247,6 +274,43 @@ struct ResultStore::Impl {
 ResultStore::ResultStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ResultStore::~ResultStore() = default;
 
+bool ResultStore::read_only() const { return impl_->read_only; }
+
+Result<std::unique_ptr<ResultStore>> ResultStore::OpenReadOnly(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->read_only = true;
+
+  rocksdb::Options options;
+  // A writer's compactions delete table files; opening them all now keeps
+  // this handle's view readable after they are gone from the directory.
+  options.max_open_files = -1;
+  std::vector<std::string> names;
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(options, path, &names);
+  if (!s.ok()) return impl->Error("cannot open read-only: no store at this path", s);
+  for (const char* want : {kResultsCf, kByShapeCf, kBestCf, kSweepsCf, kMetaCf}) {
+    bool found = false;
+    for (const auto& n : names) found = found || n == want;
+    if (!found) {
+      return impl->Error(std::string("not a tunefarm result store (no column family '") + want + "')");
+    }
+  }
+  const rocksdb::ColumnFamilyOptions cf_options = StoreColumnFamilyOptions(options);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : names) descriptors.emplace_back(n, cf_options);
+  s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(options), path, descriptors, &impl->handles,
+                                   &impl->db);
+  if (!s.ok()) return impl->Error("cannot open read-only", s);
+  impl->BindHandles(names);
+
+  std::string version;
+  s = impl->db->Get(rocksdb::ReadOptions(), impl->meta, kFormatVersionKey, &version);
+  if (s.IsNotFound()) return impl->Error("not a tunefarm result store (no format version)");
+  if (!s.ok()) return impl->Error("cannot read format version", s);
+  if (version != std::to_string(kStoreFormatVersion)) return impl->UnsupportedVersion(version);
+  return std::unique_ptr<ResultStore>(new ResultStore(std::move(impl)));
+}
+
 Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
@@ -277,12 +341,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
     if (!found) names.emplace_back(want);
   }
 
-  // Every Put first asks whether its key exists, and almost always it does
-  // not: Bloom filters answer that without reading data blocks.
-  rocksdb::BlockBasedTableOptions table;
-  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  rocksdb::ColumnFamilyOptions cf_options(options);
-  cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  const rocksdb::ColumnFamilyOptions cf_options = StoreColumnFamilyOptions(options);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : names) descriptors.emplace_back(n, cf_options);
   rocksdb::Status s =
@@ -295,24 +354,13 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
     }
     return impl->Error("cannot open", s);
   }
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto* h = impl->handles[i];
-    if (names[i] == kResultsCf) impl->results = h;
-    if (names[i] == kByShapeCf) impl->by_shape = h;
-    if (names[i] == kBestCf) impl->best = h;
-    if (names[i] == kSweepsCf) impl->sweeps = h;
-    if (names[i] == kMetaCf) impl->meta = h;
-  }
+  impl->BindHandles(names);
 
   const std::string want_version = std::to_string(kStoreFormatVersion);
   std::string version;
   s = impl->db->Get(rocksdb::ReadOptions(), impl->meta, kFormatVersionKey, &version);
   if (s.ok()) {
-    if (version != want_version) {
-      return impl->Error("store format version '" + version +
-                         "' is not supported by this build (it reads version " + want_version +
-                         "); open it with the tunefarm that wrote it");
-    }
+    if (version != want_version) return impl->UnsupportedVersion(version);
   } else if (s.IsNotFound()) {
     // Only a store we just created may be stamped: an existing database
     // without our metadata is someone else's, and writing into it would be
@@ -340,6 +388,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
 }
 
 Result<bool> ResultStore::Put(const Measurement& m) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
   std::unordered_set<std::string> staged_keys;
@@ -352,6 +401,7 @@ Result<bool> ResultStore::Put(const Measurement& m) {
 
 Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored) {
   if (stored) *stored = 0;
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
   std::unordered_set<std::string> staged_keys;
@@ -466,6 +516,7 @@ Result<uint64_t> ResultStore::CountResults() {
 }
 
 Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& bytes) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   if (sweep_id.empty()) return impl_->Error("sweep id is empty");
   rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->sweeps, sweep_id, bytes);
   return s.ok() ? Status::OK() : impl_->Error("write of sweep " + sweep_id + " failed", s);

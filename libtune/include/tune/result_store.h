@@ -16,6 +16,11 @@
 //
 // Thread safety: a ResultStore may be used from several threads; Put calls
 // serialise on an internal mutex (best-so-far is read-modify-write).
+//
+// Read-only handles (OpenReadOnly) take no lock, so reports can read a store
+// that a running coordinator owns. Such a handle sees the store as it was
+// when opened (including writes still only in the owner's WAL); reopen it to
+// see newer results.
 #pragma once
 
 #include <functional>
@@ -41,7 +46,15 @@ class ResultStore {
   // if the path holds a store of an unknown format version or is locked by
   // another process.
   static Result<std::unique_ptr<ResultStore>> Open(const std::string& path);
+  // Opens an existing store for reading only, whether or not another process
+  // (or another handle in this one) has it open for writing. Creates
+  // nothing: fails when `path` holds no tunefarm store or one of an unknown
+  // format version. On the returned handle Put, PutBatch and PutSweep fail
+  // with "store opened read-only" and write nothing.
+  static Result<std::unique_ptr<ResultStore>> OpenReadOnly(const std::string& path);
   ~ResultStore();
+
+  bool read_only() const;
 
   // Stores `m` unless its key exists. Returns true when newly stored. Fails
   // when a key field (gpu_model, op, dtype, shape, kernel_hash, config_id) is

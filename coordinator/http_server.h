@@ -1,0 +1,135 @@
+// HttpServer: the coordinator's HTTP status side (dashboard, JSON API,
+// Prometheus metrics).
+//
+// A small HTTP/1.1 server that runs on its own thread and never touches the
+// coordinator's state: every response body comes from an HttpStatusSource
+// that the coordinator implements over a snapshot it publishes each tick.
+// The ZeroMQ loop therefore never waits for a slow browser, and a hostile
+// client can at worst cost the HTTP thread one bounded request.
+//
+// Endpoints (GET and HEAD; any other method is 405 with an Allow header):
+//   /              the dashboard: one self-contained HTML page (CSS and JS
+//                  inline; Chart.js inlined from the first readable file of
+//                  HttpServerOptions::chart_js_candidates, else plain DOM
+//                  bars). It polls the JSON API every second.
+//   /api/sweeps    application/json: source->Json("sweeps")
+//   /api/workers   application/json: source->Json("workers")
+//   /api/best      application/json: source->Json("best")
+//   /api/compare   application/json: source->Json("compare")
+//   /metrics       text/plain; version=0.0.4: source->Metrics()
+//   /healthz       text/plain "ok" (does not call the source)
+// A query string is ignored. Unknown paths are 404, malformed requests 400,
+// oversized headers 431, oversized bodies 413; the connection is closed after
+// an error and the server keeps serving others. Keep-alive and pipelining
+// work as HTTP/1.1 says.
+//
+// The JSON documents the dashboard reads (fields it does not know are
+// ignored; a missing field reads as 0 / empty):
+//   sweeps:  {"now_unix": 1700000000,
+//             "sweeps": [{"id", "name", "state": "running|done|failed",
+//                         "pairs_done", "pairs_total", "pairs_failed",
+//                         "units_done", "units_total", "gpu_models": [..],
+//                         "started_unix", "finished_unix"}]}
+//   workers: {"workers": [{"name", "last_seen_seconds", "leases",
+//                          "devices": [{"index", "name", "model", "backend",
+//                                       "cc": "9.0", "num_sms",
+//                                       "total_mem_bytes"}]}]}
+//   best:    {"best": [{"op", "dtype", "shape", "gpu_model", "config",
+//                       "config_id", "kernel_hash", "median_us", "stdev_us",
+//                       "samples", "backend", "sweep_id"}]}
+//   compare: {"groups": [{"op", "dtype", "shape",
+//                         "gpus": [{"gpu_model", "median_us", "config",
+//                                   "backend"}]}]}
+// `backend` "sim" is shown as SIMULATED wherever its figures appear.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tune/status.h"
+
+namespace tune {
+
+// What the HTTP thread reads. Both methods are called on the HTTP thread,
+// concurrently with whatever the coordinator's thread does, so an
+// implementation must be thread-safe (the intended one copies strings out of
+// a snapshot under a mutex). They should be quick: the HTTP thread serves one
+// request at a time.
+class HttpStatusSource {
+ public:
+  virtual ~HttpStatusSource();
+  // `what` is "sweeps", "workers", "best" or "compare"; returns that JSON
+  // document (see the file comment). An empty string means "nothing
+  // published yet" and is answered 503. An exception is answered 500.
+  virtual std::string Json(const std::string& what) = 0;
+  // The Prometheus text exposition (RenderMetrics builds one).
+  virtual std::string Metrics() = 0;
+};
+
+// The files tried, in order, for Chart.js: Debian's libjs-chart.js.
+std::vector<std::string> DefaultChartJsPaths();
+
+struct HttpServerOptions {
+  std::string address = "127.0.0.1";  // IPv4 or IPv6 literal; "0.0.0.0" = every interface
+  uint16_t port = 0;                  // 0 = an ephemeral port (see HttpServer::port())
+  size_t max_header_bytes = 8 * 1024;      // request line + headers; more is 431
+  size_t max_body_bytes = 64 * 1024;       // a GET has no use for a body; more is 413
+  size_t max_connections = 64;             // further connections are closed at once
+  double idle_timeout_seconds = 15;        // per request read and per response write
+  // The first readable file is inlined into the dashboard (read once, in
+  // Start()); empty or none readable = the page draws plain DOM bars.
+  std::vector<std::string> chart_js_candidates = DefaultChartJsPaths();
+};
+
+class HttpServer {
+ public:
+  // `source` is not owned and must outlive the server (or at least Stop()).
+  HttpServer(HttpServerOptions opts, HttpStatusSource* source);
+  // Stops the server if it runs.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts the HTTP thread. Errors name the address and port
+  // (unparsable address, port in use). Calling it twice is an error.
+  Status Start();
+  // Closes the listener and every connection and joins the thread. Safe to
+  // call more than once, and without a successful Start().
+  void Stop();
+
+  // The port actually bound (resolves port 0); 0 before Start() succeeds.
+  uint16_t port() const;
+  // "http://address:port/" for logs and links; empty before Start().
+  std::string url() const;
+  // True when the dashboard inlines Chart.js (a candidate file was readable).
+  bool has_chart_js() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One Prometheus sample. Samples that share a name form one family; its HELP
+// and TYPE lines are written once, from the first sample of the family.
+struct Metric {
+  enum class Type { kGauge, kCounter, kSummary };
+  std::string name;  // characters outside [a-zA-Z0-9_:] become '_'
+  std::string help;
+  Type type = Type::kGauge;
+  std::vector<std::pair<std::string, std::string>> labels;  // values escaped on output
+  double value = 0;  // gauge and counter
+  // Summary only: written as name{quantile="q"} v, name_sum and name_count.
+  std::vector<std::pair<double, double>> quantiles;  // (q in 0..1, value)
+  double sum = 0;
+  uint64_t count = 0;
+};
+
+// Prometheus text exposition format 0.0.4. Families keep the order of their
+// first sample; NaN and infinities are written as NaN, +Inf, -Inf.
+std::string RenderMetrics(const std::vector<Metric>& metrics);
+
+}  // namespace tune
