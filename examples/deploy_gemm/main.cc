@@ -1,6 +1,6 @@
 // deploy_gemm: how a deployment uses a tunefarm bundle, end to end.
 //
-//   deploy_gemm --bundle gemm.tfb --key farm.pub --op gemm_sm90 --ops-dir ops \
+//   deploy_gemm --bundle gemm.tfb --key farm.pub --op gemm_sm90 --ops-dir ops
 //               --M 4096 --N 4096 --K 4096 [--dtype f16|bf16] [--device 0] [--arch-specific]
 //   deploy_gemm --print-gpu-model [--device 0]
 //
