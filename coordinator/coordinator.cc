@@ -205,7 +205,7 @@ struct Coordinator::Impl {
     scheduler.CountPairs(r.unit_id, stored, failed);
     Send(identity, ResultsAck{r.sweep_id, r.unit_id, r.batch, static_cast<uint32_t>(stored)});
     if (r.final) {
-      scheduler.CompleteUnit(identity, r.unit_id, std::time(nullptr));
+      scheduler.CompleteUnit(identity, r.unit_id, NowSeconds(), std::time(nullptr));
       const SweepState* s = scheduler.FindSweep(r.sweep_id);
       if (s && s->state != "running") {
         PersistSweep(r.sweep_id);

@@ -85,8 +85,6 @@ void Scheduler::AddDevice(const DeviceInfo& device) {
 
 void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   if (!sweep.models.insert(device.model).second) return;
-  const uint32_t per_unit =
-      sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
   for (const auto& spec : sweep.specs) {
     const std::vector<Shape> op_shapes = ShapesForOp(sweep.submit, spec);
     const size_t shapes = op_shapes.size();
@@ -109,22 +107,49 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
         }
         configs = &todo;
       }
-      for (size_t i = 0; i < configs->size(); i += per_unit) {
-        Unit u;
-        u.id = next_unit_id_++;
-        u.sweep_id = sweep.id;
-        u.op = spec.name;
-        u.dtype = dtype;
-        u.gpu_model = device.model;
-        const size_t end = std::min(configs->size(), i + per_unit);
-        u.configs.assign(configs->begin() + i, configs->begin() + end);
-        sweep.pairs_total += u.configs.size() * shapes;
-        sweep.units.push_back(u.id);
-        pending_[device.model].push_back(u.id);
-        units_.emplace(u.id, std::move(u));
+      sweep.pairs_total += configs->size() * shapes;
+      sweep.unsliced_configs += configs->size();
+      if (!configs->empty()) {
+        pools_[device.model].push_back(ConfigPool{sweep.id, spec.name, dtype, *configs, 0, shapes});
       }
     }
   }
+  MaybeFinish(sweep, 0);  // a resumed sweep may have nothing left
+}
+
+uint32_t Scheduler::UnitSizeFor(const std::string& worker, size_t shapes) const {
+  auto it = pair_rate_.find(worker);
+  if (it == pair_rate_.end() || shapes == 0) return opts_.configs_per_unit;
+  const double configs = it->second * opts_.target_unit_seconds / static_cast<double>(shapes);
+  return static_cast<uint32_t>(std::clamp<double>(configs, opts_.min_configs_per_unit,
+                                                  opts_.max_configs_per_unit));
+}
+
+Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model) {
+  auto& pools = pools_[gpu_model];
+  while (!pools.empty()) {
+    ConfigPool& pool = pools.front();
+    SweepState& sweep = sweeps_.at(pool.sweep_id);
+    if (pool.next >= pool.configs.size() || sweep.state != "running") {
+      pools.pop_front();
+      continue;
+    }
+    const uint32_t n = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit
+                                                     : UnitSizeFor(worker, pool.shapes);
+    const size_t end = std::min(pool.configs.size(), pool.next + std::max<uint32_t>(n, 1));
+    Unit u;
+    u.id = next_unit_id_++;
+    u.sweep_id = pool.sweep_id;
+    u.op = pool.op;
+    u.dtype = pool.dtype;
+    u.gpu_model = gpu_model;
+    u.configs.assign(pool.configs.begin() + pool.next, pool.configs.begin() + end);
+    sweep.unsliced_configs -= end - pool.next;
+    pool.next = end;
+    sweep.units.push_back(u.id);
+    return &units_.emplace(u.id, std::move(u)).first->second;
+  }
+  return nullptr;
 }
 
 double Scheduler::LeaseSeconds(const Unit& u) const {
@@ -153,18 +178,25 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
 
 std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::string& gpu_model,
                                          double now) {
+  // Units that went back to the queue first, then fresh ones.
+  Unit* next = nullptr;
   auto& queue = pending_[gpu_model];
-  while (!queue.empty()) {
+  while (!next && !queue.empty()) {
     const uint64_t id = queue.front();
     queue.pop_front();
     auto it = units_.find(id);
     if (it == units_.end() || it->second.state != UnitState::kPending) continue;
-    Unit& u = it->second;
-    if (sweeps_.at(u.sweep_id).state != "running") continue;
+    if (sweeps_.at(it->second.sweep_id).state != "running") continue;
+    next = &it->second;
+  }
+  if (!next) next = CutUnit(worker, gpu_model);
+  if (next) {
+    Unit& u = *next;
     const double lease = LeaseSeconds(u);
     u.state = UnitState::kLeased;
     u.attempts++;
     u.holders[worker] = now + lease;
+    u.started[worker] = now;
     u.leased_at = now;
     return MakeWorkUnit(u, lease);
   }
@@ -182,13 +214,27 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
   if (!oldest) return std::nullopt;
   const double lease = LeaseSeconds(*oldest);
   oldest->holders[worker] = now + lease;
+  oldest->started[worker] = now;
   return MakeWorkUnit(*oldest, lease);
 }
 
-void Scheduler::CompleteUnit(const std::string& worker, uint64_t unit_id, int64_t now_unix) {
+void Scheduler::CompleteUnit(const std::string& worker, uint64_t unit_id, double now,
+                             int64_t now_unix) {
   auto it = units_.find(unit_id);
   if (it == units_.end()) return;
   Unit& u = it->second;
+  auto started = u.started.find(worker);
+  if (started != u.started.end() && now > started->second) {
+    const auto& sweep = sweeps_.at(u.sweep_id);
+    size_t shapes = 0;
+    for (size_t i = 0; i < sweep.specs.size(); ++i) {
+      if (sweep.specs[i].name == u.op) shapes = ShapesForOp(sweep.submit, sweep.specs[i]).size();
+    }
+    const double rate = u.configs.size() * shapes / (now - started->second);
+    auto [slot, fresh] = pair_rate_.emplace(worker, rate);
+    if (!fresh) slot->second = 0.5 * slot->second + 0.5 * rate;  // smooth out one odd unit
+    u.started.erase(started);
+  }
   u.holders.erase(worker);
   if (u.state == UnitState::kDone) return;
   u.state = UnitState::kDone;
@@ -205,6 +251,7 @@ void Scheduler::CountPairs(uint64_t unit_id, uint64_t stored, uint64_t stored_fa
 
 void Scheduler::ReleaseHolder(Unit& u, const std::string& worker) {
   u.holders.erase(worker);
+  u.started.erase(worker);
   if (u.state != UnitState::kLeased || !u.holders.empty()) return;
   if (u.attempts >= opts_.max_attempts) {
     u.state = UnitState::kFailed;
@@ -244,6 +291,7 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet
   }
+  if (sweep.unsliced_configs > 0) return;
   for (uint64_t id : sweep.units) {
     const auto s = units_.at(id).state;
     if (s != UnitState::kDone && s != UnitState::kFailed) return;

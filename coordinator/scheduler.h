@@ -29,7 +29,14 @@
 namespace tune {
 
 struct SchedulerOptions {
-  uint32_t configs_per_unit = 16;     // default unit size when a sweep names none
+  // Unit size when a sweep names none: the first unit a worker gets has
+  // configs_per_unit configs; later ones are sized from that worker's
+  // measured throughput to last about target_unit_seconds, within
+  // [min, max]. A sweep's own configs_per_unit fixes the size.
+  uint32_t configs_per_unit = 16;
+  double target_unit_seconds = 20;
+  uint32_t min_configs_per_unit = 1;
+  uint32_t max_configs_per_unit = 256;
   double lease_base_seconds = 120;    // lease = base + per_pair * configs * shapes
   double lease_per_pair_seconds = 5;
   uint32_t max_attempts = 4;          // leases of one unit before it is failed
@@ -52,6 +59,7 @@ struct Unit {
   UnitState state = UnitState::kPending;
   uint32_t attempts = 0;
   std::map<std::string, double> holders;  // worker -> lease deadline
+  std::map<std::string, double> started;  // worker -> when its lease began
   double leased_at = 0;
 };
 
@@ -63,6 +71,7 @@ struct SweepState {
   std::set<std::string> models;              // models that have units
   MeasuredFn measured;                       // set for resumed sweeps
   std::vector<uint64_t> units;               // unit ids, creation order
+  uint64_t unsliced_configs = 0;             // configs not yet cut into units
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
   bool TargetsModel(const std::string& model) const;
@@ -91,8 +100,11 @@ class Scheduler {
   // sweep a duplicate lease of a straggler. nullopt when there is none.
   std::optional<WorkUnit> Lease(const std::string& worker, const std::string& gpu_model,
                                 double now);
-  // A final results batch arrived for the unit: it is done.
-  void CompleteUnit(const std::string& worker, uint64_t unit_id, int64_t now_unix);
+  // A final results batch arrived for the unit: it is done, and the
+  // worker's throughput is updated from how long it took.
+  void CompleteUnit(const std::string& worker, uint64_t unit_id, double now, int64_t now_unix);
+  // Configs the next fresh unit for `worker` would hold (adaptive sizing).
+  uint32_t UnitSizeFor(const std::string& worker, size_t shapes) const;
   // Results were stored for a unit (new rows only), for progress.
   void CountPairs(uint64_t unit_id, uint64_t stored, uint64_t stored_failed);
   // The worker is gone: its leases go back to the queue.
@@ -108,7 +120,15 @@ class Scheduler {
   bool Busy() const;
 
  private:
+  // Configs of one (sweep, op, dtype, model) waiting to be cut into units.
+  struct ConfigPool {
+    std::string sweep_id, op, dtype;
+    std::vector<Config> configs;
+    size_t next = 0;
+    size_t shapes = 0;
+  };
   void CreateUnits(SweepState& sweep, const DeviceInfo& device);
+  Unit* CutUnit(const std::string& worker, const std::string& gpu_model);
   void ReleaseHolder(Unit& u, const std::string& worker);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);
   WorkUnit MakeWorkUnit(const Unit& u, double lease_seconds) const;
@@ -118,7 +138,9 @@ class Scheduler {
   std::map<std::string, SweepState> sweeps_;
   std::map<uint64_t, Unit> units_;
   std::map<std::string, DeviceInfo> models_;  // first device seen per model
-  std::map<std::string, std::deque<uint64_t>> pending_;  // per model, lease order
+  std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
+  std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
+  std::map<std::string, double> pair_rate_;               // worker -> pairs/s (smoothed)
   uint64_t next_unit_id_ = 1;
 };
 

@@ -45,6 +45,7 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void Die(const std::string& message) {
+  std::fflush(stdout);  // keep the error after what was printed before it
   std::fprintf(stderr, "deploy_gemm: %s\n", message.c_str());
   std::exit(1);
 }
@@ -55,8 +56,9 @@ void CheckCu(CUresult r, const char* call, const char* file, int line) {
   const char* text = nullptr;
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
-  Die(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + (name ? name : "?") +
-      " (" + (text ? text : "?") + ")");
+  // The driver names its errors; a stub or broken libcuda may not.
+  Die(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
+      (name ? std::string(name) + " (" + (text ? text : "") + ")" : "CUresult " + std::to_string(r)));
 }
 #define CU_CHECK(call) CheckCu((call), #call, __FILE__, __LINE__)
 

@@ -18,6 +18,7 @@
 // tune/signing.h, which the installed runtime package does not ship.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -89,7 +90,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", key.status().message().c_str());
     return 1;
   }
-  std::vector<std::string> models(argv + 2, argv + argc);
+  std::vector<std::string> models;
+  for (int i = 2; i < argc; ++i)
+    if (std::find(models.begin(), models.end(), argv[i]) == models.end()) models.push_back(argv[i]);
   if (models.empty()) models.push_back("h100-80gb-hbm3");
 
   const struct {

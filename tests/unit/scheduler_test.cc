@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tune/op_spec.h"
 
 namespace tune {
@@ -37,13 +39,44 @@ TEST(Scheduler, UnitsAppearWhenTheModelIsSeenAndCoverTheSpace) {
   s.AddDevice(Device("m1"));
   const auto* sweep = s.FindSweep("s1");
   ASSERT_NE(sweep, nullptr);
-  EXPECT_EQ(sweep->units.size(), 6u);         // 600 configs / 100
-  EXPECT_EQ(sweep->pairs_total, 600u * 2);    // x 2 shapes
+  EXPECT_EQ(sweep->pairs_total, 600u * 2);    // 600 configs x 2 shapes
   auto u = s.Lease("w1", "m1", 0);
   ASSERT_TRUE(u.has_value());
   EXPECT_EQ(u->configs.size(), 100u);
   EXPECT_EQ(u->shapes.size(), 2u);
   EXPECT_FALSE(u->op_package.empty());
+  std::set<std::string> ids;
+  for (const auto& c : u->configs) ids.insert(c.Id());
+  while (auto more = s.Lease("w1", "m1", 0)) {
+    for (const auto& c : more->configs) EXPECT_TRUE(ids.insert(c.Id()).second);
+  }
+  EXPECT_EQ(ids.size(), 600u);                // every config once
+  EXPECT_EQ(sweep->units.size(), 6u);         // 600 configs / 100
+}
+
+TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
+  SchedulerOptions o;
+  o.configs_per_unit = 10;
+  o.target_unit_seconds = 20;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 0), "s1", 0).ok());  // 0 = adaptive
+  s.AddDevice(Device("m"));
+  auto fast = s.Lease("fast", "m", 0);
+  auto slow = s.Lease("slow", "m", 0);
+  ASSERT_TRUE(fast && slow);
+  EXPECT_EQ(fast->configs.size(), 10u);  // no figure yet: the default
+  // fast: 10 configs x 2 shapes in 1 s = 20 pairs/s -> 20 s = 400 pairs = 200 configs.
+  s.CompleteUnit("fast", fast->unit_id, 1, 1);
+  // slow: the same in 40 s = 0.5 pairs/s -> 10 pairs = 5 configs.
+  s.CompleteUnit("slow", slow->unit_id, 40, 40);
+  EXPECT_EQ(s.UnitSizeFor("fast", 2), 200u);
+  EXPECT_EQ(s.UnitSizeFor("slow", 2), 5u);
+  auto next_fast = s.Lease("fast", "m", 41);
+  auto next_slow = s.Lease("slow", "m", 41);
+  ASSERT_TRUE(next_fast && next_slow);
+  EXPECT_EQ(next_fast->configs.size(), 200u);
+  EXPECT_EQ(next_slow->configs.size(), 5u);
 }
 
 TEST(Scheduler, OnlyTargetedModelsGetUnits) {
@@ -120,9 +153,9 @@ TEST(Scheduler, TailDuplicatesStragglersAndFirstCompletionWins) {
   ASSERT_TRUE(dup);
   EXPECT_EQ(dup->unit_id, a->unit_id);
   EXPECT_FALSE(s.Lease("w3", "m", 4).has_value());  // at most one duplicate
-  s.CompleteUnit("w2", dup->unit_id, 5);
+  s.CompleteUnit("w2", dup->unit_id, 5, 5);
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
-  s.CompleteUnit("w1", a->unit_id, 6);  // the slower copy changes nothing
+  s.CompleteUnit("w1", a->unit_id, 6, 6);  // the slower copy changes nothing
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
 }
 
