@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -15,6 +17,7 @@
 #include "report.h"
 #include "tune/bundle.h"
 #include "tune/curve.h"
+#include "tune/nightly.h"
 #include "tune/signing.h"
 #include "tune/publish.h"
 #include "tune/sweep_file.h"
@@ -89,6 +92,16 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   return Status::Error("interrupted");
+}
+
+// Writes `b` to path.tfb/.json, signed when a secret key file is given.
+Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (sign_key.empty()) return WriteBundleFiles(b, path);
+  auto key = ReadSecretKeyFile(sign_key);
+  if (!key.ok()) return key.status();
+  return WriteSignedBundleFiles(b, *key, path);
 }
 
 Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path) {
@@ -272,16 +285,7 @@ int RunPublish(const PublishArgs& args) {
       args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;
   auto bundle = BuildBundle(**store, args.filter, name);
   if (!bundle.ok()) return Fail(bundle.status().message());
-  const auto parent = std::filesystem::path(args.out).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  Status st;
-  if (args.sign_key.empty()) {
-    st = WriteBundleFiles(*bundle, args.out);
-  } else {
-    auto key = ReadSecretKeyFile(args.sign_key);
-    if (!key.ok()) return Fail(key.status().message());
-    st = WriteSignedBundleFiles(*bundle, *key, args.out);
-  }
+  Status st = WriteBundle(*bundle, args.out, args.sign_key);
   if (!st.ok()) return Fail(st.message());
   std::printf("%s.tfb\n%s.json\n", args.out.c_str(), args.out.c_str());
   return 0;
@@ -476,13 +480,50 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   ResultFilter filter;
   auto bundle = BuildBundle(store, filter, sweep->name);
   if (!bundle.ok()) return Fail(bundle.status().message());
-  const auto parent = std::filesystem::path(out).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  st = WriteBundleFiles(*bundle, out);
+  st = WriteBundle(*bundle, out, args.sign_key);
   if (!st.ok()) return Fail(st.message());
   std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
               out.c_str());
   return 0;
+}
+
+int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
+  namespace fs = std::filesystem;
+  if (args.history.empty()) return Fail("--history is required");
+  // Each night gets its own store: re-measuring an unchanged kernel must
+  // land beside last night's figures, not be folded into them.
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  const fs::path night = fs::path(args.history) / stamp;
+  std::string previous;
+  if (fs::exists(args.history)) {
+    for (const auto& e : fs::directory_iterator(args.history)) {
+      const fs::path b = e.path() / "bundle.tfb";
+      if (fs::exists(b) && e.path().filename().string() > previous) previous = e.path().filename().string();
+    }
+  }
+  fs::create_directories(night);
+  args.tune.store = (night / "store").string();
+  args.tune.bundle = (night / "bundle").string();
+  args.tune.quiet = true;
+  const int rc = RunTune(args.tune, stop);
+  if (rc != 0) return rc;
+  if (previous.empty()) {
+    std::printf("\nnightly: first run in %s: nothing to compare with\n", args.history.c_str());
+    return 0;
+  }
+  auto before = ReadBundleFile((fs::path(args.history) / previous / "bundle.tfb").string());
+  if (!before.ok()) return Fail(before.status().message());
+  auto after = ReadBundleFile((night / "bundle.tfb").string());
+  if (!after.ok()) return Fail(after.status().message());
+  auto report = CompareBundles(*before, *after, args.noise_floor);
+  if (!report.ok()) return Fail(report.status().message());
+  std::printf("\nnightly: %s against %s\n%s", stamp, previous.c_str(),
+              NightlyReportTable(*report).c_str());
+  std::ofstream((night / "report.json").string()) << NightlyReportJson(*report);
+  std::printf("report: %s\n", (night / "report.json").string().c_str());
+  return report->HasRegressions() ? kExitRegressions : 0;
 }
 
 }  // namespace tune

@@ -58,12 +58,20 @@ struct TuneArgs {
   std::string sweep_file;
   std::vector<std::string> ops = {"gemm"}, dtypes = {"f16"},
                            shapes = {"M=4096,N=4096,K=4096"};
-  std::string ops_dir = "ops", store = "tunefarm.db", bundle, format = "table";
+  std::string ops_dir = "ops", store = "tunefarm.db", bundle, format = "table", sign_key;
   unsigned sim_workers = 1;
   uint32_t configs_per_unit = 0;
   bool quiet = false;
   WorkerArgs worker;
 };
+
+struct NightlyArgs {
+  TuneArgs tune;
+  std::string history;         // one folder per night: store/, bundle.tfb, report.json
+  double noise_floor = 0.02;   // smallest relative change that counts
+};
+// `nightly` exits with this when a winner got slower than the noise allows.
+inline constexpr int kExitRegressions = 3;
 
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);
@@ -83,5 +91,6 @@ int RunBundleVerify(const BundleArgs& args);
 int RunKeysCurve(const KeysArgs& args);
 int RunKeysSign(const KeysArgs& args);
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop);
+int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop);
 
 }  // namespace tune

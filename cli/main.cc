@@ -130,7 +130,21 @@ int main(int argc, char** argv) {
   t->add_option("--configs-per-unit", tune_args.configs_per_unit, "Work unit size (0 = the coordinator's default)");
   t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
+  t->add_option("--sign-key", tune_args.sign_key, "Ed25519 secret key file: sign the bundle");
   AddWorkerOptions(t, &tune_args.worker, /*for_tune=*/true);
+
+  // nightly
+  NightlyArgs nightly;
+  auto* n = app.add_subcommand(
+      "nightly", "Run a sweep into a dated store, publish its bundle and flag regressions against the "
+                 "last night (exit 3 when a winner got slower than the measured noise)");
+  n->add_option("--sweep", nightly.tune.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
+  n->add_option("--history", nightly.history, "Folder of past nights")->required();
+  n->add_option("--ops-dir", nightly.tune.ops_dir, "Folder holding the op folders")->capture_default_str();
+  n->add_option("--noise-floor", nightly.noise_floor, "Smallest relative change that counts")->capture_default_str();
+  n->add_option("--sign-key", nightly.tune.sign_key, "Ed25519 secret key file: sign the bundle");
+  n->add_option("--workers", nightly.tune.sim_workers, "sim: local workers")->capture_default_str();
+  AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -148,5 +162,6 @@ int main(int argc, char** argv) {
   if (kc->parsed()) return RunKeysCurve(kcurve);
   if (ks->parsed()) return RunKeysSign(ksign);
   if (t->parsed()) return RunTune(tune_args, &g_stop);
+  if (n->parsed()) return RunNightly(nightly, &g_stop);
   return 2;
 }

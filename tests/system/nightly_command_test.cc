@@ -1,0 +1,48 @@
+// `tunefarm nightly`: each night in its own store; the second night of an
+// unchanged farm flags nothing, a slower farm is flagged (exit code 3).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/process.h"
+
+namespace fs = std::filesystem;
+using tune::testing::Child;
+using tune::testing::ReadFile;
+
+TEST(NightlyCommand, FlagsARegressionAboveNoiseOnly) {
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-nightly-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    std::ofstream sweep(dir / "sweep.toml");
+    sweep << "[sweep]\nname = \"nightly\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+             "shapes = [ { N = 1048576 }, { N = 16777216 } ]\n";
+  }
+  auto night = [&](const std::string& faults, const std::string& log) {
+    std::vector<std::string> argv = {TUNEFARM_BINARY, "nightly", "--sweep", (dir / "sweep.toml").string(),
+                                     "--history", (dir / "history").string(), "--ops-dir",
+                                     std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
+                                     "--backend", "sim"};
+    if (!faults.empty()) argv.insert(argv.end(), {"--sim-faults", faults});
+    Child c(argv, (dir / log).string());
+    const int rc = c.Wait(120);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // one night per second
+    return rc;
+  };
+  ASSERT_EQ(night("", "n1.log"), 0) << ReadFile((dir / "n1.log").string());
+  EXPECT_NE(ReadFile((dir / "n1.log").string()).find("nothing to compare"), std::string::npos);
+  ASSERT_EQ(night("", "n2.log"), 0) << ReadFile((dir / "n2.log").string());
+  EXPECT_NE(ReadFile((dir / "n2.log").string()).find(" 0 regression(s)"), std::string::npos);
+  // A farm 30% slower across the board.
+  EXPECT_EQ(night("slow=1.3", "n3.log"), 3) << ReadFile((dir / "n3.log").string());
+  EXPECT_NE(ReadFile((dir / "n3.log").string()).find(" 2 regression(s)"), std::string::npos);
+  size_t nights = 0;
+  for (const auto& e : fs::directory_iterator(dir / "history")) {
+    EXPECT_TRUE(fs::exists(e.path() / "bundle.tfb")) << e.path();
+    ++nights;
+  }
+  EXPECT_EQ(nights, 3u);
+  if (!HasFailure()) fs::remove_all(dir);
+}
