@@ -16,6 +16,7 @@
 #include "client.h"
 #include "report.h"
 #include "tune/bundle.h"
+#include "tune/compare.h"
 #include "tune/curve.h"
 #include "tune/nightly.h"
 #include "tune/signing.h"
@@ -275,6 +276,34 @@ int RunResults(const QueryArgs& args, bool best_only) {
     if (!st.ok()) return Fail(st.message());
   }
   PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format);
+  return 0;
+}
+
+int RunCompare(const CompareArgs& args) {
+  auto store = std::filesystem::exists(args.store) ? ResultStore::OpenReadOnly(args.store)
+                                                   : Result<std::unique_ptr<ResultStore>>(
+                                                         Status::Error("store " + args.store + " does not exist"));
+  if (!store.ok()) return Fail(store.status().message());
+  CompareOptions o;
+  o.op = args.op;
+  o.dtype = args.dtype;
+  o.shape = args.shape;
+  o.gpu_models = args.gpus;
+  auto c = CompareArchitectures(**store, o);
+  if (!c.ok()) return Fail(c.status().message());
+  std::string text;
+  if (args.format == "csv") text = ComparisonCsv(*c);
+  else if (args.format == "json") text = ComparisonJson(*c);
+  else if (args.format == "html") text = ComparisonHtml(*c);
+  else text = ComparisonTable(*c);
+  if (args.out.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::ofstream f(args.out, std::ios::binary);
+  f << text;
+  if (!f) return Fail("cannot write " + args.out);
+  std::printf("%s\n", args.out.c_str());
   return 0;
 }
 

@@ -45,6 +45,11 @@ struct QueryArgs {
   std::string store = "tunefarm.db", format = "table";
   ResultFilter filter;
 };
+struct CompareArgs {
+  std::string store = "tunefarm.db", format = "table", out;
+  std::string op, dtype, shape;
+  std::vector<std::string> gpus;
+};
 struct PublishArgs {
   std::string store = "tunefarm.db", out, name, sign_key;
   ResultFilter filter;
@@ -85,6 +90,7 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop);
 int RunStatus(const StatusArgs& args);
 int RunResults(const QueryArgs& args, bool best_only);
 int RunPublish(const PublishArgs& args);
+int RunCompare(const CompareArgs& args);
 int RunBundleShow(const BundleArgs& args);
 int RunBundleLookup(const BundleArgs& args);
 int RunBundleVerify(const BundleArgs& args);

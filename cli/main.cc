@@ -76,6 +76,20 @@ int main(int argc, char** argv) {
   auto* b = app.add_subcommand("best", "Show the best valid config per (GPU model, op, dtype, shape)");
   AddQueryOptions(b, &best);
 
+  // compare
+  CompareArgs compare;
+  auto* cmp = app.add_subcommand("compare", "Compare GPU models side by side: best config, throughput, "
+                                            "roofline share, ratios, portability matrix");
+  cmp->add_option("--store", compare.store, "RocksDB store directory (opened read-only)")->capture_default_str();
+  cmp->add_option("--op", compare.op, "Only this op");
+  cmp->add_option("--dtype", compare.dtype, "Only this dtype");
+  cmp->add_option("--shape", compare.shape, "Only this shape, like M=4096,N=4096,K=4096");
+  cmp->add_option("--gpu", compare.gpus, "GPU models to compare, the first is the reference (default: all)");
+  cmp->add_option("--format", compare.format, "table, csv, json or html (self-contained, with plots)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "csv", "json", "html"}));
+  cmp->add_option("--out", compare.out, "Write to this file instead of stdout");
+
   // publish
   PublishArgs publish;
   auto* p = app.add_subcommand("publish", "Publish a best-config bundle (.tfb binary + .json) from the store");
@@ -156,6 +170,7 @@ int main(int argc, char** argv) {
   if (res->parsed()) return RunResults(results, /*best_only=*/false);
   if (b->parsed()) return RunResults(best, /*best_only=*/true);
   if (p->parsed()) return RunPublish(publish);
+  if (cmp->parsed()) return RunCompare(compare);
   if (bs->parsed()) return RunBundleShow(bshow);
   if (bl->parsed()) return RunBundleLookup(blookup);
   if (bv->parsed()) return RunBundleVerify(bverify);

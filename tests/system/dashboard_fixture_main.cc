@@ -1,0 +1,241 @@
+// A stand-alone HttpServer over a scripted status source, for the browser
+// test (tests/system/dashboard_browser_test.py) and for looking at the
+// dashboard by hand. Its numbers move with wall time: a sweep advances by
+// `--pairs-per-second`, results improve, a worker joins after a few seconds.
+//
+//   dashboard_fixture [--port N] [--address A] [--no-chartjs] [--pairs-per-second R]
+//
+// Prints "listening <url>" on stdout once the server is up; serves until
+// SIGTERM or SIGINT, or until stdin closes when --exit-on-eof is given.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "http_server.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+using nlohmann::json;
+
+class ScriptedSource : public tune::HttpStatusSource {
+ public:
+  explicit ScriptedSource(double pairs_per_second)
+      : rate_(pairs_per_second), t0_(std::chrono::steady_clock::now()), start_unix_(std::time(nullptr)) {}
+
+  std::string Json(const std::string& what) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const double t = Elapsed();
+    if (what == "sweeps") return Sweeps(t).dump();
+    if (what == "workers") return Workers(t).dump();
+    if (what == "best") return Best(t).dump();
+    if (what == "compare") return Compare(t).dump();
+    return "";
+  }
+
+  std::string Metrics() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const double t = Elapsed();
+    std::vector<tune::Metric> m;
+    m.push_back({.name = "tunefarm_workers", .help = "Connected workers.", .value = t > 3 ? 2.0 : 1.0});
+    m.push_back({.name = "tunefarm_results_ingested_total",
+                 .help = "Result rows stored (duplicates not counted).",
+                 .type = tune::Metric::Type::kCounter,
+                 .value = static_cast<double>(PairsDone(t))});
+    m.push_back({.name = "tunefarm_sweep_pairs_done",
+                 .help = "Config x shape pairs finished, per sweep.",
+                 .labels = {{"sweep", "nightly-gemm"}},
+                 .value = static_cast<double>(PairsDone(t))});
+    return tune::RenderMetrics(m);
+  }
+
+ private:
+  static constexpr uint64_t kPairsTotal = 960;
+
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  uint64_t PairsDone(double t) const {
+    const auto done = static_cast<uint64_t>(t * rate_);
+    return done < kPairsTotal ? done : kPairsTotal;
+  }
+
+  json Sweeps(double t) const {
+    const uint64_t done = PairsDone(t);
+    json s = json::array();
+    s.push_back({{"id", "66a1b2c3-0001"},
+                 {"name", "nightly-gemm"},
+                 {"state", done >= kPairsTotal ? "done" : "running"},
+                 {"pairs_done", done},
+                 {"pairs_total", kPairsTotal},
+                 {"pairs_failed", done / 25},
+                 {"units_done", done / 48},
+                 {"units_total", kPairsTotal / 48},
+                 {"gpu_models", json::array({"h100-80gb-hbm3", "a100-sxm4-80gb", "sim-l4"})},
+                 {"started_unix", start_unix_ - 60},
+                 {"finished_unix", 0}});
+    s.push_back({{"id", "66a1b2c3-0000"},
+                 {"name", "rmsnorm-<b>smoke</b>"},  // markup in a name must show as text
+                 {"state", "done"},
+                 {"pairs_done", 64},
+                 {"pairs_total", 64},
+                 {"pairs_failed", 0},
+                 {"units_done", 4},
+                 {"units_total", 4},
+                 {"gpu_models", json::array({"h100-80gb-hbm3"})},
+                 {"started_unix", start_unix_ - 3600},
+                 {"finished_unix", start_unix_ - 3000}});
+    return {{"now_unix", start_unix_ + static_cast<int64_t>(t)}, {"sweeps", s}};
+  }
+
+  json Workers(double t) const {
+    json w = json::array();
+    w.push_back({{"name", "gpu-node-1:4242"},
+                 {"leases", 2},
+                 {"last_seen_seconds", 0.4},
+                 {"devices",
+                  json::array({{{"index", 0}, {"name", "NVIDIA H100 80GB HBM3"},
+                                {"model", "h100-80gb-hbm3"}, {"backend", "cuda"}, {"cc", "9.0"},
+                                {"num_sms", 132}, {"total_mem_bytes", 85520809984LL}},
+                               {{"index", 1}, {"name", "NVIDIA A100-SXM4-80GB"},
+                                {"model", "a100-sxm4-80gb"}, {"backend", "cuda"}, {"cc", "8.0"},
+                                {"num_sms", 108}, {"total_mem_bytes", 85899345920LL}}})}});
+    if (t > 3) {
+      w.push_back({{"name", "sim-host:77"},
+                   {"leases", 1},
+                   {"last_seen_seconds", 0.1},
+                   {"devices",
+                    json::array({{{"index", 0}, {"name", "Simulated NVIDIA L4"},
+                                  {"model", "sim-l4"}, {"backend", "sim"}, {"cc", "8.9"},
+                                  {"num_sms", 58}, {"total_mem_bytes", 24159191040LL}}})}});
+    }
+    return {{"workers", w}};
+  }
+
+  // Best latency per model improves as the sweep goes on, then settles.
+  double Latency(double base, double t) const {
+    const double progress = static_cast<double>(PairsDone(t)) / kPairsTotal;
+    return base * (1.3 - 0.3 * progress);
+  }
+
+  struct Entry {
+    const char* model;
+    const char* backend;
+    double base;
+  };
+  std::vector<Entry> Entries(double t) const {
+    std::vector<Entry> e = {{"h100-80gb-hbm3", "cuda", 800}, {"a100-sxm4-80gb", "cuda", 1500}};
+    if (t > 3) e.push_back({"sim-l4", "sim", 4100});
+    return e;
+  }
+
+  json Best(double t) const {
+    json b = json::array();
+    for (const char* shape : {"M=4096,N=4096,K=4096", "M=1024,N=1024,K=1024"}) {
+      const double scale = std::strcmp(shape, "M=1024,N=1024,K=1024") == 0 ? 1.0 / 48 : 1.0;
+      for (const auto& e : Entries(t)) {
+        b.push_back({{"op", "gemm"},
+                     {"dtype", "f16"},
+                     {"shape", shape},
+                     {"gpu_model", e.model},
+                     {"config", "BK=32,BM=128,BN=128,STAGES=3,WM=2,WN=2"},
+                     {"config_id", "3f2a9c1d00e4b7a1"},
+                     {"kernel_hash", "9d8c7b6a5f4e3d2c"},
+                     {"median_us", Latency(e.base * scale, t)},
+                     {"stdev_us", Latency(e.base * scale, t) * 0.01},
+                     {"samples", 50},
+                     {"backend", e.backend},
+                     {"sweep_id", "66a1b2c3-0001"}});
+      }
+    }
+    return {{"best", b}};
+  }
+
+  json Compare(double t) const {
+    json groups = json::array();
+    for (const char* shape : {"M=4096,N=4096,K=4096", "M=1024,N=1024,K=1024"}) {
+      const double scale = std::strcmp(shape, "M=1024,N=1024,K=1024") == 0 ? 1.0 / 48 : 1.0;
+      json gpus = json::array();
+      for (const auto& e : Entries(t)) {
+        gpus.push_back({{"gpu_model", e.model},
+                        {"median_us", Latency(e.base * scale, t)},
+                        {"config", "BK=32,BM=128,BN=128,STAGES=3,WM=2,WN=2"},
+                        {"backend", e.backend}});
+      }
+      groups.push_back({{"op", "gemm"}, {"dtype", "f16"}, {"shape", shape}, {"gpus", gpus}});
+    }
+    return {{"groups", groups}};
+  }
+
+  std::mutex mu_;
+  double rate_;
+  std::chrono::steady_clock::time_point t0_;
+  int64_t start_unix_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tune::HttpServerOptions opts;
+  double rate = 20;
+  bool exit_on_eof = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "dashboard_fixture: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--port") opts.port = static_cast<uint16_t>(std::stoi(next()));
+    else if (a == "--address") opts.address = next();
+    else if (a == "--no-chartjs") opts.chart_js_candidates.clear();
+    else if (a == "--pairs-per-second") rate = std::stod(next());
+    else if (a == "--exit-on-eof") exit_on_eof = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: dashboard_fixture [--port N] [--address A] [--no-chartjs] "
+                   "[--pairs-per-second R] [--exit-on-eof]\n");
+      return 2;
+    }
+  }
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+
+  ScriptedSource source(rate);
+  tune::HttpServer server(opts, &source);
+  tune::Status st = server.Start();
+  if (!st.ok()) {
+    std::fprintf(stderr, "dashboard_fixture: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::printf("listening %s chartjs=%d\n", server.url().c_str(), server.has_chart_js() ? 1 : 0);
+  std::fflush(stdout);
+  if (exit_on_eof) {
+    // The parent holds our stdin: when it dies, so do we.
+    std::thread([] {
+      char c;
+      while (read(0, &c, 1) > 0) {
+      }
+      g_stop = true;
+    }).detach();
+  }
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.Stop();
+  return 0;
+}
