@@ -105,9 +105,11 @@ Status WriteBundle(const Bundle& b, const std::string& path, const std::string& 
   return WriteSignedBundleFiles(b, *key, path);
 }
 
+// Reports open the store read-only: they take no lock, so they work while a
+// coordinator owns it.
 Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path) {
   if (!std::filesystem::exists(path)) return Status::Error("store " + path + " does not exist");
-  return ResultStore::Open(path);
+  return ResultStore::OpenReadOnly(path);
 }
 
 // Rows of the newest kernel hash per (gpu, op, dtype, shape) group.
@@ -280,9 +282,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
 }
 
 int RunCompare(const CompareArgs& args) {
-  auto store = std::filesystem::exists(args.store) ? ResultStore::OpenReadOnly(args.store)
-                                                   : Result<std::unique_ptr<ResultStore>>(
-                                                         Status::Error("store " + args.store + " does not exist"));
+  auto store = OpenStore(args.store);
   if (!store.ok()) return Fail(store.status().message());
   CompareOptions o;
   o.op = args.op;

@@ -823,8 +823,7 @@ std::string FormatValue(double v) {
   return std::string(buf, r.ptr);
 }
 
-void WriteSample(std::string& out, const std::string& name,
-                 const std::vector<std::pair<std::string, std::string>>& labels,
+void WriteSample(std::string& out, const std::string& name, const MetricLabels& labels,
                  const std::pair<std::string, std::string>* extra, const std::string& value) {
   out += name;
   if (!labels.empty() || extra) {
@@ -857,6 +856,32 @@ const char* TypeName(Metric::Type t) {
 }
 
 }  // namespace
+
+Metric Metric::Gauge(std::string name, std::string help, double value, MetricLabels labels) {
+  Metric m;
+  m.name = std::move(name);
+  m.help = std::move(help);
+  m.value = value;
+  m.labels = std::move(labels);
+  return m;
+}
+
+Metric Metric::Counter(std::string name, std::string help, double value, MetricLabels labels) {
+  Metric m = Gauge(std::move(name), std::move(help), value, std::move(labels));
+  m.type = Type::kCounter;
+  return m;
+}
+
+Metric Metric::Summary(std::string name, std::string help,
+                       std::vector<std::pair<double, double>> quantiles, double sum,
+                       uint64_t count, MetricLabels labels) {
+  Metric m = Gauge(std::move(name), std::move(help), 0, std::move(labels));
+  m.type = Type::kSummary;
+  m.quantiles = std::move(quantiles);
+  m.sum = sum;
+  m.count = count;
+  return m;
+}
 
 std::string RenderMetrics(const std::vector<Metric>& metrics) {
   // The format wants every sample of a family right after its TYPE line, so

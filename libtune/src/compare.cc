@@ -272,13 +272,7 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
     auto& slot = pick[m.gpu_model][Key{m.op, m.dtype, m.shape}];
     if (!slot || m.unix_time > slot->unix_time) slot = &m;
   }
-  if (pick.empty()) return Status::Error("compare: no valid measurement matches the filter");
-
-  std::vector<std::string> model_names = options.gpu_models;
-  if (model_names.empty()) {
-    for (const auto& [gpu, keys] : pick) model_names.push_back(gpu);
-  }
-  for (const auto& m : model_names) {
+  for (const auto& m : options.gpu_models) {
     if (pick.count(m)) continue;
     // Only the requested models were scanned; name every model that does
     // match, so that a misspelt model is easy to fix.
@@ -291,6 +285,11 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
     return Status::Error("compare: GPU model '" + m +
                          "' has no valid measurement matching the filter (models that do: " +
                          JoinNames(std::vector<std::string>(have.begin(), have.end())) + ")");
+  }
+  if (pick.empty()) return Status::Error("compare: no valid measurement matches the filter");
+  std::vector<std::string> model_names = options.gpu_models;
+  if (model_names.empty()) {
+    for (const auto& [gpu, keys] : pick) model_names.push_back(gpu);
   }
 
   Comparison c;
@@ -375,7 +374,8 @@ std::string ComparisonTable(const Comparison& c) {
   std::ostringstream out;
   if (c.models.empty()) return "no models to compare\n";
   const ComparedModel& ref = c.models[0];
-  out << "Architecture comparison, reference " << ModelLabel(ref) << "\n";
+  out << "Architecture comparison, reference " << ModelLabel(ref)
+      << " (speedup = its median / the model's median)\n";
   if (c.AnySimulated()) out << kSimulatedNote << "\n";
   size_t label_w = 9;  // "gpu_model"
   for (const auto& m : c.models) label_w = std::max(label_w, ModelLabel(m).size() + 6);
@@ -395,7 +395,7 @@ std::string ComparisonTable(const Comparison& c) {
     char line[1024];
     std::snprintf(line, sizeof line, "  %-*s %-*s %11s %9s %16s %9s %9s\n", static_cast<int>(label_w),
                   "gpu_model", static_cast<int>(config_w), "config", "median_us", "ci95_us",
-                  "throughput", "roofline", ("vs " + ref.gpu_model).substr(0, 9).c_str());
+                  "throughput", "roofline", "speedup");
     out << line;
     for (size_t i = 0; i < c.models.size(); ++i) {
       const ModelWinner& w = row.winners[i];
@@ -421,20 +421,22 @@ std::string ComparisonTable(const Comparison& c) {
     }
     std::snprintf(line, sizeof line, "  %-*s", static_cast<int>(label_w), "winner of \\ on");
     out << line;
+    std::string heads;
     for (const auto& m : c.models) {
       std::snprintf(line, sizeof line, " %-*s", static_cast<int>(cell_w), ModelLabel(m).c_str());
-      out << line;
+      heads += line;
     }
-    out << "\n";
+    out << heads.substr(0, heads.find_last_not_of(' ') + 1) << "\n";
     for (size_t from = 0; from < c.models.size(); ++from) {
       std::snprintf(line, sizeof line, "  %-*s", static_cast<int>(label_w),
                     ModelLabel(c.models[from]).c_str());
       out << line;
+      std::string cells;
       for (const auto& cell : row.portability[from]) {
         std::snprintf(line, sizeof line, " %-*s", static_cast<int>(cell_w), CellText(cell).c_str());
-        out << line;
+        cells += line;
       }
-      out << "\n";
+      out << cells.substr(0, cells.find_last_not_of(' ') + 1) << "\n";
     }
   }
   return out.str();
@@ -566,7 +568,7 @@ constexpr char kHtmlStyle[] = R"(
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
 th { background: #f3f3f3; } td.text, th.text { text-align: left; font-family: monospace; }
 .simulated { background: #fff3cd; border: 1px solid #e0a800; padding: 0.6em 1em; font-weight: bold; }
 .tag { color: #a15c00; font-weight: bold; }
@@ -672,7 +674,7 @@ std::string ComparisonHtml(const Comparison& c, const std::string& chart_js_path
   if (c.AnySimulated()) out << "<p class=\"simulated\">" << HtmlEscape(kSimulatedNote) << "</p>\n";
   out << "<p>Reference model: <code>" << HtmlEscape(ref) << "</code>. Each model's winner is its "
       << "fastest valid config of the newest kernel hash; speed-up is the reference's median over "
-      << "the model's.</p>\n";
+      << "the model's (above 1: faster than the reference).</p>\n";
 
   out << "<h2>Models</h2>\n<table>\n<tr><th class=\"text\">gpu_model</th><th class=\"text\">device</th>"
       << "<th>peak TFLOP/s</th><th>peak GB/s</th><th class=\"text\">peak source</th></tr>\n";
@@ -705,7 +707,7 @@ std::string ComparisonHtml(const Comparison& c, const std::string& chart_js_path
     out << "<h2>" << HtmlEscape(row.op + "/" + row.dtype) << " <code>" << HtmlEscape(row.shape)
         << "</code></h2>\n<table>\n<tr><th class=\"text\">gpu_model</th><th class=\"text\">config</th>"
         << "<th>median us</th><th>ci95 us</th><th>samples</th><th>throughput</th><th>roofline</th>"
-        << "<th>speed-up vs " << HtmlEscape(ref) << "</th></tr>\n";
+        << "<th>speed-up</th></tr>\n";
     for (size_t i = 0; i < c.models.size(); ++i) {
       const ModelWinner& w = row.winners[i];
       out << "<tr><td class=\"text\">" << HtmlEscape(c.models[i].gpu_model)

@@ -94,112 +94,117 @@ def wait_for(what, predicate, timeout=15, interval=0.2):
                          (f" (last error: {last_error})" if last_error else ""))
 
 
-def check_dashboard(driver, by, fixture, mode, shots):
+# The page redraws tables every second, so element handles go stale between
+# two Selenium calls; everything is read in one script, as one consistent view.
+SNAPSHOT_JS = r"""
+const q = (sel, root) => [...(root || document).querySelectorAll(sel)];
+const text = (el) => (el ? el.textContent : null);
+const visible = (el) => !!el && !el.hidden && el.getClientRects().length > 0;
+return {
+  charts: document.documentElement.dataset.charts,
+  conn: document.getElementById('conn').dataset.state,
+  markup: q('#sweeps b').length,
+  sweeps: q('#sweeps .sweep').map((c) => ({
+    name: text(c.querySelector('.sweep-name')),
+    state: text(c.querySelector('.state')),
+    pairs: text(c.querySelector('.pairs')),
+    detail: text(c.querySelector('.detail')),
+    valuenow: Number(c.querySelector('.progress').getAttribute('aria-valuenow')),
+    ok_width: c.querySelector('.progress-ok').getBoundingClientRect().width,
+  })),
+  workers: q('#workers-body .worker-name').map(text),
+  gpus: q('#workers-body .gpu-name').map(text),
+  worker_badges: q('#workers-body .badge-sim').map(text),
+  groups: q('#compare .compare-group').map((g) => {
+    const canvas = g.querySelector('canvas');
+    const chart = canvas && window.Chart ? Chart.getChart(canvas) : null;
+    return {
+      title: text(g.querySelector('.compare-title')),
+      sim_badge: visible(g.querySelector('.badge-sim')),
+      chart: chart ? { labels: chart.data.labels, data: chart.data.datasets[0].data,
+                       w: canvas.clientWidth, h: canvas.clientHeight } : null,
+      bar_labels: q('.bar-label', g).map(text),
+      bar_widths: q('.bar', g).map((b) => b.getBoundingClientRect().width),
+      best_bars: q('.bar.best', g).length,
+    };
+  }),
+  best: q('#best-body tr').map((tr) => q('td', tr).map(text)),
+};
+"""
+
+MODELS = ["h100-80gb-hbm3", "a100-sxm4-80gb", "sim-l4 (sim)"]
+
+
+def check_dashboard(driver, fixture, mode, shots):
     driver.get(fixture.url)
     assert driver.title.startswith("tunefarm"), driver.title
 
-    # --- charts: which drawing the page chose
-    charts = driver.execute_script("return document.documentElement.dataset.charts")
-    assert charts == mode, f"page draws with {charts!r}, expected {mode!r}"
+    def snap():
+        return driver.execute_script(SNAPSHOT_JS)
 
-    # --- the sweep, by name, and its progress moving
-    def sweep_card():
-        for card in driver.find_elements(by.CSS_SELECTOR, "#sweeps .sweep"):
-            if card.find_element(by.CSS_SELECTOR, ".sweep-name").text == "nightly-gemm":
-                return card
-        return None
+    def sweep(s, name="nightly-gemm"):
+        return next((x for x in s["sweeps"] if x["name"] == name), None)
 
-    card = wait_for("the sweep 'nightly-gemm'", sweep_card)
-    state = card.find_element(by.CSS_SELECTOR, ".state").text.lower()
-    assert state == "running", state
-
-    def pairs_done():
-        text = sweep_card().find_element(by.CSS_SELECTOR, ".pairs").text  # "123 / 960 pairs"
+    def pairs_done(s):
+        text = sweep(s)["pairs"]  # "123 / 960 pairs"
         done, total = text.replace(",", "").replace(" pairs", "").split(" / ")
         assert int(total) == 960, text
         return int(done)
 
-    first = pairs_done()
-    wait_for("the sweep's progress to advance", lambda: pairs_done() >= first + 20, timeout=10)
-    bar_now = driver.execute_script(
-        "const b = arguments[0].querySelector('.progress');"
-        "return [Number(b.getAttribute('aria-valuenow')), "
-        "        arguments[0].querySelector('.progress-ok').getBoundingClientRect().width];",
-        sweep_card())
-    assert bar_now[0] > first and bar_now[1] > 0, bar_now
-    detail = sweep_card().find_element(by.CSS_SELECTOR, ".detail").text
-    assert "ETA" in detail and "failed" in detail, detail
+    s = wait_for("the sweep 'nightly-gemm'", lambda: (lambda s: sweep(s) and s)(snap()))
+    assert s["charts"] == mode, f"page draws with {s['charts']!r}, expected {mode!r}"
+    assert sweep(s)["state"].lower() == "running", sweep(s)
+
+    # --- the sweep's progress moves: the counts, the bar and its figures
+    first = pairs_done(s)
+    s = wait_for("the sweep's progress to advance",
+                 lambda: (lambda s: pairs_done(s) >= first + 20 and s)(snap()), timeout=10)
+    cur = sweep(s)
+    assert cur["valuenow"] > first and cur["ok_width"] > 0, cur
+    assert "ETA" in cur["detail"] and "failed" in cur["detail"], cur["detail"]
 
     # A name with markup is shown as text, never parsed.
-    names = [e.text for e in driver.find_elements(by.CSS_SELECTOR, "#sweeps .sweep-name")]
-    assert "rmsnorm-<b>smoke</b>" in names, names
-    assert not driver.find_elements(by.CSS_SELECTOR, "#sweeps b"), "markup from the API was parsed"
+    done_sweep = sweep(s, "rmsnorm-<b>smoke</b>")
+    assert done_sweep and done_sweep["state"].lower() == "done", s["sweeps"]
+    assert s["markup"] == 0, "markup from the API was parsed"
 
     # --- workers and their GPUs; a simulated worker joins after 3 s
-    def gpu_names():
-        return [e.text for e in driver.find_elements(by.CSS_SELECTOR, "#workers-body .gpu-name")]
-
-    wait_for("the GPUs of gpu-node-1",
-             lambda: {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"} <= set(gpu_names()))
-    wait_for("the simulated worker", lambda: "Simulated NVIDIA L4" in gpu_names(), timeout=10)
-    badges = driver.find_elements(by.CSS_SELECTOR, "#workers-body .badge-sim")
-    assert len(badges) == 1 and badges[0].text == "SIMULATED", [b.text for b in badges]
-    workers = [e.text for e in driver.find_elements(by.CSS_SELECTOR, "#workers-body .worker-name")]
-    assert workers == ["gpu-node-1:4242", "sim-host:77"], workers
+    s = wait_for("the GPUs of both workers",
+                 lambda: (lambda s: {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB",
+                                     "Simulated NVIDIA L4"} <= set(s["gpus"]) and s)(snap()),
+                 timeout=10)
+    assert s["workers"] == ["gpu-node-1:4242", "sim-host:77"], s["workers"]
+    assert s["worker_badges"] == ["SIMULATED"], s["worker_badges"]
 
     # --- the comparison: one chart per (op, dtype, shape), every GPU model in it
-    models = ["h100-80gb-hbm3", "a100-sxm4-80gb", "sim-l4 (sim)"]
-    groups = driver.find_elements(by.CSS_SELECTOR, "#compare .compare-group")
-    assert len(groups) == 2, f"{len(groups)} comparison groups"
-    if mode == "chartjs":
-        def chart_state():
-            return driver.execute_script("""
-              return [...document.querySelectorAll('#compare .compare-group canvas')].map((c) => {
-                const ch = Chart.getChart(c);
-                return ch && { labels: ch.data.labels, data: ch.data.datasets[0].data,
-                               w: c.clientWidth, h: c.clientHeight };
-              });""")
+    def compare_complete(s):
+        if len(s["groups"]) != 2:
+            return False
+        if mode == "chartjs":
+            return all(g["chart"] and g["chart"]["labels"] == MODELS for g in s["groups"])
+        return all(g["bar_labels"] == MODELS for g in s["groups"])
 
-        def charts_complete():
-            state = chart_state()
-            return len(state) == 2 and all(s and s["labels"] == models for s in state) and state
-
-        state = wait_for("both charts to show every GPU model", charts_complete)
-        for s in state:
-            assert all(v > 0 for v in s["data"]), s
-            assert s["data"][0] < s["data"][1] < s["data"][2], s  # h100 < a100 < l4 here
-            assert s["w"] > 100 and s["h"] > 50, s
-    else:
-        def bar_rows():
-            rows = []
-            for g in driver.find_elements(by.CSS_SELECTOR, "#compare .compare-group"):
-                labels = [e.text for e in g.find_elements(by.CSS_SELECTOR, ".bar-label")]
-                widths = [e.size["width"] for e in g.find_elements(by.CSS_SELECTOR, ".bar")]
-                rows.append((labels, widths))
-            return rows
-
-        def bars_complete():
-            rows = bar_rows()
-            return len(rows) == 2 and all(labels == models for labels, _ in rows) and rows
-
-        for labels, widths in wait_for("bars for every GPU model", bars_complete):
-            assert all(w > 0 for w in widths), widths
-            assert widths[0] < widths[1] < widths[2], widths
-        best = driver.find_elements(by.CSS_SELECTOR, "#compare .bar.best")
-        assert len(best) == 2, f"{len(best)} bars marked best"
-    sim = [b for b in driver.find_elements(by.CSS_SELECTOR, "#compare .badge-sim") if b.is_displayed()]
-    assert len(sim) == 2, "simulated figures are not labelled in the comparison"
+    s = wait_for("a chart of every GPU model per shape",
+                 lambda: (lambda s: compare_complete(s) and s)(snap()))
+    for g in s["groups"]:
+        assert g["title"].startswith("gemm f16 M="), g
+        assert g["sim_badge"], f"simulated figures are not labelled: {g}"
+        if mode == "chartjs":
+            c = g["chart"]
+            assert all(v > 0 for v in c["data"]), c
+            assert c["data"][0] < c["data"][1] < c["data"][2], c  # h100 < a100 < l4 here
+            assert c["w"] > 100 and c["h"] > 50, c
+        else:
+            w = g["bar_widths"]
+            assert len(w) == 3 and 0 < w[0] < w[1] < w[2], w
+            assert g["best_bars"] == 1, g
 
     # --- best so far: a row per (shape, GPU model)
-    rows = wait_for("six best-so-far rows",
-                    lambda: len(driver.find_elements(by.CSS_SELECTOR, "#best-body tr")) == 6 and
-                    driver.find_elements(by.CSS_SELECTOR, "#best-body tr"))
-    first_row = [td.text for td in rows[0].find_elements(by.TAG_NAME, "td")]
-    assert first_row[0] == "gemm" and first_row[3] == "h100-80gb-hbm3", first_row
-    assert first_row[5].endswith("\u00b5s") or first_row[5].endswith("ms"), first_row
-
-    conn = driver.find_element(by.ID, "conn")
-    assert conn.get_attribute("data-state") == "live", conn.text
+    s = wait_for("six best-so-far rows", lambda: (lambda s: len(s["best"]) == 6 and s)(snap()))
+    row = s["best"][0]
+    assert row[0] == "gemm" and row[3] == "h100-80gb-hbm3", row
+    assert row[5].endswith("\u00b5s") or row[5].endswith("ms"), row
+    assert s["conn"] == "live", s["conn"]
 
     if shots:
         driver.save_screenshot(os.path.join(shots, f"dashboard_{mode}.png"))
@@ -209,11 +214,13 @@ def check_dashboard(driver, by, fixture, mode, shots):
 
     # --- the coordinator goes away: the page says so and keeps the last data
     fixture.stop()
-    wait_for("the page to show it is disconnected",
-             lambda: driver.find_element(by.ID, "conn").get_attribute("data-state") == "error",
-             timeout=10)
-    assert sweep_card() is not None, "the last data vanished when the server did"
-    driver.get_log("browser")  # the failed polls are expected errors
+    s = wait_for("the page to show it is disconnected",
+                 lambda: (lambda s: s["conn"] == "error" and s)(snap()), timeout=10)
+    assert sweep(s) is not None, "the last data vanished with the server"
+    # The failed polls are logged: proof that the console check above can see
+    # errors at all.
+    errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    assert errors, "the browser log shows no failed polls; is console logging working?"
 
 
 def main():
@@ -229,8 +236,12 @@ def main():
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
-        from selenium.webdriver.common.by import By
     except ImportError as e:
+        # python3-selenium belongs to Debian's interpreter; a python3 from a
+        # version manager earlier on PATH does not see it.
+        system = "/usr/bin/python3"
+        if os.path.realpath(sys.executable) != os.path.realpath(system) and os.path.exists(system):
+            os.execv(system, [system, os.path.abspath(__file__), *sys.argv[1:]])
         skip(f"python3-selenium is not installed ({e})")
     chromium = find("chromium", "chromium-browser")
     chromedriver = find("chromedriver")
@@ -270,7 +281,7 @@ def main():
                 try:
                     if (mode == "chartjs") != fixture.chartjs:
                         raise AssertionError(f"fixture chartjs={fixture.chartjs} in mode {mode}")
-                    check_dashboard(driver, By, fixture, mode, shots)
+                    check_dashboard(driver, fixture, mode, shots)
                     print(f"ok: dashboard ({mode}) at {fixture.url}")
                 except Exception:
                     failed = True

@@ -50,16 +50,14 @@ class ScriptedSource : public tune::HttpStatusSource {
   std::string Metrics() override {
     std::lock_guard<std::mutex> lock(mu_);
     const double t = Elapsed();
-    std::vector<tune::Metric> m;
-    m.push_back({.name = "tunefarm_workers", .help = "Connected workers.", .value = t > 3 ? 2.0 : 1.0});
-    m.push_back({.name = "tunefarm_results_ingested_total",
-                 .help = "Result rows stored (duplicates not counted).",
-                 .type = tune::Metric::Type::kCounter,
-                 .value = static_cast<double>(PairsDone(t))});
-    m.push_back({.name = "tunefarm_sweep_pairs_done",
-                 .help = "Config x shape pairs finished, per sweep.",
-                 .labels = {{"sweep", "nightly-gemm"}},
-                 .value = static_cast<double>(PairsDone(t))});
+    const auto done = static_cast<double>(PairsDone(t));
+    const std::vector<tune::Metric> m = {
+        tune::Metric::Gauge("tunefarm_workers", "Connected workers.", t > 3 ? 2 : 1),
+        tune::Metric::Counter("tunefarm_results_ingested_total",
+                              "Result rows stored (duplicates not counted).", done),
+        tune::Metric::Gauge("tunefarm_sweep_pairs_done", "Config x shape pairs finished, per sweep.",
+                            done, {{"sweep", "nightly-gemm"}}),
+    };
     return tune::RenderMetrics(m);
   }
 
@@ -82,7 +80,7 @@ class ScriptedSource : public tune::HttpStatusSource {
                  {"state", done >= kPairsTotal ? "done" : "running"},
                  {"pairs_done", done},
                  {"pairs_total", kPairsTotal},
-                 {"pairs_failed", done / 25},
+                 {"pairs_failed", (done + 24) / 25},
                  {"units_done", done / 48},
                  {"units_total", kPairsTotal / 48},
                  {"gpu_models", json::array({"h100-80gb-hbm3", "a100-sxm4-80gb", "sim-l4"})},

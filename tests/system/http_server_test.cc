@@ -277,7 +277,7 @@ TEST_F(HttpServerTest, ServesEveryJsonEndpointFromTheSource) {
     EXPECT_EQ(r->Header("cache-control"), "no-store") << what;
     EXPECT_EQ(r->Header("x-content-type-options"), "nosniff") << what;
     EXPECT_EQ(r->body, source_.Doc(what)) << what;
-    EXPECT_NO_THROW((void)nlohmann::json::parse(r->body)) << what;
+    EXPECT_TRUE(nlohmann::json::accept(r->body)) << what;
   }
 }
 
@@ -697,18 +697,13 @@ TEST_F(HttpServerTest, DebianChartJsIsUsedWhenInstalled) {
 // ---------------------------------------------------------------------------
 
 TEST(HttpMetricsTest, RendersFamiliesWithHelpAndType) {
-  std::vector<Metric> m;
-  m.push_back({.name = "tunefarm_workers", .help = "Connected workers.", .value = 3});
-  m.push_back({.name = "tunefarm_results_ingested_total",
-               .help = "Result rows stored.",
-               .type = Metric::Type::kCounter,
-               .value = 1234});
-  m.push_back({.name = "tunefarm_sweep_pairs_done",
-               .help = "Pairs done per sweep.",
-               .labels = {{"sweep", "nightly"}},
-               .value = 10});
-  m.push_back({.name = "tunefarm_workers", .help = "ignored: the family has one", .value = 4});
-  m.push_back({.name = "tunefarm_sweep_pairs_done", .labels = {{"sweep", "adhoc"}}, .value = 0.5});
+  const std::vector<Metric> m = {
+      Metric::Gauge("tunefarm_workers", "Connected workers.", 3),
+      Metric::Counter("tunefarm_results_ingested_total", "Result rows stored.", 1234),
+      Metric::Gauge("tunefarm_sweep_pairs_done", "Pairs done per sweep.", 10, {{"sweep", "nightly"}}),
+      Metric::Gauge("tunefarm_workers", "ignored: the family has one", 4),
+      Metric::Gauge("tunefarm_sweep_pairs_done", "", 0.5, {{"sweep", "adhoc"}}),
+  };
   EXPECT_EQ(RenderMetrics(m),
             "# HELP tunefarm_workers Connected workers.\n"
             "# TYPE tunefarm_workers gauge\n"
@@ -724,12 +719,11 @@ TEST(HttpMetricsTest, RendersFamiliesWithHelpAndType) {
 }
 
 TEST(HttpMetricsTest, EscapesLabelsAndHelpAndSanitisesNames) {
-  std::vector<Metric> m;
-  m.push_back({.name = "tunefarm.gpu-count",
-               .help = "multi\nline \\ help",
-               .labels = {{"model", "a\"b\\c\nd"}, {"bad-label", "x"}, {"9lives", "y"}},
-               .value = 1});
-  m.push_back({.name = "9bad", .value = 2});
+  const std::vector<Metric> m = {
+      Metric::Gauge("tunefarm.gpu-count", "multi\nline \\ help", 1,
+                    {{"model", "a\"b\\c\nd"}, {"bad-label", "x"}, {"9lives", "y"}}),
+      Metric::Gauge("9bad", "", 2),
+  };
   EXPECT_EQ(RenderMetrics(m),
             "# HELP tunefarm_gpu_count multi\\nline \\\\ help\n"
             "# TYPE tunefarm_gpu_count gauge\n"
@@ -739,19 +733,15 @@ TEST(HttpMetricsTest, EscapesLabelsAndHelpAndSanitisesNames) {
 }
 
 TEST(HttpMetricsTest, SpecialValuesAndSummaries) {
-  std::vector<Metric> m;
-  m.push_back({.name = "g", .value = std::nan("")});
-  m.push_back({.name = "g", .labels = {{"k", "pos"}}, .value = HUGE_VAL});
-  m.push_back({.name = "g", .labels = {{"k", "neg"}}, .value = -HUGE_VAL});
-  m.push_back({.name = "g", .labels = {{"k", "big"}}, .value = 1e20});
-  m.push_back({.name = "g", .labels = {{"k", "small"}}, .value = -0.125});
-  m.push_back({.name = "tunefarm_lease_seconds",
-               .help = "Lease round trip.",
-               .type = Metric::Type::kSummary,
-               .labels = {{"model", "h100"}},
-               .quantiles = {{0.5, 1.5}, {0.99, 12}},
-               .sum = 100.25,
-               .count = 40});
+  const std::vector<Metric> m = {
+      Metric::Gauge("g", "", std::nan("")),
+      Metric::Gauge("g", "", HUGE_VAL, {{"k", "pos"}}),
+      Metric::Gauge("g", "", -HUGE_VAL, {{"k", "neg"}}),
+      Metric::Gauge("g", "", 1e20, {{"k", "big"}}),
+      Metric::Gauge("g", "", -0.125, {{"k", "small"}}),
+      Metric::Summary("tunefarm_lease_seconds", "Lease round trip.", {{0.5, 1.5}, {0.99, 12}},
+                      100.25, 40, {{"model", "h100"}}),
+  };
   EXPECT_EQ(RenderMetrics(m),
             "# TYPE g gauge\n"
             "g NaN\n"

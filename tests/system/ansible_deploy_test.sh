@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Deploys a farm with the Ansible playbooks onto this machine, the way CI can:
+# no systemd, no root, a scratch prefix (ansible/inventories/local: a
+# coordinator and one host with two simulated GPUs, CURVE on). Then drives
+# the deployed farm with the deployed binary: a sweep, a signed bundle, and
+# its rollout, which must refuse a tampered bundle.
+#
+#   tests/system/ansible_deploy_test.sh BUILD_DIR SOURCE_DIR
+#
+# Exits 77 (skipped) when ansible-playbook is missing.
+set -euo pipefail
+BUILD_DIR=$(cd "${1:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
+SRC_DIR=$(cd "${2:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
+
+if ! command -v ansible-playbook >/dev/null; then
+  echo "SKIP: ansible-playbook is not installed (apt-get install ansible)"
+  exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tunefarm-ansible.XXXXXX")
+prefix=$work/prefix
+run_dir=$prefix/var/run/tunefarm
+
+stop_all() {
+  local pid_file pids=()
+  for pid_file in "$run_dir"/*.pid; do
+    [[ -s "$pid_file" ]] && pids+=("$(cat "$pid_file")")
+  done
+  ((${#pids[@]})) || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 50); do
+    kill -0 "${pids[@]}" 2>/dev/null || return 0
+    sleep 0.2
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+teardown() {
+  local rc=$?
+  if ((rc != 0)) && [[ -d "$prefix/var/log/tunefarm" ]]; then
+    for log in "$prefix"/var/log/tunefarm/*.log; do
+      echo "--- $log"
+      tail -n 20 "$log"
+    done
+  fi
+  stop_all
+  rm -rf "$work"
+}
+trap teardown EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+"$SRC_DIR/scripts/pack.sh" "$BUILD_DIR" "$work/artifact"
+
+export ANSIBLE_CONFIG=$SRC_DIR/ansible/ansible.cfg
+export ANSIBLE_LOCAL_TEMP=$work/ansible-tmp ANSIBLE_REMOTE_TEMP=$work/ansible-tmp
+export ANSIBLE_NOCOLOR=1
+playbook() {
+  ansible-playbook -i "$SRC_DIR/ansible/inventories/local" "$SRC_DIR/ansible/playbooks/$1" \
+    -e tunefarm_prefix="$prefix" -e tunefarm_use_systemd=false \
+    -e tunefarm_artifact="$work/artifact" -e tunefarm_port="$port" "${@:2}"
+}
+
+echo "== deploy: coordinator and 2 sim workers on tcp://127.0.0.1:$port"
+playbook deploy.yml | tee "$work/deploy1.log"
+for name in coordinator sim-gpus-gpu0 sim-gpus-gpu1; do
+  "$prefix/sbin/tunefarm-service" status "$name" || fail "$name is not running"
+done
+
+echo "== deploy again: nothing changes"
+playbook deploy.yml | tee "$work/deploy2.log"
+grep -E '^[a-z-]+ +: ok=' "$work/deploy2.log" | grep -vE 'changed=0 .*failed=0' \
+  && fail "a second deploy changed something"
+
+echo "== nightly: script installed (no timer without systemd)"
+cat >"$work/sweep.toml" <<'EOF'
+[sweep]
+name   = "ansible-smoke"
+ops    = ["gemm"]
+dtypes = ["f16"]
+gpus   = ["*"]
+shapes = [ { M = 1024, N = 1024, K = 1024 } ]
+EOF
+playbook nightly.yml -e tunefarm_sweep="$work/sweep.toml"
+sh -n "$prefix/sbin/tunefarm-nightly"
+grep -q -- "submit $prefix/etc/tunefarm/nightly.toml" "$prefix/sbin/tunefarm-nightly" \
+  || fail "the nightly script does not submit the installed sweep"
+
+echo "== a sweep through the deployed farm"
+tf=$prefix/bin/tunefarm
+key=$prefix/etc/tunefarm/curve/coordinator.key
+timeout 300 "$tf" submit "$work/sweep.toml" --coordinator "tcp://127.0.0.1:$port" \
+  --ops-dir "$prefix/share/tunefarm/ops" --curve-key "$key" --coordinator-key "$key.pub" --wait
+"$tf" status --coordinator "tcp://127.0.0.1:$port" --curve-key "$key" --coordinator-key "$key.pub"
+
+# The store has a single owner: publish once the coordinator is down.
+"$prefix/sbin/tunefarm-service" stop coordinator
+store=$prefix/var/lib/tunefarm/db
+"$tf" results --store "$store" --format csv >"$work/results.csv"
+for model in sim-h100 sim-a100; do
+  grep -q "$model" "$work/results.csv" || fail "no results from the $model worker"
+done
+"$tf" keys sign --out "$work/sign.key"
+"$tf" publish --store "$store" --out "$work/bundles/smoke" --sign-key "$work/sign.key"
+"$tf" bundle show "$work/bundles/smoke.tfb"
+
+echo "== rollout: the signed bundle goes live"
+trusted="{\"tunefarm_bundle_trusted_keys\": [\"$work/sign.key.pub\"]}"
+playbook rollout_bundles.yml -e tunefarm_bundle="$work/bundles/smoke.tfb" -e "$trusted"
+live=$prefix/var/lib/tunefarm/bundles/smoke.tfb
+cmp "$live" "$work/bundles/smoke.tfb" || fail "the live bundle is not the published one"
+[[ -f "${live%.tfb}.json" && -f "$live.rollout" ]] || fail "the bundle's JSON or rollout record is missing"
+
+echo "== rollout: a tampered bundle is refused and the live one stays"
+mkdir -p "$work/tampered"
+cp "$work/bundles/smoke.tfb" "$work/tampered/smoke.tfb"
+python3 - "$work/tampered/smoke.tfb" <<'EOF'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[len(data) // 2] ^= 0xFF
+open(sys.argv[1], "wb").write(data)
+EOF
+if playbook rollout_bundles.yml -e tunefarm_bundle="$work/tampered/smoke.tfb" -e "$trusted" \
+    >"$work/rollout-tampered.log" 2>&1; then
+  cat "$work/rollout-tampered.log"
+  fail "the rollout accepted a tampered bundle"
+fi
+cmp "$live" "$work/bundles/smoke.tfb" || fail "a refused bundle replaced the live one"
+
+echo "PASS"
