@@ -19,6 +19,7 @@ run() {  # name devices
     --configs-per-unit 4 --devices "$2" --cache-dir /tmp/tf-cubins \
     --store "/tmp/tf-$1" --bundle "/tmp/tf-$1-bundle" > "$OUT/$1.txt" 2>&1
   grep -E "^(sweep|compile|busy):|tunefarm:" "$OUT/$1.txt" | tee -a "$LOG"
+  echo "failed checks: $(grep -cE " (wrong_result|nan|crash|timeout):" "$OUT/$1.txt")" | tee -a "$LOG"
 }
 rm -rf /tmp/tf-*
 run cold_all "$ALL"
