@@ -130,6 +130,8 @@ if playbook rollout_bundles.yml -e tunefarm_bundle="$work/tampered/smoke.tfb" -e
   cat "$work/rollout-tampered.log"
   fail "the rollout accepted a tampered bundle"
 fi
+grep -A2 'Verify the staged bundle on this host' "$work/rollout-tampered.log" | grep -q '^fatal' \
+  || { cat "$work/rollout-tampered.log"; fail "the rollout failed, but not at the bundle's verification"; }
 cmp "$live" "$work/bundles/smoke.tfb" || fail "a refused bundle replaced the live one"
 
 echo "PASS"
