@@ -454,6 +454,10 @@ class Client {
     env.sender = "bench-client";
     env.command = std::move(cmd);
     const std::string frame = tune::EncodeEnvelope(env);
+    // A reply to an earlier call that timed out must not pass for this one.
+    zmq::message_t stale;
+    while (sock_.recv(stale, zmq::recv_flags::dontwait)) {
+    }
     sock_.send(zmq::buffer(frame), zmq::send_flags::dontwait);
     const double deadline = Now() + timeout_s;
     while (Now() < deadline) {

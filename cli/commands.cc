@@ -182,6 +182,7 @@ int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
   if (!st.ok()) return Fail(st.message());
   std::fprintf(stderr, "tunefarm coordinator on %s, store %s\n", coord.bound_endpoint().c_str(),
                args.opts.store_path.c_str());
+  if (!coord.http_url().empty()) std::fprintf(stderr, "dashboard: %s\n", coord.http_url().c_str());
   st = coord.Run(stop);
   return st.ok() ? 0 : Fail(st.message());
 }

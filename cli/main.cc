@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   c->add_option("--curve-key", coord.opts.curve_secret_key, "CURVE secret key file (see `keys curve`)");
   c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker/client CURVE public keys to admit");
   c->add_flag("--insecure-plaintext", coord.opts.insecure_plaintext, "Allow a non-loopback bind without CURVE");
+  c->add_option("--http-port", coord.opts.http_port,
+                "Serve the dashboard, JSON API and /metrics on this port (0 = any free port; off by default)");
+  c->add_option("--http-address", coord.opts.http_address, "Address for --http-port")->capture_default_str();
   c->add_flag("-v,--verbose", coord.opts.verbose, "Log leases, workers and sweeps to stderr");
 
   // worker

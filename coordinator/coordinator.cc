@@ -6,10 +6,13 @@
 #include <ctime>
 #include <random>
 #include <set>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "tune/curve.h"
 #include "tune/protocol.h"
+#include "http_server.h"
 #include "zap_authenticator.h"
 #include "tune/sweep_file.h"
 
@@ -38,6 +41,31 @@ std::string Printable(const std::string& identity) {
   return out;
 }
 
+// What the HTTP thread serves: documents the coordinator loop rebuilds and
+// swaps in under a mutex, so a slow browser never holds up the loop.
+class HttpSnapshot final : public HttpStatusSource {
+ public:
+  std::string Json(const std::string& what) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = docs_.find(what);
+    return it == docs_.end() ? "" : it->second;
+  }
+  std::string Metrics() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return metrics_;
+  }
+  void Publish(std::map<std::string, std::string> docs, std::string metrics) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [k, v] : docs) docs_[k] = std::move(v);
+    metrics_ = std::move(metrics);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> docs_;
+  std::string metrics_;
+};
+
 }  // namespace
 
 struct Coordinator::Impl {
@@ -56,6 +84,12 @@ struct Coordinator::Impl {
     double last_sent = 0;
   };
   std::map<std::string, Peer> workers;  // routing identity -> worker
+
+  // Counters for /metrics.
+  uint64_t results_stored = 0, results_duplicate = 0, leases = 0, dropped_messages = 0;
+  HttpSnapshot snapshot;
+  std::unique_ptr<HttpServer> http;
+  double last_publish = 0, last_best_publish = 0;
 
   explicit Impl(CoordinatorOptions o) : opts(std::move(o)), scheduler(opts.scheduler) {}
 
@@ -88,6 +122,7 @@ struct Coordinator::Impl {
 
   void Disconnect(const std::string& identity, const std::string& reason) {
     Log("disconnect " + Printable(identity) + ": " + reason);
+    dropped_messages++;
     Send(identity, tune::Disconnect{reason});
     DropWorker(identity);
   }
@@ -150,6 +185,7 @@ struct Coordinator::Impl {
               return;
             }
             unit->device_index = cmd.device_index;
+            leases++;
             Log("lease unit " + std::to_string(unit->unit_id) + " (" + unit->op + "/" +
                 unit->dtype + ", " + std::to_string(unit->configs.size()) + " configs) to " +
                 peer.name);
@@ -203,6 +239,8 @@ struct Coordinator::Impl {
       for (const auto& m : rows) failed += m.Valid() ? 0 : 1;
     }
     scheduler.CountPairs(r.unit_id, stored, failed);
+    results_stored += stored;
+    results_duplicate += rows.size() - stored;
     Send(identity, ResultsAck{r.sweep_id, r.unit_id, r.batch, static_cast<uint32_t>(stored)});
     if (r.final) {
       scheduler.CompleteUnit(identity, r.unit_id, NowSeconds(), std::time(nullptr));
@@ -262,6 +300,81 @@ struct Coordinator::Impl {
     }
     const size_t expired = scheduler.ExpireLeases(now);
     if (expired) Log(std::to_string(expired) + " lease(s) expired");
+    if (http && now - last_publish >= 1.0) {
+      PublishSnapshot(now);
+      last_publish = now;
+    }
+  }
+
+  void PublishSnapshot(double now) {
+    using nlohmann::json;
+    std::map<std::string, std::string> docs;
+    json sweeps = json::array();
+    std::vector<Metric> metrics;
+    for (const auto& p : scheduler.Progress("")) {
+      sweeps.push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
+                        {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
+                        {"pairs_failed", p.pairs_failed}, {"units_done", p.units_done},
+                        {"units_total", p.units_total}, {"gpu_models", p.gpu_models},
+                        {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix}});
+      const MetricLabels labels = {{"sweep", p.sweep_id}, {"name", p.name}};
+      metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_done", "(config, shape) pairs stored",
+                                      p.pairs_done, labels));
+      metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_total", "(config, shape) pairs to measure",
+                                      p.pairs_total, labels));
+      metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
+                                      p.pairs_failed, labels));
+    }
+    docs["sweeps"] = json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}}.dump();
+    json ws = json::array();
+    size_t devices = 0;
+    for (const auto& [id, peer] : workers) {
+      json devs = json::array();
+      for (const auto& d : peer.devices) {
+        devs.push_back({{"index", d.index}, {"name", d.name}, {"model", d.model},
+                        {"backend", d.backend},
+                        {"cc", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                        {"num_sms", d.num_sms}, {"total_mem_bytes", d.total_mem_bytes}});
+      }
+      devices += peer.devices.size();
+      ws.push_back({{"name", peer.name}, {"last_seen_seconds", now - peer.last_seen}, {"devices", devs}});
+    }
+    docs["workers"] = json{{"workers", ws}}.dump();
+    metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", workers.size()));
+    metrics.push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
+    metrics.push_back(Metric::Counter("tunefarm_results_stored_total", "measurements stored", results_stored));
+    metrics.push_back(Metric::Counter("tunefarm_results_duplicate_total",
+                                      "measurements received again and not stored twice",
+                                      results_duplicate));
+    metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
+    metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
+                                      "peers disconnected for bad or unexpected messages",
+                                      dropped_messages));
+    // Best rows scan the store: refreshed less often than the rest.
+    if (now - last_best_publish >= 5.0) {
+      last_best_publish = now;
+      auto best = store->Best({});
+      if (best.ok()) {
+        json rows = json::array();
+        std::map<std::string, json> groups;
+        for (const auto& m : *best) {
+          rows.push_back({{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape},
+                          {"gpu_model", m.gpu_model}, {"config", m.config.Canonical()},
+                          {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
+                          {"median_us", m.median_us}, {"stdev_us", m.stdev_us},
+                          {"samples", m.samples}, {"backend", m.backend}, {"sweep_id", m.sweep_id}});
+          json& g = groups[m.op + '\0' + m.dtype + '\0' + m.shape];
+          if (g.is_null()) g = {{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape}, {"gpus", json::array()}};
+          g["gpus"].push_back({{"gpu_model", m.gpu_model}, {"median_us", m.median_us},
+                               {"config", m.config.Canonical()}, {"backend", m.backend}});
+        }
+        json garr = json::array();
+        for (auto& [k, g] : groups) garr.push_back(std::move(g));
+        docs["best"] = json{{"best", rows}}.dump();
+        docs["compare"] = json{{"groups", garr}}.dump();
+      }
+    }
+    snapshot.Publish(std::move(docs), RenderMetrics(metrics));
   }
 };
 
@@ -304,8 +417,18 @@ Status Coordinator::Start() {
   } catch (const zmq::error_t& e) {
     return Status::Error("coordinator: cannot bind " + impl_->opts.endpoint + ": " + e.what());
   }
+  if (o.http_port >= 0) {
+    HttpServerOptions ho;
+    ho.address = o.http_address;
+    ho.port = static_cast<uint16_t>(o.http_port);
+    impl_->http = std::make_unique<HttpServer>(ho, &impl_->snapshot);
+    impl_->PublishSnapshot(NowSeconds());
+    TUNE_RETURN_IF_ERROR(impl_->http->Start());
+  }
   return Status::OK();
 }
+
+std::string Coordinator::http_url() const { return impl_->http ? impl_->http->url() : ""; }
 
 std::string Coordinator::bound_endpoint() const {
   return impl_->router ? impl_->router->get(zmq::sockopt::last_endpoint) : "";

@@ -30,6 +30,9 @@ struct CoordinatorOptions {
   std::string curve_secret_key;     // file written by `tunefarm keys curve`
   std::string curve_allow_list;     // one worker public key per line
   bool insecure_plaintext = false;  // allow a non-loopback endpoint without CURVE
+  // Dashboard, JSON API and /metrics (HttpServer); off when http_port < 0.
+  std::string http_address = "127.0.0.1";
+  int http_port = -1;               // 0 = an ephemeral port
   bool verbose = false;
 };
 
@@ -44,6 +47,8 @@ class Coordinator {
   Status Run(const std::atomic<bool>* stop);
   // The endpoint actually bound (resolves "tcp://127.0.0.1:*").
   std::string bound_endpoint() const;
+  // "http://address:port/" of the dashboard; empty when HTTP is off.
+  std::string http_url() const;
   ResultStore* store();
 
  private:

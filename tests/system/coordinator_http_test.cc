@@ -1,0 +1,83 @@
+// The coordinator's HTTP side end to end: a real coordinator process with a
+// sim worker runs a sweep; /api/sweeps, /api/workers, /api/best and /metrics
+// report it.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/process.h"
+
+namespace fs = std::filesystem;
+using tune::testing::Child;
+using tune::testing::ReadFile;
+
+namespace {
+
+// One GET over a fresh connection; returns the body ("" on failure).
+std::string Get(int port, const std::string& path) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(s);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)!write(s, req.data(), req.size());
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(s, buf, sizeof buf)) > 0) resp.append(buf, n);
+  close(s);
+  auto body = resp.find("\r\n\r\n");
+  if (resp.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) return "";
+  return resp.substr(body + 4);
+}
+
+}  // namespace
+
+TEST(CoordinatorHttp, ApiAndMetricsFollowASweep) {
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-http-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto path = [&](const std::string& n) { return (dir / n).string(); };
+  std::ofstream(path("sweep.toml")) << "[sweep]\nname = \"web\"\nops = [\"synthetic\"]\n"
+                                       "dtypes = [\"f32\"]\nshapes = [ { N = 4096 } ]\n";
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  const int http = tune::testing::FreePort();
+  Child coordinator({TUNEFARM_BINARY, "coordinator", "--bind", endpoint, "--store", path("store"),
+                     "--http-port", std::to_string(http)},
+                    path("coordinator.log"));
+  Child worker({TUNEFARM_BINARY, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models",
+                "a100", "--name", "web-worker"},
+               path("worker.log"));
+  Child submit({TUNEFARM_BINARY, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir",
+                std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--wait"},
+               path("submit.log"));
+  ASSERT_EQ(submit.Wait(120), 0) << ReadFile(path("submit.log"));
+  // Snapshots refresh every second, best rows every five.
+  std::string sweeps, best, metrics, workers;
+  for (int i = 0; i < 100; ++i) {
+    sweeps = Get(http, "/api/sweeps");
+    best = Get(http, "/api/best");
+    if (sweeps.find("\"done\"") != std::string::npos && best.find("sim-a100") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  workers = Get(http, "/api/workers");
+  metrics = Get(http, "/metrics");
+  EXPECT_NE(sweeps.find("\"name\":\"web\""), std::string::npos) << sweeps;
+  EXPECT_NE(sweeps.find("\"pairs_done\":600"), std::string::npos) << sweeps;
+  EXPECT_NE(workers.find("web-worker"), std::string::npos) << workers;
+  EXPECT_NE(workers.find("Simulated A100"), std::string::npos) << workers;
+  EXPECT_NE(best.find("\"gpu_model\":\"sim-a100\""), std::string::npos) << best;
+  EXPECT_NE(metrics.find("tunefarm_results_stored_total 600"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tunefarm_workers 1"), std::string::npos) << metrics;
+  EXPECT_NE(Get(http, "/").find("<html"), std::string::npos);
+  worker.Stop();
+  EXPECT_EQ(coordinator.Stop(), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
