@@ -356,6 +356,17 @@ int RunBundleVerify(const BundleArgs& args) {
   return 0;
 }
 
+int RunBundleDiff(const std::string& before_path, const std::string& after_path, double noise_floor) {
+  auto before = ReadBundleFile(before_path);
+  if (!before.ok()) return Fail(before.status().message());
+  auto after = ReadBundleFile(after_path);
+  if (!after.ok()) return Fail(after.status().message());
+  auto report = CompareBundles(*before, *after, noise_floor);
+  if (!report.ok()) return Fail(report.status().message());
+  std::printf("%s", NightlyReportTable(*report).c_str());
+  return report->HasRegressions() ? kExitRegressions : 0;
+}
+
 int RunKeysCurve(const KeysArgs& args) {
   auto keys = GenerateCurveKeyPair();
   if (!keys.ok()) return Fail(keys.status().message());

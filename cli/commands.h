@@ -94,6 +94,8 @@ int RunCompare(const CompareArgs& args);
 int RunBundleShow(const BundleArgs& args);
 int RunBundleLookup(const BundleArgs& args);
 int RunBundleVerify(const BundleArgs& args);
+// Compares two bundles' winners (regressions above noise: kExitRegressions).
+int RunBundleDiff(const std::string& before, const std::string& after, double noise_floor);
 int RunKeysCurve(const KeysArgs& args);
 int RunKeysSign(const KeysArgs& args);
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop);

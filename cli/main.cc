@@ -122,6 +122,15 @@ int main(int argc, char** argv) {
   bv->add_option("file", bverify.file, "Bundle file (.tfb)")->required();
   bv->add_option("--key", bverify.keys, "Trusted public key file (repeatable)")->required();
 
+  std::string diff_before, diff_after;
+  double diff_noise = 0.02;
+  auto* bd = bundle->add_subcommand(
+      "diff", "Compare two bundles' winners: latency changes beyond the measured noise "
+              "(exit 3 when a winner got slower)");
+  bd->add_option("before", diff_before, "Earlier bundle (.tfb)")->required();
+  bd->add_option("after", diff_after, "Later bundle (.tfb)")->required();
+  bd->add_option("--noise-floor", diff_noise, "Smallest relative change that counts")->capture_default_str();
+
   // keys
   auto* keys = app.add_subcommand("keys", "Generate key pairs");
   keys->require_subcommand(1);
@@ -177,6 +186,7 @@ int main(int argc, char** argv) {
   if (bs->parsed()) return RunBundleShow(bshow);
   if (bl->parsed()) return RunBundleLookup(blookup);
   if (bv->parsed()) return RunBundleVerify(bverify);
+  if (bd->parsed()) return RunBundleDiff(diff_before, diff_after, diff_noise);
   if (kc->parsed()) return RunKeysCurve(kcurve);
   if (ks->parsed()) return RunKeysSign(ksign);
   if (t->parsed()) return RunTune(tune_args, &g_stop);

@@ -472,9 +472,11 @@ std::string_view PathOf(std::string_view target) {
 HttpStatusSource::~HttpStatusSource() = default;
 
 std::vector<std::string> DefaultChartJsPaths() {
-  return {"/usr/share/javascript/chart.js/chart.min.js",
-          "/usr/share/javascript/chart.js/Chart.min.js",
-          "/usr/share/javascript/chart.js/chart.js"};
+  // Chart.js 4 (Debian 13) ships a UMD build as chart.umd.js; Chart.js 3
+  // (Debian 12) as chart.min.js. The page uses only what both provide.
+  return {"/usr/share/javascript/chart.js/chart.umd.js",
+          "/usr/share/javascript/chart.js/chart.min.js",
+          "/usr/share/javascript/chart.js/Chart.min.js"};
 }
 
 // ---------------------------------------------------------------------------

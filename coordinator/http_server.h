@@ -98,7 +98,8 @@ class HttpServer {
   // (unparsable address, port in use). Calling it twice is an error.
   Status Start();
   // Closes the listener and every connection and joins the thread. Safe to
-  // call more than once, and without a successful Start().
+  // call more than once, and without a successful Start(); never from inside
+  // an HttpStatusSource method (it would join its own thread).
   void Stop();
 
   // The port actually bound (resolves port 0); 0 before Start() succeeds.

@@ -140,7 +140,7 @@ std::string RunSweep(const fs::path& dir, bool chaos, int shapes, const std::str
   return farm.Path("bundle.tfb");
 }
 
-TEST(Chaos, KilledWorkersAndCoordinatorLoseAndDoubleNothing) {
+TEST(Chaos, KilledWorkersAndCoordinatorRestartsLoseAndDoubleNothing) {
   const int shapes = EnvInt("TUNEFARM_CHAOS_SHAPES", 25);
   const char* busy_env = std::getenv("TUNEFARM_CHAOS_BUSY");
   const std::string busy = busy_env ? busy_env : "0.002";

@@ -25,7 +25,8 @@ import time
 import traceback
 
 SKIP = 77
-CHART_JS = "/usr/share/javascript/chart.js/chart.min.js"
+CHART_JS = ["/usr/share/javascript/chart.js/chart.umd.js",   # Chart.js 4
+            "/usr/share/javascript/chart.js/chart.min.js"]   # Chart.js 3 (Debian 12)
 
 
 def skip(why):
@@ -250,9 +251,9 @@ def main():
     if not chromedriver:
         skip("chromedriver (chromium-driver) is not installed")
 
-    modes = ["chartjs", "dom"] if os.path.exists(CHART_JS) else ["dom"]
+    modes = ["chartjs", "dom"] if any(os.path.exists(p) for p in CHART_JS) else ["dom"]
     if modes == ["dom"]:
-        print(f"note: {CHART_JS} missing (libjs-chart.js); checking the DOM bars only")
+        print("note: libjs-chart.js is not installed; checking the DOM bars only")
 
     failed = False
     with tempfile.TemporaryDirectory(prefix="tunefarm-dashboard-") as tmp:
