@@ -254,22 +254,7 @@ struct Worker::Impl {
             stats.measure_seconds += NowSeconds() - measure_start;
           }
           m = base(unit.configs[i], s);
-          // Keep the key and provenance from `base`, the figures from `got`.
-          m.failure = got.failure;
-          m.failure_message = got.failure_message;
-          m.median_us = got.median_us;
-          m.mean_us = got.mean_us;
-          m.stdev_us = got.stdev_us;
-          m.min_us = got.min_us;
-          m.max_us = got.max_us;
-          m.ci95_us = got.ci95_us;
-          m.samples = got.samples;
-          m.check_passed = got.check_passed;
-          m.max_abs_error = got.max_abs_error;
-          m.mismatch_ratio = got.mismatch_ratio;
-          m.resources = got.resources;
-          m.throttled = got.throttled;
-          m.sm_clock_mhz = got.sm_clock_mhz;
+          m.CopyOutcome(got);
           if (m.Valid() && (best == 0 || m.median_us < best)) best = m.median_us;
         }
         m.kernel_hash = k.kernel_hash.empty() ? KernelHash(*spec, backend.toolchain()) : k.kernel_hash;

@@ -62,17 +62,9 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     if (spec != ops.end()) {
       auto def = store.Get(m->gpu_model, m->op, m->dtype, m->shape, m->kernel_hash,
                            spec->second.default_config.Id());
-      if (def && def->Valid()) {
-        e.default_median_us = def->median_us;
-        if (def->median_us < e.median_us) {  // cannot happen for a true minimum; guard anyway
-          e.config = def->config;
-          e.config_id = def->config_id;
-          e.median_us = def->median_us;
-          e.stdev_us = def->stdev_us;
-          e.ci95_us = def->ci95_us;
-          e.samples = def->samples;
-        }
-      }
+      // The default is one of the candidates the winner beat (or is the
+      // winner), so the bundle never ships a config slower than it.
+      if (def && def->Valid()) e.default_median_us = def->median_us;
     }
     b.entries.push_back(std::move(e));
   }

@@ -131,4 +131,22 @@ std::string NormaliseGpuModel(const std::string& device_name) {
   return out;
 }
 
+void Measurement::CopyOutcome(const Measurement& from) {
+  failure = from.failure;
+  failure_message = from.failure_message;
+  median_us = from.median_us;
+  mean_us = from.mean_us;
+  stdev_us = from.stdev_us;
+  min_us = from.min_us;
+  max_us = from.max_us;
+  ci95_us = from.ci95_us;
+  samples = from.samples;
+  check_passed = from.check_passed;
+  max_abs_error = from.max_abs_error;
+  mismatch_ratio = from.mismatch_ratio;
+  resources = from.resources;
+  throttled = from.throttled;
+  sm_clock_mhz = from.sm_clock_mhz;
+}
+
 }  // namespace tune

@@ -16,9 +16,9 @@ std::map<std::string, OpSpec> OpsFromStore(ResultStore& store);
 
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
 // config of the newest kernel hash, with the op's default config measured on
-// the same key beside it (when the sweep measured it). If the default is
-// faster than every tuned config it is what ships: a bundle never ships a
-// config slower than the default. Fails when nothing matches.
+// the same key beside it (when the sweep measured it). The default is one of
+// the candidates, so a bundle never ships a config slower than the default.
+// Fails when nothing matches.
 Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name);
 
 // Throughput of a measurement for reports: TFLOP/s when the op counts flops

@@ -112,6 +112,9 @@ struct Measurement {
 
   // A config is a candidate winner only when it ran and passed its check.
   bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }
+  // Copies what a measurement found (failure, timings, check, resources,
+  // clocks) from `from`, keeping this one's key and provenance.
+  void CopyOutcome(const Measurement& from);
 };
 
 }  // namespace tune

@@ -248,21 +248,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
       Replace(false);
       return Fail(m, FailureClass::kCrash, "GPU runner sent a truncated result; killed (" + how + ")");
     }
-    m.failure = got.failure;
-    m.failure_message = got.failure_message;
-    m.median_us = got.median_us;
-    m.mean_us = got.mean_us;
-    m.stdev_us = got.stdev_us;
-    m.min_us = got.min_us;
-    m.max_us = got.max_us;
-    m.ci95_us = got.ci95_us;
-    m.samples = got.samples;
-    m.check_passed = got.check_passed;
-    m.max_abs_error = got.max_abs_error;
-    m.mismatch_ratio = got.mismatch_ratio;
-    m.resources = got.resources;
-    m.throttled = got.throttled;
-    m.sm_clock_mhz = got.sm_clock_mhz;
+    m.CopyOutcome(got);
     if (fatal) {
       // The runner exits by itself after a sticky error.
       std::string how = runner_->Reap();
