@@ -62,6 +62,7 @@ struct Options {
   size_t batch = 64;
   uint32_t heartbeat_ms = 1000;
   double timeout_s = 600;
+  double idle_s = 1;  // connected and polling before the sweep: the lease path without a backlog
   bool keep = false;
   std::string coordinator_wrapper;  // e.g. "valgrind --tool=callgrind": profiling runs
 };
@@ -195,6 +196,18 @@ ProcSample SampleProc(pid_t pid) {
   return s;
 }
 
+// With --coordinator-wrapper (perf record, ...) the coordinator may be a
+// child of the process we started: measure the innermost one.
+pid_t InnermostChild(pid_t pid) {
+  for (int depth = 0; depth < 4; ++depth) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+    pid_t child = 0;
+    if (!(f >> child) || child <= 0) break;
+    pid = child;
+  }
+  return pid;
+}
+
 // ---------------------------------------------------------------------------
 // Simulated workers.
 
@@ -280,6 +293,14 @@ class WorkerThread {
     workers_.clear();
   }
 
+  // Moves the NoWork latencies recorded so far to *out. Safe while Run()
+  // is active: the vector is swapped under its lock.
+  void TakeNoWorkSamples(std::vector<double>* out) {
+    std::lock_guard<std::mutex> lock(nowork_mu_);
+    out->insert(out->end(), stats.nowork_us.begin(), stats.nowork_us.end());
+    stats.nowork_us.clear();
+  }
+
   ThreadStats stats;
 
  private:
@@ -324,7 +345,10 @@ class WorkerThread {
               w.hb_interval = cmd.heartbeat_ms / 1000.0;
               RequestWork(w);
             } else if constexpr (std::is_same_v<T, tune::NoWork>) {
-              if (w.outstanding) stats.nowork_us.push_back((now - w.request_sent) * 1e6);
+              if (w.outstanding) {
+                std::lock_guard<std::mutex> lock(nowork_mu_);
+                stats.nowork_us.push_back((now - w.request_sent) * 1e6);
+              }
               w.outstanding = false;
               w.next_request = now + cmd.retry_ms / 1000.0;
               stats.nowork++;
@@ -447,6 +471,7 @@ class WorkerThread {
   tune::DeviceInfo device_;
   std::vector<SimWorker> workers_;
   std::vector<zmq::pollitem_t> items_;
+  std::mutex nowork_mu_;
 };
 
 // ---------------------------------------------------------------------------
@@ -559,6 +584,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "Measurements per Results message")->capture_default_str();
   app.add_option("--heartbeat-ms", o.heartbeat_ms, "Coordinator heartbeat interval")
       ->capture_default_str();
+  app.add_option("--idle-seconds", o.idle_s,
+                 "Seconds between all workers greeted and the submit (NoWork round trips)")
+      ->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "Give up after this many seconds")->capture_default_str();
   app.add_option("--coordinator-wrapper", o.coordinator_wrapper,
                  "Command prefix for the coordinator, e.g. \"valgrind --tool=callgrind\"");
@@ -620,6 +648,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double t_listening = Now();
+  const pid_t measured_pid = InnermostChild(coordinator->pid());
 
   Shared shared;
   shared.opts = &o;
@@ -641,6 +670,10 @@ int main(int argc, char** argv) {
   }
   const double t_greeted = Now();
   const int greeted = shared.greeted.load();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_s));
+  // Round trips so far met an idle coordinator; keep them apart.
+  std::vector<double> idle_nowork_us;
+  for (auto& wt : wts) wt->TakeNoWorkSamples(&idle_nowork_us);
 
   // Submit the sweeps: disjoint N values, so every sweep's pairs are new rows.
   std::vector<std::string> sweep_ids;
@@ -678,7 +711,7 @@ int main(int argc, char** argv) {
     ProcSample proc;
   };
   std::vector<Sample> samples;
-  samples.push_back({t_submit, shared.acked_stored.load(), SampleProc(coordinator->pid())});
+  samples.push_back({t_submit, shared.acked_stored.load(), SampleProc(measured_pid)});
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0, units_total = 0;
   uint32_t coordinator_workers = 0;
   double t_done = 0;
@@ -686,7 +719,7 @@ int main(int argc, char** argv) {
   while (Now() - t_submit < o.timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     auto reply = client.Call(tune::SweepStatusRequest{}, 5);
-    samples.push_back({Now(), shared.acked_stored.load(), SampleProc(coordinator->pid())});
+    samples.push_back({Now(), shared.acked_stored.load(), SampleProc(measured_pid)});
     if (!reply || !std::holds_alternative<tune::SweepStatus>(*reply)) {
       if (++status_failures > 10 || !coordinator->Alive()) break;
       continue;
@@ -713,7 +746,7 @@ int main(int argc, char** argv) {
   while (shared.batches_acked.load() < shared.batches_sent.load() && Now() < ack_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  const ProcSample end = SampleProc(coordinator->pid());
+  const ProcSample end = SampleProc(measured_pid);
   rusage self{};
   getrusage(RUSAGE_SELF, &self);
   shared.stop = true;
@@ -771,6 +804,7 @@ int main(int argc, char** argv) {
   }
   const Percentiles lease = Summarise(all.lease_us);
   const Percentiles nowork = Summarise(all.nowork_us);
+  const Percentiles idle = Summarise(idle_nowork_us);
   const Percentiles ack = Summarise(all.ack_us);
   const double coord_cpu = end.cpu_s;
   const double bench_cpu = self.ru_utime.tv_sec + self.ru_utime.tv_usec / 1e6 +
@@ -796,8 +830,10 @@ int main(int argc, char** argv) {
   std::printf("  %-34s %.0f /s\n", "ingest per poll-loop CPU second", per_loop_cpu);
   std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "lease latency (WorkUnit)",
               lease.p50, lease.p99, lease.max, lease.n);
-  std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "NoWork latency", nowork.p50,
-              nowork.p99, nowork.max, nowork.n);
+  std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "NoWork latency, idle",
+              idle.p50, idle.p99, idle.max, idle.n);
+  std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "NoWork latency, during sweep",
+              nowork.p50, nowork.p99, nowork.max, nowork.n);
   std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "ResultsAck latency", ack.p50,
               ack.p99, ack.max, ack.n);
   std::printf("  %-34s %.1f MiB (VmRSS at end %.1f MiB)\n", "coordinator peak RSS (VmHWM)",
@@ -828,6 +864,7 @@ int main(int argc, char** argv) {
       {"ingest_per_loop_cpu_s", per_loop_cpu},
       {"lease_us", {{"p50", lease.p50}, {"p99", lease.p99}, {"max", lease.max}, {"n", lease.n}}},
       {"nowork_us", {{"p50", nowork.p50}, {"p99", nowork.p99}, {"max", nowork.max}}},
+      {"idle_nowork_us", {{"p50", idle.p50}, {"p99", idle.p99}, {"max", idle.max}, {"n", idle.n}}},
       {"ack_us", {{"p50", ack.p50}, {"p99", ack.p99}, {"max", ack.max}, {"n", ack.n}}},
       {"coordinator_vmhwm_kb", end.vm_hwm_kb}, {"coordinator_cpu_s", coord_cpu},
       {"coordinator_steady_cores", steady_cpu}, {"coordinator_loop_steady_cores", steady_main_cpu},

@@ -205,11 +205,10 @@ struct Coordinator::Impl {
   }
 
   void Ingest(const std::string& identity, const Peer& peer, const Results& r) {
+    // A unit this coordinator does not know (it restarted since leasing it)
+    // still carries valid measurements, keyed by their content: store them.
     const Unit* unit = scheduler.FindUnit(r.unit_id);
-    if (!unit || unit->sweep_id != r.sweep_id) {
-      // A unit this coordinator does not know (it restarted): the rows are
-      // still valid measurements, keyed by their content; store them.
-    }
+    if (unit && unit->sweep_id != r.sweep_id) unit = nullptr;
     std::set<std::string> models;
     for (const auto& d : peer.devices) models.insert(d.model);
     std::vector<Measurement> rows;
