@@ -1,10 +1,12 @@
 // Scale benchmark (sim): N simulated workers, each with its own DEALER socket,
 // against one real `tunefarm coordinator` process on loopback with its own
-// RocksDB store. The workers do no work: they answer every unit at once with
-// synthetic measurements, so the figures are the coordinator's (and the
-// loopback transport's) limits, never a GPU's. bench/scale.md records runs.
+// RocksDB store. The workers measure nothing: they answer each unit with
+// synthetic rows at once (or after --unit-seconds), so the figures are the
+// coordinator's (and the loopback transport's) limits, never a GPU's.
+// bench/scale.md records runs and what limits them.
 //
 //   bench_scale [--workers 1000] [--threads 4] [--shapes 100] [--batch 64] ...
+//   bench_scale --workers 10 --shapes 20 --coordinator-wrapper "valgrind --tool=callgrind"
 //
 // Prints a table and one JSON line (prefixed "JSON ") for scripts.
 #include <signal.h>
@@ -22,14 +24,13 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -63,7 +64,8 @@ struct Options {
   size_t batch = 64;
   uint32_t heartbeat_ms = 1000;
   double timeout_s = 600;
-  double idle_s = 1;  // connected and polling before the sweep: the lease path without a backlog
+  double idle_s = 1;
+  double unit_s = 0;  // simulated time to measure one unit; 0 = answer at once (stress)  // connected and polling before the sweep: the lease path without a backlog
   bool keep = false;
   std::string coordinator_wrapper;  // e.g. "valgrind --tool=callgrind": profiling runs
 };
@@ -246,6 +248,8 @@ struct SimWorker {
   double next_request = 0;
   double last_sent = 0;
   double hb_interval = 1.0;
+  std::optional<tune::WorkUnit> running;  // with --unit-seconds: the unit being "measured"
+  double running_until = 0;
   struct PendingAck {
     uint64_t unit, batch;
     double sent;
@@ -316,7 +320,7 @@ class WorkerThread {
   }
 
   // Moves the NoWork latencies recorded so far to *out. Safe while Run()
-  // is active: the vector is swapped under its lock.
+  // is active: both sides hold nowork_mu_.
   void TakeNoWorkSamples(std::vector<double>* out) {
     std::lock_guard<std::mutex> lock(nowork_mu_);
     out->insert(out->end(), stats.nowork_us.begin(), stats.nowork_us.end());
@@ -347,7 +351,13 @@ class WorkerThread {
   bool Timers(SimWorker& w, double now) {
     if (!w.greeted) return false;
     bool sent = false;
-    if (!w.outstanding && now >= w.next_request) {
+    if (w.running && now >= w.running_until) {
+      Answer(w, *w.running);
+      w.running.reset();
+      RequestWork(w);
+      return true;
+    }
+    if (!w.running && !w.outstanding && now >= w.next_request) {
       RequestWork(w);
       sent = true;
     }
@@ -387,8 +397,13 @@ class WorkerThread {
             } else if constexpr (std::is_same_v<T, tune::WorkUnit>) {
               if (w.outstanding) stats.lease_us.push_back((now - w.request_sent) * 1e6);
               w.outstanding = false;
-              Answer(w, cmd);
-              RequestWork(w);  // the device is free again, as a real worker would be
+              if (sh_->opts->unit_s > 0) {
+                w.running = std::move(cmd);
+                w.running_until = now + sh_->opts->unit_s * jitter_(rng_);
+              } else {
+                Answer(w, cmd);
+                RequestWork(w);  // the device is free again, as a real worker would be
+              }
             } else if constexpr (std::is_same_v<T, tune::ResultsAck>) {
               for (size_t i = 0; i < w.pending.size(); ++i) {
                 if (w.pending[i].unit == cmd.unit_id && w.pending[i].batch == cmd.batch) {
@@ -503,6 +518,10 @@ class WorkerThread {
   int first_, count_;
   tune::DeviceInfo device_;
   std::vector<SimWorker> workers_;
+  // Unit durations spread +-25% so that workers leased together do not all
+  // report together.
+  std::mt19937 rng_{static_cast<unsigned>(first_) + 1};
+  std::uniform_real_distribution<double> jitter_{0.75, 1.25};
   std::mutex nowork_mu_;
 };
 
@@ -619,6 +638,9 @@ int main(int argc, char** argv) {
   app.add_option("--idle-seconds", o.idle_s,
                  "Seconds between all workers greeted and the submit (NoWork round trips)")
       ->capture_default_str();
+  app.add_option("--unit-seconds", o.unit_s,
+                 "Mean simulated time per unit (+-25%); 0 answers every unit at once")
+      ->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "Give up after this many seconds")->capture_default_str();
   app.add_option("--coordinator-wrapper", o.coordinator_wrapper,
                  "Command prefix for the coordinator, e.g. \"valgrind --tool=callgrind\"");
@@ -702,7 +724,13 @@ int main(int argc, char** argv) {
   }
   const double t_greeted = Now();
   const int greeted = shared.greeted.load();
+  // What N connected, idle workers cost the coordinator: RequestWork ->
+  // NoWork every retry_ms plus heartbeats both ways.
+  const ProcSample idle_start = SampleProc(measured_pid);
   std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_s));
+  const ProcSample idle_end = SampleProc(measured_pid);
+  const double idle_cores =
+      idle_end.t > idle_start.t ? (idle_end.cpu_s - idle_start.cpu_s) / (idle_end.t - idle_start.t) : 0;
   // Round trips so far met an idle coordinator; keep them apart.
   std::vector<double> idle_nowork_us;
   for (auto& wt : wts) wt->TakeNoWorkSamples(&idle_nowork_us);
@@ -730,6 +758,7 @@ int main(int argc, char** argv) {
                        : "");
       shared.stop = true;
       for (auto& t : threads) t.join();
+      std::fprintf(stderr, "bench_scale: kept %s\n", dir.c_str());
       return 1;
     }
     sweep_ids.push_back(std::get<tune::SweepAccepted>(*reply).sweep_id);
@@ -850,6 +879,7 @@ int main(int argc, char** argv) {
               " units, %" PRIu64 " pairs\n",
               o.sweeps, static_cast<size_t>(2), o.shapes, o.configs_per_unit, o.batch, units_total,
               pairs_total);
+  if (o.unit_s > 0) std::printf("  simulated unit time %.2f s +-25%%\n", o.unit_s);
   std::printf("  %-34s %s\n", "sweep state", t_done ? "done" : "NOT DONE");
   std::printf("  %-34s %.2f s\n", "submit -> done", run_s);
   std::printf("  %-34s %" PRIu64 " stored (%" PRIu64 " rows sent in %" PRIu64 " units, %" PRIu64
@@ -869,6 +899,8 @@ int main(int argc, char** argv) {
               nowork.p50, nowork.p99, nowork.max, nowork.n);
   std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "ResultsAck latency", ack.p50,
               ack.p99, ack.max, ack.n);
+  std::printf("  %-34s %.2f cores (%.0f s sample)\n", "coordinator CPU, idle workers", idle_cores,
+              o.idle_s);
   std::printf("  %-34s %.1f MiB (VmRSS at end %.1f MiB)\n", "coordinator peak RSS (VmHWM)",
               end.vm_hwm_kb / 1024.0, end.vm_rss_kb / 1024.0);
   std::printf("  %-34s %.2f s total; steady %.2f cores\n", "coordinator CPU", coord_cpu,
@@ -891,7 +923,7 @@ int main(int argc, char** argv) {
   nlohmann::json j = {
       {"workers", o.workers}, {"greeted", greeted}, {"threads", o.threads},
       {"sweeps", o.sweeps}, {"shapes", o.shapes}, {"configs_per_unit", o.configs_per_unit},
-      {"batch", o.batch}, {"units", units_total}, {"pairs_total", pairs_total},
+      {"batch", o.batch}, {"unit_seconds", o.unit_s}, {"units", units_total}, {"pairs_total", pairs_total},
       {"done", t_done != 0}, {"run_s", run_s}, {"stored", total_acked},
       {"ingest_steady_per_s", steady_rate}, {"ingest_whole_per_s", whole_rate},
       {"ingest_per_loop_cpu_s", per_loop_cpu},
@@ -899,7 +931,7 @@ int main(int argc, char** argv) {
       {"nowork_us", {{"p50", nowork.p50}, {"p99", nowork.p99}, {"max", nowork.max}}},
       {"idle_nowork_us", {{"p50", idle.p50}, {"p99", idle.p99}, {"max", idle.max}, {"n", idle.n}}},
       {"ack_us", {{"p50", ack.p50}, {"p99", ack.p99}, {"max", ack.max}, {"n", ack.n}}},
-      {"coordinator_vmhwm_kb", end.vm_hwm_kb}, {"coordinator_cpu_s", coord_cpu},
+      {"coordinator_vmhwm_kb", end.vm_hwm_kb}, {"coordinator_idle_cores", idle_cores}, {"coordinator_cpu_s", coord_cpu},
       {"coordinator_steady_cores", steady_cpu}, {"coordinator_loop_steady_cores", steady_main_cpu},
       {"coordinator_loop_steady_wait_cores", steady_main_wait}, {"rows_sent", all.rows},
       {"leases", all.units},
