@@ -94,7 +94,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
       return;
     }
     for (const auto& dtype : sweep.submit.dtypes) {
-      std::vector<Config> todo;
+      std::vector<Config> unmeasured;  // configs with a shape not yet stored
       const std::vector<Config>* configs = &*all_configs;
       if (sweep.measured) {
         for (const auto& c : *all_configs) {
@@ -102,10 +102,10 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
             sweep.pairs_total += shapes;
             sweep.pairs_done += shapes;
           } else {
-            todo.push_back(c);
+            unmeasured.push_back(c);
           }
         }
-        configs = &todo;
+        configs = &unmeasured;
       }
       sweep.pairs_total += configs->size() * shapes;
       sweep.unsliced_configs += configs->size();
