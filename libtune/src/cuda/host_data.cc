@@ -88,27 +88,45 @@ uint64_t Fnv1a64(const std::string& s, uint64_t h) {
   return h;
 }
 
-Result<std::string> MakeInput(const std::string& dtype, const std::string& init_text, int64_t elems,
-                              uint64_t seed) {
+Result<InitSpec> ParseInit(const std::string& init_text) {
   std::string init = init_text.empty() ? "uniform(-1,1)" : init_text;
   static const std::regex kTwo(R"(\s*(uniform|normal)\s*\(\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\)\s*)");
   static const std::regex kOnes(R"(\s*ones\s*(\(\s*\))?\s*)");
-  enum { kUniform, kNormal, kOnesKind } kind;
-  double a = 0, b = 0;
+  InitSpec spec;
   std::smatch m;
   if (std::regex_match(init, m, kTwo)) {
-    kind = m[1] == "uniform" ? kUniform : kNormal;
+    spec.kind = m[1] == "uniform" ? InitSpec::Kind::kUniform : InitSpec::Kind::kNormal;
     try {
-      a = std::stod(m[2]);
-      b = std::stod(m[3]);
+      spec.a = std::stod(m[2]);
+      spec.b = std::stod(m[3]);
     } catch (...) {
       return Status::Error("init '" + init + "': bad number");
     }
   } else if (std::regex_match(init, kOnes)) {
-    kind = kOnesKind;
+    spec.kind = InitSpec::Kind::kOnes;
   } else {
     return Status::Error("init '" + init + "': expected uniform(lo,hi), normal(mean,std) or ones");
   }
+  return spec;
+}
+
+double InitValue(const InitSpec& init, bool integral, uint64_t seed, int64_t index) {
+  if (init.kind == InitSpec::Kind::kOnes) return 1.0;
+  SplitMix rng{seed ^ (uint64_t(index) * 0xD1B54A32D192ED03ull)};
+  const double u1 = rng.Uniform01();
+  if (init.kind == InitSpec::Kind::kUniform)
+    return integral ? std::min(std::floor(init.a + (init.b - init.a + 1) * u1), init.b)
+                    : init.a + (init.b - init.a) * u1;
+  const double u2 = rng.Uniform01();
+  double v = init.a + init.b * std::sqrt(-2.0 * std::log(std::max(u1, 1e-300))) * std::cos(6.283185307179586 * u2);
+  return integral ? std::nearbyint(v) : v;
+}
+
+Result<std::string> MakeInput(const std::string& dtype, const std::string& init_text, int64_t elems,
+                              uint64_t seed) {
+  auto parsed = ParseInit(init_text);
+  if (!parsed.ok()) return parsed.status();
+  const InitSpec init = *parsed;
   int width = (dtype == "f32" || dtype == "i32") ? 4 : (dtype == "f16" || dtype == "bf16") ? 2 : 0;
   if (width == 0) return Status::Error("unknown dtype '" + dtype + "'");
   if (elems < 0) return Status::Error("negative element count");
@@ -117,22 +135,11 @@ Result<std::string> MakeInput(const std::string& dtype, const std::string& init_
   std::string bytes(size_t(elems) * width, '\0');
   // Element i is a pure function of (seed, i), so the buffer is the same
   // however many threads fill it.
-  auto fill = [&, type, kind](int64_t begin, int64_t end) {
+  auto fill = [&, type](int64_t begin, int64_t end) {
     bool nonzero = false;
     char* out = bytes.data();
     for (int64_t i = begin; i < end; ++i) {
-      SplitMix rng{seed ^ (uint64_t(i) * 0xD1B54A32D192ED03ull)};
-      const double u1 = rng.Uniform01();
-      double v;
-      if (kind == kOnesKind) {
-        v = 1.0;
-      } else if (kind == kUniform) {
-        v = type == kI32 ? std::min(std::floor(a + (b - a + 1) * u1), b) : a + (b - a) * u1;
-      } else {
-        const double u2 = rng.Uniform01();
-        v = a + b * std::sqrt(-2.0 * std::log(std::max(u1, 1e-300))) * std::cos(6.283185307179586 * u2);
-        if (type == kI32) v = std::nearbyint(v);
-      }
+      const double v = InitValue(init, type == kI32, seed, i);
       char* p = out + size_t(i) * width;
       switch (type) {
         case kF32: {
@@ -175,7 +182,9 @@ Result<std::string> MakeInput(const std::string& dtype, const std::string& init_
     for (auto& th : pool) th.join();
     for (char z : nonzero) any_nonzero |= z != 0;
   }
-  if (elems > 0 && !any_nonzero) return Status::Error("init '" + init + "' gives all zeros for " + dtype);
+  if (elems > 0 && !any_nonzero)
+    return Status::Error("init '" + (init_text.empty() ? std::string("uniform(-1,1)") : init_text) +
+                         "' gives all zeros for " + dtype);
   return bytes;
 }
 

@@ -16,6 +16,22 @@ uint16_t FloatToHalf(float f);         // round to nearest even
 float Bf16ToFloat(uint16_t b);
 uint16_t FloatToBf16(float f);         // round to nearest even
 
+// A parsed input `init` expression: uniform(a,b), normal(mean=a, std=b) or ones.
+struct InitSpec {
+  enum class Kind { kUniform = 0, kNormal = 1, kOnes = 2 };  // values shared with the device fill kernel
+  Kind kind = Kind::kUniform;
+  double a = -1, b = 1;
+};
+
+// Parses `init` ("uniform(lo,hi)", "normal(mean,std)", "ones"; empty =
+// "uniform(-1,1)"). Error names the text.
+Result<InitSpec> ParseInit(const std::string& init);
+
+// Element `index` of the seeded draw: splitmix64 of seed ^ (index * odd), so
+// element i is the same on every host, in any thread, and on the device (the
+// runner's fill kernel computes the same formula; see runner.cc).
+double InitValue(const InitSpec& init, bool integral, uint64_t seed, int64_t index);
+
 // Bytes of `elems` elements of `dtype` (f16, bf16, f32, i32) drawn from `init`
 // ("uniform(lo,hi)", "normal(mean,std)", "ones"; empty = "uniform(-1,1)").
 // Deterministic in `seed` on every host. A draw that would be all zeros

@@ -18,6 +18,7 @@
 #include <memory>
 #include <thread>
 
+#include "cuda/builtin_kernels.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/device_discovery.h"
 #include "cuda/host_data.h"
@@ -99,62 +100,12 @@ struct Reference {
   Failure failure;
 };
 
-// Output-vs-reference comparison on the device: copying a 64M-element output
-// to the host and comparing there costs a second per config, this a
-// millisecond. One program per output dtype; stats[] = mismatches, NaNs,
-// max |out - ref| (float bits in the low word), first failing index.
-constexpr char kCompareSource[] = R"(
-#if defined(TUNE_DTYPE_F16)
-__device__ __forceinline__ float tf_load(const __half* p, long long i) { return __half2float(p[i]); }
-#elif defined(TUNE_DTYPE_BF16)
-__device__ __forceinline__ float tf_load(const __nv_bfloat16* p, long long i) { return __bfloat162float(p[i]); }
-#elif defined(TUNE_DTYPE_I32)
-__device__ __forceinline__ float tf_load(const int* p, long long i) { return (float)p[i]; }
-#else
-__device__ __forceinline__ float tf_load(const float* p, long long i) { return p[i]; }
-#endif
+constexpr int kBuiltinBlock = 256;  // a multiple of 32: the compare reduction uses whole warps
 
-extern "C" __global__ void tunefarm_compare(const TUNE_T* out, const float* ref, long long n, float atol,
-                                            float rtol, unsigned long long* stats) {
-  unsigned long long bad = 0, nans = 0, first = ~0ull;
-  float maxerr = 0.f;
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float o = tf_load(out, i), r = ref[i];
-    bool fail;
-    if (isnan(o)) {
-      ++nans;
-      fail = true;
-    } else {
-      const float err = fabsf(o - r);
-      if (isfinite(err) && err > maxerr) maxerr = err;
-      fail = !(err <= atol + rtol * fabsf(r)) && !(isinf(o) && o == r);
-    }
-    if (fail) {
-      ++bad;
-      if ((unsigned long long)i < first) first = (unsigned long long)i;
-    }
-  }
-  for (int off = 16; off > 0; off >>= 1) {
-    bad += __shfl_down_sync(0xffffffffu, bad, off);
-    nans += __shfl_down_sync(0xffffffffu, nans, off);
-    maxerr = fmaxf(maxerr, __shfl_down_sync(0xffffffffu, maxerr, off));
-    const unsigned long long f = __shfl_down_sync(0xffffffffu, first, off);
-    first = f < first ? f : first;
-  }
-  if ((threadIdx.x & 31) == 0) {
-    if (bad) atomicAdd(&stats[0], bad);
-    if (nans) atomicAdd(&stats[1], nans);
-    if (maxerr > 0.f) atomicMax(reinterpret_cast<unsigned int*>(&stats[2]), __float_as_uint(maxerr));
-    if (first != ~0ull) atomicMin(&stats[3], first);
-  }
-}
-)";
-constexpr int kCompareBlock = 256;  // a multiple of 32: the reduction uses whole warps
-
-struct CompareKernel {
+struct BuiltinKernels {
   CUmodule module = nullptr;
-  CUfunction function = nullptr;  // nullptr: compare on the host instead
+  CUfunction compare = nullptr;  // nullptr: compare on the host instead
+  CUfunction fill = nullptr;     // nullptr: draw inputs on the host instead
 };
 
 // One output buffer's comparison, plus where it first failed.
@@ -198,7 +149,10 @@ class Runner {
 
   Failure Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params, Measurement* m,
                 double* checked_seconds);
-  const CompareKernel& GetCompare(const std::string& dtype);
+  const BuiltinKernels& GetBuiltins(const std::string& dtype);
+  // Fills an input buffer with its seeded draw (and, when as_f32 is set, a
+  // float copy of the stored values), on the device where it can.
+  Failure FillInput(const ArgData& a, const std::string& init, uint64_t seed, CUdeviceptr as_f32);
   // Compares `elems` elements of `out` (dtype) with the fp32 `ref`.
   Failure CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
                         double rtol, OutputCheck* oc);
@@ -227,8 +181,8 @@ class Runner {
 
   std::map<std::string, Package> packages_;
   std::map<std::string, Reference> references_;   // digest|dtype
-  std::map<std::string, CompareKernel> compare_;  // by output dtype
-  CUdeviceptr compare_stats_ = 0;
+  std::map<std::string, BuiltinKernels> builtins_;  // by dtype
+  CUdeviceptr builtin_stats_ = 0;                   // the builtin kernels' results
   std::list<Problem> problems_;                   // front = most recent
   size_t problem_bytes_ = 0;
   bool built_problem_ = false;  // the current request built its problem
@@ -256,7 +210,7 @@ Status Runner::Setup() {
   // left there, so every sample starts from DRAM like a cold production call.
   flush_bytes_ = std::max<size_t>(2 * size_t(device_.l2_bytes), 8u << 20);
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&flush_, flush_bytes_))));
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&compare_stats_, 4 * sizeof(unsigned long long)))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&builtin_stats_, 4 * sizeof(unsigned long long)))));
   ev_start_.resize(kBatchMax);
   ev_stop_.resize(kBatchMax);
   for (int i = 0; i < kBatchMax; ++i) {
@@ -521,36 +475,26 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
     std::string what = "arg " + as.name + " (" + std::to_string(a.bytes) + " bytes)";
     if (CuStatus st = Alloc(a.bytes, &a.dev); !st.ok()) return FromCu(st, what);
     p->device_bytes += a.bytes;
-    std::string init_bytes;
-    if (a.IsInput()) {
-      uint64_t seed = Fnv1a64(spec.name + "|" + as.name + "|" + a.dtype + "|" + shape.Canonical());
-      auto data = MakeInput(a.dtype, as.init, a.elems, seed);
-      if (!data.ok()) return Fail(FailureClass::kLaunchError, "arg " + as.name + ": " + data.status().message());
-      init_bytes = std::move(*data);
-      if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return FromCu(st, what);
-      p->device_bytes += a.bytes;
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, init_bytes.data(), a.bytes)); !st.ok())
-        return FromCu(st, what);
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.dev, init_bytes.data(), a.bytes)); !st.ok())
-        return FromCu(st, what);
-    }
     slots[i].ptr = a.dev;
     if (a.IsOutput()) {
-      // The reference writes fp32; an inout buffer starts from the same values.
+      // The reference writes fp32; an inout buffer starts from the same
+      // values (FillInput below), an output is poisoned like the kernel's
+      // outputs: an element the reference never writes shows up as NaN below
+      // instead of passing as zero.
       size_t ref_bytes = size_t(a.elems) * sizeof(float);
       if (CuStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return FromCu(st, what + " reference");
       p->device_bytes += ref_bytes;
-      CuStatus st;
-      if (a.spec->dir == "inout") {
-        std::vector<float> start = DecodeToFloat(a.dtype, init_bytes);
-        st = TUNE_CU(d_.cuMemcpyHtoD(a.ref, start.data(), ref_bytes));
-      } else {
-        // Poisoned like the kernel's outputs: an element the reference never
-        // writes shows up as NaN below instead of passing as zero.
-        st = TUNE_CU(d_.cuMemsetD8(a.ref, 0xFF, ref_bytes));
+      if (!a.IsInput()) {
+        if (CuStatus st = TUNE_CU(d_.cuMemsetD8(a.ref, 0xFF, ref_bytes)); !st.ok()) return FromCu(st, what + " reference");
       }
-      if (!st.ok()) return FromCu(st, what + " reference");
       slots[i].ptr = a.ref;
+    }
+    if (a.IsInput()) {
+      uint64_t seed = Fnv1a64(spec.name + "|" + as.name + "|" + a.dtype + "|" + shape.Canonical());
+      if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return FromCu(st, what);
+      p->device_bytes += a.bytes;
+      if (Failure f = FillInput(a, as.init, seed, a.IsOutput() ? a.ref : 0); f.failed()) return f;
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes)); !st.ok()) return FromCu(st, what);
     }
   }
   std::vector<void*> params(slots.size());
@@ -782,33 +726,69 @@ Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, vo
   return {};
 }
 
-const CompareKernel& Runner::GetCompare(const std::string& dtype) {
-  auto it = compare_.find(dtype);
-  if (it != compare_.end()) return it->second;
-  CompareKernel k;
+const BuiltinKernels& Runner::GetBuiltins(const std::string& dtype) {
+  auto it = builtins_.find(dtype);
+  if (it != builtins_.end()) return it->second;
+  BuiltinKernels k;
   NvrtcJob job;
-  job.file = "tunefarm_compare.cu";
-  job.source = kCompareSource;
+  job.file = "tunefarm_builtin.cu";
+  job.source = kBuiltinSource;
   job.entry = "tunefarm_compare";
   OpSpec none;
   job.options = BaseOptions(none, dtype, "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor));
   NvrtcResult r = RunNvrtc(job);
-  if (r.ok && d_.cuModuleLoadData(&k.module, r.cubin.data()) == CUDA_SUCCESS &&
-      d_.cuModuleGetFunction(&k.function, k.module, "tunefarm_compare") != CUDA_SUCCESS) {
-    k.function = nullptr;
+  if (r.ok && d_.cuModuleLoadData(&k.module, r.cubin.data()) == CUDA_SUCCESS) {
+    if (d_.cuModuleGetFunction(&k.compare, k.module, "tunefarm_compare") != CUDA_SUCCESS) k.compare = nullptr;
+    if (d_.cuModuleGetFunction(&k.fill, k.module, "tunefarm_fill") != CUDA_SUCCESS) k.fill = nullptr;
   }
-  if (!k.function) {
-    fprintf(stderr, "tunefarm runner[%d]: comparing %s outputs on the host: %s\n", index_, dtype.c_str(),
+  if (!k.compare || !k.fill) {
+    fprintf(stderr, "tunefarm runner[%d]: %s inputs and checks on the host: %s\n", index_, dtype.c_str(),
             r.ok ? "module load failed" : r.error.c_str());
   }
-  return compare_.emplace(dtype, k).first->second;
+  return builtins_.emplace(dtype, k).first->second;
+}
+
+Failure Runner::FillInput(const ArgData& a, const std::string& init_text, uint64_t seed, CUdeviceptr as_f32) {
+  const std::string what = "arg " + a.spec->name;
+  const BuiltinKernels& k = GetBuiltins(a.dtype);
+  if (!k.fill) {
+    auto data = MakeInput(a.dtype, init_text, a.elems, seed);
+    if (!data.ok()) return Fail(FailureClass::kLaunchError, what + ": " + data.status().message());
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, data->data(), a.bytes)); !st.ok()) return FromCu(st, what);
+    if (as_f32) {
+      std::vector<float> wide = DecodeToFloat(a.dtype, *data);
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(as_f32, wide.data(), wide.size() * sizeof(float))); !st.ok())
+        return FromCu(st, what);
+    }
+    return {};
+  }
+  auto init = ParseInit(init_text);
+  if (!init.ok()) return Fail(FailureClass::kLaunchError, what + ": " + init.status().message());
+  unsigned int nonzero = 0;
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(builtin_stats_, &nonzero, sizeof(nonzero))); !st.ok())
+    return FromCu(st, what);
+  CUdeviceptr out = a.pristine, stats = builtin_stats_;
+  long long n = a.elems;
+  unsigned long long s = seed;
+  int kind = int(init->kind);
+  double lo = init->a, hi = init->b;
+  void* params[] = {&out, &as_f32, &n, &s, &kind, &lo, &hi, &stats};
+  int64_t blocks = std::clamp<int64_t>((a.elems + kBuiltinBlock - 1) / kBuiltinBlock, 1, int64_t(device_.num_sms) * 8);
+  const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
+  if (CuStatus st = Launch(k.fill, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, what + " fill");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&nonzero, builtin_stats_, sizeof(nonzero))); !st.ok())
+    return FromCu(st, what + " fill");
+  // Zeros hide kernels that never read their inputs (MakeInput refuses them too).
+  if (a.elems > 0 && !nonzero)
+    return Fail(FailureClass::kLaunchError, what + ": init '" + init_text + "' gives all zeros for " + a.dtype);
+  return {};
 }
 
 Failure Runner::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
                               double rtol, OutputCheck* oc) {
   if (elems <= 0) return {};
-  const CompareKernel& k = GetCompare(dtype);
-  if (!k.function) {
+  const BuiltinKernels& k = GetBuiltins(dtype);
+  if (!k.compare) {
     std::string host_out(static_cast<size_t>(elems) * DTypeWidth(dtype), '\0');
     std::vector<float> host_ref(static_cast<size_t>(elems));
     if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_out.data(), out, host_out.size())); !st.ok())
@@ -824,16 +804,16 @@ Failure Runner::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdevic
     return {};
   }
   unsigned long long stats[4] = {0, 0, 0, ~0ull};
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(compare_stats_, stats, sizeof(stats))); !st.ok())
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(builtin_stats_, stats, sizeof(stats))); !st.ok())
     return FromCu(st, "compare set-up");
   long long n = elems;
   float a = float(atol), r = float(rtol);
-  CUdeviceptr stats_ptr = compare_stats_;
+  CUdeviceptr stats_ptr = builtin_stats_;
   void* params[] = {&out, &ref, &n, &a, &r, &stats_ptr};
-  int64_t blocks = std::min<int64_t>((elems + kCompareBlock - 1) / kCompareBlock, int64_t(device_.num_sms) * 8);
-  const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kCompareBlock, 1, 1};
-  if (CuStatus st = Launch(k.function, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, "compare launch");
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(stats, compare_stats_, sizeof(stats))); !st.ok())
+  int64_t blocks = std::min<int64_t>((elems + kBuiltinBlock - 1) / kBuiltinBlock, int64_t(device_.num_sms) * 8);
+  const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
+  if (CuStatus st = Launch(k.compare, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, "compare launch");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(stats, builtin_stats_, sizeof(stats))); !st.ok())
     return FromCu(st, "compare");
   oc->mismatches = int64_t(stats[0]);
   oc->nans = int64_t(stats[1]);
