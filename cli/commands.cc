@@ -157,6 +157,12 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
       ->capture_default_str();
   app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
       ->capture_default_str();
+  app->add_option("--refine-within", args->opts.timing.refine_within,
+                  "Configs within this fraction of the best so far are timed to --refine-ci")
+      ->capture_default_str();
+  app->add_option("--refine-ci", args->opts.timing.refine_rel_ci,
+                  "95% CI half-width, relative to the mean, for contenders (0 = no refinement)")
+      ->capture_default_str();
 }
 
 void AddClientOptions(CLI::App* app, ClientArgs* args) {

@@ -158,8 +158,12 @@ struct Worker::Impl {
     push.set(zmq::sockopt::linger, 0);
     push.connect("inproc://results");
     Backend& backend = *backends[slot];
+    // Fastest valid median this device has measured per (op, dtype, kernel
+    // hash, shape), across units: what early stopping and refinement compare
+    // against (TimingPolicy).
+    std::map<std::string, double> best_us;
     while (auto unit = queues[slot]->Pop(&stop_devices)) {
-      RunUnit(backend, *unit, push);
+      RunUnit(backend, *unit, push, &best_us);
     }
   }
 
@@ -178,7 +182,7 @@ struct Worker::Impl {
     push.send(zmq::buffer(frame), zmq::send_flags::none);
   }
 
-  void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push) {
+  void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push, std::map<std::string, double>* best_us) {
     const DeviceInfo& dev = backend.device();
     std::vector<Measurement> rows;
     uint64_t batch = 0;
@@ -226,7 +230,6 @@ struct Worker::Impl {
         return backend.Compile(*spec, dtype, c);
       }));
     }
-    std::map<std::string, double> best_by_shape;
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       const double wait_start = NowSeconds();
       CompiledKernel k = compiled[i].get();
@@ -246,7 +249,7 @@ struct Worker::Impl {
           m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
           m.resources = k.resources;
         } else {
-          double& best = best_by_shape[s.Canonical()];
+          double& best = (*best_us)[unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical()];
           const double measure_start = NowSeconds();
           Measurement got = backend.Measure(*spec, unit.dtype, k, s, opts.timing, best);
           {

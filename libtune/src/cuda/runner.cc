@@ -836,8 +836,8 @@ double Runner::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t inde
 
 Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
                      const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m) {
-  const int max_samples = std::max(1, policy.max_samples);
-  const int min_samples = std::clamp(policy.min_samples, 1, max_samples);
+  const int base_max_samples = std::max(1, policy.max_samples);
+  const int min_samples = std::clamp(policy.min_samples, 1, base_max_samples);
   // The checked run already paid for the first-launch costs; a slow kernel
   // gets fewer warm-ups so that its minimum samples fit in the time cap.
   int warmup = std::max(0, policy.warmup);
@@ -858,6 +858,8 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   double timed_seconds = 0;
   SampleStats stats;
   int batch = min_samples;
+  int max_samples = base_max_samples;
+  double target_rel_ci = policy.target_rel_ci;
   while (int(samples.size()) < max_samples) {
     batch = std::clamp(batch, 1, std::min(kBatchMax, max_samples - int(samples.size())));
     for (int b = 0; b < batch; ++b) {
@@ -881,15 +883,20 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
       // Clearly slower than the best: enough to rank it, not worth refining.
       if (best_so_far_us > 0 && policy.early_stop_factor > 0 && stats.median > policy.early_stop_factor * best_so_far_us)
         break;
-      if (stats.mean > 0 && stats.ci95 <= policy.target_rel_ci * stats.mean) break;
+      // A contender for the win (re-decided as its median settles).
+      const bool contender = policy.refine_rel_ci > 0 &&
+                             (best_so_far_us <= 0 || stats.median <= (1.0 + policy.refine_within) * best_so_far_us);
+      target_rel_ci = contender ? std::min(policy.target_rel_ci, policy.refine_rel_ci) : policy.target_rel_ci;
+      max_samples = contender ? std::max(base_max_samples, policy.refine_max_samples) : base_max_samples;
+      if (stats.mean > 0 && stats.ci95 <= target_rel_ci * stats.mean) break;
     }
     if (timed_seconds >= policy.max_seconds || Seconds(loop_start) >= wall_cap) break;
     // Next batch: roughly what the CI target still needs (CI shrinks with
     // sqrt(n)), bounded by the time left.
     double rel = stats.RelativeCi();
     int need = kBatchMax;
-    if (n >= min_samples && rel > 0 && policy.target_rel_ci > 0)
-      need = int(std::ceil(double(n) * (rel / policy.target_rel_ci) * (rel / policy.target_rel_ci))) - n;
+    if (n >= min_samples && rel > 0 && target_rel_ci > 0)
+      need = int(std::ceil(double(n) * (rel / target_rel_ci) * (rel / target_rel_ci))) - n;
     if (n < min_samples) need = min_samples - n;
     if (stats.mean > 0) {
       double left = (policy.max_seconds - timed_seconds) / (stats.mean * 1e-6);
