@@ -21,6 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 
 step gpu tests
 LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/cuda_backend_test 2>&1 | tail -14 | tee -a "$LOG"
+LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/device_fill_test 2>&1 | tail -8 | tee -a "$LOG"
 
 step baselines
 LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/tunefarm_baselines 2>&1 | tee "$OUT/baselines.txt" | tail -12 | tee -a "$LOG"
@@ -39,7 +40,9 @@ tune gemm_warm   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store
 tune sm90_cold   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-c --cache-dir $CACHE --bundle /tmp/tf-c-b
 tune sm90_warm   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-d --cache-dir $CACHE --bundle /tmp/tf-d-b
 # Best against cuBLAS at three sizes, twice for stability.
+# Run 1 traces the runner's phases (problem set-up included) to its own file.
 for run in 1 2; do
+  [ $run = 1 ] && export TUNEFARM_RUNNER_TRACE=1 || unset TUNEFARM_RUNNER_TRACE
   tune sizes_$run --op gemm_sm90 --dtype f16 --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 \
        --shape M=8192,N=8192,K=8192 --store /tmp/tf-s$run --cache-dir $CACHE --bundle /tmp/tf-s$run-b
   "$TF" best --store /tmp/tf-s$run > "$OUT/best_sizes_$run.txt" 2>&1
@@ -52,4 +55,10 @@ step summary
   echo "winners (run 1):"; cat "$OUT/best_sizes_1.txt"
   echo "winners (run 2):"; cat "$OUT/best_sizes_2.txt"
   echo "memory-bound:"; cat "$OUT/best_memory.txt"
+  echo "problem set-up per shape (runner trace, run 1):"
+  grep "(built)" "$OUT/sizes_1.txt" | sed -E 's/.*(M=[0-9]+,N=[0-9]+,K=[0-9]+).*problem ([0-9.]+) \(built\).*/  \1: \2 ms/'
+  echo "rerun stability (winner medians, run 1 vs run 2):"
+  paste <(awk '/^[^ ]/{s=$3} /^  \*/{print s, $2, $3}' "$OUT/best_sizes_1.txt") \
+        <(awk '/^[^ ]/{s=$3} /^  \*/{print $2, $3}' "$OUT/best_sizes_2.txt") |
+    awk '{d=($5-$3)/$3*100; if (d<0) d=-d; printf "  %s: %s %.2f us | %s %.2f us | %.2f%%%s\n", $1, $2, $3, $4, $5, d, ($2==$4?" same config":"")}'
 } | tee -a "$LOG"
