@@ -66,7 +66,8 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
                           {"status", FailureClassName(m.failure)},
                           {"check_passed", m.check_passed}, {"median_us", m.median_us},
                           {"stdev_us", m.stdev_us}, {"ci95_us", m.ci95_us},
-                          {"samples", m.samples}, {"backend", m.backend},
+                          {"samples", m.samples}, {"sm_clock_mhz", m.sm_clock_mhz},
+                          {"throttled", m.throttled}, {"backend", m.backend},
                           {"winner", static_cast<bool>(winner[i])}};
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
@@ -77,16 +78,16 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
   }
   if (format == OutputFormat::kCsv) {
     std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
-                      "stdev_us,ci95_us,samples,throughput,unit,backend,winner,reason\n");
+                      "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
       const double tp = throughput(m, &unit);
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%s,%d,%s\n",
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvQuote(m.shape).c_str(),
                    CsvQuote(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
-                   m.ci95_us, m.samples, tp, unit.c_str(), m.backend.c_str(),
+                   m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
                    static_cast<int>(winner[i]), CsvQuote(FirstLine(m.failure_message)).c_str());
     }
     return;
