@@ -33,11 +33,7 @@ struct CompiledKernel {
 
 // How long and how hard to time one (config, shape).
 struct TimingPolicy {
-  int warmup = 2;                    // untimed launches first, at least
-  // ... and at least this much kernel time: a large kernel is timed once the
-  // GPU's clocks have settled under its load (a few launches of a 2 ms GEMM
-  // catch the clock still falling), as production sees it back to back.
-  double warmup_seconds = 0.02;      // (at most 200 launches)
+  int warmup = 2;                    // untimed launches first
   int min_samples = 5;
   int max_samples = 100;
   double target_rel_ci = 0.01;       // stop when 95% CI half-width <= 1% of mean

@@ -838,15 +838,11 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
                      const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m) {
   const int base_max_samples = std::max(1, policy.max_samples);
   const int min_samples = std::clamp(policy.min_samples, 1, base_max_samples);
-  // The checked run already paid for the first-launch costs and tells how
-  // long one launch takes (an upper bound: it includes the launch overhead);
-  // a slow kernel gets fewer warm-ups so that its minimum samples fit in the
-  // time cap.
+  // The checked run already paid for the first-launch costs; a slow kernel
+  // gets fewer warm-ups so that its minimum samples fit in the time cap.
   int warmup = std::max(0, policy.warmup);
-  if (checked_seconds > 0) {
-    warmup = std::max<int>(warmup, std::min(200.0, std::ceil(policy.warmup_seconds / checked_seconds)));
-    if (checked_seconds * warmup > policy.max_seconds) warmup = std::max(0, int(policy.max_seconds / checked_seconds));
-  }
+  if (checked_seconds > 0 && checked_seconds * warmup > policy.max_seconds)
+    warmup = std::max(0, int(policy.max_seconds / checked_seconds));
   for (int i = 0; i < warmup; ++i) {
     if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params); !st.ok())
       return FromCu(st, "warm-up launch");

@@ -158,7 +158,6 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->I64(r.compile_resources.local_bytes);
   const TimingPolicy& p = r.policy;
   w->I64(p.warmup);
-  w->F64(p.warmup_seconds);
   w->I64(p.min_samples);
   w->I64(p.max_samples);
   w->F64(p.target_rel_ci);
@@ -185,7 +184,6 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   r.compile_resources.local_bytes = rd->I64();
   TimingPolicy& p = r.policy;
   p.warmup = int(rd->I64());
-  p.warmup_seconds = rd->F64();
   p.min_samples = int(rd->I64());
   p.max_samples = int(rd->I64());
   p.target_rel_ci = rd->F64();
