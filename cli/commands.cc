@@ -161,7 +161,7 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
                   "Configs within this fraction of the best so far are timed to --refine-ci")
       ->capture_default_str();
   app->add_option("--refine-ci", args->opts.timing.refine_rel_ci,
-                  "95% CI half-width, relative to the mean, for contenders (0 = no refinement)")
+                  "95% CI half-width, relative to the mean, for contenders, e.g. 0.002 (0 = no refinement)")
       ->capture_default_str();
 }
 

@@ -20,7 +20,11 @@ run() {  # name devices [dtypes]
     --store "/tmp/tf-$1" --bundle "/tmp/tf-$1-bundle" > "$OUT/$1.txt" 2>&1
   grep -E "^(sweep|compile|busy):|tunefarm:" "$OUT/$1.txt" | tee -a "$LOG"
   echo "failed checks: $(grep -cE " (wrong_result|nan|crash|timeout):" "$OUT/$1.txt")" | tee -a "$LOG"
+  # Runner trace: time spent building problems (inputs + reference), all devices.
+  sed -nE 's/.*problem ([0-9.]+) \(built\).*/\1/p' "$OUT/$1.txt" |
+    awk '{s += $1; n++} END { printf "problem set-up: %d built, %.2f s in all\n", n, s / 1000 }' | tee -a "$LOG"
 }
+export TUNEFARM_RUNNER_TRACE=1
 rm -rf /tmp/tf-*
 run cold_all "$ALL" "f16 bf16"
 run warm_1gpu 0

@@ -84,6 +84,11 @@ struct Worker::Impl {
   std::atomic<bool> stop_devices{false};
   std::mutex spec_mu;
   std::map<std::string, std::shared_ptr<const OpSpec>> spec_cache;  // by package digest
+  // Fastest valid median measured on this host per (GPU model, op, dtype,
+  // kernel hash, shape), across units and devices: what early stopping and
+  // refinement compare against (TimingPolicy).
+  std::mutex best_mu;
+  std::map<std::string, double> best_us;
 
   explicit Impl(WorkerOptions o) : opts(std::move(o)) {
     if (opts.name.empty()) opts.name = DefaultName();
@@ -158,12 +163,8 @@ struct Worker::Impl {
     push.set(zmq::sockopt::linger, 0);
     push.connect("inproc://results");
     Backend& backend = *backends[slot];
-    // Fastest valid median this device has measured per (op, dtype, kernel
-    // hash, shape), across units: what early stopping and refinement compare
-    // against (TimingPolicy).
-    std::map<std::string, double> best_us;
     while (auto unit = queues[slot]->Pop(&stop_devices)) {
-      RunUnit(backend, *unit, push, &best_us);
+      RunUnit(backend, *unit, push);
     }
   }
 
@@ -182,7 +183,7 @@ struct Worker::Impl {
     push.send(zmq::buffer(frame), zmq::send_flags::none);
   }
 
-  void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push, std::map<std::string, double>* best_us) {
+  void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push) {
     const DeviceInfo& dev = backend.device();
     std::vector<Measurement> rows;
     uint64_t batch = 0;
@@ -249,7 +250,13 @@ struct Worker::Impl {
           m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
           m.resources = k.resources;
         } else {
-          double& best = (*best_us)[unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical()];
+          const std::string best_key =
+              dev.model + "|" + unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical();
+          double best;
+          {
+            std::lock_guard<std::mutex> lock(best_mu);
+            best = best_us[best_key];
+          }
           const double measure_start = NowSeconds();
           Measurement got = backend.Measure(*spec, unit.dtype, k, s, opts.timing, best);
           {
@@ -258,7 +265,11 @@ struct Worker::Impl {
           }
           m = base(unit.configs[i], s);
           m.CopyOutcome(got);
-          if (m.Valid() && (best == 0 || m.median_us < best)) best = m.median_us;
+          if (m.Valid()) {
+            std::lock_guard<std::mutex> lock(best_mu);
+            double& known = best_us[best_key];
+            if (known == 0 || m.median_us < known) known = m.median_us;
+          }
         }
         m.kernel_hash = k.kernel_hash.empty() ? KernelHash(*spec, backend.toolchain()) : k.kernel_hash;
         rows.push_back(std::move(m));
