@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sweep speed-up with the number of GPUs on one host: one worker, one runner
-# process per GPU, the gemm space over three shapes. Cold first (fills the
+# process per GPU, the gemm space over three or four shapes and one or two
+# dtypes. Cold first (fills the
 # cubin cache), then warm on GPU 0 alone and warm on every GPU.
 set -u
 A=${ART:-.art/tunefarm}
@@ -12,10 +13,10 @@ LOG=$OUT/multi_gpu.log
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv | tee -a "$LOG"
 N=$(nvidia-smi -L | wc -l)
 ALL=$(seq -s, 0 $((N - 1)))
-run() {  # name devices [dtypes]
-  echo "=== $1: devices $2, dtypes ${3:-f16} ($(date +%T))" | tee -a "$LOG"
-  "$TF" tune --ops-dir "$A/share/tunefarm/ops" --quiet --op gemm --dtype ${3:-f16} \
-    --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 --shape M=8192,N=8192,K=8192 \
+SHAPES3="M=1024,N=1024,K=1024 M=4096,N=4096,K=4096 M=8192,N=8192,K=8192"
+run() {  # name devices [dtypes] [shapes]
+  echo "=== $1: devices $2, dtypes ${3:-f16}, shapes ${4:-$SHAPES3} ($(date +%T))" | tee -a "$LOG"
+  "$TF" tune --ops-dir "$A/share/tunefarm/ops" --quiet --op gemm --dtype ${3:-f16} --shape ${4:-$SHAPES3} \
     --configs-per-unit 4 --devices "$2" --cache-dir /tmp/tf-cubins \
     --store "/tmp/tf-$1" --bundle "/tmp/tf-$1-bundle" > "$OUT/$1.txt" 2>&1
   grep -E "^(sweep|compile|busy):|tunefarm:" "$OUT/$1.txt" | tee -a "$LOG"
@@ -32,8 +33,12 @@ run warm_all "$ALL"
 # Twice the work (both dtypes): what a nightly sweep of the op runs.
 run warm_1gpu_2dt 0 "f16 bf16"
 run warm_all_2dt "$ALL" "f16 bf16"
+# A nightly-sized sweep: both dtypes, four square sizes.
+SHAPES4="M=1024,N=1024,K=1024 M=2048,N=2048,K=2048 M=4096,N=4096,K=4096 M=8192,N=8192,K=8192"
+run warm_1gpu_nightly 0 "f16 bf16" "$SHAPES4"
+run warm_all_nightly "$ALL" "f16 bf16" "$SHAPES4"
 echo "speed-up (warm, wall of 1 GPU / wall of all):" | tee -a "$LOG"
-for p in "warm_1gpu warm_all" "warm_1gpu_2dt warm_all_2dt"; do
+for p in "warm_1gpu warm_all" "warm_1gpu_2dt warm_all_2dt" "warm_1gpu_nightly warm_all_nightly"; do
   set -- $p
   a=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$1.txt"); b=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$2.txt")
   awk -v a="$a" -v b="$b" -v n="$1 / $2" 'BEGIN { printf "  %s: %.1f s / %.1f s = %.2fx\n", n, a, b, a / b }' | tee -a "$LOG"
