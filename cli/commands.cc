@@ -446,16 +446,21 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   std::thread coord_thread([&] { (void)coord.Run(&stop_farm); });
   const double sweep_start = Seconds();
   std::vector<std::thread> worker_threads;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    workers[i]->set_endpoint(endpoint);
-    worker_threads.emplace_back([&, i] { (void)workers[i]->Run(&stop_farm); });
-  }
+  auto start_workers = [&] {
+    for (size_t i = 0; i < workers.size(); ++i) {
+      workers[i]->set_endpoint(endpoint);
+      worker_threads.emplace_back([&, i] { (void)workers[i]->Run(&stop_farm); });
+    }
+  };
 
   int rc = 0;
   std::string sweep_id;
   {
     CoordinatorClient client(endpoint);
+    // The sweep goes in first, so that the workers' first requests find work
+    // rather than a NoWork and its retry delay.
     auto reply = client.Call(*sweep);
+    start_workers();
     if (!reply.ok()) {
       rc = Fail(reply.status().message());
     } else if (auto* accepted = std::get_if<SweepAccepted>(&*reply)) {
