@@ -3,8 +3,9 @@
 // Accepts sweeps from clients, registers workers by their hello, leases work
 // units to workers whose GPU model a sweep targets, keeps heartbeats flowing
 // both ways, ingests results into the ResultStore (idempotently) and answers
-// status requests. Single-threaded: one poll loop owns the socket, the
-// scheduler and the store handle.
+// status requests. One poll loop owns the socket and the scheduler; results
+// are decoded and stored on an Ingester thread, so that a backlog of rows
+// never delays a lease or a heartbeat.
 #pragma once
 
 #include <atomic>
