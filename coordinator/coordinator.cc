@@ -187,7 +187,8 @@ struct Coordinator::Impl {
             }
             if (!dev) return Disconnect(identity, "request for unknown device " +
                                                       std::to_string(cmd.device_index));
-            auto unit = scheduler.Lease(identity, dev->model, now);
+            const bool store_behind = ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
+            auto unit = store_behind ? std::nullopt : scheduler.Lease(identity, dev->model, now);
             if (!unit) {
               Send(identity, NoWork{200});
               return;
@@ -357,9 +358,9 @@ struct Coordinator::Impl {
                                       "measurements received again and not stored twice",
                                       results_duplicate));
     metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
-    metrics.push_back(Metric::Gauge("tunefarm_ingest_queue_batches",
-                                    "results batches received and not yet stored",
-                                    ingester->queued()));
+    metrics.push_back(Metric::Gauge("tunefarm_ingest_queue_bytes",
+                                    "bytes of results received and not yet stored",
+                                    ingester->queued_bytes()));
     metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
                                       "peers disconnected for bad or unexpected messages",
                                       dropped_messages));

@@ -51,6 +51,7 @@ Status Ingester::Start() {
 void Ingester::Submit(IngestJob job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ += job.frame.size();
     jobs_.push_back(std::move(job));
   }
   cv_.notify_one();
@@ -66,9 +67,9 @@ std::vector<IngestOutcome> Ingester::TakeOutcomes() {
   return out;
 }
 
-size_t Ingester::queued() const {
+size_t Ingester::queued_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return jobs_.size() + in_flight_;
+  return queued_bytes_;
 }
 
 void Ingester::Loop() {
@@ -78,11 +79,10 @@ void Ingester::Loop() {
     if (stop_) return;
     IngestJob job = std::move(jobs_.front());
     jobs_.pop_front();
-    in_flight_ = 1;
     lock.unlock();
     IngestOutcome outcome = Store(job);
     lock.lock();
-    in_flight_ = 0;
+    queued_bytes_ -= job.frame.size();
     outcomes_.push_back(std::move(outcome));
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);

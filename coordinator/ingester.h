@@ -11,7 +11,7 @@
 // into a ResultsAck, progress counts and unit completion. The Ingester never
 // touches a socket or the scheduler.
 //
-// Thread safety: Submit, TakeOutcomes and queued() may be called from any
+// Thread safety: Submit, TakeOutcomes and queued_bytes() may be called from any
 // one thread (the loop); the store must be safe to use from another thread
 // (ResultStore is).
 #pragma once
@@ -83,8 +83,8 @@ class Ingester {
   std::vector<IngestOutcome> TakeOutcomes();
   // Readable while outcomes wait to be taken (an eventfd; poll it).
   int wake_fd() const { return wake_fd_; }
-  // Frames submitted and not yet stored.
-  size_t queued() const;
+  // Bytes of the frames submitted and not yet stored.
+  size_t queued_bytes() const;
 
  private:
   void Loop();
@@ -97,7 +97,7 @@ class Ingester {
   std::condition_variable cv_;
   std::deque<IngestJob> jobs_;
   std::vector<IngestOutcome> outcomes_;
-  size_t in_flight_ = 0;
+  size_t queued_bytes_ = 0;  // jobs_ and the job being stored
   bool stop_ = false;
 };
 

@@ -99,7 +99,7 @@ TEST_F(IngesterTest, StoresBatchesInOrderAndCountsDuplicatesOnce) {
   EXPECT_EQ(out[1].head.unit_id, 7u);
   EXPECT_EQ(out[1].head.sweep_id, "s1");
   EXPECT_EQ(out[1].stored, 1u);  // c2 was stored by the first batch
-  EXPECT_EQ(ingester_->queued(), 0u);
+  EXPECT_EQ(ingester_->queued_bytes(), 0u);
   auto row = store_->Get("h100", "gemm", "f16", "N=1024", "kh", "c3");
   ASSERT_TRUE(row.has_value());  // stored before its outcome was posted
   EXPECT_EQ(row->worker, "host:1");
