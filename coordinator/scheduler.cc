@@ -214,19 +214,26 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
 }
 
 double Scheduler::StragglerAge(const Unit& u) {
+  // What the unit should take: at its sweep's median pace for the model, or
+  // before any of those units is done, at its holder's own measured pace.
+  double seconds_per_pair = 0;
   auto& sweep = sweeps_.at(u.sweep_id);
-  const double min_age = opts_.tail_min_age_seconds;
-  auto it = sweep.pace.find(u.gpu_model);
-  if (it == sweep.pace.end()) return min_age;
-  SweepState::Pace& pace = it->second;
-  if (pace.stale) {
-    std::vector<double> sorted = pace.seconds_per_pair;
-    auto mid = sorted.begin() + sorted.size() / 2;
-    std::nth_element(sorted.begin(), mid, sorted.end());
-    pace.median = *mid;
-    pace.stale = false;
+  if (auto it = sweep.pace.find(u.gpu_model); it != sweep.pace.end()) {
+    SweepState::Pace& pace = it->second;
+    if (pace.stale) {
+      std::vector<double> sorted = pace.seconds_per_pair;
+      auto mid = sorted.begin() + sorted.size() / 2;
+      std::nth_element(sorted.begin(), mid, sorted.end());
+      pace.median = *mid;
+      pace.stale = false;
+    }
+    seconds_per_pair = pace.median;
+  } else if (auto rate = pair_rate_.find(u.holders.begin()->first);
+             rate != pair_rate_.end() && rate->second > 0) {
+    seconds_per_pair = 1 / rate->second;
   }
-  return std::max(min_age, opts_.tail_slow_factor * pace.median * static_cast<double>(u.Pairs()));
+  return std::max(opts_.tail_min_age_seconds,
+                  opts_.tail_slow_factor * seconds_per_pair * static_cast<double>(u.Pairs()));
 }
 
 Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu_model,

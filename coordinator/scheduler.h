@@ -41,10 +41,12 @@ struct SchedulerOptions {
   double lease_per_pair_seconds = 5;
   uint32_t max_attempts = 4;          // leases of one unit before it is failed
   // Idle workers may duplicate a straggling lease at the tail of a sweep. A
-  // straggler is a unit with one holder and no progress (lease or results
-  // batch) for tail_min_age_seconds, and for tail_slow_factor times the time
-  // its sweep's completed units of that model took per pair: results still
-  // arriving, or a unit as long as its peers, do not make a straggler.
+  // straggler is a unit with one holder, no results batch waiting to be
+  // stored, and no progress (lease or results batch) for tail_min_age_seconds
+  // and for tail_slow_factor times what it should take: at the median pace
+  // (seconds per pair) of its sweep's completed units of that model, or at
+  // its holder's own pace before one is done. Results still arriving, or a
+  // unit as long as its peers, do not make a straggler.
   bool tail_duplicates = true;
   double tail_min_age_seconds = 2;
   double tail_slow_factor = 1.5;
@@ -160,7 +162,8 @@ class Scheduler {
   void Finish(Unit& u, UnitState state, int64_t now_unix);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);
   Unit* FindStraggler(const std::string& worker, const std::string& gpu_model, double now);
-  // How long `u` may go without progress before it counts as a straggler.
+  // How long `u` (with one holder) may go without progress before it counts
+  // as a straggler.
   double StragglerAge(const Unit& u);
   Unit* FindUnitOf(const std::string& sweep_id, uint64_t unit_id);
   void NoteProgress(Unit& u, double now);

@@ -200,6 +200,25 @@ TEST(Scheduler, OnlyUnitsSlowerThanTheirPeersAreDuplicated) {
   EXPECT_EQ(dup->unit_id, b->unit_id);
 }
 
+TEST(Scheduler, BeforeAnyUnitOfASweepIsDoneTheHoldersOwnPaceCounts) {
+  SchedulerOptions o;
+  o.tail_min_age_seconds = 2;
+  o.tail_slow_factor = 1.5;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());  // 1 unit of 1200 pairs
+  s.AddDevice(Device("m"));
+  auto first = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(first);
+  s.CompleteUnit("w1", first->unit_id, 12, 12);  // w1 measures 100 pairs/s
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 20).ok());
+  auto second = s.Lease("w1", "m", 20);
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(s.Lease("w2", "m", 30).has_value());  // w1 needs 12 s for it
+  auto dup = s.Lease("w2", "m", 38.5);                // 18.5 s: 1.5 x 12 s passed
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->unit_id, second->unit_id);
+}
+
 TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
   SchedulerOptions o;
   o.max_attempts = 1;
