@@ -66,8 +66,8 @@ struct Options {
   size_t batch = 64;
   uint32_t heartbeat_ms = 1000;
   double timeout_s = 600;
-  double idle_s = 1;
-  double unit_s = 0;  // simulated time to measure one unit; 0 = answer at once (stress)  // connected and polling before the sweep: the lease path without a backlog
+  double idle_s = 1;  // connected and polling before the sweep: the lease path without a backlog
+  double unit_s = 0;  // simulated time to measure one unit; 0 = answer at once (stress)
   bool keep = false;
   std::string coordinator_wrapper;  // e.g. "valgrind --tool=callgrind": profiling runs
 };
@@ -308,7 +308,8 @@ class WorkerThread {
     std::vector<epoll_event> events(256);
     double last_timers = 0, last_sweep = Now();
     while (!sh_->stop.load(std::memory_order_relaxed)) {
-      const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), due_.empty() ? 5 : 0);
+      const int wait_ms = due_.empty() ? 5 : 0;
+      const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), wait_ms);
       for (int e = 0; e < n; ++e) Drain(workers_[events[e].data.u32]);
       const double now = Now();
       if (now - last_timers >= 0.005) {
