@@ -258,6 +258,30 @@ TEST(ResultStoreTest, BestIgnoresFailedAndUncheckedRows) {
   EXPECT_EQ((*a100)[0].config_id, "c2");
 }
 
+TEST(ResultStoreTest, BestAcrossBatchesAndReopens) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.Sub("db"));
+    ASSERT_TRUE(store);
+    size_t stored = 0;
+    ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 20)}, &stored).ok());
+    ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c2", 30)}, &stored).ok());  // slower
+    ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c3", 15)}, &stored).ok());  // faster
+  }
+  auto store = OpenOrDie(dir.Sub("db"));  // a fresh handle reads the best row back
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c4", 16)).ok());
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c3");
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c5", 14)).ok());
+  best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c5");
+}
+
 TEST(ResultStoreTest, ReopenPersistsEverything) {
   TempDir dir;
   const std::string path = dir.Sub("db");
