@@ -86,6 +86,9 @@ struct Coordinator::Impl {
     double last_sent = 0;
   };
   std::map<std::string, Peer> workers;  // routing identity -> worker
+  // (worker identity, unit) whose batch failed to store: the unit must not
+  // complete on that worker's final batch until the batch is stored.
+  std::set<std::pair<std::string, uint64_t>> unstored_batches;
 
   // Counters for /metrics.
   uint64_t results_stored = 0, results_duplicate = 0, leases = 0, dropped_messages = 0;
@@ -232,6 +235,15 @@ struct Coordinator::Impl {
     ingester->Submit(std::move(job));
   }
 
+  // A batch of `unit_id` from this worker is not in the store: a reconnect
+  // makes the worker send every batch it holds unacknowledged again.
+  void AskToResend(const std::string& identity, uint64_t unit_id) {
+    Log("unit " + std::to_string(unit_id) + " of " + Printable(identity) +
+        " lacks a batch that failed to store; asking for it again");
+    Send(identity, tune::Disconnect{"a results batch could not be stored; send it again"});
+    DropWorker(identity);
+  }
+
   // Stored batches are acknowledged and counted here, on the loop, so the
   // scheduler sees a unit complete only once all its rows are stored.
   void ApplyIngestOutcomes() {
@@ -242,16 +254,25 @@ struct Coordinator::Impl {
           Disconnect(o.identity, o.error);
           break;
         case IngestOutcome::Kind::kStoreFailed:
-          // Not acknowledged: the worker keeps the batch and sends it again.
+          // Not acknowledged: the worker keeps the batch and sends it again
+          // when it reconnects. Until then the unit must not complete on a
+          // later final batch, and a failed final batch asks for that now.
           Log("store write failed: " + o.error);
+          if (o.head.final) AskToResend(o.identity, o.head.unit_id);
+          else unstored_batches.insert({o.identity, o.head.unit_id});
           break;
         case IngestOutcome::Kind::kStored: {
           results_stored += o.stored;
           results_duplicate += o.rows - o.stored;
+          if (o.head.final && unstored_batches.erase({o.identity, o.head.unit_id})) {
+            AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
+            break;
+          }
           Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
                                       static_cast<uint32_t>(o.stored)});
           if (!o.head.final) break;
-          scheduler.CompleteUnit(o.identity, o.head.unit_id, NowSeconds(), std::time(nullptr));
+          scheduler.CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, NowSeconds(),
+                                 std::time(nullptr));
           const SweepState* s = scheduler.FindSweep(o.head.sweep_id);
           if (s && s->state != "running") {
             PersistSweep(o.head.sweep_id);
@@ -399,6 +420,12 @@ Status Coordinator::Start() {
   auto store = ResultStore::Open(impl_->opts.store_path);
   if (!store.ok()) return store.status();
   impl_->store = std::move(store).value();
+  // Each run over this store numbers its units in a range of its own
+  // (2^32 ids per run): a worker may still send results of a unit that the
+  // run before a restart leased, and they must not complete another unit.
+  auto run = impl_->store->IncrementCounter("coordinator_runs");
+  if (!run.ok()) return run.status();
+  impl_->scheduler.NumberUnitsFrom((*run << 32) | 1);
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
   impl_->ingester = std::make_unique<Ingester>(impl_->store.get());
   TUNE_RETURN_IF_ERROR(impl_->ingester->Start());

@@ -281,11 +281,11 @@ void Scheduler::NoteProgress(Unit& u, double now) {
   leased_.emplace(u.last_progress, u.id);
 }
 
-void Scheduler::CompleteUnit(const std::string& worker, uint64_t unit_id, double now,
-                             int64_t now_unix) {
-  auto it = units_.find(unit_id);
-  if (it == units_.end()) return;
-  Unit& u = it->second;
+void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,
+                             uint64_t unit_id, double now, int64_t now_unix) {
+  Unit* found = FindUnitOf(sweep_id, unit_id);
+  if (!found) return;
+  Unit& u = *found;
   auto& sweep = sweeps_.at(u.sweep_id);
   auto started = u.started.find(worker);
   if (started != u.started.end() && now > started->second) {

@@ -101,6 +101,12 @@ class Scheduler {
  public:
   explicit Scheduler(SchedulerOptions opts = {});
 
+  // Units created from now on are numbered from `first`. A coordinator gives
+  // each of its runs over one store a range of its own: workers still send
+  // results of units that the run before a restart leased, and those must
+  // never be taken for (and complete) a unit of this run.
+  void NumberUnitsFrom(uint64_t first) { next_unit_id_ = first; }
+
   // Validates and registers a sweep (op packages parse, dims of every shape
   // match each op, dtypes supported by the op). Creates units at once for
   // every already-known model it targets. Errors name the op/field.
@@ -132,7 +138,8 @@ class Scheduler {
                      uint64_t stored_failed, double now);
   // The final results batch of the unit is stored: it is done, and the
   // worker's throughput is updated from how long it took.
-  void CompleteUnit(const std::string& worker, uint64_t unit_id, double now, int64_t now_unix);
+  void CompleteUnit(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
+                    double now, int64_t now_unix);
   // Configs the next fresh unit for `worker` would hold (adaptive sizing).
   uint32_t UnitSizeFor(const std::string& worker, size_t shapes) const;
   // The worker is gone: its leases go back to the queue.

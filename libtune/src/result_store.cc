@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <cstdlib>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -538,6 +539,27 @@ Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& byt
   if (sweep_id.empty()) return impl_->Error("sweep id is empty");
   rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->sweeps, sweep_id, bytes);
   return s.ok() ? Status::OK() : impl_->Error("write of sweep " + sweep_id + " failed", s);
+}
+
+Result<uint64_t> ResultStore::IncrementCounter(const std::string& name) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  const std::string key = "counter/" + name;
+  std::lock_guard<std::mutex> lock(impl_->put_mu);
+  std::string value;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->meta, key, &value);
+  if (!s.ok() && !s.IsNotFound()) return impl_->Error("read of " + key + " failed", s);
+  uint64_t count = 0;
+  if (s.ok()) {
+    char* end = nullptr;
+    count = std::strtoull(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0') return impl_->Error("meta " + key + " holds '" + value + "', not a count");
+  }
+  ++count;
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  s = impl_->db->Put(wo, impl_->meta, key, std::to_string(count));
+  if (!s.ok()) return impl_->Error("write of " + key + " failed", s);
+  return count;
 }
 
 std::optional<std::string> ResultStore::GetSweep(const std::string& sweep_id) {

@@ -328,6 +328,27 @@ TEST(ResultStoreTest, Sweeps) {
   EXPECT_EQ(*store->CountResults(), 0u) << "sweeps never show up as results";
 }
 
+TEST(ResultStoreTest, CountersCountAcrossReopensAndNeverOnAReader) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_TRUE(store);
+    EXPECT_EQ(*store->IncrementCounter("runs"), 1u);
+    EXPECT_EQ(*store->IncrementCounter("runs"), 2u);
+    EXPECT_EQ(*store->IncrementCounter("other"), 1u) << "counters are independent";
+    EXPECT_EQ(*store->CountResults(), 0u) << "counters never show up as results";
+  }
+  {
+    auto reader = ResultStore::OpenReadOnly(path);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    EXPECT_FALSE((*reader)->IncrementCounter("runs").ok());
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->IncrementCounter("runs"), 3u) << "the count survives a reopen";
+}
+
 TEST(ResultStoreTest, SecondOpenInThisProcessFailsCleanly) {
   TempDir dir;
   const std::string path = dir.Sub("db");
