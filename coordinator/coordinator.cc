@@ -13,6 +13,7 @@
 #include "tune/curve.h"
 #include "tune/protocol.h"
 #include "http_server.h"
+#include "ingester.h"
 #include "zap_authenticator.h"
 #include "tune/sweep_file.h"
 
@@ -74,6 +75,7 @@ struct Coordinator::Impl {
   std::unique_ptr<ZapAuthenticator> zap;  // declared before router: outlives it
   std::unique_ptr<zmq::socket_t> router;
   std::unique_ptr<ResultStore> store;
+  std::unique_ptr<Ingester> ingester;  // declared after store: stops before it closes
   Scheduler scheduler;
   uint64_t seq = 0;
 
@@ -84,6 +86,9 @@ struct Coordinator::Impl {
     double last_sent = 0;
   };
   std::map<std::string, Peer> workers;  // routing identity -> worker
+  // (worker identity, unit) whose batch failed to store: the unit must not
+  // complete on that worker's final batch until the batch is stored.
+  std::set<std::pair<std::string, uint64_t>> unstored_batches;
 
   // Counters for /metrics.
   uint64_t results_stored = 0, results_duplicate = 0, leases = 0, dropped_messages = 0;
@@ -131,10 +136,16 @@ struct Coordinator::Impl {
     if (workers.erase(identity)) scheduler.DropWorker(identity);
   }
 
+  // Any command is a heartbeat. Returns the sender's entry, if it said hello.
+  std::map<std::string, Peer>::iterator Heard(const std::string& identity, double now) {
+    auto wit = workers.find(identity);
+    if (wit != workers.end()) wit->second.last_seen = now;
+    return wit;
+  }
+
   void Handle(const std::string& identity, Envelope env) {
     const double now = NowSeconds();
-    auto wit = workers.find(identity);
-    if (wit != workers.end()) wit->second.last_seen = now;  // any command is a heartbeat
+    auto wit = Heard(identity, now);
 
     std::visit(
         [&](auto& cmd) {
@@ -179,7 +190,8 @@ struct Coordinator::Impl {
             }
             if (!dev) return Disconnect(identity, "request for unknown device " +
                                                       std::to_string(cmd.device_index));
-            auto unit = scheduler.Lease(identity, dev->model, now);
+            const bool store_behind = ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
+            auto unit = store_behind ? std::nullopt : scheduler.Lease(identity, dev->model, now);
             if (!unit) {
               Send(identity, NoWork{200});
               return;
@@ -190,9 +202,6 @@ struct Coordinator::Impl {
                 unit->dtype + ", " + std::to_string(unit->configs.size()) + " configs) to " +
                 peer.name);
             Send(identity, std::move(*unit));
-          } else if constexpr (std::is_same_v<T, Results>) {
-            if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
-            Ingest(identity, wit->second, cmd);
           } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
             Log("worker " + (wit != workers.end() ? wit->second.name : Printable(identity)) +
                 " left: " + cmd.reason);
@@ -204,49 +213,73 @@ struct Coordinator::Impl {
         env.command);
   }
 
-  void Ingest(const std::string& identity, const Peer& peer, const Results& r) {
-    // A unit this coordinator does not know (it restarted since leasing it)
-    // still carries valid measurements, keyed by their content: store them.
-    const Unit* unit = scheduler.FindUnit(r.unit_id);
-    if (unit && unit->sweep_id != r.sweep_id) unit = nullptr;
-    std::set<std::string> models;
-    for (const auto& d : peer.devices) models.insert(d.model);
-    std::vector<Measurement> rows;
-    rows.reserve(r.measurements.size());
-    for (const auto& m : r.measurements) {
-      if (!models.count(m.gpu_model)) {
-        return Disconnect(identity, "results for GPU model '" + m.gpu_model +
-                                        "' that this worker does not have");
-      }
-      if (unit && (m.op != unit->op || m.dtype != unit->dtype)) {
-        return Disconnect(identity, "results for " + m.op + "/" + m.dtype + " in a unit of " +
-                                        unit->op + "/" + unit->dtype);
-      }
-      rows.push_back(m);
-      rows.back().sweep_id = r.sweep_id;
-      rows.back().worker = peer.name;
+  // A Results frame goes to the ingester undecoded. Its unit counts as
+  // making progress until the batch is stored: rows waiting in the queue
+  // never make a straggler.
+  void SubmitResults(const std::string& identity, zmq::message_t frame, const ResultsHead& head) {
+    const double now = NowSeconds();
+    auto wit = Heard(identity, now);
+    if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
+    scheduler.BatchQueued(head.sweep_id, head.unit_id, now);
+    IngestJob job;
+    job.identity = identity;
+    job.worker = wit->second.name;
+    for (const auto& d : wit->second.devices) job.gpu_models.insert(d.model);
+    const Unit* unit = scheduler.FindUnit(head.unit_id);
+    if (unit && unit->sweep_id == head.sweep_id) {
+      job.unit_op = unit->op;
+      job.unit_dtype = unit->dtype;
     }
-    size_t stored = 0;
-    Status st = store->PutBatch(rows, &stored);
-    if (!st.ok()) {
-      // Not acknowledged: the worker keeps the batch and sends it again.
-      Log("store write failed: " + st.message());
-      return;
-    }
-    uint64_t failed = 0;
-    if (stored == rows.size()) {
-      for (const auto& m : rows) failed += m.Valid() ? 0 : 1;
-    }
-    scheduler.CountPairs(r.unit_id, stored, failed);
-    results_stored += stored;
-    results_duplicate += rows.size() - stored;
-    Send(identity, ResultsAck{r.sweep_id, r.unit_id, r.batch, static_cast<uint32_t>(stored)});
-    if (r.final) {
-      scheduler.CompleteUnit(identity, r.unit_id, NowSeconds(), std::time(nullptr));
-      const SweepState* s = scheduler.FindSweep(r.sweep_id);
-      if (s && s->state != "running") {
-        PersistSweep(r.sweep_id);
-        Log("sweep " + r.sweep_id + " " + s->state);
+    job.head = head;
+    job.frame = std::move(frame);
+    ingester->Submit(std::move(job));
+  }
+
+  // A batch of `unit_id` from this worker is not in the store: a reconnect
+  // makes the worker send every batch it holds unacknowledged again.
+  void AskToResend(const std::string& identity, uint64_t unit_id) {
+    Log("unit " + std::to_string(unit_id) + " of " + Printable(identity) +
+        " lacks a batch that failed to store; asking for it again");
+    Send(identity, tune::Disconnect{"a results batch could not be stored; send it again"});
+    DropWorker(identity);
+  }
+
+  // Stored batches are acknowledged and counted here, on the loop, so the
+  // scheduler sees a unit complete only once all its rows are stored.
+  void ApplyIngestOutcomes() {
+    for (auto& o : ingester->TakeOutcomes()) {
+      scheduler.BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, NowSeconds());
+      switch (o.kind) {
+        case IngestOutcome::Kind::kRejected:
+          Disconnect(o.identity, o.error);
+          break;
+        case IngestOutcome::Kind::kStoreFailed:
+          // Not acknowledged: the worker keeps the batch and sends it again
+          // when it reconnects. Until then the unit must not complete on a
+          // later final batch, and a failed final batch asks for that now.
+          Log("store write failed: " + o.error);
+          if (o.head.final) AskToResend(o.identity, o.head.unit_id);
+          else unstored_batches.insert({o.identity, o.head.unit_id});
+          break;
+        case IngestOutcome::Kind::kStored: {
+          results_stored += o.stored;
+          results_duplicate += o.rows - o.stored;
+          if (o.head.final && unstored_batches.erase({o.identity, o.head.unit_id})) {
+            AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
+            break;
+          }
+          Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
+                                      static_cast<uint32_t>(o.stored)});
+          if (!o.head.final) break;
+          scheduler.CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, NowSeconds(),
+                                 std::time(nullptr));
+          const SweepState* s = scheduler.FindSweep(o.head.sweep_id);
+          if (s && s->state != "running") {
+            PersistSweep(o.head.sweep_id);
+            Log("sweep " + o.head.sweep_id + " " + s->state);
+          }
+          break;
+        }
       }
     }
   }
@@ -346,6 +379,9 @@ struct Coordinator::Impl {
                                       "measurements received again and not stored twice",
                                       results_duplicate));
     metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
+    metrics.push_back(Metric::Gauge("tunefarm_ingest_queue_bytes",
+                                    "bytes of results received and not yet stored",
+                                    ingester->queued_bytes()));
     metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
                                       "peers disconnected for bad or unexpected messages",
                                       dropped_messages));
@@ -384,7 +420,15 @@ Status Coordinator::Start() {
   auto store = ResultStore::Open(impl_->opts.store_path);
   if (!store.ok()) return store.status();
   impl_->store = std::move(store).value();
+  // Each run over this store numbers its units in a range of its own
+  // (2^32 ids per run): a worker may still send results of a unit that the
+  // run before a restart leased, and they must not complete another unit.
+  auto run = impl_->store->IncrementCounter("coordinator_runs");
+  if (!run.ok()) return run.status();
+  impl_->scheduler.NumberUnitsFrom((*run << 32) | 1);
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
+  impl_->ingester = std::make_unique<Ingester>(impl_->store.get());
+  TUNE_RETURN_IF_ERROR(impl_->ingester->Start());
   const auto& o = impl_->opts;
   std::optional<CurveKeyPair> keys;
   if (!o.curve_secret_key.empty()) {
@@ -439,9 +483,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
   auto& router = *impl_->router;
   double last_tick = 0;
   while (!stop->load()) {
-    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, impl_->ingester->wake_fd(), ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 1, std::chrono::milliseconds(50));
+      zmq::poll(items, 2, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status::Error(std::string("coordinator: poll: ") + e.what());
@@ -466,6 +511,13 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
           impl_->Disconnect(id, "expected one frame, got " + std::to_string(parts.size()));
           continue;
         }
+        // Results are routed by their head alone: decoding and storing the
+        // rows is the ingester's work, and leases must not wait for it.
+        auto head = PeekResults(parts[0].data(), parts[0].size());
+        if (head.ok() && head->has_value()) {
+          impl_->SubmitResults(id, std::move(parts[0]), **head);
+          continue;
+        }
         auto env = DecodeEnvelope(parts[0].data(), parts[0].size());
         if (!env.ok()) {
           impl_->Disconnect(id, "malformed message: " + env.status().message());
@@ -474,6 +526,7 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
         impl_->Handle(id, std::move(env).value());
       }
     }
+    if (items[1].revents & ZMQ_POLLIN) impl_->ApplyIngestOutcomes();
     const double now = NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);

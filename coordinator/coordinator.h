@@ -3,8 +3,9 @@
 // Accepts sweeps from clients, registers workers by their hello, leases work
 // units to workers whose GPU model a sweep targets, keeps heartbeats flowing
 // both ways, ingests results into the ResultStore (idempotently) and answers
-// status requests. Single-threaded: one poll loop owns the socket, the
-// scheduler and the store handle.
+// status requests. One poll loop owns the socket and the scheduler; results
+// are decoded and stored on an Ingester thread, so that a backlog of rows
+// never delays a lease or a heartbeat.
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,10 @@ struct CoordinatorOptions {
   std::string store_path = "tunefarm.db";
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 5;            // missed heartbeats before a worker is dead
+  // No new leases (NoWork instead) while this many bytes of results wait to
+  // be stored: work handed out now would only queue behind them, and the
+  // queue is coordinator memory.
+  size_t max_ingest_backlog_bytes = 64u << 20;
   SchedulerOptions scheduler;
   // CURVE: on when a secret key is given; required (unless insecure) for
   // endpoints other than loopback. Workers must be on the allow-list.

@@ -144,6 +144,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.dtype = pool.dtype;
     u.gpu_model = gpu_model;
     u.configs.assign(pool.configs.begin() + pool.next, pool.configs.begin() + end);
+    u.shapes = pool.shapes;
     sweep.unsliced_configs -= end - pool.next;
     pool.next = end;
     sweep.units.push_back(u.id);
@@ -197,56 +198,119 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
     u.attempts++;
     u.holders[worker] = now + lease;
     u.started[worker] = now;
-    u.leased_at = now;
+    u.last_progress = now;
+    leased_.emplace(u.last_progress, u.id);
     return MakeWorkUnit(u, lease);
   }
   if (!opts_.tail_duplicates) return std::nullopt;
-  // Tail of the sweep: duplicate the oldest single-holder lease of this model
-  // that this worker does not hold. Ingestion is idempotent, so whichever copy
-  // finishes first wins and the other's rows are ignored.
-  Unit* oldest = nullptr;
-  for (auto& [id, u] : units_) {
-    if (u.state != UnitState::kLeased || u.gpu_model != gpu_model) continue;
-    if (u.holders.size() != 1 || u.holders.count(worker)) continue;
-    if (now - u.leased_at < opts_.tail_min_age_seconds) continue;
-    if (!oldest || u.leased_at < oldest->leased_at) oldest = &u;
-  }
-  if (!oldest) return std::nullopt;
-  const double lease = LeaseSeconds(*oldest);
-  oldest->holders[worker] = now + lease;
-  oldest->started[worker] = now;
-  return MakeWorkUnit(*oldest, lease);
+  // Tail of the sweep: duplicate a straggler. Ingestion is idempotent, so
+  // whichever copy finishes first wins and the other's rows are ignored.
+  Unit* straggler = FindStraggler(worker, gpu_model, now);
+  if (!straggler) return std::nullopt;
+  const double lease = LeaseSeconds(*straggler);
+  straggler->holders[worker] = now + lease;
+  straggler->started[worker] = now;
+  return MakeWorkUnit(*straggler, lease);
 }
 
-void Scheduler::CompleteUnit(const std::string& worker, uint64_t unit_id, double now,
-                             int64_t now_unix) {
+double Scheduler::StragglerAge(const Unit& u) {
+  // What the unit should take: at its sweep's median pace for the model, or
+  // before any of those units is done, at its holder's own measured pace.
+  double seconds_per_pair = 0;
+  auto& sweep = sweeps_.at(u.sweep_id);
+  if (auto it = sweep.pace.find(u.gpu_model); it != sweep.pace.end()) {
+    SweepState::Pace& pace = it->second;
+    if (pace.stale) {
+      std::vector<double> sorted = pace.seconds_per_pair;
+      auto mid = sorted.begin() + sorted.size() / 2;
+      std::nth_element(sorted.begin(), mid, sorted.end());
+      pace.median = *mid;
+      pace.stale = false;
+    }
+    seconds_per_pair = pace.median;
+  } else if (auto rate = pair_rate_.find(u.holders.begin()->first);
+             rate != pair_rate_.end() && rate->second > 0) {
+    seconds_per_pair = 1 / rate->second;
+  }
+  return std::max(opts_.tail_min_age_seconds,
+                  opts_.tail_slow_factor * seconds_per_pair * static_cast<double>(u.Pairs()));
+}
+
+Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu_model,
+                               double now) {
+  // The unit of this model, held by one other worker, that has gone longest
+  // without progress, if that is longer than its units usually take. Idle
+  // workers ask often, so the common answer (every lease made progress
+  // lately) costs one look at the quietest lease.
+  for (const auto& [progress, id] : leased_) {
+    if (now - progress < opts_.tail_min_age_seconds) break;  // the rest are younger
+    Unit& u = units_.at(id);
+    if (u.gpu_model != gpu_model || u.holders.size() != 1 || u.holders.count(worker)) continue;
+    if (u.batches_queued == 0 && now - progress >= StragglerAge(u)) return &u;
+  }
+  return nullptr;
+}
+
+Unit* Scheduler::FindUnitOf(const std::string& sweep_id, uint64_t unit_id) {
   auto it = units_.find(unit_id);
-  if (it == units_.end()) return;
-  Unit& u = it->second;
+  return it == units_.end() || it->second.sweep_id != sweep_id ? nullptr : &it->second;
+}
+
+void Scheduler::BatchQueued(const std::string& sweep_id, uint64_t unit_id, double now) {
+  Unit* u = FindUnitOf(sweep_id, unit_id);
+  if (!u) return;
+  u->batches_queued++;
+  NoteProgress(*u, now);
+}
+
+void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
+                              uint64_t stored_failed, double now) {
+  Unit* u = FindUnitOf(sweep_id, unit_id);
+  if (!u) return;
+  if (u->batches_queued > 0) u->batches_queued--;
+  NoteProgress(*u, now);
+  auto& sweep = sweeps_.at(sweep_id);
+  sweep.pairs_done += stored;
+  sweep.pairs_failed += stored_failed;
+}
+
+void Scheduler::NoteProgress(Unit& u, double now) {
+  if (u.state != UnitState::kLeased || now <= u.last_progress) return;
+  leased_.erase({u.last_progress, u.id});
+  u.last_progress = now;
+  leased_.emplace(u.last_progress, u.id);
+}
+
+void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,
+                             uint64_t unit_id, double now, int64_t now_unix) {
+  Unit* found = FindUnitOf(sweep_id, unit_id);
+  if (!found) return;
+  Unit& u = *found;
+  auto& sweep = sweeps_.at(u.sweep_id);
   auto started = u.started.find(worker);
   if (started != u.started.end() && now > started->second) {
-    const auto& sweep = sweeps_.at(u.sweep_id);
-    size_t shapes = 0;
-    for (size_t i = 0; i < sweep.specs.size(); ++i) {
-      if (sweep.specs[i].name == u.op) shapes = ShapesForOp(sweep.submit, sweep.specs[i]).size();
+    const double pairs = static_cast<double>(u.Pairs());
+    if (pairs > 0) {
+      const double seconds = now - started->second;
+      auto [slot, fresh] = pair_rate_.emplace(worker, pairs / seconds);
+      if (!fresh) slot->second = 0.5 * slot->second + 0.5 * pairs / seconds;  // smooth out one odd unit
+      auto& pace = sweep.pace[u.gpu_model];
+      pace.seconds_per_pair.push_back(seconds / pairs);
+      pace.stale = true;
     }
-    const double rate = u.configs.size() * shapes / (now - started->second);
-    auto [slot, fresh] = pair_rate_.emplace(worker, rate);
-    if (!fresh) slot->second = 0.5 * slot->second + 0.5 * rate;  // smooth out one odd unit
     u.started.erase(started);
   }
   u.holders.erase(worker);
   if (u.state == UnitState::kDone) return;
-  u.state = UnitState::kDone;
-  MaybeFinish(sweeps_.at(u.sweep_id), now_unix);
+  Finish(u, UnitState::kDone, now_unix);
 }
 
-void Scheduler::CountPairs(uint64_t unit_id, uint64_t stored, uint64_t stored_failed) {
-  auto it = units_.find(unit_id);
-  if (it == units_.end()) return;
-  auto& sweep = sweeps_.at(it->second.sweep_id);
-  sweep.pairs_done += stored;
-  sweep.pairs_failed += stored_failed;
+void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
+  auto& sweep = sweeps_.at(u.sweep_id);
+  if (u.state != UnitState::kDone && u.state != UnitState::kFailed) sweep.units_finished++;
+  if (u.state == UnitState::kLeased) leased_.erase({u.last_progress, u.id});
+  u.state = state;
+  MaybeFinish(sweep, now_unix);
 }
 
 void Scheduler::ReleaseHolder(Unit& u, const std::string& worker) {
@@ -254,24 +318,35 @@ void Scheduler::ReleaseHolder(Unit& u, const std::string& worker) {
   u.started.erase(worker);
   if (u.state != UnitState::kLeased || !u.holders.empty()) return;
   if (u.attempts >= opts_.max_attempts) {
-    u.state = UnitState::kFailed;
-    MaybeFinish(sweeps_.at(u.sweep_id), 0);
+    Finish(u, UnitState::kFailed, 0);
     return;
   }
   u.state = UnitState::kPending;
+  leased_.erase({u.last_progress, u.id});
   pending_[u.gpu_model].push_front(u.id);  // retried first
 }
 
+std::vector<uint64_t> Scheduler::LeasedIds() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(leased_.size());
+  for (const auto& entry : leased_) ids.push_back(entry.second);
+  return ids;
+}
+
 void Scheduler::DropWorker(const std::string& worker) {
-  for (auto& [id, u] : units_) {
+  // ReleaseHolder may take the unit out of leased_: iterate over a copy.
+  const auto leased = LeasedIds();
+  for (uint64_t id : leased) {
+    Unit& u = units_.at(id);
     if (u.holders.count(worker)) ReleaseHolder(u, worker);
   }
 }
 
 size_t Scheduler::ExpireLeases(double now) {
   size_t expired = 0;
-  for (auto& [id, u] : units_) {
-    if (u.state != UnitState::kLeased) continue;
+  const auto leased = LeasedIds();
+  for (uint64_t id : leased) {
+    Unit& u = units_.at(id);
     std::vector<std::string> late;
     for (const auto& [w, deadline] : u.holders) {
       if (deadline < now) late.push_back(w);
@@ -291,11 +366,7 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet
   }
-  if (sweep.unsliced_configs > 0) return;
-  for (uint64_t id : sweep.units) {
-    const auto s = units_.at(id).state;
-    if (s != UnitState::kDone && s != UnitState::kFailed) return;
-  }
+  if (sweep.unsliced_configs > 0 || sweep.units_finished < sweep.units.size()) return;
   sweep.state = "done";
   sweep.finished_unix = now_unix;
 }
@@ -319,10 +390,7 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
     p.name = s.submit.name;
     p.state = s.state;
     p.units_total = s.units.size();
-    for (uint64_t uid : s.units) {
-      const auto st = units_.at(uid).state;
-      if (st == UnitState::kDone || st == UnitState::kFailed) p.units_done++;
-    }
+    p.units_done = s.units_finished;
     p.pairs_total = s.pairs_total;
     p.pairs_done = s.pairs_done;
     p.pairs_failed = s.pairs_failed;

@@ -40,8 +40,16 @@ struct SchedulerOptions {
   double lease_base_seconds = 120;    // lease = base + per_pair * configs * shapes
   double lease_per_pair_seconds = 5;
   uint32_t max_attempts = 4;          // leases of one unit before it is failed
-  bool tail_duplicates = true;        // idle workers may duplicate straggling leases
-  double tail_min_age_seconds = 2;    // a lease must be this old to be duplicated
+  // Idle workers may duplicate a straggling lease at the tail of a sweep. A
+  // straggler is a unit with one holder, no results batch waiting to be
+  // stored, and no progress (lease or results batch) for tail_min_age_seconds
+  // and for tail_slow_factor times what it should take: at the median pace
+  // (seconds per pair) of its sweep's completed units of that model, or at
+  // its holder's own pace before one is done. Results still arriving, or a
+  // unit as long as its peers, do not make a straggler.
+  bool tail_duplicates = true;
+  double tail_min_age_seconds = 2;
+  double tail_slow_factor = 1.5;
 };
 
 // Tells whether every shape of a config is already stored for a model, so a
@@ -56,11 +64,14 @@ struct Unit {
   uint64_t id = 0;
   std::string sweep_id, op, dtype, gpu_model;
   std::vector<Config> configs;
+  size_t shapes = 0;                      // shapes of the sweep that its op takes
   UnitState state = UnitState::kPending;
   uint32_t attempts = 0;
   std::map<std::string, double> holders;  // worker -> lease deadline
   std::map<std::string, double> started;  // worker -> when its lease began
-  double leased_at = 0;
+  double last_progress = 0;               // last (first) lease or results batch
+  uint32_t batches_queued = 0;            // arrived, not yet ingested
+  size_t Pairs() const { return configs.size() * shapes; }
 };
 
 struct SweepState {
@@ -71,6 +82,15 @@ struct SweepState {
   std::set<std::string> models;              // models that have units
   MeasuredFn measured;                       // set for resumed sweeps
   std::vector<uint64_t> units;               // unit ids, creation order
+  uint64_t units_finished = 0;               // units done or failed
+  // How long completed units took per (config, shape) pair, per model: the
+  // median sets how long a unit of that model may go without progress.
+  struct Pace {
+    std::vector<double> seconds_per_pair;
+    double median = 0;
+    bool stale = false;  // median not yet recomputed since the last sample
+  };
+  std::map<std::string, Pace> pace;
   uint64_t unsliced_configs = 0;             // configs not yet cut into units
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
@@ -80,6 +100,12 @@ struct SweepState {
 class Scheduler {
  public:
   explicit Scheduler(SchedulerOptions opts = {});
+
+  // Units created from now on are numbered from `first`. A coordinator gives
+  // each of its runs over one store a range of its own: workers still send
+  // results of units that the run before a restart leased, and those must
+  // never be taken for (and complete) a unit of this run.
+  void NumberUnitsFrom(uint64_t first) { next_unit_id_ = first; }
 
   // Validates and registers a sweep (op packages parse, dims of every shape
   // match each op, dtypes supported by the op). Creates units at once for
@@ -100,13 +126,22 @@ class Scheduler {
   // sweep a duplicate lease of a straggler. nullopt when there is none.
   std::optional<WorkUnit> Lease(const std::string& worker, const std::string& gpu_model,
                                 double now);
-  // A final results batch arrived for the unit: it is done, and the
+  // A results batch of the unit arrived and waits to be stored: the unit is
+  // making progress, and is no straggler until the batch is ingested.
+  // Batches for a unit this scheduler does not know (or of another sweep,
+  // after a restart) are ignored here and in BatchIngested.
+  void BatchQueued(const std::string& sweep_id, uint64_t unit_id, double now);
+  // A batch announced by BatchQueued was ingested: `stored` new rows, of
+  // which `stored_failed` record failures (both 0 when the batch was refused
+  // or its write failed). Counts for progress.
+  void BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
+                     uint64_t stored_failed, double now);
+  // The final results batch of the unit is stored: it is done, and the
   // worker's throughput is updated from how long it took.
-  void CompleteUnit(const std::string& worker, uint64_t unit_id, double now, int64_t now_unix);
+  void CompleteUnit(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
+                    double now, int64_t now_unix);
   // Configs the next fresh unit for `worker` would hold (adaptive sizing).
   uint32_t UnitSizeFor(const std::string& worker, size_t shapes) const;
-  // Results were stored for a unit (new rows only), for progress.
-  void CountPairs(uint64_t unit_id, uint64_t stored, uint64_t stored_failed);
   // The worker is gone: its leases go back to the queue.
   void DropWorker(const std::string& worker);
   // Leases past their deadline go back to the queue; returns how many.
@@ -130,13 +165,25 @@ class Scheduler {
   void CreateUnits(SweepState& sweep, const DeviceInfo& device);
   Unit* CutUnit(const std::string& worker, const std::string& gpu_model);
   void ReleaseHolder(Unit& u, const std::string& worker);
+  // Moves a unit out of kPending/kLeased for good.
+  void Finish(Unit& u, UnitState state, int64_t now_unix);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);
+  Unit* FindStraggler(const std::string& worker, const std::string& gpu_model, double now);
+  // How long `u` (with one holder) may go without progress before it counts
+  // as a straggler.
+  double StragglerAge(const Unit& u);
+  Unit* FindUnitOf(const std::string& sweep_id, uint64_t unit_id);
+  void NoteProgress(Unit& u, double now);
+  std::vector<uint64_t> LeasedIds() const;
   WorkUnit MakeWorkUnit(const Unit& u, double lease_seconds) const;
   double LeaseSeconds(const Unit& u) const;
 
   SchedulerOptions opts_;
   std::map<std::string, SweepState> sweeps_;
   std::map<uint64_t, Unit> units_;
+  // Units in kLeased by (last_progress, id), quietest first: what expiry,
+  // dead workers and the straggler search visit.
+  std::set<std::pair<double, uint64_t>> leased_;
   std::map<std::string, DeviceInfo> models_;  // first device seen per model
   std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order

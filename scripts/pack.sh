@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Packs a relocatable tunefarm: the binary, its non-system shared libraries,
-# the shipped ops and (with --tests) the GPU test programs, into one folder
-# that runs on a GPU host with no build tools or package registry.
+# the shipped ops, the scale benchmark (when built) and (with --tests) the GPU
+# test programs, into one folder that runs on a host with no build tools or
+# package registry.
 #
 #   scripts/pack.sh [BUILD_DIR] [OUT_DIR] [--tests]
-#   OUT_DIR/bin/tunefarm tune ...      # the wrapper sets LD_LIBRARY_PATH
+#   OUT_DIR/bin/tunefarm tune ...      # the wrappers set LD_LIBRARY_PATH
+#   OUT_DIR/bin/bench_scale --workers 1000   # bench/scale.md; finds bin/tunefarm
 #
 # Left out on purpose: libc/libstdc++ and friends (the host's, newer, serve),
 # libcuda (the host's driver) and libnvrtc (the host's CUDA toolkit, which must
@@ -35,16 +37,26 @@ copy_program() {  # $1 = program, $2 = destination folder
   done
 }
 
-copy_program "$BUILD_DIR/cli/tunefarm" "$OUT/libexec"
-cat > "$OUT/bin/tunefarm" <<'WRAP'
+wrap_program() {  # $1 = program in libexec: bin/$1 runs it with the shipped libraries
+  cat > "$OUT/bin/$1" <<WRAP
 #!/bin/sh
-# Runs tunefarm with the libraries shipped beside it.
-here=$(cd "$(dirname "$0")/.." && pwd)
-export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/local/cuda/lib64"
-exec "$here/libexec/tunefarm" "$@"
+# Runs $1 with the libraries shipped beside it.
+here=\$(cd "\$(dirname "\$0")/.." && pwd)
+export LD_LIBRARY_PATH="\$here/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}:/usr/local/cuda/lib64"
+exec "\$here/libexec/$1" "\$@"
 WRAP
-chmod 0755 "$OUT/bin/tunefarm"
+  chmod 0755 "$OUT/bin/$1"
+}
+
+copy_program "$BUILD_DIR/cli/tunefarm" "$OUT/libexec"
+wrap_program tunefarm
 cp -r ops "$OUT/share/tunefarm/ops"
+if [[ -x "$BUILD_DIR/bench/bench_scale" ]]; then
+  copy_program "$BUILD_DIR/bench/bench_scale" "$OUT/libexec"
+  wrap_program bench_scale
+  mkdir -p "$OUT/share/tunefarm/bench/ops"
+  cp -r tests/data/ops/synthetic "$OUT/share/tunefarm/bench/ops/synthetic"
+fi
 mkdir -p "$OUT/share/tunefarm/sweeps" && cp -r sweeps/. "$OUT/share/tunefarm/sweeps/" 2>/dev/null || true
 
 if [[ "$WITH_TESTS" == "--tests" ]]; then

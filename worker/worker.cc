@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <zmq.hpp>
 
@@ -348,6 +349,10 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   std::map<uint64_t, size_t> unit_slot;  // unit in progress -> device slot
   // Results not yet acknowledged: (unit, batch) -> frame.
   std::map<std::pair<uint64_t, uint64_t>, std::string> unacked;
+  // NoWork retries spread over +-25 % of the coordinator's retry_ms: idle
+  // workers told "no work" together would otherwise ask again together.
+  std::minstd_rand retry_rng(std::random_device{}());
+  std::uniform_real_distribution<double> retry_jitter(0.75, 1.25);
   Status exit_status;
 
   auto send = [&](Command cmd) {
@@ -458,7 +463,10 @@ Status Worker::Run(const std::atomic<bool>* stop) {
                     break;
                   }
                 } else if constexpr (std::is_same_v<T, NoWork>) {
-                  if (outstanding) next_request[*outstanding] = NowSeconds() + cmd.retry_ms / 1000.0;
+                  if (outstanding) {
+                    next_request[*outstanding] =
+                        NowSeconds() + cmd.retry_ms / 1000.0 * retry_jitter(retry_rng);
+                  }
                   outstanding.reset();
                 } else if constexpr (std::is_same_v<T, ResultsAck>) {
                   unacked.erase({cmd.unit_id, cmd.batch});

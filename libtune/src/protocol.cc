@@ -584,10 +584,24 @@ Result<T> ReadFrame(const void* data, size_t size, const char* what, Fn&& fn) {
   }
 }
 
+// Checked before anything else: a peer speaking another version may mean
+// different things by the same fields.
+Status CheckVersion(uint16_t version) {
+  if (version == kProtocolVersion) return Status::OK();
+  return Status::Error("envelope: protocol version " + std::to_string(version) +
+                       " is not supported (this build speaks " + std::to_string(kProtocolVersion) +
+                       ")");
+}
+
+// Cap'n Proto's default first segment is 1024 words, allocated and zeroed for
+// every message; most of ours (acks, heartbeats, stored rows) fit in 128, and
+// larger ones grow by further segments.
+constexpr unsigned kFirstSegmentWords = 128;
+
 }  // namespace
 
 std::string EncodeEnvelope(const Envelope& env) {
-  capnp::MallocMessageBuilder builder;
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
   auto root = builder.initRoot<wire::Envelope>();
   root.setVersion(env.version);
   root.setSeq(env.seq);
@@ -601,13 +615,7 @@ Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
     auto root = reader.getRoot<wire::Envelope>();
     Envelope env;
     env.version = root.getVersion();
-    // Checked before anything else: a peer speaking another version may mean
-    // different things by the same fields.
-    if (env.version != kProtocolVersion) {
-      return Status::Error("envelope: protocol version " + std::to_string(env.version) +
-                           " is not supported (this build speaks " +
-                           std::to_string(kProtocolVersion) + ")");
-    }
+    TUNE_RETURN_IF_ERROR(CheckVersion(env.version));
     env.seq = root.getSeq();
     env.sender = Str(root.getSender());
     env.command = GetCommand(root.getCommand(), budget);
@@ -615,8 +623,25 @@ Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
   });
 }
 
+Result<std::optional<ResultsHead>> PeekResults(const void* data, size_t size) {
+  using Peeked = std::optional<ResultsHead>;
+  return ReadFrame<Peeked>(data, size, "envelope", [](capnp::MessageReader& reader, Budget&) -> Result<Peeked> {
+    auto root = reader.getRoot<wire::Envelope>();
+    TUNE_RETURN_IF_ERROR(CheckVersion(root.getVersion()));
+    auto cmd = root.getCommand();
+    if (cmd.which() != wire::Envelope::Command::RESULTS) return Peeked();
+    auto r = cmd.getResults();
+    ResultsHead head;
+    head.sweep_id = Str(r.getSweepId());
+    head.unit_id = r.getUnitId();
+    head.batch = r.getBatch();
+    head.final = r.getFinal();
+    return Peeked(std::move(head));
+  });
+}
+
 std::string EncodeMeasurement(const Measurement& m) {
-  capnp::MallocMessageBuilder builder;
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
   SetMeasurement(builder.initRoot<wire::Measurement>(), m);
   return ToBytes(builder);
 }

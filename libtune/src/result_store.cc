@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <cstdlib>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -133,12 +134,16 @@ bool IsLockError(const rocksdb::Status& s) {
 bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.median_us); }
 
 // Every Put first asks whether its key exists, and almost always it does
-// not: Bloom filters answer that without reading data blocks.
+// not: Bloom filters answer that without reading data blocks, and (for keys
+// still in the memtable) without walking its skip list, whose keys share
+// long prefixes and cost a memcmp each.
 rocksdb::ColumnFamilyOptions StoreColumnFamilyOptions(const rocksdb::Options& options) {
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   rocksdb::ColumnFamilyOptions cf_options(options);
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  cf_options.memtable_prefix_bloom_size_ratio = 0.1;
+  cf_options.memtable_whole_key_filtering = true;
   return cf_options;
 }
 
@@ -156,6 +161,10 @@ struct ResultStore::Impl {
   // Put is check-then-write (existence, best-so-far), which RocksDB does not
   // make atomic on its own.
   std::mutex put_mu;
+  // Median of the stored best row per best key, filled on first read and
+  // updated after each successful write, so that a Put does not read and
+  // decode the best row again. Guarded by put_mu; only Put writes best rows.
+  std::unordered_map<std::string, double> best_medians;
   bool read_only = false;
 
   ~Impl() {
@@ -217,9 +226,14 @@ struct ResultStore::Impl {
   }
 
   // Reads the current best row's median into *median (staged rows first).
+  // Caller holds put_mu.
   bool CurrentBest(const std::string& key, const std::unordered_map<std::string, double>& staged,
-                   double* median) const {
+                   double* median) {
     if (auto it = staged.find(key); it != staged.end()) {
+      *median = it->second;
+      return true;
+    }
+    if (auto it = best_medians.find(key); it != best_medians.end()) {
       *median = it->second;
       return true;
     }
@@ -230,6 +244,7 @@ struct ResultStore::Impl {
     // every future winner of its key.
     if (!m.ok() || !BestCandidate(*m)) return false;
     *median = m->median_us;
+    best_medians.emplace(key, m->median_us);
     return true;
   }
 
@@ -237,7 +252,7 @@ struct ResultStore::Impl {
   // Caller holds put_mu.
   Result<bool> Stage(const Measurement& m, rocksdb::WriteBatch* batch,
                      std::unordered_set<std::string>* staged_keys,
-                     std::unordered_map<std::string, double>* staged_best) const {
+                     std::unordered_map<std::string, double>* staged_best) {
     TUNE_RETURN_IF_ERROR(CheckKey(m));
     std::string key = ResultsKey(m);
     if (staged_keys->count(key)) return false;
@@ -264,10 +279,14 @@ struct ResultStore::Impl {
     return true;
   }
 
-  Status Write(rocksdb::WriteBatch* batch) const {
+  // Writes the staged rows and, once they are written, their best medians.
+  // Caller holds put_mu.
+  Status Write(rocksdb::WriteBatch* batch, const std::unordered_map<std::string, double>& staged_best) {
     if (batch->Count() == 0) return Status::OK();
     rocksdb::Status s = db->Write(rocksdb::WriteOptions(), batch);
-    return s.ok() ? Status::OK() : Error("write failed", s);
+    if (!s.ok()) return Error("write failed", s);
+    for (const auto& [key, median] : staged_best) best_medians[key] = median;
+    return Status::OK();
   }
 };
 
@@ -395,7 +414,7 @@ Result<bool> ResultStore::Put(const Measurement& m) {
   std::unordered_map<std::string, double> staged_best;
   Result<bool> added = impl_->Stage(m, &batch, &staged_keys, &staged_best);
   if (!added.ok() || !*added) return added;
-  TUNE_RETURN_IF_ERROR(impl_->Write(&batch));
+  TUNE_RETURN_IF_ERROR(impl_->Write(&batch, staged_best));
   return true;
 }
 
@@ -412,7 +431,7 @@ Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored)
     if (!r.ok()) return r.status();
     if (*r) ++added;
   }
-  TUNE_RETURN_IF_ERROR(impl_->Write(&batch));
+  TUNE_RETURN_IF_ERROR(impl_->Write(&batch, staged_best));
   if (stored) *stored = added;
   return Status::OK();
 }
@@ -520,6 +539,27 @@ Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& byt
   if (sweep_id.empty()) return impl_->Error("sweep id is empty");
   rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->sweeps, sweep_id, bytes);
   return s.ok() ? Status::OK() : impl_->Error("write of sweep " + sweep_id + " failed", s);
+}
+
+Result<uint64_t> ResultStore::IncrementCounter(const std::string& name) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  const std::string key = "counter/" + name;
+  std::lock_guard<std::mutex> lock(impl_->put_mu);
+  std::string value;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->meta, key, &value);
+  if (!s.ok() && !s.IsNotFound()) return impl_->Error("read of " + key + " failed", s);
+  uint64_t count = 0;
+  if (s.ok()) {
+    char* end = nullptr;
+    count = std::strtoull(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0') return impl_->Error("meta " + key + " holds '" + value + "', not a count");
+  }
+  ++count;
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  s = impl_->db->Put(wo, impl_->meta, key, std::to_string(count));
+  if (!s.ok()) return impl_->Error("write of " + key + " failed", s);
+  return count;
 }
 
 std::optional<std::string> ResultStore::GetSweep(const std::string& sweep_id) {

@@ -214,6 +214,35 @@ TEST(ProtocolTest, ResultsRoundTripEveryFailureClass) {
   }
 }
 
+TEST(ProtocolTest, PeekResultsReadsTheHeadOnly) {
+  Results r;
+  r.sweep_id = "nightly-7";
+  r.unit_id = 12;
+  r.batch = 3;
+  r.final = true;
+  for (int i = 0; i < 64; ++i) r.measurements.push_back(MakeMeasurement(i, FailureClass::kNone));
+  const std::string frame = EncodeEnvelope(Wrap(r));
+  auto head = PeekResults(frame.data(), frame.size());
+  ASSERT_TRUE(head.ok()) << head.status().message();
+  ASSERT_TRUE(head->has_value());
+  EXPECT_EQ((*head)->sweep_id, "nightly-7");
+  EXPECT_EQ((*head)->unit_id, 12u);
+  EXPECT_EQ((*head)->batch, 3u);
+  EXPECT_TRUE((*head)->final);
+
+  const std::string other = EncodeEnvelope(Wrap(RequestWork{1}));
+  auto none = PeekResults(other.data(), other.size());
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->has_value());
+
+  Envelope newer = Wrap(r);
+  newer.version = kProtocolVersion + 1;
+  const std::string newer_frame = EncodeEnvelope(newer);
+  EXPECT_FALSE(PeekResults(newer_frame.data(), newer_frame.size()).ok());
+  EXPECT_FALSE(PeekResults(frame.data(), frame.size() - 8).ok());
+  EXPECT_FALSE(PeekResults(nullptr, 0).ok());
+}
+
 TEST(ProtocolTest, SweepSubmitRoundTrip) {
   SweepSubmit s;
   s.name = "nightly-gemm";

@@ -258,6 +258,30 @@ TEST(ResultStoreTest, BestIgnoresFailedAndUncheckedRows) {
   EXPECT_EQ((*a100)[0].config_id, "c2");
 }
 
+TEST(ResultStoreTest, BestAcrossBatchesAndReopens) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.Sub("db"));
+    ASSERT_TRUE(store);
+    size_t stored = 0;
+    ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 20)}, &stored).ok());
+    ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c2", 30)}, &stored).ok());  // slower
+    ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c3", 15)}, &stored).ok());  // faster
+  }
+  auto store = OpenOrDie(dir.Sub("db"));  // a fresh handle reads the best row back
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c4", 16)).ok());
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c3");
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c5", 14)).ok());
+  best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c5");
+}
+
 TEST(ResultStoreTest, ReopenPersistsEverything) {
   TempDir dir;
   const std::string path = dir.Sub("db");
@@ -302,6 +326,27 @@ TEST(ResultStoreTest, Sweeps) {
                                                                     {"s-2", "two"}}));
   EXPECT_FALSE(store->PutSweep("", "x").ok());
   EXPECT_EQ(*store->CountResults(), 0u) << "sweeps never show up as results";
+}
+
+TEST(ResultStoreTest, CountersCountAcrossReopensAndNeverOnAReader) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_TRUE(store);
+    EXPECT_EQ(*store->IncrementCounter("runs"), 1u);
+    EXPECT_EQ(*store->IncrementCounter("runs"), 2u);
+    EXPECT_EQ(*store->IncrementCounter("other"), 1u) << "counters are independent";
+    EXPECT_EQ(*store->CountResults(), 0u) << "counters never show up as results";
+  }
+  {
+    auto reader = ResultStore::OpenReadOnly(path);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    EXPECT_FALSE((*reader)->IncrementCounter("runs").ok());
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->IncrementCounter("runs"), 3u) << "the count survives a reopen";
 }
 
 TEST(ResultStoreTest, SecondOpenInThisProcessFailsCleanly) {

@@ -67,9 +67,9 @@ TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   ASSERT_TRUE(fast && slow);
   EXPECT_EQ(fast->configs.size(), 10u);  // no figure yet: the default
   // fast: 10 configs x 2 shapes in 1 s = 20 pairs/s -> 20 s = 400 pairs = 200 configs.
-  s.CompleteUnit("fast", fast->unit_id, 1, 1);
+  s.CompleteUnit("fast", "s1", fast->unit_id, 1, 1);
   // slow: the same in 40 s = 0.5 pairs/s -> 10 pairs = 5 configs.
-  s.CompleteUnit("slow", slow->unit_id, 40, 40);
+  s.CompleteUnit("slow", "s1", slow->unit_id, 40, 40);
   EXPECT_EQ(s.UnitSizeFor("fast", 2), 200u);
   EXPECT_EQ(s.UnitSizeFor("slow", 2), 5u);
   auto next_fast = s.Lease("fast", "m", 41);
@@ -153,10 +153,114 @@ TEST(Scheduler, TailDuplicatesStragglersAndFirstCompletionWins) {
   ASSERT_TRUE(dup);
   EXPECT_EQ(dup->unit_id, a->unit_id);
   EXPECT_FALSE(s.Lease("w3", "m", 4).has_value());  // at most one duplicate
-  s.CompleteUnit("w2", dup->unit_id, 5, 5);
+  s.CompleteUnit("w2", "s1", dup->unit_id, 5, 5);
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
-  s.CompleteUnit("w1", a->unit_id, 6, 6);  // the slower copy changes nothing
+  s.CompleteUnit("w1", "s1", a->unit_id, 6, 6);  // the slower copy changes nothing
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
+}
+
+TEST(Scheduler, UnitsWithResultsArrivingOrQueuedAreNoStragglers) {
+  SchedulerOptions o;
+  o.tail_min_age_seconds = 2;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
+  s.AddDevice(Device("m"));
+  auto a = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(a);
+  s.BatchQueued("s1", a->unit_id, 1.5);
+  // However long the batch waits to be stored, its unit is not stuck.
+  EXPECT_FALSE(s.Lease("w2", "m", 4).has_value());
+  s.BatchIngested("s1", a->unit_id, 600, 2, 4.5);
+  EXPECT_EQ(s.FindSweep("s1")->pairs_done, 600u);
+  EXPECT_EQ(s.FindSweep("s1")->pairs_failed, 2u);
+  EXPECT_FALSE(s.Lease("w2", "m", 6).has_value());  // 1.5 s since the rows were stored
+  s.BatchQueued("s0", a->unit_id, 6.2);  // the id of another sweep's unit: ignored
+  s.BatchQueued("s1", 999, 6.2);         // an unknown unit: ignored
+  auto dup = s.Lease("w2", "m", 6.6);    // 2.1 s without progress
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->unit_id, a->unit_id);
+}
+
+TEST(Scheduler, OnlyUnitsSlowerThanTheirPeersAreDuplicated) {
+  SchedulerOptions o;
+  o.tail_min_age_seconds = 2;
+  o.tail_slow_factor = 1.5;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 300), "s1", 0).ok());  // 2 units of 600 pairs
+  s.AddDevice(Device("m"));
+  auto a = s.Lease("w1", "m", 0);
+  auto b = s.Lease("w2", "m", 0);
+  ASSERT_TRUE(a && b);
+  s.CompleteUnit("w1", "s1", a->unit_id, 10, 10);  // units of this sweep take 10 s
+  // b has gone 12 s without progress: longer than tail_min_age, yet within
+  // 1.5 x what a unit takes, so it is not a straggler yet.
+  EXPECT_FALSE(s.Lease("w3", "m", 12).has_value());
+  auto dup = s.Lease("w3", "m", 15.5);
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->unit_id, b->unit_id);
+}
+
+TEST(Scheduler, BeforeAnyUnitOfASweepIsDoneTheHoldersOwnPaceCounts) {
+  SchedulerOptions o;
+  o.tail_min_age_seconds = 2;
+  o.tail_slow_factor = 1.5;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());  // 1 unit of 1200 pairs
+  s.AddDevice(Device("m"));
+  auto first = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(first);
+  s.CompleteUnit("w1", "s1", first->unit_id, 12, 12);  // w1 measures 100 pairs/s
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 20).ok());
+  auto second = s.Lease("w1", "m", 20);
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(s.Lease("w2", "m", 30).has_value());  // w1 needs 12 s for it
+  auto dup = s.Lease("w2", "m", 38.5);                // 18.5 s: 1.5 x 12 s passed
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->unit_id, second->unit_id);
+}
+
+TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
+  SchedulerOptions o;
+  o.max_attempts = 1;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 200), "s1", 0).ok());  // 3 units
+  s.AddDevice(Device("m"));
+  auto a = s.Lease("w1", "m", 0);
+  auto b = s.Lease("w2", "m", 0);
+  auto c = s.Lease("w3", "m", 0);
+  ASSERT_TRUE(a && b && c);
+  s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
+  s.CompleteUnit("w1", "s1", a->unit_id, 2, 2);  // a repeated final batch
+  s.DropWorker("w2");                      // b fails: no attempts left
+  s.CompleteUnit("w2", "s1", b->unit_id, 3, 3);  // its rows still arrive
+  EXPECT_EQ(s.Progress("s1")[0].units_done, 2u);
+  EXPECT_EQ(s.FindSweep("s1")->state, "running");
+  s.CompleteUnit("w3", "s1", c->unit_id, 4, 4);
+  EXPECT_EQ(s.Progress("s1")[0].units_done, 3u);
+  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+}
+
+TEST(Scheduler, UnitsAreNumberedFromTheGivenFirstIdAndBelongToTheirSweep) {
+  SchedulerOptions o;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  s.NumberUnitsFrom(7ull << 32);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 200), "s1", 0).ok());  // 3 units
+  s.AddDevice(Device("m"));
+  std::set<uint64_t> ids;
+  for (const char* w : {"w1", "w2", "w3"}) {
+    auto u = s.Lease(w, "m", 0);
+    ASSERT_TRUE(u);
+    EXPECT_GE(u->unit_id, 7ull << 32);
+    ids.insert(u->unit_id);
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  const uint64_t first = *ids.begin();
+  s.CompleteUnit("w1", "another-sweep", first, 1, 1);  // same number, other sweep
+  EXPECT_EQ(s.Progress("s1")[0].units_done, 0u);
+  s.CompleteUnit("w1", "s1", first, 1, 1);
+  EXPECT_EQ(s.Progress("s1")[0].units_done, 1u);
 }
 
 TEST(Scheduler, RejectsBadSweeps) {

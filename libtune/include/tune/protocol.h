@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -115,6 +116,20 @@ std::string EncodeEnvelope(const Envelope& env);
 // Parses one frame. Malformed, truncated, oversized (> kMaxFrameBytes) or
 // wrong-version input is an error, never a crash; safe for hostile input.
 Result<Envelope> DecodeEnvelope(const void* data, size_t size);
+
+// A Results command without its rows.
+struct ResultsHead {
+  std::string sweep_id;
+  uint64_t unit_id = 0;
+  uint64_t batch = 0;
+  bool final = false;
+};
+// Reads the head of a Results frame in time independent of its row count,
+// so a receiver can route a batch before paying for its rows. nullopt when
+// the frame carries another command (decode it with DecodeEnvelope). Checks
+// size, framing and version as DecodeEnvelope does; the rows are not read,
+// so a frame that peeks fine may still fail DecodeEnvelope.
+Result<std::optional<ResultsHead>> PeekResults(const void* data, size_t size);
 
 // Stored records (schema/records.capnp), used by ResultStore.
 std::string EncodeMeasurement(const Measurement& m);

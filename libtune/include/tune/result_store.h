@@ -5,7 +5,7 @@
 //   by_shape  key (op, dtype, shape, gpu_model, kernel_hash, config_id) -> "" (index)
 //   best      key (gpu_model, op, dtype, shape, kernel_hash) -> best valid Measurement
 //   sweeps    key sweep_id -> opaque bytes owned by the coordinator
-//   meta      "format_version" -> "1", ...
+//   meta      "format_version" -> "1", "counter/<name>" -> decimal, ...
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -81,6 +81,11 @@ class ResultStore {
   Status PutSweep(const std::string& sweep_id, const std::string& bytes);
   std::optional<std::string> GetSweep(const std::string& sweep_id);
   Status ForEachSweep(const std::function<void(const std::string& id, const std::string& bytes)>& fn);
+
+  // Adds one to the counter `name` in meta and returns the new value (1 the
+  // first time). The write is synced before it returns, so no two calls on
+  // the same store, across crashes of the host, return the same value.
+  Result<uint64_t> IncrementCounter(const std::string& name);
 
  private:
   struct Impl;

@@ -1,0 +1,104 @@
+// Ingester: stores Results batches on a thread of its own, so that the
+// coordinator's socket loop answers leases, heartbeats and status requests
+// while rows are being written.
+//
+// The loop peeks at each frame (PeekResults) and hands a Results frame over
+// with what it knows of the sender. One ingest thread decodes, checks and
+// stores the batches in the order they were submitted, so a worker's batches
+// are stored (and acknowledged) in the order it sent them and a unit's final
+// batch is stored after its others. For each batch it posts an outcome that
+// the loop collects with TakeOutcomes (when wake_fd() is readable) and turns
+// into a ResultsAck, progress counts and unit completion. The Ingester never
+// touches a socket or the scheduler.
+//
+// Thread safety: Submit, TakeOutcomes and queued_bytes() may be called from any
+// one thread (the loop); the store must be safe to use from another thread
+// (ResultStore is).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "tune/protocol.h"
+#include "tune/result_store.h"
+#include "tune/status.h"
+#include "tune/types.h"
+
+namespace tune {
+
+struct IngestJob {
+  std::string identity;              // the sender's routing identity
+  std::string worker;                // its name, stamped on every row
+  std::set<std::string> gpu_models;  // the sender's models: rows for others are refused
+  // The leased unit's op and dtype; empty when this coordinator does not know
+  // the unit (it restarted since leasing it), whose rows are still stored.
+  std::string unit_op, unit_dtype;
+  ResultsHead head;                  // PeekResults of the frame
+  zmq::message_t frame;              // the whole envelope, as received
+};
+
+struct IngestOutcome {
+  enum class Kind {
+    kStored,       // PutBatch returned OK: the rows are in the store's WAL
+    kStoreFailed,  // nothing stored; not to be acknowledged, the worker sends it again
+    kRejected,     // the frame breaks the protocol: disconnect the sender
+  };
+  Kind kind = Kind::kStored;
+  std::string identity;
+  ResultsHead head;       // the job's
+  std::string error;      // why, for kStoreFailed and kRejected
+  size_t rows = 0;        // rows in the batch
+  size_t stored = 0;      // new rows; the others were stored before
+  uint64_t failed = 0;    // new rows that record a failure
+};
+
+// The rows of `results` as they are to be stored (sweep and worker stamped),
+// or an error naming the first row that `job`'s sender may not report: a GPU
+// model it does not have, or an op/dtype other than its unit's.
+Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results& results);
+
+class Ingester {
+ public:
+  // `store` must outlive the Ingester.
+  explicit Ingester(ResultStore* store);
+  // Finishes the batch being stored and drops the queued ones: they were
+  // never acknowledged, so their workers send them again.
+  ~Ingester();
+  Ingester(const Ingester&) = delete;
+  Ingester& operator=(const Ingester&) = delete;
+
+  // Creates the wake-up descriptor and starts the thread.
+  Status Start();
+  // Queues a Results frame. Never blocks on the store.
+  void Submit(IngestJob job);
+  // Outcomes posted since the last call, in submission order; empties
+  // wake_fd() of its pending wake-up.
+  std::vector<IngestOutcome> TakeOutcomes();
+  // Readable while outcomes wait to be taken (an eventfd; poll it).
+  int wake_fd() const { return wake_fd_; }
+  // Bytes of the frames submitted and not yet stored.
+  size_t queued_bytes() const;
+
+ private:
+  void Loop();
+  IngestOutcome Store(const IngestJob& job);
+
+  ResultStore* store_;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<IngestJob> jobs_;
+  std::vector<IngestOutcome> outcomes_;
+  size_t queued_bytes_ = 0;  // jobs_ and the job being stored
+  bool stop_ = false;
+};
+
+}  // namespace tune

@@ -1,0 +1,223 @@
+// Restart: a coordinator process SIGKILLed in the middle of a sweep and
+// started again over the same store, with a worker spoken for by a real
+// DEALER socket, so the test decides exactly which results arrive when.
+//
+// The worker holds a unit leased by the first run and sends its last batch
+// only after the restart. Those rows must be stored, and they must not
+// complete any unit of the second run: the resumed sweep cuts its units
+// differently (configs already stored are skipped), so a unit of the second
+// run that took the old unit's number would be counted done with configs
+// never measured.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
+#include <zmq.hpp>
+
+#include "support/process.h"
+#include "tune/op_spec.h"
+#include "tune/protocol.h"
+#include "tune/result_store.h"
+
+namespace fs = std::filesystem;
+using tune::testing::Child;
+using tune::testing::ReadFile;
+
+namespace tune {
+namespace {
+
+constexpr char kModel[] = "sim-restart";
+
+// One DEALER connection to the coordinator, speaking the protocol by hand.
+class Peer {
+ public:
+  Peer(zmq::context_t& ctx, const std::string& endpoint) : socket_(ctx, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvtimeo, 10000);
+    socket_.connect(endpoint);
+  }
+  void Send(Command cmd) {
+    Envelope env;
+    env.seq = ++seq_;
+    env.sender = "restart-test";
+    env.command = std::move(cmd);
+    const std::string frame = EncodeEnvelope(env);
+    socket_.send(zmq::buffer(frame), zmq::send_flags::none);
+  }
+  // The next command that is not a heartbeat; nullopt after 10 s of silence.
+  std::optional<Command> ReceiveAny() {
+    while (true) {
+      zmq::message_t msg;
+      if (!socket_.recv(msg)) return std::nullopt;
+      auto env = DecodeEnvelope(msg.data(), msg.size());
+      EXPECT_TRUE(env.ok()) << env.status().message();
+      if (env.ok() && !std::holds_alternative<Heartbeat>(env->command)) return env->command;
+    }
+  }
+  // The next command, which must be a T.
+  template <typename T>
+  T Receive() {
+    auto cmd = ReceiveAny();
+    if (!cmd) {
+      ADD_FAILURE() << "no reply from the coordinator";
+      return T{};
+    }
+    if (auto* t = std::get_if<T>(&*cmd)) return std::move(*t);
+    ADD_FAILURE() << "expected " << CommandName(Command{T{}}) << ", got " << CommandName(*cmd);
+    return T{};
+  }
+
+ private:
+  zmq::socket_t socket_;
+  uint64_t seq_ = 0;
+};
+
+class RestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tunefarm_restart_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+    auto pkg = ReadOpPackage(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/synthetic");
+    ASSERT_TRUE(pkg.ok()) << pkg.status().message();
+    package_ = *pkg;
+    auto spec = ParseOpSpec(package_, "synthetic");
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    kernel_hash_ = KernelHash(*spec, "sim");
+    device_.model = kModel;
+    device_.name = kModel;
+    device_.backend = "sim";
+    device_.nvrtc_version = "sim";
+    device_.max_threads_per_block = 1024;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void StartCoordinator() {
+    coordinator_ = std::make_unique<Child>(
+        std::vector<std::string>{TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store",
+                                 (dir_ / "store").string(), "--heartbeat-ms", "500",
+                                 "--liveness", "60", "--lease-base", "600", "-v"},
+        (dir_ / "coordinator.log").string());
+  }
+
+  std::unique_ptr<Peer> Greet() {
+    auto peer = std::make_unique<Peer>(ctx_, endpoint_);
+    peer->Send(Hello{"restart-worker", "test", {device_}});
+    peer->Receive<HelloAck>();
+    return peer;
+  }
+
+  // Rows for configs [begin, end) of `unit`, as a worker would send them.
+  Results Batch(const WorkUnit& unit, size_t begin, size_t end, uint64_t batch, bool final) {
+    Results r;
+    r.sweep_id = unit.sweep_id;
+    r.unit_id = unit.unit_id;
+    r.batch = batch;
+    r.final = final;
+    for (size_t i = begin; i < end; ++i) {
+      for (const auto& shape : unit.shapes) {
+        Measurement m;
+        m.gpu_model = kModel;
+        m.op = unit.op;
+        m.dtype = unit.dtype;
+        m.shape = shape.Canonical();
+        m.kernel_hash = kernel_hash_;
+        m.config = unit.configs[i];
+        m.config_id = m.config.Id();
+        m.median_us = m.mean_us = m.min_us = m.max_us = 10.0 + static_cast<double>(i);
+        m.samples = 5;
+        m.check_passed = true;
+        m.backend = "sim";
+        r.measurements.push_back(std::move(m));
+      }
+    }
+    return r;
+  }
+
+  SweepProgress Progress(Peer& peer, const std::string& sweep_id) {
+    peer.Send(SweepStatusRequest{sweep_id});
+    auto st = peer.Receive<SweepStatus>();
+    EXPECT_EQ(st.sweeps.size(), 1u);
+    return st.sweeps.empty() ? SweepProgress{} : st.sweeps[0];
+  }
+
+  fs::path dir_;
+  std::string endpoint_;
+  OpPackage package_;
+  std::string kernel_hash_;
+  DeviceInfo device_;
+  zmq::context_t ctx_;
+  std::unique_ptr<Child> coordinator_;
+};
+
+TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextRun) {
+  StartCoordinator();
+  auto worker = Greet();
+  auto client = std::make_unique<Peer>(ctx_, endpoint_);
+  SweepSubmit submit;
+  submit.name = "restart";
+  submit.ops = {"synthetic"};
+  submit.op_packages = {package_};
+  submit.dtypes = {"f32"};
+  submit.shapes = {Shape{{{"N", 4096}}}};
+  submit.gpu_models = {kModel};
+  submit.configs_per_unit = 20;
+  client->Send(submit);
+  const std::string sweep_id = client->Receive<SweepAccepted>().sweep_id;
+  ASSERT_FALSE(sweep_id.empty());
+  const uint64_t pairs_total = Progress(*client, sweep_id).pairs_total;
+  ASSERT_GT(pairs_total, 100u);
+
+  worker->Send(RequestWork{0});
+  const WorkUnit old_unit = worker->Receive<WorkUnit>();
+  ASSERT_EQ(old_unit.configs.size(), 20u);
+  worker->Send(Batch(old_unit, 0, 10, 0, false));
+  EXPECT_EQ(worker->Receive<ResultsAck>().stored, 10u);
+
+  coordinator_->Signal(SIGKILL);
+  coordinator_->Wait(10);
+  StartCoordinator();
+  worker = Greet();
+  client = std::make_unique<Peer>(ctx_, endpoint_);
+
+  // The resumed sweep skips the ten stored configs, so its first unit starts
+  // at the old unit's eleventh config and runs past the old unit's end.
+  worker->Send(RequestWork{0});
+  const WorkUnit unit = worker->Receive<WorkUnit>();
+  ASSERT_FALSE(unit.configs.empty());
+  EXPECT_EQ(unit.configs[0].Id(), old_unit.configs[10].Id());
+  EXPECT_NE(unit.unit_id, old_unit.unit_id) << "a unit number of the last run was given out again";
+
+  const uint64_t done_before = Progress(*client, sweep_id).units_done;
+  worker->Send(Batch(old_unit, 10, 20, 1, true));
+  EXPECT_EQ(worker->Receive<ResultsAck>().stored, 10u);
+  EXPECT_EQ(Progress(*client, sweep_id).units_done, done_before)
+      << "the old unit's final batch completed a unit of this run";
+
+  // The farm goes on: every unit measured, the sweep done, every pair stored.
+  std::optional<WorkUnit> next = unit;
+  while (next) {
+    worker->Send(Batch(*next, 0, next->configs.size(), 0, true));
+    worker->Receive<ResultsAck>();
+    worker->Send(RequestWork{0});
+    auto reply = worker->ReceiveAny();
+    ASSERT_TRUE(reply.has_value()) << "no reply to a work request";
+    next.reset();
+    if (auto* u = std::get_if<WorkUnit>(&*reply)) next = std::move(*u);
+    else ASSERT_TRUE(std::holds_alternative<NoWork>(*reply)) << CommandName(*reply);
+  }
+  EXPECT_EQ(Progress(*client, sweep_id).state, "done");
+  EXPECT_EQ(coordinator_->Stop(10), 0) << ReadFile((dir_ / "coordinator.log").string());
+
+  auto store = ResultStore::OpenReadOnly((dir_ / "store").string());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto rows = (*store)->CountResults();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(*rows, pairs_total);
+}
+
+}  // namespace
+}  // namespace tune
