@@ -90,7 +90,7 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
       if (!quiet) std::fprintf(stderr, "\n");
       return last;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Status::Error("interrupted");
 }
@@ -158,10 +158,11 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
   app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
       ->capture_default_str();
   app->add_option("--refine-within", args->opts.timing.refine_within,
-                  "Configs within this fraction of the best so far are timed to --refine-ci")
+                  "Configs within this fraction of the best so far are contenders (--refine-seconds)")
       ->capture_default_str();
-  app->add_option("--refine-ci", args->opts.timing.refine_rel_ci,
-                  "95% CI half-width, relative to the mean, for contenders, e.g. 0.002 (0 = no refinement)")
+  app->add_option("--refine-seconds", args->opts.timing.refine_seconds,
+                  "cuda: time each contender again for this long, back to back, and keep that "
+                  "window's median (steady clocks; 0 = off)")
       ->capture_default_str();
 }
 

@@ -184,6 +184,15 @@ struct Worker::Impl {
     push.send(zmq::buffer(frame), zmq::send_flags::none);
   }
 
+  // Tells the socket thread that the device may take its next unit while it
+  // finishes the current one (a RequestWork on the results pipe).
+  void AskForNextUnit(zmq::socket_t& push, int device_index) {
+    Envelope env;
+    env.command = RequestWork{device_index};
+    const std::string frame = EncodeEnvelope(env);
+    push.send(zmq::buffer(frame), zmq::send_flags::none);
+  }
+
   void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push) {
     const DeviceInfo& dev = backend.device();
     std::vector<Measurement> rows;
@@ -233,6 +242,9 @@ struct Worker::Impl {
       }));
     }
     for (size_t i = 0; i < unit.configs.size(); ++i) {
+      // The last config: ask for the next unit now, so that it is here when
+      // this one ends and the device never waits on a round trip.
+      if (i + 1 == unit.configs.size()) AskForNextUnit(push, dev.index);
       const double wait_start = NowSeconds();
       CompiledKernel k = compiled[i].get();
       {
@@ -342,8 +354,11 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   uint32_t liveness = 5;
   double last_heard = 0, last_sent = 0, backoff = 0.25, reconnect_at = 0;
   bool greeted = false;
-  // Device state seen from the socket thread.
-  std::vector<bool> busy(w.backends.size(), false);
+  // Device state seen from the socket thread: units a device holds (the one
+  // it runs and at most one queued behind it), and whether it asked for its
+  // next unit while running its last config.
+  std::vector<int> held(w.backends.size(), 0);
+  std::vector<bool> wants_next(w.backends.size(), false);
   std::vector<double> next_request(w.backends.size(), 0);
   std::optional<size_t> outstanding;  // device whose RequestWork awaits a reply
   std::map<uint64_t, size_t> unit_slot;  // unit in progress -> device slot
@@ -402,12 +417,19 @@ Status Worker::Run(const std::atomic<bool>* stop) {
         throw;
       }
 
-      // Results from device threads: forward (after the hello is answered).
+      // From device threads: results to forward (after the hello is answered)
+      // and requests for a next unit.
       if (items[1].revents & ZMQ_POLLIN) {
         zmq::message_t msg;
         while (pull.recv(msg, zmq::recv_flags::dontwait)) {
           auto env = DecodeEnvelope(msg.data(), msg.size());
           if (!env.ok()) continue;
+          if (auto* ask = std::get_if<RequestWork>(&env->command)) {
+            for (size_t d = 0; d < w.devices.size(); ++d) {
+              if (w.devices[d].index == ask->device_index && held[d] == 1) wants_next[d] = true;
+            }
+            continue;
+          }
           auto& r = std::get<Results>(env->command);
           Envelope out;
           out.seq = ++seq;
@@ -425,7 +447,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
           if (final) {
             auto it = unit_slot.find(unit_id);
             if (it != unit_slot.end()) {
-              busy[it->second] = false;
+              held[it->second]--;
               unit_slot.erase(it);
             }
           }
@@ -456,8 +478,9 @@ Status Worker::Run(const std::atomic<bool>* stop) {
                 } else if constexpr (std::is_same_v<T, WorkUnit>) {
                   outstanding.reset();
                   for (size_t d = 0; d < w.devices.size(); ++d) {
-                    if (w.devices[d].index != cmd.device_index || busy[d]) continue;
-                    busy[d] = true;
+                    if (w.devices[d].index != cmd.device_index || held[d] >= 2) continue;
+                    held[d]++;
+                    wants_next[d] = false;
                     unit_slot[cmd.unit_id] = d;
                     w.queues[d]->Push(std::move(cmd));
                     break;
@@ -487,8 +510,9 @@ Status Worker::Run(const std::atomic<bool>* stop) {
         continue;
       }
       if (greeted && !outstanding) {
-        for (size_t d = 0; d < busy.size(); ++d) {
-          if (!busy[d] && t >= next_request[d]) {
+        for (size_t d = 0; d < held.size(); ++d) {
+          const bool ready = held[d] == 0 || (held[d] == 1 && wants_next[d]);
+          if (ready && t >= next_request[d]) {
             send(RequestWork{w.devices[d].index});
             outstanding = d;
             break;

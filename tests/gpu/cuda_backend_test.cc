@@ -80,6 +80,7 @@ TimingPolicy QuickPolicy() {
   p.target_rel_ci = 0.02;
   p.max_seconds = 0.2;
   p.timeout_seconds = 10;
+  p.refine_seconds = 0;  // on where a test asks for it
   return p;
 }
 
@@ -297,6 +298,28 @@ TEST_F(CudaGpu, MaxSecondsCapsTimedWork) {
   printf("capped: %s, %.3f s timed\n", Describe(m).c_str(), timed);
   EXPECT_LT(timed, 0.05 + 32 * m.max_us * 1e-6);
   EXPECT_LT(m.samples, 100000u);
+}
+
+TEST_F(CudaGpu, ContendersAreTimedAgainInASteadyWindowOthersAreNot) {
+  OpSpec spec = Planted("good");
+  auto backend = MakeCudaBackend(device_, Options());
+  TimingPolicy p = QuickPolicy();
+  p.refine_within = 0.03;
+  p.refine_seconds = 0.1;
+  CompiledKernel k = backend->Compile(spec, "f32", spec.default_config);
+  // No best yet: the first config timed is a contender.
+  Measurement first = backend->Measure(spec, "f32", k, ShapeN(1 << 22), p, 0);
+  ASSERT_TRUE(first.Valid()) << Describe(first);
+  const double window = first.mean_us * first.samples * 1e-6;
+  printf("contender: %s, %.3f s in its window\n", Describe(first).c_str(), window);
+  EXPECT_GE(window, 0.1);
+  EXPECT_LT(window, 0.1 + 256 * first.max_us * 1e-6);
+  // Well behind the best (not far enough to stop early): ranked from the
+  // short timing alone.
+  Measurement slower = backend->Measure(spec, "f32", k, ShapeN(1 << 22), p, 0.6 * first.median_us);
+  ASSERT_TRUE(slower.Valid()) << Describe(slower);
+  EXPECT_LE(slower.samples, uint32_t(p.max_samples));
+  EXPECT_LT(slower.mean_us * slower.samples * 1e-6, 0.1);
 }
 
 TEST_F(CudaGpu, TunefarmRunnerSubcommandServesTheBackend) {

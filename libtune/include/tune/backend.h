@@ -39,16 +39,16 @@ struct TimingPolicy {
   double target_rel_ci = 0.01;       // stop when 95% CI half-width <= 1% of mean
   double max_seconds = 0.5;          // cap of timed work per (config, shape)
   double early_stop_factor = 2.0;    // stop after min_samples when median > factor * best
-  // Optional refinement of contenders (off by default): with refine_rel_ci
-  // > 0, a config whose median is within refine_within of the best so far
-  // (or the first one timed) continues to a 95% CI half-width of
-  // refine_rel_ci, up to refine_max_samples. It narrows each contender's
-  // own spread; on a power-capped GPU the spread between two timings of the
-  // same config (clock state) is larger, see bench/gpu_h100.md. The sim
-  // backend does not model it.
+  // Steady-state timing of contenders: a config whose median is within
+  // refine_within of the best so far (or the first one timed) is timed again
+  // for refine_seconds of back-to-back samples, and that window's median is
+  // its figure. A GPU at its power limit runs the first milliseconds of a
+  // kernel at a higher clock than it holds afterwards, and how much higher
+  // depends on what ran before; the short timing that ranks a config lands
+  // in that transient, the window does not (bench/gpu_h100.md). 0 = off.
+  // The sim backend does not model clocks and ignores it.
   double refine_within = 0.03;
-  double refine_rel_ci = 0;
-  int refine_max_samples = 1000;
+  double refine_seconds = 0.2;
   double timeout_seconds = 10.0;     // wall clock per config, enforced from outside
 };
 

@@ -38,6 +38,7 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
 constexpr int kBatchMax = 32;               // samples queued per synchronisation
+constexpr int kWindowBatch = 256;           // the same in a contender's steady-state window
 constexpr int64_t kDefaultMaxDynamicSmem = 48 * 1024;
 constexpr int kExitSticky = 3;
 constexpr int kExitProtocol = 2;
@@ -211,9 +212,9 @@ Status Runner::Setup() {
   flush_bytes_ = std::max<size_t>(2 * size_t(device_.l2_bytes), 8u << 20);
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&flush_, flush_bytes_))));
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&builtin_stats_, 4 * sizeof(unsigned long long)))));
-  ev_start_.resize(kBatchMax);
-  ev_stop_.resize(kBatchMax);
-  for (int i = 0; i < kBatchMax; ++i) {
+  ev_start_.resize(kWindowBatch);
+  ev_stop_.resize(kWindowBatch);
+  for (int i = 0; i < kWindowBatch; ++i) {
     TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_start_[i], CU_EVENT_DEFAULT))));
     TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_stop_[i], CU_EVENT_DEFAULT))));
   }
@@ -836,8 +837,8 @@ double Runner::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t inde
 
 Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
                      const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m) {
-  const int base_max_samples = std::max(1, policy.max_samples);
-  const int min_samples = std::clamp(policy.min_samples, 1, base_max_samples);
+  const int max_samples = std::max(1, policy.max_samples);
+  const int min_samples = std::clamp(policy.min_samples, 1, max_samples);
   // The checked run already paid for the first-launch costs; a slow kernel
   // gets fewer warm-ups so that its minimum samples fit in the time cap.
   int warmup = std::max(0, policy.warmup);
@@ -854,15 +855,10 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   const double wall_cap = std::min(2.0 * policy.max_seconds + 1.0,
                                    std::max(0.1, 0.5 * policy.timeout_seconds - Seconds(config_start)));
   const Clock::time_point loop_start = Clock::now();
-  std::vector<double> samples;
-  double timed_seconds = 0;
-  SampleStats stats;
-  int batch = min_samples;
-  int max_samples = base_max_samples;
-  double target_rel_ci = policy.target_rel_ci;
-  while (int(samples.size()) < max_samples) {
-    batch = std::clamp(batch, 1, std::min(kBatchMax, max_samples - int(samples.size())));
-    for (int b = 0; b < batch; ++b) {
+  // Queues `count` samples back to back on the stream, each after an L2
+  // flush, and appends their times.
+  auto take = [&](int count, std::vector<double>* out, double* timed) -> Failure {
+    for (int b = 0; b < count; ++b) {
       CuStatus st = TUNE_CU(d_.cuMemsetD8Async(flush_, flush_value_++, flush_bytes_, stream_));
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
       if (st.ok()) st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);
@@ -870,39 +866,57 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
       if (!st.ok()) return FromCu(st, "timed launch");
     }
     if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "timed run");
-    for (int b = 0; b < batch; ++b) {
+    for (int b = 0; b < count; ++b) {
       float ms = 0;
       if (CuStatus st = TUNE_CU(d_.cuEventElapsedTime(&ms, ev_start_[b], ev_stop_[b])); !st.ok())
         return FromCu(st, "event timing");
-      samples.push_back(double(ms) * 1000.0);
-      timed_seconds += double(ms) / 1000.0;
+      out->push_back(double(ms) * 1000.0);
+      *timed += double(ms) / 1000.0;
     }
+    return {};
+  };
+  std::vector<double> samples;
+  double timed_seconds = 0;
+  SampleStats stats;
+  int batch = min_samples;
+  while (int(samples.size()) < max_samples) {
+    batch = std::clamp(batch, 1, std::min(kBatchMax, max_samples - int(samples.size())));
+    if (Failure f = take(batch, &samples, &timed_seconds); f.failed()) return f;
     stats = ComputeStats(samples);
     const int n = int(samples.size());
     if (n >= min_samples) {
-      // Clearly slower than the best: enough to rank it, not worth refining.
+      // Clearly slower than the best: enough to rank it.
       if (best_so_far_us > 0 && policy.early_stop_factor > 0 && stats.median > policy.early_stop_factor * best_so_far_us)
         break;
-      // A contender for the win (re-decided as its median settles).
-      const bool contender = policy.refine_rel_ci > 0 &&
-                             (best_so_far_us <= 0 || stats.median <= (1.0 + policy.refine_within) * best_so_far_us);
-      target_rel_ci = contender ? std::min(policy.target_rel_ci, policy.refine_rel_ci) : policy.target_rel_ci;
-      max_samples = contender ? std::max(base_max_samples, policy.refine_max_samples) : base_max_samples;
-      if (stats.mean > 0 && stats.ci95 <= target_rel_ci * stats.mean) break;
+      if (stats.mean > 0 && stats.ci95 <= policy.target_rel_ci * stats.mean) break;
     }
     if (timed_seconds >= policy.max_seconds || Seconds(loop_start) >= wall_cap) break;
     // Next batch: roughly what the CI target still needs (CI shrinks with
     // sqrt(n)), bounded by the time left.
     double rel = stats.RelativeCi();
     int need = kBatchMax;
-    if (n >= min_samples && rel > 0 && target_rel_ci > 0)
-      need = int(std::ceil(double(n) * (rel / target_rel_ci) * (rel / target_rel_ci))) - n;
+    if (n >= min_samples && rel > 0 && policy.target_rel_ci > 0)
+      need = int(std::ceil(double(n) * (rel / policy.target_rel_ci) * (rel / policy.target_rel_ci))) - n;
     if (n < min_samples) need = min_samples - n;
     if (stats.mean > 0) {
       double left = (policy.max_seconds - timed_seconds) / (stats.mean * 1e-6);
       need = int(std::min<double>(need, std::max(1.0, std::ceil(left))));
     }
     batch = need;
+  }
+  // A contender for the win is timed again in a window long enough for the
+  // clocks to settle; the window's samples replace the ranking ones.
+  const bool contender = policy.refine_seconds > 0 && stats.median > 0 &&
+                         (best_so_far_us <= 0 || stats.median <= (1.0 + policy.refine_within) * best_so_far_us);
+  if (contender) {
+    std::vector<double> window;
+    double window_seconds = 0;
+    while (window_seconds < policy.refine_seconds && Seconds(loop_start) < wall_cap) {
+      const double left = (policy.refine_seconds - window_seconds) / (stats.median * 1e-6);
+      const int count = int(std::clamp<double>(std::ceil(left), 1, kWindowBatch));
+      if (Failure f = take(count, &window, &window_seconds); f.failed()) return f;
+    }
+    stats = ComputeStats(window);
   }
   ClockSample after = nvml_ ? nvml_->Sample() : ClockSample{};
 

@@ -165,8 +165,7 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->F64(p.early_stop_factor);
   w->F64(p.timeout_seconds);
   w->F64(p.refine_within);
-  w->F64(p.refine_rel_ci);
-  w->I64(p.refine_max_samples);
+  w->F64(p.refine_seconds);
   w->F64(r.best_so_far_us);
 }
 
@@ -191,8 +190,7 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   p.early_stop_factor = rd->F64();
   p.timeout_seconds = rd->F64();
   p.refine_within = rd->F64();
-  p.refine_rel_ci = rd->F64();
-  p.refine_max_samples = int(rd->I64());
+  p.refine_seconds = rd->F64();
   r.best_so_far_us = rd->F64();
   return r;
 }
