@@ -42,16 +42,16 @@ tune gemm_cold   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store
 tune gemm_warm   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-b --cache-dir $CACHE --bundle /tmp/tf-b-b
 tune sm90_cold   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-c --cache-dir $CACHE --bundle /tmp/tf-c-b
 tune sm90_warm   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-d --cache-dir $CACHE --bundle /tmp/tf-d-b
-# Best against cuBLAS at three sizes, twice for stability.
+# Best against cuBLAS at three sizes, three times for stability.
 # Run 1 traces the runner's phases (problem set-up included) to its own file.
-for run in 1 2; do
+for run in 1 2 3; do
   [ $run = 1 ] && export TUNEFARM_RUNNER_TRACE=1 || unset TUNEFARM_RUNNER_TRACE
   tune sizes_$run --op gemm_sm90 --dtype f16 --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 \
        --shape M=8192,N=8192,K=8192 --store /tmp/tf-s$run --cache-dir $CACHE --bundle /tmp/tf-s$run-b
   "$TF" best --store /tmp/tf-s$run > "$OUT/best_sizes_$run.txt" 2>&1
   "$TF" results --store /tmp/tf-s$run --format csv > "$RAW/results_sizes_$run.csv" 2>&1
-  # Both runs start from an idle GPU, as a nightly sweep does.
-  [ $run = 1 ] && sleep 30
+  # Every run starts from an idle GPU, as a nightly sweep does.
+  [ $run != 3 ] && sleep 30
 done
 tune memory --op rmsnorm --dtype f16 --shape ROWS=16384,N=8192 --store /tmp/tf-m --cache-dir $CACHE --bundle /tmp/tf-m-b
 "$TF" best --store /tmp/tf-m > "$OUT/best_memory.txt" 2>&1
@@ -60,15 +60,19 @@ step summary
 {
   echo "winners (run 1):"; cat "$OUT/best_sizes_1.txt"
   echo "winners (run 2):"; cat "$OUT/best_sizes_2.txt"
+  echo "winners (run 3):"; cat "$OUT/best_sizes_3.txt"
   echo "memory-bound:"; cat "$OUT/best_memory.txt"
   echo "problem set-up per shape (runner trace, run 1):"
   grep "(built)" "$RAW/sizes_1.txt" | sed -E 's/.*(M=[0-9]+,N=[0-9]+,K=[0-9]+).*problem ([0-9.]+) \(built\).*/  \1: \2 ms/'
-  echo "rerun stability (winner medians, run 1 vs run 2):"
-  paste <(awk '/^[^ ]/{s=$3} /^  \*/{print s, $2, $3}' "$OUT/best_sizes_1.txt") \
-        <(awk '/^[^ ]/{s=$3} /^  \*/{print $2, $3}' "$OUT/best_sizes_2.txt") |
-    awk '{d=($5-$3)/$3*100; if (d<0) d=-d; printf "  %s: %s %.2f us | %s %.2f us | %.2f%%%s\n", $1, $2, $3, $4, $5, d, ($2==$4?" same config":"")}'
+  for pair in "1 2" "1 3" "2 3"; do
+    set -- $pair
+    echo "rerun stability (winner medians, run $1 vs run $2):"
+    paste <(awk '/^[^ ]/{s=$3} /^  \*/{print s, $2, $3}' "$OUT/best_sizes_$1.txt") \
+          <(awk '/^[^ ]/{s=$3} /^  \*/{print $2, $3}' "$OUT/best_sizes_$2.txt") |
+      awk '{d=($5-$3)/$3*100; if (d<0) d=-d; printf "  %s: %s %.2f us | %s %.2f us | %.2f%%%s\n", $1, $2, $3, $4, $5, d, ($2==$4?" same config":"")}'
+  done
   echo "winners' clocks (MHz) and throttle flags:"
-  for run in 1 2; do
+  for run in 1 2 3; do
     python3 -c 'import csv,sys
 for r in csv.DictReader(open(sys.argv[1])):
     if r["winner"] == "1": print("  run", sys.argv[2] + ":", r["shape"], r["sm_clock_mhz"], "MHz, throttled", r["throttled"])' \

@@ -43,3 +43,10 @@ for p in "warm_1gpu warm_all" "warm_1gpu_2dt warm_all_2dt" "warm_1gpu_nightly wa
   a=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$1.txt"); b=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$2.txt")
   awk -v a="$a" -v b="$b" -v n="$1 / $2" 'BEGIN { printf "  %s: %.1f s / %.1f s = %.2fx\n", n, a, b, a / b }' | tee -a "$LOG"
 done
+# The coordinator at scale on this host's CPUs (simulated workers, no GPU).
+for args in "--workers 1000" "--workers 1000 --sweeps 4 --unit-seconds 6"; do
+  echo "=== bench_scale $args ($(nproc) cores, $(date +%T))" | tee -a "$LOG"
+  timeout 150 "$A/bin/bench_scale" --op-dir "$A/share/tunefarm/bench/ops/synthetic" $args 2>&1 | tail -25 >> "$LOG"
+done
+# Each run's full output in one archive (the job may bring back few files).
+tar czf "$OUT/runs.tgz" -C "$OUT" $(cd "$OUT" && ls *.txt) && rm -f "$OUT"/*.txt

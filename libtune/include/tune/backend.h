@@ -47,7 +47,7 @@ struct TimingPolicy {
   // depends on what ran before; the short timing that ranks a config lands
   // in that transient, the window does not (bench/gpu_h100.md). 0 = off.
   // The sim backend does not model clocks and ignores it.
-  double refine_within = 0.03;
+  double refine_within = 0.08;
   double refine_seconds = 0.2;
   double timeout_seconds = 10.0;     // wall clock per config, enforced from outside
 };
