@@ -42,12 +42,13 @@ tune gemm_cold   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store
 tune gemm_warm   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-b --cache-dir $CACHE --bundle /tmp/tf-b-b
 tune sm90_cold   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-c --cache-dir $CACHE --bundle /tmp/tf-c-b
 tune sm90_warm   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-d --cache-dir $CACHE --bundle /tmp/tf-d-b
-# Best against cuBLAS at three sizes, three times for stability.
+# Best against cuBLAS at three sizes, three times for stability, with
+# contenders timed again in 0.2 s steady-state windows.
 # Run 1 traces the runner's phases (problem set-up included) to its own file.
 for run in 1 2 3; do
   [ $run = 1 ] && export TUNEFARM_RUNNER_TRACE=1 || unset TUNEFARM_RUNNER_TRACE
   tune sizes_$run --op gemm_sm90 --dtype f16 --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 \
-       --shape M=8192,N=8192,K=8192 --store /tmp/tf-s$run --cache-dir $CACHE --bundle /tmp/tf-s$run-b
+       --shape M=8192,N=8192,K=8192 --refine-seconds 0.2 --store /tmp/tf-s$run --cache-dir $CACHE --bundle /tmp/tf-s$run-b
   "$TF" best --store /tmp/tf-s$run > "$OUT/best_sizes_$run.txt" 2>&1
   "$TF" results --store /tmp/tf-s$run --format csv > "$RAW/results_sizes_$run.csv" 2>&1
   # Every run starts from an idle GPU, as a nightly sweep does.

@@ -46,7 +46,10 @@ done
 # The coordinator at scale on this host's CPUs (simulated workers, no GPU).
 for args in "--workers 1000" "--workers 1000 --sweeps 4 --unit-seconds 6"; do
   echo "=== bench_scale $args ($(nproc) cores, $(date +%T))" | tee -a "$LOG"
-  timeout 150 "$A/bin/bench_scale" --op-dir "$A/share/tunefarm/bench/ops/synthetic" $args 2>&1 | tail -25 >> "$LOG"
+  timeout 150 "$A/bin/bench_scale" --op-dir "$A/share/tunefarm/bench/ops/synthetic" --keep $args 2>&1 |
+    tail -25 >> "$LOG"
 done
+# The coordinators' own output (errors at exit would show here).
+for d in /tmp/tunefarm-scale-*; do echo "--- $d/coordinator.log"; tail -5 "$d/coordinator.log"; done >> "$LOG"
 # Each run's full output in one archive (the job may bring back few files).
 tar czf "$OUT/runs.tgz" -C "$OUT" $(cd "$OUT" && ls *.txt) && rm -f "$OUT"/*.txt

@@ -45,10 +45,12 @@ struct TimingPolicy {
   // its figure. A GPU at its power limit runs the first milliseconds of a
   // kernel at a higher clock than it holds afterwards, and how much higher
   // depends on what ran before; the short timing that ranks a config lands
-  // in that transient, the window does not (bench/gpu_h100.md). 0 = off.
-  // The sim backend does not model clocks and ignores it.
+  // in that transient, the window does not (bench/gpu_h100.md). 0 = off:
+  // the windows cost GPU time (a sweep of the gemm space takes about twice
+  // as long with 0.2 s), so a sweep asks for them where stable figures
+  // matter. The sim backend does not model clocks and ignores it.
   double refine_within = 0.08;
-  double refine_seconds = 0.2;
+  double refine_seconds = 0;
   double timeout_seconds = 10.0;     // wall clock per config, enforced from outside
 };
 
