@@ -184,6 +184,7 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
 }
 
 int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
+  args.opts.max_ingest_backlog_bytes = args.max_ingest_backlog_mib << 20;
   Coordinator coord(args.opts);
   Status st = coord.Start();
   if (!st.ok()) return Fail(st.message());

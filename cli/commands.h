@@ -16,6 +16,7 @@ namespace tune {
 
 struct CoordinatorArgs {
   CoordinatorOptions opts;
+  size_t max_ingest_backlog_mib = CoordinatorOptions{}.max_ingest_backlog_bytes >> 20;
 };
 struct WorkerArgs {
   WorkerOptions opts;

@@ -38,6 +38,28 @@ int main(int argc, char** argv) {
   c->add_option("--configs-per-unit", coord.opts.scheduler.configs_per_unit, "Default work unit size")->capture_default_str();
   c->add_option("--lease-base", coord.opts.scheduler.lease_base_seconds, "Lease seconds per unit, fixed part")->capture_default_str();
   c->add_option("--lease-per-pair", coord.opts.scheduler.lease_per_pair_seconds, "Lease seconds per (config, shape)")->capture_default_str();
+  c->add_option("--max-attempts", coord.opts.scheduler.max_attempts,
+                "Leases of one unit before its configs are recorded as failed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--tail-duplicates", coord.opts.scheduler.tail_duplicates,
+                "Let idle workers duplicate straggling units at the end of a sweep (true/false)")
+      ->capture_default_str();
+  c->add_option("--straggler-age", coord.opts.scheduler.tail_min_age_seconds,
+                "Seconds without progress before a unit may count as a straggler")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--straggler-factor", coord.opts.scheduler.tail_slow_factor,
+                "A straggler has taken this many times what its peers' pace says it should")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--shrink-tail-units", coord.opts.scheduler.shrink_tail_units,
+                "Cut smaller units at the end of a model's configs so that devices finish together (true/false)")
+      ->capture_default_str();
+  c->add_option("--max-ingest-backlog-mib", coord.max_ingest_backlog_mib,
+                "Pause new leases while more than this many MiB of results wait to be stored")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("--curve-key", coord.opts.curve_secret_key, "CURVE secret key file (see `keys curve`)");
   c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker/client CURVE public keys to admit");
   c->add_flag("--insecure-plaintext", coord.opts.insecure_plaintext, "Allow a non-loopback bind without CURVE");

@@ -134,9 +134,15 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
       pools.pop_front();
       continue;
     }
-    const uint32_t n = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit
-                                                     : UnitSizeFor(worker, pool.shapes);
-    const size_t end = std::min(pool.configs.size(), pool.next + std::max<uint32_t>(n, 1));
+    size_t n = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit
+                                             : UnitSizeFor(worker, pool.shapes);
+    if (opts_.shrink_tail_units) {
+      size_t left = 0;
+      for (const auto& p : pools) left += p.configs.size() - std::min(p.next, p.configs.size());
+      const size_t sharers = leased_per_model_[gpu_model] + 1;
+      n = std::min(n, (left + sharers - 1) / sharers);
+    }
+    const size_t end = std::min(pool.configs.size(), pool.next + std::max<size_t>(n, 1));
     Unit u;
     u.id = next_unit_id_++;
     u.sweep_id = pool.sweep_id;
@@ -200,6 +206,7 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
     u.started[worker] = now;
     u.last_progress = now;
     leased_.emplace(u.last_progress, u.id);
+    leased_per_model_[u.gpu_model]++;
     return MakeWorkUnit(u, lease);
   }
   if (!opts_.tail_duplicates) return std::nullopt;
@@ -308,7 +315,10 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
 void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   auto& sweep = sweeps_.at(u.sweep_id);
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) sweep.units_finished++;
-  if (u.state == UnitState::kLeased) leased_.erase({u.last_progress, u.id});
+  if (u.state == UnitState::kLeased) {
+    leased_.erase({u.last_progress, u.id});
+    leased_per_model_[u.gpu_model]--;
+  }
   u.state = state;
   MaybeFinish(sweep, now_unix);
 }
@@ -323,6 +333,7 @@ void Scheduler::ReleaseHolder(Unit& u, const std::string& worker) {
   }
   u.state = UnitState::kPending;
   leased_.erase({u.last_progress, u.id});
+  leased_per_model_[u.gpu_model]--;
   pending_[u.gpu_model].push_front(u.id);  // retried first
 }
 

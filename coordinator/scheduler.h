@@ -37,6 +37,12 @@ struct SchedulerOptions {
   double target_unit_seconds = 20;
   uint32_t min_configs_per_unit = 1;
   uint32_t max_configs_per_unit = 256;
+  // At the end of a model's configs, units shrink (guided self-scheduling):
+  // a new unit takes at most ceil(configs left / (units in flight + 1)), so
+  // that the devices still measuring end together rather than one device
+  // running a full-size last unit while the others wait. Both sizes above
+  // are upper bounds then.
+  bool shrink_tail_units = true;
   double lease_base_seconds = 120;    // lease = base + per_pair * configs * shapes
   double lease_per_pair_seconds = 5;
   uint32_t max_attempts = 4;          // leases of one unit before it is failed
@@ -184,6 +190,7 @@ class Scheduler {
   // Units in kLeased by (last_progress, id), quietest first: what expiry,
   // dead workers and the straggler search visit.
   std::set<std::pair<double, uint64_t>> leased_;
+  std::map<std::string, size_t> leased_per_model_;  // units in kLeased, per GPU model
   std::map<std::string, DeviceInfo> models_;  // first device seen per model
   std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order

@@ -329,6 +329,22 @@ Status Worker::Start() {
   }
   TUNE_RETURN_IF_ERROR(impl_->CreateBackends());
   for (const auto& b : impl_->backends) impl_->devices.push_back(b->device());
+  // Every device's runner starts now, all at once, instead of inside its
+  // first config: context creation is per process, not per sweep.
+  std::vector<Status> prepared(impl_->backends.size());
+  {
+    std::vector<std::thread> starting;
+    for (size_t i = 0; i < impl_->backends.size(); ++i) {
+      starting.emplace_back([this, &prepared, i] { prepared[i] = impl_->backends[i]->Prepare(); });
+    }
+    for (auto& t : starting) t.join();
+  }
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    if (!prepared[i].ok()) {
+      impl_->Log("device " + std::to_string(impl_->devices[i].index) + ": " + prepared[i].message() +
+                 " (tried again at its first config)");
+    }
+  }
   impl_->pool = std::make_unique<CompilePool>(impl_->opts.compile_threads);
   return Status::OK();
 }

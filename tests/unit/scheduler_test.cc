@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
 #include <set>
 
 #include "tune/op_spec.h"
@@ -33,7 +35,9 @@ DeviceInfo Device(const std::string& model) {
 }
 
 TEST(Scheduler, UnitsAppearWhenTheModelIsSeenAndCoverTheSpace) {
-  Scheduler s;
+  SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
+  Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
   EXPECT_FALSE(s.Lease("w1", "m1", 0).has_value());  // no model known yet
   s.AddDevice(Device("m1"));
@@ -90,6 +94,7 @@ TEST(Scheduler, OnlyTargetedModelsGetUnits) {
 
 TEST(Scheduler, ExpiredLeaseReturnsToTheQueueAndIsRetriedFirst) {
   SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
   o.lease_base_seconds = 10;
   o.lease_per_pair_seconds = 0;
   o.tail_duplicates = false;
@@ -183,6 +188,7 @@ TEST(Scheduler, UnitsWithResultsArrivingOrQueuedAreNoStragglers) {
 
 TEST(Scheduler, OnlyUnitsSlowerThanTheirPeersAreDuplicated) {
   SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
   o.tail_min_age_seconds = 2;
   o.tail_slow_factor = 1.5;
   Scheduler s(o);
@@ -221,6 +227,7 @@ TEST(Scheduler, BeforeAnyUnitOfASweepIsDoneTheHoldersOwnPaceCounts) {
 
 TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
   SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
   o.max_attempts = 1;
   o.tail_duplicates = false;
   Scheduler s(o);
@@ -243,6 +250,7 @@ TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
 
 TEST(Scheduler, UnitsAreNumberedFromTheGivenFirstIdAndBelongToTheirSweep) {
   SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
   o.tail_duplicates = false;
   Scheduler s(o);
   s.NumberUnitsFrom(7ull << 32);
@@ -261,6 +269,35 @@ TEST(Scheduler, UnitsAreNumberedFromTheGivenFirstIdAndBelongToTheirSweep) {
   EXPECT_EQ(s.Progress("s1")[0].units_done, 0u);
   s.CompleteUnit("w1", "s1", first, 1, 1);
   EXPECT_EQ(s.Progress("s1")[0].units_done, 1u);
+}
+
+TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
+  SchedulerOptions o;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());  // 600 configs
+  s.AddDevice(Device("m"));
+  // Four devices: each completes its unit and takes the next, in turn.
+  std::vector<size_t> sizes;
+  std::map<std::string, std::optional<WorkUnit>> held;
+  size_t configs = 0;
+  for (int round = 0; round < 200; ++round) {
+    const std::string w = "w" + std::to_string(round % 4);
+    if (held[w]) s.CompleteUnit(w, "s1", held[w]->unit_id, round, round);
+    held[w] = s.Lease(w, "m", round);
+    if (!held[w]) continue;
+    sizes.push_back(held[w]->configs.size());
+    configs += held[w]->configs.size();
+  }
+  EXPECT_EQ(configs, 600u) << "every config leased exactly once";
+  ASSERT_GE(sizes.size(), 8u);
+  EXPECT_EQ(sizes.front(), 100u) << "full-size units while much is left";
+  EXPECT_EQ(sizes.back(), 1u) << "the last units are single configs";
+  for (size_t i = 1; i < sizes.size(); ++i) EXPECT_LE(sizes[i], sizes[i - 1]) << "unit " << i;
+  for (auto& [w, u] : held) {
+    if (u) s.CompleteUnit(w, "s1", u->unit_id, 300, 300);
+  }
+  EXPECT_EQ(s.FindSweep("s1")->state, "done");
 }
 
 TEST(Scheduler, RejectsBadSweeps) {

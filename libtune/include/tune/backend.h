@@ -69,6 +69,13 @@ class Backend {
   virtual CompiledKernel Compile(const OpSpec& spec, const std::string& dtype,
                                  const Config& config) = 0;
 
+  // Starts what the first Measure would otherwise start, and waits until it
+  // is ready (the CUDA backend's runner process and its context), so that a
+  // worker pays for it once when it starts rather than inside its first
+  // config. Not to be called concurrently with Measure. A failure is not
+  // final: the next Measure tries again.
+  virtual Status Prepare() { return Status::OK(); }
+
   // Checks and times a compiled config on one shape. Not thread-safe (one
   // device). `best_so_far_us` (0 = none) lets clearly slower configs stop
   // early. Failures (launch error, crash, timeout, wrong result, NaN) come

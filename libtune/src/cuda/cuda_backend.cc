@@ -32,6 +32,8 @@ class CudaBackend final : public Backend {
     return CompileConfig(spec, dtype, config, CudaArchFor(spec, device_), opts_.cache_dir);
   }
 
+  Status Prepare() override { return EnsureReady(); }
+
   Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
                       const Shape& shape, const TimingPolicy& policy, double best_so_far_us) override;
 
