@@ -322,6 +322,21 @@ TEST_F(CudaGpu, ContendersAreTimedAgainInASteadyWindowOthersAreNot) {
   EXPECT_LT(slower.mean_us * slower.samples * 1e-6, 0.1);
 }
 
+TEST_F(CudaGpu, PrepareStartsTheRunnerThatTheFirstMeasureUses) {
+  auto backend = MakeCudaBackend(device_, Options());
+  EXPECT_EQ(GetCudaRunnerStats(*backend).pid, 0) << "no runner before it is asked for";
+  Status st = backend->Prepare();
+  ASSERT_TRUE(st.ok()) << st.message();
+  const CudaRunnerStats prepared = GetCudaRunnerStats(*backend);
+  EXPECT_NE(prepared.pid, 0);
+  EXPECT_EQ(prepared.spawns, 1);
+  OpSpec spec = Planted("good");
+  Measurement m = Run(*backend, spec, "f32", spec.default_config, ShapeN(1 << 20), QuickPolicy());
+  EXPECT_TRUE(m.Valid()) << Describe(m);
+  EXPECT_EQ(GetCudaRunnerStats(*backend).pid, prepared.pid) << "the first config ran on the prepared runner";
+  EXPECT_EQ(GetCudaRunnerStats(*backend).spawns, 1);
+}
+
 TEST_F(CudaGpu, TunefarmRunnerSubcommandServesTheBackend) {
   CudaBackendOptions o = Options();
   // A packed copy of the farm (scripts/pack.sh) names its own binary.
