@@ -47,18 +47,21 @@ configs_per_unit = 20
 shapes = [ { N = 4096 }, { N = 65536 }, { N = 1048576 }, { N = 4194304 } ]
 TOML
 
-in_ns() { local h=$1; shift; ip netns exec "$TAG-$h" "$@"; }
-in_ns coord "$BIN" coordinator --bind "$EP" --insecure-plaintext --store "$DIR/store" \
-  --heartbeat-ms 200 --liveness 5 -v > "$DIR/coordinator.log" 2>&1 &
+# Starts a command in host $1's namespace in the background. The subshell
+# execs into `ip netns exec`, which execs the command, so $! is the
+# command's own pid and killing it leaves nothing behind.
+spawn_in() { local h=$1; shift; (exec ip netns exec "$TAG-$h" "$@") & }
+spawn_in coord "$BIN" coordinator --bind "$EP" --insecure-plaintext --store "$DIR/store" \
+  --heartbeat-ms 200 --liveness 5 -v > "$DIR/coordinator.log" 2>&1
 echo $! > "$DIR/coordinator.pid"
 for w in w0 w1 w2; do
-  in_ns "$w" "$BIN" worker --connect "$EP" --insecure-plaintext --backend sim --name "$w" \
-    --sim-faults busy=0.004 -v > "$DIR/$w.log" 2>&1 &
+  spawn_in "$w" "$BIN" worker --connect "$EP" --insecure-plaintext --backend sim --name "$w" \
+    --sim-faults busy=0.004 -v > "$DIR/$w.log" 2>&1
   echo $! > "$DIR/$w.pid"
 done
 sleep 1.5
-in_ns coord "$BIN" submit "$DIR/sweep.toml" --coordinator "$EP" --ops-dir "$SRC/tests/data/ops" \
-  --wait > "$DIR/submit.log" 2>&1 &
+spawn_in coord "$BIN" submit "$DIR/sweep.toml" --coordinator "$EP" --ops-dir "$SRC/tests/data/ops" \
+  --wait > "$DIR/submit.log" 2>&1
 SUBMIT=$!
 sleep 2
 echo "cutting w1's link"
