@@ -30,6 +30,7 @@ TEST(CudaBackendGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the C
 #include <thread>
 #include <vector>
 
+#include "support/temp_dir.h"
 #include "tune/config_space.h"
 #include "tune/cuda_backend.h"
 #include "tune/op_spec.h"
@@ -44,21 +45,7 @@ constexpr char kRunnerFlag[] = "--tunefarm-gpu-test-runner";
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tunefarm-gpu-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using tune::testing::TempDir;
 
 OpSpec Planted(const std::string& name) {
   auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/tests/gpu/data/ops/" + name);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "support/temp_dir.h"
 #include "tune/curve.h"
 #include "tune/protocol.h"
 #include "zap_authenticator.h"
@@ -30,18 +31,7 @@ using namespace std::chrono_literals;
 constexpr auto kNothingArrives = 1500ms;
 constexpr auto kArrives = 5s;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "curve_test.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using tune::testing::TempDir;
 
 void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0644) {
   std::ofstream(path) << text;
@@ -126,7 +116,7 @@ TEST(CurveKeys, FilesRoundTrip) {
   EXPECT_TRUE(IsValidCurveKey(keys.secret_z85));
   EXPECT_NE(keys.public_z85, keys.secret_z85);
 
-  const std::string path = dir / "worker-a.key";
+  const std::string path = dir.Sub("worker-a.key");
   ASSERT_TRUE(WriteCurveKeyPair(keys, path, "worker-a").ok());
   EXPECT_EQ(ModeOf(path), 0600u);
   EXPECT_EQ(ModeOf(path + ".pub"), 0644u);
@@ -154,7 +144,7 @@ TEST(CurveKeys, FilesRoundTrip) {
 
 TEST(CurveKeys, NeverReplacesAKeyUnlessAsked) {
   TempDir dir;
-  const std::string path = dir / "k";
+  const std::string path = dir.Sub("k");
   const CurveKeyPair first = NewKeys(), second = NewKeys();
   ASSERT_TRUE(WriteCurveKeyPair(first, path, "").ok());
   Status again = WriteCurveKeyPair(second, path, "");
@@ -176,37 +166,37 @@ TEST(CurveKeys, BadKeyFilesGiveClearErrors) {
     for (const auto& n : needles) EXPECT_NE(err.find(n), std::string::npos) << err;
   };
 
-  const std::string missing = dir / "missing.key";
+  const std::string missing = dir.Sub("missing.key");
   expect_error(error_of(LoadCurveKeyPair(missing)), {missing, "No such file"});
   expect_error(error_of(LoadCurvePublicKey(missing)), {missing});
   expect_error(error_of(LoadCurveAllowList(missing)), {missing});
 
-  const std::string loose = dir / "loose.key";
+  const std::string loose = dir.Sub("loose.key");
   WriteFile(loose, "public " + keys.public_z85 + "\nsecret " + keys.secret_z85 + "\n", 0644);
   expect_error(error_of(LoadCurveKeyPair(loose)), {loose, "chmod 600"});
 
-  const std::string garbled = dir / "garbled.key";
+  const std::string garbled = dir.Sub("garbled.key");
   WriteFile(garbled, "# comment\npublic " + keys.public_z85 + "\nsecret not-a-key\n", 0600);
   const std::string err = error_of(LoadCurveKeyPair(garbled));
   expect_error(err, {garbled + ":3", "Z85"});
   EXPECT_EQ(err.find("not-a-key"), std::string::npos) << "secret material echoed: " << err;
 
-  const std::string mismatched = dir / "mismatched.key";
+  const std::string mismatched = dir.Sub("mismatched.key");
   WriteFile(mismatched, "public " + other.public_z85 + "\nsecret " + keys.secret_z85 + "\n", 0600);
   expect_error(error_of(LoadCurveKeyPair(mismatched)), {mismatched, "does not belong"});
 
-  const std::string empty = dir / "empty.key";
+  const std::string empty = dir.Sub("empty.key");
   WriteFile(empty, "# nothing here\n", 0600);
   expect_error(error_of(LoadCurveKeyPair(empty)), {empty, "no 'secret"});
   expect_error(error_of(LoadCurvePublicKey(empty)), {empty, "no public key"});
 
   // Swapping the two files is the likely mistake; both say what to do.
-  ASSERT_TRUE(WriteCurveKeyPair(keys, dir / "w", "w").ok());
-  expect_error(error_of(LoadCurveKeyPair(dir / "w.pub")), {"public key file"});
-  expect_error(error_of(LoadCurvePublicKey(dir / "w")), {"secret key file", ".pub"});
-  expect_error(error_of(LoadCurveAllowList(dir / "w")), {"secret key file"});
+  ASSERT_TRUE(WriteCurveKeyPair(keys, dir.Sub("w"), "w").ok());
+  expect_error(error_of(LoadCurveKeyPair(dir.Sub("w.pub"))), {"public key file"});
+  expect_error(error_of(LoadCurvePublicKey(dir.Sub("w"))), {"secret key file", ".pub"});
+  expect_error(error_of(LoadCurveAllowList(dir.Sub("w"))), {"secret key file"});
 
-  const std::string truncated = dir / "truncated.pub";
+  const std::string truncated = dir.Sub("truncated.pub");
   WriteFile(truncated, keys.public_z85.substr(0, 30) + "\n");
   expect_error(error_of(LoadCurvePublicKey(truncated)), {truncated + ":1", "40-character"});
 }
@@ -217,7 +207,7 @@ TEST(CurveKeys, AllowListFormat) {
   // '#' is a Z85 digit: a key may start with it and still be a key.
   std::string hash_key = "#" + a.public_z85.substr(1);
   if (!IsValidCurveKey(hash_key)) hash_key = b.public_z85;  // not every such string decodes
-  const std::string path = dir / "allowed";
+  const std::string path = dir.Sub("allowed");
   WriteFile(path,
             "# fleet A\n"
             "\n" +
@@ -234,13 +224,13 @@ TEST(CurveKeys, AllowListFormat) {
   for (const auto& k : *list) found_hash |= k.public_z85 == hash_key;
   EXPECT_TRUE(found_hash);
 
-  const std::string bad = dir / "bad";
+  const std::string bad = dir.Sub("bad");
   WriteFile(bad, a.public_z85 + "\nworker-b\n");
   auto r = LoadCurveAllowList(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(bad + ":2"), std::string::npos) << r.status().message();
 
-  const std::string none = dir / "none";
+  const std::string none = dir.Sub("none");
   WriteFile(none, "# everyone was removed\n");
   r = LoadCurveAllowList(none);
   ASSERT_FALSE(r.ok());
@@ -272,7 +262,7 @@ class CurveLinkTest : public ::testing::Test {
     server_ = NewKeys();
     allowed_ = NewKeys();
     unknown_ = NewKeys();
-    allow_list_ = dir_ / "allowed_workers";
+    allow_list_ = dir_.Sub("allowed_workers");
     WriteFile(allow_list_, "# workers\n" + allowed_.public_z85 + " worker-a\n");
     ZapAuthenticatorOptions opts;
     opts.log = log_.fn();

@@ -10,16 +10,15 @@
 // never measured.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <optional>
 #include <zmq.hpp>
 
 #include "support/process.h"
+#include "support/temp_dir.h"
 #include "tune/op_spec.h"
 #include "tune/protocol.h"
 #include "tune/result_store.h"
 
-namespace fs = std::filesystem;
 using tune::testing::Child;
 using tune::testing::ReadFile;
 
@@ -75,11 +74,6 @@ class Peer {
 class RestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tunefarm_restart_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     endpoint_ = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
     auto pkg = ReadOpPackage(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/synthetic");
     ASSERT_TRUE(pkg.ok()) << pkg.status().message();
@@ -93,14 +87,12 @@ class RestartTest : public ::testing::Test {
     device_.nvrtc_version = "sim";
     device_.max_threads_per_block = 1024;
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
   void StartCoordinator() {
     coordinator_ = std::make_unique<Child>(
         std::vector<std::string>{TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store",
-                                 (dir_ / "store").string(), "--heartbeat-ms", "500",
+                                 dir_.Sub("store"), "--heartbeat-ms", "500",
                                  "--liveness", "60", "--lease-base", "600", "-v"},
-        (dir_ / "coordinator.log").string());
+        dir_.Sub("coordinator.log"));
   }
 
   std::unique_ptr<Peer> Greet() {
@@ -144,7 +136,7 @@ class RestartTest : public ::testing::Test {
     return st.sweeps.empty() ? SweepProgress{} : st.sweeps[0];
   }
 
-  fs::path dir_;
+  testing::TempDir dir_{"restart_test"};
   std::string endpoint_;
   OpPackage package_;
   std::string kernel_hash_;
@@ -210,9 +202,9 @@ TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextR
     else ASSERT_TRUE(std::holds_alternative<NoWork>(*reply)) << CommandName(*reply);
   }
   EXPECT_EQ(Progress(*client, sweep_id).state, "done");
-  EXPECT_EQ(coordinator_->Stop(10), 0) << ReadFile((dir_ / "coordinator.log").string());
+  EXPECT_EQ(coordinator_->Stop(10), 0) << ReadFile(dir_.Sub("coordinator.log"));
 
-  auto store = ResultStore::OpenReadOnly((dir_ / "store").string());
+  auto store = ResultStore::OpenReadOnly(dir_.Sub("store"));
   ASSERT_TRUE(store.ok()) << store.status().message();
   auto rows = (*store)->CountResults();
   ASSERT_TRUE(rows.ok());

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "support/temp_dir.h"
+
 namespace tune {
 namespace {
 
@@ -78,22 +80,7 @@ Bundle MakeBundle() {
   return b;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::path(::testing::TempDir()) / "bundle_test.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using tune::testing::TempDir;
 
 TEST(BundleTest, BinaryRoundTrip) {
   const Bundle b = MakeBundle();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "support/temp_dir.h"
 #include "tune/op_spec.h"
 #include "tune/sweep_file.h"
 
@@ -18,22 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::path(::testing::TempDir()) / "compare_test.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-    EXPECT_FALSE(path_.empty());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
+using tune::testing::TempDir;
 
 const std::string kH100 = "h100-80gb-hbm3";
 const std::string kA100 = "a100-sxm4-80gb";

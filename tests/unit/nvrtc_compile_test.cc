@@ -23,6 +23,7 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include <vector>
 
 #include "../../libtune/src/cuda/host_data.h"  // internal: the checker's host-side data
+#include "support/temp_dir.h"
 #include "tune/config_space.h"
 #include "tune/cuda_backend.h"
 #include "tune/op_spec.h"
@@ -46,21 +47,7 @@ OpSpec LoadTestOp() {
   return OpSpec{};
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tunefarm-nvrtc-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using tune::testing::TempDir;
 
 std::vector<fs::path> CacheFiles(const std::string& dir) {
   std::vector<fs::path> out;

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/temp_dir.h"
+
 namespace tune {
 namespace {
 
@@ -82,22 +84,7 @@ std::string Replace(std::string text, const std::string& from, const std::string
   return text;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tunefarm-op-spec-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  void Write(const std::string& name, const std::string& text) const {
-    fs::create_directories(fs::path(path_ / fs::path(name)).parent_path());
-    std::ofstream(fs::path(path_) / name, std::ios::binary) << text;
-  }
-
- private:
-  std::string path_;
-};
+using tune::testing::TempDir;
 
 TEST(OpSpec, LoadsTheTinyFixture) {
   auto spec = LoadOpSpec(kTinyDir);

@@ -13,27 +13,14 @@
 #include <set>
 #include <thread>
 
+#include "support/temp_dir.h"
+
 namespace tune {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::path(::testing::TempDir()) / "result_store_test.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-    EXPECT_FALSE(path_.empty());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
+using tune::testing::TempDir;
 
 Measurement M(const std::string& gpu, const std::string& op, const std::string& shape,
               const std::string& config_id, double median_us,

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "support/temp_dir.h"
 #include "tune/bundle.h"
 #include "tune/signing.h"
 
@@ -20,21 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::path(::testing::TempDir()) / "runtime_test.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
+using tune::testing::TempDir;
 
 tune::SecretKey Key(uint8_t b) {
   std::array<uint8_t, kSecretSeedBytes> seed{};
