@@ -495,6 +495,11 @@ Status Worker::Run(const std::atomic<bool>* stop) {
                   outstanding.reset();
                   for (size_t d = 0; d < w.devices.size(); ++d) {
                     if (w.devices[d].index != cmd.device_index || held[d] >= 2) continue;
+                    {
+                      std::lock_guard<std::mutex> lock(w.stats_mu);
+                      w.stats.units++;
+                      w.stats.units_queued += held[d] > 0 ? 1 : 0;
+                    }
                     held[d]++;
                     wants_next[d] = false;
                     unit_slot[cmd.unit_id] = d;

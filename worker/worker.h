@@ -47,6 +47,8 @@ struct WorkerStats {
   double compile_seconds = 0;         // summed over compile threads
   double compile_wait_seconds = 0;    // device threads waiting for a compile
   double measure_seconds = 0;         // device threads inside Measure (check + timing)
+  uint64_t units = 0;                 // work units received
+  uint64_t units_queued = 0;          // of those, received while their device was still busy
 };
 
 class Worker {
