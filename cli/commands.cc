@@ -484,14 +484,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   WorkerStats total;
   size_t devices = 0;
   for (const auto& w : workers) {
-    const WorkerStats s = w->stats();
-    total.configs += s.configs;
-    total.measured += s.measured;
-    total.compiled += s.compiled;
-    total.compile_cache_hits += s.compile_cache_hits;
-    total.compile_seconds += s.compile_seconds;
-    total.compile_wait_seconds += s.compile_wait_seconds;
-    total.measure_seconds += s.measure_seconds;
+    total += w->stats();
     devices += w->devices().size();
   }
 

@@ -169,9 +169,16 @@ struct Worker::Impl {
     }
   }
 
+  // Hands a command to the socket thread over the device's inproc pipe.
+  static void Post(zmq::socket_t& push, Command cmd) {
+    Envelope env;
+    env.command = std::move(cmd);
+    const std::string frame = EncodeEnvelope(env);
+    push.send(zmq::buffer(frame), zmq::send_flags::none);
+  }
+
   void Flush(zmq::socket_t& push, const WorkUnit& unit, uint64_t* batch,
              std::vector<Measurement>* rows, bool final) {
-    Envelope env;
     Results r;
     r.sweep_id = unit.sweep_id;
     r.unit_id = unit.unit_id;
@@ -179,19 +186,12 @@ struct Worker::Impl {
     r.final = final;
     r.measurements = std::move(*rows);
     rows->clear();
-    env.command = std::move(r);
-    const std::string frame = EncodeEnvelope(env);
-    push.send(zmq::buffer(frame), zmq::send_flags::none);
+    Post(push, std::move(r));
   }
 
   // Tells the socket thread that the device may take its next unit while it
-  // finishes the current one (a RequestWork on the results pipe).
-  void AskForNextUnit(zmq::socket_t& push, int device_index) {
-    Envelope env;
-    env.command = RequestWork{device_index};
-    const std::string frame = EncodeEnvelope(env);
-    push.send(zmq::buffer(frame), zmq::send_flags::none);
-  }
+  // finishes the current one.
+  void AskForNextUnit(zmq::socket_t& push, int device_index) { Post(push, RequestWork{device_index}); }
 
   void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push) {
     const DeviceInfo& dev = backend.device();

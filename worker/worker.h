@@ -49,6 +49,19 @@ struct WorkerStats {
   double measure_seconds = 0;         // device threads inside Measure (check + timing)
   uint64_t units = 0;                 // work units received
   uint64_t units_queued = 0;          // of those, received while their device was still busy
+
+  WorkerStats& operator+=(const WorkerStats& o) {
+    configs += o.configs;
+    measured += o.measured;
+    compiled += o.compiled;
+    compile_cache_hits += o.compile_cache_hits;
+    compile_seconds += o.compile_seconds;
+    compile_wait_seconds += o.compile_wait_seconds;
+    measure_seconds += o.measure_seconds;
+    units += o.units;
+    units_queued += o.units_queued;
+    return *this;
+  }
 };
 
 class Worker {

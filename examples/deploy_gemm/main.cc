@@ -56,7 +56,8 @@ void CheckCu(CUresult r, const char* call, const char* file, int line) {
   const char* text = nullptr;
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
-  // The driver names its errors; a stub or broken libcuda may not.
+  // The driver names its errors; a libcuda without a driver behind it (the
+  // toolkit's link-time library) or a damaged one may not.
   Die(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
       (name ? std::string(name) + " (" + (text ? text : "") + ")" : "CUresult " + std::to_string(r)));
 }
