@@ -157,6 +157,10 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
       ->capture_default_str();
   app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
       ->capture_default_str();
+  app->add_option("--early-stop-factor", args->opts.timing.early_stop_factor,
+                  "A config whose median after the minimum samples is this many times the best so far "
+                  "stops there (0 = never)")
+      ->capture_default_str();
   app->add_option("--refine-within", args->opts.timing.refine_within,
                   "Configs within this fraction of the best so far are contenders (--refine-seconds)")
       ->capture_default_str();
@@ -404,6 +408,10 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
                    : LoadSweepFile(args.sweep_file, args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
   if (args.configs_per_unit) sweep->configs_per_unit = args.configs_per_unit;
+  if (args.confirm_top) {
+    sweep->confirm_top = args.confirm_top;
+    sweep->confirm_seconds = args.confirm_seconds;
+  }
 
   // Workers first: their backend decides what this run measures.
   WorkerOptions wopts = args.worker.opts;

@@ -176,6 +176,13 @@ int main(int argc, char** argv) {
   t->add_option("--bundle", tune_args.bundle, "Bundle output path without extension (default bundles/<sweep>)");
   t->add_option("--workers", tune_args.sim_workers, "sim: number of local worker processes' worth of threads")->capture_default_str();
   t->add_option("--configs-per-unit", tune_args.configs_per_unit, "Work unit size (0 = the coordinator's default)");
+  t->add_option("--confirm-top", tune_args.confirm_top,
+                "Confirm phase: time the N fastest configs of each shape again together at the end")
+      ->capture_default_str();
+  t->add_option("--confirm-seconds", tune_args.confirm_seconds,
+                "Confirm phase: seconds of interleaved timing per shape")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0));
   t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
   t->add_option("--sign-key", tune_args.sign_key, "Ed25519 secret key file: sign the bundle");

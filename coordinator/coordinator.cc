@@ -284,6 +284,29 @@ struct Coordinator::Impl {
     }
   }
 
+  // The confirm phase's contenders: the best-ranked rows of the key in the
+  // store, unless they are all confirmed already (a resumed sweep).
+  ContendersFn Contenders() {
+    ResultStore* db = store.get();
+    return [this, db](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                      uint32_t top) {
+      std::vector<Config> configs;
+      const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), KernelHash(spec, dev.nvrtc_version)};
+      auto fastest = db->Fastest(key, top);
+      if (!fastest.ok()) {
+        Log("confirm phase skips " + shape.Canonical() + ": " + fastest.status().message());
+        return configs;
+      }
+      bool all_confirmed = true;
+      for (const auto& m : *fastest) {
+        configs.push_back(m.config);
+        all_confirmed = all_confirmed && m.confirmed;
+      }
+      if (all_confirmed) configs.clear();
+      return configs;
+    };
+  }
+
   // Sweeps that were running when the last coordinator stopped (or was
   // killed) run on; configs whose every shape is stored are not leased again.
   Status ResumeSweeps() {
@@ -426,6 +449,7 @@ Status Coordinator::Start() {
   auto run = impl_->store->IncrementCounter("coordinator_runs");
   if (!run.ok()) return run.status();
   impl_->scheduler.NumberUnitsFrom((*run << 32) | 1);
+  impl_->scheduler.SetContenders(impl_->Contenders());
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
   impl_->ingester = std::make_unique<Ingester>(impl_->store.get());
   TUNE_RETURN_IF_ERROR(impl_->ingester->Start());

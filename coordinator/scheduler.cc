@@ -28,6 +28,9 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   if (submit.dtypes.empty()) return Status::Error("sweep '" + submit.name + "': no dtypes");
   if (submit.shapes.empty()) return Status::Error("sweep '" + submit.name + "': no shapes");
   if (submit.gpu_models.empty()) return Status::Error("sweep '" + submit.name + "': no GPU models");
+  if (submit.confirm_top > 0 && !(submit.confirm_seconds > 0 && submit.confirm_seconds <= 3600)) {
+    return Status::Error("sweep '" + submit.name + "': confirm_seconds must be in (0, 3600] when confirm_top is set");
+  }
   SweepState sweep;
   sweep.id = sweep_id;
   sweep.submit = submit;
@@ -109,6 +112,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
       }
       sweep.pairs_total += configs->size() * shapes;
       sweep.unsliced_configs += configs->size();
+      sweep.model_unsliced[device.model] += configs->size();
       if (!configs->empty()) {
         pools_[device.model].push_back(ConfigPool{sweep.id, spec.name, dtype, *configs, 0, shapes});
       }
@@ -152,16 +156,49 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.configs.assign(pool.configs.begin() + pool.next, pool.configs.begin() + end);
     u.shapes = pool.shapes;
     sweep.unsliced_configs -= end - pool.next;
+    sweep.model_unsliced[gpu_model] -= end - pool.next;
     pool.next = end;
-    sweep.units.push_back(u.id);
-    return &units_.emplace(u.id, std::move(u)).first->second;
+    return &AddUnit(sweep, std::move(u));
   }
   return nullptr;
 }
 
+Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
+  sweep.units.push_back(u.id);
+  sweep.model_open_units[u.gpu_model]++;
+  return units_.emplace(u.id, std::move(u)).first->second;
+}
+
+void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
+  if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != "running") return;
+  if (sweep.model_unsliced[model] > 0 || sweep.model_open_units[model] > 0) return;
+  if (!sweep.confirm_created.insert(model).second) return;
+  for (size_t i = 0; i < sweep.specs.size(); ++i) {
+    for (const auto& dtype : sweep.submit.dtypes) {
+      for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
+        std::vector<Config> top =
+            contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
+        if (top.empty()) continue;
+        Unit u;
+        u.id = next_unit_id_++;
+        u.sweep_id = sweep.id;
+        u.op = sweep.submit.ops[i];
+        u.dtype = dtype;
+        u.gpu_model = model;
+        u.configs = std::move(top);
+        u.shapes = 1;
+        u.confirm_seconds = sweep.submit.confirm_seconds;
+        u.confirm_shape = shape;
+        sweep.pairs_total += u.configs.size();
+        pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
+      }
+    }
+  }
+}
+
 double Scheduler::LeaseSeconds(const Unit& u) const {
   const auto& sweep = sweeps_.at(u.sweep_id);
-  return opts_.lease_base_seconds +
+  return opts_.lease_base_seconds + u.confirm_seconds +
          opts_.lease_per_pair_seconds * u.configs.size() * sweep.submit.shapes.size();  // upper bound
 }
 
@@ -177,9 +214,11 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
     w.op_package = sweep.submit.op_packages[i];
     w.shapes = ShapesForOp(sweep.submit, sweep.specs[i]);
   }
+  if (u.confirm_seconds > 0) w.shapes = {u.confirm_shape};
   w.dtype = u.dtype;
   w.configs = u.configs;
   w.lease_seconds = lease_seconds;
+  w.confirm_seconds = u.confirm_seconds;
   return w;
 }
 
@@ -253,6 +292,7 @@ Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu
     if (now - progress < opts_.tail_min_age_seconds) break;  // the rest are younger
     Unit& u = units_.at(id);
     if (u.gpu_model != gpu_model || u.holders.size() != 1 || u.holders.count(worker)) continue;
+    if (u.confirm_seconds > 0) continue;  // long by design, and one device's figures must not mix in
     if (u.batches_queued == 0 && now - progress >= StragglerAge(u)) return &u;
   }
   return nullptr;
@@ -295,7 +335,8 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
   Unit& u = *found;
   auto& sweep = sweeps_.at(u.sweep_id);
   auto started = u.started.find(worker);
-  if (started != u.started.end() && now > started->second) {
+  // A confirm unit's length is set by the sweep, not by the worker's pace.
+  if (started != u.started.end() && now > started->second && u.confirm_seconds == 0) {
     const double pairs = static_cast<double>(u.Pairs());
     if (pairs > 0) {
       const double seconds = now - started->second;
@@ -305,8 +346,8 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
       pace.seconds_per_pair.push_back(seconds / pairs);
       pace.stale = true;
     }
-    u.started.erase(started);
   }
+  if (started != u.started.end()) u.started.erase(started);
   u.holders.erase(worker);
   if (u.state == UnitState::kDone) return;
   Finish(u, UnitState::kDone, now_unix);
@@ -314,7 +355,10 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
 
 void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   auto& sweep = sweeps_.at(u.sweep_id);
-  if (u.state != UnitState::kDone && u.state != UnitState::kFailed) sweep.units_finished++;
+  if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
+    sweep.units_finished++;
+    sweep.model_open_units[u.gpu_model]--;
+  }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});
     leased_per_model_[u.gpu_model]--;
@@ -373,6 +417,7 @@ size_t Scheduler::ExpireLeases(double now) {
 void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   if (sweep.state != "running") return;
   if (now_unix == 0) now_unix = std::time(nullptr);
+  for (const auto& model : sweep.models) MaybeConfirm(sweep, model);
   if (sweep.models.empty()) return;
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet

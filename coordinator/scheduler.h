@@ -64,6 +64,15 @@ using MeasuredFn = std::function<bool(const DeviceInfo& device, const OpSpec& sp
                                       const std::string& dtype, const Config& config,
                                       const std::vector<Shape>& shapes)>;
 
+// The confirm phase of a sweep (SweepSubmit::confirm_top): the `top`
+// configs of one (model, op, dtype, shape) to time again together,
+// ranked as the store ranks its best rows. Empty when there is nothing to
+// confirm: no valid figure, or the top ones are confirmed already (a sweep
+// resumed after its confirm units ran).
+using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device, const OpSpec& spec,
+                                                        const std::string& dtype, const Shape& shape,
+                                                        uint32_t top)>;
+
 enum class UnitState { kPending, kLeased, kDone, kFailed };
 
 struct Unit {
@@ -71,6 +80,10 @@ struct Unit {
   std::string sweep_id, op, dtype, gpu_model;
   std::vector<Config> configs;
   size_t shapes = 0;                      // shapes of the sweep that its op takes
+  // A confirm unit: `configs` are the fastest of this one shape, timed again
+  // together (WorkUnit::confirm_seconds).
+  double confirm_seconds = 0;
+  Shape confirm_shape;
   UnitState state = UnitState::kPending;
   uint32_t attempts = 0;
   std::map<std::string, double> holders;  // worker -> lease deadline
@@ -98,6 +111,10 @@ struct SweepState {
   };
   std::map<std::string, Pace> pace;
   uint64_t unsliced_configs = 0;             // configs not yet cut into units
+  // Per model: configs not yet cut into units and units not yet finished;
+  // when both reach 0 the model's confirm units are created (once).
+  std::map<std::string, uint64_t> model_unsliced, model_open_units;
+  std::set<std::string> confirm_created;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
   bool TargetsModel(const std::string& model) const;
@@ -123,6 +140,9 @@ class Scheduler {
   // done instead of leased again.
   Result<std::string> ResumeSweep(const SweepSubmit& submit, const std::string& sweep_id,
                                   int64_t now_unix, MeasuredFn measured);
+  // Where the confirm phase of sweeps finds its contenders. Without it a
+  // sweep's confirm_top is ignored.
+  void SetContenders(ContendersFn fn) { contenders_ = std::move(fn); }
   // A device of a (possibly new) model is present; creates units for every
   // running sweep that targets it and has none yet. Errors (a constraint that
   // fails to evaluate) fail that sweep with the message.
@@ -174,6 +194,9 @@ class Scheduler {
   // Moves a unit out of kPending/kLeased for good.
   void Finish(Unit& u, UnitState state, int64_t now_unix);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);
+  // Creates the confirm units of `model` once its configs are all measured.
+  void MaybeConfirm(SweepState& sweep, const std::string& model);
+  Unit& AddUnit(SweepState& sweep, Unit u);
   Unit* FindStraggler(const std::string& worker, const std::string& gpu_model, double now);
   // How long `u` (with one holder) may go without progress before it counts
   // as a straggler.
@@ -196,6 +219,7 @@ class Scheduler {
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
   std::map<std::string, double> pair_rate_;               // worker -> pairs/s (smoothed)
   uint64_t next_unit_id_ = 1;
+  ContendersFn contenders_;
 };
 
 }  // namespace tune

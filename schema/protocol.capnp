@@ -62,6 +62,9 @@ struct WorkUnit @0xc9207a1fbc05099f {
   shapes @7 :List(Records.Shape);
   configs @8 :List(Records.Config);
   leaseSeconds @9 :Float64;
+  # > 0: a confirm unit. Its configs are the fastest of one (op, dtype,
+  # shape) and are timed again together, round-robin, for this long.
+  confirmSeconds @10 :Float64;
 }
 
 # Worker -> coordinator: a batch of measurements of one unit.
@@ -90,6 +93,8 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   shapes @4 :List(Records.Shape);
   gpuModels @5 :List(Text);         # "*" = every model present
   configsPerUnit @6 :UInt32;        # 0 = coordinator chooses
+  confirmTop @7 :UInt32;            # 0 = no confirm phase
+  confirmSeconds @8 :Float64;       # per (op, dtype, shape) and model
 }
 
 # Coordinator -> client: the sweep's id.

@@ -120,4 +120,7 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   farmVersion @27 :Text;
   unixTime @28 :Int64;
   sweepId @29 :Text;
+  # Timed again with the other fastest configs of its key at the end of the
+  # sweep; outranks every unconfirmed figure of that key.
+  confirmed @30 :Bool;
 }

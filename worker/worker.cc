@@ -241,6 +241,55 @@ struct Worker::Impl {
         return backend.Compile(*spec, dtype, c);
       }));
     }
+    // A kernel that did not compile is recorded with its log.
+    auto compile_failure = [&](const CompiledKernel& k, const Config& c, const Shape& s) {
+      Measurement m = base(c, s);
+      m.failure = k.failure;
+      m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
+      m.resources = k.resources;
+      return m;
+    };
+    const std::string op_hash = KernelHash(*spec, backend.toolchain());
+    auto kernel_hash = [&](const CompiledKernel& k) { return k.kernel_hash.empty() ? op_hash : k.kernel_hash; };
+    if (unit.confirm()) {
+      AskForNextUnit(push, dev.index);
+      std::vector<CompiledKernel> valid;
+      for (size_t i = 0; i < unit.configs.size(); ++i) {
+        CompiledKernel k = compiled[i].get();
+        if (k.failure == FailureClass::kNone) {
+          valid.push_back(std::move(k));
+          continue;
+        }
+        for (const auto& s : unit.shapes) {
+          rows.push_back(compile_failure(k, unit.configs[i], s));
+          rows.back().kernel_hash = kernel_hash(k);
+        }
+      }
+      const double measure_start = NowSeconds();
+      for (const auto& s : unit.shapes) {
+        std::vector<Measurement> got =
+            MeasureTogether(backend, *spec, unit.dtype, valid, s, opts.timing, unit.confirm_seconds);
+        for (size_t j = 0; j < valid.size(); ++j) {
+          Measurement m = base(valid[j].config, s);
+          m.CopyOutcome(got[j]);
+          m.kernel_hash = kernel_hash(valid[j]);
+          // Valid figures first: the store lets a config that fails now
+          // give up its best row, and a valid one staged before it in the
+          // same batch takes that row directly.
+          rows.insert(m.Valid() ? rows.begin() : rows.end(), std::move(m));
+        }
+      }
+      for (auto& m : rows) m.confirmed = true;
+      {
+        std::lock_guard<std::mutex> lock(stats_mu);
+        stats.configs += unit.configs.size();
+        stats.measured += rows.size();
+        stats.measure_seconds += NowSeconds() - measure_start;
+      }
+      Log("confirmed " + std::to_string(valid.size()) + " configs of " + unit.op + " " + unit.dtype);
+      Flush(push, unit, &batch, &rows, true);
+      return;
+    }
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       // The last config: ask for the next unit now, so that it is here when
       // this one ends and the device never waits on a round trip.
@@ -258,10 +307,7 @@ struct Worker::Impl {
       for (const auto& s : unit.shapes) {
         Measurement m;
         if (k.failure != FailureClass::kNone) {
-          m = base(unit.configs[i], s);
-          m.failure = k.failure;
-          m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
-          m.resources = k.resources;
+          m = compile_failure(k, unit.configs[i], s);
         } else {
           const std::string best_key =
               dev.model + "|" + unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical();
@@ -284,7 +330,7 @@ struct Worker::Impl {
             if (known == 0 || m.median_us < known) known = m.median_us;
           }
         }
-        m.kernel_hash = k.kernel_hash.empty() ? KernelHash(*spec, backend.toolchain()) : k.kernel_hash;
+        m.kernel_hash = kernel_hash(k);
         rows.push_back(std::move(m));
         {
           std::lock_guard<std::mutex> lock(stats_mu);

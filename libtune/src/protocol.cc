@@ -233,6 +233,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setFarmVersion(TextOf(m.farm_version));
   b.setUnixTime(m.unix_time);
   b.setSweepId(TextOf(m.sweep_id));
+  b.setConfirmed(m.confirmed);
 }
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
@@ -273,6 +274,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.farm_version = Str(r.getFarmVersion());
   m.unix_time = r.getUnixTime();
   m.sweep_id = Str(r.getSweepId());
+  m.confirmed = r.getConfirmed();
   return m;
 }
 
@@ -356,6 +358,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             SetList(b.initConfigs(w.configs.size()), w.configs,
                     [](auto s, const Config& v) { SetConfig(s, v); });
             b.setLeaseSeconds(w.lease_seconds);
+            b.setConfirmSeconds(w.confirm_seconds);
           },
           [&](const Results& r) {
             auto b = cmd.initResults();
@@ -384,6 +387,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                     [](auto p, const Shape& v) { SetShape(p, v); });
             SetStrings(b.initGpuModels(s.gpu_models.size()), s.gpu_models);
             b.setConfigsPerUnit(s.configs_per_unit);
+            b.setConfirmTop(s.confirm_top);
+            b.setConfirmSeconds(s.confirm_seconds);
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepStatusRequest& r) {
@@ -451,6 +456,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       w.configs = GetList<Config>(r.getConfigs(), budget,
                                   [&](wire::Config::Reader c) { return GetConfig(c, budget); });
       w.lease_seconds = r.getLeaseSeconds();
+      w.confirm_seconds = r.getConfirmSeconds();
       return w;
     }
     case wire::Envelope::Command::RESULTS: {
@@ -486,6 +492,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.shapes = GetList<Shape>(r.getShapes(), budget, shape);
       s.gpu_models = Strings(r.getGpuModels(), budget);
       s.configs_per_unit = r.getConfigsPerUnit();
+      s.confirm_top = r.getConfirmTop();
+      s.confirm_seconds = r.getConfirmSeconds();
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

@@ -9,11 +9,13 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -133,6 +135,22 @@ bool IsLockError(const rocksdb::Status& s) {
 // comparison and would stay best forever.
 bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.median_us); }
 
+// How a best candidate ranks for its key's best row: a confirmed figure
+// (timed again with the other fastest configs of its key) outranks every
+// unconfirmed one; then the lower median wins.
+struct BestRank {
+  bool confirmed = false;
+  double median_us = 0;
+  std::string config_id;  // whose row it is
+  explicit BestRank(const Measurement& m)
+      : confirmed(m.confirmed), median_us(m.median_us), config_id(m.config_id) {}
+  bool Beats(const BestRank& other) const {
+    if (confirmed != other.confirmed) return confirmed;
+    return median_us < other.median_us;
+  }
+};
+using BestRanks = std::unordered_map<std::string, BestRank>;
+
 // Every Put first asks whether its key exists, and almost always it does
 // not: Bloom filters answer that without reading data blocks, and (for keys
 // still in the memtable) without walking its skip list, whose keys share
@@ -161,10 +179,10 @@ struct ResultStore::Impl {
   // Put is check-then-write (existence, best-so-far), which RocksDB does not
   // make atomic on its own.
   std::mutex put_mu;
-  // Median of the stored best row per best key, filled on first read and
+  // Rank of the stored best row per best key, filled on first read and
   // updated after each successful write, so that a Put does not read and
   // decode the best row again. Guarded by put_mu; only Put writes best rows.
-  std::unordered_map<std::string, double> best_medians;
+  BestRanks best_ranks;
   bool read_only = false;
 
   ~Impl() {
@@ -225,67 +243,108 @@ struct ResultStore::Impl {
     return Status::OK();
   }
 
-  // Reads the current best row's median into *median (staged rows first).
-  // Caller holds put_mu.
-  bool CurrentBest(const std::string& key, const std::unordered_map<std::string, double>& staged,
-                   double* median) {
-    if (auto it = staged.find(key); it != staged.end()) {
-      *median = it->second;
-      return true;
-    }
-    if (auto it = best_medians.find(key); it != best_medians.end()) {
-      *median = it->second;
-      return true;
-    }
+  // Reads the stored best row of `key` (not staged ones); nullopt when
+  // there is none or it is unreadable, which lets the next candidate
+  // replace it rather than a corrupt row block every future winner.
+  std::optional<Measurement> StoredBest(const std::string& key) {
     std::string value;
-    if (!db->Get(rocksdb::ReadOptions(), best, key, &value).ok()) return false;
+    if (!db->Get(rocksdb::ReadOptions(), best, key, &value).ok()) return std::nullopt;
     auto m = DecodeMeasurement(value.data(), value.size());
-    // An unreadable best row is replaced rather than allowed to block
-    // every future winner of its key.
-    if (!m.ok() || !BestCandidate(*m)) return false;
-    *median = m->median_us;
-    best_medians.emplace(key, m->median_us);
-    return true;
+    if (!m.ok() || !BestCandidate(*m)) return std::nullopt;
+    return std::move(m).value();
   }
 
-  // Adds `m` to `batch` unless its key is stored or already staged.
+  // The rank of the current best row of `key`, staged rows first.
   // Caller holds put_mu.
+  std::optional<BestRank> CurrentBest(const std::string& key, const BestRanks& staged) {
+    if (auto it = staged.find(key); it != staged.end()) return it->second;
+    if (auto it = best_ranks.find(key); it != best_ranks.end()) return it->second;
+    auto m = StoredBest(key);
+    if (!m) return std::nullopt;
+    best_ranks.emplace(key, BestRank(*m));
+    return BestRank(*m);
+  }
+
+  // A confirmed failure replaced the row of `replaced`, and that config held
+  // the best row of its key: the best row goes to the next candidate stored
+  // for the key, or is deleted. Rows staged in this batch are left out:
+  // they are confirm rows, failures like this one (a valid one would hold
+  // the best row).
+  // Caller holds put_mu.
+  Status ReplaceBest(const Measurement& replaced, const std::unordered_set<std::string>& staged_keys,
+                     rocksdb::WriteBatch* batch, BestRanks* staged_best) {
+    const std::string best_key = BestKey(replaced);
+    const std::string replaced_key = ResultsKey(replaced);
+    std::optional<Measurement> next;
+    Status scan = ForPrefix(results, best_key + kSep, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
+      const std::string k = key.ToString();
+      if (k == replaced_key || staged_keys.count(k)) return true;
+      auto m = DecodeMeasurement(value.data(), value.size());
+      if (m.ok() && BestCandidate(*m) && (!next || BestRank(*m).Beats(BestRank(*next)))) next = std::move(*m);
+      return true;
+    });
+    TUNE_RETURN_IF_ERROR(scan);
+    best_ranks.erase(best_key);
+    staged_best->erase(best_key);
+    rocksdb::Status ws;
+    if (next) {
+      ws = batch->Put(best, best_key, EncodeMeasurement(*next));
+      staged_best->emplace(best_key, BestRank(*next));
+    } else {
+      ws = batch->Delete(best, best_key);
+    }
+    return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
+  }
+
+  // Adds `m` to `batch` unless its key is stored or already staged; a
+  // confirmed row replaces a stored unconfirmed one (once). Caller holds
+  // put_mu.
   Result<bool> Stage(const Measurement& m, rocksdb::WriteBatch* batch,
-                     std::unordered_set<std::string>* staged_keys,
-                     std::unordered_map<std::string, double>* staged_best) {
+                     std::unordered_set<std::string>* staged_keys, BestRanks* staged_best) {
     TUNE_RETURN_IF_ERROR(CheckKey(m));
     std::string key = ResultsKey(m);
     if (staged_keys->count(key)) return false;
     rocksdb::PinnableSlice existing;
     rocksdb::Status s = db->Get(rocksdb::ReadOptions(), results, key, &existing);
-    if (s.ok()) return false;
-    if (!s.IsNotFound()) return Error("read of " + Printable(key) + " failed", s);
+    if (!s.ok() && !s.IsNotFound()) return Error("read of " + Printable(key) + " failed", s);
+    const bool replaces = s.ok();
+    if (replaces) {
+      if (!m.confirmed) return false;
+      auto stored = DecodeMeasurement(existing.data(), existing.size());
+      if (stored.ok() && stored->confirmed) return false;
+    }
 
     const std::string value = EncodeMeasurement(m);
     auto check = [&](rocksdb::Status ws) -> Status {
       return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
     };
     TUNE_RETURN_IF_ERROR(check(batch->Put(results, key, value)));
-    TUNE_RETURN_IF_ERROR(check(batch->Put(by_shape, ByShapeKey(m), rocksdb::Slice())));
+    if (!replaces) TUNE_RETURN_IF_ERROR(check(batch->Put(by_shape, ByShapeKey(m), rocksdb::Slice())));
+    const std::string best_key = BestKey(m);
     if (BestCandidate(m)) {
-      std::string best_key = BestKey(m);
-      double current = 0;
-      if (!CurrentBest(best_key, *staged_best, &current) || m.median_us < current) {
+      std::optional<BestRank> current = CurrentBest(best_key, *staged_best);
+      if (!current || BestRank(m).Beats(*current)) {
         TUNE_RETURN_IF_ERROR(check(batch->Put(best, best_key, value)));
-        (*staged_best)[best_key] = m.median_us;
+        staged_best->insert_or_assign(best_key, BestRank(m));
+      }
+    } else if (replaces) {
+      // A config that fails when confirmed must not stay the winner.
+      std::optional<BestRank> holder = CurrentBest(best_key, *staged_best);
+      if (holder && holder->config_id == m.config_id) {
+        TUNE_RETURN_IF_ERROR(ReplaceBest(m, *staged_keys, batch, staged_best));
       }
     }
     staged_keys->insert(std::move(key));
     return true;
   }
 
-  // Writes the staged rows and, once they are written, their best medians.
+  // Writes the staged rows and, once they are written, their best ranks.
   // Caller holds put_mu.
-  Status Write(rocksdb::WriteBatch* batch, const std::unordered_map<std::string, double>& staged_best) {
+  Status Write(rocksdb::WriteBatch* batch, const BestRanks& staged_best) {
     if (batch->Count() == 0) return Status::OK();
     rocksdb::Status s = db->Write(rocksdb::WriteOptions(), batch);
     if (!s.ok()) return Error("write failed", s);
-    for (const auto& [key, median] : staged_best) best_medians[key] = median;
+    for (const auto& [key, rank] : staged_best) best_ranks.insert_or_assign(key, rank);
     return Status::OK();
   }
 };
@@ -411,7 +470,7 @@ Result<bool> ResultStore::Put(const Measurement& m) {
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
   std::unordered_set<std::string> staged_keys;
-  std::unordered_map<std::string, double> staged_best;
+  BestRanks staged_best;
   Result<bool> added = impl_->Stage(m, &batch, &staged_keys, &staged_best);
   if (!added.ok() || !*added) return added;
   TUNE_RETURN_IF_ERROR(impl_->Write(&batch, staged_best));
@@ -424,7 +483,7 @@ Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored)
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
   std::unordered_set<std::string> staged_keys;
-  std::unordered_map<std::string, double> staged_best;
+  BestRanks staged_best;
   size_t added = 0;
   for (const auto& m : ms) {
     Result<bool> r = impl_->Stage(m, &batch, &staged_keys, &staged_best);
@@ -446,6 +505,20 @@ std::optional<Measurement> ResultStore::Get(const std::string& gpu_model, const 
   auto m = DecodeMeasurement(value.data(), value.size());
   if (!m.ok()) return std::nullopt;
   return std::move(m).value();
+}
+
+Result<std::vector<Measurement>> ResultStore::Fastest(const ResultFilter& filter, size_t top) {
+  std::vector<Measurement> found;
+  Status st = Scan(filter, [&](const Measurement& m) {
+    if (BestCandidate(m)) found.push_back(m);
+    return true;
+  });
+  if (!st.ok()) return st;
+  auto better = [](const Measurement& a, const Measurement& b) { return BestRank(a).Beats(BestRank(b)); };
+  const size_t keep = std::min(top, found.size());
+  std::partial_sort(found.begin(), found.begin() + keep, found.end(), better);
+  found.resize(keep);
+  return found;
 }
 
 Status ResultStore::Scan(const ResultFilter& f, const std::function<bool(const Measurement&)>& fn) {

@@ -101,6 +101,19 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     if (!v || *v <= 0) return Status::Error(path + ": [sweep] configs_per_unit: expected a positive integer");
     s.configs_per_unit = static_cast<uint32_t>(*v);
   }
+  if (auto n = sweep->get("confirm_top")) {
+    auto v = n->value<int64_t>();
+    if (!v || *v < 0 || *v > 64) return Status::Error(path + ": [sweep] confirm_top: expected an integer in 0..64");
+    s.confirm_top = static_cast<uint32_t>(*v);
+    s.confirm_seconds = 2.0;
+  }
+  if (auto n = sweep->get("confirm_seconds")) {
+    auto v = n->value<double>();
+    if (!v || !(*v > 0 && *v <= 3600)) {
+      return Status::Error(path + ": [sweep] confirm_seconds: expected a number of seconds in (0, 3600]");
+    }
+    s.confirm_seconds = *v;
+  }
   const toml::array* shapes = sweep->get("shapes") ? sweep->get("shapes")->as_array() : nullptr;
   if (!shapes || shapes->empty()) return Status::Error(path + ": [sweep] shapes: expected a non-empty array of tables");
   for (size_t i = 0; i < shapes->size(); ++i) {

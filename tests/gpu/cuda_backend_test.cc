@@ -303,10 +303,41 @@ TEST_F(CudaGpu, ContendersAreTimedAgainInASteadyWindowOthersAreNot) {
   EXPECT_LT(window, 0.1 + 256 * first.max_us * 1e-6);
   // Well behind the best (not far enough to stop early): ranked from the
   // short timing alone.
-  Measurement slower = backend->Measure(spec, "f32", k, ShapeN(1 << 22), p, 0.6 * first.median_us);
+  Measurement slower = backend->Measure(spec, "f32", k, ShapeN(1 << 22), p, 0.85 * first.median_us);
   ASSERT_TRUE(slower.Valid()) << Describe(slower);
   EXPECT_LE(slower.samples, uint32_t(p.max_samples));
   EXPECT_LT(slower.mean_us * slower.samples * 1e-6, 0.1);
+}
+
+TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
+  OpSpec spec = Planted("good");
+  auto backend = MakeCudaBackend(device_, Options());
+  auto configs = EnumerateConfigs(spec, device_);
+  ASSERT_TRUE(configs.ok() && configs->size() >= 2);
+  std::vector<CompiledKernel> kernels = {backend->Compile(spec, "f32", (*configs)[0]),
+                                         backend->Compile(spec, "f32", configs->back())};
+  const Shape shape = ShapeN(1 << 22);
+  const TimingPolicy p = QuickPolicy();
+  Measurement alone = backend->Measure(spec, "f32", kernels[0], shape, p, 0);
+  ASSERT_TRUE(alone.Valid()) << Describe(alone);
+  const auto t0 = Clock::now();
+  std::vector<Measurement> together = MeasureTogether(*backend, spec, "f32", kernels, shape, p, 0.4);
+  const double took = Since(t0);
+  ASSERT_EQ(together.size(), 2u);
+  double timed = 0;
+  for (const auto& m : together) {
+    printf("together: %s\n", Describe(m).c_str());
+    ASSERT_TRUE(m.Valid()) << Describe(m);
+    EXPECT_TRUE(m.check_passed);
+    EXPECT_GE(m.samples, 3u * 5u) << "three or more windows";
+    timed += m.mean_us * m.samples * 1e-6;
+  }
+  printf("%.3f s timed in %.3f s\n", timed, took);
+  // The windows fill the time asked for (each window at least its share).
+  EXPECT_GE(timed, 0.4 * 0.9);
+  EXPECT_LT(timed, 0.4 + 2 * 256 * 8 * together[0].max_us * 1e-6);
+  // The same kernel's figure, alone or interleaved.
+  EXPECT_NEAR(together[0].median_us, alone.median_us, 0.25 * alone.median_us);
 }
 
 TEST_F(CudaGpu, PrepareStartsTheRunnerThatTheFirstMeasureUses) {

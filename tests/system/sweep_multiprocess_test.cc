@@ -127,4 +127,79 @@ TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
   }
 }
 
+TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndTheyWin) {
+  const std::string bin = TUNEFARM_BINARY;
+  const std::string ops_dir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+  const std::string store = Path("store");
+  {
+    std::ofstream sweep(Path("sweep.toml"));
+    sweep << "[sweep]\nname = \"confirm\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+             "gpus = [\"*\"]\nconfirm_top = 3\nconfirm_seconds = 0.2\n"
+             "shapes = [ { N = 1024 }, { N = 1048576 } ]\n";
+  }
+  Child coordinator({bin, "coordinator", "--bind", endpoint_, "--store", store, "--heartbeat-ms", "200"},
+                    Path("coordinator.log"));
+  std::vector<std::unique_ptr<Child>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Child>(
+        std::vector<std::string>{bin, "worker", "--connect", endpoint_, "--backend", "sim", "--sim-models",
+                                 "h100", "--name", "w" + std::to_string(i), "--sim-faults", "wrong=0.02"},
+        Path("worker" + std::to_string(i) + ".log")));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Child submit({bin, "submit", Path("sweep.toml"), "--coordinator", endpoint_, "--ops-dir", ops_dir, "--wait"},
+               Path("submit.log"));
+  ASSERT_EQ(submit.Wait(240), 0) << tune::testing::ReadFile(Path("submit.log"))
+                                 << tune::testing::ReadFile(Path("coordinator.log"));
+  for (auto& w : workers) EXPECT_EQ(w->Stop(), 0);
+  EXPECT_EQ(coordinator.Stop(), 0) << tune::testing::ReadFile(Path("coordinator.log"));
+
+  auto spec = tune::LoadOpSpec(ops_dir + "/synthetic");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  tune::DeviceInfo dev;
+  dev.max_threads_per_block = 1024;
+  auto configs = tune::EnumerateConfigs(*spec, dev);
+  ASSERT_TRUE(configs.ok());
+  auto db = tune::ResultStore::Open(store);
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  // Confirm rows replace rows; they add none.
+  EXPECT_EQ(*(*db)->CountResults(), configs->size() * 2);
+  struct PerShape {
+    std::map<std::string, double> confirmed;  // config id -> median
+    double slowest_confirmed = 0, fastest_other = 1e300;
+  };
+  std::map<std::string, PerShape> shapes;
+  ASSERT_TRUE((*db)->Scan({"sim-h100", "synthetic", "f32", "", ""}, [&](const tune::Measurement& m) {
+    PerShape& p = shapes[m.shape];
+    if (m.confirmed) {
+      EXPECT_TRUE(m.Valid()) << m.config_id;
+      EXPECT_GE(m.samples, 15u) << "at least three windows of five samples";
+      p.confirmed[m.config_id] = m.median_us;
+      p.slowest_confirmed = std::max(p.slowest_confirmed, m.median_us);
+    } else if (m.Valid()) {
+      p.fastest_other = std::min(p.fastest_other, m.median_us);
+    }
+    return true;
+  }).ok());
+  ASSERT_EQ(shapes.size(), 2u);
+  for (const auto& [shape, p] : shapes) {
+    EXPECT_EQ(p.confirmed.size(), 3u) << shape;
+    // The confirmed configs were the fastest: timed again they moved by the
+    // sim's 1% noise at most, nowhere near the rest.
+    EXPECT_LE(p.slowest_confirmed, 1.02 * p.fastest_other) << shape;
+  }
+  db->reset();
+
+  Child publish({bin, "publish", "--store", store, "--out", Path("bundle")}, Path("publish.log"));
+  ASSERT_EQ(publish.Wait(60), 0) << tune::testing::ReadFile(Path("publish.log"));
+  auto bundle = tune::ReadBundleFile(Path("bundle.tfb"));
+  ASSERT_TRUE(bundle.ok()) << bundle.status().message();
+  ASSERT_EQ(bundle->entries.size(), 2u);
+  for (const auto& e : bundle->entries) {
+    const PerShape& p = shapes.at(e.shape.Canonical());
+    ASSERT_TRUE(p.confirmed.count(e.config_id)) << "the winner must be a confirmed config";
+    for (const auto& [id, median] : p.confirmed) EXPECT_LE(e.median_us, median);
+  }
+}
+
 }  // namespace

@@ -269,6 +269,98 @@ TEST(ResultStoreTest, BestAcrossBatchesAndReopens) {
   EXPECT_EQ((*best)[0].config_id, "c5");
 }
 
+Measurement Confirmed(Measurement m) {
+  m.confirmed = true;
+  m.worker = "confirmer";
+  return m;
+}
+
+TEST(ResultStoreTest, AConfirmedRowReplacesItsUnconfirmedRowOnceAndOutranksTheRest) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  size_t stored = 0;
+  ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 10), M("h100", "gemm", kS1, "c2", 11),
+                               M("h100", "gemm", kS1, "c3", 12), M("h100", "gemm", kS1, "c4", 30)},
+                              &stored)
+                  .ok());
+  auto fastest = store->Fastest(Filter("h100", "gemm", "f16", kS1), 3);
+  ASSERT_TRUE(fastest.ok()) << fastest.status().message();
+  ASSERT_EQ(fastest->size(), 3u);
+  EXPECT_EQ((*fastest)[0].config_id, "c1");
+  EXPECT_EQ((*fastest)[2].config_id, "c3");
+
+  // Timed together, c2 is the fastest and c1 slower than its short figure.
+  ASSERT_TRUE(store->PutBatch({Confirmed(M("h100", "gemm", kS1, "c2", 10.5)),
+                               Confirmed(M("h100", "gemm", kS1, "c1", 10.8)),
+                               Confirmed(M("h100", "gemm", kS1, "c3", 11.9))},
+                              &stored)
+                  .ok());
+  EXPECT_EQ(stored, 3u);
+  EXPECT_EQ(*store->CountResults(), 4u);  // replaced, not added
+  auto c1 = store->Get("h100", "gemm", "f16", kS1, "kh1", "c1");
+  ASSERT_TRUE(c1);
+  EXPECT_TRUE(c1->confirmed);
+  EXPECT_EQ(c1->median_us, 10.8);
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c2");
+
+  // An unconfirmed figure, however fast, neither replaces a confirmed row
+  // nor outranks it; a second confirmed row of the key is a duplicate.
+  ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c5", 5), Confirmed(M("h100", "gemm", kS1, "c2", 1))},
+                              &stored)
+                  .ok());
+  EXPECT_EQ(stored, 1u);
+  auto reopened_best = [&] {
+    store.reset();
+    store = OpenOrDie(dir.Sub("db"));
+    auto b = store->Best(Filter("h100"));
+    EXPECT_TRUE(b.ok());
+    return b.ok() && b->size() == 1 ? (*b)[0] : Measurement{};
+  };
+  Measurement b = reopened_best();
+  EXPECT_EQ(b.config_id, "c2");
+  EXPECT_EQ(b.median_us, 10.5);
+  fastest = store->Fastest(Filter("h100", "gemm", "f16", kS1), 2);
+  ASSERT_TRUE(fastest.ok());
+  ASSERT_EQ(fastest->size(), 2u);
+  EXPECT_EQ((*fastest)[0].config_id, "c2");
+  EXPECT_EQ((*fastest)[1].config_id, "c1");
+}
+
+TEST(ResultStoreTest, AConfigThatFailsWhenConfirmedGivesUpTheBestRow) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  size_t stored = 0;
+  ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 10), M("h100", "gemm", kS1, "c2", 11),
+                               M("h100", "gemm", kS1, "c3", 12)},
+                              &stored)
+                  .ok());
+  // Every confirmed config failed (a racy kernel, say): the best row goes
+  // to the fastest config that was not confirmed.
+  ASSERT_TRUE(store->PutBatch({Confirmed(M("h100", "gemm", kS1, "c1", 0, FailureClass::kWrongResult)),
+                               Confirmed(M("h100", "gemm", kS1, "c2", 0, FailureClass::kCrash))},
+                              &stored)
+                  .ok());
+  EXPECT_EQ(stored, 2u);
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c3");
+  auto c1 = store->Get("h100", "gemm", "f16", kS1, "kh1", "c1");
+  ASSERT_TRUE(c1);
+  EXPECT_EQ(c1->failure, FailureClass::kWrongResult);
+
+  // With no valid row left the key has no best at all.
+  ASSERT_TRUE(store->Put(Confirmed(M("h100", "gemm", kS1, "c3", 0, FailureClass::kNan))).ok());
+  best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  EXPECT_TRUE(best->empty());
+}
+
 TEST(ResultStoreTest, ReopenPersistsEverything) {
   TempDir dir;
   const std::string path = dir.Sub("db");

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "tune/config_space.h"
 #include "tune/op_spec.h"
 
 namespace tune {
@@ -298,6 +299,103 @@ TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
     if (u) s.CompleteUnit(w, "s1", u->unit_id, 300, 300);
   }
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
+}
+
+TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
+  Scheduler s(o);
+  // The contenders of a key: its first `top` configs, per the shape asked.
+  std::vector<std::string> asked;
+  s.SetContenders([&](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                      uint32_t top) {
+    asked.push_back(dev.model + "/" + spec.name + "/" + dtype + "/" + shape.Canonical());
+    auto all = EnumerateConfigs(spec, dev);
+    std::vector<Config> first(all->begin(), all->begin() + top);
+    return first;
+  });
+  SweepSubmit submit = MakeSubmit({"*"}, 300);  // 2 units per model
+  submit.confirm_top = 3;
+  submit.confirm_seconds = 1.5;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m1"));
+  s.AddDevice(Device("m2"));
+  const auto* sweep = s.FindSweep("s1");
+  const uint64_t pairs_before = sweep->pairs_total;
+
+  auto a = s.Lease("w1", "m1", 0);
+  auto b = s.Lease("w1", "m1", 0);
+  auto c = s.Lease("w2", "m2", 0);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_FALSE(a->confirm());
+  s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
+  EXPECT_TRUE(asked.empty());  // m1 still has a unit out
+  s.CompleteUnit("w1", "s1", b->unit_id, 2, 2);
+  // m1 is measured: one confirm unit per shape, with that shape alone; m2
+  // still measures and gets none yet.
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0], "m1/synthetic/f32/N=1024");
+  EXPECT_EQ(sweep->pairs_total, pairs_before + 2 * 3);
+  std::vector<WorkUnit> confirms;
+  while (auto u = s.Lease("w1", "m1", 3)) confirms.push_back(*u);
+  ASSERT_EQ(confirms.size(), 2u);
+  for (const auto& u : confirms) {
+    EXPECT_TRUE(u.confirm());
+    EXPECT_EQ(u.confirm_seconds, 1.5);
+    EXPECT_EQ(u.configs.size(), 3u);
+    ASSERT_EQ(u.shapes.size(), 1u);
+  }
+  EXPECT_EQ(confirms[1].shapes[0].Canonical(), "N=4096");
+  EXPECT_FALSE(s.Lease("w9", "m1", 100).has_value());  // a confirm unit is never duplicated
+  for (const auto& u : confirms) s.CompleteUnit("w1", "s1", u.unit_id, 4, 4);
+  EXPECT_EQ(sweep->state, "running");  // m2 has not been measured or confirmed
+  auto d = s.Lease("w2", "m2", 4);
+  ASSERT_TRUE(d);
+  s.CompleteUnit("w2", "s1", c->unit_id, 5, 5);
+  s.CompleteUnit("w2", "s1", d->unit_id, 5, 5);
+  ASSERT_EQ(asked.size(), 4u);
+  std::vector<WorkUnit> m2_confirms;
+  while (auto u = s.Lease("w2", "m2", 6)) m2_confirms.push_back(*u);
+  ASSERT_EQ(m2_confirms.size(), 2u);
+  s.CompleteUnit("w2", "s1", m2_confirms[0].unit_id, 7, 7);
+  EXPECT_EQ(sweep->state, "running");
+  s.CompleteUnit("w2", "s1", m2_confirms[1].unit_id, 7, 7);
+  EXPECT_EQ(sweep->state, "done");
+  EXPECT_EQ(s.Progress("s1")[0].units_total, 8u);
+}
+
+TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  Scheduler s(o);
+  int asked = 0;
+  s.SetContenders([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, uint32_t) {
+    ++asked;
+    return std::vector<Config>{};  // every key confirmed already (a resumed sweep)
+  });
+  SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.confirm_top = 4;
+  submit.confirm_seconds = 2;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"));
+  auto a = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(a);
+  s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+
+  // A sweep without a confirm phase never asks.
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
+  auto b = s.Lease("w1", "m", 2);
+  ASSERT_TRUE(b);
+  s.CompleteUnit("w1", "s2", b->unit_id, 3, 3);
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(s.FindSweep("s2")->state, "done");
+
+  submit.confirm_seconds = 0;
+  auto bad = s.AddSweep(submit, "s3", 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("confirm_seconds"), std::string::npos);
 }
 
 TEST(Scheduler, RejectsBadSweeps) {

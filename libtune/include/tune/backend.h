@@ -38,7 +38,12 @@ struct TimingPolicy {
   int max_samples = 100;
   double target_rel_ci = 0.01;       // stop when 95% CI half-width <= 1% of mean
   double max_seconds = 0.5;          // cap of timed work per (config, shape)
-  double early_stop_factor = 2.0;    // stop after min_samples when median > factor * best
+  // Stop after min_samples when the median is > factor * best so far. Such a
+  // config cannot win (rerun noise is a few percent), so its figure only
+  // needs to rank it; timing it to the CI target would be most of a sweep's
+  // device time and, because how many samples that takes varies, make the
+  // same sweep's length vary from run to run.
+  double early_stop_factor = 1.25;
   // Steady-state timing of contenders: a config whose median is within
   // refine_within of the best so far (or the first one timed) is timed again
   // for refine_seconds of back-to-back samples, and that window's median is
@@ -85,6 +90,19 @@ class Backend {
                               const CompiledKernel& kernel, const Shape& shape,
                               const TimingPolicy& policy, double best_so_far_us) = 0;
 };
+
+// Times valid compiled configs of one op and dtype on `shape` together, for
+// about `seconds` in all: round-robin in short windows (TimingPolicy's
+// steady-state window, `policy` otherwise), so that every config is timed
+// under the same clock states and each figure averages over all of them
+// rather than over one stretch. Returns one measurement per kernel, in
+// order: median, stdev and CI of the windows' medians (so they include how
+// much the device drifted), mean, min, max and samples over every sample.
+// A config that fails in a window (each window checks it again) keeps that
+// failure. What ranks a sweep's fastest configs at its end (confirm units).
+std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, const std::string& dtype,
+                                         const std::vector<CompiledKernel>& kernels, const Shape& shape,
+                                         const TimingPolicy& policy, double seconds);
 
 // Faults the sim backend injects, each a probability per config decided by a
 // hash of (config id, seed), so that the same config fails the same way on

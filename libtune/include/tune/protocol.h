@@ -52,6 +52,10 @@ struct WorkUnit {
   std::vector<Shape> shapes;
   std::vector<Config> configs;
   double lease_seconds = 0;          // the coordinator's deadline for this unit
+  // > 0: a confirm unit; `configs` are the fastest of `shapes` (one shape)
+  // and are timed again together, round-robin, for this long.
+  double confirm_seconds = 0;
+  bool confirm() const { return confirm_seconds > 0; }
 };
 struct Results {
   std::string sweep_id;
@@ -75,6 +79,13 @@ struct SweepSubmit {
   std::vector<Shape> shapes;           // dims named as in the op specs
   std::vector<std::string> gpu_models; // "*" = every model present
   uint32_t configs_per_unit = 0;       // 0 = coordinator chooses
+  // Confirm phase: once every config of a model is measured, the
+  // confirm_top fastest of each (op, dtype, shape) are timed again together,
+  // interleaved round-robin for confirm_seconds, so that they are ranked
+  // under the same clock states and the winner's figure averages over them
+  // rather than over one short stretch. 0 = none.
+  uint32_t confirm_top = 0;
+  double confirm_seconds = 0;
 };
 struct SweepAccepted {
   std::string sweep_id;

@@ -11,8 +11,14 @@
 // answers "every GPU's results for this shape".
 //
 // Put is idempotent: a measurement whose key is already stored is ignored
-// (a retried or duplicated lease stores once). Each Put is one atomic
-// WriteBatch over results, by_shape and best.
+// (a retried or duplicated lease stores once). The one exception is a
+// confirmed measurement (Measurement::confirmed), which replaces a stored
+// unconfirmed one of its key, once. Each Put is one atomic WriteBatch over
+// results, by_shape and best.
+//
+// The best row of a key is its best valid measurement: a confirmed one
+// outranks every unconfirmed one, then the lower median wins. A config that
+// fails when confirmed loses the best row it held.
 //
 // Thread safety: a ResultStore may be used from several threads; Put calls
 // serialise on an internal mutex (best-so-far is read-modify-write).
@@ -56,7 +62,8 @@ class ResultStore {
 
   bool read_only() const;
 
-  // Stores `m` unless its key exists. Returns true when newly stored. Fails
+  // Stores `m` unless its key exists (or replaces an unconfirmed row with a
+  // confirmed `m`). Returns true when stored. Fails
   // when a key field (gpu_model, op, dtype, shape, kernel_hash, config_id) is
   // empty or contains a NUL byte. Writes go to RocksDB's WAL without fsync:
   // they survive a crash of this process, not of the host.
@@ -72,8 +79,12 @@ class ResultStore {
   // scan of results (gpu_model set) or by_shape (gpu_model empty, op set).
   // Stop early by returning false from `fn`.
   Status Scan(const ResultFilter& filter, const std::function<bool(const Measurement&)>& fn);
-  // Best valid measurement per (gpu_model, op, dtype, shape, kernel_hash).
+  // Best valid measurement per (gpu_model, op, dtype, shape, kernel_hash),
+  // ranked as above.
   Result<std::vector<Measurement>> Best(const ResultFilter& filter);
+  // The `top` best-ranked valid measurements matching `filter`, best first
+  // (the order of best rows above).
+  Result<std::vector<Measurement>> Fastest(const ResultFilter& filter, size_t top);
   // Number of rows in results (exact, by iteration).
   Result<uint64_t> CountResults();
 

@@ -7,6 +7,8 @@
 //   gpus   = ["*"]                      # every GPU model present, or a list
 //   shapes = [ { M = 4096, N = 4096, K = 4096 } ]
 //   configs_per_unit = 16               # optional
+//   confirm_top = 4                     # optional: confirm phase, see SweepSubmit
+//   confirm_seconds = 2.0               # optional, per shape (default 2)
 //
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once

@@ -109,6 +109,9 @@ struct Measurement {
   std::string device_name, worker, driver_version, nvrtc_version, farm_version;
   int64_t unix_time = 0;
   std::string sweep_id;
+  // From a confirm unit (SweepSubmit::confirm_top): outranks unconfirmed
+  // figures of its key when the store picks the best.
+  bool confirmed = false;
 
   // A config is a candidate winner only when it ran and passed its check.
   bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }

@@ -1,0 +1,74 @@
+#include <algorithm>
+#include <cmath>
+
+#include "tune/backend.h"
+#include "tune/stats.h"
+
+namespace tune {
+namespace {
+
+// Windows this long are many samples of any kernel worth tuning, and short
+// enough that a few seconds hold many rounds: the clock states a round sees
+// are what the figures average over.
+constexpr double kWindowSeconds = 0.05;
+constexpr int kMinRounds = 3;
+constexpr int kMaxRounds = 100;
+
+Measurement Combine(const std::vector<Measurement>& windows) {
+  Measurement m = windows.back();  // check, resources and clocks of the last window
+  std::vector<double> medians;
+  double weighted_mean = 0;
+  uint64_t samples = 0;
+  for (const auto& w : windows) {
+    medians.push_back(w.median_us);
+    weighted_mean += w.mean_us * w.samples;
+    samples += w.samples;
+    m.min_us = std::min(m.min_us, w.min_us);
+    m.max_us = std::max(m.max_us, w.max_us);
+    m.throttled = m.throttled || w.throttled;
+  }
+  const SampleStats across = ComputeStats(medians);
+  m.median_us = across.median;
+  m.stdev_us = across.stdev;
+  m.ci95_us = across.ci95;
+  m.mean_us = samples > 0 ? weighted_mean / double(samples) : across.mean;
+  m.samples = uint32_t(std::min<uint64_t>(samples, UINT32_MAX));
+  return m;
+}
+
+}  // namespace
+
+std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, const std::string& dtype,
+                                         const std::vector<CompiledKernel>& kernels, const Shape& shape,
+                                         const TimingPolicy& policy, double seconds) {
+  const size_t n = kernels.size();
+  std::vector<Measurement> out(n);
+  if (n == 0) return out;
+  const int rounds =
+      std::clamp(int(std::lround(seconds / (double(n) * kWindowSeconds))), kMinRounds, kMaxRounds);
+  TimingPolicy window = policy;
+  window.refine_seconds = seconds / (double(rounds) * double(n));
+  window.target_rel_ci = 1.0;     // the window is the figure: rank on the minimum samples only
+  window.early_stop_factor = 0;   // and never stop one early
+  std::vector<std::vector<Measurement>> windows(n);
+  std::vector<bool> failed(n, false);
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      if (failed[i]) continue;
+      // No best so far: every window is a contender's window.
+      Measurement m = backend.Measure(spec, dtype, kernels[i], shape, window, 0);
+      if (!m.Valid()) {
+        out[i] = std::move(m);
+        failed[i] = true;
+        continue;
+      }
+      windows[i].push_back(std::move(m));
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!failed[i]) out[i] = Combine(windows[i]);
+  }
+  return out;
+}
+
+}  // namespace tune
