@@ -21,12 +21,18 @@ step() { echo "=== $* ($(date +%T))" | tee -a "$LOG"; }
 step device
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$LOG"
 
-step gpu tests
-LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/cuda_backend_test 2>&1 | tail -14 | tee -a "$LOG"
-LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/device_fill_test 2>&1 | tail -8 | tee -a "$LOG"
+# SKIP=tests,baselines,throughput,sm90 leaves those steps out.
+skip() { case ",${SKIP:-}," in *",$1,"*) return 0 ;; esac; return 1; }
 
-step baselines
-LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/tunefarm_baselines 2>&1 | tee "$OUT/baselines.txt" | tail -12 | tee -a "$LOG"
+skip tests || {
+  step gpu tests
+  LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/cuda_backend_test 2>&1 | tail -14 | tee -a "$LOG"
+  LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/device_fill_test 2>&1 | tail -8 | tee -a "$LOG"
+}
+skip baselines || {
+  step baselines
+  LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64 $A/tests/tunefarm_baselines 2>&1 | tee "$OUT/baselines.txt" | tail -12 | tee -a "$LOG"
+}
 
 tune() {  # name, args...
   local name=$1; shift
@@ -38,46 +44,58 @@ tune() {  # name, args...
 CACHE=/tmp/tunefarm-cubins
 rm -rf "$CACHE" /tmp/tf-*
 # Throughput: each op's whole space at 4096^3 fp16, cold then warm cubin cache.
-tune gemm_cold   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-a --cache-dir $CACHE --bundle /tmp/tf-a-b
-tune gemm_warm   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-b --cache-dir $CACHE --bundle /tmp/tf-b-b
-tune sm90_cold   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-c --cache-dir $CACHE --bundle /tmp/tf-c-b
-tune sm90_warm   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-d --cache-dir $CACHE --bundle /tmp/tf-d-b
-# Best against cuBLAS at three sizes, three times for stability, with
-# contenders timed again in 0.2 s steady-state windows.
-# Run 1 traces the runner's phases (problem set-up included) to its own file.
-for run in 1 2 3; do
-  [ $run = 1 ] && export TUNEFARM_RUNNER_TRACE=1 || unset TUNEFARM_RUNNER_TRACE
-  tune sizes_$run --op gemm_sm90 --dtype f16 --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 \
-       --shape M=8192,N=8192,K=8192 --refine-seconds 0.2 --store /tmp/tf-s$run --cache-dir $CACHE --bundle /tmp/tf-s$run-b
-  "$TF" best --store /tmp/tf-s$run > "$OUT/best_sizes_$run.txt" 2>&1
-  "$TF" results --store /tmp/tf-s$run --format csv > "$RAW/results_sizes_$run.csv" 2>&1
-  # Every run starts from an idle GPU, as a nightly sweep does.
-  [ $run != 3 ] && sleep 30
+skip throughput || {
+  tune gemm_cold   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-a --cache-dir $CACHE --bundle /tmp/tf-a-b
+  tune gemm_warm   --op gemm      --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-b --cache-dir $CACHE --bundle /tmp/tf-b-b
+}
+skip throughput || skip sm90 || {
+  tune sm90_cold   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-c --cache-dir $CACHE --bundle /tmp/tf-c-b
+  tune sm90_warm   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-d --cache-dir $CACHE --bundle /tmp/tf-d-b
+}
+# Best against cuBLAS at three sizes, three times for stability. Each
+# variant is a set of timing flags; STABILITY names them, space-separated
+# label=flags with commas for spaces. Run 1 of the first traces the
+# runner's phases (problem set-up included).
+STABILITY=${STABILITY:-confirm=--confirm-top,6,--confirm-seconds,3}
+variants=()
+for v in $STABILITY; do
+  label=${v%%=*}; flags=${v#*=}; flags=${flags//,/ }
+  variants+=("$label")
+  for run in 1 2 3; do
+    [ $run = 1 ] && [ ${#variants[@]} = 1 ] && export TUNEFARM_RUNNER_TRACE=1 || unset TUNEFARM_RUNNER_TRACE
+    tune ${label}_$run --op gemm_sm90 --dtype f16 --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 \
+         --shape M=8192,N=8192,K=8192 $flags --store /tmp/tf-$label-$run --cache-dir $CACHE --bundle /tmp/tf-$label-$run-b
+    "$TF" best --store /tmp/tf-$label-$run > "$RAW/best_${label}_$run.txt" 2>&1
+    "$TF" results --store /tmp/tf-$label-$run --format csv > "$RAW/results_${label}_$run.csv" 2>&1
+    # Every run starts from an idle GPU, as a nightly sweep does.
+    [ $run != 3 ] && sleep ${STABILITY_IDLE:-30}
+  done
 done
+unset TUNEFARM_RUNNER_TRACE
 tune memory --op rmsnorm --dtype f16 --shape ROWS=16384,N=8192 --store /tmp/tf-m --cache-dir $CACHE --bundle /tmp/tf-m-b
 "$TF" best --store /tmp/tf-m > "$OUT/best_memory.txt" 2>&1
 
 step summary
 {
-  echo "winners (run 1):"; cat "$OUT/best_sizes_1.txt"
-  echo "winners (run 2):"; cat "$OUT/best_sizes_2.txt"
-  echo "winners (run 3):"; cat "$OUT/best_sizes_3.txt"
   echo "memory-bound:"; cat "$OUT/best_memory.txt"
   echo "problem set-up per shape (runner trace, run 1):"
-  grep "(built)" "$RAW/sizes_1.txt" | sed -E 's/.*(M=[0-9]+,N=[0-9]+,K=[0-9]+).*problem ([0-9.]+) \(built\).*/  \1: \2 ms/'
-  for pair in "1 2" "1 3" "2 3"; do
-    set -- $pair
-    echo "rerun stability (winner medians, run $1 vs run $2):"
-    paste <(awk '/^[^ ]/{s=$3} /^  \*/{print s, $2, $3}' "$OUT/best_sizes_$1.txt") \
-          <(awk '/^[^ ]/{s=$3} /^  \*/{print $2, $3}' "$OUT/best_sizes_$2.txt") |
-      awk '{d=($5-$3)/$3*100; if (d<0) d=-d; printf "  %s: %s %.2f us | %s %.2f us | %.2f%%%s\n", $1, $2, $3, $4, $5, d, ($2==$4?" same config":"")}'
-  done
-  echo "winners' clocks (MHz) and throttle flags:"
-  for run in 1 2 3; do
-    python3 -c 'import csv,sys
+  grep "(built)" "$RAW/${variants[0]}_1.txt" | sed -E 's/.*(M=[0-9]+,N=[0-9]+,K=[0-9]+).*problem ([0-9.]+) \(built\).*/  \1: \2 ms/'
+  for label in "${variants[@]}"; do
+    for run in 1 2 3; do echo "winners ($label, run $run):"; cat "$RAW/best_${label}_$run.txt"; done
+    for pair in "1 2" "1 3" "2 3"; do
+      set -- $pair
+      echo "rerun stability ($label, winner medians, run $1 vs run $2):"
+      paste <(awk '/^[^ ]/{s=$3} /^  \*/{print s, $2, $3}' "$RAW/best_${label}_$1.txt") \
+            <(awk '/^[^ ]/{s=$3} /^  \*/{print $2, $3}' "$RAW/best_${label}_$2.txt") |
+        awk '{d=($5-$3)/$3*100; if (d<0) d=-d; printf "  %s: %s %.2f us | %s %.2f us | %.2f%%%s\n", $1, $2, $3, $4, $5, d, ($2==$4?" same config":"")}'
+    done
+    echo "winners' clocks (MHz), throttle flags and samples ($label):"
+    for run in 1 2 3; do
+      python3 -c 'import csv,sys
 for r in csv.DictReader(open(sys.argv[1])):
-    if r["winner"] == "1": print("  run", sys.argv[2] + ":", r["shape"], r["sm_clock_mhz"], "MHz, throttled", r["throttled"])' \
-      "$RAW/results_sizes_$run.csv" $run
+    if r["winner"] == "1": print("  run", sys.argv[2] + ":", r["shape"], r["sm_clock_mhz"], "MHz, throttled", r["throttled"], "samples", r["samples"], "confirmed", r.get("confirmed", "-"))' \
+        "$RAW/results_${label}_$run.csv" $run
+    done
   done
 } | tee -a "$LOG"
 tar czf "$OUT/raw.tgz" -C "$RAW" .

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "tune/backend.h"
 #include "tune/stats.h"
@@ -52,11 +54,21 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
   window.early_stop_factor = 0;   // and never stop one early
   std::vector<std::vector<Measurement>> windows(n);
   std::vector<bool> failed(n, false);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::mt19937 rng(0x5eed);  // the same orders on every run
   for (int r = 0; r < rounds; ++r) {
-    for (size_t i = 0; i < n; ++i) {
+    // Each round on buffers of its own; every config of the round on them.
+    window.new_buffers = true;
+    // A new order every round: a window's figure depends on what ran just
+    // before it (a config that follows a cooler one starts at a higher
+    // clock), so no config may keep one place or one predecessor.
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
       if (failed[i]) continue;
       // No best so far: every window is a contender's window.
       Measurement m = backend.Measure(spec, dtype, kernels[i], shape, window, 0);
+      window.new_buffers = false;
       if (!m.Valid()) {
         out[i] = std::move(m);
         failed[i] = true;

@@ -56,6 +56,13 @@ struct TimingPolicy {
   // matter. The sim backend does not model clocks and ignores it.
   double refine_within = 0.08;
   double refine_seconds = 0;
+  // Move the kernel's buffers to newly allocated device memory before this
+  // timing. Where a buffer lies in physical memory moves a kernel's time by
+  // a few percent, differently for each config, and stays put for a whole
+  // run (the buffers of a shape are allocated once): MeasureTogether moves
+  // them every round so that its figures average over placements rather
+  // than carry one run's. The sim backend ignores it.
+  bool new_buffers = false;
   double timeout_seconds = 10.0;     // wall clock per config, enforced from outside
 };
 
@@ -93,9 +100,10 @@ class Backend {
 
 // Times valid compiled configs of one op and dtype on `shape` together, for
 // about `seconds` in all: round-robin in short windows (TimingPolicy's
-// steady-state window, `policy` otherwise), so that every config is timed
-// under the same clock states and each figure averages over all of them
-// rather than over one stretch. Returns one measurement per kernel, in
+// steady-state window, `policy` otherwise), each round on newly placed
+// buffers (TimingPolicy::new_buffers), so that every config is timed under
+// the same clock states and placements and each figure averages over all of
+// them rather than over one stretch of one run. Returns one measurement per kernel, in
 // order: median, stdev and CI of the windows' medians (so they include how
 // much the device drifted), mean, min, max and samples over every sample.
 // A config that fails in a window (each window checks it again) keeps that

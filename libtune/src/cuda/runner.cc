@@ -139,6 +139,8 @@ class Runner {
   Failure GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype, Reference** out);
   Failure LoadImage(const MeasureRequest& req, const OpSpec& spec);
   void ReleaseBuffers(Problem* p);
+  // Moves the kernel's buffers of `p` to new allocations (TimingPolicy::new_buffers).
+  Failure MoveBuffers(Problem* p);
   void EvictOldestProblem();
   CuStatus Alloc(size_t bytes, CUdeviceptr* p);
 
@@ -188,6 +190,7 @@ class Runner {
   size_t problem_bytes_ = 0;
   bool built_problem_ = false;  // the current request built its problem
   size_t problem_budget_ = 0;
+  uint64_t moves_ = 0;          // MoveBuffers calls, which pick the spacer sizes
 
   std::string stored_key_;     // last cubin received (sent once per config)
   std::string stored_image_;
@@ -378,6 +381,32 @@ void Runner::ReleaseBuffers(Problem* p) {
       if (b) d_.cuMemFree(b);
     a.dev = a.pristine = a.ref = 0;
   }
+}
+
+Failure Runner::MoveBuffers(Problem* p) {
+  // The new buffers are allocated while the old ones are held, after a
+  // spacer of a varying number of 2 MiB pages, so that they land on other
+  // physical pages than any earlier placement. Memory short: stay put.
+  constexpr size_t kPage = size_t(2) << 20;
+  CUdeviceptr spacer = 0;
+  const size_t spacer_bytes = kPage * (1 + (moves_++ * 7919) % 31);
+  if (d_.cuMemAlloc(&spacer, spacer_bytes) != CUDA_SUCCESS) spacer = 0;
+  for (ArgData& a : p->args) {
+    if (a.spec->kind != ArgSpec::Kind::kBuffer || a.dev == 0) continue;
+    CUdeviceptr moved = 0;
+    if (d_.cuMemAlloc(&moved, std::max<size_t>(a.bytes, 1)) != CUDA_SUCCESS) break;
+    // Inputs keep their values; outputs are poisoned before every check.
+    if (a.IsInput()) {
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(moved, a.pristine, a.bytes)); !st.ok()) {
+        d_.cuMemFree(moved);
+        return FromCu(st, "moving arg " + a.spec->name);
+      }
+    }
+    d_.cuMemFree(a.dev);
+    a.dev = moved;
+  }
+  if (spacer) d_.cuMemFree(spacer);
+  return {};
 }
 
 void Runner::EvictOldestProblem() {
@@ -582,6 +611,9 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
 
   Problem* problem = nullptr;
   if (Failure f = GetProblem(spec, digest, req.dtype, req.shape, plan, &problem); f.failed()) return f;
+  if (req.policy.new_buffers && !built_problem_) {
+    if (Failure f = MoveBuffers(problem); f.failed()) return f;
+  }
   lap(1);
 
   // From here on only the config itself runs: the backend's per-config clock

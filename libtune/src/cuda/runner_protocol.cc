@@ -166,6 +166,7 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->F64(p.timeout_seconds);
   w->F64(p.refine_within);
   w->F64(p.refine_seconds);
+  w->U8(p.new_buffers ? 1 : 0);
   w->F64(r.best_so_far_us);
 }
 
@@ -191,6 +192,7 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   p.timeout_seconds = rd->F64();
   p.refine_within = rd->F64();
   p.refine_seconds = rd->F64();
+  p.new_buffers = rd->U8() != 0;
   r.best_so_far_us = rd->F64();
   return r;
 }
