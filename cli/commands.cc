@@ -157,6 +157,9 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
       ->capture_default_str();
   app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
       ->capture_default_str();
+  app->add_option("--rank-ci", args->opts.timing.rank_rel_ci,
+                  "CI target (fraction of the mean) of configs more than --refine-within behind the best so far")
+      ->capture_default_str();
   app->add_option("--early-stop-factor", args->opts.timing.early_stop_factor,
                   "A config whose median after the minimum samples is this many times the best so far "
                   "stops there (0 = never)")

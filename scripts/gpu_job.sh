@@ -56,19 +56,20 @@ skip throughput || skip sm90 || {
 # variant is a set of timing flags; STABILITY names them, space-separated
 # label=flags with commas for spaces. Run 1 of the first traces the
 # runner's phases (problem set-up included).
-STABILITY=${STABILITY:-confirm=--confirm-top,6,--confirm-seconds,3}
+STABILITY=${STABILITY:-steady=--refine-seconds,0.2,--confirm-top,4,--confirm-seconds,8}
 variants=()
 for v in $STABILITY; do
   label=${v%%=*}; flags=${v#*=}; flags=${flags//,/ }
   variants+=("$label")
   for run in 1 2 3; do
     [ $run = 1 ] && [ ${#variants[@]} = 1 ] && export TUNEFARM_RUNNER_TRACE=1 || unset TUNEFARM_RUNNER_TRACE
+    # Every run starts from an idle GPU, as a nightly sweep does: a warm
+    # GPU times the same kernel a percent or two slower.
+    sleep ${STABILITY_IDLE:-30}
     tune ${label}_$run --op gemm_sm90 --dtype f16 --shape M=1024,N=1024,K=1024 --shape M=4096,N=4096,K=4096 \
          --shape M=8192,N=8192,K=8192 $flags --store /tmp/tf-$label-$run --cache-dir $CACHE --bundle /tmp/tf-$label-$run-b
     "$TF" best --store /tmp/tf-$label-$run > "$RAW/best_${label}_$run.txt" 2>&1
     "$TF" results --store /tmp/tf-$label-$run --format csv > "$RAW/results_${label}_$run.csv" 2>&1
-    # Every run starts from an idle GPU, as a nightly sweep does.
-    [ $run != 3 ] && sleep ${STABILITY_IDLE:-30}
   done
 done
 unset TUNEFARM_RUNNER_TRACE

@@ -28,28 +28,33 @@ run() {  # name devices [dtypes] [shapes]
 export TUNEFARM_RUNNER_TRACE=1
 rm -rf /tmp/tf-*
 run cold_all "$ALL" "f16 bf16"
-run warm_1gpu 0
-run warm_all "$ALL"
-# Twice the work (both dtypes): what a nightly sweep of the op runs.
-run warm_1gpu_2dt 0 "f16 bf16"
-run warm_all_2dt "$ALL" "f16 bf16"
-# A nightly-sized sweep: both dtypes, four square sizes.
+# REPEAT=n runs every pair n times (r1, r2, ...).
 SHAPES4="M=1024,N=1024,K=1024 M=2048,N=2048,K=2048 M=4096,N=4096,K=4096 M=8192,N=8192,K=8192"
-run warm_1gpu_nightly 0 "f16 bf16" "$SHAPES4"
-run warm_all_nightly "$ALL" "f16 bf16" "$SHAPES4"
+pairs=()
+for r in $(seq 1 ${REPEAT:-1}); do
+  run warm_1gpu_r$r 0
+  run warm_all_r$r "$ALL"
+  # Twice the work (both dtypes): what a nightly sweep of the op runs.
+  run warm_1gpu_2dt_r$r 0 "f16 bf16"
+  run warm_all_2dt_r$r "$ALL" "f16 bf16"
+  # A nightly-sized sweep: both dtypes, four square sizes.
+  run warm_1gpu_nightly_r$r 0 "f16 bf16" "$SHAPES4"
+  run warm_all_nightly_r$r "$ALL" "f16 bf16" "$SHAPES4"
+  pairs+=("warm_1gpu_r$r warm_all_r$r" "warm_1gpu_2dt_r$r warm_all_2dt_r$r" "warm_1gpu_nightly_r$r warm_all_nightly_r$r")
+done
 echo "speed-up (warm, wall of 1 GPU / wall of all):" | tee -a "$LOG"
-for p in "warm_1gpu warm_all" "warm_1gpu_2dt warm_all_2dt" "warm_1gpu_nightly warm_all_nightly"; do
+for p in "${pairs[@]}"; do
   set -- $p
   a=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$1.txt"); b=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$2.txt")
   awk -v a="$a" -v b="$b" -v n="$1 / $2" 'BEGIN { printf "  %s: %.1f s / %.1f s = %.2fx\n", n, a, b, a / b }' | tee -a "$LOG"
 done
 # The coordinator at scale on this host's CPUs (simulated workers, no GPU).
-for args in "--workers 1000" "--workers 1000 --sweeps 4 --unit-seconds 6"; do
+[ -n "${SKIP_SCALE:-}" ] || for args in "--workers 1000" "--workers 1000 --sweeps 4 --unit-seconds 6"; do
   echo "=== bench_scale $args ($(nproc) cores, $(date +%T))" | tee -a "$LOG"
   timeout 150 "$A/bin/bench_scale" --op-dir "$A/share/tunefarm/bench/ops/synthetic" --keep $args 2>&1 |
     tail -25 >> "$LOG"
 done
 # The coordinators' own output (errors at exit would show here).
-for d in /tmp/tunefarm-scale-*; do echo "--- $d/coordinator.log"; tail -5 "$d/coordinator.log"; done >> "$LOG"
+for d in $(ls -d /tmp/tunefarm-scale-* 2>/dev/null); do echo "--- $d/coordinator.log"; tail -5 "$d/coordinator.log"; done >> "$LOG"
 # Each run's full output in one archive (the job may bring back few files).
 tar czf "$OUT/runs.tgz" -C "$OUT" $(cd "$OUT" && ls *.txt) && rm -f "$OUT"/*.txt

@@ -140,7 +140,7 @@ class SimBackend final : public Backend {
       samples.push_back(base * (1.0 + 0.02 * (u - 0.5)) * faults_.slow_factor);
       if (static_cast<int>(samples.size()) < policy.min_samples) continue;
       SampleStats s = ComputeStats(samples);
-      if (s.RelativeCi() <= policy.target_rel_ci) break;
+      if (s.RelativeCi() <= policy.TargetRelCi(s.median, best_so_far_us)) break;
       if (best_so_far_us > 0 && s.median > policy.early_stop_factor * best_so_far_us) break;
     }
     SampleStats s = ComputeStats(samples);

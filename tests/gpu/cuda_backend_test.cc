@@ -271,6 +271,23 @@ TEST_F(CudaGpu, EarlyStopKeepsAValidMeasurementWithFewSamples) {
   EXPECT_NEAR(early.median_us, full.median_us, 0.25 * full.median_us);
 }
 
+TEST_F(CudaGpu, AConfigBehindTheBestIsTimedOnlyToTheRankingTarget) {
+  OpSpec spec = Planted("good");
+  auto backend = MakeCudaBackend(device_, Options());
+  TimingPolicy p = QuickPolicy();
+  p.target_rel_ci = 1e-9;  // unreachable: a contender runs to its caps
+  p.rank_rel_ci = 0.5;     // met by the minimum samples
+  p.early_stop_factor = 0;
+  CompiledKernel k = backend->Compile(spec, "f32", spec.default_config);
+  Measurement contender = backend->Measure(spec, "f32", k, ShapeN(1 << 22), p, 0);
+  ASSERT_TRUE(contender.Valid()) << Describe(contender);
+  Measurement behind = backend->Measure(spec, "f32", k, ShapeN(1 << 22), p, 0.8 * contender.median_us);
+  ASSERT_TRUE(behind.Valid()) << Describe(behind);
+  printf("contender: %s\nbehind: %s\n", Describe(contender).c_str(), Describe(behind).c_str());
+  EXPECT_GT(contender.samples, uint32_t(p.min_samples));
+  EXPECT_EQ(behind.samples, uint32_t(p.min_samples));
+}
+
 TEST_F(CudaGpu, MaxSecondsCapsTimedWork) {
   OpSpec spec = Planted("good");
   auto backend = MakeCudaBackend(device_, Options());

@@ -6,6 +6,7 @@
 // is never reported as a hardware result).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,12 @@ struct TimingPolicy {
   int min_samples = 5;
   int max_samples = 100;
   double target_rel_ci = 0.01;       // stop when 95% CI half-width <= 1% of mean
+  // ... or <= this for a config more than refine_within behind the best so
+  // far: its figure only has to rank it, and timing it to 1% is most of a
+  // sweep's device time on a power-capped GPU (where one sample varies by a
+  // few percent), and varies from run to run with how many configs land
+  // near the best early.
+  double rank_rel_ci = 0.03;
   double max_seconds = 0.5;          // cap of timed work per (config, shape)
   // Stop after min_samples when the median is > factor * best so far. Such a
   // config cannot win (rerun noise is a few percent), so its figure only
@@ -63,6 +70,16 @@ struct TimingPolicy {
   // them every round so that its figures average over placements rather
   // than carry one run's. The sim backend ignores it.
   bool new_buffers = false;
+
+  // A contender for the win: within refine_within of the best so far, or
+  // the first config timed.
+  bool Contender(double median_us, double best_so_far_us) const {
+    return best_so_far_us <= 0 || median_us <= (1.0 + refine_within) * best_so_far_us;
+  }
+  // The CI target of a config whose median so far is `median_us`.
+  double TargetRelCi(double median_us, double best_so_far_us) const {
+    return Contender(median_us, best_so_far_us) ? target_rel_ci : std::max(target_rel_ci, rank_rel_ci);
+  }
   double timeout_seconds = 10.0;     // wall clock per config, enforced from outside
 };
 

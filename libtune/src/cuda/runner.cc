@@ -920,15 +920,15 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
       // Clearly slower than the best: enough to rank it.
       if (best_so_far_us > 0 && policy.early_stop_factor > 0 && stats.median > policy.early_stop_factor * best_so_far_us)
         break;
-      if (stats.mean > 0 && stats.ci95 <= policy.target_rel_ci * stats.mean) break;
+      if (stats.mean > 0 && stats.ci95 <= policy.TargetRelCi(stats.median, best_so_far_us) * stats.mean) break;
     }
     if (timed_seconds >= policy.max_seconds || Seconds(loop_start) >= wall_cap) break;
     // Next batch: roughly what the CI target still needs (CI shrinks with
     // sqrt(n)), bounded by the time left.
-    double rel = stats.RelativeCi();
+    const double rel = stats.RelativeCi();
+    const double target = policy.TargetRelCi(stats.median, best_so_far_us);
     int need = kBatchMax;
-    if (n >= min_samples && rel > 0 && policy.target_rel_ci > 0)
-      need = int(std::ceil(double(n) * (rel / policy.target_rel_ci) * (rel / policy.target_rel_ci))) - n;
+    if (n >= min_samples && rel > 0 && target > 0) need = int(std::ceil(double(n) * (rel / target) * (rel / target))) - n;
     if (n < min_samples) need = min_samples - n;
     if (stats.mean > 0) {
       double left = (policy.max_seconds - timed_seconds) / (stats.mean * 1e-6);
@@ -938,8 +938,7 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   }
   // A contender for the win is timed again in a window long enough for the
   // clocks to settle; the window's samples replace the ranking ones.
-  const bool contender = policy.refine_seconds > 0 && stats.median > 0 &&
-                         (best_so_far_us <= 0 || stats.median <= (1.0 + policy.refine_within) * best_so_far_us);
+  const bool contender = policy.refine_seconds > 0 && stats.median > 0 && policy.Contender(stats.median, best_so_far_us);
   if (contender) {
     std::vector<double> window;
     double window_seconds = 0;

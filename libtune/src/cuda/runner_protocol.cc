@@ -161,6 +161,7 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->I64(p.min_samples);
   w->I64(p.max_samples);
   w->F64(p.target_rel_ci);
+  w->F64(p.rank_rel_ci);
   w->F64(p.max_seconds);
   w->F64(p.early_stop_factor);
   w->F64(p.timeout_seconds);
@@ -187,6 +188,7 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   p.min_samples = int(rd->I64());
   p.max_samples = int(rd->I64());
   p.target_rel_ci = rd->F64();
+  p.rank_rel_ci = rd->F64();
   p.max_seconds = rd->F64();
   p.early_stop_factor = rd->F64();
   p.timeout_seconds = rd->F64();
