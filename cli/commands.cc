@@ -411,10 +411,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
                    : LoadSweepFile(args.sweep_file, args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
   if (args.configs_per_unit) sweep->configs_per_unit = args.configs_per_unit;
-  if (args.confirm_top) {
-    sweep->confirm_top = args.confirm_top;
-    sweep->confirm_seconds = args.confirm_seconds;
-  }
+  if (args.confirm_top) sweep->confirm_top = args.confirm_top;
+  if (args.confirm_seconds > 0) sweep->confirm_seconds = args.confirm_seconds;
+  if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
 
   // Workers first: their backend decides what this run measures.
   WorkerOptions wopts = args.worker.opts;

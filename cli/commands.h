@@ -67,8 +67,8 @@ struct TuneArgs {
   std::string ops_dir = "ops", store = "tunefarm.db", bundle, format = "table", sign_key;
   unsigned sim_workers = 1;
   uint32_t configs_per_unit = 0;
-  uint32_t confirm_top = 0;        // 0 = the sweep file's, else none
-  double confirm_seconds = 2.0;
+  uint32_t confirm_top = 0;        // 0 = the sweep file's (none without one)
+  double confirm_seconds = 0;      // 0 = the sweep file's, else kDefaultConfirmSeconds
   bool quiet = false;
   WorkerArgs worker;
 };

@@ -180,8 +180,7 @@ int main(int argc, char** argv) {
                 "Confirm phase: time the N fastest configs of each shape again together at the end")
       ->capture_default_str();
   t->add_option("--confirm-seconds", tune_args.confirm_seconds,
-                "Confirm phase: seconds of interleaved timing per shape")
-      ->capture_default_str()
+                "Confirm phase: seconds of interleaved timing per shape (default: the sweep file's, else 2)")
       ->check(CLI::Range(0.01, 3600.0));
   t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");

@@ -1,6 +1,8 @@
 #include "coordinator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <cstdio>
 #include <ctime>
@@ -229,6 +231,7 @@ struct Coordinator::Impl {
     if (unit && unit->sweep_id == head.sweep_id) {
       job.unit_op = unit->op;
       job.unit_dtype = unit->dtype;
+      job.unit_confirms = unit->confirm_seconds > 0;
     }
     job.head = head;
     job.frame = std::move(frame);
@@ -284,25 +287,28 @@ struct Coordinator::Impl {
     }
   }
 
-  // The confirm phase's contenders: the best-ranked rows of the key in the
-  // store, unless they are all confirmed already (a resumed sweep).
+  // The confirm phase's contenders: the key's fastest valid rows in the
+  // store, or none once any row of the key is confirmed (a resumed sweep
+  // whose confirm unit ran, or an earlier sweep's: a confirmed row is final).
   ContendersFn Contenders() {
     ResultStore* db = store.get();
     return [this, db](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
                       uint32_t top) {
-      std::vector<Config> configs;
       const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), KernelHash(spec, dev.nvrtc_version)};
-      auto fastest = db->Fastest(key, top);
-      if (!fastest.ok()) {
-        Log("confirm phase skips " + shape.Canonical() + ": " + fastest.status().message());
-        return configs;
-      }
-      bool all_confirmed = true;
-      for (const auto& m : *fastest) {
-        configs.push_back(m.config);
-        all_confirmed = all_confirmed && m.confirmed;
-      }
-      if (all_confirmed) configs.clear();
+      std::vector<Measurement> valid;
+      bool confirmed = false;
+      Status st = db->Scan(key, [&](const Measurement& m) {
+        confirmed = confirmed || m.confirmed;
+        if (m.Valid() && std::isfinite(m.median_us)) valid.push_back(m);
+        return !confirmed;
+      });
+      std::vector<Config> configs;
+      if (!st.ok()) Log("confirm phase skips " + shape.Canonical() + ": " + st.message());
+      if (!st.ok() || confirmed) return configs;
+      const size_t keep = std::min<size_t>(top, valid.size());
+      std::partial_sort(valid.begin(), valid.begin() + keep, valid.end(),
+                        [](const Measurement& a, const Measurement& b) { return a.median_us < b.median_us; });
+      for (size_t i = 0; i < keep; ++i) configs.push_back(valid[i].config);
       return configs;
     };
   }

@@ -24,6 +24,7 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
     rows.push_back(m);
     rows.back().sweep_id = results.sweep_id;
     rows.back().worker = job.worker;
+    rows.back().confirmed = m.confirmed && job.unit_confirms;
   }
   return rows;
 }

@@ -40,6 +40,9 @@ struct IngestJob {
   // The leased unit's op and dtype; empty when this coordinator does not know
   // the unit (it restarted since leasing it), whose rows are still stored.
   std::string unit_op, unit_dtype;
+  // A confirm unit: only its rows may be stored as confirmed (a confirmed
+  // row replaces a stored one), whatever a worker marks.
+  bool unit_confirms = false;
   ResultsHead head;                  // PeekResults of the frame
   zmq::message_t frame;              // the whole envelope, as received
 };

@@ -28,6 +28,9 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   if (submit.dtypes.empty()) return Status::Error("sweep '" + submit.name + "': no dtypes");
   if (submit.shapes.empty()) return Status::Error("sweep '" + submit.name + "': no shapes");
   if (submit.gpu_models.empty()) return Status::Error("sweep '" + submit.name + "': no GPU models");
+  if (submit.confirm_top > kMaxConfirmTop) {
+    return Status::Error("sweep '" + submit.name + "': confirm_top must be at most " + std::to_string(kMaxConfirmTop));
+  }
   if (submit.confirm_top > 0 && !(submit.confirm_seconds > 0 && submit.confirm_seconds <= 3600)) {
     return Status::Error("sweep '" + submit.name + "': confirm_seconds must be in (0, 3600] when confirm_top is set");
   }

@@ -241,29 +241,31 @@ struct Worker::Impl {
         return backend.Compile(*spec, dtype, c);
       }));
     }
-    // A kernel that did not compile is recorded with its log.
-    auto compile_failure = [&](const CompiledKernel& k, const Config& c, const Shape& s) {
-      Measurement m = base(c, s);
-      m.failure = k.failure;
-      m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
-      m.resources = k.resources;
-      return m;
-    };
     const std::string op_hash = KernelHash(*spec, backend.toolchain());
     auto kernel_hash = [&](const CompiledKernel& k) { return k.kernel_hash.empty() ? op_hash : k.kernel_hash; };
+    // Waits for config i's compile and counts it.
+    auto take_compiled = [&](size_t i) {
+      const double wait_start = NowSeconds();
+      CompiledKernel k = compiled[i].get();
+      std::lock_guard<std::mutex> lock(stats_mu);
+      stats.configs++;
+      stats.compile_wait_seconds += NowSeconds() - wait_start;
+      stats.compiled += k.from_cache ? 0 : 1;
+      stats.compile_cache_hits += k.from_cache ? 1 : 0;
+      stats.compile_seconds += k.compile_seconds;
+      return k;
+    };
     if (unit.confirm()) {
-      AskForNextUnit(push, dev.index);
+      // The fastest configs of one shape, timed again together. A row is
+      // confirmed when it is valid or failed its check (a kernel whose
+      // output is wrong now must not stay a winner); a compile error, crash
+      // or timeout here says more about the host than the kernel, which
+      // keeps its first figure.
       std::vector<CompiledKernel> valid;
       for (size_t i = 0; i < unit.configs.size(); ++i) {
-        CompiledKernel k = compiled[i].get();
-        if (k.failure == FailureClass::kNone) {
-          valid.push_back(std::move(k));
-          continue;
-        }
-        for (const auto& s : unit.shapes) {
-          rows.push_back(compile_failure(k, unit.configs[i], s));
-          rows.back().kernel_hash = kernel_hash(k);
-        }
+        CompiledKernel k = take_compiled(i);
+        if (k.failure == FailureClass::kNone) valid.push_back(std::move(k));
+        else Log("confirm unit " + std::to_string(unit.unit_id) + ": a config no longer compiles: " + k.failure_message);
       }
       const double measure_start = NowSeconds();
       for (const auto& s : unit.shapes) {
@@ -273,20 +275,18 @@ struct Worker::Impl {
           Measurement m = base(valid[j].config, s);
           m.CopyOutcome(got[j]);
           m.kernel_hash = kernel_hash(valid[j]);
-          // Valid figures first: the store lets a config that fails now
-          // give up its best row, and a valid one staged before it in the
-          // same batch takes that row directly.
-          rows.insert(m.Valid() ? rows.begin() : rows.end(), std::move(m));
+          m.confirmed = m.Valid() || m.failure == FailureClass::kWrongResult || m.failure == FailureClass::kNan;
+          rows.push_back(std::move(m));
         }
       }
-      for (auto& m : rows) m.confirmed = true;
       {
         std::lock_guard<std::mutex> lock(stats_mu);
-        stats.configs += unit.configs.size();
         stats.measured += rows.size();
         stats.measure_seconds += NowSeconds() - measure_start;
       }
-      Log("confirmed " + std::to_string(valid.size()) + " configs of " + unit.op + " " + unit.dtype);
+      // Asked for only now: a unit fetched ahead would wait out the whole
+      // confirm run while its lease runs down.
+      AskForNextUnit(push, dev.index);
       Flush(push, unit, &batch, &rows, true);
       return;
     }
@@ -294,20 +294,14 @@ struct Worker::Impl {
       // The last config: ask for the next unit now, so that it is here when
       // this one ends and the device never waits on a round trip.
       if (i + 1 == unit.configs.size()) AskForNextUnit(push, dev.index);
-      const double wait_start = NowSeconds();
-      CompiledKernel k = compiled[i].get();
-      {
-        std::lock_guard<std::mutex> lock(stats_mu);
-        stats.configs++;
-        stats.compile_wait_seconds += NowSeconds() - wait_start;
-        stats.compiled += k.from_cache ? 0 : 1;
-        stats.compile_cache_hits += k.from_cache ? 1 : 0;
-        stats.compile_seconds += k.compile_seconds;
-      }
+      CompiledKernel k = take_compiled(i);
       for (const auto& s : unit.shapes) {
         Measurement m;
         if (k.failure != FailureClass::kNone) {
-          m = compile_failure(k, unit.configs[i], s);
+          m = base(unit.configs[i], s);
+          m.failure = k.failure;
+          m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
+          m.resources = k.resources;
         } else {
           const std::string best_key =
               dev.model + "|" + unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical();

@@ -50,6 +50,9 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
       std::clamp(int(std::lround(seconds / (double(n) * kWindowSeconds))), kMinRounds, kMaxRounds);
   TimingPolicy window = policy;
   window.refine_seconds = seconds / (double(rounds) * double(n));
+  // A window may be longer than an ordinary config's time caps.
+  window.max_seconds = std::max(policy.max_seconds, window.refine_seconds);
+  window.timeout_seconds = policy.timeout_seconds + 2 * window.refine_seconds;
   window.target_rel_ci = 1.0;     // the window is the figure: rank on the minimum samples only
   window.early_stop_factor = 0;   // and never stop one early
   std::vector<std::vector<Measurement>> windows(n);

@@ -150,6 +150,8 @@ struct BestRank {
   }
 };
 using BestRanks = std::unordered_map<std::string, BestRank>;
+// Best rows a batch writes: nullopt where it deletes one.
+using StagedBest = std::unordered_map<std::string, std::optional<BestRank>>;
 
 // Every Put first asks whether its key exists, and almost always it does
 // not: Bloom filters answer that without reading data blocks, and (for keys
@@ -256,7 +258,7 @@ struct ResultStore::Impl {
 
   // The rank of the current best row of `key`, staged rows first.
   // Caller holds put_mu.
-  std::optional<BestRank> CurrentBest(const std::string& key, const BestRanks& staged) {
+  std::optional<BestRank> CurrentBest(const std::string& key, const StagedBest& staged) {
     if (auto it = staged.find(key); it != staged.end()) return it->second;
     if (auto it = best_ranks.find(key); it != best_ranks.end()) return it->second;
     auto m = StoredBest(key);
@@ -267,12 +269,12 @@ struct ResultStore::Impl {
 
   // A confirmed failure replaced the row of `replaced`, and that config held
   // the best row of its key: the best row goes to the next candidate stored
-  // for the key, or is deleted. Rows staged in this batch are left out:
-  // they are confirm rows, failures like this one (a valid one would hold
-  // the best row).
+  // for the key, or is deleted. Rows staged in this batch are left out: a
+  // failure staged before this one no longer counts, and a valid confirmed
+  // row staged after it outranks whatever is chosen here.
   // Caller holds put_mu.
   Status ReplaceBest(const Measurement& replaced, const std::unordered_set<std::string>& staged_keys,
-                     rocksdb::WriteBatch* batch, BestRanks* staged_best) {
+                     rocksdb::WriteBatch* batch, StagedBest* staged_best) {
     const std::string best_key = BestKey(replaced);
     const std::string replaced_key = ResultsKey(replaced);
     std::optional<Measurement> next;
@@ -284,14 +286,13 @@ struct ResultStore::Impl {
       return true;
     });
     TUNE_RETURN_IF_ERROR(scan);
-    best_ranks.erase(best_key);
-    staged_best->erase(best_key);
     rocksdb::Status ws;
     if (next) {
       ws = batch->Put(best, best_key, EncodeMeasurement(*next));
-      staged_best->emplace(best_key, BestRank(*next));
+      staged_best->insert_or_assign(best_key, BestRank(*next));
     } else {
       ws = batch->Delete(best, best_key);
+      staged_best->insert_or_assign(best_key, std::nullopt);
     }
     return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
   }
@@ -300,7 +301,7 @@ struct ResultStore::Impl {
   // confirmed row replaces a stored unconfirmed one (once). Caller holds
   // put_mu.
   Result<bool> Stage(const Measurement& m, rocksdb::WriteBatch* batch,
-                     std::unordered_set<std::string>* staged_keys, BestRanks* staged_best) {
+                     std::unordered_set<std::string>* staged_keys, StagedBest* staged_best) {
     TUNE_RETURN_IF_ERROR(CheckKey(m));
     std::string key = ResultsKey(m);
     if (staged_keys->count(key)) return false;
@@ -340,11 +341,14 @@ struct ResultStore::Impl {
 
   // Writes the staged rows and, once they are written, their best ranks.
   // Caller holds put_mu.
-  Status Write(rocksdb::WriteBatch* batch, const BestRanks& staged_best) {
+  Status Write(rocksdb::WriteBatch* batch, const StagedBest& staged_best) {
     if (batch->Count() == 0) return Status::OK();
     rocksdb::Status s = db->Write(rocksdb::WriteOptions(), batch);
     if (!s.ok()) return Error("write failed", s);
-    for (const auto& [key, rank] : staged_best) best_ranks.insert_or_assign(key, rank);
+    for (const auto& [key, rank] : staged_best) {
+      if (rank) best_ranks.insert_or_assign(key, *rank);
+      else best_ranks.erase(key);
+    }
     return Status::OK();
   }
 };
@@ -470,7 +474,7 @@ Result<bool> ResultStore::Put(const Measurement& m) {
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
   std::unordered_set<std::string> staged_keys;
-  BestRanks staged_best;
+  StagedBest staged_best;
   Result<bool> added = impl_->Stage(m, &batch, &staged_keys, &staged_best);
   if (!added.ok() || !*added) return added;
   TUNE_RETURN_IF_ERROR(impl_->Write(&batch, staged_best));
@@ -483,7 +487,7 @@ Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored)
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
   std::unordered_set<std::string> staged_keys;
-  BestRanks staged_best;
+  StagedBest staged_best;
   size_t added = 0;
   for (const auto& m : ms) {
     Result<bool> r = impl_->Stage(m, &batch, &staged_keys, &staged_best);
@@ -505,20 +509,6 @@ std::optional<Measurement> ResultStore::Get(const std::string& gpu_model, const 
   auto m = DecodeMeasurement(value.data(), value.size());
   if (!m.ok()) return std::nullopt;
   return std::move(m).value();
-}
-
-Result<std::vector<Measurement>> ResultStore::Fastest(const ResultFilter& filter, size_t top) {
-  std::vector<Measurement> found;
-  Status st = Scan(filter, [&](const Measurement& m) {
-    if (BestCandidate(m)) found.push_back(m);
-    return true;
-  });
-  if (!st.ok()) return st;
-  auto better = [](const Measurement& a, const Measurement& b) { return BestRank(a).Beats(BestRank(b)); };
-  const size_t keep = std::min(top, found.size());
-  std::partial_sort(found.begin(), found.begin() + keep, found.end(), better);
-  found.resize(keep);
-  return found;
 }
 
 Status ResultStore::Scan(const ResultFilter& f, const std::function<bool(const Measurement&)>& fn) {

@@ -141,7 +141,7 @@ class SimBackend final : public Backend {
       if (static_cast<int>(samples.size()) < policy.min_samples) continue;
       SampleStats s = ComputeStats(samples);
       if (s.RelativeCi() <= policy.TargetRelCi(s.median, best_so_far_us)) break;
-      if (best_so_far_us > 0 && s.median > policy.early_stop_factor * best_so_far_us) break;
+      if (policy.StopsEarly(s.median, best_so_far_us)) break;
     }
     SampleStats s = ComputeStats(samples);
     m.median_us = s.median;

@@ -103,9 +103,11 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   }
   if (auto n = sweep->get("confirm_top")) {
     auto v = n->value<int64_t>();
-    if (!v || *v < 0 || *v > 64) return Status::Error(path + ": [sweep] confirm_top: expected an integer in 0..64");
+    if (!v || *v < 0 || *v > kMaxConfirmTop) {
+      return Status::Error(path + ": [sweep] confirm_top: expected an integer in 0.." + std::to_string(kMaxConfirmTop));
+    }
     s.confirm_top = static_cast<uint32_t>(*v);
-    s.confirm_seconds = 2.0;
+    if (s.confirm_seconds == 0) s.confirm_seconds = kDefaultConfirmSeconds;
   }
   if (auto n = sweep->get("confirm_seconds")) {
     auto v = n->value<double>();

@@ -32,45 +32,47 @@ class MultiProcessSweep : public ::testing::Test {
   }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
+  // Writes `sweep_toml` to sweep.toml and runs it to the end on a real
+  // coordinator (store at Path("store")) and one sim worker process per
+  // entry of `models`, each with `faults`; every process must exit cleanly.
+  void RunSweep(const std::string& sweep_toml, const std::vector<std::string>& models,
+                const std::string& faults) {
+    std::ofstream(Path("sweep.toml")) << sweep_toml;
+    Child coordinator({bin_, "coordinator", "--bind", endpoint_, "--store", Path("store"), "--heartbeat-ms", "200"},
+                      Path("coordinator.log"));
+    std::vector<std::unique_ptr<Child>> workers;
+    for (size_t i = 0; i < models.size(); ++i) {
+      workers.push_back(std::make_unique<Child>(
+          std::vector<std::string>{bin_, "worker", "--connect", endpoint_, "--backend", "sim", "--sim-models",
+                                   models[i], "--name", "w" + std::to_string(i), "--sim-faults", faults},
+          Path("worker" + std::to_string(i) + ".log")));
+    }
+    // Let every worker say hello so that "*" covers every model.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    Child submit({bin_, "submit", Path("sweep.toml"), "--coordinator", endpoint_, "--ops-dir", ops_dir_, "--wait"},
+                 Path("submit.log"));
+    ASSERT_EQ(submit.Wait(240), 0) << tune::testing::ReadFile(Path("submit.log"))
+                                   << tune::testing::ReadFile(Path("coordinator.log"));
+    for (auto& w : workers) EXPECT_EQ(w->Stop(), 0);
+    EXPECT_EQ(coordinator.Stop(), 0) << tune::testing::ReadFile(Path("coordinator.log"));
+  }
+
+  const std::string bin_ = TUNEFARM_BINARY;
+  const std::string ops_dir_ = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
   fs::path dir_;
   std::string endpoint_;
 };
 
 TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
-  const std::string bin = TUNEFARM_BINARY;
-  const std::string ops_dir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
   const std::string store = Path("store");
-  {
-    std::ofstream sweep(Path("sweep.toml"));
-    sweep << "[sweep]\nname = \"mp\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
-             "gpus = [\"*\"]\nconfigs_per_unit = 25\n"
-             "shapes = [ { N = 1024 }, { N = 65536 }, { N = 1048576 }, { N = 16777216 } ]\n";
-  }
-  Child coordinator({bin, "coordinator", "--bind", endpoint_, "--store", store,
-                     "--heartbeat-ms", "200"},
-                    Path("coordinator.log"));
   // Two GPU models across three hosts: sim-h100 twice, sim-a100 once.
-  const char* models[] = {"h100", "h100", "a100"};
-  std::vector<std::unique_ptr<Child>> workers;
-  for (int i = 0; i < 3; ++i) {
-    workers.push_back(std::make_unique<Child>(
-        std::vector<std::string>{bin, "worker", "--connect", endpoint_, "--backend", "sim",
-                                 "--sim-models", models[i], "--name", "w" + std::to_string(i),
-                                 "--sim-faults", "compile=0.02,crash=0.01,wrong=0.01,nan=0.01"},
-        Path("worker" + std::to_string(i) + ".log")));
-  }
-  // Let every worker say hello so that "*" covers both models.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  Child submit({bin, "submit", Path("sweep.toml"), "--coordinator", endpoint_, "--ops-dir",
-                ops_dir, "--wait"},
-               Path("submit.log"));
-  ASSERT_EQ(submit.Wait(240), 0) << tune::testing::ReadFile(Path("submit.log"))
-                                 << tune::testing::ReadFile(Path("coordinator.log"));
-  for (auto& w : workers) EXPECT_EQ(w->Stop(), 0);
-  EXPECT_EQ(coordinator.Stop(), 0) << tune::testing::ReadFile(Path("coordinator.log"));
+  ASSERT_NO_FATAL_FAILURE(RunSweep("[sweep]\nname = \"mp\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                                   "gpus = [\"*\"]\nconfigs_per_unit = 25\n"
+                                   "shapes = [ { N = 1024 }, { N = 65536 }, { N = 1048576 }, { N = 16777216 } ]\n",
+                                   {"h100", "h100", "a100"}, "compile=0.02,crash=0.01,wrong=0.01,nan=0.01"));
 
   // The expected pairs: every legal config of each model x every shape.
-  auto spec = tune::LoadOpSpec(ops_dir + "/synthetic");
+  auto spec = tune::LoadOpSpec(ops_dir_ + "/synthetic");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   const std::vector<std::string> shapes = {"N=1024", "N=65536", "N=1048576", "N=16777216"};
   auto store_db = tune::ResultStore::Open(store);
@@ -115,7 +117,7 @@ TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
   EXPECT_GT(failures, 0u) << "injected faults must be recorded as results";
   store_db->reset();
 
-  Child publish({bin, "publish", "--store", store, "--out", Path("bundle")}, Path("publish.log"));
+  Child publish({bin_, "publish", "--store", store, "--out", Path("bundle")}, Path("publish.log"));
   ASSERT_EQ(publish.Wait(60), 0) << tune::testing::ReadFile(Path("publish.log"));
   auto bundle = tune::ReadBundleFile(Path("bundle.tfb"));
   ASSERT_TRUE(bundle.ok()) << bundle.status().message();
@@ -128,33 +130,13 @@ TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
 }
 
 TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndTheyWin) {
-  const std::string bin = TUNEFARM_BINARY;
-  const std::string ops_dir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
   const std::string store = Path("store");
-  {
-    std::ofstream sweep(Path("sweep.toml"));
-    sweep << "[sweep]\nname = \"confirm\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
-             "gpus = [\"*\"]\nconfirm_top = 3\nconfirm_seconds = 0.2\n"
-             "shapes = [ { N = 1024 }, { N = 1048576 } ]\n";
-  }
-  Child coordinator({bin, "coordinator", "--bind", endpoint_, "--store", store, "--heartbeat-ms", "200"},
-                    Path("coordinator.log"));
-  std::vector<std::unique_ptr<Child>> workers;
-  for (int i = 0; i < 2; ++i) {
-    workers.push_back(std::make_unique<Child>(
-        std::vector<std::string>{bin, "worker", "--connect", endpoint_, "--backend", "sim", "--sim-models",
-                                 "h100", "--name", "w" + std::to_string(i), "--sim-faults", "wrong=0.02"},
-        Path("worker" + std::to_string(i) + ".log")));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  Child submit({bin, "submit", Path("sweep.toml"), "--coordinator", endpoint_, "--ops-dir", ops_dir, "--wait"},
-               Path("submit.log"));
-  ASSERT_EQ(submit.Wait(240), 0) << tune::testing::ReadFile(Path("submit.log"))
-                                 << tune::testing::ReadFile(Path("coordinator.log"));
-  for (auto& w : workers) EXPECT_EQ(w->Stop(), 0);
-  EXPECT_EQ(coordinator.Stop(), 0) << tune::testing::ReadFile(Path("coordinator.log"));
+  ASSERT_NO_FATAL_FAILURE(RunSweep("[sweep]\nname = \"confirm\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                                   "gpus = [\"*\"]\nconfirm_top = 3\nconfirm_seconds = 0.2\n"
+                                   "shapes = [ { N = 1024 }, { N = 1048576 } ]\n",
+                                   {"h100", "h100"}, "wrong=0.02"));
 
-  auto spec = tune::LoadOpSpec(ops_dir + "/synthetic");
+  auto spec = tune::LoadOpSpec(ops_dir_ + "/synthetic");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   tune::DeviceInfo dev;
   dev.max_threads_per_block = 1024;
@@ -190,7 +172,7 @@ TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndThey
   }
   db->reset();
 
-  Child publish({bin, "publish", "--store", store, "--out", Path("bundle")}, Path("publish.log"));
+  Child publish({bin_, "publish", "--store", store, "--out", Path("bundle")}, Path("publish.log"));
   ASSERT_EQ(publish.Wait(60), 0) << tune::testing::ReadFile(Path("publish.log"));
   auto bundle = tune::ReadBundleFile(Path("bundle.tfb"));
   ASSERT_TRUE(bundle.ok()) << bundle.status().message();

@@ -396,6 +396,11 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
   auto bad = s.AddSweep(submit, "s3", 0);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("confirm_seconds"), std::string::npos);
+  submit.confirm_seconds = 1;
+  submit.confirm_top = kMaxConfirmTop + 1;
+  bad = s.AddSweep(submit, "s4", 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("confirm_top"), std::string::npos);
 }
 
 TEST(Scheduler, RejectsBadSweeps) {

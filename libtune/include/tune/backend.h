@@ -76,6 +76,10 @@ struct TimingPolicy {
   bool Contender(double median_us, double best_so_far_us) const {
     return best_so_far_us <= 0 || median_us <= (1.0 + refine_within) * best_so_far_us;
   }
+  // Clearly slower than the best so far: enough samples to rank it.
+  bool StopsEarly(double median_us, double best_so_far_us) const {
+    return early_stop_factor > 0 && best_so_far_us > 0 && median_us > early_stop_factor * best_so_far_us;
+  }
   // The CI target of a config whose median so far is `median_us`.
   double TargetRelCi(double median_us, double best_so_far_us) const {
     return Contender(median_us, best_so_far_us) ? target_rel_ci : std::max(target_rel_ci, rank_rel_ci);

@@ -87,6 +87,8 @@ struct SweepSubmit {
   uint32_t confirm_top = 0;
   double confirm_seconds = 0;
 };
+inline constexpr uint32_t kMaxConfirmTop = 64;
+inline constexpr double kDefaultConfirmSeconds = 2.0;  // where a sweep names confirm_top alone
 struct SweepAccepted {
   std::string sweep_id;
 };

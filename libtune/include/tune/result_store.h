@@ -82,9 +82,6 @@ class ResultStore {
   // Best valid measurement per (gpu_model, op, dtype, shape, kernel_hash),
   // ranked as above.
   Result<std::vector<Measurement>> Best(const ResultFilter& filter);
-  // The `top` best-ranked valid measurements matching `filter`, best first
-  // (the order of best rows above).
-  Result<std::vector<Measurement>> Fastest(const ResultFilter& filter, size_t top);
   // Number of rows in results (exact, by iteration).
   Result<uint64_t> CountResults();
 

@@ -391,6 +391,7 @@ Failure Runner::MoveBuffers(Problem* p) {
   CUdeviceptr spacer = 0;
   const size_t spacer_bytes = kPage * (1 + (moves_++ * 7919) % 31);
   if (d_.cuMemAlloc(&spacer, spacer_bytes) != CUDA_SUCCESS) spacer = 0;
+  Failure failed;
   for (ArgData& a : p->args) {
     if (a.spec->kind != ArgSpec::Kind::kBuffer || a.dev == 0) continue;
     CUdeviceptr moved = 0;
@@ -399,14 +400,15 @@ Failure Runner::MoveBuffers(Problem* p) {
     if (a.IsInput()) {
       if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(moved, a.pristine, a.bytes)); !st.ok()) {
         d_.cuMemFree(moved);
-        return FromCu(st, "moving arg " + a.spec->name);
+        failed = FromCu(st, "moving arg " + a.spec->name);
+        break;
       }
     }
     d_.cuMemFree(a.dev);
     a.dev = moved;
   }
   if (spacer) d_.cuMemFree(spacer);
-  return {};
+  return failed;
 }
 
 void Runner::EvictOldestProblem() {
@@ -918,8 +920,7 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
     const int n = int(samples.size());
     if (n >= min_samples) {
       // Clearly slower than the best: enough to rank it.
-      if (best_so_far_us > 0 && policy.early_stop_factor > 0 && stats.median > policy.early_stop_factor * best_so_far_us)
-        break;
+      if (policy.StopsEarly(stats.median, best_so_far_us)) break;
       if (stats.mean > 0 && stats.ci95 <= policy.TargetRelCi(stats.median, best_so_far_us) * stats.mean) break;
     }
     if (timed_seconds >= policy.max_seconds || Seconds(loop_start) >= wall_cap) break;
