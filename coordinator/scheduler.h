@@ -65,10 +65,9 @@ using MeasuredFn = std::function<bool(const DeviceInfo& device, const OpSpec& sp
                                       const std::vector<Shape>& shapes)>;
 
 // The confirm phase of a sweep (SweepSubmit::confirm_top): the `top`
-// configs of one (model, op, dtype, shape) to time again together,
-// ranked as the store ranks its best rows. Empty when there is nothing to
-// confirm: no valid figure, or the top ones are confirmed already (a sweep
-// resumed after its confirm units ran).
+// fastest valid configs of one (model, op, dtype, shape), to time again
+// together. Empty when there is nothing to confirm: no valid figure, or the
+// key is confirmed already (a sweep resumed after its confirm unit ran).
 using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device, const OpSpec& spec,
                                                         const std::string& dtype, const Shape& shape,
                                                         uint32_t top)>;
