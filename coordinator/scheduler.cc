@@ -114,7 +114,6 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
         configs = &unmeasured;
       }
       sweep.pairs_total += configs->size() * shapes;
-      sweep.unsliced_configs += configs->size();
       sweep.model_unsliced[device.model] += configs->size();
       if (!configs->empty()) {
         pools_[device.model].push_back(ConfigPool{sweep.id, spec.name, dtype, *configs, 0, shapes});
@@ -158,7 +157,6 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.gpu_model = gpu_model;
     u.configs.assign(pool.configs.begin() + pool.next, pool.configs.begin() + end);
     u.shapes = pool.shapes;
-    sweep.unsliced_configs -= end - pool.next;
     sweep.model_unsliced[gpu_model] -= end - pool.next;
     pool.next = end;
     return &AddUnit(sweep, std::move(u));
@@ -425,7 +423,10 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet
   }
-  if (sweep.unsliced_configs > 0 || sweep.units_finished < sweep.units.size()) return;
+  for (const auto& [model, unsliced] : sweep.model_unsliced) {
+    if (unsliced > 0) return;
+  }
+  if (sweep.units_finished < sweep.units.size()) return;
   sweep.state = "done";
   sweep.finished_unix = now_unix;
 }

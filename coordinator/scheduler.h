@@ -109,7 +109,6 @@ struct SweepState {
     bool stale = false;  // median not yet recomputed since the last sample
   };
   std::map<std::string, Pace> pace;
-  uint64_t unsliced_configs = 0;             // configs not yet cut into units
   // Per model: configs not yet cut into units and units not yet finished;
   // when both reach 0 the model's confirm units are created (once).
   std::map<std::string, uint64_t> model_unsliced, model_open_units;
