@@ -58,11 +58,17 @@ skip throughput || skip sm90 || {
 # runner's phases (problem set-up included).
 STABILITY=${STABILITY:-steady=--refine-seconds,0.2,--confirm-top,4,--confirm-seconds,8}
 variants=()
+# Every timing's window median, clock and wall time (runner trace), and the
+# device's temperature, power and clock every 250 ms: what moves a figure
+# from run to run.
+export TUNEFARM_RUNNER_TRACE=1
+nvidia-smi --query-gpu=timestamp,temperature.gpu,power.draw,clocks.sm --format=csv,noheader -lms 250 \
+  > "$RAW/gpu_trace.csv" 2>&1 &
+SMI_TRACE=$!
 for v in $STABILITY; do
   label=${v%%=*}; flags=${v#*=}; flags=${flags//,/ }
   variants+=("$label")
   for run in 1 2 3; do
-    [ $run = 1 ] && [ ${#variants[@]} = 1 ] && export TUNEFARM_RUNNER_TRACE=1 || unset TUNEFARM_RUNNER_TRACE
     # Every run starts from an idle GPU, as a nightly sweep does: a warm
     # GPU times the same kernel a percent or two slower.
     sleep ${STABILITY_IDLE:-30}
@@ -73,6 +79,7 @@ for v in $STABILITY; do
   done
 done
 unset TUNEFARM_RUNNER_TRACE
+kill $SMI_TRACE 2>/dev/null || true
 tune memory --op rmsnorm --dtype f16 --shape ROWS=16384,N=8192 --store /tmp/tf-m --cache-dir $CACHE --bundle /tmp/tf-m-b
 "$TF" best --store /tmp/tf-m > "$OUT/best_memory.txt" 2>&1
 

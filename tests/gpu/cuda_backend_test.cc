@@ -28,6 +28,7 @@ TEST(CudaBackendGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the C
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "support/temp_dir.h"
@@ -496,6 +497,31 @@ TEST_F(CudaGpu, RepositoryOpsRunTheirDefaultAndASampleOfTheirSpace) {
   if (report) std::fclose(report);
   CudaRunnerStats stats = GetCudaRunnerStats(*backend);
   printf("runner: %d spawns, %d crashes, %d timeouts\n", stats.spawns, stats.crashes, stats.timeouts);
+}
+
+// The gemm references stage 128x128 tiles of C and 16 k at a time; on shapes
+// that are multiples of neither, their edge rows, columns and k steps must
+// still agree with the ops' own kernels (which tile differently), element by
+// element, in both dtypes.
+TEST_F(CudaGpu, ShippedGemmsAgreeWithTheirReferencesOffTileMultiples) {
+  TempDir cache;
+  auto backend = MakeCudaBackend(device_, Options(cache.path()));
+  int checked = 0;
+  for (const char* name : {"gemm", "gemm_sm90"}) {
+    auto spec = LoadOpSpec((fs::path(TUNEFARM_SOURCE_DIR) / "ops" / name).string());
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    if (spec->arch_specific && device_.cc_major != 9) continue;
+    for (const std::string& dtype : spec->dtypes) {
+      for (auto [m, n, k] : {std::tuple{136, 264, 72}, std::tuple{1000, 1032, 520}}) {
+        Shape shape;
+        shape.dims = {{"M", m}, {"N", n}, {"K", k}};
+        Measurement r = Run(*backend, *spec, dtype, spec->default_config, shape, QuickPolicy());
+        EXPECT_TRUE(r.Valid()) << name << " " << dtype << " " << shape.Canonical() << ": " << Describe(r);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 4);
 }
 
 }  // namespace
