@@ -69,6 +69,7 @@ struct TuneArgs {
   uint32_t configs_per_unit = 0;
   uint32_t confirm_top = 0;        // 0 = the sweep file's (none without one)
   double confirm_seconds = 0;      // 0 = the sweep file's, else kDefaultConfirmSeconds
+  std::string confirm_timing;      // "" = the sweep file's, else kDefaultConfirmTiming
   bool quiet = false;
   WorkerArgs worker;
 };

@@ -220,6 +220,7 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
   w.configs = u.configs;
   w.lease_seconds = lease_seconds;
   w.confirm_seconds = u.confirm_seconds;
+  if (u.confirm_seconds > 0) w.confirm_timing = sweep.submit.confirm_timing;
   return w;
 }
 

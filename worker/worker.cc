@@ -270,7 +270,8 @@ struct Worker::Impl {
       const double measure_start = NowSeconds();
       for (const auto& s : unit.shapes) {
         std::vector<Measurement> got =
-            MeasureTogether(backend, *spec, unit.dtype, valid, s, opts.timing, unit.confirm_seconds);
+            MeasureTogether(backend, *spec, unit.dtype, valid, s, opts.timing, unit.confirm_seconds,
+                            unit.confirm_timing);
         for (size_t j = 0; j < valid.size(); ++j) {
           Measurement m = base(valid[j].config, s);
           m.CopyOutcome(got[j]);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -9,12 +10,43 @@
 namespace tune {
 namespace {
 
-// Windows this long are many samples of any kernel worth tuning, and short
-// enough that a few seconds hold many rounds: the clock states a round sees
-// are what the figures average over.
+// Sustained windows this long are many samples of any kernel worth tuning,
+// and short enough that a few seconds hold many rounds: the clock states a
+// round sees are what the figures average over.
 constexpr double kWindowSeconds = 0.05;
+// Bursts: an H100 at its power limit runs a GEMM at full clock for the
+// first 20-40 ms after 0.4 s idle, the same to 0.3% from one trial to the
+// next, and drops 5-15% after that (bench/clock_transient.cu). Ten
+// milliseconds of samples stay inside that stretch; the idle time lets the
+// power the previous kernel drew die away.
+constexpr double kBurstSeconds = 0.01;
+constexpr double kBurstIdleSeconds = 0.3;
+constexpr int kBurstMinSamples = 3;
 constexpr int kMinRounds = 3;
-constexpr int kMaxRounds = 100;
+constexpr int kMaxRounds = 1000;
+
+// What one round times of each config.
+TimingPolicy RoundPolicy(const TimingPolicy& policy, ConfirmTiming timing) {
+  TimingPolicy round = policy;
+  round.target_rel_ci = 1.0;     // the window is the figure: rank on the minimum samples only
+  round.early_stop_factor = 0;   // and never stop one early
+  if (timing == ConfirmTiming::kBurst) {
+    round.warmup = 0;            // the check run before it paid the first-launch costs
+    round.idle_seconds = kBurstIdleSeconds;
+    round.min_samples = kBurstMinSamples;
+    round.max_samples = std::max(policy.max_samples, kBurstMinSamples);
+    round.target_rel_ci = 0;     // every sample the burst has time for
+    round.max_seconds = kBurstSeconds;
+    round.refine_seconds = 0;
+    round.timeout_seconds = policy.timeout_seconds + kBurstIdleSeconds;
+  } else {
+    round.refine_seconds = kWindowSeconds;
+    // A window may be longer than an ordinary config's time caps.
+    round.max_seconds = std::max(policy.max_seconds, kWindowSeconds);
+    round.timeout_seconds = policy.timeout_seconds + 2 * kWindowSeconds;
+  }
+  return round;
+}
 
 Measurement Combine(const std::vector<Measurement>& windows) {
   Measurement m = windows.back();  // check, resources and clocks of the last window
@@ -42,36 +74,36 @@ Measurement Combine(const std::vector<Measurement>& windows) {
 
 std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, const std::string& dtype,
                                          const std::vector<CompiledKernel>& kernels, const Shape& shape,
-                                         const TimingPolicy& policy, double seconds) {
+                                         const TimingPolicy& policy, double seconds, ConfirmTiming timing) {
+  using Clock = std::chrono::steady_clock;
   const size_t n = kernels.size();
   std::vector<Measurement> out(n);
   if (n == 0) return out;
-  const int rounds =
-      std::clamp(int(std::lround(seconds / (double(n) * kWindowSeconds))), kMinRounds, kMaxRounds);
-  TimingPolicy window = policy;
-  window.refine_seconds = seconds / (double(rounds) * double(n));
-  // A window may be longer than an ordinary config's time caps.
-  window.max_seconds = std::max(policy.max_seconds, window.refine_seconds);
-  window.timeout_seconds = policy.timeout_seconds + 2 * window.refine_seconds;
-  window.target_rel_ci = 1.0;     // the window is the figure: rank on the minimum samples only
-  window.early_stop_factor = 0;   // and never stop one early
+  TimingPolicy round = RoundPolicy(policy, timing);
   std::vector<std::vector<Measurement>> windows(n);
   std::vector<bool> failed(n, false);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t(0));
   std::mt19937 rng(0x5eed);  // the same orders on every run
-  for (int r = 0; r < rounds; ++r) {
+  // Wall time, not timed time, bounds the rounds: a kernel of microseconds
+  // spends most of a window's wall time in the L2 flushes between samples,
+  // and the unit's lease counts wall time.
+  const Clock::time_point start = Clock::now();
+  for (int r = 0; r < kMaxRounds; ++r) {
+    if (r >= kMinRounds && std::chrono::duration<double>(Clock::now() - start).count() >= seconds) break;
     // Each round on buffers of its own; every config of the round on them.
-    window.new_buffers = true;
+    round.new_buffers = true;
     // A new order every round: a window's figure depends on what ran just
     // before it (a config that follows a cooler one starts at a higher
     // clock), so no config may keep one place or one predecessor.
     std::shuffle(order.begin(), order.end(), rng);
+    bool any = false;
     for (size_t i : order) {
       if (failed[i]) continue;
+      any = true;
       // No best so far: every window is a contender's window.
-      Measurement m = backend.Measure(spec, dtype, kernels[i], shape, window, 0);
-      window.new_buffers = false;
+      Measurement m = backend.Measure(spec, dtype, kernels[i], shape, round, 0);
+      round.new_buffers = false;
       if (!m.Valid()) {
         out[i] = std::move(m);
         failed[i] = true;
@@ -79,6 +111,7 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
       }
       windows[i].push_back(std::move(m));
     }
+    if (!any) break;
   }
   for (size_t i = 0; i < n; ++i) {
     if (!failed[i]) out[i] = Combine(windows[i]);

@@ -126,6 +126,20 @@ FailureClass FromWire(wire::FailureClass c) {
   Fail("measurement: unknown failure class " + std::to_string(static_cast<unsigned>(c)));
 }
 
+wire::ConfirmTiming ToWire(ConfirmTiming t) {
+  return t == ConfirmTiming::kBurst ? wire::ConfirmTiming::BURST : wire::ConfirmTiming::SUSTAINED;
+}
+
+ConfirmTiming FromWire(wire::ConfirmTiming t) {
+  switch (t) {
+    case wire::ConfirmTiming::SUSTAINED: return ConfirmTiming::kSustained;
+    case wire::ConfirmTiming::BURST: return ConfirmTiming::kBurst;
+  }
+  // A newer peer's timing: running the unit another way would store figures
+  // of a kind the sweep did not ask for.
+  Fail("confirm timing: unknown value " + std::to_string(static_cast<unsigned>(t)));
+}
+
 // ---------------------------------------------------------------------------
 // Records.
 
@@ -359,6 +373,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                     [](auto s, const Config& v) { SetConfig(s, v); });
             b.setLeaseSeconds(w.lease_seconds);
             b.setConfirmSeconds(w.confirm_seconds);
+            b.setConfirmTiming(ToWire(w.confirm_timing));
           },
           [&](const Results& r) {
             auto b = cmd.initResults();
@@ -389,6 +404,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setConfigsPerUnit(s.configs_per_unit);
             b.setConfirmTop(s.confirm_top);
             b.setConfirmSeconds(s.confirm_seconds);
+            b.setConfirmTiming(ToWire(s.confirm_timing));
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepStatusRequest& r) {
@@ -457,6 +473,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
                                   [&](wire::Config::Reader c) { return GetConfig(c, budget); });
       w.lease_seconds = r.getLeaseSeconds();
       w.confirm_seconds = r.getConfirmSeconds();
+      w.confirm_timing = FromWire(r.getConfirmTiming());
       return w;
     }
     case wire::Envelope::Command::RESULTS: {
@@ -494,6 +511,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.configs_per_unit = r.getConfigsPerUnit();
       s.confirm_top = r.getConfirmTop();
       s.confirm_seconds = r.getConfirmSeconds();
+      s.confirm_timing = FromWire(r.getConfirmTiming());
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

@@ -133,12 +133,15 @@ class SimBackend final : public Backend {
     const double base = ModelTimeUs(*plan, id, shape);
     std::vector<double> samples;
     const int max_samples = std::max(policy.min_samples, policy.max_samples);
+    double timed_seconds = 0;
     for (int i = 0; i < max_samples; ++i) {
       // ~1% multiplicative noise, seeded so that a rerun reproduces it.
       const double u = Unit01(device_.model + "|" + id + "|" + shape.Canonical() + "|" +
                               std::to_string(i));
       samples.push_back(base * (1.0 + 0.02 * (u - 0.5)) * faults_.slow_factor);
+      timed_seconds += samples.back() * 1e-6;
       if (static_cast<int>(samples.size()) < policy.min_samples) continue;
+      if (timed_seconds >= policy.max_seconds) break;  // the time cap, as on a device
       SampleStats s = ComputeStats(samples);
       if (s.RelativeCi() <= policy.TargetRelCi(s.median, best_so_far_us)) break;
       if (policy.StopsEarly(s.median, best_so_far_us)) break;

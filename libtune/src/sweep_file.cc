@@ -96,6 +96,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   TUNE_RETURN_IF_ERROR(strings("dtypes", &s.dtypes, true));
   TUNE_RETURN_IF_ERROR(strings("gpus", &s.gpu_models, false));
   if (s.gpu_models.empty()) s.gpu_models = {"*"};
+  s.confirm_timing = kDefaultConfirmTiming;
   if (auto n = sweep->get("configs_per_unit")) {
     auto v = n->value<int64_t>();
     if (!v || *v <= 0) return Status::Error(path + ": [sweep] configs_per_unit: expected a positive integer");
@@ -108,6 +109,12 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     }
     s.confirm_top = static_cast<uint32_t>(*v);
     if (s.confirm_seconds == 0) s.confirm_seconds = kDefaultConfirmSeconds;
+  }
+  if (auto n = sweep->get("confirm_timing")) {
+    auto v = n->value<std::string>();
+    if (!v || !ParseConfirmTiming(*v, &s.confirm_timing)) {
+      return Status::Error(path + ": [sweep] confirm_timing: expected \"burst\" or \"sustained\"");
+    }
   }
   if (auto n = sweep->get("confirm_seconds")) {
     auto v = n->value<double>();
@@ -141,6 +148,7 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
                               const std::vector<std::string>& gpus, const std::string& ops_dir) {
   SweepSubmit s;
   s.name = name;
+  s.confirm_timing = kDefaultConfirmTiming;
   s.dtypes = dtypes;
   s.gpu_models = gpus.empty() ? std::vector<std::string>{"*"} : gpus;
   for (const auto& text : shapes) {

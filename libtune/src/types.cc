@@ -113,6 +113,20 @@ FailureClass FailureClassFromName(const std::string& name) {
   return FailureClass::kNone;
 }
 
+const char* ConfirmTimingName(ConfirmTiming t) {
+  return t == ConfirmTiming::kBurst ? "burst" : "sustained";
+}
+
+bool ParseConfirmTiming(const std::string& name, ConfirmTiming* out) {
+  for (ConfirmTiming t : {ConfirmTiming::kSustained, ConfirmTiming::kBurst}) {
+    if (name == ConfirmTimingName(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string NormaliseGpuModel(const std::string& device_name) {
   std::string out;
   bool pending_dash = false;

@@ -338,24 +338,33 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
   const TimingPolicy p = QuickPolicy();
   Measurement alone = backend->Measure(spec, "f32", kernels[0], shape, p, 0);
   ASSERT_TRUE(alone.Valid()) << Describe(alone);
-  const auto t0 = Clock::now();
-  std::vector<Measurement> together = MeasureTogether(*backend, spec, "f32", kernels, shape, p, 0.4);
-  const double took = Since(t0);
-  ASSERT_EQ(together.size(), 2u);
-  double timed = 0;
-  for (const auto& m : together) {
-    printf("together: %s\n", Describe(m).c_str());
-    ASSERT_TRUE(m.Valid()) << Describe(m);
-    EXPECT_TRUE(m.check_passed);
-    EXPECT_GE(m.samples, 3u * 5u) << "three or more windows";
-    timed += m.mean_us * m.samples * 1e-6;
+  // Sustained: 50 ms windows; burst: 3 or more samples after 0.3 s idle,
+  // so 1 s holds only the minimum three rounds of two configs.
+  for (auto [timing, min_per_round] : {std::pair{ConfirmTiming::kSustained, 5u}, std::pair{ConfirmTiming::kBurst, 3u}}) {
+    const double seconds = 1.0;
+    const auto t0 = Clock::now();
+    std::vector<Measurement> together = MeasureTogether(*backend, spec, "f32", kernels, shape, p, seconds, timing);
+    const double took = Since(t0);
+    ASSERT_EQ(together.size(), 2u);
+    double timed = 0;
+    for (const auto& m : together) {
+      printf("together (%s): %s\n", ConfirmTimingName(timing), Describe(m).c_str());
+      ASSERT_TRUE(m.Valid()) << Describe(m);
+      EXPECT_TRUE(m.check_passed);
+      EXPECT_GE(m.samples, 3u * min_per_round) << "three or more rounds";
+      timed += m.mean_us * m.samples * 1e-6;
+    }
+    printf("%s: %.3f s timed in %.3f s\n", ConfirmTimingName(timing), timed, took);
+    // The rounds fill the wall time asked for, and a round starts only while
+    // time is left (rounds of 0.1-0.7 s).
+    EXPECT_GE(took, seconds);
+    EXPECT_LT(took, seconds + 1.0);
+    if (timing == ConfirmTiming::kBurst) {
+      EXPECT_LT(timed, 0.5 * took) << "bursts are mostly idle";
+    }
+    // The same kernel's figure, alone or interleaved.
+    EXPECT_NEAR(together[0].median_us, alone.median_us, 0.25 * alone.median_us);
   }
-  printf("%.3f s timed in %.3f s\n", timed, took);
-  // The windows fill the time asked for (each window at least its share).
-  EXPECT_GE(timed, 0.4 * 0.9);
-  EXPECT_LT(timed, 0.4 + 2 * 256 * 8 * together[0].max_us * 1e-6);
-  // The same kernel's figure, alone or interleaved.
-  EXPECT_NEAR(together[0].median_us, alone.median_us, 0.25 * alone.median_us);
 }
 
 TEST_F(CudaGpu, PrepareStartsTheRunnerThatTheFirstMeasureUses) {

@@ -1,7 +1,11 @@
 // MeasureTogether's rounds over the sim backend: how many windows each
-// config gets, the order of the results, and a config that fails keeping
+// config gets in the wall time asked for, the order of the results, and a config that fails keeping
 // its failure. (On a GPU: tests/gpu/cuda_backend_test.cc.)
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 
 #include "tune/backend.h"
 #include "tune/config_space.h"
@@ -29,22 +33,37 @@ class MeasureTogetherTest : public ::testing::Test {
   const Shape shape_{{{"N", 1 << 20}}};
 };
 
-TEST_F(MeasureTogetherTest, EachConfigGetsOneWindowPerRoundInOrder) {
-  auto sim = MakeSimBackend("h100-sxm", 0, SimFaults{});
+TEST_F(MeasureTogetherTest, RoundsFillTheWallTimeAndEveryConfigGetsOneWindowPerRound) {
+  // Each Measure takes 10 ms of real time, as a device would.
+  SimFaults slow;
+  slow.seconds_per_measure = 0.01;
+  auto sim = MakeSimBackend("h100-sxm", 0, slow);
   std::vector<CompiledKernel> kernels = Compile(*sim, 3);
   ASSERT_EQ(kernels.size(), 3u);
   TimingPolicy p;
-  // A short confirm still gets three rounds; a long one is cut into 50 ms
-  // windows (4 s / 3 configs / 50 ms = 27 rounds). The sim takes the
-  // minimum five samples per window.
-  for (auto [seconds, rounds] : {std::pair{0.1, 3u}, std::pair{4.0, 27u}}) {
-    std::vector<Measurement> got = MeasureTogether(*sim, spec_, "f32", kernels, shape_, p, seconds);
-    ASSERT_EQ(got.size(), 3u);
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_TRUE(got[i].Valid()) << i;
-      EXPECT_EQ(got[i].samples, rounds * 5) << seconds;
-      Measurement alone = sim->Measure(spec_, "f32", kernels[i], shape_, p, 0);
-      EXPECT_NEAR(got[i].median_us, alone.median_us, 0.02 * alone.median_us) << "config " << i;
+  p.max_samples = 5;  // the sim's rounds: 5 samples, sustained (the minimum) or burst (the cap)
+  const uint32_t per_round = 5;
+  for (ConfirmTiming timing : {ConfirmTiming::kSustained, ConfirmTiming::kBurst}) {
+    // A short confirm still gets three rounds (90 ms); a longer one fills
+    // its time with rounds of 30 ms.
+    for (double seconds : {0.01, 0.3}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<Measurement> got = MeasureTogether(*sim, spec_, "f32", kernels, shape_, p, seconds, timing);
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string what = std::string(ConfirmTimingName(timing)) + " " + std::to_string(seconds) + " s";
+      ASSERT_EQ(got.size(), 3u);
+      EXPECT_GE(took, seconds) << what;
+      const uint32_t rounds = got[0].samples / per_round;
+      EXPECT_EQ(got[0].samples % per_round, 0u) << what;
+      EXPECT_GE(rounds, 3u) << what;
+      // Rounds take at least 30 ms, and a round starts only while time is left.
+      EXPECT_LE(rounds, std::max(3u, uint32_t(std::ceil(seconds / 0.03)))) << what;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(got[i].Valid()) << what << " config " << i;
+        EXPECT_EQ(got[i].samples, got[0].samples) << what << " config " << i;
+        Measurement alone = sim->Measure(spec_, "f32", kernels[i], shape_, p, 0);
+        EXPECT_NEAR(got[i].median_us, alone.median_us, 0.02 * alone.median_us) << what << " config " << i;
+      }
     }
   }
 }
@@ -55,7 +74,7 @@ TEST_F(MeasureTogetherTest, AConfigThatFailsKeepsItsFailureAndTheOthersGoOn) {
   auto sim = MakeSimBackend("h100-sxm", 0, *faults);
   std::vector<CompiledKernel> kernels = Compile(*sim, 20);
   TimingPolicy p;
-  std::vector<Measurement> got = MeasureTogether(*sim, spec_, "f32", kernels, shape_, p, 0.1);
+  std::vector<Measurement> got = MeasureTogether(*sim, spec_, "f32", kernels, shape_, p, 0.01, ConfirmTiming::kSustained);
   ASSERT_EQ(got.size(), kernels.size());
   size_t failed = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -65,7 +84,8 @@ TEST_F(MeasureTogetherTest, AConfigThatFailsKeepsItsFailureAndTheOthersGoOn) {
       ++failed;
       EXPECT_EQ(got[i].failure, FailureClass::kWrongResult);
     } else {
-      EXPECT_EQ(got[i].samples, 15u);
+      EXPECT_EQ(got[i].samples % 5, 0u);
+      EXPECT_GE(got[i].samples, 15u) << "three or more rounds of five samples";
     }
   }
   EXPECT_GT(failed, 0u);

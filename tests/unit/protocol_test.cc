@@ -174,6 +174,8 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   w.shapes = {Shape{{{"M", 4096}, {"N", 4096}, {"K", 4096}}}, Shape{{{"M", 1}, {"N", 8}, {"K", 1 << 20}}}};
   w.configs = {Config{{{"BM", 128}, {"BN", 256}}}, Config{{{"BM", 64}, {"BN", 64}}}, Config{}};
   w.lease_seconds = 90.5;
+  w.confirm_seconds = 8;
+  w.confirm_timing = ConfirmTiming::kBurst;
   auto out = std::get<WorkUnit>(RoundTrip(Wrap(w)).command);
   EXPECT_EQ(out.sweep_id, w.sweep_id);
   EXPECT_EQ(out.unit_id, w.unit_id);
@@ -188,6 +190,8 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   ASSERT_EQ(out.configs.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(out.configs[i].params, w.configs[i].params);
   EXPECT_EQ(out.lease_seconds, w.lease_seconds);
+  EXPECT_EQ(out.confirm_seconds, 8);
+  EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
 }
 
 TEST(ProtocolTest, ResultsRoundTripEveryFailureClass) {
@@ -261,6 +265,15 @@ TEST(ProtocolTest, SweepSubmitRoundTrip) {
   EXPECT_EQ(out.shapes[0].dims, s.shapes[0].dims);
   EXPECT_EQ(out.gpu_models, s.gpu_models);
   EXPECT_EQ(out.configs_per_unit, 64u);
+  // Without a confirm timing (what an older client sends): sustained.
+  EXPECT_EQ(out.confirm_timing, ConfirmTiming::kSustained);
+  s.confirm_top = 4;
+  s.confirm_seconds = 2.5;
+  s.confirm_timing = ConfirmTiming::kBurst;
+  out = std::get<SweepSubmit>(RoundTrip(Wrap(s)).command);
+  EXPECT_EQ(out.confirm_top, 4u);
+  EXPECT_EQ(out.confirm_seconds, 2.5);
+  EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
 }
 
 TEST(ProtocolTest, SweepStatusRoundTrip) {

@@ -317,6 +317,7 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   SweepSubmit submit = MakeSubmit({"*"}, 300);  // 2 units per model
   submit.confirm_top = 3;
   submit.confirm_seconds = 1.5;
+  submit.confirm_timing = ConfirmTiming::kBurst;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m1"));
   s.AddDevice(Device("m2"));
@@ -342,6 +343,7 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   for (const auto& u : confirms) {
     EXPECT_TRUE(u.confirm());
     EXPECT_EQ(u.confirm_seconds, 1.5);
+    EXPECT_EQ(u.confirm_timing, ConfirmTiming::kBurst);
     EXPECT_EQ(u.configs.size(), 3u);
     ASSERT_EQ(u.shapes.size(), 1u);
   }

@@ -70,6 +70,11 @@ struct TimingPolicy {
   // them every round so that its figures average over placements rather
   // than carry one run's. The sim backend ignores it.
   bool new_buffers = false;
+  // Leave the device idle this long (after the check run) before the timed
+  // samples, so that they start at the clocks of an idle GPU instead of
+  // those the previous kernel's power left behind. With a short time cap it
+  // is a burst timing (ConfirmTiming::kBurst). The sim backend ignores it.
+  double idle_seconds = 0;
 
   // A contender for the win: within refine_within of the best so far, or
   // the first config timed.
@@ -119,19 +124,23 @@ class Backend {
                               const TimingPolicy& policy, double best_so_far_us) = 0;
 };
 
-// Times valid compiled configs of one op and dtype on `shape` together, for
-// about `seconds` in all: round-robin in short windows (TimingPolicy's
-// steady-state window, `policy` otherwise), each round on newly placed
-// buffers (TimingPolicy::new_buffers), so that every config is timed under
-// the same clock states and placements and each figure averages over all of
-// them rather than over one stretch of one run. Returns one measurement per kernel, in
-// order: median, stdev and CI of the windows' medians (so they include how
-// much the device drifted), mean, min, max and samples over every sample.
-// A config that fails in a window (each window checks it again) keeps that
-// failure. What ranks a sweep's fastest configs at its end (confirm units).
+// Times valid compiled configs of one op and dtype on `shape` together, in
+// rounds for about `seconds` of wall time (at least three rounds): every
+// round in a new order and on newly placed buffers (TimingPolicy::
+// new_buffers), so that no config keeps one place, one predecessor or one
+// placement, and each figure averages over them rather than over one
+// stretch of one run. What a round times per config depends on `timing`:
+//   kSustained: a 50 ms window of back-to-back samples;
+//   kBurst: at least 3 samples, at most 10 ms of them, after the device has
+//     idled for 0.3 s (TimingPolicy::idle_seconds).
+// Returns one measurement per kernel, in order: median, stdev and CI of the
+// rounds' medians (so they include how much the device drifted), mean, min,
+// max and samples over every sample. A config that fails in a round (each
+// round checks it again) keeps that failure. What ranks a sweep's fastest
+// configs at its end (confirm units).
 std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, const std::string& dtype,
                                          const std::vector<CompiledKernel>& kernels, const Shape& shape,
-                                         const TimingPolicy& policy, double seconds);
+                                         const TimingPolicy& policy, double seconds, ConfirmTiming timing);
 
 // Faults the sim backend injects, each a probability per config decided by a
 // hash of (config id, seed), so that the same config fails the same way on

@@ -55,6 +55,7 @@ struct WorkUnit {
   // > 0: a confirm unit; `configs` are the fastest of `shapes` (one shape)
   // and are timed again together, round-robin, for this long.
   double confirm_seconds = 0;
+  ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
   bool confirm() const { return confirm_seconds > 0; }
 };
 struct Results {
@@ -86,8 +87,12 @@ struct SweepSubmit {
   // rather than over one short stretch. 0 = none.
   uint32_t confirm_top = 0;
   double confirm_seconds = 0;
+  // A message without the field (an older client) asks for kSustained, what
+  // confirm phases did before; sweep files and `tune` default to kBurst.
+  ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
 };
 inline constexpr uint32_t kMaxConfirmTop = 64;
+inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kBurst;
 inline constexpr double kDefaultConfirmSeconds = 2.0;  // where a sweep names confirm_top alone
 struct SweepAccepted {
   std::string sweep_id;

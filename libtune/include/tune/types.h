@@ -57,6 +57,20 @@ enum class FailureClass : uint16_t {
 const char* FailureClassName(FailureClass c);        // "compile_error", ...
 FailureClass FailureClassFromName(const std::string& name);  // kNone when unknown
 
+// How a confirm phase times its contenders. Values match the schema's
+// ConfirmTiming enum; never renumber.
+//   kSustained: back-to-back windows, round-robin. The figure is the speed
+//     under sustained load, which on a GPU at its power limit swings by 5-10%
+//     over a few hundred milliseconds and with its temperature, so the same
+//     config's figure moves by 1-3% from run to run.
+//   kBurst: each timing a short burst after the GPU has idled. The figure is
+//     the speed at the clocks the GPU starts from, the same from run to run
+//     within a few tenths of a percent whatever ran before
+//     (bench/gpu_h100.md, "Fifth session").
+enum class ConfirmTiming : uint16_t { kSustained = 0, kBurst = 1 };
+const char* ConfirmTimingName(ConfirmTiming t);      // "sustained", "burst"
+bool ParseConfirmTiming(const std::string& name, ConfirmTiming* out);  // false when unknown
+
 // What a worker knows about one of its GPUs (or a simulated one).
 struct DeviceInfo {
   int index = 0;                 // ordinal on its host

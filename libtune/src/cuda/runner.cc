@@ -885,6 +885,7 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
       return FromCu(st, "warm-up launch");
   }
   if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "warm-up");
+  if (policy.idle_seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(policy.idle_seconds));
 
   ClockSample before = nvml_ ? nvml_->Sample() : ClockSample{};
   // Stay well inside the backend's wall-clock limit whatever the policy says.

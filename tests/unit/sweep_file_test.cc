@@ -1,0 +1,55 @@
+// Sweep files: the confirm phase's keys, their defaults, and one-line
+// errors that name the file and the field.
+#include <gtest/gtest.h>
+
+#include "support/temp_dir.h"
+#include "tune/sweep_file.h"
+
+namespace tune {
+namespace {
+
+using tune::testing::TempDir;
+
+const std::string kOpsDir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+
+Result<SweepSubmit> Load(const TempDir& dir, const std::string& extra) {
+  dir.Write("sweep.toml", "[sweep]\nname = \"s\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                          "shapes = [ { N = 4096 } ]\n" + extra);
+  return LoadSweepFile(dir.path() + "/sweep.toml", kOpsDir);
+}
+
+TEST(SweepFileTest, ConfirmPhaseDefaultsToBurstsOfTwoSeconds) {
+  TempDir dir;
+  auto none = Load(dir, "");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->confirm_top, 0u);
+
+  auto top = Load(dir, "confirm_top = 4\n");
+  ASSERT_TRUE(top.ok()) << top.status().message();
+  EXPECT_EQ(top->confirm_top, 4u);
+  EXPECT_EQ(top->confirm_seconds, kDefaultConfirmSeconds);
+  EXPECT_EQ(top->confirm_timing, ConfirmTiming::kBurst);
+
+  auto sustained = Load(dir, "confirm_top = 4\nconfirm_seconds = 8.0\nconfirm_timing = \"sustained\"\n");
+  ASSERT_TRUE(sustained.ok()) << sustained.status().message();
+  EXPECT_EQ(sustained->confirm_seconds, 8.0);
+  EXPECT_EQ(sustained->confirm_timing, ConfirmTiming::kSustained);
+}
+
+TEST(SweepFileTest, BadConfirmKeysNameTheFileAndField) {
+  TempDir dir;
+  const std::string file = dir.path() + "/sweep.toml";
+  for (auto [extra, want] : {
+           std::pair{"confirm_timing = \"steady\"\n", ": [sweep] confirm_timing: expected \"burst\" or \"sustained\""},
+           std::pair{"confirm_timing = 1\n", ": [sweep] confirm_timing: expected \"burst\" or \"sustained\""},
+           std::pair{"confirm_top = 65\n", ": [sweep] confirm_top: expected an integer in 0..64"},
+           std::pair{"confirm_seconds = 0\n", ": [sweep] confirm_seconds: expected a number of seconds in (0, 3600]"},
+       }) {
+    auto got = Load(dir, extra);
+    ASSERT_FALSE(got.ok()) << extra;
+    EXPECT_EQ(got.status().message(), file + want) << extra;
+  }
+}
+
+}  // namespace
+}  // namespace tune
