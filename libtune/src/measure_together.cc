@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -34,7 +35,9 @@ TimingPolicy RoundPolicy(const TimingPolicy& policy, ConfirmTiming timing) {
     round.warmup = 0;            // the check run before it paid the first-launch costs
     round.idle_seconds = kBurstIdleSeconds;
     round.min_samples = kBurstMinSamples;
-    round.max_samples = std::max(policy.max_samples, kBurstMinSamples);
+    // As many samples as 10 ms hold: a kernel of microseconds needs hundreds
+    // for its median to lie past the first moments out of idle.
+    round.max_samples = std::numeric_limits<int>::max();
     round.target_rel_ci = 0;     // every sample the burst has time for
     round.max_seconds = kBurstSeconds;
     round.refine_seconds = 0;

@@ -142,6 +142,7 @@ class SimBackend final : public Backend {
       timed_seconds += samples.back() * 1e-6;
       if (static_cast<int>(samples.size()) < policy.min_samples) continue;
       if (timed_seconds >= policy.max_seconds) break;  // the time cap, as on a device
+      if (policy.target_rel_ci <= 0 && policy.early_stop_factor <= 0) continue;  // a burst: the cap alone
       SampleStats s = ComputeStats(samples);
       if (s.RelativeCi() <= policy.TargetRelCi(s.median, best_so_far_us)) break;
       if (policy.StopsEarly(s.median, best_so_far_us)) break;

@@ -131,8 +131,8 @@ class Backend {
 // placement, and each figure averages over them rather than over one
 // stretch of one run. What a round times per config depends on `timing`:
 //   kSustained: a 50 ms window of back-to-back samples;
-//   kBurst: at least 3 samples, at most 10 ms of them, after the device has
-//     idled for 0.3 s (TimingPolicy::idle_seconds).
+//   kBurst: 10 ms of samples (at least 3), after the device has idled for
+//     0.3 s (TimingPolicy::idle_seconds).
 // Returns one measurement per kernel, in order: median, stdev and CI of the
 // rounds' medians (so they include how much the device drifted), mean, min,
 // max and samples over every sample. A config that fails in a round (each
