@@ -414,7 +414,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (args.confirm_top) sweep->confirm_top = args.confirm_top;
   if (args.confirm_seconds > 0) sweep->confirm_seconds = args.confirm_seconds;
   if (!args.confirm_timing.empty() && !ParseConfirmTiming(args.confirm_timing, &sweep->confirm_timing))
-    return Fail("--confirm-timing: expected burst or sustained, got '" + args.confirm_timing + "'");
+    return Fail("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
   if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
 
   // Workers first: their backend decides what this run measures.

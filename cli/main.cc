@@ -183,9 +183,10 @@ int main(int argc, char** argv) {
                 "Confirm phase: seconds of interleaved timing per shape (default: the sweep file's, else 2)")
       ->check(CLI::Range(0.01, 3600.0));
   t->add_option("--confirm-timing", tune_args.confirm_timing,
-                "Confirm phase: burst (short timings from an idle GPU: figures that repeat run to run) or "
-                "sustained (back-to-back windows: speed under load, which moves with clocks and heat); "
-                "default: the sweep file's, else burst");
+                "Confirm phase: burst (short timings from an idle GPU: figures that repeat run to run), "
+                "sustained (back-to-back windows: speed under load, which moves with clocks and heat) or "
+                "auto (bursts where sustained load slows the configs, else sustained); "
+                "default: the sweep file's, else auto");
   t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
   t->add_option("--sign-key", tune_args.sign_key, "Ed25519 secret key file: sign the bundle");

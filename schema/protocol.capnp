@@ -65,7 +65,7 @@ struct WorkUnit @0xc9207a1fbc05099f {
   # > 0: a confirm unit. Its configs are the fastest of one (op, dtype,
   # shape) and are timed again together, round-robin, for this long.
   confirmSeconds @10 :Float64;
-  confirmTiming @11 :ConfirmTiming;
+  confirmTiming @11 :Records.ConfirmTiming;
 }
 
 # Worker -> coordinator: a batch of measurements of one unit.
@@ -96,14 +96,9 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   configsPerUnit @6 :UInt32;        # 0 = coordinator chooses
   confirmTop @7 :UInt32;            # 0 = no confirm phase
   confirmSeconds @8 :Float64;       # per (op, dtype, shape) and model
-  confirmTiming @9 :ConfirmTiming;  # absent (older clients): sustained
+  confirmTiming @9 :Records.ConfirmTiming;  # absent (older clients): sustained
 }
 
-# How a confirm phase times its contenders (tune::ConfirmTiming).
-enum ConfirmTiming {
-  sustained @0;   # back-to-back windows, round-robin: speed under load
-  burst @1;       # short bursts from an idle GPU: speed at its starting clocks
-}
 
 # Coordinator -> client: the sweep's id.
 struct SweepAccepted @0xd0708a5fc9f05b01 {

@@ -123,4 +123,14 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # Timed again with the other fastest configs of its key at the end of the
   # sweep; outranks every unconfirmed figure of that key.
   confirmed @30 :Bool;
+  # How the confirmed figure was timed (never `auto`); rows confirmed before
+  # the field existed were sustained.
+  confirmTiming @31 :ConfirmTiming;
+}
+
+# How a confirm phase times its contenders (tune::ConfirmTiming).
+enum ConfirmTiming {
+  sustained @0;   # back-to-back windows, round-robin: speed under load
+  burst @1;       # short bursts from an idle GPU: speed at its starting clocks
+  auto @2;        # bursts where sustained load slows the contenders, else sustained
 }

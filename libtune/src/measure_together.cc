@@ -82,20 +82,17 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
   const size_t n = kernels.size();
   std::vector<Measurement> out(n);
   if (n == 0) return out;
-  TimingPolicy round = RoundPolicy(policy, timing);
   std::vector<std::vector<Measurement>> windows(n);
   std::vector<bool> failed(n, false);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t(0));
   std::mt19937 rng(0x5eed);  // the same orders on every run
-  // Wall time, not timed time, bounds the rounds: a kernel of microseconds
-  // spends most of a window's wall time in the L2 flushes between samples,
-  // and the unit's lease counts wall time.
-  const Clock::time_point start = Clock::now();
-  for (int r = 0; r < kMaxRounds; ++r) {
-    if (r >= kMinRounds && std::chrono::duration<double>(Clock::now() - start).count() >= seconds) break;
+  // One round: every config that has not failed, one window each, into
+  // `into`. False when none is left.
+  auto round = [&](ConfirmTiming t, std::vector<std::vector<Measurement>>* into) {
+    TimingPolicy p = RoundPolicy(policy, t);
     // Each round on buffers of its own; every config of the round on them.
-    round.new_buffers = true;
+    p.new_buffers = true;
     // A new order every round: a window's figure depends on what ran just
     // before it (a config that follows a cooler one starts at a higher
     // clock), so no config may keep one place or one predecessor.
@@ -105,19 +102,51 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
       if (failed[i]) continue;
       any = true;
       // No best so far: every window is a contender's window.
-      Measurement m = backend.Measure(spec, dtype, kernels[i], shape, round, 0);
-      round.new_buffers = false;
+      Measurement m = backend.Measure(spec, dtype, kernels[i], shape, p, 0);
+      p.new_buffers = false;
       if (!m.Valid()) {
         out[i] = std::move(m);
         failed[i] = true;
         continue;
       }
-      windows[i].push_back(std::move(m));
+      (*into)[i].push_back(std::move(m));
     }
-    if (!any) break;
+    return any;
+  };
+  // Wall time, not timed time, bounds the rounds: a kernel of microseconds
+  // spends most of a window's wall time in the L2 flushes between samples,
+  // and the unit's lease counts wall time.
+  const Clock::time_point start = Clock::now();
+  int rounds = 0;
+  if (timing == ConfirmTiming::kAuto) {
+    // A round of each. Where sustained load slows the configs (a GPU at its
+    // power limit: 10-15% for large GEMMs on an H100), bursts give the
+    // figure that repeats; where it does not (a kernel too short to reach
+    // the limit: within a few percent, the noise of one window), sustained
+    // windows do, and more of them fit.
+    std::vector<std::vector<Measurement>> bursts(n), sustained(n);
+    round(ConfirmTiming::kBurst, &bursts);
+    round(ConfirmTiming::kSustained, &sustained);
+    std::vector<double> slowdown;
+    for (size_t i = 0; i < n; ++i) {
+      if (!failed[i] && !bursts[i].empty() && !sustained[i].empty() && bursts[i][0].median_us > 0)
+        slowdown.push_back(sustained[i][0].median_us / bursts[i][0].median_us);
+    }
+    std::sort(slowdown.begin(), slowdown.end());
+    constexpr double kPowerLimited = 1.05;
+    timing = !slowdown.empty() && slowdown[slowdown.size() / 2] > kPowerLimited ? ConfirmTiming::kBurst
+                                                                                : ConfirmTiming::kSustained;
+    windows = timing == ConfirmTiming::kBurst ? std::move(bursts) : std::move(sustained);
+    rounds = 1;
+  }
+  for (; rounds < kMaxRounds; ++rounds) {
+    if (rounds >= kMinRounds && std::chrono::duration<double>(Clock::now() - start).count() >= seconds) break;
+    if (!round(timing, &windows)) break;
   }
   for (size_t i = 0; i < n; ++i) {
-    if (!failed[i]) out[i] = Combine(windows[i]);
+    if (failed[i]) continue;
+    out[i] = Combine(windows[i]);
+    out[i].confirm_timing = timing;
   }
   return out;
 }

@@ -127,13 +127,19 @@ FailureClass FromWire(wire::FailureClass c) {
 }
 
 wire::ConfirmTiming ToWire(ConfirmTiming t) {
-  return t == ConfirmTiming::kBurst ? wire::ConfirmTiming::BURST : wire::ConfirmTiming::SUSTAINED;
+  switch (t) {
+    case ConfirmTiming::kSustained: return wire::ConfirmTiming::SUSTAINED;
+    case ConfirmTiming::kBurst: return wire::ConfirmTiming::BURST;
+    case ConfirmTiming::kAuto: return wire::ConfirmTiming::AUTO;
+  }
+  return wire::ConfirmTiming::SUSTAINED;
 }
 
 ConfirmTiming FromWire(wire::ConfirmTiming t) {
   switch (t) {
     case wire::ConfirmTiming::SUSTAINED: return ConfirmTiming::kSustained;
     case wire::ConfirmTiming::BURST: return ConfirmTiming::kBurst;
+    case wire::ConfirmTiming::AUTO: return ConfirmTiming::kAuto;
   }
   // A newer peer's timing: running the unit another way would store figures
   // of a kind the sweep did not ask for.
@@ -248,6 +254,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setUnixTime(m.unix_time);
   b.setSweepId(TextOf(m.sweep_id));
   b.setConfirmed(m.confirmed);
+  b.setConfirmTiming(ToWire(m.confirm_timing));
 }
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
@@ -289,6 +296,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.unix_time = r.getUnixTime();
   m.sweep_id = Str(r.getSweepId());
   m.confirmed = r.getConfirmed();
+  m.confirm_timing = FromWire(r.getConfirmTiming());
   return m;
 }
 

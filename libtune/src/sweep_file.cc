@@ -113,7 +113,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   if (auto n = sweep->get("confirm_timing")) {
     auto v = n->value<std::string>();
     if (!v || !ParseConfirmTiming(*v, &s.confirm_timing)) {
-      return Status::Error(path + ": [sweep] confirm_timing: expected \"burst\" or \"sustained\"");
+      return Status::Error(path + ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\"");
     }
   }
   if (auto n = sweep->get("confirm_seconds")) {

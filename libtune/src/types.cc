@@ -114,11 +114,16 @@ FailureClass FailureClassFromName(const std::string& name) {
 }
 
 const char* ConfirmTimingName(ConfirmTiming t) {
-  return t == ConfirmTiming::kBurst ? "burst" : "sustained";
+  switch (t) {
+    case ConfirmTiming::kSustained: return "sustained";
+    case ConfirmTiming::kBurst: return "burst";
+    case ConfirmTiming::kAuto: return "auto";
+  }
+  return "sustained";
 }
 
 bool ParseConfirmTiming(const std::string& name, ConfirmTiming* out) {
-  for (ConfirmTiming t : {ConfirmTiming::kSustained, ConfirmTiming::kBurst}) {
+  for (ConfirmTiming t : {ConfirmTiming::kSustained, ConfirmTiming::kBurst, ConfirmTiming::kAuto}) {
     if (name == ConfirmTimingName(t)) {
       *out = t;
       return true;
@@ -161,6 +166,7 @@ void Measurement::CopyOutcome(const Measurement& from) {
   resources = from.resources;
   throttled = from.throttled;
   sm_clock_mhz = from.sm_clock_mhz;
+  confirm_timing = from.confirm_timing;
 }
 
 }  // namespace tune

@@ -339,8 +339,10 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
   Measurement alone = backend->Measure(spec, "f32", kernels[0], shape, p, 0);
   ASSERT_TRUE(alone.Valid()) << Describe(alone);
   // Sustained: 50 ms windows; burst: 3 or more samples after 0.3 s idle,
-  // so 1 s holds only the minimum three rounds of two configs.
-  for (auto [timing, min_per_round] : {std::pair{ConfirmTiming::kSustained, 5u}, std::pair{ConfirmTiming::kBurst, 3u}}) {
+  // so 1 s holds only the minimum three rounds of two configs; auto: one of
+  // the two after a round of each.
+  for (auto [timing, min_per_round] : {std::pair{ConfirmTiming::kSustained, 5u}, std::pair{ConfirmTiming::kBurst, 3u},
+                                       std::pair{ConfirmTiming::kAuto, 3u}}) {
     const double seconds = 1.0;
     const auto t0 = Clock::now();
     std::vector<Measurement> together = MeasureTogether(*backend, spec, "f32", kernels, shape, p, seconds, timing);
@@ -348,10 +350,14 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
     ASSERT_EQ(together.size(), 2u);
     double timed = 0;
     for (const auto& m : together) {
-      printf("together (%s): %s\n", ConfirmTimingName(timing), Describe(m).c_str());
+      printf("together (%s, chose %s): %s\n", ConfirmTimingName(timing), ConfirmTimingName(m.confirm_timing),
+             Describe(m).c_str());
       ASSERT_TRUE(m.Valid()) << Describe(m);
       EXPECT_TRUE(m.check_passed);
       EXPECT_GE(m.samples, 3u * min_per_round) << "three or more rounds";
+      // Auto settles on one of the two, the same for every config.
+      EXPECT_EQ(m.confirm_timing, timing == ConfirmTiming::kAuto ? together[0].confirm_timing : timing);
+      EXPECT_NE(m.confirm_timing, ConfirmTiming::kAuto);
       timed += m.mean_us * m.samples * 1e-6;
     }
     printf("%s: %.3f s timed in %.3f s\n", ConfirmTimingName(timing), timed, took);
@@ -359,7 +365,7 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
     // time is left (rounds of 0.1-0.7 s).
     EXPECT_GE(took, seconds);
     EXPECT_LT(took, seconds + 1.0);
-    if (timing == ConfirmTiming::kBurst) {
+    if (together[0].confirm_timing == ConfirmTiming::kBurst) {
       EXPECT_LT(timed, 0.5 * took) << "bursts are mostly idle";
     }
     // The same kernel's figure, alone or interleaved.

@@ -76,6 +76,29 @@ TEST_F(MeasureTogetherTest, RoundsFillTheWallTimeAndEveryConfigGetsOneWindowPerR
   }
 }
 
+TEST_F(MeasureTogetherTest, AutoTimesARoundOfEachAndKeepsSustainedWhereLoadDoesNotSlowTheConfigs) {
+  // The sim has no power limit: a burst and a sustained window give the
+  // same figure, so auto keeps sustained windows and says so.
+  SimFaults slow;
+  slow.seconds_per_measure = 0.01;
+  auto sim = MakeSimBackend("h100-sxm", 0, slow);
+  std::vector<CompiledKernel> kernels = Compile(*sim, 3);
+  TimingPolicy p;
+  std::vector<Measurement> got = MeasureTogether(*sim, spec_, "f32", kernels, shape_, p, 0.2, ConfirmTiming::kAuto);
+  ASSERT_EQ(got.size(), 3u);
+  for (const Measurement& m : got) {
+    ASSERT_TRUE(m.Valid());
+    EXPECT_EQ(m.confirm_timing, ConfirmTiming::kSustained);
+    // Sustained windows only (5 samples each in the sim), the probe's among them.
+    EXPECT_EQ(m.samples % 5, 0u);
+    EXPECT_GE(m.samples, 15u);
+  }
+  for (ConfirmTiming t : {ConfirmTiming::kSustained, ConfirmTiming::kBurst}) {
+    for (const Measurement& m : MeasureTogether(*sim, spec_, "f32", kernels, shape_, p, 0.01, t))
+      EXPECT_EQ(m.confirm_timing, t);
+  }
+}
+
 TEST_F(MeasureTogetherTest, AConfigThatFailsKeepsItsFailureAndTheOthersGoOn) {
   auto faults = SimFaults::Parse("wrong=0.5");
   ASSERT_TRUE(faults.ok());

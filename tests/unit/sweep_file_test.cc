@@ -18,7 +18,7 @@ Result<SweepSubmit> Load(const TempDir& dir, const std::string& extra) {
   return LoadSweepFile(dir.path() + "/sweep.toml", kOpsDir);
 }
 
-TEST(SweepFileTest, ConfirmPhaseDefaultsToBurstsOfTwoSeconds) {
+TEST(SweepFileTest, ConfirmPhaseDefaultsToTwoSecondsTimedAsTheDeviceWarrants) {
   TempDir dir;
   auto none = Load(dir, "");
   ASSERT_TRUE(none.ok()) << none.status().message();
@@ -28,7 +28,7 @@ TEST(SweepFileTest, ConfirmPhaseDefaultsToBurstsOfTwoSeconds) {
   ASSERT_TRUE(top.ok()) << top.status().message();
   EXPECT_EQ(top->confirm_top, 4u);
   EXPECT_EQ(top->confirm_seconds, kDefaultConfirmSeconds);
-  EXPECT_EQ(top->confirm_timing, ConfirmTiming::kBurst);
+  EXPECT_EQ(top->confirm_timing, ConfirmTiming::kAuto);
 
   auto sustained = Load(dir, "confirm_top = 4\nconfirm_seconds = 8.0\nconfirm_timing = \"sustained\"\n");
   ASSERT_TRUE(sustained.ok()) << sustained.status().message();
@@ -40,8 +40,9 @@ TEST(SweepFileTest, BadConfirmKeysNameTheFileAndField) {
   TempDir dir;
   const std::string file = dir.path() + "/sweep.toml";
   for (auto [extra, want] : {
-           std::pair{"confirm_timing = \"steady\"\n", ": [sweep] confirm_timing: expected \"burst\" or \"sustained\""},
-           std::pair{"confirm_timing = 1\n", ": [sweep] confirm_timing: expected \"burst\" or \"sustained\""},
+           std::pair{"confirm_timing = \"steady\"\n",
+                     ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\""},
+           std::pair{"confirm_timing = 1\n", ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\""},
            std::pair{"confirm_top = 65\n", ": [sweep] confirm_top: expected an integer in 0..64"},
            std::pair{"confirm_seconds = 0\n", ": [sweep] confirm_seconds: expected a number of seconds in (0, 3600]"},
        }) {

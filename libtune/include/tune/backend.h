@@ -132,8 +132,12 @@ class Backend {
 // stretch of one run. What a round times per config depends on `timing`:
 //   kSustained: a 50 ms window of back-to-back samples;
 //   kBurst: 10 ms of samples (at least 3), after the device has idled for
-//     0.3 s (TimingPolicy::idle_seconds).
-// Returns one measurement per kernel, in order: median, stdev and CI of the
+//     0.3 s (TimingPolicy::idle_seconds);
+//   kAuto: a round of each first; then bursts if the median config was more
+//     than 5% slower in its sustained window than in its burst, else
+//     sustained windows (only the chosen kind's windows count).
+// Returns one measurement per kernel, in order, with the timing used
+// (Measurement::confirm_timing): median, stdev and CI of the
 // rounds' medians (so they include how much the device drifted), mean, min,
 // max and samples over every sample. A config that fails in a round (each
 // round checks it again) keeps that failure. What ranks a sweep's fastest

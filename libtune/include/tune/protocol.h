@@ -88,11 +88,11 @@ struct SweepSubmit {
   uint32_t confirm_top = 0;
   double confirm_seconds = 0;
   // A message without the field (an older client) asks for kSustained, what
-  // confirm phases did before; sweep files and `tune` default to kBurst.
+  // confirm phases did before; sweep files and `tune` default to kAuto.
   ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
 };
 inline constexpr uint32_t kMaxConfirmTop = 64;
-inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kBurst;
+inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kAuto;
 inline constexpr double kDefaultConfirmSeconds = 2.0;  // where a sweep names confirm_top alone
 struct SweepAccepted {
   std::string sweep_id;

@@ -9,7 +9,7 @@
 //   configs_per_unit = 16               # optional
 //   confirm_top = 4                     # optional: confirm phase, see SweepSubmit
 //   confirm_seconds = 2.0               # optional, per shape (default 2)
-//   confirm_timing = "burst"            # optional: or "sustained" (ConfirmTiming)
+//   confirm_timing = "auto"             # optional: or "burst", "sustained" (ConfirmTiming)
 //
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once

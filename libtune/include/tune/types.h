@@ -65,10 +65,14 @@ FailureClass FailureClassFromName(const std::string& name);  // kNone when unkno
 //     config's figure moves by 1-3% from run to run.
 //   kBurst: each timing a short burst after the GPU has idled. The figure is
 //     the speed at the clocks the GPU starts from, the same from run to run
-//     within a few tenths of a percent whatever ran before
-//     (bench/gpu_h100.md, "Fifth session").
-enum class ConfirmTiming : uint16_t { kSustained = 0, kBurst = 1 };
-const char* ConfirmTimingName(ConfirmTiming t);      // "sustained", "burst"
+//     within a few tenths of a percent whatever ran before; but a kernel of
+//     microseconds that never reaches the power limit repeats worse in
+//     bursts than in sustained windows (bench/gpu_h100.md, "Fifth session").
+//   kAuto: one round of each, then bursts if sustained load made the
+//     contenders slower than bursts did (the GPU is at its power limit),
+//     else sustained windows.
+enum class ConfirmTiming : uint16_t { kSustained = 0, kBurst = 1, kAuto = 2 };
+const char* ConfirmTimingName(ConfirmTiming t);      // "sustained", "burst", "auto"
 bool ParseConfirmTiming(const std::string& name, ConfirmTiming* out);  // false when unknown
 
 // What a worker knows about one of its GPUs (or a simulated one).
@@ -126,6 +130,7 @@ struct Measurement {
   // From a confirm unit (SweepSubmit::confirm_top): outranks unconfirmed
   // figures of its key when the store picks the best.
   bool confirmed = false;
+  ConfirmTiming confirm_timing = ConfirmTiming::kSustained;  // how a confirmed figure was timed
 
   // A config is a candidate winner only when it ran and passed its check.
   bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }
