@@ -56,7 +56,7 @@ skip throughput || skip sm90 || {
 # variant is a set of timing flags; STABILITY names them, space-separated
 # label=flags with commas for spaces. Run 1 of the first traces the
 # runner's phases (problem set-up included).
-STABILITY=${STABILITY:-auto=--refine-seconds,0.2,--confirm-top,4,--confirm-seconds,8,--confirm-timing,auto}
+STABILITY=${STABILITY:-auto=--refine-seconds,0.2,--confirm-top,8,--confirm-seconds,12,--confirm-timing,auto}
 variants=()
 # Every timing's window median, clock and wall time (runner trace), and the
 # device's temperature, power and clock every 250 ms: what moves a figure

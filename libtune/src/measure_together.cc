@@ -11,9 +11,10 @@
 namespace tune {
 namespace {
 
-// Sustained windows this long are many samples of any kernel worth tuning,
-// and short enough that a few seconds hold many rounds: the clock states a
-// round sees are what the figures average over.
+// Sustained windows this long (wall time) are many samples of any kernel
+// worth tuning, and short enough that a few seconds hold many rounds: the
+// clock states and buffer placements the rounds see are what the figures
+// average over (at 1024^3 on an H100 placements move a window by ~1%).
 constexpr double kWindowSeconds = 0.05;
 // Bursts: an H100 at its power limit runs a GEMM at full clock for the
 // first 20-40 ms after 0.4 s idle, the same to 0.3% from one trial to the
@@ -27,7 +28,10 @@ constexpr int kMinRounds = 3;
 constexpr int kMaxRounds = 1000;
 
 // What one round times of each config.
-TimingPolicy RoundPolicy(const TimingPolicy& policy, ConfirmTiming timing) {
+// `window_timed_seconds`: how much timed (kernel) time a sustained window
+// asks for; the runner counts windows in timed time, and the L2 flush
+// between samples makes a window of a short kernel last several times that.
+TimingPolicy RoundPolicy(const TimingPolicy& policy, ConfirmTiming timing, double window_timed_seconds) {
   TimingPolicy round = policy;
   round.target_rel_ci = 1.0;     // the window is the figure: rank on the minimum samples only
   round.early_stop_factor = 0;   // and never stop one early
@@ -43,7 +47,7 @@ TimingPolicy RoundPolicy(const TimingPolicy& policy, ConfirmTiming timing) {
     round.refine_seconds = 0;
     round.timeout_seconds = policy.timeout_seconds + kBurstIdleSeconds;
   } else {
-    round.refine_seconds = kWindowSeconds;
+    round.refine_seconds = window_timed_seconds;
     // A window may be longer than an ordinary config's time caps.
     round.max_seconds = std::max(policy.max_seconds, kWindowSeconds);
     round.timeout_seconds = policy.timeout_seconds + 2 * kWindowSeconds;
@@ -89,8 +93,12 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
   std::mt19937 rng(0x5eed);  // the same orders on every run
   // One round: every config that has not failed, one window each, into
   // `into`. False when none is left.
+  // Timed time per sustained window, scaled after each round so that a
+  // window lasts about kWindowSeconds of wall time.
+  double window_timed_seconds = kWindowSeconds;
   auto round = [&](ConfirmTiming t, std::vector<std::vector<Measurement>>* into) {
-    TimingPolicy p = RoundPolicy(policy, t);
+    TimingPolicy p = RoundPolicy(policy, t, window_timed_seconds);
+    double timed_share = 1.0;  // smallest timed / wall time of this round's windows
     // Each round on buffers of its own; every config of the round on them.
     p.new_buffers = true;
     // A new order every round: a window's figure depends on what ran just
@@ -102,8 +110,11 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
       if (failed[i]) continue;
       any = true;
       // No best so far: every window is a contender's window.
+      const Clock::time_point window_start = Clock::now();
       Measurement m = backend.Measure(spec, dtype, kernels[i], shape, p, 0);
+      const double wall = std::chrono::duration<double>(Clock::now() - window_start).count();
       p.new_buffers = false;
+      if (m.Valid() && wall > 0) timed_share = std::min(timed_share, m.mean_us * m.samples * 1e-6 / wall);
       if (!m.Valid()) {
         out[i] = std::move(m);
         failed[i] = true;
@@ -111,6 +122,8 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
       }
       (*into)[i].push_back(std::move(m));
     }
+    if (t == ConfirmTiming::kSustained && any)
+      window_timed_seconds = std::clamp(kWindowSeconds * timed_share, 0.1 * kWindowSeconds, kWindowSeconds);
     return any;
   };
   // Wall time, not timed time, bounds the rounds: a kernel of microseconds

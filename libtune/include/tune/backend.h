@@ -130,7 +130,7 @@ class Backend {
 // new_buffers), so that no config keeps one place, one predecessor or one
 // placement, and each figure averages over them rather than over one
 // stretch of one run. What a round times per config depends on `timing`:
-//   kSustained: a 50 ms window of back-to-back samples;
+//   kSustained: about 50 ms (wall time) of back-to-back samples;
 //   kBurst: 10 ms of samples (at least 3), after the device has idled for
 //     0.3 s (TimingPolicy::idle_seconds);
 //   kAuto: a round of each first; then bursts if the median config was more
