@@ -52,12 +52,13 @@ skip throughput || skip sm90 || {
   tune sm90_cold   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-c --cache-dir $CACHE --bundle /tmp/tf-c-b
   tune sm90_warm   --op gemm_sm90 --dtype f16 --shape M=4096,N=4096,K=4096 --store /tmp/tf-d --cache-dir $CACHE --bundle /tmp/tf-d-b
 }
-# Best against cuBLAS at three sizes, three times for stability. Each
+# Best against cuBLAS at three sizes, STABILITY_RUNS times (3) for stability. Each
 # variant is a set of timing flags; STABILITY names them, space-separated
 # label=flags with commas for spaces. Run 1 of the first traces the
 # runner's phases (problem set-up included).
 STABILITY=${STABILITY:-auto=--refine-seconds,0.2,--confirm-top,8,--confirm-seconds,12,--confirm-timing,auto}
 variants=()
+RUNS=$(seq 1 ${STABILITY_RUNS:-3})
 # Every timing's window median, clock and wall time (runner trace), and the
 # device's temperature, power and clock every 250 ms: what moves a figure
 # from run to run.
@@ -68,7 +69,7 @@ SMI_TRACE=$!
 for v in $STABILITY; do
   label=${v%%=*}; flags=${v#*=}; flags=${flags//,/ }
   variants+=("$label")
-  for run in 1 2 3; do
+  for run in $RUNS; do
     # Every run starts from an idle GPU, as a nightly sweep does: a warm
     # GPU times the same kernel a percent or two slower.
     sleep ${STABILITY_IDLE:-30}
@@ -89,16 +90,16 @@ step summary
   echo "problem set-up per shape (runner trace, run 1):"
   grep "(built)" "$RAW/${variants[0]}_1.txt" | sed -E 's/.*(M=[0-9]+,N=[0-9]+,K=[0-9]+).*problem ([0-9.]+) \(built\).*/  \1: \2 ms/'
   for label in "${variants[@]}"; do
-    for run in 1 2 3; do echo "winners ($label, run $run):"; cat "$RAW/best_${label}_$run.txt"; done
-    for pair in "1 2" "1 3" "2 3"; do
-      set -- $pair
+    for run in $RUNS; do echo "winners ($label, run $run):"; cat "$RAW/best_${label}_$run.txt"; done
+    for pair in $(for i in $RUNS; do for j in $RUNS; do [ $i -lt $j ] && echo $i,$j; done; done); do
+      set -- ${pair/,/ }
       echo "rerun stability ($label, winner medians, run $1 vs run $2):"
       paste <(awk '/^[^ ]/{s=$3} /^  \*/{print s, $2, $3}' "$RAW/best_${label}_$1.txt") \
             <(awk '/^[^ ]/{s=$3} /^  \*/{print $2, $3}' "$RAW/best_${label}_$2.txt") |
         awk '{d=($5-$3)/$3*100; if (d<0) d=-d; printf "  %s: %s %.2f us | %s %.2f us | %.2f%%%s\n", $1, $2, $3, $4, $5, d, ($2==$4?" same config":"")}'
     done
     echo "winners' clocks (MHz), throttle flags and samples ($label):"
-    for run in 1 2 3; do
+    for run in $RUNS; do
       python3 -c 'import csv,sys
 for r in csv.DictReader(open(sys.argv[1])):
     if r["winner"] == "1": print("  run", sys.argv[2] + ":", r["shape"], r["sm_clock_mhz"], "MHz, throttled", r["throttled"], "samples", r["samples"], "confirmed", r.get("confirmed", "-"))' \

@@ -1,7 +1,8 @@
 // The runner's fill kernel (libtune/src/cuda/builtin_kernels.h) draws the
 // same seeded inputs on the device as MakeInput does on the host: uniform and
 // ones bit for bit, normal() within the last bit of the device's log/cos, and
-// an all-zero draw is reported. The compile test runs wherever NVRTC is; the
+// an all-zero draw is reported; the L2 flush between timed samples leaves
+// the next read cold. The compile test runs wherever NVRTC is; the
 // rest skips (GTEST_SKIP) without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -11,9 +12,13 @@ TEST(DeviceFill, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA 
 
 #else
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../libtune/src/cuda/builtin_kernels.h"
@@ -159,6 +164,67 @@ TEST_F(DeviceFillGpu, AnAllZeroDrawIsReported) {
   EXPECT_FALSE(Fill("i32", "uniform(0,0)", 4096, 1).nonzero);
   EXPECT_FALSE(MakeInput("i32", "uniform(0,0)", 4096, 1).ok());
   EXPECT_TRUE(Fill("i32", "uniform(0,1)", 4096, 1).nonzero);
+}
+
+// The runner reads twice the L2 with tunefarm_flush_l2 before every timed
+// sample so that the sample starts from DRAM: a read of a buffer that fits
+// in the L2 is slower after the flush than straight after another read of
+// it. The flush writes nothing (its sink stays zero).
+TEST_F(DeviceFillGpu, TheL2FlushLeavesTheNextReadColdAndWritesNothing) {
+  NvrtcResult r = CompileBuiltins("f32", arch_);
+  ASSERT_TRUE(r.ok) << r.error << "\n" << r.log;
+  CUmodule module = nullptr;
+  CUfunction flush = nullptr;
+  ASSERT_EQ(d_->cuModuleLoadData(&module, r.cubin.data()), CUDA_SUCCESS);
+  modules_.push_back(module);
+  ASSERT_EQ(d_->cuModuleGetFunction(&flush, module, "tunefarm_flush_l2"), CUDA_SUCCESS);
+  int l2 = 0, sms = 0;
+  ASSERT_EQ(d_->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev_), CUDA_SUCCESS);
+  ASSERT_EQ(d_->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_), CUDA_SUCCESS);
+  const size_t small_bytes = std::min<size_t>(size_t(l2) / 3, 16u << 20) / 16 * 16;
+  const size_t big_bytes = 2 * size_t(l2);
+  CUdeviceptr small = 0, big = 0, sink = 0;
+  ASSERT_EQ(d_->cuMemAlloc(&small, small_bytes), CUDA_SUCCESS);
+  ASSERT_EQ(d_->cuMemAlloc(&big, big_bytes), CUDA_SUCCESS);
+  ASSERT_EQ(d_->cuMemAlloc(&sink, sizeof(unsigned)), CUDA_SUCCESS);
+  for (auto [p, n] : {std::pair{small, small_bytes}, {big, big_bytes}, {sink, sizeof(unsigned)}})
+    ASSERT_EQ(d_->cuMemsetD8(p, 0, n), CUDA_SUCCESS);
+  CUevent start = nullptr, stop = nullptr;
+  ASSERT_EQ(d_->cuEventCreate(&start, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  ASSERT_EQ(d_->cuEventCreate(&stop, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  auto read = [&](CUdeviceptr p, size_t bytes) {
+    long long words = (long long)(bytes / 16);
+    void* params[] = {&p, &words, &sink};
+    EXPECT_EQ(d_->cuLaunchKernel(flush, unsigned(sms) * 4, 1, 1, 512, 1, 1, 0, nullptr, params, nullptr),
+              CUDA_SUCCESS);
+  };
+  // Median microseconds of a read of `small`, each after `before`.
+  auto median_read = [&](const std::function<void()>& before) {
+    std::vector<float> us;
+    for (int i = 0; i < 31; ++i) {
+      before();
+      EXPECT_EQ(d_->cuEventRecord(start, nullptr), CUDA_SUCCESS);
+      read(small, small_bytes);
+      EXPECT_EQ(d_->cuEventRecord(stop, nullptr), CUDA_SUCCESS);
+      EXPECT_EQ(d_->cuCtxSynchronize(), CUDA_SUCCESS);
+      float ms = 0;
+      EXPECT_EQ(d_->cuEventElapsedTime(&ms, start, stop), CUDA_SUCCESS);
+      us.push_back(ms * 1000.f);
+    }
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  };
+  const float warm = median_read([&] { read(small, small_bytes); });
+  const float cold = median_read([&] { read(big, big_bytes); });
+  std::printf("read of %zu MiB: %.2f us after a read of it, %.2f us after the flush (L2 %d MiB)\n",
+              small_bytes >> 20, warm, cold, l2 >> 20);
+  EXPECT_GT(cold, 1.2f * warm);
+  unsigned written = 1;
+  ASSERT_EQ(d_->cuMemcpyDtoH(&written, sink, sizeof(written)), CUDA_SUCCESS);
+  EXPECT_EQ(written, 0u);
+  d_->cuEventDestroy(start);
+  d_->cuEventDestroy(stop);
+  for (CUdeviceptr p : {small, big, sink}) d_->cuMemFree(p);
 }
 
 }  // namespace

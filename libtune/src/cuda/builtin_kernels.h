@@ -5,7 +5,8 @@
 
 namespace tune::cuda {
 
-// The runner's own kernels, one program per dtype (TUNE_T).
+// The runner's own kernels, one program per dtype (TUNE_T; the flush does
+// not use it).
 //
 // tunefarm_compare: output-vs-reference comparison on the device. Copying a
 // 64M-element output to the host and comparing there costs a second per
@@ -19,7 +20,26 @@ namespace tune::cuda {
 // (__dmul_rn/__dadd_rn keep the compiler from fusing it), so uniform and ones
 // inputs are bit-identical to MakeInput's; normal() goes through the device's
 // log/cos and may differ in the last bit.
+//
+// tunefarm_flush_l2: reads n 16-byte words with L2-only loads, between timed
+// samples. Writing the flush buffer (a memset) leaves the L2 full of dirty
+// lines that the next sample writes back to DRAM as it evicts them; timed
+// with the kernel, that write-back costs a 10 us GEMM a few percent, by an
+// amount that moves from one run to the next. Reading leaves clean lines:
+// the sample still starts from DRAM and pays for nothing else. The buffer
+// is zero, so the xor is zero and the store never happens, which the
+// compiler cannot know.
 inline constexpr char kBuiltinSource[] = R"(
+extern "C" __global__ void tunefarm_flush_l2(const uint4* __restrict__ words, long long n, unsigned int* sink) {
+  unsigned int acc = 0;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint4 w = __ldcg(words + i);
+    acc ^= w.x ^ w.y ^ w.z ^ w.w;
+  }
+  if (acc == 0x9E3779B9u) atomicAdd(sink, 1u);
+}
+
 #if defined(TUNE_DTYPE_F16)
 __device__ __forceinline__ float tf_load(const __half* p, long long i) { return __half2float(p[i]); }
 __device__ __forceinline__ __half tf_store(double v) { return __float2half_rn((float)v); }

@@ -107,6 +107,7 @@ struct BuiltinKernels {
   CUmodule module = nullptr;
   CUfunction compare = nullptr;  // nullptr: compare on the host instead
   CUfunction fill = nullptr;     // nullptr: draw inputs on the host instead
+  CUfunction flush_l2 = nullptr; // nullptr: flush with a memset instead
 };
 
 // One output buffer's comparison, plus where it first failed.
@@ -177,7 +178,7 @@ class Runner {
   CUstream stream_ = nullptr;
   CUdeviceptr flush_ = 0;
   size_t flush_bytes_ = 0;
-  uint8_t flush_value_ = 0;
+  CUfunction flush_l2_ = nullptr;  // the builtin read flush; nullptr: a memset
   int max_threads_per_sm_ = 2048;
   std::vector<CUevent> ev_start_, ev_stop_;
   std::unique_ptr<Nvml> nvml_;
@@ -210,10 +211,12 @@ Status Runner::Setup() {
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING))));
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(
       d_.cuDeviceGetAttribute(&max_threads_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev_))));
-  // Writing twice the L2 between samples evicts whatever the previous sample
-  // left there, so every sample starts from DRAM like a cold production call.
+  // Reading twice the L2 between samples evicts whatever the previous sample
+  // left there, so every sample starts from DRAM like a cold production call
+  // (tunefarm_flush_l2 reads the zeros).
   flush_bytes_ = std::max<size_t>(2 * size_t(device_.l2_bytes), 8u << 20);
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&flush_, flush_bytes_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemsetD8(flush_, 0, flush_bytes_))));
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&builtin_stats_, 4 * sizeof(unsigned long long)))));
   ev_start_.resize(kWindowBatch);
   ev_stop_.resize(kWindowBatch);
@@ -698,6 +701,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   double checked_seconds = 0;
   if (Failure f = Check(spec, plan, problem, params.data(), m, &checked_seconds); f.failed()) return f;
   lap(3);
+  flush_l2_ = GetBuiltins(req.dtype).flush_l2;
   Failure timed = Time(req.policy, req.best_so_far_us, checked_seconds, plan, params.data(), config_start, m);
   lap(4);
   return timed;
@@ -777,6 +781,7 @@ const BuiltinKernels& Runner::GetBuiltins(const std::string& dtype) {
   if (r.ok && d_.cuModuleLoadData(&k.module, r.cubin.data()) == CUDA_SUCCESS) {
     if (d_.cuModuleGetFunction(&k.compare, k.module, "tunefarm_compare") != CUDA_SUCCESS) k.compare = nullptr;
     if (d_.cuModuleGetFunction(&k.fill, k.module, "tunefarm_fill") != CUDA_SUCCESS) k.fill = nullptr;
+    if (d_.cuModuleGetFunction(&k.flush_l2, k.module, "tunefarm_flush_l2") != CUDA_SUCCESS) k.flush_l2 = nullptr;
   }
   if (!k.compare || !k.fill) {
     fprintf(stderr, "tunefarm runner[%d]: %s inputs and checks on the host: %s\n", index_, dtype.c_str(),
@@ -892,11 +897,21 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   const double wall_cap = std::min(2.0 * policy.max_seconds + 1.0,
                                    std::max(0.1, 0.5 * policy.timeout_seconds - Seconds(config_start)));
   const Clock::time_point loop_start = Clock::now();
+  // The L2 flush before each sample: a read of the flush buffer, or where
+  // the builtin kernels did not compile, a write of it.
+  long long flush_words = (long long)(flush_bytes_ / 16);
+  void* flush_params[] = {&flush_, &flush_words, &builtin_stats_};
+  const int64_t flush_grid[3] = {int64_t(std::max(1, device_.num_sms)) * 4, 1, 1};
+  const int64_t flush_block[3] = {512, 1, 1};
+  auto flush = [&]() -> CuStatus {
+    if (flush_l2_) return Launch(flush_l2_, flush_grid, flush_block, 0, stream_, flush_params);
+    return TUNE_CU(d_.cuMemsetD8Async(flush_, 0, flush_bytes_, stream_));
+  };
   // Queues `count` samples back to back on the stream, each after an L2
   // flush, and appends their times.
   auto take = [&](int count, std::vector<double>* out, double* timed) -> Failure {
     for (int b = 0; b < count; ++b) {
-      CuStatus st = TUNE_CU(d_.cuMemsetD8Async(flush_, flush_value_++, flush_bytes_, stream_));
+      CuStatus st = flush();
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
       if (st.ok()) st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_stop_[b], stream_));
