@@ -14,8 +14,13 @@ namespace {
 // Sustained windows this long (wall time) are many samples of any kernel
 // worth tuning, and short enough that a few seconds hold many rounds: the
 // clock states and buffer placements the rounds see are what the figures
-// average over (at 1024^3 on an H100 placements move a window by ~1%).
+// average over.
 constexpr double kWindowSeconds = 0.05;
+// Placements of the buffers that the samples of one window rotate over
+// (TimingPolicy::placements). At 1024^3 on an H100 one placement's samples
+// sit in a cluster of their own, up to 6% from the next; a dozen windows of
+// one placement each left the figure 0.5-2.2% apart from run to run.
+constexpr int kPlacements = 8;
 // Bursts: an H100 at its power limit runs a GEMM at full clock for the
 // first 20-40 ms after 0.4 s idle, the same to 0.3% from one trial to the
 // next, and drops 5-15% after that (bench/clock_transient.cu). Ten
@@ -35,6 +40,7 @@ TimingPolicy RoundPolicy(const TimingPolicy& policy, ConfirmTiming timing, doubl
   TimingPolicy round = policy;
   round.target_rel_ci = 1.0;     // the window is the figure: rank on the minimum samples only
   round.early_stop_factor = 0;   // and never stop one early
+  round.placements = kPlacements;
   if (timing == ConfirmTiming::kBurst) {
     round.warmup = 0;            // the check run before it paid the first-launch costs
     round.idle_seconds = kBurstIdleSeconds;

@@ -70,6 +70,14 @@ struct TimingPolicy {
   // them every round so that its figures average over placements rather
   // than carry one run's. The sim backend ignores it.
   bool new_buffers = false;
+  // Rotate the timed samples over this many placements of the kernel's
+  // buffers (the inputs copied to each): at 1024^3 on an H100 the window
+  // medians of one config fall into clusters up to 6% apart, one per
+  // placement, so a figure from a few placements moves from run to run by
+  // which clusters it drew. With new_buffers every placement is new. The
+  // runner holds at most as many as a quarter of its problem memory allows.
+  // The sim backend ignores it.
+  int placements = 1;
   // Leave the device idle this long (after the check run) before the timed
   // samples, so that they start at the clocks of an idle GPU instead of
   // those the previous kernel's power left behind. With a short time cap it
@@ -129,7 +137,8 @@ class Backend {
 // round in a new order and on newly placed buffers (TimingPolicy::
 // new_buffers), so that no config keeps one place, one predecessor or one
 // placement, and each figure averages over them rather than over one
-// stretch of one run. What a round times per config depends on `timing`:
+// stretch of one run; the samples of a window rotate over 8 placements
+// (TimingPolicy::placements). What a round times per config depends on `timing`:
 //   kSustained: about 50 ms (wall time) of back-to-back samples;
 //   kBurst: 10 ms of samples (at least 3), after the device has idled for
 //     0.3 s (TimingPolicy::idle_seconds);

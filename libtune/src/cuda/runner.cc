@@ -88,6 +88,10 @@ struct Problem {
   std::string key;
   std::vector<ArgData> args;
   size_t device_bytes = 0;
+  // Further placements of the kernel's buffers (TimingPolicy::placements):
+  // per placement, one pointer per arg (0 for scalars). Not counted in
+  // device_bytes.
+  std::vector<std::vector<CUdeviceptr>> spare;
 };
 
 struct Package {
@@ -140,8 +144,18 @@ class Runner {
   Failure GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype, Reference** out);
   Failure LoadImage(const MeasureRequest& req, const OpSpec& spec);
   void ReleaseBuffers(Problem* p);
-  // Moves the kernel's buffers of `p` to new allocations (TimingPolicy::new_buffers).
-  Failure MoveBuffers(Problem* p);
+  // Gives `p` `placements` placements of its kernel's buffers (as many as a
+  // quarter of the problem budget holds): ArgData::dev and Problem::spare.
+  // With `move` all of them are newly allocated (TimingPolicy::new_buffers).
+  // Memory short: fewer placements, or the old ones.
+  Failure PlaceBuffers(Problem* p, int placements, bool move);
+  // Allocates one placement of `p`'s kernel buffers after a spacer, inputs
+  // copied from their pristine values. Empty when memory is short.
+  Failure NewPlacement(Problem* p, std::vector<CUdeviceptr>* set);
+  // The flush buffer to a new allocation (TimingPolicy::new_buffers): where
+  // it lies is one more thing that would otherwise stay put for a whole run.
+  // Memory short: it stays.
+  void MoveFlushBuffer();
   void EvictOldestProblem();
   CuStatus Alloc(size_t bytes, CUdeviceptr* p);
 
@@ -162,8 +176,11 @@ class Runner {
                         double rtol, OutputCheck* oc);
   // Element `index` of a dtype buffer, as a float (for messages).
   double ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index);
+  // Times the kernel; the samples rotate over `param_sets` (one per
+  // placement of its buffers), the warm-up runs on the first.
   Failure Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
-               const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m);
+               const LaunchPlan& plan, const std::vector<void**>& param_sets, Clock::time_point config_start,
+               Measurement* m);
 
   Status Send(const WireWriter& w) { return WriteFrame(out_, w.bytes()); }
 
@@ -191,7 +208,8 @@ class Runner {
   size_t problem_bytes_ = 0;
   bool built_problem_ = false;  // the current request built its problem
   size_t problem_budget_ = 0;
-  uint64_t moves_ = 0;          // MoveBuffers calls, which pick the spacer sizes
+  size_t placements_ = 1;       // of the current request's timing (trace)
+  uint64_t moves_ = 0;          // NewPlacement calls, which pick the spacer sizes
 
   std::string stored_key_;     // last cubin received (sent once per config)
   std::string stored_image_;
@@ -384,34 +402,96 @@ void Runner::ReleaseBuffers(Problem* p) {
       if (b) d_.cuMemFree(b);
     a.dev = a.pristine = a.ref = 0;
   }
+  for (const auto& set : p->spare)
+    for (CUdeviceptr b : set)
+      if (b) d_.cuMemFree(b);
+  p->spare.clear();
 }
 
-Failure Runner::MoveBuffers(Problem* p) {
-  // The new buffers are allocated while the old ones are held, after a
-  // spacer of a varying number of 2 MiB pages, so that they land on other
-  // physical pages than any earlier placement. Memory short: stay put.
+Failure Runner::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
+  // Each placement after a spacer of a varying number of 2 MiB pages, so
+  // that it lands on other physical pages than any earlier one.
   constexpr size_t kPage = size_t(2) << 20;
   CUdeviceptr spacer = 0;
   const size_t spacer_bytes = kPage * (1 + (moves_++ * 7919) % 31);
   if (d_.cuMemAlloc(&spacer, spacer_bytes) != CUDA_SUCCESS) spacer = 0;
+  set->assign(p->args.size(), 0);
   Failure failed;
-  for (ArgData& a : p->args) {
+  bool short_of_memory = false;
+  for (size_t i = 0; i < p->args.size() && !failed.failed() && !short_of_memory; ++i) {
+    const ArgData& a = p->args[i];
     if (a.spec->kind != ArgSpec::Kind::kBuffer || a.dev == 0) continue;
-    CUdeviceptr moved = 0;
-    if (d_.cuMemAlloc(&moved, std::max<size_t>(a.bytes, 1)) != CUDA_SUCCESS) break;
-    // Inputs keep their values; outputs are poisoned before every check.
-    if (a.IsInput()) {
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(moved, a.pristine, a.bytes)); !st.ok()) {
-        d_.cuMemFree(moved);
-        failed = FromCu(st, "moving arg " + a.spec->name);
-        break;
-      }
+    if (d_.cuMemAlloc(&(*set)[i], std::max<size_t>(a.bytes, 1)) != CUDA_SUCCESS) {
+      (*set)[i] = 0;
+      short_of_memory = true;
+    } else if (a.IsInput()) {
+      // Inputs keep their values; outputs are poisoned before every check.
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD((*set)[i], a.pristine, a.bytes)); !st.ok())
+        failed = FromCu(st, "placing arg " + a.spec->name);
     }
-    d_.cuMemFree(a.dev);
-    a.dev = moved;
   }
   if (spacer) d_.cuMemFree(spacer);
+  if (failed.failed() || short_of_memory) {
+    for (CUdeviceptr b : *set)
+      if (b) d_.cuMemFree(b);
+    set->clear();
+  }
   return failed;
+}
+
+void Runner::MoveFlushBuffer() {
+  CUdeviceptr moved = 0;
+  if (d_.cuMemAlloc(&moved, flush_bytes_) != CUDA_SUCCESS) return;
+  if (d_.cuMemsetD8(moved, 0, flush_bytes_) != CUDA_SUCCESS) {
+    d_.cuMemFree(moved);
+    return;
+  }
+  d_.cuMemFree(flush_);
+  flush_ = moved;
+}
+
+Failure Runner::PlaceBuffers(Problem* p, int placements, bool move) {
+  size_t set_bytes = 0;
+  for (const ArgData& a : p->args)
+    if (a.spec->kind == ArgSpec::Kind::kBuffer && a.dev) set_bytes += a.bytes;
+  size_t want = size_t(std::max(1, placements));
+  if (set_bytes > 0) want = std::min(want, 1 + problem_budget_ / 4 / set_bytes);
+  std::vector<std::vector<CUdeviceptr>> fresh;
+  // New placements are allocated while the old ones are held, so that they
+  // land elsewhere.
+  const size_t keep = move ? 0 : std::min(want, 1 + p->spare.size());
+  while (keep + fresh.size() < want) {
+    std::vector<CUdeviceptr> set;
+    if (Failure f = NewPlacement(p, &set); f.failed()) {
+      for (const auto& s : fresh)
+        for (CUdeviceptr b : s)
+          if (b) d_.cuMemFree(b);
+      return f;
+    }
+    if (set.empty()) break;
+    fresh.push_back(std::move(set));
+  }
+  auto release = [&](const std::vector<CUdeviceptr>& set) {
+    for (CUdeviceptr b : set)
+      if (b) d_.cuMemFree(b);
+  };
+  if (move && !fresh.empty()) {
+    // The first new placement replaces the kernel's buffers.
+    for (size_t i = 0; i < p->args.size(); ++i) {
+      if (!fresh[0][i]) continue;
+      d_.cuMemFree(p->args[i].dev);
+      p->args[i].dev = fresh[0][i];
+    }
+    fresh.erase(fresh.begin());
+    for (const auto& set : p->spare) release(set);
+    p->spare.clear();
+  }
+  while (!p->spare.empty() && 1 + p->spare.size() + fresh.size() > want) {
+    release(p->spare.back());
+    p->spare.pop_back();
+  }
+  for (auto& set : fresh) p->spare.push_back(std::move(set));
+  return {};
 }
 
 void Runner::EvictOldestProblem() {
@@ -590,6 +670,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     t_phase = now;
   };
   built_problem_ = false;
+  placements_ = 1;
   struct Trace {
     Runner* r;
     const MeasureRequest& req;
@@ -601,10 +682,10 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
       if (!r->trace_) return;
       fprintf(stderr,
               "tunefarm runner[%d]: %s %s %s %s: plan %.1f, problem %.1f%s%s, load %.1f, check %.1f, time %.1f (%u "
-              "samples), total %.1f ms; median %.3f us, %d MHz%s, at %.3f s\n",
+              "samples, %zu placements), total %.1f ms; median %.3f us, %d MHz%s, at %.3f s\n",
               r->index_, spec.name.c_str(), req.dtype.c_str(), req.shape.Canonical().c_str(),
               req.config.Canonical().c_str(), ms[0], ms[1], r->built_problem_ ? " (built)" : "",
-              req.policy.new_buffers ? " (new buffers)" : "", ms[2], ms[3], ms[4], m->samples,
+              req.policy.new_buffers ? " (new buffers)" : "", ms[2], ms[3], ms[4], m->samples, r->placements_,
               Seconds(start) * 1e3, m->median_us, m->sm_clock_mhz, m->throttled ? " throttled" : "",
               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
     }
@@ -618,9 +699,10 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
 
   Problem* problem = nullptr;
   if (Failure f = GetProblem(spec, digest, req.dtype, req.shape, plan, &problem); f.failed()) return f;
-  if (req.policy.new_buffers && !built_problem_) {
-    if (Failure f = MoveBuffers(problem); f.failed()) return f;
-  }
+  if (Failure f = PlaceBuffers(problem, req.policy.placements, req.policy.new_buffers && !built_problem_);
+      f.failed())
+    return f;
+  if (req.policy.new_buffers) MoveFlushBuffer();
   lap(1);
 
   // From here on only the config itself runs: the backend's per-config clock
@@ -681,28 +763,36 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     res.occupancy = std::min(1.0, double(blocks_per_sm * warps) / double(std::max(1, max_threads_per_sm_ / 32)));
   }
 
-  std::vector<ParamSlot> slots(spec.args.size());
-  for (size_t i = 0; i < spec.args.size(); ++i) {
-    const ArgSpec& as = spec.args[i];
-    if (as.kind == ArgSpec::Kind::kBuffer) {
-      slots[i].ptr = problem->args[i].dev;
-    } else if (as.scalar_type == "i64") {
-      slots[i].i64 = std::llround(plan.scalar_values[i]);
-    } else if (as.scalar_type == "f32") {
-      slots[i].f32 = float(plan.scalar_values[i]);
-    } else {
-      slots[i].i32 = int32_t(std::llround(plan.scalar_values[i]));
+  // The kernel's parameters, one set per placement of its buffers.
+  const size_t placements = 1 + problem->spare.size();
+  placements_ = placements;
+  std::vector<std::vector<ParamSlot>> slots(placements, std::vector<ParamSlot>(spec.args.size()));
+  std::vector<std::vector<void*>> params(placements, std::vector<void*>(spec.args.size()));
+  std::vector<void**> param_sets;
+  for (size_t k = 0; k < placements; ++k) {
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+      const ArgSpec& as = spec.args[i];
+      ParamSlot& slot = slots[k][i];
+      if (as.kind == ArgSpec::Kind::kBuffer) {
+        slot.ptr = k == 0 ? problem->args[i].dev : problem->spare[k - 1][i];
+      } else if (as.scalar_type == "i64") {
+        slot.i64 = std::llround(plan.scalar_values[i]);
+      } else if (as.scalar_type == "f32") {
+        slot.f32 = float(plan.scalar_values[i]);
+      } else {
+        slot.i32 = int32_t(std::llround(plan.scalar_values[i]));
+      }
+      params[k][i] = &slot;
     }
+    param_sets.push_back(params[k].data());
   }
-  std::vector<void*> params(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
 
   lap(2);
   double checked_seconds = 0;
-  if (Failure f = Check(spec, plan, problem, params.data(), m, &checked_seconds); f.failed()) return f;
+  if (Failure f = Check(spec, plan, problem, param_sets[0], m, &checked_seconds); f.failed()) return f;
   lap(3);
   flush_l2_ = GetBuiltins(req.dtype).flush_l2;
-  Failure timed = Time(req.policy, req.best_so_far_us, checked_seconds, plan, params.data(), config_start, m);
+  Failure timed = Time(req.policy, req.best_so_far_us, checked_seconds, plan, param_sets, config_start, m);
   lap(4);
   return timed;
 }
@@ -877,7 +967,8 @@ double Runner::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t inde
 }
 
 Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
-                     const LaunchPlan& plan, void** params, Clock::time_point config_start, Measurement* m) {
+                     const LaunchPlan& plan, const std::vector<void**>& param_sets,
+                     Clock::time_point config_start, Measurement* m) {
   const int max_samples = std::max(1, policy.max_samples);
   const int min_samples = std::clamp(policy.min_samples, 1, max_samples);
   // The checked run already paid for the first-launch costs; a slow kernel
@@ -886,7 +977,7 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   if (checked_seconds > 0 && checked_seconds * warmup > policy.max_seconds)
     warmup = std::max(0, int(policy.max_seconds / checked_seconds));
   for (int i = 0; i < warmup; ++i) {
-    if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params); !st.ok())
+    if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, param_sets[0]); !st.ok())
       return FromCu(st, "warm-up launch");
   }
   if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "warm-up");
@@ -908,9 +999,11 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
     return TUNE_CU(d_.cuMemsetD8Async(flush_, 0, flush_bytes_, stream_));
   };
   // Queues `count` samples back to back on the stream, each after an L2
-  // flush, and appends their times.
+  // flush and on the next placement, and appends their times.
+  size_t placement = 0;
   auto take = [&](int count, std::vector<double>* out, double* timed) -> Failure {
     for (int b = 0; b < count; ++b) {
+      void** params = param_sets[placement++ % param_sets.size()];
       CuStatus st = flush();
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
       if (st.ok()) st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);

@@ -168,6 +168,7 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->F64(p.refine_within);
   w->F64(p.refine_seconds);
   w->U8(p.new_buffers ? 1 : 0);
+  w->I64(p.placements);
   w->F64(p.idle_seconds);
   w->F64(r.best_so_far_us);
 }
@@ -196,6 +197,7 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   p.refine_within = rd->F64();
   p.refine_seconds = rd->F64();
   p.new_buffers = rd->U8() != 0;
+  p.placements = int(rd->I64());
   p.idle_seconds = rd->F64();
   r.best_so_far_us = rd->F64();
   return r;
