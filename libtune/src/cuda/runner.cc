@@ -152,10 +152,6 @@ class Runner {
   // Allocates one placement of `p`'s kernel buffers after a spacer, inputs
   // copied from their pristine values. Empty when memory is short.
   Failure NewPlacement(Problem* p, std::vector<CUdeviceptr>* set);
-  // The flush buffer to a new allocation (TimingPolicy::new_buffers): where
-  // it lies is one more thing that would otherwise stay put for a whole run.
-  // Memory short: it stays.
-  void MoveFlushBuffer();
   void EvictOldestProblem();
   CuStatus Alloc(size_t bytes, CUdeviceptr* p);
 
@@ -439,17 +435,6 @@ Failure Runner::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
   return failed;
 }
 
-void Runner::MoveFlushBuffer() {
-  CUdeviceptr moved = 0;
-  if (d_.cuMemAlloc(&moved, flush_bytes_) != CUDA_SUCCESS) return;
-  if (d_.cuMemsetD8(moved, 0, flush_bytes_) != CUDA_SUCCESS) {
-    d_.cuMemFree(moved);
-    return;
-  }
-  d_.cuMemFree(flush_);
-  flush_ = moved;
-}
-
 Failure Runner::PlaceBuffers(Problem* p, int placements, bool move) {
   size_t set_bytes = 0;
   for (const ArgData& a : p->args)
@@ -702,7 +687,6 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   if (Failure f = PlaceBuffers(problem, req.policy.placements, req.policy.new_buffers && !built_problem_);
       f.failed())
     return f;
-  if (req.policy.new_buffers) MoveFlushBuffer();
   lap(1);
 
   // From here on only the config itself runs: the backend's per-config clock
