@@ -416,6 +416,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (!args.confirm_timing.empty() && !ParseConfirmTiming(args.confirm_timing, &sweep->confirm_timing))
     return Fail("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
   if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
+  if (args.one_pass) sweep->refine_pass = false;
 
   // Workers first: their backend decides what this run measures.
   WorkerOptions wopts = args.worker.opts;
@@ -452,6 +453,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   CoordinatorOptions copts;
   copts.endpoint = "tcp://127.0.0.1:*";
   copts.store_path = args.store;
+  copts.scheduler.refine_within = args.worker.opts.timing.refine_within;
   Coordinator coord(copts);
   st = coord.Start();
   if (!st.ok()) return Fail(st.message());
@@ -520,12 +522,13 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     }
   }
   PrintMeasurements(stdout, NewestHashOnly(std::move(rows)), ops, format);
-  std::printf("\nsweep: %llu configs, %llu (config, shape) results in %.1f s = %.2f configs/s "
-              "on %zu device(s)\n"
+  std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
+              "%.1f s = %.2f configs/s on %zu device(s)\n"
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "
               "device threads waited %.1f s for compiles\n"
               "busy: devices were checking/timing %.1f s = %.0f%% of wall time\n",
-              (unsigned long long)total.configs, (unsigned long long)total.measured, sweep_seconds,
+              (unsigned long long)total.configs, (unsigned long long)total.measured,
+              (unsigned long long)total.measured_again, sweep_seconds,
               sweep_seconds > 0 ? total.configs / sweep_seconds : 0.0, devices,
               (unsigned long long)total.compiled, total.compile_seconds,
               (unsigned long long)total.compile_cache_hits, total.compile_wait_seconds,

@@ -70,6 +70,7 @@ struct TuneArgs {
   uint32_t confirm_top = 0;        // 0 = the sweep file's (none without one)
   double confirm_seconds = 0;      // 0 = the sweep file's, else kDefaultConfirmSeconds
   std::string confirm_timing;      // "" = the sweep file's, else kDefaultConfirmTiming
+  bool one_pass = false;           // no refine pass (SweepSubmit::refine_pass)
   bool quiet = false;
   WorkerArgs worker;
 };

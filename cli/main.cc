@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
   c->add_option("--shrink-tail-units", coord.opts.scheduler.shrink_tail_units,
                 "Cut smaller units at the end of a model's configs so that devices finish together (true/false)")
       ->capture_default_str();
+  c->add_option("--refine-within", coord.opts.scheduler.refine_within,
+                "Refine pass: time again the configs within this fraction of each shape's best screening figure "
+                "(the workers' --refine-within)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
   c->add_option("--max-ingest-backlog-mib", coord.max_ingest_backlog_mib,
                 "Pause new leases while more than this many MiB of results wait to be stored")
       ->capture_default_str()
@@ -187,6 +192,10 @@ int main(int argc, char** argv) {
                 "sustained (back-to-back windows: speed under load, which moves with clocks and heat) or "
                 "auto (bursts where sustained load slows the configs, else sustained); "
                 "default: the sweep file's, else auto");
+  t->add_flag("--one-pass", tune_args.one_pass,
+              "No refine pass: judge contenders against the best so far while screening, so that which configs "
+              "get timed to the CI target depends on the order they ran in and on the device count "
+              "(default: the sweep file's refine_pass, else a refine pass)");
   t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
   t->add_option("--sign-key", tune_args.sign_key, "Ed25519 secret key file: sign the bundle");

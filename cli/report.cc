@@ -69,7 +69,8 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
                           {"check_passed", m.check_passed}, {"median_us", m.median_us},
                           {"stdev_us", m.stdev_us}, {"ci95_us", m.ci95_us},
                           {"samples", m.samples}, {"sm_clock_mhz", m.sm_clock_mhz},
-                          {"throttled", m.throttled}, {"confirmed", m.confirmed}, {"backend", m.backend},
+                          {"throttled", m.throttled}, {"confirmed", m.confirmed}, {"refined", m.refined},
+                          {"backend", m.backend},
                           {"winner", static_cast<bool>(winner[i])}};
       if (m.confirmed) j["confirm_timing"] = ConfirmTimingName(m.confirm_timing);
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
@@ -82,18 +83,18 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
   if (format == OutputFormat::kCsv) {
     std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
                       "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason,"
-                      "confirmed,confirm_timing\n");
+                      "confirmed,confirm_timing,refined\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
       const double tp = throughput(m, &unit);
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s\n",
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvQuote(m.shape).c_str(),
                    CsvQuote(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
                    m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
                    static_cast<int>(winner[i]), CsvQuote(FirstLine(m.failure_message)).c_str(),
-                   int(m.confirmed), m.confirmed ? ConfirmTimingName(m.confirm_timing) : "");
+                   int(m.confirmed), m.confirmed ? ConfirmTimingName(m.confirm_timing) : "", int(m.refined));
     }
     return;
   }
@@ -115,7 +116,9 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
       std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  ok%s\n", winner[i] ? "*" : "",
                    m.config.Canonical().c_str(), m.median_us,
                    m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf,
-                   m.confirmed ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str() : "");
+                   m.confirmed ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
+                   : m.refined ? ", refined"
+                               : "");
     } else {
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", m.config.Canonical().c_str(),
                    "-", "-", "-", "-", FailureClassName(m.failure),

@@ -232,6 +232,7 @@ struct Coordinator::Impl {
       job.unit_op = unit->op;
       job.unit_dtype = unit->dtype;
       job.unit_confirms = unit->confirm_seconds > 0;
+      job.unit_refines = unit->refine_best_us > 0;
     }
     job.head = head;
     job.frame = std::move(frame);
@@ -310,6 +311,31 @@ struct Coordinator::Impl {
                         [](const Measurement& a, const Measurement& b) { return a.median_us < b.median_us; });
       for (size_t i = 0; i < keep; ++i) configs.push_back(valid[i].config);
       return configs;
+    };
+  }
+
+  NearBestFn NearBestConfigs() {
+    ResultStore* db = store.get();
+    return [this, db](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                      double within) {
+      const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), KernelHash(spec, dev.nvrtc_version)};
+      std::vector<Measurement> screened;
+      NearBest near;
+      bool confirmed = false;
+      Status st = db->Scan(key, [&](const Measurement& m) {
+        confirmed = confirmed || m.confirmed;
+        if (m.Valid() && std::isfinite(m.median_us)) {
+          if (near.best_us == 0 || m.median_us < near.best_us) near.best_us = m.median_us;
+          if (!m.refined) screened.push_back(m);
+        }
+        return !confirmed;
+      });
+      if (!st.ok()) Log("refine pass skips " + shape.Canonical() + ": " + st.message());
+      if (!st.ok() || confirmed) return NearBest{};
+      for (const auto& m : screened) {
+        if (m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
+      }
+      return near;
     };
   }
 
@@ -456,6 +482,7 @@ Status Coordinator::Start() {
   if (!run.ok()) return run.status();
   impl_->scheduler.NumberUnitsFrom((*run << 32) | 1);
   impl_->scheduler.SetContenders(impl_->Contenders());
+  impl_->scheduler.SetNearBest(impl_->NearBestConfigs());
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
   impl_->ingester = std::make_unique<Ingester>(impl_->store.get());
   TUNE_RETURN_IF_ERROR(impl_->ingester->Start());

@@ -25,6 +25,7 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
     rows.back().sweep_id = results.sweep_id;
     rows.back().worker = job.worker;
     rows.back().confirmed = m.confirmed && job.unit_confirms;
+    rows.back().refined = m.refined && job.unit_refines;
   }
   return rows;
 }

@@ -43,6 +43,8 @@ struct IngestJob {
   // A confirm unit: only its rows may be stored as confirmed (a confirmed
   // row replaces a stored one), whatever a worker marks.
   bool unit_confirms = false;
+  // A refine unit: likewise for refined rows.
+  bool unit_refines = false;
   ResultsHead head;                  // PeekResults of the frame
   zmq::message_t frame;              // the whole envelope, as received
 };

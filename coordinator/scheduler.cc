@@ -7,6 +7,14 @@
 #include "tune/sweep_file.h"
 
 namespace tune {
+namespace {
+
+// A config pool's key in SweepState's per-pool counters.
+std::string PoolKey(const std::string& model, const std::string& op, const std::string& dtype) {
+  return model + '\0' + op + '\0' + dtype;
+}
+
+}  // namespace
 
 bool SweepState::TargetsModel(const std::string& model) const {
   for (const auto& m : submit.gpu_models) {
@@ -115,6 +123,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
       }
       sweep.pairs_total += configs->size() * shapes;
       sweep.model_unsliced[device.model] += configs->size();
+      sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype)] += configs->size();
       if (!configs->empty()) {
         pools_[device.model].push_back(ConfigPool{sweep.id, spec.name, dtype, *configs, 0, shapes});
       }
@@ -158,6 +167,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.configs.assign(pool.configs.begin() + pool.next, pool.configs.begin() + end);
     u.shapes = pool.shapes;
     sweep.model_unsliced[gpu_model] -= end - pool.next;
+    sweep.pool_unsliced[PoolKey(gpu_model, pool.op, pool.dtype)] -= end - pool.next;
     pool.next = end;
     return &AddUnit(sweep, std::move(u));
   }
@@ -167,7 +177,43 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_open_units[u.gpu_model]++;
+  sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]++;
   return units_.emplace(u.id, std::move(u)).first->second;
+}
+
+void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
+  if (!sweep.submit.refine_pass || !near_best_ || sweep.state != "running") return;
+  for (size_t i = 0; i < sweep.specs.size(); ++i) {
+    for (const auto& dtype : sweep.submit.dtypes) {
+      const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
+      if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) continue;
+      if (!sweep.refine_created.insert(key).second) continue;
+      for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
+        NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
+        if (near.configs.empty() || !(near.best_us > 0)) continue;
+        // Small units, leased before any screening unit: the pass spreads
+        // over every device of the model while the next (op, dtype) is
+        // screened.
+        const size_t most = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
+        const size_t per_unit = std::clamp<size_t>((near.configs.size() + 7) / 8, 1, std::max<size_t>(most, 1));
+        for (size_t at = 0; at < near.configs.size(); at += per_unit) {
+          Unit u;
+          u.id = next_unit_id_++;
+          u.sweep_id = sweep.id;
+          u.op = sweep.submit.ops[i];
+          u.dtype = dtype;
+          u.gpu_model = model;
+          u.configs.assign(near.configs.begin() + at,
+                           near.configs.begin() + std::min(near.configs.size(), at + per_unit));
+          u.shapes = 1;
+          u.refine_best_us = near.best_us;
+          u.single_shape = shape;
+          sweep.pairs_total += u.configs.size();
+          pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
+        }
+      }
+    }
+  }
 }
 
 void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
@@ -189,7 +235,7 @@ void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
         u.configs = std::move(top);
         u.shapes = 1;
         u.confirm_seconds = sweep.submit.confirm_seconds;
-        u.confirm_shape = shape;
+        u.single_shape = shape;
         sweep.pairs_total += u.configs.size();
         pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
       }
@@ -215,12 +261,14 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
     w.op_package = sweep.submit.op_packages[i];
     w.shapes = ShapesForOp(sweep.submit, sweep.specs[i]);
   }
-  if (u.confirm_seconds > 0) w.shapes = {u.confirm_shape};
+  if (!u.Screening()) w.shapes = {u.single_shape};
   w.dtype = u.dtype;
   w.configs = u.configs;
   w.lease_seconds = lease_seconds;
   w.confirm_seconds = u.confirm_seconds;
   if (u.confirm_seconds > 0) w.confirm_timing = sweep.submit.confirm_timing;
+  w.refine_best_us = u.refine_best_us;
+  w.screen_only = u.Screening() && sweep.submit.refine_pass && near_best_;
   return w;
 }
 
@@ -337,8 +385,9 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
   Unit& u = *found;
   auto& sweep = sweeps_.at(u.sweep_id);
   auto started = u.started.find(worker);
-  // A confirm unit's length is set by the sweep, not by the worker's pace.
-  if (started != u.started.end() && now > started->second && u.confirm_seconds == 0) {
+  // A confirm unit's length is set by the sweep, and a refine unit times
+  // contenders to the CI target: neither is the worker's screening pace.
+  if (started != u.started.end() && now > started->second && u.Screening()) {
     const double pairs = static_cast<double>(u.Pairs());
     if (pairs > 0) {
       const double seconds = now - started->second;
@@ -360,6 +409,7 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
     sweep.units_finished++;
     sweep.model_open_units[u.gpu_model]--;
+    sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]--;
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});
@@ -419,7 +469,10 @@ size_t Scheduler::ExpireLeases(double now) {
 void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   if (sweep.state != "running") return;
   if (now_unix == 0) now_unix = std::time(nullptr);
-  for (const auto& model : sweep.models) MaybeConfirm(sweep, model);
+  for (const auto& model : sweep.models) {
+    MaybeRefine(sweep, model);
+    MaybeConfirm(sweep, model);
+  }
   if (sweep.models.empty()) return;
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet

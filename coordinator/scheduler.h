@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tune/backend.h"
 #include "tune/op_spec.h"
 #include "tune/protocol.h"
 #include "tune/status.h"
@@ -56,6 +57,10 @@ struct SchedulerOptions {
   bool tail_duplicates = true;
   double tail_min_age_seconds = 2;
   double tail_slow_factor = 1.5;
+  // The refine pass (SweepSubmit::refine_pass) times again the configs
+  // within this fraction of each shape's best screening figure: the
+  // contenders of the workers' TimingPolicy::refine_within.
+  double refine_within = TimingPolicy{}.refine_within;
 };
 
 // Tells whether every shape of a config is already stored for a model, so a
@@ -72,6 +77,18 @@ using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device,
                                                         const std::string& dtype, const Shape& shape,
                                                         uint32_t top)>;
 
+// The refine pass of a sweep (SweepSubmit::refine_pass) for one (model, op,
+// dtype, shape): the configs whose screening figure came within `within` of
+// the best one, and that best (us). Configs with a refined or confirmed row
+// are left out (a sweep resumed after its refine units ran); none at all
+// once the key has a confirmed row.
+struct NearBest {
+  std::vector<Config> configs;
+  double best_us = 0;
+};
+using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec& spec, const std::string& dtype,
+                                          const Shape& shape, double within)>;
+
 enum class UnitState { kPending, kLeased, kDone, kFailed };
 
 struct Unit {
@@ -79,10 +96,14 @@ struct Unit {
   std::string sweep_id, op, dtype, gpu_model;
   std::vector<Config> configs;
   size_t shapes = 0;                      // shapes of the sweep that its op takes
-  // A confirm unit: `configs` are the fastest of this one shape, timed again
-  // together (WorkUnit::confirm_seconds).
+  // A confirm unit: `configs` are the fastest of `single_shape`, timed
+  // again together (WorkUnit::confirm_seconds).
   double confirm_seconds = 0;
-  Shape confirm_shape;
+  // A refine unit: `configs` came near this best screening figure of
+  // `single_shape` (WorkUnit::refine_best_us).
+  double refine_best_us = 0;
+  Shape single_shape;
+  bool Screening() const { return confirm_seconds == 0 && refine_best_us == 0; }
   UnitState state = UnitState::kPending;
   uint32_t attempts = 0;
   std::map<std::string, double> holders;  // worker -> lease deadline
@@ -113,6 +134,10 @@ struct SweepState {
   // when both reach 0 the model's confirm units are created (once).
   std::map<std::string, uint64_t> model_unsliced, model_open_units;
   std::set<std::string> confirm_created;
+  // The same per (model, op, dtype) (PoolKey): when both reach 0 the refine
+  // units of that op and dtype are created (once).
+  std::map<std::string, uint64_t> pool_unsliced, pool_open_units;
+  std::set<std::string> refine_created;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
   bool TargetsModel(const std::string& model) const;
@@ -141,6 +166,9 @@ class Scheduler {
   // Where the confirm phase of sweeps finds its contenders. Without it a
   // sweep's confirm_top is ignored.
   void SetContenders(ContendersFn fn) { contenders_ = std::move(fn); }
+  // Where the refine pass of sweeps finds its contenders. Without it a
+  // sweep's refine_pass is ignored.
+  void SetNearBest(NearBestFn fn) { near_best_ = std::move(fn); }
   // A device of a (possibly new) model is present; creates units for every
   // running sweep that targets it and has none yet. Errors (a constraint that
   // fails to evaluate) fail that sweep with the message.
@@ -192,6 +220,9 @@ class Scheduler {
   // Moves a unit out of kPending/kLeased for good.
   void Finish(Unit& u, UnitState state, int64_t now_unix);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);
+  // Creates the refine units of each (op, dtype) of `model` once its
+  // configs are all screened.
+  void MaybeRefine(SweepState& sweep, const std::string& model);
   // Creates the confirm units of `model` once its configs are all measured.
   void MaybeConfirm(SweepState& sweep, const std::string& model);
   Unit& AddUnit(SweepState& sweep, Unit u);
@@ -218,6 +249,7 @@ class Scheduler {
   std::map<std::string, double> pair_rate_;               // worker -> pairs/s (smoothed)
   uint64_t next_unit_id_ = 1;
   ContendersFn contenders_;
+  NearBestFn near_best_;
 };
 
 }  // namespace tune

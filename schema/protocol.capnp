@@ -66,6 +66,13 @@ struct WorkUnit @0xc9207a1fbc05099f {
   # shape) and are timed again together, round-robin, for this long.
   confirmSeconds @10 :Float64;
   confirmTiming @11 :Records.ConfirmTiming;
+  # > 0: a refine unit. Its configs came within the timing policy's
+  # refine_within of this best screening figure (us) of the one shape, and
+  # are timed again as contenders of it.
+  refineBestUs @12 :Float64;
+  # A screening unit of a sweep with a refine pass: time every config only
+  # to rank it; the contenders get the refine pass.
+  screenOnly @13 :Bool;
 }
 
 # Worker -> coordinator: a batch of measurements of one unit.
@@ -97,6 +104,7 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   confirmTop @7 :UInt32;            # 0 = no confirm phase
   confirmSeconds @8 :Float64;       # per (op, dtype, shape) and model
   confirmTiming @9 :Records.ConfirmTiming;  # absent (older clients): sustained
+  refinePass @10 :Bool;             # absent (older clients): one pass
 }
 
 

@@ -126,6 +126,10 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # How the confirmed figure was timed (never `auto`); rows confirmed before
   # the field existed were sustained.
   confirmTiming @31 :ConfirmTiming;
+  # From the refine pass of a sweep (SweepSubmit.refinePass): timed again as
+  # a contender of its key's best screening figure; replaces the config's
+  # screening row, and is replaced by a confirmed one.
+  refined @32 :Bool;
 }
 
 # How a confirm phase times its contenders (tune::ConfirmTiming).

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <condition_variable>
@@ -248,7 +249,7 @@ struct Worker::Impl {
       const double wait_start = NowSeconds();
       CompiledKernel k = compiled[i].get();
       std::lock_guard<std::mutex> lock(stats_mu);
-      stats.configs++;
+      if (!unit.confirm() && !unit.refine()) stats.configs++;
       stats.compile_wait_seconds += NowSeconds() - wait_start;
       stats.compiled += k.from_cache ? 0 : 1;
       stats.compile_cache_hits += k.from_cache ? 1 : 0;
@@ -283,6 +284,7 @@ struct Worker::Impl {
       {
         std::lock_guard<std::mutex> lock(stats_mu);
         stats.measured += rows.size();
+        stats.measured_again += rows.size();
         stats.measure_seconds += NowSeconds() - measure_start;
       }
       // Asked for only now: a unit fetched ahead would wait out the whole
@@ -290,6 +292,14 @@ struct Worker::Impl {
       AskForNextUnit(push, dev.index);
       Flush(push, unit, &batch, &rows, true);
       return;
+    }
+    // A screening unit of a sweep with a refine pass ranks every config
+    // only; a refine unit times its configs as contenders of the best
+    // screening figure that the coordinator found for its shape.
+    TimingPolicy policy = opts.timing;
+    if (unit.screen_only) {
+      policy.target_rel_ci = std::max(policy.target_rel_ci, policy.rank_rel_ci);
+      policy.refine_seconds = 0;
     }
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       // The last config: ask for the next unit now, so that it is here when
@@ -311,14 +321,16 @@ struct Worker::Impl {
             std::lock_guard<std::mutex> lock(best_mu);
             best = best_us[best_key];
           }
+          if (unit.refine()) best = unit.refine_best_us;
           const double measure_start = NowSeconds();
-          Measurement got = backend.Measure(*spec, unit.dtype, k, s, opts.timing, best);
+          Measurement got = backend.Measure(*spec, unit.dtype, k, s, policy, best);
           {
             std::lock_guard<std::mutex> lock(stats_mu);
             stats.measure_seconds += NowSeconds() - measure_start;
           }
           m = base(unit.configs[i], s);
           m.CopyOutcome(got);
+          m.refined = unit.refine();
           if (m.Valid()) {
             std::lock_guard<std::mutex> lock(best_mu);
             double& known = best_us[best_key];
@@ -330,6 +342,7 @@ struct Worker::Impl {
         {
           std::lock_guard<std::mutex> lock(stats_mu);
           stats.measured++;
+          stats.measured_again += unit.refine() ? 1 : 0;
         }
         if (rows.size() >= opts.batch_size || NowSeconds() - last_flush >= opts.batch_seconds) {
           Flush(push, unit, &batch, &rows, false);

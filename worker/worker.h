@@ -41,8 +41,9 @@ struct WorkerOptions {
 
 // What a worker spent its time on, for throughput reports.
 struct WorkerStats {
-  uint64_t configs = 0;               // configs run (compiled or failed to)
+  uint64_t configs = 0;               // configs screened (compiled or failed to)
   uint64_t measured = 0;              // (config, shape) results produced
+  uint64_t measured_again = 0;        // of those, from refine and confirm units
   uint64_t compiled = 0, compile_cache_hits = 0;
   double compile_seconds = 0;         // summed over compile threads
   double compile_wait_seconds = 0;    // device threads waiting for a compile
@@ -53,6 +54,7 @@ struct WorkerStats {
   WorkerStats& operator+=(const WorkerStats& o) {
     configs += o.configs;
     measured += o.measured;
+    measured_again += o.measured_again;
     compiled += o.compiled;
     compile_cache_hits += o.compile_cache_hits;
     compile_seconds += o.compile_seconds;

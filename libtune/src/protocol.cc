@@ -255,6 +255,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setSweepId(TextOf(m.sweep_id));
   b.setConfirmed(m.confirmed);
   b.setConfirmTiming(ToWire(m.confirm_timing));
+  b.setRefined(m.refined);
 }
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
@@ -297,6 +298,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.sweep_id = Str(r.getSweepId());
   m.confirmed = r.getConfirmed();
   m.confirm_timing = FromWire(r.getConfirmTiming());
+  m.refined = r.getRefined();
   return m;
 }
 
@@ -382,6 +384,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setLeaseSeconds(w.lease_seconds);
             b.setConfirmSeconds(w.confirm_seconds);
             b.setConfirmTiming(ToWire(w.confirm_timing));
+            b.setRefineBestUs(w.refine_best_us);
+            b.setScreenOnly(w.screen_only);
           },
           [&](const Results& r) {
             auto b = cmd.initResults();
@@ -413,6 +417,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setConfirmTop(s.confirm_top);
             b.setConfirmSeconds(s.confirm_seconds);
             b.setConfirmTiming(ToWire(s.confirm_timing));
+            b.setRefinePass(s.refine_pass);
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepStatusRequest& r) {
@@ -482,6 +487,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       w.lease_seconds = r.getLeaseSeconds();
       w.confirm_seconds = r.getConfirmSeconds();
       w.confirm_timing = FromWire(r.getConfirmTiming());
+      w.refine_best_us = r.getRefineBestUs();
+      w.screen_only = r.getScreenOnly();
       return w;
     }
     case wire::Envelope::Command::RESULTS: {
@@ -520,6 +527,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.confirm_top = r.getConfirmTop();
       s.confirm_seconds = r.getConfirmSeconds();
       s.confirm_timing = FromWire(r.getConfirmTiming());
+      s.refine_pass = r.getRefinePass();
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

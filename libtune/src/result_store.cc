@@ -152,6 +152,12 @@ struct BestRank {
 using BestRanks = std::unordered_map<std::string, BestRank>;
 // Best rows a batch writes: nullopt where it deletes one.
 using StagedBest = std::unordered_map<std::string, std::optional<BestRank>>;
+// Rows a batch writes, by results key (pointing into the caller's batch).
+using StagedRows = std::unordered_map<std::string, const Measurement*>;
+
+// Which row of a key stays: a confirmed row replaces any other, a refined
+// row a screening one (once each); any other arrival is a duplicate.
+int Pass(const Measurement& m) { return m.confirmed ? 2 : m.refined ? 1 : 0; }
 
 // Every Put first asks whether its key exists, and almost always it does
 // not: Bloom filters answer that without reading data blocks, and (for keys
@@ -267,25 +273,30 @@ struct ResultStore::Impl {
     return BestRank(*m);
   }
 
-  // A confirmed failure replaced the row of `replaced`, and that config held
-  // the best row of its key: the best row goes to the next candidate stored
-  // for the key, or is deleted. Rows staged in this batch are left out: a
-  // failure staged before this one no longer counts, and a valid confirmed
-  // row staged after it outranks whatever is chosen here.
+  // The row of `replaced` was replaced, and that config held the best row of
+  // its key: the best row goes to the best candidate among the key's other
+  // rows (as this batch leaves them), or is deleted. Stage then offers the
+  // new row itself.
   // Caller holds put_mu.
-  Status ReplaceBest(const Measurement& replaced, const std::unordered_set<std::string>& staged_keys,
-                     rocksdb::WriteBatch* batch, StagedBest* staged_best) {
+  Status ReplaceBest(const Measurement& replaced, const StagedRows& staged, rocksdb::WriteBatch* batch,
+                     StagedBest* staged_best) {
     const std::string best_key = BestKey(replaced);
     const std::string replaced_key = ResultsKey(replaced);
     std::optional<Measurement> next;
+    auto offer = [&](const Measurement& m) {
+      if (BestCandidate(m) && (!next || BestRank(m).Beats(BestRank(*next)))) next = m;
+    };
     Status scan = ForPrefix(results, best_key + kSep, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
       const std::string k = key.ToString();
-      if (k == replaced_key || staged_keys.count(k)) return true;
+      if (k == replaced_key || staged.count(k)) return true;
       auto m = DecodeMeasurement(value.data(), value.size());
-      if (m.ok() && BestCandidate(*m) && (!next || BestRank(*m).Beats(BestRank(*next)))) next = std::move(*m);
+      if (m.ok()) offer(*m);
       return true;
     });
     TUNE_RETURN_IF_ERROR(scan);
+    for (const auto& [k, m] : staged) {
+      if (k != replaced_key && BestKey(*m) == best_key) offer(*m);
+    }
     rocksdb::Status ws;
     if (next) {
       ws = batch->Put(best, best_key, EncodeMeasurement(*next));
@@ -297,22 +308,22 @@ struct ResultStore::Impl {
     return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
   }
 
-  // Adds `m` to `batch` unless its key is stored or already staged; a
-  // confirmed row replaces a stored unconfirmed one (once). Caller holds
-  // put_mu.
-  Result<bool> Stage(const Measurement& m, rocksdb::WriteBatch* batch,
-                     std::unordered_set<std::string>* staged_keys, StagedBest* staged_best) {
+  // Adds `m` to `batch` unless its key is stored or already staged; a row of
+  // a later pass replaces a stored one of an earlier pass (Pass). Caller
+  // holds put_mu.
+  Result<bool> Stage(const Measurement& m, rocksdb::WriteBatch* batch, StagedRows* staged,
+                     StagedBest* staged_best) {
     TUNE_RETURN_IF_ERROR(CheckKey(m));
     std::string key = ResultsKey(m);
-    if (staged_keys->count(key)) return false;
+    if (staged->count(key)) return false;
     rocksdb::PinnableSlice existing;
     rocksdb::Status s = db->Get(rocksdb::ReadOptions(), results, key, &existing);
     if (!s.ok() && !s.IsNotFound()) return Error("read of " + Printable(key) + " failed", s);
     const bool replaces = s.ok();
     if (replaces) {
-      if (!m.confirmed) return false;
       auto stored = DecodeMeasurement(existing.data(), existing.size());
-      if (stored.ok() && stored->confirmed) return false;
+      if (stored.ok() && Pass(*stored) >= Pass(m)) return false;
+      if (!stored.ok() && Pass(m) == 0) return false;
     }
 
     const std::string value = EncodeMeasurement(m);
@@ -322,20 +333,22 @@ struct ResultStore::Impl {
     TUNE_RETURN_IF_ERROR(check(batch->Put(results, key, value)));
     if (!replaces) TUNE_RETURN_IF_ERROR(check(batch->Put(by_shape, ByShapeKey(m), rocksdb::Slice())));
     const std::string best_key = BestKey(m);
+    if (replaces) {
+      // The config's old figure may hold the best row: a refined figure is
+      // often slower than its screening one, and a config that fails when
+      // confirmed must not stay the winner.
+      std::optional<BestRank> holder = CurrentBest(best_key, *staged_best);
+      if (holder && holder->config_id == m.config_id)
+        TUNE_RETURN_IF_ERROR(ReplaceBest(m, *staged, batch, staged_best));
+    }
     if (BestCandidate(m)) {
       std::optional<BestRank> current = CurrentBest(best_key, *staged_best);
       if (!current || BestRank(m).Beats(*current)) {
         TUNE_RETURN_IF_ERROR(check(batch->Put(best, best_key, value)));
         staged_best->insert_or_assign(best_key, BestRank(m));
       }
-    } else if (replaces) {
-      // A config that fails when confirmed must not stay the winner.
-      std::optional<BestRank> holder = CurrentBest(best_key, *staged_best);
-      if (holder && holder->config_id == m.config_id) {
-        TUNE_RETURN_IF_ERROR(ReplaceBest(m, *staged_keys, batch, staged_best));
-      }
     }
-    staged_keys->insert(std::move(key));
+    staged->emplace(std::move(key), &m);
     return true;
   }
 
@@ -473,9 +486,9 @@ Result<bool> ResultStore::Put(const Measurement& m) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
-  std::unordered_set<std::string> staged_keys;
+  StagedRows staged;
   StagedBest staged_best;
-  Result<bool> added = impl_->Stage(m, &batch, &staged_keys, &staged_best);
+  Result<bool> added = impl_->Stage(m, &batch, &staged, &staged_best);
   if (!added.ok() || !*added) return added;
   TUNE_RETURN_IF_ERROR(impl_->Write(&batch, staged_best));
   return true;
@@ -486,11 +499,11 @@ Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored)
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   rocksdb::WriteBatch batch;
-  std::unordered_set<std::string> staged_keys;
+  StagedRows staged;
   StagedBest staged_best;
   size_t added = 0;
   for (const auto& m : ms) {
-    Result<bool> r = impl_->Stage(m, &batch, &staged_keys, &staged_best);
+    Result<bool> r = impl_->Stage(m, &batch, &staged, &staged_best);
     if (!r.ok()) return r.status();
     if (*r) ++added;
   }

@@ -97,6 +97,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   TUNE_RETURN_IF_ERROR(strings("gpus", &s.gpu_models, false));
   if (s.gpu_models.empty()) s.gpu_models = {"*"};
   s.confirm_timing = kDefaultConfirmTiming;
+  s.refine_pass = true;
   if (auto n = sweep->get("configs_per_unit")) {
     auto v = n->value<int64_t>();
     if (!v || *v <= 0) return Status::Error(path + ": [sweep] configs_per_unit: expected a positive integer");
@@ -115,6 +116,11 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     if (!v || !ParseConfirmTiming(*v, &s.confirm_timing)) {
       return Status::Error(path + ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\"");
     }
+  }
+  if (auto n = sweep->get("refine_pass")) {
+    auto v = n->value<bool>();
+    if (!v) return Status::Error(path + ": [sweep] refine_pass: expected true or false");
+    s.refine_pass = *v;
   }
   if (auto n = sweep->get("confirm_seconds")) {
     auto v = n->value<double>();
@@ -149,6 +155,7 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
   SweepSubmit s;
   s.name = name;
   s.confirm_timing = kDefaultConfirmTiming;
+  s.refine_pass = true;
   s.dtypes = dtypes;
   s.gpu_models = gpus.empty() ? std::vector<std::string>{"*"} : gpus;
   for (const auto& text : shapes) {

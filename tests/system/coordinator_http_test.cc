@@ -70,11 +70,13 @@ TEST(CoordinatorHttp, ApiAndMetricsFollowASweep) {
   workers = Get(http, "/api/workers");
   metrics = Get(http, "/metrics");
   EXPECT_NE(sweeps.find("\"name\":\"web\""), std::string::npos) << sweeps;
-  EXPECT_NE(sweeps.find("\"pairs_done\":600"), std::string::npos) << sweeps;
+  // 600 configs screened, then refined: on the sim's cost model every
+  // synthetic config lies within 8% of the best.
+  EXPECT_NE(sweeps.find("\"pairs_done\":1200"), std::string::npos) << sweeps;
   EXPECT_NE(workers.find("web-worker"), std::string::npos) << workers;
   EXPECT_NE(workers.find("Simulated A100"), std::string::npos) << workers;
   EXPECT_NE(best.find("\"gpu_model\":\"sim-a100\""), std::string::npos) << best;
-  EXPECT_NE(metrics.find("tunefarm_results_stored_total 600"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tunefarm_results_stored_total 1200"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tunefarm_workers 1"), std::string::npos) << metrics;
   EXPECT_NE(Get(http, "/").find("<html"), std::string::npos);
   worker.Stop();

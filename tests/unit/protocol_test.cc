@@ -31,7 +31,7 @@ auto Tie(const Measurement& m) {
                m.mismatch_ratio),
       Tie(m.resources),
       std::tie(m.throttled, m.sm_clock_mhz, m.backend, m.device_name, m.worker, m.driver_version,
-               m.nvrtc_version, m.farm_version, m.unix_time, m.sweep_id, m.confirmed, m.confirm_timing));
+               m.nvrtc_version, m.farm_version, m.unix_time, m.sweep_id, m.confirmed, m.confirm_timing, m.refined));
 }
 
 auto Tie(const SweepProgress& p) {
@@ -93,6 +93,7 @@ Measurement MakeMeasurement(int i, FailureClass failure) {
   m.sweep_id = "nightly-7";
   m.confirmed = (i % 3) != 0;
   m.confirm_timing = (i % 3) == 1 ? ConfirmTiming::kBurst : ConfirmTiming::kSustained;
+  m.refined = (i % 2) == 0;
   return m;
 }
 
@@ -178,6 +179,8 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   w.lease_seconds = 90.5;
   w.confirm_seconds = 8;
   w.confirm_timing = ConfirmTiming::kBurst;
+  w.refine_best_us = 12.5;
+  w.screen_only = true;
   auto out = std::get<WorkUnit>(RoundTrip(Wrap(w)).command);
   EXPECT_EQ(out.sweep_id, w.sweep_id);
   EXPECT_EQ(out.unit_id, w.unit_id);
@@ -194,6 +197,8 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   EXPECT_EQ(out.lease_seconds, w.lease_seconds);
   EXPECT_EQ(out.confirm_seconds, 8);
   EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
+  EXPECT_EQ(out.refine_best_us, 12.5);
+  EXPECT_TRUE(out.screen_only);
 }
 
 TEST(ProtocolTest, ResultsRoundTripEveryFailureClass) {
@@ -269,6 +274,8 @@ TEST(ProtocolTest, SweepSubmitRoundTrip) {
   EXPECT_EQ(out.configs_per_unit, 64u);
   // Without a confirm timing (what an older client sends): sustained.
   EXPECT_EQ(out.confirm_timing, ConfirmTiming::kSustained);
+  EXPECT_FALSE(out.refine_pass);  // and one pass
+  s.refine_pass = true;
   s.confirm_top = 4;
   s.confirm_seconds = 2.5;
   s.confirm_timing = ConfirmTiming::kBurst;
@@ -276,6 +283,7 @@ TEST(ProtocolTest, SweepSubmitRoundTrip) {
   EXPECT_EQ(out.confirm_top, 4u);
   EXPECT_EQ(out.confirm_seconds, 2.5);
   EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
+  EXPECT_TRUE(out.refine_pass);
 }
 
 TEST(ProtocolTest, SweepStatusRoundTrip) {

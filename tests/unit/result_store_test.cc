@@ -376,6 +376,74 @@ TEST(ResultStoreTest, AValidConfirmedRowAfterAFailureInOneBatchTakesTheBestRow) 
   EXPECT_EQ((*best)[0].config_id, "c3");
 }
 
+Measurement Refined(Measurement m) {
+  m.refined = true;
+  m.worker = "refiner";
+  return m;
+}
+
+TEST(ResultStoreTest, ARefinedRowReplacesItsScreeningRowAndTheBestMovesWithIt) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  size_t stored = 0;
+  ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 10.0), M("h100", "gemm", kS1, "c2", 10.1),
+                               M("h100", "gemm", kS1, "c3", 10.2), M("h100", "gemm", kS1, "c4", 30)},
+                              &stored)
+                  .ok());
+  // Timed to the CI target, c1 (the screening best) is slower than c2; in
+  // one batch, with c1 staged after c2.
+  ASSERT_TRUE(store->PutBatch({Refined(M("h100", "gemm", kS1, "c2", 10.15)),
+                               Refined(M("h100", "gemm", kS1, "c1", 10.3))},
+                              &stored)
+                  .ok());
+  EXPECT_EQ(stored, 2u);
+  EXPECT_EQ(*store->CountResults(), 4u);  // replaced, not added
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c2");
+  EXPECT_TRUE((*best)[0].refined);
+
+  // c1 staged before c2: the best row must not stop at c3's screening
+  // figure while c2's refined one is in the same batch.
+  TempDir dir2;
+  auto other = OpenOrDie(dir2.Sub("db"));
+  ASSERT_TRUE(other->PutBatch({M("h100", "gemm", kS1, "c1", 10.0), M("h100", "gemm", kS1, "c2", 10.1),
+                               M("h100", "gemm", kS1, "c3", 10.2)},
+                              &stored)
+                  .ok());
+  ASSERT_TRUE(other->PutBatch({Refined(M("h100", "gemm", kS1, "c2", 10.15)),
+                               Refined(M("h100", "gemm", kS1, "c1", 10.3))},
+                              &stored)
+                  .ok());
+  ASSERT_TRUE(other->PutBatch({Refined(M("h100", "gemm", kS1, "c3", 10.12))}, &stored).ok());
+  best = other->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c3");
+
+  // A second refined row and a screening row are duplicates; a confirmed
+  // row replaces a refined one, and nothing replaces a confirmed row.
+  ASSERT_TRUE(store->PutBatch({Refined(M("h100", "gemm", kS1, "c2", 1)), M("h100", "gemm", kS1, "c1", 1)}, &stored)
+                  .ok());
+  EXPECT_EQ(stored, 0u);
+  ASSERT_TRUE(store->Put(Confirmed(M("h100", "gemm", kS1, "c1", 10.4))).ok());
+  ASSERT_TRUE(store->PutBatch({Refined(M("h100", "gemm", kS1, "c1", 2))}, &stored).ok());
+  EXPECT_EQ(stored, 0u);
+  store.reset();
+  store = OpenOrDie(dir.Sub("db"));
+  best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c1");
+  EXPECT_TRUE((*best)[0].confirmed);
+  auto c2 = store->Get("h100", "gemm", "f16", kS1, "kh1", "c2");
+  ASSERT_TRUE(c2);
+  EXPECT_TRUE(c2->refined);
+  EXPECT_EQ(c2->median_us, 10.15);
+}
+
 TEST(ResultStoreTest, ReopenPersistsEverything) {
   TempDir dir;
   const std::string path = dir.Sub("db");

@@ -366,6 +366,89 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   EXPECT_EQ(s.Progress("s1")[0].units_total, 8u);
 }
 
+TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  o.refine_within = 0.05;
+  Scheduler s(o);
+  // The near-best configs of a key: its first 10, best 7 us.
+  std::vector<std::string> asked;
+  s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                    double within) {
+    EXPECT_EQ(within, 0.05);
+    asked.push_back(dtype + "/" + shape.Canonical());
+    auto all = EnumerateConfigs(spec, dev);
+    return NearBest{std::vector<Config>(all->begin(), all->begin() + 10), 7.0};
+  });
+  s.SetContenders([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, uint32_t top) {
+    asked.push_back("confirm");
+    return std::vector<Config>(top, Config{});
+  });
+  SweepSubmit submit = MakeSubmit({"*"}, 600);  // one screening unit per dtype
+  submit.dtypes = {"f32", "f16"};
+  submit.refine_pass = true;
+  submit.confirm_top = 2;
+  submit.confirm_seconds = 1;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"));
+  const auto* sweep = s.FindSweep("s1");
+  const uint64_t pairs_before = sweep->pairs_total;
+  auto f32 = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(f32);
+  EXPECT_TRUE(f32->screen_only);
+  EXPECT_FALSE(f32->refine());
+  s.CompleteUnit("w1", "s1", f32->unit_id, 1, 1);
+  // f32 is screened, f16 not yet leased: f32's refine units come first,
+  // spread in units of 2 (10 configs / 8, rounded up) per shape.
+  ASSERT_EQ(asked, (std::vector<std::string>{"f32/N=1024", "f32/N=4096"}));
+  EXPECT_EQ(sweep->pairs_total, pairs_before + 2 * 10);
+  std::vector<WorkUnit> refines;
+  for (int i = 0; i < 10; ++i) {
+    auto u = s.Lease("w1", "m", 2);
+    ASSERT_TRUE(u);
+    refines.push_back(*u);
+  }
+  for (const auto& u : refines) {
+    EXPECT_TRUE(u.refine());
+    EXPECT_FALSE(u.screen_only);
+    EXPECT_EQ(u.refine_best_us, 7.0);
+    EXPECT_EQ(u.dtype, "f32");
+    EXPECT_EQ(u.configs.size(), 2u);
+    ASSERT_EQ(u.shapes.size(), 1u);
+  }
+  EXPECT_EQ(refines[0].shapes[0].Canonical(), "N=1024");
+  EXPECT_EQ(refines[9].shapes[0].Canonical(), "N=4096");
+  auto f16 = s.Lease("w2", "m", 2);  // then the next dtype's screening
+  ASSERT_TRUE(f16);
+  EXPECT_EQ(f16->dtype, "f16");
+  EXPECT_TRUE(f16->screen_only);
+  for (const auto& u : refines) s.CompleteUnit("w1", "s1", u.unit_id, 3, 3);
+  EXPECT_EQ(asked.size(), 2u);  // no confirm while f16 screens
+  s.CompleteUnit("w2", "s1", f16->unit_id, 4, 4);
+  ASSERT_EQ(asked.size(), 4u);  // f16's refine units; confirm waits for them
+  std::vector<WorkUnit> more;
+  while (auto u = s.Lease("w1", "m", 5)) more.push_back(*u);
+  ASSERT_EQ(more.size(), 10u);
+  for (const auto& u : more) s.CompleteUnit("w1", "s1", u.unit_id, 6, 6);
+  EXPECT_EQ(asked.back(), "confirm");
+  EXPECT_EQ(sweep->state, "running");
+
+  // Without the refine pass (an older client) screening units time
+  // contenders themselves.
+  Scheduler one(o);
+  one.SetNearBest([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, double) {
+    ADD_FAILURE() << "no refine pass asked for";
+    return NearBest{};
+  });
+  ASSERT_TRUE(one.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
+  one.AddDevice(Device("m"));
+  auto u = one.Lease("w1", "m", 0);
+  ASSERT_TRUE(u);
+  EXPECT_FALSE(u->screen_only);
+  one.CompleteUnit("w1", "s2", u->unit_id, 1, 1);
+  EXPECT_EQ(one.FindSweep("s2")->state, "done");
+}
+
 TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
   SchedulerOptions o;
   o.shrink_tail_units = false;

@@ -1,4 +1,4 @@
-// Sweep files: the confirm phase's keys, their defaults, and one-line
+// Sweep files: the refine pass's and confirm phase's keys, their defaults, and one-line
 // errors that name the file and the field.
 #include <gtest/gtest.h>
 
@@ -23,6 +23,10 @@ TEST(SweepFileTest, ConfirmPhaseDefaultsToTwoSecondsTimedAsTheDeviceWarrants) {
   auto none = Load(dir, "");
   ASSERT_TRUE(none.ok()) << none.status().message();
   EXPECT_EQ(none->confirm_top, 0u);
+  EXPECT_TRUE(none->refine_pass);
+  auto one_pass = Load(dir, "refine_pass = false\n");
+  ASSERT_TRUE(one_pass.ok()) << one_pass.status().message();
+  EXPECT_FALSE(one_pass->refine_pass);
 
   auto top = Load(dir, "confirm_top = 4\n");
   ASSERT_TRUE(top.ok()) << top.status().message();
@@ -45,6 +49,7 @@ TEST(SweepFileTest, BadConfirmKeysNameTheFileAndField) {
            std::pair{"confirm_timing = 1\n", ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\""},
            std::pair{"confirm_top = 65\n", ": [sweep] confirm_top: expected an integer in 0..64"},
            std::pair{"confirm_seconds = 0\n", ": [sweep] confirm_seconds: expected a number of seconds in (0, 3600]"},
+           std::pair{"refine_pass = \"yes\"\n", ": [sweep] refine_pass: expected true or false"},
        }) {
     auto got = Load(dir, extra);
     ASSERT_FALSE(got.ok()) << extra;

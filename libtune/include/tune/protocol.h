@@ -56,7 +56,15 @@ struct WorkUnit {
   // and are timed again together, round-robin, for this long.
   double confirm_seconds = 0;
   ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
+  // > 0: a refine unit; `configs` came within TimingPolicy::refine_within of
+  // this best screening median (us) of `shapes` (one shape), and are timed
+  // again as its contenders.
+  double refine_best_us = 0;
+  // A screening unit of a sweep with a refine pass: every config is timed
+  // to rank it only (TimingPolicy::rank_rel_ci, no refine window).
+  bool screen_only = false;
   bool confirm() const { return confirm_seconds > 0; }
+  bool refine() const { return refine_best_us > 0; }
 };
 struct Results {
   std::string sweep_id;
@@ -90,6 +98,16 @@ struct SweepSubmit {
   // A message without the field (an older client) asks for kSustained, what
   // confirm phases did before; sweep files and `tune` default to kAuto.
   ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
+  // Refine pass: screening units time every config only to rank it; once
+  // every config of an (op, dtype) is screened on a model, those within
+  // TimingPolicy::refine_within of each shape's best are timed again as its
+  // contenders (to the CI target, with the refine window). Which configs get
+  // the expensive timing then depends on the final best alone, not on the
+  // order the configs ran in or on how many devices ran them. A message
+  // without the field (an older client) asks for one pass, where contenders
+  // are judged against the best so far; sweep files and `tune` default to
+  // the refine pass.
+  bool refine_pass = false;
 };
 inline constexpr uint32_t kMaxConfirmTop = 64;
 inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kAuto;

@@ -11,14 +11,17 @@
 // answers "every GPU's results for this shape".
 //
 // Put is idempotent: a measurement whose key is already stored is ignored
-// (a retried or duplicated lease stores once). The one exception is a
-// confirmed measurement (Measurement::confirmed), which replaces a stored
-// unconfirmed one of its key, once. Each Put is one atomic WriteBatch over
-// results, by_shape and best.
+// (a retried or duplicated lease stores once). The exceptions are the later
+// passes of a sweep: a refined measurement (Measurement::refined) replaces a
+// stored screening one of its key, and a confirmed one (Measurement::
+// confirmed) replaces either, once each. Each Put is one atomic WriteBatch
+// over results, by_shape and best.
 //
 // The best row of a key is its best valid measurement: a confirmed one
-// outranks every unconfirmed one, then the lower median wins. A config that
-// fails when confirmed loses the best row it held.
+// outranks every unconfirmed one, then the lower median wins. A config whose
+// row is replaced loses the best row it held unless its new row still wins
+// (a refined figure slower than the screening one, a failure when
+// confirmed).
 //
 // Thread safety: a ResultStore may be used from several threads; Put calls
 // serialise on an internal mutex (best-so-far is read-modify-write).
@@ -62,8 +65,8 @@ class ResultStore {
 
   bool read_only() const;
 
-  // Stores `m` unless its key exists (or replaces an unconfirmed row with a
-  // confirmed `m`). Returns true when stored. Fails
+  // Stores `m` unless its key exists (or replaces a row of an earlier pass,
+  // see above). Returns true when stored. Fails
   // when a key field (gpu_model, op, dtype, shape, kernel_hash, config_id) is
   // empty or contains a NUL byte. Writes go to RocksDB's WAL without fsync:
   // they survive a crash of this process, not of the host.

@@ -131,6 +131,9 @@ struct Measurement {
   // figures of its key when the store picks the best.
   bool confirmed = false;
   ConfirmTiming confirm_timing = ConfirmTiming::kSustained;  // how a confirmed figure was timed
+  // From the refine pass (SweepSubmit::refine_pass): replaces the config's
+  // screening row of its key; a confirmed row replaces it in turn.
+  bool refined = false;
 
   // A config is a candidate winner only when it ran and passed its check.
   bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }
