@@ -188,14 +188,21 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
       const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
       if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) continue;
       if (!sweep.refine_created.insert(key).second) continue;
+      // The shapes whose contenders take longest first, so that the pass
+      // does not end on one device timing a large shape's last configs.
+      std::vector<std::pair<Shape, NearBest>> shapes;
       for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
         NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
-        if (near.configs.empty() || !(near.best_us > 0)) continue;
+        if (!near.configs.empty() && near.best_us > 0) shapes.emplace_back(shape, std::move(near));
+      }
+      std::stable_sort(shapes.begin(), shapes.end(),
+                       [](const auto& a, const auto& b) { return a.second.best_us > b.second.best_us; });
+      for (auto& [shape, near] : shapes) {
         // Small units, leased before any screening unit: the pass spreads
         // over every device of the model while the next (op, dtype) is
-        // screened.
+        // screened, and its last units end close together.
         const size_t most = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
-        const size_t per_unit = std::clamp<size_t>((near.configs.size() + 7) / 8, 1, std::max<size_t>(most, 1));
+        const size_t per_unit = std::clamp<size_t>((near.configs.size() + 31) / 32, 1, std::max<size_t>(most, 1));
         for (size_t at = 0; at < near.configs.size(); at += per_unit) {
           Unit u;
           u.id = next_unit_id_++;

@@ -371,14 +371,15 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   o.shrink_tail_units = false;
   o.refine_within = 0.05;
   Scheduler s(o);
-  // The near-best configs of a key: its first 10, best 7 us.
+  // The near-best configs of a key: its first 10; best 7 us at N=1024,
+  // 20 us at N=4096.
   std::vector<std::string> asked;
   s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
                     double within) {
     EXPECT_EQ(within, 0.05);
     asked.push_back(dtype + "/" + shape.Canonical());
     auto all = EnumerateConfigs(spec, dev);
-    return NearBest{std::vector<Config>(all->begin(), all->begin() + 10), 7.0};
+    return NearBest{std::vector<Config>(all->begin(), all->begin() + 10), shape.Canonical() == "N=1024" ? 7.0 : 20.0};
   });
   s.SetContenders([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, uint32_t top) {
     asked.push_back("confirm");
@@ -398,12 +399,12 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   EXPECT_TRUE(f32->screen_only);
   EXPECT_FALSE(f32->refine());
   s.CompleteUnit("w1", "s1", f32->unit_id, 1, 1);
-  // f32 is screened, f16 not yet leased: f32's refine units come first,
-  // spread in units of 2 (10 configs / 8, rounded up) per shape.
+  // f32 is screened, f16 not yet leased: f32's refine units come first, a
+  // config each, the slower shape's first.
   ASSERT_EQ(asked, (std::vector<std::string>{"f32/N=1024", "f32/N=4096"}));
   EXPECT_EQ(sweep->pairs_total, pairs_before + 2 * 10);
   std::vector<WorkUnit> refines;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 20; ++i) {
     auto u = s.Lease("w1", "m", 2);
     ASSERT_TRUE(u);
     refines.push_back(*u);
@@ -411,13 +412,14 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   for (const auto& u : refines) {
     EXPECT_TRUE(u.refine());
     EXPECT_FALSE(u.screen_only);
-    EXPECT_EQ(u.refine_best_us, 7.0);
     EXPECT_EQ(u.dtype, "f32");
-    EXPECT_EQ(u.configs.size(), 2u);
+    EXPECT_EQ(u.configs.size(), 1u);
     ASSERT_EQ(u.shapes.size(), 1u);
   }
-  EXPECT_EQ(refines[0].shapes[0].Canonical(), "N=1024");
-  EXPECT_EQ(refines[9].shapes[0].Canonical(), "N=4096");
+  EXPECT_EQ(refines[0].shapes[0].Canonical(), "N=4096");
+  EXPECT_EQ(refines[0].refine_best_us, 20.0);
+  EXPECT_EQ(refines[19].shapes[0].Canonical(), "N=1024");
+  EXPECT_EQ(refines[19].refine_best_us, 7.0);
   auto f16 = s.Lease("w2", "m", 2);  // then the next dtype's screening
   ASSERT_TRUE(f16);
   EXPECT_EQ(f16->dtype, "f16");
@@ -428,7 +430,7 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   ASSERT_EQ(asked.size(), 4u);  // f16's refine units; confirm waits for them
   std::vector<WorkUnit> more;
   while (auto u = s.Lease("w1", "m", 5)) more.push_back(*u);
-  ASSERT_EQ(more.size(), 10u);
+  ASSERT_EQ(more.size(), 20u);
   for (const auto& u : more) s.CompleteUnit("w1", "s1", u.unit_id, 6, 6);
   EXPECT_EQ(asked.back(), "confirm");
   EXPECT_EQ(sweep->state, "running");
