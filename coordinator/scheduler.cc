@@ -177,7 +177,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_open_units[u.gpu_model]++;
-  sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]++;
+  if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -187,38 +187,62 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
     for (const auto& dtype : sweep.submit.dtypes) {
       const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
       if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) continue;
-      if (!sweep.refine_created.insert(key).second) continue;
-      // The shapes whose contenders take longest first, so that the pass
-      // does not end on one device timing a large shape's last configs.
-      std::vector<std::pair<Shape, NearBest>> shapes;
-      for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
-        NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
-        if (!near.configs.empty() && near.best_us > 0) shapes.emplace_back(shape, std::move(near));
+      if (sweep.refine_created.insert(key).second) CreateRefineUnits(sweep, model, i, dtype);
+    }
+  }
+}
+
+bool Scheduler::RefineEarly(const std::string& model) {
+  if (!near_best_) return false;
+  bool created = false;
+  for (auto& [id, sweep] : sweeps_) {
+    if (!sweep.submit.refine_pass || sweep.state != "running" || !sweep.models.count(model)) continue;
+    for (size_t i = 0; i < sweep.specs.size(); ++i) {
+      for (const auto& dtype : sweep.submit.dtypes) {
+        const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
+        if (sweep.pool_unsliced[key] > 0 || sweep.refine_created.count(key)) continue;
+        if (!sweep.refine_early.insert(key).second) continue;
+        const size_t before = sweep.units.size();
+        CreateRefineUnits(sweep, model, i, dtype);
+        created = created || sweep.units.size() > before;
       }
-      std::stable_sort(shapes.begin(), shapes.end(),
-                       [](const auto& a, const auto& b) { return a.second.best_us > b.second.best_us; });
-      for (auto& [shape, near] : shapes) {
-        // Small units, leased before any screening unit: the pass spreads
-        // over every device of the model while the next (op, dtype) is
-        // screened, and its last units end close together.
-        const size_t most = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
-        const size_t per_unit = std::clamp<size_t>((near.configs.size() + 31) / 32, 1, std::max<size_t>(most, 1));
-        for (size_t at = 0; at < near.configs.size(); at += per_unit) {
-          Unit u;
-          u.id = next_unit_id_++;
-          u.sweep_id = sweep.id;
-          u.op = sweep.submit.ops[i];
-          u.dtype = dtype;
-          u.gpu_model = model;
-          u.configs.assign(near.configs.begin() + at,
-                           near.configs.begin() + std::min(near.configs.size(), at + per_unit));
-          u.shapes = 1;
-          u.refine_best_us = near.best_us;
-          u.single_shape = shape;
-          sweep.pairs_total += u.configs.size();
-          pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
-        }
-      }
+    }
+  }
+  return created;
+}
+
+void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype) {
+  const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
+  // The shapes whose contenders take longest first, so that the pass does
+  // not end on one device timing a large shape's last configs.
+  std::vector<std::pair<Shape, NearBest>> shapes;
+  for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
+    NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
+    auto& queued = sweep.refine_queued[key + '\0' + shape.Canonical()];
+    std::erase_if(near.configs, [&](const Config& c) { return !queued.insert(c.Id()).second; });
+    if (!near.configs.empty() && near.best_us > 0) shapes.emplace_back(shape, std::move(near));
+  }
+  std::stable_sort(shapes.begin(), shapes.end(),
+                   [](const auto& a, const auto& b) { return a.second.best_us > b.second.best_us; });
+  for (auto& [shape, near] : shapes) {
+    // Small units, leased before any screening unit: the pass spreads over
+    // every device of the model while the next (op, dtype) is screened, and
+    // its last units end close together.
+    const size_t most = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
+    const size_t per_unit = std::clamp<size_t>((near.configs.size() + 31) / 32, 1, std::max<size_t>(most, 1));
+    for (size_t at = 0; at < near.configs.size(); at += per_unit) {
+      Unit u;
+      u.id = next_unit_id_++;
+      u.sweep_id = sweep.id;
+      u.op = sweep.submit.ops[i];
+      u.dtype = dtype;
+      u.gpu_model = model;
+      u.configs.assign(near.configs.begin() + at, near.configs.begin() + std::min(near.configs.size(), at + per_unit));
+      u.shapes = 1;
+      u.refine_best_us = near.best_us;
+      u.single_shape = shape;
+      sweep.pairs_total += u.configs.size();
+      pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
     }
   }
 }
@@ -281,18 +305,23 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
 
 std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::string& gpu_model,
                                          double now) {
-  // Units that went back to the queue first, then fresh ones.
-  Unit* next = nullptr;
+  // Units that went back to the queue (and refine and confirm units) first,
+  // then fresh ones, then early refine units.
   auto& queue = pending_[gpu_model];
-  while (!next && !queue.empty()) {
-    const uint64_t id = queue.front();
-    queue.pop_front();
-    auto it = units_.find(id);
-    if (it == units_.end() || it->second.state != UnitState::kPending) continue;
-    if (sweeps_.at(it->second.sweep_id).state != "running") continue;
-    next = &it->second;
-  }
+  auto take_pending = [&]() -> Unit* {
+    while (!queue.empty()) {
+      const uint64_t id = queue.front();
+      queue.pop_front();
+      auto it = units_.find(id);
+      if (it == units_.end() || it->second.state != UnitState::kPending) continue;
+      if (sweeps_.at(it->second.sweep_id).state != "running") continue;
+      return &it->second;
+    }
+    return nullptr;
+  };
+  Unit* next = take_pending();
   if (!next) next = CutUnit(worker, gpu_model);
+  if (!next && RefineEarly(gpu_model)) next = take_pending();
   if (next) {
     Unit& u = *next;
     const double lease = LeaseSeconds(u);
@@ -416,7 +445,7 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
     sweep.units_finished++;
     sweep.model_open_units[u.gpu_model]--;
-    sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]--;
+    if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]--;
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});

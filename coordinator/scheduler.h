@@ -134,10 +134,14 @@ struct SweepState {
   // when both reach 0 the model's confirm units are created (once).
   std::map<std::string, uint64_t> model_unsliced, model_open_units;
   std::set<std::string> confirm_created;
-  // The same per (model, op, dtype) (PoolKey): when both reach 0 the refine
-  // units of that op and dtype are created (once).
+  // Per (model, op, dtype) (PoolKey): configs not yet cut into units and
+  // screening units not yet finished. Once every config is cut, the first
+  // device that runs dry refines the contenders screened so far (early);
+  // when both reach 0 the rest are refined against the final best.
   std::map<std::string, uint64_t> pool_unsliced, pool_open_units;
-  std::set<std::string> refine_created;
+  std::set<std::string> refine_early, refine_created;
+  // Per PoolKey and shape: configs that have a refine unit.
+  std::map<std::string, std::set<std::string>> refine_queued;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
   bool TargetsModel(const std::string& model) const;
@@ -223,6 +227,15 @@ class Scheduler {
   // Creates the refine units of each (op, dtype) of `model` once its
   // configs are all screened.
   void MaybeRefine(SweepState& sweep, const std::string& model);
+  // Nothing left to cut for `model`: refines the contenders screened so far
+  // of every (op, dtype) whose configs are all cut, once each, so that the
+  // devices that run dry at the end of the screening have work. The best
+  // can only fall, so these are a superset of the final contenders among
+  // the configs stored. True when it created units.
+  bool RefineEarly(const std::string& model);
+  // Refine units for the configs of op `i` and `dtype` near each shape's
+  // best stored figure that have none yet.
+  void CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype);
   // Creates the confirm units of `model` once its configs are all measured.
   void MaybeConfirm(SweepState& sweep, const std::string& model);
   Unit& AddUnit(SweepState& sweep, Unit u);

@@ -451,6 +451,50 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   EXPECT_EQ(one.FindSweep("s2")->state, "done");
 }
 
+TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  Scheduler s(o);
+  // Before the last screening unit ends the first 5 configs of a shape are
+  // near the best (10 us); at the end, with a better best (9 us), the first
+  // 7 are.
+  int calls = 0;
+  s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&, double) {
+    const bool final = ++calls > 2;
+    auto all = EnumerateConfigs(spec, dev);
+    return NearBest{std::vector<Config>(all->begin(), all->begin() + (final ? 7 : 5)), final ? 9.0 : 10.0};
+  });
+  SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.refine_pass = true;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"));
+  auto screening = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(screening);
+  std::vector<WorkUnit> early;
+  while (auto u = s.Lease("w2", "m", 0.5)) early.push_back(*u);
+  ASSERT_EQ(early.size(), 10u);  // 5 configs x 2 shapes, once
+  EXPECT_EQ(calls, 2);
+  for (const auto& u : early) {
+    EXPECT_TRUE(u.refine());
+    EXPECT_EQ(u.refine_best_us, 10.0);
+  }
+  for (const auto& u : early) s.CompleteUnit("w2", "s1", u.unit_id, 1, 1);
+  EXPECT_EQ(s.FindSweep("s1")->state, "running");
+  s.CompleteUnit("w1", "s1", screening->unit_id, 2, 2);
+  // Only the configs that came near the final best since.
+  std::vector<WorkUnit> rest;
+  while (auto u = s.Lease("w2", "m", 3)) rest.push_back(*u);
+  ASSERT_EQ(rest.size(), 4u);
+  std::set<std::string> early_ids;
+  for (const auto& u : early) early_ids.insert(u.configs[0].Id() + u.shapes[0].Canonical());
+  for (const auto& u : rest) {
+    EXPECT_EQ(u.refine_best_us, 9.0);
+    EXPECT_FALSE(early_ids.count(u.configs[0].Id() + u.shapes[0].Canonical()));
+  }
+  for (const auto& u : rest) s.CompleteUnit("w2", "s1", u.unit_id, 4, 4);
+  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+}
+
 TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
   SchedulerOptions o;
   o.shrink_tail_units = false;
