@@ -231,20 +231,29 @@ void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, s
     const size_t most = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
     const size_t per_unit = std::clamp<size_t>((near.configs.size() + 31) / 32, 1, std::max<size_t>(most, 1));
     for (size_t at = 0; at < near.configs.size(); at += per_unit) {
-      Unit u;
-      u.id = next_unit_id_++;
-      u.sweep_id = sweep.id;
-      u.op = sweep.submit.ops[i];
-      u.dtype = dtype;
-      u.gpu_model = model;
-      u.configs.assign(near.configs.begin() + at, near.configs.begin() + std::min(near.configs.size(), at + per_unit));
-      u.shapes = 1;
-      u.refine_best_us = near.best_us;
-      u.single_shape = shape;
-      sweep.pairs_total += u.configs.size();
-      pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
+      QueueShapeUnit(sweep, model, i, dtype, shape,
+                     {near.configs.begin() + at, near.configs.begin() + std::min(near.configs.size(), at + per_unit)},
+                     0, near.best_us);
     }
   }
+}
+
+void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
+                               const Shape& shape, std::vector<Config> configs, double confirm_seconds,
+                               double refine_best_us) {
+  Unit u;
+  u.id = next_unit_id_++;
+  u.sweep_id = sweep.id;
+  u.op = sweep.submit.ops[i];
+  u.dtype = dtype;
+  u.gpu_model = model;
+  u.configs = std::move(configs);
+  u.shapes = 1;
+  u.confirm_seconds = confirm_seconds;
+  u.refine_best_us = refine_best_us;
+  u.single_shape = shape;
+  sweep.pairs_total += u.configs.size();
+  pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
 }
 
 void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
@@ -256,19 +265,7 @@ void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
       for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
         std::vector<Config> top =
             contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
-        if (top.empty()) continue;
-        Unit u;
-        u.id = next_unit_id_++;
-        u.sweep_id = sweep.id;
-        u.op = sweep.submit.ops[i];
-        u.dtype = dtype;
-        u.gpu_model = model;
-        u.configs = std::move(top);
-        u.shapes = 1;
-        u.confirm_seconds = sweep.submit.confirm_seconds;
-        u.single_shape = shape;
-        sweep.pairs_total += u.configs.size();
-        pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
+        if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), sweep.submit.confirm_seconds, 0);
       }
     }
   }

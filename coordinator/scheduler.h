@@ -239,6 +239,11 @@ class Scheduler {
   // Creates the confirm units of `model` once its configs are all measured.
   void MaybeConfirm(SweepState& sweep, const std::string& model);
   Unit& AddUnit(SweepState& sweep, Unit u);
+  // Queues a confirm (confirm_seconds > 0) or refine (refine_best_us > 0)
+  // unit of op `i` and `dtype` with `configs` on `shape` alone, to be leased
+  // before any screening unit.
+  void QueueShapeUnit(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
+                      const Shape& shape, std::vector<Config> configs, double confirm_seconds, double refine_best_us);
   Unit* FindStraggler(const std::string& worker, const std::string& gpu_model, double now);
   // How long `u` (with one holder) may go without progress before it counts
   // as a straggler.

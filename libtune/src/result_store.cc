@@ -18,7 +18,6 @@
 #include <optional>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "tune/protocol.h"
 

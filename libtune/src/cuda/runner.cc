@@ -441,6 +441,10 @@ Failure Runner::PlaceBuffers(Problem* p, int placements, bool move) {
     if (a.spec->kind == ArgSpec::Kind::kBuffer && a.dev) set_bytes += a.bytes;
   size_t want = size_t(std::max(1, placements));
   if (set_bytes > 0) want = std::min(want, 1 + problem_budget_ / 4 / set_bytes);
+  auto release = [&](const std::vector<CUdeviceptr>& set) {
+    for (CUdeviceptr b : set)
+      if (b) d_.cuMemFree(b);
+  };
   std::vector<std::vector<CUdeviceptr>> fresh;
   // New placements are allocated while the old ones are held, so that they
   // land elsewhere.
@@ -448,18 +452,12 @@ Failure Runner::PlaceBuffers(Problem* p, int placements, bool move) {
   while (keep + fresh.size() < want) {
     std::vector<CUdeviceptr> set;
     if (Failure f = NewPlacement(p, &set); f.failed()) {
-      for (const auto& s : fresh)
-        for (CUdeviceptr b : s)
-          if (b) d_.cuMemFree(b);
+      for (const auto& s : fresh) release(s);
       return f;
     }
     if (set.empty()) break;
     fresh.push_back(std::move(set));
   }
-  auto release = [&](const std::vector<CUdeviceptr>& set) {
-    for (CUdeviceptr b : set)
-      if (b) d_.cuMemFree(b);
-  };
   if (move && !fresh.empty()) {
     // The first new placement replaces the kernel's buffers.
     for (size_t i = 0; i < p->args.size(); ++i) {
