@@ -548,40 +548,57 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
       if (e.num() == EINTR) continue;
       return Status::Error(std::string("coordinator: poll: ") + e.what());
     }
-    if (items[0].revents & ZMQ_POLLIN) {
-      // Drain what is queued, bounded so heartbeats still go out under load.
-      for (int i = 0; i < 1000; ++i) {
-        zmq::message_t identity, frame;
-        if (!router.recv(identity, zmq::recv_flags::dontwait)) break;
-        std::vector<zmq::message_t> parts;
-        bool more = router.get(zmq::sockopt::rcvmore);
-        while (more) {
-          parts.emplace_back();
-          (void)router.recv(parts.back());
-          more = router.get(zmq::sockopt::rcvmore);
+    // A stop signal can land inside a receive (libzmq polls its mailbox
+    // there), which cppzmq reports as EINTR: the loop head looks at the stop
+    // flag again. Any other socket error ends the run with its message.
+    try {
+      if (items[0].revents & ZMQ_POLLIN) {
+        // Drain what is queued, bounded so heartbeats still go out under load.
+        for (int i = 0; i < 1000; ++i) {
+          zmq::message_t identity, frame;
+          if (!router.recv(identity, zmq::recv_flags::dontwait)) break;
+          std::vector<zmq::message_t> parts;
+          bool more = router.get(zmq::sockopt::rcvmore);
+          while (more) {
+            parts.emplace_back();
+            // The rest of a message is already queued: finish it even when
+            // a signal interrupts, so that no part is read as a new message.
+            for (;;) {
+              try {
+                (void)router.recv(parts.back());
+                break;
+              } catch (const zmq::error_t& e) {
+                if (e.num() != EINTR) throw;
+              }
+            }
+            more = router.get(zmq::sockopt::rcvmore);
+          }
+          const std::string id = identity.to_string();
+          // Fail closed: with CURVE on, a frame whose connection the
+          // authenticator did not admit is dropped unread.
+          if (impl_->zap && (parts.empty() || AdmittedKey(parts[0]).empty())) continue;
+          if (parts.size() != 1) {
+            impl_->Disconnect(id, "expected one frame, got " + std::to_string(parts.size()));
+            continue;
+          }
+          // Results are routed by their head alone: decoding and storing the
+          // rows is the ingester's work, and leases must not wait for it.
+          auto head = PeekResults(parts[0].data(), parts[0].size());
+          if (head.ok() && head->has_value()) {
+            impl_->SubmitResults(id, std::move(parts[0]), **head);
+            continue;
+          }
+          auto env = DecodeEnvelope(parts[0].data(), parts[0].size());
+          if (!env.ok()) {
+            impl_->Disconnect(id, "malformed message: " + env.status().message());
+            continue;
+          }
+          impl_->Handle(id, std::move(env).value());
         }
-        const std::string id = identity.to_string();
-        // Fail closed: with CURVE on, a frame whose connection the
-        // authenticator did not admit is dropped unread.
-        if (impl_->zap && (parts.empty() || AdmittedKey(parts[0]).empty())) continue;
-        if (parts.size() != 1) {
-          impl_->Disconnect(id, "expected one frame, got " + std::to_string(parts.size()));
-          continue;
-        }
-        // Results are routed by their head alone: decoding and storing the
-        // rows is the ingester's work, and leases must not wait for it.
-        auto head = PeekResults(parts[0].data(), parts[0].size());
-        if (head.ok() && head->has_value()) {
-          impl_->SubmitResults(id, std::move(parts[0]), **head);
-          continue;
-        }
-        auto env = DecodeEnvelope(parts[0].data(), parts[0].size());
-        if (!env.ok()) {
-          impl_->Disconnect(id, "malformed message: " + env.status().message());
-          continue;
-        }
-        impl_->Handle(id, std::move(env).value());
       }
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return Status::Error(std::string("coordinator: receive: ") + e.what());
+      continue;
     }
     if (items[1].revents & ZMQ_POLLIN) impl_->ApplyIngestOutcomes();
     const double now = NowSeconds();
