@@ -158,14 +158,16 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
   app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
       ->capture_default_str();
   app->add_option("--rank-ci", args->opts.timing.rank_rel_ci,
-                  "CI target (fraction of the mean) of configs more than --refine-within behind the best so far")
+                  "CI target (fraction of the mean) of screening; with one pass, of configs more than "
+                  "--refine-within behind the best so far")
       ->capture_default_str();
   app->add_option("--early-stop-factor", args->opts.timing.early_stop_factor,
                   "A config whose median after the minimum samples is this many times the best so far "
                   "stops there (0 = never)")
       ->capture_default_str();
   app->add_option("--refine-within", args->opts.timing.refine_within,
-                  "Configs within this fraction of the best so far are contenders (--refine-seconds)")
+                  "Configs within this fraction of the best are contenders: timed to a 1% CI and in the "
+                  "--refine-seconds window (the refine pass; with one pass, against the best so far)")
       ->capture_default_str();
   app->add_option("--refine-seconds", args->opts.timing.refine_seconds,
                   "cuda: time each contender again for this long, back to back, and keep that "

@@ -18,8 +18,9 @@ namespace {
 constexpr double kWindowSeconds = 0.05;
 // Placements of the buffers that the samples of one window rotate over
 // (TimingPolicy::placements). At 1024^3 on an H100 one placement's samples
-// sit in a cluster of their own, up to 6% from the next; a dozen windows of
-// one placement each left the figure 0.5-2.2% apart from run to run.
+// sit in a cluster of their own, up to 6% from the next; rotating over 8
+// halved the confirmed figure's CI there and kept the reruns at 4096^3 and
+// 8192^3 within 0.3% (bench/gpu_h100.md, sixth session).
 constexpr int kPlacements = 8;
 // Bursts: an H100 at its power limit runs a GEMM at full clock for the
 // first 20-40 ms after 0.4 s idle, the same to 0.3% from one trial to the

@@ -73,10 +73,10 @@ struct TimingPolicy {
   // Rotate the timed samples over this many placements of the kernel's
   // buffers (the inputs copied to each): at 1024^3 on an H100 the window
   // medians of one config fall into clusters up to 6% apart, one per
-  // placement, so a figure from a few placements moves from run to run by
-  // which clusters it drew. With new_buffers every placement is new. The
-  // runner holds at most as many as a quarter of its problem memory allows.
-  // The sim backend ignores it.
+  // placement, so a window on one placement carries that placement's
+  // figure. With new_buffers every placement is new. The runner holds at
+  // most as many as a quarter of its problem memory allows. The sim backend
+  // ignores it.
   int placements = 1;
   // Leave the device idle this long (after the check run) before the timed
   // samples, so that they start at the clocks of an idle GPU instead of
