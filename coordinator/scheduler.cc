@@ -178,6 +178,7 @@ Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_open_units[u.gpu_model]++;
   if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]++;
+  if (u.refine_best_us > 0) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -187,7 +188,18 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
     for (const auto& dtype : sweep.submit.dtypes) {
       const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
       if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) continue;
-      if (sweep.refine_created.insert(key).second) CreateRefineUnits(sweep, model, i, dtype);
+      // The screening is done: refine at once, early refine units or not.
+      if (sweep.refine_created.insert(key).second) {
+        CreateRefineUnits(sweep, model, i, dtype);
+        continue;
+      }
+      // Each time the pool's refine units are all done: the configs that
+      // came near the best since (it rises when a refined figure is slower
+      // than its screening one), until there are none.
+      if (sweep.pool_open_refines[key] > 0 || sweep.refine_done.count(key)) continue;
+      const size_t before = sweep.units.size();
+      CreateRefineUnits(sweep, model, i, dtype);
+      if (sweep.units.size() == before) sweep.refine_done.insert(key);
     }
   }
 }
@@ -375,7 +387,10 @@ Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu
     if (now - progress < opts_.tail_min_age_seconds) break;  // the rest are younger
     Unit& u = units_.at(id);
     if (u.gpu_model != gpu_model || u.holders.size() != 1 || u.holders.count(worker)) continue;
-    if (u.confirm_seconds > 0) continue;  // long by design, and one device's figures must not mix in
+    // Confirm units are long by design, and one device's figures must not
+    // mix in; refine units time contenders to the CI target, several times
+    // a screening unit's pace.
+    if (!u.Screening()) continue;
     if (u.batches_queued == 0 && now - progress >= StragglerAge(u)) return &u;
   }
   return nullptr;
@@ -443,6 +458,7 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
     sweep.units_finished++;
     sweep.model_open_units[u.gpu_model]--;
     if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]--;
+    if (u.refine_best_us > 0) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]--;
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});

@@ -134,12 +134,16 @@ struct SweepState {
   // when both reach 0 the model's confirm units are created (once).
   std::map<std::string, uint64_t> model_unsliced, model_open_units;
   std::set<std::string> confirm_created;
-  // Per (model, op, dtype) (PoolKey): configs not yet cut into units and
-  // screening units not yet finished. Once every config is cut, the first
-  // device that runs dry refines the contenders screened so far (early);
-  // when both reach 0 the rest are refined against the final best.
-  std::map<std::string, uint64_t> pool_unsliced, pool_open_units;
-  std::set<std::string> refine_early, refine_created;
+  // Per (model, op, dtype) (PoolKey): configs not yet cut into units,
+  // screening units and refine units not yet finished. Once every config is
+  // cut, the first device that runs dry refines the contenders screened so
+  // far (early); when the screening is done the rest are refined against
+  // the best stored. A refined figure may be slower than its screening one,
+  // so the best may rise and bring other configs near it: each time the
+  // refine units of a pool are all done, those are refined too, until none
+  // is left (refine_done).
+  std::map<std::string, uint64_t> pool_unsliced, pool_open_units, pool_open_refines;
+  std::set<std::string> refine_early, refine_created, refine_done;
   // Per PoolKey and shape: configs that have a refine unit.
   std::map<std::string, std::set<std::string>> refine_queued;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
@@ -229,9 +233,8 @@ class Scheduler {
   void MaybeRefine(SweepState& sweep, const std::string& model);
   // Nothing left to cut for `model`: refines the contenders screened so far
   // of every (op, dtype) whose configs are all cut, once each, so that the
-  // devices that run dry at the end of the screening have work. The best
-  // can only fall, so these are a superset of the final contenders among
-  // the configs stored. True when it created units.
+  // devices that run dry at the end of the screening have work. True when
+  // it created units.
   bool RefineEarly(const std::string& model);
   // Refine units for the configs of op `i` and `dtype` near each shape's
   // best stored figure that have none yet.

@@ -67,8 +67,8 @@ struct WorkUnit @0xc9207a1fbc05099f {
   confirmSeconds @10 :Float64;
   confirmTiming @11 :Records.ConfirmTiming;
   # > 0: a refine unit. Its configs came within the timing policy's
-  # refine_within of this best screening figure (us) of the one shape, and
-  # are timed again as contenders of it.
+  # refine_within of this best figure (us) of the one shape, and are timed
+  # again as contenders (to the CI target, whatever their new figure).
   refineBestUs @12 :Float64;
   # A screening unit of a sweep with a refine pass: time every config only
   # to rank it; the contenders get the refine pass.

@@ -26,6 +26,14 @@
 namespace tune {
 namespace {
 
+// A row of a later pass (refine, confirm) replaces the config's first
+// figure when it is valid or failed its check: a kernel whose output is
+// wrong now must not stay a winner. A compile error, crash or timeout says
+// more about the host than the kernel, which keeps its first figure.
+bool ReplacesFirstFigure(const Measurement& m) {
+  return m.Valid() || m.failure == FailureClass::kWrongResult || m.failure == FailureClass::kNan;
+}
+
 double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -257,11 +265,7 @@ struct Worker::Impl {
       return k;
     };
     if (unit.confirm()) {
-      // The fastest configs of one shape, timed again together. A row is
-      // confirmed when it is valid or failed its check (a kernel whose
-      // output is wrong now must not stay a winner); a compile error, crash
-      // or timeout here says more about the host than the kernel, which
-      // keeps its first figure.
+      // The fastest configs of one shape, timed again together.
       std::vector<CompiledKernel> valid;
       for (size_t i = 0; i < unit.configs.size(); ++i) {
         CompiledKernel k = take_compiled(i);
@@ -277,7 +281,7 @@ struct Worker::Impl {
           Measurement m = base(valid[j].config, s);
           m.CopyOutcome(got[j]);
           m.kernel_hash = kernel_hash(valid[j]);
-          m.confirmed = m.Valid() || m.failure == FailureClass::kWrongResult || m.failure == FailureClass::kNan;
+          m.confirmed = ReplacesFirstFigure(m);
           rows.push_back(std::move(m));
         }
       }
@@ -294,8 +298,9 @@ struct Worker::Impl {
       return;
     }
     // A screening unit of a sweep with a refine pass ranks every config
-    // only; a refine unit times its configs as contenders of the best
-    // screening figure that the coordinator found for its shape.
+    // only; a refine unit's configs are contenders by the coordinator's
+    // choice, timed to the CI target (and in the refine window) whatever
+    // their new figure: no best to judge or stop them against.
     TimingPolicy policy = opts.timing;
     if (unit.screen_only) {
       policy.target_rel_ci = std::max(policy.target_rel_ci, policy.rank_rel_ci);
@@ -321,7 +326,7 @@ struct Worker::Impl {
             std::lock_guard<std::mutex> lock(best_mu);
             best = best_us[best_key];
           }
-          if (unit.refine()) best = unit.refine_best_us;
+          if (unit.refine()) best = 0;
           const double measure_start = NowSeconds();
           Measurement got = backend.Measure(*spec, unit.dtype, k, s, policy, best);
           {
@@ -330,7 +335,7 @@ struct Worker::Impl {
           }
           m = base(unit.configs[i], s);
           m.CopyOutcome(got);
-          m.refined = unit.refine();
+          m.refined = unit.refine() && ReplacesFirstFigure(m);
           if (m.Valid()) {
             std::lock_guard<std::mutex> lock(best_mu);
             double& known = best_us[best_key];

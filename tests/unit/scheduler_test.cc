@@ -425,9 +425,13 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   EXPECT_EQ(f16->dtype, "f16");
   EXPECT_TRUE(f16->screen_only);
   for (const auto& u : refines) s.CompleteUnit("w1", "s1", u.unit_id, 3, 3);
-  EXPECT_EQ(asked.size(), 2u);  // no confirm while f16 screens
+  // f32's refine units are done: one more look finds no new contender, and
+  // no confirm while f16 screens.
+  ASSERT_EQ(asked.size(), 4u);
+  EXPECT_EQ(asked[3], "f32/N=4096");
   s.CompleteUnit("w2", "s1", f16->unit_id, 4, 4);
-  ASSERT_EQ(asked.size(), 4u);  // f16's refine units; confirm waits for them
+  ASSERT_EQ(asked.size(), 6u);  // f16's refine units; confirm waits for them
+  EXPECT_EQ(asked[5], "f16/N=4096");
   std::vector<WorkUnit> more;
   while (auto u = s.Lease("w1", "m", 5)) more.push_back(*u);
   ASSERT_EQ(more.size(), 20u);
@@ -492,6 +496,43 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
     EXPECT_FALSE(early_ids.count(u.configs[0].Id() + u.shapes[0].Canonical()));
   }
   for (const auto& u : rest) s.CompleteUnit("w2", "s1", u.unit_id, 4, 4);
+  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+}
+
+TEST(Scheduler, RefineRoundsRepeatWhileRefinedFiguresBringOtherConfigsNearTheBest) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  o.tail_duplicates = true;
+  Scheduler s(o);
+  // First round: configs 0-2 of each shape; refined, they came out slower,
+  // and configs 3-4 are near the best now; then nothing new.
+  int calls = 0;
+  s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&, double) {
+    ++calls;
+    auto all = EnumerateConfigs(spec, dev);
+    return NearBest{std::vector<Config>(all->begin(), all->begin() + (calls <= 2 ? 3 : 5)), 10.0};
+  });
+  SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.refine_pass = true;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"));
+  auto screening = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(screening);
+  s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
+  std::vector<WorkUnit> first;
+  while (auto u = s.Lease("w1", "m", 1)) first.push_back(*u);
+  ASSERT_EQ(first.size(), 6u);
+  // A refine unit is never duplicated, however long it takes.
+  EXPECT_FALSE(s.Lease("w2", "m", 100).has_value());
+  for (size_t i = 0; i + 1 < first.size(); ++i) s.CompleteUnit("w1", "s1", first[i].unit_id, 101, 101);
+  EXPECT_EQ(calls, 2);  // one refine unit still out
+  s.CompleteUnit("w1", "s1", first.back().unit_id, 102, 102);
+  EXPECT_EQ(calls, 4);
+  std::vector<WorkUnit> second;
+  while (auto u = s.Lease("w1", "m", 103)) second.push_back(*u);
+  ASSERT_EQ(second.size(), 4u);  // configs 3 and 4 of each shape
+  for (const auto& u : second) s.CompleteUnit("w1", "s1", u.unit_id, 104, 104);
+  EXPECT_EQ(calls, 6);  // a last look finds nothing new
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
 }
 

@@ -57,8 +57,8 @@ struct WorkUnit {
   double confirm_seconds = 0;
   ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
   // > 0: a refine unit; `configs` came within TimingPolicy::refine_within of
-  // this best screening median (us) of `shapes` (one shape), and are timed
-  // again as its contenders.
+  // this best median (us) of `shapes` (one shape), and are timed again as
+  // contenders (to the CI target, whatever their new figure).
   double refine_best_us = 0;
   // A screening unit of a sweep with a refine pass: every config is timed
   // to rank it only (TimingPolicy::rank_rel_ci, no refine window).
