@@ -232,7 +232,7 @@ struct Coordinator::Impl {
       job.unit_op = unit->op;
       job.unit_dtype = unit->dtype;
       job.unit_confirms = unit->confirm_seconds > 0;
-      job.unit_refines = unit->refine_best_us > 0;
+      job.unit_refines = unit->Refine();
     }
     job.head = head;
     job.frame = std::move(frame);

@@ -178,7 +178,7 @@ Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_open_units[u.gpu_model]++;
   if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]++;
-  if (u.refine_best_us > 0) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]++;
+  if (u.Refine()) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -458,7 +458,7 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
     sweep.units_finished++;
     sweep.model_open_units[u.gpu_model]--;
     if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]--;
-    if (u.refine_best_us > 0) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]--;
+    if (u.Refine()) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]--;
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});

@@ -103,7 +103,8 @@ struct Unit {
   // `single_shape` (WorkUnit::refine_best_us).
   double refine_best_us = 0;
   Shape single_shape;
-  bool Screening() const { return confirm_seconds == 0 && refine_best_us == 0; }
+  bool Refine() const { return refine_best_us > 0; }
+  bool Screening() const { return confirm_seconds == 0 && !Refine(); }
   UnitState state = UnitState::kPending;
   uint32_t attempts = 0;
   std::map<std::string, double> holders;  // worker -> lease deadline
