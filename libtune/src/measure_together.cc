@@ -31,6 +31,9 @@ constexpr double kBurstSeconds = 0.01;
 constexpr double kBurstIdleSeconds = 0.3;
 constexpr int kBurstMinSamples = 3;
 constexpr int kMinRounds = 3;
+// A stray round (a hiccup of the host or the device) in ten is left out of
+// the figure.
+constexpr double kTrimShare = 0.1;
 constexpr int kMaxRounds = 1000;
 
 // What one round times of each config.
@@ -76,7 +79,11 @@ Measurement Combine(const std::vector<Measurement>& windows) {
     m.throttled = m.throttled || w.throttled;
   }
   const SampleStats across = ComputeStats(medians);
-  m.median_us = across.median;
+  // The rounds' medians fall into clusters, one per state of a runner
+  // process (TimingPolicy::new_runner): their trimmed mean weighs the
+  // clusters by how often they came up, where their median would sit in
+  // one of them.
+  m.median_us = TrimmedMean(medians, kTrimShare);
   m.stdev_us = across.stdev;
   m.ci95_us = across.ci95;
   m.mean_us = samples > 0 ? weighted_mean / double(samples) : across.mean;
@@ -106,7 +113,9 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
   auto round = [&](ConfirmTiming t, std::vector<std::vector<Measurement>>* into) {
     TimingPolicy p = RoundPolicy(policy, t, window_timed_seconds);
     double timed_share = 1.0;  // smallest timed / wall time of this round's windows
-    // Each round on buffers of its own; every config of the round on them.
+    // Each round in a runner process and on buffers of its own; every
+    // config of the round in them.
+    p.new_runner = true;
     p.new_buffers = true;
     // A new order every round: a window's figure depends on what ran just
     // before it (a config that follows a cooler one starts at a higher
@@ -120,6 +129,7 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
       const Clock::time_point window_start = Clock::now();
       Measurement m = backend.Measure(spec, dtype, kernels[i], shape, p, 0);
       const double wall = std::chrono::duration<double>(Clock::now() - window_start).count();
+      p.new_runner = false;
       p.new_buffers = false;
       if (m.Valid() && wall > 0) timed_share = std::min(timed_share, m.mean_us * m.samples * 1e-6 / wall);
       if (!m.Valid()) {

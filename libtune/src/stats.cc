@@ -57,4 +57,13 @@ SampleStats ComputeStats(const std::vector<double>& samples) {
   return s;
 }
 
+double TrimmedMean(std::vector<double> values, double trim) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t cut = size_t(std::clamp(trim, 0.0, 0.499) * double(values.size()));
+  double sum = 0;
+  for (size_t i = cut; i < values.size() - cut; ++i) sum += values[i];
+  return sum / double(values.size() - 2 * cut);
+}
+
 }  // namespace tune

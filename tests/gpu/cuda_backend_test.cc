@@ -338,6 +338,12 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
   const TimingPolicy p = QuickPolicy();
   Measurement alone = backend->Measure(spec, "f32", kernels[0], shape, p, 0);
   ASSERT_TRUE(alone.Valid()) << Describe(alone);
+  // What starting a runner costs: every round starts one.
+  auto fresh = MakeCudaBackend(device_, Options());
+  const auto start_t0 = Clock::now();
+  ASSERT_TRUE(fresh->Prepare().ok());
+  const double start_seconds = Since(start_t0);
+  fresh.reset();
   // Sustained: 50 ms windows; burst: 3 or more samples after 0.3 s idle,
   // so 1 s holds only the minimum three rounds of two configs; auto: one of
   // the two after a round of each.
@@ -345,9 +351,12 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
                                        std::pair{ConfirmTiming::kAuto, 3u}}) {
     const double seconds = 1.0;
     const auto t0 = Clock::now();
+    const int spawns_before = GetCudaRunnerStats(*backend).spawns;
     std::vector<Measurement> together = MeasureTogether(*backend, spec, "f32", kernels, shape, p, seconds, timing);
     const double took = Since(t0);
+    const int rounds = GetCudaRunnerStats(*backend).spawns - spawns_before;
     ASSERT_EQ(together.size(), 2u);
+    EXPECT_GE(rounds, 3) << "a runner of its own for every round";
     double timed = 0;
     for (const auto& m : together) {
       printf("together (%s, chose %s): %s\n", ConfirmTimingName(timing), ConfirmTimingName(m.confirm_timing),
@@ -360,13 +369,14 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
       EXPECT_NE(m.confirm_timing, ConfirmTiming::kAuto);
       timed += m.mean_us * m.samples * 1e-6;
     }
-    printf("%s: %.3f s timed in %.3f s\n", ConfirmTimingName(timing), timed, took);
+    printf("%s: %.3f s timed in %.3f s, %d rounds (runner start %.3f s)\n", ConfirmTimingName(timing), timed, took,
+           rounds, start_seconds);
     // The rounds fill the wall time asked for, and a round starts only while
-    // time is left (rounds of 0.1-0.7 s); three rounds of bursts take 1.9 s
-    // whatever the time asked for.
-    const double least = timing == ConfirmTiming::kBurst ? 3 * 2 * 0.31 : seconds;
+    // time is left (rounds of 0.1-0.7 s plus a runner's start); three rounds
+    // of bursts take 1.9 s plus three starts whatever the time asked for.
+    const double least = timing == ConfirmTiming::kBurst ? 3 * (2 * 0.31 + start_seconds) : seconds;
     EXPECT_GE(took, seconds);
-    EXPECT_LT(took, std::max(seconds, least) + 1.0);
+    EXPECT_LT(took, std::max(seconds, least) + 1.0 + 2 * start_seconds);
     if (together[0].confirm_timing == ConfirmTiming::kBurst) {
       EXPECT_LT(timed, 0.5 * took) << "bursts are mostly idle";
     }
@@ -388,6 +398,19 @@ TEST_F(CudaGpu, PrepareStartsTheRunnerThatTheFirstMeasureUses) {
   EXPECT_TRUE(m.Valid()) << Describe(m);
   EXPECT_EQ(GetCudaRunnerStats(*backend).pid, prepared.pid) << "the first config ran on the prepared runner";
   EXPECT_EQ(GetCudaRunnerStats(*backend).spawns, 1);
+  // new_runner: the config runs in a runner started for it, which then stays.
+  TimingPolicy renew = QuickPolicy();
+  renew.new_runner = true;
+  m = Run(*backend, spec, "f32", spec.default_config, ShapeN(1 << 20), renew);
+  EXPECT_TRUE(m.Valid()) << Describe(m);
+  const CudaRunnerStats renewed = GetCudaRunnerStats(*backend);
+  EXPECT_NE(renewed.pid, prepared.pid);
+  EXPECT_NE(renewed.pid, 0);
+  EXPECT_EQ(renewed.spawns, 2);
+  EXPECT_EQ(renewed.crashes + renewed.timeouts, 0) << "a renewal is not a failure";
+  m = Run(*backend, spec, "f32", spec.default_config, ShapeN(1 << 20), QuickPolicy());
+  EXPECT_TRUE(m.Valid()) << Describe(m);
+  EXPECT_EQ(GetCudaRunnerStats(*backend).pid, renewed.pid);
 }
 
 TEST_F(CudaGpu, TunefarmRunnerSubcommandServesTheBackend) {

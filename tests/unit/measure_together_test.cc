@@ -76,6 +76,43 @@ TEST_F(MeasureTogetherTest, RoundsFillTheWallTimeAndEveryConfigGetsOneWindowPerR
   }
 }
 
+// Passes every call to the sim backend and keeps the policies it was given.
+class PolicyLog : public Backend {
+ public:
+  explicit PolicyLog(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  const DeviceInfo& device() const override { return inner_->device(); }
+  std::string toolchain() const override { return inner_->toolchain(); }
+  CompiledKernel Compile(const OpSpec& spec, const std::string& dtype, const Config& config) override {
+    return inner_->Compile(spec, dtype, config);
+  }
+  Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel, const Shape& shape,
+                      const TimingPolicy& policy, double best_so_far_us) override {
+    policies.push_back(policy);
+    return inner_->Measure(spec, dtype, kernel, shape, policy, best_so_far_us);
+  }
+  std::vector<TimingPolicy> policies;
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+TEST_F(MeasureTogetherTest, EveryRoundStartsARunnerAndPlacesBuffersForItsFirstConfigOnly) {
+  PolicyLog log(MakeSimBackend("h100-sxm", 0, SimFaults{}));
+  std::vector<CompiledKernel> kernels = Compile(log, 3);
+  ASSERT_EQ(kernels.size(), 3u);
+  std::vector<Measurement> got =
+      MeasureTogether(log, spec_, "f32", kernels, shape_, TimingPolicy{}, 0.01, ConfirmTiming::kSustained);
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_GE(log.policies.size(), 9u) << "three rounds of three";
+  ASSERT_EQ(log.policies.size() % 3, 0u);
+  for (size_t i = 0; i < log.policies.size(); ++i) {
+    const bool first_of_round = i % 3 == 0;
+    EXPECT_EQ(log.policies[i].new_runner, first_of_round) << "measure " << i;
+    EXPECT_EQ(log.policies[i].new_buffers, first_of_round) << "measure " << i;
+    EXPECT_EQ(log.policies[i].placements, 8) << "measure " << i;
+  }
+}
+
 TEST_F(MeasureTogetherTest, AutoTimesARoundOfEachAndKeepsSustainedWhereLoadDoesNotSlowTheConfigs) {
   // The sim has no power limit: a burst and a sustained window give the
   // same figure, so auto keeps sustained windows and says so.

@@ -72,5 +72,20 @@ TEST(Stats, CiShrinksWithMoreSamples) {
   EXPECT_LT(ComputeStats(many).ci95, ComputeStats(few).ci95 / 5);
 }
 
+TEST(Stats, TrimmedMeanDropsTheEndsAndFollowsTheClusters) {
+  EXPECT_EQ(TrimmedMean({}, 0.1), 0);
+  // Fewer than ten values: nothing is trimmed at 10%.
+  EXPECT_DOUBLE_EQ(TrimmedMean({1, 2, 3, 10}, 0.1), 4);
+  // One stray value in ten is dropped, with one from the other end.
+  EXPECT_DOUBLE_EQ(TrimmedMean({9, 5, 5, 5, 5, 5, 5, 5, 5, 1}, 0.1), 5);
+  // Two clusters: the median sits in one of them, the trimmed mean between
+  // them in proportion to their sizes.
+  std::vector<double> two = {9.5, 9.5, 9.5, 9.5, 9.5, 9.5, 9.7, 9.7, 9.7, 9.7};
+  EXPECT_DOUBLE_EQ(ComputeStats(two).median, 9.5);
+  EXPECT_NEAR(TrimmedMean(two, 0.1), (5 * 9.5 + 3 * 9.7) / 8, 1e-12);
+  // The trim share is clamped below a half: something always remains.
+  EXPECT_DOUBLE_EQ(TrimmedMean({1, 2, 3}, 0.9), 2);
+}
+
 }  // namespace
 }  // namespace tune

@@ -70,6 +70,15 @@ struct TimingPolicy {
   // them every round so that its figures average over placements rather
   // than carry one run's. The sim backend ignores it.
   bool new_buffers = false;
+  // Time in a newly started runner process (a new CUDA context, module
+  // loads, stream and buffers) rather than the current one. At 1024^3 on an
+  // H100 every config of one runner process sat in the same one of two
+  // states about 2% apart, whatever placements its buffers had, so that
+  // reruns of a sweep disagreed by that much (bench/gpu_h100.md, seventh
+  // session); MeasureTogether starts a runner every round so that its
+  // figures average over processes. Costs the runner's start-up (a few
+  // hundred ms). The sim backend ignores it.
+  bool new_runner = false;
   // Rotate the timed samples over this many placements of the kernel's
   // buffers (the inputs copied to each): at 1024^3 on an H100 the window
   // medians of one config fall into clusters up to 6% apart, one per
@@ -134,10 +143,10 @@ class Backend {
 
 // Times valid compiled configs of one op and dtype on `shape` together, in
 // rounds for about `seconds` of wall time (at least three rounds): every
-// round in a new order and on newly placed buffers (TimingPolicy::
-// new_buffers), so that no config keeps one place, one predecessor or one
-// placement, and each figure averages over them rather than over one
-// stretch of one run; the samples of a window rotate over 8 placements
+// round in a new runner process (TimingPolicy::new_runner), in a new order
+// and on newly placed buffers (TimingPolicy::new_buffers), so that no config
+// keeps one process, one place, one predecessor or one placement, and each
+// figure averages over them rather than over one stretch of one run; the samples of a window rotate over 8 placements
 // (TimingPolicy::placements). What a round times per config depends on `timing`:
 //   kSustained: about 50 ms (wall time) of back-to-back samples;
 //   kBurst: 10 ms of samples (at least 3), after the device has idled for
@@ -146,8 +155,9 @@ class Backend {
 //     than 5% slower in its sustained window than in its burst, else
 //     sustained windows (only the chosen kind's windows count).
 // Returns one measurement per kernel, in order, with the timing used
-// (Measurement::confirm_timing): median, stdev and CI of the
-// rounds' medians (so they include how much the device drifted), mean, min,
+// (Measurement::confirm_timing): as median_us the mean of the rounds'
+// medians less the highest and lowest tenth (TrimmedMean), stdev and CI of
+// the rounds' medians (so they include how much the device drifted), mean, min,
 // max and samples over every sample. A config that fails in a round (each
 // round checks it again) keeps that failure. What ranks a sweep's fastest
 // configs at its end (confirm units).

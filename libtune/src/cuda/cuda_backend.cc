@@ -174,6 +174,12 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
                 "cubin is for " + kernel.arch + ", device " + device_.name + " needs " + arch_suffixless_);
   }
 
+  if (policy.new_runner && runner_) {
+    // The old runner exits on the closed channel and is gone (its context
+    // with it) before the next one starts.
+    runner_.reset();
+    ready_ = false;
+  }
   if (Status s = EnsureReady(); !s.ok()) {
     ++stats_.crashes;
     return Fail(m, FailureClass::kCrash, s.message());

@@ -311,6 +311,20 @@ CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, co
   return ck;
 }
 
+CompiledKernel CompileBuiltin(const std::string& source, const std::string& entry, const std::string& dtype,
+                              const std::string& arch, const std::string& cache_dir) {
+  OpSpec builtin;
+  builtin.origin = "tunefarm's builtin kernels";
+  const std::string file = "tunefarm_builtin.cu";
+  builtin.package[file] = source;
+  CompiledKernel ck;
+  ck.config_id = "builtin";
+  ck.kernel_hash = KernelHash(builtin, NvrtcVersionString());
+  ck.arch = arch;
+  CompileCached(builtin, file, entry, "builtin", dtype, arch, BaseOptions(builtin, dtype, arch), cache_dir, &ck);
+  return ck;
+}
+
 }  // namespace tune::cuda
 
 namespace tune {

@@ -53,4 +53,11 @@ bool ParsePtxasResources(const std::string& log, const std::string& entry, Kerne
 CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
                                 const std::string& cache_dir);
 
+// Compiles tunefarm's own kernels (`source`, outside any op package) for
+// (dtype, arch), cached like configs under the id "builtin": a runner starts
+// for every confirm round (TimingPolicy::new_runner) and finds them there
+// instead of waiting for NVRTC each time. Thread-safe.
+CompiledKernel CompileBuiltin(const std::string& source, const std::string& entry, const std::string& dtype,
+                              const std::string& arch, const std::string& cache_dir);
+
 }  // namespace tune::cuda

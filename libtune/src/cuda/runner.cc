@@ -664,9 +664,9 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     ~Trace() {
       if (!r->trace_) return;
       fprintf(stderr,
-              "tunefarm runner[%d]: %s %s %s %s: plan %.1f, problem %.1f%s%s, load %.1f, check %.1f, time %.1f (%u "
+              "tunefarm runner[%d] pid %d: %s %s %s %s: plan %.1f, problem %.1f%s%s, load %.1f, check %.1f, time %.1f (%u "
               "samples, %zu placements), total %.1f ms; median %.3f us, %d MHz%s, at %.3f s\n",
-              r->index_, spec.name.c_str(), req.dtype.c_str(), req.shape.Canonical().c_str(),
+              r->index_, int(getpid()), spec.name.c_str(), req.dtype.c_str(), req.shape.Canonical().c_str(),
               req.config.Canonical().c_str(), ms[0], ms[1], r->built_problem_ ? " (built)" : "",
               req.policy.new_buffers ? " (new buffers)" : "", ms[2], ms[3], ms[4], m->samples, r->placements_,
               Seconds(start) * 1e3, m->median_us, m->sm_clock_mhz, m->throttled ? " throttled" : "",
@@ -843,21 +843,18 @@ const BuiltinKernels& Runner::GetBuiltins(const std::string& dtype) {
   auto it = builtins_.find(dtype);
   if (it != builtins_.end()) return it->second;
   BuiltinKernels k;
-  NvrtcJob job;
-  job.file = "tunefarm_builtin.cu";
-  job.source = kBuiltinSource;
-  job.entry = "tunefarm_compare";
-  OpSpec none;
-  job.options = BaseOptions(none, dtype, "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor));
-  NvrtcResult r = RunNvrtc(job);
-  if (r.ok && d_.cuModuleLoadData(&k.module, r.cubin.data()) == CUDA_SUCCESS) {
+  const CompiledKernel ck =
+      CompileBuiltin(kBuiltinSource, "tunefarm_compare", dtype,
+                     "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor), cache_dir_);
+  const bool compiled = ck.failure == FailureClass::kNone;
+  if (compiled && d_.cuModuleLoadData(&k.module, ck.image.data()) == CUDA_SUCCESS) {
     if (d_.cuModuleGetFunction(&k.compare, k.module, "tunefarm_compare") != CUDA_SUCCESS) k.compare = nullptr;
     if (d_.cuModuleGetFunction(&k.fill, k.module, "tunefarm_fill") != CUDA_SUCCESS) k.fill = nullptr;
     if (d_.cuModuleGetFunction(&k.flush_l2, k.module, "tunefarm_flush_l2") != CUDA_SUCCESS) k.flush_l2 = nullptr;
   }
   if (!k.compare || !k.fill) {
     fprintf(stderr, "tunefarm runner[%d]: %s inputs and checks on the host: %s\n", index_, dtype.c_str(),
-            r.ok ? "module load failed" : r.error.c_str());
+            compiled ? "module load failed" : ck.failure_message.c_str());
   }
   return builtins_.emplace(dtype, k).first->second;
 }
