@@ -529,9 +529,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "
               "device threads waited %.1f s for compiles\n"
               "busy: devices were checking/timing %.1f s = %.0f%% of wall time\n",
-              (unsigned long long)total.configs, (unsigned long long)total.measured,
+              (unsigned long long)total.screened.size(), (unsigned long long)total.measured,
               (unsigned long long)total.measured_again, sweep_seconds,
-              sweep_seconds > 0 ? total.configs / sweep_seconds : 0.0, devices,
+              sweep_seconds > 0 ? double(total.screened.size()) / sweep_seconds : 0.0, devices,
               (unsigned long long)total.compiled, total.compile_seconds,
               (unsigned long long)total.compile_cache_hits, total.compile_wait_seconds,
               total.measure_seconds,

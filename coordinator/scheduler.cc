@@ -14,6 +14,18 @@ std::string PoolKey(const std::string& model, const std::string& op, const std::
   return model + '\0' + op + '\0' + dtype;
 }
 
+// How much work a shape is, to order the screening: the product of its dims
+// (M*N*K for a GEMM, ROWS*N for a row-wise op).
+double ShapeWork(const Shape& shape) {
+  double work = 1;
+  for (const auto& [dim, value] : shape.dims) work *= static_cast<double>(value);
+  return work;
+}
+
+// The key of a pace per worker or model and shape (pair_rate_,
+// SweepState::pace): units of different shapes take very different times.
+std::string RateKey(const std::string& who, const Shape& shape) { return who + '\0' + shape.Canonical(); }
+
 }  // namespace
 
 bool SweepState::TargetsModel(const std::string& model) const {
@@ -99,43 +111,47 @@ void Scheduler::AddDevice(const DeviceInfo& device) {
 
 void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   if (!sweep.models.insert(device.model).second) return;
+  // Screening goes shape by shape, the least work first, each shape for
+  // every (op, dtype) before the next. A kernel timed straight after a
+  // larger one runs at the clock that the larger one's power draw left
+  // behind: on an H100 at its power limit, a 1024^3 GEMM timed after an
+  // 8192^3 one ran at 1170-1470 MHz instead of 1980, came out 30% slow and
+  // was left out of the refine pass (bench/gpu_h100.md, seventh session).
+  // A run of one shape's kernels sets its own clocks.
+  std::vector<ConfigPool> pools;
   for (const auto& spec : sweep.specs) {
-    const std::vector<Shape> op_shapes = ShapesForOp(sweep.submit, spec);
-    const size_t shapes = op_shapes.size();
     auto all_configs = EnumerateConfigs(spec, device);
     if (!all_configs.ok()) {
       sweep.state = "failed";
       return;
     }
     for (const auto& dtype : sweep.submit.dtypes) {
-      std::vector<Config> unmeasured;  // configs with a shape not yet stored
-      const std::vector<Config>* configs = &*all_configs;
-      if (sweep.measured) {
+      for (const auto& shape : ShapesForOp(sweep.submit, spec)) {
+        ConfigPool pool{sweep.id, spec.name, dtype, shape, {}, 0};
         for (const auto& c : *all_configs) {
-          if (sweep.measured(device, spec, dtype, c, op_shapes)) {
-            sweep.pairs_total += shapes;
-            sweep.pairs_done += shapes;
+          if (sweep.measured && sweep.measured(device, spec, dtype, c, {shape})) {
+            sweep.pairs_done++;
           } else {
-            unmeasured.push_back(c);
+            pool.configs.push_back(c);
           }
         }
-        configs = &unmeasured;
-      }
-      sweep.pairs_total += configs->size() * shapes;
-      sweep.model_unsliced[device.model] += configs->size();
-      sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype)] += configs->size();
-      if (!configs->empty()) {
-        pools_[device.model].push_back(ConfigPool{sweep.id, spec.name, dtype, *configs, 0, shapes});
+        sweep.pairs_total += all_configs->size();
+        sweep.model_unsliced[device.model] += pool.configs.size();
+        sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype)] += pool.configs.size();
+        if (!pool.configs.empty()) pools.push_back(std::move(pool));
       }
     }
   }
+  std::stable_sort(pools.begin(), pools.end(),
+                   [](const ConfigPool& a, const ConfigPool& b) { return ShapeWork(a.shape) < ShapeWork(b.shape); });
+  for (auto& pool : pools) pools_[device.model].push_back(std::move(pool));
   MaybeFinish(sweep, 0);  // a resumed sweep may have nothing left
 }
 
-uint32_t Scheduler::UnitSizeFor(const std::string& worker, size_t shapes) const {
-  auto it = pair_rate_.find(worker);
-  if (it == pair_rate_.end() || shapes == 0) return opts_.configs_per_unit;
-  const double configs = it->second * opts_.target_unit_seconds / static_cast<double>(shapes);
+uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) const {
+  auto it = pair_rate_.find(RateKey(worker, shape));
+  if (it == pair_rate_.end()) return opts_.configs_per_unit;
+  const double configs = it->second * opts_.target_unit_seconds;
   return static_cast<uint32_t>(std::clamp<double>(configs, opts_.min_configs_per_unit,
                                                   opts_.max_configs_per_unit));
 }
@@ -150,7 +166,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
       continue;
     }
     size_t n = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit
-                                             : UnitSizeFor(worker, pool.shapes);
+                                             : UnitSizeFor(worker, pool.shape);
     if (opts_.shrink_tail_units) {
       size_t left = 0;
       for (const auto& p : pools) left += p.configs.size() - std::min(p.next, p.configs.size());
@@ -165,7 +181,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.dtype = pool.dtype;
     u.gpu_model = gpu_model;
     u.configs.assign(pool.configs.begin() + pool.next, pool.configs.begin() + end);
-    u.shapes = pool.shapes;
+    u.shape = pool.shape;
     sweep.model_unsliced[gpu_model] -= end - pool.next;
     sweep.pool_unsliced[PoolKey(gpu_model, pool.op, pool.dtype)] -= end - pool.next;
     pool.next = end;
@@ -260,10 +276,9 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
   u.dtype = dtype;
   u.gpu_model = model;
   u.configs = std::move(configs);
-  u.shapes = 1;
+  u.shape = shape;
   u.confirm_seconds = confirm_seconds;
   u.refine_best_us = refine_best_us;
-  u.single_shape = shape;
   sweep.pairs_total += u.configs.size();
   pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
 }
@@ -284,9 +299,7 @@ void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
 }
 
 double Scheduler::LeaseSeconds(const Unit& u) const {
-  const auto& sweep = sweeps_.at(u.sweep_id);
-  return opts_.lease_base_seconds + u.confirm_seconds +
-         opts_.lease_per_pair_seconds * u.configs.size() * sweep.submit.shapes.size();  // upper bound
+  return opts_.lease_base_seconds + u.confirm_seconds + opts_.lease_per_pair_seconds * double(u.Pairs());
 }
 
 WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
@@ -299,9 +312,8 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
   for (size_t i = 0; i < sweep.submit.ops.size(); ++i) {
     if (sweep.submit.ops[i] != u.op) continue;
     w.op_package = sweep.submit.op_packages[i];
-    w.shapes = ShapesForOp(sweep.submit, sweep.specs[i]);
   }
-  if (!u.Screening()) w.shapes = {u.single_shape};
+  w.shapes = {u.shape};
   w.dtype = u.dtype;
   w.configs = u.configs;
   w.lease_seconds = lease_seconds;
@@ -355,11 +367,12 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
 }
 
 double Scheduler::StragglerAge(const Unit& u) {
-  // What the unit should take: at its sweep's median pace for the model, or
-  // before any of those units is done, at its holder's own measured pace.
+  // What the unit should take: at its sweep's median pace for the model and
+  // shape, or before any of those units is done, at its holder's own
+  // measured pace on the shape.
   double seconds_per_pair = 0;
   auto& sweep = sweeps_.at(u.sweep_id);
-  if (auto it = sweep.pace.find(u.gpu_model); it != sweep.pace.end()) {
+  if (auto it = sweep.pace.find(RateKey(u.gpu_model, u.shape)); it != sweep.pace.end()) {
     SweepState::Pace& pace = it->second;
     if (pace.stale) {
       std::vector<double> sorted = pace.seconds_per_pair;
@@ -369,7 +382,7 @@ double Scheduler::StragglerAge(const Unit& u) {
       pace.stale = false;
     }
     seconds_per_pair = pace.median;
-  } else if (auto rate = pair_rate_.find(u.holders.begin()->first);
+  } else if (auto rate = pair_rate_.find(RateKey(u.holders.begin()->first, u.shape));
              rate != pair_rate_.end() && rate->second > 0) {
     seconds_per_pair = 1 / rate->second;
   }
@@ -439,9 +452,9 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
     const double pairs = static_cast<double>(u.Pairs());
     if (pairs > 0) {
       const double seconds = now - started->second;
-      auto [slot, fresh] = pair_rate_.emplace(worker, pairs / seconds);
+      auto [slot, fresh] = pair_rate_.emplace(RateKey(worker, u.shape), pairs / seconds);
       if (!fresh) slot->second = 0.5 * slot->second + 0.5 * pairs / seconds;  // smooth out one odd unit
-      auto& pace = sweep.pace[u.gpu_model];
+      auto& pace = sweep.pace[RateKey(u.gpu_model, u.shape)];
       pace.seconds_per_pair.push_back(seconds / pairs);
       pace.stale = true;
     }

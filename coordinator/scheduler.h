@@ -44,7 +44,7 @@ struct SchedulerOptions {
   // running a full-size last unit while the others wait. Both sizes above
   // are upper bounds then.
   bool shrink_tail_units = true;
-  double lease_base_seconds = 120;    // lease = base + per_pair * configs * shapes
+  double lease_base_seconds = 120;    // lease = base + per_pair * (config, shape) pairs
   double lease_per_pair_seconds = 5;
   uint32_t max_attempts = 4;          // leases of one unit before it is failed
   // Idle workers may duplicate a straggling lease at the tail of a sweep. A
@@ -95,14 +95,15 @@ struct Unit {
   uint64_t id = 0;
   std::string sweep_id, op, dtype, gpu_model;
   std::vector<Config> configs;
-  size_t shapes = 0;                      // shapes of the sweep that its op takes
-  // A confirm unit: `configs` are the fastest of `single_shape`, timed
-  // again together (WorkUnit::confirm_seconds).
+  // The one shape its configs are timed on: a sweep screens shape by shape
+  // (Scheduler::CreateUnits).
+  Shape shape;
+  // A confirm unit: `configs` are the fastest of `shape`, timed again
+  // together (WorkUnit::confirm_seconds).
   double confirm_seconds = 0;
   // A refine unit: `configs` came near this best screening figure of
-  // `single_shape` (WorkUnit::refine_best_us).
+  // `shape` (WorkUnit::refine_best_us).
   double refine_best_us = 0;
-  Shape single_shape;
   bool Refine() const { return refine_best_us > 0; }
   bool Screening() const { return confirm_seconds == 0 && !Refine(); }
   UnitState state = UnitState::kPending;
@@ -111,7 +112,7 @@ struct Unit {
   std::map<std::string, double> started;  // worker -> when its lease began
   double last_progress = 0;               // last (first) lease or results batch
   uint32_t batches_queued = 0;            // arrived, not yet ingested
-  size_t Pairs() const { return configs.size() * shapes; }
+  size_t Pairs() const { return configs.size(); }
 };
 
 struct SweepState {
@@ -123,19 +124,22 @@ struct SweepState {
   MeasuredFn measured;                       // set for resumed sweeps
   std::vector<uint64_t> units;               // unit ids, creation order
   uint64_t units_finished = 0;               // units done or failed
-  // How long completed units took per (config, shape) pair, per model: the
-  // median sets how long a unit of that model may go without progress.
+  // How long completed units took per (config, shape) pair, per model and
+  // shape (model '\0' shape): the median sets how long a unit of that model
+  // and shape may go without progress.
   struct Pace {
     std::vector<double> seconds_per_pair;
     double median = 0;
     bool stale = false;  // median not yet recomputed since the last sample
   };
   std::map<std::string, Pace> pace;
-  // Per model: configs not yet cut into units and units not yet finished;
+  // Per model: (config, shape) pairs not yet cut into units and units not
+  // yet finished;
   // when both reach 0 the model's confirm units are created (once).
   std::map<std::string, uint64_t> model_unsliced, model_open_units;
   std::set<std::string> confirm_created;
-  // Per (model, op, dtype) (PoolKey): configs not yet cut into units,
+  // Per (model, op, dtype) (PoolKey): (config, shape) pairs not yet cut
+  // into units,
   // screening units and refine units not yet finished. Once every config is
   // cut, the first device that runs dry refines the contenders screened so
   // far (early); when the screening is done the rest are refined against
@@ -201,8 +205,9 @@ class Scheduler {
   // worker's throughput is updated from how long it took.
   void CompleteUnit(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
                     double now, int64_t now_unix);
-  // Configs the next fresh unit for `worker` would hold (adaptive sizing).
-  uint32_t UnitSizeFor(const std::string& worker, size_t shapes) const;
+  // Configs the next fresh unit of `shape` for `worker` would hold
+  // (adaptive sizing).
+  uint32_t UnitSizeFor(const std::string& worker, const Shape& shape) const;
   // The worker is gone: its leases go back to the queue.
   void DropWorker(const std::string& worker);
   // Leases past their deadline go back to the queue; returns how many.
@@ -216,12 +221,13 @@ class Scheduler {
   bool Busy() const;
 
  private:
-  // Configs of one (sweep, op, dtype, model) waiting to be cut into units.
+  // Configs of one (sweep, op, dtype, model, shape) waiting to be cut into
+  // units.
   struct ConfigPool {
     std::string sweep_id, op, dtype;
+    Shape shape;
     std::vector<Config> configs;
     size_t next = 0;
-    size_t shapes = 0;
   };
   void CreateUnits(SweepState& sweep, const DeviceInfo& device);
   Unit* CutUnit(const std::string& worker, const std::string& gpu_model);
@@ -268,7 +274,7 @@ class Scheduler {
   std::map<std::string, DeviceInfo> models_;  // first device seen per model
   std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
-  std::map<std::string, double> pair_rate_;               // worker -> pairs/s (smoothed)
+  std::map<std::string, double> pair_rate_;  // worker '\0' shape -> pairs/s (smoothed)
   uint64_t next_unit_id_ = 1;
   ContendersFn contenders_;
   NearBestFn near_best_;

@@ -257,7 +257,7 @@ struct Worker::Impl {
       const double wait_start = NowSeconds();
       CompiledKernel k = compiled[i].get();
       std::lock_guard<std::mutex> lock(stats_mu);
-      if (!unit.confirm() && !unit.refine()) stats.configs++;
+      if (!unit.confirm() && !unit.refine()) stats.screened.insert(unit.op + '\0' + unit.dtype + '\0' + unit.configs[i].Id());
       stats.compile_wait_seconds += NowSeconds() - wait_start;
       stats.compiled += k.from_cache ? 0 : 1;
       stats.compile_cache_hits += k.from_cache ? 1 : 0;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,10 @@ struct WorkerOptions {
 
 // What a worker spent its time on, for throughput reports.
 struct WorkerStats {
-  uint64_t configs = 0;               // configs screened (compiled or failed to)
+  // Configs screened (compiled or failed to), by op, dtype and config id:
+  // a config comes back in a unit for each shape (and on several devices
+  // for a sweep resumed elsewhere), and counts once.
+  std::set<std::string> screened;
   uint64_t measured = 0;              // (config, shape) results produced
   uint64_t measured_again = 0;        // of those, from refine and confirm units
   uint64_t compiled = 0, compile_cache_hits = 0;
@@ -52,7 +56,7 @@ struct WorkerStats {
   uint64_t units_queued = 0;          // of those, received while their device was still busy
 
   WorkerStats& operator+=(const WorkerStats& o) {
-    configs += o.configs;
+    screened.insert(o.screened.begin(), o.screened.end());
     measured += o.measured;
     measured_again += o.measured_again;
     compiled += o.compiled;

@@ -14,6 +14,7 @@
 namespace tune {
 namespace {
 
+// A sweep of the synthetic op's 600 configs on one shape (N=1024).
 SweepSubmit MakeSubmit(std::vector<std::string> gpus, uint32_t per_unit) {
   auto pkg = ReadOpPackage(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/synthetic");
   EXPECT_TRUE(pkg.ok()) << pkg.status().message();
@@ -22,11 +23,15 @@ SweepSubmit MakeSubmit(std::vector<std::string> gpus, uint32_t per_unit) {
   s.ops = {"synthetic"};
   s.op_packages = {*pkg};
   s.dtypes = {"f32"};
-  s.shapes = {Shape{{{"N", 1024}}}, Shape{{{"N", 4096}}}};
+  s.shapes = {Shape{{{"N", 1024}}}};
   s.gpu_models = std::move(gpus);
   s.configs_per_unit = per_unit;
   return s;
 }
+
+// The two shapes that the confirm and refine tests sweep: each gets its
+// own screening units, N=1024's first.
+const std::vector<Shape> kTwoShapes = {Shape{{{"N", 1024}}}, Shape{{{"N", 4096}}}};
 
 DeviceInfo Device(const std::string& model) {
   DeviceInfo d;
@@ -35,28 +40,65 @@ DeviceInfo Device(const std::string& model) {
   return d;
 }
 
-TEST(Scheduler, UnitsAppearWhenTheModelIsSeenAndCoverTheSpace) {
+TEST(Scheduler, UnitsAppearWhenTheModelIsSeenAndCoverTheSpaceShapeByShapeSmallestFirst) {
   SchedulerOptions o;
   o.shrink_tail_units = false;  // fixed unit sizes
   Scheduler s(o);
-  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
+  SweepSubmit submit = MakeSubmit({"*"}, 100);
+  submit.shapes = {Shape{{{"N", 4096}}}, Shape{{{"N", 1024}}}};  // the larger one first
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   EXPECT_FALSE(s.Lease("w1", "m1", 0).has_value());  // no model known yet
   s.AddDevice(Device("m1"));
   const auto* sweep = s.FindSweep("s1");
   ASSERT_NE(sweep, nullptr);
   EXPECT_EQ(sweep->pairs_total, 600u * 2);    // 600 configs x 2 shapes
-  auto u = s.Lease("w1", "m1", 0);
-  ASSERT_TRUE(u.has_value());
-  EXPECT_EQ(u->configs.size(), 100u);
-  EXPECT_EQ(u->shapes.size(), 2u);
-  EXPECT_FALSE(u->op_package.empty());
-  std::set<std::string> ids;
-  for (const auto& c : u->configs) ids.insert(c.Id());
-  while (auto more = s.Lease("w1", "m1", 0)) {
-    for (const auto& c : more->configs) EXPECT_TRUE(ids.insert(c.Id()).second);
+  std::vector<WorkUnit> units;
+  while (auto u = s.Lease("w1", "m1", 0)) units.push_back(*u);
+  ASSERT_EQ(units.size(), 12u);               // 600 configs / 100, per shape
+  std::set<std::string> pairs;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const WorkUnit& u = units[i];
+    EXPECT_FALSE(u.op_package.empty());
+    EXPECT_EQ(u.configs.size(), 100u);
+    // One shape per unit: every config at N=1024 before any at N=4096.
+    ASSERT_EQ(u.shapes.size(), 1u);
+    EXPECT_EQ(u.shapes[0].Canonical(), i < 6 ? "N=1024" : "N=4096") << "unit " << i;
+    for (const auto& c : u.configs) EXPECT_TRUE(pairs.insert(c.Id() + u.shapes[0].Canonical()).second);
   }
-  EXPECT_EQ(ids.size(), 600u);                // every config once
-  EXPECT_EQ(sweep->units.size(), 6u);         // 600 configs / 100
+  EXPECT_EQ(pairs.size(), 1200u);             // every (config, shape) once
+  EXPECT_EQ(sweep->units.size(), 12u);
+}
+
+TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
+  Scheduler s(o);
+  SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.shapes = kTwoShapes;
+  // Stored: the first 100 configs at N=1024, every config at N=4096.
+  std::set<std::string> first_100;
+  ASSERT_TRUE(s.ResumeSweep(submit, "s1", 0,
+                            [&](const DeviceInfo&, const OpSpec&, const std::string&, const Config& c,
+                                const std::vector<Shape>& shapes) {
+                              EXPECT_EQ(shapes.size(), 1u);
+                              if (shapes[0].Canonical() == "N=4096") return true;
+                              if (first_100.size() < 100) first_100.insert(c.Id());
+                              return first_100.count(c.Id()) > 0;
+                            })
+                  .ok());
+  s.AddDevice(Device("m"));
+  const auto* sweep = s.FindSweep("s1");
+  EXPECT_EQ(sweep->pairs_total, 1200u);
+  EXPECT_EQ(sweep->pairs_done, 700u);
+  auto u = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->shapes.size(), 1u);
+  EXPECT_EQ(u->shapes[0].Canonical(), "N=1024");
+  EXPECT_EQ(u->configs.size(), 500u);
+  for (const auto& c : u->configs) EXPECT_FALSE(first_100.count(c.Id()));
+  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
+  s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
+  EXPECT_EQ(sweep->state, "done");
 }
 
 TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
@@ -71,12 +113,17 @@ TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   auto slow = s.Lease("slow", "m", 0);
   ASSERT_TRUE(fast && slow);
   EXPECT_EQ(fast->configs.size(), 10u);  // no figure yet: the default
-  // fast: 10 configs x 2 shapes in 1 s = 20 pairs/s -> 20 s = 400 pairs = 200 configs.
+  ASSERT_EQ(fast->shapes.size(), 1u);
+  const Shape first = fast->shapes[0], second{{{"N", 4096}}};
+  EXPECT_EQ(first.Canonical(), "N=1024");
+  // fast: 10 pairs in 1 s = 10 pairs/s -> 20 s = 200 configs.
   s.CompleteUnit("fast", "s1", fast->unit_id, 1, 1);
-  // slow: the same in 40 s = 0.5 pairs/s -> 10 pairs = 5 configs.
+  // slow: the same in 40 s = 0.25 pairs/s -> 5 configs.
   s.CompleteUnit("slow", "s1", slow->unit_id, 40, 40);
-  EXPECT_EQ(s.UnitSizeFor("fast", 2), 200u);
-  EXPECT_EQ(s.UnitSizeFor("slow", 2), 5u);
+  EXPECT_EQ(s.UnitSizeFor("fast", first), 200u);
+  EXPECT_EQ(s.UnitSizeFor("slow", first), 5u);
+  // Each shape has a pace of its own: no figure yet for the other one.
+  EXPECT_EQ(s.UnitSizeFor("fast", second), 10u);
   auto next_fast = s.Lease("fast", "m", 41);
   auto next_slow = s.Lease("slow", "m", 41);
   ASSERT_TRUE(next_fast && next_slow);
@@ -212,11 +259,11 @@ TEST(Scheduler, BeforeAnyUnitOfASweepIsDoneTheHoldersOwnPaceCounts) {
   o.tail_min_age_seconds = 2;
   o.tail_slow_factor = 1.5;
   Scheduler s(o);
-  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());  // 1 unit of 1200 pairs
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());  // 1 unit of 600 pairs
   s.AddDevice(Device("m"));
   auto first = s.Lease("w1", "m", 0);
   ASSERT_TRUE(first);
-  s.CompleteUnit("w1", "s1", first->unit_id, 12, 12);  // w1 measures 100 pairs/s
+  s.CompleteUnit("w1", "s1", first->unit_id, 12, 12);  // w1 measures 50 pairs/s
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 20).ok());
   auto second = s.Lease("w1", "m", 20);
   ASSERT_TRUE(second);
@@ -314,7 +361,8 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
     std::vector<Config> first(all->begin(), all->begin() + top);
     return first;
   });
-  SweepSubmit submit = MakeSubmit({"*"}, 300);  // 2 units per model
+  SweepSubmit submit = MakeSubmit({"*"}, 600);  // 2 units per model, one per shape
+  submit.shapes = kTwoShapes;
   submit.confirm_top = 3;
   submit.confirm_seconds = 1.5;
   submit.confirm_timing = ConfirmTiming::kBurst;
@@ -385,7 +433,8 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
     asked.push_back("confirm");
     return std::vector<Config>(top, Config{});
   });
-  SweepSubmit submit = MakeSubmit({"*"}, 600);  // one screening unit per dtype
+  SweepSubmit submit = MakeSubmit({"*"}, 600);  // one screening unit per dtype and shape
+  submit.shapes = kTwoShapes;
   submit.dtypes = {"f32", "f16"};
   submit.refine_pass = true;
   submit.confirm_top = 2;
@@ -394,12 +443,20 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   s.AddDevice(Device("m"));
   const auto* sweep = s.FindSweep("s1");
   const uint64_t pairs_before = sweep->pairs_total;
-  auto f32 = s.Lease("w1", "m", 0);
-  ASSERT_TRUE(f32);
-  EXPECT_TRUE(f32->screen_only);
-  EXPECT_FALSE(f32->refine());
-  s.CompleteUnit("w1", "s1", f32->unit_id, 1, 1);
-  // f32 is screened, f16 not yet leased: f32's refine units come first, a
+  // Both dtypes at N=1024, then f32 at N=4096.
+  std::vector<WorkUnit> screening;
+  for (int i = 0; i < 3; ++i) {
+    auto u = s.Lease("w1", "m", 0);
+    ASSERT_TRUE(u);
+    EXPECT_TRUE(u->screen_only);
+    EXPECT_FALSE(u->refine());
+    screening.push_back(*u);
+  }
+  EXPECT_EQ(screening[0].dtype + "/" + screening[0].shapes[0].Canonical(), "f32/N=1024");
+  EXPECT_EQ(screening[1].dtype + "/" + screening[1].shapes[0].Canonical(), "f16/N=1024");
+  EXPECT_EQ(screening[2].dtype + "/" + screening[2].shapes[0].Canonical(), "f32/N=4096");
+  for (const auto& u : screening) s.CompleteUnit("w1", "s1", u.unit_id, 1, 1);
+  // f32 is screened, f16 not yet at N=4096: f32's refine units come first, a
   // config each, the slower shape's first.
   ASSERT_EQ(asked, (std::vector<std::string>{"f32/N=1024", "f32/N=4096"}));
   EXPECT_EQ(sweep->pairs_total, pairs_before + 2 * 10);
@@ -423,6 +480,7 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   auto f16 = s.Lease("w2", "m", 2);  // then the next dtype's screening
   ASSERT_TRUE(f16);
   EXPECT_EQ(f16->dtype, "f16");
+  EXPECT_EQ(f16->shapes[0].Canonical(), "N=4096");
   EXPECT_TRUE(f16->screen_only);
   for (const auto& u : refines) s.CompleteUnit("w1", "s1", u.unit_id, 3, 3);
   // f32's refine units are done: one more look finds no new contender, and
@@ -469,11 +527,14 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
     return NearBest{std::vector<Config>(all->begin(), all->begin() + (final ? 7 : 5)), final ? 9.0 : 10.0};
   });
   SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.shapes = kTwoShapes;
   submit.refine_pass = true;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"));
+  auto first_shape = s.Lease("w1", "m", 0);
   auto screening = s.Lease("w1", "m", 0);
-  ASSERT_TRUE(screening);
+  ASSERT_TRUE(first_shape && screening);
+  s.CompleteUnit("w1", "s1", first_shape->unit_id, 0.2, 0.2);
   std::vector<WorkUnit> early;
   while (auto u = s.Lease("w2", "m", 0.5)) early.push_back(*u);
   ASSERT_EQ(early.size(), 10u);  // 5 configs x 2 shapes, once
@@ -513,12 +574,15 @@ TEST(Scheduler, RefineRoundsRepeatWhileRefinedFiguresBringOtherConfigsNearTheBes
     return NearBest{std::vector<Config>(all->begin(), all->begin() + (calls <= 2 ? 3 : 5)), 10.0};
   });
   SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.shapes = kTwoShapes;
   submit.refine_pass = true;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"));
-  auto screening = s.Lease("w1", "m", 0);
-  ASSERT_TRUE(screening);
-  s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
+  for (int i = 0; i < 2; ++i) {
+    auto screening = s.Lease("w1", "m", 0);
+    ASSERT_TRUE(screening);
+    s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
+  }
   std::vector<WorkUnit> first;
   while (auto u = s.Lease("w1", "m", 1)) first.push_back(*u);
   ASSERT_EQ(first.size(), 6u);
@@ -546,14 +610,17 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
     return std::vector<Config>{};  // every key confirmed already (a resumed sweep)
   });
   SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.shapes = kTwoShapes;
   submit.confirm_top = 4;
   submit.confirm_seconds = 2;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"));
-  auto a = s.Lease("w1", "m", 0);
-  ASSERT_TRUE(a);
-  s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
-  EXPECT_EQ(asked, 2);
+  for (int i = 0; i < 2; ++i) {
+    auto a = s.Lease("w1", "m", 0);
+    ASSERT_TRUE(a);
+    s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
+  }
+  EXPECT_EQ(asked, 2);  // a look per shape
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
 
   // A sweep without a confirm phase never asks.
