@@ -62,7 +62,9 @@ struct Options {
   int io_threads = 1;
   int shapes = 100;
   int sweeps = 1;
-  uint32_t configs_per_unit = 2;
+  // 200 rows per unit (units hold one shape): what a GPU unit of a few
+  // seconds holds of a small kernel.
+  uint32_t configs_per_unit = 200;
   size_t batch = 64;
   uint32_t heartbeat_ms = 1000;
   double timeout_s = 600;
