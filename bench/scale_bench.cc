@@ -243,6 +243,7 @@ struct Shared {
 
 struct ThreadStats {
   std::vector<double> lease_us;     // RequestWork sent -> WorkUnit received
+  std::vector<double> lease_at;     // when each of those WorkUnits arrived (Now())
   std::vector<double> nowork_us;    // RequestWork sent -> NoWork received
   std::vector<double> ack_us;       // Results sent -> ResultsAck received
   uint64_t units = 0, batches = 0, rows = 0, stored = 0, nowork = 0;
@@ -417,7 +418,10 @@ class WorkerThread {
               w.next_request = now + cmd.retry_ms / 1000.0 * jitter_(rng_);  // as worker.cc does
               stats.nowork++;
             } else if constexpr (std::is_same_v<T, tune::WorkUnit>) {
-              if (w.outstanding) stats.lease_us.push_back((now - w.request_sent) * 1e6);
+              if (w.outstanding) {
+                stats.lease_us.push_back((now - w.request_sent) * 1e6);
+                stats.lease_at.push_back(now);
+              }
               w.outstanding = false;
               w.running = std::move(cmd);
               if (sh_->opts->unit_s > 0) {
@@ -899,6 +903,7 @@ int main(int argc, char** argv) {
   for (auto& wt : wts) {
     auto& s = wt->stats;
     all.lease_us.insert(all.lease_us.end(), s.lease_us.begin(), s.lease_us.end());
+    all.lease_at.insert(all.lease_at.end(), s.lease_at.begin(), s.lease_at.end());
     all.nowork_us.insert(all.nowork_us.end(), s.nowork_us.begin(), s.nowork_us.end());
     all.ack_us.insert(all.ack_us.end(), s.ack_us.begin(), s.ack_us.end());
     all.units += s.units;
@@ -914,6 +919,14 @@ int main(int argc, char** argv) {
     all.sweep_catches += s.sweep_catches;
   }
   const Percentiles lease = Summarise(all.lease_us);
+  // Leases in the steady window: without the burst at each submit, where
+  // every idle worker asks at once and the last in line waits for all the
+  // others' leases.
+  std::vector<double> steady_lease_us;
+  for (size_t i = 0; i < all.lease_us.size(); ++i) {
+    if (s10 && s90 && all.lease_at[i] >= s10->t && all.lease_at[i] <= s90->t) steady_lease_us.push_back(all.lease_us[i]);
+  }
+  const Percentiles steady_lease = Summarise(steady_lease_us);
   const Percentiles nowork = Summarise(all.nowork_us);
   const Percentiles idle = Summarise(idle_nowork_us);
   const Percentiles ack = Summarise(all.ack_us);
@@ -945,6 +958,8 @@ int main(int argc, char** argv) {
               per_ingest_cpu);
   std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "lease latency (WorkUnit)",
               lease.p50, lease.p99, lease.max, lease.n);
+  std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "lease latency, steady (10%..90%)",
+              steady_lease.p50, steady_lease.p99, steady_lease.max, steady_lease.n);
   std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "NoWork latency, idle",
               idle.p50, idle.p99, idle.max, idle.n);
   std::printf("  %-34s p50 %.0f  p99 %.0f  max %.0f us  (n=%zu)\n", "NoWork latency, during sweep",
@@ -980,6 +995,8 @@ int main(int argc, char** argv) {
       {"ingest_steady_per_s", steady_rate}, {"ingest_whole_per_s", whole_rate},
       {"ingest_per_ingest_cpu_s", per_ingest_cpu},
       {"lease_us", {{"p50", lease.p50}, {"p99", lease.p99}, {"max", lease.max}, {"n", lease.n}}},
+      {"lease_steady_us",
+       {{"p50", steady_lease.p50}, {"p99", steady_lease.p99}, {"max", steady_lease.max}, {"n", steady_lease.n}}},
       {"nowork_us", {{"p50", nowork.p50}, {"p99", nowork.p99}, {"max", nowork.max}}},
       {"idle_nowork_us", {{"p50", idle.p50}, {"p99", idle.p99}, {"max", idle.max}, {"n", idle.n}}},
       {"ack_us", {{"p50", ack.p50}, {"p99", ack.p99}, {"max", ack.max}, {"n", ack.n}}},

@@ -24,7 +24,7 @@ double ShapeWork(const Shape& shape) {
 
 // The key of a pace per worker or model and shape (pair_rate_,
 // SweepState::pace): units of different shapes take very different times.
-std::string RateKey(const std::string& who, const Shape& shape) { return who + '\0' + shape.Canonical(); }
+std::string RateKey(const std::string& who, const std::string& shape_key) { return who + '\0' + shape_key; }
 
 }  // namespace
 
@@ -120,25 +120,29 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   // A run of one shape's kernels sets its own clocks.
   std::vector<ConfigPool> pools;
   for (const auto& spec : sweep.specs) {
-    auto all_configs = EnumerateConfigs(spec, device);
-    if (!all_configs.ok()) {
+    auto enumerated = EnumerateConfigs(spec, device);
+    if (!enumerated.ok()) {
       sweep.state = "failed";
       return;
     }
+    // Shared by the pools of every (dtype, shape) that has none stored.
+    auto all_configs = std::make_shared<const std::vector<Config>>(std::move(enumerated).value());
     for (const auto& dtype : sweep.submit.dtypes) {
       for (const auto& shape : ShapesForOp(sweep.submit, spec)) {
-        ConfigPool pool{sweep.id, spec.name, dtype, shape, {}, 0};
-        for (const auto& c : *all_configs) {
-          if (sweep.measured && sweep.measured(device, spec, dtype, c, {shape})) {
-            sweep.pairs_done++;
-          } else {
-            pool.configs.push_back(c);
+        ConfigPool pool{sweep.id, spec.name, dtype, shape, all_configs, 0};
+        if (sweep.measured) {
+          std::vector<Config> unmeasured;
+          for (const auto& c : *all_configs) {
+            if (!sweep.measured(device, spec, dtype, c, {shape})) unmeasured.push_back(c);
           }
+          sweep.pairs_done += all_configs->size() - unmeasured.size();
+          pool.configs = std::make_shared<const std::vector<Config>>(std::move(unmeasured));
         }
+        const size_t left = pool.configs->size();
         sweep.pairs_total += all_configs->size();
-        sweep.model_unsliced[device.model] += pool.configs.size();
-        sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype)] += pool.configs.size();
-        if (!pool.configs.empty()) pools.push_back(std::move(pool));
+        sweep.model_unsliced[device.model] += left;
+        sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype)] += left;
+        if (left > 0) pools.push_back(std::move(pool));
       }
     }
   }
@@ -149,7 +153,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
 }
 
 uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) const {
-  auto it = pair_rate_.find(RateKey(worker, shape));
+  auto it = pair_rate_.find(RateKey(worker, shape.Canonical()));
   if (it == pair_rate_.end()) return opts_.configs_per_unit;
   const double configs = it->second * opts_.target_unit_seconds;
   return static_cast<uint32_t>(std::clamp<double>(configs, opts_.min_configs_per_unit,
@@ -161,7 +165,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
   while (!pools.empty()) {
     ConfigPool& pool = pools.front();
     SweepState& sweep = sweeps_.at(pool.sweep_id);
-    if (pool.next >= pool.configs.size() || sweep.state != "running") {
+    if (pool.next >= pool.configs->size() || sweep.state != "running") {
       pools.pop_front();
       continue;
     }
@@ -169,19 +173,20 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
                                              : UnitSizeFor(worker, pool.shape);
     if (opts_.shrink_tail_units) {
       size_t left = 0;
-      for (const auto& p : pools) left += p.configs.size() - std::min(p.next, p.configs.size());
+      for (const auto& p : pools) left += p.configs->size() - std::min(p.next, p.configs->size());
       const size_t sharers = leased_per_model_[gpu_model] + 1;
       n = std::min(n, (left + sharers - 1) / sharers);
     }
-    const size_t end = std::min(pool.configs.size(), pool.next + std::max<size_t>(n, 1));
+    const size_t end = std::min(pool.configs->size(), pool.next + std::max<size_t>(n, 1));
     Unit u;
     u.id = next_unit_id_++;
     u.sweep_id = pool.sweep_id;
     u.op = pool.op;
     u.dtype = pool.dtype;
     u.gpu_model = gpu_model;
-    u.configs.assign(pool.configs.begin() + pool.next, pool.configs.begin() + end);
+    u.configs.assign(pool.configs->begin() + pool.next, pool.configs->begin() + end);
     u.shape = pool.shape;
+    u.shape_key = pool.shape.Canonical();
     sweep.model_unsliced[gpu_model] -= end - pool.next;
     sweep.pool_unsliced[PoolKey(gpu_model, pool.op, pool.dtype)] -= end - pool.next;
     pool.next = end;
@@ -277,6 +282,7 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
   u.gpu_model = model;
   u.configs = std::move(configs);
   u.shape = shape;
+  u.shape_key = shape.Canonical();
   u.confirm_seconds = confirm_seconds;
   u.refine_best_us = refine_best_us;
   sweep.pairs_total += u.configs.size();
@@ -372,7 +378,7 @@ double Scheduler::StragglerAge(const Unit& u) {
   // measured pace on the shape.
   double seconds_per_pair = 0;
   auto& sweep = sweeps_.at(u.sweep_id);
-  if (auto it = sweep.pace.find(RateKey(u.gpu_model, u.shape)); it != sweep.pace.end()) {
+  if (auto it = sweep.pace.find(RateKey(u.gpu_model, u.shape_key)); it != sweep.pace.end()) {
     SweepState::Pace& pace = it->second;
     if (pace.stale) {
       std::vector<double> sorted = pace.seconds_per_pair;
@@ -382,7 +388,7 @@ double Scheduler::StragglerAge(const Unit& u) {
       pace.stale = false;
     }
     seconds_per_pair = pace.median;
-  } else if (auto rate = pair_rate_.find(RateKey(u.holders.begin()->first, u.shape));
+  } else if (auto rate = pair_rate_.find(RateKey(u.holders.begin()->first, u.shape_key));
              rate != pair_rate_.end() && rate->second > 0) {
     seconds_per_pair = 1 / rate->second;
   }
@@ -452,9 +458,9 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
     const double pairs = static_cast<double>(u.Pairs());
     if (pairs > 0) {
       const double seconds = now - started->second;
-      auto [slot, fresh] = pair_rate_.emplace(RateKey(worker, u.shape), pairs / seconds);
+      auto [slot, fresh] = pair_rate_.emplace(RateKey(worker, u.shape_key), pairs / seconds);
       if (!fresh) slot->second = 0.5 * slot->second + 0.5 * pairs / seconds;  // smooth out one odd unit
-      auto& pace = sweep.pace[RateKey(u.gpu_model, u.shape)];
+      auto& pace = sweep.pace[RateKey(u.gpu_model, u.shape_key)];
       pace.seconds_per_pair.push_back(seconds / pairs);
       pace.stale = true;
     }

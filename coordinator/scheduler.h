@@ -98,6 +98,7 @@ struct Unit {
   // The one shape its configs are timed on: a sweep screens shape by shape
   // (Scheduler::CreateUnits).
   Shape shape;
+  std::string shape_key;  // shape.Canonical(), the key of its paces
   // A confirm unit: `configs` are the fastest of `shape`, timed again
   // together (WorkUnit::confirm_seconds).
   double confirm_seconds = 0;
@@ -226,7 +227,7 @@ class Scheduler {
   struct ConfigPool {
     std::string sweep_id, op, dtype;
     Shape shape;
-    std::vector<Config> configs;
+    std::shared_ptr<const std::vector<Config>> configs;
     size_t next = 0;
   };
   void CreateUnits(SweepState& sweep, const DeviceInfo& device);
