@@ -71,6 +71,12 @@ class HttpSnapshot final : public HttpStatusSource {
 
 }  // namespace
 
+uint32_t NoWorkRetryMs(size_t workers) {
+  // About 5,000 idle requests/s over the farm at most (coordinator.h).
+  constexpr double kIdleRequestsPerSecond = 5000;
+  return static_cast<uint32_t>(std::clamp(1000.0 * double(workers) / kIdleRequestsPerSecond, 20.0, 1000.0));
+}
+
 struct Coordinator::Impl {
   CoordinatorOptions opts;
   zmq::context_t ctx{1};
@@ -195,7 +201,7 @@ struct Coordinator::Impl {
             const bool store_behind = ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
             auto unit = store_behind ? std::nullopt : scheduler.Lease(identity, dev->model, now);
             if (!unit) {
-              Send(identity, NoWork{200});
+              Send(identity, NoWork{NoWorkRetryMs(workers.size())});
               return;
             }
             unit->device_index = cmd.device_index;
