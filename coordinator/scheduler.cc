@@ -199,7 +199,6 @@ Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_open_units[u.gpu_model]++;
   if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]++;
-  if (u.Refine()) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -214,13 +213,10 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
         CreateRefineUnits(sweep, model, i, dtype);
         continue;
       }
-      // Each time the pool's refine units are all done: the configs that
+      // Each time one of the pool's refine units is done: the configs that
       // came near the best since (it rises when a refined figure is slower
-      // than its screening one), until there are none.
-      if (sweep.pool_open_refines[key] > 0 || sweep.refine_done.count(key)) continue;
-      const size_t before = sweep.units.size();
-      CreateRefineUnits(sweep, model, i, dtype);
-      if (sweep.units.size() == before) sweep.refine_done.insert(key);
+      // than its screening one).
+      if (sweep.refine_stale.erase(key)) CreateRefineUnits(sweep, model, i, dtype);
     }
   }
 }
@@ -477,7 +473,7 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
     sweep.units_finished++;
     sweep.model_open_units[u.gpu_model]--;
     if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]--;
-    if (u.Refine()) sweep.pool_open_refines[PoolKey(u.gpu_model, u.op, u.dtype)]--;
+    if (u.Refine()) sweep.refine_stale.insert(PoolKey(u.gpu_model, u.op, u.dtype));
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});

@@ -140,16 +140,16 @@ struct SweepState {
   std::map<std::string, uint64_t> model_unsliced, model_open_units;
   std::set<std::string> confirm_created;
   // Per (model, op, dtype) (PoolKey): (config, shape) pairs not yet cut
-  // into units,
-  // screening units and refine units not yet finished. Once every config is
-  // cut, the first device that runs dry refines the contenders screened so
-  // far (early); when the screening is done the rest are refined against
-  // the best stored. A refined figure may be slower than its screening one,
-  // so the best may rise and bring other configs near it: each time the
-  // refine units of a pool are all done, those are refined too, until none
-  // is left (refine_done).
-  std::map<std::string, uint64_t> pool_unsliced, pool_open_units, pool_open_refines;
-  std::set<std::string> refine_early, refine_created, refine_done;
+  // into units and screening units not yet finished. Once
+  // every config is cut, the first device that runs dry refines the
+  // contenders screened so far (early); when the screening is done the
+  // rest are refined against the best stored. A refined figure may be
+  // slower than its screening one, so the best may rise and bring other
+  // configs near it: each time a refine unit of a pool is done
+  // (refine_stale), those are refined too, while the pass's other units
+  // still run rather than in a round after its slowest one.
+  std::map<std::string, uint64_t> pool_unsliced, pool_open_units;
+  std::set<std::string> refine_early, refine_created, refine_stale;
   // Per PoolKey and shape: configs that have a refine unit.
   std::map<std::string, std::set<std::string>> refine_queued;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;

@@ -483,13 +483,13 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   EXPECT_EQ(f16->shapes[0].Canonical(), "N=4096");
   EXPECT_TRUE(f16->screen_only);
   for (const auto& u : refines) s.CompleteUnit("w1", "s1", u.unit_id, 3, 3);
-  // f32's refine units are done: one more look finds no new contender, and
-  // no confirm while f16 screens.
-  ASSERT_EQ(asked.size(), 4u);
-  EXPECT_EQ(asked[3], "f32/N=4096");
+  // Each of f32's refine units done looks again and finds no new
+  // contender, and no confirm while f16 screens.
+  ASSERT_EQ(asked.size(), 2u + 20 * 2);
+  EXPECT_EQ(asked.back(), "f32/N=4096");
   s.CompleteUnit("w2", "s1", f16->unit_id, 4, 4);
-  ASSERT_EQ(asked.size(), 6u);  // f16's refine units; confirm waits for them
-  EXPECT_EQ(asked[5], "f16/N=4096");
+  ASSERT_EQ(asked.size(), 44u);  // f16's refine units; confirm waits for them
+  EXPECT_EQ(asked.back(), "f16/N=4096");
   std::vector<WorkUnit> more;
   while (auto u = s.Lease("w1", "m", 5)) more.push_back(*u);
   ASSERT_EQ(more.size(), 20u);
@@ -560,13 +560,14 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
 }
 
-TEST(Scheduler, RefineRoundsRepeatWhileRefinedFiguresBringOtherConfigsNearTheBest) {
+TEST(Scheduler, ConfigsThatRefinedFiguresBringNearTheBestAreRefinedWhileThePassRuns) {
   SchedulerOptions o;
   o.shrink_tail_units = false;
   o.tail_duplicates = true;
   Scheduler s(o);
-  // First round: configs 0-2 of each shape; refined, they came out slower,
-  // and configs 3-4 are near the best now; then nothing new.
+  // The first look: configs 0-2 of each shape; once a refined figure is
+  // stored (slower than its screening one), configs 3-4 are near the best
+  // too; then nothing new.
   int calls = 0;
   s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&, double) {
     ++calls;
@@ -583,20 +584,26 @@ TEST(Scheduler, RefineRoundsRepeatWhileRefinedFiguresBringOtherConfigsNearTheBes
     ASSERT_TRUE(screening);
     s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
   }
+  EXPECT_EQ(calls, 2);  // a look per shape
   std::vector<WorkUnit> first;
   while (auto u = s.Lease("w1", "m", 1)) first.push_back(*u);
   ASSERT_EQ(first.size(), 6u);
   // A refine unit is never duplicated, however long it takes.
   EXPECT_FALSE(s.Lease("w2", "m", 100).has_value());
-  for (size_t i = 0; i + 1 < first.size(); ++i) s.CompleteUnit("w1", "s1", first[i].unit_id, 101, 101);
-  EXPECT_EQ(calls, 2);  // one refine unit still out
-  s.CompleteUnit("w1", "s1", first.back().unit_id, 102, 102);
+  // The first refine unit done: a look finds configs 3 and 4 of each shape,
+  // to refine while the other five units still run.
+  s.CompleteUnit("w1", "s1", first[0].unit_id, 101, 101);
   EXPECT_EQ(calls, 4);
   std::vector<WorkUnit> second;
-  while (auto u = s.Lease("w1", "m", 103)) second.push_back(*u);
-  ASSERT_EQ(second.size(), 4u);  // configs 3 and 4 of each shape
-  for (const auto& u : second) s.CompleteUnit("w1", "s1", u.unit_id, 104, 104);
-  EXPECT_EQ(calls, 6);  // a last look finds nothing new
+  while (auto u = s.Lease("w2", "m", 101)) second.push_back(*u);
+  ASSERT_EQ(second.size(), 4u);
+  for (const auto& u : second) EXPECT_TRUE(u.refine());
+  // Every later unit done looks again and finds nothing new.
+  for (size_t i = 1; i < first.size(); ++i) s.CompleteUnit("w1", "s1", first[i].unit_id, 102, 102);
+  EXPECT_EQ(calls, 4 + 2 * 5);
+  EXPECT_FALSE(s.Lease("w2", "m", 102).has_value());
+  EXPECT_EQ(s.FindSweep("s1")->state, "running");
+  for (const auto& u : second) s.CompleteUnit("w2", "s1", u.unit_id, 103, 103);
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
 }
 
