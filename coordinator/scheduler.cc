@@ -9,9 +9,11 @@
 namespace tune {
 namespace {
 
-// A config pool's key in SweepState's per-pool counters.
-std::string PoolKey(const std::string& model, const std::string& op, const std::string& dtype) {
-  return model + '\0' + op + '\0' + dtype;
+// A config pool's key in SweepState's per-pool counters: the screening of
+// one (model, op, dtype, shape).
+std::string PoolKey(const std::string& model, const std::string& op, const std::string& dtype,
+                    const std::string& shape_key) {
+  return model + '\0' + op + '\0' + dtype + '\0' + shape_key;
 }
 
 // How much work a shape is, to order the screening: the product of its dims
@@ -141,7 +143,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
         const size_t left = pool.configs->size();
         sweep.pairs_total += all_configs->size();
         sweep.model_unsliced[device.model] += left;
-        sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype)] += left;
+        sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype, shape.Canonical())] += left;
         if (left > 0) pools.push_back(std::move(pool));
       }
     }
@@ -188,7 +190,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.shape = pool.shape;
     u.shape_key = pool.shape.Canonical();
     sweep.model_unsliced[gpu_model] -= end - pool.next;
-    sweep.pool_unsliced[PoolKey(gpu_model, pool.op, pool.dtype)] -= end - pool.next;
+    sweep.pool_unsliced[PoolKey(gpu_model, pool.op, pool.dtype, u.shape_key)] -= end - pool.next;
     pool.next = end;
     return &AddUnit(sweep, std::move(u));
   }
@@ -198,7 +200,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_open_units[u.gpu_model]++;
-  if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]++;
+  if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -206,17 +208,20 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
   if (!sweep.submit.refine_pass || !near_best_ || sweep.state != "running") return;
   for (size_t i = 0; i < sweep.specs.size(); ++i) {
     for (const auto& dtype : sweep.submit.dtypes) {
-      const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
-      if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) continue;
-      // The screening is done: refine at once, early refine units or not.
-      if (sweep.refine_created.insert(key).second) {
-        CreateRefineUnits(sweep, model, i, dtype);
-        continue;
+      for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
+        const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
+        if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) continue;
+        // The shape is screened: refine at once, while the next shapes are
+        // screened, early refine units or not.
+        if (sweep.refine_created.insert(key).second) {
+          CreateRefineUnits(sweep, model, i, dtype, shape);
+          continue;
+        }
+        // Each time one of the pool's refine units is done: the configs that
+        // came near the best since (it rises when a refined figure is slower
+        // than its screening one).
+        if (sweep.refine_stale.erase(key)) CreateRefineUnits(sweep, model, i, dtype, shape);
       }
-      // Each time one of the pool's refine units is done: the configs that
-      // came near the best since (it rises when a refined figure is slower
-      // than its screening one).
-      if (sweep.refine_stale.erase(key)) CreateRefineUnits(sweep, model, i, dtype);
     }
   }
 }
@@ -228,42 +233,35 @@ bool Scheduler::RefineEarly(const std::string& model) {
     if (!sweep.submit.refine_pass || sweep.state != "running" || !sweep.models.count(model)) continue;
     for (size_t i = 0; i < sweep.specs.size(); ++i) {
       for (const auto& dtype : sweep.submit.dtypes) {
-        const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
-        if (sweep.pool_unsliced[key] > 0 || sweep.refine_created.count(key)) continue;
-        if (!sweep.refine_early.insert(key).second) continue;
-        const size_t before = sweep.units.size();
-        CreateRefineUnits(sweep, model, i, dtype);
-        created = created || sweep.units.size() > before;
+        for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
+          const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
+          if (sweep.pool_unsliced[key] > 0 || sweep.refine_created.count(key)) continue;
+          if (!sweep.refine_early.insert(key).second) continue;
+          const size_t before = sweep.units.size();
+          CreateRefineUnits(sweep, model, i, dtype, shape);
+          created = created || sweep.units.size() > before;
+        }
       }
     }
   }
   return created;
 }
 
-void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype) {
-  const std::string key = PoolKey(model, sweep.submit.ops[i], dtype);
-  // The shapes whose contenders take longest first, so that the pass does
-  // not end on one device timing a large shape's last configs.
-  std::vector<std::pair<Shape, NearBest>> shapes;
-  for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
-    NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
-    auto& queued = sweep.refine_queued[key + '\0' + shape.Canonical()];
-    std::erase_if(near.configs, [&](const Config& c) { return !queued.insert(c.Id()).second; });
-    if (!near.configs.empty() && near.best_us > 0) shapes.emplace_back(shape, std::move(near));
-  }
-  std::stable_sort(shapes.begin(), shapes.end(),
-                   [](const auto& a, const auto& b) { return a.second.best_us > b.second.best_us; });
-  for (auto& [shape, near] : shapes) {
-    // Small units, leased before any screening unit: the pass spreads over
-    // every device of the model while the next (op, dtype) is screened, and
-    // its last units end close together.
-    const size_t most = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
-    const size_t per_unit = std::clamp<size_t>((near.configs.size() + 31) / 32, 1, std::max<size_t>(most, 1));
-    for (size_t at = 0; at < near.configs.size(); at += per_unit) {
-      QueueShapeUnit(sweep, model, i, dtype, shape,
-                     {near.configs.begin() + at, near.configs.begin() + std::min(near.configs.size(), at + per_unit)},
-                     0, near.best_us);
-    }
+void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
+                                  const Shape& shape) {
+  NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
+  auto& queued = sweep.refine_queued[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())];
+  std::erase_if(near.configs, [&](const Config& c) { return !queued.insert(c.Id()).second; });
+  if (near.configs.empty() || near.best_us <= 0) return;
+  // Small units, leased before any screening unit: the pass spreads over
+  // every device of the model while the next shapes are screened, and its
+  // last units end close together.
+  const size_t most = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
+  const size_t per_unit = std::clamp<size_t>((near.configs.size() + 31) / 32, 1, std::max<size_t>(most, 1));
+  for (size_t at = 0; at < near.configs.size(); at += per_unit) {
+    QueueShapeUnit(sweep, model, i, dtype, shape,
+                   {near.configs.begin() + at, near.configs.begin() + std::min(near.configs.size(), at + per_unit)}, 0,
+                   near.best_us);
   }
 }
 
@@ -472,8 +470,8 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
     sweep.units_finished++;
     sweep.model_open_units[u.gpu_model]--;
-    if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype)]--;
-    if (u.Refine()) sweep.refine_stale.insert(PoolKey(u.gpu_model, u.op, u.dtype));
+    if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]--;
+    if (u.Refine()) sweep.refine_stale.insert(PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key));
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});

@@ -139,18 +139,18 @@ struct SweepState {
   // when both reach 0 the model's confirm units are created (once).
   std::map<std::string, uint64_t> model_unsliced, model_open_units;
   std::set<std::string> confirm_created;
-  // Per (model, op, dtype) (PoolKey): (config, shape) pairs not yet cut
-  // into units and screening units not yet finished. Once
-  // every config is cut, the first device that runs dry refines the
-  // contenders screened so far (early); when the screening is done the
-  // rest are refined against the best stored. A refined figure may be
+  // Per (model, op, dtype, shape) (PoolKey): configs not yet cut into
+  // units and screening units not yet finished. Once every config of a
+  // shape is cut, the first device that runs dry refines the contenders
+  // screened so far (early); when the shape's screening is done the rest
+  // are refined against the best stored, while the next shapes screen. A refined figure may be
   // slower than its screening one, so the best may rise and bring other
   // configs near it: each time a refine unit of a pool is done
   // (refine_stale), those are refined too, while the pass's other units
   // still run rather than in a round after its slowest one.
   std::map<std::string, uint64_t> pool_unsliced, pool_open_units;
   std::set<std::string> refine_early, refine_created, refine_stale;
-  // Per PoolKey and shape: configs that have a refine unit.
+  // Per PoolKey: configs that have a refine unit.
   std::map<std::string, std::set<std::string>> refine_queued;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
@@ -236,17 +236,18 @@ class Scheduler {
   // Moves a unit out of kPending/kLeased for good.
   void Finish(Unit& u, UnitState state, int64_t now_unix);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);
-  // Creates the refine units of each (op, dtype) of `model` once its
+  // Creates the refine units of each (op, dtype, shape) of `model` once its
   // configs are all screened.
   void MaybeRefine(SweepState& sweep, const std::string& model);
   // Nothing left to cut for `model`: refines the contenders screened so far
-  // of every (op, dtype) whose configs are all cut, once each, so that the
+  // of every (op, dtype, shape) whose configs are all cut, once each, so that the
   // devices that run dry at the end of the screening have work. True when
   // it created units.
   bool RefineEarly(const std::string& model);
-  // Refine units for the configs of op `i` and `dtype` near each shape's
-  // best stored figure that have none yet.
-  void CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype);
+  // Refine units for the configs of op `i` and `dtype` near `shape`'s best
+  // stored figure that have none yet.
+  void CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
+                         const Shape& shape);
   // Creates the confirm units of `model` once its configs are all measured.
   void MaybeConfirm(SweepState& sweep, const std::string& model);
   Unit& AddUnit(SweepState& sweep, Unit u);

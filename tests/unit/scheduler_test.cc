@@ -414,7 +414,7 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   EXPECT_EQ(s.Progress("s1")[0].units_total, 8u);
 }
 
-TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits) {
+TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUnits) {
   SchedulerOptions o;
   o.shrink_tail_units = false;
   o.refine_within = 0.05;
@@ -443,59 +443,56 @@ TEST(Scheduler, RefineUnitsFollowEachDtypesScreeningAndComeBeforeTheConfirmUnits
   s.AddDevice(Device("m"));
   const auto* sweep = s.FindSweep("s1");
   const uint64_t pairs_before = sweep->pairs_total;
-  // Both dtypes at N=1024, then f32 at N=4096.
-  std::vector<WorkUnit> screening;
-  for (int i = 0; i < 3; ++i) {
-    auto u = s.Lease("w1", "m", 0);
-    ASSERT_TRUE(u);
-    EXPECT_TRUE(u->screen_only);
-    EXPECT_FALSE(u->refine());
-    screening.push_back(*u);
-  }
-  EXPECT_EQ(screening[0].dtype + "/" + screening[0].shapes[0].Canonical(), "f32/N=1024");
-  EXPECT_EQ(screening[1].dtype + "/" + screening[1].shapes[0].Canonical(), "f16/N=1024");
-  EXPECT_EQ(screening[2].dtype + "/" + screening[2].shapes[0].Canonical(), "f32/N=4096");
-  for (const auto& u : screening) s.CompleteUnit("w1", "s1", u.unit_id, 1, 1);
-  // f32 is screened, f16 not yet at N=4096: f32's refine units come first, a
-  // config each, the slower shape's first.
-  ASSERT_EQ(asked, (std::vector<std::string>{"f32/N=1024", "f32/N=4096"}));
-  EXPECT_EQ(sweep->pairs_total, pairs_before + 2 * 10);
+  auto first = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->screen_only);
+  EXPECT_FALSE(first->refine());
+  EXPECT_EQ(first->dtype + "/" + first->shapes[0].Canonical(), "f32/N=1024");
+  s.CompleteUnit("w1", "s1", first->unit_id, 1, 1);
+  // f32 at N=1024 is screened: its refine units come next, a config each,
+  // while the other (dtype, shape)s still screen.
+  ASSERT_EQ(asked, (std::vector<std::string>{"f32/N=1024"}));
+  EXPECT_EQ(sweep->pairs_total, pairs_before + 10);
   std::vector<WorkUnit> refines;
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < 10; ++i) {
     auto u = s.Lease("w1", "m", 2);
     ASSERT_TRUE(u);
+    EXPECT_TRUE(u->refine());
+    EXPECT_FALSE(u->screen_only);
+    EXPECT_EQ(u->dtype, "f32");
+    EXPECT_EQ(u->configs.size(), 1u);
+    ASSERT_EQ(u->shapes.size(), 1u);
+    EXPECT_EQ(u->shapes[0].Canonical(), "N=1024");
+    EXPECT_EQ(u->refine_best_us, 7.0);
     refines.push_back(*u);
   }
-  for (const auto& u : refines) {
-    EXPECT_TRUE(u.refine());
-    EXPECT_FALSE(u.screen_only);
-    EXPECT_EQ(u.dtype, "f32");
-    EXPECT_EQ(u.configs.size(), 1u);
-    ASSERT_EQ(u.shapes.size(), 1u);
-  }
-  EXPECT_EQ(refines[0].shapes[0].Canonical(), "N=4096");
-  EXPECT_EQ(refines[0].refine_best_us, 20.0);
-  EXPECT_EQ(refines[19].shapes[0].Canonical(), "N=1024");
-  EXPECT_EQ(refines[19].refine_best_us, 7.0);
-  auto f16 = s.Lease("w2", "m", 2);  // then the next dtype's screening
-  ASSERT_TRUE(f16);
-  EXPECT_EQ(f16->dtype, "f16");
-  EXPECT_EQ(f16->shapes[0].Canonical(), "N=4096");
-  EXPECT_TRUE(f16->screen_only);
+  auto next = s.Lease("w2", "m", 2);  // then the screening goes on
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->screen_only);
+  EXPECT_EQ(next->dtype + "/" + next->shapes[0].Canonical(), "f16/N=1024");
+  // Each refine unit done looks again and finds no new contender.
   for (const auto& u : refines) s.CompleteUnit("w1", "s1", u.unit_id, 3, 3);
-  // Each of f32's refine units done looks again and finds no new
-  // contender, and no confirm while f16 screens.
-  ASSERT_EQ(asked.size(), 2u + 20 * 2);
-  EXPECT_EQ(asked.back(), "f32/N=4096");
-  s.CompleteUnit("w2", "s1", f16->unit_id, 4, 4);
-  ASSERT_EQ(asked.size(), 44u);  // f16's refine units; confirm waits for them
-  EXPECT_EQ(asked.back(), "f16/N=4096");
-  std::vector<WorkUnit> more;
-  while (auto u = s.Lease("w1", "m", 5)) more.push_back(*u);
-  ASSERT_EQ(more.size(), 20u);
-  for (const auto& u : more) s.CompleteUnit("w1", "s1", u.unit_id, 6, 6);
+  EXPECT_EQ(asked.size(), 11u);
+  s.CompleteUnit("w2", "s1", next->unit_id, 4, 4);
+  // The rest in turn: each shape's refine units straight after its
+  // screening, and the confirm units once everything else is done.
+  std::vector<std::string> order;
+  double now = 5;
+  while (auto u = s.Lease("w1", "m", now)) {
+    const std::string what = u->dtype + "/" + u->shapes[0].Canonical();
+    order.push_back(u->confirm() ? "confirm " + what : u->refine() ? "refine " + what : "screen " + what);
+    s.CompleteUnit("w1", "s1", u->unit_id, now, int64_t(now));
+    now += 1;
+  }
+  ASSERT_EQ(order.size(), 10u + 1 + 10 + 1 + 10 + 4);
+  EXPECT_EQ(order[0], "refine f16/N=1024");
+  EXPECT_EQ(order[10], "screen f32/N=4096");
+  EXPECT_EQ(order[11], "refine f32/N=4096");
+  EXPECT_EQ(order[21], "screen f16/N=4096");
+  EXPECT_EQ(order[22], "refine f16/N=4096");
+  for (size_t i = 32; i < order.size(); ++i) EXPECT_EQ(order[i].rfind("confirm", 0), 0u) << order[i];
   EXPECT_EQ(asked.back(), "confirm");
-  EXPECT_EQ(sweep->state, "running");
+  EXPECT_EQ(sweep->state, "done");
 
   // Without the refine pass (an older client) screening units time
   // contenders themselves.
@@ -565,45 +562,43 @@ TEST(Scheduler, ConfigsThatRefinedFiguresBringNearTheBestAreRefinedWhileThePassR
   o.shrink_tail_units = false;
   o.tail_duplicates = true;
   Scheduler s(o);
-  // The first look: configs 0-2 of each shape; once a refined figure is
-  // stored (slower than its screening one), configs 3-4 are near the best
-  // too; then nothing new.
+  // The first look: configs 0-2; once a refined figure is stored (slower
+  // than its screening one), configs 3-4 are near the best too; then
+  // nothing new.
   int calls = 0;
   s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&, double) {
     ++calls;
     auto all = EnumerateConfigs(spec, dev);
-    return NearBest{std::vector<Config>(all->begin(), all->begin() + (calls <= 2 ? 3 : 5)), 10.0};
+    return NearBest{std::vector<Config>(all->begin(), all->begin() + (calls == 1 ? 3 : 5)), 10.0};
   });
   SweepSubmit submit = MakeSubmit({"*"}, 600);
-  submit.shapes = kTwoShapes;
   submit.refine_pass = true;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"));
-  for (int i = 0; i < 2; ++i) {
-    auto screening = s.Lease("w1", "m", 0);
-    ASSERT_TRUE(screening);
-    s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
-  }
-  EXPECT_EQ(calls, 2);  // a look per shape
+  auto screening = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(screening);
+  s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
+  EXPECT_EQ(calls, 1);
   std::vector<WorkUnit> first;
   while (auto u = s.Lease("w1", "m", 1)) first.push_back(*u);
-  ASSERT_EQ(first.size(), 6u);
+  ASSERT_EQ(first.size(), 3u);
   // A refine unit is never duplicated, however long it takes.
   EXPECT_FALSE(s.Lease("w2", "m", 100).has_value());
-  // The first refine unit done: a look finds configs 3 and 4 of each shape,
-  // to refine while the other five units still run.
+  // The first refine unit done: a look finds configs 3 and 4, to refine
+  // while the other two units still run.
   s.CompleteUnit("w1", "s1", first[0].unit_id, 101, 101);
-  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(calls, 2);
   std::vector<WorkUnit> second;
   while (auto u = s.Lease("w2", "m", 101)) second.push_back(*u);
-  ASSERT_EQ(second.size(), 4u);
+  ASSERT_EQ(second.size(), 2u);
   for (const auto& u : second) EXPECT_TRUE(u.refine());
   // Every later unit done looks again and finds nothing new.
   for (size_t i = 1; i < first.size(); ++i) s.CompleteUnit("w1", "s1", first[i].unit_id, 102, 102);
-  EXPECT_EQ(calls, 4 + 2 * 5);
+  EXPECT_EQ(calls, 4);
   EXPECT_FALSE(s.Lease("w2", "m", 102).has_value());
   EXPECT_EQ(s.FindSweep("s1")->state, "running");
   for (const auto& u : second) s.CompleteUnit("w2", "s1", u.unit_id, 103, 103);
+  EXPECT_EQ(calls, 6);
   EXPECT_EQ(s.FindSweep("s1")->state, "done");
 }
 
