@@ -43,7 +43,7 @@ struct CoordinatorOptions {
 
 // The retry_ms of a NoWork reply when `workers` workers are connected: how
 // long an idle worker waits before asking again. New units appear when
-// others complete (a refine pass once its (op, dtype) is screened, a confirm
+// others complete (refine units once a shape is screened, a confirm
 // phase once a model is measured), and a device that waits out a long retry
 // idles meanwhile: four H200s lost 0.2 s each at such a step of a 7 s sweep.
 // 20 ms for small farms, growing with the farm so that idle polling stays

@@ -6,8 +6,9 @@
 //
 // A sweep = ops x dtypes x shapes x target GPU models. Each GPU model gets the
 // whole legal config space of each op (what makes architectures comparable),
-// split into units of configs; a unit carries every shape of the sweep so a
-// config compiles once per worker. Units of a model are created when the
+// split into units of configs on one shape, screened shape by shape with the
+// least work first (CreateUnits says why); a worker's cubin cache makes a
+// config's later shapes compile nothing. Units of a model are created when the
 // first device of that model is seen, because legality depends on its limits.
 #pragma once
 

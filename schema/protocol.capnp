@@ -50,7 +50,7 @@ struct NoWork @0x8bf8d120349c5fa9 {
 }
 
 # Coordinator -> worker: a leased chunk of configs of one (sweep, op, dtype,
-# GPU model); every shape of the sweep per config so each compiles once.
+# GPU model), timed on `shapes` (one shape: sweeps screen shape by shape).
 struct WorkUnit @0xc9207a1fbc05099f {
   sweepId @0 :Text;
   unitId @1 :UInt64;

@@ -43,8 +43,7 @@ struct WorkerOptions {
 // What a worker spent its time on, for throughput reports.
 struct WorkerStats {
   // Configs screened (compiled or failed to), by op, dtype and config id:
-  // a config comes back in a unit for each shape (and on several devices
-  // for a sweep resumed elsewhere), and counts once.
+  // a config comes back in a unit for each shape, and counts once.
   std::set<std::string> screened;
   uint64_t measured = 0;              // (config, shape) results produced
   uint64_t measured_again = 0;        // of those, from refine and confirm units

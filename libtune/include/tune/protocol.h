@@ -39,8 +39,9 @@ struct RequestWork {
 struct NoWork {
   uint32_t retry_ms = 200;
 };
-// A work unit: chunk of configs of one (sweep, op, dtype, GPU model), every
-// shape of the sweep per config so each config compiles once.
+// A work unit: chunk of configs of one (sweep, op, dtype, GPU model), timed
+// on `shapes`: one shape from this coordinator (sweeps screen shape by
+// shape); a worker times every shape it is given.
 struct WorkUnit {
   std::string sweep_id;
   uint64_t unit_id = 0;

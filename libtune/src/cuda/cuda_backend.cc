@@ -206,7 +206,8 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   req.config_id = kernel.config_id;
   req.shape = shape;
   req.image_key = kernel.kernel_hash + "/" + kernel.config_id + "/" + dtype + "/" + kernel.arch;
-  // Every shape of a config runs back to back: its cubin travels once.
+  // A config timed again straight after (the shapes of a unit that has
+  // several): its cubin travels once.
   if (req.image_key != image_sent_) req.image = kernel.image;
   req.compile_resources = kernel.resources;
   req.policy = policy;
