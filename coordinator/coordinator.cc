@@ -294,24 +294,31 @@ struct Coordinator::Impl {
     }
   }
 
-  // The confirm phase's contenders: the key's fastest valid rows in the
-  // store, or none once any row of the key is confirmed (a resumed sweep
-  // whose confirm unit ran, or an earlier sweep's: a confirmed row is final).
+  // The valid rows of a (model, op, dtype, shape) key of the current kernel
+  // hash, for a pass that times its fastest again. False when the pass has
+  // nothing to do there: a row of the key is confirmed (final: a resumed
+  // sweep whose confirm unit ran, or an earlier sweep's), or the scan failed
+  // (logged, naming the pass).
+  bool RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                       const char* pass, std::vector<Measurement>* rows) {
+    const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), KernelHash(spec, dev.nvrtc_version)};
+    bool confirmed = false;
+    Status st = store->Scan(key, [&](const Measurement& m) {
+      confirmed = confirmed || m.confirmed;
+      if (m.Valid() && std::isfinite(m.median_us)) rows->push_back(m);
+      return !confirmed;
+    });
+    if (!st.ok()) Log(std::string(pass) + " skips " + shape.Canonical() + ": " + st.message());
+    return st.ok() && !confirmed;
+  }
+
+  // The confirm phase's contenders: the key's fastest valid rows.
   ContendersFn Contenders() {
-    ResultStore* db = store.get();
-    return [this, db](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                      uint32_t top) {
-      const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), KernelHash(spec, dev.nvrtc_version)};
+    return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                  uint32_t top) {
       std::vector<Measurement> valid;
-      bool confirmed = false;
-      Status st = db->Scan(key, [&](const Measurement& m) {
-        confirmed = confirmed || m.confirmed;
-        if (m.Valid() && std::isfinite(m.median_us)) valid.push_back(m);
-        return !confirmed;
-      });
       std::vector<Config> configs;
-      if (!st.ok()) Log("confirm phase skips " + shape.Canonical() + ": " + st.message());
-      if (!st.ok() || confirmed) return configs;
+      if (!RowsToTimeAgain(dev, spec, dtype, shape, "confirm phase", &valid)) return configs;
       const size_t keep = std::min<size_t>(top, valid.size());
       std::partial_sort(valid.begin(), valid.begin() + keep, valid.end(),
                         [](const Measurement& a, const Measurement& b) { return a.median_us < b.median_us; });
@@ -320,26 +327,19 @@ struct Coordinator::Impl {
     };
   }
 
+  // The refine pass's contenders: the configs whose screening row (not yet
+  // refined) is within `within` of the key's best valid row.
   NearBestFn NearBestConfigs() {
-    ResultStore* db = store.get();
-    return [this, db](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                      double within) {
-      const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), KernelHash(spec, dev.nvrtc_version)};
-      std::vector<Measurement> screened;
+    return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                  double within) {
+      std::vector<Measurement> valid;
       NearBest near;
-      bool confirmed = false;
-      Status st = db->Scan(key, [&](const Measurement& m) {
-        confirmed = confirmed || m.confirmed;
-        if (m.Valid() && std::isfinite(m.median_us)) {
-          if (near.best_us == 0 || m.median_us < near.best_us) near.best_us = m.median_us;
-          if (!m.refined) screened.push_back(m);
-        }
-        return !confirmed;
-      });
-      if (!st.ok()) Log("refine pass skips " + shape.Canonical() + ": " + st.message());
-      if (!st.ok() || confirmed) return NearBest{};
-      for (const auto& m : screened) {
-        if (m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
+      if (!RowsToTimeAgain(dev, spec, dtype, shape, "refine pass", &valid)) return near;
+      for (const auto& m : valid) {
+        if (near.best_us == 0 || m.median_us < near.best_us) near.best_us = m.median_us;
+      }
+      for (const auto& m : valid) {
+        if (!m.refined && m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
       }
       return near;
     };

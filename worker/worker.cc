@@ -257,7 +257,8 @@ struct Worker::Impl {
       const double wait_start = NowSeconds();
       CompiledKernel k = compiled[i].get();
       std::lock_guard<std::mutex> lock(stats_mu);
-      if (!unit.confirm() && !unit.refine()) stats.screened.insert(unit.op + '\0' + unit.dtype + '\0' + unit.configs[i].Id());
+      if (!unit.confirm() && !unit.refine())
+        stats.screened.insert(unit.op + '\0' + unit.dtype + '\0' + unit.configs[i].Id());
       stats.compile_wait_seconds += NowSeconds() - wait_start;
       stats.compiled += k.from_cache ? 0 : 1;
       stats.compile_cache_hits += k.from_cache ? 1 : 0;
@@ -321,12 +322,11 @@ struct Worker::Impl {
         } else {
           const std::string best_key =
               dev.model + "|" + unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical();
-          double best;
-          {
+          double best = 0;  // a refine unit has none to judge against
+          if (!unit.refine()) {
             std::lock_guard<std::mutex> lock(best_mu);
             best = best_us[best_key];
           }
-          if (unit.refine()) best = 0;
           const double measure_start = NowSeconds();
           Measurement got = backend.Measure(*spec, unit.dtype, k, s, policy, best);
           {
