@@ -42,8 +42,8 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
     const auto ga = group(a), gb = group(b);
     if (ga != gb) return ga < gb;
     if (a.Valid() != b.Valid()) return a.Valid();
-    // The store's order of winners: a confirmed figure first.
-    if (a.Valid() && a.confirmed != b.confirmed) return a.confirmed;
+    // The store's order of winners: a later pass's figure first.
+    if (a.Valid() && a.Pass() != b.Pass()) return a.Pass() > b.Pass();
     if (a.Valid()) return a.median_us < b.median_us;
     return a.config.Canonical() < b.config.Canonical();
   });
@@ -73,6 +73,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
                           {"backend", m.backend},
                           {"winner", static_cast<bool>(winner[i])}};
       if (m.confirmed) j["confirm_timing"] = ConfirmTimingName(m.confirm_timing);
+      if (m.screen_us > 0) j["screen_us"] = m.screen_us;
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
       arr.push_back(std::move(j));
@@ -83,18 +84,19 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
   if (format == OutputFormat::kCsv) {
     std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
                       "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason,"
-                      "confirmed,confirm_timing,refined\n");
+                      "confirmed,confirm_timing,refined,screen_us\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
       const double tp = throughput(m, &unit);
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d\n",
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvQuote(m.shape).c_str(),
                    CsvQuote(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
                    m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
                    static_cast<int>(winner[i]), CsvQuote(FirstLine(m.failure_message)).c_str(),
-                   int(m.confirmed), m.confirmed ? ConfirmTimingName(m.confirm_timing) : "", int(m.refined));
+                   int(m.confirmed), m.confirmed ? ConfirmTimingName(m.confirm_timing) : "", int(m.refined),
+                   m.screen_us);
     }
     return;
   }

@@ -327,21 +327,13 @@ struct Coordinator::Impl {
     };
   }
 
-  // The refine pass's contenders: the configs whose screening row (not yet
-  // refined) is within `within` of the key's best valid row.
+  // The refine pass's contenders (NearBestOf) among the key's stored rows.
   NearBestFn NearBestConfigs() {
     return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
                   double within) {
       std::vector<Measurement> valid;
-      NearBest near;
-      if (!RowsToTimeAgain(dev, spec, dtype, shape, "refine pass", &valid)) return near;
-      for (const auto& m : valid) {
-        if (near.best_us == 0 || m.median_us < near.best_us) near.best_us = m.median_us;
-      }
-      for (const auto& m : valid) {
-        if (!m.refined && m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
-      }
-      return near;
+      if (!RowsToTimeAgain(dev, spec, dtype, shape, "refine pass", &valid)) return NearBest{};
+      return NearBestOf(valid, within);
     };
   }
 

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "tune/config_space.h"
+#include "tune/stats.h"
 #include "tune/sweep_file.h"
 
 namespace tune {
@@ -204,6 +205,26 @@ Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
+NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
+  constexpr size_t kShiftFrom = 5;
+  NearBest near;
+  std::vector<double> ratios;
+  for (const auto& m : valid) {
+    if (near.best_us == 0 || m.median_us < near.best_us) near.best_us = m.median_us;
+    if (m.refined && m.screen_us > 0) ratios.push_back(m.median_us / m.screen_us);
+  }
+  const double shift = ratios.size() >= kShiftFrom ? ComputeStats(ratios).median : 1.0;
+  double best_screen_terms = 0;
+  for (const auto& m : valid) {
+    const double us = m.refined ? m.median_us / shift : m.median_us;
+    if (best_screen_terms == 0 || us < best_screen_terms) best_screen_terms = us;
+  }
+  for (const auto& m : valid) {
+    if (!m.refined && m.median_us <= (1.0 + within) * best_screen_terms) near.configs.push_back(m.config);
+  }
+  return near;
+}
+
 void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
   if (!sweep.submit.refine_pass || !near_best_ || sweep.state != "running") return;
   for (size_t i = 0; i < sweep.specs.size(); ++i) {
@@ -218,8 +239,8 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
           continue;
         }
         // Each time one of the pool's refine units is done: the configs that
-        // came near the best since (it rises when a refined figure is slower
-        // than its screening one).
+        // came near the best since (a best screened too fast rises when
+        // refined).
         if (sweep.refine_stale.erase(key)) CreateRefineUnits(sweep, model, i, dtype, shape);
       }
     }

@@ -80,13 +80,24 @@ using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device,
 
 // The refine pass of a sweep (SweepSubmit::refine_pass) for one (model, op,
 // dtype, shape): the configs whose screening figure came within `within` of
-// the best one, and that best (us). Configs with a refined or confirmed row
-// are left out (a sweep resumed after its refine units ran); none at all
-// once the key has a confirmed row.
+// the best one (NearBestOf), and the key's best figure (us). Configs with a
+// refined or confirmed row are left out (a sweep resumed after its refine
+// units ran); none at all once the key has a confirmed row.
 struct NearBest {
   std::vector<Config> configs;
   double best_us = 0;
 };
+
+// The refine pass's contenders among `valid`, the valid rows of one key: the
+// configs not yet refined whose screening figure is within `within` of the
+// best, in screening terms. A refined figure is taken in another state of
+// its device than screening's (a device hot from the next shape's screening
+// runs the refine units of the last), so refined figures are brought to
+// screening terms by the median ratio of refined to screening figure
+// (Measurement::screen_us) over the key's refined configs, once there are
+// five of them. The window then grows only where the best's refined figure
+// rose more than the others': a best that was screened too fast.
+NearBest NearBestOf(const std::vector<Measurement>& valid, double within);
 using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec& spec, const std::string& dtype,
                                           const Shape& shape, double within)>;
 
@@ -144,11 +155,11 @@ struct SweepState {
   // units and screening units not yet finished. Once every config of a
   // shape is cut, the first device that runs dry refines the contenders
   // screened so far (early); when the shape's screening is done the rest
-  // are refined against the best stored, while the next shapes screen. A refined figure may be
-  // slower than its screening one, so the best may rise and bring other
-  // configs near it: each time a refine unit of a pool is done
-  // (refine_stale), those are refined too, while the pass's other units
-  // still run rather than in a round after its slowest one.
+  // are refined against the best stored, while the next shapes screen. The
+  // best's refined figure may rise more than the others' (it was screened
+  // too fast) and bring other configs near it: each time a refine unit of a
+  // pool is done (refine_stale), those are refined too, while the pass's
+  // other units still run rather than in a round after its slowest one.
   std::map<std::string, uint64_t> pool_unsliced, pool_open_units;
   std::set<std::string> refine_early, refine_created, refine_stale;
   // Per PoolKey: configs that have a refine unit.

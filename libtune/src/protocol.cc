@@ -256,6 +256,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setConfirmed(m.confirmed);
   b.setConfirmTiming(ToWire(m.confirm_timing));
   b.setRefined(m.refined);
+  b.setScreenUs(m.screen_us);
 }
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
@@ -299,6 +300,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.confirmed = r.getConfirmed();
   m.confirm_timing = FromWire(r.getConfirmTiming());
   m.refined = r.getRefined();
+  m.screen_us = r.getScreenUs();
   return m;
 }
 

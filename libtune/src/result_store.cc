@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -138,13 +139,12 @@ bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.m
 // (timed again with the other fastest configs of its key) outranks every
 // unconfirmed one; then the lower median wins.
 struct BestRank {
-  bool confirmed = false;
+  int pass = 0;  // Measurement::Pass
   double median_us = 0;
   std::string config_id;  // whose row it is
-  explicit BestRank(const Measurement& m)
-      : confirmed(m.confirmed), median_us(m.median_us), config_id(m.config_id) {}
+  explicit BestRank(const Measurement& m) : pass(m.Pass()), median_us(m.median_us), config_id(m.config_id) {}
   bool Beats(const BestRank& other) const {
-    if (confirmed != other.confirmed) return confirmed;
+    if (pass != other.pass) return pass > other.pass;
     return median_us < other.median_us;
   }
 };
@@ -154,9 +154,16 @@ using StagedBest = std::unordered_map<std::string, std::optional<BestRank>>;
 // Rows a batch writes, by results key (pointing into the caller's batch).
 using StagedRows = std::unordered_map<std::string, const Measurement*>;
 
-// Which row of a key stays: a confirmed row replaces any other, a refined
-// row a screening one (once each); any other arrival is a duplicate.
-int Pass(const Measurement& m) { return m.confirmed ? 2 : m.refined ? 1 : 0; }
+// One atomic write being put together (ResultStore::Impl::Stage).
+struct Staging {
+  rocksdb::WriteBatch batch;
+  StagedRows rows;
+  StagedBest best;
+  // Rows written with what the store adds to them (Measurement::screen_us);
+  // a deque, as `rows` points into it.
+  std::deque<Measurement> carried;
+};
+
 
 // Every Put first asks whether its key exists, and almost always it does
 // not: Bloom filters answer that without reading data blocks, and (for keys
@@ -277,8 +284,8 @@ struct ResultStore::Impl {
   // rows (as this batch leaves them), or is deleted. Stage then offers the
   // new row itself.
   // Caller holds put_mu.
-  Status ReplaceBest(const Measurement& replaced, const StagedRows& staged, rocksdb::WriteBatch* batch,
-                     StagedBest* staged_best) {
+  Status ReplaceBest(const Measurement& replaced, Staging* staging) {
+    const StagedRows& staged = staging->rows;
     const std::string best_key = BestKey(replaced);
     const std::string replaced_key = ResultsKey(replaced);
     std::optional<Measurement> next;
@@ -298,66 +305,77 @@ struct ResultStore::Impl {
     }
     rocksdb::Status ws;
     if (next) {
-      ws = batch->Put(best, best_key, EncodeMeasurement(*next));
-      staged_best->insert_or_assign(best_key, BestRank(*next));
+      ws = staging->batch.Put(best, best_key, EncodeMeasurement(*next));
+      staging->best.insert_or_assign(best_key, BestRank(*next));
     } else {
-      ws = batch->Delete(best, best_key);
-      staged_best->insert_or_assign(best_key, std::nullopt);
+      ws = staging->batch.Delete(best, best_key);
+      staging->best.insert_or_assign(best_key, std::nullopt);
     }
     return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
   }
 
-  // Adds `m` to `batch` unless its key is stored or already staged; a row of
-  // a later pass replaces a stored one of an earlier pass (Pass). Caller
-  // holds put_mu.
-  Result<bool> Stage(const Measurement& m, rocksdb::WriteBatch* batch, StagedRows* staged,
-                     StagedBest* staged_best) {
+  // Adds `m` to the staged write unless its key is stored or already
+  // staged; a row of a later pass replaces a stored one of an earlier pass.
+  // Caller holds put_mu.
+  Result<bool> Stage(const Measurement& m, Staging* staging) {
     TUNE_RETURN_IF_ERROR(CheckKey(m));
     std::string key = ResultsKey(m);
-    if (staged->count(key)) return false;
+    if (staging->rows.count(key)) return false;
     rocksdb::PinnableSlice existing;
     rocksdb::Status s = db->Get(rocksdb::ReadOptions(), results, key, &existing);
     if (!s.ok() && !s.IsNotFound()) return Error("read of " + Printable(key) + " failed", s);
+    // Which row of a key stays: a confirmed row replaces any other, a
+    // refined row a screening one (once each); any other arrival is a
+    // duplicate.
     const bool replaces = s.ok();
+    const Measurement* row = &m;
     if (replaces) {
       auto stored = DecodeMeasurement(existing.data(), existing.size());
-      if (stored.ok() && Pass(*stored) >= Pass(m)) return false;
-      if (!stored.ok() && Pass(m) == 0) return false;
+      if (stored.ok() && stored->Pass() >= m.Pass()) return false;
+      if (!stored.ok() && m.Pass() == 0) return false;
+      // The replaced row's screening figure stays with the config: the
+      // refine pass weighs refined figures against screening ones by it.
+      const double screen_us = !stored.ok()            ? 0
+                               : stored->Pass() == 0 ? stored->median_us
+                                                     : stored->screen_us;
+      if (screen_us != m.screen_us && std::isfinite(screen_us)) {
+        row = &staging->carried.emplace_back(m);
+        staging->carried.back().screen_us = screen_us;
+      }
     }
 
-    const std::string value = EncodeMeasurement(m);
+    const std::string value = EncodeMeasurement(*row);
     auto check = [&](rocksdb::Status ws) -> Status {
       return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
     };
-    TUNE_RETURN_IF_ERROR(check(batch->Put(results, key, value)));
-    if (!replaces) TUNE_RETURN_IF_ERROR(check(batch->Put(by_shape, ByShapeKey(m), rocksdb::Slice())));
+    TUNE_RETURN_IF_ERROR(check(staging->batch.Put(results, key, value)));
+    if (!replaces) TUNE_RETURN_IF_ERROR(check(staging->batch.Put(by_shape, ByShapeKey(m), rocksdb::Slice())));
     const std::string best_key = BestKey(m);
     if (replaces) {
       // The config's old figure may hold the best row: a refined figure is
       // often slower than its screening one, and a config that fails when
       // confirmed must not stay the winner.
-      std::optional<BestRank> holder = CurrentBest(best_key, *staged_best);
-      if (holder && holder->config_id == m.config_id)
-        TUNE_RETURN_IF_ERROR(ReplaceBest(m, *staged, batch, staged_best));
+      std::optional<BestRank> holder = CurrentBest(best_key, staging->best);
+      if (holder && holder->config_id == m.config_id) TUNE_RETURN_IF_ERROR(ReplaceBest(m, staging));
     }
     if (BestCandidate(m)) {
-      std::optional<BestRank> current = CurrentBest(best_key, *staged_best);
+      std::optional<BestRank> current = CurrentBest(best_key, staging->best);
       if (!current || BestRank(m).Beats(*current)) {
-        TUNE_RETURN_IF_ERROR(check(batch->Put(best, best_key, value)));
-        staged_best->insert_or_assign(best_key, BestRank(m));
+        TUNE_RETURN_IF_ERROR(check(staging->batch.Put(best, best_key, value)));
+        staging->best.insert_or_assign(best_key, BestRank(m));
       }
     }
-    staged->emplace(std::move(key), &m);
+    staging->rows.emplace(std::move(key), row);
     return true;
   }
 
   // Writes the staged rows and, once they are written, their best ranks.
   // Caller holds put_mu.
-  Status Write(rocksdb::WriteBatch* batch, const StagedBest& staged_best) {
-    if (batch->Count() == 0) return Status::OK();
-    rocksdb::Status s = db->Write(rocksdb::WriteOptions(), batch);
+  Status Write(Staging* staging) {
+    if (staging->batch.Count() == 0) return Status::OK();
+    rocksdb::Status s = db->Write(rocksdb::WriteOptions(), &staging->batch);
     if (!s.ok()) return Error("write failed", s);
-    for (const auto& [key, rank] : staged_best) {
+    for (const auto& [key, rank] : staging->best) {
       if (rank) best_ranks.insert_or_assign(key, *rank);
       else best_ranks.erase(key);
     }
@@ -484,12 +502,10 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
 Result<bool> ResultStore::Put(const Measurement& m) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
-  rocksdb::WriteBatch batch;
-  StagedRows staged;
-  StagedBest staged_best;
-  Result<bool> added = impl_->Stage(m, &batch, &staged, &staged_best);
+  Staging staging;
+  Result<bool> added = impl_->Stage(m, &staging);
   if (!added.ok() || !*added) return added;
-  TUNE_RETURN_IF_ERROR(impl_->Write(&batch, staged_best));
+  TUNE_RETURN_IF_ERROR(impl_->Write(&staging));
   return true;
 }
 
@@ -497,16 +513,14 @@ Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored)
   if (stored) *stored = 0;
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
-  rocksdb::WriteBatch batch;
-  StagedRows staged;
-  StagedBest staged_best;
+  Staging staging;
   size_t added = 0;
   for (const auto& m : ms) {
-    Result<bool> r = impl_->Stage(m, &batch, &staged, &staged_best);
+    Result<bool> r = impl_->Stage(m, &staging);
     if (!r.ok()) return r.status();
     if (*r) ++added;
   }
-  TUNE_RETURN_IF_ERROR(impl_->Write(&batch, staged_best));
+  TUNE_RETURN_IF_ERROR(impl_->Write(&staging));
   if (stored) *stored = added;
   return Status::OK();
 }

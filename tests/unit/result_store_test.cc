@@ -442,6 +442,40 @@ TEST(ResultStoreTest, ARefinedRowReplacesItsScreeningRowAndTheBestMovesWithIt) {
   ASSERT_TRUE(c2);
   EXPECT_TRUE(c2->refined);
   EXPECT_EQ(c2->median_us, 10.15);
+  // Each replacing row keeps the config's screening figure: the refined
+  // row the one it replaced, the confirmed row the refined row's.
+  EXPECT_EQ(c2->screen_us, 10.1);
+  EXPECT_EQ((*best)[0].screen_us, 10.0);
+  auto c4 = store->Get("h100", "gemm", "f16", kS1, "kh1", "c4");
+  ASSERT_TRUE(c4);
+  EXPECT_EQ(c4->screen_us, 0.0);
+}
+
+TEST(ResultStoreTest, ARefinedRowOutranksAFasterScreeningRow) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  size_t stored = 0;
+  ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 10.0), M("h100", "gemm", kS1, "c2", 11.0)}, &stored)
+                  .ok());
+  // c1 refined on a device hotter than screening's: slower than c2's
+  // screening figure, which was taken under other conditions.
+  ASSERT_TRUE(store->Put(Refined(M("h100", "gemm", kS1, "c1", 11.5))).ok());
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c1");
+  EXPECT_TRUE((*best)[0].refined);
+  EXPECT_EQ((*best)[0].screen_us, 10.0);
+  // A screening row arriving later does not take it either, after a reopen
+  // (the rank is read back from the stored best row).
+  store.reset();
+  store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c3", 9.0)).ok());
+  best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c1");
 }
 
 TEST(ResultStoreTest, ReopenPersistsEverything) {

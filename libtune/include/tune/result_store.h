@@ -14,11 +14,13 @@
 // (a retried or duplicated lease stores once). The exceptions are the later
 // passes of a sweep: a refined measurement (Measurement::refined) replaces a
 // stored screening one of its key, and a confirmed one (Measurement::
-// confirmed) replaces either, once each. Each Put is one atomic WriteBatch
-// over results, by_shape and best.
+// confirmed) replaces either, once each; the row that replaces keeps the
+// config's screening figure (Measurement::screen_us). Each Put is one atomic
+// WriteBatch over results, by_shape and best.
 //
-// The best row of a key is its best valid measurement: a confirmed one
-// outranks every unconfirmed one, then the lower median wins. A config whose
+// The best row of a key is its best valid measurement: a row of a later pass
+// outranks every row of an earlier one (confirmed, then refined, then
+// screening: Measurement::Pass), then the lower median wins. A config whose
 // row is replaced loses the best row it held unless its new row still wins
 // (a refined figure slower than the screening one, a failure when
 // confirmed).

@@ -134,7 +134,14 @@ struct Measurement {
   // From the refine pass (SweepSubmit::refine_pass): replaces the config's
   // screening row of its key; a confirmed row replaces it in turn.
   bool refined = false;
+  // The config's screening figure (us) that a refined row replaced, carried
+  // on by a confirmed row (ResultStore sets it); 0 on a screening row.
+  double screen_us = 0;
 
+  // Which pass took the figure: 2 confirm, 1 refine, 0 screening. Within a
+  // key a later pass's figure outranks an earlier one's: its figures were
+  // timed against each other, more closely than screening's.
+  int Pass() const { return confirmed ? 2 : refined ? 1 : 0; }
   // A config is a candidate winner only when it ran and passed its check.
   bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }
   // Copies what a measurement found (failure, timings, check, resources,
