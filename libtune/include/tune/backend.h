@@ -44,7 +44,13 @@ struct TimingPolicy {
   // few percent), and varies from run to run with how many configs land
   // near the best early.
   double rank_rel_ci = 0.03;
-  double max_seconds = 0.5;          // cap of timed work per (config, shape)
+  // Cap of timed work per (config, shape), as Triton's do_bench (rep=100
+  // ms). A large kernel that misses the CI target within it is one whose
+  // clocks drift while it is timed on a power-capped GPU: more samples
+  // follow the drift rather than narrow the figure. With 0.5 s, 8192^3
+  // GEMMs took 69-100 samples (0.2-0.3 s each) in the last refine units of
+  // a sweep on four H200s while the other GPUs had nothing left.
+  double max_seconds = 0.1;
   // Stop after min_samples when the median is > factor * best so far. Such a
   // config cannot win (rerun noise is a few percent), so its figure only
   // needs to rank it; timing it to the CI target would be most of a sweep's
