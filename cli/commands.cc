@@ -63,12 +63,13 @@ double Seconds() {
 
 constexpr double kCoordinatorPatienceSeconds = 120;
 
-// Waits for a sweep, drawing a progress bar unless quiet. Returns its final
+// Waits for a sweep, asking for its state every `poll_seconds` and drawing
+// a progress bar (at most ten times a second) unless quiet. Returns its final
 // progress, or an error when the coordinator stops answering.
-Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id,
-                                   bool quiet, const std::atomic<bool>* stop) {
+Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
+                                   const std::atomic<bool>* stop, double poll_seconds) {
   const double start = Seconds();
-  double last_answer = start;
+  double last_answer = start, last_drawn = 0;
   SweepProgress last;
   while (!stop->load()) {
     // A fresh socket per poll: a restarted coordinator must not inherit a
@@ -85,12 +86,16 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
     auto* status = std::get_if<SweepStatus>(&*reply);
     if (!status || status->sweeps.empty()) return Status::Error("coordinator sent no status");
     last = status->sweeps.front();
-    if (!quiet) PrintProgress(stderr, last, Seconds() - start);
-    if (last.state != "running") {
+    const bool running = last.state == "running";
+    if (!quiet && (!running || Seconds() - last_drawn >= 0.1)) {
+      PrintProgress(stderr, last, Seconds() - start);
+      last_drawn = Seconds();
+    }
+    if (!running) {
       if (!quiet) std::fprintf(stderr, "\n");
       return last;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
   }
   return Status::Error("interrupted");
 }
@@ -240,7 +245,7 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   std::printf("%s\n", accepted->sweep_id.c_str());
   std::fflush(stdout);
   if (!args.wait) return 0;
-  auto done = WaitForSweep(c, accepted->sweep_id, false, stop);
+  auto done = WaitForSweep(c, accepted->sweep_id, false, stop, 0.1);
   if (!done.ok()) return Fail(done.status().message());
   return done->state == "done" ? 0 : Fail("sweep " + accepted->sweep_id + " " + done->state);
 }
@@ -485,7 +490,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
       sweep_id = accepted->sweep_id;
       ClientArgs local;
       local.endpoint = endpoint;
-      auto done = WaitForSweep(local, sweep_id, args.quiet, stop);
+      // The coordinator runs in this process: asking often costs nothing,
+      // and the sweep's wall time is not rounded up to a poll.
+      auto done = WaitForSweep(local, sweep_id, args.quiet, stop, 0.005);
       if (!done.ok()) rc = Fail(done.status().message());
       else if (done->state != "done") rc = Fail("sweep " + sweep_id + " " + done->state);
     } else {
@@ -525,7 +532,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   }
   PrintMeasurements(stdout, NewestHashOnly(std::move(rows)), ops, format);
   std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
-              "%.1f s = %.2f configs/s on %zu device(s)\n"
+              "%.2f s = %.2f configs/s on %zu device(s)\n"
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "
               "device threads waited %.1f s for compiles\n"
               "busy: devices were checking/timing %.1f s = %.0f%% of wall time\n",

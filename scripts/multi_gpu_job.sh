@@ -46,7 +46,7 @@ echo "speed-up (warm, wall of 1 GPU / wall of all):" | tee -a "$LOG"
 for p in "${pairs[@]}"; do
   set -- $p
   a=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$1.txt"); b=$(sed -nE 's/^sweep: .* in ([0-9.]+) s .*/\1/p' "$OUT/$2.txt")
-  awk -v a="$a" -v b="$b" -v n="$1 / $2" 'BEGIN { printf "  %s: %.1f s / %.1f s = %.2fx\n", n, a, b, a / b }' | tee -a "$LOG"
+  awk -v a="$a" -v b="$b" -v n="$1 / $2" 'BEGIN { printf "  %s: %.2f s / %.2f s = %.2fx\n", n, a, b, a / b }' | tee -a "$LOG"
 done
 # The coordinator at scale on this host's CPUs (simulated workers, no GPU).
 # SCALE_ARGS: the runs' arguments, separated by ';'. Units of 3 s offer about
