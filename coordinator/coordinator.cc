@@ -312,18 +312,14 @@ struct Coordinator::Impl {
     return st.ok() && !confirmed;
   }
 
-  // The confirm phase's contenders: the key's fastest valid rows.
+  // The confirm phase's contenders (ContendersOf) among the key's stored
+  // rows.
   ContendersFn Contenders() {
     return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
                   uint32_t top) {
       std::vector<Measurement> valid;
-      std::vector<Config> configs;
-      if (!RowsToTimeAgain(dev, spec, dtype, shape, "confirm phase", &valid)) return configs;
-      const size_t keep = std::min<size_t>(top, valid.size());
-      std::partial_sort(valid.begin(), valid.begin() + keep, valid.end(),
-                        [](const Measurement& a, const Measurement& b) { return a.median_us < b.median_us; });
-      for (size_t i = 0; i < keep; ++i) configs.push_back(valid[i].config);
-      return configs;
+      if (!RowsToTimeAgain(dev, spec, dtype, shape, "confirm phase", &valid)) return std::vector<Config>{};
+      return ContendersOf(std::move(valid), top);
     };
   }
 

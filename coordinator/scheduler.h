@@ -78,6 +78,11 @@ using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device,
                                                         const std::string& dtype, const Shape& shape,
                                                         uint32_t top)>;
 
+// The confirm phase's contenders among `valid`, the valid rows of one key:
+// the `top` best in the store's order (a refined figure before a screening
+// one, Measurement::Pass, then the faster).
+std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top);
+
 // The refine pass of a sweep (SweepSubmit::refine_pass) for one (model, op,
 // dtype, shape): the configs whose screening figure came within `within` of
 // the best one (NearBestOf), and the key's best figure (us). Configs with a

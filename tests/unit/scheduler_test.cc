@@ -693,6 +693,20 @@ TEST(NearBestOf, ABestScreenedTooFastWidensTheWindow) {
   EXPECT_EQ(Picked(near), (std::set<int64_t>{5}));
 }
 
+TEST(ContendersOf, RefinedFiguresComeFirstThenTheFaster) {
+  // c3's screening figure is the fastest, but it was taken in other
+  // conditions than the refined ones: the refined configs go first.
+  const std::vector<Measurement> rows = {KeyRow(0, 100, 104), KeyRow(1, 101, 103), KeyRow(2, 102, 108),
+                                         KeyRow(3, 99), KeyRow(4, 120)};
+  auto top = ContendersOf(rows, 4);
+  ASSERT_EQ(top.size(), 4u);
+  EXPECT_EQ(top[0].params.at(0).second, 1);
+  EXPECT_EQ(top[1].params.at(0).second, 0);
+  EXPECT_EQ(top[2].params.at(0).second, 2);
+  EXPECT_EQ(top[3].params.at(0).second, 3);
+  EXPECT_EQ(ContendersOf(rows, 10).size(), 5u);
+}
+
 TEST(Scheduler, RejectsBadSweeps) {
   Scheduler s;
   auto bad_dtype = MakeSubmit({"*"}, 10);
