@@ -42,9 +42,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
     const auto ga = group(a), gb = group(b);
     if (ga != gb) return ga < gb;
     if (a.Valid() != b.Valid()) return a.Valid();
-    // The store's order of winners: a later pass's figure first.
-    if (a.Valid() && a.Pass() != b.Pass()) return a.Pass() > b.Pass();
-    if (a.Valid()) return a.median_us < b.median_us;
+    if (a.Valid()) return a.RanksAhead(b);  // the store's order of winners
     return a.config.Canonical() < b.config.Canonical();
   });
   std::vector<bool> winner(rows.size(), false);

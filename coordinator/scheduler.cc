@@ -207,9 +207,8 @@ Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
 
 std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top) {
   const size_t keep = std::min<size_t>(top, valid.size());
-  std::partial_sort(valid.begin(), valid.begin() + keep, valid.end(), [](const Measurement& a, const Measurement& b) {
-    return a.Pass() != b.Pass() ? a.Pass() > b.Pass() : a.median_us < b.median_us;
-  });
+  std::partial_sort(valid.begin(), valid.begin() + keep, valid.end(),
+                    [](const Measurement& a, const Measurement& b) { return a.RanksAhead(b); });
   std::vector<Config> configs;
   for (size_t i = 0; i < keep; ++i) configs.push_back(valid[i].config);
   return configs;

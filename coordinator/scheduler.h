@@ -79,8 +79,8 @@ using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device,
                                                         uint32_t top)>;
 
 // The confirm phase's contenders among `valid`, the valid rows of one key:
-// the `top` best in the store's order (a refined figure before a screening
-// one, Measurement::Pass, then the faster).
+// the `top` best in the store's order (Measurement::RanksAhead: a refined
+// figure before a screening one, then the faster).
 std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top);
 
 // The refine pass of a sweep (SweepSubmit::refine_pass) for one (model, op,

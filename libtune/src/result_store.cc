@@ -135,9 +135,8 @@ bool IsLockError(const rocksdb::Status& s) {
 // comparison and would stay best forever.
 bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.median_us); }
 
-// How a best candidate ranks for its key's best row: a confirmed figure
-// (timed again with the other fastest configs of its key) outranks every
-// unconfirmed one; then the lower median wins.
+// How a best candidate ranks for its key's best row (Measurement::
+// RanksAhead), kept without the rest of the row.
 struct BestRank {
   int pass = 0;  // Measurement::Pass
   double median_us = 0;
@@ -151,7 +150,8 @@ struct BestRank {
 using BestRanks = std::unordered_map<std::string, BestRank>;
 // Best rows a batch writes: nullopt where it deletes one.
 using StagedBest = std::unordered_map<std::string, std::optional<BestRank>>;
-// Rows a batch writes, by results key (pointing into the caller's batch).
+// Rows a batch writes, by results key (pointing into the caller's batch or
+// Staging::carried).
 using StagedRows = std::unordered_map<std::string, const Measurement*>;
 
 // One atomic write being put together (ResultStore::Impl::Stage).

@@ -142,6 +142,12 @@ struct Measurement {
   // key a later pass's figure outranks an earlier one's: its figures were
   // timed against each other, more closely than screening's.
   int Pass() const { return confirmed ? 2 : refined ? 1 : 0; }
+  // The order of a key's valid rows when the store picks the best: a later
+  // pass's figure first, then the faster.
+  bool RanksAhead(const Measurement& other) const {
+    return Pass() != other.Pass() ? Pass() > other.Pass() : median_us < other.median_us;
+  }
+
   // A config is a candidate winner only when it ran and passed its check.
   bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }
   // Copies what a measurement found (failure, timings, check, resources,
