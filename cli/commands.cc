@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -71,12 +72,14 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
   const double start = Seconds();
   double last_answer = start, last_drawn = 0;
   SweepProgress last;
+  std::optional<CoordinatorClient> client;
   while (!stop->load()) {
-    // A fresh socket per poll: a restarted coordinator must not inherit a
-    // request the old one never answered.
-    CoordinatorClient client(c.endpoint, 5, c.curve_secret_key, c.coordinator_key);
-    auto reply = client.Call(SweepStatusRequest{sweep_id});
+    if (!client) client.emplace(c.endpoint, 5, c.curve_secret_key, c.coordinator_key);
+    auto reply = client->Call(SweepStatusRequest{sweep_id});
     if (!reply.ok()) {
+      // A fresh socket next: a restarted coordinator must not inherit a
+      // request the old one never answered.
+      client.reset();
       // The coordinator may be restarting; sweeps survive that.
       if (Seconds() - last_answer > kCoordinatorPatienceSeconds) return reply.status();
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -490,8 +493,8 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
       sweep_id = accepted->sweep_id;
       ClientArgs local;
       local.endpoint = endpoint;
-      // The coordinator runs in this process: asking often costs nothing,
-      // and the sweep's wall time is not rounded up to a poll.
+      // The coordinator runs in this process, over loopback: frequent
+      // polls keep the sweep's wall time from being rounded up to a poll.
       auto done = WaitForSweep(local, sweep_id, args.quiet, stop, 0.005);
       if (!done.ok()) rc = Fail(done.status().message());
       else if (done->state != "done") rc = Fail("sweep " + sweep_id + " " + done->state);

@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "tune/publish.h"
@@ -38,16 +39,19 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
   auto group = [](const Measurement& m) {
     return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
   };
+  // Rows that can win, as the store picks them (a NaN figure would also
+  // break the order).
+  auto ranked = [](const Measurement& m) { return m.Valid() && std::isfinite(m.median_us); };
   std::sort(rows.begin(), rows.end(), [&](const Measurement& a, const Measurement& b) {
     const auto ga = group(a), gb = group(b);
     if (ga != gb) return ga < gb;
-    if (a.Valid() != b.Valid()) return a.Valid();
-    if (a.Valid()) return a.RanksAhead(b);  // the store's order of winners
+    if (ranked(a) != ranked(b)) return ranked(a);
+    if (ranked(a)) return a.RanksAhead(b);  // the store's order of winners
     return a.config.Canonical() < b.config.Canonical();
   });
   std::vector<bool> winner(rows.size(), false);
   for (size_t i = 0; i < rows.size(); ++i) {
-    winner[i] = rows[i].Valid() && (i == 0 || group(rows[i - 1]) != group(rows[i]));
+    winner[i] = ranked(rows[i]) && (i == 0 || group(rows[i - 1]) != group(rows[i]));
   }
   auto throughput = [&](const Measurement& m, std::string* unit) {
     auto it = ops.find(m.op);

@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include "tune/config_space.h"
@@ -219,17 +220,19 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
   NearBest near;
   std::vector<double> ratios;
   for (const auto& m : valid) {
-    if (near.best_us == 0 || m.median_us < near.best_us) near.best_us = m.median_us;
-    if (m.refined && m.screen_us > 0) ratios.push_back(m.median_us / m.screen_us);
+    if (m.Pass() > 0 && m.screen_us > 0) ratios.push_back(m.median_us / m.screen_us);
   }
-  const double shift = ratios.size() >= kShiftFrom ? ComputeStats(ratios).median : 1.0;
-  double best_screen_terms = 0;
+  double shift = ratios.size() >= kShiftFrom ? ComputeStats(ratios).median : 1.0;
+  if (!(shift > 0) || !std::isfinite(shift)) shift = 1.0;
+  bool any = false;
   for (const auto& m : valid) {
-    const double us = m.refined ? m.median_us / shift : m.median_us;
-    if (best_screen_terms == 0 || us < best_screen_terms) best_screen_terms = us;
+    const double us = m.Pass() > 0 ? m.median_us / shift : m.median_us;
+    if (!std::isfinite(us)) continue;
+    if (!any || us < near.best_us) near.best_us = us;
+    any = true;
   }
   for (const auto& m : valid) {
-    if (!m.refined && m.median_us <= (1.0 + within) * best_screen_terms) near.configs.push_back(m.config);
+    if (m.Pass() == 0 && m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
   }
   return near;
 }

@@ -85,23 +85,23 @@ std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top);
 
 // The refine pass of a sweep (SweepSubmit::refine_pass) for one (model, op,
 // dtype, shape): the configs whose screening figure came within `within` of
-// the best one (NearBestOf), and the key's best figure (us). Configs with a
-// refined or confirmed row are left out (a sweep resumed after its refine
-// units ran); none at all once the key has a confirmed row.
+// the best one, and that best (us, in screening terms: NearBestOf). Configs
+// with a refined or confirmed row are left out (a sweep resumed after its
+// refine units ran); none at all once the key has a confirmed row.
 struct NearBest {
   std::vector<Config> configs;
   double best_us = 0;
 };
 
 // The refine pass's contenders among `valid`, the valid rows of one key: the
-// configs not yet refined whose screening figure is within `within` of the
+// configs with only a screening row whose figure is within `within` of the
 // best, in screening terms. A refined figure is taken in another state of
 // its device than screening's (a device hot from the next shape's screening
-// runs the refine units of the last), so refined figures are brought to
-// screening terms by the median ratio of refined to screening figure
-// (Measurement::screen_us) over the key's refined configs, once there are
-// five of them. The window then grows only where the best's refined figure
-// rose more than the others': a best that was screened too fast.
+// runs the refine units of the last), so refined (and confirmed) figures are
+// brought to screening terms by the median ratio of their figure to the
+// screening one they replaced (Measurement::screen_us), once five rows have
+// one. The window then grows only where the best's refined figure rose more
+// than the others': a best that was screened too fast.
 NearBest NearBestOf(const std::vector<Measurement>& valid, double within);
 using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec& spec, const std::string& dtype,
                                           const Shape& shape, double within)>;

@@ -130,9 +130,10 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # a contender of its key's best screening figure; replaces the config's
   # screening row, and is replaced by a confirmed one.
   refined @32 :Bool;
-  # The config's screening figure (us) that a refined row replaced, carried
-  # on by a confirmed row; 0 on a screening row. The refine pass compares
-  # refined and screening figures through it (ResultStore, NearBest).
+  # The config's screening figure (us) that a refined or confirmed row
+  # replaced, carried on from a refined row to a confirmed one; 0 on a
+  # screening row. The refine pass compares refined and screening figures
+  # through it (ResultStore, NearBestOf).
   screenUs @33 :Float64;
 }
 

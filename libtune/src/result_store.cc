@@ -31,6 +31,9 @@ constexpr char kBestCf[] = "best";
 constexpr char kSweepsCf[] = "sweeps";
 constexpr char kMetaCf[] = "meta";
 constexpr char kFormatVersionKey[] = "format_version";
+// Present once the best rows follow the pass rule (Measurement::RanksAhead).
+constexpr char kBestRankKey[] = "best_rank";
+constexpr char kBestRankPass[] = "pass";
 
 constexpr char kSep = '\0';
 
@@ -352,9 +355,9 @@ struct ResultStore::Impl {
     if (!replaces) TUNE_RETURN_IF_ERROR(check(staging->batch.Put(by_shape, ByShapeKey(m), rocksdb::Slice())));
     const std::string best_key = BestKey(m);
     if (replaces) {
-      // The config's old figure may hold the best row: a refined figure is
-      // often slower than its screening one, and a config that fails when
-      // confirmed must not stay the winner.
+      // The config's old figure may hold the best row: a config that fails
+      // when refined or confirmed must not stay the winner, and a confirmed
+      // figure may be slower than another config's.
       std::optional<BestRank> holder = CurrentBest(best_key, staging->best);
       if (holder && holder->config_id == m.config_id) TUNE_RETURN_IF_ERROR(ReplaceBest(m, staging));
     }
@@ -367,6 +370,49 @@ struct ResultStore::Impl {
     }
     staging->rows.emplace(std::move(key), row);
     return true;
+  }
+
+  // Picks every key's best row again by BestRank, once: stores written
+  // before the pass rule picked by the median alone, so a screening row may
+  // hold the best of a key that has refined rows, and a later Put compares
+  // with that row only. Stamps the store when done.
+  Status RepickBestRows() {
+    std::string stamp;
+    rocksdb::Status s = db->Get(rocksdb::ReadOptions(), meta, kBestRankKey, &stamp);
+    if (s.ok() && stamp == kBestRankPass) return Status::OK();
+    if (!s.ok() && !s.IsNotFound()) return Error("cannot read the best-row stamp", s);
+    rocksdb::WriteBatch batch;
+    std::string group;  // best key of the rows read since the last one
+    std::optional<Measurement> top;
+    auto pick = [&]() -> Status {
+      if (group.empty()) return Status::OK();
+      rocksdb::Status ws = top ? batch.Put(best, group, EncodeMeasurement(*top)) : batch.Delete(best, group);
+      return ws.ok() ? Status::OK() : Error("cannot stage write", ws);
+    };
+    TUNE_RETURN_IF_ERROR(ForPrefix(results, std::string(), [&](rocksdb::Slice, rocksdb::Slice value, Status* st) {
+      auto m = DecodeMeasurement(value.data(), value.size());
+      if (!m.ok()) return true;  // as every reader does
+      // Rows of one best key are adjacent: it is their results key less
+      // the config id.
+      if (std::string key = BestKey(*m); key != group) {
+        if (Status picked = pick(); !picked.ok()) {
+          *st = picked;
+          return false;
+        }
+        group = std::move(key);
+        top.reset();
+      }
+      if (BestCandidate(*m) && (!top || BestRank(*m).Beats(BestRank(*top)))) top = std::move(m).value();
+      return true;
+    }));
+    TUNE_RETURN_IF_ERROR(pick());
+    if (rocksdb::Status ws = batch.Put(meta, kBestRankKey, kBestRankPass); !ws.ok())
+      return Error("cannot stage write", ws);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    if (rocksdb::Status ws = db->Write(wo, &batch); !ws.ok()) return Error("cannot pick the best rows again", ws);
+    best_ranks.clear();
+    return Status::OK();
   }
 
   // Writes the staged rows and, once they are written, their best ranks.
@@ -496,6 +542,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
   } else {
     return impl->Error("cannot read format version", s);
   }
+  TUNE_RETURN_IF_ERROR(impl->RepickBestRows());
   return std::unique_ptr<ResultStore>(new ResultStore(std::move(impl)));
 }
 

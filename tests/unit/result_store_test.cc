@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -478,6 +480,64 @@ TEST(ResultStoreTest, ARefinedRowOutranksAFasterScreeningRow) {
   EXPECT_EQ((*best)[0].config_id, "c1");
 }
 
+// Opens the store's RocksDB database directly and hands `edit` the database
+// and its column families by name: a store as another build left it.
+void EditRaw(const std::string& path,
+             const std::function<void(rocksdb::DB*, std::map<std::string, rocksdb::ColumnFamilyHandle*>&)>& edit) {
+  rocksdb::DBOptions options;
+  std::vector<std::string> names;
+  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+  for (const auto& n : names) descs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, path, descs, &handles, &db).ok());
+  std::map<std::string, rocksdb::ColumnFamilyHandle*> cf;
+  for (size_t i = 0; i < names.size(); ++i) cf[names[i]] = handles[i];
+  edit(db, cf);
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  delete db;
+}
+
+TEST(ResultStoreTest, BestRowsPickedByTheMedianAloneArePickedAgainOnOpen) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    auto store = OpenOrDie(path);
+    size_t stored = 0;
+    ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 10.0), M("h100", "gemm", kS1, "c2", 11.0),
+                                 M("h100", "gemm", kS1, "c3", 11.2)},
+                                &stored)
+                    .ok());
+    ASSERT_TRUE(store->PutBatch({Refined(M("h100", "gemm", kS1, "c2", 11.5)),
+                                 Refined(M("h100", "gemm", kS1, "c3", 11.8))},
+                                &stored)
+                    .ok());
+  }
+  // As a build that ranked by the median alone left it: c1's faster
+  // screening row holds the best, and the store has no stamp.
+  const std::string best_key = std::string("h100\0gemm\0f16\0", 14) + kS1 + std::string("\0kh1", 4);
+  EditRaw(path, [&](rocksdb::DB* db, auto& cf) {
+    std::string c1;
+    ASSERT_TRUE(db->Get({}, cf["results"], best_key + std::string("\0c1", 3), &c1).ok());
+    ASSERT_TRUE(db->Put({}, cf["best"], best_key, c1).ok());
+    ASSERT_TRUE(db->Delete({}, cf["meta"], "best_rank").ok());
+  });
+  auto store = OpenOrDie(path);
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c2");
+  // A slower refined row does not take it (it would have, compared with
+  // c1's row alone).
+  auto c4 = Refined(M("h100", "gemm", kS1, "c4", 12.0));
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c4", 10.5)).ok());
+  ASSERT_TRUE(store->Put(c4).ok());
+  best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ((*best)[0].config_id, "c2");
+}
+
 TEST(ResultStoreTest, ReopenPersistsEverything) {
   TempDir dir;
   const std::string path = dir.Sub("db");
@@ -600,24 +660,8 @@ TEST(ResultStoreTest, UnknownFormatVersionIsRefused) {
   TempDir dir;
   const std::string path = dir.Sub("db");
   { ASSERT_TRUE(OpenOrDie(path)); }
-  {
-    // Stamp the store as if a future build had written it.
-    rocksdb::DBOptions options;
-    std::vector<std::string> names;
-    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> descs;
-    for (const auto& n : names) descs.emplace_back(n, rocksdb::ColumnFamilyOptions());
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(options, path, descs, &handles, &db).ok());
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (names[i] == "meta") {
-        ASSERT_TRUE(db->Put({}, handles[i], "format_version", "99").ok());
-      }
-    }
-    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-    delete db;
-  }
+  // Stamp the store as if a future build had written it.
+  EditRaw(path, [](rocksdb::DB* db, auto& cf) { ASSERT_TRUE(db->Put({}, cf["meta"], "format_version", "99").ok()); });
   auto r = ResultStore::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("99"), std::string::npos) << r.status().message();

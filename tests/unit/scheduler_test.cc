@@ -676,7 +676,7 @@ TEST(NearBestOf, RefinedFiguresRisingTogetherBringNoConfigNear) {
                                    KeyRow(6, 107.5)};
   auto near = NearBestOf(rows, 0.08);
   EXPECT_EQ(Picked(near), (std::set<int64_t>{6}));
-  EXPECT_EQ(near.best_us, 107.5);
+  EXPECT_DOUBLE_EQ(near.best_us, 100);
   // With fewer than five refined configs the figures are taken as they are.
   rows.erase(rows.begin() + 1, rows.begin() + 4);
   near = NearBestOf(rows, 0.08);

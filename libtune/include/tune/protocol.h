@@ -58,7 +58,7 @@ struct WorkUnit {
   double confirm_seconds = 0;
   ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
   // > 0: a refine unit; `configs` came within TimingPolicy::refine_within of
-  // this best median (us) of `shapes` (one shape), and are timed again as
+  // this best (us, in screening terms) of `shapes` (one shape), timed again as
   // contenders (to the CI target, whatever their new figure).
   double refine_best_us = 0;
   // A screening unit of a sweep with a refine pass: every config is timed

@@ -22,8 +22,10 @@
 // outranks every row of an earlier one (confirmed, then refined, then
 // screening: Measurement::Pass), then the lower median wins. A config whose
 // row is replaced loses the best row it held unless its new row still wins
-// (a refined figure slower than the screening one, a failure when
-// confirmed).
+// (a failure when refined or confirmed, a confirmed figure slower than
+// another confirmed one). Stores whose best rows were picked by the median
+// alone (before the pass rule) have them picked again when first opened for
+// writing (meta "best_rank").
 //
 // Thread safety: a ResultStore may be used from several threads; Put calls
 // serialise on an internal mutex (best-so-far is read-modify-write).

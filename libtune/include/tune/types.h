@@ -134,13 +134,14 @@ struct Measurement {
   // From the refine pass (SweepSubmit::refine_pass): replaces the config's
   // screening row of its key; a confirmed row replaces it in turn.
   bool refined = false;
-  // The config's screening figure (us) that a refined row replaced, carried
-  // on by a confirmed row (ResultStore sets it); 0 on a screening row.
+  // The config's screening figure (us) that a refined or confirmed row
+  // replaced, carried on from a refined row to a confirmed one (ResultStore
+  // sets it); 0 on a screening row.
   double screen_us = 0;
 
   // Which pass took the figure: 2 confirm, 1 refine, 0 screening. Within a
-  // key a later pass's figure outranks an earlier one's: its figures were
-  // timed against each other, more closely than screening's.
+  // key a later pass's figure outranks an earlier one's: it was timed to a
+  // tighter target (confirm: with the other contenders, round by round).
   int Pass() const { return confirmed ? 2 : refined ? 1 : 0; }
   // The order of a key's valid rows when the store picks the best: a later
   // pass's figure first, then the faster.
