@@ -30,6 +30,17 @@ double ShapeWork(const Shape& shape) {
 // SweepState::pace): units of different shapes take very different times.
 std::string RateKey(const std::string& who, const std::string& shape_key) { return who + '\0' + shape_key; }
 
+// Calls fn(i, dtype, shape) for each (op, dtype, shape) of a sweep, `i`
+// indexing its ops and specs.
+template <typename Fn>
+void ForEachOpDtypeShape(const SweepState& sweep, Fn&& fn) {
+  for (size_t i = 0; i < sweep.specs.size(); ++i) {
+    for (const auto& dtype : sweep.submit.dtypes) {
+      for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) fn(i, dtype, shape);
+    }
+  }
+}
+
 }  // namespace
 
 bool SweepState::TargetsModel(const std::string& model) const {
@@ -239,24 +250,16 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
 
 void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
   if (!sweep.submit.refine_pass || !near_best_ || sweep.state != "running") return;
-  for (size_t i = 0; i < sweep.specs.size(); ++i) {
-    for (const auto& dtype : sweep.submit.dtypes) {
-      for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
-        const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
-        if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) continue;
-        // The shape is screened: refine at once, while the next shapes are
-        // screened, early refine units or not.
-        if (sweep.refine_created.insert(key).second) {
-          CreateRefineUnits(sweep, model, i, dtype, shape);
-          continue;
-        }
-        // Each time one of the pool's refine units is done: the configs that
-        // came near the best since (a best screened too fast rises when
-        // refined).
-        if (sweep.refine_stale.erase(key)) CreateRefineUnits(sweep, model, i, dtype, shape);
-      }
-    }
-  }
+  ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
+    const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
+    if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) return;
+    // The shape is screened: refine at once, while the next shapes are
+    // screened, early refine units or not. Then, each time one of the
+    // pool's refine units is done: the configs that came near the best
+    // since (a best screened too fast rises when refined).
+    if (sweep.refine_created.insert(key).second || sweep.refine_stale.erase(key))
+      CreateRefineUnits(sweep, model, i, dtype, shape);
+  });
 }
 
 bool Scheduler::RefineEarly(const std::string& model) {
@@ -264,18 +267,14 @@ bool Scheduler::RefineEarly(const std::string& model) {
   bool created = false;
   for (auto& [id, sweep] : sweeps_) {
     if (!sweep.submit.refine_pass || sweep.state != "running" || !sweep.models.count(model)) continue;
-    for (size_t i = 0; i < sweep.specs.size(); ++i) {
-      for (const auto& dtype : sweep.submit.dtypes) {
-        for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
-          const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
-          if (sweep.pool_unsliced[key] > 0 || sweep.refine_created.count(key)) continue;
-          if (!sweep.refine_early.insert(key).second) continue;
-          const size_t before = sweep.units.size();
-          CreateRefineUnits(sweep, model, i, dtype, shape);
-          created = created || sweep.units.size() > before;
-        }
-      }
-    }
+    ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
+      const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
+      if (sweep.pool_unsliced[key] > 0 || sweep.refine_created.count(key)) return;
+      if (!sweep.refine_early.insert(key).second) return;
+      const size_t before = sweep.units.size();
+      CreateRefineUnits(sweep, model, i, dtype, shape);
+      created = created || sweep.units.size() > before;
+    });
   }
   return created;
 }
@@ -320,15 +319,10 @@ void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
   if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != "running") return;
   if (sweep.model_unsliced[model] > 0 || sweep.model_open_units[model] > 0) return;
   if (!sweep.confirm_created.insert(model).second) return;
-  for (size_t i = 0; i < sweep.specs.size(); ++i) {
-    for (const auto& dtype : sweep.submit.dtypes) {
-      for (const auto& shape : ShapesForOp(sweep.submit, sweep.specs[i])) {
-        std::vector<Config> top =
-            contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
-        if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), sweep.submit.confirm_seconds, 0);
-      }
-    }
-  }
+  ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
+    std::vector<Config> top = contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
+    if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), sweep.submit.confirm_seconds, 0);
+  });
 }
 
 double Scheduler::LeaseSeconds(const Unit& u) const {
