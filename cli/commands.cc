@@ -19,6 +19,8 @@
 #include "tune/bundle.h"
 #include "tune/compare.h"
 #include "tune/curve.h"
+#include "tune/json_text.h"
+#include "tune/text.h"
 #include "tune/nightly.h"
 #include "tune/signing.h"
 #include "tune/publish.h"
@@ -250,7 +252,8 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   if (!args.wait) return 0;
   auto done = WaitForSweep(c, accepted->sweep_id, false, stop, 0.1);
   if (!done.ok()) return Fail(done.status().message());
-  return done->state == "done" ? 0 : Fail("sweep " + accepted->sweep_id + " " + done->state);
+  if (done->state == "done") return 0;
+  return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
 }
 
 int RunStatus(const StatusArgs& args) {
@@ -266,9 +269,10 @@ int RunStatus(const StatusArgs& args) {
       j["sweeps"].push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                              {"units_total", p.units_total}, {"units_done", p.units_done},
                              {"pairs_total", p.pairs_total}, {"pairs_done", p.pairs_done},
-                             {"pairs_failed", p.pairs_failed}, {"gpu_models", p.gpu_models}});
+                             {"pairs_failed", p.pairs_failed}, {"gpu_models", p.gpu_models},
+                             {"error", p.error}, {"waiting_for", p.waiting_for}});
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", DumpJson(j, 2).c_str());
     return 0;
   }
   std::printf("%u worker(s)\n", status->workers);
@@ -282,6 +286,10 @@ int RunStatus(const StatusArgs& args) {
                 (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
                 (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
                 models.c_str());
+    if (!p.error.empty()) std::printf("  failed: %s\n", ToValidUtf8(p.error).c_str());
+    std::string waiting;
+    for (const auto& m : p.waiting_for) waiting += (waiting.empty() ? "" : ",") + m;
+    if (!waiting.empty()) std::printf("  waiting for %s: no live worker has it\n", waiting.c_str());
   }
   return 0;
 }

@@ -65,8 +65,16 @@ int main(int argc, char** argv) {
                 "Pause new leases while more than this many MiB of results wait to be stored")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  c->add_option("--max-raw-configs", coord.opts.scheduler.max_raw_configs,
+                "Refuse sweeps over an op with more raw config points (product of its axes)")
+      ->capture_default_str();
+  c->add_option("--max-legal-configs", coord.opts.scheduler.max_legal_configs,
+                "Fail sweeps over an op with more legal configs on a GPU model")
+      ->capture_default_str();
   c->add_option("--curve-key", coord.opts.curve_secret_key, "CURVE secret key file (see `keys curve`)");
-  c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker/client CURVE public keys to admit");
+  c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker CURVE public keys to admit");
+  c->add_option("--client-allow-list", coord.opts.curve_client_allow_list,
+                "File of client CURVE public keys to admit (submit, status); a key has one role");
   c->add_flag("--insecure-plaintext", coord.opts.insecure_plaintext, "Allow a non-loopback bind without CURVE");
   c->add_option("--http-port", coord.opts.http_port,
                 "Serve the dashboard, JSON API and /metrics on this port (0 = any free port; off by default)");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "tune/json_text.h"
 #include "tune/publish.h"
 
 namespace tune {
@@ -80,7 +81,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
       arr.push_back(std::move(j));
     }
-    std::fprintf(out, "%s\n", arr.dump(2).c_str());
+    std::fprintf(out, "%s\n", DumpJson(arr, 2).c_str());
     return;
   }
   if (format == OutputFormat::kCsv) {
@@ -160,6 +161,11 @@ void PrintProgress(FILE* out, const SweepProgress& p, double elapsed) {
                "..............................", static_cast<unsigned long long>(p.pairs_done),
                static_cast<unsigned long long>(p.pairs_total), 100 * frac, rate, eta,
                static_cast<unsigned long long>(p.pairs_failed));
+  if (!p.waiting_for.empty()) {
+    std::string models;
+    for (const auto& m : p.waiting_for) models += (models.empty() ? "" : ",") + m;
+    std::fprintf(out, " waiting for %s: no live worker ", models.c_str());
+  }
   std::fflush(out);
 }
 

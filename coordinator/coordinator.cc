@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "tune/curve.h"
+#include "tune/json_text.h"
 #include "tune/protocol.h"
 #include "http_server.h"
 #include "ingester.h"
@@ -71,6 +72,43 @@ class HttpSnapshot final : public HttpStatusSource {
 
 }  // namespace
 
+// What a peer of `role` may send: workers what keeps a worker going,
+// clients sweeps; both may ask for status and say goodbye.
+Status MayUse(PeerRole role, const Command& cmd) {
+  const bool worker_only = std::holds_alternative<Hello>(cmd) || std::holds_alternative<Heartbeat>(cmd) ||
+                           std::holds_alternative<RequestWork>(cmd) || std::holds_alternative<Results>(cmd);
+  const bool client_only = std::holds_alternative<SweepSubmit>(cmd);
+  if ((role == PeerRole::kClient && worker_only) || (role == PeerRole::kWorker && client_only)) {
+    return Status::Error(std::string("a ") + PeerRoleName(role) + " key may not send " + CommandName(cmd));
+  }
+  return Status::OK();
+}
+
+// Devices a hello may name: a host with more GPUs than this is no farm host.
+constexpr size_t kMaxDevicesPerWorker = 64;
+
+// The devices of a hello, checked before they can name a model: model names
+// are store keys (as NormaliseGpuModel writes them), indices unique.
+Status CheckDevices(const std::vector<DeviceInfo>& devices) {
+  if (devices.size() > kMaxDevicesPerWorker) {
+    return Status::Error(std::to_string(devices.size()) + " devices, more than " + std::to_string(kMaxDevicesPerWorker));
+  }
+  std::set<int> indices;
+  for (const auto& d : devices) {
+    const std::string where = "device " + std::to_string(d.index) + ": ";
+    if (!indices.insert(d.index).second) return Status::Error(where + "index given twice");
+    if (d.model.empty() || d.model.size() > 64 ||
+        d.model.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
+      return Status::Error(where + "model '" + d.model + "' is not a model name ([a-z0-9-], 1 to 64)");
+    }
+    if (d.backend != "cuda" && d.backend != "sim") return Status::Error(where + "unknown backend '" + d.backend + "'");
+  }
+  return Status::OK();
+}
+
+// Refused results batches after which a peer is disconnected.
+constexpr uint32_t kMaxViolations = 3;
+
 uint32_t NoWorkRetryMs(size_t workers) {
   // About 5,000 idle requests/s over the farm at most (coordinator.h).
   constexpr double kIdleRequestsPerSecond = 5000;
@@ -89,6 +127,12 @@ struct Coordinator::Impl {
 
   struct Peer {
     std::string name;
+    std::string key;       // CURVE public key (Z85) it was admitted with; "" in plaintext
+    uint32_t violations = 0;  // batches refused since it said hello
+    // Indices of devices that asked for work: only those make their model
+    // live (Scheduler::AddDevice), so a model that a hello names and no
+    // device ever serves makes no sweep wait for it.
+    std::set<int> serving;
     std::vector<DeviceInfo> devices;
     double last_seen = 0;
     double last_sent = 0;
@@ -98,8 +142,19 @@ struct Coordinator::Impl {
   // complete on that worker's final batch until the batch is stored.
   std::set<std::pair<std::string, uint64_t>> unstored_batches;
 
+  // Every unit leased, in this run or (LeaseRecord) the one before: what its
+  // rows must match, and who may report them. Dropped with its sweep.
+  struct LeaseBook {
+    std::shared_ptr<const LeasedUnit> unit;
+    LeaseRecord record;  // the unit without its package, and its lessees
+  };
+  std::map<uint64_t, LeaseBook> lease_book;
+  // Kernel hash of an op package per toolchain: sweep '\0' op '\0' nvrtc.
+  std::map<std::string, std::string> kernel_hashes;
+
   // Counters for /metrics.
   uint64_t results_stored = 0, results_duplicate = 0, leases = 0, dropped_messages = 0;
+  uint64_t batches_refused = 0, protocol_errors = 0;
   HttpSnapshot snapshot;
   std::unique_ptr<HttpServer> http;
   double last_publish = 0, last_best_publish = 0;
@@ -141,7 +196,13 @@ struct Coordinator::Impl {
   }
 
   void DropWorker(const std::string& identity) {
-    if (workers.erase(identity)) scheduler.DropWorker(identity);
+    auto it = workers.find(identity);
+    if (it == workers.end()) return;
+    for (const auto& d : it->second.devices) {
+      if (it->second.serving.count(d.index)) scheduler.RemoveDevice(d.model);
+    }
+    workers.erase(it);
+    scheduler.DropWorker(identity);
   }
 
   // Any command is a heartbeat. Returns the sender's entry, if it said hello.
@@ -151,7 +212,7 @@ struct Coordinator::Impl {
     return wit;
   }
 
-  void Handle(const std::string& identity, Envelope env) {
+  void Handle(const std::string& identity, const std::string& key, Envelope env) {
     const double now = NowSeconds();
     auto wit = Heard(identity, now);
 
@@ -159,11 +220,16 @@ struct Coordinator::Impl {
         [&](auto& cmd) {
           using T = std::decay_t<decltype(cmd)>;
           if constexpr (std::is_same_v<T, Hello>) {
+            if (Status st = CheckDevices(cmd.devices); !st.ok()) {
+              protocol_errors++;
+              return Disconnect(identity, "hello: " + st.message());
+            }
+            DropWorker(identity);  // a second hello starts over
             Peer p;
             p.name = cmd.worker_name;
+            p.key = key;
             p.devices = cmd.devices;
             p.last_seen = now;
-            for (const auto& d : p.devices) scheduler.AddDevice(d);
             workers[identity] = std::move(p);
             Log("hello from " + cmd.worker_name + " with " + std::to_string(cmd.devices.size()) +
                 " device(s)");
@@ -198,6 +264,7 @@ struct Coordinator::Impl {
             }
             if (!dev) return Disconnect(identity, "request for unknown device " +
                                                       std::to_string(cmd.device_index));
+            if (wit->second.serving.insert(dev->index).second) scheduler.AddDevice(*dev);
             const bool store_behind = ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
             auto unit = store_behind ? std::nullopt : scheduler.Lease(identity, dev->model, now);
             if (!unit) {
@@ -206,6 +273,7 @@ struct Coordinator::Impl {
             }
             unit->device_index = cmd.device_index;
             leases++;
+            BookLease(*unit, dev->model, peer);
             Log("lease unit " + std::to_string(unit->unit_id) + " (" + unit->op + "/" +
                 unit->dtype + ", " + std::to_string(unit->configs.size()) + " configs) to " +
                 peer.name);
@@ -224,25 +292,117 @@ struct Coordinator::Impl {
   // A Results frame goes to the ingester undecoded. Its unit counts as
   // making progress until the batch is stored: rows waiting in the queue
   // never make a straggler.
+  // Who a lease is booked to: the CURVE key a peer proved it holds, or its
+  // name where the coordinator runs without CURVE.
+  static std::string Lessee(const Peer& peer) { return peer.key.empty() ? peer.name : peer.key; }
+
+  // Records that `unit` (of `model`) was leased to `peer`, here and in the
+  // store, so that its results are accepted from it, also after a restart.
+  void BookLease(const WorkUnit& unit, const std::string& model, const Peer& peer) {
+    LeaseBook& book = lease_book[unit.unit_id];
+    if (!book.unit) {
+      auto u = std::make_shared<LeasedUnit>();
+      u->sweep_id = unit.sweep_id;
+      u->op = unit.op;
+      u->dtype = unit.dtype;
+      u->gpu_model = model;
+      u->shape = unit.shapes.empty() ? "" : unit.shapes.front().Canonical();
+      for (const auto& c : unit.configs) u->configs.emplace(c.Id(), c);
+      u->confirm = unit.confirm();
+      u->refine = unit.refine();
+      book.unit = std::move(u);
+      book.record.unit = unit;
+      book.record.unit.op_package.clear();
+      book.record.gpu_model = model;
+    }
+    const std::string who = Lessee(peer);
+    auto& lessees = book.record.lessees;
+    if (std::find(lessees.begin(), lessees.end(), who) != lessees.end()) return;
+    lessees.push_back(who);
+    Status st = store->PutLease(unit.unit_id, EncodeLeaseRecord(book.record));
+    if (!st.ok()) Log("cannot record lease of unit " + std::to_string(unit.unit_id) + ": " + st.message());
+  }
+
+  // Leases of sweeps that no longer run are of no use: their results would
+  // be stored anyway (late duplicates), but the book would grow for good.
+  void ForgetLeases(const std::string& sweep_id) {
+    for (auto it = lease_book.begin(); it != lease_book.end();) {
+      if (it->second.unit->sweep_id != sweep_id) {
+        ++it;
+        continue;
+      }
+      (void)store->DeleteLease(it->first);
+      it = lease_book.erase(it);
+    }
+  }
+
+  // KernelHash of the sweep's op for a toolchain, computed once.
+  std::string KernelHashOf(const std::string& sweep_id, const std::string& op, const std::string& toolchain) {
+    const std::string key = sweep_id + '\0' + op + '\0' + toolchain;
+    auto it = kernel_hashes.find(key);
+    if (it != kernel_hashes.end()) return it->second;
+    const SweepState* s = scheduler.FindSweep(sweep_id);
+    if (!s) return "";
+    for (const auto& spec : s->specs) {
+      if (spec.name == op) return kernel_hashes[key] = KernelHash(spec, toolchain);
+    }
+    return "";
+  }
+
+  // A Results frame goes to the ingester undecoded, with what it must match:
+  // the unit as leased to this peer, its devices' kernel hashes and backends.
+  // Its unit counts as making progress until the batch is stored: rows
+  // waiting in the queue never make a straggler.
   void SubmitResults(const std::string& identity, zmq::message_t frame, const ResultsHead& head) {
     const double now = NowSeconds();
     auto wit = Heard(identity, now);
     if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
+    const Peer& peer = wit->second;
     scheduler.BatchQueued(head.sweep_id, head.unit_id, now);
     IngestJob job;
     job.identity = identity;
-    job.worker = wit->second.name;
-    for (const auto& d : wit->second.devices) job.gpu_models.insert(d.model);
-    const Unit* unit = scheduler.FindUnit(head.unit_id);
-    if (unit && unit->sweep_id == head.sweep_id) {
-      job.unit_op = unit->op;
-      job.unit_dtype = unit->dtype;
-      job.unit_confirms = unit->confirm_seconds > 0;
-      job.unit_refines = unit->Refine();
+    job.worker = peer.name;
+    auto book = lease_book.find(head.unit_id);
+    if (book != lease_book.end()) {
+      const auto& lessees = book->second.record.lessees;
+      if (std::find(lessees.begin(), lessees.end(), Lessee(peer)) != lessees.end()) {
+        job.unit = book->second.unit;
+        for (const auto& d : peer.devices) {
+          if (d.model != job.unit->gpu_model) continue;
+          job.backends.insert(d.backend);
+          job.kernel_hashes.insert(KernelHashOf(job.unit->sweep_id, job.unit->op, d.nvrtc_version));
+        }
+      }
     }
     job.head = head;
     job.frame = std::move(frame);
     ingester->Submit(std::move(job));
+  }
+
+  // Leases of the run before this one, so their honest resends are stored.
+  Status LoadLeases() {
+    std::vector<uint64_t> stale;
+    Status st = store->ForEachLease([&](uint64_t id, const std::string& bytes) {
+      auto rec = DecodeLeaseRecord(bytes.data(), bytes.size());
+      const SweepState* s = rec.ok() ? scheduler.FindSweep(rec->unit.sweep_id) : nullptr;
+      if (!s || s->state != "running") {
+        stale.push_back(id);
+        return;
+      }
+      auto u = std::make_shared<LeasedUnit>();
+      u->sweep_id = rec->unit.sweep_id;
+      u->op = rec->unit.op;
+      u->dtype = rec->unit.dtype;
+      u->gpu_model = rec->gpu_model;
+      u->shape = rec->unit.shapes.empty() ? "" : rec->unit.shapes.front().Canonical();
+      for (const auto& c : rec->unit.configs) u->configs.emplace(c.Id(), c);
+      u->confirm = rec->unit.confirm();
+      u->refine = rec->unit.refine();
+      lease_book[id] = LeaseBook{std::move(u), std::move(rec).value()};
+    });
+    for (uint64_t id : stale) (void)store->DeleteLease(id);
+    if (!lease_book.empty()) Log(std::to_string(lease_book.size()) + " lease(s) of the last run still open");
+    return st;
   }
 
   // A batch of `unit_id` from this worker is not in the store: a reconnect
@@ -254,6 +414,23 @@ struct Coordinator::Impl {
     DropWorker(identity);
   }
 
+  // A batch that does not match its lease: nothing of it is stored, the
+  // sender is told so (it drops the batch) and gives up its lease of the
+  // unit, which goes back to the queue for an honest worker. A peer that
+  // keeps sending such batches is disconnected.
+  void Refuse(const IngestOutcome& o) {
+    batches_refused++;
+    auto wit = workers.find(o.identity);
+    const std::string who = wit != workers.end() ? wit->second.name + " (" + Lessee(wit->second) + ")" : Printable(o.identity);
+    std::fprintf(stderr, "coordinator: refused results of unit %llu from %s: %s\n",
+                 static_cast<unsigned long long>(o.head.unit_id), who.c_str(), o.error.c_str());
+    Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch, 0, o.error});
+    scheduler.GiveUpLease(o.identity, o.head.unit_id);
+    if (wit != workers.end() && ++wit->second.violations >= kMaxViolations) {
+      Disconnect(o.identity, std::to_string(kMaxViolations) + " results batches refused");
+    }
+  }
+
   // Stored batches are acknowledged and counted here, on the loop, so the
   // scheduler sees a unit complete only once all its rows are stored.
   void ApplyIngestOutcomes() {
@@ -261,7 +438,11 @@ struct Coordinator::Impl {
       scheduler.BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, NowSeconds());
       switch (o.kind) {
         case IngestOutcome::Kind::kRejected:
+          protocol_errors++;
           Disconnect(o.identity, o.error);
+          break;
+        case IngestOutcome::Kind::kRefused:
+          Refuse(o);
           break;
         case IngestOutcome::Kind::kStoreFailed:
           // Not acknowledged: the worker keeps the batch and sends it again
@@ -279,15 +460,10 @@ struct Coordinator::Impl {
             break;
           }
           Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
-                                      static_cast<uint32_t>(o.stored)});
+                                      static_cast<uint32_t>(o.stored), ""});
           if (!o.head.final) break;
           scheduler.CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, NowSeconds(),
                                  std::time(nullptr));
-          const SweepState* s = scheduler.FindSweep(o.head.sweep_id);
-          if (s && s->state != "running") {
-            PersistSweep(o.head.sweep_id);
-            Log("sweep " + o.head.sweep_id + " " + s->state);
-          }
           break;
         }
       }
@@ -333,6 +509,19 @@ struct Coordinator::Impl {
     };
   }
 
+  // Sweeps that ended (done, or failed: units out of attempts, a space over
+  // the bounds) since the last call: their state is made durable and their
+  // leases forgotten. The one place a sweep's end is recorded.
+  std::set<std::string> ended_sweeps;
+  void RecordEndedSweeps() {
+    for (const auto& [id, s] : scheduler.sweeps()) {
+      if (s.state == "running" || !ended_sweeps.insert(id).second) continue;
+      PersistSweep(id);
+      ForgetLeases(id);
+      Log("sweep " + id + " " + s.state + (s.error.empty() ? "" : ": " + s.error));
+    }
+  }
+
   // Sweeps that were running when the last coordinator stopped (or was
   // killed) run on; configs whose every shape is stored are not leased again.
   Status ResumeSweeps() {
@@ -358,8 +547,15 @@ struct Coordinator::Impl {
     };
     for (auto& [id, rec] : running) {
       auto r = scheduler.ResumeSweep(rec.submit, id, std::time(nullptr), measured);
-      if (!r.ok()) Log("cannot resume sweep " + id + ": " + r.status().message());
-      else Log("resuming sweep " + id + " '" + rec.submit.name + "'");
+      if (!r.ok()) {
+        // Failed for good rather than tried again on every start.
+        std::fprintf(stderr, "coordinator: sweep %s cannot resume and is marked failed: %s\n", id.c_str(),
+                     r.status().message().c_str());
+        Status st = store->PutSweep(id, EncodeSweepRecord({"failed", rec.submit}));
+        if (!st.ok()) Log("cannot mark sweep " + id + " failed: " + st.message());
+      } else {
+        Log("resuming sweep " + id + " '" + rec.submit.name + "'");
+      }
     }
     return Status::OK();
   }
@@ -367,13 +563,17 @@ struct Coordinator::Impl {
   void Tick(double now) {
     const double hb = opts.heartbeat_ms / 1000.0;
     std::vector<std::string> dead;
+    std::vector<std::string> revoked;
     for (auto& [id, peer] : workers) {
-      if (now - peer.last_seen > hb * opts.liveness) {
+      if (zap && zap->RoleOf(peer.key) != PeerRole::kWorker) {
+        revoked.push_back(id);
+      } else if (now - peer.last_seen > hb * opts.liveness) {
         dead.push_back(id);
       } else if (now - peer.last_sent >= hb) {
         Send(id, Heartbeat{});
       }
     }
+    for (const auto& id : revoked) Disconnect(id, "key " + workers[id].key + " is no longer on the worker allow-list");
     for (const auto& id : dead) {
       Log("worker " + workers[id].name + " missed " + std::to_string(opts.liveness) +
           " heartbeats: its leases go back to the queue");
@@ -381,6 +581,7 @@ struct Coordinator::Impl {
     }
     const size_t expired = scheduler.ExpireLeases(now);
     if (expired) Log(std::to_string(expired) + " lease(s) expired");
+    RecordEndedSweeps();
     if (http && now - last_publish >= 1.0) {
       PublishSnapshot(now);
       last_publish = now;
@@ -397,7 +598,8 @@ struct Coordinator::Impl {
                         {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
                         {"pairs_failed", p.pairs_failed}, {"units_done", p.units_done},
                         {"units_total", p.units_total}, {"gpu_models", p.gpu_models},
-                        {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix}});
+                        {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
+                        {"error", p.error}, {"waiting_for", p.waiting_for}});
       const MetricLabels labels = {{"sweep", p.sweep_id}, {"name", p.name}};
       metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_done", "(config, shape) pairs stored",
                                       p.pairs_done, labels));
@@ -406,7 +608,7 @@ struct Coordinator::Impl {
       metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
                                       p.pairs_failed, labels));
     }
-    docs["sweeps"] = json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}}.dump();
+    docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}});
     json ws = json::array();
     size_t devices = 0;
     for (const auto& [id, peer] : workers) {
@@ -420,7 +622,7 @@ struct Coordinator::Impl {
       devices += peer.devices.size();
       ws.push_back({{"name", peer.name}, {"last_seen_seconds", now - peer.last_seen}, {"devices", devs}});
     }
-    docs["workers"] = json{{"workers", ws}}.dump();
+    docs["workers"] = DumpJson(json{{"workers", ws}});
     metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", workers.size()));
     metrics.push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
     metrics.push_back(Metric::Counter("tunefarm_results_stored_total", "measurements stored", results_stored));
@@ -431,6 +633,12 @@ struct Coordinator::Impl {
     metrics.push_back(Metric::Gauge("tunefarm_ingest_queue_bytes",
                                     "bytes of results received and not yet stored",
                                     ingester->queued_bytes()));
+    metrics.push_back(Metric::Counter("tunefarm_results_refused_total",
+                                      "results batches refused: not what was leased to their sender",
+                                      batches_refused));
+    metrics.push_back(Metric::Counter("tunefarm_protocol_errors_total",
+                                      "frames that failed to decode (framing, version, text)",
+                                      protocol_errors));
     metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
                                       "peers disconnected for bad or unexpected messages",
                                       dropped_messages));
@@ -454,8 +662,8 @@ struct Coordinator::Impl {
         }
         json garr = json::array();
         for (auto& [k, g] : groups) garr.push_back(std::move(g));
-        docs["best"] = json{{"best", rows}}.dump();
-        docs["compare"] = json{{"groups", garr}}.dump();
+        docs["best"] = DumpJson(json{{"best", rows}});
+        docs["compare"] = DumpJson(json{{"groups", garr}});
       }
     }
     snapshot.Publish(std::move(docs), RenderMetrics(metrics));
@@ -478,6 +686,7 @@ Status Coordinator::Start() {
   impl_->scheduler.SetContenders(impl_->Contenders());
   impl_->scheduler.SetNearBest(impl_->NearBestConfigs());
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
+  TUNE_RETURN_IF_ERROR(impl_->LoadLeases());
   impl_->ingester = std::make_unique<Ingester>(impl_->store.get());
   TUNE_RETURN_IF_ERROR(impl_->ingester->Start());
   const auto& o = impl_->opts;
@@ -491,6 +700,7 @@ Status Coordinator::Start() {
     }
     ZapAuthenticatorOptions zo;
     zo.allow_list_path = o.curve_allow_list;
+    zo.client_allow_list_path = o.curve_client_allow_list;
     zo.log_accepted = o.verbose;
     auto zap = ZapAuthenticator::FromFile(impl_->ctx, o.curve_allow_list, zo);
     if (!zap.ok()) return zap.status();
@@ -570,7 +780,16 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
           const std::string id = identity.to_string();
           // Fail closed: with CURVE on, a frame whose connection the
           // authenticator did not admit is dropped unread.
-          if (impl_->zap && (parts.empty() || AdmittedKey(parts[0]).empty())) continue;
+          const std::string key = impl_->zap && !parts.empty() ? AdmittedKey(parts[0]) : std::string();
+          if (impl_->zap && key.empty()) continue;
+          std::optional<PeerRole> role;
+          if (impl_->zap) {
+            role = impl_->zap->RoleOf(key);
+            if (!role) {
+              impl_->Disconnect(id, "key " + key + " is no longer on an allow-list");
+              continue;
+            }
+          }
           if (parts.size() != 1) {
             impl_->Disconnect(id, "expected one frame, got " + std::to_string(parts.size()));
             continue;
@@ -579,22 +798,36 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
           // rows is the ingester's work, and leases must not wait for it.
           auto head = PeekResults(parts[0].data(), parts[0].size());
           if (head.ok() && head->has_value()) {
+            if (role == PeerRole::kClient) {
+              impl_->Disconnect(id, "a client key may not send results");
+              continue;
+            }
             impl_->SubmitResults(id, std::move(parts[0]), **head);
             continue;
           }
           auto env = DecodeEnvelope(parts[0].data(), parts[0].size());
           if (!env.ok()) {
+            impl_->protocol_errors++;
             impl_->Disconnect(id, "malformed message: " + env.status().message());
             continue;
           }
-          impl_->Handle(id, std::move(env).value());
+          if (role) {
+            if (Status may = MayUse(*role, env->command); !may.ok()) {
+              impl_->Disconnect(id, may.message());
+              continue;
+            }
+          }
+          impl_->Handle(id, key, std::move(env).value());
         }
       }
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) return Status::Error(std::string("coordinator: receive: ") + e.what());
       continue;
     }
-    if (items[1].revents & ZMQ_POLLIN) impl_->ApplyIngestOutcomes();
+    if (items[1].revents & ZMQ_POLLIN) {
+      impl_->ApplyIngestOutcomes();
+      impl_->RecordEndedSweeps();
+    }
     const double now = NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);

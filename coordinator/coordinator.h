@@ -34,6 +34,11 @@ struct CoordinatorOptions {
   // endpoints other than loopback. Workers must be on the allow-list.
   std::string curve_secret_key;     // file written by `tunefarm keys curve`
   std::string curve_allow_list;     // one worker public key per line
+  // Optional: one client public key per line. Client keys submit sweeps and
+  // ask for status; worker keys say hello, lease and send results; a key
+  // that sends what its role may not is disconnected. Both lists are
+  // re-read when they change: a key taken off loses its connection.
+  std::string curve_client_allow_list;
   bool insecure_plaintext = false;  // allow a non-loopback endpoint without CURVE
   // Dashboard, JSON API and /metrics (HttpServer); off when http_port < 0.
   std::string http_address = "127.0.0.1";

@@ -5,7 +5,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -482,17 +484,60 @@ std::vector<std::string> DefaultChartJsPaths() {
 // ---------------------------------------------------------------------------
 // Server internals. Everything below runs on the one HTTP thread, except
 // Start() and Stop(), which touch the io_context only before run() starts
-// and through stop() and join().
+// and through stop() and join(), and counters(), which reads atomics.
 
 namespace {
 
-// What every connection reads; lives in HttpServer::Impl, which outlives
-// every Session (see Stop()).
+using Clock = std::chrono::steady_clock;
+
+// Options in seconds as clock durations. Clamped so that now + the result
+// cannot overflow; a year is as good as "never" for a connection.
+Clock::duration Seconds(double s) {
+  if (!(s > 0)) return Clock::duration::zero();
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::min(s, 365.0 * 24 * 3600)));
+}
+
+// Connections are grouped per host for the per-address cap: an IPv4 address,
+// or the /64 of an IPv6 address (a host usually holds a whole /64, so
+// counting single IPv6 addresses would cap nothing).
+using AddressKey = net::ip::address_v6::bytes_type;
+
+AddressKey KeyOf(const net::ip::address& a) {
+  if (a.is_v4()) return net::ip::make_address_v6(net::ip::v4_mapped, a.to_v4()).to_bytes();
+  AddressKey key = a.to_v6().to_bytes();
+  if (!a.to_v6().is_v4_mapped()) std::fill(key.begin() + 8, key.end(), 0);
+  return key;
+}
+
+struct AtomicCounters {
+  std::atomic<uint64_t> accepted{0}, refused{0}, evicted{0}, header_timeouts{0},
+      body_timeouts{0}, write_timeouts{0}, idle_timeouts{0}, open{0};
+};
+
+class Session;
+
+// What every connection reads, and the table of slots; lives in
+// HttpServer::Impl, which outlives every Session (see Stop()).
 struct ServerState {
   HttpServerOptions opts;
   HttpStatusSource* source = nullptr;
   std::string dashboard;
-  size_t connections = 0;
+  AtomicCounters counters;
+  // Every connection holding a slot. Small (max_connections), so the
+  // eviction rule scans it instead of keeping an ordered index up to date.
+  std::vector<Session*> sessions;
+  std::map<AddressKey, size_t> per_address;
+
+  // Gives `socket` a slot (taking one per the rule in http_server.h) and
+  // starts serving it, or closes it.
+  void Admit(tcp::socket socket);
+  // The connection to give up its slot: the one waiting longest for a
+  // complete request, among those from `address` when given. Null if every
+  // candidate is writing a response.
+  Session* LongestWaiting(const AddressKey* address) const;
+  void Register(Session* s, const AddressKey& address);
+  void Unregister(Session* s, const AddressKey& address);
 
   Reply Route(std::string_view target) const {
     const std::string_view path = PathOf(target);
@@ -533,47 +578,112 @@ struct ServerState {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ServerState* server) : stream_(std::move(socket)), server_(server) {
-    ++server_->connections;
+  Session(tcp::socket socket, ServerState* server, const AddressKey& address)
+      : stream_(std::move(socket)), server_(server), address_(address) {
+    server_->Register(this, address_);
   }
-  ~Session() { --server_->connections; }
+  ~Session() { Release(); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  void Start() { Read(); }
+  void Start() { StartRequest(); }
+
+  const AddressKey& address() const { return address_; }
+  // Whether the slot rule may take this connection's slot: not while its
+  // response is being written, since that client did its part.
+  bool evictable() const { return phase_ != Phase::kWrite; }
+  // The rule's order, oldest first. A connection draining after an error
+  // answer has had its answer and sorts before every waiting one.
+  Clock::time_point waiting_since() const {
+    return phase_ == Phase::kDrain ? Clock::time_point::min() : waiting_since_;
+  }
+  void Evict() {
+    ++server_->counters.evicted;
+    Close();
+  }
 
  private:
-  std::chrono::steady_clock::duration Timeout() const {
-    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(server_->opts.idle_timeout_seconds));
-  }
+  enum class Phase { kRequest, kBody, kWrite, kDrain };
+  static constexpr size_t kReadChunk = 4096;
 
-  void Read() {
+  const HttpServerOptions& opts() const { return server_->opts; }
+
+  // A new request starts: from the accept, or from the end of the previous
+  // response; the header deadline counts from here.
+  void StartRequest() {
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(server_->opts.max_header_bytes));
-    parser_->body_limit(server_->opts.max_body_bytes);
-    stream_.expires_after(Timeout());
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    parser_->header_limit(static_cast<std::uint32_t>(opts().max_header_bytes));
+    parser_->body_limit(opts().max_body_bytes);
+    parser_->eager(true);
+    phase_ = Phase::kRequest;
+    waiting_since_ = Clock::now();
+    phase_deadline_ = waiting_since_ + Seconds(opts().header_deadline_seconds);
+    Parse();
   }
 
-  void OnRead(beast::error_code ec, std::size_t) {
-    if (ec) {
-      // A clean close, a timeout or a reset: nobody is there to answer.
-      if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
-          ec.category() != http::make_error_code(http::error::bad_method).category()) {
-        return Close();
-      }
-      if (ec == http::error::body_limit) {
-        return SendError(http::status::payload_too_large, "request body too large\n");
-      }
-      if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-        return SendError(http::status::request_header_fields_too_large,
-                         "request headers too large\n");
-      }
-      return SendError(http::status::bad_request, "bad request: " + ec.message() + "\n");
+  // Feeds what is buffered to the parser (pipelined requests may be there
+  // already) and reads only when it needs more.
+  void Parse() {
+    while (buffer_.size() > 0 && !parser_->is_done()) {
+      beast::error_code ec;
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return RequestFailed(ec);
+      if (used == 0) break;
     }
-    Handle(parser_->get());
+    if (parser_->is_done()) return Handle(parser_->get());
+    if (phase_ == Phase::kRequest && parser_->is_header_done()) {
+      phase_ = Phase::kBody;
+      phase_deadline_ = Clock::now() + Seconds(opts().body_deadline_seconds);
+    }
+    ArmTimer();
+    stream_.async_read_some(
+        buffer_.prepare(kReadChunk),
+        [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->OnRead(ec, n); });
+  }
+
+  void OnRead(beast::error_code ec, std::size_t n) {
+    if (!open_) return;  // evicted meanwhile
+    buffer_.commit(n);
+    if (ec == beast::error::timeout) return TimedOut();
+    // A clean close, an end in mid-request or a reset: nobody is there to answer.
+    if (ec) return Close();
+    Parse();
+  }
+
+  void RequestFailed(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return SendError(http::status::payload_too_large, "request body too large\n");
+    }
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      return SendError(http::status::request_header_fields_too_large,
+                       "request headers too large\n");
+    }
+    SendError(http::status::bad_request, "bad request: " + ec.message() + "\n");
+  }
+
+  // Each read or write waits until the phase's deadline or for
+  // idle_timeout_seconds, whichever comes first. The stream closes the
+  // socket when that time passes.
+  void ArmTimer() {
+    const Clock::time_point idle = Clock::now() + Seconds(opts().idle_timeout_seconds);
+    idle_bound_ = idle < phase_deadline_;
+    stream_.expires_at(idle_bound_ ? idle : phase_deadline_);
+  }
+
+  void TimedOut() {
+    AtomicCounters& c = server_->counters;
+    if (idle_bound_) {
+      ++c.idle_timeouts;
+    } else if (phase_ == Phase::kRequest) {
+      ++c.header_timeouts;
+    } else if (phase_ == Phase::kBody) {
+      ++c.body_timeouts;
+    } else if (phase_ == Phase::kWrite) {
+      ++c.write_timeouts;
+    }
+    Close();
   }
 
   void Handle(const http::request<http::string_body>& req) {
@@ -597,7 +707,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // HEAD announces the length GET would send, and sends no body.
     res_.content_length(reply.body.size());
     if (!head) res_.body() = std::move(reply.body);
-    Write(&Session::OnWrite);
+    Write(/*after_error=*/false);
   }
 
   // After an error the request's framing is unknown: answer, then close.
@@ -609,7 +719,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.keep_alive(false);
     res_.content_length(body.size());
     res_.body() = std::move(body);
-    Write(&Session::OnErrorWritten);
+    Write(/*after_error=*/true);
   }
 
   void SetCommonHeaders(beast::string_view content_type) {
@@ -619,24 +729,42 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.set("X-Content-Type-Options", "nosniff");
   }
 
-  void Write(void (Session::*done)(beast::error_code, std::size_t)) {
-    stream_.expires_after(Timeout());
-    http::async_write(stream_, res_, beast::bind_front_handler(done, shared_from_this()));
+  void Write(bool after_error) {
+    phase_ = Phase::kWrite;
+    phase_deadline_ = Clock::now() + Seconds(opts().write_deadline_seconds);
+    after_error_ = after_error;
+    serializer_.emplace(res_);
+    WriteSome();
   }
 
-  void OnWrite(beast::error_code ec, std::size_t) {
-    if (ec || !res_.keep_alive()) return Close();
-    Read();
+  // One write at a time, so that the idle limit applies to each.
+  void WriteSome() {
+    ArmTimer();
+    http::async_write_some(stream_, *serializer_,
+                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                             self->OnWrite(ec);
+                           });
+  }
+
+  void OnWrite(beast::error_code ec) {
+    if (!open_) return;
+    if (ec == beast::error::timeout) return TimedOut();
+    if (ec) return Close();
+    if (!serializer_->is_done()) return WriteSome();
+    serializer_.reset();
+    if (after_error_) return StartDrain();
+    if (!res_.keep_alive()) return Close();
+    StartRequest();
   }
 
   // Closing a socket with unread input makes the kernel send a reset, which
   // can destroy the error response before the client reads it (an oversized
   // body is still arriving). So: stop sending, then read and discard for a
   // short while until the client closes too.
-  void OnErrorWritten(beast::error_code ec, std::size_t) {
-    if (ec) return Close();
+  void StartDrain() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    phase_ = Phase::kDrain;
     drained_ = 0;
     stream_.expires_after(std::chrono::seconds(1));
     Drain();
@@ -645,26 +773,98 @@ class Session : public std::enable_shared_from_this<Session> {
   void Drain() {
     stream_.async_read_some(net::buffer(discard_),
                             [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (!self->open_) return;
                               self->drained_ += n;
                               if (ec || self->drained_ > (1u << 20)) return self->Close();
                               self->Drain();
                             });
   }
 
+  // Gives the slot back at once, not when the last handler lets go of the
+  // session, so that an evicted or timed-out connection frees its slot
+  // (and its descriptor) before the next accept.
   void Close() {
+    Release();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
+  }
+
+  void Release() {
+    if (!open_) return;
+    open_ = false;
+    server_->Unregister(this, address_);
   }
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
+  std::optional<http::response_serializer<http::string_body>> serializer_;
   ServerState* server_;
+  const AddressKey address_;
+  bool open_ = true;
+  Phase phase_ = Phase::kRequest;
+  Clock::time_point waiting_since_;
+  Clock::time_point phase_deadline_;
+  bool idle_bound_ = false;  // the armed expiry is the idle limit, not the deadline
+  bool after_error_ = false;
   std::array<char, 4096> discard_{};
   size_t drained_ = 0;
 };
+
+void ServerState::Register(Session* s, const AddressKey& address) {
+  sessions.push_back(s);
+  ++per_address[address];
+  counters.open = sessions.size();
+}
+
+void ServerState::Unregister(Session* s, const AddressKey& address) {
+  const auto it = std::find(sessions.begin(), sessions.end(), s);
+  if (it != sessions.end()) {
+    *it = sessions.back();
+    sessions.pop_back();
+  }
+  const auto count = per_address.find(address);
+  if (count != per_address.end() && --count->second == 0) per_address.erase(count);
+  counters.open = sessions.size();
+}
+
+Session* ServerState::LongestWaiting(const AddressKey* address) const {
+  Session* oldest = nullptr;
+  for (Session* s : sessions) {
+    if (!s->evictable() || (address && s->address() != *address)) continue;
+    if (!oldest || s->waiting_since() < oldest->waiting_since()) oldest = s;
+  }
+  return oldest;
+}
+
+void ServerState::Admit(tcp::socket socket) {
+  beast::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  if (ec) return;  // the client is gone already; the socket closes with this scope
+  const AddressKey key = KeyOf(peer.address());
+  const size_t per_address_cap = opts.max_connections_per_address;
+  const auto from_here = per_address.find(key);
+  bool full = false;
+  Session* victim = nullptr;
+  if (per_address_cap > 0 && from_here != per_address.end() &&
+      from_here->second >= per_address_cap) {
+    full = true;
+    victim = LongestWaiting(&key);
+  } else if (sessions.size() >= opts.max_connections) {
+    full = true;
+    victim = LongestWaiting(nullptr);
+  }
+  if (full && !victim) {
+    ++counters.refused;
+    socket.close(ec);
+    return;
+  }
+  if (victim) victim->Evict();
+  ++counters.accepted;
+  std::make_shared<Session>(std::move(socket), this, key)->Start();
+}
 
 }  // namespace
 
@@ -691,12 +891,7 @@ struct HttpServer::Impl {
         });
         return;
       }
-      if (state.connections >= state.opts.max_connections) {
-        beast::error_code ignored;
-        socket.close(ignored);
-      } else {
-        std::make_shared<Session>(std::move(socket), &state)->Start();
-      }
+      state.Admit(std::move(socket));
       Accept();
     });
   }
@@ -777,6 +972,20 @@ void HttpServer::Stop() {
 uint16_t HttpServer::port() const { return impl_->bound_port; }
 std::string HttpServer::url() const { return impl_->url; }
 bool HttpServer::has_chart_js() const { return impl_->chart_js; }
+
+HttpServerCounters HttpServer::counters() const {
+  const AtomicCounters& c = impl_->state.counters;
+  HttpServerCounters out;
+  out.accepted = c.accepted;
+  out.refused = c.refused;
+  out.evicted = c.evicted;
+  out.header_timeouts = c.header_timeouts;
+  out.body_timeouts = c.body_timeouts;
+  out.write_timeouts = c.write_timeouts;
+  out.idle_timeouts = c.idle_timeouts;
+  out.open = c.open;
+  return out;
+}
 
 // ---------------------------------------------------------------------------
 // Prometheus text format.

@@ -23,6 +23,49 @@
 // an error and the server keeps serving others. Keep-alive and pipelining
 // work as HTTP/1.1 says.
 //
+// Slow clients. A connection is always in one of three phases, and each
+// phase has a deadline that arriving bytes do not push back, so a client
+// that trickles one byte at a time gains nothing over one that sends none:
+//   waiting for a request  the request line and headers must be complete
+//                          header_deadline_seconds after the accept, or
+//                          after the end of the previous response on a
+//                          keep-alive connection;
+//   reading a body         the body must be complete body_deadline_seconds
+//                          after the end of its headers;
+//   writing a response     the whole response must be written within
+//                          write_deadline_seconds.
+// Within a phase a single read or write may also wait at most
+// idle_timeout_seconds. A connection that misses either limit is closed
+// without an answer (a client that sends or reads nothing would not see it).
+//
+// Connection slots. At most max_connections connections are open, at most
+// max_connections_per_address of them from one address (an IPv4 address, or
+// an IPv6 /64, since one host commonly owns a whole /64). A new connection
+// that would exceed a cap takes the slot of the connection that has been
+// waiting longest for a complete request (counted as for the header
+// deadline; it may have sent part of its request): from its own address when
+// that address is at its cap, else from any address. Such a connection is
+// closed without an answer. A connection whose response is being written is
+// never taken; one draining after an error answer is taken first. Only when
+// no slot can be taken is the new connection closed at once.
+//
+// Why taking a slot rather than refusing: with refusal, a few hundred
+// connections that never finish a request (slowloris) hold every slot, and
+// the deadlines do not help, because they reconnect as each one expires.
+// Under this rule a client that sends its request right away is displaced
+// only if max_connections newer connections (or, from its own address,
+// max_connections_per_address) arrive before its request is complete, a
+// few milliseconds on a LAN, while a slow client loses its slot as soon as
+// that many connections arrive after it. A dashboard that polls every second
+// over keep-alive has waited at most a second, so it is displaced last.
+// The per-address cap keeps a flood from one address churning that
+// address's own connections: other addresses lose slots only when the flood
+// comes from max_connections / max_connections_per_address addresses or
+// more. At the per-address cap the new connection also takes a slot instead
+// of being refused, because honest clients often share an address with slow
+// ones (a NAT, a proxy, loopback). counters() tells how often all this
+// happens.
+//
 // The JSON documents the dashboard reads (fields it does not know are
 // ignored; a missing field reads as 0 / empty):
 //   sweeps:  {"now_unix": 1700000000,
@@ -78,11 +121,30 @@ struct HttpServerOptions {
   uint16_t port = 0;                  // 0 = an ephemeral port (see HttpServer::port())
   size_t max_header_bytes = 8 * 1024;      // request line + headers; more is 431
   size_t max_body_bytes = 64 * 1024;       // a GET has no use for a body; more is 413
-  size_t max_connections = 64;             // further connections are closed at once
-  double idle_timeout_seconds = 15;        // per request read and per response write
+  // The slot rule (file comment): a connection beyond a cap takes the slot
+  // of the longest-waiting one, or is closed at once when none can be taken.
+  size_t max_connections = 64;
+  size_t max_connections_per_address = 16;  // 0 = no per-address cap
+  // Deadlines per phase (file comment), in seconds; never reset by a byte.
+  double header_deadline_seconds = 10;  // request line + headers
+  double body_deadline_seconds = 10;    // request body, from the end of the headers
+  double write_deadline_seconds = 30;   // a whole response (the dashboard is ~200 KiB)
+  double idle_timeout_seconds = 15;     // the longest wait for any one read or write
   // The first readable file is inlined into the dashboard (read once, in
   // Start()); empty or none readable = the page draws plain DOM bars.
   std::vector<std::string> chart_js_candidates = DefaultChartJsPaths();
+};
+
+// What the connection limits have done since the server was constructed.
+struct HttpServerCounters {
+  uint64_t accepted = 0;        // connections given a slot
+  uint64_t refused = 0;         // closed at once: a cap was full and no slot could be taken
+  uint64_t evicted = 0;         // closed to give their slot to a newer connection
+  uint64_t header_timeouts = 0;  // missed header_deadline_seconds
+  uint64_t body_timeouts = 0;    // missed body_deadline_seconds
+  uint64_t write_timeouts = 0;   // missed write_deadline_seconds
+  uint64_t idle_timeouts = 0;    // one read or write waited idle_timeout_seconds
+  uint64_t open = 0;             // connections open now (a gauge, not a counter)
 };
 
 class HttpServer {
@@ -108,6 +170,10 @@ class HttpServer {
   std::string url() const;
   // True when the dashboard inlines Chart.js (a candidate file was readable).
   bool has_chart_js() const;
+  // A copy of the counters; safe from any thread, before Start() and after
+  // Stop(). Each field is read on its own, so one copy is not an atomic
+  // snapshot (e.g. `open` may lag `accepted` by a connection).
+  HttpServerCounters counters() const;
 
  private:
   struct Impl;

@@ -5,27 +5,59 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 namespace tune {
+namespace {
+
+// Why row `m` of a batch may not be stored for `job`; empty when it may.
+std::string RowFault(const IngestJob& job, const Measurement& m) {
+  const LeasedUnit& u = *job.unit;
+  if (m.gpu_model != u.gpu_model) return "GPU model '" + m.gpu_model + "' in a unit for '" + u.gpu_model + "'";
+  if (m.op != u.op || m.dtype != u.dtype) {
+    return m.op + "/" + m.dtype + " in a unit of " + u.op + "/" + u.dtype;
+  }
+  if (m.shape != u.shape) return "shape '" + m.shape + "' in a unit of shape '" + u.shape + "'";
+  if (!u.configs.count(m.config_id)) return "config " + m.config_id + " that the unit does not hold";
+  if (!job.kernel_hashes.count(m.kernel_hash)) return "kernel hash '" + m.kernel_hash + "' of another op or toolchain";
+  if (!job.backends.count(m.backend)) return "backend '" + m.backend + "' that the sender's devices do not run";
+  if (m.confirmed && !u.confirm) return "a confirmed figure in a unit that is no confirm unit";
+  if (m.refined && !u.refine) return "a refined figure in a unit that is no refine unit";
+  const std::pair<const char*, double> figures[] = {
+      {"median_us", m.median_us}, {"mean_us", m.mean_us}, {"stdev_us", m.stdev_us},
+      {"min_us", m.min_us},       {"max_us", m.max_us},   {"ci95_us", m.ci95_us}};
+  for (const auto& [name, v] : figures) {
+    if (!std::isfinite(v) || v < 0) return std::string(name) + " = " + std::to_string(v);
+  }
+  if (m.failure == FailureClass::kNone) {
+    if (m.samples < 1) return "a figure of 0 samples";
+    for (double v : {m.median_us, m.mean_us, m.min_us, m.max_us}) {
+      if (v < kMinFigureUs || v > kMaxFigureUs) return "a figure of " + std::to_string(v) + " us";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results& results) {
-  const bool unit_known = !job.unit_op.empty();
+  if (!job.unit) return Status::Error("results for unit " + std::to_string(results.unit_id) + " that was not leased to it");
+  if (results.sweep_id != job.unit->sweep_id) {
+    return Status::Error("results for sweep '" + results.sweep_id + "' in a unit of sweep '" + job.unit->sweep_id + "'");
+  }
   std::vector<Measurement> rows;
   rows.reserve(results.measurements.size());
-  for (const auto& m : results.measurements) {
-    if (!job.gpu_models.count(m.gpu_model)) {
-      return Status::Error("results for GPU model '" + m.gpu_model +
-                           "' that this worker does not have");
-    }
-    if (unit_known && (m.op != job.unit_op || m.dtype != job.unit_dtype)) {
-      return Status::Error("results for " + m.op + "/" + m.dtype + " in a unit of " + job.unit_op +
-                           "/" + job.unit_dtype);
-    }
+  for (size_t i = 0; i < results.measurements.size(); ++i) {
+    const Measurement& m = results.measurements[i];
+    const std::string fault = RowFault(job, m);
+    if (!fault.empty()) return Status::Error("row " + std::to_string(i) + ": " + fault);
     rows.push_back(m);
-    rows.back().sweep_id = results.sweep_id;
-    rows.back().worker = job.worker;
-    rows.back().confirmed = m.confirmed && job.unit_confirms;
-    rows.back().refined = m.refined && job.unit_refines;
+    Measurement& row = rows.back();
+    row.config = job.unit->configs.at(m.config_id);  // the config leased, not the one reported
+    row.sweep_id = results.sweep_id;
+    row.worker = job.worker;
+    row.screen_us = 0;  // the store's to set
   }
   return rows;
 }
@@ -105,7 +137,11 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   auto* results = std::get_if<Results>(&env->command);
   if (!results) return reject("expected results");
   auto rows = RowsToStore(job, *results);
-  if (!rows.ok()) return reject(rows.status().message());
+  if (!rows.ok()) {
+    out.kind = IngestOutcome::Kind::kRefused;
+    out.error = rows.status().message();
+    return out;
+  }
   out.rows = rows->size();
   Status st = store_->PutBatch(*rows, &out.stored);
   if (!st.ok()) {

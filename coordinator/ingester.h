@@ -19,6 +19,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -33,18 +35,32 @@
 
 namespace tune {
 
+// What a unit was leased as: the rows a worker may report for it. Shared by
+// every batch of the unit (the loop builds it once per unit).
+struct LeasedUnit {
+  std::string sweep_id, op, dtype, gpu_model;
+  std::string shape;                     // Shape::Canonical() of its one shape
+  std::map<std::string, Config> configs; // Config::Id() -> config
+  bool confirm = false;                  // only its rows may be confirmed
+  bool refine = false;                   // only its rows may be refined
+};
+
+// Bounds on a reported figure: a kernel's median above an hour (or below a
+// picosecond) is no measurement this farm takes.
+inline constexpr double kMaxFigureUs = 3.6e9;
+inline constexpr double kMinFigureUs = 1e-6;
+
 struct IngestJob {
   std::string identity;              // the sender's routing identity
   std::string worker;                // its name, stamped on every row
-  std::set<std::string> gpu_models;  // the sender's models: rows for others are refused
-  // The leased unit's op and dtype; empty when this coordinator does not know
-  // the unit (it restarted since leasing it), whose rows are still stored.
-  std::string unit_op, unit_dtype;
-  // A confirm unit: only its rows may be stored as confirmed (a confirmed
-  // row replaces a stored one), whatever a worker marks.
-  bool unit_confirms = false;
-  // A refine unit: likewise for refined rows.
-  bool unit_refines = false;
+  // The unit, when it was leased to this sender (or duplicated to it), in
+  // this run of the coordinator or in the one before (LeaseRecord); null
+  // otherwise, and the batch is refused.
+  std::shared_ptr<const LeasedUnit> unit;
+  // The kernel hashes (KernelHash of the unit's op for the toolchain of each
+  // of the sender's devices of the unit's model) and those devices'
+  // backends: a row names one of each.
+  std::set<std::string> kernel_hashes, backends;
   ResultsHead head;                  // PeekResults of the frame
   zmq::message_t frame;              // the whole envelope, as received
 };
@@ -54,19 +70,25 @@ struct IngestOutcome {
     kStored,       // PutBatch returned OK: the rows are in the store's WAL
     kStoreFailed,  // nothing stored; not to be acknowledged, the worker sends it again
     kRejected,     // the frame breaks the protocol: disconnect the sender
+    kRefused,      // well-formed, but not what was leased: nothing stored
   };
   Kind kind = Kind::kStored;
   std::string identity;
   ResultsHead head;       // the job's
-  std::string error;      // why, for kStoreFailed and kRejected
+  std::string error;      // why, for kStoreFailed, kRejected and kRefused
   size_t rows = 0;        // rows in the batch
   size_t stored = 0;      // new rows; the others were stored before
   uint64_t failed = 0;    // new rows that record a failure
 };
 
-// The rows of `results` as they are to be stored (sweep and worker stamped),
-// or an error naming the first row that `job`'s sender may not report: a GPU
-// model it does not have, or an op/dtype other than its unit's.
+// The rows of `results` as they are to be stored (sweep, worker and the
+// leased config stamped), or an error naming the first row that `job`'s
+// sender may not report. A row must belong to the unit leased to the sender
+// (its sweep, op, dtype, shape, model and one of its configs), name one of
+// the sender's kernel hashes and backends for that model, carry a pass flag
+// only where the unit is of that pass, and finite figures: a row that ran
+// (failure kNone) has samples >= 1 and a median, mean, min and max within
+// [kMinFigureUs, kMaxFigureUs]; every figure of any row is finite and >= 0.
 Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results& results);
 
 class Ingester {

@@ -98,11 +98,18 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
         }
       }
     }
+    const uint64_t raw = RawSpaceSize(*spec);
+    if (raw > opts_.max_raw_configs) {
+      return Status::Error("sweep '" + submit.name + "': op '" + spec->name + "' has a config space of " +
+                           (raw == UINT64_MAX ? std::string("over 2^64") : std::to_string(raw)) +
+                           " raw points, more than this coordinator's limit of " +
+                           std::to_string(opts_.max_raw_configs));
+    }
     sweep.specs.push_back(std::move(spec).value());
   }
   auto& stored = sweeps_[sweep_id] = std::move(sweep);
   for (const auto& [model, device] : models_) {
-    if (stored.TargetsModel(model)) CreateUnits(stored, device);
+    if (ModelLive(model) && stored.TargetsModel(model)) CreateUnits(stored, device);
   }
   return sweep_id;
 }
@@ -117,12 +124,29 @@ Result<std::string> Scheduler::ResumeSweep(const SweepSubmit& submit, const std:
 
 void Scheduler::AddDevice(const DeviceInfo& device) {
   if (device.model.empty()) return;
-  bool is_new = models_.emplace(device.model, device).second;
-  if (!is_new) return;
+  models_.emplace(device.model, device);
+  if (live_devices_[device.model]++ > 0) return;
+  const DeviceInfo& first = models_.at(device.model);
   for (auto& [id, sweep] : sweeps_) {
-    if (sweep.state == "running" && sweep.TargetsModel(device.model)) CreateUnits(sweep, device);
+    if (sweep.state == "running" && sweep.TargetsModel(device.model)) CreateUnits(sweep, first);
   }
 }
+
+void Scheduler::RemoveDevice(const std::string& model) {
+  auto it = live_devices_.find(model);
+  if (it == live_devices_.end()) return;
+  if (--it->second > 0) return;
+  live_devices_.erase(it);
+  for (const auto& [id, sweep] : sweeps_) {
+    if (sweep.state == "running" && sweep.models.count(model)) return;  // its units still need it
+  }
+  models_.erase(model);
+  pools_.erase(model);
+  pending_.erase(model);
+  leased_per_model_.erase(model);
+}
+
+bool Scheduler::ModelLive(const std::string& model) const { return live_devices_.count(model) > 0; }
 
 void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   if (!sweep.models.insert(device.model).second) return;
@@ -136,8 +160,14 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   std::vector<ConfigPool> pools;
   for (const auto& spec : sweep.specs) {
     auto enumerated = EnumerateConfigs(spec, device);
+    if (enumerated.ok() && enumerated->size() > opts_.max_legal_configs) {
+      enumerated = Status::Error("op '" + spec.name + "' has " + std::to_string(enumerated->size()) + " legal configs on " +
+                                 device.model + ", more than this coordinator's limit of " +
+                                 std::to_string(opts_.max_legal_configs));
+    }
     if (!enumerated.ok()) {
       sweep.state = "failed";
+      sweep.error = enumerated.status().message();
       return;
     }
     // Shared by the pools of every (dtype, shape) that has none stored.
@@ -538,6 +568,11 @@ void Scheduler::DropWorker(const std::string& worker) {
   }
 }
 
+void Scheduler::GiveUpLease(const std::string& worker, uint64_t unit_id) {
+  auto it = units_.find(unit_id);
+  if (it != units_.end() && it->second.holders.count(worker)) ReleaseHolder(it->second, worker);
+}
+
 size_t Scheduler::ExpireLeases(double now) {
   size_t expired = 0;
   const auto leased = LeasedIds();
@@ -598,6 +633,19 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
     p.pairs_done = s.pairs_done;
     p.pairs_failed = s.pairs_failed;
     p.gpu_models.assign(s.models.begin(), s.models.end());
+    p.error = s.error;
+    if (s.state == "running") {
+      for (const auto& m : s.submit.gpu_models) {
+        if (m != "*" && !s.models.count(m)) p.waiting_for.push_back(m);  // never seen live
+      }
+      for (const auto& m : s.models) {
+        const auto open = s.model_open_units.find(m);
+        const auto unsliced = s.model_unsliced.find(m);
+        const bool work_left = (open != s.model_open_units.end() && open->second > 0) ||
+                               (unsliced != s.model_unsliced.end() && unsliced->second > 0);
+        if (work_left && !ModelLive(m)) p.waiting_for.push_back(m);
+      }
+    }
     p.started_unix = s.started_unix;
     p.finished_unix = s.finished_unix;
     out.push_back(std::move(p));

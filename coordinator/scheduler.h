@@ -62,6 +62,12 @@ struct SchedulerOptions {
   // within this fraction of each shape's best screening figure: the
   // contenders of the workers' TimingPolicy::refine_within.
   double refine_within = TimingPolicy{}.refine_within;
+  // Bounds on an op's config space, so that expanding a sweep never holds
+  // the coordinator's loop for long or runs it out of memory: a sweep whose
+  // op has more raw points (the product of its axes' sizes) is refused at
+  // submit; one with more legal configs on a model fails with the reason.
+  uint64_t max_raw_configs = 4'000'000;
+  uint64_t max_legal_configs = 1'000'000;
 };
 
 // Tells whether every shape of a config is already stored for a model, so a
@@ -138,6 +144,7 @@ struct SweepState {
   SweepSubmit submit;
   std::vector<OpSpec> specs;                 // parsed submit.op_packages
   std::string state = "running";             // running | done | failed
+  std::string error;                         // why it failed
   std::set<std::string> models;              // models that have units
   MeasuredFn measured;                       // set for resumed sweeps
   std::vector<uint64_t> units;               // unit ids, creation order
@@ -200,10 +207,17 @@ class Scheduler {
   // Where the refine pass of sweeps finds its contenders. Without it a
   // sweep's refine_pass is ignored.
   void SetNearBest(NearBestFn fn) { near_best_ = std::move(fn); }
-  // A device of a (possibly new) model is present; creates units for every
+  // A device of a (possibly new) model is live; creates units for every
   // running sweep that targets it and has none yet. Errors (a constraint that
-  // fails to evaluate) fail that sweep with the message.
+  // fails to evaluate, a space over the bounds) fail that sweep with the
+  // message. A model is live while it has more AddDevice than RemoveDevice
+  // calls: `gpus = ["*"]` means the live models, resolved when units are made.
   void AddDevice(const DeviceInfo& device);
+  // A device of `model` went away. A model with no live device and no
+  // running sweep's units is forgotten, so models named by peers long gone
+  // cost nothing.
+  void RemoveDevice(const std::string& model);
+  bool ModelLive(const std::string& model) const;
 
   // Gives `worker` a unit for `gpu_model`: a pending one, or at the tail of a
   // sweep a duplicate lease of a straggler. nullopt when there is none.
@@ -228,6 +242,10 @@ class Scheduler {
   uint32_t UnitSizeFor(const std::string& worker, const Shape& shape) const;
   // The worker is gone: its leases go back to the queue.
   void DropWorker(const std::string& worker);
+  // `worker` no longer holds `unit_id` (its results were refused): the unit
+  // goes back to the queue unless another worker holds it. No-op when it
+  // holds no such lease.
+  void GiveUpLease(const std::string& worker, uint64_t unit_id);
   // Leases past their deadline go back to the queue; returns how many.
   size_t ExpireLeases(double now);
 
@@ -291,6 +309,7 @@ class Scheduler {
   std::set<std::pair<double, uint64_t>> leased_;
   std::map<std::string, size_t> leased_per_model_;  // units in kLeased, per GPU model
   std::map<std::string, DeviceInfo> models_;  // first device seen per model
+  std::map<std::string, size_t> live_devices_;  // per model: AddDevice - RemoveDevice
   std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
   std::map<std::string, double> pair_rate_;  // worker '\0' shape -> pairs/s (smoothed)

@@ -64,8 +64,8 @@ struct ZapAuthenticator::State {
   ZapAuthenticatorOptions options;
 
   mutable std::mutex mu;
-  std::map<std::string, std::string> allowed;  // Z85 key -> name
-  FileStamp stamp;                             // of the list in force
+  std::map<std::string, AllowedKey> allowed;  // Z85 key -> its entry
+  FileStamp stamp, client_stamp;              // of the lists in force
 
   std::mutex lifecycle_mu;  // serialises Start/Stop
   std::thread thread;
@@ -84,37 +84,54 @@ struct ZapAuthenticator::State {
     }
   }
 
-  void Set(std::vector<AllowedKey> keys) {
-    std::map<std::string, std::string> m;
-    for (auto& k : keys) m.emplace(std::move(k.public_z85), std::move(k.name));
+  // A key has one role: one on both lists is an error, not a guess.
+  Status Set(std::vector<AllowedKey> keys) {
+    std::map<std::string, AllowedKey> m;
+    for (auto& k : keys) {
+      auto [it, inserted] = m.emplace(k.public_z85, k);
+      if (!inserted && it->second.role != k.role) {
+        return Status::Error("zap: key " + k.public_z85 + " is on both the worker and the client allow-list");
+      }
+    }
     std::lock_guard lock(mu);
     allowed = std::move(m);
+    return Status::OK();
   }
 
   Status Load() {
     const std::string& path = options.allow_list_path;
     if (path.empty()) return Status::Error("zap: no allow-list file to reload");
     const FileStamp before = StampOf(path);
-    auto keys = LoadCurveAllowList(path);
+    const FileStamp client_before = StampOf(options.client_allow_list_path);
+    auto keys = LoadCurveAllowList(path, PeerRole::kWorker);
     if (!keys.ok()) return keys.status();
+    if (!options.client_allow_list_path.empty()) {
+      auto clients = LoadCurveAllowList(options.client_allow_list_path, PeerRole::kClient);
+      if (!clients.ok()) return clients.status();
+      keys->insert(keys->end(), clients->begin(), clients->end());
+    }
     const size_t n = keys->size();
-    Set(std::move(*keys));
+    TUNE_RETURN_IF_ERROR(Set(std::move(*keys)));
     {
       std::lock_guard lock(mu);
       stamp = before;
+      client_stamp = client_before;
     }
-    options.log("allow-list " + path + " loaded: " + std::to_string(n) + " key(s)");
+    options.log("allow-list " + path + (options.client_allow_list_path.empty() ? "" : " and " + options.client_allow_list_path) +
+                " loaded: " + std::to_string(n) + " key(s)");
     return Status::OK();
   }
 
   void MaybeReload() {
     if (options.allow_list_path.empty()) return;
     const FileStamp now = StampOf(options.allow_list_path);
+    const FileStamp client_now = StampOf(options.client_allow_list_path);
     {
       std::lock_guard lock(mu);
-      if (now == stamp) return;
-      // Whatever the outcome, do not retry until the file changes again.
+      if (now == stamp && client_now == client_stamp) return;
+      // Whatever the outcome, do not retry until a file changes again.
       stamp = now;
+      client_stamp = client_now;
     }
     Status s = Load();
     if (!s.ok()) options.log(s.message() + "; keeping the previous allow-list");
@@ -172,7 +189,7 @@ struct ZapAuthenticator::State {
       std::lock_guard lock(mu);
       auto it = allowed.find(key);
       ok = it != allowed.end();
-      if (ok) name = it->second;
+      if (ok) name = it->second.name;
     }
     if (!ok) {
       refused.fetch_add(1);
@@ -230,20 +247,19 @@ struct ZapAuthenticator::State {
 ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx, std::vector<AllowedKey> allowed,
                                    ZapAuthenticatorOptions options)
     : state_(std::make_unique<State>(ctx, std::move(options))) {
-  state_->Set(std::move(allowed));
+  Status st = state_->Set(std::move(allowed));
+  if (!st.ok()) state_->options.log(st.message() + "; nobody is admitted");
   if (!state_->options.allow_list_path.empty()) {
     state_->stamp = StampOf(state_->options.allow_list_path);
+    state_->client_stamp = StampOf(state_->options.client_allow_list_path);
   }
 }
 
 Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::FromFile(
     zmq::context_t& ctx, const std::string& allow_list_path, ZapAuthenticatorOptions options) {
-  const FileStamp stamp = StampOf(allow_list_path);
-  auto keys = LoadCurveAllowList(allow_list_path);
-  if (!keys.ok()) return keys.status();
   options.allow_list_path = allow_list_path;
-  auto zap = std::make_unique<ZapAuthenticator>(ctx, std::move(*keys), std::move(options));
-  zap->state_->stamp = stamp;
+  auto zap = std::make_unique<ZapAuthenticator>(ctx, std::vector<AllowedKey>{}, std::move(options));
+  TUNE_RETURN_IF_ERROR(zap->state_->Load());
   return zap;
 }
 
@@ -290,8 +306,15 @@ void ZapAuthenticator::Stop() {
 
 Status ZapAuthenticator::Reload() { return state_->Load(); }
 
-void ZapAuthenticator::SetAllowed(std::vector<AllowedKey> allowed) {
-  state_->Set(std::move(allowed));
+Status ZapAuthenticator::SetAllowed(std::vector<AllowedKey> allowed) {
+  return state_->Set(std::move(allowed));
+}
+
+std::optional<PeerRole> ZapAuthenticator::RoleOf(const std::string& key) const {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->allowed.find(key);
+  if (it == state_->allowed.end()) return std::nullopt;
+  return it->second.role;
 }
 
 size_t ZapAuthenticator::allowed_count() const {

@@ -1,5 +1,9 @@
 // The coordinator's gatekeeper: a ZAP handler (ZeroMQ RFC 27) that admits a
-// CURVE client only when its public key is on the allow-list of worker keys.
+// CURVE client only when its public key is on the allow-list of worker keys
+// or on that of client keys. The list a key is on is its role (PeerRole):
+// the coordinator asks RoleOf() for every message, so a client key cannot
+// lease work or send results, a worker key cannot submit, and a key taken off
+// a list (and reloaded) loses its live connection with its next message.
 //
 // libzmq asks the ZAP handler of a socket's context about every CURVE
 // handshake; with no handler bound it admits *any* key. So:
@@ -31,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +54,9 @@ struct ZapAuthenticatorOptions {
   // every `reload_check_seconds`) and on Reload(); a reload that fails is
   // logged and the previous list stays in force.
   std::string allow_list_path;
+  // Optional: the client keys (PeerRole::kClient), watched likewise. Keys of
+  // allow_list_path are workers.
+  std::string client_allow_list_path;
   double reload_check_seconds = 2.0;
   // Receives one line per decision worth logging; default: stderr, "zap: ".
   // Called from the handler thread and from Reload()'s caller, so it must be
@@ -81,8 +89,12 @@ class ZapAuthenticator {
 
   // Re-reads options.allow_list_path now; on error the current list stays.
   Status Reload();
-  // Replaces the allow-list; takes effect for the next handshake.
-  void SetAllowed(std::vector<AllowedKey> allowed);
+  // Replaces the allow-list; takes effect for the next handshake and the
+  // next RoleOf(). Fails (and keeps the list) when a key has two roles.
+  Status SetAllowed(std::vector<AllowedKey> allowed);
+  // The role of `key` under the list in force; nullopt when it is on none
+  // (never admitted, or revoked since).
+  std::optional<PeerRole> RoleOf(const std::string& key) const;
 
   size_t allowed_count() const;
   uint64_t accepted() const;  // handshakes admitted since construction

@@ -90,6 +90,9 @@ struct ResultsAck @0xb2e67a25fae994a6 {
   unitId @1 :UInt64;
   batch @2 :UInt64;
   stored @3 :UInt32;
+  # Non-empty: the batch was refused (it does not match what was leased to
+  # the sender) and nothing of it was stored; the sender drops it.
+  refused @4 :Text;
 }
 
 # Client -> coordinator: run this sweep.
@@ -131,6 +134,8 @@ struct SweepProgress @0xe65b164663caf056 {
   gpuModels @8 :List(Text);
   startedUnix @9 :Int64;
   finishedUnix @10 :Int64;
+  error @11 :Text;            # why a failed sweep failed
+  waitingFor @12 :List(Text); # models it has work for and no live worker
 }
 
 # Coordinator -> client: answer to SweepStatusRequest.
@@ -147,6 +152,15 @@ struct ErrorReply @0xc8cb88aecd5e9d7d {
 # Either direction: the sender is going away (or tells the peer to).
 struct Disconnect @0xb6915457d2ce13fc {
   reason @0 :Text;
+}
+
+# Stored by the coordinator (ResultStore leases), not sent: a unit as it was
+# leased (without its op package) and the peers it was leased to, so that a
+# restarted coordinator still accepts their honest resends.
+struct LeaseRecord @0xa7d3f57bfffcee9f {
+  unit @0 :WorkUnit;
+  gpuModel @1 :Text;
+  lessees @2 :List(Text);     # LeaseRecord::lessees in protocol.h
 }
 
 # The one message type on the wire. `unknown` comes first so that an envelope

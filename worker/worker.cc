@@ -573,6 +573,10 @@ Status Worker::Run(const std::atomic<bool>* stop) {
                   outstanding.reset();
                 } else if constexpr (std::is_same_v<T, ResultsAck>) {
                   unacked.erase({cmd.unit_id, cmd.batch});
+                  if (!cmd.refused.empty()) {
+                    std::fprintf(stderr, "worker: results of unit %llu refused by the coordinator: %s\n",
+                                 static_cast<unsigned long long>(cmd.unit_id), cmd.refused.c_str());
+                  }
                 } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
                   w.Log("coordinator disconnected us: " + cmd.reason);
                   drop_connection(cmd.reason);

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "schema/bundle.capnp.h"
+#include "tune/json_text.h"
 #include "schema/records.capnp.h"
 
 namespace tune {
@@ -401,7 +402,7 @@ std::string BundleToJson(const Bundle& b) {
   }
   j["entries"] = std::move(entries);
   // Invalid UTF-8 in a name must not make the printer throw.
-  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return DumpJson(j, 2) + "\n";
 }
 
 Result<Bundle> BundleFromJson(const std::string& text) {

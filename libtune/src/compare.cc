@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "tune/json_text.h"
 #include "tune/op_spec.h"
 #include "tune/publish.h"
 
@@ -179,7 +180,7 @@ std::string HtmlEscape(const std::string& s) {
 // JSON placed inside a <script> element: a '<' can only sit inside a JSON
 // string, where \u003c means the same and cannot close the element.
 std::string JsonForScript(const nlohmann::json& j) {
-  const std::string text = j.dump();
+  const std::string text = DumpJson(j);
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
@@ -557,7 +558,7 @@ nlohmann::json ComparisonToJsonValue(const Comparison& c) {
 
 }  // namespace
 
-std::string ComparisonJson(const Comparison& c) { return ComparisonToJsonValue(c).dump(2) + "\n"; }
+std::string ComparisonJson(const Comparison& c) { return DumpJson(ComparisonToJsonValue(c), 2) + "\n"; }
 
 // ---------------------------------------------------------------------------
 // HTML.

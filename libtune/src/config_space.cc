@@ -47,14 +47,23 @@ struct Constraint {
   int deepest_axis;  // highest axis index the rule reads; -1: none
 };
 
-Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& device, int dsize,
-                                      SpaceStats* stats) {
-  const size_t n = spec.axes.size();
+}  // namespace
+
+uint64_t RawSpaceSize(const OpSpec& spec) {
   uint64_t raw = 1;
   for (const Axis& a : spec.axes) {
     const uint64_t k = a.values.size();
     raw = (k != 0 && raw > UINT64_MAX / k) ? UINT64_MAX : raw * k;
   }
+  return raw;
+}
+
+namespace {
+
+Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& device, int dsize,
+                                      SpaceStats* stats) {
+  const size_t n = spec.axes.size();
+  const uint64_t raw = RawSpaceSize(spec);
   if (stats) *stats = SpaceStats{raw, 0};
   if (raw > kMaxRawConfigPoints)
     return Status::Error(SpecFile(spec) + ": [params]: the config space has " +

@@ -293,7 +293,9 @@ Result<std::string> LoadCurvePublicKey(const std::string& path) {
   return Status::Error("curve: " + path + ": no public key in the file");
 }
 
-Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path) {
+const char* PeerRoleName(PeerRole r) { return r == PeerRole::kClient ? "client" : "worker"; }
+
+Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path, PeerRole role) {
   auto file = ReadLines(path);
   if (!file.ok()) return file.status();
   std::vector<AllowedKey> keys;
@@ -310,11 +312,11 @@ Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path) {
       return Status::Error(At(path, line.number) + "'" + Excerpt(tokens[0]) +
                            "' is not a 40-character Z85 public key");
     }
-    if (seen.insert(tokens[0]).second) keys.push_back({tokens[0], Rest(line.text, tokens[0])});
+    if (seen.insert(tokens[0]).second) keys.push_back({tokens[0], Rest(line.text, tokens[0]), role});
   }
   if (keys.empty()) {
-    return Status::Error("curve: allow-list " + path +
-                         " has no keys: no worker could connect");
+    return Status::Error("curve: allow-list " + path + " has no keys: no " + PeerRoleName(role) +
+                         " could connect");
   }
   return keys;
 }

@@ -6,6 +6,8 @@
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
+
+#include "tune/json_text.h"
 #include <sstream>
 
 namespace tune {
@@ -253,7 +255,7 @@ std::string NightlyReportJson(const NightlyReport& r) {
     }
   }
   j["simulated"] = any_sim;
-  return j.dump(2) + "\n";
+  return DumpJson(j, 2) + "\n";
 }
 
 }  // namespace tune

@@ -1,10 +1,13 @@
 #include "tune/op_spec.h"
 
+#include "op_confine.h"
+
 #include <sodium.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -182,6 +185,7 @@ class SpecParser {
     TUNE_RETURN_IF_ERROR(ParseArgs());
     TUNE_RETURN_IF_ERROR(ParseCheck());
     TUNE_RETURN_IF_ERROR(ParseMetrics());
+    TUNE_RETURN_IF_ERROR(CheckConfined());
     TUNE_RETURN_IF_ERROR(CompileAll());
     return std::move(spec_);
   }
@@ -189,6 +193,35 @@ class SpecParser {
   OpSpec& spec() { return spec_; }
 
  private:
+  // op_confine.h: names, options and includes that keep NVRTC inside the
+  // package and the toolkit.
+  Status CheckConfined() const {
+    for (const auto& [name, contents] : package_) {
+      Status st = CheckPackageFileName(name);
+      if (!st.ok()) return Status::Error(file_ + ": " + st.message());
+    }
+    for (const std::string& o : spec_.compile_options) {
+      Status st = CheckCompileOption(o);
+      if (!st.ok()) return Err("[op] options", st.message());
+    }
+    auto get = [this](const std::string& name) -> const std::string* {
+      auto it = package_.find(name);
+      return it == package_.end() ? nullptr : &it->second;
+    };
+    auto resolves = [&](const std::string& includer, const std::string& target) {
+      for (const std::string& cand : IncludeCandidates(includer, target))
+        if (get(cand)) return true;
+      return false;
+    };
+    for (const std::string& name : IncludeClosure({spec_.source_file, spec_.check.reference_file}, get)) {
+      const std::string* text = get(name);
+      if (!text) continue;
+      Status st = CheckIncludes(name, *text, resolves);
+      if (!st.ok()) return Status::Error(file_ + ": " + st.message());
+    }
+    return Status::OK();
+  }
+
   Status Err(const std::string& field, const std::string& msg) const {
     return Status::Error(file_ + ": " + field + ": " + msg);
   }
@@ -737,9 +770,53 @@ std::string OpSpec::SourceDigest() const {
   return d.Hex();
 }
 
+std::string OpSpec::MeasureDigest() const {
+  Digest d(16);
+  d.Add("tunefarm-measure-digest-1");
+  auto list = [&](const char* what, const std::vector<std::string>& v) {
+    d.Add(what);
+    d.Add(std::to_string(v.size()));
+    for (const std::string& x : v) d.Add(x);
+  };
+  auto number = [&](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    d.Add(buf);
+  };
+  list("grid", grid);
+  list("block", block);
+  d.Add("smem");
+  d.Add(smem);
+  list("dims", dims);
+  d.Add("args");
+  d.Add(std::to_string(args.size()));
+  for (const ArgSpec& a : args) {
+    d.Add(a.name);
+    d.Add(a.kind == ArgSpec::Kind::kBuffer ? "buffer" : "scalar");
+    d.Add(a.dir);
+    d.Add(a.dtype);
+    list("shape", a.shape);
+    d.Add(a.init);
+    d.Add(a.scalar_type);
+    d.Add(a.value);
+  }
+  list("check-grid", check.grid);
+  list("check-block", check.block);
+  d.Add("tolerances");
+  number(check.rtol);
+  number(check.atol);
+  number(check.max_mismatch);
+  return d.Hex();
+}
+
 std::string KernelHash(const OpSpec& spec, const std::string& toolchain) {
-  // Unframed on purpose: the contract is hash(SourceDigest + "\0" + toolchain).
+  // Unframed on purpose: the contract is hash(SourceDigest + "\0" +
+  // MeasureDigest + "\0" + timing policy version + "\0" + toolchain).
   std::string input = spec.SourceDigest();
+  input += '\0';
+  input += spec.MeasureDigest();
+  input += '\0';
+  input += std::to_string(kTimingPolicyVersion);
   input += '\0';
   input += toolchain;
   unsigned char out[16];

@@ -7,6 +7,7 @@
 // enum and union values outside what this build knows are rejected rather
 // than guessed, and every exception is turned into a Status.
 #include "tune/protocol.h"
+#include "tune/text.h"
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -52,8 +53,12 @@ constexpr size_t kDecodedSlackBytes = 1u << 20;
 
 class Budget {
  public:
-  explicit Budget(size_t frame_bytes)
-      : left_(frame_bytes * kDecodedBytesPerFrameByte + kDecodedSlackBytes) {}
+  // check_text: every Text field must be valid UTF-8 within its bound
+  // (tune/text.h). On for envelopes, which come from peers; off for stored
+  // records, which may predate the check and must still be readable.
+  Budget(size_t frame_bytes, bool check_text)
+      : check_text(check_text), left_(frame_bytes * kDecodedBytesPerFrameByte + kDecodedSlackBytes) {}
+  const bool check_text;
   void Charge(size_t count, size_t each) {
     const size_t cost = count * each;  // count < 2^29 (a Cap'n Proto list), each < 4 KiB
     if (cost > left_) Fail("frame decodes to more memory than its size allows");
@@ -75,15 +80,27 @@ capnp::Data::Reader DataOf(const std::string& s) {
 
 std::string Str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
 
+// A Text field as read from a frame: refused when the frame's budget checks
+// text and `field` is not valid UTF-8 of at most `max_bytes`.
+std::string Txt(capnp::Text::Reader t, const Budget& budget, const char* field,
+                size_t max_bytes = kMaxNameBytes) {
+  std::string s = Str(t);
+  if (budget.check_text) {
+    Status st = CheckText(s, field, max_bytes);
+    if (!st.ok()) Fail(st.message());
+  }
+  return s;
+}
+
 std::string Str(capnp::Data::Reader d) {
   return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
 }
 
-std::vector<std::string> Strings(capnp::List<capnp::Text>::Reader list, Budget& budget) {
+std::vector<std::string> Strings(capnp::List<capnp::Text>::Reader list, Budget& budget, const char* field) {
   budget.Charge(list.size(), sizeof(std::string));
   std::vector<std::string> out;
   out.reserve(list.size());
-  for (auto t : list) out.push_back(Str(t));
+  for (auto t : list) out.push_back(Txt(t, budget, field));
   return out;
 }
 
@@ -160,7 +177,7 @@ NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& b
   budget.Charge(list.size(), sizeof(NamedValues::value_type));
   NamedValues out;
   out.reserve(list.size());
-  for (auto nv : list) out.emplace_back(Str(nv.getName()), nv.getValue());
+  for (auto nv : list) out.emplace_back(Txt(nv.getName(), budget, "name"), nv.getValue());
   return out;
 }
 
@@ -196,12 +213,12 @@ void SetDevice(wire::DeviceInfo::Builder b, const DeviceInfo& d) {
   b.setNvrtcVersion(TextOf(d.nvrtc_version));
 }
 
-DeviceInfo GetDevice(wire::DeviceInfo::Reader r) {
+DeviceInfo GetDevice(wire::DeviceInfo::Reader r, const Budget& budget) {
   DeviceInfo d;
   d.index = r.getIndex();
-  d.name = Str(r.getName());
-  d.model = Str(r.getModel());
-  d.backend = Str(r.getBackend());
+  d.name = Txt(r.getName(), budget, "name");
+  d.model = Txt(r.getModel(), budget, "model");
+  d.backend = Txt(r.getBackend(), budget, "backend");
   d.cc_major = r.getCcMajor();
   d.cc_minor = r.getCcMinor();
   d.num_sms = r.getNumSms();
@@ -211,8 +228,8 @@ DeviceInfo GetDevice(wire::DeviceInfo::Reader r) {
   d.max_threads_per_block = r.getMaxThreadsPerBlock();
   d.sm_clock_mhz = r.getSmClockMhz();
   d.mem_clock_mhz = r.getMemClockMhz();
-  d.driver_version = Str(r.getDriverVersion());
-  d.nvrtc_version = Str(r.getNvrtcVersion());
+  d.driver_version = Txt(r.getDriverVersion(), budget, "driverVersion");
+  d.nvrtc_version = Txt(r.getNvrtcVersion(), budget, "nvrtcVersion");
   return d;
 }
 
@@ -261,15 +278,15 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   Measurement m;
-  m.gpu_model = Str(r.getGpuModel());
-  m.op = Str(r.getOp());
-  m.dtype = Str(r.getDtype());
-  m.shape = Str(r.getShape());
-  m.kernel_hash = Str(r.getKernelHash());
-  m.config_id = Str(r.getConfigId());
+  m.gpu_model = Txt(r.getGpuModel(), budget, "gpuModel");
+  m.op = Txt(r.getOp(), budget, "op");
+  m.dtype = Txt(r.getDtype(), budget, "dtype");
+  m.shape = Txt(r.getShape(), budget, "shape");
+  m.kernel_hash = Txt(r.getKernelHash(), budget, "kernelHash");
+  m.config_id = Txt(r.getConfigId(), budget, "configId");
   m.config = GetConfig(r.getConfig(), budget);
   m.failure = FromWire(r.getFailure());
-  m.failure_message = Str(r.getFailureMessage());
+  m.failure_message = Txt(r.getFailureMessage(), budget, "failureMessage", kMaxLogBytes);
   m.median_us = r.getMedianUs();
   m.mean_us = r.getMeanUs();
   m.stdev_us = r.getStdevUs();
@@ -289,14 +306,14 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.resources.occupancy = res.getOccupancy();
   m.throttled = r.getThrottled();
   m.sm_clock_mhz = r.getSmClockMhz();
-  m.backend = Str(r.getBackend());
-  m.device_name = Str(r.getDeviceName());
-  m.worker = Str(r.getWorker());
-  m.driver_version = Str(r.getDriverVersion());
-  m.nvrtc_version = Str(r.getNvrtcVersion());
-  m.farm_version = Str(r.getFarmVersion());
+  m.backend = Txt(r.getBackend(), budget, "backend");
+  m.device_name = Txt(r.getDeviceName(), budget, "deviceName");
+  m.worker = Txt(r.getWorker(), budget, "worker");
+  m.driver_version = Txt(r.getDriverVersion(), budget, "driverVersion");
+  m.nvrtc_version = Txt(r.getNvrtcVersion(), budget, "nvrtcVersion");
+  m.farm_version = Txt(r.getFarmVersion(), budget, "farmVersion");
   m.unix_time = r.getUnixTime();
-  m.sweep_id = Str(r.getSweepId());
+  m.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
   m.confirmed = r.getConfirmed();
   m.confirm_timing = FromWire(r.getConfirmTiming());
   m.refined = r.getRefined();
@@ -320,7 +337,7 @@ OpPackage GetOpPackage(wire::OpPackage::Reader r, Budget& budget) {
   // A map node holds the pair plus the tree links.
   budget.Charge(files.size(), sizeof(OpPackage::value_type) + 4 * sizeof(void*));
   for (auto f : files) {
-    auto [it, inserted] = p.emplace(Str(f.getName()), Str(f.getContents()));
+    auto [it, inserted] = p.emplace(Txt(f.getName(), budget, "opFile.name"), Str(f.getContents()));
     // Two files of one name would make the kernel hash depend on which copy
     // a peer happened to keep.
     if (!inserted) Fail("op package: duplicate file '" + it->first + "'");
@@ -340,6 +357,42 @@ std::vector<T> GetList(R list, Budget& budget, F&& get) {
 template <typename B, typename T, typename F>
 void SetList(B list, const std::vector<T>& v, F&& set) {
   for (size_t i = 0; i < v.size(); ++i) set(list[i], v[i]);
+}
+
+void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w) {
+  b.setSweepId(TextOf(w.sweep_id));
+  b.setUnitId(w.unit_id);
+  b.setAttempt(w.attempt);
+  b.setDeviceIndex(w.device_index);
+  b.setOp(TextOf(w.op));
+  SetOpPackage(b.initOpPackage(), w.op_package);
+  b.setDtype(TextOf(w.dtype));
+  SetList(b.initShapes(w.shapes.size()), w.shapes, [](auto s, const Shape& v) { SetShape(s, v); });
+  SetList(b.initConfigs(w.configs.size()), w.configs, [](auto s, const Config& v) { SetConfig(s, v); });
+  b.setLeaseSeconds(w.lease_seconds);
+  b.setConfirmSeconds(w.confirm_seconds);
+  b.setConfirmTiming(ToWire(w.confirm_timing));
+  b.setRefineBestUs(w.refine_best_us);
+  b.setScreenOnly(w.screen_only);
+}
+
+WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget) {
+  WorkUnit w;
+  w.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+  w.unit_id = r.getUnitId();
+  w.attempt = r.getAttempt();
+  w.device_index = r.getDeviceIndex();
+  w.op = Txt(r.getOp(), budget, "op");
+  w.op_package = GetOpPackage(r.getOpPackage(), budget);
+  w.dtype = Txt(r.getDtype(), budget, "dtype");
+  w.shapes = GetList<Shape>(r.getShapes(), budget, [&](wire::Shape::Reader s) { return GetShape(s, budget); });
+  w.configs = GetList<Config>(r.getConfigs(), budget, [&](wire::Config::Reader c) { return GetConfig(c, budget); });
+  w.lease_seconds = r.getLeaseSeconds();
+  w.confirm_seconds = r.getConfirmSeconds();
+  w.confirm_timing = FromWire(r.getConfirmTiming());
+  w.refine_best_us = r.getRefineBestUs();
+  w.screen_only = r.getScreenOnly();
+  return w;
 }
 
 // ---------------------------------------------------------------------------
@@ -370,25 +423,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
           [&](const Heartbeat&) { cmd.setHeartbeat(); },
           [&](const RequestWork& r) { cmd.initRequestWork().setDeviceIndex(r.device_index); },
           [&](const NoWork& n) { cmd.initNoWork().setRetryMs(n.retry_ms); },
-          [&](const WorkUnit& w) {
-            auto b = cmd.initWorkUnit();
-            b.setSweepId(TextOf(w.sweep_id));
-            b.setUnitId(w.unit_id);
-            b.setAttempt(w.attempt);
-            b.setDeviceIndex(w.device_index);
-            b.setOp(TextOf(w.op));
-            SetOpPackage(b.initOpPackage(), w.op_package);
-            b.setDtype(TextOf(w.dtype));
-            SetList(b.initShapes(w.shapes.size()), w.shapes,
-                    [](auto s, const Shape& v) { SetShape(s, v); });
-            SetList(b.initConfigs(w.configs.size()), w.configs,
-                    [](auto s, const Config& v) { SetConfig(s, v); });
-            b.setLeaseSeconds(w.lease_seconds);
-            b.setConfirmSeconds(w.confirm_seconds);
-            b.setConfirmTiming(ToWire(w.confirm_timing));
-            b.setRefineBestUs(w.refine_best_us);
-            b.setScreenOnly(w.screen_only);
-          },
+          [&](const WorkUnit& w) { SetWorkUnit(cmd.initWorkUnit(), w); },
           [&](const Results& r) {
             auto b = cmd.initResults();
             b.setSweepId(TextOf(r.sweep_id));
@@ -404,6 +439,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setUnitId(a.unit_id);
             b.setBatch(a.batch);
             b.setStored(a.stored);
+            b.setRefused(TextOf(a.refused));
           },
           [&](const SweepSubmit& s) {
             auto b = cmd.initSweepSubmit();
@@ -441,6 +477,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                       SetStrings(p.initGpuModels(v.gpu_models.size()), v.gpu_models);
                       p.setStartedUnix(v.started_unix);
                       p.setFinishedUnix(v.finished_unix);
+                      p.setError(TextOf(v.error));
+                      SetStrings(p.initWaitingFor(v.waiting_for.size()), v.waiting_for);
                     });
           },
           [&](const ErrorReply& e) { cmd.initError().setMessage(TextOf(e.message)); },
@@ -455,9 +493,10 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
     case wire::Envelope::Command::HELLO: {
       auto r = cmd.getHello();
       Hello h;
-      h.worker_name = Str(r.getWorkerName());
-      h.farm_version = Str(r.getFarmVersion());
-      h.devices = GetList<DeviceInfo>(r.getDevices(), budget, GetDevice);
+      h.worker_name = Txt(r.getWorkerName(), budget, "workerName");
+      h.farm_version = Txt(r.getFarmVersion(), budget, "farmVersion");
+      h.devices = GetList<DeviceInfo>(r.getDevices(), budget,
+                                      [&](wire::DeviceInfo::Reader d) { return GetDevice(d, budget); });
       return h;
     }
     case wire::Envelope::Command::HELLO_ACK: {
@@ -473,30 +512,12 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       return RequestWork{cmd.getRequestWork().getDeviceIndex()};
     case wire::Envelope::Command::NO_WORK:
       return NoWork{cmd.getNoWork().getRetryMs()};
-    case wire::Envelope::Command::WORK_UNIT: {
-      auto r = cmd.getWorkUnit();
-      WorkUnit w;
-      w.sweep_id = Str(r.getSweepId());
-      w.unit_id = r.getUnitId();
-      w.attempt = r.getAttempt();
-      w.device_index = r.getDeviceIndex();
-      w.op = Str(r.getOp());
-      w.op_package = GetOpPackage(r.getOpPackage(), budget);
-      w.dtype = Str(r.getDtype());
-      w.shapes = GetList<Shape>(r.getShapes(), budget, shape);
-      w.configs = GetList<Config>(r.getConfigs(), budget,
-                                  [&](wire::Config::Reader c) { return GetConfig(c, budget); });
-      w.lease_seconds = r.getLeaseSeconds();
-      w.confirm_seconds = r.getConfirmSeconds();
-      w.confirm_timing = FromWire(r.getConfirmTiming());
-      w.refine_best_us = r.getRefineBestUs();
-      w.screen_only = r.getScreenOnly();
-      return w;
-    }
+    case wire::Envelope::Command::WORK_UNIT:
+      return GetWorkUnit(cmd.getWorkUnit(), budget);
     case wire::Envelope::Command::RESULTS: {
       auto r = cmd.getResults();
       Results res;
-      res.sweep_id = Str(r.getSweepId());
+      res.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
       res.unit_id = r.getUnitId();
       res.batch = r.getBatch();
       res.final = r.getFinal();
@@ -508,23 +529,24 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
     case wire::Envelope::Command::RESULTS_ACK: {
       auto r = cmd.getResultsAck();
       ResultsAck a;
-      a.sweep_id = Str(r.getSweepId());
+      a.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
       a.unit_id = r.getUnitId();
       a.batch = r.getBatch();
       a.stored = r.getStored();
+      a.refused = Txt(r.getRefused(), budget, "refused", kMaxMessageBytes);
       return a;
     }
     case wire::Envelope::Command::SWEEP_SUBMIT: {
       auto r = cmd.getSweepSubmit();
       SweepSubmit s;
-      s.name = Str(r.getName());
-      s.ops = Strings(r.getOps(), budget);
+      s.name = Txt(r.getName(), budget, "name");
+      s.ops = Strings(r.getOps(), budget, "ops");
       s.op_packages = GetList<OpPackage>(r.getOpPackages(), budget, [&](wire::OpPackage::Reader p) {
         return GetOpPackage(p, budget);
       });
-      s.dtypes = Strings(r.getDtypes(), budget);
+      s.dtypes = Strings(r.getDtypes(), budget, "dtypes");
       s.shapes = GetList<Shape>(r.getShapes(), budget, shape);
-      s.gpu_models = Strings(r.getGpuModels(), budget);
+      s.gpu_models = Strings(r.getGpuModels(), budget, "gpuModels");
       s.configs_per_unit = r.getConfigsPerUnit();
       s.confirm_top = r.getConfirmTop();
       s.confirm_seconds = r.getConfirmSeconds();
@@ -533,34 +555,36 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:
-      return SweepAccepted{Str(cmd.getSweepAccepted().getSweepId())};
+      return SweepAccepted{Txt(cmd.getSweepAccepted().getSweepId(), budget, "sweepId")};
     case wire::Envelope::Command::SWEEP_STATUS_REQUEST:
-      return SweepStatusRequest{Str(cmd.getSweepStatusRequest().getSweepId())};
+      return SweepStatusRequest{Txt(cmd.getSweepStatusRequest().getSweepId(), budget, "sweepId")};
     case wire::Envelope::Command::SWEEP_STATUS: {
       auto r = cmd.getSweepStatus();
       SweepStatus s;
       s.workers = r.getWorkers();
       s.sweeps = GetList<SweepProgress>(r.getSweeps(), budget, [&](wire::SweepProgress::Reader p) {
         SweepProgress v;
-        v.sweep_id = Str(p.getSweepId());
-        v.name = Str(p.getName());
-        v.state = Str(p.getState());
+        v.sweep_id = Txt(p.getSweepId(), budget, "sweepId");
+        v.name = Txt(p.getName(), budget, "name");
+        v.state = Txt(p.getState(), budget, "state");
         v.units_total = p.getUnitsTotal();
         v.units_done = p.getUnitsDone();
         v.pairs_total = p.getPairsTotal();
         v.pairs_done = p.getPairsDone();
         v.pairs_failed = p.getPairsFailed();
-        v.gpu_models = Strings(p.getGpuModels(), budget);
+        v.gpu_models = Strings(p.getGpuModels(), budget, "gpuModels");
         v.started_unix = p.getStartedUnix();
         v.finished_unix = p.getFinishedUnix();
+        v.error = Txt(p.getError(), budget, "error", kMaxMessageBytes);
+        v.waiting_for = Strings(p.getWaitingFor(), budget, "waitingFor");
         return v;
       });
       return s;
     }
     case wire::Envelope::Command::ERROR:
-      return ErrorReply{Str(cmd.getError().getMessage())};
+      return ErrorReply{Txt(cmd.getError().getMessage(), budget, "message", kMaxMessageBytes)};
     case wire::Envelope::Command::DISCONNECT:
-      return Disconnect{Str(cmd.getDisconnect().getReason())};
+      return Disconnect{Txt(cmd.getDisconnect().getReason(), budget, "reason", kMaxMessageBytes)};
     case wire::Envelope::Command::UNKNOWN:
       Fail("envelope: no command set");
   }
@@ -578,9 +602,9 @@ std::string ToBytes(capnp::MessageBuilder& builder) {
 }
 
 // Runs `fn(reader)` over a frame with every hostile-input check applied.
-// `what` names the record in error messages.
+// `what` names the record in error messages; `check_text` as in Budget.
 template <typename T, typename Fn>
-Result<T> ReadFrame(const void* data, size_t size, const char* what, Fn&& fn) {
+Result<T> ReadFrame(const void* data, size_t size, const char* what, bool check_text, Fn&& fn) {
   if (data == nullptr && size != 0) return Status::Error(std::string(what) + ": null buffer");
   if (size == 0) return Status::Error(std::string(what) + ": empty frame");
   if (size > kMaxFrameBytes) {
@@ -614,7 +638,7 @@ Result<T> ReadFrame(const void* data, size_t size, const char* what, Fn&& fn) {
                            std::to_string((view.end() - reader.getEnd()) * sizeof(capnp::word)) +
                            " trailing bytes after the message");
     }
-    Budget budget(size);
+    Budget budget(size, check_text);
     return fn(reader, budget);
   } catch (const DecodeError& e) {
     return Status::Error(std::string(what) + ": " + e.message);
@@ -655,13 +679,13 @@ std::string EncodeEnvelope(const Envelope& env) {
 }
 
 Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
-  return ReadFrame<Envelope>(data, size, "envelope", [](capnp::MessageReader& reader, Budget& budget) -> Result<Envelope> {
+  return ReadFrame<Envelope>(data, size, "envelope", true, [](capnp::MessageReader& reader, Budget& budget) -> Result<Envelope> {
     auto root = reader.getRoot<wire::Envelope>();
     Envelope env;
     env.version = root.getVersion();
     TUNE_RETURN_IF_ERROR(CheckVersion(env.version));
     env.seq = root.getSeq();
-    env.sender = Str(root.getSender());
+    env.sender = Txt(root.getSender(), budget, "sender");
     env.command = GetCommand(root.getCommand(), budget);
     return env;
   });
@@ -669,14 +693,14 @@ Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
 
 Result<std::optional<ResultsHead>> PeekResults(const void* data, size_t size) {
   using Peeked = std::optional<ResultsHead>;
-  return ReadFrame<Peeked>(data, size, "envelope", [](capnp::MessageReader& reader, Budget&) -> Result<Peeked> {
+  return ReadFrame<Peeked>(data, size, "envelope", true, [](capnp::MessageReader& reader, Budget& budget) -> Result<Peeked> {
     auto root = reader.getRoot<wire::Envelope>();
     TUNE_RETURN_IF_ERROR(CheckVersion(root.getVersion()));
     auto cmd = root.getCommand();
     if (cmd.which() != wire::Envelope::Command::RESULTS) return Peeked();
     auto r = cmd.getResults();
     ResultsHead head;
-    head.sweep_id = Str(r.getSweepId());
+    head.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
     head.unit_id = r.getUnitId();
     head.batch = r.getBatch();
     head.final = r.getFinal();
@@ -691,9 +715,30 @@ std::string EncodeMeasurement(const Measurement& m) {
 }
 
 Result<Measurement> DecodeMeasurement(const void* data, size_t size) {
-  return ReadFrame<Measurement>(data, size, "measurement",
+  return ReadFrame<Measurement>(data, size, "measurement", false,
                                 [](capnp::MessageReader& reader, Budget& budget) -> Result<Measurement> {
                                   return GetMeasurement(reader.getRoot<wire::Measurement>(), budget);
+                                });
+}
+
+std::string EncodeLeaseRecord(const LeaseRecord& rec) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  auto root = builder.initRoot<wire::LeaseRecord>();
+  SetWorkUnit(root.initUnit(), rec.unit);
+  root.setGpuModel(TextOf(rec.gpu_model));
+  SetStrings(root.initLessees(rec.lessees.size()), rec.lessees);
+  return ToBytes(builder);
+}
+
+Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size) {
+  return ReadFrame<LeaseRecord>(data, size, "lease record", false,
+                                [](capnp::MessageReader& reader, Budget& budget) -> Result<LeaseRecord> {
+                                  auto root = reader.getRoot<wire::LeaseRecord>();
+                                  LeaseRecord rec;
+                                  rec.unit = GetWorkUnit(root.getUnit(), budget);
+                                  rec.gpu_model = Txt(root.getGpuModel(), budget, "gpuModel");
+                                  rec.lessees = Strings(root.getLessees(), budget, "lessees");
+                                  return rec;
                                 });
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <cstdlib>
 #include <deque>
@@ -673,8 +674,43 @@ Result<uint64_t> ResultStore::CountResults() {
 Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& bytes) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   if (sweep_id.empty()) return impl_->Error("sweep id is empty");
-  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->sweeps, sweep_id, bytes);
+  // Synced: a sweep's state changes seldom, and a host crash must not bring
+  // back a finished sweep or lose an accepted one.
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  rocksdb::Status s = impl_->db->Put(wo, impl_->sweeps, sweep_id, bytes);
   return s.ok() ? Status::OK() : impl_->Error("write of sweep " + sweep_id + " failed", s);
+}
+
+namespace {
+constexpr char kLeasePrefix[] = "lease/";
+std::string LeaseKey(uint64_t unit_id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%s%016llx", kLeasePrefix, static_cast<unsigned long long>(unit_id));
+  return buf;
+}
+}  // namespace
+
+Status ResultStore::PutLease(uint64_t unit_id, const std::string& bytes) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, LeaseKey(unit_id), bytes);
+  return s.ok() ? Status::OK() : impl_->Error("write of lease " + std::to_string(unit_id) + " failed", s);
+}
+
+Status ResultStore::DeleteLease(uint64_t unit_id) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  rocksdb::Status s = impl_->db->Delete(rocksdb::WriteOptions(), impl_->meta, LeaseKey(unit_id));
+  return s.ok() ? Status::OK() : impl_->Error("delete of lease " + std::to_string(unit_id) + " failed", s);
+}
+
+Status ResultStore::ForEachLease(const std::function<void(uint64_t unit_id, const std::string& bytes)>& fn) {
+  return impl_->ForPrefix(impl_->meta, kLeasePrefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
+    const std::string hex = key.ToString().substr(sizeof kLeasePrefix - 1);
+    char* end = nullptr;
+    const unsigned long long id = std::strtoull(hex.c_str(), &end, 16);
+    if (hex.size() == 16 && *end == '\0') fn(id, value.ToString());
+    return true;
+  });
 }
 
 Result<uint64_t> ResultStore::IncrementCounter(const std::string& name) {

@@ -24,14 +24,17 @@ TEST(CurveFarm, AllowListedWorkerMeasuresUnknownWorkerGetsNothing) {
   }
   {
     std::ofstream allow(path("allowed"));
-    allow << ReadFile(path("worker.pub")) << ReadFile(path("client.pub"));
+    allow << ReadFile(path("worker.pub"));
+    std::ofstream clients(path("clients"));
+    clients << ReadFile(path("client.pub"));
     std::ofstream sweep(path("sweep.toml"));
     sweep << "[sweep]\nname = \"curve\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
              "shapes = [ { N = 4096 } ]\n";
   }
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
   Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--curve-key",
-                     path("coordinator"), "--allow-list", path("allowed"), "-v"},
+                     path("coordinator"), "--allow-list", path("allowed"), "--client-allow-list",
+                     path("clients"), "-v"},
                     path("coordinator.log"));
   auto worker = [&](const std::string& name, const std::string& key) {
     return std::make_unique<Child>(
@@ -42,7 +45,14 @@ TEST(CurveFarm, AllowListedWorkerMeasuresUnknownWorkerGetsNothing) {
   };
   auto stranger = worker("stranger", "stranger");
   auto allowed = worker("allowed", "worker");
+  auto client_as_worker = worker("client-as-worker", "client");  // a client key cannot lease
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // A worker key cannot submit.
+  Child worker_submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir",
+                       std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--curve-key", path("worker"),
+                       "--coordinator-key", path("coordinator.pub")},
+                      path("worker_submit.log"));
+  EXPECT_NE(worker_submit.Wait(60), 0) << ReadFile(path("worker_submit.log"));
   Child submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir",
                 std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--curve-key", path("client"),
                 "--coordinator-key", path("coordinator.pub"), "--wait"},
@@ -56,10 +66,15 @@ TEST(CurveFarm, AllowListedWorkerMeasuresUnknownWorkerGetsNothing) {
   EXPECT_NE(ReadFile(path("refused.log")).find("did not answer"), std::string::npos);
   allowed->Stop();
   stranger->Stop();
+  client_as_worker->Stop();
   ASSERT_EQ(coordinator.Stop(), 0);
 
   const std::string log = ReadFile(path("coordinator.log"));
   EXPECT_EQ(log.find("hello from stranger"), std::string::npos) << log;
+  EXPECT_EQ(log.find("hello from client-as-worker"), std::string::npos) << log;
+  EXPECT_NE(log.find("a client key may not send hello"), std::string::npos) << log;
+  EXPECT_NE(log.find("a worker key may not send sweep_submit"), std::string::npos) << log;
+  EXPECT_EQ(log.find("' accepted"), log.rfind("' accepted")) << "one sweep only: " << log;
   EXPECT_NE(log.find("hello from allowed"), std::string::npos) << log;
   auto store = tune::ResultStore::Open(path("store"));
   ASSERT_TRUE(store.ok()) << store.status().message();
@@ -82,4 +97,71 @@ TEST(CurveFarm, NonLoopbackBindWithoutKeysIsRefused) {
   EXPECT_EQ(coordinator.Wait(20), 1);
   EXPECT_NE(ReadFile((dir / "log").string()).find("not loopback"), std::string::npos);
   fs::remove_all(dir);
+}
+
+// A worker key taken off the allow-list loses its live connection (the
+// coordinator re-reads the list) and its leases go back to the queue: another
+// worker finishes the sweep, and the revoked key never says hello again.
+TEST(CurveFarm, RevokedWorkerKeyLosesItsConnectionAndItsLeases) {
+  const std::string bin = TUNEFARM_BINARY;
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-curve-revoke-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto path = [&](const std::string& n) { return (dir / n).string(); };
+  for (const char* who : {"coordinator", "w1", "w2", "client"}) {
+    Child keygen({bin, "keys", "curve", "--out", path(who), "--name", who}, path("keys.log"));
+    ASSERT_EQ(keygen.Wait(20), 0) << ReadFile(path("keys.log"));
+  }
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(path(name + ".new")) << text;
+    fs::rename(path(name + ".new"), path(name));  // as an editor or ansible would
+  };
+  write("allowed", ReadFile(path("w1.pub")) + ReadFile(path("w2.pub")));
+  write("clients", ReadFile(path("client.pub")));
+  write("sweep.toml",
+        "[sweep]\nname = \"revoke\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\nshapes = [ { N = 4096 } ]\n");
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--curve-key",
+                     path("coordinator"), "--allow-list", path("allowed"), "--client-allow-list",
+                     path("clients"), "-v"},
+                    path("coordinator.log"));
+  auto worker = [&](const std::string& name, const std::string& busy) {
+    return std::make_unique<Child>(
+        std::vector<std::string>{bin, "worker", "--connect", endpoint, "--backend", "sim", "--name", name,
+                                 "--curve-key", path(name), "--coordinator-key", path("coordinator.pub"),
+                                 "--sim-faults", "busy=" + busy},
+        path(name + ".log"));
+  };
+  auto w1 = worker("w1", "0.01");  // 600 configs at 10 ms: still leasing when revoked
+  Child submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir",
+                std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--curve-key", path("client"),
+                "--coordinator-key", path("coordinator.pub"), "--wait"},
+               path("submit.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  write("allowed", ReadFile(path("w2.pub")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // the list is checked every 2 s
+  auto w2 = worker("w2", "0");
+  ASSERT_EQ(submit.Wait(120), 0) << ReadFile(path("submit.log")) << ReadFile(path("coordinator.log"));
+  w1->Stop();
+  w2->Stop();
+  ASSERT_EQ(coordinator.Stop(), 0);
+
+  const std::string log = ReadFile(path("coordinator.log"));
+  EXPECT_NE(log.find("is no longer on"), std::string::npos) << log;
+  const size_t first = log.find("hello from w1");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find("hello from w1", first + 1), std::string::npos) << "w1 came back: " << log;
+  EXPECT_NE(log.find("hello from w2"), std::string::npos) << log;
+  auto store = tune::ResultStore::Open(path("store"));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  uint64_t rows = 0, by_w1 = 0;
+  ASSERT_TRUE((*store)->Scan({}, [&](const tune::Measurement& m) {
+    ++rows;
+    by_w1 += m.worker == "w1";
+    return true;
+  }).ok());
+  EXPECT_EQ(rows, 600u);
+  EXPECT_GT(by_w1, 0u);
+  EXPECT_LT(by_w1, 600u);
+  if (!HasFailure()) fs::remove_all(dir);
 }

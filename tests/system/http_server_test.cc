@@ -110,12 +110,24 @@ struct Response {
   }
 };
 
-// One TCP connection to the server, speaking bytes.
+// One TCP connection to the server, speaking bytes. `from` binds the local
+// end to an address of its own: Linux routes all of 127/8 to loopback, so
+// 127.0.0.2 is another client address for the server. `rcvbuf` (bytes, 0 =
+// the kernel's autotuning) bounds how much of a response the kernel takes in
+// for a client that does not read.
 class Connection {
  public:
-  explicit Connection(uint16_t port, const char* host = "127.0.0.1") {
+  explicit Connection(uint16_t port, const char* host = "127.0.0.1", const char* from = nullptr,
+                      int rcvbuf = 0) {
     const bool v6 = std::strchr(host, ':') != nullptr;
     fd_ = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    if (from && !v6) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      inet_pton(AF_INET, from, &local.sin_addr);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) return;
+    }
     int rc = -1;
     if (v6) {
       sockaddr_in6 a{};
@@ -199,7 +211,7 @@ class Connection {
   }
 
   // True when the server closes the connection (EOF or reset) before the
-  // deadline, discarding whatever arrives first.
+  // deadline; what arrives first is kept in received().
   bool ClosedByPeer(double seconds = 5) {
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(seconds));
@@ -208,6 +220,27 @@ class Connection {
     }
     return false;
   }
+
+  // Without waiting: false once the server has closed the connection.
+  bool Alive() {
+    pollfd p{fd_, POLLIN, 0};
+    if (!eof_ && ::poll(&p, 1, 0) > 0) {
+      char chunk[8192];
+      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
+      if (n <= 0) eof_ = true;
+      else buf_.append(chunk, static_cast<size_t>(n));
+    }
+    return connected_ && !eof_;
+  }
+
+  // Waits until the first response byte arrives, without consuming it.
+  bool WaitReadable(double seconds) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(seconds * 1000)) > 0;
+  }
+
+  // Bytes read but not parsed into a response yet.
+  const std::string& received() const { return buf_; }
 
  private:
   // False on EOF, error or timeout.
@@ -517,20 +550,78 @@ TEST_F(HttpServerTest, IdleAndSlowConnectionsAreClosed) {
   ExpectHealthy();
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosed) {
+// At the connection limit a newcomer takes the slot of the connection that
+// has waited longest for a complete request; one whose response is being
+// written keeps its slot even when it is the oldest.
+TEST_F(HttpServerTest, AtTheLimitTheLongestWaitingConnectionGivesWay) {
   HttpServerOptions opts;
   opts.max_connections = 2;
+  opts.max_connections_per_address = 0;
   StartServer(opts);
-  auto a = std::make_unique<Connection>(server_->port());
+  Connection a(server_->port());
   Connection b(server_->port());
-  for (Connection* c : {a.get(), &b}) {
+  for (Connection* c : {&a, &b}) {  // a first: a has waited longest
     ASSERT_TRUE(c->Send(Get("/healthz")));
     ASSERT_TRUE(c->ReadResponse().has_value());
   }
   Connection third(server_->port());
-  third.Send(Get("/healthz"));
-  EXPECT_TRUE(third.ClosedByPeer());
-  a.reset();  // frees a slot once the server sees the close
+  ASSERT_TRUE(third.Send(Get("/healthz")));
+  auto r = third.ReadResponse(false, 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(a.ClosedByPeer(2));
+  ASSERT_TRUE(b.Send(Get("/api/best")));
+  auto rb = b.ReadResponse(false, 2);
+  ASSERT_TRUE(rb.has_value()) << "b was younger than a and should have kept its slot";
+  EXPECT_EQ(rb->body, source_.Doc("best"));
+  EXPECT_EQ(server_->counters().evicted, 1u);
+  EXPECT_EQ(server_->counters().refused, 0u);
+
+  // A response the client does not read stalls the server's write. That
+  // connection keeps its slot although it has waited longest of all.
+  b.ShutdownWrite();
+  third.ShutdownWrite();
+  ASSERT_TRUE(b.ClosedByPeer(2));
+  ASSERT_TRUE(third.ClosedByPeer(2));
+  const std::string big(32u << 20, 'x');
+  source_.Set("compare", big);
+  Connection writer(server_->port(), "127.0.0.1", nullptr, 64 * 1024);
+  ASSERT_TRUE(writer.Send(Get("/api/compare")));
+  ASSERT_TRUE(writer.WaitReadable(2));
+  Connection idle(server_->port());
+  ASSERT_TRUE(idle.Send(Get("/healthz")));
+  ASSERT_TRUE(idle.ReadResponse(false, 2).has_value());
+  Connection fourth(server_->port());
+  ASSERT_TRUE(fourth.Send(Get("/healthz")));
+  auto r4 = fourth.ReadResponse(false, 2);
+  ASSERT_TRUE(r4.has_value());
+  EXPECT_EQ(r4->status, 200);
+  EXPECT_TRUE(idle.ClosedByPeer(2));
+  EXPECT_EQ(server_->counters().evicted, 2u);
+  auto whole = writer.ReadResponse(false, 20);
+  ASSERT_TRUE(whole.has_value()) << "the connection being answered lost its slot";
+  EXPECT_EQ(whole->body.size(), big.size());
+}
+
+TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosedWhenNoneCanGiveWay) {
+  HttpServerOptions opts;
+  opts.max_connections = 1;
+  StartServer(opts);
+  const std::string big(32u << 20, 'x');
+  source_.Set("compare", big);
+  Connection writer(server_->port(), "127.0.0.1", nullptr, 64 * 1024);
+  ASSERT_TRUE(writer.Send(Get("/api/compare", /*keep_alive=*/false)));
+  ASSERT_TRUE(writer.WaitReadable(2));
+  Connection refused(server_->port());
+  refused.Send(Get("/healthz"));
+  EXPECT_TRUE(refused.ClosedByPeer(2));
+  EXPECT_EQ(refused.received(), "");
+  EXPECT_EQ(server_->counters().refused, 1u);
+  EXPECT_EQ(server_->counters().evicted, 0u);
+  auto whole = writer.ReadResponse(false, 20);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->body.size(), big.size());
+  EXPECT_TRUE(writer.ClosedByPeer(2));  // frees the slot
   std::optional<Response> r;
   for (int i = 0; i < 50 && !r; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -538,6 +629,281 @@ TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosed) {
   }
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 200);
+}
+
+// One response from `from` within `seconds`, or nullopt.
+std::optional<Response> FetchFrom(uint16_t port, const char* from, const std::string& target,
+                                  double seconds) {
+  Connection c(port, "127.0.0.1", from);
+  if (!c.connected() || !c.Send(Get(target, /*keep_alive=*/false))) return std::nullopt;
+  return c.ReadResponse(false, seconds);
+}
+
+// Slowloris, kept up by a thread as an attacker would: every connection is
+// held open without ever finishing its request (half send nothing after a
+// request line, half trickle a header byte every 200 ms) and is reopened
+// once the server closes it, a few per round: a flood of new connections
+// faster than a request's round trip can displace anyone (http_server.h),
+// which is not what this models.
+class SlowClients {
+ public:
+  SlowClients(uint16_t port, std::vector<std::string> from, size_t count)
+      : port_(port), from_(std::move(from)), conns_(count) {
+    for (size_t i = 0; i < count; ++i) Open(i);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~SlowClients() {
+    stop_ = true;
+    thread_.join();
+  }
+  SlowClients(const SlowClients&) = delete;
+  SlowClients& operator=(const SlowClients&) = delete;
+
+  size_t reopened() const { return reopened_; }
+
+ private:
+  void Open(size_t i) {
+    conns_[i] = std::make_unique<Connection>(port_, "127.0.0.1", from_[i % from_.size()].c_str());
+    if (i % 2) conns_[i]->Send("GET /api/sweeps HTTP/1.1\r\nHost: x\r\n");
+  }
+
+  void Run() {
+    const std::string trickle = "X-Slow: 1\r\n";
+    for (size_t round = 0; !stop_; ++round) {
+      size_t reopened_this_round = 0;
+      for (size_t i = 0; i < conns_.size() && !stop_; ++i) {
+        if (!conns_[i]->Alive()) {
+          if (reopened_this_round == kReopenPerRound) continue;
+          Open(i);
+          ++reopened_this_round;
+          ++reopened_;
+        } else if (i % 2) {
+          conns_[i]->Send(std::string(1, trickle[round % trickle.size()]));
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  static constexpr size_t kReopenPerRound = 8;
+  const uint16_t port_;
+  const std::vector<std::string> from_;
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> reopened_{0};
+  std::thread thread_;
+};
+
+class SlowClientTest : public HttpServerTest {
+ protected:
+  // With default options (64 slots, 16 per address, 10 s to send headers):
+  // `count` slow clients from `slow_from`, then honest requests from
+  // `honest_from` must each be answered within two seconds, again and again.
+  void ExpectHonestClientsServed(std::vector<std::string> slow_from, size_t count,
+                                 const std::vector<const char*>& honest_from) {
+    StartServer();
+    SlowClients slow(server_->port(), std::move(slow_from), count);
+    auto seen = [&] {
+      const HttpServerCounters c = server_->counters();
+      return c.accepted + c.refused;
+    };
+    for (int i = 0; i < 250 && seen() < count; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_GE(seen(), count);
+    for (int round = 0; round < 5; ++round) {
+      for (const char* from : honest_from) {
+        for (const std::string target : {"/healthz", "/api/sweeps", "/"}) {
+          const auto t0 = Clock::now();
+          auto r = FetchFrom(server_->port(), from, target, 2);
+          ASSERT_TRUE(r.has_value()) << target << " from " << from << " in round " << round;
+          EXPECT_EQ(r->status, 200) << target;
+          EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2)) << target;
+          if (target == "/api/sweeps") {
+            EXPECT_EQ(r->body, source_.Doc("sweeps"));
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    const HttpServerCounters c = server_->counters();
+    EXPECT_EQ(c.refused, 0u);
+    EXPECT_LE(c.open, 64u);
+    EXPECT_GE(c.evicted, count - 64);
+    EXPECT_GT(slow.reopened(), 0u) << "the slow clients never lost a slot";
+  }
+};
+
+// 128 slow clients from 8 addresses (16 each, the per-address cap) fill the
+// 64 slots twice over; honest clients, from one of those addresses and from
+// a ninth, still get answers.
+TEST_F(SlowClientTest, ManySlowClientsDoNotStarveHonestOnes) {
+  std::vector<std::string> from;
+  for (int i = 1; i <= 8; ++i) from.push_back("127.0.0." + std::to_string(i));
+  ExpectHonestClientsServed(from, 128, {"127.0.0.1", "127.0.0.9"});
+}
+
+// All on 127.0.0.1: the per-address cap is what the slow clients hit, and
+// honest clients behind the same address still get answers.
+TEST_F(SlowClientTest, SlowClientsDoNotStarveHonestOnesFromTheSameAddress) {
+  ExpectHonestClientsServed({"127.0.0.1"}, 120, {"127.0.0.1"});
+}
+
+// Polls `done` for up to two seconds. A timed-out connection is closed by
+// the stream's timer before the server counts it, so a client can see the
+// close a moment before the counter moves.
+template <typename Predicate>
+bool Eventually(Predicate done) {
+  for (int i = 0; i < 100; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// Sends `bytes` one at a time, `gap` apart, until the server closes the
+// connection; returns how long that took, or nullopt if it never did.
+std::optional<Clock::duration> TrickleUntilClosed(Connection& c, const std::string& bytes,
+                                                  std::chrono::milliseconds gap) {
+  const auto t0 = Clock::now();
+  for (char ch : bytes) {
+    c.Send(std::string(1, ch));
+    if (c.ClosedByPeer(gap.count() / 1000.0)) return Clock::now() - t0;
+  }
+  if (c.ClosedByPeer(2)) return Clock::now() - t0;
+  return std::nullopt;
+}
+
+TEST_F(HttpServerTest, HeaderDeadlineIsNotPushedBackByEachByte) {
+  HttpServerOptions opts;
+  opts.header_deadline_seconds = 0.5;
+  opts.idle_timeout_seconds = 5;  // far longer than any gap between bytes
+  StartServer(opts);
+  const std::string request = Get("/healthz");  // 41 bytes, 50 ms apart: ~2 s
+
+  Connection slow(server_->port());
+  const auto took = TrickleUntilClosed(slow, request, std::chrono::milliseconds(50));
+  ASSERT_TRUE(took.has_value()) << "a request trickled over ~2 s was served";
+  EXPECT_GE(*took, std::chrono::milliseconds(400));
+  EXPECT_LT(*took, std::chrono::milliseconds(1500));
+  EXPECT_EQ(slow.received(), "");
+
+  // The same request, trickled within the deadline, is served.
+  Connection brisk(server_->port());
+  for (char ch : request) {
+    ASSERT_TRUE(brisk.Send(std::string(1, ch)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto r = brisk.ReadResponse(false, 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+
+  // On keep-alive the deadline counts from the end of the previous response.
+  const auto answered = Clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(
+      TrickleUntilClosed(brisk, "GET /healthz HTTP/1.1\r\n", std::chrono::milliseconds(50)));
+  const auto since_response = Clock::now() - answered;
+  EXPECT_GE(since_response, std::chrono::milliseconds(400));
+  EXPECT_LT(since_response, std::chrono::milliseconds(1500));
+  EXPECT_EQ(brisk.received(), "");
+
+  EXPECT_TRUE(Eventually([&] { return server_->counters().header_timeouts == 2; }))
+      << server_->counters().header_timeouts;
+  EXPECT_EQ(server_->counters().idle_timeouts, 0u);
+  ExpectHealthy();
+}
+
+TEST_F(HttpServerTest, BodyDeadlineIsNotPushedBackByEachByte) {
+  HttpServerOptions opts;
+  opts.body_deadline_seconds = 0.5;
+  opts.idle_timeout_seconds = 5;
+  StartServer(opts);
+  Connection c(server_->port());
+  ASSERT_TRUE(c.Send("POST /api/sweeps HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n"));
+  const auto took = TrickleUntilClosed(c, std::string(40, 'b'), std::chrono::milliseconds(50));
+  ASSERT_TRUE(took.has_value()) << "a body trickled over ~2 s was read to the end";
+  EXPECT_GE(*took, std::chrono::milliseconds(400));
+  EXPECT_LT(*took, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c.received(), "");  // not even the 405 it would have earned
+  EXPECT_TRUE(Eventually([&] { return server_->counters().body_timeouts == 1; }));
+  EXPECT_EQ(server_->counters().idle_timeouts, 0u);
+  ExpectHealthy();
+}
+
+TEST_F(HttpServerTest, WriteDeadlineClosesAClientThatDoesNotRead) {
+  HttpServerOptions opts;
+  opts.write_deadline_seconds = 0.5;
+  opts.idle_timeout_seconds = 5;
+  StartServer(opts);
+  source_.Set("compare", std::string(32u << 20, 'x'));
+  Connection c(server_->port(), "127.0.0.1", nullptr, 64 * 1024);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(c.Send(Get("/api/compare")));
+  EXPECT_TRUE(Eventually([&] { return server_->counters().write_timeouts == 1; }));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1500));
+  EXPECT_EQ(server_->counters().idle_timeouts, 0u);
+  EXPECT_FALSE(c.ReadResponse(false, 10).has_value()) << "the response was not cut short";
+  EXPECT_TRUE(c.ClosedByPeer(2));
+  ExpectHealthy();
+}
+
+TEST_F(HttpServerTest, PerAddressCap) {
+  HttpServerOptions opts;
+  opts.max_connections_per_address = 2;
+  StartServer(opts);
+  const uint16_t port = server_->port();
+  // x (another address) has waited longest of all, then a, then b.
+  Connection x(port, "127.0.0.1", "127.0.0.2");
+  auto a = std::make_unique<Connection>(port);
+  Connection b(port);
+  for (Connection* c : {&x, a.get(), &b}) {
+    ASSERT_TRUE(c->connected());
+    ASSERT_TRUE(c->Send(Get("/healthz")));
+    ASSERT_TRUE(c->ReadResponse().has_value());
+  }
+  // 127.0.0.1 is at its cap: a newcomer from there takes the slot of that
+  // address's longest waiter, not x's.
+  Connection c(port);
+  ASSERT_TRUE(c.Send(Get("/healthz")));
+  ASSERT_TRUE(c.ReadResponse(false, 2).has_value());
+  EXPECT_TRUE(a->ClosedByPeer(2));
+  for (Connection* still : {&x, &b, &c}) {
+    ASSERT_TRUE(still->Send(Get("/api/best")));
+    auto r = still->ReadResponse(false, 2);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->body, source_.Doc("best"));
+  }
+  // Another address is unaffected by 127.0.0.1's count.
+  Connection y(port, "127.0.0.1", "127.0.0.2");
+  ASSERT_TRUE(y.Send(Get("/healthz")));
+  ASSERT_TRUE(y.ReadResponse(false, 2).has_value());
+  EXPECT_TRUE(x.Alive());
+  EXPECT_EQ(server_->counters().evicted, 1u);
+
+  // When every connection of an address is being answered, a further one
+  // from there is closed at once, and other addresses are still served.
+  const std::string big(32u << 20, 'x');
+  source_.Set("compare", big);
+  std::vector<std::unique_ptr<Connection>> writers;
+  for (int i = 0; i < 2; ++i) {
+    writers.push_back(std::make_unique<Connection>(port, "127.0.0.1", "127.0.0.3", 64 * 1024));
+    ASSERT_TRUE(writers.back()->Send(Get("/api/compare", /*keep_alive=*/false)));
+    ASSERT_TRUE(writers.back()->WaitReadable(2));
+  }
+  Connection refused(port, "127.0.0.1", "127.0.0.3");
+  refused.Send(Get("/healthz"));
+  EXPECT_TRUE(refused.ClosedByPeer(2));
+  EXPECT_EQ(refused.received(), "");
+  EXPECT_EQ(server_->counters().refused, 1u);
+  auto other = FetchFrom(port, "127.0.0.4", "/healthz", 2);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->status, 200);
+  for (auto& w : writers) {
+    auto r = w->ReadResponse(false, 20);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->body.size(), big.size());
+  }
 }
 
 TEST_F(HttpServerTest, SourceFailuresAre500And503) {
@@ -597,6 +963,7 @@ TEST_F(HttpServerTest, StartAndStopContract) {
   HttpServer idle({}, &source_);
   EXPECT_EQ(idle.port(), 0);
   EXPECT_EQ(idle.url(), "");
+  EXPECT_EQ(idle.counters().accepted, 0u);
   idle.Stop();  // without Start: nothing to do
 
   StartServer();

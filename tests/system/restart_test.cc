@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "support/process.h"
+#include "support/protocol_peer.h"
 #include "support/temp_dir.h"
 #include "tune/op_spec.h"
 #include "tune/protocol.h"
@@ -27,49 +28,7 @@ namespace {
 
 constexpr char kModel[] = "sim-restart";
 
-// One DEALER connection to the coordinator, speaking the protocol by hand.
-class Peer {
- public:
-  Peer(zmq::context_t& ctx, const std::string& endpoint) : socket_(ctx, zmq::socket_type::dealer) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::rcvtimeo, 10000);
-    socket_.connect(endpoint);
-  }
-  void Send(Command cmd) {
-    Envelope env;
-    env.seq = ++seq_;
-    env.sender = "restart-test";
-    env.command = std::move(cmd);
-    const std::string frame = EncodeEnvelope(env);
-    socket_.send(zmq::buffer(frame), zmq::send_flags::none);
-  }
-  // The next command that is not a heartbeat; nullopt after 10 s of silence.
-  std::optional<Command> ReceiveAny() {
-    while (true) {
-      zmq::message_t msg;
-      if (!socket_.recv(msg)) return std::nullopt;
-      auto env = DecodeEnvelope(msg.data(), msg.size());
-      EXPECT_TRUE(env.ok()) << env.status().message();
-      if (env.ok() && !std::holds_alternative<Heartbeat>(env->command)) return env->command;
-    }
-  }
-  // The next command, which must be a T.
-  template <typename T>
-  T Receive() {
-    auto cmd = ReceiveAny();
-    if (!cmd) {
-      ADD_FAILURE() << "no reply from the coordinator";
-      return T{};
-    }
-    if (auto* t = std::get_if<T>(&*cmd)) return std::move(*t);
-    ADD_FAILURE() << "expected " << CommandName(Command{T{}}) << ", got " << CommandName(*cmd);
-    return T{};
-  }
-
- private:
-  zmq::socket_t socket_;
-  uint64_t seq_ = 0;
-};
+using Peer = testing::ProtocolPeer;
 
 class RestartTest : public ::testing::Test {
  protected:

@@ -6,25 +6,32 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
+#include <limits>
 
 namespace tune {
 namespace {
 
 namespace fs = std::filesystem;
 
-Measurement Row(const std::string& gpu, const std::string& config_id, bool passed = true) {
+Config Cfg(int64_t bm) { return Config{{{"BM", bm}, {"STAGES", 2}}}; }
+
+Measurement Row(const std::string& gpu, int64_t bm, bool passed = true) {
   Measurement m;
   m.gpu_model = gpu;
   m.op = "gemm";
   m.dtype = "f16";
   m.shape = "N=1024";
   m.kernel_hash = "kh";
-  m.config_id = config_id;
+  m.config = Cfg(bm);
+  m.config_id = m.config.Id();
+  m.backend = "cuda";
   m.check_passed = passed;
   m.failure = passed ? FailureClass::kNone : FailureClass::kWrongResult;
-  m.samples = 5;
-  m.median_us = 10;
+  m.samples = passed ? 5 : 0;
+  m.median_us = m.mean_us = m.min_us = m.max_us = passed ? 10 : 0;
   return m;
 }
 
@@ -36,13 +43,25 @@ zmq::message_t Frame(uint64_t batch, std::vector<Measurement> rows, bool final =
   return zmq::message_t(bytes.data(), bytes.size());
 }
 
+// Unit 7 of sweep s1: gemm/f16 on h100, shape N=1024, configs BM=64..256.
+std::shared_ptr<LeasedUnit> Leased() {
+  auto u = std::make_shared<LeasedUnit>();
+  u->sweep_id = "s1";
+  u->op = "gemm";
+  u->dtype = "f16";
+  u->gpu_model = "h100";
+  u->shape = "N=1024";
+  for (int64_t bm : {64, 128, 256}) u->configs.emplace(Cfg(bm).Id(), Cfg(bm));
+  return u;
+}
+
 IngestJob Job(zmq::message_t frame) {
   IngestJob job;
   job.identity = "id-1";
   job.worker = "host:1";
-  job.gpu_models = {"h100"};
-  job.unit_op = "gemm";
-  job.unit_dtype = "f16";
+  job.unit = Leased();
+  job.kernel_hashes = {"kh"};
+  job.backends = {"cuda"};
   // As the coordinator does: the head of a frame that peeks fine.
   auto head = PeekResults(frame.data(), frame.size());
   if (head.ok() && head->has_value()) job.head = **head;
@@ -84,8 +103,8 @@ class IngesterTest : public ::testing::Test {
 };
 
 TEST_F(IngesterTest, StoresBatchesInOrderAndCountsDuplicatesOnce) {
-  ingester_->Submit(Job(Frame(0, {Row("h100", "c1"), Row("h100", "c2", false)})));
-  ingester_->Submit(Job(Frame(1, {Row("h100", "c2", false), Row("h100", "c3")}, true)));
+  ingester_->Submit(Job(Frame(0, {Row("h100", 64), Row("h100", 128, false)})));
+  ingester_->Submit(Job(Frame(1, {Row("h100", 128, false), Row("h100", 256)}, true)));
   const auto out = Take(2);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].kind, IngestOutcome::Kind::kStored);
@@ -98,43 +117,91 @@ TEST_F(IngesterTest, StoresBatchesInOrderAndCountsDuplicatesOnce) {
   EXPECT_TRUE(out[1].head.final);
   EXPECT_EQ(out[1].head.unit_id, 7u);
   EXPECT_EQ(out[1].head.sweep_id, "s1");
-  EXPECT_EQ(out[1].stored, 1u);  // c2 was stored by the first batch
+  EXPECT_EQ(out[1].stored, 1u);  // BM=128 was stored by the first batch
   EXPECT_EQ(ingester_->queued_bytes(), 0u);
-  auto row = store_->Get("h100", "gemm", "f16", "N=1024", "kh", "c3");
+  auto row = store_->Get("h100", "gemm", "f16", "N=1024", "kh", Cfg(256).Id());
   ASSERT_TRUE(row.has_value());  // stored before its outcome was posted
   EXPECT_EQ(row->worker, "host:1");
   EXPECT_EQ(row->sweep_id, "s1");
 }
 
-TEST_F(IngesterTest, RejectsFramesTheSenderMayNotSendAndStoresNothingOfThem) {
-  ingester_->Submit(Job(Frame(0, {Row("h100", "c1"), Row("a100", "c2")})));
-  IngestJob other_op = Job(Frame(1, {Row("h100", "c3")}));
-  other_op.unit_op = "softmax";
-  ingester_->Submit(std::move(other_op));
+TEST_F(IngesterTest, RefusesBatchesThatDoNotMatchTheLeaseAndStoresNothingOfThem) {
+  ingester_->Submit(Job(Frame(0, {Row("h100", 64), Row("a100", 128)})));
+  IngestJob unleased = Job(Frame(1, {Row("h100", 64)}));
+  unleased.unit = nullptr;
+  ingester_->Submit(std::move(unleased));
   const std::string garbage(64, '\x5a');
   ingester_->Submit(Job(zmq::message_t(garbage.data(), garbage.size())));
   const auto out = Take(3);
   ASSERT_EQ(out.size(), 3u);
-  for (const auto& o : out) EXPECT_EQ(o.kind, IngestOutcome::Kind::kRejected);
+  EXPECT_EQ(out[0].kind, IngestOutcome::Kind::kRefused);
   EXPECT_NE(out[0].error.find("a100"), std::string::npos) << out[0].error;
-  EXPECT_NE(out[1].error.find("softmax"), std::string::npos) << out[1].error;
+  EXPECT_EQ(out[1].kind, IngestOutcome::Kind::kRefused);
+  EXPECT_NE(out[1].error.find("not leased"), std::string::npos) << out[1].error;
+  EXPECT_EQ(out[2].kind, IngestOutcome::Kind::kRejected);
   EXPECT_NE(out[2].error.find("malformed"), std::string::npos) << out[2].error;
   auto count = store_->CountResults();
   ASSERT_TRUE(count.ok());
   EXPECT_EQ(*count, 0u);
 }
 
-TEST(RowsToStore, AUnitTheCoordinatorDoesNotKnowTakesAnyOpOfTheSendersModels) {
-  IngestJob job;
-  job.worker = "host:2";
-  job.gpu_models = {"h100"};
-  Results r{"s9", 3, 0, false, {Row("h100", "c1")}};
-  r.measurements[0].op = "softmax";
+// Each way a row can fail to match its lease, alone in an otherwise honest
+// batch: RowsToStore refuses the batch and names the fault.
+TEST(RowsToStore, RefusesEveryRowThatIsNotWhatWasLeased) {
+  const double nan = std::nan("");
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    const char* what;
+    std::function<void(Measurement&)> spoil;
+    const char* names;
+  };
+  const std::vector<Case> cases = {
+      {"NaN median", [&](Measurement& m) { m.median_us = nan; }, "median_us"},
+      {"negative median", [](Measurement& m) { m.median_us = -1; }, "median_us"},
+      {"infinite median", [&](Measurement& m) { m.median_us = inf; }, "median_us"},
+      {"huge median", [](Measurement& m) { m.median_us = 1e308; }, "us"},
+      {"NaN stdev", [&](Measurement& m) { m.stdev_us = nan; }, "stdev_us"},
+      {"no samples", [](Measurement& m) { m.samples = 0; }, "0 samples"},
+      {"config outside the unit", [](Measurement& m) { m.config = Config{{{"BM", 7}, {"STAGES", 99}}}; m.config_id = m.config.Id(); }, "config"},
+      {"other shape", [](Measurement& m) { m.shape = "N=2048"; }, "shape"},
+      {"other op", [](Measurement& m) { m.op = "softmax"; }, "softmax"},
+      {"other dtype", [](Measurement& m) { m.dtype = "bf16"; }, "bf16"},
+      {"other model", [](Measurement& m) { m.gpu_model = "a100"; }, "a100"},
+      {"other backend", [](Measurement& m) { m.backend = "sim"; }, "backend"},
+      {"other kernel hash", [](Measurement& m) { m.kernel_hash = "old"; }, "kernel hash"},
+      {"confirmed in a screening unit", [](Measurement& m) { m.confirmed = true; }, "confirmed"},
+      {"refined in a screening unit", [](Measurement& m) { m.refined = true; }, "refined"},
+      {"NaN figure on a failure row", [&](Measurement& m) { m.failure = FailureClass::kCrash; m.max_us = nan; }, "max_us"},
+  };
+  IngestJob job = Job(Frame(0, {}));
+  for (const auto& c : cases) {
+    Results r{"s1", 7, 0, false, {Row("h100", 64), Row("h100", 128)}};
+    c.spoil(r.measurements[1]);
+    auto rows = RowsToStore(job, r);
+    ASSERT_FALSE(rows.ok()) << c.what;
+    EXPECT_NE(rows.status().message().find("row 1"), std::string::npos) << c.what << ": " << rows.status().message();
+    EXPECT_NE(rows.status().message().find(c.names), std::string::npos) << c.what << ": " << rows.status().message();
+  }
+  Results other_sweep{"s2", 7, 0, false, {Row("h100", 64)}};
+  EXPECT_FALSE(RowsToStore(job, other_sweep).ok());
+}
+
+TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
+  IngestJob job = Job(Frame(0, {}));
+  auto unit = Leased();
+  unit->refine = true;
+  job.unit = unit;
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}};
+  r.measurements[0].refined = true;
+  r.measurements[0].screen_us = 1;  // the store's to set, never a peer's
   auto rows = RowsToStore(job, r);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   ASSERT_EQ(rows->size(), 1u);
-  EXPECT_EQ((*rows)[0].sweep_id, "s9");
-  EXPECT_EQ((*rows)[0].worker, "host:2");
+  EXPECT_TRUE((*rows)[0].refined);
+  EXPECT_EQ((*rows)[0].screen_us, 0);
+  EXPECT_EQ((*rows)[0].config.Canonical(), Cfg(64).Canonical());
+  EXPECT_EQ((*rows)[0].worker, "host:1");
+  EXPECT_EQ((*rows)[0].sweep_id, "s1");
 }
 
 }  // namespace

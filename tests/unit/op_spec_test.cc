@@ -137,7 +137,7 @@ TEST(OpSpec, GemmShapedSpecParses) {
 TEST(OpSpec, ReadsAPackageFromDiskWithNestedIncludes) {
   TempDir dir;
   dir.Write("op.toml", kGemmToml);
-  dir.Write("gemm.cu", "#include \"detail/tile.h\"\n#include <cuda_fp16.h>\n#include \"cuda_bf16.h\"\n");
+  dir.Write("gemm.cu", "#include \"detail/tile.h\"\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n");
   dir.Write("detail/tile.h", "  #  include \"mma.h\"\n");  // beside the includer
   dir.Write("detail/mma.h", "// mma\n");
   dir.Write("reference.cu", "#include \"ref_util.h\"\n");
@@ -151,6 +151,59 @@ TEST(OpSpec, ReadsAPackageFromDiskWithNestedIncludes) {
                                              "ref_util.h", "reference.cu"}));
   auto spec = LoadOpSpec(dir.path());
   ASSERT_TRUE(spec.ok()) << spec.status().message();
+}
+
+// What a package may make NVRTC read on a worker: its own files and the
+// toolkit's headers, nothing else of the host.
+TEST(OpSpec, PackagesStayInsideThemselvesAndTheToolkit) {
+  auto options = [](const std::string& list) {
+    return ParseOpSpec(GemmPackage(Replace(kGemmToml, "kernel  = \"gemm\"", "kernel  = \"gemm\"\noptions = " + list)), "x");
+  };
+  for (const char* ok : {"[\"-DBLOCK=4\", \"-UX\", \"--use_fast_math\", \"-lineinfo\", \"-ftz=true\"]",
+                         "[\"-maxrregcount=128\", \"--std=c++20\", \"-arch=sm_90a\", \"--define-macro=A\"]"}) {
+    auto spec = options(ok);
+    EXPECT_TRUE(spec.ok()) << ok << ": " << spec.status().message();
+  }
+  for (const char* bad : {"[\"-I/\"]", "[\"--include-path=/etc\"]", "[\"--pre-include=/etc/passwd\"]",
+                          "[\"-include\", \"/etc/passwd\"]", "[\"-DX\", \"-I\", \"/\"]", "[\"-Xptxas=-v\"]",
+                          "[\"-lineinfo -I/\"]"}) {
+    auto spec = options(bad);
+    ASSERT_FALSE(spec.ok()) << bad;
+    EXPECT_NE(spec.status().message().find("not on the allow-list"), std::string::npos) << spec.status().message();
+    EXPECT_EQ(spec.status().message().rfind("x/op.toml: [op] options:", 0), 0u) << spec.status().message();
+  }
+  auto source = [](const std::string& text) {
+    OpPackage p = GemmPackage();
+    p["gemm.cu"] = text + p["gemm.cu"];
+    return ParseOpSpec(p, "x");
+  };
+  EXPECT_TRUE(source("#include <cuda_fp16.h>\n#include <cuda/std/cstdint>\n// #include \"/etc/passwd\"\n").ok());
+  EXPECT_TRUE(source("const char* s = \"#include </etc/passwd>\";\n").ok());
+  for (const char* bad : {"#include \"/etc/passwd\"\n", "#include </etc/passwd>\n", "#include <../../etc/passwd>\n",
+                          "#include \"sub/../../x.h\"\n", "#include \"missing.h\"\n", "#define F </etc/passwd>\n#include F\n",
+                          "#/**/include </etc/passwd>\n", "#inc\\\nlude </etc/passwd>\n", "#include_next <x.h>\n",
+                          "#embed \"/etc/passwd\"\n", "#if __has_include(\"/etc/passwd\")\n#endif\n"}) {
+    auto spec = source(bad);
+    EXPECT_FALSE(spec.ok()) << bad;
+    if (!spec.ok()) {
+      EXPECT_EQ(spec.status().message().rfind("x/op.toml: op package: gemm.cu:", 0), 0u) << spec.status().message();
+    }
+  }
+  // Headers are checked too, and file names are plain relative names.
+  OpPackage header = GemmPackage();
+  header["common.h"] = "#pragma once\n#include </proc/self/environ>\n";
+  auto spec = ParseOpSpec(header, "x");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("common.h:2:"), std::string::npos) << spec.status().message();
+  for (const char* name : {"../x.h", "/etc/x.h", ".hidden", "a//b.h", "a\\b.h", "sp ace.h"}) {
+    OpPackage p = GemmPackage();
+    p[name] = "";
+    auto named = ParseOpSpec(p, "x");
+    EXPECT_FALSE(named.ok()) << name;
+    if (!named.ok()) {
+      EXPECT_NE(named.status().message().find("file name"), std::string::npos) << named.status().message();
+    }
+  }
 }
 
 TEST(OpSpec, ReadOpPackageNamesAMissingSource) {
@@ -301,6 +354,33 @@ TEST(OpSpec, DigestCoversSourcesAndCompileFieldsOnly) {
   OpSpec renamed = *base;
   renamed.kernel = "gemm2";
   EXPECT_NE(renamed.SourceDigest(), digest);
+}
+
+// A measurement's identity: launch geometry, argument init distributions
+// and check settings change the kernel hash (new rows), though not the
+// machine code; axes and metrics change neither.
+TEST(OpSpec, KernelHashCoversWhatChangesAMeasurement) {
+  auto base = ParseOpSpec(GemmPackage(), "ops/gemm");
+  ASSERT_TRUE(base.ok());
+  const std::string hash = KernelHash(*base, "13.0");
+  const std::pair<const char*, const char*> changes[] = {
+      {"grid  = [\"cdiv(N, BN)\", \"cdiv(M, BM)\", \"1\"]", "grid  = [\"cdiv(N, BN)\", \"cdiv(M, BM)\", \"2\"]"},
+      {"block = [\"256\", \"1\", \"1\"]", "block = [\"128\", \"1\", \"1\"]"},
+      {"smem  = \"(BM*BK + BK*BN) * STAGES * dsize\"", "smem  = \"(BM*BK + BK*BN) * STAGES * dsize + 16\""},
+      {"init = \"uniform(-1,1)\"", "init = \"uniform(-2,2)\""},
+      {"rtol = 1e-2", "rtol = 1e-3"},
+  };
+  for (const auto& [from, to] : changes) {
+    ASSERT_NE(std::string(kGemmToml).find(from), std::string::npos) << from;
+    auto changed = ParseOpSpec(GemmPackage(Replace(kGemmToml, from, to)), "x");
+    ASSERT_TRUE(changed.ok()) << to << ": " << changed.status().message();
+    EXPECT_EQ(changed->SourceDigest(), base->SourceDigest()) << to;
+    EXPECT_NE(changed->MeasureDigest(), base->MeasureDigest()) << to;
+    EXPECT_NE(KernelHash(*changed, "13.0"), hash) << to;
+  }
+  auto axes = ParseOpSpec(GemmPackage(Replace(kGemmToml, "BM = [64, 128, 256]", "BM = [32, 64, 128, 256]")), "x");
+  ASSERT_TRUE(axes.ok());
+  EXPECT_EQ(KernelHash(*axes, "13.0"), hash);
 }
 
 TEST(OpSpec, KernelHashAddsTheToolchain) {

@@ -2,6 +2,7 @@
 // and hostile frames (truncated, mutated, oversized, wrong version, unknown
 // command) are errors, never crashes.
 #include "tune/protocol.h"
+#include "tune/text.h"
 
 #include <gtest/gtest.h>
 
@@ -36,7 +37,8 @@ auto Tie(const Measurement& m) {
 
 auto Tie(const SweepProgress& p) {
   return std::tie(p.sweep_id, p.name, p.state, p.units_total, p.units_done, p.pairs_total,
-                  p.pairs_done, p.pairs_failed, p.gpu_models, p.started_unix, p.finished_unix);
+                  p.pairs_done, p.pairs_failed, p.gpu_models, p.started_unix, p.finished_unix, p.error,
+                  p.waiting_for);
 }
 
 DeviceInfo MakeDevice(int index) {
@@ -150,7 +152,8 @@ TEST(ProtocolTest, SmallCommandsRoundTrip) {
   EXPECT_EQ(std::get<RequestWork>(RoundTrip(Wrap(RequestWork{3})).command).device_index, 3);
   EXPECT_EQ(std::get<NoWork>(RoundTrip(Wrap(NoWork{1500})).command).retry_ms, 1500u);
 
-  auto rack = std::get<ResultsAck>(RoundTrip(Wrap(ResultsAck{"s-1", 99, 4, 17})).command);
+  auto rack = std::get<ResultsAck>(RoundTrip(Wrap(ResultsAck{"s-1", 99, 4, 17, "not leased"})).command);
+  EXPECT_EQ(rack.refused, "not leased");
   EXPECT_EQ(rack.sweep_id, "s-1");
   EXPECT_EQ(rack.unit_id, 99u);
   EXPECT_EQ(rack.batch, 4u);
@@ -301,6 +304,8 @@ TEST(ProtocolTest, SweepStatusRoundTrip) {
   p.gpu_models = {"h100-80gb-hbm3", "h200"};
   p.started_unix = 1763740000;
   p.finished_unix = 0;
+  p.error = "op 'x' has 2000000 legal configs";
+  p.waiting_for = {"a100"};
   s.sweeps = {p, SweepProgress{}};
   auto out = std::get<SweepStatus>(RoundTrip(Wrap(s)).command);
   EXPECT_EQ(out.workers, 17u);
@@ -308,6 +313,66 @@ TEST(ProtocolTest, SweepStatusRoundTrip) {
   EXPECT_EQ(Tie(out.sweeps[0]), Tie(p));
   const SweepProgress empty;
   EXPECT_EQ(Tie(out.sweeps[1]), Tie(empty));
+}
+
+// Every Text field of an envelope is checked as UTF-8 and for its length;
+// a stored record is read as it is (it may predate the check).
+TEST(ProtocolTest, TextThatIsNotUtf8OrTooLongIsRefusedWithTheFieldNamed) {
+  const std::string bad = "a\xc3" "(b";  // a lead byte without its continuation
+  auto refused = [](const Envelope& env, const char* field) {
+    const std::string frame = EncodeEnvelope(env);
+    auto out = DecodeEnvelope(frame.data(), frame.size());
+    ASSERT_FALSE(out.ok()) << field;
+    EXPECT_NE(out.status().message().find(field), std::string::npos) << out.status().message();
+  };
+  refused(Wrap(Hello{bad, "1", {}}), "workerName is not valid UTF-8");
+  DeviceInfo d;
+  d.model = bad;
+  refused(Wrap(Hello{"w", "1", {d}}), "model is not valid UTF-8");
+  refused(Wrap(SweepStatusRequest{bad}), "sweepId is not valid UTF-8");
+  refused(Wrap(Disconnect{bad}), "reason is not valid UTF-8");
+  Results r{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kNone)}};
+  r.measurements[0].worker = bad;
+  refused(Wrap(r), "worker is not valid UTF-8");
+  Envelope env = Wrap(Heartbeat{});
+  env.sender = bad;
+  refused(env, "sender is not valid UTF-8");
+  refused(Wrap(Hello{std::string(kMaxNameBytes + 1, 'x'), "1", {}}), "workerName is 4097 bytes");
+  // Long texts where they are meant to be: a compile log, a reason.
+  Results log{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kCompileError)}};
+  log.measurements[0].failure_message = std::string(100000, 'e');
+  const std::string frame = EncodeEnvelope(Wrap(log));
+  EXPECT_TRUE(DecodeEnvelope(frame.data(), frame.size()).ok());
+  // A record in a store is read whatever its bytes.
+  Measurement m = MakeMeasurement(1, FailureClass::kNone);
+  m.worker = bad;
+  const std::string bytes = EncodeMeasurement(m);
+  auto out = DecodeMeasurement(bytes.data(), bytes.size());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->worker, bad);
+}
+
+TEST(ProtocolTest, LeaseRecordRoundTrip) {
+  LeaseRecord rec;
+  rec.unit.sweep_id = "s-1";
+  rec.unit.unit_id = (7ull << 32) | 5;
+  rec.unit.op = "gemm";
+  rec.unit.dtype = "f16";
+  rec.unit.shapes = {Shape{{{"M", 64}}}};
+  rec.unit.configs = {Config{{{"BM", 64}}}, Config{{{"BM", 128}}}};
+  rec.unit.refine_best_us = 12.5;
+  rec.gpu_model = "h100";
+  rec.lessees = {"host:1", "rq2f7?zk}6G:K5kYaF5ks4m%O&eL#@8-B4u7K^l="};
+  const std::string bytes = EncodeLeaseRecord(rec);
+  auto out = DecodeLeaseRecord(bytes.data(), bytes.size());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->unit.unit_id, rec.unit.unit_id);
+  EXPECT_EQ(out->unit.configs.size(), 2u);
+  EXPECT_EQ(out->unit.configs[1].Canonical(), "BM=128");
+  EXPECT_TRUE(out->unit.refine());
+  EXPECT_EQ(out->gpu_model, "h100");
+  EXPECT_EQ(out->lessees, rec.lessees);
+  EXPECT_FALSE(DecodeLeaseRecord(bytes.data(), bytes.size() - 8).ok());
 }
 
 TEST(ProtocolTest, CommandNames) {

@@ -38,6 +38,10 @@ Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInf
 // A space larger than this is refused rather than enumerated for hours.
 inline constexpr uint64_t kMaxRawConfigPoints = 1'000'000'000;
 
+// The product of the sizes of `spec`'s axes (UINT64_MAX when it overflows):
+// what enumerating its space costs at most, known without enumerating.
+uint64_t RawSpaceSize(const OpSpec& spec);
+
 // Resolved launch geometry and argument sizes of one config on one shape.
 struct LaunchPlan {
   int64_t grid[3] = {1, 1, 1};

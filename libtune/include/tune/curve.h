@@ -42,9 +42,16 @@ struct CurveKeyPair {
 
 // One allow-list entry. `name` is the free text after the key ("" if none),
 // used in logs only: the key is the identity.
+// What an admitted key may do on the coordinator's socket. Workers say
+// hello, lease units and send results; clients submit sweeps. Either may ask
+// for status.
+enum class PeerRole { kWorker, kClient };
+const char* PeerRoleName(PeerRole r);  // "worker", "client"
+
 struct AllowedKey {
   std::string public_z85;
   std::string name;
+  PeerRole role = PeerRole::kWorker;  // the list it was loaded from
 };
 
 // Suffix of the public file written beside a secret key file.
@@ -78,7 +85,8 @@ Result<std::string> LoadCurvePublicKey(const std::string& path);
 // whitespace and a name; blank lines and '#' comments are ignored; a
 // repeated key is kept once (first name wins). A malformed line, a secret
 // key file, or a list without any key is an error naming file:line.
-Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path);
+// Every key gets `role`.
+Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path, PeerRole role = PeerRole::kWorker);
 
 // True for endpoints that never leave this host: inproc://, ipc://, and tcp
 // to 127.0.0.0/8, ::1 or localhost (any port or '*'). Those may run without

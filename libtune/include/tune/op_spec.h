@@ -77,16 +77,36 @@ struct OpSpec {
   // and reference sources with included headers, kernel name, compile
   // options, arch_specific. Excludes axes, shapes and metrics. 32 hex digits.
   std::string SourceDigest() const;
+  // Digest of the rest of what changes a figure or whether it passes: launch
+  // geometry and shared memory, the argument layout (kinds, directions,
+  // dtypes, shapes, init distributions, scalar values) and the check (the
+  // reference's launch, tolerances, mismatch ratio). Excludes axes (a
+  // config's parameter values are in its own key), constraints, defaults
+  // and metrics. 32 hex digits.
+  std::string MeasureDigest() const;
   const Axis* FindAxis(const std::string& name) const;
 };
 
 // Parses an op from its package. `origin` is used in error messages:
-// "ops/gemm/op.toml: [launch] grid: expected 3 expressions".
+// "ops/gemm/op.toml: [launch] grid: expected 3 expressions". A package that
+// could make NVRTC read files of the compiling host is refused: file names
+// must be plain relative names, [op] options come from an allow-list (no
+// include paths or pre-includes), and every #include of the sources names a
+// package file ("...") or a toolkit header (<...>, relative, no "..")
+// (src/op_confine.h has the rules).
 Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin);
 // ReadOpPackage + ParseOpSpec.
 Result<OpSpec> LoadOpSpec(const std::string& dir);
 
-// Kernel hash = SourceDigest + toolchain (NVRTC version, or "sim"). 32 hex.
+// Version of how the farm times and checks a config (input generator,
+// poisoning, sample statistics, stopping rules): bumped when a change makes
+// new figures incomparable with stored ones, so those start new rows.
+inline constexpr int kTimingPolicyVersion = 1;
+
+// Kernel hash: the identity of a measurement, the key part under which its
+// rows are stored. Covers SourceDigest, MeasureDigest, kTimingPolicyVersion
+// and the toolchain (NVRTC version, or "sim"): changing any of them starts
+// new rows, and the old ones stay queryable under their old hash. 32 hex.
 std::string KernelHash(const OpSpec& spec, const std::string& toolchain);
 
 // Byte size of a dtype name, 0 when unknown.

@@ -79,6 +79,10 @@ struct ResultsAck {
   uint64_t unit_id = 0;
   uint64_t batch = 0;
   uint32_t stored = 0;               // new rows; duplicates are not stored twice
+  // Non-empty: the batch was refused (why, for the sender's log): it does not
+  // match what was leased to the sender, and nothing of it was stored. The
+  // sender drops it rather than send it again.
+  std::string refused;
 };
 // From a client: run this sweep.
 struct SweepSubmit {
@@ -125,6 +129,10 @@ struct SweepProgress {
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   std::vector<std::string> gpu_models;
   int64_t started_unix = 0, finished_unix = 0;
+  std::string error;                  // why a failed sweep failed
+  // Models the sweep has work for that no live worker has (named in the
+  // sweep and never seen, or gone since): it waits for them.
+  std::vector<std::string> waiting_for;
 };
 struct SweepStatus {
   std::vector<SweepProgress> sweeps;
@@ -152,6 +160,10 @@ struct Envelope {
 std::string EncodeEnvelope(const Envelope& env);
 // Parses one frame. Malformed, truncated, oversized (> kMaxFrameBytes) or
 // wrong-version input is an error, never a crash; safe for hostile input.
+// So is a Text field that is not valid UTF-8 or is longer than its bound
+// (tune/text.h: kMaxLogBytes for a failure message, kMaxMessageBytes for an
+// error or disconnect text, kMaxNameBytes for the rest); the error names the
+// field.
 Result<Envelope> DecodeEnvelope(const void* data, size_t size);
 
 // A Results command without its rows.
@@ -168,9 +180,23 @@ struct ResultsHead {
 // so a frame that peeks fine may still fail DecodeEnvelope.
 Result<std::optional<ResultsHead>> PeekResults(const void* data, size_t size);
 
-// Stored records (schema/records.capnp), used by ResultStore.
+// Stored records (schema/records.capnp), used by ResultStore. Decoding does
+// not check text: a store written before the codec did must still be read
+// (writers of JSON and reports replace invalid bytes).
 std::string EncodeMeasurement(const Measurement& m);
 Result<Measurement> DecodeMeasurement(const void* data, size_t size);
+
+// A unit as the coordinator leased it, kept in its store (ResultStore::
+// PutLease) so that a restarted coordinator accepts the honest resends of it.
+struct LeaseRecord {
+  WorkUnit unit;                      // without its op package
+  std::string gpu_model;
+  // Who it was leased to: each lessee's CURVE public key (Z85) where the
+  // coordinator runs CURVE, else its worker name.
+  std::vector<std::string> lessees;
+};
+std::string EncodeLeaseRecord(const LeaseRecord& rec);
+Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size);
 
 // Name of a command alternative, for logs: "hello", "work_unit", ...
 const char* CommandName(const Command& c);

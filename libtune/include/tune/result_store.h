@@ -4,8 +4,9 @@
 //   results   key (gpu_model, op, dtype, shape, kernel_hash, config_id) -> Measurement
 //   by_shape  key (op, dtype, shape, gpu_model, kernel_hash, config_id) -> "" (index)
 //   best      key (gpu_model, op, dtype, shape, kernel_hash) -> best valid Measurement
-//   sweeps    key sweep_id -> opaque bytes owned by the coordinator
-//   meta      "format_version" -> "1", "counter/<name>" -> decimal, ...
+//   sweeps    key sweep_id -> opaque bytes owned by the coordinator (synced)
+//   meta      "format_version" -> "1", "counter/<name>" -> decimal,
+//             "lease/<unit id, 16 hex>" -> opaque bytes owned by the coordinator, ...
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -96,6 +97,14 @@ class ResultStore {
   Status PutSweep(const std::string& sweep_id, const std::string& bytes);
   std::optional<std::string> GetSweep(const std::string& sweep_id);
   Status ForEachSweep(const std::function<void(const std::string& id, const std::string& bytes)>& fn);
+
+  // Leases the coordinator has handed out (opaque bytes it owns, in meta
+  // under "lease/<unit id>"), so that a restarted coordinator still accepts
+  // the honest resends of units leased before it stopped. Not synced: a
+  // host crash loses recent leases, and their resends are refused and redone.
+  Status PutLease(uint64_t unit_id, const std::string& bytes);
+  Status DeleteLease(uint64_t unit_id);
+  Status ForEachLease(const std::function<void(uint64_t unit_id, const std::string& bytes)>& fn);
 
   // Adds one to the counter `name` in meta and returns the new value (1 the
   // first time). The write is synced before it returns, so no two calls on

@@ -1,0 +1,39 @@
+// Text from peers, files and stores: the one home of what counts as valid
+// text in tunefarm.
+//
+// Every Text field of the wire protocol is checked with CheckText when an
+// envelope is decoded, so invalid UTF-8 never reaches the scheduler, the
+// store or a JSON writer from a live peer. Stores written before that check
+// may still hold such bytes: writers of JSON and reports replace them
+// (DumpJson, ToValidUtf8) and never throw.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "tune/status.h"
+
+namespace tune {
+
+// Upper bounds on a decoded Text field, in bytes. Names, ids, versions and
+// keys are short; a failure message may carry a compile log; a reason or an
+// error text is for people.
+inline constexpr size_t kMaxNameBytes = 4 << 10;
+inline constexpr size_t kMaxMessageBytes = 64 << 10;
+inline constexpr size_t kMaxLogBytes = 1 << 20;
+
+// True when `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF). NUL bytes are valid UTF-8 here;
+// callers that cannot hold them (store keys) refuse them themselves.
+bool IsValidUtf8(std::string_view s);
+
+// `s` with each byte that does not start or continue a well-formed sequence
+// replaced by U+FFFD: what a report or log line prints of stored text.
+std::string ToValidUtf8(std::string_view s);
+
+// OK when `s` is valid UTF-8 of at most `max_bytes`; otherwise an error
+// naming `field` ("hello.workerName is not valid UTF-8 (byte 3)").
+Status CheckText(std::string_view s, std::string_view field, size_t max_bytes);
+
+}  // namespace tune

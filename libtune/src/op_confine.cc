@@ -1,0 +1,150 @@
+#include "op_confine.h"
+
+#include <cctype>
+#include <regex>
+#include <string_view>
+
+namespace tune {
+namespace {
+
+bool NameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+';
+}
+
+// `text` with each backslash-newline spliced out and each comment replaced
+// by a space (translation phases 2 and 3), string and character literals
+// kept, so that `#/**/include` and `#\<newline>include` are seen as what the
+// preprocessor sees. Newlines of block comments are kept for line numbers.
+std::string Phase3(const std::string& text) {
+  std::string spliced;
+  spliced.reserve(text.size());
+  std::vector<size_t> lost_newlines;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      size_t j = i + 1;
+      if (j < text.size() && text[j] == '\r') ++j;
+      if (j < text.size() && text[j] == '\n') {
+        i = j;
+        continue;
+      }
+    }
+    spliced += text[i];
+  }
+  std::string out;
+  out.reserve(spliced.size());
+  for (size_t i = 0; i < spliced.size(); ++i) {
+    const char c = spliced[i];
+    if (c == '"' || c == '\'') {
+      // A literal runs to its closing quote or the end of the line.
+      out += c;
+      for (++i; i < spliced.size() && spliced[i] != c && spliced[i] != '\n'; ++i) {
+        out += spliced[i];
+        if (spliced[i] == '\\' && i + 1 < spliced.size() && spliced[i + 1] != '\n') out += spliced[++i];
+      }
+      if (i < spliced.size()) out += spliced[i];
+    } else if (c == '/' && i + 1 < spliced.size() && spliced[i + 1] == '/') {
+      while (i < spliced.size() && spliced[i] != '\n') ++i;
+      out += ' ';
+      if (i < spliced.size()) out += '\n';
+    } else if (c == '/' && i + 1 < spliced.size() && spliced[i + 1] == '*') {
+      out += ' ';
+      for (i += 2; i < spliced.size() && !(spliced[i] == '*' && i + 1 < spliced.size() && spliced[i + 1] == '/'); ++i) {
+        if (spliced[i] == '\n') out += '\n';
+      }
+      ++i;  // the '/'
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool ClimbsOrIsAbsolute(std::string_view path) {
+  if (path.empty() || path.front() == '/' || path.find('\\') != std::string_view::npos) return true;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (path.substr(start, end - start) == "..") return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status CheckPackageFileName(const std::string& name) {
+  auto bad = [&](const std::string& why) {
+    return Status::Error("op package: file name '" + name + "' " + why);
+  };
+  if (name.empty() || name.size() > 255) return bad("must have 1 to 255 bytes");
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string_view part = std::string_view(name).substr(start, end - start);
+    if (part.empty() || part.front() == '.') return bad("is not a plain relative name (empty, '.' or '..' part)");
+    for (char c : part)
+      if (!NameChar(c)) return bad("holds a character outside [A-Za-z0-9._+-/]");
+    start = end + 1;
+  }
+  return Status::OK();
+}
+
+Status CheckCompileOption(const std::string& option) {
+  static const std::regex kAllowed(
+      "--?(use_fast_math|lineinfo|generate-line-info|restrict|extra-device-vectorization|default-device"
+      "|device-as-default-execution-space)"
+      "|-D[A-Za-z_][A-Za-z0-9_]*(=[^\\s]*)?|--define-macro=[A-Za-z_][A-Za-z0-9_]*(=[^\\s]*)?"
+      "|-U[A-Za-z_][A-Za-z0-9_]*|--undefine-macro=[A-Za-z_][A-Za-z0-9_]*"
+      "|--?(ftz|prec-div|prec-sqrt|fmad)=(true|false)"
+      "|--?maxrregcount=[0-9]{1,3}"
+      "|--?std=c\\+\\+(17|20)"
+      "|(-arch|--gpu-architecture)=(sm|compute)_[0-9]{2,3}[af]?");
+  if (std::regex_match(option, kAllowed)) return Status::OK();
+  return Status::Error("NVRTC option '" + option +
+                       "' is not on the allow-list (macros, -arch, -use_fast_math, -lineinfo, -ftz, -prec-div, "
+                       "-prec-sqrt, -fmad, -maxrregcount, -std, -restrict, -extra-device-vectorization, "
+                       "-default-device)");
+}
+
+Status CheckIncludes(const std::string& file, const std::string& text,
+                     const std::function<bool(const std::string&, const std::string&)>& resolves) {
+  // A directive: optional blanks, '#', blanks, a name among those that read
+  // a file (C, C++, GNU and NVRTC spellings), then its operand.
+  static const std::regex kDirective(R"(^[ \t\f\v]*#[ \t\f\v]*(include_next|include|import|embed)\b[ \t\f\v]*(.*)$)");
+  static const std::regex kHasInclude(R"(__has_include(_next)?\s*\(\s*([<"])([^>")]*)[>"])");
+  const std::string clean = Phase3(text);
+  size_t line_no = 0, pos = 0;
+  while (pos <= clean.size()) {
+    size_t end = clean.find('\n', pos);
+    if (end == std::string::npos) end = clean.size();
+    const std::string line = clean.substr(pos, end - pos);
+    ++line_no;
+    pos = end + 1;
+    auto bad = [&](const std::string& why) {
+      return Status::Error("op package: " + file + ":" + std::to_string(line_no) + ": " + why);
+    };
+    std::smatch m;
+    if (std::regex_search(line, m, kHasInclude)) {
+      const std::string target = m[3].str();
+      if (ClimbsOrIsAbsolute(target)) return bad("__has_include of '" + target + "' looks outside the op package");
+    }
+    if (!std::regex_match(line, m, kDirective)) continue;
+    const std::string directive = m[1].str();
+    const std::string operand = m[2].str();
+    if (directive != "include") return bad("#" + directive + " is not allowed in an op");
+    const size_t close = operand.size() > 1 ? operand.find(operand[0] == '<' ? '>' : '"', 1) : std::string::npos;
+    if (operand.empty() || (operand[0] != '"' && operand[0] != '<') || close == std::string::npos) {
+      return bad("#include must name a literal \"file\" or <header>");
+    }
+    const std::string target = operand.substr(1, close - 1);
+    if (ClimbsOrIsAbsolute(target)) return bad("#include of '" + target + "' looks outside the op package");
+    if (operand[0] == '"' && !resolves(file, target)) {
+      return bad("#include \"" + target + "\" is no file of the op package (use <...> for toolkit headers)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace tune

@@ -1,0 +1,44 @@
+// What an op package may ask of the host that compiles it.
+//
+// A sweep carries an op's sources and NVRTC options to every worker. NVRTC
+// reads files of the worker's host where the package lets it: an include
+// path option (-I/, --pre-include=/etc/...), an #include of an absolute or
+// climbing path, a quoted #include that no package file answers (NVRTC then
+// looks beside the process). Compile logs go back to the submitter, so any of
+// these would leak the host's files. ParseOpSpec applies these rules, so a
+// package is refused at `submit` (the client and the coordinator parse it)
+// and again by every worker before it compiles anything.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tune/op_spec.h"
+#include "tune/status.h"
+
+namespace tune {
+
+// OK when `name` is a plain relative file name inside the op folder:
+// components of [A-Za-z0-9._+-], none empty, "." or "..", none starting
+// with '.', at most 255 bytes in all.
+Status CheckPackageFileName(const std::string& name);
+
+// OK when `option` is on the allow-list of op NVRTC options: macros
+// (-D/-U, --define-macro/--undefine-macro), -use_fast_math, -lineinfo,
+// -ftz/-prec-div/-prec-sqrt/-fmad=true|false, -maxrregcount=N,
+// -std=c++17|c++20, -restrict, -extra-device-vectorization, -default-device
+// and -arch=sm_XX/compute_XX (with an a or f suffix), each in its -x and
+// --x spellings. Nothing that names a file or a folder is on it.
+Status CheckCompileOption(const std::string& option);
+
+// OK when every #include-like directive of `text` (after line splicing and
+// comments are taken out) names a literal "file" that `resolves` maps to a
+// package file, or a <header> with a relative path without "..": a toolkit
+// header. `resolves(includer, target)` is true when the quoted include
+// `target` of `includer` is a file of the package. Errors name `file`, the
+// line and the directive.
+Status CheckIncludes(const std::string& file, const std::string& text,
+                     const std::function<bool(const std::string& includer, const std::string& target)>& resolves);
+
+}  // namespace tune

@@ -1,0 +1,68 @@
+#include "tune/text.h"
+
+namespace tune {
+namespace {
+
+// Length of the well-formed sequence at s[i], or 0 when there is none
+// (Unicode 15, table 3-7).
+size_t SequenceAt(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const size_t left = s.size() - i;
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return k < left && b(k) >= lo && b(k) <= hi;
+  };
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
+  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;  // no surrogates
+  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;  // <= U+10FFFF
+  return 0;
+}
+
+// Offset of the first byte that starts no well-formed sequence; npos if none.
+size_t FirstInvalid(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = SequenceAt(s, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) { return FirstInvalid(s) == std::string_view::npos; }
+
+std::string ToValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = SequenceAt(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+Status CheckText(std::string_view s, std::string_view field, size_t max_bytes) {
+  if (s.size() > max_bytes) {
+    return Status::Error(std::string(field) + " is " + std::to_string(s.size()) + " bytes (at most " +
+                         std::to_string(max_bytes) + ")");
+  }
+  const size_t bad = FirstInvalid(s);
+  if (bad != std::string_view::npos) {
+    return Status::Error(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  }
+  return Status::OK();
+}
+
+}  // namespace tune

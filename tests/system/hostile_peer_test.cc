@@ -1,0 +1,412 @@
+// Hostile peers at the coordinator's door. Each test runs a real coordinator
+// process on loopback, a hostile peer that speaks the protocol by hand, and
+// honest sim workers, and asserts that the coordinator keeps serving a real
+// sweep to completion, that nothing forged or stale is stored or published,
+// and that nothing honest is lost.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+#include <zmq.hpp>
+
+#include "support/process.h"
+#include "support/protocol_peer.h"
+#include "support/temp_dir.h"
+#include "tune/op_spec.h"
+#include "tune/protocol.h"
+#include "tune/result_store.h"
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Child;
+using testing::ReadFile;
+using Peer = testing::ProtocolPeer;
+
+constexpr char kModel[] = "sim-a100";  // what `--sim-models a100` workers have
+constexpr char kSweep[] =
+    "[sweep]\nname = \"honest\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\nshapes = [ { N = 4096 } ]\n";
+// The synthetic op's 600 configs: a sweep stores a row per config (its
+// refined row replaces its screening one).
+constexpr uint64_t kSweepRows = 600;
+
+// One GET over a fresh connection: the status line and body.
+std::string Get(int port, const std::string& path) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(s);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)!write(s, req.data(), req.size());
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(s, buf, sizeof buf)) > 0) resp.append(buf, n);
+  close(s);
+  return resp;
+}
+
+class HostilePeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+    http_ = testing::FreePort();
+    fs::copy(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/synthetic", dir_.Sub("ops/synthetic"),
+             fs::copy_options::recursive);
+    dir_.Write("sweep.toml", kSweep);
+  }
+  void TearDown() override {
+    for (auto& w : workers_) w->Stop();
+    if (coordinator_) {
+      EXPECT_EQ(coordinator_->Stop(10), 0) << CoordinatorLog();
+    }
+  }
+
+  void StartCoordinator(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store", Store(),
+                                     "--http-port", std::to_string(http_), "-v"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    coordinator_ = std::make_unique<Child>(argv, dir_.Sub("coordinator.log"));
+    // Up once it answers a status request.
+    Peer probe(ctx_, endpoint_);
+    probe.Send(SweepStatusRequest{});
+    ASSERT_TRUE(probe.ReceiveAny().has_value()) << CoordinatorLog();
+  }
+  void StartHonestWorker(const std::string& name = "honest") {
+    workers_.push_back(std::make_unique<Child>(
+        std::vector<std::string>{TUNEFARM_BINARY, "worker", "--connect", endpoint_, "--backend", "sim",
+                                 "--sim-models", "a100", "--name", name},
+        dir_.Sub(name + ".log")));
+  }
+  // `tunefarm submit` of a sweep file: its exit status; the log in *log.
+  int Submit(const std::string& sweep_file, bool wait, std::string* log = nullptr) {
+    std::vector<std::string> argv = {TUNEFARM_BINARY, "submit", sweep_file, "--coordinator", endpoint_,
+                                     "--ops-dir", dir_.Sub("ops")};
+    if (wait) argv.push_back("--wait");
+    Child submit(argv, dir_.Sub("submit.log"));
+    const int rc = submit.Wait(120);
+    if (log) *log = ReadFile(dir_.Sub("submit.log"));
+    return rc;
+  }
+  // The honest farm at work: a sweep of the synthetic op runs to completion.
+  void ExpectAHonestSweepCompletes() {
+    std::string log;
+    EXPECT_EQ(Submit(dir_.Sub("sweep.toml"), true, &log), 0) << log << CoordinatorLog();
+  }
+  std::string Store() const { return dir_.Sub("store"); }
+  std::string CoordinatorLog() const { return ReadFile(dir_.Sub("coordinator.log")); }
+  std::vector<Measurement> Rows() {
+    std::vector<Measurement> rows;
+    auto store = ResultStore::OpenReadOnly(Store());
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    if (!store.ok()) return rows;
+    EXPECT_TRUE((*store)->Scan({}, [&](const Measurement& m) {
+      rows.push_back(m);
+      return true;
+    }).ok());
+    return rows;
+  }
+  OpPackage Package(const std::string& op = "synthetic") {
+    auto pkg = ReadOpPackage(dir_.Sub("ops/" + op));
+    EXPECT_TRUE(pkg.ok()) << pkg.status().message();
+    return pkg.ok() ? *pkg : OpPackage{};
+  }
+  static DeviceInfo Device(const std::string& model, int index = 0) {
+    DeviceInfo d;
+    d.index = index;
+    d.name = "Simulated " + model;
+    d.model = model;
+    d.backend = "sim";
+    d.nvrtc_version = "sim";
+    d.max_threads_per_block = 1024;
+    return d;
+  }
+  // `op`'s op.toml with `from` replaced by `to`, as a new op folder `name`.
+  void EditOp(const std::string& name, const std::string& from, const std::string& to) {
+    if (name != "synthetic") {
+      fs::copy(dir_.Sub("ops/synthetic"), dir_.Sub("ops/" + name), fs::copy_options::recursive);
+    }
+    std::string toml = ReadFile(dir_.Sub("ops/" + name + "/op.toml"));
+    const size_t at = toml.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    toml.replace(at, from.size(), to);
+    dir_.Write("ops/" + name + "/op.toml", toml);
+  }
+  std::string Metrics() { return Get(http_, "/metrics"); }
+
+  testing::TempDir dir_{"hostile_peer_test"};
+  std::string endpoint_;
+  int http_ = 0;
+  zmq::context_t ctx_;
+  std::unique_ptr<Child> coordinator_;
+  std::vector<std::unique_ptr<Child>> workers_;
+};
+
+// The counter `name` of /metrics (unlabelled), or -1.
+double MetricValue(const std::string& metrics, const std::string& name) {
+  const size_t at = metrics.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(metrics.substr(at + name.size() + 2));
+}
+
+TEST_F(HostilePeerTest, InvalidUtf8InAnyTextFieldIsAProtocolErrorNotACrash) {
+  StartCoordinator();
+  const std::string bad = "host\xff\xfe:1";
+  std::vector<std::pair<std::string, Command>> commands;
+  commands.emplace_back("hello.workerName", Hello{bad, "0.1", {Device(kModel)}});
+  commands.emplace_back("hello.farmVersion", Hello{"host:1", bad, {Device(kModel)}});
+  DeviceInfo named = Device(kModel);
+  named.name = bad;
+  commands.emplace_back("device name", Hello{"host:1", "0.1", {named}});
+  SweepSubmit submit;
+  submit.name = bad;
+  commands.emplace_back("sweepSubmit.name", submit);
+  commands.emplace_back("sweepStatusRequest.sweepId", SweepStatusRequest{bad});
+  commands.emplace_back("disconnect.reason", tune::Disconnect{bad});
+  commands.emplace_back("results.sweepId", Results{bad, 1, 0, true, {}});
+  for (auto& [what, cmd] : commands) {
+    Peer hostile(ctx_, endpoint_);
+    hostile.Send(cmd);
+    auto reply = hostile.Receive<tune::Disconnect>();
+    EXPECT_NE(reply.reason.find("not valid UTF-8"), std::string::npos) << what << ": " << reply.reason;
+  }
+  {
+    Peer hostile(ctx_, endpoint_);
+    hostile.Send(Heartbeat{}, bad);  // the envelope's own sender
+    EXPECT_NE(hostile.Receive<tune::Disconnect>().reason.find("sender"), std::string::npos);
+  }
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();
+  EXPECT_EQ(Rows().size(), kSweepRows);
+  std::string metrics;
+  for (int i = 0; i < 50 && MetricValue(metrics = Metrics(), "tunefarm_protocol_errors_total") < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(MetricValue(metrics, "tunefarm_protocol_errors_total"), 8) << metrics;
+  EXPECT_NE(Get(http_, "/api/workers").find("honest"), std::string::npos);
+}
+
+// Bytes that are not UTF-8 in rows stored before the codec checked text:
+// the coordinator opens such a store and serves it, and every JSON writer
+// replaces them.
+TEST_F(HostilePeerTest, AStoreHoldingInvalidUtf8OpensAndEveryJsonWriterServesIt) {
+  {
+    auto store = ResultStore::Open(Store());
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    Measurement m;
+    m.gpu_model = kModel;
+    m.op = "synthetic";
+    m.dtype = "f32";
+    m.shape = "N=4096";
+    m.kernel_hash = "0123456789abcdef0123456789abcdef";
+    m.config = Config{{{"TILE", 64}}};
+    m.config_id = m.config.Id();
+    m.median_us = m.mean_us = m.min_us = m.max_us = 5;
+    m.samples = 5;
+    m.check_passed = true;
+    m.backend = "sim";
+    m.worker = "old\xc3\x28worker";
+    m.device_name = "\xff";
+    ASSERT_TRUE((*store)->Put(m).ok());
+  }
+  StartCoordinator();
+  std::string best;
+  for (int i = 0; i < 100 && best.find("200 OK") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    best = Get(http_, "/api/best");
+  }
+  EXPECT_NE(best.find("200 OK"), std::string::npos) << best;
+  EXPECT_NE(best.find("\"sim-a100\""), std::string::npos) << best;
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{"results", "--store", Store(), "--format", "json"},
+        std::vector<std::string>{"compare", "--store", Store(), "--format", "json"},
+        std::vector<std::string>{"compare", "--store", Store(), "--format", "html"}}) {
+    std::vector<std::string> full = {TUNEFARM_BINARY};
+    full.insert(full.end(), argv.begin(), argv.end());
+    Child report(full, dir_.Sub("report.log"));
+    EXPECT_EQ(report.Wait(60), 0) << argv[0] << " " << argv.back() << ": " << ReadFile(dir_.Sub("report.log"));
+    if (argv[0] == "results") {
+      EXPECT_NE(ReadFile(dir_.Sub("report.log")).find("old\xef\xbf\xbd("), std::string::npos)
+          << ReadFile(dir_.Sub("report.log"));
+    }
+  }
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();
+}
+
+TEST_F(HostilePeerTest, ResultsThatDoNotMatchTheirLeaseAreRefusedAndNothingForgedIsStored) {
+  StartCoordinator();
+  Peer hostile(ctx_, endpoint_);
+  hostile.Send(Hello{"hostile:1", "0.1", {Device(kModel)}});
+  hostile.Receive<HelloAck>();
+  std::string submitted;
+  ASSERT_EQ(Submit(dir_.Sub("sweep.toml"), false, &submitted), 0);
+  const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
+  hostile.Send(RequestWork{0});
+  const WorkUnit unit = hostile.Receive<WorkUnit>();
+  ASSERT_FALSE(unit.configs.empty());
+  auto spec = ParseOpSpec(Package(), "synthetic");
+  ASSERT_TRUE(spec.ok());
+  auto row = [&](const Config& c, double median) {
+    Measurement m;
+    m.gpu_model = kModel;
+    m.op = unit.op;
+    m.dtype = unit.dtype;
+    m.shape = unit.shapes.at(0).Canonical();
+    m.kernel_hash = KernelHash(*spec, "sim");
+    m.config = c;
+    m.config_id = c.Id();
+    m.median_us = m.mean_us = m.min_us = m.max_us = median;
+    m.samples = 5;
+    m.check_passed = true;
+    m.backend = "sim";
+    return m;
+  };
+  // A unit never leased, a -1 us winner, a config outside the space.
+  hostile.Send(Results{unit.sweep_id, 777, 0, true, {row(unit.configs[0], 1)}});
+  EXPECT_NE(hostile.Receive<ResultsAck>().refused.find("not leased"), std::string::npos);
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 0, false, {row(unit.configs[0], -1)}});
+  EXPECT_NE(hostile.Receive<ResultsAck>().refused.find("median_us"), std::string::npos);
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 1, true, {row(Config{{{"TILE", 7}, {"UNROLL", 99}}}, 0.5)}});
+  EXPECT_NE(hostile.Receive<ResultsAck>().refused.find("does not hold"), std::string::npos);
+  // Three refusals: disconnected, and its lease went back to the queue.
+  EXPECT_NE(hostile.Receive<tune::Disconnect>().reason.find("refused"), std::string::npos);
+
+  StartHonestWorker();
+  Peer client(ctx_, endpoint_);
+  std::string state;
+  for (int i = 0; i < 1200 && state != "done"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    client.Send(SweepStatusRequest{sweep_id});
+    const auto status = client.Receive<SweepStatus>();
+    state = status.sweeps.empty() ? "" : status.sweeps[0].state;
+  }
+  EXPECT_EQ(state, "done") << CoordinatorLog();
+  const auto rows = Rows();
+  EXPECT_EQ(rows.size(), kSweepRows);
+  for (const auto& m : rows) {
+    EXPECT_EQ(m.worker, "honest");
+    EXPECT_GT(m.median_us, 0);
+  }
+  const std::string metrics = Metrics();
+  EXPECT_EQ(MetricValue(metrics, "tunefarm_results_refused_total"), 3) << metrics;
+}
+
+TEST_F(HostilePeerTest, PhantomModelsNeverMakeASweepWaitAndTooManyDevicesAreRefused) {
+  StartCoordinator();
+  Peer phantom(ctx_, endpoint_);
+  std::vector<DeviceInfo> devices;
+  for (int i = 0; i < 64; ++i) devices.push_back(Device("phantom-" + std::to_string(i), i));
+  phantom.Send(Hello{"phantom:1", "0.1", devices});
+  phantom.Receive<HelloAck>();
+  {
+    Peer greedy(ctx_, endpoint_);
+    devices.push_back(Device("phantom-64", 64));
+    greedy.Send(Hello{"greedy:1", "0.1", devices});
+    EXPECT_NE(greedy.Receive<tune::Disconnect>().reason.find("65 devices"), std::string::npos);
+  }
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();  // gpus = ["*"]: the live models, not the named ones
+  for (const auto& m : Rows()) EXPECT_EQ(m.gpu_model, kModel);
+  // A sweep that names a model no live worker serves says what it waits for.
+  dir_.Write("phantom.toml", std::string(kSweep) + "gpus = [\"phantom-3\"]\n");
+  ASSERT_EQ(Submit(dir_.Sub("phantom.toml"), false), 0);
+  Child status({TUNEFARM_BINARY, "status", "--coordinator", endpoint_}, dir_.Sub("status.log"));
+  ASSERT_EQ(status.Wait(30), 0);
+  EXPECT_NE(ReadFile(dir_.Sub("status.log")).find("waiting for phantom-3"), std::string::npos)
+      << ReadFile(dir_.Sub("status.log"));
+}
+
+TEST_F(HostilePeerTest, AnOversizedSpaceIsRefusedAtSubmitAndTheFarmServesOn) {
+  StartCoordinator();
+  std::string values = "[1";
+  for (int i = 2; i <= 1000; ++i) values += ", " + std::to_string(i);
+  values += "]";
+  EditOp("huge", "name    = \"synthetic\"", "name    = \"huge\"");
+  EditOp("huge", "PAD = 0 }", "PAD = 0, A = 1, B = 1, C = 1 }");
+  EditOp("huge", "PAD    = [0, 1, 2, 3]", "PAD = [0, 1, 2, 3]\nA = " + values + "\nB = " + values + "\nC = " + values);
+  dir_.Write("huge.toml", "[sweep]\nname = \"huge\"\nops = [\"huge\"]\ndtypes = [\"f32\"]\nshapes = [ { N = 4096 } ]\n");
+  std::string log;
+  EXPECT_NE(Submit(dir_.Sub("huge.toml"), false, &log), 0);
+  EXPECT_NE(log.find("op 'huge'"), std::string::npos) << log;
+  EXPECT_NE(log.find("600000000000 raw points"), std::string::npos) << log;
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();
+}
+
+// Changing what a measurement means (its launch geometry, its check) gives
+// its rows a new kernel hash: the next sweep measures again, and the old rows
+// stay beside the new.
+TEST_F(HostilePeerTest, AChangedLaunchOrCheckStartsNewRows) {
+  StartCoordinator();
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();
+  EXPECT_EQ(Rows().size(), kSweepRows);
+  EditOp("synthetic", "rtol = 1e-3", "rtol = 2e-3");
+  ExpectAHonestSweepCompletes();
+  EXPECT_EQ(Rows().size(), kSweepRows * 2);
+  EditOp("synthetic", "block = [\"TILE\", \"1\", \"1\"]", "block = [\"TILE\", \"1\", \"1*1\"]");
+  ExpectAHonestSweepCompletes();
+  EXPECT_EQ(Rows().size(), kSweepRows * 3);
+}
+
+// Op packages that would make NVRTC read files of a worker's host are
+// refused: by `submit` before anything is sent, and by the coordinator from
+// a client that sends one anyway.
+TEST_F(HostilePeerTest, OpPackagesThatReachOutsideThemselvesAreRefused) {
+  StartCoordinator();
+  struct Case {
+    const char* what;
+    std::function<void(OpPackage&)> spoil;
+    const char* names;
+  };
+  const std::vector<Case> cases = {
+      {"include path option",
+       [](OpPackage& p) { p["op.toml"].replace(p["op.toml"].find("kernel  ="), 0, "options = [\"-I/\"]\n"); },
+       "allow-list"},
+      {"pre-include option",
+       [](OpPackage& p) {
+         p["op.toml"].replace(p["op.toml"].find("kernel  ="), 0, "options = [\"--pre-include=/etc/hostname\"]\n");
+       },
+       "allow-list"},
+      {"absolute include", [](OpPackage& p) { p["synthetic.cu"] = "#include \"/etc/hostname\"\n" + p["synthetic.cu"]; },
+       "outside the op package"},
+      {"spliced include",
+       [](OpPackage& p) { p["synthetic.cu"] = "#/**/inc\\\nlude </etc/hostname>\n" + p["synthetic.cu"]; },
+       "outside the op package"},
+      {"climbing include", [](OpPackage& p) { p["synthetic.cu"] = "#include <../../etc/hostname>\n" + p["synthetic.cu"]; },
+       "outside the op package"},
+      {"file name", [](OpPackage& p) { p["../x.h"] = "int x;"; }, "file name"},
+  };
+  Peer client(ctx_, endpoint_);
+  for (const auto& c : cases) {
+    OpPackage pkg = Package();
+    c.spoil(pkg);
+    SweepSubmit submit;
+    submit.name = c.what;
+    submit.ops = {"synthetic"};
+    submit.op_packages = {pkg};
+    submit.dtypes = {"f32"};
+    submit.shapes = {Shape{{{"N", 4096}}}};
+    submit.gpu_models = {"*"};
+    client.Send(submit);
+    const std::string error = client.Receive<ErrorReply>().message;
+    EXPECT_NE(error.find(c.names), std::string::npos) << c.what << ": " << error;
+  }
+  // The same through `submit`: a one-line error before anything is sent.
+  EditOp("synthetic", "kernel  =", "options = [\"-I/\"]\nkernel  =");
+  std::string log;
+  EXPECT_NE(Submit(dir_.Sub("sweep.toml"), false, &log), 0);
+  EXPECT_NE(log.find("-I/"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace tune
