@@ -98,7 +98,9 @@ struct ZapAuthenticator::State {
     return Status::OK();
   }
 
-  Status Load() {
+  // `announce`: log the keys loaded (a reload; the first load is the
+  // caller's to report).
+  Status Load(bool announce = true) {
     const std::string& path = options.allow_list_path;
     if (path.empty()) return Status::Error("zap: no allow-list file to reload");
     const FileStamp before = StampOf(path);
@@ -117,7 +119,7 @@ struct ZapAuthenticator::State {
       stamp = before;
       client_stamp = client_before;
     }
-    options.log("allow-list " + path + (options.client_allow_list_path.empty() ? "" : " and " + options.client_allow_list_path) +
+    if (announce) options.log("allow-list " + path + (options.client_allow_list_path.empty() ? "" : " and " + options.client_allow_list_path) +
                 " loaded: " + std::to_string(n) + " key(s)");
     return Status::OK();
   }
@@ -259,7 +261,7 @@ Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::FromFile(
     zmq::context_t& ctx, const std::string& allow_list_path, ZapAuthenticatorOptions options) {
   options.allow_list_path = allow_list_path;
   auto zap = std::make_unique<ZapAuthenticator>(ctx, std::vector<AllowedKey>{}, std::move(options));
-  TUNE_RETURN_IF_ERROR(zap->state_->Load());
+  TUNE_RETURN_IF_ERROR(zap->state_->Load(false));
   return zap;
 }
 

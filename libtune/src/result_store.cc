@@ -683,11 +683,12 @@ Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& byt
 }
 
 namespace {
-constexpr char kLeasePrefix[] = "lease/";
+// "lease\0<16 hex digits>": ForPrefix's prefixes end with the separator.
+const std::string kLeasePrefix = std::string("lease") + kSep;
 std::string LeaseKey(uint64_t unit_id) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%s%016llx", kLeasePrefix, static_cast<unsigned long long>(unit_id));
-  return buf;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(unit_id));
+  return kLeasePrefix + buf;
 }
 }  // namespace
 
@@ -705,7 +706,7 @@ Status ResultStore::DeleteLease(uint64_t unit_id) {
 
 Status ResultStore::ForEachLease(const std::function<void(uint64_t unit_id, const std::string& bytes)>& fn) {
   return impl_->ForPrefix(impl_->meta, kLeasePrefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
-    const std::string hex = key.ToString().substr(sizeof kLeasePrefix - 1);
+    const std::string hex = key.ToString().substr(kLeasePrefix.size());
     char* end = nullptr;
     const unsigned long long id = std::strtoull(hex.c_str(), &end, 16);
     if (hex.size() == 16 && *end == '\0') fn(id, value.ToString());

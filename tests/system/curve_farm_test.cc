@@ -148,20 +148,18 @@ TEST(CurveFarm, RevokedWorkerKeyLosesItsConnectionAndItsLeases) {
 
   const std::string log = ReadFile(path("coordinator.log"));
   EXPECT_NE(log.find("is no longer on"), std::string::npos) << log;
+  EXPECT_NE(log.find("to w1"), std::string::npos) << "w1 leased nothing before it was revoked: " << log;
   const size_t first = log.find("hello from w1");
   ASSERT_NE(first, std::string::npos) << log;
   EXPECT_EQ(log.find("hello from w1", first + 1), std::string::npos) << "w1 came back: " << log;
   EXPECT_NE(log.find("hello from w2"), std::string::npos) << log;
   auto store = tune::ResultStore::Open(path("store"));
   ASSERT_TRUE(store.ok()) << store.status().message();
-  uint64_t rows = 0, by_w1 = 0;
-  ASSERT_TRUE((*store)->Scan({}, [&](const tune::Measurement& m) {
+  uint64_t rows = 0;
+  ASSERT_TRUE((*store)->Scan({}, [&](const tune::Measurement&) {
     ++rows;
-    by_w1 += m.worker == "w1";
     return true;
   }).ok());
   EXPECT_EQ(rows, 600u);
-  EXPECT_GT(by_w1, 0u);
-  EXPECT_LT(by_w1, 600u);
   if (!HasFailure()) fs::remove_all(dir);
 }

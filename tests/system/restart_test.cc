@@ -119,11 +119,11 @@ TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextR
   client->Send(submit);
   const std::string sweep_id = client->Receive<SweepAccepted>().sweep_id;
   ASSERT_FALSE(sweep_id.empty());
-  const uint64_t pairs_total = Progress(*client, sweep_id).pairs_total;
-  ASSERT_GT(pairs_total, 100u);
-
+  // A model is live once a device of it asks for work: units exist from then.
   worker->Send(RequestWork{0});
   const WorkUnit old_unit = worker->Receive<WorkUnit>();
+  const uint64_t pairs_total = Progress(*client, sweep_id).pairs_total;
+  ASSERT_GT(pairs_total, 100u);
   ASSERT_EQ(old_unit.configs.size(), 20u);
   worker->Send(Batch(old_unit, 0, 10, 0, false));
   EXPECT_EQ(worker->Receive<ResultsAck>().stored, 10u);
@@ -144,7 +144,8 @@ TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextR
 
   const uint64_t done_before = Progress(*client, sweep_id).units_done;
   worker->Send(Batch(old_unit, 10, 20, 1, true));
-  EXPECT_EQ(worker->Receive<ResultsAck>().stored, 10u);
+  const ResultsAck resent = worker->Receive<ResultsAck>();
+  EXPECT_EQ(resent.stored, 10u) << resent.refused << ReadFile(dir_.Sub("coordinator.log"));
   EXPECT_EQ(Progress(*client, sweep_id).units_done, done_before)
       << "the old unit's final batch completed a unit of this run";
 

@@ -6,7 +6,7 @@
 //   best      key (gpu_model, op, dtype, shape, kernel_hash) -> best valid Measurement
 //   sweeps    key sweep_id -> opaque bytes owned by the coordinator (synced)
 //   meta      "format_version" -> "1", "counter/<name>" -> decimal,
-//             "lease/<unit id, 16 hex>" -> opaque bytes owned by the coordinator, ...
+//             "lease\0<unit id, 16 hex>" -> opaque bytes owned by the coordinator, ...
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -98,8 +98,7 @@ class ResultStore {
   std::optional<std::string> GetSweep(const std::string& sweep_id);
   Status ForEachSweep(const std::function<void(const std::string& id, const std::string& bytes)>& fn);
 
-  // Leases the coordinator has handed out (opaque bytes it owns, in meta
-  // under "lease/<unit id>"), so that a restarted coordinator still accepts
+  // Leases the coordinator has handed out (opaque bytes it owns, in meta), so that a restarted coordinator still accepts
   // the honest resends of units leased before it stopped. Not synced: a
   // host crash loses recent leases, and their resends are refused and redone.
   Status PutLease(uint64_t unit_id, const std::string& bytes);
