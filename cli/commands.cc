@@ -204,6 +204,8 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
 
 int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
   args.opts.max_ingest_backlog_bytes = args.max_ingest_backlog_mib << 20;
+  args.opts.max_ingest_queue_bytes = args.max_ingest_queue_mib << 20;
+  args.opts.store_reserve_bytes = args.store_reserve_mib << 20;
   Coordinator coord(args.opts);
   Status st = coord.Start();
   if (!st.ok()) return Fail(st.message());
@@ -264,7 +266,8 @@ int RunStatus(const StatusArgs& args) {
   auto* status = std::get_if<SweepStatus>(&*reply);
   if (!status) return Fail("coordinator sent an unexpected reply");
   if (args.json) {
-    nlohmann::json j = {{"workers", status->workers}, {"sweeps", nlohmann::json::array()}};
+    nlohmann::json j = {{"workers", status->workers}, {"store_fault", status->store_fault},
+                        {"sweeps", nlohmann::json::array()}};
     for (const auto& p : status->sweeps) {
       j["sweeps"].push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                              {"units_total", p.units_total}, {"units_done", p.units_done},
@@ -276,6 +279,9 @@ int RunStatus(const StatusArgs& args) {
     return 0;
   }
   std::printf("%u worker(s)\n", status->workers);
+  if (!status->store_fault.empty()) {
+    std::printf("store writes fail, no leasing until they succeed: %s\n", ToValidUtf8(status->store_fault).c_str());
+  }
   std::printf("%-16s %-20s %-8s %12s %18s %8s  %s\n", "sweep", "name", "state", "units",
               "pairs", "failed", "gpu models");
   for (const auto& p : status->sweeps) {

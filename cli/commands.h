@@ -17,6 +17,8 @@ namespace tune {
 struct CoordinatorArgs {
   CoordinatorOptions opts;
   size_t max_ingest_backlog_mib = CoordinatorOptions{}.max_ingest_backlog_bytes >> 20;
+  size_t max_ingest_queue_mib = CoordinatorOptions{}.max_ingest_queue_bytes >> 20;
+  uint64_t store_reserve_mib = CoordinatorOptions{}.store_reserve_bytes >> 20;
 };
 struct WorkerArgs {
   WorkerOptions opts;

@@ -61,6 +61,12 @@ int main(int argc, char** argv) {
                 "(the workers' --refine-within)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
+  c->add_option("--store-reserve-mib", coord.store_reserve_mib,
+                "Stop writing (and leasing) while the store's disk has less free space")
+      ->capture_default_str();
+  c->add_option("--max-ingest-queue-mib", coord.max_ingest_queue_mib,
+                "Results queued for the store at most; a peer past it resends later")
+      ->capture_default_str();
   c->add_option("--max-ingest-backlog-mib", coord.max_ingest_backlog_mib,
                 "Pause new leases while more than this many MiB of results wait to be stored")
       ->capture_default_str()

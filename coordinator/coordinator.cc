@@ -84,6 +84,9 @@ Status MayUse(PeerRole role, const Command& cmd) {
   return Status::OK();
 }
 
+// How often a store that refused writes is tried again.
+constexpr double kStoreRetrySeconds = 2;
+
 // Devices a hello may name: a host with more GPUs than this is no farm host.
 constexpr size_t kMaxDevicesPerWorker = 64;
 
@@ -155,6 +158,29 @@ struct Coordinator::Impl {
   // Counters for /metrics.
   uint64_t results_stored = 0, results_duplicate = 0, leases = 0, dropped_messages = 0;
   uint64_t batches_refused = 0, protocol_errors = 0;
+  // Set while the store refuses writes (disk full, I/O error): no leases are
+  // given out, since their results could not be stored, and the store is
+  // tried again every kStoreRetrySeconds until a write succeeds.
+  std::string store_fault;
+  double store_retry_at = 0;
+
+  void StoreFailed(const std::string& what, double now) {
+    if (store_fault.empty()) {
+      std::fprintf(stderr, "coordinator: store writes fail, leasing stops until they succeed: %s\n", what.c_str());
+    }
+    store_fault = what;
+    store_retry_at = now + kStoreRetrySeconds;
+  }
+  void MaybeRecoverStore(double now) {
+    if (store_fault.empty() || now < store_retry_at) return;
+    Status st = store->Recover();
+    if (!st.ok()) {
+      store_retry_at = now + kStoreRetrySeconds;
+      return;
+    }
+    std::fprintf(stderr, "coordinator: store writes succeed again; leasing resumes\n");
+    store_fault.clear();
+  }
   HttpSnapshot snapshot;
   std::unique_ptr<HttpServer> http;
   double last_publish = 0, last_best_publish = 0;
@@ -185,7 +211,7 @@ struct Coordinator::Impl {
     const SweepState* s = scheduler.FindSweep(id);
     if (!s) return;
     Status st = store->PutSweep(id, EncodeSweepRecord({s->state, s->submit}));
-    if (!st.ok()) Log("cannot persist sweep " + id + ": " + st.message());
+    if (!st.ok()) StoreFailed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
   }
 
   void Disconnect(const std::string& identity, const std::string& reason) {
@@ -248,6 +274,7 @@ struct Coordinator::Impl {
             SweepStatus st;
             st.sweeps = scheduler.Progress(cmd.sweep_id);
             st.workers = static_cast<uint32_t>(workers.size());
+            st.store_fault = store_fault;
             if (!cmd.sweep_id.empty() && st.sweeps.empty()) {
               Send(identity, ErrorReply{"unknown sweep '" + cmd.sweep_id + "'"});
               return;
@@ -265,7 +292,8 @@ struct Coordinator::Impl {
             if (!dev) return Disconnect(identity, "request for unknown device " +
                                                       std::to_string(cmd.device_index));
             if (wit->second.serving.insert(dev->index).second) scheduler.AddDevice(*dev);
-            const bool store_behind = ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
+            const bool store_behind =
+                !store_fault.empty() || ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
             auto unit = store_behind ? std::nullopt : scheduler.Lease(identity, dev->model, now);
             if (!unit) {
               Send(identity, NoWork{NoWorkRetryMs(workers.size())});
@@ -320,7 +348,7 @@ struct Coordinator::Impl {
     if (std::find(lessees.begin(), lessees.end(), who) != lessees.end()) return;
     lessees.push_back(who);
     Status st = store->PutLease(unit.unit_id, EncodeLeaseRecord(book.record));
-    if (!st.ok()) Log("cannot record lease of unit " + std::to_string(unit.unit_id) + ": " + st.message());
+    if (!st.ok()) StoreFailed("cannot record lease of unit " + std::to_string(unit.unit_id) + ": " + st.message(), NowSeconds());
   }
 
   // Leases of sweeps that no longer run are of no use: their results would
@@ -357,6 +385,9 @@ struct Coordinator::Impl {
     const double now = NowSeconds();
     auto wit = Heard(identity, now);
     if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
+    if (ingester->queued_bytes() + frame.size() > std::max(opts.max_ingest_queue_bytes, 2 * kMaxFrameBytes)) {
+      return Disconnect(identity, "results queue full: keep the batch and send it again later");
+    }
     const Peer& peer = wit->second;
     scheduler.BatchQueued(head.sweep_id, head.unit_id, now);
     IngestJob job;
@@ -448,7 +479,7 @@ struct Coordinator::Impl {
           // Not acknowledged: the worker keeps the batch and sends it again
           // when it reconnects. Until then the unit must not complete on a
           // later final batch, and a failed final batch asks for that now.
-          Log("store write failed: " + o.error);
+          StoreFailed(o.error, NowSeconds());
           if (o.head.final) AskToResend(o.identity, o.head.unit_id);
           else unstored_batches.insert({o.identity, o.head.unit_id});
           break;
@@ -582,6 +613,7 @@ struct Coordinator::Impl {
     const size_t expired = scheduler.ExpireLeases(now);
     if (expired) Log(std::to_string(expired) + " lease(s) expired");
     RecordEndedSweeps();
+    MaybeRecoverStore(now);
     if (http && now - last_publish >= 1.0) {
       PublishSnapshot(now);
       last_publish = now;
@@ -608,7 +640,7 @@ struct Coordinator::Impl {
       metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
                                       p.pairs_failed, labels));
     }
-    docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}});
+    docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}, {"store_fault", store_fault}});
     json ws = json::array();
     size_t devices = 0;
     for (const auto& [id, peer] : workers) {
@@ -630,6 +662,9 @@ struct Coordinator::Impl {
                                       "measurements received again and not stored twice",
                                       results_duplicate));
     metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
+    metrics.push_back(Metric::Gauge("tunefarm_store_writable",
+                                    "1 while store writes succeed; 0 while they fail and leasing stops",
+                                    store_fault.empty() ? 1 : 0));
     metrics.push_back(Metric::Gauge("tunefarm_ingest_queue_bytes",
                                     "bytes of results received and not yet stored",
                                     ingester->queued_bytes()));
@@ -677,6 +712,7 @@ Status Coordinator::Start() {
   auto store = ResultStore::Open(impl_->opts.store_path);
   if (!store.ok()) return store.status();
   impl_->store = std::move(store).value();
+  impl_->store->set_min_free_bytes(impl_->opts.store_reserve_bytes);
   // Each run over this store numbers its units in a range of its own
   // (2^32 ids per run): a worker may still send results of a unit that the
   // run before a restart leased, and they must not complete another unit.

@@ -23,12 +23,20 @@ namespace tune {
 struct CoordinatorOptions {
   std::string endpoint = "tcp://*:5555";
   std::string store_path = "tunefarm.db";
+  // Writes stop (and leasing with them) while the store's filesystem has
+  // less free space than this; both resume by themselves once it has more.
+  uint64_t store_reserve_bytes = kDefaultStoreReserveBytes;
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 5;            // missed heartbeats before a worker is dead
   // No new leases (NoWork instead) while this many bytes of results wait to
   // be stored: work handed out now would only queue behind them, and the
   // queue is coordinator memory.
   size_t max_ingest_backlog_bytes = 64u << 20;
+  // A results frame that would take the queue past this is not queued: its
+  // sender is disconnected and resends the batch (it keeps every batch
+  // until acknowledged) once it has said hello again, after its backoff.
+  // Bounds coordinator memory whatever peers send; at least 2 frames.
+  size_t max_ingest_queue_bytes = 256u << 20;
   SchedulerOptions scheduler;
   // CURVE: on when a secret key is given; required (unless insecure) for
   // endpoints other than loopback. Workers must be on the allow-list.

@@ -181,6 +181,8 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
     p.pairs.textContent = `${fmtInt(done)} / ${fmtInt(total)} pairs`;
     const bits = [pct.toFixed(1) + '%'];
     if (failed) bits.push(fmtInt(failed) + ' failed');
+    if (list(s.waiting_for).length) bits.push('waiting for ' + list(s.waiting_for).join(', ') + ': no live worker');
+    if (s.error) bits.push(String(s.error));
     if (s.units_total !== undefined) bits.push(`units ${fmtInt(s.units_done)}/${fmtInt(s.units_total)}`);
     const started = num(s.started_unix), finished = num(s.finished_unix);
     if (started > 0) {
@@ -211,7 +213,8 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
       if (!seen.has(id)) { card.remove(); sweepCards.delete(id); }
     }
     $('sweeps-empty').hidden = sweeps.length > 0;
-    $('sweeps-summary').textContent = sweeps.length ? `${sweeps.length} sweep(s), ${running} running` : '';
+    $('sweeps-summary').textContent = (doc.store_fault ? 'STORE WRITES FAIL, NO LEASING: ' + doc.store_fault + ' \u00b7 ' : '') +
+        (sweeps.length ? `${sweeps.length} sweep(s), ${running} running` : '');
     document.title = running ? `tunefarm \u2014 ${running} running` : 'tunefarm';
   }
 

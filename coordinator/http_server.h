@@ -72,7 +72,9 @@
 //             "sweeps": [{"id", "name", "state": "running|done|failed",
 //                         "pairs_done", "pairs_total", "pairs_failed",
 //                         "units_done", "units_total", "gpu_models": [..],
-//                         "started_unix", "finished_unix"}]}
+//                         "started_unix", "finished_unix", "error",
+//                         "waiting_for": [..]}],
+//             "store_fault": ""}
 //   workers: {"workers": [{"name", "last_seen_seconds", "leases",
 //                          "devices": [{"index", "name", "model", "backend",
 //                                       "cc": "9.0", "num_sms",

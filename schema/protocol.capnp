@@ -142,6 +142,7 @@ struct SweepProgress @0xe65b164663caf056 {
 struct SweepStatus @0xe19eb29d97a24191 {
   sweeps @0 :List(SweepProgress);
   workers @1 :UInt32;
+  storeFault @2 :Text;        # non-empty while store writes fail (no leasing)
 }
 
 # Either direction: a request was refused; the text is for people.

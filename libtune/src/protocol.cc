@@ -464,6 +464,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
           [&](const SweepStatus& s) {
             auto b = cmd.initSweepStatus();
             b.setWorkers(s.workers);
+            b.setStoreFault(TextOf(s.store_fault));
             SetList(b.initSweeps(s.sweeps.size()), s.sweeps,
                     [](auto p, const SweepProgress& v) {
                       p.setSweepId(TextOf(v.sweep_id));
@@ -562,6 +563,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       auto r = cmd.getSweepStatus();
       SweepStatus s;
       s.workers = r.getWorkers();
+      s.store_fault = Txt(r.getStoreFault(), budget, "storeFault", kMaxMessageBytes);
       s.sweeps = GetList<SweepProgress>(r.getSweeps(), budget, [&](wire::SweepProgress::Reader p) {
         SweepProgress v;
         v.sweep_id = Txt(p.getSweepId(), budget, "sweepId");

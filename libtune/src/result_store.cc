@@ -2,6 +2,7 @@
 #include "tune/result_store.h"
 
 #include <rocksdb/db.h>
+#include <sys/statvfs.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
@@ -11,8 +12,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <cstdlib>
 #include <deque>
@@ -202,6 +205,7 @@ struct ResultStore::Impl {
   // decode the best row again. Guarded by put_mu; only Put writes best rows.
   BestRanks best_ranks;
   bool read_only = false;
+  std::atomic<uint64_t> min_free_bytes{kDefaultStoreReserveBytes};
 
   ~Impl() {
     if (db == nullptr) return;
@@ -231,7 +235,22 @@ struct ResultStore::Impl {
     return Error("store format version '" + version + "' is not supported by this build (it reads version " +
                  std::to_string(kStoreFormatVersion) + "); open it with the tunefarm that wrote it");
   }
-  Status CheckWritable() const { return read_only ? Error("store opened read-only") : Status::OK(); }
+  // Writes stop short of a full disk: RocksDB that meets ENOSPC in its log
+  // leaves the database unwritable (and Debian's build asserts on the next
+  // write), so the reserve is checked before each write instead.
+  Status CheckWritable() const {
+    if (read_only) return Error("store opened read-only");
+    const uint64_t reserve = min_free_bytes.load();
+    struct statvfs fs {};
+    if (reserve > 0 && ::statvfs(path.c_str(), &fs) == 0) {
+      const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+      if (free_bytes < reserve) {
+        return Error("disk nearly full: " + std::to_string(free_bytes >> 20) + " MiB free, below the reserve of " +
+                     std::to_string(reserve >> 20) + " MiB");
+      }
+    }
+    return Status::OK();
+  }
 
   // Visits rows of `cf` whose key starts with `prefix`, in key order, until
   // `fn` returns false.
@@ -514,6 +533,11 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
     return impl->Error("cannot open", s);
   }
   impl->BindHandles(names);
+  // A flipped byte in a table file would otherwise pass unnoticed until a
+  // read or a compaction met it, and then fail every write that followed:
+  // refused here with RocksDB's message, which names the file.
+  s = impl->db->VerifyChecksum();
+  if (!s.ok()) return impl->Error("checksum or corruption error (restore the store from a copy)", s);
 
   const std::string want_version = std::to_string(kStoreFormatVersion);
   std::string version;
@@ -712,6 +736,20 @@ Status ResultStore::ForEachLease(const std::function<void(uint64_t unit_id, cons
     if (hex.size() == 16 && *end == '\0') fn(id, value.ToString());
     return true;
   });
+}
+
+void ResultStore::set_min_free_bytes(uint64_t bytes) { impl_->min_free_bytes = bytes; }
+
+Status ResultStore::Recover() {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  // After a write error (disk full) RocksDB keeps the database read-only
+  // until told to resume; Resume() fails while the cause persists.
+  rocksdb::Status s = impl_->db->Resume();
+  if (!s.ok()) return impl_->Error("not writable yet", s);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  s = impl_->db->Put(wo, impl_->meta, "probe", std::to_string(std::time(nullptr)));
+  return s.ok() ? Status::OK() : impl_->Error("not writable yet", s);
 }
 
 Result<uint64_t> ResultStore::IncrementCounter(const std::string& name) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <zmq.hpp>
@@ -102,7 +103,7 @@ class HostilePeerTest : public ::testing::Test {
     std::string log;
     EXPECT_EQ(Submit(dir_.Sub("sweep.toml"), true, &log), 0) << log << CoordinatorLog();
   }
-  std::string Store() const { return dir_.Sub("store"); }
+  std::string Store() const { return store_override_.empty() ? dir_.Sub("store") : store_override_; }
   std::string CoordinatorLog() const { return ReadFile(dir_.Sub("coordinator.log")); }
   std::vector<Measurement> Rows() {
     std::vector<Measurement> rows;
@@ -149,6 +150,7 @@ class HostilePeerTest : public ::testing::Test {
   zmq::context_t ctx_;
   std::unique_ptr<Child> coordinator_;
   std::vector<std::unique_ptr<Child>> workers_;
+  std::string store_override_;
 };
 
 // The counter `name` of /metrics (unlabelled), or -1.
@@ -410,6 +412,61 @@ TEST_F(HostilePeerTest, OpPackagesThatReachOutsideThemselvesAreRefused) {
   std::string log;
   EXPECT_NE(Submit(dir_.Sub("sweep.toml"), false, &log), 0);
   EXPECT_NE(log.find("-I/"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace tune
+
+namespace tune {
+namespace {
+
+// A store on a small filesystem that fills up mid-sweep: the coordinator
+// stops leasing and says why (status, /metrics), never aborts, and resumes
+// by itself once space is back; the sweep completes with every row stored.
+// Needs to mount a tmpfs (root); skips otherwise.
+TEST_F(HostilePeerTest, AFullDiskStopsLeasingUntilWritesSucceedAgain) {
+  const std::string mnt = dir_.Sub("small");
+  fs::create_directories(mnt);
+  if (std::system(("mount -t tmpfs -o size=24m tmpfs " + mnt + " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  struct Unmount {
+    std::string at;
+    ~Unmount() { (void)!std::system(("umount -l " + at).c_str()); }
+  } unmount{mnt};
+  store_override_ = mnt + "/store";
+  StartCoordinator({"--store-reserve-mib", "4"});
+  // Fill the filesystem, then start the farm on it.
+  (void)!std::system(("dd if=/dev/zero of=" + mnt + "/filler bs=1M count=64 2>/dev/null").c_str());
+  StartHonestWorker();
+  std::string submitted;
+  ASSERT_EQ(Submit(dir_.Sub("sweep.toml"), false, &submitted), 0) << submitted;
+  std::string metrics;
+  for (int i = 0; i < 100 && MetricValue(metrics = Metrics(), "tunefarm_store_writable") != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(MetricValue(metrics, "tunefarm_store_writable"), 0) << metrics << CoordinatorLog();
+  Child status({TUNEFARM_BINARY, "status", "--coordinator", endpoint_}, dir_.Sub("status.log"));
+  EXPECT_EQ(status.Wait(30), 0);
+  EXPECT_NE(ReadFile(dir_.Sub("status.log")).find("store writes fail"), std::string::npos)
+      << ReadFile(dir_.Sub("status.log"));
+  fs::remove(mnt + "/filler");
+  const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
+  Peer client(ctx_, endpoint_);
+  std::string state;
+  for (int i = 0; i < 1200 && state != "done"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    client.Send(SweepStatusRequest{sweep_id});
+    const auto reply = client.Receive<SweepStatus>();
+    state = reply.sweeps.empty() ? "" : reply.sweeps[0].state;
+  }
+  EXPECT_EQ(state, "done") << CoordinatorLog();
+  EXPECT_NE(CoordinatorLog().find("store writes succeed again"), std::string::npos) << CoordinatorLog();
+  for (auto& w : workers_) w->Stop();
+  workers_.clear();
+  EXPECT_EQ(coordinator_->Stop(10), 0) << CoordinatorLog();
+  coordinator_.reset();
+  EXPECT_EQ(Rows().size(), kSweepRows);
 }
 
 }  // namespace

@@ -137,6 +137,9 @@ struct SweepProgress {
 struct SweepStatus {
   std::vector<SweepProgress> sweeps;
   uint32_t workers = 0;
+  // Non-empty while the coordinator's store refuses writes (disk full):
+  // why; no units are leased until writes succeed again.
+  std::string store_fault;
 };
 struct ErrorReply {
   std::string message;

@@ -49,6 +49,8 @@
 namespace tune {
 
 inline constexpr int kStoreFormatVersion = 1;
+// Free space a store keeps on its filesystem by default (set_min_free_bytes).
+inline constexpr uint64_t kDefaultStoreReserveBytes = 64ull << 20;
 
 struct ResultFilter {
   std::string gpu_model, op, dtype, shape, kernel_hash;  // empty = any
@@ -57,8 +59,9 @@ struct ResultFilter {
 class ResultStore {
  public:
   // Opens (creating if missing) the store at `path`. Fails with a clear error
-  // if the path holds a store of an unknown format version or is locked by
-  // another process.
+  // if the path holds a store of an unknown format version, is locked by
+  // another process, or fails its checksums (every table file is read once:
+  // the error names the corrupt file).
   static Result<std::unique_ptr<ResultStore>> Open(const std::string& path);
   // Opens an existing store for reading only, whether or not another process
   // (or another handle in this one) has it open for writing. Creates
@@ -104,6 +107,15 @@ class ResultStore {
   Status PutLease(uint64_t unit_id, const std::string& bytes);
   Status DeleteLease(uint64_t unit_id);
   Status ForEachLease(const std::function<void(uint64_t unit_id, const std::string& bytes)>& fn);
+
+  // Every write fails, writing nothing, while the store's filesystem has
+  // less than `bytes` free ("disk nearly full: ..."). 0 = no reserve.
+  void set_min_free_bytes(uint64_t bytes);
+
+  // After a failed write (disk full, I/O error): makes the store writable
+  // again if it can be (RocksDB's Resume, then a synced probe write). OK once
+  // writes succeed; the error says why not otherwise. Call it again later.
+  Status Recover();
 
   // Adds one to the counter `name` in meta and returns the new value (1 the
   // first time). The write is synced before it returns, so no two calls on
