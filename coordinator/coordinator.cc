@@ -84,6 +84,20 @@ Status MayUse(PeerRole role, const Command& cmd) {
   return Status::OK();
 }
 
+// What the rows of `unit`, leased for `model`, must match.
+std::shared_ptr<const LeasedUnit> LeasedUnitOf(const WorkUnit& unit, const std::string& model) {
+  auto u = std::make_shared<LeasedUnit>();
+  u->sweep_id = unit.sweep_id;
+  u->op = unit.op;
+  u->dtype = unit.dtype;
+  u->gpu_model = model;
+  u->shape = unit.shapes.empty() ? "" : unit.shapes.front().Canonical();
+  for (const auto& c : unit.configs) u->configs.emplace(c.Id(), c);
+  u->confirm = unit.confirm();
+  u->refine = unit.refine();
+  return u;
+}
+
 // How often a store that refused writes is tried again.
 constexpr double kStoreRetrySeconds = 2;
 
@@ -329,16 +343,7 @@ struct Coordinator::Impl {
   void BookLease(const WorkUnit& unit, const std::string& model, const Peer& peer) {
     LeaseBook& book = lease_book[unit.unit_id];
     if (!book.unit) {
-      auto u = std::make_shared<LeasedUnit>();
-      u->sweep_id = unit.sweep_id;
-      u->op = unit.op;
-      u->dtype = unit.dtype;
-      u->gpu_model = model;
-      u->shape = unit.shapes.empty() ? "" : unit.shapes.front().Canonical();
-      for (const auto& c : unit.configs) u->configs.emplace(c.Id(), c);
-      u->confirm = unit.confirm();
-      u->refine = unit.refine();
-      book.unit = std::move(u);
+      book.unit = LeasedUnitOf(unit, model);
       book.record.unit = unit;
       book.record.unit.op_package.clear();
       book.record.gpu_model = model;
@@ -420,15 +425,7 @@ struct Coordinator::Impl {
         stale.push_back(id);
         return;
       }
-      auto u = std::make_shared<LeasedUnit>();
-      u->sweep_id = rec->unit.sweep_id;
-      u->op = rec->unit.op;
-      u->dtype = rec->unit.dtype;
-      u->gpu_model = rec->gpu_model;
-      u->shape = rec->unit.shapes.empty() ? "" : rec->unit.shapes.front().Canonical();
-      for (const auto& c : rec->unit.configs) u->configs.emplace(c.Id(), c);
-      u->confirm = rec->unit.confirm();
-      u->refine = rec->unit.refine();
+      auto u = LeasedUnitOf(rec->unit, rec->gpu_model);
       lease_book[id] = LeaseBook{std::move(u), std::move(rec).value()};
     });
     for (uint64_t id : stale) (void)store->DeleteLease(id);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/http_get.h"
 #include "support/process.h"
 
 namespace fs = std::filesystem;
@@ -15,24 +16,9 @@ using tune::testing::ReadFile;
 
 namespace {
 
-// One GET over a fresh connection; returns the body ("" on failure).
+// The body of a 200 answer to GET `path`; "" otherwise.
 std::string Get(int port, const std::string& path) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(s);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  (void)!write(s, req.data(), req.size());
-  std::string resp;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(s, buf, sizeof buf)) > 0) resp.append(buf, n);
-  close(s);
+  const std::string resp = tune::testing::HttpGet(port, path);
   auto body = resp.find("\r\n\r\n");
   if (resp.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) return "";
   return resp.substr(body + 4);

@@ -3,7 +3,6 @@
 // honest sim workers, and asserts that the coordinator keeps serving a real
 // sweep to completion, that nothing forged or stale is stored or published,
 // and that nothing honest is lost.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <optional>
 #include <zmq.hpp>
 
+#include "support/http_get.h"
 #include "support/process.h"
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
@@ -34,26 +34,7 @@ constexpr char kSweep[] =
 // refined row replaces its screening one).
 constexpr uint64_t kSweepRows = 600;
 
-// One GET over a fresh connection: the status line and body.
-std::string Get(int port, const std::string& path) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(s);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  (void)!write(s, req.data(), req.size());
-  std::string resp;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(s, buf, sizeof buf)) > 0) resp.append(buf, n);
-  close(s);
-  return resp;
-}
+using testing::HttpGet;
 
 class HostilePeerTest : public ::testing::Test {
  protected:
@@ -142,7 +123,20 @@ class HostilePeerTest : public ::testing::Test {
     toml.replace(at, from.size(), to);
     dir_.Write("ops/" + name + "/op.toml", toml);
   }
-  std::string Metrics() { return Get(http_, "/metrics"); }
+  std::string Metrics() { return HttpGet(http_, "/metrics"); }
+  // Polls the coordinator until sweep `id` ends (two minutes at most); its
+  // last state.
+  std::string WaitForSweep(const std::string& id) {
+    Peer client(ctx_, endpoint_);
+    std::string state;
+    for (int i = 0; i < 1200 && (state.empty() || state == "running"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      client.Send(SweepStatusRequest{id});
+      const auto status = client.Receive<SweepStatus>();
+      state = status.sweeps.empty() ? "" : status.sweeps[0].state;
+    }
+    return state;
+  }
 
   testing::TempDir dir_{"hostile_peer_test"};
   std::string endpoint_;
@@ -194,7 +188,7 @@ TEST_F(HostilePeerTest, InvalidUtf8InAnyTextFieldIsAProtocolErrorNotACrash) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_GE(MetricValue(metrics, "tunefarm_protocol_errors_total"), 8) << metrics;
-  EXPECT_NE(Get(http_, "/api/workers").find("honest"), std::string::npos);
+  EXPECT_NE(HttpGet(http_, "/api/workers").find("honest"), std::string::npos);
 }
 
 // Bytes that are not UTF-8 in rows stored before the codec checked text:
@@ -224,7 +218,7 @@ TEST_F(HostilePeerTest, AStoreHoldingInvalidUtf8OpensAndEveryJsonWriterServesIt)
   std::string best;
   for (int i = 0; i < 100 && best.find("200 OK") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    best = Get(http_, "/api/best");
+    best = HttpGet(http_, "/api/best");
   }
   EXPECT_NE(best.find("200 OK"), std::string::npos) << best;
   EXPECT_NE(best.find("\"sim-a100\""), std::string::npos) << best;
@@ -284,15 +278,7 @@ TEST_F(HostilePeerTest, ResultsThatDoNotMatchTheirLeaseAreRefusedAndNothingForge
   EXPECT_NE(hostile.Receive<tune::Disconnect>().reason.find("refused"), std::string::npos);
 
   StartHonestWorker();
-  Peer client(ctx_, endpoint_);
-  std::string state;
-  for (int i = 0; i < 1200 && state != "done"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    client.Send(SweepStatusRequest{sweep_id});
-    const auto status = client.Receive<SweepStatus>();
-    state = status.sweeps.empty() ? "" : status.sweeps[0].state;
-  }
-  EXPECT_EQ(state, "done") << CoordinatorLog();
+  EXPECT_EQ(WaitForSweep(sweep_id), "done") << CoordinatorLog();
   const auto rows = Rows();
   EXPECT_EQ(rows.size(), kSweepRows);
   for (const auto& m : rows) {
@@ -452,15 +438,7 @@ TEST_F(HostilePeerTest, AFullDiskStopsLeasingUntilWritesSucceedAgain) {
       << ReadFile(dir_.Sub("status.log"));
   fs::remove(mnt + "/filler");
   const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
-  Peer client(ctx_, endpoint_);
-  std::string state;
-  for (int i = 0; i < 1200 && state != "done"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    client.Send(SweepStatusRequest{sweep_id});
-    const auto reply = client.Receive<SweepStatus>();
-    state = reply.sweeps.empty() ? "" : reply.sweeps[0].state;
-  }
-  EXPECT_EQ(state, "done") << CoordinatorLog();
+  EXPECT_EQ(WaitForSweep(sweep_id), "done") << CoordinatorLog();
   EXPECT_NE(CoordinatorLog().find("store writes succeed again"), std::string::npos) << CoordinatorLog();
   for (auto& w : workers_) w->Stop();
   workers_.clear();
