@@ -671,6 +671,16 @@ struct Coordinator::Impl {
     metrics.push_back(Metric::Counter("tunefarm_protocol_errors_total",
                                       "frames that failed to decode (framing, version, text)",
                                       protocol_errors));
+    if (http) {
+      const HttpServerCounters c = http->counters();
+      metrics.push_back(Metric::Gauge("tunefarm_http_connections", "HTTP connections open", c.open));
+      metrics.push_back(Metric::Counter("tunefarm_http_evicted_total",
+                                        "HTTP connections closed to give their slot to a newer one", c.evicted));
+      metrics.push_back(Metric::Counter("tunefarm_http_refused_total",
+                                        "HTTP connections closed at once: caps full, no slot to take", c.refused));
+      metrics.push_back(Metric::Counter("tunefarm_http_timeouts_total", "HTTP connections that missed a deadline",
+                                        c.header_timeouts + c.body_timeouts + c.write_timeouts + c.idle_timeouts));
+    }
     metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
                                       "peers disconnected for bad or unexpected messages",
                                       dropped_messages));
