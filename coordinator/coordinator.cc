@@ -356,8 +356,9 @@ struct Coordinator::Impl {
     if (!st.ok()) StoreFailed("cannot record lease of unit " + std::to_string(unit.unit_id) + ": " + st.message(), NowSeconds());
   }
 
-  // Leases of sweeps that no longer run are of no use: their results would
-  // be stored anyway (late duplicates), but the book would grow for good.
+  // Leases of sweeps that no longer run: kept, the book would grow for good.
+  // Late batches of such a sweep (a duplicate lease's) are acknowledged
+  // unstored (SubmitResults): every row of an ended sweep is stored already.
   void ForgetLeases(const std::string& sweep_id) {
     for (auto it = lease_book.begin(); it != lease_book.end();) {
       if (it->second.unit->sweep_id != sweep_id) {
@@ -394,11 +395,15 @@ struct Coordinator::Impl {
       return Disconnect(identity, "results queue full: keep the batch and send it again later");
     }
     const Peer& peer = wit->second;
+    auto book = lease_book.find(head.unit_id);
+    const SweepState* sweep = scheduler.FindSweep(head.sweep_id);
+    if (book == lease_book.end() && sweep && sweep->state != "running") {
+      return Send(identity, ResultsAck{head.sweep_id, head.unit_id, head.batch, 0, ""});
+    }
     scheduler.BatchQueued(head.sweep_id, head.unit_id, now);
     IngestJob job;
     job.identity = identity;
     job.worker = peer.name;
-    auto book = lease_book.find(head.unit_id);
     if (book != lease_book.end()) {
       const auto& lessees = book->second.record.lessees;
       if (std::find(lessees.begin(), lessees.end(), Lessee(peer)) != lessees.end()) {

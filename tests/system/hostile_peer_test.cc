@@ -342,6 +342,18 @@ TEST_F(HostilePeerTest, AChangedLaunchOrCheckStartsNewRows) {
   StartHonestWorker();
   ExpectAHonestSweepCompletes();
   EXPECT_EQ(Rows().size(), kSweepRows);
+  // A batch of a sweep that has ended (a duplicate lease's, late) is
+  // acknowledged and stores nothing: all its rows are stored already.
+  {
+    Peer late(ctx_, endpoint_);
+    late.Send(Hello{"late:1", "0.1", {Device(kModel)}});
+    late.Receive<HelloAck>();
+    const std::string sweep_id = Rows().front().sweep_id;
+    late.Send(Results{sweep_id, 777, 0, true, {}});
+    const ResultsAck ack = late.Receive<ResultsAck>();
+    EXPECT_EQ(ack.stored, 0u);
+    EXPECT_EQ(ack.refused, "");
+  }
   EditOp("synthetic", "rtol = 1e-3", "rtol = 2e-3");
   ExpectAHonestSweepCompletes();
   EXPECT_EQ(Rows().size(), kSweepRows * 2);
