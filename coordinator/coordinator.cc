@@ -197,7 +197,7 @@ struct Coordinator::Impl {
   }
   HttpSnapshot snapshot;
   std::unique_ptr<HttpServer> http;
-  double last_publish = 0, last_best_publish = 0;
+  double last_publish = 0, last_best_publish = 0, last_key_check = 0;
 
   explicit Impl(CoordinatorOptions o) : opts(std::move(o)), scheduler(opts.scheduler) {}
 
@@ -597,8 +597,12 @@ struct Coordinator::Impl {
     const double hb = opts.heartbeat_ms / 1000.0;
     std::vector<std::string> dead;
     std::vector<std::string> revoked;
+    // Silent peers' keys are looked at once a second (a key's messages are
+    // checked as they arrive): the allow-lists are re-read every 2 s anyway.
+    const bool check_keys = zap && now - last_key_check >= 1.0;
+    if (check_keys) last_key_check = now;
     for (auto& [id, peer] : workers) {
-      if (zap && zap->RoleOf(peer.key) != PeerRole::kWorker) {
+      if (check_keys && zap->RoleOf(peer.key) != PeerRole::kWorker) {
         revoked.push_back(id);
       } else if (now - peer.last_seen > hb * opts.liveness) {
         dead.push_back(id);

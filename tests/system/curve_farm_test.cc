@@ -12,16 +12,32 @@ namespace fs = std::filesystem;
 using tune::testing::Child;
 using tune::testing::ReadFile;
 
-TEST(CurveFarm, AllowListedWorkerMeasuresUnknownWorkerGetsNothing) {
-  const std::string bin = TUNEFARM_BINARY;
-  const fs::path dir = fs::temp_directory_path() / ("tunefarm-curve-" + std::to_string(getpid()));
+namespace {
+
+// An empty folder of this process under the system's temp folder.
+fs::path FreshDir(const std::string& prefix) {
+  const fs::path dir = fs::temp_directory_path() / (prefix + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto path = [&](const std::string& n) { return (dir / n).string(); };
-  for (const char* who : {"coordinator", "worker", "client", "stranger"}) {
-    Child keygen({bin, "keys", "curve", "--out", path(who), "--name", who}, path("keys.log"));
-    ASSERT_EQ(keygen.Wait(20), 0) << ReadFile(path("keys.log"));
+  return dir;
+}
+
+// `tunefarm keys curve` for each name: dir/name and dir/name.pub.
+void MakeKeys(const fs::path& dir, std::initializer_list<const char*> names) {
+  for (const char* who : names) {
+    const std::string out = (dir / who).string(), log = (dir / "keys.log").string();
+    Child keygen({TUNEFARM_BINARY, "keys", "curve", "--out", out, "--name", who}, log);
+    ASSERT_EQ(keygen.Wait(20), 0) << ReadFile(log);
   }
+}
+
+}  // namespace
+
+TEST(CurveFarm, AllowListedWorkerMeasuresUnknownWorkerGetsNothing) {
+  const std::string bin = TUNEFARM_BINARY;
+  const fs::path dir = FreshDir("tunefarm-curve-");
+  auto path = [&](const std::string& n) { return (dir / n).string(); };
+  ASSERT_NO_FATAL_FAILURE(MakeKeys(dir, {"coordinator", "worker", "client", "stranger"}));
   {
     std::ofstream allow(path("allowed"));
     allow << ReadFile(path("worker.pub"));
@@ -104,14 +120,9 @@ TEST(CurveFarm, NonLoopbackBindWithoutKeysIsRefused) {
 // worker finishes the sweep, and the revoked key never says hello again.
 TEST(CurveFarm, RevokedWorkerKeyLosesItsConnectionAndItsLeases) {
   const std::string bin = TUNEFARM_BINARY;
-  const fs::path dir = fs::temp_directory_path() / ("tunefarm-curve-revoke-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = FreshDir("tunefarm-curve-revoke-");
   auto path = [&](const std::string& n) { return (dir / n).string(); };
-  for (const char* who : {"coordinator", "w1", "w2", "client"}) {
-    Child keygen({bin, "keys", "curve", "--out", path(who), "--name", who}, path("keys.log"));
-    ASSERT_EQ(keygen.Wait(20), 0) << ReadFile(path("keys.log"));
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeKeys(dir, {"coordinator", "w1", "w2", "client"}));
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(path(name + ".new")) << text;
     fs::rename(path(name + ".new"), path(name));  // as an editor or ansible would
