@@ -273,7 +273,8 @@ int RunStatus(const StatusArgs& args) {
                              {"units_total", p.units_total}, {"units_done", p.units_done},
                              {"pairs_total", p.pairs_total}, {"pairs_done", p.pairs_done},
                              {"pairs_failed", p.pairs_failed}, {"gpu_models", p.gpu_models},
-                             {"error", p.error}, {"waiting_for", p.waiting_for}});
+                             {"error", p.error}, {"waiting_for", p.waiting_for},
+                             {"expanding", p.expanding}});
     }
     std::printf("%s\n", DumpJson(j, 2).c_str());
     return 0;
@@ -285,17 +286,14 @@ int RunStatus(const StatusArgs& args) {
   std::printf("%-16s %-20s %-8s %12s %18s %8s  %s\n", "sweep", "name", "state", "units",
               "pairs", "failed", "gpu models");
   for (const auto& p : status->sweeps) {
-    std::string models;
-    for (const auto& m : p.gpu_models) models += (models.empty() ? "" : ",") + m;
     std::printf("%-16s %-20s %-8s %5llu/%-6llu %8llu/%-9llu %8llu  %s\n", p.sweep_id.c_str(),
                 p.name.c_str(), p.state.c_str(), (unsigned long long)p.units_done,
                 (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
                 (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
-                models.c_str());
+                Join(p.gpu_models).c_str());
     if (!p.error.empty()) std::printf("  failed: %s\n", ToValidUtf8(p.error).c_str());
-    std::string waiting;
-    for (const auto& m : p.waiting_for) waiting += (waiting.empty() ? "" : ",") + m;
-    if (!waiting.empty()) std::printf("  waiting for %s: no live worker has it\n", waiting.c_str());
+    if (!p.waiting_for.empty()) std::printf("  waiting for %s: no live worker has it\n", Join(p.waiting_for).c_str());
+    if (!p.expanding.empty()) std::printf("  expanding the config spaces for %s\n", Join(p.expanding).c_str());
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "tune/json_text.h"
 #include "tune/publish.h"
+#include "tune/text.h"
 
 namespace tune {
 namespace {
@@ -161,11 +162,8 @@ void PrintProgress(FILE* out, const SweepProgress& p, double elapsed) {
                "..............................", static_cast<unsigned long long>(p.pairs_done),
                static_cast<unsigned long long>(p.pairs_total), 100 * frac, rate, eta,
                static_cast<unsigned long long>(p.pairs_failed));
-  if (!p.waiting_for.empty()) {
-    std::string models;
-    for (const auto& m : p.waiting_for) models += (models.empty() ? "" : ",") + m;
-    std::fprintf(out, " waiting for %s: no live worker ", models.c_str());
-  }
+  if (!p.waiting_for.empty()) std::fprintf(out, " waiting for %s: no live worker ", Join(p.waiting_for).c_str());
+  if (!p.expanding.empty()) std::fprintf(out, " expanding spaces for %s ", Join(p.expanding).c_str());
   std::fflush(out);
 }
 

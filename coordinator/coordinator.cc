@@ -17,6 +17,7 @@
 #include "tune/protocol.h"
 #include "http_server.h"
 #include "ingester.h"
+#include "off_loop.h"
 #include "zap_authenticator.h"
 #include "tune/sweep_file.h"
 
@@ -139,6 +140,9 @@ struct Coordinator::Impl {
   std::unique_ptr<zmq::socket_t> router;
   std::unique_ptr<ResultStore> store;
   std::unique_ptr<Ingester> ingester;  // declared after store: stops before it closes
+  // Expands sweeps' config spaces (Expand); declared after store, whose
+  // reads a resumed sweep's expansion makes.
+  std::unique_ptr<OffLoop> expander;
   Scheduler scheduler;
   uint64_t seq = 0;
 
@@ -391,7 +395,8 @@ struct Coordinator::Impl {
     const double now = NowSeconds();
     auto wit = Heard(identity, now);
     if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
-    if (ingester->queued_bytes() + frame.size() > std::max(opts.max_ingest_queue_bytes, 2 * kMaxFrameBytes)) {
+    const size_t queued = ingester->queued_bytes();
+    if (queued > 0 && queued + frame.size() > opts.max_ingest_queue_bytes) {
       return Disconnect(identity, "results queue full: keep the batch and send it again later");
     }
     const Peer& peer = wit->second;
@@ -542,6 +547,26 @@ struct Coordinator::Impl {
     };
   }
 
+  // Hands a sweep's space expansion to the expander thread: enumerating a
+  // space of millions of raw points takes seconds, which the loop's leases
+  // and heartbeats cannot wait for.
+  void Expand(SpaceExpansion job) {
+    Log("expanding the config spaces of sweep " + job.sweep_id + " for " + job.device.model);
+    expander->Post([this, job = std::move(job)]() -> OffLoop::Completion {
+      const auto start = std::chrono::steady_clock::now();
+      auto space = std::make_shared<Result<ExpandedSpace>>(ExpandSpace(job));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return [this, id = job.sweep_id, model = job.device.model, space, seconds] {
+        if (space->ok()) {
+          Log("sweep " + id + ": " + std::to_string((*space)->pairs_total) + " (config, shape) pairs for " + model +
+              " (" + std::to_string((*space)->pairs_done) + " stored before), expanded in " +
+              std::to_string(seconds) + " s");
+        }
+        scheduler.ApplyExpansion(id, model, std::move(*space));
+      };
+    });
+  }
+
   // Sweeps that ended (done, or failed: units out of attempts, a space over
   // the bounds) since the last call: their state is made durable and their
   // leases forgotten. The one place a sweep's end is recorded.
@@ -637,7 +662,8 @@ struct Coordinator::Impl {
                         {"pairs_failed", p.pairs_failed}, {"units_done", p.units_done},
                         {"units_total", p.units_total}, {"gpu_models", p.gpu_models},
                         {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
-                        {"error", p.error}, {"waiting_for", p.waiting_for}});
+                        {"error", p.error}, {"waiting_for", p.waiting_for},
+                        {"expanding", p.expanding}});
       const MetricLabels labels = {{"sweep", p.sweep_id}, {"name", p.name}};
       metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_done", "(config, shape) pairs stored",
                                       p.pairs_done, labels));
@@ -737,6 +763,9 @@ Status Coordinator::Start() {
   impl_->scheduler.NumberUnitsFrom((*run << 32) | 1);
   impl_->scheduler.SetContenders(impl_->Contenders());
   impl_->scheduler.SetNearBest(impl_->NearBestConfigs());
+  impl_->expander = std::make_unique<OffLoop>("expand");
+  TUNE_RETURN_IF_ERROR(impl_->expander->Start());
+  impl_->scheduler.SetExpander([impl = impl_.get()](SpaceExpansion job) { impl->Expand(std::move(job)); });
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
   TUNE_RETURN_IF_ERROR(impl_->LoadLeases());
   impl_->ingester = std::make_unique<Ingester>(impl_->store.get());
@@ -797,9 +826,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
   double last_tick = 0;
   while (!stop->load()) {
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, impl_->ingester->wake_fd(), ZMQ_POLLIN, 0}};
+                               {nullptr, impl_->ingester->wake_fd(), ZMQ_POLLIN, 0},
+                               {nullptr, impl_->expander->wake_fd(), ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(50));
+      zmq::poll(items, 3, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status::Error(std::string("coordinator: poll: ") + e.what());
@@ -876,10 +906,9 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
       if (e.num() != EINTR) return Status::Error(std::string("coordinator: receive: ") + e.what());
       continue;
     }
-    if (items[1].revents & ZMQ_POLLIN) {
-      impl_->ApplyIngestOutcomes();
-      impl_->RecordEndedSweeps();
-    }
+    if (items[1].revents & ZMQ_POLLIN) impl_->ApplyIngestOutcomes();
+    if (items[2].revents & ZMQ_POLLIN) impl_->expander->RunCompletions();
+    if ((items[1].revents | items[2].revents) & ZMQ_POLLIN) impl_->RecordEndedSweeps();
     const double now = NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);

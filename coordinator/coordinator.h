@@ -35,7 +35,8 @@ struct CoordinatorOptions {
   // A results frame that would take the queue past this is not queued: its
   // sender is disconnected and resends the batch (it keeps every batch
   // until acknowledged) once it has said hello again, after its backoff.
-  // Bounds coordinator memory whatever peers send; at least 2 frames.
+  // Bounds coordinator memory whatever peers send; a frame finding the
+  // queue empty is always queued, so the bound may be below a frame's size.
   size_t max_ingest_queue_bytes = 256u << 20;
   SchedulerOptions scheduler;
   // CURVE: on when a secret key is given; required (unless insecure) for

@@ -182,6 +182,7 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
     const bits = [pct.toFixed(1) + '%'];
     if (failed) bits.push(fmtInt(failed) + ' failed');
     if (list(s.waiting_for).length) bits.push('waiting for ' + list(s.waiting_for).join(', ') + ': no live worker');
+    if (list(s.expanding).length) bits.push('expanding the config spaces for ' + list(s.expanding).join(', '));
     if (s.error) bits.push(String(s.error));
     if (s.units_total !== undefined) bits.push(`units ${fmtInt(s.units_done)}/${fmtInt(s.units_total)}`);
     const started = num(s.started_unix), finished = num(s.finished_unix);

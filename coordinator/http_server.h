@@ -73,7 +73,7 @@
 //                         "pairs_done", "pairs_total", "pairs_failed",
 //                         "units_done", "units_total", "gpu_models": [..],
 //                         "started_unix", "finished_unix", "error",
-//                         "waiting_for": [..]}],
+//                         "waiting_for": [..], "expanding": [..]}],
 //             "store_fault": ""}
 //   workers: {"workers": [{"name", "last_seen_seconds", "leases",
 //                          "devices": [{"index", "name", "model", "backend",

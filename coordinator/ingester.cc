@@ -1,12 +1,8 @@
 #include "ingester.h"
 
 #include <pthread.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
 namespace tune {
 namespace {
@@ -71,12 +67,10 @@ Ingester::~Ingester() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 Status Ingester::Start() {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) return Status::Error(std::string("ingester: eventfd: ") + std::strerror(errno));
+  TUNE_RETURN_IF_ERROR(wake_.Open("ingester"));
   thread_ = std::thread([this] { Loop(); });
   pthread_setname_np(thread_.native_handle(), "ingest");  // for top and /proc
   return Status::OK();
@@ -92,9 +86,7 @@ void Ingester::Submit(IngestJob job) {
 }
 
 std::vector<IngestOutcome> Ingester::TakeOutcomes() {
-  uint64_t wakeups;
-  // Reset before taking: an outcome posted in between wakes the loop again.
-  (void)!read(wake_fd_, &wakeups, sizeof wakeups);
+  wake_.Drain();
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<IngestOutcome> out;
   out.swap(outcomes_);
@@ -118,8 +110,7 @@ void Ingester::Loop() {
     lock.lock();
     queued_bytes_ -= job.frame.size();
     outcomes_.push_back(std::move(outcome));
-    const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
+    wake_.Notify();
   }
 }
 

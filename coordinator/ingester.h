@@ -28,6 +28,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "off_loop.h"
 #include "tune/protocol.h"
 #include "tune/result_store.h"
 #include "tune/status.h"
@@ -109,7 +110,7 @@ class Ingester {
   // wake_fd() of its pending wake-up.
   std::vector<IngestOutcome> TakeOutcomes();
   // Readable while outcomes wait to be taken (an eventfd; poll it).
-  int wake_fd() const { return wake_fd_; }
+  int wake_fd() const { return wake_.fd(); }
   // Bytes of the frames submitted and not yet stored.
   size_t queued_bytes() const;
 
@@ -118,7 +119,7 @@ class Ingester {
   IngestOutcome Store(const IngestJob& job);
 
   ResultStore* store_;
-  int wake_fd_ = -1;
+  WakeFd wake_;
   std::thread thread_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

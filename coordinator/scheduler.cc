@@ -148,8 +148,7 @@ void Scheduler::RemoveDevice(const std::string& model) {
 
 bool Scheduler::ModelLive(const std::string& model) const { return live_devices_.count(model) > 0; }
 
-void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
-  if (!sweep.models.insert(device.model).second) return;
+Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   // Screening goes shape by shape, the least work first, each shape for
   // every (op, dtype) before the next. A kernel timed straight after a
   // larger one runs at the clock that the larger one's power draw left
@@ -157,43 +156,76 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   // 8192^3 one ran at 1170-1470 MHz instead of 1980, came out 30% slow and
   // was left out of the refine pass (bench/gpu_h100.md, seventh session).
   // A run of one shape's kernels sets its own clocks.
-  std::vector<ConfigPool> pools;
-  for (const auto& spec : sweep.specs) {
-    auto enumerated = EnumerateConfigs(spec, device);
-    if (enumerated.ok() && enumerated->size() > opts_.max_legal_configs) {
-      enumerated = Status::Error("op '" + spec.name + "' has " + std::to_string(enumerated->size()) + " legal configs on " +
-                                 device.model + ", more than this coordinator's limit of " +
-                                 std::to_string(opts_.max_legal_configs));
-    }
+  ExpandedSpace out;
+  const DeviceInfo& device = job.device;
+  for (size_t i = 0; i < job.specs.size(); ++i) {
+    const OpSpec& spec = job.specs[i];
+    auto enumerated = EnumerateConfigs(spec, device, nullptr, job.max_legal_configs);
     if (!enumerated.ok()) {
-      sweep.state = "failed";
-      sweep.error = enumerated.status().message();
-      return;
+      return Status::Error("op '" + spec.name + "': " + enumerated.status().message() +
+                           " (this coordinator's limit, --max-legal-configs)");
     }
     // Shared by the pools of every (dtype, shape) that has none stored.
     auto all_configs = std::make_shared<const std::vector<Config>>(std::move(enumerated).value());
-    for (const auto& dtype : sweep.submit.dtypes) {
-      for (const auto& shape : ShapesForOp(sweep.submit, spec)) {
-        ConfigPool pool{sweep.id, spec.name, dtype, shape, all_configs, 0};
-        if (sweep.measured) {
+    for (const auto& dtype : job.dtypes) {
+      for (const auto& shape : job.shapes[i]) {
+        ConfigPool pool{job.sweep_id, spec.name, dtype, shape, all_configs, 0};
+        if (job.measured) {
           std::vector<Config> unmeasured;
           for (const auto& c : *all_configs) {
-            if (!sweep.measured(device, spec, dtype, c, {shape})) unmeasured.push_back(c);
+            if (!job.measured(device, spec, dtype, c, {shape})) unmeasured.push_back(c);
           }
-          sweep.pairs_done += all_configs->size() - unmeasured.size();
+          out.pairs_done += all_configs->size() - unmeasured.size();
           pool.configs = std::make_shared<const std::vector<Config>>(std::move(unmeasured));
         }
         const size_t left = pool.configs->size();
-        sweep.pairs_total += all_configs->size();
-        sweep.model_unsliced[device.model] += left;
-        sweep.pool_unsliced[PoolKey(device.model, spec.name, dtype, shape.Canonical())] += left;
-        if (left > 0) pools.push_back(std::move(pool));
+        out.pairs_total += all_configs->size();
+        out.pool_unsliced[PoolKey(device.model, spec.name, dtype, shape.Canonical())] += left;
+        if (left > 0) out.pools.push_back(std::move(pool));
       }
     }
   }
-  std::stable_sort(pools.begin(), pools.end(),
+  std::stable_sort(out.pools.begin(), out.pools.end(),
                    [](const ConfigPool& a, const ConfigPool& b) { return ShapeWork(a.shape) < ShapeWork(b.shape); });
-  for (auto& pool : pools) pools_[device.model].push_back(std::move(pool));
+  return out;
+}
+
+void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
+  if (!sweep.models.insert(device.model).second) return;
+  SpaceExpansion job;
+  job.sweep_id = sweep.id;
+  job.device = device;
+  job.specs = sweep.specs;
+  job.dtypes = sweep.submit.dtypes;
+  for (const auto& spec : sweep.specs) job.shapes.push_back(ShapesForOp(sweep.submit, spec));
+  job.measured = sweep.measured;
+  job.max_legal_configs = opts_.max_legal_configs;
+  sweep.expanding.insert(device.model);
+  if (expander_) {
+    expander_(std::move(job));
+  } else {
+    ApplyExpansion(sweep.id, device.model, ExpandSpace(job));
+  }
+}
+
+void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& model,
+                               Result<ExpandedSpace> space) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return;
+  SweepState& sweep = it->second;
+  if (!sweep.expanding.erase(model) || sweep.state != "running") return;
+  if (!space.ok()) {
+    sweep.state = "failed";
+    sweep.error = space.status().message();
+    return;
+  }
+  sweep.pairs_total += space->pairs_total;
+  sweep.pairs_done += space->pairs_done;
+  for (const auto& [key, left] : space->pool_unsliced) {
+    sweep.pool_unsliced[key] += left;
+    sweep.model_unsliced[model] += left;
+  }
+  for (auto& pool : space->pools) pools_[model].push_back(std::move(pool));
   MaybeFinish(sweep, 0);  // a resumed sweep may have nothing left
 }
 
@@ -594,10 +626,11 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   if (sweep.state != "running") return;
   if (now_unix == 0) now_unix = std::time(nullptr);
   for (const auto& model : sweep.models) {
+    if (sweep.expanding.count(model)) continue;  // no pools yet: nothing is screened
     MaybeRefine(sweep, model);
     MaybeConfirm(sweep, model);
   }
-  if (sweep.models.empty()) return;
+  if (sweep.models.empty() || !sweep.expanding.empty()) return;
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet
   }
@@ -634,6 +667,7 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
     p.pairs_failed = s.pairs_failed;
     p.gpu_models.assign(s.models.begin(), s.models.end());
     p.error = s.error;
+    p.expanding.assign(s.expanding.begin(), s.expanding.end());
     if (s.state == "running") {
       for (const auto& m : s.submit.gpu_models) {
         if (m != "*" && !s.models.count(m)) p.waiting_for.push_back(m);  // never seen live

@@ -9,7 +9,9 @@
 // split into units of configs on one shape, screened shape by shape with the
 // least work first (CreateUnits says why); a worker's cubin cache makes a
 // config's later shapes compile nothing. Units of a model are created when the
-// first device of that model is seen, because legality depends on its limits.
+// first device of that model is seen, because legality depends on its limits;
+// the enumeration that takes (ExpandSpace) may run on another thread
+// (SetExpander).
 #pragma once
 
 #include <cstdint>
@@ -112,6 +114,45 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within);
 using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec& spec, const std::string& dtype,
                                           const Shape& shape, double within)>;
 
+// Configs of one (sweep, op, dtype, model, shape) waiting to be cut into
+// units.
+struct ConfigPool {
+  std::string sweep_id, op, dtype;
+  Shape shape;
+  std::shared_ptr<const std::vector<Config>> configs;
+  size_t next = 0;
+};
+
+// The expansion of one sweep's config spaces for one GPU model: the work
+// that may take seconds (every raw point of each op's space enumerated and
+// checked against the model's limits; for a resumed sweep, a store read per
+// config and shape). Self-contained, so that it runs on another thread
+// than the scheduler's (Scheduler::SetExpander).
+struct SpaceExpansion {
+  std::string sweep_id;
+  DeviceInfo device;
+  std::vector<OpSpec> specs;
+  std::vector<std::string> dtypes;
+  std::vector<std::vector<Shape>> shapes;  // per spec: ShapesForOp
+  MeasuredFn measured;                     // may be null: nothing stored yet
+  uint64_t max_legal_configs = 0;
+};
+
+// What a SpaceExpansion yields: the pools with configs left to measure,
+// least work first (Scheduler::CreateUnits says why), and the counts.
+struct ExpandedSpace {
+  std::vector<ConfigPool> pools;
+  uint64_t pairs_total = 0;  // (config, shape) pairs of the model's spaces
+  uint64_t pairs_done = 0;   // of those, stored before (a resumed sweep)
+  // Per (model, op, dtype, shape) pool key: configs left to cut.
+  std::map<std::string, uint64_t> pool_unsliced;
+};
+
+// Runs `job`; safe on any thread. Fails, naming the op and model, on a
+// constraint that fails to evaluate or more legal configs than
+// job.max_legal_configs (found before they are all held).
+Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job);
+
 enum class UnitState { kPending, kLeased, kDone, kFailed };
 
 struct Unit {
@@ -146,6 +187,7 @@ struct SweepState {
   std::string state = "running";             // running | done | failed
   std::string error;                         // why it failed
   std::set<std::string> models;              // models that have units
+  std::set<std::string> expanding;           // of those, spaces being expanded
   MeasuredFn measured;                       // set for resumed sweeps
   std::vector<uint64_t> units;               // unit ids, creation order
   uint64_t units_finished = 0;               // units done or failed
@@ -207,6 +249,17 @@ class Scheduler {
   // Where the refine pass of sweeps finds its contenders. Without it a
   // sweep's refine_pass is ignored.
   void SetNearBest(NearBestFn fn) { near_best_ = std::move(fn); }
+  // Where the expansions of config spaces run. Unset, they run at once,
+  // inside AddSweep and AddDevice. Set, each is handed to `fn` (which may run
+  // it on another thread), and its outcome must come back through
+  // ApplyExpansion on the scheduler's thread; meanwhile the sweep leases
+  // nothing of that model and cannot end.
+  using ExpandFn = std::function<void(SpaceExpansion)>;
+  void SetExpander(ExpandFn fn) { expander_ = std::move(fn); }
+  // The outcome of ExpandSpace for (sweep_id, model): its pools become
+  // units, or the sweep fails with the error. Ignored when the sweep is gone,
+  // ended or expects no such expansion.
+  void ApplyExpansion(const std::string& sweep_id, const std::string& model, Result<ExpandedSpace> space);
   // A device of a (possibly new) model is live; creates units for every
   // running sweep that targets it and has none yet. Errors (a constraint that
   // fails to evaluate, a space over the bounds) fail that sweep with the
@@ -257,14 +310,8 @@ class Scheduler {
   bool Busy() const;
 
  private:
-  // Configs of one (sweep, op, dtype, model, shape) waiting to be cut into
-  // units.
-  struct ConfigPool {
-    std::string sweep_id, op, dtype;
-    Shape shape;
-    std::shared_ptr<const std::vector<Config>> configs;
-    size_t next = 0;
-  };
+  // Expands the sweep's spaces for the device's model (at once, or through
+  // the expander).
   void CreateUnits(SweepState& sweep, const DeviceInfo& device);
   Unit* CutUnit(const std::string& worker, const std::string& gpu_model);
   void ReleaseHolder(Unit& u, const std::string& worker);
@@ -316,6 +363,7 @@ class Scheduler {
   uint64_t next_unit_id_ = 1;
   ContendersFn contenders_;
   NearBestFn near_best_;
+  ExpandFn expander_;
 };
 
 }  // namespace tune

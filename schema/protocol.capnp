@@ -136,6 +136,7 @@ struct SweepProgress @0xe65b164663caf056 {
   finishedUnix @10 :Int64;
   error @11 :Text;            # why a failed sweep failed
   waitingFor @12 :List(Text); # models it has work for and no live worker
+  expanding @13 :List(Text);  # models whose config spaces are being expanded
 }
 
 # Coordinator -> client: answer to SweepStatusRequest.

@@ -14,6 +14,7 @@
 #include "tune/json_text.h"
 #include "tune/op_spec.h"
 #include "tune/publish.h"
+#include "tune/text.h"
 
 namespace tune {
 namespace {
@@ -99,9 +100,7 @@ double RooflineShare(const std::optional<PeakFigures>& peak, const std::string& 
 }
 
 std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out.empty() ? "none" : out;
+  return names.empty() ? "none" : Join(names, ", ");
 }
 
 // ---------------------------------------------------------------------------

@@ -61,7 +61,7 @@ uint64_t RawSpaceSize(const OpSpec& spec) {
 namespace {
 
 Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& device, int dsize,
-                                      SpaceStats* stats) {
+                                      SpaceStats* stats, uint64_t max_legal) {
   const size_t n = spec.axes.size();
   const uint64_t raw = RawSpaceSize(spec);
   if (stats) *stats = SpaceStats{raw, 0};
@@ -113,7 +113,10 @@ Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& devi
     }
     if (failed_at == -1) break;  // a rule over device limits alone: nothing is legal
     if (failed_at == -2) {
-      ++legal;
+      if (++legal > max_legal) {
+        return Status::Error(SpecFile(spec) + ": more than " + std::to_string(max_legal) + " legal configs on " +
+                             device.model);
+      }
       Config cfg;
       cfg.params.reserve(n);
       for (size_t i = 0; i < n; ++i) cfg.params.emplace_back(spec.axes[i].name, spec.axes[i].values[idx[i]]);
@@ -139,17 +142,17 @@ Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& devi
 }  // namespace
 
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
-                                             SpaceStats* stats) {
+                                             SpaceStats* stats, uint64_t max_legal) {
   int dsize = 0;
   for (const std::string& d : spec.dtypes) dsize = std::max(dsize, DTypeSize(d));
-  return Enumerate(spec, device, dsize > 0 ? dsize : 4, stats);
+  return Enumerate(spec, device, dsize > 0 ? dsize : 4, stats, max_legal);
 }
 
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
                                              const std::string& dtype, SpaceStats* stats) {
   const int dsize = DTypeSize(dtype);
   if (dsize <= 0) return Status::Error(SpecFile(spec) + ": unknown dtype '" + dtype + "'");
-  return Enumerate(spec, device, dsize, stats);
+  return Enumerate(spec, device, dsize, stats, UINT64_MAX);
 }
 
 struct LaunchPlanner::Impl {

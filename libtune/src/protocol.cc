@@ -480,6 +480,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                       p.setFinishedUnix(v.finished_unix);
                       p.setError(TextOf(v.error));
                       SetStrings(p.initWaitingFor(v.waiting_for.size()), v.waiting_for);
+                      SetStrings(p.initExpanding(v.expanding.size()), v.expanding);
                     });
           },
           [&](const ErrorReply& e) { cmd.initError().setMessage(TextOf(e.message)); },
@@ -579,6 +580,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
         v.finished_unix = p.getFinishedUnix();
         v.error = Txt(p.getError(), budget, "error", kMaxMessageBytes);
         v.waiting_for = Strings(p.getWaitingFor(), budget, "waitingFor");
+        v.expanding = Strings(p.getExpanding(), budget, "expanding");
         return v;
       });
       return s;

@@ -65,4 +65,13 @@ Status CheckText(std::string_view s, std::string_view field, size_t max_bytes) {
   return Status::OK();
 }
 
+std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
 }  // namespace tune

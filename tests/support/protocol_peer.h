@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <zmq.hpp>
 
 #include "tune/protocol.h"
@@ -51,6 +53,24 @@ class ProtocolPeer {
     if (auto* t = std::get_if<T>(&*cmd)) return std::move(*t);
     ADD_FAILURE() << "expected " << CommandName(Command{T{}}) << ", got " << CommandName(*cmd);
     return T{};
+  }
+  // Asks for work for device `device_index` until a unit comes. A model's
+  // units exist once its config spaces are expanded, which its first
+  // device's first request starts: NoWork until then.
+  WorkUnit RequestUnit(int device_index = 0) {
+    for (int i = 0; i < 500; ++i) {
+      Send(RequestWork{device_index});
+      auto cmd = ReceiveAny();
+      if (!cmd) break;
+      if (auto* unit = std::get_if<WorkUnit>(&*cmd)) return std::move(*unit);
+      if (!std::holds_alternative<NoWork>(*cmd)) {
+        ADD_FAILURE() << "expected work_unit or no_work, got " << CommandName(*cmd);
+        return {};
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "no work unit came";
+    return {};
   }
 
  private:

@@ -6,9 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <thread>
 #include <zmq.hpp>
 
 #include "support/http_get.h"
@@ -247,8 +251,7 @@ TEST_F(HostilePeerTest, ResultsThatDoNotMatchTheirLeaseAreRefusedAndNothingForge
   std::string submitted;
   ASSERT_EQ(Submit(dir_.Sub("sweep.toml"), false, &submitted), 0);
   const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
-  hostile.Send(RequestWork{0});
-  const WorkUnit unit = hostile.Receive<WorkUnit>();
+  const WorkUnit unit = hostile.RequestUnit();
   ASSERT_FALSE(unit.configs.empty());
   auto spec = ParseOpSpec(Package(), "synthetic");
   ASSERT_TRUE(spec.ok());
@@ -292,6 +295,58 @@ TEST_F(HostilePeerTest, ResultsThatDoNotMatchTheirLeaseAreRefusedAndNothingForge
   EXPECT_EQ(MetricValue(metrics, "tunefarm_results_refused_total"), 3) << metrics;
 }
 
+// The peak resident memory of process `pid` in MiB (VmHWM), or -1.
+double PeakRssMib(pid_t pid) {
+  const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? -1 : std::stod(status.substr(at + 6)) / 1024;
+}
+
+// A peer that floods the coordinator with results frames faster than they
+// can be stored is disconnected once the ingest queue is full: the queue,
+// and so the coordinator's memory, stays bounded, and honest workers (who
+// keep each batch until it is acknowledged) lose nothing.
+TEST_F(HostilePeerTest, AResultsFloodIsCutOffAtTheIngestQueueBoundAndNothingHonestIsLost) {
+  StartCoordinator({"--max-ingest-queue-mib", "4"});
+  StartHonestWorker();
+  std::string submitted;
+  ASSERT_EQ(Submit(dir_.Sub("sweep.toml"), false, &submitted), 0) << submitted;
+  const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
+  Peer flood(ctx_, endpoint_);
+  flood.Send(Hello{"flood:1", "0.1", {Device(kModel)}});
+  flood.Receive<HelloAck>();
+  Results batch{sweep_id, 777, 0, false, {}};
+  for (int i = 0; i < 20000; ++i) {
+    Measurement m;
+    m.gpu_model = kModel;
+    m.op = "synthetic";
+    m.dtype = "f32";
+    m.shape = "N=4096";
+    m.config = Config{{{"TILE", 32 + i}}};
+    m.config_id = m.config.Id();
+    m.median_us = 1;
+    m.samples = 1;
+    batch.measurements.push_back(std::move(m));
+  }
+  Envelope env;
+  env.command = batch;
+  const std::string frame = EncodeEnvelope(env);
+  ASSERT_GT(frame.size(), 1u << 20);
+  const int frames = static_cast<int>((512u << 20) / frame.size());  // 512 MiB in all
+  for (int i = 0; i < frames; ++i) flood.SendFrame(frame);
+  std::string reason;
+  while (auto cmd = flood.ReceiveAny()) {
+    if (auto* d = std::get_if<tune::Disconnect>(&*cmd)) {
+      reason = d->reason;
+      break;
+    }
+  }
+  EXPECT_NE(reason.find("results queue full"), std::string::npos) << reason;
+  EXPECT_EQ(WaitForSweep(sweep_id), "done") << CoordinatorLog();
+  EXPECT_EQ(Rows().size(), kSweepRows);
+  EXPECT_LT(PeakRssMib(coordinator_->pid()), 256) << frames << " frames of " << frame.size() << " bytes";
+}
+
 TEST_F(HostilePeerTest, PhantomModelsNeverMakeASweepWaitAndTooManyDevicesAreRefused) {
   StartCoordinator();
   Peer phantom(ctx_, endpoint_);
@@ -331,6 +386,52 @@ TEST_F(HostilePeerTest, AnOversizedSpaceIsRefusedAtSubmitAndTheFarmServesOn) {
   EXPECT_NE(log.find("op 'huge'"), std::string::npos) << log;
   EXPECT_NE(log.find("600000000000 raw points"), std::string::npos) << log;
   StartHonestWorker();
+  ExpectAHonestSweepCompletes();
+}
+
+// Expanding a sweep's spaces runs beside the coordinator's loop: while a
+// large space is enumerated, status requests are
+// answered at once (a worker's heartbeats and leases go through the same
+// loop), and the sweep then runs to completion.
+TEST_F(HostilePeerTest, ExpandingALargeSpaceNeverBlocksTheLoop) {
+  // 54 million raw points whose rules read every axis, so that none can be
+  // skipped: seconds of enumeration, for 600 legal configs.
+  StartCoordinator({"--max-raw-configs", "100000000"});
+  StartHonestWorker();
+  std::string values = "[1";
+  for (int i = 2; i <= 300; ++i) values += ", " + std::to_string(i);
+  values += "]";
+  EditOp("wide", "name    = \"synthetic\"", "name    = \"wide\"");
+  EditOp("wide", "PAD = 0 }", "PAD = 0, A = 1, B = 1 }");
+  EditOp("wide", "PAD    = [0, 1, 2, 3]", "PAD = [0, 1, 2, 3]\nA = " + values + "\nB = " + values);
+  EditOp("wide", "rules = [\"TILE <= max_threads\"]",
+         "rules = [\"TILE <= max_threads\", \"TILE + UNROLL + SPLIT + PAD + A + B > 0\", "
+         "\"A + B + 0 * (TILE + UNROLL + SPLIT + PAD) == 2\"]");
+  dir_.Write("wide.toml", "[sweep]\nname = \"wide\"\nops = [\"wide\"]\ndtypes = [\"f32\"]\nshapes = [ { N = 4096 } ]\n");
+  std::string submitted;
+  ASSERT_EQ(Submit(dir_.Sub("wide.toml"), false, &submitted), 0) << submitted;
+  const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
+  Peer client(ctx_, endpoint_);
+  double slowest = 0;
+  bool seen_expanding = false;
+  for (int i = 0; i < 3000; ++i) {
+    const auto asked = std::chrono::steady_clock::now();
+    client.Send(SweepStatusRequest{sweep_id});
+    const auto status = client.Receive<SweepStatus>();
+    slowest = std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
+    ASSERT_EQ(status.sweeps.size(), 1u);
+    if (!status.sweeps[0].expanding.empty()) {
+      seen_expanding = true;
+    } else if (seen_expanding || status.sweeps[0].state != "running") {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(seen_expanding) << CoordinatorLog();
+  EXPECT_LT(slowest, 0.5) << CoordinatorLog();
+  EXPECT_EQ(WaitForSweep(sweep_id), "done") << CoordinatorLog();
+  EXPECT_NE(CoordinatorLog().find("600 (config, shape) pairs for " + std::string(kModel)), std::string::npos)
+      << CoordinatorLog();
   ExpectAHonestSweepCompletes();
 }
 
@@ -422,6 +523,45 @@ namespace {
 // stops leasing and says why (status, /metrics), never aborts, and resumes
 // by itself once space is back; the sweep completes with every row stored.
 // Needs to mount a tmpfs (root); skips otherwise.
+// A flipped byte in a table file of the store: the coordinator refuses to
+// start with one line naming the store and the file, rather than start and
+// livelock on the first read.
+TEST_F(HostilePeerTest, ACorruptTableFileStopsTheCoordinatorAtStartNamingTheFile) {
+  StartCoordinator();
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();
+  for (auto& w : workers_) w->Stop();
+  workers_.clear();
+  ASSERT_EQ(coordinator_->Stop(10), 0) << CoordinatorLog();
+  StartCoordinator();  // opening replays the log into table files
+  ASSERT_EQ(coordinator_->Stop(10), 0) << CoordinatorLog();
+  coordinator_.reset();
+  std::string sst;
+  uintmax_t largest = 0;
+  for (const auto& e : fs::directory_iterator(Store())) {
+    if (e.path().extension() == ".sst" && fs::file_size(e.path()) > largest) {
+      largest = fs::file_size(e.path());
+      sst = e.path().string();
+    }
+  }
+  ASSERT_GT(largest, 1024u) << "no table file written";
+  {
+    std::fstream f(sst, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    const char byte = static_cast<char>(f.get() ^ 0x40);
+    f.seekp(100);
+    f.put(byte);
+  }
+  Child coordinator({TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store", Store()},
+                    dir_.Sub("corrupt.log"));
+  const int rc = coordinator.Wait(30);
+  EXPECT_GT(rc, 0) << "-1: still running";
+  EXPECT_LT(rc, 128) << "killed by a signal";
+  const std::string log = ReadFile(dir_.Sub("corrupt.log"));
+  EXPECT_NE(log.find("checksum or corruption error"), std::string::npos) << log;
+  EXPECT_NE(log.find(fs::path(sst).filename().string()), std::string::npos) << log;
+}
+
 TEST_F(HostilePeerTest, AFullDiskStopsLeasingUntilWritesSucceedAgain) {
   const std::string mnt = dir_.Sub("small");
   fs::create_directories(mnt);

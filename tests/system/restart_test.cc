@@ -120,8 +120,7 @@ TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextR
   const std::string sweep_id = client->Receive<SweepAccepted>().sweep_id;
   ASSERT_FALSE(sweep_id.empty());
   // A model is live once a device of it asks for work: units exist from then.
-  worker->Send(RequestWork{0});
-  const WorkUnit old_unit = worker->Receive<WorkUnit>();
+  const WorkUnit old_unit = worker->RequestUnit();
   const uint64_t pairs_total = Progress(*client, sweep_id).pairs_total;
   ASSERT_GT(pairs_total, 100u);
   ASSERT_EQ(old_unit.configs.size(), 20u);
@@ -136,8 +135,7 @@ TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextR
 
   // The resumed sweep skips the ten stored configs, so its first unit starts
   // at the old unit's eleventh config and runs past the old unit's end.
-  worker->Send(RequestWork{0});
-  const WorkUnit unit = worker->Receive<WorkUnit>();
+  const WorkUnit unit = worker->RequestUnit();
   ASSERT_FALSE(unit.configs.empty());
   EXPECT_EQ(unit.configs[0].Id(), old_unit.configs[10].Id());
   EXPECT_NE(unit.unit_id, old_unit.unit_id) << "a unit number of the last run was given out again";

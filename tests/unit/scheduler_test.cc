@@ -101,6 +101,74 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
   EXPECT_EQ(sweep->state, "done");
 }
 
+// With an expander set, a sweep's spaces are expanded elsewhere: until the
+// outcome comes back the sweep leases nothing of that model, cannot end and
+// says it is expanding; an outcome for a sweep that expects none is ignored,
+// and a failed one fails the sweep with its reason.
+TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
+  Scheduler s;
+  std::vector<SpaceExpansion> handed;
+  s.SetExpander([&](SpaceExpansion job) { handed.push_back(std::move(job)); });
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
+  s.AddDevice(Device("m"));
+  ASSERT_EQ(handed.size(), 2u);
+  EXPECT_EQ(handed[0].device.model, "m");
+  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
+  auto progress = s.Progress("s1");
+  ASSERT_EQ(progress.size(), 1u);
+  EXPECT_EQ(progress[0].state, "running");
+  EXPECT_EQ(progress[0].expanding, std::vector<std::string>{"m"});
+  EXPECT_TRUE(progress[0].waiting_for.empty());
+
+  s.ApplyExpansion("s1", "m", ExpandSpace(handed[0]));
+  s.ApplyExpansion("s1", "m", ExpandSpace(handed[0]));  // expects none now: ignored
+  s.ApplyExpansion("nope", "m", ExpandSpace(handed[0]));
+  EXPECT_TRUE(s.Progress("s1")[0].expanding.empty());
+  EXPECT_EQ(s.FindSweep("s1")->pairs_total, 600u);
+  auto u = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->sweep_id, "s1");
+  EXPECT_EQ(u->configs.size(), 600u);
+  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());  // s2 still expanding
+  s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
+  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+
+  s.ApplyExpansion("s2", "m", Status::Error("op 'synthetic': more than 10 legal configs on m"));
+  EXPECT_EQ(s.FindSweep("s2")->state, "failed");
+  EXPECT_NE(s.FindSweep("s2")->error.find("more than 10 legal configs"), std::string::npos);
+  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
+}
+
+// ExpandSpace bounds the legal configs and counts what a resumed sweep has
+// stored.
+TEST(Scheduler, ExpandSpaceBoundsLegalConfigsAndSkipsStoredPairs) {
+  auto spec = ParseOpSpec(MakeSubmit({"*"}, 1).op_packages[0], "synthetic");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  SpaceExpansion job;
+  job.sweep_id = "s";
+  job.device = Device("m");
+  job.specs = {*spec};
+  job.dtypes = {"f32"};
+  job.shapes = {kTwoShapes};
+  job.max_legal_configs = 599;
+  auto over = ExpandSpace(job);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("op 'synthetic': "), std::string::npos) << over.status().message();
+  EXPECT_NE(over.status().message().find("more than 599 legal configs on m"), std::string::npos)
+      << over.status().message();
+  job.max_legal_configs = 600;
+  job.measured = [](const DeviceInfo&, const OpSpec&, const std::string&, const Config&,
+                    const std::vector<Shape>& shapes) { return shapes[0].Canonical() == "N=4096"; };
+  auto space = ExpandSpace(job);
+  ASSERT_TRUE(space.ok()) << space.status().message();
+  EXPECT_EQ(space->pairs_total, 1200u);
+  EXPECT_EQ(space->pairs_done, 600u);
+  ASSERT_EQ(space->pools.size(), 1u);  // N=4096's is all stored
+  EXPECT_EQ(space->pools[0].shape.Canonical(), "N=1024");
+  EXPECT_EQ(space->pool_unsliced.size(), 2u);
+}
+
 TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   SchedulerOptions o;
   o.configs_per_unit = 10;

@@ -22,14 +22,15 @@ struct SpaceStats {
 };
 
 // Every legal config of `spec` on `device`, in enumeration order. Fails only
-// if a constraint does not compile or the raw space exceeds
-// kMaxRawConfigPoints. 10^6 raw points take well under 1 s.
+// if a constraint does not compile, the raw space exceeds
+// kMaxRawConfigPoints, or more than `max_legal` points are legal (found
+// before they are all held in memory). 10^6 raw points take well under 1 s.
 //
 // Constraints may read `dsize`; this form uses the largest dtype of the op,
 // so the configs it returns are legal for every dtype the op declares (one
 // config set shared by all dtypes of a sweep).
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
-                                             SpaceStats* stats = nullptr);
+                                             SpaceStats* stats = nullptr, uint64_t max_legal = UINT64_MAX);
 // The same for one dtype ("f16", ...): `dsize` is that dtype's size. Fails on
 // an unknown dtype.
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,

@@ -133,6 +133,9 @@ struct SweepProgress {
   // Models the sweep has work for that no live worker has (named in the
   // sweep and never seen, or gone since): it waits for them.
   std::vector<std::string> waiting_for;
+  // Models whose config spaces are being expanded (off the coordinator's
+  // loop): their units come when that is done.
+  std::vector<std::string> expanding;
 };
 struct SweepStatus {
   std::vector<SweepProgress> sweeps;

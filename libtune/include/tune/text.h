@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tune/status.h"
 
@@ -35,5 +36,8 @@ std::string ToValidUtf8(std::string_view s);
 // OK when `s` is valid UTF-8 of at most `max_bytes`; otherwise an error
 // naming `field` ("hello.workerName is not valid UTF-8 (byte 3)").
 Status CheckText(std::string_view s, std::string_view field, size_t max_bytes);
+
+// `parts` separated by `sep`: "a,b,c".
+std::string Join(const std::vector<std::string>& parts, std::string_view sep = ",");
 
 }  // namespace tune
