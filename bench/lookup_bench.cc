@@ -73,11 +73,6 @@ const rt::Bundle& TheBundle() {
   return *bundle;
 }
 
-const tune::BundleIndex& TheIndex() {
-  static const tune::BundleIndex* index = new tune::BundleIndex(MakeBundle());
-  return *index;
-}
-
 // Two shapes per case, so that the alternating runs defeat the one-entry
 // cache and pay for the full resolution every call. Nearest and family
 // scans are over the h100's 216 shapes unless the name says otherwise.
@@ -124,21 +119,6 @@ void Unprepared(benchmark::State& state, const Case& c) {
   }
 }
 
-void Index(benchmark::State& state, const Case& c) {
-  const tune::BundleIndex& index = TheIndex();
-  const std::string op = "gemm", dtype = "f16", model = c.model;
-  tune::Shape shapes[2];
-  for (int s = 0; s < 2; ++s) {
-    shapes[s].dims = {{"M", c.shapes[s][0]}, {"N", c.shapes[s][1]}, {"K", c.shapes[s][2]}};
-  }
-  size_t i = 0;
-  for (auto _ : state) {
-    tune::LookupResult r = index.Lookup(op, dtype, model, shapes[i]);
-    benchmark::DoNotOptimize(r);
-    i ^= 1;
-  }
-}
-
 BENCHMARK_CAPTURE(Prepared, exact_repeat, kExact, false);
 BENCHMARK_CAPTURE(Prepared, exact_alternate, kExact, true);
 BENCHMARK_CAPTURE(Prepared, nearest_repeat, kNearest, false);
@@ -152,8 +132,6 @@ BENCHMARK_CAPTURE(Unprepared, exact, kExact);
 BENCHMARK_CAPTURE(Unprepared, nearest, kNearest);
 BENCHMARK_CAPTURE(Unprepared, family, kFamily);
 BENCHMARK_CAPTURE(Unprepared, default, kDefault);
-BENCHMARK_CAPTURE(Index, exact, kExact);
-BENCHMARK_CAPTURE(Index, nearest, kNearest);
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include "tune/nightly.h"
 #include "tune/signing.h"
 #include "tune/publish.h"
+#include "tune/runtime.h"
 #include "tune/sweep_file.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "tune/cuda_backend.h"
@@ -122,21 +123,6 @@ Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path) {
   return ResultStore::OpenReadOnly(path);
 }
 
-// Rows of the newest kernel hash per (gpu, op, dtype, shape) group.
-std::vector<Measurement> NewestHashOnly(std::vector<Measurement> rows) {
-  std::map<std::string, std::pair<int64_t, std::string>> newest;
-  for (const auto& m : rows) {
-    auto& slot = newest[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape];
-    if (m.unix_time >= slot.first) slot = {m.unix_time, m.kernel_hash};
-  }
-  std::vector<Measurement> out;
-  for (auto& m : rows) {
-    if (newest[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape].second == m.kernel_hash) {
-      out.push_back(std::move(m));
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -307,7 +293,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
   if (best_only) {
     auto best = (*store)->Best(args.filter);
     if (!best.ok()) return Fail(best.status().message());
-    rows = NewestHashOnly(std::move(best).value());
+    rows = NewestKernelOnly(std::move(best).value());
   } else {
     Status st = (*store)->Scan(args.filter, [&](const Measurement& m) {
       rows.push_back(m);
@@ -366,15 +352,25 @@ int RunBundleShow(const BundleArgs& args) {
   return 0;
 }
 
+// Answers as a deployment would: the runtime's fallback chain, and its
+// TUNEFARM_FORCE_DEFAULTS switch; the signature is checked when keys are
+// given.
 int RunBundleLookup(const BundleArgs& args) {
-  auto b = ReadBundleFile(args.file);
-  if (!b.ok()) return Fail(b.status().message());
   Shape shape;
   if (!ParseNamedValues(args.shape, &shape.dims)) return Fail("--shape '" + args.shape + "': expected M=...,N=...");
-  BundleIndex index(std::move(b).value());
-  auto r = index.Lookup(args.op, args.dtype, args.gpu, shape);
-  if (r.level == LookupLevel::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
-  std::printf("%s %s\n", LookupLevelName(r.level), r.config->Canonical().c_str());
+  auto b = args.keys.empty() ? runtime::Bundle::LoadUnverified(args.file) : runtime::Bundle::Load(args.file, args.keys);
+  if (!b.ok()) return Fail(b.status().message());
+  std::vector<runtime::Dim> dims;
+  for (const auto& [name, value] : shape.dims) dims.push_back({name, value});
+  const runtime::Answer a = b->lookup(args.op, args.dtype, args.gpu, dims);
+  if (a.level == runtime::Level::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
+  Config config;  // printed in the farm's canonical form, as `results` prints configs
+  for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), a.config->value(i));
+  std::printf("%s %s", runtime::LevelName(a.level), config.Canonical().c_str());
+  if (a.entry && a.level != runtime::Level::kExact) {
+    std::printf(" (tuned on %s at %s)", a.entry->gpu_model.c_str(), a.entry->shape.ToString().c_str());
+  }
+  std::printf("%s\n", b->forcing_defaults() ? " (TUNEFARM_FORCE_DEFAULTS is set)" : "");
   return 0;
 }
 
@@ -545,7 +541,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
       }
     }
   }
-  PrintMeasurements(stdout, NewestHashOnly(std::move(rows)), ops, format);
+  PrintMeasurements(stdout, NewestKernelOnly(std::move(rows)), ops, format);
   std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
               "%.2f s = %.2f configs/s on %zu device(s)\n"
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "

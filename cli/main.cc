@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
   bl->add_option("--dtype", blookup.dtype, "Dtype")->required();
   bl->add_option("--gpu", blookup.gpu, "GPU model")->required();
   bl->add_option("--shape", blookup.shape, "Shape, like M=4096,N=4096,K=4096")->required();
+  bl->add_option("--key", blookup.keys, "Trusted public key file: check the signature as a deployment does (repeatable)");
 
   auto* bv = bundle->add_subcommand("verify", "Check a bundle's Ed25519 signature against trusted keys");
   bv->add_option("file", bverify.file, "Bundle file (.tfb)")->required();

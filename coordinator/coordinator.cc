@@ -13,9 +13,11 @@
 #include <zmq.hpp>
 
 #include "tune/curve.h"
+#include "tune/records.h"
 #include "tune/json_text.h"
 #include "tune/protocol.h"
 #include "http_server.h"
+#include "metrics.h"
 #include "ingester.h"
 #include "off_loop.h"
 #include "zap_authenticator.h"

@@ -95,6 +95,7 @@
 #include <utility>
 #include <vector>
 
+#include "tune/html.h"
 #include "tune/status.h"
 
 namespace tune {
@@ -111,12 +112,10 @@ class HttpStatusSource {
   // document (see the file comment). An empty string means "nothing
   // published yet" and is answered 503. An exception is answered 500.
   virtual std::string Json(const std::string& what) = 0;
-  // The Prometheus text exposition (RenderMetrics builds one).
+  // The Prometheus text exposition (RenderMetrics, metrics.h, builds one).
   virtual std::string Metrics() = 0;
 };
 
-// The files tried, in order, for Chart.js: Debian's libjs-chart.js.
-std::vector<std::string> DefaultChartJsPaths();
 
 struct HttpServerOptions {
   std::string address = "127.0.0.1";  // IPv4 or IPv6 literal; "0.0.0.0" = every interface
@@ -181,34 +180,5 @@ class HttpServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-using MetricLabels = std::vector<std::pair<std::string, std::string>>;
-
-// One Prometheus sample. Samples that share a name form one family; its HELP
-// and TYPE lines are written once, from the first sample of the family.
-struct Metric {
-  enum class Type { kGauge, kCounter, kSummary };
-  std::string name;  // characters outside [a-zA-Z0-9_:] become '_'
-  std::string help;
-  Type type = Type::kGauge;
-  MetricLabels labels;  // names sanitised like `name`, values escaped on output
-  double value = 0;     // gauge and counter
-  // Summary only: written as name{quantile="q"} v, name_sum and name_count.
-  std::vector<std::pair<double, double>> quantiles;  // (q in 0..1, value)
-  double sum = 0;
-  uint64_t count = 0;
-
-  static Metric Gauge(std::string name, std::string help, double value, MetricLabels labels = {});
-  // By convention a counter's name ends in "_total".
-  static Metric Counter(std::string name, std::string help, double value,
-                        MetricLabels labels = {});
-  static Metric Summary(std::string name, std::string help,
-                        std::vector<std::pair<double, double>> quantiles, double sum,
-                        uint64_t count, MetricLabels labels = {});
-};
-
-// Prometheus text exposition format 0.0.4. Families keep the order of their
-// first sample; NaN and infinities are written as NaN, +Inf, -Inf.
-std::string RenderMetrics(const std::vector<Metric>& metrics);
 
 }  // namespace tune

@@ -145,7 +145,7 @@ Args ParseArgs(int argc, char** argv) {
 // ---------------------------------------------------------------------------
 // The GPU, named as the farm names it.
 
-// Must stay identical to tune::NormaliseGpuModel (libtune/src/types.cc): the
+// Must stay identical to tune::NormaliseGpuModel (libtune/src/base/types.cc): the
 // bundle's keys are made by it, and a model string that differs by one
 // character silently misses every tuned entry. It is not part of the
 // installed runtime header, hence the copy.
@@ -344,7 +344,7 @@ std::string Compile(const OpFiles& op, const std::string& dtype, const tune::run
                     const std::string& arch) {
   const fs::path src_path = op.dir / op.source;
   const std::string source = ReadFile(src_path);
-  // The options the farm's workers compile with (libtune/src/cuda/nvrtc_compile.cc),
+  // The options the farm's workers compile with (libtune/src/measure/cuda/nvrtc_compile.cc),
   // so the deployed machine code is the measured one.
   std::vector<std::string> options = {"-arch=" + arch, "-std=c++17"};
   options.push_back(dtype == "f16" ? "-DTUNE_DTYPE_F16" : "-DTUNE_DTYPE_BF16");

@@ -10,7 +10,7 @@
 //                                  op default
 //
 // The configs and figures are those of the H100 run recorded in
-// bench/h100-2026-11-21 (best_sizes_1.txt); the defaults are copied from
+// bench/runs/h100-2026-11-21 (best_sizes_1.txt); the defaults are copied from
 // ops/*/op.toml. It is a fixture for the example, not a farm result: real
 // bundles come from `tunefarm publish`.
 //

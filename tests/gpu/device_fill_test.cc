@@ -1,4 +1,4 @@
-// The runner's fill kernel (libtune/src/cuda/builtin_kernels.h) draws the
+// The runner's fill kernel (libtune/src/measure/cuda/builtin_kernels.h) draws the
 // same seeded inputs on the device as MakeInput does on the host: uniform and
 // ones bit for bit, normal() within the last bit of the device's log/cos, and
 // an all-zero draw is reported; the L2 flush between timed samples leaves
@@ -21,10 +21,10 @@ TEST(DeviceFill, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA 
 #include <utility>
 #include <vector>
 
-#include "../../libtune/src/cuda/builtin_kernels.h"
-#include "../../libtune/src/cuda/cuda_driver.h"
-#include "../../libtune/src/cuda/host_data.h"
-#include "../../libtune/src/cuda/nvrtc_compile.h"
+#include "../../libtune/src/measure/cuda/builtin_kernels.h"
+#include "../../libtune/src/measure/cuda/cuda_driver.h"
+#include "../../libtune/src/measure/cuda/host_data.h"
+#include "../../libtune/src/measure/cuda/nvrtc_compile.h"
 #include "tune/op_spec.h"
 
 namespace tune::cuda {

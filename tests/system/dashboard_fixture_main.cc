@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_server.h"
+#include "metrics.h"
 
 namespace {
 

@@ -2,6 +2,7 @@
 // client (so that it can also send what no HTTP library would) against an
 // HttpServer fed by a fixed status source standing in for the coordinator.
 #include "http_server.h"
+#include "metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

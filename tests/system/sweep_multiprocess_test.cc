@@ -127,6 +127,24 @@ TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
     EXPECT_EQ(e.config_id, min.second) << e.gpu_model << " " << e.shape.Canonical();
     EXPECT_DOUBLE_EQ(e.median_us, min.first);
   }
+
+  // `bundle lookup` answers as a deployment's runtime does, its switch too.
+  const tune::BundleEntry& e = bundle->entries.front();
+  int lookups = 0;
+  auto lookup = [&](std::vector<std::string> argv) {
+    const std::string log = Path("lookup" + std::to_string(++lookups) + ".log");
+    for (const auto& a : {std::string("bundle"), std::string("lookup"), Path("bundle.tfb"), std::string("--op"), e.op,
+                          std::string("--dtype"), e.dtype, std::string("--gpu"), e.gpu_model, std::string("--shape"),
+                          e.shape.Canonical()}) {
+      argv.push_back(a);
+    }
+    Child c(argv, log);
+    EXPECT_EQ(c.Wait(30), 0) << tune::testing::ReadFile(log);
+    return tune::testing::ReadFile(log);
+  };
+  EXPECT_EQ(lookup({bin_}), "exact " + e.config.Canonical() + "\n");
+  EXPECT_EQ(lookup({"/usr/bin/env", "TUNEFARM_FORCE_DEFAULTS=1", bin_}),
+            "default " + bundle->defaults.at(e.op).Canonical() + " (TUNEFARM_FORCE_DEFAULTS is set)\n");
 }
 
 TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndTheyWin) {

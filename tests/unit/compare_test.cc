@@ -1,6 +1,8 @@
 // CompareArchitectures and its printers against a real RocksDB store filled
 // with hand-made measurements, and read-only store handles.
 #include "tune/compare.h"
+#include "tune/html.h"
+#include "tune/records.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -350,7 +352,7 @@ TEST_F(CompareTest, HtmlWithoutChartJsStillHasTables) {
 
   // With no path, the page uses Debian's libjs-chart.js where installed.
   bool installed = false;
-  for (const char* path : kChartJsPaths) installed = installed || fs::exists(path);
+  for (const auto& path : DefaultChartJsPaths()) installed = installed || fs::exists(path);
   const std::string html_default = ComparisonHtml(c);
   if (installed) {
     EXPECT_NE(html_default.find("Chart.js v"), std::string::npos);

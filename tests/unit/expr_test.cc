@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <cmath>
 
 namespace tune {
@@ -98,6 +100,8 @@ TEST(Expr, UnknownVariableIsNamed) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().message(),
             "ops/gemm/op.toml: [launch] smem: unknown variable 'BQ' in 'BM * BQ * 2'");
+  EXPECT_EQ(e.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ExprIdentifiers("BM * BQ * 2 + cdiv(N, 1e3)"), (std::set<std::string>{"BM", "BQ", "N", "cdiv"}));
 }
 
 TEST(Expr, UnknownFunctionAndSyntaxErrors) {
@@ -108,6 +112,7 @@ TEST(Expr, UnknownFunctionAndSyntaxErrors) {
   EXPECT_NE(f.status().message().find("unknown function 'flor'"), std::string::npos) << f.status().message();
   for (const char* bad : {"x +", "(x", "x x", "1,2", "", "   "}) {
     auto e = Expr::Compile(bad, &scope, "where");
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << bad;
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.status().message().rfind("where: ", 0), 0u) << e.status().message();
     EXPECT_EQ(e.status().message().find('\n'), std::string::npos);

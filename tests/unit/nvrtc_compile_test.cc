@@ -22,7 +22,7 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include <thread>
 #include <vector>
 
-#include "../../libtune/src/cuda/host_data.h"  // internal: the checker's host-side data
+#include "../../libtune/src/measure/cuda/host_data.h"  // internal: the checker's host-side data
 #include "support/temp_dir.h"
 #include "tune/config_space.h"
 #include "tune/cuda_backend.h"

@@ -2,6 +2,7 @@
 // and hostile frames (truncated, mutated, oversized, wrong version, unknown
 // command) are errors, never crashes.
 #include "tune/protocol.h"
+#include "tune/records.h"
 #include "tune/text.h"
 
 #include <gtest/gtest.h>

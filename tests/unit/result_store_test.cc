@@ -593,6 +593,7 @@ TEST(ResultStoreTest, ACorruptTableFileIsRefusedAtOpenNamingTheFile) {
   ASSERT_FALSE(store.ok());
   const std::string& error = store.status().message();
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  EXPECT_EQ(store.status().code(), StatusCode::kCorruption);
   EXPECT_EQ(error.rfind("result store " + path + ": checksum or corruption error", 0), 0u) << error;
   EXPECT_NE(error.find(std::filesystem::path(sst).filename().string()), std::string::npos) << error;
 }

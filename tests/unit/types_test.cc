@@ -1,3 +1,4 @@
+#include "tune/status.h"
 #include "tune/types.h"
 
 #include <gtest/gtest.h>
@@ -85,6 +86,22 @@ TEST(NormaliseGpuModel, DeviceNames) {
   EXPECT_EQ(NormaliseGpuModel("  Tesla V100--PCIE  "), "tesla-v100-pcie");
   EXPECT_EQ(NormaliseGpuModel("NVIDIA H200"), "h200");
   EXPECT_EQ(NormaliseGpuModel("h100-80gb-hbm3"), "h100-80gb-hbm3");  // idempotent
+}
+
+// A Status keeps its kind through a prefix; OK stays OK.
+TEST(Status, CodesSurvivePrefixes) {
+  const Status s = Status::Corruption("table 000012.sst: bad block");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  const Status where = s.WithPrefix("result store /x: ");
+  EXPECT_EQ(where.code(), StatusCode::kCorruption);
+  EXPECT_EQ(where.message(), "result store /x: table 000012.sst: bad block");
+  EXPECT_TRUE(Status::OK().WithPrefix("x").ok());
+  EXPECT_EQ(Status::OK().code(), StatusCode::kOk);
+  EXPECT_EQ(Status::Error("e").code(), StatusCode::kError);
+  EXPECT_EQ(Status::EndOfStream("closed").code(), StatusCode::kEndOfStream);
+  const Result<int> r = Status::NotFound("no such sweep");
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

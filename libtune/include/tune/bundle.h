@@ -87,33 +87,4 @@ Status WriteSignedBundleFiles(const Bundle& b, const SecretKey& key, const std::
 Result<Bundle> ReadVerifiedBundleFile(const std::string& path, const std::vector<PublicKey>& trusted,
                                       PublicKey* signed_by = nullptr);
 
-// Which level of the fallback chain answered a lookup.
-enum class LookupLevel { kExact, kNearestShape, kDefault, kMiss };
-const char* LookupLevelName(LookupLevel l);
-
-struct LookupResult {
-  LookupLevel level = LookupLevel::kMiss;
-  const Config* config = nullptr;         // owned by the BundleIndex; nullptr on kMiss
-  const BundleEntry* entry = nullptr;     // nullptr for kDefault / kMiss
-};
-
-// Run-time lookup over a loaded bundle. Fallback chain:
-//   1. exact (op, dtype, gpu_model, shape);
-//   2. nearest tuned shape of the same (op, dtype, gpu_model), by Euclidean
-//      distance of log2 of each dim (ties: first in bundle order);
-//   3. the op's default config.
-// Immutable after construction; safe to share across threads.
-class BundleIndex {
- public:
-  explicit BundleIndex(Bundle bundle);
-  LookupResult Lookup(const std::string& op, const std::string& dtype, const std::string& gpu_model,
-                      const Shape& shape) const;
-  const Bundle& bundle() const { return bundle_; }
-
- private:
-  Bundle bundle_;
-  std::map<std::string, std::vector<size_t>> by_group_;  // "op\0dtype\0gpu" -> entry indices
-  std::map<std::string, size_t> exact_;                  // group + "\0" + shape -> entry index
-};
-
 }  // namespace tune

@@ -124,16 +124,10 @@ std::string ComparisonCsv(const Comparison& c);
 // portability). Unknown figures are null.
 std::string ComparisonJson(const Comparison& c);
 
-// Where Debian's libjs-chart.js puts the UMD build of Chart.js.
-inline constexpr const char* kChartJsPaths[] = {
-    "/usr/share/javascript/chart.js/chart.umd.js",  // Chart.js 4
-    "/usr/share/javascript/chart.js/chart.min.js",  // Chart.js 3 (Debian 12)
-};
-
 // A self-contained HTML page (no network access needed): the tables above
 // plus bar charts of speed-up and roofline share per key, drawn by Chart.js
-// inlined from `chart_js_path` (empty: the first of kChartJsPaths that
-// exists), read when called. Without a readable Chart.js the page still
+// inlined from `chart_js_path` (empty: the first of DefaultChartJsPaths(),
+// tune/html.h, that exists), read when called. Without a readable Chart.js the page still
 // renders every table and says that charts are unavailable.
 std::string ComparisonHtml(const Comparison& c, const std::string& chart_js_path = "");
 

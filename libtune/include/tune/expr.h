@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ class ExprScope {
   std::map<std::string, std::unique_ptr<double>> vars_;
 };
 
+// The names an expression mentions; an over-approximation (it also sees
+// function names), for callers that ask which variables it reads.
+std::set<std::string> ExprIdentifiers(const std::string& text);
+
 class Expr {
  public:
   Expr(Expr&&) noexcept;
@@ -45,7 +50,8 @@ class Expr {
   ~Expr();
 
   // Compiles `text` against the variables declared in `scope` at this time.
-  // An unknown variable or a syntax error is an error naming `where` (e.g.
+  // An unknown variable (StatusCode::kNotFound) or a syntax error
+  // (kInvalidArgument) is an error naming `where` (e.g.
   // "ops/gemm/op.toml: [launch] smem") and the offending token.
   static Result<Expr> Compile(const std::string& text, ExprScope* scope, const std::string& where);
 

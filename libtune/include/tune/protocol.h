@@ -1,6 +1,6 @@
 // The wire protocol between coordinator, workers and clients, as plain C++
-// structs. The codec (protocol.cc, the only code that sees the generated
-// Cap'n Proto types of schema/protocol.capnp) turns them into frames.
+// structs. The codec (wire/protocol.cc, which with the stored records' codec
+// alone sees the generated Cap'n Proto types) turns them into frames.
 //
 // Pattern: ROUTER (coordinator) / DEALER (workers, clients). Every message is
 // one Envelope in one frame (after the ROUTER's identity frame). Any command
@@ -15,6 +15,7 @@
 
 #include "tune/op_spec.h"
 #include "tune/status.h"
+#include "tune/sweep_file.h"
 #include "tune/types.h"
 
 namespace tune {
@@ -84,39 +85,7 @@ struct ResultsAck {
   // sender drops it rather than send it again.
   std::string refused;
 };
-// From a client: run this sweep.
-struct SweepSubmit {
-  std::string name;
-  std::vector<std::string> ops;
-  std::vector<OpPackage> op_packages;  // one per op, same order
-  std::vector<std::string> dtypes;
-  std::vector<Shape> shapes;           // dims named as in the op specs
-  std::vector<std::string> gpu_models; // "*" = every model present
-  uint32_t configs_per_unit = 0;       // 0 = coordinator chooses
-  // Confirm phase: once every config of a model is measured, the
-  // confirm_top fastest of each (op, dtype, shape) are timed again together,
-  // interleaved round-robin for confirm_seconds, so that they are ranked
-  // under the same clock states and the winner's figure averages over them
-  // rather than over one short stretch. 0 = none.
-  uint32_t confirm_top = 0;
-  double confirm_seconds = 0;
-  // A message without the field (an older client) asks for kSustained, what
-  // confirm phases did before; sweep files and `tune` default to kAuto.
-  ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
-  // Refine pass: screening units time every config only to rank it; once
-  // every config of an (op, dtype) is screened on a model, those within
-  // TimingPolicy::refine_within of each shape's best are timed again as its
-  // contenders (to the CI target, with the refine window). Which configs get
-  // the expensive timing then depends on the final best alone, not on the
-  // order the configs ran in or on how many devices ran them. A message
-  // without the field (an older client) asks for one pass, where contenders
-  // are judged against the best so far; sweep files and `tune` default to
-  // the refine pass.
-  bool refine_pass = false;
-};
-inline constexpr uint32_t kMaxConfirmTop = 64;
-inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kAuto;
-inline constexpr double kDefaultConfirmSeconds = 2.0;  // where a sweep names confirm_top alone
+// From a client: run this sweep (SweepSubmit, tune/sweep_file.h).
 struct SweepAccepted {
   std::string sweep_id;
 };
@@ -185,24 +154,6 @@ struct ResultsHead {
 // size, framing and version as DecodeEnvelope does; the rows are not read,
 // so a frame that peeks fine may still fail DecodeEnvelope.
 Result<std::optional<ResultsHead>> PeekResults(const void* data, size_t size);
-
-// Stored records (schema/records.capnp), used by ResultStore. Decoding does
-// not check text: a store written before the codec did must still be read
-// (writers of JSON and reports replace invalid bytes).
-std::string EncodeMeasurement(const Measurement& m);
-Result<Measurement> DecodeMeasurement(const void* data, size_t size);
-
-// A unit as the coordinator leased it, kept in its store (ResultStore::
-// PutLease) so that a restarted coordinator accepts the honest resends of it.
-struct LeaseRecord {
-  WorkUnit unit;                      // without its op package
-  std::string gpu_model;
-  // Who it was leased to: each lessee's CURVE public key (Z85) where the
-  // coordinator runs CURVE, else its worker name.
-  std::vector<std::string> lessees;
-};
-std::string EncodeLeaseRecord(const LeaseRecord& rec);
-Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size);
 
 // Name of a command alternative, for logs: "hello", "work_unit", ...
 const char* CommandName(const Command& c);

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tune/bundle.h"
 #include "tune/op_spec.h"
@@ -13,6 +14,13 @@ namespace tune {
 // The op specs the store has seen, from its stored sweeps (the most recently
 // submitted spec of each op name wins). Unparseable records are skipped.
 std::map<std::string, OpSpec> OpsFromStore(ResultStore& store);
+
+// The rows of `rows` that a bundle published now would draw on: per (GPU
+// model, op, dtype, shape), those of the newest kernel hash, the hash of the
+// key's most recent row (on a tie, the smaller hash). A changed kernel
+// supersedes older results without deleting them. The one home of this rule:
+// publish, compare and the CLI's tables all go through it. Order is kept.
+std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
 // config of the newest kernel hash, with the op's default config measured on

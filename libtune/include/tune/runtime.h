@@ -17,7 +17,8 @@
 //   kNearestShape  the tuned shape of the same (op, dtype, gpu_model) nearest
 //                  to the query: smallest Euclidean distance between the
 //                  vectors of log2(max(dim, 1)), dims paired by name (the
-//                  metric of BundleIndex in bundle.h). Ties go to the entry
+//                  one metric of the farm: `tunefarm bundle lookup` answers
+//                  through this chain too). Ties go to the entry
 //                  that comes first in the bundle.
 //   kFamily        no tuned shape for this GPU model: the nearest shape, same
 //                  metric and ties, among the entries of the same op and dtype
@@ -184,6 +185,11 @@ class Bundle {
                                        const std::vector<std::string>& trusted_keys,
                                        const std::string& name = "<memory>",
                                        const LoadOptions& options = {});
+
+  // Reads a .tfb, signed or not, WITHOUT checking any signature, so that
+  // tools answer a lookup exactly as a deployment would (`tunefarm bundle
+  // lookup`). Never for deployments; signer_key_id() is "".
+  static Result<Bundle> LoadUnverified(const std::string& path, const LoadOptions& options = {});
 
   Bundle(Bundle&&) noexcept;
   Bundle& operator=(Bundle&&) noexcept;

@@ -14,13 +14,49 @@
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
-#include "tune/protocol.h"
+#include "tune/op_spec.h"
 #include "tune/status.h"
+#include "tune/types.h"
 
 namespace tune {
 
+// A sweep: what a client submits and the coordinator runs.
+struct SweepSubmit {
+  std::string name;
+  std::vector<std::string> ops;
+  std::vector<OpPackage> op_packages;  // one per op, same order
+  std::vector<std::string> dtypes;
+  std::vector<Shape> shapes;           // dims named as in the op specs
+  std::vector<std::string> gpu_models; // "*" = every model present
+  uint32_t configs_per_unit = 0;       // 0 = coordinator chooses
+  // Confirm phase: once every config of a model is measured, the
+  // confirm_top fastest of each (op, dtype, shape) are timed again together,
+  // interleaved round-robin for confirm_seconds, so that they are ranked
+  // under the same clock states and the winner's figure averages over them
+  // rather than over one short stretch. 0 = none.
+  uint32_t confirm_top = 0;
+  double confirm_seconds = 0;
+  // A message without the field (an older client) asks for kSustained, what
+  // confirm phases did before; sweep files and `tune` default to kAuto.
+  ConfirmTiming confirm_timing = ConfirmTiming::kSustained;
+  // Refine pass: screening units time every config only to rank it; once
+  // every config of an (op, dtype) is screened on a model, those within
+  // TimingPolicy::refine_within of each shape's best are timed again as its
+  // contenders (to the CI target, with the refine window). Which configs get
+  // the expensive timing then depends on the final best alone, not on the
+  // order the configs ran in or on how many devices ran them. A message
+  // without the field (an older client) asks for one pass, where contenders
+  // are judged against the best so far; sweep files and `tune` default to
+  // the refine pass.
+  bool refine_pass = false;
+};
+inline constexpr uint32_t kMaxConfirmTop = 64;
+inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kAuto;
+inline constexpr double kDefaultConfirmSeconds = 2.0;  // where a sweep names confirm_top alone
 // Reads `path` and the op folders it names from `ops_dir` (ops_dir/<op>/).
 // Errors name the file and field.
 Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& ops_dir);
@@ -35,14 +71,5 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
 // The shapes of `submit` that name exactly the dims of `spec`, reordered to
 // the spec's dims order.
 std::vector<Shape> ShapesForOp(const SweepSubmit& submit, const OpSpec& spec);
-
-// A sweep as the coordinator stores it (ResultStore's sweeps family): its
-// state ("running" | "done" | "failed") and the submit, with the op packages.
-struct SweepRecord {
-  std::string state;
-  SweepSubmit submit;
-};
-std::string EncodeSweepRecord(const SweepRecord& r);
-Result<SweepRecord> DecodeSweepRecord(const std::string& bytes);
 
 }  // namespace tune

@@ -1,0 +1,41 @@
+// Records as the store keeps them (schema/records.capnp): measurements,
+// leases, sweeps. Decoding does not check text: a store written before the
+// codec did must still be read (writers of JSON and reports replace invalid
+// bytes).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tune/protocol.h"
+#include "tune/status.h"
+#include "tune/sweep_file.h"
+#include "tune/types.h"
+
+namespace tune {
+
+std::string EncodeMeasurement(const Measurement& m);
+Result<Measurement> DecodeMeasurement(const void* data, size_t size);
+
+// A unit as the coordinator leased it, kept in its store (ResultStore::
+// PutLease) so that a restarted coordinator accepts the honest resends of it.
+struct LeaseRecord {
+  WorkUnit unit;                      // without its op package
+  std::string gpu_model;
+  // Who it was leased to: each lessee's CURVE public key (Z85) where the
+  // coordinator runs CURVE, else its worker name.
+  std::vector<std::string> lessees;
+};
+std::string EncodeLeaseRecord(const LeaseRecord& rec);
+Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size);
+
+// A sweep as the coordinator stores it (ResultStore's sweeps family): its
+// state ("running" | "done" | "failed") and the submit, with the op packages.
+struct SweepRecord {
+  std::string state;
+  SweepSubmit submit;
+};
+std::string EncodeSweepRecord(const SweepRecord& r);
+Result<SweepRecord> DecodeSweepRecord(const std::string& bytes);
+
+}  // namespace tune

@@ -1,0 +1,51 @@
+// When to stop timing a (config, shape): the sampling loop's stopping rule
+// as a pure function, in the manner of nvbench's stopping criteria (a
+// minimum sample count, a target noise, a time cap), so that it is tested
+// without a GPU and every backend stops alike.
+//
+// A backend takes samples in batches: NextSampling(policy, ..., nothing yet)
+// says how many to take first; after each batch it is asked again with the
+// statistics of all samples so far, and answers either a stop (with the
+// criterion that ended the loop) or the next batch. The next batch is what
+// the noise target still needs (a CI shrinks with sqrt(n)), bounded by the
+// time left and kMaxSampleBatch.
+#pragma once
+
+#include "tune/backend.h"
+#include "tune/stats.h"
+
+namespace tune {
+
+// Samples queued between two synchronisations at most: a batch's kernels
+// run back to back, and the events of a batch are read after it.
+inline constexpr int kMaxSampleBatch = 32;
+
+struct SamplingProgress {
+  SampleStats stats;         // of every sample so far (stats.n of them)
+  double timed_seconds = 0;  // device time the samples took
+  double wall_seconds = 0;   // since the first sample was queued
+};
+
+enum class SamplingStop {
+  kNo,           // take `batch` more
+  kEarly,        // clearly slower than the best so far: enough to rank it
+  kNoiseTarget,  // the 95% CI is within the policy's target
+  kMaxSamples,   // policy.max_samples taken
+  kTimeCap,      // policy.max_seconds of timed work
+  kWallCap,      // `wall_cap` seconds of wall time
+};
+const char* SamplingStopName(SamplingStop stop);
+
+struct SamplingStep {
+  SamplingStop stop = SamplingStop::kNo;
+  int batch = 0;  // >= 1 when stop is kNo
+};
+
+// The next step after `progress`. `best_so_far_us` (0: none) sets the noise
+// target and the early stop (TimingPolicy::TargetRelCi, StopsEarly);
+// `wall_cap` bounds the loop's wall time whatever the policy (0: none).
+// The early stop and the noise target apply from policy.min_samples on.
+SamplingStep NextSampling(const TimingPolicy& policy, double best_so_far_us, double wall_cap,
+                          const SamplingProgress& progress);
+
+}  // namespace tune

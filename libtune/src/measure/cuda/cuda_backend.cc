@@ -1,0 +1,282 @@
+// CudaBackend: compiles in the caller's thread, measures through a runner
+// process that it restarts whenever the process dies or hangs.
+#include <ctime>
+#include <set>
+
+#include "measure/cuda/nvrtc_compile.h"
+#include "measure/cuda/runner_process.h"
+#include "measure/cuda/runner_protocol.h"
+#include "tune/cuda_backend.h"
+
+namespace tune {
+namespace {
+
+using cuda::MsgType;
+using cuda::RunnerProcess;
+using cuda::WireReader;
+using cuda::WireWriter;
+
+constexpr size_t kMaxLogInMessage = 8000;
+
+std::string Clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "\n[log clipped]"; }
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts)
+      : device_(device), opts_(opts), arch_suffixless_("sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor)) {}
+
+  const DeviceInfo& device() const override { return device_; }
+  std::string toolchain() const override { return NvrtcVersionString(); }
+
+  CompiledKernel Compile(const OpSpec& spec, const std::string& dtype, const Config& config) override {
+    return CompileConfig(spec, dtype, config, CudaArchFor(spec, device_), opts_.cache_dir);
+  }
+
+  Status Prepare() override { return EnsureReady(); }
+
+  Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
+                      const Shape& shape, const TimingPolicy& policy, double best_so_far_us) override;
+
+  CudaRunnerStats stats() const {
+    CudaRunnerStats s = stats_;
+    s.pid = runner_ && runner_->started() ? int(runner_->pid()) : 0;
+    return s;
+  }
+
+ private:
+  // Starts a runner and sends its init; the hello is read by EnsureReady.
+  Status Spawn();
+  // A runner that said hello, started if needed.
+  Status EnsureReady();
+  // The runner is gone or must go: record why and start the next one now, so
+  // that its context creation overlaps whatever the worker does next.
+  void Replace(bool killed);
+  Measurement Fail(Measurement m, FailureClass c, std::string message) {
+    m.failure = c;
+    m.failure_message = std::move(message);
+    return m;
+  }
+
+  DeviceInfo device_;
+  CudaBackendOptions opts_;
+  std::string arch_suffixless_;
+  std::unique_ptr<RunnerProcess> runner_;
+  bool ready_ = false;
+  std::set<std::string> packages_sent_;
+  std::string image_sent_;
+  CudaRunnerStats stats_;
+};
+
+Status CudaBackend::Spawn() {
+  std::vector<std::string> args = opts_.runner_args;
+  args.push_back("--device");
+  args.push_back(std::to_string(device_.index));
+  runner_ = std::make_unique<RunnerProcess>(opts_.runner_exe, args);
+  ready_ = false;
+  packages_sent_.clear();
+  image_sent_.clear();
+  TUNE_RETURN_IF_ERROR(runner_->Start());
+  ++stats_.spawns;
+  WireWriter init(MsgType::kInit);
+  init.U32(cuda::kRunnerProtocolVersion);
+  init.Str(opts_.cache_dir);
+  if (Status s = runner_->Send(init.bytes()); !s.ok()) {
+    // Typically a runner that could not even be exec'ed: its exit status says why.
+    std::string how = runner_->Reap();
+    runner_.reset();
+    return Status::Error("runner for GPU " + std::to_string(device_.index) + " ended at start-up (" + s.message() +
+                         "; " + how + ")");
+  }
+  return Status::OK();
+}
+
+Status CudaBackend::EnsureReady() {
+  if (!runner_ || !runner_->started()) TUNE_RETURN_IF_ERROR(Spawn());
+  if (ready_) return Status::OK();
+  std::string frame, why;
+  auto outcome = runner_->Read(opts_.startup_timeout_seconds, &frame, &why);
+  if (outcome == RunnerProcess::ReadOutcome::kTimeout) {
+    std::string how = runner_->Kill();
+    runner_.reset();
+    return Status::Error("runner for GPU " + std::to_string(device_.index) + " did not start within " +
+                         std::to_string(opts_.startup_timeout_seconds) + " s; " + how);
+  }
+  if (outcome == RunnerProcess::ReadOutcome::kClosed) {
+    std::string how = runner_->Reap();
+    runner_.reset();
+    return Status::Error("runner for GPU " + std::to_string(device_.index) + " ended before its hello (" + why +
+                         "; " + how + ")");
+  }
+  WireReader r(frame);
+  uint32_t version = 0;
+  bool ok = false;
+  std::string error;
+  if (r.Type() == MsgType::kHello) {
+    version = r.U32();
+    ok = r.U8() != 0;
+    error = r.Str();
+    DeviceInfo seen = cuda::DecodeDeviceInfo(&r);
+    if (ok && r.ok() && seen.name != device_.name) {
+      error = "runner sees '" + seen.name + "' at index " + std::to_string(device_.index) + ", expected '" +
+              device_.name + "' (CUDA_VISIBLE_DEVICES differs?)";
+      ok = false;
+    }
+  } else {
+    error = "runner's first message is not a hello";
+  }
+  if (!ok || !r.ok() || version != cuda::kRunnerProtocolVersion) {
+    if (error.empty()) error = "runner speaks protocol " + std::to_string(version);
+    runner_->Kill();
+    runner_.reset();
+    return Status::Error("runner for GPU " + std::to_string(device_.index) + " could not start: " + error);
+  }
+  ready_ = true;
+  return Status::OK();
+}
+
+void CudaBackend::Replace(bool killed) {
+  if (killed) {
+    ++stats_.timeouts;
+  } else {
+    ++stats_.crashes;
+  }
+  runner_.reset();
+  ready_ = false;
+  // A failed spawn is retried by the next Measure.
+  if (!Spawn().ok()) runner_.reset();
+}
+
+Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
+                                 const Shape& shape, const TimingPolicy& policy, double best_so_far_us) {
+  Measurement m;
+  m.gpu_model = device_.model;
+  m.op = spec.name;
+  m.dtype = dtype;
+  m.shape = shape.Canonical();
+  m.kernel_hash = kernel.kernel_hash;
+  m.config_id = kernel.config_id;
+  m.config = kernel.config;
+  m.backend = "cuda";
+  m.device_name = device_.name;
+  m.driver_version = device_.driver_version;
+  m.nvrtc_version = device_.nvrtc_version.empty() ? NvrtcVersionString() : device_.nvrtc_version;
+  m.unix_time = int64_t(std::time(nullptr));
+  m.resources = kernel.resources;
+
+  if (kernel.failure != FailureClass::kNone) {
+    std::string msg = kernel.failure_message;
+    if (!kernel.log.empty()) msg += "\n" + Clip(kernel.log, kMaxLogInMessage);
+    return Fail(m, kernel.failure, msg);
+  }
+  if (kernel.image.empty()) return Fail(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
+  if (kernel.arch.rfind(arch_suffixless_, 0) != 0) {
+    return Fail(m, FailureClass::kLaunchError,
+                "cubin is for " + kernel.arch + ", device " + device_.name + " needs " + arch_suffixless_);
+  }
+
+  if (policy.new_runner && runner_) {
+    // The old runner exits on the closed channel and is gone (its context
+    // with it) before the next one starts.
+    runner_.reset();
+    ready_ = false;
+  }
+  if (Status s = EnsureReady(); !s.ok()) {
+    ++stats_.crashes;
+    return Fail(m, FailureClass::kCrash, s.message());
+  }
+
+  auto runner_died = [&](const std::string& when, const std::string& why) {
+    std::string how = runner_->Reap();
+    Replace(false);
+    return Fail(m, FailureClass::kCrash, "GPU runner died " + when + ": " + why + "; " + how);
+  };
+
+  std::string digest = cuda::PackageDigest(spec.package);
+  if (!packages_sent_.count(digest)) {
+    WireWriter w(MsgType::kPackage);
+    cuda::EncodePackage(digest, spec.origin, spec.package, &w);
+    if (Status s = runner_->Send(w.bytes()); !s.ok()) return runner_died("while receiving the op", s.message());
+    packages_sent_.insert(digest);
+  }
+
+  cuda::MeasureRequest req;
+  req.package_digest = digest;
+  req.dtype = dtype;
+  req.config = kernel.config;
+  req.config_id = kernel.config_id;
+  req.shape = shape;
+  req.image_key = kernel.kernel_hash + "/" + kernel.config_id + "/" + dtype + "/" + kernel.arch;
+  // A config timed again straight after (the shapes of a unit that has
+  // several): its cubin travels once.
+  if (req.image_key != image_sent_) req.image = kernel.image;
+  req.compile_resources = kernel.resources;
+  req.policy = policy;
+  req.best_so_far_us = best_so_far_us;
+  WireWriter w(MsgType::kMeasure);
+  cuda::EncodeMeasureRequest(req, &w);
+  image_sent_.clear();
+  if (Status s = runner_->Send(w.bytes()); !s.ok()) return runner_died("while receiving the request", s.message());
+  image_sent_ = req.image_key;
+
+  // Two clocks: building a problem (inputs, reference) is shared by every
+  // config of the shape and may be slow; the config's own limit starts when
+  // the runner says the problem is ready.
+  bool started = false;
+  for (;;) {
+    double limit = started ? policy.timeout_seconds : opts_.startup_timeout_seconds;
+    std::string frame, why;
+    auto outcome = runner_->Read(limit, &frame, &why);
+    if (outcome == RunnerProcess::ReadOutcome::kTimeout) {
+      std::string how = runner_->Kill();
+      Replace(true);
+      char buf[64];
+      snprintf(buf, sizeof(buf), "%.3g s", limit);
+      return Fail(m, FailureClass::kTimeout,
+                  started ? std::string("config ran longer than ") + buf + "; runner killed (" + how + ")"
+                          : std::string("preparing inputs and reference took longer than ") + buf +
+                                "; runner killed (" + how + ")");
+    }
+    if (outcome == RunnerProcess::ReadOutcome::kClosed) {
+      return runner_died(started ? "while running the config" : "while preparing inputs and reference", why);
+    }
+    WireReader r(frame);
+    MsgType type = r.Type();
+    if (type == MsgType::kStarted) {
+      started = true;
+      continue;
+    }
+    if (type != MsgType::kResult) {
+      std::string how = runner_->Kill();
+      Replace(false);
+      return Fail(m, FailureClass::kCrash, "GPU runner sent an unexpected message; killed (" + how + ")");
+    }
+    Measurement got = cuda::DecodeMeasurement(&r);
+    bool fatal = r.U8() != 0;
+    if (!r.ok()) {
+      std::string how = runner_->Kill();
+      Replace(false);
+      return Fail(m, FailureClass::kCrash, "GPU runner sent a truncated result; killed (" + how + ")");
+    }
+    m.CopyOutcome(got);
+    if (fatal) {
+      // The runner exits by itself after a sticky error.
+      std::string how = runner_->Reap();
+      Replace(false);
+      m.failure_message += " [runner " + how + "; restarted]";
+    }
+    return m;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts) {
+  return std::make_unique<CudaBackend>(device, opts);
+}
+
+CudaRunnerStats GetCudaRunnerStats(const Backend& backend) {
+  if (const auto* b = dynamic_cast<const CudaBackend*>(&backend)) return b->stats();
+  return {};
+}
+
+}  // namespace tune

@@ -1,0 +1,365 @@
+#include "measure/cuda/nvrtc_compile.h"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tune/cuda_backend.h"
+
+namespace tune::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bumped whenever BaseOptions or the cache entry format changes: the kernel
+// hash does not see this backend's own options, the cache key must.
+constexpr int kCompileRecipe = 1;
+constexpr char kCacheMagic[] = "TFCUBIN1\n";
+
+std::string NvrtcErrorText(nvrtcResult r, const char* call, const char* file, int line) {
+  return std::string(file) + ":" + std::to_string(line) + ": " + call +
+         " failed: " + nvrtcGetErrorString(r);
+}
+
+#define TUNE_NVRTC_CHECK(call)                                                 \
+  do {                                                                         \
+    nvrtcResult _r = (call);                                                   \
+    if (_r != NVRTC_SUCCESS) {                                                 \
+      out.error = NvrtcErrorText(_r, #call, __FILE__, __LINE__);               \
+      return out;                                                              \
+    }                                                                          \
+  } while (0)
+
+bool IsResourceRejection(const std::string& log) {
+  return log.find("too much shared data") != std::string::npos ||
+         log.find("too much local data") != std::string::npos ||
+         log.find("uses too much") != std::string::npos ||
+         log.find("too many resources") != std::string::npos;
+}
+
+// The ptxas report is noise once a compile succeeded; warnings are kept.
+std::string StripPtxasInfo(const std::string& log) {
+  std::istringstream in(log);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.rfind("ptxas info", 0) == 0 || line.rfind("ptxas         .", 0) == 0) continue;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string CacheFile(const std::string& cache_dir, const std::string& kernel_hash,
+                      const std::string& id, const std::string& dtype, const std::string& arch) {
+  return cache_dir + "/" + kernel_hash + "/" + id + "-" + dtype + "-" + arch + "-nvrtc" +
+         NvrtcVersionString() + "-r" + std::to_string(kCompileRecipe) + ".cubin";
+}
+
+// Entry: magic, one line of resources and the cubin size, the cubin bytes.
+bool ReadCacheEntry(const std::string& path, std::string* cubin, KernelResources* res) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (data.rfind(kCacheMagic, 0) != 0) return false;
+  size_t line_end = data.find('\n', sizeof(kCacheMagic) - 1);
+  if (line_end == std::string::npos) return false;
+  std::istringstream hdr(data.substr(sizeof(kCacheMagic) - 1, line_end - (sizeof(kCacheMagic) - 1)));
+  long long regs = -1, smem = -1, local = -1, size = -1;
+  hdr >> regs >> smem >> local >> size;
+  if (!hdr || regs < 0 || smem < 0 || local < 0 || size <= 0) return false;
+  if (data.size() - (line_end + 1) != static_cast<size_t>(size)) return false;  // torn or foreign
+  *cubin = data.substr(line_end + 1);
+  res->registers = static_cast<int>(regs);
+  res->static_smem_bytes = smem;
+  res->local_bytes = local;
+  return true;
+}
+
+// Readers see either no file or a whole one: write a private temp file, then
+// rename over the final name.
+void WriteCacheEntry(const std::string& path, const std::string& cubin, const KernelResources& res) {
+  static std::atomic<uint64_t> counter{0};
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." +
+                    std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id())) + "." +
+                    std::to_string(counter.fetch_add(1));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;  // a read-only cache is not an error, just a slower sweep
+    out << kCacheMagic << res.registers << " " << res.static_smem_bytes << " " << res.local_bytes << " "
+        << cubin.size() << "\n";
+    out.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+// Compiles (or fetches from the cache) `source_file` of the op package with
+// `options`, filling `ck`.
+void CompileCached(const OpSpec& spec, const std::string& source_file, const std::string& entry,
+                   const std::string& cache_id, const std::string& dtype, const std::string& arch,
+                   const std::vector<std::string>& options, const std::string& cache_dir,
+                   CompiledKernel* ck) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&] {
+    ck->compile_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::string cache_path;
+  if (!cache_dir.empty()) {
+    cache_path = CacheFile(cache_dir, ck->kernel_hash, cache_id, dtype, arch);
+    if (ReadCacheEntry(cache_path, &ck->image, &ck->resources)) {
+      ck->from_cache = true;
+      finish();
+      return;
+    }
+  }
+  auto src = spec.package.find(source_file);
+  if (src == spec.package.end()) {
+    ck->failure = FailureClass::kCompileError;
+    ck->failure_message = spec.origin + ": op package has no file " + source_file;
+    finish();
+    return;
+  }
+  NvrtcJob job;
+  job.file = source_file;
+  job.source = src->second;
+  job.entry = entry;
+  job.options = options;
+  for (const auto& [name, text] : spec.package) {
+    if (name == "op.toml" || name == source_file) continue;
+    job.headers.emplace_back(name, text);
+  }
+  NvrtcResult r = RunNvrtc(job);
+  if (!r.ok) {
+    ck->failure = IsResourceRejection(r.log) ? FailureClass::kResources : FailureClass::kCompileError;
+    ck->failure_message = r.error;
+    ck->log = r.log;
+    finish();
+    return;
+  }
+  ck->image = std::move(r.cubin);
+  ck->resources = r.resources;
+  ck->log = StripPtxasInfo(r.log);
+  if (!cache_path.empty()) WriteCacheEntry(cache_path, ck->image, ck->resources);
+  finish();
+}
+
+}  // namespace
+
+std::string DTypeCudaName(const std::string& dtype) {
+  if (dtype == "f16") return "__half";
+  if (dtype == "bf16") return "__nv_bfloat16";
+  if (dtype == "f32") return "float";
+  if (dtype == "i32") return "int";
+  return "";
+}
+
+const std::string& CudaIncludeDir() {
+  static const std::string dir = [] {
+    std::vector<fs::path> candidates;
+    for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
+      if (const char* v = std::getenv(env); v && *v) candidates.emplace_back(fs::path(v) / "include");
+    }
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
+      fs::path lib = fs::path(info.dli_fname).parent_path();   // <toolkit>/lib64 or targets/<t>/lib
+      candidates.push_back(lib.parent_path() / "include");
+      candidates.push_back(lib.parent_path().parent_path() / "include");
+    }
+    candidates.emplace_back("/usr/local/cuda/include");
+    for (const auto& c : candidates) {
+      std::error_code ec;
+      if (fs::exists(c / "cuda_fp16.h", ec)) return c.string();
+    }
+    return std::string();
+  }();
+  return dir;
+}
+
+std::vector<std::string> BaseOptions(const OpSpec& spec, const std::string& dtype, const std::string& arch) {
+  std::vector<std::string> o;
+  o.push_back("-arch=" + arch);
+  o.push_back("-std=c++17");
+  std::string upper;
+  for (char c : dtype) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  o.push_back("-DTUNE_DTYPE_" + upper);
+  o.push_back("-DTUNE_T=" + DTypeCudaName(dtype));
+  if (!CudaIncludeDir().empty()) o.push_back("-I" + CudaIncludeDir());
+  // TUNE_T names a type from these headers; declaring it is part of the
+  // contract, so an op need not include them itself.
+  if (dtype == "f16") o.push_back("--pre-include=cuda_fp16.h");
+  if (dtype == "bf16") o.push_back("--pre-include=cuda_bf16.h");
+  o.push_back("-Xptxas=-v");  // the resource report, parsed below
+  for (const auto& opt : spec.compile_options) o.push_back(opt);
+  return o;
+}
+
+NvrtcResult RunNvrtc(const NvrtcJob& job) {
+  NvrtcResult out;
+  std::vector<const char*> header_texts, header_names;
+  for (const auto& [name, text] : job.headers) {
+    header_names.push_back(name.c_str());
+    header_texts.push_back(text.c_str());
+  }
+  nvrtcProgram prog = nullptr;
+  TUNE_NVRTC_CHECK(nvrtcCreateProgram(&prog, job.source.c_str(), job.file.c_str(),
+                                      static_cast<int>(header_texts.size()), header_texts.data(),
+                                      header_names.data()));
+  struct Destroy {
+    nvrtcProgram* p;
+    ~Destroy() { nvrtcDestroyProgram(p); }
+  } destroy{&prog};
+
+  std::vector<const char*> opts;
+  for (const auto& o : job.options) opts.push_back(o.c_str());
+  nvrtcResult compiled = nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
+
+  size_t log_size = 0;
+  TUNE_NVRTC_CHECK(nvrtcGetProgramLogSize(prog, &log_size));
+  if (log_size > 1) {
+    out.log.resize(log_size);
+    TUNE_NVRTC_CHECK(nvrtcGetProgramLog(prog, out.log.data()));
+    while (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();
+  }
+  if (compiled != NVRTC_SUCCESS) {
+    // The first error line of the log is the most useful one-liner.
+    std::string first;
+    std::istringstream in(out.log);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("error") != std::string::npos) {
+        first = line;
+        break;
+      }
+    }
+    out.error = job.file + ": " + nvrtcGetErrorString(compiled) + (first.empty() ? "" : ": " + first);
+    return out;
+  }
+  size_t cubin_size = 0;
+  TUNE_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &cubin_size));
+  if (cubin_size == 0) {
+    out.error = job.file + ": NVRTC produced no cubin (is -arch a real sm_XY?)";
+    return out;
+  }
+  out.cubin.resize(cubin_size);
+  TUNE_NVRTC_CHECK(nvrtcGetCUBIN(prog, out.cubin.data()));
+  ParsePtxasResources(out.log, job.entry, &out.resources);
+  out.ok = true;
+  return out;
+}
+
+bool ParsePtxasResources(const std::string& log, const std::string& entry, KernelResources* out) {
+  static const std::regex kFunction(R"(Compiling entry function '([^']+)')");
+  static const std::regex kRegisters(R"(Used (\d+) registers)");
+  static const std::regex kSmem(R"((\d+) bytes smem)");
+  static const std::regex kStack(R"((\d+) bytes stack frame)");
+  std::istringstream in(log);
+  bool inside = false, found = false;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, kFunction)) {
+      inside = (m[1] == entry);
+      continue;
+    }
+    if (!inside) continue;
+    if (std::regex_search(line, m, kStack)) out->local_bytes = std::stoll(m[1]);
+    if (std::regex_search(line, m, kRegisters)) {
+      out->registers = std::stoi(m[1]);
+      found = true;
+      if (std::regex_search(line, m, kSmem)) out->static_smem_bytes = std::stoll(m[1]);
+    }
+  }
+  return found;
+}
+
+CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
+                                const std::string& cache_dir) {
+  CompiledKernel ck;
+  ck.config_id = "reference";
+  ck.kernel_hash = KernelHash(spec, NvrtcVersionString());
+  ck.arch = arch;
+  if (DTypeCudaName(dtype).empty()) {
+    ck.failure = FailureClass::kCompileError;
+    ck.failure_message = spec.origin + ": unknown dtype '" + dtype + "'";
+    return ck;
+  }
+  std::vector<std::string> options;
+  for (auto& o : BaseOptions(spec, dtype, arch)) {
+    if (o == "-use_fast_math" || o == "--use_fast_math") continue;
+    options.push_back(o);
+  }
+  CompileCached(spec, spec.check.reference_file, spec.check.reference_kernel, "reference", dtype, arch,
+                options, cache_dir, &ck);
+  if (ck.failure != FailureClass::kNone) ck.failure_message = "reference: " + ck.failure_message;
+  return ck;
+}
+
+CompiledKernel CompileBuiltin(const std::string& source, const std::string& entry, const std::string& dtype,
+                              const std::string& arch, const std::string& cache_dir) {
+  OpSpec builtin;
+  builtin.origin = "tunefarm's builtin kernels";
+  const std::string file = "tunefarm_builtin.cu";
+  builtin.package[file] = source;
+  CompiledKernel ck;
+  ck.config_id = "builtin";
+  ck.kernel_hash = KernelHash(builtin, NvrtcVersionString());
+  ck.arch = arch;
+  CompileCached(builtin, file, entry, "builtin", dtype, arch, BaseOptions(builtin, dtype, arch), cache_dir, &ck);
+  return ck;
+}
+
+}  // namespace tune::cuda
+
+namespace tune {
+
+std::string NvrtcVersionString() {
+  static const std::string v = [] {
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return std::string("unknown");
+    return std::to_string(major) + "." + std::to_string(minor);
+  }();
+  return v;
+}
+
+std::string CudaArchFor(const OpSpec& spec, const DeviceInfo& device) {
+  std::string arch = "sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor);
+  if (spec.arch_specific && device.cc_major >= 9) arch += "a";
+  return arch;
+}
+
+CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const Config& config,
+                             const std::string& arch, const std::string& cache_dir) {
+  CompiledKernel ck;
+  ck.config = config;
+  ck.config_id = config.Id();
+  ck.kernel_hash = KernelHash(spec, NvrtcVersionString());
+  ck.arch = arch;
+  if (cuda::DTypeCudaName(dtype).empty() || dtype == "i32") {
+    ck.failure = FailureClass::kCompileError;
+    ck.failure_message = spec.origin + ": unsupported sweep dtype '" + dtype + "'";
+    return ck;
+  }
+  std::vector<std::string> options = cuda::BaseOptions(spec, dtype, arch);
+  for (const auto& [name, value] : config.params) options.push_back("-D" + name + "=" + std::to_string(value));
+  cuda::CompileCached(spec, spec.source_file, spec.kernel, ck.config_id, dtype, arch, options, cache_dir, &ck);
+  return ck;
+}
+
+}  // namespace tune

@@ -1,0 +1,394 @@
+// RunnerMain: the per-GPU process that checks and times configs.
+//
+// It owns the only CUDA context on its device. Everything that can poison or
+// hang a context happens here, so that the worker only ever loses this
+// process: a sticky error is reported and the process exits; a hang is ended
+// by the backend's SIGKILL.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "measure/cuda/device_discovery.h"
+#include "measure/cuda/nvrtc_compile.h"
+#include "measure/cuda/runner.h"
+#include "tune/stats.h"
+
+namespace tune::cuda::runner {
+
+Status Runner::Setup() {
+  auto info = DescribeDevice(d_, index_);
+  if (!info.ok()) return info.status();
+  device_ = *info;
+  auto check = [](const CuStatus& st) { return st.ok() ? Status::OK() : Status::Error(st.message); };
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDeviceGet(&dev_, index_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDevicePrimaryCtxRetain(&ctx_, dev_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuCtxSetCurrent(ctx_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(
+      d_.cuDeviceGetAttribute(&max_threads_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev_))));
+  // Reading twice the L2 between samples evicts whatever the previous sample
+  // left there, so every sample starts from DRAM like a cold production call
+  // (tunefarm_flush_l2 reads the zeros).
+  flush_bytes_ = std::max<size_t>(2 * size_t(device_.l2_bytes), 8u << 20);
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&flush_, flush_bytes_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemsetD8(flush_, 0, flush_bytes_))));
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&builtin_stats_, 4 * sizeof(unsigned long long)))));
+  ev_start_.resize(kWindowBatch);
+  ev_stop_.resize(kWindowBatch);
+  for (int i = 0; i < kWindowBatch; ++i) {
+    TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_start_[i], CU_EVENT_DEFAULT))));
+    TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_stop_[i], CU_EVENT_DEFAULT))));
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemGetInfo(&free_bytes, &total_bytes))));
+  // The rest stays free for the kernels' modules and for problems that do not
+  // fit beside the cached ones.
+  problem_budget_ = free_bytes / 2;
+  std::string why;
+  nvml_ = Nvml::Open(PciBusId(d_, index_), &why);
+  if (!nvml_) fprintf(stderr, "tunefarm runner[%d]: no clock readings: %s\n", index_, why.c_str());
+  return Status::OK();
+}
+
+int Runner::Serve() {
+  auto first = ReadFrame(in_);
+  if (!first.ok()) return first.status().code() == StatusCode::kEndOfStream ? 0 : kExitProtocol;
+  WireReader init(*first);
+  if (init.Type() != MsgType::kInit) return kExitProtocol;
+  uint32_t version = init.U32();
+  cache_dir_ = init.Str();
+  WireWriter hello(MsgType::kHello);
+  hello.U32(kRunnerProtocolVersion);
+  Status setup = version == kRunnerProtocolVersion
+                     ? Setup()
+                     : Status::Error("runner protocol " + std::to_string(kRunnerProtocolVersion) +
+                                     ", backend speaks " + std::to_string(version));
+  hello.U8(setup.ok() ? 1 : 0);
+  hello.Str(setup.message());
+  EncodeDeviceInfo(device_, &hello);
+  if (!Send(hello).ok() || !setup.ok()) return kExitProtocol;
+
+  for (;;) {
+    auto frame = ReadFrame(in_);
+    if (!frame.ok()) return frame.status().code() == StatusCode::kEndOfStream ? 0 : kExitProtocol;
+    WireReader r(*frame);
+    switch (r.Type()) {
+      case MsgType::kPackage:
+        HandlePackage(&r);
+        break;
+      case MsgType::kMeasure:
+        if (!HandleMeasure(&r)) return kExitSticky;
+        break;
+      default:
+        fprintf(stderr, "tunefarm runner[%d]: unexpected message type\n", index_);
+        return kExitProtocol;
+    }
+  }
+}
+
+void Runner::HandlePackage(WireReader* r) {
+  std::string digest = r->Str();
+  std::string origin = r->Str();
+  OpPackage pkg;
+  uint32_t n = r->U32();
+  for (uint32_t i = 0; i < n && r->ok(); ++i) {
+    std::string name = r->Str();
+    pkg[name] = r->Str();
+  }
+  Package& p = packages_[digest];
+  // Cached problems point into the parsed spec; a resent package keeps it.
+  if (p.status.ok() && !p.spec.name.empty()) return;
+  if (!r->ok()) {
+    p.status = Status::Error("truncated op package");
+    return;
+  }
+  auto spec = ParseOpSpec(pkg, origin);
+  if (!spec.ok()) {
+    p.status = spec.status();
+    return;
+  }
+  p.spec = std::move(*spec);
+  p.status = Status::OK();
+}
+
+bool Runner::HandleMeasure(WireReader* r) {
+  MeasureRequest req = DecodeMeasureRequest(r);
+  if (r->ok() && !req.image.empty()) {
+    stored_key_ = req.image_key;
+    stored_image_ = std::move(req.image);
+  }
+  Measurement m;
+  Failure f;
+  if (!r->ok()) {
+    f = Fail(FailureClass::kCrash, "runner: truncated measure request", true);
+  } else {
+    auto it = packages_.find(req.package_digest);
+    if (it == packages_.end()) {
+      f = Fail(FailureClass::kLaunchError, "runner: op package " + req.package_digest + " was never sent");
+    } else if (!it->second.status.ok()) {
+      f = Fail(FailureClass::kLaunchError, "runner: op package: " + it->second.status.message());
+    } else {
+      try {
+        f = Measure(req, it->second.spec, req.package_digest, &m);
+      } catch (const std::exception& e) {
+        // Runner state may be half-updated; a fresh process is the safe answer.
+        f = Fail(FailureClass::kCrash, std::string("runner: exception: ") + e.what(), true);
+      }
+    }
+  }
+  if (f.failed()) {
+    Measurement clean;
+    clean.failure = f.cls;
+    clean.failure_message = f.message;
+    clean.resources = m.resources;
+    clean.max_abs_error = m.max_abs_error;
+    clean.mismatch_ratio = m.mismatch_ratio;
+    m = std::move(clean);
+  }
+  WireWriter w(MsgType::kResult);
+  EncodeMeasurement(m, &w);
+  w.U8(f.fatal ? 1 : 0);
+  Status sent = Send(w);
+  if (f.fatal) fprintf(stderr, "tunefarm runner[%d]: exiting after: %s\n", index_, f.message.c_str());
+  return sent.ok() && !f.fatal;
+}
+
+bool Runner::ContextHealthy() {
+  if (d_.cuCtxSynchronize() != CUDA_SUCCESS) return false;
+  return d_.cuMemsetD8(flush_, 0, 1) == CUDA_SUCCESS && d_.cuCtxSynchronize() == CUDA_SUCCESS;
+}
+
+Failure Runner::FromCu(const CuStatus& st, const std::string& what) {
+  if (IsStickyError(st.code) || !ContextHealthy()) {
+    return Fail(FailureClass::kCrash, what + ": " + st.message + " (context lost; runner restarts)", true);
+  }
+  if (st.code == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES || st.code == CUDA_ERROR_OUT_OF_MEMORY) {
+    return Fail(FailureClass::kResources, what + ": " + st.message);
+  }
+  return Fail(FailureClass::kLaunchError, what + ": " + st.message);
+}
+
+CuStatus Runner::Launch(CUfunction f, const int64_t grid[3], const int64_t block[3], int64_t smem,
+                        CUstream s, void** params) {
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] <= 0 || grid[i] > 0x7FFFFFFF || block[i] <= 0 || block[i] > 1024) {
+      return CuStatus{CUDA_ERROR_INVALID_VALUE,
+                      "launch geometry out of range: grid (" + std::to_string(grid[0]) + "," +
+                          std::to_string(grid[1]) + "," + std::to_string(grid[2]) + ") block (" +
+                          std::to_string(block[0]) + "," + std::to_string(block[1]) + "," +
+                          std::to_string(block[2]) + ")"};
+    }
+  }
+  return TUNE_CU(d_.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
+                                   unsigned(block[1]), unsigned(block[2]), unsigned(smem), s, params, nullptr));
+}
+
+Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
+  if (req.image_key == loaded_key_ && function_) return {};
+  if (req.image_key != stored_key_)
+    return Fail(FailureClass::kLaunchError, "runner: cubin " + req.image_key + " was never sent");
+  if (module_) d_.cuModuleUnload(module_);
+  module_ = nullptr;
+  function_ = nullptr;
+  loaded_key_.clear();
+  if (CuStatus st = TUNE_CU(d_.cuModuleLoadData(&module_, stored_image_.data())); !st.ok()) {
+    module_ = nullptr;
+    return FromCu(st, "loading the cubin");
+  }
+  if (CuStatus st = TUNE_CU(d_.cuModuleGetFunction(&function_, module_, spec.kernel.c_str())); !st.ok()) {
+    function_ = nullptr;
+    return FromCu(st, "kernel " + spec.kernel);
+  }
+  loaded_key_ = req.image_key;
+  return {};
+}
+
+Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std::string& digest, Measurement* m) {
+  // Phase times for TUNEFARM_RUNNER_TRACE, in ms: plan, problem, load+limits, check, timing.
+  const Clock::time_point t_start = Clock::now();
+  double ms[5] = {0, 0, 0, 0, 0};
+  Clock::time_point t_phase = t_start;
+  auto lap = [&](int i) {
+    Clock::time_point now = Clock::now();
+    ms[i] = std::chrono::duration<double, std::milli>(now - t_phase).count();
+    t_phase = now;
+  };
+  built_problem_ = false;
+  placements_ = 1;
+  struct Trace {
+    Runner* r;
+    const MeasureRequest& req;
+    const OpSpec& spec;
+    const Measurement* m;
+    double* ms;
+    Clock::time_point start;
+    ~Trace() {
+      if (!r->trace_) return;
+      fprintf(stderr,
+              "tunefarm runner[%d] pid %d: %s %s %s %s: plan %.1f, problem %.1f%s%s, load %.1f, check %.1f, time %.1f (%u "
+              "samples, %zu placements), total %.1f ms; median %.3f us, %d MHz%s, at %.3f s\n",
+              r->index_, int(getpid()), spec.name.c_str(), req.dtype.c_str(), req.shape.Canonical().c_str(),
+              req.config.Canonical().c_str(), ms[0], ms[1], r->built_problem_ ? " (built)" : "",
+              req.policy.new_buffers ? " (new buffers)" : "", ms[2], ms[3], ms[4], m->samples, r->placements_,
+              Seconds(start) * 1e3, m->median_us, m->sm_clock_mhz, m->throttled ? " throttled" : "",
+              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    }
+  } trace{this, req, spec, m, ms, t_start};
+  auto plan_or = PlanLaunch(spec, req.dtype, req.config, req.shape, device_);
+  if (!plan_or.ok()) return Fail(FailureClass::kLaunchError, "launch plan: " + plan_or.status().message());
+  const LaunchPlan& plan = *plan_or;
+  lap(0);
+  if (plan.arg_elems.size() != spec.args.size() || plan.scalar_values.size() != spec.args.size())
+    return Fail(FailureClass::kLaunchError, "launch plan: argument count differs from the spec");
+
+  Problem* problem = nullptr;
+  if (Failure f = GetProblem(spec, digest, req.dtype, req.shape, plan, &problem); f.failed()) return f;
+  if (Failure f = PlaceBuffers(problem, req.policy.placements, req.policy.new_buffers && !built_problem_);
+      f.failed())
+    return f;
+  lap(1);
+
+  // From here on only the config itself runs: the backend's per-config clock
+  // starts now rather than with the (shared) problem set-up.
+  WireWriter started(MsgType::kStarted);
+  if (Status s = Send(started); !s.ok()) return Fail(FailureClass::kCrash, "runner: " + s.message(), true);
+  const Clock::time_point config_start = Clock::now();
+
+  if (Failure f = LoadImage(req, spec); f.failed()) return f;
+
+  KernelResources& res = m->resources;
+  res = req.compile_resources;
+  int regs = 0, static_smem = 0, local = 0, max_threads = 0;
+  if (d_.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function_) == CUDA_SUCCESS) res.registers = regs;
+  if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function_) == CUDA_SUCCESS)
+    res.static_smem_bytes = static_smem;
+  if (d_.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function_) == CUDA_SUCCESS)
+    res.local_bytes = local;
+  if (d_.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_) == CUDA_SUCCESS)
+    res.max_threads_per_block = max_threads;
+  res.dynamic_smem_bytes = plan.smem_bytes;
+
+  const int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
+  if (plan.smem_bytes < 0) return Fail(FailureClass::kLaunchError, "negative dynamic shared memory");
+  if (res.max_threads_per_block > 0 && threads > res.max_threads_per_block) {
+    return Fail(FailureClass::kResources, "block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+                                              std::to_string(res.max_threads_per_block) + " (" +
+                                              std::to_string(res.registers) + " registers/thread)");
+  }
+  if (res.static_smem_bytes + plan.smem_bytes > device_.smem_per_block_optin) {
+    return Fail(FailureClass::kResources, "shared memory " + std::to_string(res.static_smem_bytes) + " static + " +
+                                              std::to_string(plan.smem_bytes) + " dynamic bytes exceeds the opt-in limit of " +
+                                              std::to_string(device_.smem_per_block_optin));
+  }
+  if (plan.smem_bytes > kDefaultMaxDynamicSmem) {
+    if (CuStatus st = TUNE_CU(d_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                    int(plan.smem_bytes)));
+        !st.ok()) {
+      Failure f = FromCu(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
+      if (!f.fatal) f.cls = FailureClass::kResources;
+      return f;
+    }
+  }
+  int blocks_per_sm = 0;
+  if (threads > 0 && threads <= 1024) {
+    if (CuStatus st = TUNE_CU(d_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, function_, int(threads),
+                                                                             size_t(plan.smem_bytes)));
+        !st.ok()) {
+      return FromCu(st, "occupancy");
+    }
+    if (blocks_per_sm == 0) {
+      return Fail(FailureClass::kResources, "no block fits on an SM (" + std::to_string(threads) + " threads, " +
+                                                std::to_string(res.registers) + " registers/thread, " +
+                                                std::to_string(res.static_smem_bytes + plan.smem_bytes) +
+                                                " bytes shared memory)");
+    }
+    int64_t warps = (threads + 31) / 32;
+    res.occupancy = std::min(1.0, double(blocks_per_sm * warps) / double(std::max(1, max_threads_per_sm_ / 32)));
+  }
+
+  // The kernel's parameters, one set per placement of its buffers.
+  const size_t placements = 1 + problem->spare.size();
+  placements_ = placements;
+  std::vector<std::vector<ParamSlot>> slots(placements, std::vector<ParamSlot>(spec.args.size()));
+  std::vector<std::vector<void*>> params(placements, std::vector<void*>(spec.args.size()));
+  std::vector<void**> param_sets;
+  for (size_t k = 0; k < placements; ++k) {
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+      const ArgSpec& as = spec.args[i];
+      ParamSlot& slot = slots[k][i];
+      if (as.kind == ArgSpec::Kind::kBuffer) {
+        slot.ptr = k == 0 ? problem->args[i].dev : problem->spare[k - 1][i];
+      } else if (as.scalar_type == "i64") {
+        slot.i64 = std::llround(plan.scalar_values[i]);
+      } else if (as.scalar_type == "f32") {
+        slot.f32 = float(plan.scalar_values[i]);
+      } else {
+        slot.i32 = int32_t(std::llround(plan.scalar_values[i]));
+      }
+      params[k][i] = &slot;
+    }
+    param_sets.push_back(params[k].data());
+  }
+
+  lap(2);
+  double checked_seconds = 0;
+  if (Failure f = Check(spec, plan, problem, param_sets[0], m, &checked_seconds); f.failed()) return f;
+  lap(3);
+  flush_l2_ = GetBuiltins(req.dtype).flush_l2;
+  Failure timed = Time(req.policy, req.best_so_far_us, checked_seconds, plan, param_sets, config_start, m);
+  lap(4);
+  return timed;
+}
+
+// Ends the runner when the worker that started it is gone, even while a
+// kernel hangs: nobody would ever read its answer or kill it otherwise.
+void WatchParent() {
+  pid_t parent = getppid();
+  std::thread([parent] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (getppid() != parent) _exit(kExitOrphaned);
+    }
+  }).detach();
+}
+
+}  // namespace tune::cuda::runner
+
+namespace tune {
+
+int RunnerMain(int device_index, int in_fd, int out_fd) {
+  int out = out_fd;
+  if (out_fd == STDOUT_FILENO) {
+    // Only frames may reach the backend; anything printed goes to stderr.
+    out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (out < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return cuda::runner::kExitProtocol;
+  }
+  auto driver = cuda::LoadDriver();
+  if (!driver.ok()) {
+    // Answer the backend's init so that it learns why, then stop.
+    auto first = cuda::ReadFrame(in_fd);
+    cuda::WireWriter hello(cuda::MsgType::kHello);
+    hello.U32(cuda::kRunnerProtocolVersion);
+    hello.U8(0);
+    hello.Str(driver.status().message());
+    cuda::EncodeDeviceInfo(DeviceInfo{}, &hello);
+    if (first.ok()) (void)cuda::WriteFrame(out, hello.bytes());
+    fprintf(stderr, "tunefarm runner[%d]: %s\n", device_index, driver.status().message().c_str());
+    return cuda::runner::kExitProtocol;
+  }
+  cuda::runner::WatchParent();
+  cuda::runner::Runner runner(**driver, device_index, in_fd, out);
+  return runner.Serve();
+}
+
+}  // namespace tune

@@ -1,0 +1,182 @@
+// The correctness check: outputs poisoned, the kernel run once, compared
+// with the reference on the device (or the host where the builtin kernels
+// did not compile); NaN never passes.
+#include "measure/cuda/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "measure/cuda/host_data.h"
+#include "measure/cuda/nvrtc_compile.h"
+
+namespace tune::cuda::runner {
+
+Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params, Measurement* m,
+                      double* checked_seconds) {
+  for (ArgData& a : p->args) {
+    if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
+    CuStatus st;
+    if (a.pristine) {
+      st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes));  // undo what earlier configs wrote
+    } else if (a.IsOutput()) {
+      st = TUNE_CU(d_.cuMemsetD8(a.dev, 0xFF, a.bytes));  // NaN in every float format
+    }
+    if (!st.ok()) return FromCu(st, "preparing " + a.spec->name);
+  }
+  const Clock::time_point t0 = Clock::now();
+  if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, nullptr, params); !st.ok())
+    return FromCu(st, "launch");
+  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return FromCu(st, "checked run");
+  *checked_seconds = Seconds(t0);
+
+  Comparison c;
+  const ArgData* first_arg = nullptr;
+  int64_t first_index = -1;
+  for (ArgData& a : p->args) {
+    if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
+    OutputCheck oc;
+    if (Failure f = CompareOutput(a.dtype, a.dev, a.ref, a.elems, spec.check.atol, spec.check.rtol, &oc); f.failed())
+      return f;
+    c.elements += a.elems;
+    c.mismatches += oc.mismatches;
+    c.nans += oc.nans;
+    c.max_abs_error = std::max(c.max_abs_error, oc.max_abs_error);
+    if (!first_arg && oc.first_bad >= 0) {
+      first_arg = &a;
+      first_index = oc.first_bad;
+    }
+  }
+  m->max_abs_error = c.max_abs_error;
+  m->mismatch_ratio = c.MismatchRatio();
+  auto where = [&] {
+    if (!first_arg) return std::string();
+    char buf[200];
+    snprintf(buf, sizeof(buf), "first at %s[%lld]: %g vs reference %g", first_arg->spec->name.c_str(),
+             static_cast<long long>(first_index), ElementAt(first_arg->dtype, first_arg->dev, first_index),
+             ElementAt("f32", first_arg->ref, first_index));
+    return std::string(buf);
+  };
+  if (c.nans > 0) {
+    return Fail(FailureClass::kNan, std::to_string(c.nans) + " of " + std::to_string(c.elements) +
+                                        " output elements are NaN (" + where() + ")");
+  }
+  if (m->mismatch_ratio > spec.check.max_mismatch) {
+    char buf[200];
+    snprintf(buf, sizeof(buf), "%lld of %lld elements outside atol %g + rtol %g (ratio %.3g > %.3g), max abs error %g; ",
+             static_cast<long long>(c.mismatches), static_cast<long long>(c.elements), spec.check.atol, spec.check.rtol,
+             m->mismatch_ratio, spec.check.max_mismatch, c.max_abs_error);
+    return Fail(FailureClass::kWrongResult, buf + where());
+  }
+  m->check_passed = true;
+  return {};
+}
+
+const BuiltinKernels& Runner::GetBuiltins(const std::string& dtype) {
+  auto it = builtins_.find(dtype);
+  if (it != builtins_.end()) return it->second;
+  BuiltinKernels k;
+  const CompiledKernel ck =
+      CompileBuiltin(kBuiltinSource, "tunefarm_compare", dtype,
+                     "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor), cache_dir_);
+  const bool compiled = ck.failure == FailureClass::kNone;
+  if (compiled && d_.cuModuleLoadData(&k.module, ck.image.data()) == CUDA_SUCCESS) {
+    if (d_.cuModuleGetFunction(&k.compare, k.module, "tunefarm_compare") != CUDA_SUCCESS) k.compare = nullptr;
+    if (d_.cuModuleGetFunction(&k.fill, k.module, "tunefarm_fill") != CUDA_SUCCESS) k.fill = nullptr;
+    if (d_.cuModuleGetFunction(&k.flush_l2, k.module, "tunefarm_flush_l2") != CUDA_SUCCESS) k.flush_l2 = nullptr;
+  }
+  if (!k.compare || !k.fill) {
+    fprintf(stderr, "tunefarm runner[%d]: %s inputs and checks on the host: %s\n", index_, dtype.c_str(),
+            compiled ? "module load failed" : ck.failure_message.c_str());
+  }
+  return builtins_.emplace(dtype, k).first->second;
+}
+
+Failure Runner::FillInput(const ArgData& a, const std::string& init_text, uint64_t seed, CUdeviceptr as_f32) {
+  const std::string what = "arg " + a.spec->name;
+  const BuiltinKernels& k = GetBuiltins(a.dtype);
+  if (!k.fill) {
+    auto data = MakeInput(a.dtype, init_text, a.elems, seed);
+    if (!data.ok()) return Fail(FailureClass::kLaunchError, what + ": " + data.status().message());
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, data->data(), a.bytes)); !st.ok()) return FromCu(st, what);
+    if (as_f32) {
+      std::vector<float> wide = DecodeToFloat(a.dtype, *data);
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(as_f32, wide.data(), wide.size() * sizeof(float))); !st.ok())
+        return FromCu(st, what);
+    }
+    return {};
+  }
+  auto init = ParseInit(init_text);
+  if (!init.ok()) return Fail(FailureClass::kLaunchError, what + ": " + init.status().message());
+  unsigned int nonzero = 0;
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(builtin_stats_, &nonzero, sizeof(nonzero))); !st.ok())
+    return FromCu(st, what);
+  CUdeviceptr out = a.pristine, stats = builtin_stats_;
+  long long n = a.elems;
+  unsigned long long s = seed;
+  int kind = int(init->kind);
+  double lo = init->a, hi = init->b;
+  void* params[] = {&out, &as_f32, &n, &s, &kind, &lo, &hi, &stats};
+  int64_t blocks = std::clamp<int64_t>((a.elems + kBuiltinBlock - 1) / kBuiltinBlock, 1, int64_t(device_.num_sms) * 8);
+  const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
+  if (CuStatus st = Launch(k.fill, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, what + " fill");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&nonzero, builtin_stats_, sizeof(nonzero))); !st.ok())
+    return FromCu(st, what + " fill");
+  // Zeros hide kernels that never read their inputs (MakeInput refuses them too).
+  if (a.elems > 0 && !nonzero)
+    return Fail(FailureClass::kLaunchError, what + ": init '" + init_text + "' gives all zeros for " + a.dtype);
+  return {};
+}
+
+Failure Runner::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
+                              double rtol, OutputCheck* oc) {
+  if (elems <= 0) return {};
+  const BuiltinKernels& k = GetBuiltins(dtype);
+  if (!k.compare) {
+    std::string host_out(static_cast<size_t>(elems) * DTypeWidth(dtype), '\0');
+    std::vector<float> host_ref(static_cast<size_t>(elems));
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_out.data(), out, host_out.size())); !st.ok())
+      return FromCu(st, "reading the output");
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_ref.data(), ref, host_ref.size() * sizeof(float))); !st.ok())
+      return FromCu(st, "reading the reference");
+    Comparison c;
+    Compare(DecodeToFloat(dtype, host_out), host_ref, atol, rtol, &c);
+    oc->mismatches = c.mismatches;
+    oc->nans = c.nans;
+    oc->max_abs_error = c.max_abs_error;
+    oc->first_bad = c.first_bad;
+    return {};
+  }
+  unsigned long long stats[4] = {0, 0, 0, ~0ull};
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(builtin_stats_, stats, sizeof(stats))); !st.ok())
+    return FromCu(st, "compare set-up");
+  long long n = elems;
+  float a = float(atol), r = float(rtol);
+  CUdeviceptr stats_ptr = builtin_stats_;
+  void* params[] = {&out, &ref, &n, &a, &r, &stats_ptr};
+  int64_t blocks = std::min<int64_t>((elems + kBuiltinBlock - 1) / kBuiltinBlock, int64_t(device_.num_sms) * 8);
+  const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
+  if (CuStatus st = Launch(k.compare, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, "compare launch");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(stats, builtin_stats_, sizeof(stats))); !st.ok())
+    return FromCu(st, "compare");
+  oc->mismatches = int64_t(stats[0]);
+  oc->nans = int64_t(stats[1]);
+  uint32_t bits = uint32_t(stats[2] & 0xFFFFFFFFu);
+  float maxerr;
+  std::memcpy(&maxerr, &bits, sizeof(maxerr));
+  oc->max_abs_error = maxerr;
+  oc->first_bad = stats[3] == ~0ull ? -1 : int64_t(stats[3]);
+  return {};
+}
+
+double Runner::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index) {
+  int width = DTypeWidth(dtype);
+  std::string bytes(size_t(width), '\0');
+  if (index < 0 || d_.cuMemcpyDtoH(bytes.data(), buf + CUdeviceptr(index) * width, size_t(width)) != CUDA_SUCCESS)
+    return std::nan("");
+  std::vector<float> v = DecodeToFloat(dtype, bytes);
+  return v.empty() ? std::nan("") : v[0];
+}
+
+}  // namespace tune::cuda::runner

@@ -1,0 +1,255 @@
+// The problem cache: inputs and reference outputs per (op, dtype, shape),
+// kept on the device while memory allows, and the placements of a kernel's
+// buffers.
+#include "measure/cuda/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "measure/cuda/host_data.h"
+#include "measure/cuda/nvrtc_compile.h"
+
+namespace tune::cuda::runner {
+
+CuStatus Runner::Alloc(size_t bytes, CUdeviceptr* p) {
+  CUresult r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
+  if (r == CUDA_ERROR_OUT_OF_MEMORY && !problems_.empty()) {
+    // Cached problems are a convenience; the one being built needs the memory.
+    while (!problems_.empty()) EvictOldestProblem();
+    r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
+  }
+  return CheckCu(r, "cuMemAlloc", __FILE__, __LINE__);
+}
+
+void Runner::ReleaseBuffers(Problem* p) {
+  for (ArgData& a : p->args) {
+    for (CUdeviceptr b : {a.dev, a.pristine, a.ref})
+      if (b) d_.cuMemFree(b);
+    a.dev = a.pristine = a.ref = 0;
+  }
+  for (const auto& set : p->spare)
+    for (CUdeviceptr b : set)
+      if (b) d_.cuMemFree(b);
+  p->spare.clear();
+}
+
+Failure Runner::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
+  // Each placement after a spacer of a varying number of 2 MiB pages, so
+  // that it lands on other physical pages than any earlier one.
+  constexpr size_t kPage = size_t(2) << 20;
+  CUdeviceptr spacer = 0;
+  const size_t spacer_bytes = kPage * (1 + (moves_++ * 7919) % 31);
+  if (d_.cuMemAlloc(&spacer, spacer_bytes) != CUDA_SUCCESS) spacer = 0;
+  set->assign(p->args.size(), 0);
+  Failure failed;
+  bool short_of_memory = false;
+  for (size_t i = 0; i < p->args.size() && !failed.failed() && !short_of_memory; ++i) {
+    const ArgData& a = p->args[i];
+    if (a.spec->kind != ArgSpec::Kind::kBuffer || a.dev == 0) continue;
+    if (d_.cuMemAlloc(&(*set)[i], std::max<size_t>(a.bytes, 1)) != CUDA_SUCCESS) {
+      (*set)[i] = 0;
+      short_of_memory = true;
+    } else if (a.IsInput()) {
+      // Inputs keep their values; outputs are poisoned before every check.
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD((*set)[i], a.pristine, a.bytes)); !st.ok())
+        failed = FromCu(st, "placing arg " + a.spec->name);
+    }
+  }
+  if (spacer) d_.cuMemFree(spacer);
+  if (failed.failed() || short_of_memory) {
+    for (CUdeviceptr b : *set)
+      if (b) d_.cuMemFree(b);
+    set->clear();
+  }
+  return failed;
+}
+
+Failure Runner::PlaceBuffers(Problem* p, int placements, bool move) {
+  size_t set_bytes = 0;
+  for (const ArgData& a : p->args)
+    if (a.spec->kind == ArgSpec::Kind::kBuffer && a.dev) set_bytes += a.bytes;
+  size_t want = size_t(std::max(1, placements));
+  if (set_bytes > 0) want = std::min(want, 1 + problem_budget_ / 4 / set_bytes);
+  auto release = [&](const std::vector<CUdeviceptr>& set) {
+    for (CUdeviceptr b : set)
+      if (b) d_.cuMemFree(b);
+  };
+  std::vector<std::vector<CUdeviceptr>> fresh;
+  // New placements are allocated while the old ones are held, so that they
+  // land elsewhere.
+  const size_t keep = move ? 0 : std::min(want, 1 + p->spare.size());
+  while (keep + fresh.size() < want) {
+    std::vector<CUdeviceptr> set;
+    if (Failure f = NewPlacement(p, &set); f.failed()) {
+      for (const auto& s : fresh) release(s);
+      return f;
+    }
+    if (set.empty()) break;
+    fresh.push_back(std::move(set));
+  }
+  if (move && !fresh.empty()) {
+    // The first new placement replaces the kernel's buffers.
+    for (size_t i = 0; i < p->args.size(); ++i) {
+      if (!fresh[0][i]) continue;
+      d_.cuMemFree(p->args[i].dev);
+      p->args[i].dev = fresh[0][i];
+    }
+    fresh.erase(fresh.begin());
+    for (const auto& set : p->spare) release(set);
+    p->spare.clear();
+  }
+  while (!p->spare.empty() && 1 + p->spare.size() + fresh.size() > want) {
+    release(p->spare.back());
+    p->spare.pop_back();
+  }
+  for (auto& set : fresh) p->spare.push_back(std::move(set));
+  return {};
+}
+
+void Runner::EvictOldestProblem() {
+  Problem& p = problems_.back();
+  ReleaseBuffers(&p);
+  problem_bytes_ -= std::min(problem_bytes_, p.device_bytes);
+  problems_.pop_back();
+}
+
+Failure Runner::GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                             Reference** out) {
+  std::string key = digest + "|" + dtype;
+  auto it = references_.find(key);
+  if (it == references_.end()) {
+    Reference ref;
+    CompiledKernel ck = CompileReference(spec, dtype, CudaArchFor(spec, device_), cache_dir_);
+    if (ck.failure != FailureClass::kNone) {
+      std::string log = ck.log.size() > 4000 ? ck.log.substr(0, 4000) + "..." : ck.log;
+      // Not the config's fault, but no config can be checked without it.
+      ref.failure = Fail(FailureClass::kCompileError, ck.failure_message + (log.empty() ? "" : "\n" + log));
+    } else {
+      CuStatus st = TUNE_CU(d_.cuModuleLoadData(&ref.module, ck.image.data()));
+      if (st.ok()) st = TUNE_CU(d_.cuModuleGetFunction(&ref.function, ref.module, spec.check.reference_kernel.c_str()));
+      if (!st.ok()) {
+        Failure f = FromCu(st, "reference " + spec.check.reference_kernel);
+        if (f.fatal) return f;
+        ref.failure = f;
+      }
+    }
+    it = references_.emplace(key, std::move(ref)).first;
+  }
+  *out = &it->second;
+  return it->second.failure;
+}
+
+Failure Runner::GetProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                           const Shape& shape, const LaunchPlan& plan, Problem** out) {
+  // Buffer sizes and scalars may depend on params, so they are part of the key.
+  std::string key = digest + "|" + dtype + "|" + shape.Canonical();
+  for (int64_t e : plan.arg_elems) key += "|" + std::to_string(e);
+  for (double v : plan.scalar_values) key += "|" + std::to_string(v);
+  for (auto it = problems_.begin(); it != problems_.end(); ++it) {
+    if (it->key == key) {
+      problems_.splice(problems_.begin(), problems_, it);
+      *out = &problems_.front();
+      return {};
+    }
+  }
+  int64_t need = 0;
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    if (spec.args[i].kind != ArgSpec::Kind::kBuffer) continue;
+    std::string dt = spec.args[i].dtype == "$dtype" ? dtype : spec.args[i].dtype;
+    // Kernel buffer, plus the pristine copy of inputs and the fp32 reference of outputs.
+    need += plan.arg_elems[i] * (DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2) +
+                                 (spec.args[i].dir == "in" ? 0 : int64_t(sizeof(float))));
+  }
+  while (!problems_.empty() && problem_bytes_ + size_t(need) > problem_budget_) EvictOldestProblem();
+  Problem built;
+  built.key = key;
+  Failure f = BuildProblem(spec, digest, dtype, shape, plan, &built);
+  if (f.failed()) {
+    ReleaseBuffers(&built);
+    return f;
+  }
+  problem_bytes_ += built.device_bytes;
+  built_problem_ = true;
+  problems_.push_front(std::move(built));
+  *out = &problems_.front();
+  return {};
+}
+
+Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                             const Shape& shape, const LaunchPlan& plan, Problem* p) {
+  Reference* ref = nullptr;
+  if (Failure f = GetReference(spec, digest, dtype, &ref); f.failed()) return f;
+
+  std::vector<ParamSlot> slots(spec.args.size());
+
+  p->args.resize(spec.args.size());
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    const ArgSpec& as = spec.args[i];
+    ArgData& a = p->args[i];
+    a.spec = &as;
+    if (as.kind == ArgSpec::Kind::kScalar) {
+      double v = plan.scalar_values[i];
+      if (as.scalar_type == "i64") slots[i].i64 = std::llround(v);
+      else if (as.scalar_type == "f32") slots[i].f32 = float(v);
+      else slots[i].i32 = int32_t(std::llround(v));
+      continue;
+    }
+    a.dtype = as.dtype == "$dtype" ? dtype : as.dtype;
+    int width = DTypeWidth(a.dtype);
+    if (width == 0) return Fail(FailureClass::kLaunchError, "arg " + as.name + ": unknown dtype " + a.dtype);
+    a.elems = plan.arg_elems[i];
+    a.bytes = size_t(a.elems) * width;
+    std::string what = "arg " + as.name + " (" + std::to_string(a.bytes) + " bytes)";
+    if (CuStatus st = Alloc(a.bytes, &a.dev); !st.ok()) return FromCu(st, what);
+    p->device_bytes += a.bytes;
+    slots[i].ptr = a.dev;
+    if (a.IsOutput()) {
+      // The reference writes fp32; an inout buffer starts from the same
+      // values (FillInput below), an output is poisoned like the kernel's
+      // outputs: an element the reference never writes shows up as NaN below
+      // instead of passing as zero.
+      size_t ref_bytes = size_t(a.elems) * sizeof(float);
+      if (CuStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return FromCu(st, what + " reference");
+      p->device_bytes += ref_bytes;
+      if (!a.IsInput()) {
+        if (CuStatus st = TUNE_CU(d_.cuMemsetD8(a.ref, 0xFF, ref_bytes)); !st.ok()) return FromCu(st, what + " reference");
+      }
+      slots[i].ptr = a.ref;
+    }
+    if (a.IsInput()) {
+      uint64_t seed = Fnv1a64(spec.name + "|" + as.name + "|" + a.dtype + "|" + shape.Canonical());
+      if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return FromCu(st, what);
+      p->device_bytes += a.bytes;
+      if (Failure f = FillInput(a, as.init, seed, a.IsOutput() ? a.ref : 0); f.failed()) return f;
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes)); !st.ok()) return FromCu(st, what);
+    }
+  }
+  std::vector<void*> params(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
+  if (CuStatus st = Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {
+    Failure f = FromCu(st, "reference launch");
+    f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
+    return f;
+  }
+  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) {
+    Failure f = FromCu(st, "reference run");
+    f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
+    return f;
+  }
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    ArgData& a = p->args[i];
+    if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
+    // The reference against itself: only its NaNs can fail.
+    OutputCheck self;
+    if (Failure f = CompareOutput("f32", a.ref, a.ref, a.elems, 0, 0, &self); f.failed()) return f;
+    if (self.nans > 0) {
+      return Fail(FailureClass::kLaunchError, "reference " + spec.check.reference_kernel + " produced " +
+                                                  std::to_string(self.nans) + " NaNs in " + a.spec->name +
+                                                  "; no config can be checked");
+    }
+  }
+  return {};
+}
+
+}  // namespace tune::cuda::runner

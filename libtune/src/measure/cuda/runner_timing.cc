@@ -1,0 +1,103 @@
+// The sampling loop: warm-up, an L2 flush before each sample, batches of
+// samples timed with events until NextSampling (tune/sampling.h) says stop,
+// then a contender's steady-state window.
+#include "measure/cuda/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "tune/sampling.h"
+#include "tune/stats.h"
+
+namespace tune::cuda::runner {
+
+Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
+                     const LaunchPlan& plan, const std::vector<void**>& param_sets,
+                     Clock::time_point config_start, Measurement* m) {
+  // The checked run already paid for the first-launch costs; a slow kernel
+  // gets fewer warm-ups so that its minimum samples fit in the time cap.
+  int warmup = std::max(0, policy.warmup);
+  if (checked_seconds > 0 && checked_seconds * warmup > policy.max_seconds)
+    warmup = std::max(0, int(policy.max_seconds / checked_seconds));
+  for (int i = 0; i < warmup; ++i) {
+    if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, param_sets[0]); !st.ok())
+      return FromCu(st, "warm-up launch");
+  }
+  if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "warm-up");
+  if (policy.idle_seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(policy.idle_seconds));
+
+  ClockSample before = nvml_ ? nvml_->Sample() : ClockSample{};
+  // Stay well inside the backend's wall-clock limit whatever the policy says.
+  const double wall_cap = std::min(2.0 * policy.max_seconds + 1.0,
+                                   std::max(0.1, 0.5 * policy.timeout_seconds - Seconds(config_start)));
+  const Clock::time_point loop_start = Clock::now();
+  // The L2 flush before each sample: a read of the flush buffer, or where
+  // the builtin kernels did not compile, a write of it.
+  long long flush_words = (long long)(flush_bytes_ / 16);
+  void* flush_params[] = {&flush_, &flush_words, &builtin_stats_};
+  const int64_t flush_grid[3] = {int64_t(std::max(1, device_.num_sms)) * 4, 1, 1};
+  const int64_t flush_block[3] = {512, 1, 1};
+  auto flush = [&]() -> CuStatus {
+    if (flush_l2_) return Launch(flush_l2_, flush_grid, flush_block, 0, stream_, flush_params);
+    return TUNE_CU(d_.cuMemsetD8Async(flush_, 0, flush_bytes_, stream_));
+  };
+  // Queues `count` samples back to back on the stream, each after an L2
+  // flush and on the next placement, and appends their times.
+  size_t placement = 0;
+  auto take = [&](int count, std::vector<double>* out, double* timed) -> Failure {
+    for (int b = 0; b < count; ++b) {
+      void** params = param_sets[placement++ % param_sets.size()];
+      CuStatus st = flush();
+      if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
+      if (st.ok()) st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);
+      if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_stop_[b], stream_));
+      if (!st.ok()) return FromCu(st, "timed launch");
+    }
+    if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "timed run");
+    for (int b = 0; b < count; ++b) {
+      float ms = 0;
+      if (CuStatus st = TUNE_CU(d_.cuEventElapsedTime(&ms, ev_start_[b], ev_stop_[b])); !st.ok())
+        return FromCu(st, "event timing");
+      out->push_back(double(ms) * 1000.0);
+      *timed += double(ms) / 1000.0;
+    }
+    return {};
+  };
+  std::vector<double> samples;
+  SamplingProgress progress;
+  for (SamplingStep step = NextSampling(policy, best_so_far_us, wall_cap, progress); step.stop == SamplingStop::kNo;
+       step = NextSampling(policy, best_so_far_us, wall_cap, progress)) {
+    if (Failure f = take(step.batch, &samples, &progress.timed_seconds); f.failed()) return f;
+    progress.stats = ComputeStats(samples);
+    progress.wall_seconds = Seconds(loop_start);
+  }
+  SampleStats stats = progress.stats;
+  // A contender for the win is timed again in a window long enough for the
+  // clocks to settle; the window's samples replace the ranking ones.
+  const bool contender = policy.refine_seconds > 0 && stats.median > 0 && policy.Contender(stats.median, best_so_far_us);
+  if (contender) {
+    std::vector<double> window;
+    double window_seconds = 0;
+    while (window_seconds < policy.refine_seconds && Seconds(loop_start) < wall_cap) {
+      const double left = (policy.refine_seconds - window_seconds) / (stats.median * 1e-6);
+      const int count = int(std::clamp<double>(std::ceil(left), 1, kWindowBatch));
+      if (Failure f = take(count, &window, &window_seconds); f.failed()) return f;
+    }
+    stats = ComputeStats(window);
+  }
+  ClockSample after = nvml_ ? nvml_->Sample() : ClockSample{};
+
+  m->median_us = stats.median;
+  m->mean_us = stats.mean;
+  m->stdev_us = stats.stdev;
+  m->min_us = stats.min;
+  m->max_us = stats.max;
+  m->ci95_us = stats.ci95;
+  m->samples = uint32_t(stats.n);
+  m->throttled = before.Throttled() || after.Throttled();
+  m->sm_clock_mhz = after.valid ? after.sm_clock_mhz : before.sm_clock_mhz;
+  return {};
+}
+
+}  // namespace tune::cuda::runner

@@ -1,0 +1,240 @@
+// The simulated GPU: a deterministic cost model per GPU model with noise and
+// injectable faults. It exists for tests without a GPU, chaos tests and fleet
+// scale studies. Every measurement it makes says backend = "sim" and its
+// models are named "sim-<model>", so that no simulated figure can pass for a
+// hardware result.
+#include <sodium.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "tune/backend.h"
+#include "tune/config_space.h"
+#include "tune/sampling.h"
+#include "tune/stats.h"
+
+namespace tune {
+namespace {
+
+struct SimModel {
+  const char* model;
+  const char* name;
+  int cc_major, cc_minor, num_sms;
+  int64_t mem_bytes, l2_bytes, smem_optin;
+  double tflops;   // dense fp16 tensor-core peak the model reaches
+  double gbps;     // device memory bandwidth the model reaches
+};
+
+// Rough public figures; what matters for the farm is that models differ.
+constexpr SimModel kModels[] = {
+    {"h100", "Simulated H100 SXM", 9, 0, 132, 80LL << 30, 50LL << 20, 232448, 700, 3000},
+    {"h200", "Simulated H200", 9, 0, 132, 141LL << 30, 50LL << 20, 232448, 720, 4300},
+    {"a100", "Simulated A100 SXM", 8, 0, 108, 80LL << 30, 40LL << 20, 166912, 290, 1700},
+    {"l40s", "Simulated L40S", 8, 9, 142, 48LL << 30, 96LL << 20, 101376, 330, 800},
+};
+constexpr SimModel kGeneric = {"generic", "Simulated generic GPU", 8, 6, 84, 24LL << 30,
+                               6LL << 20, 101376, 120, 900};
+
+// Uniform [0,1) from a keyed hash: the same inputs give the same number in
+// every process and run.
+double Unit01(const std::string& key) {
+  unsigned char out[8];
+  crypto_generichash(out, sizeof out, reinterpret_cast<const unsigned char*>(key.data()),
+                     key.size(), nullptr, 0);
+  uint64_t v;
+  std::memcpy(&v, out, sizeof v);
+  return static_cast<double>(v >> 11) * (1.0 / 9007199254740992.0);
+}
+
+class SimBackend final : public Backend {
+ public:
+  SimBackend(const SimModel& m, const std::string& model_key, int index, SimFaults faults)
+      : model_(m), faults_(faults) {
+    device_.index = index;
+    device_.name = m.name;
+    device_.model = "sim-" + model_key;
+    device_.backend = "sim";
+    device_.cc_major = m.cc_major;
+    device_.cc_minor = m.cc_minor;
+    device_.num_sms = m.num_sms;
+    device_.total_mem_bytes = m.mem_bytes;
+    device_.l2_bytes = m.l2_bytes;
+    device_.smem_per_block_optin = m.smem_optin;
+    device_.max_threads_per_block = 1024;
+    device_.sm_clock_mhz = 1700;
+    device_.mem_clock_mhz = 2600;
+    device_.driver_version = "sim";
+    device_.nvrtc_version = "sim";
+  }
+
+  const DeviceInfo& device() const override { return device_; }
+  std::string toolchain() const override { return "sim"; }
+
+  CompiledKernel Compile(const OpSpec& spec, const std::string& dtype,
+                         const Config& config) override {
+    CompiledKernel k;
+    k.config = config;
+    k.config_id = config.Id();
+    k.kernel_hash = KernelHash(spec, toolchain());
+    k.arch = "sim";
+    if (Fault("compile", k.config_id) < faults_.compile_error) {
+      k.failure = FailureClass::kCompileError;
+      k.failure_message = "simulated compile error";
+      k.log = spec.source_file + "(1): error: simulated compile error for " + dtype;
+      return k;
+    }
+    k.resources.registers = 32 + static_cast<int>(Fault("regs", k.config_id) * 200);
+    k.resources.max_threads_per_block = 1024;
+    k.resources.occupancy = 0.25 + 0.75 * Fault("occ", k.config_id);
+    return k;
+  }
+
+  Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
+                      const Shape& shape, const TimingPolicy& policy,
+                      double best_so_far_us) override {
+    Measurement m;
+    m.backend = "sim";
+    m.device_name = device_.name;
+    m.nvrtc_version = "sim";
+    m.driver_version = "sim";
+    m.resources = kernel.resources;
+    m.sm_clock_mhz = device_.sm_clock_mhz;
+    const std::string& id = kernel.config_id;
+    if (faults_.seconds_per_measure > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(
+          faults_.seconds_per_measure * std::max(1.0, faults_.slow_factor)));
+    }
+    if (Fault("crash", id) < faults_.crash) {
+      return Fail(m, FailureClass::kCrash, "simulated crash: illegal memory access");
+    }
+    if (Fault("hang", id) < faults_.hang) {
+      std::ostringstream msg;
+      msg << "simulated hang: killed after " << policy.timeout_seconds << " s";
+      return Fail(m, FailureClass::kTimeout, msg.str());
+    }
+    auto plan = PlanLaunch(spec, dtype, kernel.config, shape, device_);
+    if (!plan.ok()) return Fail(m, FailureClass::kLaunchError, plan.status().message());
+    if (plan->smem_bytes > device_.smem_per_block_optin) {
+      return Fail(m, FailureClass::kResources, "dynamic shared memory above the opt-in limit");
+    }
+    if (Fault("nan", id) < faults_.nan) {
+      m.mismatch_ratio = 1;
+      return Fail(m, FailureClass::kNan, "simulated NaN in the output");
+    }
+    if (Fault("wrong", id) < faults_.wrong_result) {
+      m.mismatch_ratio = 0.5;
+      m.max_abs_error = 3.0;
+      return Fail(m, FailureClass::kWrongResult, "simulated wrong result: 50% of elements off");
+    }
+
+    const double base = ModelTimeUs(*plan, id, shape);
+    // Samples in batches until the device's stopping rule says stop; the
+    // simulated time of the samples counts against the time cap.
+    std::vector<double> samples;
+    SamplingProgress progress;
+    for (SamplingStep step = NextSampling(policy, best_so_far_us, 0, progress); step.stop == SamplingStop::kNo;
+         step = NextSampling(policy, best_so_far_us, 0, progress)) {
+      for (int b = 0; b < step.batch; ++b) {
+        // ~1% multiplicative noise, seeded so that a rerun reproduces it.
+        const double u = Unit01(device_.model + "|" + id + "|" + shape.Canonical() + "|" +
+                                std::to_string(samples.size()));
+        samples.push_back(base * (1.0 + 0.02 * (u - 0.5)) * faults_.slow_factor);
+        progress.timed_seconds += samples.back() * 1e-6;
+      }
+      progress.stats = ComputeStats(samples);
+    }
+    const SampleStats& s = progress.stats;
+    m.median_us = s.median;
+    m.mean_us = s.mean;
+    m.stdev_us = s.stdev;
+    m.min_us = s.min;
+    m.max_us = s.max;
+    m.ci95_us = s.ci95;
+    m.samples = static_cast<uint32_t>(s.n);
+    m.check_passed = true;
+    return m;
+  }
+
+ private:
+  double Fault(const char* kind, const std::string& config_id) const {
+    return Unit01(std::string(kind) + "|" + device_.model + "|" + config_id);
+  }
+
+  static Measurement Fail(Measurement m, FailureClass c, std::string msg) {
+    m.failure = c;
+    m.failure_message = std::move(msg);
+    m.check_passed = false;
+    return m;
+  }
+
+  // Roofline with a per-(model, config) efficiency and wave quantisation, so
+  // that the best config differs between models and between shapes.
+  double ModelTimeUs(const LaunchPlan& plan, const std::string& id, const Shape& shape) const {
+    const double eff = 0.25 + 0.7 * Unit01("eff|" + device_.model + "|" + id);
+    const double shape_fit = 0.85 + 0.15 * Unit01("fit|" + device_.model + "|" + id + "|" +
+                                                  shape.Canonical());
+    const double blocks = static_cast<double>(plan.grid[0]) * plan.grid[1] * plan.grid[2];
+    const double waves = std::ceil(blocks / model_.num_sms);
+    const double wave_util = waves > 0 ? blocks / (waves * model_.num_sms) : 1.0;
+    const double compute_us = plan.flops / (model_.tflops * 1e6 * eff * shape_fit * wave_util);
+    const double memory_us = plan.bytes / (model_.gbps * 1e3 * (0.5 + 0.5 * eff));
+    return std::max(compute_us, memory_us) + 2.0;
+  }
+
+  SimModel model_;
+  SimFaults faults_;
+  DeviceInfo device_;
+};
+
+}  // namespace
+
+Result<SimFaults> SimFaults::Parse(const std::string& text) {
+  SimFaults f;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos) return Status::Error("sim faults: expected name=value, got '" + item + "'");
+    std::string name = item.substr(0, eq);
+    double v = 0;
+    try {
+      size_t used = 0;
+      v = std::stod(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      return Status::Error("sim faults: '" + name + "' needs a number, got '" + item.substr(eq + 1) + "'");
+    }
+    if (name == "compile") f.compile_error = v;
+    else if (name == "crash") f.crash = v;
+    else if (name == "hang") f.hang = v;
+    else if (name == "wrong") f.wrong_result = v;
+    else if (name == "nan") f.nan = v;
+    else if (name == "slow") f.slow_factor = v;
+    else if (name == "busy") f.seconds_per_measure = v;
+    else return Status::Error("sim faults: unknown fault '" + name +
+                              "' (known: compile, crash, hang, wrong, nan, slow, busy)");
+  }
+  return f;
+}
+
+std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index,
+                                        const SimFaults& faults) {
+  std::string key = gpu_model.rfind("sim-", 0) == 0 ? gpu_model.substr(4) : gpu_model;
+  for (const auto& m : kModels) {
+    if (key == m.model) return std::make_unique<SimBackend>(m, key, index, faults);
+  }
+  return std::make_unique<SimBackend>(kGeneric, key, index, faults);
+}
+
+std::vector<std::string> SimGpuModels() {
+  std::vector<std::string> out;
+  for (const auto& m : kModels) out.push_back(m.model);
+  return out;
+}
+
+}  // namespace tune

@@ -1,0 +1,502 @@
+// Bundles: Cap'n Proto and JSON forms, files, and the run-time lookup.
+#include "tune/bundle.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fcntl.h>
+#include <kj/array.h>
+#include <kj/exception.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "schema/bundle.capnp.h"
+#include "tune/json_text.h"
+#include "schema/records.capnp.h"
+
+namespace tune {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr uint32_t kBundleFormatVersion = 1;
+// Bundles are read by deployments from files that may be damaged or
+// replaced; this bounds what a bad file can make us allocate.
+constexpr size_t kMaxBundleBytes = 256u << 20;
+constexpr int kNestingLimit = 16;
+
+capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.c_str(), s.size()); }
+std::string Str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
+
+void SetNamedValues(capnp::List<wire::NamedValue>::Builder list, const NamedValues& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    list[i].setName(TextOf(v[i].first));
+    list[i].setValue(v[i].second);
+  }
+}
+
+// Lists of zero-sized structs cost a damaged file almost nothing on disk but
+// us a C++ object per element; each list is charged against a multiple of
+// the file size before it is built (honest bundles stay near 3x).
+class Budget {
+ public:
+  explicit Budget(size_t file_bytes) : left_(file_bytes * 8 + (1u << 20)) {}
+  bool Charge(size_t count, size_t each) {
+    const size_t cost = count * each;
+    if (cost > left_) return false;
+    left_ -= cost;
+    return true;
+  }
+
+ private:
+  size_t left_;
+};
+
+struct BudgetExceeded {};
+
+NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& budget) {
+  if (!budget.Charge(list.size(), sizeof(NamedValues::value_type))) throw BudgetExceeded{};
+  NamedValues out;
+  out.reserve(list.size());
+  for (auto nv : list) out.emplace_back(Str(nv.getName()), nv.getValue());
+  return out;
+}
+
+Status CheckVersion(uint32_t v) {
+  if (v == 0) return Status::Error("bundle has no format version");
+  if (v > kBundleFormatVersion) {
+    return Status::Error("bundle format version " + std::to_string(v) +
+                         " is newer than this libtune reads (" +
+                         std::to_string(kBundleFormatVersion) + ")");
+  }
+  return Status::OK();
+}
+
+// JSON objects keep the insertion order (ordered_json), so params and dims
+// read in the op's declared order, as in the spec file.
+Json NamedValuesToJson(const NamedValues& v) {
+  Json j = Json::object();
+  for (const auto& [name, value] : v) j[name] = value;
+  return j;
+}
+
+NamedValues NamedValuesFromJson(const Json& j, const char* what) {
+  if (!j.is_object()) throw std::runtime_error(std::string(what) + " must be an object");
+  NamedValues out;
+  for (const auto& [name, value] : j.items()) {
+    if (!value.is_number_integer()) {
+      throw std::runtime_error(std::string(what) + "." + name + " must be an integer");
+    }
+    out.emplace_back(name, value.get<int64_t>());
+  }
+  return out;
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  // A deployment may read the bundle while a rollout rewrites it: it must
+  // see either the old file or the new one, never a torn one.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error(tmp + ": cannot create: " + std::strerror(errno));
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::Error(tmp + ": write failed: " + std::strerror(err));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error(tmp + ": cannot flush: " + std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error(path + ": cannot replace: " + std::strerror(err));
+  }
+  return Status::OK();
+}
+
+// The signed envelope; the layout is documented in bundle.h.
+constexpr char kEnvelopeMagic[8] = {'T', 'F', 'B', 'U', 'N', 'D', 'L', 'E'};
+constexpr uint32_t kEnvelopeVersion = 1;
+constexpr uint32_t kAlgorithmEd25519 = 1;
+constexpr size_t kEnvelopeHeaderBytes = 32;
+constexpr size_t kMaxEnvelopeBytes = kEnvelopeHeaderBytes + kMaxBundleBytes + kSignatureBytes;
+
+void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetLe(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+bool HasEnvelopeMagic(const void* data, size_t size) {
+  return size >= sizeof kEnvelopeMagic && std::memcmp(data, kEnvelopeMagic, sizeof kEnvelopeMagic) == 0;
+}
+
+struct Envelope {
+  std::string_view signed_part;  // header + payload: what the signature covers
+  const unsigned char* payload = nullptr;
+  size_t payload_size = 0;
+  std::array<uint8_t, kKeyIdBytes> key_id{};
+  Signature signature{};
+};
+
+std::string HexId(const std::array<uint8_t, kKeyIdBytes>& id) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : id) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 0xf];
+  }
+  return out;
+}
+
+// Structure only: the caller decides whether to check the signature.
+Status ParseEnvelope(const void* data, size_t size, Envelope* env) {
+  if (!HasEnvelopeMagic(data, size)) {
+    return Status::Error("not signed (no \"TFBUNDLE\" signature envelope)");
+  }
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (size < kEnvelopeHeaderBytes + kSignatureBytes) return Status::Error("signed bundle is truncated");
+  const uint32_t version = static_cast<uint32_t>(GetLe(p + 8, 4));
+  if (version != kEnvelopeVersion) {
+    return Status::Error("signature envelope version " + std::to_string(version) +
+                         " is not one this libtune reads (" + std::to_string(kEnvelopeVersion) + ")");
+  }
+  const uint32_t algorithm = static_cast<uint32_t>(GetLe(p + 12, 4));
+  if (algorithm != kAlgorithmEd25519) {
+    return Status::Error("unknown signature algorithm " + std::to_string(algorithm));
+  }
+  const uint64_t n = GetLe(p + 16, 8);
+  if (n > kMaxBundleBytes || kEnvelopeHeaderBytes + n + kSignatureBytes != size) {
+    return Status::Error("signed bundle is truncated or corrupt (payload size " + std::to_string(n) +
+                         " does not match the file size " + std::to_string(size) + ")");
+  }
+  env->signed_part = std::string_view(reinterpret_cast<const char*>(p), kEnvelopeHeaderBytes + n);
+  env->payload = p + kEnvelopeHeaderBytes;
+  env->payload_size = n;
+  std::memcpy(env->key_id.data(), p + 24, kKeyIdBytes);
+  std::memcpy(env->signature.data(), p + kEnvelopeHeaderBytes + n, kSignatureBytes);
+  return Status::OK();
+}
+
+Status ReadFileBytes(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return Status::Error("cannot open: " + std::string(std::strerror(errno)));
+  const std::streamoff size = in.tellg();
+  if (size < 0) return Status::Error("cannot read its size");
+  if (static_cast<uint64_t>(size) > kMaxEnvelopeBytes) {
+    return Status::Error(std::to_string(size) + " bytes exceeds the limit of " +
+                         std::to_string(kMaxEnvelopeBytes));
+  }
+  in.seekg(0);
+  out->assign(static_cast<size_t>(size), '\0');
+  if (!in.read(out->data(), size)) return Status::Error("read failed");
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string EncodeBundle(const Bundle& b) {
+  capnp::MallocMessageBuilder builder;
+  auto root = builder.initRoot<wire::Bundle>();
+  root.setFormatVersion(b.format_version);
+  root.setName(TextOf(b.name));
+  root.setFarmVersion(TextOf(b.farm_version));
+  root.setCreatedUnix(b.created_unix);
+  auto defaults = root.initDefaults(b.defaults.size());
+  size_t i = 0;
+  for (const auto& [op, config] : b.defaults) {
+    defaults[i].setOp(TextOf(op));
+    SetNamedValues(defaults[i].initConfig().initParams(config.params.size()), config.params);
+    ++i;
+  }
+  auto entries = root.initEntries(b.entries.size());
+  for (i = 0; i < b.entries.size(); ++i) {
+    const BundleEntry& e = b.entries[i];
+    auto w = entries[i];
+    w.setOp(TextOf(e.op));
+    w.setDtype(TextOf(e.dtype));
+    w.setGpuModel(TextOf(e.gpu_model));
+    SetNamedValues(w.initShape().initDims(e.shape.dims.size()), e.shape.dims);
+    SetNamedValues(w.initConfig().initParams(e.config.params.size()), e.config.params);
+    w.setConfigId(TextOf(e.config_id));
+    w.setKernelHash(TextOf(e.kernel_hash));
+    w.setMedianUs(e.median_us);
+    w.setStdevUs(e.stdev_us);
+    w.setCi95Us(e.ci95_us);
+    w.setSamples(e.samples);
+    w.setDefaultMedianUs(e.default_median_us);
+    w.setBackend(TextOf(e.backend));
+    w.setDeviceName(TextOf(e.device_name));
+    w.setNvrtcVersion(TextOf(e.nvrtc_version));
+    w.setDriverVersion(TextOf(e.driver_version));
+  }
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+Result<Bundle> DecodeBundle(const void* data, size_t size) {
+  if (size == 0 || data == nullptr) return Status::Error("bundle is empty");
+  if (size > kMaxBundleBytes) {
+    return Status::Error("bundle of " + std::to_string(size) + " bytes exceeds the limit of " +
+                         std::to_string(kMaxBundleBytes));
+  }
+  if (size % sizeof(capnp::word) != 0) {
+    return Status::Error("bundle is truncated or corrupt (size " + std::to_string(size) +
+                         " is not a multiple of 8)");
+  }
+  const size_t words = size / sizeof(capnp::word);
+  try {
+    kj::Array<capnp::word> copy = kj::heapArray<capnp::word>(words);
+    std::memcpy(copy.begin(), data, size);
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words * 4 + 1024;
+    options.nestingLimit = kNestingLimit;
+    capnp::FlatArrayMessageReader reader(copy.asPtr(), options);
+    if (reader.getEnd() != copy.end()) return Status::Error("bundle has trailing bytes (corrupt)");
+    auto root = reader.getRoot<wire::Bundle>();
+    Budget budget(size);
+    Bundle b;
+    b.format_version = root.getFormatVersion();
+    TUNE_RETURN_IF_ERROR(CheckVersion(b.format_version));
+    b.name = Str(root.getName());
+    b.farm_version = Str(root.getFarmVersion());
+    b.created_unix = root.getCreatedUnix();
+    auto defaults = root.getDefaults();
+    auto entries = root.getEntries();
+    if (!budget.Charge(defaults.size(), sizeof(std::pair<const std::string, Config>) + 4 * sizeof(void*)) ||
+        !budget.Charge(entries.size(), sizeof(BundleEntry))) {
+      throw BudgetExceeded{};
+    }
+    for (auto d : defaults) {
+      b.defaults[Str(d.getOp())] = Config{GetNamedValues(d.getConfig().getParams(), budget)};
+    }
+    b.entries.reserve(entries.size());
+    for (auto r : entries) {
+      BundleEntry e;
+      e.op = Str(r.getOp());
+      e.dtype = Str(r.getDtype());
+      e.gpu_model = Str(r.getGpuModel());
+      e.shape.dims = GetNamedValues(r.getShape().getDims(), budget);
+      e.config.params = GetNamedValues(r.getConfig().getParams(), budget);
+      e.config_id = Str(r.getConfigId());
+      e.kernel_hash = Str(r.getKernelHash());
+      e.median_us = r.getMedianUs();
+      e.stdev_us = r.getStdevUs();
+      e.ci95_us = r.getCi95Us();
+      e.samples = r.getSamples();
+      e.default_median_us = r.getDefaultMedianUs();
+      e.backend = Str(r.getBackend());
+      e.device_name = Str(r.getDeviceName());
+      e.nvrtc_version = Str(r.getNvrtcVersion());
+      e.driver_version = Str(r.getDriverVersion());
+      b.entries.push_back(std::move(e));
+    }
+    return b;
+  } catch (const BudgetExceeded&) {
+    return Status::Error("bundle is corrupt: it decodes to more memory than its size allows");
+  } catch (const kj::Exception& e) {
+    return Status::Error(std::string("bundle is corrupt: ") + e.getDescription().cStr());
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("bundle is corrupt: ") + e.what());
+  }
+}
+
+std::string BundleToJson(const Bundle& b) {
+  Json j;
+  j["format_version"] = b.format_version;
+  j["name"] = b.name;
+  j["farm_version"] = b.farm_version;
+  j["created_unix"] = b.created_unix;
+  Json defaults = Json::object();
+  for (const auto& [op, config] : b.defaults) defaults[op] = NamedValuesToJson(config.params);
+  j["defaults"] = std::move(defaults);
+  Json entries = Json::array();
+  for (const BundleEntry& e : b.entries) {
+    Json je;
+    je["op"] = e.op;
+    je["dtype"] = e.dtype;
+    je["gpu_model"] = e.gpu_model;
+    je["shape"] = NamedValuesToJson(e.shape.dims);
+    je["config"] = NamedValuesToJson(e.config.params);
+    je["config_id"] = e.config_id;
+    je["kernel_hash"] = e.kernel_hash;
+    je["median_us"] = e.median_us;
+    je["stdev_us"] = e.stdev_us;
+    je["ci95_us"] = e.ci95_us;
+    je["samples"] = e.samples;
+    je["default_median_us"] = e.default_median_us;
+    je["backend"] = e.backend;
+    je["device_name"] = e.device_name;
+    je["nvrtc_version"] = e.nvrtc_version;
+    je["driver_version"] = e.driver_version;
+    entries.push_back(std::move(je));
+  }
+  j["entries"] = std::move(entries);
+  // Invalid UTF-8 in a name must not make the printer throw.
+  return DumpJson(j, 2) + "\n";
+}
+
+Result<Bundle> BundleFromJson(const std::string& text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Error("bundle JSON does not parse");
+  if (!j.is_object()) return Status::Error("bundle JSON must be an object");
+  try {
+    Bundle b;
+    b.format_version = j.at("format_version").get<uint32_t>();
+    TUNE_RETURN_IF_ERROR(CheckVersion(b.format_version));
+    b.name = j.value("name", std::string());
+    b.farm_version = j.value("farm_version", std::string());
+    b.created_unix = j.value("created_unix", int64_t{0});
+    if (j.contains("defaults")) {
+      const Json& defaults = j.at("defaults");
+      if (!defaults.is_object()) return Status::Error("bundle JSON: defaults must be an object");
+      for (const auto& [op, config] : defaults.items()) {
+        b.defaults[op] = Config{NamedValuesFromJson(config, ("defaults." + op).c_str())};
+      }
+    }
+    if (j.contains("entries")) {
+      const Json& entries = j.at("entries");
+      if (!entries.is_array()) return Status::Error("bundle JSON: entries must be an array");
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const Json& je = entries[i];
+        const std::string where = "entries[" + std::to_string(i) + "]";
+        if (!je.is_object()) return Status::Error("bundle JSON: " + where + " must be an object");
+        BundleEntry e;
+        e.op = je.at("op").get<std::string>();
+        e.dtype = je.at("dtype").get<std::string>();
+        e.gpu_model = je.at("gpu_model").get<std::string>();
+        e.shape.dims = NamedValuesFromJson(je.at("shape"), (where + ".shape").c_str());
+        e.config.params = NamedValuesFromJson(je.at("config"), (where + ".config").c_str());
+        e.config_id = je.value("config_id", std::string());
+        e.kernel_hash = je.value("kernel_hash", std::string());
+        e.median_us = je.value("median_us", 0.0);
+        e.stdev_us = je.value("stdev_us", 0.0);
+        e.ci95_us = je.value("ci95_us", 0.0);
+        e.samples = je.value("samples", uint32_t{0});
+        e.default_median_us = je.value("default_median_us", 0.0);
+        e.backend = je.value("backend", std::string());
+        e.device_name = je.value("device_name", std::string());
+        e.nvrtc_version = je.value("nvrtc_version", std::string());
+        e.driver_version = je.value("driver_version", std::string());
+        b.entries.push_back(std::move(e));
+      }
+    }
+    return b;
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("bundle JSON: ") + e.what());
+  }
+}
+
+Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext) {
+  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", EncodeBundle(b)));
+  return WriteFileAtomically(path_without_ext + ".json", BundleToJson(b));
+}
+
+Result<Bundle> ReadBundleFile(const std::string& path, std::string* signer_key_id) {
+  if (signer_key_id) signer_key_id->clear();
+  std::string bytes;
+  Status st = ReadFileBytes(path, &bytes);
+  if (!st.ok()) return Status::Error("bundle " + path + ": " + st.message());
+  const void* payload = bytes.data();
+  size_t payload_size = bytes.size();
+  if (HasEnvelopeMagic(bytes.data(), bytes.size())) {
+    Envelope env;
+    st = ParseEnvelope(bytes.data(), bytes.size(), &env);
+    if (!st.ok()) return Status::Error("bundle " + path + ": " + st.message());
+    if (signer_key_id) *signer_key_id = HexId(env.key_id);
+    payload = env.payload;
+    payload_size = env.payload_size;
+  }
+  Result<Bundle> b = DecodeBundle(payload, payload_size);
+  if (!b.ok()) return Status::Error("bundle " + path + ": " + b.status().message());
+  return b;
+}
+
+std::string EncodeSignedBundle(const Bundle& b, const SecretKey& key) {
+  const std::string payload = EncodeBundle(b);
+  std::string out;
+  out.reserve(kEnvelopeHeaderBytes + payload.size() + kSignatureBytes);
+  out.append(kEnvelopeMagic, sizeof kEnvelopeMagic);
+  PutLe(&out, kEnvelopeVersion, 4);
+  PutLe(&out, kAlgorithmEd25519, 4);
+  PutLe(&out, payload.size(), 8);
+  const auto id = key.public_key().IdBytes();
+  out.append(reinterpret_cast<const char*>(id.data()), id.size());
+  out += payload;
+  const Signature sig = key.Sign(out);
+  out.append(reinterpret_cast<const char*>(sig.data()), sig.size());
+  return out;
+}
+
+Result<Bundle> DecodeVerifiedBundle(const void* data, size_t size, const std::vector<PublicKey>& trusted,
+                                    PublicKey* signed_by) {
+  if (size == 0 || data == nullptr) return Status::Error("bundle is empty");
+  Envelope env;
+  TUNE_RETURN_IF_ERROR(ParseEnvelope(data, size, &env));
+  if (trusted.empty()) return Status::Error("no trusted public key to check its signature against");
+  std::string trusted_ids;
+  const PublicKey* signer = nullptr;
+  bool claimed = false;
+  for (const PublicKey& key : trusted) {
+    if (key.IdBytes() != env.key_id) {
+      if (!trusted_ids.empty()) trusted_ids += ", ";
+      trusted_ids += key.Id();
+      continue;
+    }
+    // Ids are short: a clash is possible, so every key with the id is tried.
+    claimed = true;
+    if (VerifySignature(key, env.signed_part, env.signature)) {
+      signer = &key;
+      break;
+    }
+  }
+  if (!claimed) {
+    return Status::Error("signed by key " + HexId(env.key_id) + ", which is not trusted (trusted: " +
+                         trusted_ids + ")");
+  }
+  if (!signer) {
+    return Status::Error("signature check failed: the file was changed after key " + HexId(env.key_id) +
+                         " signed it");
+  }
+  Result<Bundle> b = DecodeBundle(env.payload, env.payload_size);
+  if (b.ok() && signed_by) *signed_by = *signer;
+  return b;
+}
+
+Status WriteSignedBundleFiles(const Bundle& b, const SecretKey& key, const std::string& path_without_ext) {
+  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", EncodeSignedBundle(b, key)));
+  return WriteFileAtomically(path_without_ext + ".json", BundleToJson(b));
+}
+
+Result<Bundle> ReadVerifiedBundleFile(const std::string& path, const std::vector<PublicKey>& trusted,
+                                      PublicKey* signed_by) {
+  std::string bytes;
+  Status st = ReadFileBytes(path, &bytes);
+  if (!st.ok()) return Status::Error("bundle " + path + ": " + st.message());
+  Result<Bundle> b = DecodeVerifiedBundle(bytes.data(), bytes.size(), trusted, signed_by);
+  if (!b.ok()) return Status::Error("bundle " + path + ": " + b.status().message());
+  return b;
+}
+
+}  // namespace tune

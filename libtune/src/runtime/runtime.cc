@@ -1,0 +1,554 @@
+// The deployment runtime: a verified bundle turned into lookup plans.
+//
+// Every (op, dtype, GPU model) of the bundle, every (op, dtype, family) and
+// every op gets a Plan at load time: the candidates of its fallback chain as
+// flat arrays of dims and log2(dims) in the op's dim order, plus the answer
+// when none fits. A lookup only picks the plan (a hash of the strings) and
+// scans it; a PreparedLookup holds the plan itself. Both call Evaluate, so
+// they cannot disagree.
+#include "tune/runtime.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "tune/bundle.h"
+#include "tune/signing.h"
+
+namespace tune::runtime {
+namespace detail {
+
+struct Plan {
+  std::vector<std::string> dim_names;  // the order of the dims a lookup passes
+  size_t ndims = 0;
+  bool own = false;                    // candidates are the queried model's: exact hits count
+  Level tuned_level = Level::kNearestShape;
+  std::vector<int64_t> dims;           // candidate i at [i * ndims, (i + 1) * ndims)
+  std::vector<double> log2;            // same layout
+  std::vector<const Entry*> entries;   // bundle order, which breaks ties
+  // Open addressing over the candidates' dims, for exact hits in O(1):
+  // candidate index + 1, 0 = empty slot. Only for `own` plans.
+  std::vector<uint32_t> exact_slots;
+  unsigned exact_shift = 0;            // slot = hash >> exact_shift
+  Answer fallback;                     // kDefault or kMiss
+};
+
+struct BundleData {
+  std::string name, farm_version, signer_key_id;
+  int64_t created_unix = 0;
+  bool force_defaults = false;
+  std::vector<Entry> entries;
+  std::map<std::string, NamedInts, std::less<>> defaults;
+  std::map<std::string, std::vector<std::string>, std::less<>> op_dims;
+  // Keys: op \0 dtype \0 model; op \0 dtype \1 family; op. See Resolve.
+  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans;
+  std::shared_ptr<const Plan> miss;
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::BundleData;
+using detail::Plan;
+
+// A dim on the log2 scale of the nearest-shape metric (runtime.h).
+double Log2Dim(int64_t v) { return std::log2(static_cast<double>(v < 1 ? 1 : v)); }
+
+// The family token of `model` and whether it is simulated; see GpuFamily.
+std::string_view FamilyToken(std::string_view model, bool* sim) {
+  constexpr std::string_view kSim = "sim-";
+  *sim = model.substr(0, kSim.size()) == kSim;
+  std::string_view rest = *sim ? model.substr(kSim.size()) : model;
+  std::string_view scan = rest;
+  while (!scan.empty()) {
+    const size_t dash = scan.find('-');
+    const std::string_view token = scan.substr(0, dash);
+    if (std::any_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; })) return token;
+    if (dash == std::string_view::npos) break;
+    scan.remove_prefix(dash + 1);
+  }
+  return rest;
+}
+
+void AppendFamily(std::string* out, std::string_view model) {
+  bool sim = false;
+  const std::string_view token = FamilyToken(model, &sim);
+  if (sim) out->append("sim-");
+  out->append(token);
+}
+
+std::string ModelKey(std::string_view op, std::string_view dtype, std::string_view model) {
+  std::string key;
+  key.append(op).append(1, '\0').append(dtype).append(1, '\0').append(model);
+  return key;
+}
+
+std::string FamilyKey(std::string_view op, std::string_view dtype, std::string_view family) {
+  std::string key;
+  key.append(op).append(1, '\0').append(dtype).append(1, '\1').append(family);
+  return key;
+}
+
+Answer FallbackOf(const BundleData& data, std::string_view op) {
+  if (auto it = data.defaults.find(op); it != data.defaults.end()) {
+    return Answer{&it->second, nullptr, Level::kDefault};
+  }
+  return Answer{};
+}
+
+// Appends `e` as a candidate when its dims are exactly the plan's names.
+void AddCandidate(Plan* plan, const Entry& e) {
+  if (e.shape.size() != plan->ndims) return;
+  const size_t at = plan->dims.size();
+  for (const std::string& name : plan->dim_names) {
+    const int i = e.shape.index(name);
+    if (i < 0) {
+      plan->dims.resize(at);
+      plan->log2.resize(at);
+      return;
+    }
+    plan->dims.push_back(e.shape.value(static_cast<size_t>(i)));
+    plan->log2.push_back(Log2Dim(e.shape.value(static_cast<size_t>(i))));
+  }
+  plan->entries.push_back(&e);
+}
+
+// Each dim is multiplied by its own odd constant, independently of the
+// others (a short dependency chain), then mixed once; the slot is taken from
+// the high bits, which depend on every dim (the low ones of power-of-two
+// dims would cluster).
+uint64_t HashDims(const int64_t* dims, size_t n) {
+  static constexpr uint64_t kOdd[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
+                                       0xd6e8feb86659fd93ull};
+  uint64_t h = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const uint64_t x = static_cast<uint64_t>(dims[j]) * (kOdd[j & 3] + 2 * (j >> 2));
+    h ^= x ^ (x >> 31);
+  }
+  return h * 0xff51afd7ed558ccdull;
+}
+
+// Candidate index of `dims` among the plan's, or -1.
+std::ptrdiff_t FindExact(const Plan& plan, const int64_t* dims) {
+  const size_t mask = plan.exact_slots.size() - 1;
+  const size_t d = plan.ndims;
+  for (size_t slot = HashDims(dims, d) >> plan.exact_shift;; slot = (slot + 1) & mask) {
+    const uint32_t c = plan.exact_slots[slot];
+    if (c == 0) return -1;
+    const int64_t* cand = plan.dims.data() + (c - 1) * d;
+    uint64_t diff = 0;
+    for (size_t j = 0; j < d; ++j) diff |= static_cast<uint64_t>(cand[j] ^ dims[j]);
+    if (diff == 0) return c - 1;
+  }
+}
+
+// At most a quarter full, so that a probe rarely goes past its first slot.
+// A duplicate shape keeps the first candidate, as nearest-shape ties do.
+void BuildExactIndex(Plan* plan) {
+  unsigned bits = 2;
+  while ((size_t{1} << bits) < 4 * plan->entries.size()) ++bits;
+  plan->exact_slots.assign(size_t{1} << bits, 0);
+  plan->exact_shift = 64 - bits;
+  const size_t mask = plan->exact_slots.size() - 1;
+  for (size_t i = 0; i < plan->entries.size(); ++i) {
+    const int64_t* dims = plan->dims.data() + i * plan->ndims;
+    if (FindExact(*plan, dims) >= 0) continue;
+    size_t slot = HashDims(dims, plan->ndims) >> plan->exact_shift;
+    while (plan->exact_slots[slot] != 0) slot = (slot + 1) & mask;
+    plan->exact_slots[slot] = static_cast<uint32_t>(i + 1);
+  }
+}
+
+// `model` is null for a plan that serves models absent from the bundle.
+std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string& op,
+                                      const std::vector<size_t>& same_op_dtype, const std::string* model,
+                                      const std::string& family, const std::vector<std::string>& names) {
+  auto plan = std::make_shared<Plan>();
+  plan->dim_names = names;
+  plan->ndims = names.size();
+  plan->fallback = FallbackOf(data, op);
+  if (data.force_defaults) return plan;
+  if (model) {
+    plan->own = true;
+    plan->tuned_level = Level::kNearestShape;
+    for (size_t i : same_op_dtype) {
+      if (data.entries[i].gpu_model == *model) AddCandidate(plan.get(), data.entries[i]);
+    }
+  }
+  if (plan->entries.empty()) {
+    plan->own = false;
+    plan->tuned_level = Level::kFamily;
+    for (size_t i : same_op_dtype) {
+      if (GpuFamily(data.entries[i].gpu_model) == family) AddCandidate(plan.get(), data.entries[i]);
+    }
+  }
+  if (plan->own) BuildExactIndex(plan.get());
+  return plan;
+}
+
+std::shared_ptr<const Plan> FallbackPlan(const BundleData& data, std::string_view op) {
+  auto plan = std::make_shared<Plan>();
+  if (auto it = data.op_dims.find(op); it != data.op_dims.end()) plan->dim_names = it->second;
+  plan->ndims = plan->dim_names.size();
+  plan->fallback = FallbackOf(data, op);
+  return plan;
+}
+
+// `plan` with its dims in `names` order; no candidates when `names` is not
+// a permutation of the plan's dims.
+std::shared_ptr<const Plan> Reorder(const std::shared_ptr<const Plan>& plan,
+                                    std::span<const std::string_view> names) {
+  if (std::equal(names.begin(), names.end(), plan->dim_names.begin(), plan->dim_names.end())) return plan;
+  auto out = std::make_shared<Plan>();
+  out->dim_names.assign(names.begin(), names.end());
+  out->ndims = names.size();
+  out->own = plan->own;
+  out->tuned_level = plan->tuned_level;
+  out->fallback = plan->fallback;
+  std::vector<size_t> from;
+  for (std::string_view name : names) {
+    const auto it = std::find(plan->dim_names.begin(), plan->dim_names.end(), name);
+    if (it == plan->dim_names.end()) return out;
+    from.push_back(static_cast<size_t>(it - plan->dim_names.begin()));
+  }
+  if (names.size() != plan->ndims || std::set<size_t>(from.begin(), from.end()).size() != from.size()) {
+    return out;
+  }
+  out->entries = plan->entries;
+  for (size_t c = 0; c < plan->entries.size(); ++c) {
+    for (size_t j : from) {
+      out->dims.push_back(plan->dims[c * plan->ndims + j]);
+      out->log2.push_back(plan->log2[c * plan->ndims + j]);
+    }
+  }
+  if (out->own) BuildExactIndex(out.get());
+  return out;
+}
+
+// The plan for a query: the model's, else its family's, else the op's.
+const std::shared_ptr<const Plan>& Resolve(const BundleData& data, std::string_view op, std::string_view dtype,
+                                           std::string_view model) {
+  // Reused per thread: no allocation once it has grown to the longest key.
+  thread_local std::string key;
+  key.assign(op).append(1, '\0').append(dtype);
+  const size_t base = key.size();
+  key.append(1, '\0').append(model);
+  if (auto it = data.plans.find(key); it != data.plans.end()) return it->second;
+  key.resize(base);
+  key.append(1, '\1');
+  AppendFamily(&key, model);
+  if (auto it = data.plans.find(key); it != data.plans.end()) return it->second;
+  key.assign(op);
+  if (auto it = data.plans.find(key); it != data.plans.end()) return it->second;
+  return data.miss;
+}
+
+// Index of the candidate nearest to `q` among `n` rows of `d` log2 dims.
+// D > 0 fixes d at compile time, so that the common shapes of 1 to 4 dims
+// get unrolled, branch-free loops; every variant sums in the same order, so
+// they rank alike to the last bit.
+template <size_t D>
+size_t Nearest(const double* rows, size_t n, const double* q, size_t d) {
+  if constexpr (D > 0) d = D;
+  size_t best_i = 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i, rows += d) {
+    double s = 0;
+    for (size_t j = 0; j < d; ++j) {
+      const double diff = q[j] - rows[j];
+      s += diff * diff;
+    }
+    // Strict: ties go to the first in bundle order.
+    const bool nearer = s < best;
+    best_i = nearer ? i : best_i;
+    best = nearer ? s : best;
+  }
+  return best_i;
+}
+
+Answer Evaluate(const Plan& plan, const int64_t* dims) {
+  const size_t n = plan.entries.size();
+  if (n == 0) return plan.fallback;
+  const size_t d = plan.ndims;
+  if (plan.own) {
+    if (const std::ptrdiff_t i = FindExact(plan, dims); i >= 0) {
+      return Answer{&plan.entries[static_cast<size_t>(i)]->config, plan.entries[static_cast<size_t>(i)],
+                    Level::kExact};
+    }
+  }
+  double q[kMaxDims];
+  for (size_t j = 0; j < d; ++j) q[j] = Log2Dim(dims[j]);
+  size_t best_i;
+  switch (d) {
+    case 1: best_i = Nearest<1>(plan.log2.data(), n, q, 1); break;
+    case 2: best_i = Nearest<2>(plan.log2.data(), n, q, 2); break;
+    case 3: best_i = Nearest<3>(plan.log2.data(), n, q, 3); break;
+    case 4: best_i = Nearest<4>(plan.log2.data(), n, q, 4); break;
+    default: best_i = Nearest<0>(plan.log2.data(), n, q, d); break;
+  }
+  return Answer{&plan.entries[best_i]->config, plan.entries[best_i], plan.tuned_level};
+}
+
+NamedInts ToNamedInts(const NamedValues& v) {
+  std::vector<std::string> names;
+  std::vector<int64_t> values;
+  names.reserve(v.size());
+  values.reserve(v.size());
+  for (const auto& [name, value] : v) {
+    names.push_back(name);
+    values.push_back(value);
+  }
+  return NamedInts(std::move(names), std::move(values));
+}
+
+// Key text rather than a path: several lines (a key file's contents), a
+// key file header, or the 64 hex digits alone.
+bool LooksLikeKeyText(const std::string& s) {
+  if (s.find('\n') != std::string::npos) return true;
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return false;
+  if (s.compare(b, 17, "tunefarm-ed25519-") == 0) return true;
+  const size_t e = s.find_last_not_of(" \t\r");
+  return e - b + 1 == 2 * kPublicKeyBytes &&
+         std::all_of(s.begin() + static_cast<std::ptrdiff_t>(b), s.begin() + static_cast<std::ptrdiff_t>(e) + 1,
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+Result<std::vector<PublicKey>> TrustedKeys(const std::vector<std::string>& specs) {
+  std::vector<PublicKey> keys;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (LooksLikeKeyText(specs[i])) {
+      Result<PublicKey> k = ParsePublicKey(specs[i]);
+      if (!k.ok()) return Status::Error("trusted key #" + std::to_string(i + 1) + ": " + k.status().message());
+      keys.push_back(*k);
+    } else {
+      Result<PublicKey> k = ReadPublicKeyFile(specs[i]);
+      if (!k.ok()) return Status::Error("trusted key " + k.status().message());
+      keys.push_back(*k);
+    }
+  }
+  return keys;
+}
+
+bool ForceDefaults(const LoadOptions& options) {
+  switch (options.force_defaults) {
+    case LoadOptions::ForceDefaults::kNo: return false;
+    case LoadOptions::ForceDefaults::kYes: return true;
+    case LoadOptions::ForceDefaults::kFromEnvironment: break;
+  }
+  const char* v = std::getenv("TUNEFARM_FORCE_DEFAULTS");
+  return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}
+
+Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signer, const LoadOptions& options) {
+  auto data = std::make_unique<BundleData>();
+  data->name = std::move(b.name);
+  data->farm_version = std::move(b.farm_version);
+  data->created_unix = b.created_unix;
+  data->signer_key_id = signer.Id();
+  data->force_defaults = ForceDefaults(options);
+  for (auto& [op, config] : b.defaults) data->defaults.emplace(op, ToNamedInts(config.params));
+  data->entries.reserve(b.entries.size());
+  for (size_t i = 0; i < b.entries.size(); ++i) {
+    BundleEntry& e = b.entries[i];
+    if (e.shape.dims.size() > kMaxDims) {
+      return Status::Error("entry " + std::to_string(i) + " (" + e.op + " " + e.shape.Canonical() + ") has " +
+                           std::to_string(e.shape.dims.size()) + " dims; the runtime reads at most " +
+                           std::to_string(kMaxDims));
+    }
+    Entry r;
+    r.op = std::move(e.op);
+    r.dtype = std::move(e.dtype);
+    r.gpu_model = std::move(e.gpu_model);
+    r.shape = ToNamedInts(e.shape.dims);
+    r.config = ToNamedInts(e.config.params);
+    r.config_id = std::move(e.config_id);
+    r.kernel_hash = std::move(e.kernel_hash);
+    r.backend = std::move(e.backend);
+    r.median_us = e.median_us;
+    r.default_median_us = e.default_median_us;
+    if (!data->op_dims.contains(r.op)) {
+      std::vector<std::string> names;
+      for (size_t j = 0; j < r.shape.size(); ++j) names.push_back(r.shape.name(j));
+      data->op_dims.emplace(r.op, std::move(names));
+    }
+    data->entries.push_back(std::move(r));
+  }
+
+  // Entries per (op, dtype), in bundle order, then one plan per model and
+  // per family that occurs.
+  std::map<std::pair<std::string, std::string>, std::vector<size_t>> by_op_dtype;
+  for (size_t i = 0; i < data->entries.size(); ++i) {
+    by_op_dtype[{data->entries[i].op, data->entries[i].dtype}].push_back(i);
+  }
+  for (const auto& [op_dtype, indices] : by_op_dtype) {
+    const auto& [op, dtype] = op_dtype;
+    const std::vector<std::string>& names = data->op_dims.at(op);
+    for (size_t i : indices) {
+      const std::string& model = data->entries[i].gpu_model;
+      const std::string family = GpuFamily(model);
+      std::string key = ModelKey(op, dtype, model);
+      if (!data->plans.contains(key)) data->plans.emplace(key, BuildPlan(*data, op, indices, &model, family, names));
+      key = FamilyKey(op, dtype, family);
+      if (!data->plans.contains(key)) data->plans.emplace(key, BuildPlan(*data, op, indices, nullptr, family, names));
+    }
+  }
+  for (const auto& [op, names] : data->op_dims) data->plans.emplace(op, FallbackPlan(*data, op));
+  for (const auto& [op, config] : data->defaults) {
+    if (!data->plans.contains(op)) data->plans.emplace(op, FallbackPlan(*data, op));
+  }
+  data->miss = std::make_shared<Plan>();
+  return data;
+}
+
+const std::shared_ptr<const Plan>& EmptyPlan() {
+  static const std::shared_ptr<const Plan> kEmpty = std::make_shared<Plan>();
+  return kEmpty;
+}
+
+}  // namespace
+
+const char* LevelName(Level level) {
+  switch (level) {
+    case Level::kExact: return "exact";
+    case Level::kNearestShape: return "nearest_shape";
+    case Level::kFamily: return "family";
+    case Level::kDefault: return "default";
+    case Level::kMiss: return "miss";
+  }
+  return "unknown";
+}
+
+std::string GpuFamily(std::string_view gpu_model) {
+  std::string out;
+  AppendFamily(&out, gpu_model);
+  return out;
+}
+
+NamedInts::NamedInts(std::vector<std::string> names, std::vector<int64_t> values)
+    : names_(std::move(names)), values_(std::move(values)) {
+  names_.resize(values_.size());
+}
+
+int NamedInts::index(std::string_view name) const {
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int64_t NamedInts::get(std::string_view name, int64_t fallback) const {
+  const int i = index(name);
+  return i < 0 ? fallback : values_[static_cast<size_t>(i)];
+}
+
+std::string NamedInts::ToString() const {
+  std::string out;
+  for (size_t i = 0; i < values_.size(); ++i) {
+    if (i) out += ',';
+    out += names_[i];
+    out += '=';
+    out += std::to_string(values_[i]);
+  }
+  return out;
+}
+
+PreparedLookup::PreparedLookup() : PreparedLookup(EmptyPlan()) {}
+
+PreparedLookup::PreparedLookup(std::shared_ptr<const detail::Plan> plan)
+    : plan_(std::move(plan)), ndims_(plan_->ndims) {}
+
+const std::vector<std::string>& PreparedLookup::dim_names() const { return plan_->dim_names; }
+
+Answer PreparedLookup::Refresh(std::span<const int64_t> dims) {
+  if (dims.size() != ndims_) return plan_->fallback;
+  const Answer a = Evaluate(*plan_, dims.data());
+  if (ndims_ <= kMaxDims) {
+    for (size_t i = 0; i < ndims_; ++i) last_[i] = dims[i];
+    last_answer_ = a;
+    cached_ = true;
+  }
+  return a;
+}
+
+Bundle::Bundle(std::unique_ptr<detail::BundleData> data) : data_(std::move(data)) {}
+Bundle::Bundle(Bundle&&) noexcept = default;
+Bundle& Bundle::operator=(Bundle&&) noexcept = default;
+Bundle::~Bundle() = default;
+
+Result<Bundle> Bundle::Load(const std::string& path, const std::vector<std::string>& trusted_keys,
+                            const LoadOptions& options) {
+  Result<std::vector<PublicKey>> keys = TrustedKeys(trusted_keys);
+  if (!keys.ok()) return keys.status().WithPrefix("bundle " + path + ": ");
+  PublicKey signer;
+  Result<tune::Bundle> b = ReadVerifiedBundleFile(path, *keys, &signer);
+  if (!b.ok()) return b.status();
+  Result<std::unique_ptr<BundleData>> data = Index(std::move(b).value(), signer, options);
+  if (!data.ok()) return data.status().WithPrefix("bundle " + path + ": ");
+  return Bundle(std::move(data).value());
+}
+
+Result<Bundle> Bundle::LoadFromMemory(const void* bytes, size_t size, const std::vector<std::string>& trusted_keys,
+                                      const std::string& name, const LoadOptions& options) {
+  Result<std::vector<PublicKey>> keys = TrustedKeys(trusted_keys);
+  if (!keys.ok()) return keys.status().WithPrefix("bundle " + name + ": ");
+  PublicKey signer;
+  Result<tune::Bundle> b = DecodeVerifiedBundle(bytes, size, *keys, &signer);
+  if (!b.ok()) return b.status().WithPrefix("bundle " + name + ": ");
+  Result<std::unique_ptr<BundleData>> data = Index(std::move(b).value(), signer, options);
+  if (!data.ok()) return data.status().WithPrefix("bundle " + name + ": ");
+  return Bundle(std::move(data).value());
+}
+
+Result<Bundle> Bundle::LoadUnverified(const std::string& path, const LoadOptions& options) {
+  Result<tune::Bundle> b = ReadBundleFile(path);
+  if (!b.ok()) return b.status();
+  Result<std::unique_ptr<BundleData>> data = Index(std::move(b).value(), PublicKey{}, options);
+  if (!data.ok()) return data.status().WithPrefix("bundle " + path + ": ");
+  data.value()->signer_key_id.clear();  // nothing was verified
+  return Bundle(std::move(data).value());
+}
+
+Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                      std::span<const Dim> shape) const {
+  const Plan& plan = *Resolve(*data_, op, dtype, gpu_model);
+  if (plan.entries.empty() || shape.size() != plan.ndims) return plan.fallback;
+  int64_t dims[kMaxDims];
+  for (size_t j = 0; j < plan.ndims; ++j) {
+    const auto it = std::find_if(shape.begin(), shape.end(),
+                                 [&](const Dim& d) { return d.name == plan.dim_names[j]; });
+    if (it == shape.end()) return plan.fallback;
+    dims[j] = it->value;
+  }
+  return Evaluate(plan, dims);
+}
+
+PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model) const {
+  return PreparedLookup(Resolve(*data_, op, dtype, gpu_model));
+}
+
+PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                               std::span<const std::string_view> dim_order) const {
+  return PreparedLookup(Reorder(Resolve(*data_, op, dtype, gpu_model), dim_order));
+}
+
+const std::vector<std::string>* Bundle::dims_of(std::string_view op) const {
+  auto it = data_->op_dims.find(op);
+  return it == data_->op_dims.end() ? nullptr : &it->second;
+}
+
+const std::string& Bundle::name() const { return data_->name; }
+const std::string& Bundle::farm_version() const { return data_->farm_version; }
+int64_t Bundle::created_unix() const { return data_->created_unix; }
+const std::string& Bundle::signer_key_id() const { return data_->signer_key_id; }
+const std::vector<Entry>& Bundle::entries() const { return data_->entries; }
+bool Bundle::forcing_defaults() const { return data_->force_defaults; }
+
+}  // namespace tune::runtime

@@ -1,0 +1,836 @@
+#include "tune/op_spec.h"
+
+#include "op_confine.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "tune/expr.h"
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSpecFile = "op.toml";
+constexpr const char* kDeviceVars[] = {"smem_optin", "max_threads", "num_sms", "sm", "l2_bytes"};
+constexpr const char* kOpDtypes[] = {"f16", "bf16", "f32"};
+constexpr const char* kBufferDtypes[] = {"f16", "bf16", "f32", "i32"};
+constexpr const char* kScalarTypes[] = {"i32", "i64", "f32"};
+
+// Names a param or dim may not take: the device limits and dsize, and the
+// functions and constants muparser knows (a variable would shadow them).
+bool IsReservedName(const std::string& n) {
+  static const std::set<std::string> kReserved = {
+      "smem_optin", "max_threads", "num_sms", "sm",    "l2_bytes", "dsize", "cdiv",  "min",
+      "max",        "floor",       "ceil",    "log2",  "abs",      "sin",   "cos",   "tan",
+      "asin",       "acos",        "atan",    "sinh",  "cosh",     "tanh",  "asinh", "acosh",
+      "atanh",      "log",         "log10",   "ln",    "exp",      "sqrt",  "sign",  "rint",
+      "sum",        "avg",         "_pi",     "_e"};
+  return kReserved.count(n) != 0;
+}
+
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (unsigned char c : s)
+    if (!(std::isalnum(c) || c == '_')) return false;
+  return true;
+}
+
+template <size_t N>
+bool OneOf(const std::string& s, const char* const (&list)[N]) {
+  for (const char* item : list)
+    if (s == item) return true;
+  return false;
+}
+
+template <size_t N>
+std::string ListOf(const char* const (&list)[N]) {
+  std::string out;
+  for (const char* item : list) out += (out.empty() ? "" : " | ") + std::string(item);
+  return out;
+}
+
+std::string SpecFileName(const std::string& origin) {
+  if (origin.empty()) return kSpecFile;
+  if (origin.size() >= 5 && origin.compare(origin.size() - 5, 5, ".toml") == 0) return origin;
+  return origin.back() == '/' ? origin + kSpecFile : origin + "/" + kSpecFile;
+}
+
+std::string PosText(const toml::source_region& src) {
+  return ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
+}
+
+Result<toml::table> ParseToml(const std::string& text, const std::string& file) {
+  try {
+    return toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    std::string what(e.description());
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return Status::Error(file + PosText(e.source()) + ": " + what);
+  }
+}
+
+// --- #include "..." discovery, shared by ReadOpPackage and SourceDigest ---
+
+std::vector<std::string> QuotedIncludes(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos || line[i] != '#') continue;
+    i = line.find_first_not_of(" \t", i + 1);
+    if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
+    i = line.find_first_not_of(" \t", i + 7);
+    if (i == std::string::npos || line[i] != '"') continue;
+    size_t end = line.find('"', i + 1);
+    if (end == std::string::npos || end == i + 1) continue;
+    out.push_back(line.substr(i + 1, end - i - 1));
+  }
+  return out;
+}
+
+// A file name inside the op folder, or nullopt when the name would leave it.
+std::optional<std::string> InFolder(const fs::path& p) {
+  fs::path n = p.lexically_normal();
+  if (n.empty() || n.is_absolute()) return std::nullopt;
+  for (const auto& part : n)
+    if (part == "..") return std::nullopt;
+  return n.generic_string();
+}
+
+// Candidates for `#include "name"` seen in `includer`: beside the includer
+// first, then the op folder's root (the preprocessor's quoted search order).
+std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name) {
+  std::vector<std::string> out;
+  if (auto a = InFolder(fs::path(includer).parent_path() / name)) out.push_back(*a);
+  if (auto b = InFolder(fs::path(name)); b && (out.empty() || out[0] != *b)) out.push_back(*b);
+  return out;
+}
+
+// Files reachable from `roots` through quoted includes that `get` finds;
+// names it does not know are system or toolkit headers and are skipped.
+std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
+                                     const std::function<const std::string*(const std::string&)>& get) {
+  std::set<std::string> seen(roots.begin(), roots.end());
+  std::vector<std::string> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    std::string file = todo.back();
+    todo.pop_back();
+    const std::string* text = get(file);
+    if (!text) continue;
+    for (const std::string& inc : QuotedIncludes(*text)) {
+      for (const std::string& cand : IncludeCandidates(file, inc)) {
+        if (!get(cand)) continue;
+        if (seen.insert(cand).second) todo.push_back(cand);
+        break;
+      }
+    }
+  }
+  return seen;
+}
+
+bool ReadFile(const fs::path& path, std::string* out, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    *error = "read error";
+    return false;
+  }
+  *out = ss.str();
+  return true;
+}
+
+// --- op.toml parsing ---
+
+class SpecParser {
+ public:
+  SpecParser(const OpPackage& package, const std::string& origin)
+      : package_(package), file_(SpecFileName(origin)) {}
+
+  Result<OpSpec> Parse() {
+    auto it = package_.find(kSpecFile);
+    if (it == package_.end()) return Status::Error(file_ + ": missing from the op package");
+    auto doc = ParseToml(it->second, file_);
+    if (!doc.ok()) return doc.status();
+    root_ = &doc.value();
+    spec_.package = package_;
+
+    TUNE_RETURN_IF_ERROR(
+        OnlyKeys(*root_, "", {"op", "params", "constraints", "launch", "args", "check", "metrics"}));
+    TUNE_RETURN_IF_ERROR(ParseOp());
+    TUNE_RETURN_IF_ERROR(ParseParams());
+    TUNE_RETURN_IF_ERROR(ParseDefault());
+    TUNE_RETURN_IF_ERROR(ParseConstraints());
+    TUNE_RETURN_IF_ERROR(ParseLaunch());
+    TUNE_RETURN_IF_ERROR(ParseArgs());
+    TUNE_RETURN_IF_ERROR(ParseCheck());
+    TUNE_RETURN_IF_ERROR(ParseMetrics());
+    TUNE_RETURN_IF_ERROR(CheckConfined());
+    TUNE_RETURN_IF_ERROR(CompileAll());
+    return std::move(spec_);
+  }
+
+  OpSpec& spec() { return spec_; }
+
+ private:
+  // op_confine.h: names, options and includes that keep NVRTC inside the
+  // package and the toolkit.
+  Status CheckConfined() const {
+    for (const auto& [name, contents] : package_) {
+      Status st = CheckPackageFileName(name);
+      if (!st.ok()) return Status::Error(file_ + ": " + st.message());
+    }
+    for (const std::string& o : spec_.compile_options) {
+      Status st = CheckCompileOption(o);
+      if (!st.ok()) return Err("[op] options", st.message());
+    }
+    auto get = [this](const std::string& name) -> const std::string* {
+      auto it = package_.find(name);
+      return it == package_.end() ? nullptr : &it->second;
+    };
+    auto resolves = [&](const std::string& includer, const std::string& target) {
+      for (const std::string& cand : IncludeCandidates(includer, target))
+        if (get(cand)) return true;
+      return false;
+    };
+    for (const std::string& name : IncludeClosure({spec_.source_file, spec_.check.reference_file}, get)) {
+      const std::string* text = get(name);
+      if (!text) continue;
+      Status st = CheckIncludes(name, *text, resolves);
+      if (!st.ok()) return Status::Error(file_ + ": " + st.message());
+    }
+    return Status::OK();
+  }
+
+  Status Err(const std::string& field, const std::string& msg) const {
+    return Status::Error(file_ + ": " + field + ": " + msg);
+  }
+
+  Status OnlyKeys(const toml::table& t, const std::string& where,
+                  std::initializer_list<const char*> allowed) const {
+    for (auto&& [k, v] : t) {
+      (void)v;
+      const std::string key(k.str());
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || key == a;
+      if (ok) continue;
+      if (where.empty()) return Status::Error(file_ + ": [" + key + "]: unknown table");
+      return Err(where + " " + key, "unknown field");
+    }
+    return Status::OK();
+  }
+
+  const toml::table* Table(const char* name, bool required, Status* st) const {
+    const toml::node* n = root_->get(name);
+    if (!n) {
+      if (required) *st = Status::Error(file_ + ": [" + std::string(name) + "]: missing table");
+      return nullptr;
+    }
+    if (!n->is_table()) {
+      *st = Status::Error(file_ + ": [" + std::string(name) + "]: expected a table");
+      return nullptr;
+    }
+    return n->as_table();
+  }
+
+  Status String(const toml::table& t, const std::string& where, const char* key, bool required,
+                std::string* out) const {
+    const toml::node* n = t.get(key);
+    if (!n) return required ? Err(where + " " + key, "missing") : Status::OK();
+    if (!n->is_string() || n->as_string()->get().empty())
+      return Err(where + " " + key, "expected a non-empty string");
+    *out = n->as_string()->get();
+    return Status::OK();
+  }
+
+  // An expression is a string; a bare integer is accepted as its text.
+  Status ExprText(const toml::node& n, const std::string& field, std::string* out) const {
+    if (n.is_string() && !n.as_string()->get().empty()) {
+      *out = n.as_string()->get();
+      return Status::OK();
+    }
+    if (n.is_integer()) {
+      *out = std::to_string(n.as_integer()->get());
+      return Status::OK();
+    }
+    return Err(field, "expected an expression (a non-empty string)");
+  }
+
+  Status ExprList(const toml::table& t, const std::string& where, const char* key, size_t exact,
+                  bool required, std::vector<std::string>* out) const {
+    const std::string field = where + " " + key;
+    const toml::node* n = t.get(key);
+    if (!n) return required ? Err(field, "missing") : Status::OK();
+    const toml::array* a = n->as_array();
+    const std::string want = exact ? "expected " + std::to_string(exact) + " expressions"
+                                   : "expected a non-empty array of expressions";
+    if (!a || (exact && a->size() != exact) || (!exact && a->empty())) return Err(field, want);
+    out->clear();
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string text;
+      TUNE_RETURN_IF_ERROR(ExprText(*a->get(i), field + "[" + std::to_string(i) + "]", &text));
+      out->push_back(std::move(text));
+    }
+    return Status::OK();
+  }
+
+  Status Names(const toml::table& t, const std::string& where, const char* key, bool required,
+               bool allow_empty, std::vector<std::string>* out, bool unique = true) const {
+    const std::string field = where + " " + key;
+    const toml::node* n = t.get(key);
+    if (!n) return required ? Err(field, "missing") : Status::OK();
+    const toml::array* a = n->as_array();
+    const char* want = allow_empty ? "expected an array of strings" : "expected a non-empty array of strings";
+    if (!a || (!allow_empty && a->empty())) return Err(field, want);
+    for (const toml::node& item : *a) {
+      if (!item.is_string() || item.as_string()->get().empty()) return Err(field, want);
+      const std::string s = item.as_string()->get();
+      if (unique && std::find(out->begin(), out->end(), s) != out->end())
+        return Err(field, "'" + s + "' appears twice");
+      out->push_back(s);
+    }
+    return Status::OK();
+  }
+
+  Status Number(const toml::table& t, const std::string& where, const char* key, double* out) const {
+    const toml::node* n = t.get(key);
+    if (!n) return Status::OK();
+    if (n->is_integer()) {
+      *out = static_cast<double>(n->as_integer()->get());
+    } else if (n->is_floating_point()) {
+      *out = n->as_floating_point()->get();
+    } else {
+      return Err(where + " " + key, "expected a number");
+    }
+    if (!(*out >= 0)) return Err(where + " " + key, "expected a number >= 0");
+    return Status::OK();
+  }
+
+  Status CheckVarName(const std::string& field, const std::string& name) const {
+    if (!IsIdentifier(name))
+      return Err(field, "'" + name + "' is not a valid name (letters, digits, '_')");
+    if (IsReservedName(name)) return Err(field, "'" + name + "' is a reserved name");
+    return Status::OK();
+  }
+
+  Status NeedFile(const std::string& field, const std::string& name) const {
+    if (package_.count(name) == 0) return Err(field, "file '" + name + "' is not in the op folder");
+    return Status::OK();
+  }
+
+  Status ParseOp() {
+    Status st;
+    const toml::table* op = Table("op", true, &st);
+    if (!op) return st;
+    TUNE_RETURN_IF_ERROR(OnlyKeys(*op, "[op]", {"name", "source", "kernel", "dims", "dtypes", "default",
+                                                "arch_specific", "options"}));
+    TUNE_RETURN_IF_ERROR(String(*op, "[op]", "name", true, &spec_.name));
+    TUNE_RETURN_IF_ERROR(String(*op, "[op]", "source", true, &spec_.source_file));
+    TUNE_RETURN_IF_ERROR(NeedFile("[op] source", spec_.source_file));
+    TUNE_RETURN_IF_ERROR(String(*op, "[op]", "kernel", true, &spec_.kernel));
+    if (!IsIdentifier(spec_.kernel)) return Err("[op] kernel", "'" + spec_.kernel + "' is not a C identifier");
+    TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "dims", true, true, &spec_.dims));
+    for (const std::string& d : spec_.dims) TUNE_RETURN_IF_ERROR(CheckVarName("[op] dims", d));
+    TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "dtypes", true, false, &spec_.dtypes));
+    for (const std::string& d : spec_.dtypes)
+      if (!OneOf(d, kOpDtypes))
+        return Err("[op] dtypes", "unknown dtype '" + d + "' (expected " + ListOf(kOpDtypes) + ")");
+    if (const toml::node* n = op->get("arch_specific")) {
+      if (!n->is_boolean()) return Err("[op] arch_specific", "expected true or false");
+      spec_.arch_specific = n->as_boolean()->get();
+    }
+    if (op->get("options")) {
+      TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "options", false, true, &spec_.compile_options, false));
+    }
+    op_ = op;
+    return Status::OK();
+  }
+
+  Status ParseParams() {
+    Status st;
+    const toml::table* params = Table("params", false, &st);
+    if (!st.ok()) return st;
+    if (!params) return Status::OK();
+    // toml++ keeps keys sorted; the spec's axis order is the order written.
+    std::vector<std::pair<toml::source_position, std::string>> order;
+    for (auto&& [k, v] : *params) {
+      (void)v;
+      order.emplace_back(k.source().begin, std::string(k.str()));
+    }
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return a.first.line != b.first.line ? a.first.line < b.first.line : a.first.column < b.first.column;
+    });
+    for (const auto& [pos, name] : order) {
+      (void)pos;
+      const std::string field = "[params] " + name;
+      const toml::array* a = params->get(name)->as_array();
+      std::string want = "expected a non-empty array of integers";
+      if (name == "constraints") want += " (constraints belong in [constraints] rules)";
+      if (!a || a->empty()) return Err(field, want);
+      TUNE_RETURN_IF_ERROR(CheckVarName(field, name));
+      if (std::find(spec_.dims.begin(), spec_.dims.end(), name) != spec_.dims.end())
+        return Err(field, "'" + name + "' is also a dim");
+      Axis axis{name, {}};
+      for (const toml::node& item : *a) {
+        if (!item.is_integer()) return Err(field, want);
+        const int64_t v = item.as_integer()->get();
+        if (std::find(axis.values.begin(), axis.values.end(), v) != axis.values.end())
+          return Err(field, "value " + std::to_string(v) + " appears twice");
+        axis.values.push_back(v);
+      }
+      spec_.axes.push_back(std::move(axis));
+    }
+    return Status::OK();
+  }
+
+  Status ParseDefault() {
+    const toml::node* n = op_->get("default");
+    if (!n) {
+      if (spec_.axes.empty()) return Status::OK();
+      return Err("[op] default", "missing");
+    }
+    const toml::table* t = n->as_table();
+    if (!t) return Err("[op] default", "expected a table of param values, e.g. { BM = 128 }");
+    for (auto&& [k, v] : *t) {
+      (void)v;
+      if (!spec_.FindAxis(std::string(k.str())))
+        return Err("[op] default", "'" + std::string(k.str()) + "' is not a param");
+    }
+    for (const Axis& axis : spec_.axes) {
+      const toml::node* value = t->get(axis.name);
+      if (!value) return Err("[op] default", "no value for param '" + axis.name + "'");
+      if (!value->is_integer()) return Err("[op] default " + axis.name, "expected an integer");
+      const int64_t v = value->as_integer()->get();
+      if (std::find(axis.values.begin(), axis.values.end(), v) == axis.values.end())
+        return Err("[op] default " + axis.name,
+                   std::to_string(v) + " is not one of the values in [params] " + axis.name);
+      spec_.default_config.params.emplace_back(axis.name, v);
+    }
+    return Status::OK();
+  }
+
+  Status ParseConstraints() {
+    Status st;
+    const toml::table* t = Table("constraints", false, &st);
+    if (!st.ok()) return st;
+    if (!t) return Status::OK();
+    TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[constraints]", {"rules"}));
+    if (!t->get("rules")) return Status::OK();
+    const toml::array* a = t->get("rules")->as_array();
+    if (!a) return Err("[constraints] rules", "expected an array of expressions");
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string text;
+      TUNE_RETURN_IF_ERROR(ExprText(*a->get(i), "[constraints] rules[" + std::to_string(i) + "]", &text));
+      spec_.constraints.push_back(std::move(text));
+    }
+    return Status::OK();
+  }
+
+  Status ParseLaunch() {
+    Status st;
+    const toml::table* t = Table("launch", true, &st);
+    if (!t) return st;
+    TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[launch]", {"grid", "block", "smem"}));
+    TUNE_RETURN_IF_ERROR(ExprList(*t, "[launch]", "grid", 3, true, &spec_.grid));
+    TUNE_RETURN_IF_ERROR(ExprList(*t, "[launch]", "block", 3, true, &spec_.block));
+    if (const toml::node* n = t->get("smem")) TUNE_RETURN_IF_ERROR(ExprText(*n, "[launch] smem", &spec_.smem));
+    return Status::OK();
+  }
+
+  Status CheckInit(const std::string& field, const std::string& init) const {
+    std::string s;
+    for (char c : init)
+      if (!std::isspace(static_cast<unsigned char>(c))) s += c;
+    if (s == "ones") return Status::OK();
+    const std::string want = "expected uniform(lo,hi) | normal(mean,std) | ones";
+    for (const char* fn : {"uniform", "normal"}) {
+      const std::string prefix = std::string(fn) + "(";
+      if (s.compare(0, prefix.size(), prefix) != 0 || s.back() != ')') continue;
+      const std::string body = s.substr(prefix.size(), s.size() - prefix.size() - 1);
+      const size_t comma = body.find(',');
+      if (comma == std::string::npos) return Err(field, want);
+      char* end = nullptr;
+      const std::string a_text = body.substr(0, comma), b_text = body.substr(comma + 1);
+      const double a = std::strtod(a_text.c_str(), &end);
+      if (a_text.empty() || *end) return Err(field, want);
+      const double b = std::strtod(b_text.c_str(), &end);
+      if (b_text.empty() || *end) return Err(field, want);
+      if (prefix == "uniform(" && !(a < b)) return Err(field, "uniform(lo,hi) needs lo < hi");
+      if (prefix == "normal(" && !(b > 0)) return Err(field, "normal(mean,std) needs std > 0");
+      return Status::OK();
+    }
+    return Err(field, want);
+  }
+
+  Status ParseArgs() {
+    const toml::node* n = root_->get("args");
+    if (!n) return Status::Error(file_ + ": [[args]]: missing (one [[args]] table per kernel parameter)");
+    const toml::array* a = n->as_array();
+    if (!a || a->empty() || !a->is_array_of_tables())
+      return Status::Error(file_ + ": [[args]]: expected one [[args]] table per kernel parameter");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      ArgSpec arg;
+      const std::string at = "[[args]] #" + std::to_string(i + 1);
+      TUNE_RETURN_IF_ERROR(String(t, at, "name", true, &arg.name));
+      const std::string where = "[[args]] " + arg.name;
+      TUNE_RETURN_IF_ERROR(CheckVarName(where + " name", arg.name));
+      for (const ArgSpec& other : spec_.args)
+        if (other.name == arg.name) return Err(where + " name", "'" + arg.name + "' appears twice");
+      if (t.get("scalar")) {
+        arg.kind = ArgSpec::Kind::kScalar;
+        for (const char* k : {"dir", "dtype", "shape", "init"})
+          if (t.get(k)) return Err(where + " " + k, "does not apply to a scalar");
+        TUNE_RETURN_IF_ERROR(OnlyKeys(t, where, {"name", "scalar", "value"}));
+        TUNE_RETURN_IF_ERROR(String(t, where, "scalar", true, &arg.scalar_type));
+        if (!OneOf(arg.scalar_type, kScalarTypes))
+          return Err(where + " scalar",
+                     "unknown type '" + arg.scalar_type + "' (expected " + ListOf(kScalarTypes) + ")");
+        const toml::node* v = t.get("value");
+        if (!v) return Err(where + " value", "missing");
+        TUNE_RETURN_IF_ERROR(ExprText(*v, where + " value", &arg.value));
+      } else {
+        arg.kind = ArgSpec::Kind::kBuffer;
+        if (t.get("value")) return Err(where + " value", "applies to scalars only (add scalar = \"i32\")");
+        TUNE_RETURN_IF_ERROR(OnlyKeys(t, where, {"name", "dir", "dtype", "shape", "init"}));
+        TUNE_RETURN_IF_ERROR(String(t, where, "dir", true, &arg.dir));
+        if (arg.dir != "in" && arg.dir != "out" && arg.dir != "inout")
+          return Err(where + " dir", "expected in | out | inout, got '" + arg.dir + "'");
+        TUNE_RETURN_IF_ERROR(String(t, where, "dtype", true, &arg.dtype));
+        if (arg.dtype != "$dtype" && !OneOf(arg.dtype, kBufferDtypes))
+          return Err(where + " dtype",
+                     "unknown dtype '" + arg.dtype + "' (expected $dtype | " + ListOf(kBufferDtypes) + ")");
+        TUNE_RETURN_IF_ERROR(ExprList(t, where, "shape", 0, true, &arg.shape));
+        TUNE_RETURN_IF_ERROR(String(t, where, "init", false, &arg.init));
+        if (!arg.init.empty()) {
+          if (arg.dir == "out") return Err(where + " init", "applies to in/inout buffers only");
+          TUNE_RETURN_IF_ERROR(CheckInit(where + " init", arg.init));
+        } else if (arg.dir != "out") {
+          arg.init = "uniform(-1,1)";
+        }
+      }
+      spec_.args.push_back(std::move(arg));
+    }
+    return Status::OK();
+  }
+
+  Status ParseCheck() {
+    Status st;
+    const toml::table* t = Table("check", true, &st);
+    if (!t) return st;
+    TUNE_RETURN_IF_ERROR(
+        OnlyKeys(*t, "[check]", {"reference", "grid", "block", "rtol", "atol", "max_mismatch"}));
+    std::string ref;
+    TUNE_RETURN_IF_ERROR(String(*t, "[check]", "reference", true, &ref));
+    const size_t colon = ref.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == ref.size())
+      return Err("[check] reference", "expected \"file:kernel\", got '" + ref + "'");
+    spec_.check.reference_file = ref.substr(0, colon);
+    spec_.check.reference_kernel = ref.substr(colon + 1);
+    if (!IsIdentifier(spec_.check.reference_kernel))
+      return Err("[check] reference", "'" + spec_.check.reference_kernel + "' is not a C identifier");
+    TUNE_RETURN_IF_ERROR(NeedFile("[check] reference", spec_.check.reference_file));
+    TUNE_RETURN_IF_ERROR(ExprList(*t, "[check]", "grid", 3, true, &spec_.check.grid));
+    TUNE_RETURN_IF_ERROR(ExprList(*t, "[check]", "block", 3, true, &spec_.check.block));
+    TUNE_RETURN_IF_ERROR(Number(*t, "[check]", "rtol", &spec_.check.rtol));
+    TUNE_RETURN_IF_ERROR(Number(*t, "[check]", "atol", &spec_.check.atol));
+    TUNE_RETURN_IF_ERROR(Number(*t, "[check]", "max_mismatch", &spec_.check.max_mismatch));
+    if (spec_.check.max_mismatch > 1) return Err("[check] max_mismatch", "expected a share between 0 and 1");
+    return Status::OK();
+  }
+
+  Status ParseMetrics() {
+    Status st;
+    const toml::table* t = Table("metrics", false, &st);
+    if (!st.ok()) return st;
+    if (!t) return Status::OK();
+    TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[metrics]", {"flops", "bytes"}));
+    if (const toml::node* n = t->get("flops")) TUNE_RETURN_IF_ERROR(ExprText(*n, "[metrics] flops", &spec_.flops));
+    if (const toml::node* n = t->get("bytes")) TUNE_RETURN_IF_ERROR(ExprText(*n, "[metrics] bytes", &spec_.bytes));
+    return Status::OK();
+  }
+
+  // Every expression must compile against exactly the names it may read.
+  Status CompileAll() {
+    ExprScope full, legality, reference;
+    for (const Axis& a : spec_.axes) {
+      full.Set(a.name, 1);
+      legality.Set(a.name, 1);
+    }
+    for (const std::string& d : spec_.dims) {
+      full.Set(d, 1);
+      reference.Set(d, 1);
+    }
+    for (ExprScope* s : {&full, &legality, &reference}) s->Set("dsize", 2);
+    for (const char* v : kDeviceVars) {
+      full.Set(v, 1);
+      legality.Set(v, 1);
+    }
+    auto compile = [&](ExprScope& scope, const std::string& text, const std::string& field,
+                       const char* hint) -> Status {
+      auto e = Expr::Compile(text, &scope, file_ + ": " + field);
+      if (e.ok()) return Status::OK();
+      // A name that exists elsewhere in the spec deserves a word on why it is
+      // out of reach here.
+      if (e.status().code() == StatusCode::kNotFound) {
+        for (const std::string& name : ExprIdentifiers(text))
+          if (full.Has(name) && !scope.Has(name)) return Status::NotFound(e.status().message() + " (" + hint + ")");
+      }
+      return e.status();
+    };
+    const char* kLegalityHint = "constraints see params, dsize and device limits, not dims";
+    const char* kReferenceHint = "the reference launch sees dims and dsize only";
+    for (size_t i = 0; i < spec_.constraints.size(); ++i)
+      TUNE_RETURN_IF_ERROR(compile(legality, spec_.constraints[i],
+                                   "[constraints] rules[" + std::to_string(i) + "]", kLegalityHint));
+    for (size_t i = 0; i < 3; ++i) {
+      TUNE_RETURN_IF_ERROR(compile(full, spec_.grid[i], "[launch] grid[" + std::to_string(i) + "]", ""));
+      TUNE_RETURN_IF_ERROR(compile(full, spec_.block[i], "[launch] block[" + std::to_string(i) + "]", ""));
+    }
+    TUNE_RETURN_IF_ERROR(compile(full, spec_.smem, "[launch] smem", ""));
+    for (const ArgSpec& arg : spec_.args) {
+      const std::string where = "[[args]] " + arg.name;
+      if (arg.kind == ArgSpec::Kind::kScalar) {
+        TUNE_RETURN_IF_ERROR(compile(full, arg.value, where + " value", ""));
+      } else {
+        for (size_t i = 0; i < arg.shape.size(); ++i)
+          TUNE_RETURN_IF_ERROR(compile(full, arg.shape[i], where + " shape[" + std::to_string(i) + "]", ""));
+      }
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      TUNE_RETURN_IF_ERROR(
+          compile(reference, spec_.check.grid[i], "[check] grid[" + std::to_string(i) + "]", kReferenceHint));
+      TUNE_RETURN_IF_ERROR(
+          compile(reference, spec_.check.block[i], "[check] block[" + std::to_string(i) + "]", kReferenceHint));
+    }
+    TUNE_RETURN_IF_ERROR(compile(full, spec_.flops, "[metrics] flops", ""));
+    TUNE_RETURN_IF_ERROR(compile(full, spec_.bytes, "[metrics] bytes", ""));
+    return Status::OK();
+  }
+
+  const OpPackage& package_;
+  std::string file_;
+  const toml::table* root_ = nullptr;
+  const toml::table* op_ = nullptr;
+  OpSpec spec_;
+};
+
+std::string HexOf(const unsigned char* data, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    hex += kDigits[data[i] >> 4];
+    hex += kDigits[data[i] & 0xf];
+  }
+  return hex;
+}
+
+// Hash input framing: every piece is length-prefixed so that no two different
+// specs feed the same byte stream.
+class Digest {
+ public:
+  explicit Digest(size_t bytes) : bytes_(bytes) { crypto_generichash_init(&state_, nullptr, 0, bytes_); }
+  void Add(std::string_view s) {
+    unsigned char len[8];
+    uint64_t n = s.size();
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+    crypto_generichash_update(&state_, len, sizeof len);
+    crypto_generichash_update(&state_, reinterpret_cast<const unsigned char*>(s.data()), s.size());
+  }
+  std::string Hex() {
+    unsigned char out[crypto_generichash_BYTES_MAX];
+    crypto_generichash_final(&state_, out, bytes_);
+    return HexOf(out, bytes_);
+  }
+
+ private:
+  size_t bytes_;
+  crypto_generichash_state state_;
+};
+
+}  // namespace
+
+Result<OpPackage> ReadOpPackage(const std::string& dir) {
+  const fs::path root(dir);
+  const std::string spec_file = (root / kSpecFile).string();
+  OpPackage package;
+  std::string text, error;
+  if (!ReadFile(root / kSpecFile, &text, &error)) return Status::Error(spec_file + ": cannot read: " + error);
+  package[kSpecFile] = text;
+  auto doc = ParseToml(text, spec_file);
+  if (!doc.ok()) return doc.status();
+
+  // The named files are read here; whether they are named well is
+  // ParseOpSpec's business, so a missing or odd field is left to it.
+  std::vector<std::pair<std::string, std::string>> named;  // field, file
+  if (auto s = doc.value()["op"]["source"].value<std::string>()) named.emplace_back("[op] source", *s);
+  if (auto r = doc.value()["check"]["reference"].value<std::string>()) {
+    const size_t colon = r->rfind(':');
+    if (colon != std::string::npos && colon > 0) named.emplace_back("[check] reference", r->substr(0, colon));
+  }
+  std::vector<std::string> roots;
+  for (const auto& [field, name] : named) {
+    auto rel = InFolder(fs::path(name));
+    if (!rel) return Status::Error(spec_file + ": " + field + ": '" + name + "' is outside the op folder");
+    if (package.count(*rel)) continue;
+    std::string contents;
+    if (!ReadFile(root / *rel, &contents, &error))
+      return Status::Error(spec_file + ": " + field + ": cannot read '" + (root / *rel).string() + "': " + error);
+    package[*rel] = std::move(contents);
+    roots.push_back(*rel);
+  }
+
+  std::map<std::string, bool> on_disk;
+  auto get = [&](const std::string& name) -> const std::string* {
+    auto it = package.find(name);
+    if (it != package.end()) return &it->second;
+    auto known = on_disk.find(name);
+    if (known != on_disk.end() && !known->second) return nullptr;
+    std::string contents, ignored;
+    const fs::path p = root / name;
+    std::error_code ec;
+    const bool ok = fs::is_regular_file(p, ec) && ReadFile(p, &contents, &ignored);
+    on_disk[name] = ok;
+    if (!ok) return nullptr;
+    return &(package[name] = std::move(contents));
+  };
+  IncludeClosure(roots, get);
+  return package;
+}
+
+Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin) {
+  auto spec = SpecParser(package, origin).Parse();
+  if (spec.ok()) spec->origin = origin.empty() ? "<package>" : origin;
+  return spec;
+}
+
+Result<OpSpec> LoadOpSpec(const std::string& dir) {
+  auto package = ReadOpPackage(dir);
+  if (!package.ok()) return package.status();
+  return ParseOpSpec(package.value(), dir);
+}
+
+const Axis* OpSpec::FindAxis(const std::string& axis_name) const {
+  for (const Axis& a : axes)
+    if (a.name == axis_name) return &a;
+  return nullptr;
+}
+
+std::string OpSpec::SourceDigest() const {
+  auto get = [this](const std::string& name) -> const std::string* {
+    auto it = package.find(name);
+    return it == package.end() ? nullptr : &it->second;
+  };
+  auto contents = [&](const std::string& name) -> std::string_view {
+    const std::string* s = get(name);
+    return s ? std::string_view(*s) : std::string_view();
+  };
+  Digest d(16);
+  d.Add("tunefarm-source-digest-1");
+  d.Add("kernel-source");
+  d.Add(source_file);
+  d.Add(contents(source_file));
+  d.Add("reference-source");
+  d.Add(check.reference_file);
+  d.Add(contents(check.reference_file));
+  d.Add("headers");
+  for (const std::string& name : IncludeClosure({source_file, check.reference_file}, get)) {
+    if (name == source_file || name == check.reference_file) continue;
+    d.Add(name);
+    d.Add(contents(name));
+  }
+  d.Add("kernel");
+  d.Add(kernel);
+  d.Add("reference-kernel");
+  d.Add(check.reference_kernel);
+  d.Add("options");
+  for (const std::string& o : compile_options) d.Add(o);
+  d.Add("arch-specific");
+  d.Add(arch_specific ? "1" : "0");
+  return d.Hex();
+}
+
+std::string OpSpec::MeasureDigest() const {
+  Digest d(16);
+  d.Add("tunefarm-measure-digest-1");
+  auto list = [&](const char* what, const std::vector<std::string>& v) {
+    d.Add(what);
+    d.Add(std::to_string(v.size()));
+    for (const std::string& x : v) d.Add(x);
+  };
+  auto number = [&](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    d.Add(buf);
+  };
+  list("grid", grid);
+  list("block", block);
+  d.Add("smem");
+  d.Add(smem);
+  list("dims", dims);
+  d.Add("args");
+  d.Add(std::to_string(args.size()));
+  for (const ArgSpec& a : args) {
+    d.Add(a.name);
+    d.Add(a.kind == ArgSpec::Kind::kBuffer ? "buffer" : "scalar");
+    d.Add(a.dir);
+    d.Add(a.dtype);
+    list("shape", a.shape);
+    d.Add(a.init);
+    d.Add(a.scalar_type);
+    d.Add(a.value);
+  }
+  list("check-grid", check.grid);
+  list("check-block", check.block);
+  d.Add("tolerances");
+  number(check.rtol);
+  number(check.atol);
+  number(check.max_mismatch);
+  return d.Hex();
+}
+
+std::string KernelHash(const OpSpec& spec, const std::string& toolchain) {
+  // Unframed on purpose: the contract is hash(SourceDigest + "\0" +
+  // MeasureDigest + "\0" + timing policy version + "\0" + toolchain).
+  std::string input = spec.SourceDigest();
+  input += '\0';
+  input += spec.MeasureDigest();
+  input += '\0';
+  input += std::to_string(kTimingPolicyVersion);
+  input += '\0';
+  input += toolchain;
+  unsigned char out[16];
+  crypto_generichash(out, sizeof out, reinterpret_cast<const unsigned char*>(input.data()), input.size(),
+                     nullptr, 0);
+  return HexOf(out, sizeof out);
+}
+
+int DTypeSize(const std::string& dtype) {
+  if (dtype == "f16" || dtype == "bf16") return 2;
+  if (dtype == "f32" || dtype == "i32") return 4;
+  if (dtype == "i64") return 8;
+  return 0;
+}
+
+}  // namespace tune

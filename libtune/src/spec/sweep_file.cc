@@ -1,0 +1,175 @@
+#include "tune/sweep_file.h"
+
+#include <algorithm>
+#include <set>
+#include <toml++/toml.h>
+
+#include "tune/op_spec.h"
+
+namespace tune {
+namespace {
+
+Status AddOps(SweepSubmit* s, const std::vector<std::string>& ops, const std::string& ops_dir,
+              const std::string& where) {
+  for (const auto& op : ops) {
+    auto pkg = ReadOpPackage(ops_dir + "/" + op);
+    if (!pkg.ok()) return Status::Error(where + ": op '" + op + "': " + pkg.status().message());
+    s->ops.push_back(op);
+    s->op_packages.push_back(std::move(pkg).value());
+  }
+  return Status::OK();
+}
+
+// Every op needs a shape; every shape must fit some op.
+Status CheckShapes(const SweepSubmit& s, const std::string& where) {
+  std::vector<OpSpec> specs;
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    auto spec = ParseOpSpec(s.op_packages[i], s.ops[i]);
+    if (!spec.ok()) return spec.status();
+    if (ShapesForOp(s, *spec).empty()) {
+      std::string dims;
+      for (const auto& d : spec->dims) dims += (dims.empty() ? "" : ",") + d;
+      return Status::Error(where + ": no shape gives the dims of op '" + s.ops[i] + "' (" + dims + ")");
+    }
+    specs.push_back(std::move(spec).value());
+  }
+  for (const auto& shape : s.shapes) {
+    SweepSubmit one;
+    one.shapes = {shape};
+    bool used = false;
+    for (const auto& spec : specs) used = used || !ShapesForOp(one, spec).empty();
+    if (!used) return Status::Error(where + ": shape " + shape.Canonical() + " fits none of the ops");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::vector<Shape> ShapesForOp(const SweepSubmit& submit, const OpSpec& spec) {
+  std::vector<Shape> out;
+  for (const auto& shape : submit.shapes) {
+    if (shape.dims.size() != spec.dims.size()) continue;
+    Shape ordered;
+    bool ok = true;
+    for (const auto& d : spec.dims) {
+      auto it = std::find_if(shape.dims.begin(), shape.dims.end(),
+                             [&](const auto& kv) { return kv.first == d; });
+      if (it == shape.dims.end()) {
+        ok = false;
+        break;
+      }
+      ordered.dims.push_back(*it);
+    }
+    if (ok) out.push_back(std::move(ordered));
+  }
+  return out;
+}
+
+Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& ops_dir) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return Status::Error(path + ":" + std::to_string(e.source().begin.line) + ": " +
+                         std::string(e.description()));
+  }
+  const toml::table* sweep = root["sweep"].as_table();
+  if (!sweep) return Status::Error(path + ": missing [sweep] table");
+  SweepSubmit s;
+  auto strings = [&](const char* field, std::vector<std::string>* out, bool required) -> Status {
+    const toml::node* n = sweep->get(field);
+    if (!n) return required ? Status::Error(path + ": [sweep] " + field + ": missing") : Status::OK();
+    const toml::array* arr = n->as_array();
+    if (!arr || arr->empty()) return Status::Error(path + ": [sweep] " + field + ": expected a non-empty array of strings");
+    for (const auto& e : *arr) {
+      auto v = e.value<std::string>();
+      if (!v) return Status::Error(path + ": [sweep] " + field + ": expected strings");
+      out->push_back(*v);
+    }
+    return Status::OK();
+  };
+  s.name = sweep->get("name") && sweep->get("name")->value<std::string>()
+               ? *sweep->get("name")->value<std::string>()
+               : path;
+  std::vector<std::string> ops;
+  TUNE_RETURN_IF_ERROR(strings("ops", &ops, true));
+  TUNE_RETURN_IF_ERROR(strings("dtypes", &s.dtypes, true));
+  TUNE_RETURN_IF_ERROR(strings("gpus", &s.gpu_models, false));
+  if (s.gpu_models.empty()) s.gpu_models = {"*"};
+  s.confirm_timing = kDefaultConfirmTiming;
+  s.refine_pass = true;
+  if (auto n = sweep->get("configs_per_unit")) {
+    auto v = n->value<int64_t>();
+    if (!v || *v <= 0) return Status::Error(path + ": [sweep] configs_per_unit: expected a positive integer");
+    s.configs_per_unit = static_cast<uint32_t>(*v);
+  }
+  if (auto n = sweep->get("confirm_top")) {
+    auto v = n->value<int64_t>();
+    if (!v || *v < 0 || *v > kMaxConfirmTop) {
+      return Status::Error(path + ": [sweep] confirm_top: expected an integer in 0.." + std::to_string(kMaxConfirmTop));
+    }
+    s.confirm_top = static_cast<uint32_t>(*v);
+    if (s.confirm_seconds == 0) s.confirm_seconds = kDefaultConfirmSeconds;
+  }
+  if (auto n = sweep->get("confirm_timing")) {
+    auto v = n->value<std::string>();
+    if (!v || !ParseConfirmTiming(*v, &s.confirm_timing)) {
+      return Status::Error(path + ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\"");
+    }
+  }
+  if (auto n = sweep->get("refine_pass")) {
+    auto v = n->value<bool>();
+    if (!v) return Status::Error(path + ": [sweep] refine_pass: expected true or false");
+    s.refine_pass = *v;
+  }
+  if (auto n = sweep->get("confirm_seconds")) {
+    auto v = n->value<double>();
+    if (!v || !(*v > 0 && *v <= 3600)) {
+      return Status::Error(path + ": [sweep] confirm_seconds: expected a number of seconds in (0, 3600]");
+    }
+    s.confirm_seconds = *v;
+  }
+  const toml::array* shapes = sweep->get("shapes") ? sweep->get("shapes")->as_array() : nullptr;
+  if (!shapes || shapes->empty()) return Status::Error(path + ": [sweep] shapes: expected a non-empty array of tables");
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    const toml::table* t = (*shapes)[i].as_table();
+    const std::string where = path + ": [sweep] shapes[" + std::to_string(i) + "]";
+    if (!t || t->empty()) return Status::Error(where + ": expected a table of dims, like { M = 1024 }");
+    Shape shape;
+    for (const auto& [k, v] : *t) {
+      auto n = v.value<int64_t>();
+      if (!n || *n <= 0) return Status::Error(where + " " + std::string(k.str()) + ": expected a positive integer");
+      shape.dims.emplace_back(std::string(k.str()), *n);
+    }
+    s.shapes.push_back(std::move(shape));
+  }
+  TUNE_RETURN_IF_ERROR(AddOps(&s, ops, ops_dir, path));
+  TUNE_RETURN_IF_ERROR(CheckShapes(s, path));
+  return s;
+}
+
+Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::string>& ops,
+                              const std::vector<std::string>& dtypes,
+                              const std::vector<std::string>& shapes,
+                              const std::vector<std::string>& gpus, const std::string& ops_dir) {
+  SweepSubmit s;
+  s.name = name;
+  s.confirm_timing = kDefaultConfirmTiming;
+  s.refine_pass = true;
+  s.dtypes = dtypes;
+  s.gpu_models = gpus.empty() ? std::vector<std::string>{"*"} : gpus;
+  for (const auto& text : shapes) {
+    Shape shape;
+    if (!ParseNamedValues(text, &shape.dims) || shape.dims.empty()) {
+      return Status::Error("--shape '" + text + "': expected NAME=VALUE,... like M=4096,N=4096,K=4096");
+    }
+    s.shapes.push_back(std::move(shape));
+  }
+  if (s.dtypes.empty()) return Status::Error("no dtype given");
+  if (s.shapes.empty()) return Status::Error("no shape given");
+  TUNE_RETURN_IF_ERROR(AddOps(&s, ops, ops_dir, "sweep '" + name + "'"));
+  TUNE_RETURN_IF_ERROR(CheckShapes(s, "sweep '" + name + "'"));
+  return s;
+}
+
+}  // namespace tune

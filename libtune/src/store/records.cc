@@ -1,0 +1,65 @@
+// The stored records' codec (tune/records.h): the same discipline as the
+// envelope codec's (wire/codec.h), without the text check.
+#include "tune/records.h"
+
+#include "wire/codec.h"
+
+namespace tune {
+
+using namespace codec;  // NOLINT: this file is a codec
+
+std::string EncodeMeasurement(const Measurement& m) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  SetMeasurement(builder.initRoot<wire::Measurement>(), m);
+  return ToBytes(builder);
+}
+
+Result<Measurement> DecodeMeasurement(const void* data, size_t size) {
+  return ReadFrame<Measurement>(data, size, "measurement", false,
+                                [](capnp::MessageReader& reader, Budget& budget) -> Result<Measurement> {
+                                  return GetMeasurement(reader.getRoot<wire::Measurement>(), budget);
+                                });
+}
+
+std::string EncodeLeaseRecord(const LeaseRecord& rec) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  auto root = builder.initRoot<wire::LeaseRecord>();
+  SetWorkUnit(root.initUnit(), rec.unit);
+  root.setGpuModel(TextOf(rec.gpu_model));
+  SetStrings(root.initLessees(rec.lessees.size()), rec.lessees);
+  return ToBytes(builder);
+}
+
+Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size) {
+  return ReadFrame<LeaseRecord>(data, size, "lease record", false,
+                                [](capnp::MessageReader& reader, Budget& budget) -> Result<LeaseRecord> {
+                                  auto root = reader.getRoot<wire::LeaseRecord>();
+                                  LeaseRecord rec;
+                                  rec.unit = GetWorkUnit(root.getUnit(), budget);
+                                  rec.gpu_model = Txt(root.getGpuModel(), budget, "gpuModel");
+                                  rec.lessees = Strings(root.getLessees(), budget, "lessees");
+                                  return rec;
+                                });
+}
+
+// A sweep record is its state line and the submit as a SweepSubmit envelope.
+std::string EncodeSweepRecord(const SweepRecord& r) {
+  Envelope env;
+  env.command = r.submit;
+  return r.state + "\n" + EncodeEnvelope(env);
+}
+
+Result<SweepRecord> DecodeSweepRecord(const std::string& bytes) {
+  const auto nl = bytes.find('\n');
+  if (nl == std::string::npos || nl > 16) return Status::Error("sweep record: no state line");
+  SweepRecord r;
+  r.state = bytes.substr(0, nl);
+  auto env = DecodeEnvelope(bytes.data() + nl + 1, bytes.size() - nl - 1);
+  if (!env.ok()) return Status::Error("sweep record: " + env.status().message());
+  auto* submit = std::get_if<SweepSubmit>(&env->command);
+  if (!submit) return Status::Error("sweep record: not a sweep submit");
+  r.submit = std::move(*submit);
+  return r;
+}
+
+}  // namespace tune

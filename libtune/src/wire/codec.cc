@@ -1,0 +1,320 @@
+#include "wire/codec.h"
+
+namespace tune::codec {
+
+// ---------------------------------------------------------------------------
+// Small conversions.
+
+capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.c_str(), s.size()); }
+
+capnp::Data::Reader DataOf(const std::string& s) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
+}
+
+std::string Str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
+
+std::string Txt(capnp::Text::Reader t, const Budget& budget, const char* field, size_t max_bytes) {
+  std::string s = Str(t);
+  if (budget.check_text) {
+    Status st = CheckText(s, field, max_bytes);
+    if (!st.ok()) Fail(st.message());
+  }
+  return s;
+}
+
+std::string Str(capnp::Data::Reader d) {
+  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+}
+
+std::vector<std::string> Strings(capnp::List<capnp::Text>::Reader list, Budget& budget, const char* field) {
+  budget.Charge(list.size(), sizeof(std::string));
+  std::vector<std::string> out;
+  out.reserve(list.size());
+  for (auto t : list) out.push_back(Txt(t, budget, field));
+  return out;
+}
+
+void SetStrings(capnp::List<capnp::Text>::Builder list, const std::vector<std::string>& v) {
+  for (size_t i = 0; i < v.size(); ++i) list.set(i, TextOf(v[i]));
+}
+
+// The wire enum is not numerically equal to the C++ one (the wire starts with
+// `unknown`), so every value is mapped by name.
+wire::FailureClass ToWire(FailureClass c) {
+  switch (c) {
+    case FailureClass::kNone: return wire::FailureClass::NONE;
+    case FailureClass::kCompileError: return wire::FailureClass::COMPILE_ERROR;
+    case FailureClass::kResources: return wire::FailureClass::RESOURCES;
+    case FailureClass::kLaunchError: return wire::FailureClass::LAUNCH_ERROR;
+    case FailureClass::kCrash: return wire::FailureClass::CRASH;
+    case FailureClass::kTimeout: return wire::FailureClass::TIMEOUT;
+    case FailureClass::kWrongResult: return wire::FailureClass::WRONG_RESULT;
+    case FailureClass::kNan: return wire::FailureClass::NAN_RESULT;
+    case FailureClass::kSkipped: return wire::FailureClass::SKIPPED;
+  }
+  return wire::FailureClass::UNKNOWN;
+}
+
+FailureClass FromWire(wire::FailureClass c) {
+  switch (c) {
+    case wire::FailureClass::NONE: return FailureClass::kNone;
+    case wire::FailureClass::COMPILE_ERROR: return FailureClass::kCompileError;
+    case wire::FailureClass::RESOURCES: return FailureClass::kResources;
+    case wire::FailureClass::LAUNCH_ERROR: return FailureClass::kLaunchError;
+    case wire::FailureClass::CRASH: return FailureClass::kCrash;
+    case wire::FailureClass::TIMEOUT: return FailureClass::kTimeout;
+    case wire::FailureClass::WRONG_RESULT: return FailureClass::kWrongResult;
+    case wire::FailureClass::NAN_RESULT: return FailureClass::kNan;
+    case wire::FailureClass::SKIPPED: return FailureClass::kSkipped;
+    case wire::FailureClass::UNKNOWN: break;
+  }
+  // An unset or newer class must never read as kNone: that would turn a
+  // failure into a candidate winner.
+  Fail("measurement: unknown failure class " + std::to_string(static_cast<unsigned>(c)));
+}
+
+wire::ConfirmTiming ToWire(ConfirmTiming t) {
+  switch (t) {
+    case ConfirmTiming::kSustained: return wire::ConfirmTiming::SUSTAINED;
+    case ConfirmTiming::kBurst: return wire::ConfirmTiming::BURST;
+    case ConfirmTiming::kAuto: return wire::ConfirmTiming::AUTO;
+  }
+  return wire::ConfirmTiming::SUSTAINED;
+}
+
+ConfirmTiming FromWire(wire::ConfirmTiming t) {
+  switch (t) {
+    case wire::ConfirmTiming::SUSTAINED: return ConfirmTiming::kSustained;
+    case wire::ConfirmTiming::BURST: return ConfirmTiming::kBurst;
+    case wire::ConfirmTiming::AUTO: return ConfirmTiming::kAuto;
+  }
+  // A newer peer's timing: running the unit another way would store figures
+  // of a kind the sweep did not ask for.
+  Fail("confirm timing: unknown value " + std::to_string(static_cast<unsigned>(t)));
+}
+
+// ---------------------------------------------------------------------------
+// Records.
+
+void SetNamedValues(capnp::List<wire::NamedValue>::Builder list, const NamedValues& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    list[i].setName(TextOf(v[i].first));
+    list[i].setValue(v[i].second);
+  }
+}
+
+NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& budget) {
+  budget.Charge(list.size(), sizeof(NamedValues::value_type));
+  NamedValues out;
+  out.reserve(list.size());
+  for (auto nv : list) out.emplace_back(Txt(nv.getName(), budget, "name"), nv.getValue());
+  return out;
+}
+
+void SetConfig(wire::Config::Builder b, const Config& c) {
+  SetNamedValues(b.initParams(c.params.size()), c.params);
+}
+Config GetConfig(wire::Config::Reader r, Budget& budget) {
+  return Config{GetNamedValues(r.getParams(), budget)};
+}
+
+void SetShape(wire::Shape::Builder b, const Shape& s) {
+  SetNamedValues(b.initDims(s.dims.size()), s.dims);
+}
+Shape GetShape(wire::Shape::Reader r, Budget& budget) {
+  return Shape{GetNamedValues(r.getDims(), budget)};
+}
+
+void SetDevice(wire::DeviceInfo::Builder b, const DeviceInfo& d) {
+  b.setIndex(d.index);
+  b.setName(TextOf(d.name));
+  b.setModel(TextOf(d.model));
+  b.setBackend(TextOf(d.backend));
+  b.setCcMajor(d.cc_major);
+  b.setCcMinor(d.cc_minor);
+  b.setNumSms(d.num_sms);
+  b.setTotalMemBytes(d.total_mem_bytes);
+  b.setL2Bytes(d.l2_bytes);
+  b.setSmemPerBlockOptin(d.smem_per_block_optin);
+  b.setMaxThreadsPerBlock(d.max_threads_per_block);
+  b.setSmClockMhz(d.sm_clock_mhz);
+  b.setMemClockMhz(d.mem_clock_mhz);
+  b.setDriverVersion(TextOf(d.driver_version));
+  b.setNvrtcVersion(TextOf(d.nvrtc_version));
+}
+
+DeviceInfo GetDevice(wire::DeviceInfo::Reader r, const Budget& budget) {
+  DeviceInfo d;
+  d.index = r.getIndex();
+  d.name = Txt(r.getName(), budget, "name");
+  d.model = Txt(r.getModel(), budget, "model");
+  d.backend = Txt(r.getBackend(), budget, "backend");
+  d.cc_major = r.getCcMajor();
+  d.cc_minor = r.getCcMinor();
+  d.num_sms = r.getNumSms();
+  d.total_mem_bytes = r.getTotalMemBytes();
+  d.l2_bytes = r.getL2Bytes();
+  d.smem_per_block_optin = r.getSmemPerBlockOptin();
+  d.max_threads_per_block = r.getMaxThreadsPerBlock();
+  d.sm_clock_mhz = r.getSmClockMhz();
+  d.mem_clock_mhz = r.getMemClockMhz();
+  d.driver_version = Txt(r.getDriverVersion(), budget, "driverVersion");
+  d.nvrtc_version = Txt(r.getNvrtcVersion(), budget, "nvrtcVersion");
+  return d;
+}
+
+void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
+  b.setGpuModel(TextOf(m.gpu_model));
+  b.setOp(TextOf(m.op));
+  b.setDtype(TextOf(m.dtype));
+  b.setShape(TextOf(m.shape));
+  b.setKernelHash(TextOf(m.kernel_hash));
+  b.setConfigId(TextOf(m.config_id));
+  SetConfig(b.initConfig(), m.config);
+  b.setFailure(ToWire(m.failure));
+  b.setFailureMessage(TextOf(m.failure_message));
+  b.setMedianUs(m.median_us);
+  b.setMeanUs(m.mean_us);
+  b.setStdevUs(m.stdev_us);
+  b.setMinUs(m.min_us);
+  b.setMaxUs(m.max_us);
+  b.setCi95Us(m.ci95_us);
+  b.setSamples(m.samples);
+  b.setCheckPassed(m.check_passed);
+  b.setMaxAbsError(m.max_abs_error);
+  b.setMismatchRatio(m.mismatch_ratio);
+  auto res = b.initResources();
+  res.setRegisters(m.resources.registers);
+  res.setStaticSmemBytes(m.resources.static_smem_bytes);
+  res.setDynamicSmemBytes(m.resources.dynamic_smem_bytes);
+  res.setLocalBytes(m.resources.local_bytes);
+  res.setMaxThreadsPerBlock(m.resources.max_threads_per_block);
+  res.setOccupancy(m.resources.occupancy);
+  b.setThrottled(m.throttled);
+  b.setSmClockMhz(m.sm_clock_mhz);
+  b.setBackend(TextOf(m.backend));
+  b.setDeviceName(TextOf(m.device_name));
+  b.setWorker(TextOf(m.worker));
+  b.setDriverVersion(TextOf(m.driver_version));
+  b.setNvrtcVersion(TextOf(m.nvrtc_version));
+  b.setFarmVersion(TextOf(m.farm_version));
+  b.setUnixTime(m.unix_time);
+  b.setSweepId(TextOf(m.sweep_id));
+  b.setConfirmed(m.confirmed);
+  b.setConfirmTiming(ToWire(m.confirm_timing));
+  b.setRefined(m.refined);
+  b.setScreenUs(m.screen_us);
+}
+
+Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
+  Measurement m;
+  m.gpu_model = Txt(r.getGpuModel(), budget, "gpuModel");
+  m.op = Txt(r.getOp(), budget, "op");
+  m.dtype = Txt(r.getDtype(), budget, "dtype");
+  m.shape = Txt(r.getShape(), budget, "shape");
+  m.kernel_hash = Txt(r.getKernelHash(), budget, "kernelHash");
+  m.config_id = Txt(r.getConfigId(), budget, "configId");
+  m.config = GetConfig(r.getConfig(), budget);
+  m.failure = FromWire(r.getFailure());
+  m.failure_message = Txt(r.getFailureMessage(), budget, "failureMessage", kMaxLogBytes);
+  m.median_us = r.getMedianUs();
+  m.mean_us = r.getMeanUs();
+  m.stdev_us = r.getStdevUs();
+  m.min_us = r.getMinUs();
+  m.max_us = r.getMaxUs();
+  m.ci95_us = r.getCi95Us();
+  m.samples = r.getSamples();
+  m.check_passed = r.getCheckPassed();
+  m.max_abs_error = r.getMaxAbsError();
+  m.mismatch_ratio = r.getMismatchRatio();
+  auto res = r.getResources();
+  m.resources.registers = res.getRegisters();
+  m.resources.static_smem_bytes = res.getStaticSmemBytes();
+  m.resources.dynamic_smem_bytes = res.getDynamicSmemBytes();
+  m.resources.local_bytes = res.getLocalBytes();
+  m.resources.max_threads_per_block = res.getMaxThreadsPerBlock();
+  m.resources.occupancy = res.getOccupancy();
+  m.throttled = r.getThrottled();
+  m.sm_clock_mhz = r.getSmClockMhz();
+  m.backend = Txt(r.getBackend(), budget, "backend");
+  m.device_name = Txt(r.getDeviceName(), budget, "deviceName");
+  m.worker = Txt(r.getWorker(), budget, "worker");
+  m.driver_version = Txt(r.getDriverVersion(), budget, "driverVersion");
+  m.nvrtc_version = Txt(r.getNvrtcVersion(), budget, "nvrtcVersion");
+  m.farm_version = Txt(r.getFarmVersion(), budget, "farmVersion");
+  m.unix_time = r.getUnixTime();
+  m.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+  m.confirmed = r.getConfirmed();
+  m.confirm_timing = FromWire(r.getConfirmTiming());
+  m.refined = r.getRefined();
+  m.screen_us = r.getScreenUs();
+  return m;
+}
+
+void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p) {
+  auto files = b.initFiles(p.size());
+  size_t i = 0;
+  for (const auto& [name, contents] : p) {
+    files[i].setName(TextOf(name));
+    files[i].setContents(DataOf(contents));
+    ++i;
+  }
+}
+
+OpPackage GetOpPackage(wire::OpPackage::Reader r, Budget& budget) {
+  OpPackage p;
+  auto files = r.getFiles();
+  // A map node holds the pair plus the tree links.
+  budget.Charge(files.size(), sizeof(OpPackage::value_type) + 4 * sizeof(void*));
+  for (auto f : files) {
+    auto [it, inserted] = p.emplace(Txt(f.getName(), budget, "opFile.name"), Str(f.getContents()));
+    // Two files of one name would make the kernel hash depend on which copy
+    // a peer happened to keep.
+    if (!inserted) Fail("op package: duplicate file '" + it->first + "'");
+  }
+  return p;
+}
+
+void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w) {
+  b.setSweepId(TextOf(w.sweep_id));
+  b.setUnitId(w.unit_id);
+  b.setAttempt(w.attempt);
+  b.setDeviceIndex(w.device_index);
+  b.setOp(TextOf(w.op));
+  SetOpPackage(b.initOpPackage(), w.op_package);
+  b.setDtype(TextOf(w.dtype));
+  SetList(b.initShapes(w.shapes.size()), w.shapes, [](auto s, const Shape& v) { SetShape(s, v); });
+  SetList(b.initConfigs(w.configs.size()), w.configs, [](auto s, const Config& v) { SetConfig(s, v); });
+  b.setLeaseSeconds(w.lease_seconds);
+  b.setConfirmSeconds(w.confirm_seconds);
+  b.setConfirmTiming(ToWire(w.confirm_timing));
+  b.setRefineBestUs(w.refine_best_us);
+  b.setScreenOnly(w.screen_only);
+}
+
+WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget) {
+  WorkUnit w;
+  w.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+  w.unit_id = r.getUnitId();
+  w.attempt = r.getAttempt();
+  w.device_index = r.getDeviceIndex();
+  w.op = Txt(r.getOp(), budget, "op");
+  w.op_package = GetOpPackage(r.getOpPackage(), budget);
+  w.dtype = Txt(r.getDtype(), budget, "dtype");
+  w.shapes = GetList<Shape>(r.getShapes(), budget, [&](wire::Shape::Reader s) { return GetShape(s, budget); });
+  w.configs = GetList<Config>(r.getConfigs(), budget, [&](wire::Config::Reader c) { return GetConfig(c, budget); });
+  w.lease_seconds = r.getLeaseSeconds();
+  w.confirm_seconds = r.getConfirmSeconds();
+  w.confirm_timing = FromWire(r.getConfirmTiming());
+  w.refine_best_us = r.getRefineBestUs();
+  w.screen_only = r.getScreenOnly();
+  return w;
+}
+
+std::string ToBytes(capnp::MessageBuilder& builder) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+}  // namespace tune::codec

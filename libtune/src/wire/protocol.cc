@@ -1,0 +1,277 @@
+// The protocol codec: tune/protocol.h envelopes <-> schema/protocol.capnp
+// frames. DecodeEnvelope is the first code that touches bytes from the
+// network; wire/codec.h holds the discipline it follows.
+#include "tune/protocol.h"
+
+#include "wire/codec.h"
+
+namespace tune {
+namespace {
+
+using namespace codec;  // NOLINT: this file is the codec
+
+// ---------------------------------------------------------------------------
+// Commands.
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
+  std::visit(
+      Overloaded{
+          [&](const Hello& h) {
+            auto b = cmd.initHello();
+            b.setWorkerName(TextOf(h.worker_name));
+            b.setFarmVersion(TextOf(h.farm_version));
+            SetList(b.initDevices(h.devices.size()), h.devices,
+                    [](auto d, const DeviceInfo& v) { SetDevice(d, v); });
+          },
+          [&](const HelloAck& h) {
+            auto b = cmd.initHelloAck();
+            b.setHeartbeatMs(h.heartbeat_ms);
+            b.setLiveness(h.liveness);
+          },
+          [&](const Heartbeat&) { cmd.setHeartbeat(); },
+          [&](const RequestWork& r) { cmd.initRequestWork().setDeviceIndex(r.device_index); },
+          [&](const NoWork& n) { cmd.initNoWork().setRetryMs(n.retry_ms); },
+          [&](const WorkUnit& w) { SetWorkUnit(cmd.initWorkUnit(), w); },
+          [&](const Results& r) {
+            auto b = cmd.initResults();
+            b.setSweepId(TextOf(r.sweep_id));
+            b.setUnitId(r.unit_id);
+            b.setBatch(r.batch);
+            b.setFinal(r.final);
+            SetList(b.initMeasurements(r.measurements.size()), r.measurements,
+                    [](auto s, const Measurement& v) { SetMeasurement(s, v); });
+          },
+          [&](const ResultsAck& a) {
+            auto b = cmd.initResultsAck();
+            b.setSweepId(TextOf(a.sweep_id));
+            b.setUnitId(a.unit_id);
+            b.setBatch(a.batch);
+            b.setStored(a.stored);
+            b.setRefused(TextOf(a.refused));
+          },
+          [&](const SweepSubmit& s) {
+            auto b = cmd.initSweepSubmit();
+            b.setName(TextOf(s.name));
+            SetStrings(b.initOps(s.ops.size()), s.ops);
+            SetList(b.initOpPackages(s.op_packages.size()), s.op_packages,
+                    [](auto p, const OpPackage& v) { SetOpPackage(p, v); });
+            SetStrings(b.initDtypes(s.dtypes.size()), s.dtypes);
+            SetList(b.initShapes(s.shapes.size()), s.shapes,
+                    [](auto p, const Shape& v) { SetShape(p, v); });
+            SetStrings(b.initGpuModels(s.gpu_models.size()), s.gpu_models);
+            b.setConfigsPerUnit(s.configs_per_unit);
+            b.setConfirmTop(s.confirm_top);
+            b.setConfirmSeconds(s.confirm_seconds);
+            b.setConfirmTiming(ToWire(s.confirm_timing));
+            b.setRefinePass(s.refine_pass);
+          },
+          [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
+          [&](const SweepStatusRequest& r) {
+            cmd.initSweepStatusRequest().setSweepId(TextOf(r.sweep_id));
+          },
+          [&](const SweepStatus& s) {
+            auto b = cmd.initSweepStatus();
+            b.setWorkers(s.workers);
+            b.setStoreFault(TextOf(s.store_fault));
+            SetList(b.initSweeps(s.sweeps.size()), s.sweeps,
+                    [](auto p, const SweepProgress& v) {
+                      p.setSweepId(TextOf(v.sweep_id));
+                      p.setName(TextOf(v.name));
+                      p.setState(TextOf(v.state));
+                      p.setUnitsTotal(v.units_total);
+                      p.setUnitsDone(v.units_done);
+                      p.setPairsTotal(v.pairs_total);
+                      p.setPairsDone(v.pairs_done);
+                      p.setPairsFailed(v.pairs_failed);
+                      SetStrings(p.initGpuModels(v.gpu_models.size()), v.gpu_models);
+                      p.setStartedUnix(v.started_unix);
+                      p.setFinishedUnix(v.finished_unix);
+                      p.setError(TextOf(v.error));
+                      SetStrings(p.initWaitingFor(v.waiting_for.size()), v.waiting_for);
+                      SetStrings(p.initExpanding(v.expanding.size()), v.expanding);
+                    });
+          },
+          [&](const ErrorReply& e) { cmd.initError().setMessage(TextOf(e.message)); },
+          [&](const Disconnect& d) { cmd.initDisconnect().setReason(TextOf(d.reason)); },
+      },
+      c);
+}
+
+Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
+  auto shape = [&](wire::Shape::Reader r) { return GetShape(r, budget); };
+  switch (cmd.which()) {
+    case wire::Envelope::Command::HELLO: {
+      auto r = cmd.getHello();
+      Hello h;
+      h.worker_name = Txt(r.getWorkerName(), budget, "workerName");
+      h.farm_version = Txt(r.getFarmVersion(), budget, "farmVersion");
+      h.devices = GetList<DeviceInfo>(r.getDevices(), budget,
+                                      [&](wire::DeviceInfo::Reader d) { return GetDevice(d, budget); });
+      return h;
+    }
+    case wire::Envelope::Command::HELLO_ACK: {
+      auto r = cmd.getHelloAck();
+      HelloAck h;
+      h.heartbeat_ms = r.getHeartbeatMs();
+      h.liveness = r.getLiveness();
+      return h;
+    }
+    case wire::Envelope::Command::HEARTBEAT:
+      return Heartbeat{};
+    case wire::Envelope::Command::REQUEST_WORK:
+      return RequestWork{cmd.getRequestWork().getDeviceIndex()};
+    case wire::Envelope::Command::NO_WORK:
+      return NoWork{cmd.getNoWork().getRetryMs()};
+    case wire::Envelope::Command::WORK_UNIT:
+      return GetWorkUnit(cmd.getWorkUnit(), budget);
+    case wire::Envelope::Command::RESULTS: {
+      auto r = cmd.getResults();
+      Results res;
+      res.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+      res.unit_id = r.getUnitId();
+      res.batch = r.getBatch();
+      res.final = r.getFinal();
+      res.measurements =
+          GetList<Measurement>(r.getMeasurements(), budget,
+                               [&](wire::Measurement::Reader m) { return GetMeasurement(m, budget); });
+      return res;
+    }
+    case wire::Envelope::Command::RESULTS_ACK: {
+      auto r = cmd.getResultsAck();
+      ResultsAck a;
+      a.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+      a.unit_id = r.getUnitId();
+      a.batch = r.getBatch();
+      a.stored = r.getStored();
+      a.refused = Txt(r.getRefused(), budget, "refused", kMaxMessageBytes);
+      return a;
+    }
+    case wire::Envelope::Command::SWEEP_SUBMIT: {
+      auto r = cmd.getSweepSubmit();
+      SweepSubmit s;
+      s.name = Txt(r.getName(), budget, "name");
+      s.ops = Strings(r.getOps(), budget, "ops");
+      s.op_packages = GetList<OpPackage>(r.getOpPackages(), budget, [&](wire::OpPackage::Reader p) {
+        return GetOpPackage(p, budget);
+      });
+      s.dtypes = Strings(r.getDtypes(), budget, "dtypes");
+      s.shapes = GetList<Shape>(r.getShapes(), budget, shape);
+      s.gpu_models = Strings(r.getGpuModels(), budget, "gpuModels");
+      s.configs_per_unit = r.getConfigsPerUnit();
+      s.confirm_top = r.getConfirmTop();
+      s.confirm_seconds = r.getConfirmSeconds();
+      s.confirm_timing = FromWire(r.getConfirmTiming());
+      s.refine_pass = r.getRefinePass();
+      return s;
+    }
+    case wire::Envelope::Command::SWEEP_ACCEPTED:
+      return SweepAccepted{Txt(cmd.getSweepAccepted().getSweepId(), budget, "sweepId")};
+    case wire::Envelope::Command::SWEEP_STATUS_REQUEST:
+      return SweepStatusRequest{Txt(cmd.getSweepStatusRequest().getSweepId(), budget, "sweepId")};
+    case wire::Envelope::Command::SWEEP_STATUS: {
+      auto r = cmd.getSweepStatus();
+      SweepStatus s;
+      s.workers = r.getWorkers();
+      s.store_fault = Txt(r.getStoreFault(), budget, "storeFault", kMaxMessageBytes);
+      s.sweeps = GetList<SweepProgress>(r.getSweeps(), budget, [&](wire::SweepProgress::Reader p) {
+        SweepProgress v;
+        v.sweep_id = Txt(p.getSweepId(), budget, "sweepId");
+        v.name = Txt(p.getName(), budget, "name");
+        v.state = Txt(p.getState(), budget, "state");
+        v.units_total = p.getUnitsTotal();
+        v.units_done = p.getUnitsDone();
+        v.pairs_total = p.getPairsTotal();
+        v.pairs_done = p.getPairsDone();
+        v.pairs_failed = p.getPairsFailed();
+        v.gpu_models = Strings(p.getGpuModels(), budget, "gpuModels");
+        v.started_unix = p.getStartedUnix();
+        v.finished_unix = p.getFinishedUnix();
+        v.error = Txt(p.getError(), budget, "error", kMaxMessageBytes);
+        v.waiting_for = Strings(p.getWaitingFor(), budget, "waitingFor");
+        v.expanding = Strings(p.getExpanding(), budget, "expanding");
+        return v;
+      });
+      return s;
+    }
+    case wire::Envelope::Command::ERROR:
+      return ErrorReply{Txt(cmd.getError().getMessage(), budget, "message", kMaxMessageBytes)};
+    case wire::Envelope::Command::DISCONNECT:
+      return Disconnect{Txt(cmd.getDisconnect().getReason(), budget, "reason", kMaxMessageBytes)};
+    case wire::Envelope::Command::UNKNOWN:
+      Fail("envelope: no command set");
+  }
+  // A newer peer's command: we cannot act on it, and guessing is worse.
+  Fail("envelope: unknown command " + std::to_string(static_cast<unsigned>(cmd.which())));
+}
+
+// Checked before anything else: a peer speaking another version may mean
+// different things by the same fields.
+Status CheckVersion(uint16_t version) {
+  if (version == kProtocolVersion) return Status::OK();
+  return Status::Error("envelope: protocol version " + std::to_string(version) +
+                       " is not supported (this build speaks " + std::to_string(kProtocolVersion) +
+                       ")");
+}
+
+}  // namespace
+
+std::string EncodeEnvelope(const Envelope& env) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  auto root = builder.initRoot<wire::Envelope>();
+  root.setVersion(env.version);
+  root.setSeq(env.seq);
+  root.setSender(TextOf(env.sender));
+  SetCommand(root.initCommand(), env.command);
+  return ToBytes(builder);
+}
+
+Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
+  return ReadFrame<Envelope>(data, size, "envelope", true, [](capnp::MessageReader& reader, Budget& budget) -> Result<Envelope> {
+    auto root = reader.getRoot<wire::Envelope>();
+    Envelope env;
+    env.version = root.getVersion();
+    TUNE_RETURN_IF_ERROR(CheckVersion(env.version));
+    env.seq = root.getSeq();
+    env.sender = Txt(root.getSender(), budget, "sender");
+    env.command = GetCommand(root.getCommand(), budget);
+    return env;
+  });
+}
+
+Result<std::optional<ResultsHead>> PeekResults(const void* data, size_t size) {
+  using Peeked = std::optional<ResultsHead>;
+  return ReadFrame<Peeked>(data, size, "envelope", true, [](capnp::MessageReader& reader, Budget& budget) -> Result<Peeked> {
+    auto root = reader.getRoot<wire::Envelope>();
+    TUNE_RETURN_IF_ERROR(CheckVersion(root.getVersion()));
+    auto cmd = root.getCommand();
+    if (cmd.which() != wire::Envelope::Command::RESULTS) return Peeked();
+    auto r = cmd.getResults();
+    ResultsHead head;
+    head.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+    head.unit_id = r.getUnitId();
+    head.batch = r.getBatch();
+    head.final = r.getFinal();
+    return Peeked(std::move(head));
+  });
+}
+
+const char* CommandName(const Command& c) {
+  static constexpr const char* kNames[] = {
+      "hello",        "hello_ack",      "heartbeat",      "request_work",
+      "no_work",      "work_unit",      "results",        "results_ack",
+      "sweep_submit", "sweep_accepted", "sweep_status_request", "sweep_status",
+      "error",        "disconnect",
+  };
+  static_assert(std::size(kNames) == std::variant_size_v<Command>,
+                "every command alternative needs a name");
+  return c.index() < std::size(kNames) ? kNames[c.index()] : "unknown";
+}
+
+}  // namespace tune
