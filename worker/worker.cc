@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "compile_pool.h"
+#include "coordinator_link.h"
 #include "tune/curve.h"
 #include "tune/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
@@ -79,6 +80,67 @@ class UnitQueue {
 };
 
 }  // namespace
+
+// What the socket thread knows of each device: the units it holds (the one
+// it runs and at most one queued behind it), whether it asked for its next
+// unit while running its last config, and when it may ask again after a
+// NoWork; and which device's RequestWork awaits a reply (one at a time).
+class DeviceSlots {
+ public:
+  static constexpr size_t npos = static_cast<size_t>(-1);
+  explicit DeviceSlots(size_t devices) : held_(devices, 0), wants_next_(devices, false), next_ask_(devices, 0) {}
+
+  size_t held(size_t d) const { return held_[d]; }
+  // Device `d` runs its last config and would take its next unit now.
+  void WantsNext(size_t d) {
+    if (held_[d] == 1) wants_next_[d] = true;
+  }
+  // A unit for `d`; false (the unit is dropped, its lease expires) when `d`
+  // holds two already.
+  bool Take(size_t d, uint64_t unit_id) {
+    if (held_[d] >= 2) return false;
+    held_[d]++;
+    wants_next_[d] = false;
+    unit_slot_[unit_id] = d;
+    return true;
+  }
+  // The final results batch of `unit_id` went out: its device holds one
+  // unit less.
+  void Finished(uint64_t unit_id) {
+    auto it = unit_slot_.find(unit_id);
+    if (it == unit_slot_.end()) return;
+    held_[it->second]--;
+    unit_slot_.erase(it);
+  }
+  // The device that may ask for work now, or npos: one with nothing to do,
+  // or one finishing its last config, past its NoWork retry time; none while
+  // a request awaits its reply.
+  size_t NextToAsk(double now) const {
+    if (asking_ != npos) return npos;
+    for (size_t d = 0; d < held_.size(); ++d) {
+      const bool ready = held_[d] == 0 || (held_[d] == 1 && wants_next_[d]);
+      if (ready && now >= next_ask_[d]) return d;
+    }
+    return npos;
+  }
+  void Asked(size_t d) { asking_ = d; }
+  // The coordinator answered the request with a unit.
+  void Answered() { asking_ = npos; }
+  // The coordinator answered with NoWork: the device asks again at `retry_at`.
+  void NoWork(double retry_at) {
+    if (asking_ != npos) next_ask_[asking_] = retry_at;
+    asking_ = npos;
+  }
+  // A new link: no request awaits a reply on it.
+  void Unanswered() { asking_ = npos; }
+
+ private:
+  std::vector<size_t> held_;
+  std::vector<bool> wants_next_;
+  std::vector<double> next_ask_;
+  std::map<uint64_t, size_t> unit_slot_;  // unit in progress -> device slot
+  size_t asking_ = npos;
+};
 
 struct Worker::Impl {
   WorkerOptions opts;
@@ -422,68 +484,35 @@ Status Worker::Run(const std::atomic<bool>* stop) {
     device_threads.emplace_back([&w, i] { w.DeviceLoop(i); });
   }
 
-  // Per-connection state.
-  std::unique_ptr<zmq::socket_t> dealer;
-  uint64_t seq = 0;
-  double hb_interval = 1.0;
-  uint32_t liveness = 5;
-  double last_heard = 0, last_sent = 0, backoff = 0.25, reconnect_at = 0;
-  bool greeted = false;
-  // Device state seen from the socket thread: units a device holds (the one
-  // it runs and at most one queued behind it), and whether it asked for its
-  // next unit while running its last config.
-  std::vector<int> held(w.backends.size(), 0);
-  std::vector<bool> wants_next(w.backends.size(), false);
-  std::vector<double> next_request(w.backends.size(), 0);
-  std::optional<size_t> outstanding;  // device whose RequestWork awaits a reply
-  std::map<uint64_t, size_t> unit_slot;  // unit in progress -> device slot
-  // Results not yet acknowledged: (unit, batch) -> frame.
-  std::map<std::pair<uint64_t, uint64_t>, std::string> unacked;
+  CoordinatorLink link(w.ctx, {w.opts.endpoint, w.opts.name, w.devices, w.curve_keys, w.coordinator_key},
+                       [&w](const std::string& line) { w.Log(line); });
+  DeviceSlots slots(w.devices.size());
   // NoWork retries spread over +-25 % of the coordinator's retry_ms: idle
   // workers told "no work" together would otherwise ask again together.
   std::minstd_rand retry_rng(std::random_device{}());
   std::uniform_real_distribution<double> retry_jitter(0.75, 1.25);
+  // The slot of the device whose index is `index`, or npos.
+  auto slot_of = [&w](int index) {
+    for (size_t d = 0; d < w.devices.size(); ++d) {
+      if (w.devices[d].index == index) return d;
+    }
+    return DeviceSlots::npos;
+  };
+  auto connect = [&]() {
+    slots.Unanswered();
+    return link.Connect();
+  };
   Status exit_status;
-
-  auto send = [&](Command cmd) {
-    Envelope env;
-    env.seq = ++seq;
-    env.sender = w.opts.name;
-    env.command = std::move(cmd);
-    const std::string frame = EncodeEnvelope(env);
-    dealer->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-    last_sent = NowSeconds();
-  };
-  auto connect = [&]() -> Status {
-    dealer = std::make_unique<zmq::socket_t>(w.ctx, zmq::socket_type::dealer);
-    dealer->set(zmq::sockopt::linger, 0);
-    dealer->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
-    if (w.curve_keys) TUNE_RETURN_IF_ERROR(ConfigureCurveClient(*dealer, *w.curve_keys, w.coordinator_key));
-    dealer->connect(w.opts.endpoint);
-    greeted = false;
-    outstanding.reset();
-    last_heard = NowSeconds();
-    send(Hello{w.opts.name, TUNEFARM_VERSION, w.devices});
-    w.Log("connecting to " + w.opts.endpoint);
-    return Status::OK();
-  };
-  auto drop_connection = [&](const std::string& why) {
-    w.Log("connection lost (" + why + "); reconnecting in " + std::to_string(backoff) + " s");
-    dealer.reset();
-    reconnect_at = NowSeconds() + backoff;
-    backoff = std::min(backoff * 2, 8.0);
-  };
 
   try {
     exit_status = connect();
     while (exit_status.ok() && !stop->load()) {
-      const double now = NowSeconds();
-      if (!dealer) {
-        if (now >= reconnect_at) exit_status = connect();
+      if (!link.connected()) {
+        if (link.ReconnectDue(NowSeconds())) exit_status = connect();
         else std::this_thread::sleep_for(std::chrono::milliseconds(20));
         continue;
       }
-      zmq::pollitem_t items[] = {{dealer->handle(), 0, ZMQ_POLLIN, 0},
+      zmq::pollitem_t items[] = {{link.socket().handle(), 0, ZMQ_POLLIN, 0},
                                  {pull.handle(), 0, ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(20));
@@ -492,120 +521,51 @@ Status Worker::Run(const std::atomic<bool>* stop) {
         throw;
       }
 
-      // From device threads: results to forward (after the hello is answered)
-      // and requests for a next unit.
+      // From device threads: results to forward and requests for a next
+      // unit.
       if (items[1].revents & ZMQ_POLLIN) {
         zmq::message_t msg;
         while (pull.recv(msg, zmq::recv_flags::dontwait)) {
           auto env = DecodeEnvelope(msg.data(), msg.size());
           if (!env.ok()) continue;
           if (auto* ask = std::get_if<RequestWork>(&env->command)) {
-            for (size_t d = 0; d < w.devices.size(); ++d) {
-              if (w.devices[d].index == ask->device_index && held[d] == 1) wants_next[d] = true;
-            }
+            if (size_t d = slot_of(ask->device_index); d != DeviceSlots::npos) slots.WantsNext(d);
             continue;
           }
           auto& r = std::get<Results>(env->command);
-          Envelope out;
-          out.seq = ++seq;
-          out.sender = w.opts.name;
-          const auto key = std::make_pair(r.unit_id, r.batch);
-          const bool final = r.final;
-          const uint64_t unit_id = r.unit_id;
-          out.command = std::move(r);
-          std::string frame = EncodeEnvelope(out);
-          if (greeted) {
-            dealer->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-            last_sent = NowSeconds();
-          }
-          unacked[key] = std::move(frame);
-          if (final) {
-            auto it = unit_slot.find(unit_id);
-            if (it != unit_slot.end()) {
-              held[it->second]--;
-              unit_slot.erase(it);
-            }
-          }
+          if (r.final) slots.Finished(r.unit_id);
+          link.SendResults(std::move(r));
         }
       }
 
       if (items[0].revents & ZMQ_POLLIN) {
-        zmq::message_t msg;
-        while (dealer && dealer->recv(msg, zmq::recv_flags::dontwait)) {
-          last_heard = NowSeconds();
-          auto env = DecodeEnvelope(msg.data(), msg.size());
-          if (!env.ok()) {
-            w.Log("dropping malformed message from the coordinator: " + env.status().message());
-            continue;
+        while (auto cmd = link.Receive()) {
+          if (auto* unit = std::get_if<WorkUnit>(&*cmd)) {
+            slots.Answered();
+            const size_t d = slot_of(unit->device_index);
+            if (d == DeviceSlots::npos || !slots.Take(d, unit->unit_id)) continue;
+            {
+              std::lock_guard<std::mutex> lock(w.stats_mu);
+              w.stats.units++;
+              w.stats.units_queued += slots.held(d) > 1 ? 1 : 0;
+            }
+            w.queues[d]->Push(std::move(*unit));
+          } else if (auto* none = std::get_if<NoWork>(&*cmd)) {
+            slots.NoWork(NowSeconds() + none->retry_ms / 1000.0 * retry_jitter(retry_rng));
           }
-          std::visit(
-              [&](auto& cmd) {
-                using T = std::decay_t<decltype(cmd)>;
-                if constexpr (std::is_same_v<T, HelloAck>) {
-                  greeted = true;
-                  backoff = 0.25;
-                  hb_interval = cmd.heartbeat_ms / 1000.0;
-                  liveness = cmd.liveness;
-                  // Everything not acknowledged on the last link goes again.
-                  for (const auto& [key, frame] : unacked) {
-                    dealer->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-                  }
-                } else if constexpr (std::is_same_v<T, WorkUnit>) {
-                  outstanding.reset();
-                  for (size_t d = 0; d < w.devices.size(); ++d) {
-                    if (w.devices[d].index != cmd.device_index || held[d] >= 2) continue;
-                    {
-                      std::lock_guard<std::mutex> lock(w.stats_mu);
-                      w.stats.units++;
-                      w.stats.units_queued += held[d] > 0 ? 1 : 0;
-                    }
-                    held[d]++;
-                    wants_next[d] = false;
-                    unit_slot[cmd.unit_id] = d;
-                    w.queues[d]->Push(std::move(cmd));
-                    break;
-                  }
-                } else if constexpr (std::is_same_v<T, NoWork>) {
-                  if (outstanding) {
-                    next_request[*outstanding] =
-                        NowSeconds() + cmd.retry_ms / 1000.0 * retry_jitter(retry_rng);
-                  }
-                  outstanding.reset();
-                } else if constexpr (std::is_same_v<T, ResultsAck>) {
-                  unacked.erase({cmd.unit_id, cmd.batch});
-                  if (!cmd.refused.empty()) {
-                    std::fprintf(stderr, "worker: results of unit %llu refused by the coordinator: %s\n",
-                                 static_cast<unsigned long long>(cmd.unit_id), cmd.refused.c_str());
-                  }
-                } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
-                  w.Log("coordinator disconnected us: " + cmd.reason);
-                  drop_connection(cmd.reason);
-                  reconnect_at = NowSeconds();  // say hello again at once
-                }
-              },
-              env->command);
         }
       }
-      if (!dealer) continue;
 
-      const double t = NowSeconds();
-      if (t - last_heard > hb_interval * liveness) {
-        drop_connection("coordinator silent for " + std::to_string(t - last_heard) + " s");
-        continue;
-      }
-      if (greeted && !outstanding) {
-        for (size_t d = 0; d < held.size(); ++d) {
-          const bool ready = held[d] == 0 || (held[d] == 1 && wants_next[d]);
-          if (ready && t >= next_request[d]) {
-            send(RequestWork{w.devices[d].index});
-            outstanding = d;
-            break;
-          }
+      const double now = NowSeconds();
+      if (!link.KeepAlive(now)) continue;
+      if (link.greeted()) {
+        if (size_t d = slots.NextToAsk(now); d != DeviceSlots::npos) {
+          link.Send(RequestWork{w.devices[d].index});
+          slots.Asked(d);
         }
       }
-      if (t - last_sent >= hb_interval) send(Heartbeat{});
     }
-    if (dealer && exit_status.ok()) send(tune::Disconnect{"worker stopping"});
+    if (link.connected() && exit_status.ok()) link.Send(tune::Disconnect{"worker stopping"});
   } catch (const zmq::error_t& e) {
     exit_status = Status::Error(std::string("worker: socket error: ") + e.what());
   }

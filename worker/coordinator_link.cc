@@ -1,0 +1,106 @@
+#include "coordinator_link.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace tune {
+namespace {
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, Options opts, LogFn log)
+    : ctx_(ctx), opts_(std::move(opts)), log_(std::move(log)) {}
+
+Status CoordinatorLink::Connect() {
+  socket_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
+  socket_->set(zmq::sockopt::linger, 0);
+  socket_->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
+  if (opts_.curve_keys) TUNE_RETURN_IF_ERROR(ConfigureCurveClient(*socket_, *opts_.curve_keys, opts_.coordinator_key));
+  socket_->connect(opts_.endpoint);
+  greeted_ = false;
+  last_heard_ = NowSeconds();
+  Send(Hello{opts_.name, TUNEFARM_VERSION, opts_.devices});
+  log_("connecting to " + opts_.endpoint);
+  return Status::OK();
+}
+
+void CoordinatorLink::Drop(const std::string& why) {
+  log_("connection lost (" + why + "); reconnecting in " + std::to_string(backoff_) + " s");
+  socket_.reset();
+  greeted_ = false;
+  reconnect_at_ = NowSeconds() + backoff_;
+  backoff_ = std::min(backoff_ * 2, 8.0);
+}
+
+void CoordinatorLink::SendFrame(const std::string& frame) {
+  socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  last_sent_ = NowSeconds();
+}
+
+void CoordinatorLink::Send(Command cmd) {
+  Envelope env;
+  env.seq = ++seq_;
+  env.sender = opts_.name;
+  env.command = std::move(cmd);
+  SendFrame(EncodeEnvelope(env));
+}
+
+void CoordinatorLink::SendResults(Results results) {
+  const auto key = std::make_pair(results.unit_id, results.batch);
+  Envelope env;
+  env.seq = ++seq_;
+  env.sender = opts_.name;
+  env.command = std::move(results);
+  std::string frame = EncodeEnvelope(env);
+  if (socket_ && greeted_) SendFrame(frame);
+  unacked_[key] = std::move(frame);
+}
+
+std::optional<Command> CoordinatorLink::Receive() {
+  zmq::message_t msg;
+  while (socket_ && socket_->recv(msg, zmq::recv_flags::dontwait)) {
+    last_heard_ = NowSeconds();
+    auto env = DecodeEnvelope(msg.data(), msg.size());
+    if (!env.ok()) {
+      log_("dropping malformed message from the coordinator: " + env.status().message());
+      continue;
+    }
+    if (const auto* ack = std::get_if<HelloAck>(&env->command)) {
+      greeted_ = true;
+      backoff_ = 0.25;
+      heartbeat_seconds_ = ack->heartbeat_ms / 1000.0;
+      liveness_ = ack->liveness;
+      // Everything not acknowledged on the last link goes again.
+      for (const auto& [key, frame] : unacked_) SendFrame(frame);
+    } else if (const auto* ack = std::get_if<ResultsAck>(&env->command)) {
+      unacked_.erase({ack->unit_id, ack->batch});
+      if (!ack->refused.empty()) {
+        std::fprintf(stderr, "worker: results of unit %llu refused by the coordinator: %s\n",
+                     static_cast<unsigned long long>(ack->unit_id), ack->refused.c_str());
+      }
+    } else if (const auto* bye = std::get_if<tune::Disconnect>(&env->command)) {
+      log_("coordinator disconnected us: " + bye->reason);
+      Drop(bye->reason);
+      reconnect_at_ = NowSeconds();  // say hello again at once
+    }
+    return std::move(env->command);
+  }
+  return std::nullopt;
+}
+
+bool CoordinatorLink::KeepAlive(double now) {
+  if (!socket_) return false;
+  if (now - last_heard_ > heartbeat_seconds_ * liveness_) {
+    Drop("coordinator silent for " + std::to_string(now - last_heard_) + " s");
+    return false;
+  }
+  if (now - last_sent_ >= heartbeat_seconds_) Send(Heartbeat{});
+  return true;
+}
+
+}  // namespace tune
