@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "client.h"
+#include "local_farm.h"
 #include "report.h"
 #include "tune/bundle.h"
 #include "tune/compare.h"
@@ -436,102 +437,33 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
   if (args.one_pass) sweep->refine_pass = false;
 
-  // Workers first: their backend decides what this run measures.
-  WorkerOptions wopts = args.worker.opts;
-  std::vector<std::unique_ptr<Worker>> workers;
-  auto first = std::make_unique<Worker>(wopts);
-  st = first->Start();
-  if (!st.ok() && wopts.backend == "auto") {
-    std::fprintf(stderr,
-                 "tunefarm tune: no GPU here (%s)\n"
-                 "tunefarm tune: running the same sweep on the sim backend: every figure below is "
-                 "SIMULATED, not a hardware result\n",
-                 st.message().c_str());
-    wopts.backend = "sim";
-    first = std::make_unique<Worker>(wopts);
-    st = first->Start();
-  }
-  if (!st.ok()) return Fail(st.message());
-  const bool simulated = first->devices().front().backend == "sim";
-  workers.push_back(std::move(first));
-  for (unsigned i = 1; simulated && i < args.sim_workers; ++i) {
-    WorkerOptions o = wopts;
-    o.name = wopts.name.empty() ? "" : wopts.name + "-" + std::to_string(i);
-    workers.push_back(std::make_unique<Worker>(o));
-    st = workers.back()->Start();
-    if (!st.ok()) return Fail(st.message());
-  }
-  for (const auto& w : workers) {
-    for (const auto& d : w->devices()) {
-      std::fprintf(stderr, "tunefarm tune: device %d %s (%s)%s\n", d.index, d.name.c_str(),
-                   d.model.c_str(), d.backend == "sim" ? " [SIMULATED]" : "");
-    }
-  }
-
-  CoordinatorOptions copts;
-  copts.endpoint = "tcp://127.0.0.1:*";
-  copts.store_path = args.store;
-  copts.scheduler.refine_within = args.worker.opts.timing.refine_within;
-  Coordinator coord(copts);
-  st = coord.Start();
-  if (!st.ok()) return Fail(st.message());
-  const std::string endpoint = coord.bound_endpoint();
-  std::atomic<bool> stop_farm{false};
-  std::thread coord_thread([&] { (void)coord.Run(&stop_farm); });
+  LocalFarmOptions fopts;
+  fopts.worker = args.worker.opts;
+  fopts.sim_workers = args.sim_workers;
+  fopts.store = args.store;
+  auto farm = LocalFarm::Start(fopts);
+  if (!farm.ok()) return Fail(farm.status().message());
   const double sweep_start = Seconds();
-  std::vector<std::thread> worker_threads;
-  auto start_workers = [&] {
-    for (size_t i = 0; i < workers.size(); ++i) {
-      workers[i]->set_endpoint(endpoint);
-      worker_threads.emplace_back([&, i] { (void)workers[i]->Run(&stop_farm); });
-    }
-  };
-
-  int rc = 0;
-  std::string sweep_id;
-  {
-    CoordinatorClient client(endpoint);
-    // The sweep goes in first, so that the workers' first requests find work
-    // rather than a NoWork and its retry delay.
-    auto reply = client.Call(*sweep);
-    start_workers();
-    if (!reply.ok()) {
-      rc = Fail(reply.status().message());
-    } else if (auto* accepted = std::get_if<SweepAccepted>(&*reply)) {
-      sweep_id = accepted->sweep_id;
-      ClientArgs local;
-      local.endpoint = endpoint;
-      // The coordinator runs in this process, over loopback: frequent
-      // polls keep the sweep's wall time from being rounded up to a poll.
-      auto done = WaitForSweep(local, sweep_id, args.quiet, stop, 0.005);
-      if (!done.ok()) rc = Fail(done.status().message());
-      else if (done->state != "done") rc = Fail("sweep " + sweep_id + " " + done->state);
-    } else {
-      rc = Fail("coordinator sent an unexpected reply");
-    }
-  }
+  auto done = (*farm)->Run(*sweep, [&](const std::string& endpoint, const std::string& sweep_id) {
+    ClientArgs local;
+    local.endpoint = endpoint;
+    // The coordinator runs in this process, over loopback: frequent polls
+    // keep the sweep's wall time from being rounded up to a poll.
+    return WaitForSweep(local, sweep_id, args.quiet, stop, 0.005);
+  });
   const double sweep_seconds = Seconds() - sweep_start;
-  stop_farm = true;
-  for (auto& t : worker_threads) t.join();
-  coord_thread.join();
-  if (rc != 0) return rc;
-  WorkerStats total;
-  size_t devices = 0;
-  for (const auto& w : workers) {
-    total += w->stats();
-    devices += w->devices().size();
-  }
+  (*farm)->Stop();
+  if (!done.ok()) return Fail(done.status().message());
+  if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state);
+  const WorkerStats total = (*farm)->stats();
+  const size_t devices = (*farm)->devices().size();
 
   // Report: every row of this sweep's keys (the store is idempotent, so a
   // rerun's rows may be the earlier run's), newest kernel hash only.
-  ResultStore& store = *coord.store();
-  std::set<std::string> models;
-  for (const auto& w : workers) {
-    for (const auto& d : w->devices()) models.insert(d.model);
-  }
+  ResultStore& store = (*farm)->store();
   std::vector<Measurement> rows;
   const auto ops = OpsFromStore(store);
-  for (const auto& model : models) {
+  for (const auto& model : (*farm)->models()) {
     for (const auto& op : sweep->ops) {
       for (const auto& dtype : sweep->dtypes) {
         (void)store.Scan(ResultFilter{model, op, dtype, "", ""}, [&](const Measurement& m) {
@@ -554,7 +486,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
               (unsigned long long)total.compile_cache_hits, total.compile_wait_seconds,
               total.measure_seconds,
               sweep_seconds > 0 && devices ? 100.0 * total.measure_seconds / (sweep_seconds * devices) : 0.0);
-  if (simulated) {
+  if ((*farm)->simulated()) {
     std::printf("\nSIMULATED: these figures come from the sim backend's cost model, not a GPU.\n");
   }
 

@@ -1,0 +1,71 @@
+// A farm in one process: the local workers (the GPUs of this host; sim
+// devices where there are none and the backend is "auto") and a coordinator
+// on loopback, running sweeps to their end. What `tunefarm tune` and
+// `tunefarm nightly` run; the same parts as a farm of many hosts, so that a
+// local tune is measured, checked and stored exactly as a farm's.
+//
+// Thread safety: one thread drives a LocalFarm; it runs the coordinator and
+// each worker on threads of its own.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator.h"
+#include "tune/protocol.h"
+#include "tune/result_store.h"
+#include "tune/status.h"
+#include "worker.h"
+
+namespace tune {
+
+struct LocalFarmOptions {
+  WorkerOptions worker;      // backend "auto": CUDA, else sim (said on stderr)
+  unsigned sim_workers = 1;  // workers when simulated (each with its devices)
+  std::string store;         // the result store's folder
+};
+
+class LocalFarm {
+ public:
+  // Waits for a submitted sweep to end; `endpoint` is the coordinator's.
+  using WaitFn = std::function<Result<SweepProgress>(const std::string& endpoint, const std::string& sweep_id)>;
+
+  // Starts the workers' devices and the coordinator (not their loops).
+  // Errors: no device, the store, the coordinator's socket.
+  static Result<std::unique_ptr<LocalFarm>> Start(const LocalFarmOptions& opts);
+  // Stops the loops (Stop).
+  ~LocalFarm();
+  LocalFarm(const LocalFarm&) = delete;
+  LocalFarm& operator=(const LocalFarm&) = delete;
+
+  // Submits `sweep`, starts the loops (after the sweep, so that the
+  // workers' first requests find work rather than a NoWork and its retry
+  // delay), and waits with `wait`. Its final progress, or an error: the
+  // sweep refused, the wait failed. Once per farm.
+  Result<SweepProgress> Run(const SweepSubmit& sweep, const WaitFn& wait);
+  // Ends the coordinator's and workers' loops and joins their threads.
+  void Stop();
+
+  bool simulated() const { return simulated_; }
+  std::vector<DeviceInfo> devices() const;
+  std::set<std::string> models() const;
+  WorkerStats stats() const;
+  // The coordinator's store; read it after Stop.
+  ResultStore& store() { return *coordinator_->store(); }
+
+ private:
+  LocalFarm() = default;
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<Coordinator> coordinator_;
+  bool simulated_ = false;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tune
