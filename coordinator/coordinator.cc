@@ -230,7 +230,7 @@ struct Coordinator::Impl {
   void PersistSweep(const std::string& id) {
     const SweepState* s = scheduler.FindSweep(id);
     if (!s) return;
-    Status st = store->PutSweep(id, EncodeSweepRecord({s->state, s->submit}));
+    Status st = store->PutSweep(id, EncodeSweepRecord({RunStateName(s->state), s->submit}));
     if (!st.ok()) StoreFailed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
   }
 
@@ -404,7 +404,7 @@ struct Coordinator::Impl {
     const Peer& peer = wit->second;
     auto book = lease_book.find(head.unit_id);
     const SweepState* sweep = scheduler.FindSweep(head.sweep_id);
-    if (book == lease_book.end() && sweep && sweep->state != "running") {
+    if (book == lease_book.end() && sweep && sweep->state != RunState::kRunning) {
       return Send(identity, ResultsAck{head.sweep_id, head.unit_id, head.batch, 0, ""});
     }
     scheduler.BatchQueued(head.sweep_id, head.unit_id, now);
@@ -433,7 +433,7 @@ struct Coordinator::Impl {
     Status st = store->ForEachLease([&](uint64_t id, const std::string& bytes) {
       auto rec = DecodeLeaseRecord(bytes.data(), bytes.size());
       const SweepState* s = rec.ok() ? scheduler.FindSweep(rec->unit.sweep_id) : nullptr;
-      if (!s || s->state != "running") {
+      if (!s || s->state != RunState::kRunning) {
         stale.push_back(id);
         return;
       }
@@ -575,10 +575,10 @@ struct Coordinator::Impl {
   std::set<std::string> ended_sweeps;
   void RecordEndedSweeps() {
     for (const auto& [id, s] : scheduler.sweeps()) {
-      if (s.state == "running" || !ended_sweeps.insert(id).second) continue;
+      if (s.state == RunState::kRunning || !ended_sweeps.insert(id).second) continue;
       PersistSweep(id);
       ForgetLeases(id);
-      Log("sweep " + id + " " + s.state + (s.error.empty() ? "" : ": " + s.error));
+      Log("sweep " + id + " " + RunStateName(s.state) + (s.error.empty() ? "" : ": " + s.error));
     }
   }
 

@@ -50,6 +50,15 @@ bool SweepState::TargetsModel(const std::string& model) const {
   return false;
 }
 
+const char* RunStateName(RunState state) {
+  switch (state) {
+    case RunState::kRunning: return "running";
+    case RunState::kDone: return "done";
+    case RunState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
 Scheduler::Scheduler(SchedulerOptions opts) : opts_(opts) {}
 
 Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::string& sweep_id,
@@ -128,7 +137,7 @@ void Scheduler::AddDevice(const DeviceInfo& device) {
   if (live_devices_[device.model]++ > 0) return;
   const DeviceInfo& first = models_.at(device.model);
   for (auto& [id, sweep] : sweeps_) {
-    if (sweep.state == "running" && sweep.TargetsModel(device.model)) CreateUnits(sweep, first);
+    if (sweep.state == RunState::kRunning && sweep.TargetsModel(device.model)) CreateUnits(sweep, first);
   }
 }
 
@@ -138,7 +147,7 @@ void Scheduler::RemoveDevice(const std::string& model) {
   if (--it->second > 0) return;
   live_devices_.erase(it);
   for (const auto& [id, sweep] : sweeps_) {
-    if (sweep.state == "running" && sweep.models.count(model)) return;  // its units still need it
+    if (sweep.state == RunState::kRunning && sweep.models.count(model)) return;  // its units still need it
   }
   models_.erase(model);
   pools_.erase(model);
@@ -213,9 +222,9 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return;
   SweepState& sweep = it->second;
-  if (!sweep.expanding.erase(model) || sweep.state != "running") return;
+  if (!sweep.expanding.erase(model) || sweep.state != RunState::kRunning) return;
   if (!space.ok()) {
-    sweep.state = "failed";
+    sweep.state = RunState::kFailed;
     sweep.error = space.status().message();
     return;
   }
@@ -242,7 +251,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
   while (!pools.empty()) {
     ConfigPool& pool = pools.front();
     SweepState& sweep = sweeps_.at(pool.sweep_id);
-    if (pool.next >= pool.configs->size() || sweep.state != "running") {
+    if (pool.next >= pool.configs->size() || sweep.state != RunState::kRunning) {
       pools.pop_front();
       continue;
     }
@@ -275,7 +284,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_open_units[u.gpu_model]++;
-  if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]++;
+  if (u.kind == UnitKind::kScreen) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -311,7 +320,7 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
 }
 
 void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
-  if (!sweep.submit.refine_pass || !near_best_ || sweep.state != "running") return;
+  if (!sweep.submit.refine_pass || !near_best_ || sweep.state != RunState::kRunning) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
     const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
     if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) return;
@@ -328,7 +337,7 @@ bool Scheduler::RefineEarly(const std::string& model) {
   if (!near_best_) return false;
   bool created = false;
   for (auto& [id, sweep] : sweeps_) {
-    if (!sweep.submit.refine_pass || sweep.state != "running" || !sweep.models.count(model)) continue;
+    if (!sweep.submit.refine_pass || sweep.state != RunState::kRunning || !sweep.models.count(model)) continue;
     ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
       const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
       if (sweep.pool_unsliced[key] > 0 || sweep.refine_created.count(key)) return;
@@ -354,14 +363,14 @@ void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, s
   const size_t per_unit = std::clamp<size_t>((near.configs.size() + 31) / 32, 1, std::max<size_t>(most, 1));
   for (size_t at = 0; at < near.configs.size(); at += per_unit) {
     QueueShapeUnit(sweep, model, i, dtype, shape,
-                   {near.configs.begin() + at, near.configs.begin() + std::min(near.configs.size(), at + per_unit)}, 0,
-                   near.best_us);
+                   {near.configs.begin() + at, near.configs.begin() + std::min(near.configs.size(), at + per_unit)},
+                   UnitKind::kRefine, 0, near.best_us);
   }
 }
 
 void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
-                               const Shape& shape, std::vector<Config> configs, double confirm_seconds,
-                               double refine_best_us) {
+                               const Shape& shape, std::vector<Config> configs, UnitKind kind,
+                               double confirm_seconds, double refine_best_us) {
   Unit u;
   u.id = next_unit_id_++;
   u.sweep_id = sweep.id;
@@ -371,6 +380,7 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
   u.configs = std::move(configs);
   u.shape = shape;
   u.shape_key = shape.Canonical();
+  u.kind = kind;
   u.confirm_seconds = confirm_seconds;
   u.refine_best_us = refine_best_us;
   sweep.pairs_total += u.configs.size();
@@ -378,12 +388,13 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
 }
 
 void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
-  if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != "running") return;
+  if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != RunState::kRunning) return;
   if (sweep.model_unsliced[model] > 0 || sweep.model_open_units[model] > 0) return;
   if (!sweep.confirm_created.insert(model).second) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
     std::vector<Config> top = contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
-    if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), sweep.submit.confirm_seconds, 0);
+    if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), UnitKind::kConfirm,
+                                    sweep.submit.confirm_seconds, 0);
   });
 }
 
@@ -409,7 +420,7 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
   w.confirm_seconds = u.confirm_seconds;
   if (u.confirm_seconds > 0) w.confirm_timing = sweep.submit.confirm_timing;
   w.refine_best_us = u.refine_best_us;
-  w.screen_only = u.Screening() && sweep.submit.refine_pass && near_best_;
+  w.screen_only = u.kind == UnitKind::kScreen && sweep.submit.refine_pass && near_best_;
   return w;
 }
 
@@ -424,7 +435,7 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
       queue.pop_front();
       auto it = units_.find(id);
       if (it == units_.end() || it->second.state != UnitState::kPending) continue;
-      if (sweeps_.at(it->second.sweep_id).state != "running") continue;
+      if (sweeps_.at(it->second.sweep_id).state != RunState::kRunning) continue;
       return &it->second;
     }
     return nullptr;
@@ -492,7 +503,7 @@ Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu
     // Confirm units are long by design, and one device's figures must not
     // mix in; refine units time contenders to the CI target, several times
     // a screening unit's pace.
-    if (!u.Screening()) continue;
+    if (u.kind != UnitKind::kScreen) continue;
     if (u.batches_queued == 0 && now - progress >= StragglerAge(u)) return &u;
   }
   return nullptr;
@@ -537,7 +548,7 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
   auto started = u.started.find(worker);
   // A confirm unit's length is set by the sweep, and a refine unit times
   // contenders to the CI target: neither is the worker's screening pace.
-  if (started != u.started.end() && now > started->second && u.Screening()) {
+  if (started != u.started.end() && now > started->second && u.kind == UnitKind::kScreen) {
     const double pairs = static_cast<double>(u.Pairs());
     if (pairs > 0) {
       const double seconds = now - started->second;
@@ -559,8 +570,8 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
     sweep.units_finished++;
     sweep.model_open_units[u.gpu_model]--;
-    if (u.Screening()) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]--;
-    if (u.Refine()) sweep.refine_stale.insert(PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key));
+    if (u.kind == UnitKind::kScreen) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]--;
+    if (u.kind == UnitKind::kRefine) sweep.refine_stale.insert(PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key));
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});
@@ -623,7 +634,7 @@ size_t Scheduler::ExpireLeases(double now) {
 }
 
 void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
-  if (sweep.state != "running") return;
+  if (sweep.state != RunState::kRunning) return;
   if (now_unix == 0) now_unix = std::time(nullptr);
   for (const auto& model : sweep.models) {
     if (sweep.expanding.count(model)) continue;  // no pools yet: nothing is screened
@@ -638,7 +649,7 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
     if (unsliced > 0) return;
   }
   if (sweep.units_finished < sweep.units.size()) return;
-  sweep.state = "done";
+  sweep.state = RunState::kDone;
   sweep.finished_unix = now_unix;
 }
 
@@ -659,7 +670,7 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
     SweepProgress p;
     p.sweep_id = id;
     p.name = s.submit.name;
-    p.state = s.state;
+    p.state = RunStateName(s.state);
     p.units_total = s.units.size();
     p.units_done = s.units_finished;
     p.pairs_total = s.pairs_total;
@@ -668,7 +679,7 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
     p.gpu_models.assign(s.models.begin(), s.models.end());
     p.error = s.error;
     p.expanding.assign(s.expanding.begin(), s.expanding.end());
-    if (s.state == "running") {
+    if (s.state == RunState::kRunning) {
       for (const auto& m : s.submit.gpu_models) {
         if (m != "*" && !s.models.count(m)) p.waiting_for.push_back(m);  // never seen live
       }
@@ -689,7 +700,7 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
 
 bool Scheduler::Busy() const {
   for (const auto& [id, s] : sweeps_) {
-    if (s.state == "running") return true;
+    if (s.state == RunState::kRunning) return true;
   }
   return false;
 }

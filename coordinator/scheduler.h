@@ -155,6 +155,14 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job);
 
 enum class UnitState { kPending, kLeased, kDone, kFailed };
 
+// What a unit is for: the screening of its configs, the refine pass of the
+// contenders near a shape's best, or the confirm phase of the fastest.
+enum class UnitKind { kScreen, kRefine, kConfirm };
+
+// A sweep's state; RunStateName gives the name in records and status.
+enum class RunState { kRunning, kDone, kFailed };
+const char* RunStateName(RunState state);  // "running", "done", "failed"
+
 struct Unit {
   uint64_t id = 0;
   std::string sweep_id, op, dtype, gpu_model;
@@ -163,14 +171,13 @@ struct Unit {
   // (Scheduler::CreateUnits).
   Shape shape;
   std::string shape_key;  // shape.Canonical(), the key of its paces
-  // A confirm unit: `configs` are the fastest of `shape`, timed again
-  // together (WorkUnit::confirm_seconds).
+  UnitKind kind = UnitKind::kScreen;
+  // kConfirm: `configs` are the fastest of `shape`, timed again together
+  // for this long (WorkUnit::confirm_seconds).
   double confirm_seconds = 0;
-  // A refine unit: `configs` came near this best screening figure of
-  // `shape` (WorkUnit::refine_best_us).
+  // kRefine: `configs` came near this best screening figure of `shape`
+  // (WorkUnit::refine_best_us).
   double refine_best_us = 0;
-  bool Refine() const { return refine_best_us > 0; }
-  bool Screening() const { return confirm_seconds == 0 && !Refine(); }
   UnitState state = UnitState::kPending;
   uint32_t attempts = 0;
   std::map<std::string, double> holders;  // worker -> lease deadline
@@ -184,7 +191,7 @@ struct SweepState {
   std::string id;
   SweepSubmit submit;
   std::vector<OpSpec> specs;                 // parsed submit.op_packages
-  std::string state = "running";             // running | done | failed
+  RunState state = RunState::kRunning;
   std::string error;                         // why it failed
   std::set<std::string> models;              // models that have units
   std::set<std::string> expanding;           // of those, spaces being expanded
@@ -333,11 +340,12 @@ class Scheduler {
   // Creates the confirm units of `model` once its configs are all measured.
   void MaybeConfirm(SweepState& sweep, const std::string& model);
   Unit& AddUnit(SweepState& sweep, Unit u);
-  // Queues a confirm (confirm_seconds > 0) or refine (refine_best_us > 0)
-  // unit of op `i` and `dtype` with `configs` on `shape` alone, to be leased
-  // before any screening unit.
+  // Queues a confirm or refine unit (`kind`, with confirm_seconds or
+  // refine_best_us) of op `i` and `dtype` with `configs` on `shape` alone,
+  // to be leased before any screening unit.
   void QueueShapeUnit(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
-                      const Shape& shape, std::vector<Config> configs, double confirm_seconds, double refine_best_us);
+                      const Shape& shape, std::vector<Config> configs, UnitKind kind, double confirm_seconds,
+                      double refine_best_us);
   Unit* FindStraggler(const std::string& worker, const std::string& gpu_model, double now);
   // How long `u` (with one holder) may go without progress before it counts
   // as a straggler.

@@ -312,7 +312,7 @@ TEST_F(HostilePeerTest, AResultsFloodIsCutOffAtTheIngestQueueBoundAndNothingHone
   std::string submitted;
   ASSERT_EQ(Submit(dir_.Sub("sweep.toml"), false, &submitted), 0) << submitted;
   const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
-  Peer flood(ctx_, endpoint_, 60000);  // a loaded CI host reads 512 MiB slowly
+  Peer flood(ctx_, endpoint_, 60000);
   flood.Send(Hello{"flood:1", "0.1", {Device(kModel)}});
   flood.Receive<HelloAck>();
   Results batch{sweep_id, 777, 0, false, {}};
@@ -332,7 +332,7 @@ TEST_F(HostilePeerTest, AResultsFloodIsCutOffAtTheIngestQueueBoundAndNothingHone
   env.command = batch;
   const std::string frame = EncodeEnvelope(env);
   ASSERT_GT(frame.size(), 1u << 20);
-  const int frames = static_cast<int>((512u << 20) / frame.size());  // 512 MiB in all
+  const int frames = 24;  // 24 frames of 11 MiB against a queue of 4 MiB
   for (int i = 0; i < frames; ++i) flood.SendFrame(frame);
   std::string reason;
   while (auto cmd = flood.ReceiveAny()) {
@@ -344,7 +344,9 @@ TEST_F(HostilePeerTest, AResultsFloodIsCutOffAtTheIngestQueueBoundAndNothingHone
   EXPECT_NE(reason.find("results queue full"), std::string::npos) << reason << CoordinatorLog();
   EXPECT_EQ(WaitForSweep(sweep_id), "done") << CoordinatorLog();
   EXPECT_EQ(Rows().size(), kSweepRows);
-  EXPECT_LT(PeakRssMib(coordinator_->pid()), 256) << frames << " frames of " << frame.size() << " bytes";
+  // The queue held about one frame at a time: far less than the flood's
+  // 264 MiB (the rest is the decoding of a frame, RocksDB and ZeroMQ).
+  EXPECT_LT(PeakRssMib(coordinator_->pid()), 200) << frames << " frames of " << frame.size() << " bytes";
 }
 
 TEST_F(HostilePeerTest, PhantomModelsNeverMakeASweepWaitAndTooManyDevicesAreRefused) {

@@ -98,7 +98,7 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
   for (const auto& c : u->configs) EXPECT_FALSE(first_100.count(c.Id()));
   EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
   s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
-  EXPECT_EQ(sweep->state, "done");
+  EXPECT_EQ(sweep->state, RunState::kDone);
 }
 
 // With an expander set, a sweep's spaces are expanded elsewhere: until the
@@ -132,10 +132,10 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   EXPECT_EQ(u->configs.size(), 600u);
   EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());  // s2 still expanding
   s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 
   s.ApplyExpansion("s2", "m", Status::Error("op 'synthetic': more than 10 legal configs on m"));
-  EXPECT_EQ(s.FindSweep("s2")->state, "failed");
+  EXPECT_EQ(s.FindSweep("s2")->state, RunState::kFailed);
   EXPECT_NE(s.FindSweep("s2")->error.find("more than 10 legal configs"), std::string::npos);
   EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
 }
@@ -255,7 +255,7 @@ TEST(Scheduler, UnitFailsAfterMaxAttempts) {
   ASSERT_TRUE(s.Lease("w2", "m", 0));
   s.DropWorker("w2");
   EXPECT_FALSE(s.Lease("w3", "m", 0).has_value());
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");  // finished, with a failed unit
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);  // finished, with a failed unit
   auto p = s.Progress("s1");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].units_done, 1u);
@@ -275,9 +275,9 @@ TEST(Scheduler, TailDuplicatesStragglersAndFirstCompletionWins) {
   EXPECT_EQ(dup->unit_id, a->unit_id);
   EXPECT_FALSE(s.Lease("w3", "m", 4).has_value());  // at most one duplicate
   s.CompleteUnit("w2", "s1", dup->unit_id, 5, 5);
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
   s.CompleteUnit("w1", "s1", a->unit_id, 6, 6);  // the slower copy changes nothing
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 }
 
 TEST(Scheduler, UnitsWithResultsArrivingOrQueuedAreNoStragglers) {
@@ -358,10 +358,10 @@ TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
   s.DropWorker("w2");                      // b fails: no attempts left
   s.CompleteUnit("w2", "s1", b->unit_id, 3, 3);  // its rows still arrive
   EXPECT_EQ(s.Progress("s1")[0].units_done, 2u);
-  EXPECT_EQ(s.FindSweep("s1")->state, "running");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);
   s.CompleteUnit("w3", "s1", c->unit_id, 4, 4);
   EXPECT_EQ(s.Progress("s1")[0].units_done, 3u);
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 }
 
 TEST(Scheduler, UnitsAreNumberedFromTheGivenFirstIdAndBelongToTheirSweep) {
@@ -413,7 +413,7 @@ TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
   for (auto& [w, u] : held) {
     if (u) s.CompleteUnit(w, "s1", u->unit_id, 300, 300);
   }
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 }
 
 TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
@@ -466,7 +466,7 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   EXPECT_EQ(confirms[1].shapes[0].Canonical(), "N=4096");
   EXPECT_FALSE(s.Lease("w9", "m1", 100).has_value());  // a confirm unit is never duplicated
   for (const auto& u : confirms) s.CompleteUnit("w1", "s1", u.unit_id, 4, 4);
-  EXPECT_EQ(sweep->state, "running");  // m2 has not been measured or confirmed
+  EXPECT_EQ(sweep->state, RunState::kRunning);  // m2 has not been measured or confirmed
   auto d = s.Lease("w2", "m2", 4);
   ASSERT_TRUE(d);
   s.CompleteUnit("w2", "s1", c->unit_id, 5, 5);
@@ -476,9 +476,9 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   while (auto u = s.Lease("w2", "m2", 6)) m2_confirms.push_back(*u);
   ASSERT_EQ(m2_confirms.size(), 2u);
   s.CompleteUnit("w2", "s1", m2_confirms[0].unit_id, 7, 7);
-  EXPECT_EQ(sweep->state, "running");
+  EXPECT_EQ(sweep->state, RunState::kRunning);
   s.CompleteUnit("w2", "s1", m2_confirms[1].unit_id, 7, 7);
-  EXPECT_EQ(sweep->state, "done");
+  EXPECT_EQ(sweep->state, RunState::kDone);
   EXPECT_EQ(s.Progress("s1")[0].units_total, 8u);
 }
 
@@ -560,7 +560,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   EXPECT_EQ(order[22], "refine f16/N=4096");
   for (size_t i = 32; i < order.size(); ++i) EXPECT_EQ(order[i].rfind("confirm", 0), 0u) << order[i];
   EXPECT_EQ(asked.back(), "confirm");
-  EXPECT_EQ(sweep->state, "done");
+  EXPECT_EQ(sweep->state, RunState::kDone);
 
   // Without the refine pass (an older client) screening units time
   // contenders themselves.
@@ -575,7 +575,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   ASSERT_TRUE(u);
   EXPECT_FALSE(u->screen_only);
   one.CompleteUnit("w1", "s2", u->unit_id, 1, 1);
-  EXPECT_EQ(one.FindSweep("s2")->state, "done");
+  EXPECT_EQ(one.FindSweep("s2")->state, RunState::kDone);
 }
 
 TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
@@ -609,7 +609,7 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
     EXPECT_EQ(u.refine_best_us, 10.0);
   }
   for (const auto& u : early) s.CompleteUnit("w2", "s1", u.unit_id, 1, 1);
-  EXPECT_EQ(s.FindSweep("s1")->state, "running");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);
   s.CompleteUnit("w1", "s1", screening->unit_id, 2, 2);
   // Only the configs that came near the final best since.
   std::vector<WorkUnit> rest;
@@ -622,7 +622,7 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
     EXPECT_FALSE(early_ids.count(u.configs[0].Id() + u.shapes[0].Canonical()));
   }
   for (const auto& u : rest) s.CompleteUnit("w2", "s1", u.unit_id, 4, 4);
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 }
 
 TEST(Scheduler, ConfigsThatRefinedFiguresBringNearTheBestAreRefinedWhileThePassRuns) {
@@ -664,10 +664,10 @@ TEST(Scheduler, ConfigsThatRefinedFiguresBringNearTheBestAreRefinedWhileThePassR
   for (size_t i = 1; i < first.size(); ++i) s.CompleteUnit("w1", "s1", first[i].unit_id, 102, 102);
   EXPECT_EQ(calls, 4);
   EXPECT_FALSE(s.Lease("w2", "m", 102).has_value());
-  EXPECT_EQ(s.FindSweep("s1")->state, "running");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);
   for (const auto& u : second) s.CompleteUnit("w2", "s1", u.unit_id, 103, 103);
   EXPECT_EQ(calls, 6);
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 }
 
 TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
@@ -691,7 +691,7 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
     s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
   }
   EXPECT_EQ(asked, 2);  // a look per shape
-  EXPECT_EQ(s.FindSweep("s1")->state, "done");
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 
   // A sweep without a confirm phase never asks.
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
@@ -699,7 +699,7 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
   ASSERT_TRUE(b);
   s.CompleteUnit("w1", "s2", b->unit_id, 3, 3);
   EXPECT_EQ(asked, 2);
-  EXPECT_EQ(s.FindSweep("s2")->state, "done");
+  EXPECT_EQ(s.FindSweep("s2")->state, RunState::kDone);
 
   submit.confirm_seconds = 0;
   auto bad = s.AddSweep(submit, "s3", 0);
