@@ -10,6 +10,8 @@
 //   bench_scale --workers 10 --shapes 20 --coordinator-wrapper "valgrind --tool=callgrind"
 //
 // Prints a table and one JSON line (prefixed "JSON ") for scripts.
+// Long on purpose: a self-contained benchmark program (simulated fleet,
+// measurements, report) that its write-up (bench/scale.md) reproduces.
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>

@@ -1,7 +1,5 @@
 #include "ingester.h"
 
-#include <pthread.h>
-
 #include <cmath>
 
 namespace tune {
@@ -58,60 +56,28 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
   return rows;
 }
 
-Ingester::Ingester(ResultStore* store) : store_(store) {}
+Ingester::Ingester(ResultStore* store) : store_(store), loop_("ingest") {}
 
-Ingester::~Ingester() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-Status Ingester::Start() {
-  TUNE_RETURN_IF_ERROR(wake_.Open("ingester"));
-  thread_ = std::thread([this] { Loop(); });
-  pthread_setname_np(thread_.native_handle(), "ingest");  // for top and /proc
-  return Status::OK();
-}
+Status Ingester::Start() { return loop_.Start(); }
 
 void Ingester::Submit(IngestJob job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued_bytes_ += job.frame.size();
-    jobs_.push_back(std::move(job));
-  }
-  cv_.notify_one();
+  const size_t bytes = job.frame.size();
+  queued_bytes_ += bytes;
+  // OffLoop's work is a std::function, which must be copyable: the job (and
+  // its frame) is shared rather than copied.
+  auto shared = std::make_shared<IngestJob>(std::move(job));
+  loop_.Post([this, shared, bytes]() -> OffLoop::Completion {
+    auto outcome = std::make_shared<IngestOutcome>(Store(*shared));
+    queued_bytes_ -= bytes;
+    return [this, outcome] { outcomes_.push_back(std::move(*outcome)); };
+  });
 }
 
 std::vector<IngestOutcome> Ingester::TakeOutcomes() {
-  wake_.Drain();
-  std::lock_guard<std::mutex> lock(mu_);
+  loop_.RunCompletions();
   std::vector<IngestOutcome> out;
   out.swap(outcomes_);
   return out;
-}
-
-size_t Ingester::queued_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_bytes_;
-}
-
-void Ingester::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
-    if (stop_) return;
-    IngestJob job = std::move(jobs_.front());
-    jobs_.pop_front();
-    lock.unlock();
-    IngestOutcome outcome = Store(job);
-    lock.lock();
-    queued_bytes_ -= job.frame.size();
-    outcomes_.push_back(std::move(outcome));
-    wake_.Notify();
-  }
 }
 
 IngestOutcome Ingester::Store(const IngestJob& job) {

@@ -13,18 +13,15 @@
 //
 // Thread safety: Submit, TakeOutcomes and queued_bytes() may be called from any
 // one thread (the loop); the store must be safe to use from another thread
-// (ResultStore is).
+// (ResultStore is). The ingest thread is an OffLoop (off_loop.h).
 #pragma once
 
-#include <condition_variable>
+#include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -98,11 +95,11 @@ class Ingester {
   explicit Ingester(ResultStore* store);
   // Finishes the batch being stored and drops the queued ones: they were
   // never acknowledged, so their workers send them again.
-  ~Ingester();
+  ~Ingester() = default;
   Ingester(const Ingester&) = delete;
   Ingester& operator=(const Ingester&) = delete;
 
-  // Creates the wake-up descriptor and starts the thread.
+  // Starts the ingest thread.
   Status Start();
   // Queues a Results frame. Never blocks on the store.
   void Submit(IngestJob job);
@@ -110,23 +107,17 @@ class Ingester {
   // wake_fd() of its pending wake-up.
   std::vector<IngestOutcome> TakeOutcomes();
   // Readable while outcomes wait to be taken (an eventfd; poll it).
-  int wake_fd() const { return wake_.fd(); }
+  int wake_fd() const { return loop_.wake_fd(); }
   // Bytes of the frames submitted and not yet stored.
-  size_t queued_bytes() const;
+  size_t queued_bytes() const { return queued_bytes_.load(); }
 
  private:
-  void Loop();
   IngestOutcome Store(const IngestJob& job);
 
   ResultStore* store_;
-  WakeFd wake_;
-  std::thread thread_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<IngestJob> jobs_;
-  std::vector<IngestOutcome> outcomes_;
-  size_t queued_bytes_ = 0;  // jobs_ and the job being stored
-  bool stop_ = false;
+  std::vector<IngestOutcome> outcomes_;  // taken by the loop's thread
+  std::atomic<size_t> queued_bytes_{0};  // frames submitted, not yet stored
+  OffLoop loop_;                         // last: its thread stops first
 };
 
 }  // namespace tune

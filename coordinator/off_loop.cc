@@ -53,7 +53,6 @@ void OffLoop::Post(Work work) {
     std::lock_guard<std::mutex> lock(mu_);
     work_.push_back(std::move(work));
   }
-  ++in_flight_;
   cv_.notify_one();
 }
 
@@ -65,7 +64,6 @@ void OffLoop::RunCompletions() {
     done.swap(done_);
   }
   for (auto& c : done) {
-    --in_flight_;
     if (c) c();
   }
 }

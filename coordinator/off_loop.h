@@ -58,8 +58,6 @@ class OffLoop {
   // Runs the completions posted since the last call, in posting order.
   void RunCompletions();
   int wake_fd() const { return wake_.fd(); }
-  // Work posted whose completion has not yet run.
-  size_t in_flight() const { return in_flight_; }
 
  private:
   void Loop();
@@ -71,7 +69,6 @@ class OffLoop {
   std::condition_variable cv_;
   std::deque<Work> work_;
   std::vector<Completion> done_;
-  size_t in_flight_ = 0;  // the loop's own count: Post +1, RunCompletions -1
   bool stop_ = false;
 };
 

@@ -1,3 +1,6 @@
+// The scheduler (scheduler.h). Long on purpose: one state machine (pools,
+// units, leases, the screen -> refine -> confirm passes) whose transitions
+// read and change the same counters; split, its invariants would span files.
 #include "scheduler.h"
 
 #include <algorithm>

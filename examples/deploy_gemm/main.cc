@@ -16,6 +16,8 @@
 //
 // Only tune/runtime.h comes from tunefarm. The op folder (op.toml + .cu) is
 // read as the farm reads it, so the same folder that was tuned is deployed.
+// Long on purpose: a self-contained example a deployment copies from, with
+// no dependency on the farm's sources.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <nvrtc.h>

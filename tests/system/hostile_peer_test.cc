@@ -3,6 +3,7 @@
 // honest sim workers, and asserts that the coordinator keeps serving a real
 // sweep to completion, that nothing forged or stale is stored or published,
 // and that nothing honest is lost.
+// Long on purpose: one test per class of hostile input, sharing one fixture.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,6 +1,8 @@
 // The coordinator's HTTP side over real loopback sockets: a plain POSIX
 // client (so that it can also send what no HTTP library would) against an
 // HttpServer fed by a fixed status source standing in for the coordinator.
+// Long on purpose: one suite per component, each HTTP behaviour (phases,
+// deadlines, caps, eviction, pipelining, assets) a test of its own.
 #include "http_server.h"
 #include "metrics.h"
 

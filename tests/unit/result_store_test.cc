@@ -1,4 +1,5 @@
 // ResultStore against a real RocksDB in a temporary directory.
+// Long on purpose: one suite per component, a test per store rule.
 #include "tune/result_store.h"
 
 #include <fcntl.h>

@@ -1,5 +1,6 @@
 // Scheduler: leases, expiry, dead workers, retries and tail duplicates as
 // pure logic with an injected clock.
+// Long on purpose: one suite per component, a test per scheduling rule.
 #include "scheduler.h"
 
 #include <gtest/gtest.h>

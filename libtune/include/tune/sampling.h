@@ -48,4 +48,16 @@ struct SamplingStep {
 SamplingStep NextSampling(const TimingPolicy& policy, double best_so_far_us, double wall_cap,
                           const SamplingProgress& progress);
 
+// A measurement's figures (median, mean, stdev, min, max, ci95, samples)
+// from the statistics of its samples.
+inline void SetFigures(const SampleStats& stats, Measurement* m) {
+  m->median_us = stats.median;
+  m->mean_us = stats.mean;
+  m->stdev_us = stats.stdev;
+  m->min_us = stats.min;
+  m->max_us = stats.max;
+  m->ci95_us = stats.ci95;
+  m->samples = static_cast<uint32_t>(stats.n);
+}
+
 }  // namespace tune

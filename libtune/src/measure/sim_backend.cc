@@ -147,14 +147,7 @@ class SimBackend final : public Backend {
       }
       progress.stats = ComputeStats(samples);
     }
-    const SampleStats& s = progress.stats;
-    m.median_us = s.median;
-    m.mean_us = s.mean;
-    m.stdev_us = s.stdev;
-    m.min_us = s.min;
-    m.max_us = s.max;
-    m.ci95_us = s.ci95;
-    m.samples = static_cast<uint32_t>(s.n);
+    SetFigures(progress.stats, &m);
     m.check_passed = true;
     return m;
   }

@@ -1,3 +1,6 @@
+// Architecture comparisons (tune/compare.h). Long on purpose: one
+// comparison and its four renderings (table, CSV, JSON, HTML), which share
+// its labels, number formats and the simulated-figure warnings.
 #include "tune/compare.h"
 
 #include <algorithm>

@@ -1,7 +1,11 @@
 #include "op_confine.h"
 
 #include <cctype>
+#include <filesystem>
+#include <optional>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string_view>
 
 namespace tune {
@@ -145,6 +149,66 @@ Status CheckIncludes(const std::string& file, const std::string& text,
     }
   }
   return Status::OK();
+}
+
+// --- #include "..." discovery ---
+
+// The targets of the `#include "..."` lines of `text`.
+std::vector<std::string> QuotedIncludes(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos || line[i] != '#') continue;
+    i = line.find_first_not_of(" \t", i + 1);
+    if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
+    i = line.find_first_not_of(" \t", i + 7);
+    if (i == std::string::npos || line[i] != '"') continue;
+    size_t end = line.find('"', i + 1);
+    if (end == std::string::npos || end == i + 1) continue;
+    out.push_back(line.substr(i + 1, end - i - 1));
+  }
+  return out;
+}
+
+std::optional<std::string> InFolder(const std::filesystem::path& p) {
+  std::filesystem::path n = p.lexically_normal();
+  if (n.empty() || n.is_absolute()) return std::nullopt;
+  for (const auto& part : n)
+    if (part == "..") return std::nullopt;
+  return n.generic_string();
+}
+
+// Candidates for `#include "name"` seen in `includer`: beside the includer
+// first, then the op folder's root (the preprocessor's quoted search order).
+std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name) {
+  std::vector<std::string> out;
+  if (auto a = InFolder(std::filesystem::path(includer).parent_path() / name)) out.push_back(*a);
+  if (auto b = InFolder(std::filesystem::path(name)); b && (out.empty() || out[0] != *b)) out.push_back(*b);
+  return out;
+}
+
+// Files reachable from `roots` through quoted includes that `get` finds;
+// names it does not know are system or toolkit headers and are skipped.
+std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
+                                     const std::function<const std::string*(const std::string&)>& get) {
+  std::set<std::string> seen(roots.begin(), roots.end());
+  std::vector<std::string> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    std::string file = todo.back();
+    todo.pop_back();
+    const std::string* text = get(file);
+    if (!text) continue;
+    for (const std::string& inc : QuotedIncludes(*text)) {
+      for (const std::string& cand : IncludeCandidates(file, inc)) {
+        if (!get(cand)) continue;
+        if (seen.insert(cand).second) todo.push_back(cand);
+        break;
+      }
+    }
+  }
+  return seen;
 }
 
 }  // namespace tune

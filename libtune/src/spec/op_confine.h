@@ -10,7 +10,10 @@
 // and again by every worker before it compiles anything.
 #pragma once
 
+#include <filesystem>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,5 +43,19 @@ Status CheckCompileOption(const std::string& option);
 // line and the directive.
 Status CheckIncludes(const std::string& file, const std::string& text,
                      const std::function<bool(const std::string& includer, const std::string& target)>& resolves);
+
+// `#include "..."` discovery, shared by ReadOpPackage, the parser and
+// SourceDigest.
+//
+// A file name inside the op folder, or nullopt when the name would leave it.
+std::optional<std::string> InFolder(const std::filesystem::path& p);
+// Candidates for `#include "name"` seen in `includer`: beside the includer
+// first, then the op folder's root (the preprocessor's quoted search order);
+// none that would leave the folder.
+std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name);
+// Files reachable from `roots` through quoted includes that `get` finds;
+// names it does not know are system or toolkit headers and are skipped.
+std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
+                                     const std::function<const std::string*(const std::string&)>& get);
 
 }  // namespace tune

@@ -2,7 +2,6 @@
 
 #include "op_confine.h"
 
-#include <sodium.h>
 
 #include <algorithm>
 #include <cctype>
@@ -82,66 +81,6 @@ Result<toml::table> ParseToml(const std::string& text, const std::string& file) 
     std::replace(what.begin(), what.end(), '\n', ' ');
     return Status::Error(file + PosText(e.source()) + ": " + what);
   }
-}
-
-// --- #include "..." discovery, shared by ReadOpPackage and SourceDigest ---
-
-std::vector<std::string> QuotedIncludes(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t i = line.find_first_not_of(" \t");
-    if (i == std::string::npos || line[i] != '#') continue;
-    i = line.find_first_not_of(" \t", i + 1);
-    if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
-    i = line.find_first_not_of(" \t", i + 7);
-    if (i == std::string::npos || line[i] != '"') continue;
-    size_t end = line.find('"', i + 1);
-    if (end == std::string::npos || end == i + 1) continue;
-    out.push_back(line.substr(i + 1, end - i - 1));
-  }
-  return out;
-}
-
-// A file name inside the op folder, or nullopt when the name would leave it.
-std::optional<std::string> InFolder(const fs::path& p) {
-  fs::path n = p.lexically_normal();
-  if (n.empty() || n.is_absolute()) return std::nullopt;
-  for (const auto& part : n)
-    if (part == "..") return std::nullopt;
-  return n.generic_string();
-}
-
-// Candidates for `#include "name"` seen in `includer`: beside the includer
-// first, then the op folder's root (the preprocessor's quoted search order).
-std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name) {
-  std::vector<std::string> out;
-  if (auto a = InFolder(fs::path(includer).parent_path() / name)) out.push_back(*a);
-  if (auto b = InFolder(fs::path(name)); b && (out.empty() || out[0] != *b)) out.push_back(*b);
-  return out;
-}
-
-// Files reachable from `roots` through quoted includes that `get` finds;
-// names it does not know are system or toolkit headers and are skipped.
-std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
-                                     const std::function<const std::string*(const std::string&)>& get) {
-  std::set<std::string> seen(roots.begin(), roots.end());
-  std::vector<std::string> todo(roots.begin(), roots.end());
-  while (!todo.empty()) {
-    std::string file = todo.back();
-    todo.pop_back();
-    const std::string* text = get(file);
-    if (!text) continue;
-    for (const std::string& inc : QuotedIncludes(*text)) {
-      for (const std::string& cand : IncludeCandidates(file, inc)) {
-        if (!get(cand)) continue;
-        if (seen.insert(cand).second) todo.push_back(cand);
-        break;
-      }
-    }
-  }
-  return seen;
 }
 
 bool ReadFile(const fs::path& path, std::string* out, std::string* error) {
@@ -635,40 +574,6 @@ class SpecParser {
   OpSpec spec_;
 };
 
-std::string HexOf(const unsigned char* data, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    hex += kDigits[data[i] >> 4];
-    hex += kDigits[data[i] & 0xf];
-  }
-  return hex;
-}
-
-// Hash input framing: every piece is length-prefixed so that no two different
-// specs feed the same byte stream.
-class Digest {
- public:
-  explicit Digest(size_t bytes) : bytes_(bytes) { crypto_generichash_init(&state_, nullptr, 0, bytes_); }
-  void Add(std::string_view s) {
-    unsigned char len[8];
-    uint64_t n = s.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    crypto_generichash_update(&state_, len, sizeof len);
-    crypto_generichash_update(&state_, reinterpret_cast<const unsigned char*>(s.data()), s.size());
-  }
-  std::string Hex() {
-    unsigned char out[crypto_generichash_BYTES_MAX];
-    crypto_generichash_final(&state_, out, bytes_);
-    return HexOf(out, bytes_);
-  }
-
- private:
-  size_t bytes_;
-  crypto_generichash_state state_;
-};
-
 }  // namespace
 
 Result<OpPackage> ReadOpPackage(const std::string& dir) {
@@ -735,95 +640,6 @@ const Axis* OpSpec::FindAxis(const std::string& axis_name) const {
   for (const Axis& a : axes)
     if (a.name == axis_name) return &a;
   return nullptr;
-}
-
-std::string OpSpec::SourceDigest() const {
-  auto get = [this](const std::string& name) -> const std::string* {
-    auto it = package.find(name);
-    return it == package.end() ? nullptr : &it->second;
-  };
-  auto contents = [&](const std::string& name) -> std::string_view {
-    const std::string* s = get(name);
-    return s ? std::string_view(*s) : std::string_view();
-  };
-  Digest d(16);
-  d.Add("tunefarm-source-digest-1");
-  d.Add("kernel-source");
-  d.Add(source_file);
-  d.Add(contents(source_file));
-  d.Add("reference-source");
-  d.Add(check.reference_file);
-  d.Add(contents(check.reference_file));
-  d.Add("headers");
-  for (const std::string& name : IncludeClosure({source_file, check.reference_file}, get)) {
-    if (name == source_file || name == check.reference_file) continue;
-    d.Add(name);
-    d.Add(contents(name));
-  }
-  d.Add("kernel");
-  d.Add(kernel);
-  d.Add("reference-kernel");
-  d.Add(check.reference_kernel);
-  d.Add("options");
-  for (const std::string& o : compile_options) d.Add(o);
-  d.Add("arch-specific");
-  d.Add(arch_specific ? "1" : "0");
-  return d.Hex();
-}
-
-std::string OpSpec::MeasureDigest() const {
-  Digest d(16);
-  d.Add("tunefarm-measure-digest-1");
-  auto list = [&](const char* what, const std::vector<std::string>& v) {
-    d.Add(what);
-    d.Add(std::to_string(v.size()));
-    for (const std::string& x : v) d.Add(x);
-  };
-  auto number = [&](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    d.Add(buf);
-  };
-  list("grid", grid);
-  list("block", block);
-  d.Add("smem");
-  d.Add(smem);
-  list("dims", dims);
-  d.Add("args");
-  d.Add(std::to_string(args.size()));
-  for (const ArgSpec& a : args) {
-    d.Add(a.name);
-    d.Add(a.kind == ArgSpec::Kind::kBuffer ? "buffer" : "scalar");
-    d.Add(a.dir);
-    d.Add(a.dtype);
-    list("shape", a.shape);
-    d.Add(a.init);
-    d.Add(a.scalar_type);
-    d.Add(a.value);
-  }
-  list("check-grid", check.grid);
-  list("check-block", check.block);
-  d.Add("tolerances");
-  number(check.rtol);
-  number(check.atol);
-  number(check.max_mismatch);
-  return d.Hex();
-}
-
-std::string KernelHash(const OpSpec& spec, const std::string& toolchain) {
-  // Unframed on purpose: the contract is hash(SourceDigest + "\0" +
-  // MeasureDigest + "\0" + timing policy version + "\0" + toolchain).
-  std::string input = spec.SourceDigest();
-  input += '\0';
-  input += spec.MeasureDigest();
-  input += '\0';
-  input += std::to_string(kTimingPolicyVersion);
-  input += '\0';
-  input += toolchain;
-  unsigned char out[16];
-  crypto_generichash(out, sizeof out, reinterpret_cast<const unsigned char*>(input.data()), input.size(),
-                     nullptr, 0);
-  return HexOf(out, sizeof out);
 }
 
 int DTypeSize(const std::string& dtype) {

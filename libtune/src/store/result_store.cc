@@ -1,4 +1,7 @@
 // ResultStore on RocksDB. See tune/result_store.h for the key layout.
+// Long on purpose: one RocksDB schema (families, keys, the best-so-far
+// index) and every path that reads or writes it, so that the invariants
+// between the families are kept in one file.
 #include "tune/result_store.h"
 #include "tune/records.h"
 

@@ -88,13 +88,7 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   }
   ClockSample after = nvml_ ? nvml_->Sample() : ClockSample{};
 
-  m->median_us = stats.median;
-  m->mean_us = stats.mean;
-  m->stdev_us = stats.stdev;
-  m->min_us = stats.min;
-  m->max_us = stats.max;
-  m->ci95_us = stats.ci95;
-  m->samples = uint32_t(stats.n);
+  SetFigures(stats, m);
   m->throttled = before.Throttled() || after.Throttled();
   m->sm_clock_mhz = after.valid ? after.sm_clock_mhz : before.sm_clock_mhz;
   return {};

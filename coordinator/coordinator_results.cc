@@ -1,0 +1,235 @@
+// The coordinator's results path: leases booked (here and in the store),
+// results batches handed to the ingester with what they must match, their
+// outcomes turned into acknowledgements and progress, and the reads of the
+// store that the refine and confirm passes make.
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+#include "coordinator_impl.h"
+
+namespace tune {
+namespace {
+
+// What the rows of `unit`, leased for `model`, must match.
+std::shared_ptr<const LeasedUnit> LeasedUnitOf(const WorkUnit& unit, const std::string& model) {
+  auto u = std::make_shared<LeasedUnit>();
+  u->sweep_id = unit.sweep_id;
+  u->op = unit.op;
+  u->dtype = unit.dtype;
+  u->gpu_model = model;
+  u->shape = unit.shapes.empty() ? "" : unit.shapes.front().Canonical();
+  for (const auto& c : unit.configs) u->configs.emplace(c.Id(), c);
+  u->confirm = unit.confirm();
+  u->refine = unit.refine();
+  return u;
+}
+
+}  // namespace
+
+// Records that `unit` (of `model`) was leased to `peer`, here and in the
+// store, so that its results are accepted from it, also after a restart.
+void Coordinator::Impl::BookLease(const WorkUnit& unit, const std::string& model, const Peer& peer) {
+  LeaseBook& book = lease_book[unit.unit_id];
+  if (!book.unit) {
+    book.unit = LeasedUnitOf(unit, model);
+    book.record.unit = unit;
+    book.record.unit.op_package.clear();
+    book.record.gpu_model = model;
+  }
+  const std::string who = Lessee(peer);
+  auto& lessees = book.record.lessees;
+  if (std::find(lessees.begin(), lessees.end(), who) != lessees.end()) return;
+  lessees.push_back(who);
+  Status st = store->PutLease(unit.unit_id, EncodeLeaseRecord(book.record));
+  if (!st.ok()) StoreFailed("cannot record lease of unit " + std::to_string(unit.unit_id) + ": " + st.message(), NowSeconds());
+}
+
+// Leases of sweeps that no longer run: kept, the book would grow for good.
+// Late batches of such a sweep (a duplicate lease's) are acknowledged
+// unstored (SubmitResults): every row of an ended sweep is stored already.
+void Coordinator::Impl::ForgetLeases(const std::string& sweep_id) {
+  for (auto it = lease_book.begin(); it != lease_book.end();) {
+    if (it->second.unit->sweep_id != sweep_id) {
+      ++it;
+      continue;
+    }
+    (void)store->DeleteLease(it->first);
+    it = lease_book.erase(it);
+  }
+}
+
+// KernelHash of the sweep's op for a toolchain, computed once.
+std::string Coordinator::Impl::KernelHashOf(const std::string& sweep_id, const std::string& op, const std::string& toolchain) {
+  const std::string key = sweep_id + '\0' + op + '\0' + toolchain;
+  auto it = kernel_hashes.find(key);
+  if (it != kernel_hashes.end()) return it->second;
+  const SweepState* s = scheduler.FindSweep(sweep_id);
+  if (!s) return "";
+  for (const auto& spec : s->specs) {
+    if (spec.name == op) return kernel_hashes[key] = KernelHash(spec, toolchain);
+  }
+  return "";
+}
+
+// A Results frame goes to the ingester undecoded, with what it must match:
+// the unit as leased to this peer, its devices' kernel hashes and backends.
+// Its unit counts as making progress until the batch is stored: rows
+// waiting in the queue never make a straggler.
+void Coordinator::Impl::SubmitResults(const std::string& identity, zmq::message_t frame, const ResultsHead& head) {
+  const double now = NowSeconds();
+  auto wit = Heard(identity, now);
+  if (wit == workers.end()) return Disconnect(identity, "unknown worker: say hello first");
+  const size_t queued = ingester->queued_bytes();
+  if (queued > 0 && queued + frame.size() > opts.max_ingest_queue_bytes) {
+    return Disconnect(identity, "results queue full: keep the batch and send it again later");
+  }
+  const Peer& peer = wit->second;
+  auto book = lease_book.find(head.unit_id);
+  const SweepState* sweep = scheduler.FindSweep(head.sweep_id);
+  if (book == lease_book.end() && sweep && sweep->state != RunState::kRunning) {
+    return Send(identity, ResultsAck{head.sweep_id, head.unit_id, head.batch, 0, ""});
+  }
+  scheduler.BatchQueued(head.sweep_id, head.unit_id, now);
+  IngestJob job;
+  job.identity = identity;
+  job.worker = peer.name;
+  if (book != lease_book.end()) {
+    const auto& lessees = book->second.record.lessees;
+    if (std::find(lessees.begin(), lessees.end(), Lessee(peer)) != lessees.end()) {
+      job.unit = book->second.unit;
+      for (const auto& d : peer.devices) {
+        if (d.model != job.unit->gpu_model) continue;
+        job.backends.insert(d.backend);
+        job.kernel_hashes.insert(KernelHashOf(job.unit->sweep_id, job.unit->op, d.nvrtc_version));
+      }
+    }
+  }
+  job.head = head;
+  job.frame = std::move(frame);
+  ingester->Submit(std::move(job));
+}
+
+// Leases of the run before this one, so their honest resends are stored.
+Status Coordinator::Impl::LoadLeases() {
+  std::vector<uint64_t> stale;
+  Status st = store->ForEachLease([&](uint64_t id, const std::string& bytes) {
+    auto rec = DecodeLeaseRecord(bytes.data(), bytes.size());
+    const SweepState* s = rec.ok() ? scheduler.FindSweep(rec->unit.sweep_id) : nullptr;
+    if (!s || s->state != RunState::kRunning) {
+      stale.push_back(id);
+      return;
+    }
+    auto u = LeasedUnitOf(rec->unit, rec->gpu_model);
+    lease_book[id] = LeaseBook{std::move(u), std::move(rec).value()};
+  });
+  for (uint64_t id : stale) (void)store->DeleteLease(id);
+  if (!lease_book.empty()) Log(std::to_string(lease_book.size()) + " lease(s) of the last run still open");
+  return st;
+}
+
+// A batch of `unit_id` from this worker is not in the store: a reconnect
+// makes the worker send every batch it holds unacknowledged again.
+void Coordinator::Impl::AskToResend(const std::string& identity, uint64_t unit_id) {
+  Log("unit " + std::to_string(unit_id) + " of " + Printable(identity) +
+      " lacks a batch that failed to store; asking for it again");
+  Send(identity, tune::Disconnect{"a results batch could not be stored; send it again"});
+  DropWorker(identity);
+}
+
+// A batch that does not match its lease: nothing of it is stored, the
+// sender is told so (it drops the batch) and gives up its lease of the
+// unit, which goes back to the queue for an honest worker. A peer that
+// keeps sending such batches is disconnected.
+void Coordinator::Impl::Refuse(const IngestOutcome& o) {
+  batches_refused++;
+  auto wit = workers.find(o.identity);
+  const std::string who = wit != workers.end() ? wit->second.name + " (" + Lessee(wit->second) + ")" : Printable(o.identity);
+  std::fprintf(stderr, "coordinator: refused results of unit %llu from %s: %s\n",
+               static_cast<unsigned long long>(o.head.unit_id), who.c_str(), o.error.c_str());
+  Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch, 0, o.error});
+  scheduler.GiveUpLease(o.identity, o.head.unit_id);
+  if (wit != workers.end() && ++wit->second.violations >= kMaxViolations) {
+    Disconnect(o.identity, std::to_string(kMaxViolations) + " results batches refused");
+  }
+}
+
+// Stored batches are acknowledged and counted here, on the loop, so the
+// scheduler sees a unit complete only once all its rows are stored.
+void Coordinator::Impl::ApplyIngestOutcomes() {
+  for (auto& o : ingester->TakeOutcomes()) {
+    scheduler.BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, NowSeconds());
+    switch (o.kind) {
+      case IngestOutcome::Kind::kRejected:
+        protocol_errors++;
+        Disconnect(o.identity, o.error);
+        break;
+      case IngestOutcome::Kind::kRefused:
+        Refuse(o);
+        break;
+      case IngestOutcome::Kind::kStoreFailed:
+        // Not acknowledged: the worker keeps the batch and sends it again
+        // when it reconnects. Until then the unit must not complete on a
+        // later final batch, and a failed final batch asks for that now.
+        StoreFailed(o.error, NowSeconds());
+        if (o.head.final) AskToResend(o.identity, o.head.unit_id);
+        else unstored_batches.insert({o.identity, o.head.unit_id});
+        break;
+      case IngestOutcome::Kind::kStored: {
+        results_stored += o.stored;
+        results_duplicate += o.rows - o.stored;
+        if (o.head.final && unstored_batches.erase({o.identity, o.head.unit_id})) {
+          AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
+          break;
+        }
+        Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
+                                    static_cast<uint32_t>(o.stored), ""});
+        if (!o.head.final) break;
+        scheduler.CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, NowSeconds(),
+                               std::time(nullptr));
+        break;
+      }
+    }
+  }
+}
+
+// The valid rows of a (model, op, dtype, shape) key of the current kernel
+// hash, for a pass that times its fastest again. False when the pass has
+// nothing to do there: a row of the key is confirmed (final: a resumed
+// sweep whose confirm unit ran, or an earlier sweep's), or the scan failed
+// (logged, naming the pass).
+bool Coordinator::Impl::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                     const char* pass, std::vector<Measurement>* rows) {
+  const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), KernelHash(spec, dev.nvrtc_version)};
+  bool confirmed = false;
+  Status st = store->Scan(key, [&](const Measurement& m) {
+    confirmed = confirmed || m.confirmed;
+    if (m.Valid() && std::isfinite(m.median_us)) rows->push_back(m);
+    return !confirmed;
+  });
+  if (!st.ok()) Log(std::string(pass) + " skips " + shape.Canonical() + ": " + st.message());
+  return st.ok() && !confirmed;
+}
+
+// The confirm phase's contenders (ContendersOf) among the key's stored
+// rows.
+ContendersFn Coordinator::Impl::Contenders() {
+  return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                uint32_t top) {
+    std::vector<Measurement> valid;
+    if (!RowsToTimeAgain(dev, spec, dtype, shape, "confirm phase", &valid)) return std::vector<Config>{};
+    return ContendersOf(std::move(valid), top);
+  };
+}
+
+// The refine pass's contenders (NearBestOf) among the key's stored rows.
+NearBestFn Coordinator::Impl::NearBestConfigs() {
+  return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                double within) {
+    std::vector<Measurement> valid;
+    if (!RowsToTimeAgain(dev, spec, dtype, shape, "refine pass", &valid)) return NearBest{};
+    return NearBestOf(valid, within);
+  };
+}
+
+}  // namespace tune

@@ -1,0 +1,110 @@
+// The coordinator's status as the HTTP side serves it: the JSON documents
+// of the dashboard and the /metrics exposition, rebuilt on the loop and
+// swapped into the HttpSnapshot.
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "coordinator_impl.h"
+#include "metrics.h"
+#include "tune/json_text.h"
+
+namespace tune {
+
+void Coordinator::Impl::PublishSnapshot(double now) {
+  using nlohmann::json;
+  std::map<std::string, std::string> docs;
+  json sweeps = json::array();
+  std::vector<Metric> metrics;
+  for (const auto& p : scheduler.Progress("")) {
+    sweeps.push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
+                      {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
+                      {"pairs_failed", p.pairs_failed}, {"units_done", p.units_done},
+                      {"units_total", p.units_total}, {"gpu_models", p.gpu_models},
+                      {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
+                      {"error", p.error}, {"waiting_for", p.waiting_for},
+                      {"expanding", p.expanding}});
+    const MetricLabels labels = {{"sweep", p.sweep_id}, {"name", p.name}};
+    metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_done", "(config, shape) pairs stored",
+                                    p.pairs_done, labels));
+    metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_total", "(config, shape) pairs to measure",
+                                    p.pairs_total, labels));
+    metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
+                                    p.pairs_failed, labels));
+  }
+  docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}, {"store_fault", store_fault}});
+  json ws = json::array();
+  size_t devices = 0;
+  for (const auto& [id, peer] : workers) {
+    json devs = json::array();
+    for (const auto& d : peer.devices) {
+      devs.push_back({{"index", d.index}, {"name", d.name}, {"model", d.model},
+                      {"backend", d.backend},
+                      {"cc", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                      {"num_sms", d.num_sms}, {"total_mem_bytes", d.total_mem_bytes}});
+    }
+    devices += peer.devices.size();
+    ws.push_back({{"name", peer.name}, {"last_seen_seconds", now - peer.last_seen}, {"devices", devs}});
+  }
+  docs["workers"] = DumpJson(json{{"workers", ws}});
+  metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", workers.size()));
+  metrics.push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
+  metrics.push_back(Metric::Counter("tunefarm_results_stored_total", "measurements stored", results_stored));
+  metrics.push_back(Metric::Counter("tunefarm_results_duplicate_total",
+                                    "measurements received again and not stored twice",
+                                    results_duplicate));
+  metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
+  metrics.push_back(Metric::Gauge("tunefarm_store_writable",
+                                  "1 while store writes succeed; 0 while they fail and leasing stops",
+                                  store_fault.empty() ? 1 : 0));
+  metrics.push_back(Metric::Gauge("tunefarm_ingest_queue_bytes",
+                                  "bytes of results received and not yet stored",
+                                  ingester->queued_bytes()));
+  metrics.push_back(Metric::Counter("tunefarm_results_refused_total",
+                                    "results batches refused: not what was leased to their sender",
+                                    batches_refused));
+  metrics.push_back(Metric::Counter("tunefarm_protocol_errors_total",
+                                    "frames that failed to decode (framing, version, text)",
+                                    protocol_errors));
+  if (http) {
+    const HttpServerCounters c = http->counters();
+    metrics.push_back(Metric::Gauge("tunefarm_http_connections", "HTTP connections open", c.open));
+    metrics.push_back(Metric::Counter("tunefarm_http_evicted_total",
+                                      "HTTP connections closed to give their slot to a newer one", c.evicted));
+    metrics.push_back(Metric::Counter("tunefarm_http_refused_total",
+                                      "HTTP connections closed at once: caps full, no slot to take", c.refused));
+    metrics.push_back(Metric::Counter("tunefarm_http_timeouts_total", "HTTP connections that missed a deadline",
+                                      c.header_timeouts + c.body_timeouts + c.write_timeouts + c.idle_timeouts));
+  }
+  metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
+                                    "peers disconnected for bad or unexpected messages",
+                                    dropped_messages));
+  // Best rows scan the store: refreshed less often than the rest.
+  if (now - last_best_publish >= 5.0) {
+    last_best_publish = now;
+    auto best = store->Best({});
+    if (best.ok()) {
+      json rows = json::array();
+      std::map<std::string, json> groups;
+      for (const auto& m : *best) {
+        rows.push_back({{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape},
+                        {"gpu_model", m.gpu_model}, {"config", m.config.Canonical()},
+                        {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
+                        {"median_us", m.median_us}, {"stdev_us", m.stdev_us},
+                        {"samples", m.samples}, {"backend", m.backend}, {"sweep_id", m.sweep_id}});
+        json& g = groups[m.op + '\0' + m.dtype + '\0' + m.shape];
+        if (g.is_null()) g = {{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape}, {"gpus", json::array()}};
+        g["gpus"].push_back({{"gpu_model", m.gpu_model}, {"median_us", m.median_us},
+                             {"config", m.config.Canonical()}, {"backend", m.backend}});
+      }
+      json garr = json::array();
+      for (auto& [k, g] : groups) garr.push_back(std::move(g));
+      docs["best"] = DumpJson(json{{"best", rows}});
+      docs["compare"] = DumpJson(json{{"groups", garr}});
+    }
+  }
+  snapshot.Publish(std::move(docs), RenderMetrics(metrics));
+}
+
+}  // namespace tune
