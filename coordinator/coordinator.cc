@@ -185,6 +185,10 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
             return;
           }
           PersistSweep(id);
+          for (size_t i = 0; i < cmd.ops.size(); ++i) {
+            Status st = store->PutOp(cmd.ops[i], std::time(nullptr), cmd.op_packages[i]);
+            if (!st.ok()) StoreFailed("cannot record op " + cmd.ops[i] + ": " + st.message(), now);
+          }
           Log("sweep " + id + " '" + cmd.name + "' accepted");
           Send(identity, SweepAccepted{id});
         } else if constexpr (std::is_same_v<T, SweepStatusRequest>) {

@@ -165,6 +165,14 @@ struct LeaseRecord @0xa7d3f57bfffcee9f {
   lessees @2 :List(Text);     # LeaseRecord::lessees in protocol.h
 }
 
+# Stored, not sent (ResultStore ops): an op package a sweep brought, and
+# when, so that publishing and reports read each op's spec from the store.
+struct OpRecord @0xfe3f68b7b3558509 {
+  name @0 :Text;
+  submittedUnix @1 :Int64;
+  package @2 :OpPackage;
+}
+
 # The one message type on the wire. `unknown` comes first so that an envelope
 # whose command was never set (or was zeroed) is not read as a `hello`.
 struct Envelope @0xc9f1b97194c69d99 {

@@ -63,21 +63,16 @@ Measurement Row(const std::string& gpu, const std::string& op, const std::string
   return m;
 }
 
-// Stores a sweep carrying `op_dirs`' packages so that OpsFromStore (and so
-// throughput) knows the ops.
+// Records `op_dirs`' packages so that OpsFromStore (and so throughput)
+// knows the ops.
 void PutOps(ResultStore& store, const std::vector<std::string>& op_dirs) {
-  SweepRecord rec;
-  rec.state = "done";
   for (const auto& dir : op_dirs) {
     auto pkg = ReadOpPackage(dir);
     ASSERT_TRUE(pkg.ok()) << pkg.status().message();
     auto spec = ParseOpSpec(*pkg, dir);
     ASSERT_TRUE(spec.ok()) << spec.status().message();
-    rec.submit.ops.push_back(spec->name);
-    rec.submit.op_packages.push_back(*pkg);
+    ASSERT_TRUE(store.PutOp(spec->name, 1, *pkg).ok());
   }
-  rec.submit.name = "test";
-  ASSERT_TRUE(store.PutSweep("0001-test", EncodeSweepRecord(rec)).ok());
 }
 
 const std::string kGemmDir = std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm";

@@ -1,6 +1,7 @@
 // ResultStore against a real RocksDB in a temporary directory.
 // Long on purpose: one suite per component, a test per store rule.
 #include "tune/result_store.h"
+#include "tune/records.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -597,6 +598,49 @@ TEST(ResultStoreTest, ACorruptTableFileIsRefusedAtOpenNamingTheFile) {
   EXPECT_EQ(store.status().code(), StatusCode::kCorruption);
   EXPECT_EQ(error.rfind("result store " + path + ": checksum or corruption error", 0), 0u) << error;
   EXPECT_NE(error.find(std::filesystem::path(sst).filename().string()), std::string::npos) << error;
+}
+
+// Op records: one per (name, package), its time updated by a new submit;
+// a store written before op records existed reads its ops from its sweeps,
+// and has the records made when first opened for writing.
+TEST(ResultStoreTest, OpRecordsAndTheirMakingFromAnOlderStoresSweeps) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  const OpPackage v1 = {{"op.toml", "v1"}, {"k.cu", "x"}};
+  const OpPackage v2 = {{"op.toml", "v2"}, {"k.cu", "x"}};
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_TRUE(store);
+    SweepRecord rec;
+    rec.state = "done";
+    rec.submit.ops = {"gemm"};
+    rec.submit.op_packages = {v1};
+    ASSERT_TRUE(store->PutSweep("6b000000-abcd", EncodeSweepRecord(rec)).ok());
+  }
+  // As a store of an older build: op records never made.
+  EditRaw(path, [](rocksdb::DB* db, std::map<std::string, rocksdb::ColumnFamilyHandle*>& cf) {
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), cf.at("meta"), "ops_indexed").ok());
+  });
+  auto ops_of = [](ResultStore& store) {
+    std::map<std::string, int64_t> out;  // op.toml contents -> submitted
+    EXPECT_TRUE(store.ForEachOp([&](const OpRecord& op) {
+      EXPECT_EQ(op.name, "gemm");
+      out[op.package.at("op.toml")] = op.submitted_unix;
+    }).ok());
+    return out;
+  };
+  {
+    auto read_only = ResultStore::OpenReadOnly(path);
+    ASSERT_TRUE(read_only.ok()) << read_only.status().message();
+    EXPECT_EQ(ops_of(**read_only), (std::map<std::string, int64_t>{{"v1", 0x6b000000}}));
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(ops_of(*store), (std::map<std::string, int64_t>{{"v1", 0x6b000000}}));
+  ASSERT_TRUE(store->PutOp("gemm", 0x6c000000, v1).ok());
+  ASSERT_TRUE(store->PutOp("gemm", 0x6d000000, v2).ok());
+  EXPECT_EQ(ops_of(*store), (std::map<std::string, int64_t>{{"v1", 0x6c000000}, {"v2", 0x6d000000}}));
+  EXPECT_FALSE(store->PutOp("", 1, v1).ok());
 }
 
 TEST(ResultStoreTest, RecoverIsOkOnAWritableStore) {

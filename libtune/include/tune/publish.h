@@ -11,8 +11,8 @@
 
 namespace tune {
 
-// The op specs the store has seen, from its stored sweeps (the most recently
-// submitted spec of each op name wins). Unparseable records are skipped.
+// The op specs the store has seen (ResultStore::ForEachOp): the most
+// recently submitted package of each op name. Unparseable ones are skipped.
 std::map<std::string, OpSpec> OpsFromStore(ResultStore& store);
 
 // The rows of `rows` that a bundle published now would draw on: per (GPU

@@ -38,4 +38,14 @@ struct SweepRecord {
 std::string EncodeSweepRecord(const SweepRecord& r);
 Result<SweepRecord> DecodeSweepRecord(const std::string& bytes);
 
+// An op package as the store keeps it (ResultStore::PutOp): the package a
+// sweep brought for op `name`, submitted at `submitted_unix`.
+struct OpRecord {
+  std::string name;
+  int64_t submitted_unix = 0;
+  OpPackage package;
+};
+std::string EncodeOpRecord(const OpRecord& r);
+Result<OpRecord> DecodeOpRecord(const void* data, size_t size);
+
 }  // namespace tune

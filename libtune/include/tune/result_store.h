@@ -6,7 +6,8 @@
 //   best      key (gpu_model, op, dtype, shape, kernel_hash) -> best valid Measurement
 //   sweeps    key sweep_id -> opaque bytes owned by the coordinator (synced)
 //   meta      "format_version" -> "1", "counter/<name>" -> decimal,
-//             "lease\0<unit id, 16 hex>" -> opaque bytes owned by the coordinator, ...
+//             "lease\0<unit id, 16 hex>" -> opaque bytes owned by the coordinator,
+//             "op\0<name>\0<package digest>" -> OpRecord (records.h), ...
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -43,10 +44,13 @@
 #include <string>
 #include <vector>
 
+#include "tune/op_spec.h"
 #include "tune/status.h"
 #include "tune/types.h"
 
 namespace tune {
+
+struct OpRecord;  // records.h
 
 inline constexpr int kStoreFormatVersion = 1;
 // Free space a store keeps on its filesystem by default (set_min_free_bytes).
@@ -101,6 +105,16 @@ class ResultStore {
   std::optional<std::string> GetSweep(const std::string& sweep_id);
   Status ForEachSweep(const std::function<void(const std::string& id, const std::string& bytes)>& fn);
 
+  // The op packages sweeps brought, so that publishing and reports read each
+  // op's spec from the store rather than from the coordinator's sweep
+  // records. PutOp keeps one record per (name, package): submitting the same
+  // package again updates its time. A store written before op records
+  // existed has them made from its sweeps when first opened for writing (a
+  // read-only handle reads the sweeps instead).
+  Status PutOp(const std::string& name, int64_t submitted_unix, const OpPackage& package);
+  // Every op record; `fn` gets each (records.h OpRecord) in no set order.
+  Status ForEachOp(const std::function<void(const OpRecord& op)>& fn);
+
   // Leases the coordinator has handed out (opaque bytes it owns, in meta), so that a restarted coordinator still accepts
   // the honest resends of units leased before it stopped. Not synced: a
   // host crash loses recent leases, and their resends are refused and redone.
@@ -123,6 +137,8 @@ class ResultStore {
   Result<uint64_t> IncrementCounter(const std::string& name);
 
  private:
+  // Makes the op records of a store written before they existed (once).
+  Status IndexOps();
   struct Impl;
   explicit ResultStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -3,26 +3,24 @@
 #include <ctime>
 #include <set>
 
-#include "tune/records.h"
 
 #include "tune/config_space.h"
+#include "tune/records.h"
 #include "tune/sweep_file.h"
 
 namespace tune {
 
 std::map<std::string, OpSpec> OpsFromStore(ResultStore& store) {
-  // Sweep ids start with the submit time in hex, and ForEachSweep visits them
-  // in key order, so a later sweep's spec replaces an earlier one's.
-  std::map<std::string, OpSpec> out;
-  (void)store.ForEachSweep([&](const std::string&, const std::string& bytes) {
-    auto rec = DecodeSweepRecord(bytes);
-    if (!rec.ok()) return;
-    for (size_t i = 0; i < rec->submit.op_packages.size(); ++i) {
-      auto spec = ParseOpSpec(rec->submit.op_packages[i], "stored op '" + rec->submit.ops[i] + "'");
-      if (!spec.ok()) continue;
-      out.insert_or_assign(spec->name, std::move(spec).value());
-    }
+  std::map<std::string, OpRecord> latest;  // by name: the most recently submitted package
+  (void)store.ForEachOp([&](const OpRecord& op) {
+    auto [it, inserted] = latest.emplace(op.name, op);
+    if (!inserted && op.submitted_unix >= it->second.submitted_unix) it->second = op;
   });
+  std::map<std::string, OpSpec> out;
+  for (const auto& [name, op] : latest) {
+    auto spec = ParseOpSpec(op.package, "stored op '" + name + "'");
+    if (spec.ok()) out.emplace(name, std::move(spec).value());
+  }
   return out;
 }
 

@@ -42,6 +42,27 @@ Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size) {
                                 });
 }
 
+std::string EncodeOpRecord(const OpRecord& r) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  auto root = builder.initRoot<wire::OpRecord>();
+  root.setName(TextOf(r.name));
+  root.setSubmittedUnix(r.submitted_unix);
+  SetOpPackage(root.initPackage(), r.package);
+  return ToBytes(builder);
+}
+
+Result<OpRecord> DecodeOpRecord(const void* data, size_t size) {
+  return ReadFrame<OpRecord>(data, size, "op record", false,
+                             [](capnp::MessageReader& reader, Budget& budget) -> Result<OpRecord> {
+                               auto root = reader.getRoot<wire::OpRecord>();
+                               OpRecord r;
+                               r.name = Txt(root.getName(), budget, "name");
+                               r.submitted_unix = root.getSubmittedUnix();
+                               r.package = GetOpPackage(root.getPackage(), budget);
+                               return r;
+                             });
+}
+
 // A sweep record is its state line and the submit as a SweepSubmit envelope.
 std::string EncodeSweepRecord(const SweepRecord& r) {
   Envelope env;

@@ -5,6 +5,8 @@
 #include "tune/result_store.h"
 #include "tune/records.h"
 
+#include <sodium.h>
+
 #include <rocksdb/db.h>
 #include <sys/statvfs.h>
 #include <rocksdb/filter_policy.h>
@@ -579,7 +581,9 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
     return impl->Error("cannot read format version", s);
   }
   TUNE_RETURN_IF_ERROR(impl->RepickBestRows());
-  return std::unique_ptr<ResultStore>(new ResultStore(std::move(impl)));
+  std::unique_ptr<ResultStore> store(new ResultStore(std::move(impl)));
+  TUNE_RETURN_IF_ERROR(store->IndexOps());
+  return store;
 }
 
 Result<bool> ResultStore::Put(const Measurement& m) {
@@ -788,6 +792,86 @@ std::optional<std::string> ResultStore::GetSweep(const std::string& sweep_id) {
   std::string value;
   if (!impl_->db->Get(rocksdb::ReadOptions(), impl_->sweeps, sweep_id, &value).ok()) return std::nullopt;
   return value;
+}
+
+namespace {
+
+const std::string kOpPrefix = std::string("op") + kSep;
+// Set once the op records were made from the sweep records (IndexOps).
+constexpr char kOpsIndexedKey[] = "ops_indexed";
+
+// "op\0<name>\0<digest of the package>": one record per (name, package).
+std::string OpKey(const std::string& name, const OpPackage& package) {
+  crypto_generichash_state h;
+  crypto_generichash_init(&h, nullptr, 0, 16);
+  for (const auto& [file, contents] : package) {
+    for (const std::string* part : {&file, &contents}) {
+      const uint64_t n = part->size();
+      crypto_generichash_update(&h, reinterpret_cast<const unsigned char*>(&n), sizeof n);
+      crypto_generichash_update(&h, reinterpret_cast<const unsigned char*>(part->data()), part->size());
+    }
+  }
+  unsigned char out[16];
+  crypto_generichash_final(&h, out, sizeof out);
+  static const char kHex[] = "0123456789abcdef";
+  std::string key = kOpPrefix + name + kSep;
+  for (unsigned char c : out) {
+    key += kHex[c >> 4];
+    key += kHex[c & 15];
+  }
+  return key;
+}
+
+// The op records of a sweep record: its packages, submitted at the time its
+// id starts with (sweep ids are "<unix time, hex>-...").
+std::vector<OpRecord> OpsOfSweep(const std::string& sweep_id, const std::string& bytes) {
+  auto rec = DecodeSweepRecord(bytes);
+  if (!rec.ok()) return {};
+  const int64_t submitted = std::strtoll(sweep_id.substr(0, sweep_id.find('-')).c_str(), nullptr, 16);
+  std::vector<OpRecord> out;
+  for (size_t i = 0; i < rec->submit.ops.size() && i < rec->submit.op_packages.size(); ++i) {
+    out.push_back(OpRecord{rec->submit.ops[i], submitted, rec->submit.op_packages[i]});
+  }
+  return out;
+}
+
+}  // namespace
+
+Status ResultStore::PutOp(const std::string& name, int64_t submitted_unix, const OpPackage& package) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  if (name.empty()) return impl_->Error("op record without a name");
+  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, OpKey(name, package),
+                                     EncodeOpRecord(OpRecord{name, submitted_unix, package}));
+  return s.ok() ? Status::OK() : impl_->Error("write of op " + name + " failed", s);
+}
+
+Status ResultStore::ForEachOp(const std::function<void(const OpRecord& op)>& fn) {
+  std::string indexed;
+  if (!impl_->db->Get(rocksdb::ReadOptions(), impl_->meta, kOpsIndexedKey, &indexed).ok()) {
+    // Written before op records: read them from the sweeps.
+    return ForEachSweep([&](const std::string& id, const std::string& bytes) {
+      for (const OpRecord& op : OpsOfSweep(id, bytes)) fn(op);
+    });
+  }
+  return impl_->ForPrefix(impl_->meta, kOpPrefix, [&](rocksdb::Slice, rocksdb::Slice value, Status*) {
+    auto op = DecodeOpRecord(value.data(), value.size());
+    if (op.ok()) fn(*op);
+    return true;
+  });
+}
+
+Status ResultStore::IndexOps() {
+  std::string indexed;
+  if (impl_->db->Get(rocksdb::ReadOptions(), impl_->meta, kOpsIndexedKey, &indexed).ok()) return Status::OK();
+  std::vector<OpRecord> ops;
+  TUNE_RETURN_IF_ERROR(ForEachSweep([&](const std::string& id, const std::string& bytes) {
+    for (OpRecord& op : OpsOfSweep(id, bytes)) ops.push_back(std::move(op));
+  }));
+  for (const OpRecord& op : ops) TUNE_RETURN_IF_ERROR(PutOp(op.name, op.submitted_unix, op.package));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  rocksdb::Status s = impl_->db->Put(wo, impl_->meta, kOpsIndexedKey, "1");
+  return s.ok() ? Status::OK() : impl_->Error("cannot mark op records made", s);
 }
 
 Status ResultStore::ForEachSweep(
