@@ -212,7 +212,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           }
           if (!dev) return Disconnect(identity, "request for unknown device " +
                                                     std::to_string(cmd.device_index));
-          if (wit->second.serving.insert(dev->index).second) scheduler.AddDevice(*dev);
+          if (wit->second.serving.insert(dev->index).second) scheduler.AddDevice(*dev, std::time(nullptr));
           const bool store_behind =
               !store_fault.empty() || ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
           auto unit = store_behind ? std::nullopt : scheduler.Lease(identity, dev->model, now);
@@ -253,7 +253,7 @@ void Coordinator::Impl::Expand(SpaceExpansion job) {
             " (" + std::to_string((*space)->pairs_done) + " stored before), expanded in " +
             std::to_string(seconds) + " s");
       }
-      scheduler.ApplyExpansion(id, model, std::move(*space));
+      scheduler.ApplyExpansion(id, model, std::move(*space), std::time(nullptr));
     };
   });
 }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 
 #include "tune/config_space.h"
 #include "tune/stats.h"
@@ -121,7 +120,7 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   }
   auto& stored = sweeps_[sweep_id] = std::move(sweep);
   for (const auto& [model, device] : models_) {
-    if (ModelLive(model) && stored.TargetsModel(model)) CreateUnits(stored, device);
+    if (ModelLive(model) && stored.TargetsModel(model)) CreateUnits(stored, device, now_unix);
   }
   return sweep_id;
 }
@@ -134,13 +133,13 @@ Result<std::string> Scheduler::ResumeSweep(const SweepSubmit& submit, const std:
   return r;
 }
 
-void Scheduler::AddDevice(const DeviceInfo& device) {
+void Scheduler::AddDevice(const DeviceInfo& device, int64_t now_unix) {
   if (device.model.empty()) return;
   models_.emplace(device.model, device);
   if (live_devices_[device.model]++ > 0) return;
   const DeviceInfo& first = models_.at(device.model);
   for (auto& [id, sweep] : sweeps_) {
-    if (sweep.state == RunState::kRunning && sweep.TargetsModel(device.model)) CreateUnits(sweep, first);
+    if (sweep.state == RunState::kRunning && sweep.TargetsModel(device.model)) CreateUnits(sweep, first, now_unix);
   }
 }
 
@@ -202,7 +201,7 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   return out;
 }
 
-void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
+void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t now_unix) {
   if (!sweep.models.insert(device.model).second) return;
   SpaceExpansion job;
   job.sweep_id = sweep.id;
@@ -216,12 +215,12 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device) {
   if (expander_) {
     expander_(std::move(job));
   } else {
-    ApplyExpansion(sweep.id, device.model, ExpandSpace(job));
+    ApplyExpansion(sweep.id, device.model, ExpandSpace(job), now_unix);
   }
 }
 
 void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& model,
-                               Result<ExpandedSpace> space) {
+                               Result<ExpandedSpace> space, int64_t now_unix) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return;
   SweepState& sweep = it->second;
@@ -238,7 +237,7 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
     sweep.model_unsliced[model] += left;
   }
   for (auto& pool : space->pools) pools_[model].push_back(std::move(pool));
-  MaybeFinish(sweep, 0);  // a resumed sweep may have nothing left
+  MaybeFinish(sweep, now_unix);  // a resumed sweep may have nothing left
 }
 
 uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) const {
@@ -638,7 +637,6 @@ size_t Scheduler::ExpireLeases(double now) {
 
 void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   if (sweep.state != RunState::kRunning) return;
-  if (now_unix == 0) now_unix = std::time(nullptr);
   for (const auto& model : sweep.models) {
     if (sweep.expanding.count(model)) continue;  // no pools yet: nothing is screened
     MaybeRefine(sweep, model);

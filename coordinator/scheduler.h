@@ -266,13 +266,14 @@ class Scheduler {
   // The outcome of ExpandSpace for (sweep_id, model): its pools become
   // units, or the sweep fails with the error. Ignored when the sweep is gone,
   // ended or expects no such expansion.
-  void ApplyExpansion(const std::string& sweep_id, const std::string& model, Result<ExpandedSpace> space);
+  void ApplyExpansion(const std::string& sweep_id, const std::string& model, Result<ExpandedSpace> space,
+                      int64_t now_unix);
   // A device of a (possibly new) model is live; creates units for every
   // running sweep that targets it and has none yet. Errors (a constraint that
   // fails to evaluate, a space over the bounds) fail that sweep with the
   // message. A model is live while it has more AddDevice than RemoveDevice
   // calls: `gpus = ["*"]` means the live models, resolved when units are made.
-  void AddDevice(const DeviceInfo& device);
+  void AddDevice(const DeviceInfo& device, int64_t now_unix);
   // A device of `model` went away. A model with no live device and no
   // running sweep's units is forgotten, so models named by peers long gone
   // cost nothing.
@@ -319,7 +320,7 @@ class Scheduler {
  private:
   // Expands the sweep's spaces for the device's model (at once, or through
   // the expander).
-  void CreateUnits(SweepState& sweep, const DeviceInfo& device);
+  void CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t now_unix);
   Unit* CutUnit(const std::string& worker, const std::string& gpu_model);
   void ReleaseHolder(Unit& u, const std::string& worker);
   // Moves a unit out of kPending/kLeased for good.

@@ -49,7 +49,7 @@ TEST(Scheduler, UnitsAppearWhenTheModelIsSeenAndCoverTheSpaceShapeByShapeSmalles
   submit.shapes = {Shape{{{"N", 4096}}}, Shape{{{"N", 1024}}}};  // the larger one first
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   EXPECT_FALSE(s.Lease("w1", "m1", 0).has_value());  // no model known yet
-  s.AddDevice(Device("m1"));
+  s.AddDevice(Device("m1"), 0);
   const auto* sweep = s.FindSweep("s1");
   ASSERT_NE(sweep, nullptr);
   EXPECT_EQ(sweep->pairs_total, 600u * 2);    // 600 configs x 2 shapes
@@ -87,7 +87,7 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
                               return first_100.count(c.Id()) > 0;
                             })
                   .ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   const auto* sweep = s.FindSweep("s1");
   EXPECT_EQ(sweep->pairs_total, 1200u);
   EXPECT_EQ(sweep->pairs_done, 700u);
@@ -112,7 +112,7 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   s.SetExpander([&](SpaceExpansion job) { handed.push_back(std::move(job)); });
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   ASSERT_EQ(handed.size(), 2u);
   EXPECT_EQ(handed[0].device.model, "m");
   EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
@@ -122,9 +122,9 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   EXPECT_EQ(progress[0].expanding, std::vector<std::string>{"m"});
   EXPECT_TRUE(progress[0].waiting_for.empty());
 
-  s.ApplyExpansion("s1", "m", ExpandSpace(handed[0]));
-  s.ApplyExpansion("s1", "m", ExpandSpace(handed[0]));  // expects none now: ignored
-  s.ApplyExpansion("nope", "m", ExpandSpace(handed[0]));
+  s.ApplyExpansion("s1", "m", ExpandSpace(handed[0]), 0);
+  s.ApplyExpansion("s1", "m", ExpandSpace(handed[0]), 0);  // expects none now: ignored
+  s.ApplyExpansion("nope", "m", ExpandSpace(handed[0]), 0);
   EXPECT_TRUE(s.Progress("s1")[0].expanding.empty());
   EXPECT_EQ(s.FindSweep("s1")->pairs_total, 600u);
   auto u = s.Lease("w1", "m", 0);
@@ -135,7 +135,7 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 
-  s.ApplyExpansion("s2", "m", Status::Error("op 'synthetic': more than 10 legal configs on m"));
+  s.ApplyExpansion("s2", "m", Status::Error("op 'synthetic': more than 10 legal configs on m"), 0);
   EXPECT_EQ(s.FindSweep("s2")->state, RunState::kFailed);
   EXPECT_NE(s.FindSweep("s2")->error.find("more than 10 legal configs"), std::string::npos);
   EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
@@ -177,7 +177,7 @@ TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   o.tail_duplicates = false;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 0), "s1", 0).ok());  // 0 = adaptive
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto fast = s.Lease("fast", "m", 0);
   auto slow = s.Lease("slow", "m", 0);
   ASSERT_TRUE(fast && slow);
@@ -203,8 +203,8 @@ TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
 TEST(Scheduler, OnlyTargetedModelsGetUnits) {
   Scheduler s;
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"m2"}, 100), "s1", 0).ok());
-  s.AddDevice(Device("m1"));
-  s.AddDevice(Device("m2"));
+  s.AddDevice(Device("m1"), 0);
+  s.AddDevice(Device("m2"), 0);
   EXPECT_FALSE(s.Lease("w1", "m1", 0).has_value());
   EXPECT_TRUE(s.Lease("w2", "m2", 0).has_value());
 }
@@ -217,7 +217,7 @@ TEST(Scheduler, ExpiredLeaseReturnsToTheQueueAndIsRetriedFirst) {
   o.tail_duplicates = false;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 300), "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto a = s.Lease("w1", "m", 0);
   auto b = s.Lease("w2", "m", 0);
   ASSERT_TRUE(a && b);
@@ -234,7 +234,7 @@ TEST(Scheduler, DeadWorkerLeasesAreRequeued) {
   o.tail_duplicates = false;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto a = s.Lease("w1", "m", 0);
   ASSERT_TRUE(a);
   EXPECT_FALSE(s.Lease("w2", "m", 0).has_value());
@@ -250,7 +250,7 @@ TEST(Scheduler, UnitFailsAfterMaxAttempts) {
   o.tail_duplicates = false;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   ASSERT_TRUE(s.Lease("w1", "m", 0));
   s.DropWorker("w1");
   ASSERT_TRUE(s.Lease("w2", "m", 0));
@@ -267,7 +267,7 @@ TEST(Scheduler, TailDuplicatesStragglersAndFirstCompletionWins) {
   o.tail_min_age_seconds = 2;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto a = s.Lease("w1", "m", 0);
   ASSERT_TRUE(a);
   EXPECT_FALSE(s.Lease("w2", "m", 1).has_value());  // too young to duplicate
@@ -286,7 +286,7 @@ TEST(Scheduler, UnitsWithResultsArrivingOrQueuedAreNoStragglers) {
   o.tail_min_age_seconds = 2;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto a = s.Lease("w1", "m", 0);
   ASSERT_TRUE(a);
   s.BatchQueued("s1", a->unit_id, 1.5);
@@ -310,7 +310,7 @@ TEST(Scheduler, OnlyUnitsSlowerThanTheirPeersAreDuplicated) {
   o.tail_slow_factor = 1.5;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 300), "s1", 0).ok());  // 2 units of 600 pairs
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto a = s.Lease("w1", "m", 0);
   auto b = s.Lease("w2", "m", 0);
   ASSERT_TRUE(a && b);
@@ -329,7 +329,7 @@ TEST(Scheduler, BeforeAnyUnitOfASweepIsDoneTheHoldersOwnPaceCounts) {
   o.tail_slow_factor = 1.5;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());  // 1 unit of 600 pairs
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto first = s.Lease("w1", "m", 0);
   ASSERT_TRUE(first);
   s.CompleteUnit("w1", "s1", first->unit_id, 12, 12);  // w1 measures 50 pairs/s
@@ -349,7 +349,7 @@ TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
   o.tail_duplicates = false;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 200), "s1", 0).ok());  // 3 units
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto a = s.Lease("w1", "m", 0);
   auto b = s.Lease("w2", "m", 0);
   auto c = s.Lease("w3", "m", 0);
@@ -372,7 +372,7 @@ TEST(Scheduler, UnitsAreNumberedFromTheGivenFirstIdAndBelongToTheirSweep) {
   Scheduler s(o);
   s.NumberUnitsFrom(7ull << 32);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 200), "s1", 0).ok());  // 3 units
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   std::set<uint64_t> ids;
   for (const char* w : {"w1", "w2", "w3"}) {
     auto u = s.Lease(w, "m", 0);
@@ -393,7 +393,7 @@ TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
   o.tail_duplicates = false;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());  // 600 configs
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   // Four devices: each completes its unit and takes the next, in turn.
   std::vector<size_t> sizes;
   std::map<std::string, std::optional<WorkUnit>> held;
@@ -436,8 +436,8 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   submit.confirm_seconds = 1.5;
   submit.confirm_timing = ConfirmTiming::kBurst;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
-  s.AddDevice(Device("m1"));
-  s.AddDevice(Device("m2"));
+  s.AddDevice(Device("m1"), 0);
+  s.AddDevice(Device("m2"), 0);
   const auto* sweep = s.FindSweep("s1");
   const uint64_t pairs_before = sweep->pairs_total;
 
@@ -509,7 +509,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   submit.confirm_top = 2;
   submit.confirm_seconds = 1;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   const auto* sweep = s.FindSweep("s1");
   const uint64_t pairs_before = sweep->pairs_total;
   auto first = s.Lease("w1", "m", 0);
@@ -571,7 +571,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
     return NearBest{};
   });
   ASSERT_TRUE(one.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
-  one.AddDevice(Device("m"));
+  one.AddDevice(Device("m"), 0);
   auto u = one.Lease("w1", "m", 0);
   ASSERT_TRUE(u);
   EXPECT_FALSE(u->screen_only);
@@ -596,7 +596,7 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
   submit.shapes = kTwoShapes;
   submit.refine_pass = true;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto first_shape = s.Lease("w1", "m", 0);
   auto screening = s.Lease("w1", "m", 0);
   ASSERT_TRUE(first_shape && screening);
@@ -643,7 +643,7 @@ TEST(Scheduler, ConfigsThatRefinedFiguresBringNearTheBestAreRefinedWhileThePassR
   SweepSubmit submit = MakeSubmit({"*"}, 600);
   submit.refine_pass = true;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   auto screening = s.Lease("w1", "m", 0);
   ASSERT_TRUE(screening);
   s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
@@ -685,7 +685,7 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
   submit.confirm_top = 4;
   submit.confirm_seconds = 2;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
-  s.AddDevice(Device("m"));
+  s.AddDevice(Device("m"), 0);
   for (int i = 0; i < 2; ++i) {
     auto a = s.Lease("w1", "m", 0);
     ASSERT_TRUE(a);
