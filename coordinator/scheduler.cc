@@ -233,8 +233,8 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
   sweep.pairs_total += space->pairs_total;
   sweep.pairs_done += space->pairs_done;
   for (const auto& [key, left] : space->pool_unsliced) {
-    sweep.pool_unsliced[key] += left;
-    sweep.model_unsliced[model] += left;
+    sweep.key_passes[key].unsliced += left;
+    sweep.model_passes[model].unsliced += left;
   }
   for (auto& pool : space->pools) pools_[model].push_back(std::move(pool));
   MaybeFinish(sweep, now_unix);  // a resumed sweep may have nothing left
@@ -275,8 +275,8 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.configs.assign(pool.configs->begin() + pool.next, pool.configs->begin() + end);
     u.shape = pool.shape;
     u.shape_key = pool.shape.Canonical();
-    sweep.model_unsliced[gpu_model] -= end - pool.next;
-    sweep.pool_unsliced[PoolKey(gpu_model, pool.op, pool.dtype, u.shape_key)] -= end - pool.next;
+    sweep.model_passes[gpu_model].unsliced -= end - pool.next;
+    sweep.key_passes[PoolKey(gpu_model, pool.op, pool.dtype, u.shape_key)].unsliced -= end - pool.next;
     pool.next = end;
     return &AddUnit(sweep, std::move(u));
   }
@@ -285,8 +285,8 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
 
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
-  sweep.model_open_units[u.gpu_model]++;
-  if (u.kind == UnitKind::kScreen) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]++;
+  sweep.model_passes[u.gpu_model].open_units++;
+  if (u.kind == UnitKind::kScreen) sweep.key_passes[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)].open_screen_units++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -324,14 +324,20 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
 void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
   if (!sweep.submit.refine_pass || !near_best_ || sweep.state != RunState::kRunning) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
-    const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
-    if (sweep.pool_unsliced[key] > 0 || sweep.pool_open_units[key] > 0) return;
+    SweepState::KeyPasses& k = sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())];
+    if (!k.Screened()) return;
     // The shape is screened: refine at once, while the next shapes are
     // screened, early refine units or not. Then, each time one of the
-    // pool's refine units is done: the configs that came near the best
+    // key's refine units is done: the configs that came near the best
     // since (a best screened too fast rises when refined).
-    if (sweep.refine_created.insert(key).second || sweep.refine_stale.erase(key))
-      CreateRefineUnits(sweep, model, i, dtype, shape);
+    if (!k.refine_created) {
+      k.refine_created = true;
+    } else if (k.refine_stale) {
+      k.refine_stale = false;
+    } else {
+      return;
+    }
+    CreateRefineUnits(sweep, model, i, dtype, shape);
   });
 }
 
@@ -341,9 +347,9 @@ bool Scheduler::RefineEarly(const std::string& model) {
   for (auto& [id, sweep] : sweeps_) {
     if (!sweep.submit.refine_pass || sweep.state != RunState::kRunning || !sweep.models.count(model)) continue;
     ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
-      const std::string key = PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical());
-      if (sweep.pool_unsliced[key] > 0 || sweep.refine_created.count(key)) return;
-      if (!sweep.refine_early.insert(key).second) return;
+      SweepState::KeyPasses& k = sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())];
+      if (k.unsliced > 0 || k.refine_created || k.refine_early) return;
+      k.refine_early = true;
       const size_t before = sweep.units.size();
       CreateRefineUnits(sweep, model, i, dtype, shape);
       created = created || sweep.units.size() > before;
@@ -355,7 +361,7 @@ bool Scheduler::RefineEarly(const std::string& model) {
 void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
                                   const Shape& shape) {
   NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
-  auto& queued = sweep.refine_queued[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())];
+  auto& queued = sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())].refine_queued;
   std::erase_if(near.configs, [&](const Config& c) { return !queued.insert(c.Id()).second; });
   if (near.configs.empty() || near.best_us <= 0) return;
   // Small units, leased before any screening unit: the pass spreads over
@@ -391,8 +397,9 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
 
 void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
   if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != RunState::kRunning) return;
-  if (sweep.model_unsliced[model] > 0 || sweep.model_open_units[model] > 0) return;
-  if (!sweep.confirm_created.insert(model).second) return;
+  SweepState::ModelPasses& passes = sweep.model_passes[model];
+  if (passes.WorkLeft() || passes.confirm_created) return;
+  passes.confirm_created = true;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
     std::vector<Config> top = contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
     if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), UnitKind::kConfirm,
@@ -571,9 +578,10 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   auto& sweep = sweeps_.at(u.sweep_id);
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
     sweep.units_finished++;
-    sweep.model_open_units[u.gpu_model]--;
-    if (u.kind == UnitKind::kScreen) sweep.pool_open_units[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)]--;
-    if (u.kind == UnitKind::kRefine) sweep.refine_stale.insert(PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key));
+    sweep.model_passes[u.gpu_model].open_units--;
+    SweepState::KeyPasses& k = sweep.key_passes[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)];
+    if (u.kind == UnitKind::kScreen) k.open_screen_units--;
+    if (u.kind == UnitKind::kRefine) k.refine_stale = true;
   }
   if (u.state == UnitState::kLeased) {
     leased_.erase({u.last_progress, u.id});
@@ -646,8 +654,8 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet
   }
-  for (const auto& [model, unsliced] : sweep.model_unsliced) {
-    if (unsliced > 0) return;
+  for (const auto& [model, passes] : sweep.model_passes) {
+    if (passes.unsliced > 0) return;
   }
   if (sweep.units_finished < sweep.units.size()) return;
   sweep.state = RunState::kDone;
@@ -685,10 +693,8 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
         if (m != "*" && !s.models.count(m)) p.waiting_for.push_back(m);  // never seen live
       }
       for (const auto& m : s.models) {
-        const auto open = s.model_open_units.find(m);
-        const auto unsliced = s.model_unsliced.find(m);
-        const bool work_left = (open != s.model_open_units.end() && open->second > 0) ||
-                               (unsliced != s.model_unsliced.end() && unsliced->second > 0);
+        const auto passes = s.model_passes.find(m);
+        const bool work_left = passes != s.model_passes.end() && passes->second.WorkLeft();
         if (work_left && !ModelLive(m)) p.waiting_for.push_back(m);
       }
     }

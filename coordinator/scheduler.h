@@ -207,24 +207,32 @@ struct SweepState {
     bool stale = false;  // median not yet recomputed since the last sample
   };
   std::map<std::string, Pace> pace;
-  // Per model: (config, shape) pairs not yet cut into units and units not
-  // yet finished;
-  // when both reach 0 the model's confirm units are created (once).
-  std::map<std::string, uint64_t> model_unsliced, model_open_units;
-  std::set<std::string> confirm_created;
-  // Per (model, op, dtype, shape) (PoolKey): configs not yet cut into
-  // units and screening units not yet finished. Once every config of a
-  // shape is cut, the first device that runs dry refines the contenders
-  // screened so far (early); when the shape's screening is done the rest
-  // are refined against the best stored, while the next shapes screen. The
-  // best's refined figure may rise more than the others' (it was screened
-  // too fast) and bring other configs near it: each time a refine unit of a
-  // pool is done (refine_stale), those are refined too, while the pass's
-  // other units still run rather than in a round after its slowest one.
-  std::map<std::string, uint64_t> pool_unsliced, pool_open_units;
-  std::set<std::string> refine_early, refine_created, refine_stale;
-  // Per PoolKey: configs that have a refine unit.
-  std::map<std::string, std::set<std::string>> refine_queued;
+  // The passes of one model: screen, then confirm. Its (config, shape)
+  // pairs not yet cut into units and its units not yet finished; when both
+  // reach 0 its confirm units are created (once).
+  struct ModelPasses {
+    uint64_t unsliced = 0, open_units = 0;
+    bool confirm_created = false;
+    bool WorkLeft() const { return unsliced > 0 || open_units > 0; }
+  };
+  std::map<std::string, ModelPasses> model_passes;
+  // The passes of one (model, op, dtype, shape) key (PoolKey): screen, then
+  // refine. Its configs not yet cut into units and its screening units not
+  // yet finished. Once every config of the key is cut, the first device
+  // that runs dry refines the contenders screened so far (refine_early);
+  // when the screening is done the rest are refined against the best stored
+  // (refine_created), while the next shapes screen. The best's refined
+  // figure may rise more than the others' (it was screened too fast) and
+  // bring other configs near it: each time a refine unit of the key is done
+  // (refine_stale), those are refined too, while the pass's other units
+  // still run rather than in a round after its slowest one.
+  struct KeyPasses {
+    uint64_t unsliced = 0, open_screen_units = 0;
+    bool refine_early = false, refine_created = false, refine_stale = false;
+    std::set<std::string> refine_queued;  // Config::Id()s that have a refine unit
+    bool Screened() const { return unsliced == 0 && open_screen_units == 0; }
+  };
+  std::map<std::string, KeyPasses> key_passes;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   int64_t started_unix = 0, finished_unix = 0;
   bool TargetsModel(const std::string& model) const;
