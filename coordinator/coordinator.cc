@@ -18,6 +18,7 @@
 namespace tune {
 namespace {
 
+// "<unix time, hex>-<random hex>": SweepSubmittedUnix reads the time back.
 std::string NewSweepId() {
   std::random_device rd;
   char buf[32];
@@ -131,6 +132,13 @@ void Coordinator::Impl::PersistSweep(const std::string& id) {
   if (!st.ok()) StoreFailed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
 }
 
+void Coordinator::Impl::RecordOps(const std::string& sweep_id, const SweepSubmit& submit) {
+  for (size_t i = 0; i < submit.ops.size() && i < submit.op_packages.size(); ++i) {
+    Status st = store->PutOp(submit.ops[i], SweepSubmittedUnix(sweep_id), submit.op_packages[i]);
+    if (!st.ok()) StoreFailed("cannot record op " + submit.ops[i] + ": " + st.message(), NowSeconds());
+  }
+}
+
 void Coordinator::Impl::Disconnect(const std::string& identity, const std::string& reason) {
   Log("disconnect " + Printable(identity) + ": " + reason);
   dropped_messages++;
@@ -145,7 +153,7 @@ void Coordinator::Impl::DropWorker(const std::string& identity) {
     if (it->second.serving.count(d.index)) scheduler.RemoveDevice(d.model);
   }
   workers.erase(it);
-  scheduler.DropWorker(identity);
+  scheduler.DropWorker(identity, std::time(nullptr));
 }
 
 // Any command is a heartbeat. Returns the sender's entry, if it said hello.
@@ -185,10 +193,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
             return;
           }
           PersistSweep(id);
-          for (size_t i = 0; i < cmd.ops.size(); ++i) {
-            Status st = store->PutOp(cmd.ops[i], std::time(nullptr), cmd.op_packages[i]);
-            if (!st.ok()) StoreFailed("cannot record op " + cmd.ops[i] + ": " + st.message(), now);
-          }
+          RecordOps(id, cmd);
           Log("sweep " + id + " '" + cmd.name + "' accepted");
           Send(identity, SweepAccepted{id});
         } else if constexpr (std::is_same_v<T, SweepStatusRequest>) {
@@ -299,6 +304,7 @@ Status Coordinator::Impl::ResumeSweeps() {
       Status st = store->PutSweep(id, EncodeSweepRecord({"failed", rec.submit}));
       if (!st.ok()) Log("cannot mark sweep " + id + " failed: " + st.message());
     } else {
+      RecordOps(id, rec.submit);  // a coordinator stopped between the sweep and its op records
       Log("resuming sweep " + id + " '" + rec.submit.name + "'");
     }
   }
@@ -328,7 +334,7 @@ void Coordinator::Impl::Tick(double now) {
         " heartbeats: its leases go back to the queue");
     DropWorker(id);
   }
-  const size_t expired = scheduler.ExpireLeases(now);
+  const size_t expired = scheduler.ExpireLeases(now, std::time(nullptr));
   if (expired) Log(std::to_string(expired) + " lease(s) expired");
   RecordEndedSweeps();
   MaybeRecoverStore(now);

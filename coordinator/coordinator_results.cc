@@ -148,7 +148,7 @@ void Coordinator::Impl::Refuse(const IngestOutcome& o) {
   std::fprintf(stderr, "coordinator: refused results of unit %llu from %s: %s\n",
                static_cast<unsigned long long>(o.head.unit_id), who.c_str(), o.error.c_str());
   Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch, 0, o.error});
-  scheduler.GiveUpLease(o.identity, o.head.unit_id);
+  scheduler.GiveUpLease(o.identity, o.head.unit_id, std::time(nullptr));
   if (wit != workers.end() && ++wit->second.violations >= kMaxViolations) {
     Disconnect(o.identity, std::to_string(kMaxViolations) + " results batches refused");
   }

@@ -171,10 +171,12 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   const DeviceInfo& device = job.device;
   for (size_t i = 0; i < job.specs.size(); ++i) {
     const OpSpec& spec = job.specs[i];
-    auto enumerated = EnumerateConfigs(spec, device, nullptr, job.max_legal_configs);
+    SpaceStats stats;
+    auto enumerated = EnumerateConfigs(spec, device, &stats, job.max_legal_configs);
     if (!enumerated.ok()) {
+      const bool over = stats.legal > job.max_legal_configs;
       return Status::Error("op '" + spec.name + "': " + enumerated.status().message() +
-                           " (this coordinator's limit, --max-legal-configs)");
+                           (over ? " (this coordinator's limit, --max-legal-configs)" : ""));
     }
     // Shared by the pools of every (dtype, shape) that has none stored.
     auto all_configs = std::make_shared<const std::vector<Config>>(std::move(enumerated).value());
@@ -345,7 +347,10 @@ bool Scheduler::RefineEarly(const std::string& model) {
   if (!near_best_) return false;
   bool created = false;
   for (auto& [id, sweep] : sweeps_) {
-    if (!sweep.submit.refine_pass || sweep.state != RunState::kRunning || !sweep.models.count(model)) continue;
+    if (!sweep.submit.refine_pass || sweep.state != RunState::kRunning || !sweep.models.count(model) ||
+        sweep.expanding.count(model)) {
+      continue;  // a model being expanded has no keys screened yet
+    }
     ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
       SweepState::KeyPasses& k = sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())];
       if (k.unsliced > 0 || k.refine_created || k.refine_early) return;
@@ -591,12 +596,12 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   MaybeFinish(sweep, now_unix);
 }
 
-void Scheduler::ReleaseHolder(Unit& u, const std::string& worker) {
+void Scheduler::ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix) {
   u.holders.erase(worker);
   u.started.erase(worker);
   if (u.state != UnitState::kLeased || !u.holders.empty()) return;
   if (u.attempts >= opts_.max_attempts) {
-    Finish(u, UnitState::kFailed, 0);
+    Finish(u, UnitState::kFailed, now_unix);
     return;
   }
   u.state = UnitState::kPending;
@@ -612,21 +617,21 @@ std::vector<uint64_t> Scheduler::LeasedIds() const {
   return ids;
 }
 
-void Scheduler::DropWorker(const std::string& worker) {
+void Scheduler::DropWorker(const std::string& worker, int64_t now_unix) {
   // ReleaseHolder may take the unit out of leased_: iterate over a copy.
   const auto leased = LeasedIds();
   for (uint64_t id : leased) {
     Unit& u = units_.at(id);
-    if (u.holders.count(worker)) ReleaseHolder(u, worker);
+    if (u.holders.count(worker)) ReleaseHolder(u, worker, now_unix);
   }
 }
 
-void Scheduler::GiveUpLease(const std::string& worker, uint64_t unit_id) {
+void Scheduler::GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix) {
   auto it = units_.find(unit_id);
-  if (it != units_.end() && it->second.holders.count(worker)) ReleaseHolder(it->second, worker);
+  if (it != units_.end() && it->second.holders.count(worker)) ReleaseHolder(it->second, worker, now_unix);
 }
 
-size_t Scheduler::ExpireLeases(double now) {
+size_t Scheduler::ExpireLeases(double now, int64_t now_unix) {
   size_t expired = 0;
   const auto leased = LeasedIds();
   for (uint64_t id : leased) {
@@ -636,7 +641,7 @@ size_t Scheduler::ExpireLeases(double now) {
       if (deadline < now) late.push_back(w);
     }
     for (const auto& w : late) {
-      ReleaseHolder(u, w);
+      ReleaseHolder(u, w, now_unix);
       ++expired;
     }
   }

@@ -310,13 +310,13 @@ class Scheduler {
   // (adaptive sizing).
   uint32_t UnitSizeFor(const std::string& worker, const Shape& shape) const;
   // The worker is gone: its leases go back to the queue.
-  void DropWorker(const std::string& worker);
+  void DropWorker(const std::string& worker, int64_t now_unix);
   // `worker` no longer holds `unit_id` (its results were refused): the unit
   // goes back to the queue unless another worker holds it. No-op when it
   // holds no such lease.
-  void GiveUpLease(const std::string& worker, uint64_t unit_id);
+  void GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix);
   // Leases past their deadline go back to the queue; returns how many.
-  size_t ExpireLeases(double now);
+  size_t ExpireLeases(double now, int64_t now_unix);
 
   const Unit* FindUnit(uint64_t unit_id) const;
   const SweepState* FindSweep(const std::string& id) const;
@@ -330,7 +330,7 @@ class Scheduler {
   // the expander).
   void CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t now_unix);
   Unit* CutUnit(const std::string& worker, const std::string& gpu_model);
-  void ReleaseHolder(Unit& u, const std::string& worker);
+  void ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix);
   // Moves a unit out of kPending/kLeased for good.
   void Finish(Unit& u, UnitState state, int64_t now_unix);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);

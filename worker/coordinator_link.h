@@ -65,8 +65,6 @@ class CoordinatorLink {
   // the link was dropped.
   bool KeepAlive(double now);
 
-  size_t unacknowledged() const { return unacked_.size(); }
-
  private:
   void SendFrame(const std::string& frame);
 

@@ -641,6 +641,10 @@ TEST(ResultStoreTest, OpRecordsAndTheirMakingFromAnOlderStoresSweeps) {
   ASSERT_TRUE(store->PutOp("gemm", 0x6d000000, v2).ok());
   EXPECT_EQ(ops_of(*store), (std::map<std::string, int64_t>{{"v1", 0x6c000000}, {"v2", 0x6d000000}}));
   EXPECT_FALSE(store->PutOp("", 1, v1).ok());
+  EXPECT_EQ(SweepSubmittedUnix("6b000000-abcd"), 0x6b000000);
+  EXPECT_EQ(SweepSubmittedUnix("0001-test"), 1);
+  EXPECT_EQ(SweepSubmittedUnix("sweep-1"), 0);
+  EXPECT_EQ(SweepSubmittedUnix("6b000000"), 0);
 }
 
 TEST(ResultStoreTest, RecoverIsOkOnAWritableStore) {

@@ -110,12 +110,22 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   Scheduler s;
   std::vector<SpaceExpansion> handed;
   s.SetExpander([&](SpaceExpansion job) { handed.push_back(std::move(job)); });
-  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
-  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
+  // Nothing of a model being expanded is screened: no refine pass asks for
+  // its contenders (early or not) before its units exist.
+  int near_best_calls = 0;
+  s.SetNearBest([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, double) {
+    ++near_best_calls;
+    return NearBest{};
+  });
+  SweepSubmit submit = MakeSubmit({"*"}, 600);
+  submit.refine_pass = true;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  ASSERT_TRUE(s.AddSweep(submit, "s2", 0).ok());
   s.AddDevice(Device("m"), 0);
   ASSERT_EQ(handed.size(), 2u);
   EXPECT_EQ(handed[0].device.model, "m");
   EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
+  EXPECT_EQ(near_best_calls, 0);
   auto progress = s.Progress("s1");
   ASSERT_EQ(progress.size(), 1u);
   EXPECT_EQ(progress[0].state, "running");
@@ -222,8 +232,8 @@ TEST(Scheduler, ExpiredLeaseReturnsToTheQueueAndIsRetriedFirst) {
   auto b = s.Lease("w2", "m", 0);
   ASSERT_TRUE(a && b);
   EXPECT_FALSE(s.Lease("w3", "m", 1).has_value());
-  EXPECT_EQ(s.ExpireLeases(5), 0u);
-  EXPECT_EQ(s.ExpireLeases(11), 2u);
+  EXPECT_EQ(s.ExpireLeases(5, 0), 0u);
+  EXPECT_EQ(s.ExpireLeases(11, 0), 2u);
   auto again = s.Lease("w3", "m", 12);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->attempt, 2u);  // attempts count leases, from 1
@@ -238,7 +248,7 @@ TEST(Scheduler, DeadWorkerLeasesAreRequeued) {
   auto a = s.Lease("w1", "m", 0);
   ASSERT_TRUE(a);
   EXPECT_FALSE(s.Lease("w2", "m", 0).has_value());
-  s.DropWorker("w1");
+  s.DropWorker("w1", 0);
   auto b = s.Lease("w2", "m", 0);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->unit_id, a->unit_id);
@@ -252,9 +262,9 @@ TEST(Scheduler, UnitFailsAfterMaxAttempts) {
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
   ASSERT_TRUE(s.Lease("w1", "m", 0));
-  s.DropWorker("w1");
+  s.DropWorker("w1", 0);
   ASSERT_TRUE(s.Lease("w2", "m", 0));
-  s.DropWorker("w2");
+  s.DropWorker("w2", 0);
   EXPECT_FALSE(s.Lease("w3", "m", 0).has_value());
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);  // finished, with a failed unit
   auto p = s.Progress("s1");
@@ -356,7 +366,7 @@ TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
   ASSERT_TRUE(a && b && c);
   s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
   s.CompleteUnit("w1", "s1", a->unit_id, 2, 2);  // a repeated final batch
-  s.DropWorker("w2");                      // b fails: no attempts left
+  s.DropWorker("w2", 0);                      // b fails: no attempts left
   s.CompleteUnit("w2", "s1", b->unit_id, 3, 3);  // its rows still arrive
   EXPECT_EQ(s.Progress("s1")[0].units_done, 2u);
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);

@@ -24,7 +24,7 @@ struct SpaceStats {
 // Every legal config of `spec` on `device`, in enumeration order. Fails only
 // if a constraint does not compile, the raw space exceeds
 // kMaxRawConfigPoints, or more than `max_legal` points are legal (found
-// before they are all held in memory). 10^6 raw points take well under 1 s.
+// before they are all held in memory; stats->legal then exceeds it). 10^6 raw points take well under 1 s.
 //
 // Constraints may read `dsize`; this form uses the largest dtype of the op,
 // so the configs it returns are legal for every dtype the op declares (one

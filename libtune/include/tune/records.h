@@ -29,6 +29,10 @@ struct LeaseRecord {
 std::string EncodeLeaseRecord(const LeaseRecord& rec);
 Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size);
 
+// When sweep `sweep_id` was submitted: sweep ids are "<unix time, hex>-<random
+// hex>" (the coordinator's NewSweepId). 0 for an id of another form.
+int64_t SweepSubmittedUnix(const std::string& sweep_id);
+
 // A sweep as the coordinator stores it (ResultStore's sweeps family): its
 // state ("running" | "done" | "failed") and the submit, with the op packages.
 struct SweepRecord {

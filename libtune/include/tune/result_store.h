@@ -137,7 +137,8 @@ class ResultStore {
   Result<uint64_t> IncrementCounter(const std::string& name);
 
  private:
-  // Makes the op records of a store written before they existed (once).
+  // Makes the op records of a store written before they existed (once;
+  // tried again at each open until it succeeds).
   Status IndexOps();
   struct Impl;
   explicit ResultStore(std::unique_ptr<Impl> impl);

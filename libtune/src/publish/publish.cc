@@ -11,16 +11,17 @@
 namespace tune {
 
 std::map<std::string, OpSpec> OpsFromStore(ResultStore& store) {
-  std::map<std::string, OpRecord> latest;  // by name: the most recently submitted package
+  // By name: the spec of the most recently submitted package that parses
+  // (on a tie, the later record in the store's key order).
+  std::map<std::string, std::pair<int64_t, OpSpec>> latest;
   (void)store.ForEachOp([&](const OpRecord& op) {
-    auto [it, inserted] = latest.emplace(op.name, op);
-    if (!inserted && op.submitted_unix >= it->second.submitted_unix) it->second = op;
+    auto it = latest.find(op.name);
+    if (it != latest.end() && op.submitted_unix < it->second.first) return;
+    auto spec = ParseOpSpec(op.package, "stored op '" + op.name + "'");
+    if (spec.ok()) latest.insert_or_assign(op.name, std::make_pair(op.submitted_unix, std::move(spec).value()));
   });
   std::map<std::string, OpSpec> out;
-  for (const auto& [name, op] : latest) {
-    auto spec = ParseOpSpec(op.package, "stored op '" + name + "'");
-    if (spec.ok()) out.emplace(name, std::move(spec).value());
-  }
+  for (auto& [name, entry] : latest) out.emplace(name, std::move(entry.second));
   return out;
 }
 

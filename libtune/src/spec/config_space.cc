@@ -92,6 +92,7 @@ Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& devi
     if (failed_at == -1) break;  // a rule over device limits alone: nothing is legal
     if (failed_at == -2) {
       if (++legal > max_legal) {
+        if (stats) stats->legal = legal;
         return Status::Error(SpecFile(spec) + ": more than " + std::to_string(max_legal) + " legal configs on " +
                              device.model);
       }

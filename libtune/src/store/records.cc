@@ -63,6 +63,19 @@ Result<OpRecord> DecodeOpRecord(const void* data, size_t size) {
                              });
 }
 
+int64_t SweepSubmittedUnix(const std::string& sweep_id) {
+  const size_t dash = sweep_id.find('-');
+  if (dash == 0 || dash == std::string::npos || dash > 16) return 0;
+  int64_t t = 0;
+  for (size_t i = 0; i < dash; ++i) {
+    const char c = sweep_id[i];
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return 0;
+    t = t * 16 + digit;
+  }
+  return t;
+}
+
 // A sweep record is its state line and the submit as a SweepSubmit envelope.
 std::string EncodeSweepRecord(const SweepRecord& r) {
   Envelope env;

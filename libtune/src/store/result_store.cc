@@ -582,7 +582,12 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
   }
   TUNE_RETURN_IF_ERROR(impl->RepickBestRows());
   std::unique_ptr<ResultStore> store(new ResultStore(std::move(impl)));
-  TUNE_RETURN_IF_ERROR(store->IndexOps());
+  // Not fatal (a full disk must not keep the store from opening): until it
+  // succeeds, ForEachOp reads the ops from the sweeps, and the next open
+  // tries again.
+  if (Status st = store->IndexOps(); !st.ok()) {
+    std::fprintf(stderr, "result store %s: op records not made yet: %s\n", path.c_str(), st.message().c_str());
+  }
   return store;
 }
 
@@ -822,12 +827,12 @@ std::string OpKey(const std::string& name, const OpPackage& package) {
   return key;
 }
 
-// The op records of a sweep record: its packages, submitted at the time its
-// id starts with (sweep ids are "<unix time, hex>-...").
+// The op records of a sweep record: its packages, submitted when the sweep
+// was (SweepSubmittedUnix).
 std::vector<OpRecord> OpsOfSweep(const std::string& sweep_id, const std::string& bytes) {
   auto rec = DecodeSweepRecord(bytes);
   if (!rec.ok()) return {};
-  const int64_t submitted = std::strtoll(sweep_id.substr(0, sweep_id.find('-')).c_str(), nullptr, 16);
+  const int64_t submitted = SweepSubmittedUnix(sweep_id);
   std::vector<OpRecord> out;
   for (size_t i = 0; i < rec->submit.ops.size() && i < rec->submit.op_packages.size(); ++i) {
     out.push_back(OpRecord{rec->submit.ops[i], submitted, rec->submit.op_packages[i]});

@@ -225,6 +225,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   };
   built_problem_ = false;
   placements_ = 1;
+  stopped_ = SamplingStop::kNo;
   struct Trace {
     Runner* r;
     const MeasureRequest& req;
@@ -236,11 +237,11 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
       if (!r->trace_) return;
       fprintf(stderr,
               "tunefarm runner[%d] pid %d: %s %s %s %s: plan %.1f, problem %.1f%s%s, load %.1f, check %.1f, time %.1f (%u "
-              "samples, %zu placements), total %.1f ms; median %.3f us, %d MHz%s, at %.3f s\n",
+              "samples, %zu placements, stop: %s), total %.1f ms; median %.3f us, %d MHz%s, at %.3f s\n",
               r->index_, int(getpid()), spec.name.c_str(), req.dtype.c_str(), req.shape.Canonical().c_str(),
               req.config.Canonical().c_str(), ms[0], ms[1], r->built_problem_ ? " (built)" : "",
               req.policy.new_buffers ? " (new buffers)" : "", ms[2], ms[3], ms[4], m->samples, r->placements_,
-              Seconds(start) * 1e3, m->median_us, m->sm_clock_mhz, m->throttled ? " throttled" : "",
+              SamplingStopName(r->stopped_), Seconds(start) * 1e3, m->median_us, m->sm_clock_mhz, m->throttled ? " throttled" : "",
               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
     }
   } trace{this, req, spec, m, ms, t_start};

@@ -20,6 +20,7 @@
 #include "measure/cuda/runner_protocol.h"
 #include "tune/config_space.h"
 #include "tune/cuda_backend.h"
+#include "tune/sampling.h"
 
 namespace tune::cuda::runner {
 
@@ -194,6 +195,7 @@ class Runner {
   bool built_problem_ = false;  // the current request built its problem
   size_t problem_budget_ = 0;
   size_t placements_ = 1;       // of the current request's timing (trace)
+  SamplingStop stopped_ = SamplingStop::kNo;  // why its sampling loop ended (trace)
   uint64_t moves_ = 0;          // NewPlacement calls, which pick the spacer sizes
 
   std::string stored_key_;     // last cubin received (sent once per config)

@@ -66,8 +66,12 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   };
   std::vector<double> samples;
   SamplingProgress progress;
-  for (SamplingStep step = NextSampling(policy, best_so_far_us, wall_cap, progress); step.stop == SamplingStop::kNo;
+  for (SamplingStep step = NextSampling(policy, best_so_far_us, wall_cap, progress);;
        step = NextSampling(policy, best_so_far_us, wall_cap, progress)) {
+    if (step.stop != SamplingStop::kNo) {
+      stopped_ = step.stop;
+      break;
+    }
     if (Failure f = take(step.batch, &samples, &progress.timed_seconds); f.failed()) return f;
     progress.stats = ComputeStats(samples);
     progress.wall_seconds = Seconds(loop_start);
