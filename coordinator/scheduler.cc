@@ -45,6 +45,22 @@ void ForEachOpDtypeShape(const SweepState& sweep, Fn&& fn) {
 
 }  // namespace
 
+bool SweepState::KeyPasses::RefineNow(bool device_idle) {
+  if (device_idle) {
+    if (unsliced > 0 || refine_created || refine_early) return false;
+    refine_early = true;
+    return true;
+  }
+  if (!Screened()) return false;
+  if (!refine_created) {
+    refine_created = true;
+    return true;
+  }
+  if (!refine_stale) return false;
+  refine_stale = false;
+  return true;
+}
+
 bool SweepState::TargetsModel(const std::string& model) const {
   for (const auto& m : submit.gpu_models) {
     if (m == "*" || m == model) return true;
@@ -326,20 +342,12 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
 void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
   if (!sweep.submit.refine_pass || !near_best_ || sweep.state != RunState::kRunning) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
-    SweepState::KeyPasses& k = sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())];
-    if (!k.Screened()) return;
-    // The shape is screened: refine at once, while the next shapes are
-    // screened, early refine units or not. Then, each time one of the
-    // key's refine units is done: the configs that came near the best
-    // since (a best screened too fast rises when refined).
-    if (!k.refine_created) {
-      k.refine_created = true;
-    } else if (k.refine_stale) {
-      k.refine_stale = false;
-    } else {
-      return;
+    // Once the shape is screened: refine at once, while the next shapes
+    // are screened, early refine units or not; then, each time one of the
+    // key's refine units is done, the configs that came near the best since.
+    if (sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())].RefineNow(false)) {
+      CreateRefineUnits(sweep, model, i, dtype, shape);
     }
-    CreateRefineUnits(sweep, model, i, dtype, shape);
   });
 }
 
@@ -352,9 +360,7 @@ bool Scheduler::RefineEarly(const std::string& model) {
       continue;  // a model being expanded has no keys screened yet
     }
     ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
-      SweepState::KeyPasses& k = sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())];
-      if (k.unsliced > 0 || k.refine_created || k.refine_early) return;
-      k.refine_early = true;
+      if (!sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())].RefineNow(true)) return;
       const size_t before = sweep.units.size();
       CreateRefineUnits(sweep, model, i, dtype, shape);
       created = created || sweep.units.size() > before;
@@ -402,9 +408,7 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
 
 void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
   if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != RunState::kRunning) return;
-  SweepState::ModelPasses& passes = sweep.model_passes[model];
-  if (passes.WorkLeft() || passes.confirm_created) return;
-  passes.confirm_created = true;
+  if (!sweep.model_passes[model].ConfirmNow()) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
     std::vector<Config> top = contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
     if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), UnitKind::kConfirm,

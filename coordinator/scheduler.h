@@ -214,6 +214,13 @@ struct SweepState {
     uint64_t unsliced = 0, open_units = 0;
     bool confirm_created = false;
     bool WorkLeft() const { return unsliced > 0 || open_units > 0; }
+    // The model's confirm phase: once, when its screening and refine units
+    // are all done.
+    bool ConfirmNow() {
+      if (WorkLeft() || confirm_created) return false;
+      confirm_created = true;
+      return true;
+    }
   };
   std::map<std::string, ModelPasses> model_passes;
   // The passes of one (model, op, dtype, shape) key (PoolKey): screen, then
@@ -231,6 +238,13 @@ struct SweepState {
     bool refine_early = false, refine_created = false, refine_stale = false;
     std::set<std::string> refine_queued;  // Config::Id()s that have a refine unit
     bool Screened() const { return unsliced == 0 && open_screen_units == 0; }
+    // The key's refine pass as a state machine: whether to refine its
+    // contenders now, and the transition that makes it so. `device_idle`:
+    // asked because a device of the model has nothing to lease (an early
+    // refine, once, when every config is cut); otherwise asked after a unit
+    // of the model ended (at the end of the screening, once; then again
+    // after each refine unit of the key, whose refined best may have risen).
+    bool RefineNow(bool device_idle);
   };
   std::map<std::string, KeyPasses> key_passes;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;

@@ -180,6 +180,28 @@ TEST(Scheduler, ExpandSpaceBoundsLegalConfigsAndSkipsStoredPairs) {
   EXPECT_EQ(space->pool_unsliced.size(), 2u);
 }
 
+// A key's refine pass: early once (a device ran dry with every config cut),
+// at the end of the screening once, then again only after a refine unit of
+// the key ended.
+TEST(Scheduler, AKeysRefinePassMovesScreenEarlyScreenedAgain) {
+  SweepState::KeyPasses k;
+  k.unsliced = 3;
+  k.open_screen_units = 1;
+  EXPECT_FALSE(k.RefineNow(true));   // configs left to cut
+  EXPECT_FALSE(k.RefineNow(false));  // not screened
+  k.unsliced = 0;
+  EXPECT_TRUE(k.RefineNow(true));    // early, once
+  EXPECT_FALSE(k.RefineNow(true));
+  EXPECT_FALSE(k.RefineNow(false));  // a screening unit still runs
+  k.open_screen_units = 0;
+  EXPECT_TRUE(k.RefineNow(false));   // the screening ended
+  EXPECT_FALSE(k.RefineNow(false));
+  EXPECT_FALSE(k.RefineNow(true));   // no early refine once refined
+  k.refine_stale = true;             // a refine unit of the key ended
+  EXPECT_TRUE(k.RefineNow(false));
+  EXPECT_FALSE(k.RefineNow(false));
+}
+
 TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   SchedulerOptions o;
   o.configs_per_unit = 10;
