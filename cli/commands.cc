@@ -39,6 +39,12 @@ int Fail(const std::string& line) {
   return 1;
 }
 
+// A bad option value found after parsing: a usage error (kExitUsage).
+int Usage(const std::string& line) {
+  std::fprintf(stderr, "tunefarm: %s\n", line.c_str());
+  return kExitUsage;
+}
+
 std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
@@ -287,7 +293,7 @@ int RunStatus(const StatusArgs& args) {
 
 int RunResults(const QueryArgs& args, bool best_only) {
   OutputFormat format;
-  if (!ParseOutputFormat(args.format, &format)) return Fail("--format: unknown '" + args.format + "'");
+  if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
   auto store = OpenStore(args.store);
   if (!store.ok()) return Fail(store.status().message());
   std::vector<Measurement> rows;
@@ -301,6 +307,21 @@ int RunResults(const QueryArgs& args, bool best_only) {
       return true;
     });
     if (!st.ok()) return Fail(st.message());
+  }
+  const ResultFilter& f = args.filter;
+  if (rows.empty() && !(f.gpu_model.empty() && f.op.empty() && f.dtype.empty() && f.shape.empty())) {
+    // Nothing matched: say what the store does hold, so that a misspelt
+    // model or op is easy to fix.
+    std::set<std::string> models, ops;
+    if (auto keys = (*store)->Best({}); keys.ok()) {  // one row per key: cheaper than every row
+      for (const auto& m : *keys) {
+        models.insert(m.gpu_model);
+        ops.insert(m.op);
+      }
+    }
+    return Fail("no results match the filter; the store holds GPU models [" +
+                Join(std::vector<std::string>(models.begin(), models.end()), ", ") + "] and ops [" +
+                Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
   }
   PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format);
   return 0;
@@ -358,7 +379,7 @@ int RunBundleShow(const BundleArgs& args) {
 // given.
 int RunBundleLookup(const BundleArgs& args) {
   Shape shape;
-  if (!ParseNamedValues(args.shape, &shape.dims)) return Fail("--shape '" + args.shape + "': expected M=...,N=...");
+  if (!ParseNamedValues(args.shape, &shape.dims)) return Usage("--shape '" + args.shape + "': expected M=...,N=...");
   auto b = args.keys.empty() ? runtime::Bundle::LoadUnverified(args.file) : runtime::Bundle::Load(args.file, args.keys);
   if (!b.ok()) return Fail(b.status().message());
   std::vector<runtime::Dim> dims;
@@ -421,7 +442,7 @@ int RunKeysSign(const KeysArgs& args) {
 
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   OutputFormat format;
-  if (!ParseOutputFormat(args.format, &format)) return Fail("--format: unknown '" + args.format + "'");
+  if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
   Status st = FinishWorkerArgs(args.worker);
   if (!st.ok()) return Fail(st.message());
   auto sweep = args.sweep_file.empty()
@@ -433,7 +454,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (args.confirm_top) sweep->confirm_top = args.confirm_top;
   if (args.confirm_seconds > 0) sweep->confirm_seconds = args.confirm_seconds;
   if (!args.confirm_timing.empty() && !ParseConfirmTiming(args.confirm_timing, &sweep->confirm_timing))
-    return Fail("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
+    return Usage("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
   if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
   if (args.one_pass) sweep->refine_pass = false;
 
@@ -503,7 +524,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
 
 int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   namespace fs = std::filesystem;
-  if (args.history.empty()) return Fail("--history is required");
+  if (args.history.empty()) return Usage("--history is required");
   // Each night gets its own store: re-measuring an unchanged kernel must
   // land beside last night's figures, not be folded into them.
   char stamp[32];

@@ -84,6 +84,10 @@ struct NightlyArgs {
 };
 // `nightly` exits with this when a winner got slower than the noise allows.
 inline constexpr int kExitRegressions = 3;
+// A command line that does not parse (an unknown option, a bad value): the
+// exit status of usage errors, as POSIX utilities have it. --help and
+// --version exit 0; failures of the work itself exit 1.
+inline constexpr int kExitUsage = 2;
 
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);

@@ -229,7 +229,12 @@ int main(int argc, char** argv) {
   n->add_option("--workers", nightly.tune.sim_workers, "sim: local workers")->capture_default_str();
   AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end the parse too, with status 0.
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
 
   if (c->parsed()) return RunCoordinator(coord, &g_stop);
   if (w->parsed()) return RunWorker(work, &g_stop);

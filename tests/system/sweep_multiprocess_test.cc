@@ -145,6 +145,27 @@ TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
   EXPECT_EQ(lookup({bin_}), "exact " + e.config.Canonical() + "\n");
   EXPECT_EQ(lookup({"/usr/bin/env", "TUNEFARM_FORCE_DEFAULTS=1", bin_}),
             "default " + bundle->defaults.at(e.op).Canonical() + " (TUNEFARM_FORCE_DEFAULTS is set)\n");
+
+  // The CLI's exit statuses: 0 for an answer, 1 when the work fails (here:
+  // nothing matches, and the message says what the store holds), 2 for a
+  // command line that does not parse.
+  auto run = [&](std::vector<std::string> argv, std::string* out) {
+    const std::string log = Path("cli" + std::to_string(++lookups) + ".log");
+    argv.insert(argv.begin(), bin_);
+    Child c(argv, log);
+    const int rc = c.Wait(30);
+    *out = tune::testing::ReadFile(log);
+    return rc;
+  };
+  std::string out;
+  EXPECT_EQ(run({"best", "--store", store, "--gpu", "h100"}, &out), 1) << out;
+  EXPECT_NE(out.find("the store holds GPU models [sim-a100, sim-h100]"), std::string::npos) << out;
+  EXPECT_EQ(run({"best", "--store", store, "--gpu", "sim-h100"}, &out), 0) << out;
+  EXPECT_EQ(run({"results", "--store", store, "--no-such-option"}, &out), 2) << out;
+  EXPECT_EQ(run({"results", "--store", store, "--format", "yaml"}, &out), 2) << out;
+  EXPECT_EQ(run({"bundle", "lookup", Path("bundle.tfb"), "--op", "synthetic", "--dtype", "f32", "--gpu", "sim-h100",
+                 "--shape", "N=oops"}, &out), 2) << out;
+  EXPECT_EQ(run({"--help"}, &out), 0) << out;
 }
 
 TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndTheyWin) {
