@@ -392,6 +392,23 @@ int RunBundleLookup(const BundleArgs& args) {
   if (a.entry && a.level != runtime::Level::kExact) {
     std::printf(" (tuned on %s at %s)", a.entry->gpu_model.c_str(), a.entry->shape.ToString().c_str());
   }
+  if (a.level == runtime::Level::kDefault && !b->forcing_defaults()) {
+    // Why the chain fell through to the default, most basic reason first.
+    const std::vector<std::string>* op_dims = b->dims_of(args.op);
+    std::vector<std::string> asked;
+    for (const auto& [name, value] : shape.dims) asked.push_back(name);
+    std::vector<std::string> want = op_dims ? *op_dims : std::vector<std::string>{};
+    std::sort(asked.begin(), asked.end());
+    std::sort(want.begin(), want.end());
+    bool dtype_tuned = false;
+    for (const auto& e : b->entries()) dtype_tuned = dtype_tuned || (e.op == args.op && e.dtype == args.dtype);
+    std::string why;
+    if (!op_dims) why = "no tuned entry of op " + args.op;
+    else if (asked != want) why = "the op's dims are " + Join(*op_dims);
+    else if (!dtype_tuned) why = "no tuned entry of " + args.op + "/" + args.dtype;
+    else why = "no tuned entry for " + args.gpu + " or its GPU family";
+    std::printf(" (%s)", why.c_str());
+  }
   std::printf("%s\n", b->forcing_defaults() ? " (TUNEFARM_FORCE_DEFAULTS is set)" : "");
   return 0;
 }

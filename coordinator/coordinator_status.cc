@@ -36,6 +36,7 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}, {"store_fault", store_fault}});
   json ws = json::array();
   size_t devices = 0;
+  const std::map<std::string, size_t> leases_held = scheduler.LeasesPerWorker();
   for (const auto& [id, peer] : workers) {
     json devs = json::array();
     for (const auto& d : peer.devices) {
@@ -45,7 +46,11 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                       {"num_sms", d.num_sms}, {"total_mem_bytes", d.total_mem_bytes}});
     }
     devices += peer.devices.size();
-    ws.push_back({{"name", peer.name}, {"last_seen_seconds", now - peer.last_seen}, {"devices", devs}});
+    const auto held = leases_held.find(id);
+    ws.push_back({{"name", peer.name},
+                  {"last_seen_seconds", now - peer.last_seen},
+                  {"leases", held == leases_held.end() ? 0 : held->second},
+                  {"devices", devs}});
   }
   docs["workers"] = DumpJson(json{{"workers", ws}});
   metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", workers.size()));

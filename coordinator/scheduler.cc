@@ -671,6 +671,14 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   sweep.finished_unix = now_unix;
 }
 
+std::map<std::string, size_t> Scheduler::LeasesPerWorker() const {
+  std::map<std::string, size_t> out;
+  for (const auto& [progress, id] : leased_) {
+    for (const auto& [worker, deadline] : units_.at(id).holders) out[worker]++;
+  }
+  return out;
+}
+
 const Unit* Scheduler::FindUnit(uint64_t unit_id) const {
   auto it = units_.find(unit_id);
   return it == units_.end() ? nullptr : &it->second;

@@ -332,6 +332,9 @@ class Scheduler {
   // Leases past their deadline go back to the queue; returns how many.
   size_t ExpireLeases(double now, int64_t now_unix);
 
+  // Leases held per worker (units leased, duplicates counted for each
+  // holder).
+  std::map<std::string, size_t> LeasesPerWorker() const;
   const Unit* FindUnit(uint64_t unit_id) const;
   const SweepState* FindSweep(const std::string& id) const;
   std::vector<SweepProgress> Progress(const std::string& sweep_id) const;

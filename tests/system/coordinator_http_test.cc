@@ -61,6 +61,7 @@ TEST(CoordinatorHttp, ApiAndMetricsFollowASweep) {
   EXPECT_NE(sweeps.find("\"pairs_done\":1200"), std::string::npos) << sweeps;
   EXPECT_NE(workers.find("web-worker"), std::string::npos) << workers;
   EXPECT_NE(workers.find("Simulated A100"), std::string::npos) << workers;
+  EXPECT_NE(workers.find("\"leases\":0"), std::string::npos) << workers;  // the sweep is done: none held
   EXPECT_NE(best.find("\"gpu_model\":\"sim-a100\""), std::string::npos) << best;
   EXPECT_NE(metrics.find("tunefarm_results_stored_total 1200"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tunefarm_workers 1"), std::string::npos) << metrics;

@@ -166,6 +166,10 @@ TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
   EXPECT_EQ(run({"bundle", "lookup", Path("bundle.tfb"), "--op", "synthetic", "--dtype", "f32", "--gpu", "sim-h100",
                  "--shape", "N=oops"}, &out), 2) << out;
   EXPECT_EQ(run({"--help"}, &out), 0) << out;
+  // A default answer says why the chain fell through to it.
+  EXPECT_EQ(run({"bundle", "lookup", Path("bundle.tfb"), "--op", "synthetic", "--dtype", "f16", "--gpu", "sim-h100",
+                 "--shape", "N=4096"}, &out), 0) << out;
+  EXPECT_NE(out.find("(no tuned entry of synthetic/f16)"), std::string::npos) << out;
 }
 
 TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndTheyWin) {

@@ -202,6 +202,20 @@ TEST(Scheduler, AKeysRefinePassMovesScreenEarlyScreenedAgain) {
   EXPECT_FALSE(k.RefineNow(false));
 }
 
+TEST(Scheduler, LeasesAreCountedPerWorker) {
+  Scheduler s;
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  ASSERT_TRUE(s.Lease("w1", "m", 0));
+  ASSERT_TRUE(s.Lease("w1", "m", 0));
+  const auto third = s.Lease("w2", "m", 0);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(s.LeasesPerWorker(), (std::map<std::string, size_t>{{"w1", 2}, {"w2", 1}}));
+  s.CompleteUnit("w2", "s1", third->unit_id, 1, 1);
+  s.DropWorker("w1", 1);
+  EXPECT_TRUE(s.LeasesPerWorker().empty());
+}
+
 TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   SchedulerOptions o;
   o.configs_per_unit = 10;
