@@ -184,6 +184,11 @@ void AddClientOptions(CLI::App* app, ClientArgs* args) {
   app->add_option("--coordinator-key", args->coordinator_key, "CURVE public key file of the coordinator");
 }
 
+void AddFormatOption(CLI::App* app, std::string* format) {
+  app->add_option("--format", *format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+  app->add_flag_callback("--json", [format] { *format = "json"; }, "Same as --format json")->group("");
+}
+
 void AddQueryOptions(CLI::App* app, QueryArgs* args) {
   app->add_option("--store", args->store, "RocksDB store directory")->capture_default_str();
   app->add_option("--gpu", args->filter.gpu_model, "Only this GPU model");
@@ -258,7 +263,7 @@ int RunStatus(const StatusArgs& args) {
   if (!reply.ok()) return Fail(reply.status().message());
   auto* status = std::get_if<SweepStatus>(&*reply);
   if (!status) return Fail("coordinator sent an unexpected reply");
-  if (args.json) {
+  if (args.format == "json") {
     nlohmann::json j = {{"workers", status->workers}, {"store_fault", status->store_fault},
                         {"sweeps", nlohmann::json::array()}};
     for (const auto& p : status->sweeps) {
@@ -369,7 +374,7 @@ int RunPublish(const PublishArgs& args) {
 int RunBundleShow(const BundleArgs& args) {
   auto b = ReadBundleFile(args.file);
   if (!b.ok()) return Fail(b.status().message());
-  if (args.json) std::printf("%s\n", BundleToJson(*b).c_str());
+  if (args.format == "json") std::printf("%s\n", BundleToJson(*b).c_str());
   else PrintBundle(stdout, *b);
   return 0;
 }
@@ -388,12 +393,10 @@ int RunBundleLookup(const BundleArgs& args) {
   if (a.level == runtime::Level::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
   Config config;  // printed in the farm's canonical form, as `results` prints configs
   for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), a.config->value(i));
-  std::printf("%s %s", runtime::LevelName(a.level), config.Canonical().c_str());
-  if (a.entry && a.level != runtime::Level::kExact) {
-    std::printf(" (tuned on %s at %s)", a.entry->gpu_model.c_str(), a.entry->shape.ToString().c_str());
-  }
-  if (a.level == runtime::Level::kDefault && !b->forcing_defaults()) {
-    // Why the chain fell through to the default, most basic reason first.
+  std::string why;  // why the chain fell through to the default, most basic reason first
+  if (a.level == runtime::Level::kDefault && b->forcing_defaults()) {
+    why = "TUNEFARM_FORCE_DEFAULTS is set";
+  } else if (a.level == runtime::Level::kDefault) {
     const std::vector<std::string>* op_dims = b->dims_of(args.op);
     std::vector<std::string> asked;
     for (const auto& [name, value] : shape.dims) asked.push_back(name);
@@ -402,14 +405,23 @@ int RunBundleLookup(const BundleArgs& args) {
     std::sort(want.begin(), want.end());
     bool dtype_tuned = false;
     for (const auto& e : b->entries()) dtype_tuned = dtype_tuned || (e.op == args.op && e.dtype == args.dtype);
-    std::string why;
     if (!op_dims) why = "no tuned entry of op " + args.op;
     else if (asked != want) why = "the op's dims are " + Join(*op_dims);
     else if (!dtype_tuned) why = "no tuned entry of " + args.op + "/" + args.dtype;
     else why = "no tuned entry for " + args.gpu + " or its GPU family";
-    std::printf(" (%s)", why.c_str());
   }
-  std::printf("%s\n", b->forcing_defaults() ? " (TUNEFARM_FORCE_DEFAULTS is set)" : "");
+  const bool borrowed = a.entry && a.level != runtime::Level::kExact;  // another shape's or model's entry
+  if (args.format == "json") {
+    nlohmann::json j = {{"level", runtime::LevelName(a.level)}, {"config", config.Canonical()}};
+    if (borrowed) j["tuned_on"] = {{"gpu_model", a.entry->gpu_model}, {"shape", a.entry->shape.ToString()}};
+    if (!why.empty()) j["why"] = why;
+    std::printf("%s\n", DumpJson(j, 2).c_str());
+    return 0;
+  }
+  std::printf("%s %s", runtime::LevelName(a.level), config.Canonical().c_str());
+  if (borrowed) std::printf(" (tuned on %s at %s)", a.entry->gpu_model.c_str(), a.entry->shape.ToString().c_str());
+  if (!why.empty()) std::printf(" (%s)", why.c_str());
+  std::printf("\n");
   return 0;
 }
 
@@ -428,14 +440,15 @@ int RunBundleVerify(const BundleArgs& args) {
   return 0;
 }
 
-int RunBundleDiff(const std::string& before_path, const std::string& after_path, double noise_floor) {
+int RunBundleDiff(const std::string& before_path, const std::string& after_path, double noise_floor,
+                  const std::string& format) {
   auto before = ReadBundleFile(before_path);
   if (!before.ok()) return Fail(before.status().message());
   auto after = ReadBundleFile(after_path);
   if (!after.ok()) return Fail(after.status().message());
   auto report = CompareBundles(*before, *after, noise_floor);
   if (!report.ok()) return Fail(report.status().message());
-  std::printf("%s", NightlyReportTable(*report).c_str());
+  std::printf("%s", (format == "json" ? NightlyReportJson(*report) + "\n" : NightlyReportTable(*report)).c_str());
   return report->HasRegressions() ? kExitRegressions : 0;
 }
 

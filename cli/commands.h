@@ -38,7 +38,7 @@ struct SubmitArgs {
 struct StatusArgs {
   std::string sweep_id;
   ClientArgs client;
-  bool json = false;
+  std::string format = "table";  // table | json
 };
 struct KeysArgs {
   std::string out, name;
@@ -60,7 +60,7 @@ struct PublishArgs {
 struct BundleArgs {
   std::string file, op, dtype, gpu, shape;
   std::vector<std::string> keys;  // trusted public key files
-  bool json = false;
+  std::string format = "table";    // table | json
 };
 struct TuneArgs {
   std::string sweep_file;
@@ -89,6 +89,11 @@ inline constexpr int kExitRegressions = 3;
 // --version exit 0; failures of the work itself exit 1.
 inline constexpr int kExitUsage = 2;
 
+// --format table|json on a command that prints one document (status,
+// bundle show/lookup/diff); --json stays as a hidden spelling of --format
+// json. Commands that print rows (results, best) take csv too.
+void AddFormatOption(CLI::App* app, std::string* format);
+
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);
 void AddQueryOptions(CLI::App* app, QueryArgs* args);
@@ -106,7 +111,8 @@ int RunBundleShow(const BundleArgs& args);
 int RunBundleLookup(const BundleArgs& args);
 int RunBundleVerify(const BundleArgs& args);
 // Compares two bundles' winners (regressions above noise: kExitRegressions).
-int RunBundleDiff(const std::string& before, const std::string& after, double noise_floor);
+int RunBundleDiff(const std::string& before, const std::string& after, double noise_floor,
+                  const std::string& format);
 int RunKeysCurve(const KeysArgs& args);
 int RunKeysSign(const KeysArgs& args);
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop);

@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   auto* st = app.add_subcommand("status", "Show sweep progress from a running coordinator");
   st->add_option("sweep_id", status.sweep_id, "Sweep id (default: every sweep)");
   AddClientOptions(st, &status.client);
-  st->add_flag("--json", status.json, "JSON output");
+  AddFormatOption(st, &status.format);
 
   // results / best
   QueryArgs results, best;
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   BundleArgs bshow, blookup, bverify;
   auto* bs = bundle->add_subcommand("show", "Print a bundle's entries");
   bs->add_option("file", bshow.file, "Bundle file (.tfb)")->required();
-  bs->add_flag("--json", bshow.json, "Print the JSON form");
+  AddFormatOption(bs, &bshow.format);
   auto* bl = bundle->add_subcommand("lookup", "Look up (op, dtype, GPU model, shape) with the fallback chain");
   bl->add_option("file", blookup.file, "Bundle file (.tfb)")->required();
   bl->add_option("--op", blookup.op, "Op name")->required();
@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
   bl->add_option("--gpu", blookup.gpu, "GPU model")->required();
   bl->add_option("--shape", blookup.shape, "Shape, like M=4096,N=4096,K=4096")->required();
   bl->add_option("--key", blookup.keys, "Trusted public key file: check the signature as a deployment does (repeatable)");
+  AddFormatOption(bl, &blookup.format);
 
   auto* bv = bundle->add_subcommand("verify", "Check a bundle's Ed25519 signature against trusted keys");
   bv->add_option("file", bverify.file, "Bundle file (.tfb)")->required();
@@ -172,6 +173,8 @@ int main(int argc, char** argv) {
   bd->add_option("before", diff_before, "Earlier bundle (.tfb)")->required();
   bd->add_option("after", diff_after, "Later bundle (.tfb)")->required();
   bd->add_option("--noise-floor", diff_noise, "Smallest relative change that counts")->capture_default_str();
+  std::string diff_format = "table";
+  AddFormatOption(bd, &diff_format);
 
   // keys
   auto* keys = app.add_subcommand("keys", "Generate key pairs");
@@ -248,7 +251,7 @@ int main(int argc, char** argv) {
   if (bs->parsed()) return RunBundleShow(bshow);
   if (bl->parsed()) return RunBundleLookup(blookup);
   if (bv->parsed()) return RunBundleVerify(bverify);
-  if (bd->parsed()) return RunBundleDiff(diff_before, diff_after, diff_noise);
+  if (bd->parsed()) return RunBundleDiff(diff_before, diff_after, diff_noise, diff_format);
   if (kc->parsed()) return RunKeysCurve(kcurve);
   if (ks->parsed()) return RunKeysSign(ksign);
   if (t->parsed()) return RunTune(tune_args, &g_stop);

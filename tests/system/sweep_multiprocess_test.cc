@@ -3,6 +3,8 @@
 // published bundle whose winners must be the store's minima.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -170,6 +172,12 @@ TEST_F(MultiProcessSweep, EveryPairStoredOnceAndBundleWinnerIsStoreMinimum) {
   EXPECT_EQ(run({"bundle", "lookup", Path("bundle.tfb"), "--op", "synthetic", "--dtype", "f16", "--gpu", "sim-h100",
                  "--shape", "N=4096"}, &out), 0) << out;
   EXPECT_NE(out.find("(no tuned entry of synthetic/f16)"), std::string::npos) << out;
+  EXPECT_EQ(run({"bundle", "lookup", Path("bundle.tfb"), "--op", "synthetic", "--dtype", "f16", "--gpu", "sim-h100",
+                 "--shape", "N=4096", "--format", "json"}, &out), 0) << out;
+  const auto answer = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(answer.is_object()) << out;
+  EXPECT_EQ(answer.value("level", ""), "default");
+  EXPECT_EQ(answer.value("why", ""), "no tuned entry of synthetic/f16");
 }
 
 TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndTheyWin) {
