@@ -256,6 +256,19 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
 }
 
+int RunCancel(const StatusArgs& args) {
+  const ClientArgs& c = args.client;
+  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
+  auto reply = client.Call(SweepCancel{args.sweep_id});
+  if (!reply.ok()) return Fail(reply.status().message());
+  auto* status = std::get_if<SweepStatus>(&*reply);
+  if (!status || status->sweeps.empty()) return Fail("coordinator sent an unexpected reply");
+  const SweepProgress& p = status->sweeps.front();
+  std::printf("sweep %s %s: %llu of %llu (config, shape) pairs stored, they stay in the store\n", p.sweep_id.c_str(),
+              p.state.c_str(), (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total);
+  return 0;
+}
+
 int RunStatus(const StatusArgs& args) {
   const ClientArgs& c = args.client;
   CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);

@@ -104,6 +104,7 @@ int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop);
 int RunRunner(int device);
 int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop);
 int RunStatus(const StatusArgs& args);
+int RunCancel(const StatusArgs& args);
 int RunResults(const QueryArgs& args, bool best_only);
 int RunPublish(const PublishArgs& args);
 int RunCompare(const CompareArgs& args);

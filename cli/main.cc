@@ -113,6 +113,12 @@ int main(int argc, char** argv) {
   AddClientOptions(st, &status.client);
   AddFormatOption(st, &status.format);
 
+  // cancel
+  StatusArgs cancel;
+  auto* cn = app.add_subcommand("cancel", "Stop a running sweep: nothing more of it is leased; what is stored stays");
+  cn->add_option("sweep_id", cancel.sweep_id, "Sweep id")->required();
+  AddClientOptions(cn, &cancel.client);
+
   // results / best
   QueryArgs results, best;
   auto* res = app.add_subcommand("results", "List stored measurements (table, CSV, JSON)");
@@ -244,6 +250,7 @@ int main(int argc, char** argv) {
   if (r->parsed()) return RunRunner(runner_device);
   if (s->parsed()) return RunSubmit(submit, &g_stop);
   if (st->parsed()) return RunStatus(status);
+  if (cn->parsed()) return RunCancel(cancel);
   if (res->parsed()) return RunResults(results, /*best_only=*/false);
   if (b->parsed()) return RunResults(best, /*best_only=*/true);
   if (p->parsed()) return RunPublish(publish);

@@ -54,7 +54,7 @@ std::string Printable(const std::string& identity) {
 Status MayUse(PeerRole role, const Command& cmd) {
   const bool worker_only = std::holds_alternative<Hello>(cmd) || std::holds_alternative<Heartbeat>(cmd) ||
                            std::holds_alternative<RequestWork>(cmd) || std::holds_alternative<Results>(cmd);
-  const bool client_only = std::holds_alternative<SweepSubmit>(cmd);
+  const bool client_only = std::holds_alternative<SweepSubmit>(cmd) || std::holds_alternative<SweepCancel>(cmd);
   if ((role == PeerRole::kClient && worker_only) || (role == PeerRole::kWorker && client_only)) {
     return Status::Error(std::string("a ") + PeerRoleName(role) + " key may not send " + CommandName(cmd));
   }
@@ -132,6 +132,14 @@ void Coordinator::Impl::PersistSweep(const std::string& id) {
   if (!st.ok()) StoreFailed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
 }
 
+SweepStatus Coordinator::Impl::StatusOf(const std::string& sweep_id) const {
+  SweepStatus st;
+  st.sweeps = scheduler.Progress(sweep_id);
+  st.workers = static_cast<uint32_t>(workers.size());
+  st.store_fault = store_fault;
+  return st;
+}
+
 void Coordinator::Impl::RecordOps(const std::string& sweep_id, const SweepSubmit& submit) {
   for (size_t i = 0; i < submit.ops.size() && i < submit.op_packages.size(); ++i) {
     Status st = store->PutOp(submit.ops[i], SweepSubmittedUnix(sweep_id), submit.op_packages[i]);
@@ -196,11 +204,15 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           RecordOps(id, cmd);
           Log("sweep " + id + " '" + cmd.name + "' accepted");
           Send(identity, SweepAccepted{id});
+        } else if constexpr (std::is_same_v<T, SweepCancel>) {
+          if (Status st = scheduler.CancelSweep(cmd.sweep_id, std::time(nullptr)); !st.ok()) {
+            Send(identity, ErrorReply{st.message()});
+            return;
+          }
+          RecordEndedSweeps();  // durable at once: a restart must not resume it
+          Send(identity, StatusOf(cmd.sweep_id));
         } else if constexpr (std::is_same_v<T, SweepStatusRequest>) {
-          SweepStatus st;
-          st.sweeps = scheduler.Progress(cmd.sweep_id);
-          st.workers = static_cast<uint32_t>(workers.size());
-          st.store_fault = store_fault;
+          SweepStatus st = StatusOf(cmd.sweep_id);
           if (!cmd.sweep_id.empty() && st.sweeps.empty()) {
             Send(identity, ErrorReply{"unknown sweep '" + cmd.sweep_id + "'"});
             return;

@@ -125,6 +125,10 @@ struct Coordinator::Impl {
 
   void PersistSweep(const std::string& id);
 
+  // The status of sweep `sweep_id` (every sweep when empty), as a client
+  // is answered.
+  SweepStatus StatusOf(const std::string& sweep_id) const;
+
   // The op packages of a sweep, as the store's op records (what publishing
   // and reports read op specs from), at the sweep's submit time.
   void RecordOps(const std::string& sweep_id, const SweepSubmit& submit);

@@ -73,6 +73,7 @@ const char* RunStateName(RunState state) {
     case RunState::kRunning: return "running";
     case RunState::kDone: return "done";
     case RunState::kFailed: return "failed";
+    case RunState::kCancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -147,6 +148,19 @@ Result<std::string> Scheduler::ResumeSweep(const SweepSubmit& submit, const std:
   if (!r.ok()) return r;
   sweeps_.at(sweep_id).measured = std::move(measured);
   return r;
+}
+
+Status Scheduler::CancelSweep(const std::string& sweep_id, int64_t now_unix) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return Status::NotFound("unknown sweep '" + sweep_id + "'");
+  SweepState& sweep = it->second;
+  if (sweep.state != RunState::kRunning) {
+    return Status::InvalidArgument("sweep " + sweep_id + " is " + RunStateName(sweep.state) + " already");
+  }
+  sweep.state = RunState::kCancelled;
+  sweep.error = "cancelled";
+  sweep.finished_unix = now_unix;
+  return Status::OK();
 }
 
 void Scheduler::AddDevice(const DeviceInfo& device, int64_t now_unix) {

@@ -160,8 +160,8 @@ enum class UnitState { kPending, kLeased, kDone, kFailed };
 enum class UnitKind { kScreen, kRefine, kConfirm };
 
 // A sweep's state; RunStateName gives the name in records and status.
-enum class RunState { kRunning, kDone, kFailed };
-const char* RunStateName(RunState state);  // "running", "done", "failed"
+enum class RunState { kRunning, kDone, kFailed, kCancelled };
+const char* RunStateName(RunState state);  // "running", "done", "failed", "cancelled"
 
 struct Unit {
   uint64_t id = 0;
@@ -272,6 +272,10 @@ class Scheduler {
   // done instead of leased again.
   Result<std::string> ResumeSweep(const SweepSubmit& submit, const std::string& sweep_id,
                                   int64_t now_unix, MeasuredFn measured);
+  // Stops a running sweep: nothing of it is leased again, its leases run
+  // out (late results are acknowledged unstored), and it ends as
+  // "cancelled". Fails when the sweep is unknown or has ended.
+  Status CancelSweep(const std::string& sweep_id, int64_t now_unix);
   // Where the confirm phase of sweeps finds its contenders. Without it a
   // sweep's confirm_top is ignored.
   void SetContenders(ContendersFn fn) { contenders_ = std::move(fn); }

@@ -116,6 +116,11 @@ struct SweepAccepted @0xd0708a5fc9f05b01 {
   sweepId @0 :Text;
 }
 
+# Client -> coordinator: stop a running sweep (answered with its status).
+struct SweepCancel @0xb4f1f43930d409a1 {
+  sweepId @0 :Text;
+}
+
 # Client -> coordinator: progress of one sweep, or of all when empty.
 struct SweepStatusRequest @0xd742bc9eb7d74948 {
   sweepId @0 :Text;
@@ -196,5 +201,6 @@ struct Envelope @0xc9f1b97194c69d99 {
     sweepStatus @15 :SweepStatus;
     error @16 :ErrorReply;
     disconnect @17 :Disconnect;
+    sweepCancel @18 :SweepCancel;
   }
 }

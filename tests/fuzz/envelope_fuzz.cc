@@ -103,7 +103,8 @@ void MutateField(tune::Envelope& env, Rng& rng) {
           Hostile(c.confirm_seconds, rng);
         } else if constexpr (std::is_same_v<T, tune::RequestWork>) {
           Hostile(c.device_index, rng);
-        } else if constexpr (std::is_same_v<T, tune::SweepStatusRequest> || std::is_same_v<T, tune::SweepAccepted>) {
+        } else if constexpr (std::is_same_v<T, tune::SweepStatusRequest> || std::is_same_v<T, tune::SweepAccepted> ||
+                             std::is_same_v<T, tune::SweepCancel>) {
           Hostile(c.sweep_id, rng);
         } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
           Hostile(c.reason, rng);

@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
 
   write("sweep_accepted", SweepAccepted{"6790a1b2-00ff"});
   write("sweep_status_request", SweepStatusRequest{""});
+  write("sweep_cancel", SweepCancel{"0001-test"});
 
   SweepProgress progress;
   progress.sweep_id = "6790a1b2-00ff";

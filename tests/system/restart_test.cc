@@ -169,5 +169,56 @@ TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextR
   EXPECT_EQ(*rows, pairs_total);
 }
 
+// A cancelled sweep leases nothing more, acknowledges late results
+// without storing them, cannot be cancelled twice, and stays ended across a
+// restart of the coordinator.
+TEST_F(RestartTest, ACancelledSweepLeasesNothingMoreAndStaysEndedAfterARestart) {
+  StartCoordinator();
+  auto worker = Greet();
+  auto client = std::make_unique<Peer>(ctx_, endpoint_);
+  SweepSubmit submit;
+  submit.name = "cancel";
+  submit.ops = {"synthetic"};
+  submit.op_packages = {package_};
+  submit.dtypes = {"f32"};
+  submit.shapes = {Shape{{{"N", 4096}}}};
+  submit.gpu_models = {kModel};
+  submit.configs_per_unit = 20;
+  client->Send(submit);
+  const std::string sweep_id = client->Receive<SweepAccepted>().sweep_id;
+  const WorkUnit unit = worker->RequestUnit();
+  ASSERT_EQ(unit.configs.size(), 20u);
+  worker->Send(Batch(unit, 0, 10, 0, false));
+  EXPECT_EQ(worker->Receive<ResultsAck>().stored, 10u);
+
+  client->Send(SweepCancel{sweep_id});
+  const SweepStatus cancelled = client->Receive<SweepStatus>();
+  ASSERT_EQ(cancelled.sweeps.size(), 1u);
+  EXPECT_EQ(cancelled.sweeps[0].state, "cancelled");
+  client->Send(SweepCancel{sweep_id});
+  EXPECT_NE(client->Receive<ErrorReply>().message.find("cancelled already"), std::string::npos);
+  client->Send(SweepCancel{"no-such-sweep"});
+  EXPECT_NE(client->Receive<ErrorReply>().message.find("unknown sweep"), std::string::npos);
+
+  worker->Send(RequestWork{0});
+  EXPECT_TRUE(std::holds_alternative<NoWork>(worker->ReceiveAny().value_or(Command{})));
+  worker->Send(Batch(unit, 10, 20, 1, true));  // late: acknowledged, not stored
+  const ResultsAck late = worker->Receive<ResultsAck>();
+  EXPECT_EQ(late.stored, 0u);
+  EXPECT_TRUE(late.refused.empty()) << late.refused;
+
+  coordinator_->Signal(SIGTERM);
+  ASSERT_EQ(coordinator_->Wait(10), 0) << ReadFile(dir_.Sub("coordinator.log"));
+  StartCoordinator();
+  worker = Greet();
+  worker->Send(RequestWork{0});
+  EXPECT_TRUE(std::holds_alternative<NoWork>(worker->ReceiveAny().value_or(Command{})))
+      << "a cancelled sweep was resumed";
+  EXPECT_EQ(coordinator_->Stop(10), 0) << ReadFile(dir_.Sub("coordinator.log"));
+  auto store = ResultStore::OpenReadOnly(dir_.Sub("store"));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(*(*store)->CountResults(), 10u);  // what was stored before the cancel stays
+}
+
 }  // namespace
 }  // namespace tune

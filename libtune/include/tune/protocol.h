@@ -89,6 +89,11 @@ struct ResultsAck {
 struct SweepAccepted {
   std::string sweep_id;
 };
+// From a client: stop this running sweep. Answered with its SweepStatus
+// (state "cancelled"), or an ErrorReply when it is unknown or ended.
+struct SweepCancel {
+  std::string sweep_id;
+};
 struct SweepStatusRequest {
   std::string sweep_id;              // empty = all sweeps
 };
@@ -122,7 +127,7 @@ struct Disconnect {
 
 using Command = std::variant<Hello, HelloAck, Heartbeat, RequestWork, NoWork, WorkUnit, Results,
                              ResultsAck, SweepSubmit, SweepAccepted, SweepStatusRequest,
-                             SweepStatus, ErrorReply, Disconnect>;
+                             SweepStatus, ErrorReply, Disconnect, SweepCancel>;
 
 struct Envelope {
   uint16_t version = kProtocolVersion;

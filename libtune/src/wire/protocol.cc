@@ -73,6 +73,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setRefinePass(s.refine_pass);
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
+          [&](const SweepCancel& r) { cmd.initSweepCancel().setSweepId(TextOf(r.sweep_id)); },
           [&](const SweepStatusRequest& r) {
             cmd.initSweepStatusRequest().setSweepId(TextOf(r.sweep_id));
           },
@@ -173,6 +174,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:
       return SweepAccepted{Txt(cmd.getSweepAccepted().getSweepId(), budget, "sweepId")};
+    case wire::Envelope::Command::SWEEP_CANCEL:
+      return SweepCancel{Txt(cmd.getSweepCancel().getSweepId(), budget, "sweepId")};
     case wire::Envelope::Command::SWEEP_STATUS_REQUEST:
       return SweepStatusRequest{Txt(cmd.getSweepStatusRequest().getSweepId(), budget, "sweepId")};
     case wire::Envelope::Command::SWEEP_STATUS: {
@@ -267,7 +270,7 @@ const char* CommandName(const Command& c) {
       "hello",        "hello_ack",      "heartbeat",      "request_work",
       "no_work",      "work_unit",      "results",        "results_ack",
       "sweep_submit", "sweep_accepted", "sweep_status_request", "sweep_status",
-      "error",        "disconnect",
+      "error",        "disconnect",     "sweep_cancel",
   };
   static_assert(std::size(kNames) == std::variant_size_v<Command>,
                 "every command alternative needs a name");
