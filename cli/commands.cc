@@ -252,6 +252,10 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   if (!args.wait) return 0;
   auto done = WaitForSweep(c, accepted->sweep_id, false, stop, 0.1);
   if (!done.ok()) return Fail(done.status().message());
+  if (done->state == "done" && done->units_total == 0 && done->pairs_total > 0) {
+    std::printf("already measured: %llu (config, shape) pairs stored, nothing to do\n",
+                static_cast<unsigned long long>(done->pairs_done));
+  }
   if (done->state == "done") return 0;
   return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
 }

@@ -132,6 +132,23 @@ void Coordinator::Impl::PersistSweep(const std::string& id) {
   if (!st.ok()) StoreFailed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
 }
 
+MeasuredFn Coordinator::Impl::Measured() {
+  ResultStore* db = store.get();
+  // Each copy (one per expansion) hashes each (op, toolchain) once, not once
+  // per config.
+  return [db, hashes = std::map<std::string, std::string>()](
+             const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
+             const std::vector<Shape>& shapes) mutable {
+    std::string& hash = hashes[spec.name + '\0' + dev.nvrtc_version];
+    if (hash.empty()) hash = KernelHash(spec, dev.nvrtc_version);
+    const std::string id = config.Id();
+    for (const auto& s : shapes) {
+      if (!db->Get(dev.model, spec.name, dtype, s.Canonical(), hash, id)) return false;
+    }
+    return true;
+  };
+}
+
 SweepStatus Coordinator::Impl::StatusOf(const std::string& sweep_id) const {
   SweepStatus st;
   st.sweeps = scheduler.Progress(sweep_id);
@@ -195,7 +212,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
         } else if constexpr (std::is_same_v<T, SweepSubmit>) {
           const std::string id = NewSweepId();
-          auto r = scheduler.AddSweep(cmd, id, std::time(nullptr));
+          auto r = scheduler.AddSweep(cmd, id, std::time(nullptr), Measured());
           if (!r.ok()) {
             Send(identity, ErrorReply{r.status().message()});
             return;
@@ -297,18 +314,8 @@ Status Coordinator::Impl::ResumeSweeps() {
     if (rec->state == "running") running.emplace_back(id, std::move(rec).value());
   });
   TUNE_RETURN_IF_ERROR(st);
-  ResultStore* db = store.get();
-  auto measured = [db](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype,
-                       const Config& config, const std::vector<Shape>& shapes) {
-    const std::string hash = KernelHash(spec, dev.nvrtc_version);
-    const std::string id = config.Id();
-    for (const auto& s : shapes) {
-      if (!db->Get(dev.model, spec.name, dtype, s.Canonical(), hash, id)) return false;
-    }
-    return true;
-  };
   for (auto& [id, rec] : running) {
-    auto r = scheduler.ResumeSweep(rec.submit, id, std::time(nullptr), measured);
+    auto r = scheduler.AddSweep(rec.submit, id, std::time(nullptr), Measured());
     if (!r.ok()) {
       // Failed for good rather than tried again on every start.
       std::fprintf(stderr, "coordinator: sweep %s cannot resume and is marked failed: %s\n", id.c_str(),

@@ -125,6 +125,11 @@ struct Coordinator::Impl {
 
   void PersistSweep(const std::string& id);
 
+  // Whether the store holds a config's shapes for a device (read on the
+  // expander thread: the store is thread-safe): what a sweep need not
+  // measure again.
+  MeasuredFn Measured();
+
   // The status of sweep `sweep_id` (every sweep when empty), as a client
   // is answered.
   SweepStatus StatusOf(const std::string& sweep_id) const;

@@ -81,7 +81,7 @@ const char* RunStateName(RunState state) {
 Scheduler::Scheduler(SchedulerOptions opts) : opts_(opts) {}
 
 Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::string& sweep_id,
-                                        int64_t now_unix) {
+                                        int64_t now_unix, MeasuredFn measured) {
   if (sweeps_.count(sweep_id)) return Status::Error("sweep " + sweep_id + " already exists");
   if (submit.ops.empty()) return Status::Error("sweep '" + submit.name + "': no ops");
   if (submit.ops.size() != submit.op_packages.size()) {
@@ -101,6 +101,7 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   sweep.id = sweep_id;
   sweep.submit = submit;
   sweep.started_unix = now_unix;
+  sweep.measured = std::move(measured);
   for (size_t i = 0; i < submit.ops.size(); ++i) {
     auto spec = ParseOpSpec(submit.op_packages[i], "op '" + submit.ops[i] + "'");
     if (!spec.ok()) return spec.status();
@@ -140,14 +141,6 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
     if (ModelLive(model) && stored.TargetsModel(model)) CreateUnits(stored, device, now_unix);
   }
   return sweep_id;
-}
-
-Result<std::string> Scheduler::ResumeSweep(const SweepSubmit& submit, const std::string& sweep_id,
-                                           int64_t now_unix, MeasuredFn measured) {
-  auto r = AddSweep(submit, sweep_id, now_unix);
-  if (!r.ok()) return r;
-  sweeps_.at(sweep_id).measured = std::move(measured);
-  return r;
 }
 
 Status Scheduler::CancelSweep(const std::string& sweep_id, int64_t now_unix) {

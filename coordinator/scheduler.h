@@ -264,14 +264,12 @@ class Scheduler {
 
   // Validates and registers a sweep (op packages parse, dims of every shape
   // match each op, dtypes supported by the op). Creates units at once for
-  // every already-known model it targets. Errors name the op/field.
-  Result<std::string> AddSweep(const SweepSubmit& submit, const std::string& sweep_id,
-                               int64_t now_unix);
-  // Re-registers a sweep after a coordinator restart: like AddSweep, but
-  // configs for which `measured` says every shape is stored are counted as
-  // done instead of leased again.
-  Result<std::string> ResumeSweep(const SweepSubmit& submit, const std::string& sweep_id,
-                                  int64_t now_unix, MeasuredFn measured);
+  // every already-known model it targets. Errors name the op/field. Pairs
+  // for which `measured` (when given) says the store holds the config's
+  // shape are counted as done instead of leased: a sweep resumed after a
+  // restart, or submitted again, measures only what is missing.
+  Result<std::string> AddSweep(const SweepSubmit& submit, const std::string& sweep_id, int64_t now_unix,
+                               MeasuredFn measured = nullptr);
   // Stops a running sweep: nothing of it is leased again, its leases run
   // out (late results are acknowledged unstored), and it ends as
   // "cancelled". Fails when the sweep is unknown or has ended.

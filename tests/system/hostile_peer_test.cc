@@ -366,6 +366,11 @@ TEST_F(HostilePeerTest, PhantomModelsNeverMakeASweepWaitAndTooManyDevicesAreRefu
   StartHonestWorker();
   ExpectAHonestSweepCompletes();  // gpus = ["*"]: the live models, not the named ones
   for (const auto& m : Rows()) EXPECT_EQ(m.gpu_model, kModel);
+  // The same sweep again: everything is stored, nothing is measured again.
+  std::string again;
+  EXPECT_EQ(Submit(dir_.Sub("sweep.toml"), true, &again), 0) << again;
+  EXPECT_NE(again.find("already measured: 600 (config, shape) pairs stored, nothing to do"), std::string::npos)
+      << again;
   // A sweep that names a model no live worker serves says what it waits for.
   dir_.Write("phantom.toml", std::string(kSweep) + "gpus = [\"phantom-3\"]\n");
   ASSERT_EQ(Submit(dir_.Sub("phantom.toml"), false), 0);

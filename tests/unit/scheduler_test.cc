@@ -78,7 +78,7 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
   submit.shapes = kTwoShapes;
   // Stored: the first 100 configs at N=1024, every config at N=4096.
   std::set<std::string> first_100;
-  ASSERT_TRUE(s.ResumeSweep(submit, "s1", 0,
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0,
                             [&](const DeviceInfo&, const OpSpec&, const std::string&, const Config& c,
                                 const std::vector<Shape>& shapes) {
                               EXPECT_EQ(shapes.size(), 1u);
