@@ -260,13 +260,20 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
 }
 
-int RunCancel(const StatusArgs& args) {
-  const ClientArgs& c = args.client;
+// Sends `request` to the coordinator and returns its SweepStatus answer.
+Result<SweepStatus> AskForStatus(const ClientArgs& c, Command request) {
   CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
-  auto reply = client.Call(SweepCancel{args.sweep_id});
-  if (!reply.ok()) return Fail(reply.status().message());
+  auto reply = client.Call(std::move(request));
+  if (!reply.ok()) return reply.status();
   auto* status = std::get_if<SweepStatus>(&*reply);
-  if (!status || status->sweeps.empty()) return Fail("coordinator sent an unexpected reply");
+  if (!status) return Status::Error("coordinator sent an unexpected reply");
+  return std::move(*status);
+}
+
+int RunCancel(const StatusArgs& args) {
+  auto status = AskForStatus(args.client, SweepCancel{args.sweep_id});
+  if (!status.ok()) return Fail(status.status().message());
+  if (status->sweeps.empty()) return Fail("coordinator sent an unexpected reply");
   const SweepProgress& p = status->sweeps.front();
   std::printf("sweep %s %s: %llu of %llu (config, shape) pairs stored, they stay in the store\n", p.sweep_id.c_str(),
               p.state.c_str(), (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total);
@@ -274,12 +281,8 @@ int RunCancel(const StatusArgs& args) {
 }
 
 int RunStatus(const StatusArgs& args) {
-  const ClientArgs& c = args.client;
-  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
-  auto reply = client.Call(SweepStatusRequest{args.sweep_id});
-  if (!reply.ok()) return Fail(reply.status().message());
-  auto* status = std::get_if<SweepStatus>(&*reply);
-  if (!status) return Fail("coordinator sent an unexpected reply");
+  auto status = AskForStatus(args.client, SweepStatusRequest{args.sweep_id});
+  if (!status.ok()) return Fail(status.status().message());
   if (args.format == "json") {
     nlohmann::json j = {{"workers", status->workers}, {"store_fault", status->store_fault},
                         {"sweeps", nlohmann::json::array()}};

@@ -88,6 +88,21 @@ class RestartTest : public ::testing::Test {
     return r;
   }
 
+  // A sweep of the synthetic op at N=4096 on kModel, units of 20 configs,
+  // submitted through `client`: its id.
+  std::string SubmitSweep(Peer& client, const std::string& name) {
+    SweepSubmit submit;
+    submit.name = name;
+    submit.ops = {"synthetic"};
+    submit.op_packages = {package_};
+    submit.dtypes = {"f32"};
+    submit.shapes = {Shape{{{"N", 4096}}}};
+    submit.gpu_models = {kModel};
+    submit.configs_per_unit = 20;
+    client.Send(submit);
+    return client.Receive<SweepAccepted>().sweep_id;
+  }
+
   SweepProgress Progress(Peer& peer, const std::string& sweep_id) {
     peer.Send(SweepStatusRequest{sweep_id});
     auto st = peer.Receive<SweepStatus>();
@@ -108,16 +123,7 @@ TEST_F(RestartTest, ResultsOfAUnitLeasedBeforeTheRestartCompleteNoUnitOfTheNextR
   StartCoordinator();
   auto worker = Greet();
   auto client = std::make_unique<Peer>(ctx_, endpoint_);
-  SweepSubmit submit;
-  submit.name = "restart";
-  submit.ops = {"synthetic"};
-  submit.op_packages = {package_};
-  submit.dtypes = {"f32"};
-  submit.shapes = {Shape{{{"N", 4096}}}};
-  submit.gpu_models = {kModel};
-  submit.configs_per_unit = 20;
-  client->Send(submit);
-  const std::string sweep_id = client->Receive<SweepAccepted>().sweep_id;
+  const std::string sweep_id = SubmitSweep(*client, "restart");
   ASSERT_FALSE(sweep_id.empty());
   // A model is live once a device of it asks for work: units exist from then.
   const WorkUnit old_unit = worker->RequestUnit();
@@ -176,16 +182,7 @@ TEST_F(RestartTest, ACancelledSweepLeasesNothingMoreAndStaysEndedAfterARestart) 
   StartCoordinator();
   auto worker = Greet();
   auto client = std::make_unique<Peer>(ctx_, endpoint_);
-  SweepSubmit submit;
-  submit.name = "cancel";
-  submit.ops = {"synthetic"};
-  submit.op_packages = {package_};
-  submit.dtypes = {"f32"};
-  submit.shapes = {Shape{{{"N", 4096}}}};
-  submit.gpu_models = {kModel};
-  submit.configs_per_unit = 20;
-  client->Send(submit);
-  const std::string sweep_id = client->Receive<SweepAccepted>().sweep_id;
+  const std::string sweep_id = SubmitSweep(*client, "cancel");
   const WorkUnit unit = worker->RequestUnit();
   ASSERT_EQ(unit.configs.size(), 20u);
   worker->Send(Batch(unit, 0, 10, 0, false));
