@@ -28,7 +28,7 @@ void Coordinator::Impl::PublishSnapshot(double now) {
     const MetricLabels labels = {{"sweep", p.sweep_id}, {"name", p.name}};
     metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_done", "(config, shape) pairs stored",
                                     p.pairs_done, labels));
-    metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_total", "(config, shape) pairs to measure",
+    metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs", "(config, shape) pairs to measure",
                                     p.pairs_total, labels));
     metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
                                     p.pairs_failed, labels));

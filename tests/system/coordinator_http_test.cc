@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <filesystem>
 #include <fstream>
 
@@ -65,6 +67,15 @@ TEST(CoordinatorHttp, ApiAndMetricsFollowASweep) {
   EXPECT_NE(best.find("\"gpu_model\":\"sim-a100\""), std::string::npos) << best;
   EXPECT_NE(metrics.find("tunefarm_results_stored_total 1200"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tunefarm_workers 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tunefarm_sweep_pairs{"), std::string::npos) << metrics;
+  // Prometheus's naming rule (promtool check metrics): "_total" is for
+  // counters only.
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) != 0 || line.find(" counter") != std::string::npos) continue;
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    EXPECT_FALSE(name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0) << line;
+  }
   EXPECT_NE(Get(http, "/").find("<html"), std::string::npos);
   worker.Stop();
   EXPECT_EQ(coordinator.Stop(), 0);
