@@ -14,6 +14,7 @@
 #include "coordinator_impl.h"
 #include "tune/json_text.h"
 #include "tune/sweep_file.h"
+#include "tune/text.h"
 
 namespace tune {
 namespace {
@@ -39,15 +40,7 @@ double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string Printable(const std::string& identity) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : identity) {
-    out += hex[c >> 4];
-    out += hex[c & 15];
-  }
-  return out;
-}
+std::string Printable(const std::string& identity) { return HexOf(identity.data(), identity.size()); }
 
 // What a peer of `role` may send: workers what keeps a worker going,
 // clients sweeps; both may ask for status and say goodbye.

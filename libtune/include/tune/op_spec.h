@@ -109,6 +109,11 @@ inline constexpr int kTimingPolicyVersion = 1;
 // new rows, and the old ones stay queryable under their old hash. 32 hex.
 std::string KernelHash(const OpSpec& spec, const std::string& toolchain);
 
+// BLAKE2b-128 of every file name and content of `package`, 32 hex digits:
+// what identifies a package as shipped (runner caches, the store's op
+// records), whatever its files mean.
+std::string PackageDigest(const OpPackage& package);
+
 // Byte size of a dtype name, 0 when unknown.
 int DTypeSize(const std::string& dtype);
 

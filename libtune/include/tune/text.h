@@ -37,6 +37,9 @@ std::string ToValidUtf8(std::string_view s);
 // naming `field` ("hello.workerName is not valid UTF-8 (byte 3)").
 Status CheckText(std::string_view s, std::string_view field, size_t max_bytes);
 
+// The bytes [data, data + n) as lower-case hex, two digits a byte.
+std::string HexOf(const void* data, size_t n);
+
 // `parts` separated by `sep`: "a,b,c".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep = ",");
 

@@ -1,5 +1,7 @@
 #include "tune/types.h"
 
+#include "tune/text.h"
+
 #include <sodium.h>
 
 #include <algorithm>
@@ -17,15 +19,6 @@ void EnsureSodium() {
   (void)kInit;
 }
 
-std::string Hex(const unsigned char* data, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out(n * 2, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[data[i] >> 4];
-    out[2 * i + 1] = kDigits[data[i] & 0xf];
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -85,7 +78,7 @@ std::string Config::Id() const {
   unsigned char digest[8];
   crypto_generichash(digest, sizeof digest, reinterpret_cast<const unsigned char*>(text.data()),
                      text.size(), nullptr, 0);
-  return Hex(digest, sizeof digest);
+  return HexOf(digest, sizeof digest);
 }
 
 const char* FailureClassName(FailureClass c) {

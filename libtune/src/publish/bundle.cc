@@ -17,6 +17,7 @@
 
 #include "schema/bundle.capnp.h"
 #include "tune/json_text.h"
+#include "tune/text.h"
 #include "schema/records.capnp.h"
 
 namespace tune {
@@ -159,15 +160,7 @@ struct Envelope {
   Signature signature{};
 };
 
-std::string HexId(const std::array<uint8_t, kKeyIdBytes>& id) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : id) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 0xf];
-  }
-  return out;
-}
+std::string HexId(const std::array<uint8_t, kKeyIdBytes>& id) { return HexOf(id.data(), id.size()); }
 
 // Structure only: the caller decides whether to check the signature.
 Status ParseEnvelope(const void* data, size_t size, Envelope* env) {

@@ -9,20 +9,11 @@
 
 #include "spec/op_confine.h"
 #include "tune/op_spec.h"
+#include "tune/text.h"
 
 namespace tune {
 namespace {
 
-std::string HexOf(const unsigned char* data, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    hex += kDigits[data[i] >> 4];
-    hex += kDigits[data[i] & 0xf];
-  }
-  return hex;
-}
 
 // Hash input framing: every piece is length-prefixed so that no two different
 // specs feed the same byte stream.
@@ -135,6 +126,24 @@ std::string KernelHash(const OpSpec& spec, const std::string& toolchain) {
   unsigned char out[16];
   crypto_generichash(out, sizeof out, reinterpret_cast<const unsigned char*>(input.data()), input.size(),
                      nullptr, 0);
+  return HexOf(out, sizeof out);
+}
+
+std::string PackageDigest(const OpPackage& pkg) {
+  if (sodium_init() < 0) return {};
+  crypto_generichash_state st;
+  unsigned char out[16];
+  crypto_generichash_init(&st, nullptr, 0, sizeof(out));
+  auto feed = [&](const std::string& s) {
+    uint64_t n = s.size();  // length-prefixed so that file boundaries count
+    crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(&n), sizeof(n));
+    crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(s.data()), s.size());
+  };
+  for (const auto& [name, text] : pkg) {
+    feed(name);
+    feed(text);
+  }
+  crypto_generichash_final(&st, out, sizeof(out));
   return HexOf(out, sizeof out);
 }
 

@@ -5,8 +5,6 @@
 #include "tune/result_store.h"
 #include "tune/records.h"
 
-#include <sodium.h>
-
 #include <rocksdb/db.h>
 #include <sys/statvfs.h>
 #include <rocksdb/filter_policy.h>
@@ -807,24 +805,7 @@ constexpr char kOpsIndexedKey[] = "ops_indexed";
 
 // "op\0<name>\0<digest of the package>": one record per (name, package).
 std::string OpKey(const std::string& name, const OpPackage& package) {
-  crypto_generichash_state h;
-  crypto_generichash_init(&h, nullptr, 0, 16);
-  for (const auto& [file, contents] : package) {
-    for (const std::string* part : {&file, &contents}) {
-      const uint64_t n = part->size();
-      crypto_generichash_update(&h, reinterpret_cast<const unsigned char*>(&n), sizeof n);
-      crypto_generichash_update(&h, reinterpret_cast<const unsigned char*>(part->data()), part->size());
-    }
-  }
-  unsigned char out[16];
-  crypto_generichash_final(&h, out, sizeof out);
-  static const char kHex[] = "0123456789abcdef";
-  std::string key = kOpPrefix + name + kSep;
-  for (unsigned char c : out) {
-    key += kHex[c >> 4];
-    key += kHex[c & 15];
-  }
-  return key;
+  return kOpPrefix + name + kSep + PackageDigest(package);
 }
 
 // The op records of a sweep record: its packages, submitted when the sweep

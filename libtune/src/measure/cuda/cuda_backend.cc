@@ -191,7 +191,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
     return Fail(m, FailureClass::kCrash, "GPU runner died " + when + ": " + why + "; " + how);
   };
 
-  std::string digest = cuda::PackageDigest(spec.package);
+  std::string digest = PackageDigest(spec.package);
   if (!packages_sent_.count(digest)) {
     WireWriter w(MsgType::kPackage);
     cuda::EncodePackage(digest, spec.origin, spec.package, &w);

@@ -1,7 +1,6 @@
 #include "measure/cuda/runner_protocol.h"
 
 #include <errno.h>
-#include <sodium.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -296,28 +295,5 @@ void EncodePackage(const std::string& digest, const std::string& origin, const O
   }
 }
 
-std::string PackageDigest(const OpPackage& pkg) {
-  if (sodium_init() < 0) return {};
-  crypto_generichash_state st;
-  unsigned char out[16];
-  crypto_generichash_init(&st, nullptr, 0, sizeof(out));
-  auto feed = [&](const std::string& s) {
-    uint64_t n = s.size();  // length-prefixed so that file boundaries count
-    crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(&n), sizeof(n));
-    crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(s.data()), s.size());
-  };
-  for (const auto& [name, text] : pkg) {
-    feed(name);
-    feed(text);
-  }
-  crypto_generichash_final(&st, out, sizeof(out));
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : out) {
-    hex += kHex[c >> 4];
-    hex += kHex[c & 15];
-  }
-  return hex;
-}
 
 }  // namespace tune::cuda

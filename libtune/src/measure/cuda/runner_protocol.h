@@ -103,7 +103,4 @@ Measurement DecodeMeasurement(WireReader* r);
 
 void EncodePackage(const std::string& digest, const std::string& origin, const OpPackage& pkg, WireWriter* w);
 
-// BLAKE2b-128 of every file name and content of the package, 32 hex digits.
-std::string PackageDigest(const OpPackage& pkg);
-
 }  // namespace tune::cuda
