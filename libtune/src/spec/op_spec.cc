@@ -1,3 +1,7 @@
+// Op packages and op.toml (tune/op_spec.h). Long on purpose: one parser of
+// op.toml whose sections check one another (params against rules, args
+// against dims, launch against both), so every message names its field the
+// same way.
 #include "tune/op_spec.h"
 
 #include "op_confine.h"

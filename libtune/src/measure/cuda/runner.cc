@@ -13,8 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <list>
-#include <map>
 #include <memory>
 #include <thread>
 
@@ -53,7 +51,9 @@ Status Runner::Setup() {
   TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemGetInfo(&free_bytes, &total_bytes))));
   // The rest stays free for the kernels' modules and for problems that do not
   // fit beside the cached ones.
-  problem_budget_ = free_bytes / 2;
+  device_ops_.emplace(d_, device_, flush_);
+  checker_.emplace(*device_ops_, cache_dir_, builtin_stats_, index_);
+  problems_.emplace(*device_ops_, *checker_, cache_dir_, free_bytes / 2);
   std::string why;
   nvml_ = Nvml::Open(PciBusId(d_, index_), &why);
   if (!nvml_) fprintf(stderr, "tunefarm runner[%d]: no clock readings: %s\n", index_, why.c_str());
@@ -163,36 +163,6 @@ bool Runner::HandleMeasure(WireReader* r) {
   return sent.ok() && !f.fatal;
 }
 
-bool Runner::ContextHealthy() {
-  if (d_.cuCtxSynchronize() != CUDA_SUCCESS) return false;
-  return d_.cuMemsetD8(flush_, 0, 1) == CUDA_SUCCESS && d_.cuCtxSynchronize() == CUDA_SUCCESS;
-}
-
-Failure Runner::FromCu(const CuStatus& st, const std::string& what) {
-  if (IsStickyError(st.code) || !ContextHealthy()) {
-    return Fail(FailureClass::kCrash, what + ": " + st.message + " (context lost; runner restarts)", true);
-  }
-  if (st.code == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES || st.code == CUDA_ERROR_OUT_OF_MEMORY) {
-    return Fail(FailureClass::kResources, what + ": " + st.message);
-  }
-  return Fail(FailureClass::kLaunchError, what + ": " + st.message);
-}
-
-CuStatus Runner::Launch(CUfunction f, const int64_t grid[3], const int64_t block[3], int64_t smem,
-                        CUstream s, void** params) {
-  for (int i = 0; i < 3; ++i) {
-    if (grid[i] <= 0 || grid[i] > 0x7FFFFFFF || block[i] <= 0 || block[i] > 1024) {
-      return CuStatus{CUDA_ERROR_INVALID_VALUE,
-                      "launch geometry out of range: grid (" + std::to_string(grid[0]) + "," +
-                          std::to_string(grid[1]) + "," + std::to_string(grid[2]) + ") block (" +
-                          std::to_string(block[0]) + "," + std::to_string(block[1]) + "," +
-                          std::to_string(block[2]) + ")"};
-    }
-  }
-  return TUNE_CU(d_.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
-                                   unsigned(block[1]), unsigned(block[2]), unsigned(smem), s, params, nullptr));
-}
-
 Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
   if (req.image_key == loaded_key_ && function_) return {};
   if (req.image_key != stored_key_)
@@ -203,11 +173,11 @@ Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
   loaded_key_.clear();
   if (CuStatus st = TUNE_CU(d_.cuModuleLoadData(&module_, stored_image_.data())); !st.ok()) {
     module_ = nullptr;
-    return FromCu(st, "loading the cubin");
+    return device_ops_->FromCu(st, "loading the cubin");
   }
   if (CuStatus st = TUNE_CU(d_.cuModuleGetFunction(&function_, module_, spec.kernel.c_str())); !st.ok()) {
     function_ = nullptr;
-    return FromCu(st, "kernel " + spec.kernel);
+    return device_ops_->FromCu(st, "kernel " + spec.kernel);
   }
   loaded_key_ = req.image_key;
   return {};
@@ -253,8 +223,9 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     return Fail(FailureClass::kLaunchError, "launch plan: argument count differs from the spec");
 
   Problem* problem = nullptr;
-  if (Failure f = GetProblem(spec, digest, req.dtype, req.shape, plan, &problem); f.failed()) return f;
-  if (Failure f = PlaceBuffers(problem, req.policy.placements, req.policy.new_buffers && !built_problem_);
+  if (Failure f = problems_->Get(spec, digest, req.dtype, req.shape, plan, &problem, &built_problem_); f.failed())
+    return f;
+  if (Failure f = problems_->PlaceBuffers(problem, req.policy.placements, req.policy.new_buffers && !built_problem_);
       f.failed())
     return f;
   lap(1);
@@ -295,7 +266,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     if (CuStatus st = TUNE_CU(d_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                     int(plan.smem_bytes)));
         !st.ok()) {
-      Failure f = FromCu(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
+      Failure f = device_ops_->FromCu(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
       if (!f.fatal) f.cls = FailureClass::kResources;
       return f;
     }
@@ -305,7 +276,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     if (CuStatus st = TUNE_CU(d_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, function_, int(threads),
                                                                              size_t(plan.smem_bytes)));
         !st.ok()) {
-      return FromCu(st, "occupancy");
+      return device_ops_->FromCu(st, "occupancy");
     }
     if (blocks_per_sm == 0) {
       return Fail(FailureClass::kResources, "no block fits on an SM (" + std::to_string(threads) + " threads, " +
@@ -343,9 +314,9 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
 
   lap(2);
   double checked_seconds = 0;
-  if (Failure f = Check(spec, plan, problem, param_sets[0], m, &checked_seconds); f.failed()) return f;
+  if (Failure f = checker_->Check(function_, spec, plan, problem, param_sets[0], m, &checked_seconds); f.failed()) return f;
   lap(3);
-  flush_l2_ = GetBuiltins(req.dtype).flush_l2;
+  flush_l2_ = checker_->Builtins(req.dtype).flush_l2;
   Failure timed = Time(req.policy, req.best_so_far_us, checked_seconds, plan, param_sets, config_start, m);
   lap(4);
   return timed;

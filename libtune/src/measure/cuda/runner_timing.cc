@@ -21,10 +21,10 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   if (checked_seconds > 0 && checked_seconds * warmup > policy.max_seconds)
     warmup = std::max(0, int(policy.max_seconds / checked_seconds));
   for (int i = 0; i < warmup; ++i) {
-    if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, param_sets[0]); !st.ok())
-      return FromCu(st, "warm-up launch");
+    if (CuStatus st = device_ops_->Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, param_sets[0]); !st.ok())
+      return device_ops_->FromCu(st, "warm-up launch");
   }
-  if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "warm-up");
+  if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return device_ops_->FromCu(st, "warm-up");
   if (policy.idle_seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(policy.idle_seconds));
 
   ClockSample before = nvml_ ? nvml_->Sample() : ClockSample{};
@@ -39,7 +39,7 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
   const int64_t flush_grid[3] = {int64_t(std::max(1, device_.num_sms)) * 4, 1, 1};
   const int64_t flush_block[3] = {512, 1, 1};
   auto flush = [&]() -> CuStatus {
-    if (flush_l2_) return Launch(flush_l2_, flush_grid, flush_block, 0, stream_, flush_params);
+    if (flush_l2_) return device_ops_->Launch(flush_l2_, flush_grid, flush_block, 0, stream_, flush_params);
     return TUNE_CU(d_.cuMemsetD8Async(flush_, 0, flush_bytes_, stream_));
   };
   // Queues `count` samples back to back on the stream, each after an L2
@@ -50,15 +50,15 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
       void** params = param_sets[placement++ % param_sets.size()];
       CuStatus st = flush();
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
-      if (st.ok()) st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);
+      if (st.ok()) st = device_ops_->Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_stop_[b], stream_));
-      if (!st.ok()) return FromCu(st, "timed launch");
+      if (!st.ok()) return device_ops_->FromCu(st, "timed launch");
     }
-    if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return FromCu(st, "timed run");
+    if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return device_ops_->FromCu(st, "timed run");
     for (int b = 0; b < count; ++b) {
       float ms = 0;
       if (CuStatus st = TUNE_CU(d_.cuEventElapsedTime(&ms, ev_start_[b], ev_stop_[b])); !st.ok())
-        return FromCu(st, "event timing");
+        return device_ops_->FromCu(st, "event timing");
       out->push_back(double(ms) * 1000.0);
       *timed += double(ms) / 1000.0;
     }

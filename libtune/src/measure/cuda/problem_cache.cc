@@ -1,28 +1,27 @@
-// The problem cache: inputs and reference outputs per (op, dtype, shape),
-// kept on the device while memory allows, and the placements of a kernel's
-// buffers.
-#include "measure/cuda/runner.h"
+// The problem cache (problem_cache.h).
+#include "measure/cuda/problem_cache.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "measure/cuda/checker.h"
 #include "measure/cuda/host_data.h"
 #include "measure/cuda/nvrtc_compile.h"
 
 namespace tune::cuda::runner {
 
-CuStatus Runner::Alloc(size_t bytes, CUdeviceptr* p) {
+CuStatus ProblemCache::Alloc(size_t bytes, CUdeviceptr* p) {
   CUresult r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
   if (r == CUDA_ERROR_OUT_OF_MEMORY && !problems_.empty()) {
     // Cached problems are a convenience; the one being built needs the memory.
-    while (!problems_.empty()) EvictOldestProblem();
+    while (!problems_.empty()) EvictOldest();
     r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
   }
   return CheckCu(r, "cuMemAlloc", __FILE__, __LINE__);
 }
 
-void Runner::ReleaseBuffers(Problem* p) {
+void ProblemCache::ReleaseBuffers(Problem* p) {
   for (ArgData& a : p->args) {
     for (CUdeviceptr b : {a.dev, a.pristine, a.ref})
       if (b) d_.cuMemFree(b);
@@ -34,7 +33,7 @@ void Runner::ReleaseBuffers(Problem* p) {
   p->spare.clear();
 }
 
-Failure Runner::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
+Failure ProblemCache::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
   // Each placement after a spacer of a varying number of 2 MiB pages, so
   // that it lands on other physical pages than any earlier one.
   constexpr size_t kPage = size_t(2) << 20;
@@ -53,7 +52,7 @@ Failure Runner::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
     } else if (a.IsInput()) {
       // Inputs keep their values; outputs are poisoned before every check.
       if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD((*set)[i], a.pristine, a.bytes)); !st.ok())
-        failed = FromCu(st, "placing arg " + a.spec->name);
+        failed = dev_.FromCu(st, "placing arg " + a.spec->name);
     }
   }
   if (spacer) d_.cuMemFree(spacer);
@@ -65,12 +64,12 @@ Failure Runner::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
   return failed;
 }
 
-Failure Runner::PlaceBuffers(Problem* p, int placements, bool move) {
+Failure ProblemCache::PlaceBuffers(Problem* p, int placements, bool move) {
   size_t set_bytes = 0;
   for (const ArgData& a : p->args)
     if (a.spec->kind == ArgSpec::Kind::kBuffer && a.dev) set_bytes += a.bytes;
   size_t want = size_t(std::max(1, placements));
-  if (set_bytes > 0) want = std::min(want, 1 + problem_budget_ / 4 / set_bytes);
+  if (set_bytes > 0) want = std::min(want, 1 + budget_ / 4 / set_bytes);
   auto release = [&](const std::vector<CUdeviceptr>& set) {
     for (CUdeviceptr b : set)
       if (b) d_.cuMemFree(b);
@@ -107,20 +106,20 @@ Failure Runner::PlaceBuffers(Problem* p, int placements, bool move) {
   return {};
 }
 
-void Runner::EvictOldestProblem() {
+void ProblemCache::EvictOldest() {
   Problem& p = problems_.back();
   ReleaseBuffers(&p);
-  problem_bytes_ -= std::min(problem_bytes_, p.device_bytes);
+  bytes_ -= std::min(bytes_, p.device_bytes);
   problems_.pop_back();
 }
 
-Failure Runner::GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+Failure ProblemCache::GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype,
                              Reference** out) {
   std::string key = digest + "|" + dtype;
   auto it = references_.find(key);
   if (it == references_.end()) {
     Reference ref;
-    CompiledKernel ck = CompileReference(spec, dtype, CudaArchFor(spec, device_), cache_dir_);
+    CompiledKernel ck = CompileReference(spec, dtype, CudaArchFor(spec, dev_.info()), cache_dir_);
     if (ck.failure != FailureClass::kNone) {
       std::string log = ck.log.size() > 4000 ? ck.log.substr(0, 4000) + "..." : ck.log;
       // Not the config's fault, but no config can be checked without it.
@@ -129,7 +128,7 @@ Failure Runner::GetReference(const OpSpec& spec, const std::string& digest, cons
       CuStatus st = TUNE_CU(d_.cuModuleLoadData(&ref.module, ck.image.data()));
       if (st.ok()) st = TUNE_CU(d_.cuModuleGetFunction(&ref.function, ref.module, spec.check.reference_kernel.c_str()));
       if (!st.ok()) {
-        Failure f = FromCu(st, "reference " + spec.check.reference_kernel);
+        Failure f = dev_.FromCu(st, "reference " + spec.check.reference_kernel);
         if (f.fatal) return f;
         ref.failure = f;
       }
@@ -140,8 +139,9 @@ Failure Runner::GetReference(const OpSpec& spec, const std::string& digest, cons
   return it->second.failure;
 }
 
-Failure Runner::GetProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
-                           const Shape& shape, const LaunchPlan& plan, Problem** out) {
+Failure ProblemCache::Get(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                          const Shape& shape, const LaunchPlan& plan, Problem** out, bool* built_now) {
+  *built_now = false;
   // Buffer sizes and scalars may depend on params, so they are part of the key.
   std::string key = digest + "|" + dtype + "|" + shape.Canonical();
   for (int64_t e : plan.arg_elems) key += "|" + std::to_string(e);
@@ -161,23 +161,23 @@ Failure Runner::GetProblem(const OpSpec& spec, const std::string& digest, const 
     need += plan.arg_elems[i] * (DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2) +
                                  (spec.args[i].dir == "in" ? 0 : int64_t(sizeof(float))));
   }
-  while (!problems_.empty() && problem_bytes_ + size_t(need) > problem_budget_) EvictOldestProblem();
+  while (!problems_.empty() && bytes_ + size_t(need) > budget_) EvictOldest();
   Problem built;
   built.key = key;
-  Failure f = BuildProblem(spec, digest, dtype, shape, plan, &built);
+  Failure f = Build(spec, digest, dtype, shape, plan, &built);
   if (f.failed()) {
     ReleaseBuffers(&built);
     return f;
   }
-  problem_bytes_ += built.device_bytes;
-  built_problem_ = true;
+  bytes_ += built.device_bytes;
+  *built_now = true;
   problems_.push_front(std::move(built));
   *out = &problems_.front();
   return {};
 }
 
-Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, const std::string& dtype,
-                             const Shape& shape, const LaunchPlan& plan, Problem* p) {
+Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const std::string& dtype,
+                           const Shape& shape, const LaunchPlan& plan, Problem* p) {
   Reference* ref = nullptr;
   if (Failure f = GetReference(spec, digest, dtype, &ref); f.failed()) return f;
 
@@ -201,7 +201,7 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
     a.elems = plan.arg_elems[i];
     a.bytes = size_t(a.elems) * width;
     std::string what = "arg " + as.name + " (" + std::to_string(a.bytes) + " bytes)";
-    if (CuStatus st = Alloc(a.bytes, &a.dev); !st.ok()) return FromCu(st, what);
+    if (CuStatus st = Alloc(a.bytes, &a.dev); !st.ok()) return dev_.FromCu(st, what);
     p->device_bytes += a.bytes;
     slots[i].ptr = a.dev;
     if (a.IsOutput()) {
@@ -210,30 +210,30 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
       // outputs: an element the reference never writes shows up as NaN below
       // instead of passing as zero.
       size_t ref_bytes = size_t(a.elems) * sizeof(float);
-      if (CuStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return FromCu(st, what + " reference");
+      if (CuStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return dev_.FromCu(st, what + " reference");
       p->device_bytes += ref_bytes;
       if (!a.IsInput()) {
-        if (CuStatus st = TUNE_CU(d_.cuMemsetD8(a.ref, 0xFF, ref_bytes)); !st.ok()) return FromCu(st, what + " reference");
+        if (CuStatus st = TUNE_CU(d_.cuMemsetD8(a.ref, 0xFF, ref_bytes)); !st.ok()) return dev_.FromCu(st, what + " reference");
       }
       slots[i].ptr = a.ref;
     }
     if (a.IsInput()) {
       uint64_t seed = Fnv1a64(spec.name + "|" + as.name + "|" + a.dtype + "|" + shape.Canonical());
-      if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return FromCu(st, what);
+      if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return dev_.FromCu(st, what);
       p->device_bytes += a.bytes;
-      if (Failure f = FillInput(a, as.init, seed, a.IsOutput() ? a.ref : 0); f.failed()) return f;
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes)); !st.ok()) return FromCu(st, what);
+      if (Failure f = checker_.FillInput(a, as.init, seed, a.IsOutput() ? a.ref : 0); f.failed()) return f;
+      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes)); !st.ok()) return dev_.FromCu(st, what);
     }
   }
   std::vector<void*> params(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
-  if (CuStatus st = Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {
-    Failure f = FromCu(st, "reference launch");
+  if (CuStatus st = dev_.Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {
+    Failure f = dev_.FromCu(st, "reference launch");
     f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
     return f;
   }
   if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) {
-    Failure f = FromCu(st, "reference run");
+    Failure f = dev_.FromCu(st, "reference run");
     f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
     return f;
   }
@@ -242,7 +242,7 @@ Failure Runner::BuildProblem(const OpSpec& spec, const std::string& digest, cons
     if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
     // The reference against itself: only its NaNs can fail.
     OutputCheck self;
-    if (Failure f = CompareOutput("f32", a.ref, a.ref, a.elems, 0, 0, &self); f.failed()) return f;
+    if (Failure f = checker_.CompareOutput("f32", a.ref, a.ref, a.elems, 0, 0, &self); f.failed()) return f;
     if (self.nans > 0) {
       return Fail(FailureClass::kLaunchError, "reference " + spec.check.reference_kernel + " produced " +
                                                   std::to_string(self.nans) + " NaNs in " + a.spec->name +

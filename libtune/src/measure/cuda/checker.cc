@@ -1,7 +1,5 @@
-// The correctness check: outputs poisoned, the kernel run once, compared
-// with the reference on the device (or the host where the builtin kernels
-// did not compile); NaN never passes.
-#include "measure/cuda/runner.h"
+// The checker (checker.h).
+#include "measure/cuda/checker.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,8 +11,8 @@
 
 namespace tune::cuda::runner {
 
-Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params, Measurement* m,
-                      double* checked_seconds) {
+Failure Checker::Check(CUfunction kernel, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
+                       Measurement* m, double* seconds) {
   for (ArgData& a : p->args) {
     if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
     CuStatus st;
@@ -23,13 +21,13 @@ Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, vo
     } else if (a.IsOutput()) {
       st = TUNE_CU(d_.cuMemsetD8(a.dev, 0xFF, a.bytes));  // NaN in every float format
     }
-    if (!st.ok()) return FromCu(st, "preparing " + a.spec->name);
+    if (!st.ok()) return dev_.FromCu(st, "preparing " + a.spec->name);
   }
   const Clock::time_point t0 = Clock::now();
-  if (CuStatus st = Launch(function_, plan.grid, plan.block, plan.smem_bytes, nullptr, params); !st.ok())
-    return FromCu(st, "launch");
-  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return FromCu(st, "checked run");
-  *checked_seconds = Seconds(t0);
+  if (CuStatus st = dev_.Launch(kernel, plan.grid, plan.block, plan.smem_bytes, nullptr, params); !st.ok())
+    return dev_.FromCu(st, "launch");
+  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return dev_.FromCu(st, "checked run");
+  *seconds = Seconds(t0);
 
   Comparison c;
   const ArgData* first_arg = nullptr;
@@ -73,13 +71,13 @@ Failure Runner::Check(const OpSpec& spec, const LaunchPlan& plan, Problem* p, vo
   return {};
 }
 
-const BuiltinKernels& Runner::GetBuiltins(const std::string& dtype) {
+const BuiltinKernels& Checker::Builtins(const std::string& dtype) {
   auto it = builtins_.find(dtype);
   if (it != builtins_.end()) return it->second;
   BuiltinKernels k;
   const CompiledKernel ck =
       CompileBuiltin(kBuiltinSource, "tunefarm_compare", dtype,
-                     "sm_" + std::to_string(device_.cc_major) + std::to_string(device_.cc_minor), cache_dir_);
+                     "sm_" + std::to_string(dev_.info().cc_major) + std::to_string(dev_.info().cc_minor), cache_dir_);
   const bool compiled = ck.failure == FailureClass::kNone;
   if (compiled && d_.cuModuleLoadData(&k.module, ck.image.data()) == CUDA_SUCCESS) {
     if (d_.cuModuleGetFunction(&k.compare, k.module, "tunefarm_compare") != CUDA_SUCCESS) k.compare = nullptr;
@@ -93,53 +91,53 @@ const BuiltinKernels& Runner::GetBuiltins(const std::string& dtype) {
   return builtins_.emplace(dtype, k).first->second;
 }
 
-Failure Runner::FillInput(const ArgData& a, const std::string& init_text, uint64_t seed, CUdeviceptr as_f32) {
+Failure Checker::FillInput(const ArgData& a, const std::string& init_text, uint64_t seed, CUdeviceptr as_f32) {
   const std::string what = "arg " + a.spec->name;
-  const BuiltinKernels& k = GetBuiltins(a.dtype);
+  const BuiltinKernels& k = Builtins(a.dtype);
   if (!k.fill) {
     auto data = MakeInput(a.dtype, init_text, a.elems, seed);
     if (!data.ok()) return Fail(FailureClass::kLaunchError, what + ": " + data.status().message());
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, data->data(), a.bytes)); !st.ok()) return FromCu(st, what);
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, data->data(), a.bytes)); !st.ok()) return dev_.FromCu(st, what);
     if (as_f32) {
       std::vector<float> wide = DecodeToFloat(a.dtype, *data);
       if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(as_f32, wide.data(), wide.size() * sizeof(float))); !st.ok())
-        return FromCu(st, what);
+        return dev_.FromCu(st, what);
     }
     return {};
   }
   auto init = ParseInit(init_text);
   if (!init.ok()) return Fail(FailureClass::kLaunchError, what + ": " + init.status().message());
   unsigned int nonzero = 0;
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(builtin_stats_, &nonzero, sizeof(nonzero))); !st.ok())
-    return FromCu(st, what);
-  CUdeviceptr out = a.pristine, stats = builtin_stats_;
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(stats_, &nonzero, sizeof(nonzero))); !st.ok())
+    return dev_.FromCu(st, what);
+  CUdeviceptr out = a.pristine, stats = stats_;
   long long n = a.elems;
   unsigned long long s = seed;
   int kind = int(init->kind);
   double lo = init->a, hi = init->b;
   void* params[] = {&out, &as_f32, &n, &s, &kind, &lo, &hi, &stats};
-  int64_t blocks = std::clamp<int64_t>((a.elems + kBuiltinBlock - 1) / kBuiltinBlock, 1, int64_t(device_.num_sms) * 8);
+  int64_t blocks = std::clamp<int64_t>((a.elems + kBuiltinBlock - 1) / kBuiltinBlock, 1, int64_t(dev_.info().num_sms) * 8);
   const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
-  if (CuStatus st = Launch(k.fill, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, what + " fill");
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&nonzero, builtin_stats_, sizeof(nonzero))); !st.ok())
-    return FromCu(st, what + " fill");
+  if (CuStatus st = dev_.Launch(k.fill, grid, block, 0, nullptr, params); !st.ok()) return dev_.FromCu(st, what + " fill");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&nonzero, stats_, sizeof(nonzero))); !st.ok())
+    return dev_.FromCu(st, what + " fill");
   // Zeros hide kernels that never read their inputs (MakeInput refuses them too).
   if (a.elems > 0 && !nonzero)
     return Fail(FailureClass::kLaunchError, what + ": init '" + init_text + "' gives all zeros for " + a.dtype);
   return {};
 }
 
-Failure Runner::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
-                              double rtol, OutputCheck* oc) {
+Failure Checker::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems,
+                               double atol, double rtol, OutputCheck* oc) {
   if (elems <= 0) return {};
-  const BuiltinKernels& k = GetBuiltins(dtype);
+  const BuiltinKernels& k = Builtins(dtype);
   if (!k.compare) {
     std::string host_out(static_cast<size_t>(elems) * DTypeWidth(dtype), '\0');
     std::vector<float> host_ref(static_cast<size_t>(elems));
     if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_out.data(), out, host_out.size())); !st.ok())
-      return FromCu(st, "reading the output");
+      return dev_.FromCu(st, "reading the output");
     if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_ref.data(), ref, host_ref.size() * sizeof(float))); !st.ok())
-      return FromCu(st, "reading the reference");
+      return dev_.FromCu(st, "reading the reference");
     Comparison c;
     Compare(DecodeToFloat(dtype, host_out), host_ref, atol, rtol, &c);
     oc->mismatches = c.mismatches;
@@ -149,17 +147,17 @@ Failure Runner::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdevic
     return {};
   }
   unsigned long long stats[4] = {0, 0, 0, ~0ull};
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(builtin_stats_, stats, sizeof(stats))); !st.ok())
-    return FromCu(st, "compare set-up");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(stats_, stats, sizeof(stats))); !st.ok())
+    return dev_.FromCu(st, "compare set-up");
   long long n = elems;
   float a = float(atol), r = float(rtol);
-  CUdeviceptr stats_ptr = builtin_stats_;
+  CUdeviceptr stats_ptr = stats_;
   void* params[] = {&out, &ref, &n, &a, &r, &stats_ptr};
-  int64_t blocks = std::min<int64_t>((elems + kBuiltinBlock - 1) / kBuiltinBlock, int64_t(device_.num_sms) * 8);
+  int64_t blocks = std::min<int64_t>((elems + kBuiltinBlock - 1) / kBuiltinBlock, int64_t(dev_.info().num_sms) * 8);
   const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
-  if (CuStatus st = Launch(k.compare, grid, block, 0, nullptr, params); !st.ok()) return FromCu(st, "compare launch");
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(stats, builtin_stats_, sizeof(stats))); !st.ok())
-    return FromCu(st, "compare");
+  if (CuStatus st = dev_.Launch(k.compare, grid, block, 0, nullptr, params); !st.ok()) return dev_.FromCu(st, "compare launch");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(stats, stats_, sizeof(stats))); !st.ok())
+    return dev_.FromCu(st, "compare");
   oc->mismatches = int64_t(stats[0]);
   oc->nans = int64_t(stats[1]);
   uint32_t bits = uint32_t(stats[2] & 0xFFFFFFFFu);
@@ -170,7 +168,7 @@ Failure Runner::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdevic
   return {};
 }
 
-double Runner::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index) {
+double Checker::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index) {
   int width = DTypeWidth(dtype);
   std::string bytes(size_t(width), '\0');
   if (index < 0 || d_.cuMemcpyDtoH(bytes.data(), buf + CUdeviceptr(index) * width, size_t(width)) != CUDA_SUCCESS)

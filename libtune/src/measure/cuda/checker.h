@@ -1,0 +1,67 @@
+// The checker (private to measure/cuda): the builtin kernels per dtype (fill,
+// compare, L2 flush), seeded input fills, and the correctness check of a
+// config against the problem's reference outputs. Where the builtin kernels
+// do not compile, fills and comparisons run on the host instead.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "measure/cuda/builtin_kernels.h"
+#include "measure/cuda/problem_cache.h"
+#include "tune/types.h"
+
+namespace tune::cuda::runner {
+
+constexpr int kBuiltinBlock = 256;  // a multiple of 32: the compare reduction uses whole warps
+
+struct BuiltinKernels {
+  CUmodule module = nullptr;
+  CUfunction compare = nullptr;  // nullptr: compare on the host instead
+  CUfunction fill = nullptr;     // nullptr: draw inputs on the host instead
+  CUfunction flush_l2 = nullptr; // nullptr: flush with a memset instead
+};
+
+// One output buffer's comparison, plus where it first failed.
+struct OutputCheck {
+  int64_t mismatches = 0, nans = 0, first_bad = -1;
+  double max_abs_error = 0;
+};
+
+class Checker {
+ public:
+  // `stats`: a device buffer of four 64-bit words the builtin kernels report
+  // through; `index`: the device's index, for log lines.
+  Checker(RunnerDevice& device, std::string cache_dir, CUdeviceptr stats, int index)
+      : dev_(device), d_(device.driver()), cache_dir_(std::move(cache_dir)), stats_(stats), index_(index) {}
+  Checker(const Checker&) = delete;
+  Checker& operator=(const Checker&) = delete;
+
+  // Runs `kernel` once on `p` (inputs restored, outputs poisoned) and compares
+  // every output with the reference: NaN never passes, mismatches beyond
+  // spec.check.max_mismatch fail. Fills m's error figures and check_passed;
+  // `*seconds` is the checked run's wall time.
+  Failure Check(CUfunction kernel, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
+                Measurement* m, double* seconds);
+  // Fills an input buffer with its seeded draw (and, when as_f32 is set, a
+  // float copy of the stored values), on the device where it can.
+  Failure FillInput(const ArgData& a, const std::string& init, uint64_t seed, CUdeviceptr as_f32);
+  // Compares `elems` elements of `out` (dtype) with the fp32 `ref`.
+  Failure CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
+                        double rtol, OutputCheck* oc);
+  const BuiltinKernels& Builtins(const std::string& dtype);
+
+ private:
+  // Element `index` of a dtype buffer, as a float (for messages).
+  double ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index);
+
+  RunnerDevice& dev_;
+  const Driver& d_;
+  const std::string cache_dir_;
+  const CUdeviceptr stats_;
+  const int index_;
+  std::map<std::string, BuiltinKernels> builtins_;  // by dtype
+};
+
+}  // namespace tune::cuda::runner
