@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tune/launch_program.h"
 #include "tune/status.h"
 #include "tune/types.h"
 
@@ -64,5 +65,15 @@ class Expr {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Compiles `text` into a launch program (tune/launch_program.h) over the
+// variables `vars` (a variable's index is its position). The program language
+// is the documented one above: numbers, variables, + - * / % ^, unary - + !,
+// comparisons, && ||, ?:, and cdiv min max floor ceil log2 abs. Anything
+// else muparser would accept (its other functions and constants) is refused
+// (kInvalidArgument, naming `where` and the token), as is an unknown
+// variable (kNotFound).
+Result<LaunchProgram> CompileLaunchProgram(const std::string& text, const std::vector<std::string>& vars,
+                                           const std::string& where);
 
 }  // namespace tune

@@ -52,6 +52,7 @@ class Status {
   // The same kind of failure with `prefix` before the line ("file: ..."),
   // for callers that add where it happened.
   Status WithPrefix(const std::string& prefix) const { return ok() ? *this : Status(code_, prefix + *message_); }
+  Status WithSuffix(const std::string& suffix) const { return ok() ? *this : Status(code_, *message_ + suffix); }
 
  private:
   Status(StatusCode code, std::string m) : code_(code), message_(std::move(m)) {}

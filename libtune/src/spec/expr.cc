@@ -1,5 +1,7 @@
 #include "tune/expr.h"
 
+#include "tune/launch_program.h"
+
 #include <muParser.h>
 
 #include <cctype>
@@ -10,29 +12,6 @@ namespace tune {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Integer arithmetic is exact only while values fit a double's mantissa; past
-// that the expression is meaningless for launch geometry anyway.
-bool IsExactInt(double v) { return std::isfinite(v) && std::floor(v) == v && std::fabs(v) < 0x1p53; }
-
-double CeilDiv(double a, double b) {
-  if (b == 0 || !std::isfinite(a) || !std::isfinite(b)) return kNaN;
-  if (IsExactInt(a) && IsExactInt(b)) {
-    const auto x = static_cast<int64_t>(a), y = static_cast<int64_t>(b);
-    int64_t q = x / y;
-    if (x % y != 0 && ((x < 0) == (y < 0))) ++q;
-    return static_cast<double>(q);
-  }
-  return std::ceil(a / b);
-}
-
-// C semantics (the sign follows the dividend), as a kernel author expects.
-double Mod(double a, double b) {
-  if (b == 0) return kNaN;
-  if (IsExactInt(a) && IsExactInt(b))
-    return static_cast<double>(static_cast<int64_t>(a) % static_cast<int64_t>(b));
-  return std::fmod(a, b);
-}
 
 double Not(double a) { return a == 0 ? 1.0 : 0.0; }
 double Floor(double a) { return std::floor(a); }
@@ -140,7 +119,7 @@ Result<Expr> Expr::Compile(const std::string& text, ExprScope* scope, const std:
     p.DefineFun("cdiv", CeilDiv);
     p.DefineFun("floor", Floor);
     p.DefineFun("ceil", Ceil);
-    p.DefineOprt("%", Mod, mu::prMUL_DIV, mu::oaLEFT, true);
+    p.DefineOprt("%", CRemainder, mu::prMUL_DIV, mu::oaLEFT, true);
     p.DefineInfixOprt("!", Not);
     if (scope) {
       for (const std::string& name : scope->Names()) p.DefineVar(name, scope->Slot(name));
@@ -170,13 +149,7 @@ double Expr::Eval() const {
   }
 }
 
-int64_t Expr::EvalInt() const {
-  const double v = Eval();
-  if (std::isnan(v)) return 0;
-  if (v >= 0x1p63) return std::numeric_limits<int64_t>::max();
-  if (v <= -0x1p63) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(v);
-}
+int64_t Expr::EvalInt() const { return ProgramValueToInt(Eval()); }
 
 const std::string& Expr::text() const { return impl_->text; }
 
