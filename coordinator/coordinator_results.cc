@@ -102,6 +102,9 @@ void Coordinator::Impl::SubmitResults(const std::string& identity, zmq::message_
         if (d.model != job.unit->gpu_model) continue;
         job.backends.insert(d.backend);
         job.kernel_hashes.insert(KernelHashOf(job.unit->sweep_id, job.unit->op, d.nvrtc_version));
+        const std::string arch = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+        job.archs.insert(arch);
+        job.archs.insert(arch + "a");
       }
     }
   }
@@ -178,6 +181,8 @@ void Coordinator::Impl::ApplyIngestOutcomes() {
       case IngestOutcome::Kind::kStored: {
         results_stored += o.stored;
         results_duplicate += o.rows - o.stored;
+        kernel_images += o.kernels;
+        if (!o.kernel_note.empty()) Log("results of " + o.head.sweep_id + ": " + o.kernel_note);
         if (o.head.final && unstored_batches.erase({o.identity, o.head.unit_id})) {
           AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
           break;

@@ -59,6 +59,9 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   metrics.push_back(Metric::Counter("tunefarm_results_duplicate_total",
                                     "measurements received again and not stored twice",
                                     results_duplicate));
+  metrics.push_back(Metric::Counter("tunefarm_kernel_images_total",
+                                    "Measured cubins received with results (each stored once per key)",
+                                    kernel_images));
   metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
   metrics.push_back(Metric::Gauge("tunefarm_store_writable",
                                   "1 while store writes succeed; 0 while they fail and leasing stops",

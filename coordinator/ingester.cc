@@ -1,5 +1,6 @@
 #include "ingester.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tune {
@@ -18,6 +19,7 @@ std::string RowFault(const IngestJob& job, const Measurement& m) {
   if (!job.backends.count(m.backend)) return "backend '" + m.backend + "' that the sender's devices do not run";
   if (m.confirmed && !u.confirm) return "a confirmed figure in a unit that is no confirm unit";
   if (m.refined && !u.refine) return "a refined figure in a unit that is no refine unit";
+  if (!m.arch.empty() && !job.archs.count(m.arch)) return "arch '" + m.arch + "' that the sender's devices are not";
   const std::pair<const char*, double> figures[] = {
       {"median_us", m.median_us}, {"mean_us", m.mean_us}, {"stdev_us", m.stdev_us},
       {"min_us", m.min_us},       {"max_us", m.max_us},   {"ci95_us", m.ci95_us}};
@@ -54,6 +56,24 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
     row.screen_us = 0;  // the store's to set
   }
   return rows;
+}
+
+Status CheckKernels(const IngestJob& job, const Results& results) {
+  const LeasedUnit& u = *job.unit;
+  for (size_t i = 0; i < results.kernels.size(); ++i) {
+    const KernelImage& k = results.kernels[i];
+    const std::string where = "kernel " + std::to_string(i) + ": ";
+    if (Status st = CheckKernelImage(k); !st.ok()) return st.WithPrefix(where);
+    if (!job.kernel_hashes.count(k.kernel_hash)) return Status::Error(where + "kernel hash of another op or toolchain");
+    if (k.dtype != u.dtype) return Status::Error(where + "dtype " + k.dtype + " in a unit of " + u.dtype);
+    if (!u.configs.count(k.config_id)) return Status::Error(where + "config " + k.config_id + " that the unit does not hold");
+    if (!job.archs.count(k.arch)) return Status::Error(where + "arch '" + k.arch + "' that the sender's devices are not");
+    const bool measured = std::any_of(results.measurements.begin(), results.measurements.end(), [&](const Measurement& m) {
+      return m.Valid() && m.config_id == k.config_id && m.kernel_hash == k.kernel_hash && m.arch == k.arch;
+    });
+    if (!measured) return Status::Error(where + "config " + k.config_id + " without a checked row in the batch");
+  }
+  return Status::OK();
 }
 
 Ingester::Ingester(ResultStore* store) : store_(store), loop_("ingest") {}
@@ -94,9 +114,10 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   auto* results = std::get_if<Results>(&env->command);
   if (!results) return reject("expected results");
   auto rows = RowsToStore(job, *results);
-  if (!rows.ok()) {
+  Status kernels = rows.ok() ? CheckKernels(job, *results) : Status::OK();
+  if (!rows.ok() || !kernels.ok()) {
     out.kind = IngestOutcome::Kind::kRefused;
-    out.error = rows.status().message();
+    out.error = rows.ok() ? kernels.message() : rows.status().message();
     return out;
   }
   out.rows = rows->size();
@@ -105,6 +126,18 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
     out.kind = IngestOutcome::Kind::kStoreFailed;
     out.error = st.message();
     return out;
+  }
+  // After the rows: a cubin in the store always has its measured row.
+  for (const KernelImage& k : results->kernels) {
+    st = store_->PutKernel(k);
+    if (st.code() == StatusCode::kInvalidArgument) {
+      out.kernel_note = st.message();  // another image under a stored key: the stored one stays
+    } else if (!st.ok()) {
+      out.kind = IngestOutcome::Kind::kStoreFailed;
+      out.error = st.message();
+      return out;
+    }
+    ++out.kernels;
   }
   // The failure count is exact only when every row is new; a batch with
   // duplicates counts none rather than guess which rows were new.

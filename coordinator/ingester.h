@@ -59,6 +59,9 @@ struct IngestJob {
   // of the sender's devices of the unit's model) and those devices'
   // backends: a row names one of each.
   std::set<std::string> kernel_hashes, backends;
+  // The architectures a cubin of those devices may be built for ("sm_90",
+  // "sm_90a").
+  std::set<std::string> archs;
   ResultsHead head;                  // PeekResults of the frame
   zmq::message_t frame;              // the whole envelope, as received
 };
@@ -76,6 +79,8 @@ struct IngestOutcome {
   std::string error;      // why, for kStoreFailed, kRejected and kRefused
   size_t rows = 0;        // rows in the batch
   size_t stored = 0;      // new rows; the others were stored before
+  size_t kernels = 0;     // cubins in the batch (stored, or stored before)
+  std::string kernel_note;  // a cubin kept out of the store, and why (the rows are stored)
   uint64_t failed = 0;    // new rows that record a failure
 };
 
@@ -87,7 +92,15 @@ struct IngestOutcome {
 // only where the unit is of that pass, and finite figures: a row that ran
 // (failure kNone) has samples >= 1 and a median, mean, min and max within
 // [kMinFigureUs, kMaxFigureUs]; every figure of any row is finite and >= 0.
+// A row's `arch`, where set, must be one of the sender's (job.archs).
 Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results& results);
+
+// Why the cubins of `results` may not be stored for `job`; OK when they may.
+// Each must pass CheckKernelImage (an ELF whose SHA-256 is the one claimed,
+// of bounded size), name one of the sender's kernel hashes and
+// architectures, the unit's dtype and one of its configs, and come with a
+// checked row of that config and architecture in the same batch.
+Status CheckKernels(const IngestJob& job, const Results& results);
 
 class Ingester {
  public:

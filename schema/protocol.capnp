@@ -82,6 +82,9 @@ struct Results @0xb4c1ed0f8fb2828f {
   batch @2 :UInt64;
   final @3 :Bool;             # the last batch of the unit
   measurements @4 :List(Records.Measurement);
+  # The cubins of this batch's checked configs, each once per connection:
+  # the coordinator stores them beside the rows (ResultStore::PutKernel).
+  kernels @5 :List(Records.KernelImage);
 }
 
 # Coordinator -> worker: a batch is stored (duplicates counted once).

@@ -135,6 +135,21 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # screening row. The refine pass compares refined and screening figures
   # through it (ResultStore, NearBestOf).
   screenUs @33 :Float64;
+  # The architecture the measured cubin was compiled for ("sm_90a"); its
+  # image is the KernelImage of (kernelHash, configId, dtype, arch). Empty
+  # for sim rows and rows stored before the field existed.
+  arch @34 :Text;
+}
+
+# The exact binary a worker measured: one cubin per (kernel hash, config,
+# dtype, architecture), as NVRTC made it with the op's recorded options.
+struct KernelImage @0xc3b0a5f1d2e47a19 {
+  kernelHash @0 :Text;
+  configId @1 :Text;
+  dtype @2 :Text;
+  arch @3 :Text;              # "sm_90a", "sm_80"
+  sha256 @4 :Text;            # of image, 64 hex digits
+  image @5 :Data;             # the cubin (ELF)
 }
 
 # How a confirm phase times its contenders (tune::ConfirmTiming).

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -248,15 +249,39 @@ struct Worker::Impl {
     push.send(zmq::buffer(frame), zmq::send_flags::none);
   }
 
-  void Flush(zmq::socket_t& push, const WorkUnit& unit, uint64_t* batch,
-             std::vector<Measurement>* rows, bool final) {
+  // A unit's rows and the cubins of its checked configs, not yet sent.
+  struct Pending {
+    std::vector<Measurement> rows;
+    std::vector<KernelImage> kernels;
+    size_t kernel_bytes = 0;
+    std::set<std::string> kernels_taken;  // of this unit: each cubin travels once
+
+    // Adds the cubin `m` was measured with when m passed its check.
+    void AddKernel(const Measurement& m, const CompiledKernel& k) {
+      if (!m.Valid() || k.image.empty() || m.arch.empty()) return;
+      KernelImage img{m.kernel_hash, m.config_id, m.dtype, m.arch, "", ""};
+      if (!kernels_taken.insert(img.Key()).second) return;
+      img.image = k.image;
+      img.sha256 = Sha256Hex(img.image);
+      kernel_bytes += img.image.size();
+      kernels.push_back(std::move(img));
+    }
+  };
+  // Cubins a batch may carry before it is sent (frames stay well inside
+  // kMaxFrameBytes).
+  static constexpr size_t kMaxBatchKernelBytes = size_t(16) << 20;
+
+  void Flush(zmq::socket_t& push, const WorkUnit& unit, uint64_t* batch, Pending* pending, bool final) {
     Results r;
     r.sweep_id = unit.sweep_id;
     r.unit_id = unit.unit_id;
     r.batch = (*batch)++;
     r.final = final;
-    r.measurements = std::move(*rows);
-    rows->clear();
+    r.measurements = std::move(pending->rows);
+    r.kernels = std::move(pending->kernels);
+    pending->rows.clear();
+    pending->kernels.clear();
+    pending->kernel_bytes = 0;
     Post(push, std::move(r));
   }
 
@@ -266,7 +291,8 @@ struct Worker::Impl {
 
   void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push) {
     const DeviceInfo& dev = backend.device();
-    std::vector<Measurement> rows;
+    Pending pending;
+    std::vector<Measurement>& rows = pending.rows;
     uint64_t batch = 0;
     double last_flush = NowSeconds();
     std::string error;
@@ -300,7 +326,7 @@ struct Worker::Impl {
           rows.push_back(std::move(m));
         }
       }
-      Flush(push, unit, &batch, &rows, true);
+      Flush(push, unit, &batch, &pending, true);
       return;
     }
     Log("unit " + std::to_string(unit.unit_id) + ": " + std::to_string(unit.configs.size()) +
@@ -344,7 +370,9 @@ struct Worker::Impl {
           Measurement m = base(valid[j].config, s);
           m.CopyOutcome(got[j]);
           m.kernel_hash = kernel_hash(valid[j]);
+          m.arch = valid[j].image.empty() ? "" : valid[j].arch;
           m.confirmed = ReplacesFirstFigure(m);
+          pending.AddKernel(m, valid[j]);
           rows.push_back(std::move(m));
         }
       }
@@ -357,7 +385,7 @@ struct Worker::Impl {
       // Asked for only now: a unit fetched ahead would wait out the whole
       // confirm run while its lease runs down.
       AskForNextUnit(push, dev.index);
-      Flush(push, unit, &batch, &rows, true);
+      Flush(push, unit, &batch, &pending, true);
       return;
     }
     // A screening unit of a sweep with a refine pass ranks every config
@@ -405,19 +433,22 @@ struct Worker::Impl {
           }
         }
         m.kernel_hash = kernel_hash(k);
+        m.arch = k.image.empty() ? "" : k.arch;
+        pending.AddKernel(m, k);
         rows.push_back(std::move(m));
         {
           std::lock_guard<std::mutex> lock(stats_mu);
           stats.measured++;
           stats.measured_again += unit.refine() ? 1 : 0;
         }
-        if (rows.size() >= opts.batch_size || NowSeconds() - last_flush >= opts.batch_seconds) {
-          Flush(push, unit, &batch, &rows, false);
+        if (rows.size() >= opts.batch_size || pending.kernel_bytes >= kMaxBatchKernelBytes ||
+            NowSeconds() - last_flush >= opts.batch_seconds) {
+          Flush(push, unit, &batch, &pending, false);
           last_flush = NowSeconds();
         }
       }
     }
-    Flush(push, unit, &batch, &rows, true);
+    Flush(push, unit, &batch, &pending, true);
   }
 };
 

@@ -74,6 +74,9 @@ struct Results {
   uint64_t batch = 0;                // per-unit batch number, for acks
   bool final = false;                // the last batch of the unit
   std::vector<Measurement> measurements;
+  // The cubins of the batch's checked configs (each sent once per
+  // connection); every one must belong to the unit and the sender's device.
+  std::vector<KernelImage> kernels;
 };
 struct ResultsAck {
   std::string sweep_id;

@@ -52,4 +52,8 @@ struct OpRecord {
 std::string EncodeOpRecord(const OpRecord& r);
 Result<OpRecord> DecodeOpRecord(const void* data, size_t size);
 
+// A measured cubin as the store keeps it (ResultStore::PutKernel).
+std::string EncodeKernelImage(const KernelImage& k);
+Result<KernelImage> DecodeKernelImage(const void* data, size_t size);
+
 }  // namespace tune

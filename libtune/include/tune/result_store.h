@@ -8,6 +8,7 @@
 //   meta      "format_version" -> "1", "counter/<name>" -> decimal,
 //             "lease\0<unit id, 16 hex>" -> opaque bytes owned by the coordinator,
 //             "op\0<name>\0<package digest>" -> OpRecord (records.h), ...
+//   kernels   "kernel_hash/config_id/dtype/arch" -> KernelImage (the cubin measured)
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -114,6 +115,15 @@ class ResultStore {
   Status PutOp(const std::string& name, int64_t submitted_unix, const OpPackage& package);
   // Every op record; `fn` gets each (records.h OpRecord) in no set order.
   Status ForEachOp(const std::function<void(const OpRecord& op)>& fn);
+
+  // The cubins workers measured (types.h KernelImage), kept for bundles. A
+  // key is written once: the same image again is a no-op; another image
+  // under a stored key (which NVRTC's determinism rules out for one kernel
+  // hash) is refused with kInvalidArgument and the stored one kept. Values
+  // are checked (CheckKernelImage) on the way in and out.
+  Status PutKernel(const KernelImage& k);
+  Result<KernelImage> GetKernel(const std::string& kernel_hash, const std::string& config_id,
+                                const std::string& dtype, const std::string& arch);
 
   // Leases the coordinator has handed out (opaque bytes it owns, in meta), so that a restarted coordinator still accepts
   // the honest resends of units leased before it stopped. Not synced: a

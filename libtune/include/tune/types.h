@@ -8,8 +8,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "tune/status.h"
 
 namespace tune {
 
@@ -138,6 +141,9 @@ struct Measurement {
   // replaced, carried on from a refined row to a confirmed one (ResultStore
   // sets it); 0 on a screening row.
   double screen_us = 0;
+  // The architecture of the measured cubin ("sm_90a"; "" for sim): with the
+  // key it names the row's KernelImage.
+  std::string arch;
 
   // Which pass took the figure: 2 confirm, 1 refine, 0 screening. Within a
   // key a later pass's figure outranks an earlier one's: it was timed to a
@@ -155,5 +161,22 @@ struct Measurement {
   // clocks) from `from`, keeping this one's key and provenance.
   void CopyOutcome(const Measurement& from);
 };
+
+// The exact binary a worker measured, keyed by (kernel hash, config id,
+// dtype, arch). sha256 is of `image`, 64 lower-case hex digits.
+struct KernelImage {
+  std::string kernel_hash, config_id, dtype, arch, sha256;
+  std::string image;
+  // "kernel_hash/config_id/dtype/arch": the store's key.
+  std::string Key() const { return kernel_hash + "/" + config_id + "/" + dtype + "/" + arch; }
+};
+// The largest cubin the farm accepts from a peer or a bundle.
+inline constexpr size_t kMaxKernelImageBytes = size_t(16) << 20;
+// SHA-256 of `bytes` as 64 lower-case hex digits.
+std::string Sha256Hex(std::string_view bytes);
+// Checks a KernelImage's values: key fields are short printable names, the
+// image is a non-empty ELF of at most kMaxKernelImageBytes whose SHA-256 is
+// `sha256`. The error names the field.
+Status CheckKernelImage(const KernelImage& k);
 
 }  // namespace tune

@@ -81,6 +81,33 @@ std::string Config::Id() const {
   return HexOf(digest, sizeof digest);
 }
 
+std::string Sha256Hex(std::string_view bytes) {
+  EnsureSodium();
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return HexOf(digest, sizeof digest);
+}
+
+Status CheckKernelImage(const KernelImage& k) {
+  auto name_ok = [](const std::string& v) {
+    return !v.empty() && v.size() <= 128 &&
+           std::all_of(v.begin(), v.end(), [](char c) { return c > ' ' && c < 127 && c != '/'; });
+  };
+  const std::pair<const char*, const std::string*> fields[] = {
+      {"kernelHash", &k.kernel_hash}, {"configId", &k.config_id}, {"dtype", &k.dtype}, {"arch", &k.arch}};
+  for (const auto& [field, value] : fields) {
+    if (!name_ok(*value)) return Status::InvalidArgument("kernel image: bad " + std::string(field));
+  }
+  const std::string what = "kernel image " + k.Key() + ": ";
+  if (k.image.empty()) return Status::InvalidArgument(what + "empty image");
+  if (k.image.size() > kMaxKernelImageBytes)
+    return Status::InvalidArgument(what + std::to_string(k.image.size()) + " bytes, over the limit of " +
+                                   std::to_string(kMaxKernelImageBytes));
+  if (k.image.compare(0, 4, "\x7f" "ELF") != 0) return Status::InvalidArgument(what + "not an ELF cubin");
+  if (Sha256Hex(k.image) != k.sha256) return Status::Corruption(what + "sha256 does not match the image");
+  return Status::OK();
+}
+
 const char* FailureClassName(FailureClass c) {
   switch (c) {
     case FailureClass::kNone: return "none";

@@ -63,6 +63,19 @@ Result<OpRecord> DecodeOpRecord(const void* data, size_t size) {
                              });
 }
 
+std::string EncodeKernelImage(const KernelImage& k) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  SetKernelImage(builder.initRoot<wire::KernelImage>(), k);
+  return ToBytes(builder);
+}
+
+Result<KernelImage> DecodeKernelImage(const void* data, size_t size) {
+  return ReadFrame<KernelImage>(data, size, "kernel image", false,
+                                [](capnp::MessageReader& reader, Budget& budget) -> Result<KernelImage> {
+                                  return GetKernelImage(reader.getRoot<wire::KernelImage>(), budget);
+                                });
+}
+
 int64_t SweepSubmittedUnix(const std::string& sweep_id) {
   const size_t dash = sweep_id.find('-');
   if (dash == 0 || dash == std::string::npos || dash > 16) return 0;

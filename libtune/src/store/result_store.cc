@@ -38,6 +38,8 @@ constexpr char kByShapeCf[] = "by_shape";
 constexpr char kBestCf[] = "best";
 constexpr char kSweepsCf[] = "sweeps";
 constexpr char kMetaCf[] = "meta";
+// Added after the first stores: a read-only handle on an older store has none.
+constexpr char kKernelsCf[] = "kernels";
 constexpr char kFormatVersionKey[] = "format_version";
 // Present once the best rows follow the pass rule (Measurement::RanksAhead).
 constexpr char kBestRankKey[] = "best_rank";
@@ -201,6 +203,7 @@ struct ResultStore::Impl {
   rocksdb::ColumnFamilyHandle* best = nullptr;
   rocksdb::ColumnFamilyHandle* sweeps = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
+  rocksdb::ColumnFamilyHandle* kernels = nullptr;  // nullptr: an older store, read-only
   // Put is check-then-write (existence, best-so-far), which RocksDB does not
   // make atomic on its own.
   std::mutex put_mu;
@@ -239,6 +242,7 @@ struct ResultStore::Impl {
       if (names[i] == kBestCf) best = h;
       if (names[i] == kSweepsCf) sweeps = h;
       if (names[i] == kMetaCf) meta = h;
+      if (names[i] == kKernelsCf) kernels = h;
     }
   }
   Status UnsupportedVersion(const std::string& version) const {
@@ -523,7 +527,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
   const bool existed = rocksdb::DB::ListColumnFamilies(options, path, &names).ok();
   bool had_meta = false;
   for (const char* want : {rocksdb::kDefaultColumnFamilyName.c_str(), kResultsCf, kByShapeCf,
-                           kBestCf, kSweepsCf, kMetaCf}) {
+                           kBestCf, kSweepsCf, kMetaCf, kKernelsCf}) {
     bool found = false;
     for (const auto& n : names) found = found || n == want;
     if (found && std::string_view(want) == kMetaCf) had_meta = true;
@@ -866,6 +870,42 @@ Status ResultStore::ForEachSweep(
     fn(key.ToString(), value.ToString());
     return true;
   });
+}
+
+Status ResultStore::PutKernel(const KernelImage& k) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
+  std::lock_guard<std::mutex> lock(impl_->put_mu);
+  const std::string key = k.Key();
+  std::string stored;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->kernels, key, &stored);
+  if (s.ok()) {
+    auto old = DecodeKernelImage(stored.data(), stored.size());
+    if (old.ok() && old->sha256 == k.sha256) return Status::OK();
+    if (old.ok()) {
+      return Status::InvalidArgument("kernel image " + key + ": sha256 " + k.sha256 + " differs from the stored " +
+                                     old->sha256 + " (kept)");
+    }
+  } else if (!s.IsNotFound()) {
+    return impl_->Error("read of kernel " + key + " failed", s);
+  }
+  s = impl_->db->Put(rocksdb::WriteOptions(), impl_->kernels, key, EncodeKernelImage(k));
+  return s.ok() ? Status::OK() : impl_->Error("write of kernel " + key + " failed", s);
+}
+
+Result<KernelImage> ResultStore::GetKernel(const std::string& kernel_hash, const std::string& config_id,
+                                           const std::string& dtype, const std::string& arch) {
+  const std::string key = KernelImage{kernel_hash, config_id, dtype, arch, "", ""}.Key();
+  if (!impl_->kernels) return Status::NotFound("no kernel " + key + " (the store predates kernel images)");
+  std::string stored;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->kernels, key, &stored);
+  if (s.IsNotFound()) return Status::NotFound("no kernel " + key);
+  if (!s.ok()) return impl_->Error("read of kernel " + key + " failed", s);
+  auto k = DecodeKernelImage(stored.data(), stored.size());
+  if (!k.ok()) return k.status().WithPrefix("result store " + impl_->path + ": kernel " + key + ": ");
+  // Checked again on the way out: a bundle must never carry a damaged cubin.
+  if (Status st = CheckKernelImage(*k); !st.ok()) return st.WithPrefix("result store " + impl_->path + ": ");
+  return k;
 }
 
 }  // namespace tune

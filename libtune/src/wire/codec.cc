@@ -204,6 +204,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setConfirmTiming(ToWire(m.confirm_timing));
   b.setRefined(m.refined);
   b.setScreenUs(m.screen_us);
+  b.setArch(TextOf(m.arch));
 }
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
@@ -248,7 +249,28 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.confirm_timing = FromWire(r.getConfirmTiming());
   m.refined = r.getRefined();
   m.screen_us = r.getScreenUs();
+  m.arch = Txt(r.getArch(), budget, "arch");
   return m;
+}
+
+void SetKernelImage(wire::KernelImage::Builder b, const KernelImage& k) {
+  b.setKernelHash(TextOf(k.kernel_hash));
+  b.setConfigId(TextOf(k.config_id));
+  b.setDtype(TextOf(k.dtype));
+  b.setArch(TextOf(k.arch));
+  b.setSha256(TextOf(k.sha256));
+  b.setImage(DataOf(k.image));
+}
+
+KernelImage GetKernelImage(wire::KernelImage::Reader r, Budget& budget) {
+  KernelImage k;
+  k.kernel_hash = Txt(r.getKernelHash(), budget, "kernelHash");
+  k.config_id = Txt(r.getConfigId(), budget, "configId");
+  k.dtype = Txt(r.getDtype(), budget, "dtype");
+  k.arch = Txt(r.getArch(), budget, "arch");
+  k.sha256 = Txt(r.getSha256(), budget, "sha256");
+  k.image = Str(r.getImage());
+  return k;
 }
 
 void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p) {

@@ -103,6 +103,9 @@ void SetDevice(wire::DeviceInfo::Builder b, const DeviceInfo& d);
 DeviceInfo GetDevice(wire::DeviceInfo::Reader r, const Budget& budget);
 void SetMeasurement(wire::Measurement::Builder b, const Measurement& m);
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget);
+void SetKernelImage(wire::KernelImage::Builder b, const KernelImage& k);
+// Decodes; the values are checked by CheckKernelImage where they enter.
+KernelImage GetKernelImage(wire::KernelImage::Reader r, Budget& budget);
 void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p);
 OpPackage GetOpPackage(wire::OpPackage::Reader r, Budget& budget);
 void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w);

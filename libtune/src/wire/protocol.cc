@@ -47,6 +47,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setFinal(r.final);
             SetList(b.initMeasurements(r.measurements.size()), r.measurements,
                     [](auto s, const Measurement& v) { SetMeasurement(s, v); });
+            SetList(b.initKernels(r.kernels.size()), r.kernels,
+                    [](auto s, const KernelImage& v) { SetKernelImage(s, v); });
           },
           [&](const ResultsAck& a) {
             auto b = cmd.initResultsAck();
@@ -142,6 +144,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       res.measurements =
           GetList<Measurement>(r.getMeasurements(), budget,
                                [&](wire::Measurement::Reader m) { return GetMeasurement(m, budget); });
+      res.kernels = GetList<KernelImage>(r.getKernels(), budget,
+                                         [&](wire::KernelImage::Reader k) { return GetKernelImage(k, budget); });
       return res;
     }
     case wire::Envelope::Command::RESULTS_ACK: {
