@@ -37,6 +37,7 @@ struct BundleEntry @0xec8c2249722130d6 {
   deviceName @13 :Text;
   nvrtcVersion @14 :Text;
   driverVersion @15 :Text;
+  arch @16 :Text;                 # of the measured cubin ("sm_90a"); its image is in Bundle.kernels
 }
 
 # The last resort of a lookup: an op's default config, used when no tuned
@@ -44,6 +45,51 @@ struct BundleEntry @0xec8c2249722130d6 {
 struct OpDefault @0xac6317bd8dc13434 {
   op @0 :Text;
   config @1 :Records.Config;
+}
+
+# A launch expression as postfix code (tune/launch_program.h): opcodes, the
+# operands kConst and kVar consume in order, and the text it came from.
+struct LaunchProgram @0xd7c1a3e5f9b20461 {
+  code @0 :Data;
+  operands @1 :List(Float64);
+  text @2 :Text;
+}
+
+# One kernel argument. Buffers come from the caller, in this order among the
+# buffers; a scalar's value is its program's.
+struct LaunchArg @0xe2a9f4c6b8d13570 {
+  name @0 :Text;
+  buffer @1 :Bool;
+  dtype @2 :Text;                 # buffers: "$dtype" (the entry's dtype) or a fixed one
+  dir @3 :Text;                   # buffers: "in" | "out" | "inout"
+  scalarType @4 :Text;            # scalars: "i32" | "i64" | "f32"
+  value @5 :LaunchProgram;        # scalars
+}
+
+# How to launch an op's kernel (at one kernel hash) for any config and dims:
+# what a deployment evaluates instead of the op's spec.
+struct LaunchPlan @0xf5b3c8e1a6d92047 {
+  op @0 :Text;
+  kernelHash @1 :Text;
+  function @2 :Text;              # the kernel's name in the cubin
+  vars @3 :List(Text);            # what programs read, by index: params, dims, dsize, device limits
+  grid @4 :List(LaunchProgram);   # 3
+  block @5 :List(LaunchProgram);  # 3
+  smem @6 :LaunchProgram;         # dynamic shared memory bytes
+  args @7 :List(LaunchArg);       # in the kernel's parameter order
+}
+
+# The default of one (op, dtype, GPU model): legal there, measured there
+# where the farm could (publish picks it; see tune/bundle.h).
+struct ModelDefault @0xa4e6b2d8c1f37590 {
+  op @0 :Text;
+  dtype @1 :Text;
+  gpuModel @2 :Text;
+  config @3 :Records.Config;
+  configId @4 :Text;
+  kernelHash @5 :Text;
+  arch @6 :Text;
+  medianUs @7 :Float64;           # its median over the model's tuned shapes (geometric); 0 = not measured
 }
 
 # A whole bundle. Defaults are sorted by op; entries keep the order the farm
@@ -55,4 +101,7 @@ struct Bundle @0xfe3fc7ee90181824 {
   createdUnix @3 :Int64;
   defaults @4 :List(OpDefault);
   entries @5 :List(BundleEntry);
+  launchPlans @6 :List(LaunchPlan);
+  kernels @7 :List(Records.KernelImage);   # empty in a config-only bundle
+  modelDefaults @8 :List(ModelDefault);
 }

@@ -26,9 +26,11 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "tune/launch_program.h"
 #include "tune/signing.h"
 #include "tune/status.h"
 #include "tune/types.h"
@@ -45,7 +47,64 @@ struct BundleEntry {
   double default_median_us = 0;     // the op's default config on the same key (0 = not measured)
   std::string backend;              // "cuda" | "sim"
   std::string device_name, nvrtc_version, driver_version;
+  std::string arch;                 // of the measured cubin ("sm_90a"; "" for sim)
 };
+
+struct BundleLaunchArg {
+  std::string name;
+  bool buffer = true;
+  std::string dtype, dir;           // buffers ("$dtype" is the entry's dtype)
+  std::string scalar_type;          // scalars: "i32" | "i64" | "f32"
+  LaunchProgram value;              // scalars
+};
+
+// How to launch one op's kernel at one kernel hash: the op spec's launch
+// geometry and argument layout as programs over `vars` (the op's params,
+// then its dims, then "dsize" and the device limits of tune/expr.h).
+struct BundleLaunchPlan {
+  std::string op, kernel_hash;
+  std::string function;             // the kernel's name in the cubin
+  std::vector<std::string> vars;
+  LaunchProgram grid[3], block[3], smem;
+  std::vector<BundleLaunchArg> args;
+};
+
+// The default of one (op, dtype, GPU model), which the runtime answers
+// before the op-wide one: the op's default config when it passed its check
+// on every tuned shape of the model, else the config that passed on the
+// most of them (ties: the smallest geometric mean of median / best).
+struct ModelDefault {
+  std::string op, dtype, gpu_model;
+  Config config;
+  std::string config_id, kernel_hash, arch;
+  double median_us = 0;             // geometric mean over the model's tuned shapes
+};
+
+// The device limits a launch plan's programs may read (tune/expr.h names).
+struct LaunchDevice {
+  int64_t smem_optin = 48 * 1024, max_threads = 1024, num_sms = 1, sm = 0, l2_bytes = 0;
+};
+// The variables after a plan's params and dims, in this order.
+inline constexpr const char* kLaunchDeviceVars[] = {"dsize", "smem_optin", "max_threads", "num_sms", "sm", "l2_bytes"};
+
+// One launch, evaluated: what cuLaunchKernel takes, and each scalar
+// argument's value (0 for buffers).
+struct LaunchGeometry {
+  int64_t grid[3] = {1, 1, 1};
+  int64_t block[3] = {1, 1, 1};
+  int64_t smem_bytes = 0;
+  std::vector<double> scalars;
+};
+// The values of `plan`'s variables: each from `config`, then `dims`, then
+// dsize (of `dtype`) and `device`. Errors name a variable none of them has.
+Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const NamedValues& config,
+                                            const NamedValues& dims, const std::string& dtype,
+                                            const LaunchDevice& device);
+// Evaluates a plan whose programs passed CheckLaunchProgram (DecodeBundle
+// checks them) with the farm's rounding (ProgramValueToInt). Errors: a grid
+// or block value below 1 or above the driver's limits, a negative or
+// non-finite shared memory size, a non-finite scalar.
+Result<LaunchGeometry> EvaluateLaunchPlan(const BundleLaunchPlan& plan, std::span<const double> vars);
 
 struct Bundle {
   uint32_t format_version = 1;
@@ -54,13 +113,20 @@ struct Bundle {
   int64_t created_unix = 0;
   std::map<std::string, Config> defaults;   // op -> default config
   std::vector<BundleEntry> entries;
+  std::vector<BundleLaunchPlan> launch_plans;
+  // The measured cubins of entries and model defaults, one per KernelImage::
+  // Key(). Decoding checks each (CheckKernelImage): a changed byte fails it.
+  // The JSON form lists them without their bytes.
+  std::vector<KernelImage> kernels;
+  std::vector<ModelDefault> model_defaults;
 };
 
 std::string EncodeBundle(const Bundle& b);                         // Cap'n Proto binary
 Result<Bundle> DecodeBundle(const void* data, size_t size);
 std::string BundleToJson(const Bundle& b);                         // pretty, stable order
 // Inverse of BundleToJson, for bundles edited or assembled by hand. Errors
-// name the offending field.
+// name the offending field. The JSON form carries no cubins: a bundle read
+// from it is config-only (its launch plans and model defaults are kept).
 Result<Bundle> BundleFromJson(const std::string& json);
 // Unsigned .tfb (bare Cap'n Proto) + .json; for tests and tools. Deployments
 // should get signed files (WriteSignedBundleFiles).

@@ -114,7 +114,4 @@ std::string KernelHash(const OpSpec& spec, const std::string& toolchain);
 // records), whatever its files mean.
 std::string PackageDigest(const OpPackage& package);
 
-// Byte size of a dtype name, 0 when unknown.
-int DTypeSize(const std::string& dtype);
-
 }  // namespace tune

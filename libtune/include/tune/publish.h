@@ -27,7 +27,25 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 // the same key beside it (when the sweep measured it). The default is one of
 // the candidates, so a bundle never ships a config slower than the default.
 // Fails when nothing matches.
-Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name);
+//
+// With each (op, kernel hash) of the entries the bundle gets the op's launch
+// plan (BundleLaunchPlan), compiled from the spec of that kernel hash and
+// checked on every entry against the farm's own evaluation (PlanLaunch); an
+// op whose launch cannot be expressed, or disagrees, ships without one. Per
+// (op, dtype, GPU model) it gets a ModelDefault (tune/bundle.h says which
+// config). Unless `options.kernels` is false it carries the cubin of every
+// entry and model default that has one in the store. `notes`, when given,
+// receives a line for each such gap (no plan, cubins missing).
+struct PublishOptions {
+  bool kernels = true;
+};
+Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
+                           const PublishOptions& options = {}, std::vector<std::string>* notes = nullptr);
+
+// The launch plan of `spec` (its kernel at `kernel_hash`): programs over its
+// params, dims and kLaunchDeviceVars. Errors name the field whose expression
+// the launch language lacks.
+Result<BundleLaunchPlan> MakeLaunchPlan(const OpSpec& spec, const std::string& kernel_hash);
 
 // Throughput of a measurement for reports: TFLOP/s when the op counts flops
 // and does at least 50 per byte, else GB/s; `unit` receives "TFLOP/s" or

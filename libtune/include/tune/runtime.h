@@ -23,7 +23,9 @@
 //   kFamily        no tuned shape for this GPU model: the nearest shape, same
 //                  metric and ties, among the entries of the same op and dtype
 //                  for the other models of its GPU family (GpuFamily).
-//   kDefault       the op's default config from the bundle.
+//   kDefault       the default of the GPU model (ModelDefault in tune/bundle.h:
+//                  legal there, measured there), else of another model of
+//                  its family, else the op's default config.
 //   kMiss          the bundle has neither tuned entries that fit nor a
 //                  default for the op; `config` is nullptr.
 // Only entries whose dim names are those of the query take part. The dims of
@@ -43,6 +45,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -51,6 +54,10 @@
 #include <vector>
 
 #include "tune/status.h"
+
+namespace tune {
+struct Bundle;
+}
 
 namespace tune::runtime {
 
@@ -99,13 +106,16 @@ struct Entry {
   NamedInts shape, config;
   std::string config_id, kernel_hash;
   std::string backend;             // "cuda" | "sim"
+  std::string arch;                // of the measured cubin ("sm_90a"; "" for sim)
   double median_us = 0;
   double default_median_us = 0;    // the op default on the same key; 0 = not measured
 };
 
 struct Answer {
   const NamedInts* config = nullptr;  // nullptr only for kMiss
-  const Entry* entry = nullptr;       // the tuned entry; nullptr for kDefault and kMiss
+  // The tuned entry; for kDefault the model's default (an Entry without a
+  // shape) or nullptr for the op's default; nullptr for kMiss.
+  const Entry* entry = nullptr;
   Level level = Level::kMiss;
 };
 
@@ -212,6 +222,16 @@ class Bundle {
   PreparedLookup prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model) const;
   PreparedLookup prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
                          std::span<const std::string_view> dim_order) const;
+
+  // prepare() over the candidates `usable` accepts only: each tuned entry,
+  // model default and the op default (entry nullptr) is offered once, here,
+  // and the chain skips those refused (the launcher refuses configs the
+  // device cannot run or has no cubin for).
+  PreparedLookup prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                         const std::function<bool(const Answer&)>& usable) const;
+
+  // The bundle as decoded (launch plans, cubins), for the launcher.
+  const tune::Bundle& source() const;
 
   // The op's dim names in order, or nullptr when it has no tuned entry.
   const std::vector<std::string>* dims_of(std::string_view op) const;

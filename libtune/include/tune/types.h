@@ -172,6 +172,8 @@ struct KernelImage {
 };
 // The largest cubin the farm accepts from a peer or a bundle.
 inline constexpr size_t kMaxKernelImageBytes = size_t(16) << 20;
+// Bytes per element of a dtype ("f16" 2, "f32" 4, ...); 0 when unknown.
+int DTypeSize(const std::string& dtype);
 // SHA-256 of `bytes` as 64 lower-case hex digits.
 std::string Sha256Hex(std::string_view bytes);
 // Checks a KernelImage's values: key fields are short printable names, the

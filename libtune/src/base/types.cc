@@ -81,6 +81,13 @@ std::string Config::Id() const {
   return HexOf(digest, sizeof digest);
 }
 
+int DTypeSize(const std::string& dtype) {
+  if (dtype == "f16" || dtype == "bf16") return 2;
+  if (dtype == "f32" || dtype == "i32") return 4;
+  if (dtype == "i64") return 8;
+  return 0;
+}
+
 std::string Sha256Hex(std::string_view bytes) {
   EnsureSodium();
   unsigned char digest[crypto_hash_sha256_BYTES];

@@ -98,6 +98,53 @@ NamedValues NamedValuesFromJson(const Json& j, const char* what) {
   return out;
 }
 
+void SetProgram(wire::LaunchProgram::Builder w, const LaunchProgram& p) {
+  w.setCode(capnp::Data::Reader(p.code.data(), p.code.size()));
+  auto ops = w.initOperands(static_cast<unsigned>(p.operands.size()));
+  for (size_t i = 0; i < p.operands.size(); ++i) ops.set(static_cast<unsigned>(i), p.operands[i]);
+  w.setText(TextOf(p.text));
+}
+
+LaunchProgram GetProgram(wire::LaunchProgram::Reader r, Budget& budget) {
+  LaunchProgram p;
+  auto code = r.getCode();
+  auto ops = r.getOperands();
+  if (!budget.Charge(code.size() + ops.size(), sizeof(double))) throw BudgetExceeded{};
+  p.code.assign(code.begin(), code.end());
+  p.operands.reserve(ops.size());
+  for (double v : ops) p.operands.push_back(v);
+  p.text = Str(r.getText());
+  return p;
+}
+
+Json ProgramToJson(const LaunchProgram& p) {
+  return Json{{"text", p.text}, {"code", p.code}, {"operands", p.operands}};
+}
+
+LaunchProgram ProgramFromJson(const Json& j) {
+  LaunchProgram p;
+  p.text = j.value("text", std::string());
+  p.code = j.at("code").get<std::vector<uint8_t>>();
+  p.operands = j.at("operands").get<std::vector<double>>();
+  return p;
+}
+
+// Values a deployment relies on: programs that evaluate safely over the
+// plan's variables, three of each geometry, images whose bytes match their
+// SHA-256. The message names the plan or image.
+Status CheckBundleParts(const Bundle& b) {
+  for (const BundleLaunchPlan& plan : b.launch_plans) {
+    const std::string where = "launch plan " + plan.op + "@" + plan.kernel_hash + ": ";
+    std::vector<const LaunchProgram*> programs = {&plan.smem};
+    for (int i = 0; i < 3; ++i) programs.insert(programs.end(), {&plan.grid[i], &plan.block[i]});
+    for (const BundleLaunchArg& a : plan.args)
+      if (!a.buffer) programs.push_back(&a.value);
+    for (const LaunchProgram* p : programs) TUNE_RETURN_IF_ERROR(CheckLaunchProgram(*p, plan.vars.size()).WithPrefix(where));
+  }
+  for (const KernelImage& k : b.kernels) TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
+  return Status::OK();
+}
+
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   // A deployment may read the bundle while a rollout rewrites it: it must
   // see either the old file or the new one, never a torn one.
@@ -242,6 +289,58 @@ std::string EncodeBundle(const Bundle& b) {
     w.setDeviceName(TextOf(e.device_name));
     w.setNvrtcVersion(TextOf(e.nvrtc_version));
     w.setDriverVersion(TextOf(e.driver_version));
+    w.setArch(TextOf(e.arch));
+  }
+  auto plans = root.initLaunchPlans(static_cast<unsigned>(b.launch_plans.size()));
+  for (i = 0; i < b.launch_plans.size(); ++i) {
+    const BundleLaunchPlan& p = b.launch_plans[i];
+    auto w = plans[i];
+    w.setOp(TextOf(p.op));
+    w.setKernelHash(TextOf(p.kernel_hash));
+    w.setFunction(TextOf(p.function));
+    auto vars = w.initVars(static_cast<unsigned>(p.vars.size()));
+    for (size_t v = 0; v < p.vars.size(); ++v) vars.set(static_cast<unsigned>(v), TextOf(p.vars[v]));
+    auto grid = w.initGrid(3), block = w.initBlock(3);
+    for (unsigned d = 0; d < 3; ++d) {
+      SetProgram(grid[d], p.grid[d]);
+      SetProgram(block[d], p.block[d]);
+    }
+    SetProgram(w.initSmem(), p.smem);
+    auto args = w.initArgs(static_cast<unsigned>(p.args.size()));
+    for (size_t a = 0; a < p.args.size(); ++a) {
+      const BundleLaunchArg& arg = p.args[a];
+      auto wa = args[static_cast<unsigned>(a)];
+      wa.setName(TextOf(arg.name));
+      wa.setBuffer(arg.buffer);
+      wa.setDtype(TextOf(arg.dtype));
+      wa.setDir(TextOf(arg.dir));
+      wa.setScalarType(TextOf(arg.scalar_type));
+      if (!arg.buffer) SetProgram(wa.initValue(), arg.value);
+    }
+  }
+  auto kernels = root.initKernels(static_cast<unsigned>(b.kernels.size()));
+  for (i = 0; i < b.kernels.size(); ++i) {
+    const KernelImage& k = b.kernels[i];
+    auto w = kernels[i];
+    w.setKernelHash(TextOf(k.kernel_hash));
+    w.setConfigId(TextOf(k.config_id));
+    w.setDtype(TextOf(k.dtype));
+    w.setArch(TextOf(k.arch));
+    w.setSha256(TextOf(k.sha256));
+    w.setImage(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(k.image.data()), k.image.size()));
+  }
+  auto model_defaults = root.initModelDefaults(static_cast<unsigned>(b.model_defaults.size()));
+  for (i = 0; i < b.model_defaults.size(); ++i) {
+    const ModelDefault& d = b.model_defaults[i];
+    auto w = model_defaults[i];
+    w.setOp(TextOf(d.op));
+    w.setDtype(TextOf(d.dtype));
+    w.setGpuModel(TextOf(d.gpu_model));
+    SetNamedValues(w.initConfig().initParams(d.config.params.size()), d.config.params);
+    w.setConfigId(TextOf(d.config_id));
+    w.setKernelHash(TextOf(d.kernel_hash));
+    w.setArch(TextOf(d.arch));
+    w.setMedianUs(d.median_us);
   }
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();
@@ -303,8 +402,70 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       e.device_name = Str(r.getDeviceName());
       e.nvrtc_version = Str(r.getNvrtcVersion());
       e.driver_version = Str(r.getDriverVersion());
+      e.arch = Str(r.getArch());
       b.entries.push_back(std::move(e));
     }
+    auto plans = root.getLaunchPlans();
+    auto kernels = root.getKernels();
+    auto model_defaults = root.getModelDefaults();
+    if (!budget.Charge(plans.size(), sizeof(BundleLaunchPlan)) || !budget.Charge(kernels.size(), sizeof(KernelImage)) ||
+        !budget.Charge(model_defaults.size(), sizeof(ModelDefault))) {
+      throw BudgetExceeded{};
+    }
+    for (auto r : plans) {
+      BundleLaunchPlan p;
+      p.op = Str(r.getOp());
+      p.kernel_hash = Str(r.getKernelHash());
+      p.function = Str(r.getFunction());
+      auto vars = r.getVars();
+      if (!budget.Charge(vars.size(), sizeof(std::string))) throw BudgetExceeded{};
+      for (auto v : vars) p.vars.push_back(Str(v));
+      auto grid = r.getGrid(), block = r.getBlock();
+      if (grid.size() != 3 || block.size() != 3)
+        return Status::Error("bundle is corrupt: launch plan " + p.op + " lacks a grid or block dimension");
+      for (unsigned d = 0; d < 3; ++d) {
+        p.grid[d] = GetProgram(grid[d], budget);
+        p.block[d] = GetProgram(block[d], budget);
+      }
+      p.smem = GetProgram(r.getSmem(), budget);
+      auto args = r.getArgs();
+      if (!budget.Charge(args.size(), sizeof(BundleLaunchArg))) throw BudgetExceeded{};
+      for (auto ra : args) {
+        BundleLaunchArg a;
+        a.name = Str(ra.getName());
+        a.buffer = ra.getBuffer();
+        a.dtype = Str(ra.getDtype());
+        a.dir = Str(ra.getDir());
+        a.scalar_type = Str(ra.getScalarType());
+        if (!a.buffer) a.value = GetProgram(ra.getValue(), budget);
+        p.args.push_back(std::move(a));
+      }
+      b.launch_plans.push_back(std::move(p));
+    }
+    for (auto r : kernels) {
+      KernelImage k;
+      k.kernel_hash = Str(r.getKernelHash());
+      k.config_id = Str(r.getConfigId());
+      k.dtype = Str(r.getDtype());
+      k.arch = Str(r.getArch());
+      k.sha256 = Str(r.getSha256());
+      auto image = r.getImage();
+      k.image.assign(reinterpret_cast<const char*>(image.begin()), image.size());
+      b.kernels.push_back(std::move(k));
+    }
+    for (auto r : model_defaults) {
+      ModelDefault d;
+      d.op = Str(r.getOp());
+      d.dtype = Str(r.getDtype());
+      d.gpu_model = Str(r.getGpuModel());
+      d.config.params = GetNamedValues(r.getConfig().getParams(), budget);
+      d.config_id = Str(r.getConfigId());
+      d.kernel_hash = Str(r.getKernelHash());
+      d.arch = Str(r.getArch());
+      d.median_us = r.getMedianUs();
+      b.model_defaults.push_back(std::move(d));
+    }
+    if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle is corrupt: ");
     return b;
   } catch (const BudgetExceeded&) {
     return Status::Error("bundle is corrupt: it decodes to more memory than its size allows");
@@ -343,9 +504,48 @@ std::string BundleToJson(const Bundle& b) {
     je["device_name"] = e.device_name;
     je["nvrtc_version"] = e.nvrtc_version;
     je["driver_version"] = e.driver_version;
+    je["arch"] = e.arch;
     entries.push_back(std::move(je));
   }
   j["entries"] = std::move(entries);
+  Json plans = Json::array();
+  for (const BundleLaunchPlan& p : b.launch_plans) {
+    Json jp{{"op", p.op}, {"kernel_hash", p.kernel_hash}, {"function", p.function}, {"vars", p.vars}};
+    for (const char* field : {"grid", "block"}) {
+      Json dims = Json::array();
+      for (int d = 0; d < 3; ++d) dims.push_back(ProgramToJson(std::string_view(field) == "grid" ? p.grid[d] : p.block[d]));
+      jp[field] = std::move(dims);
+    }
+    jp["smem"] = ProgramToJson(p.smem);
+    Json args = Json::array();
+    for (const BundleLaunchArg& a : p.args) {
+      Json ja{{"name", a.name}, {"buffer", a.buffer}};
+      if (a.buffer) {
+        ja["dtype"] = a.dtype;
+        ja["dir"] = a.dir;
+      } else {
+        ja["scalar_type"] = a.scalar_type;
+        ja["value"] = ProgramToJson(a.value);
+      }
+      args.push_back(std::move(ja));
+    }
+    jp["args"] = std::move(args);
+    plans.push_back(std::move(jp));
+  }
+  j["launch_plans"] = std::move(plans);
+  Json model_defaults = Json::array();
+  for (const ModelDefault& d : b.model_defaults) {
+    model_defaults.push_back(Json{{"op", d.op}, {"dtype", d.dtype}, {"gpu_model", d.gpu_model},
+                                  {"config", NamedValuesToJson(d.config.params)}, {"config_id", d.config_id},
+                                  {"kernel_hash", d.kernel_hash}, {"arch", d.arch}, {"median_us", d.median_us}});
+  }
+  j["model_defaults"] = std::move(model_defaults);
+  Json kernels = Json::array();
+  for (const KernelImage& k : b.kernels) {
+    kernels.push_back(Json{{"kernel_hash", k.kernel_hash}, {"config_id", k.config_id}, {"dtype", k.dtype},
+                           {"arch", k.arch}, {"sha256", k.sha256}, {"bytes", k.image.size()}});
+  }
+  j["kernels"] = std::move(kernels);
   // Invalid UTF-8 in a name must not make the printer throw.
   return DumpJson(j, 2) + "\n";
 }
@@ -392,9 +592,48 @@ Result<Bundle> BundleFromJson(const std::string& text) {
         e.device_name = je.value("device_name", std::string());
         e.nvrtc_version = je.value("nvrtc_version", std::string());
         e.driver_version = je.value("driver_version", std::string());
+        e.arch = je.value("arch", std::string());
         b.entries.push_back(std::move(e));
       }
     }
+    for (const Json& jp : j.value("launch_plans", Json::array())) {
+      BundleLaunchPlan p;
+      p.op = jp.at("op").get<std::string>();
+      p.kernel_hash = jp.at("kernel_hash").get<std::string>();
+      p.function = jp.at("function").get<std::string>();
+      p.vars = jp.at("vars").get<std::vector<std::string>>();
+      if (jp.at("grid").size() != 3 || jp.at("block").size() != 3)
+        return Status::Error("bundle JSON: launch plan " + p.op + ": grid and block take 3 programs each");
+      for (size_t d = 0; d < 3; ++d) {
+        p.grid[d] = ProgramFromJson(jp.at("grid")[d]);
+        p.block[d] = ProgramFromJson(jp.at("block")[d]);
+      }
+      p.smem = ProgramFromJson(jp.at("smem"));
+      for (const Json& ja : jp.at("args")) {
+        BundleLaunchArg a;
+        a.name = ja.at("name").get<std::string>();
+        a.buffer = ja.at("buffer").get<bool>();
+        a.dtype = ja.value("dtype", std::string());
+        a.dir = ja.value("dir", std::string());
+        a.scalar_type = ja.value("scalar_type", std::string());
+        if (!a.buffer) a.value = ProgramFromJson(ja.at("value"));
+        p.args.push_back(std::move(a));
+      }
+      b.launch_plans.push_back(std::move(p));
+    }
+    for (const Json& jd : j.value("model_defaults", Json::array())) {
+      ModelDefault d;
+      d.op = jd.at("op").get<std::string>();
+      d.dtype = jd.at("dtype").get<std::string>();
+      d.gpu_model = jd.at("gpu_model").get<std::string>();
+      d.config.params = NamedValuesFromJson(jd.at("config"), "model_defaults.config");
+      d.config_id = jd.value("config_id", std::string());
+      d.kernel_hash = jd.value("kernel_hash", std::string());
+      d.arch = jd.value("arch", std::string());
+      d.median_us = jd.value("median_us", 0.0);
+      b.model_defaults.push_back(std::move(d));
+    }
+    if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
     return b;
   } catch (const std::exception& e) {
     return Status::Error(std::string("bundle JSON: ") + e.what());

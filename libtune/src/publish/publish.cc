@@ -1,10 +1,11 @@
 #include "tune/publish.h"
 
+#include <cmath>
 #include <ctime>
 #include <set>
 
-
 #include "tune/config_space.h"
+#include "tune/expr.h"
 #include "tune/records.h"
 #include "tune/sweep_file.h"
 
@@ -50,7 +51,131 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows) {
   return out;
 }
 
-Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name) {
+Result<BundleLaunchPlan> MakeLaunchPlan(const OpSpec& spec, const std::string& kernel_hash) {
+  BundleLaunchPlan plan;
+  plan.op = spec.name;
+  plan.kernel_hash = kernel_hash;
+  plan.function = spec.kernel;
+  for (const Axis& a : spec.axes) plan.vars.push_back(a.name);
+  for (const std::string& d : spec.dims) plan.vars.push_back(d);
+  for (const char* v : kLaunchDeviceVars) plan.vars.emplace_back(v);
+  const std::string where = spec.origin + ": ";
+  auto compile = [&](const std::string& text, const std::string& field, LaunchProgram* out) -> Status {
+    auto p = CompileLaunchProgram(text, plan.vars, where + field);
+    if (!p.ok()) return p.status();
+    *out = std::move(p).value();
+    return Status::OK();
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string ix = "[" + std::to_string(i) + "]";
+    TUNE_RETURN_IF_ERROR(compile(i < spec.grid.size() ? spec.grid[i] : "1", "[launch] grid" + ix, &plan.grid[i]));
+    TUNE_RETURN_IF_ERROR(compile(i < spec.block.size() ? spec.block[i] : "1", "[launch] block" + ix, &plan.block[i]));
+  }
+  TUNE_RETURN_IF_ERROR(compile(spec.smem, "[launch] smem", &plan.smem));
+  for (const ArgSpec& a : spec.args) {
+    BundleLaunchArg arg;
+    arg.name = a.name;
+    arg.buffer = a.kind == ArgSpec::Kind::kBuffer;
+    if (arg.buffer) {
+      arg.dtype = a.dtype;
+      arg.dir = a.dir;
+    } else {
+      arg.scalar_type = a.scalar_type;
+      TUNE_RETURN_IF_ERROR(compile(a.value, "[[args]] " + a.name + " value", &arg.value));
+    }
+    plan.args.push_back(std::move(arg));
+  }
+  return plan;
+}
+
+namespace {
+
+// Whether `plan` launches `m`'s config on `m`'s shape as the farm did.
+Status PlanAgrees(const BundleLaunchPlan& plan, const OpSpec& spec, const Measurement& m) {
+  Shape shape;
+  ParseNamedValues(m.shape, &shape.dims);
+  DeviceInfo dev;  // launch expressions of the shipped ops read no limits; any fixed device compares alike
+  dev.smem_per_block_optin = 227 * 1024;
+  dev.max_threads_per_block = 1024;
+  dev.num_sms = 132;
+  dev.cc_major = 9;
+  dev.l2_bytes = 50 << 20;
+  auto want = PlanLaunch(spec, m.dtype, m.config, shape, dev);
+  if (!want.ok()) return want.status();
+  const LaunchDevice ld{dev.smem_per_block_optin, dev.max_threads_per_block, dev.num_sms, 90, dev.l2_bytes};
+  auto vars = LaunchVariables(plan, m.config.params, shape.dims, m.dtype, ld);
+  if (!vars.ok()) return vars.status();
+  auto got = EvaluateLaunchPlan(plan, *vars);
+  if (!got.ok()) return got.status();
+  bool same = got->smem_bytes == want->smem_bytes;
+  for (int i = 0; i < 3; ++i) same = same && got->grid[i] == want->grid[i] && got->block[i] == want->block[i];
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    if (spec.args[i].kind == ArgSpec::Kind::kScalar) same = same && got->scalars[i] == want->scalar_values[i];
+  }
+  if (!same) return Status::Error("its launch plan evaluates otherwise than the farm on " + m.shape + " " + m.config.Canonical());
+  return Status::OK();
+}
+
+// The specs of every stored op package, by (op, kernel hash) for the
+// toolchains of `rows`.
+std::map<std::pair<std::string, std::string>, OpSpec> SpecsByKernelHash(ResultStore& store,
+                                                                       const std::vector<Measurement>& rows) {
+  std::set<std::string> toolchains;
+  for (const Measurement& m : rows) toolchains.insert(m.nvrtc_version);
+  std::map<std::pair<std::string, std::string>, OpSpec> out;
+  (void)store.ForEachOp([&](const OpRecord& op) {
+    auto spec = ParseOpSpec(op.package, "stored op '" + op.name + "'");
+    if (!spec.ok()) return;
+    for (const std::string& t : toolchains) out.emplace(std::make_pair(op.name, KernelHash(*spec, t)), *spec);
+  });
+  return out;
+}
+
+// Picks the ModelDefault of (model, op, dtype) from the rows of its newest
+// kernel hash (see ModelDefault in tune/bundle.h). False when no config of
+// them passed its check.
+bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_default, ModelDefault* out) {
+  std::map<std::string, double> best;  // shape -> fastest valid median
+  for (const Measurement& m : rows)
+    if (m.Valid()) best[m.shape] = best.count(m.shape) ? std::min(best[m.shape], m.median_us) : m.median_us;
+  struct Score {
+    size_t shapes = 0;
+    double log_ratio = 0, log_median = 0;
+    const Measurement* row = nullptr;
+  };
+  std::map<std::string, Score> scores;  // config id
+  for (const Measurement& m : rows) {
+    if (!m.Valid()) continue;
+    Score& s = scores[m.config_id];
+    ++s.shapes;
+    s.log_ratio += std::log(m.median_us / best[m.shape]);
+    s.log_median += std::log(m.median_us);
+    s.row = &m;
+  }
+  if (scores.empty()) return false;
+  const Score* pick = nullptr;
+  if (auto it = scores.find(op_default.Id()); it != scores.end() && it->second.shapes == best.size()) {
+    pick = &it->second;
+  } else {
+    for (const auto& [id, s] : scores) {
+      if (!pick || s.shapes > pick->shapes ||
+          (s.shapes == pick->shapes && s.log_ratio / double(s.shapes) < pick->log_ratio / double(pick->shapes)))
+        pick = &s;
+    }
+  }
+  const Measurement& m = *pick->row;
+  *out = ModelDefault{m.op, m.dtype, m.gpu_model, m.config, m.config_id, m.kernel_hash, m.arch,
+                      std::exp(pick->log_median / double(pick->shapes))};
+  return true;
+}
+
+}  // namespace
+
+Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
+                           const PublishOptions& options, std::vector<std::string>* notes) {
+  auto note = [&](std::string line) {
+    if (notes) notes->push_back(std::move(line));
+  };
   auto best = store.Best(filter);
   if (!best.ok()) return best.status();
   const auto ops = OpsFromStore(store);
@@ -63,6 +188,8 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   b.farm_version = TUNEFARM_VERSION;
   b.created_unix = std::time(nullptr);
   for (const auto& [op, spec] : ops) b.defaults[op] = spec.default_config;
+  const auto specs = SpecsByKernelHash(store, newest);
+  std::map<std::pair<std::string, std::string>, Result<BundleLaunchPlan>> plans;  // (op, kernel hash)
   for (const auto& [key, m] : pick) {
     BundleEntry e;
     e.op = m->op;
@@ -80,6 +207,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     e.device_name = m->device_name;
     e.nvrtc_version = m->nvrtc_version;
     e.driver_version = m->driver_version;
+    e.arch = m->arch;
     auto spec = ops.find(m->op);
     if (spec != ops.end()) {
       auto def = store.Get(m->gpu_model, m->op, m->dtype, m->shape, m->kernel_hash,
@@ -88,8 +216,61 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
       // winner), so the bundle never ships a config slower than it.
       if (def && def->Valid()) e.default_median_us = def->median_us;
     }
+    const auto plan_key = std::make_pair(m->op, m->kernel_hash);
+    auto found = specs.find(plan_key);
+    if (found == specs.end()) {
+      plans.emplace(plan_key, Status::NotFound("the store holds no package of this kernel hash"));
+    } else {
+      auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(found->second, m->kernel_hash));
+      if (it->second.ok()) {
+        if (Status st = PlanAgrees(*it->second, found->second, *m); !st.ok()) it->second = st;
+      }
+    }
     b.entries.push_back(std::move(e));
   }
+  for (auto& [key, plan] : plans) {
+    if (plan.ok()) b.launch_plans.push_back(std::move(plan).value());
+    else note("no launch plan for " + key.first + " (kernel " + key.second + "): " + plan.status().message());
+  }
+
+  // A default per (op, dtype, GPU model) of the entries.
+  std::set<std::tuple<std::string, std::string, std::string>> models;
+  for (const BundleEntry& e : b.entries) models.emplace(e.gpu_model, e.op, e.dtype);
+  for (const auto& [model, op, dtype] : models) {
+    std::vector<Measurement> rows;
+    Status st = store.Scan(ResultFilter{model, op, dtype, "", ""}, [&](const Measurement& m) {
+      rows.push_back(m);
+      return true;
+    });
+    if (!st.ok()) return st;
+    rows = NewestKernelOnly(std::move(rows));
+    ModelDefault d;
+    auto spec = ops.find(op);
+    if (PickModelDefault(rows, spec != ops.end() ? spec->second.default_config : Config{}, &d))
+      b.model_defaults.push_back(std::move(d));
+  }
+
+  if (!options.kernels) return b;
+  std::set<std::string> taken;
+  size_t missing = 0;
+  auto add_kernel = [&](const std::string& hash, const std::string& config_id, const std::string& dtype,
+                        const std::string& arch) -> Status {
+    if (arch.empty() || !taken.insert(hash + "/" + config_id + "/" + dtype + "/" + arch).second) return Status::OK();
+    auto k = store.GetKernel(hash, config_id, dtype, arch);
+    if (k.ok()) {
+      b.kernels.push_back(std::move(k).value());
+      return Status::OK();
+    }
+    if (k.status().code() != StatusCode::kNotFound) return k.status();
+    ++missing;
+    return Status::OK();
+  };
+  for (const BundleEntry& e : b.entries) TUNE_RETURN_IF_ERROR(add_kernel(e.kernel_hash, e.config_id, e.dtype, e.arch));
+  for (const ModelDefault& d : b.model_defaults)
+    TUNE_RETURN_IF_ERROR(add_kernel(d.kernel_hash, d.config_id, d.dtype, d.arch));
+  if (missing > 0)
+    note(std::to_string(missing) + " measured configs have no cubin in the store (measured before cubins were kept, "
+                                    "or on the sim backend); a launcher compiles or misses them");
   return b;
 }
 

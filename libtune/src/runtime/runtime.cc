@@ -44,6 +44,8 @@ struct BundleData {
   int64_t created_unix = 0;
   bool force_defaults = false;
   std::vector<Entry> entries;
+  std::vector<Entry> model_defaults;  // ModelDefaults as entries without a shape
+  tune::Bundle source;                // launch plans and cubins (entries moved out)
   std::map<std::string, NamedInts, std::less<>> defaults;
   std::map<std::string, std::vector<std::string>, std::less<>> op_dims;
   // Keys: op \0 dtype \0 model; op \0 dtype \1 family; op. See Resolve.
@@ -96,9 +98,24 @@ std::string FamilyKey(std::string_view op, std::string_view dtype, std::string_v
   return key;
 }
 
-Answer FallbackOf(const BundleData& data, std::string_view op) {
+using Usable = std::function<bool(const Answer&)>;
+
+// The default of a query: the model's own (when `model` is set), else the
+// first of its family's, else the op's; each only where `usable` takes it.
+Answer FallbackOf(const BundleData& data, std::string_view op, std::string_view dtype, const std::string* model,
+                  const std::string& family, const Usable& usable) {
+  auto ok = [&](const Answer& a) { return !usable || usable(a); };
+  for (int pass = model ? 0 : 1; pass < 2; ++pass) {
+    for (const Entry& d : data.model_defaults) {
+      if (d.op != op || d.dtype != dtype) continue;
+      if (pass == 0 ? d.gpu_model != *model : GpuFamily(d.gpu_model) != family) continue;
+      const Answer a{&d.config, &d, Level::kDefault};
+      if (ok(a)) return a;
+    }
+  }
   if (auto it = data.defaults.find(op); it != data.defaults.end()) {
-    return Answer{&it->second, nullptr, Level::kDefault};
+    const Answer a{&it->second, nullptr, Level::kDefault};
+    if (ok(a)) return a;
   }
   return Answer{};
 }
@@ -167,26 +184,33 @@ void BuildExactIndex(Plan* plan) {
 }
 
 // `model` is null for a plan that serves models absent from the bundle.
-std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string& op,
+std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string& op, const std::string& dtype,
                                       const std::vector<size_t>& same_op_dtype, const std::string* model,
-                                      const std::string& family, const std::vector<std::string>& names) {
+                                      const std::string& family, const std::vector<std::string>& names,
+                                      const Usable& usable = nullptr) {
   auto plan = std::make_shared<Plan>();
   plan->dim_names = names;
   plan->ndims = names.size();
-  plan->fallback = FallbackOf(data, op);
+  // Forced defaults skip the model defaults too: the switch rules out
+  // everything the farm picked.
+  plan->fallback = data.force_defaults ? FallbackOf(data, op, dtype, nullptr, "\x01", usable)
+                                       : FallbackOf(data, op, dtype, model, family, usable);
   if (data.force_defaults) return plan;
+  auto take = [&](const Entry& e, Level level) {
+    if (!usable || usable(Answer{&e.config, &e, level})) AddCandidate(plan.get(), e);
+  };
   if (model) {
     plan->own = true;
     plan->tuned_level = Level::kNearestShape;
     for (size_t i : same_op_dtype) {
-      if (data.entries[i].gpu_model == *model) AddCandidate(plan.get(), data.entries[i]);
+      if (data.entries[i].gpu_model == *model) take(data.entries[i], Level::kNearestShape);
     }
   }
   if (plan->entries.empty()) {
     plan->own = false;
     plan->tuned_level = Level::kFamily;
     for (size_t i : same_op_dtype) {
-      if (GpuFamily(data.entries[i].gpu_model) == family) AddCandidate(plan.get(), data.entries[i]);
+      if (GpuFamily(data.entries[i].gpu_model) == family) take(data.entries[i], Level::kFamily);
     }
   }
   if (plan->own) BuildExactIndex(plan.get());
@@ -197,7 +221,7 @@ std::shared_ptr<const Plan> FallbackPlan(const BundleData& data, std::string_vie
   auto plan = std::make_shared<Plan>();
   if (auto it = data.op_dims.find(op); it != data.op_dims.end()) plan->dim_names = it->second;
   plan->ndims = plan->dim_names.size();
-  plan->fallback = FallbackOf(data, op);
+  plan->fallback = FallbackOf(data, op, "", nullptr, "\x01", nullptr);
   return plan;
 }
 
@@ -372,6 +396,7 @@ Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signe
     r.config_id = std::move(e.config_id);
     r.kernel_hash = std::move(e.kernel_hash);
     r.backend = std::move(e.backend);
+    r.arch = std::move(e.arch);
     r.median_us = e.median_us;
     r.default_median_us = e.default_median_us;
     if (!data->op_dims.contains(r.op)) {
@@ -381,6 +406,22 @@ Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signe
     }
     data->entries.push_back(std::move(r));
   }
+
+  for (ModelDefault& d : b.model_defaults) {
+    Entry r;
+    r.op = std::move(d.op);
+    r.dtype = std::move(d.dtype);
+    r.gpu_model = std::move(d.gpu_model);
+    r.config = ToNamedInts(d.config.params);
+    r.config_id = std::move(d.config_id);
+    r.kernel_hash = std::move(d.kernel_hash);
+    r.arch = std::move(d.arch);
+    r.median_us = d.median_us;
+    data->model_defaults.push_back(std::move(r));
+  }
+  b.entries.clear();
+  b.model_defaults.clear();
+  data->source = std::move(b);
 
   // Entries per (op, dtype), in bundle order, then one plan per model and
   // per family that occurs.
@@ -395,9 +436,9 @@ Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signe
       const std::string& model = data->entries[i].gpu_model;
       const std::string family = GpuFamily(model);
       std::string key = ModelKey(op, dtype, model);
-      if (!data->plans.contains(key)) data->plans.emplace(key, BuildPlan(*data, op, indices, &model, family, names));
+      if (!data->plans.contains(key)) data->plans.emplace(key, BuildPlan(*data, op, dtype, indices, &model, family, names));
       key = FamilyKey(op, dtype, family);
-      if (!data->plans.contains(key)) data->plans.emplace(key, BuildPlan(*data, op, indices, nullptr, family, names));
+      if (!data->plans.contains(key)) data->plans.emplace(key, BuildPlan(*data, op, dtype, indices, nullptr, family, names));
     }
   }
   for (const auto& [op, names] : data->op_dims) data->plans.emplace(op, FallbackPlan(*data, op));
@@ -538,6 +579,20 @@ PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std:
                                std::span<const std::string_view> dim_order) const {
   return PreparedLookup(Reorder(Resolve(*data_, op, dtype, gpu_model), dim_order));
 }
+
+PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                               const std::function<bool(const Answer&)>& usable) const {
+  const BundleData& data = *data_;
+  const std::string op_s(op), dtype_s(dtype), model(gpu_model), family = GpuFamily(gpu_model);
+  std::vector<size_t> same_op_dtype;
+  for (size_t i = 0; i < data.entries.size(); ++i)
+    if (data.entries[i].op == op && data.entries[i].dtype == dtype) same_op_dtype.push_back(i);
+  std::vector<std::string> names;
+  if (auto it = data.op_dims.find(op); it != data.op_dims.end()) names = it->second;
+  return PreparedLookup(BuildPlan(data, op_s, dtype_s, same_op_dtype, &model, family, names, usable));
+}
+
+const tune::Bundle& Bundle::source() const { return data_->source; }
 
 const std::vector<std::string>* Bundle::dims_of(std::string_view op) const {
   auto it = data_->op_dims.find(op);

@@ -646,11 +646,5 @@ const Axis* OpSpec::FindAxis(const std::string& axis_name) const {
   return nullptr;
 }
 
-int DTypeSize(const std::string& dtype) {
-  if (dtype == "f16" || dtype == "bf16") return 2;
-  if (dtype == "f32" || dtype == "i32") return 4;
-  if (dtype == "i64") return 8;
-  return 0;
-}
 
 }  // namespace tune

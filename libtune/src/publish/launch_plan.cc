@@ -1,0 +1,65 @@
+// Launch plans evaluated (tune/bundle.h): what the launcher and publish's
+// check of each plan share. Part of tunefarm::runtime: standard library only.
+#include <cmath>
+
+#include "tune/bundle.h"
+
+namespace tune {
+
+Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const NamedValues& config,
+                                            const NamedValues& dims, const std::string& dtype,
+                                            const LaunchDevice& device) {
+  const double device_values[] = {double(DTypeSize(dtype)),      double(device.smem_optin), double(device.max_threads),
+                                  double(device.num_sms),        double(device.sm),         double(device.l2_bytes)};
+  std::vector<double> out;
+  out.reserve(plan.vars.size());
+  for (const std::string& name : plan.vars) {
+    const NamedValues::value_type* found = nullptr;
+    for (const NamedValues* from : {&config, &dims}) {
+      for (const auto& nv : *from)
+        if (!found && nv.first == name) found = &nv;
+    }
+    if (found) {
+      out.push_back(double(found->second));
+      continue;
+    }
+    size_t d = 0;
+    while (d < std::size(kLaunchDeviceVars) && name != kLaunchDeviceVars[d]) ++d;
+    if (d == std::size(kLaunchDeviceVars))
+      return Status::InvalidArgument("launch plan " + plan.op + ": no value for '" + name + "'");
+    out.push_back(device_values[d]);
+  }
+  return out;
+}
+
+Result<LaunchGeometry> EvaluateLaunchPlan(const BundleLaunchPlan& plan, std::span<const double> vars) {
+  if (vars.size() != plan.vars.size())
+    return Status::InvalidArgument("launch plan " + plan.op + ": " + std::to_string(vars.size()) + " values for " +
+                                   std::to_string(plan.vars.size()) + " variables");
+  LaunchGeometry g;
+  constexpr int64_t kMaxGrid[3] = {0x7FFFFFFF, 65535, 65535};
+  for (int i = 0; i < 3; ++i) {
+    g.grid[i] = ProgramValueToInt(EvalLaunchProgram(plan.grid[i], vars));
+    g.block[i] = ProgramValueToInt(EvalLaunchProgram(plan.block[i], vars));
+    if (g.grid[i] < 1 || g.grid[i] > kMaxGrid[i] || g.block[i] < 1 || g.block[i] > 1024) {
+      return Status::InvalidArgument("launch plan " + plan.op + ": grid (" + std::to_string(g.grid[0]) + "," +
+                                     std::to_string(g.grid[1]) + "," + std::to_string(g.grid[2]) + ") block (" +
+                                     std::to_string(g.block[0]) + "," + std::to_string(g.block[1]) + "," +
+                                     std::to_string(g.block[2]) + ") out of range");
+    }
+  }
+  const double smem = EvalLaunchProgram(plan.smem, vars);
+  if (!std::isfinite(smem) || smem < 0)
+    return Status::InvalidArgument("launch plan " + plan.op + ": shared memory " + std::to_string(smem));
+  g.smem_bytes = ProgramValueToInt(smem);
+  g.scalars.assign(plan.args.size(), 0);
+  for (size_t i = 0; i < plan.args.size(); ++i) {
+    if (plan.args[i].buffer) continue;
+    g.scalars[i] = EvalLaunchProgram(plan.args[i].value, vars);
+    if (!std::isfinite(g.scalars[i]))
+      return Status::InvalidArgument("launch plan " + plan.op + ": arg " + plan.args[i].name + " is not finite");
+  }
+  return g;
+}
+
+}  // namespace tune
