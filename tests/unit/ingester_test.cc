@@ -62,6 +62,7 @@ IngestJob Job(zmq::message_t frame) {
   job.unit = Leased();
   job.kernel_hashes = {"kh"};
   job.backends = {"cuda"};
+  job.archs = {"sm_90", "sm_90a"};
   // As the coordinator does: the head of a frame that peeks fine.
   auto head = PeekResults(frame.data(), frame.size());
   if (head.ok() && head->has_value()) job.head = **head;
@@ -202,6 +203,47 @@ TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
   EXPECT_EQ((*rows)[0].config.Canonical(), Cfg(64).Canonical());
   EXPECT_EQ((*rows)[0].worker, "host:1");
   EXPECT_EQ((*rows)[0].sweep_id, "s1");
+}
+
+// Cubins come with a checked row of their config from the sender's own
+// architecture; anything else refuses the batch.
+TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {
+  IngestJob job = Job(Frame(0, {}));
+  Results r;
+  r.sweep_id = "s1";
+  Measurement row = Row("h100", 64);
+  row.arch = "sm_90a";
+  r.measurements = {row};
+  auto image = [&](auto&& change) {
+    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", std::string("\x7f" "ELF", 4) + "cubin"};
+    change(k);
+    if (k.sha256.empty()) k.sha256 = Sha256Hex(k.image);
+    return k;
+  };
+  r.kernels = {image([](KernelImage&) {})};
+  EXPECT_TRUE(CheckKernels(job, r).ok()) << CheckKernels(job, r).message();
+  const std::pair<const char*, std::function<void(KernelImage&)>> bad[] = {
+      {"sha256 does not match", [](KernelImage& k) { k.sha256 = Sha256Hex("other"); }},
+      {"not an ELF", [](KernelImage& k) { k.image = "MZ" + k.image; }},
+      {"kernel hash of another", [](KernelImage& k) { k.kernel_hash = "kx"; }},
+      {"dtype bf16", [](KernelImage& k) { k.dtype = "bf16"; }},
+      {"that the unit does not hold", [](KernelImage& k) { k.config_id = Cfg(512).Id(); }},
+      {"arch 'sm_80'", [](KernelImage& k) { k.arch = "sm_80"; }},
+      {"without a checked row", [](KernelImage& k) { k.config_id = Cfg(128).Id(); }},
+      {"bad configId", [](KernelImage& k) { k.config_id = "../x"; }},
+  };
+  for (const auto& [want, change] : bad) {
+    r.kernels = {image(change)};
+    Status st = CheckKernels(job, r);
+    ASSERT_FALSE(st.ok()) << want;
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+  }
+  // A row may not claim an architecture the sender's devices are not.
+  r.kernels.clear();
+  r.measurements[0].arch = "sm_100";
+  auto rows = RowsToStore(job, r);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("arch 'sm_100'"), std::string::npos);
 }
 
 }  // namespace
