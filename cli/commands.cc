@@ -383,8 +383,10 @@ int RunPublish(const PublishArgs& args) {
   if (!store.ok()) return Fail(store.status().message());
   const std::string name =
       args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;
-  auto bundle = BuildBundle(**store, args.filter, name);
+  std::vector<std::string> notes;
+  auto bundle = BuildBundle(**store, args.filter, name, PublishOptions{!args.no_kernels}, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
+  for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   Status st = WriteBundle(*bundle, args.out, args.sign_key);
   if (!st.ok()) return Fail(st.message());
   std::printf("%s.tfb\n%s.json\n", args.out.c_str(), args.out.c_str());
@@ -563,8 +565,10 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
 
   const std::string out = args.bundle.empty() ? "bundles/" + sweep->name : args.bundle;
   ResultFilter filter;
-  auto bundle = BuildBundle(store, filter, sweep->name);
+  std::vector<std::string> notes;
+  auto bundle = BuildBundle(store, filter, sweep->name, PublishOptions{}, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
+  for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   st = WriteBundle(*bundle, out, args.sign_key);
   if (!st.ok()) return Fail(st.message());
   std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),

@@ -56,6 +56,7 @@ struct CompareArgs {
 struct PublishArgs {
   std::string store = "tunefarm.db", out, name, sign_key;
   ResultFilter filter;
+  bool no_kernels = false;  // a config-only bundle
 };
 struct BundleArgs {
   std::string file, op, dtype, gpu, shape;

@@ -150,6 +150,8 @@ int main(int argc, char** argv) {
   p->add_option("--op", publish.filter.op, "Only this op");
   p->add_option("--gpu", publish.filter.gpu_model, "Only this GPU model");
   p->add_option("--dtype", publish.filter.dtype, "Only this dtype");
+  p->add_flag("--no-kernels", publish.no_kernels,
+              "Config-only: leave the measured cubins out (launch plans and defaults stay)");
 
   // bundle show / lookup
   auto* bundle = app.add_subcommand("bundle", "Inspect bundles");

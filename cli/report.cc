@@ -136,8 +136,16 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
 void PrintBundle(FILE* out, const Bundle& b) {
   std::fprintf(out, "bundle '%s' (format %u, tunefarm %s, %zu entries)\n", b.name.c_str(),
                b.format_version, b.farm_version.c_str(), b.entries.size());
+  size_t kernel_bytes = 0;
+  for (const KernelImage& k : b.kernels) kernel_bytes += k.image.size();
+  std::fprintf(out, "  %zu launch plans, %zu cubins (%.1f KiB)%s\n", b.launch_plans.size(), b.kernels.size(),
+               kernel_bytes / 1024.0, b.kernels.empty() ? ": config-only" : "");
   for (const auto& [op, cfg] : b.defaults) {
     std::fprintf(out, "  default %-12s %s\n", op.c_str(), cfg.Canonical().c_str());
+  }
+  for (const ModelDefault& d : b.model_defaults) {
+    std::fprintf(out, "  default %-12s %s on %s: %s\n", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
+                 d.config.Canonical().c_str());
   }
   std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %11s %s\n", "gpu_model", "op", "dtype",
                "shape", "config", "median_us", "default_us", "backend");

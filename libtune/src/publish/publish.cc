@@ -269,8 +269,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   for (const ModelDefault& d : b.model_defaults)
     TUNE_RETURN_IF_ERROR(add_kernel(d.kernel_hash, d.config_id, d.dtype, d.arch));
   if (missing > 0)
-    note(std::to_string(missing) + " measured configs have no cubin in the store (measured before cubins were kept, "
-                                    "or on the sim backend); a launcher compiles or misses them");
+    note(std::to_string(missing) + " measured configs have no cubin in the store (measured before cubins were kept)");
   return b;
 }
 
