@@ -1,4 +1,5 @@
-// Bundles: Cap'n Proto and JSON forms, files, and the run-time lookup.
+// Bundles: the Cap'n Proto form, files and the signed envelope (the JSON
+// form is in bundle_json.cc).
 #include "tune/bundle.h"
 
 #include <capnp/message.h>
@@ -12,20 +13,16 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "schema/bundle.capnp.h"
-#include "tune/json_text.h"
+#include "publish/bundle_checks.h"
 #include "tune/text.h"
 #include "schema/records.capnp.h"
 
 namespace tune {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-constexpr uint32_t kBundleFormatVersion = 1;
 // Bundles are read by deployments from files that may be damaged or
 // replaced; this bounds what a bad file can make us allocate.
 constexpr size_t kMaxBundleBytes = 256u << 20;
@@ -68,35 +65,6 @@ NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& b
   return out;
 }
 
-Status CheckVersion(uint32_t v) {
-  if (v == 0) return Status::Error("bundle has no format version");
-  if (v > kBundleFormatVersion) {
-    return Status::Error("bundle format version " + std::to_string(v) +
-                         " is newer than this libtune reads (" +
-                         std::to_string(kBundleFormatVersion) + ")");
-  }
-  return Status::OK();
-}
-
-// JSON objects keep the insertion order (ordered_json), so params and dims
-// read in the op's declared order, as in the spec file.
-Json NamedValuesToJson(const NamedValues& v) {
-  Json j = Json::object();
-  for (const auto& [name, value] : v) j[name] = value;
-  return j;
-}
-
-NamedValues NamedValuesFromJson(const Json& j, const char* what) {
-  if (!j.is_object()) throw std::runtime_error(std::string(what) + " must be an object");
-  NamedValues out;
-  for (const auto& [name, value] : j.items()) {
-    if (!value.is_number_integer()) {
-      throw std::runtime_error(std::string(what) + "." + name + " must be an integer");
-    }
-    out.emplace_back(name, value.get<int64_t>());
-  }
-  return out;
-}
 
 void SetProgram(wire::LaunchProgram::Builder w, const LaunchProgram& p) {
   w.setCode(capnp::Data::Reader(p.code.data(), p.code.size()));
@@ -115,34 +83,6 @@ LaunchProgram GetProgram(wire::LaunchProgram::Reader r, Budget& budget) {
   for (double v : ops) p.operands.push_back(v);
   p.text = Str(r.getText());
   return p;
-}
-
-Json ProgramToJson(const LaunchProgram& p) {
-  return Json{{"text", p.text}, {"code", p.code}, {"operands", p.operands}};
-}
-
-LaunchProgram ProgramFromJson(const Json& j) {
-  LaunchProgram p;
-  p.text = j.value("text", std::string());
-  p.code = j.at("code").get<std::vector<uint8_t>>();
-  p.operands = j.at("operands").get<std::vector<double>>();
-  return p;
-}
-
-// Values a deployment relies on: programs that evaluate safely over the
-// plan's variables, three of each geometry, images whose bytes match their
-// SHA-256. The message names the plan or image.
-Status CheckBundleParts(const Bundle& b) {
-  for (const BundleLaunchPlan& plan : b.launch_plans) {
-    const std::string where = "launch plan " + plan.op + "@" + plan.kernel_hash + ": ";
-    std::vector<const LaunchProgram*> programs = {&plan.smem};
-    for (int i = 0; i < 3; ++i) programs.insert(programs.end(), {&plan.grid[i], &plan.block[i]});
-    for (const BundleLaunchArg& a : plan.args)
-      if (!a.buffer) programs.push_back(&a.value);
-    for (const LaunchProgram* p : programs) TUNE_RETURN_IF_ERROR(CheckLaunchProgram(*p, plan.vars.size()).WithPrefix(where));
-  }
-  for (const KernelImage& k : b.kernels) TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
-  return Status::OK();
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
@@ -254,6 +194,29 @@ Status ReadFileBytes(const std::string& path, std::string* out) {
 }
 
 }  // namespace
+
+Status CheckVersion(uint32_t v) {
+  if (v == 0) return Status::Error("bundle has no format version");
+  if (v > kBundleFormatVersion) {
+    return Status::Error("bundle format version " + std::to_string(v) +
+                         " is newer than this libtune reads (" +
+                         std::to_string(kBundleFormatVersion) + ")");
+  }
+  return Status::OK();
+}
+
+Status CheckBundleParts(const Bundle& b) {
+  for (const BundleLaunchPlan& plan : b.launch_plans) {
+    const std::string where = "launch plan " + plan.op + "@" + plan.kernel_hash + ": ";
+    std::vector<const LaunchProgram*> programs = {&plan.smem};
+    for (int i = 0; i < 3; ++i) programs.insert(programs.end(), {&plan.grid[i], &plan.block[i]});
+    for (const BundleLaunchArg& a : plan.args)
+      if (!a.buffer) programs.push_back(&a.value);
+    for (const LaunchProgram* p : programs) TUNE_RETURN_IF_ERROR(CheckLaunchProgram(*p, plan.vars.size()).WithPrefix(where));
+  }
+  for (const KernelImage& k : b.kernels) TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
+  return Status::OK();
+}
 
 std::string EncodeBundle(const Bundle& b) {
   capnp::MallocMessageBuilder builder;
@@ -473,170 +436,6 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     return Status::Error(std::string("bundle is corrupt: ") + e.getDescription().cStr());
   } catch (const std::exception& e) {
     return Status::Error(std::string("bundle is corrupt: ") + e.what());
-  }
-}
-
-std::string BundleToJson(const Bundle& b) {
-  Json j;
-  j["format_version"] = b.format_version;
-  j["name"] = b.name;
-  j["farm_version"] = b.farm_version;
-  j["created_unix"] = b.created_unix;
-  Json defaults = Json::object();
-  for (const auto& [op, config] : b.defaults) defaults[op] = NamedValuesToJson(config.params);
-  j["defaults"] = std::move(defaults);
-  Json entries = Json::array();
-  for (const BundleEntry& e : b.entries) {
-    Json je;
-    je["op"] = e.op;
-    je["dtype"] = e.dtype;
-    je["gpu_model"] = e.gpu_model;
-    je["shape"] = NamedValuesToJson(e.shape.dims);
-    je["config"] = NamedValuesToJson(e.config.params);
-    je["config_id"] = e.config_id;
-    je["kernel_hash"] = e.kernel_hash;
-    je["median_us"] = e.median_us;
-    je["stdev_us"] = e.stdev_us;
-    je["ci95_us"] = e.ci95_us;
-    je["samples"] = e.samples;
-    je["default_median_us"] = e.default_median_us;
-    je["backend"] = e.backend;
-    je["device_name"] = e.device_name;
-    je["nvrtc_version"] = e.nvrtc_version;
-    je["driver_version"] = e.driver_version;
-    je["arch"] = e.arch;
-    entries.push_back(std::move(je));
-  }
-  j["entries"] = std::move(entries);
-  Json plans = Json::array();
-  for (const BundleLaunchPlan& p : b.launch_plans) {
-    Json jp{{"op", p.op}, {"kernel_hash", p.kernel_hash}, {"function", p.function}, {"vars", p.vars}};
-    for (const char* field : {"grid", "block"}) {
-      Json dims = Json::array();
-      for (int d = 0; d < 3; ++d) dims.push_back(ProgramToJson(std::string_view(field) == "grid" ? p.grid[d] : p.block[d]));
-      jp[field] = std::move(dims);
-    }
-    jp["smem"] = ProgramToJson(p.smem);
-    Json args = Json::array();
-    for (const BundleLaunchArg& a : p.args) {
-      Json ja{{"name", a.name}, {"buffer", a.buffer}};
-      if (a.buffer) {
-        ja["dtype"] = a.dtype;
-        ja["dir"] = a.dir;
-      } else {
-        ja["scalar_type"] = a.scalar_type;
-        ja["value"] = ProgramToJson(a.value);
-      }
-      args.push_back(std::move(ja));
-    }
-    jp["args"] = std::move(args);
-    plans.push_back(std::move(jp));
-  }
-  j["launch_plans"] = std::move(plans);
-  Json model_defaults = Json::array();
-  for (const ModelDefault& d : b.model_defaults) {
-    model_defaults.push_back(Json{{"op", d.op}, {"dtype", d.dtype}, {"gpu_model", d.gpu_model},
-                                  {"config", NamedValuesToJson(d.config.params)}, {"config_id", d.config_id},
-                                  {"kernel_hash", d.kernel_hash}, {"arch", d.arch}, {"median_us", d.median_us}});
-  }
-  j["model_defaults"] = std::move(model_defaults);
-  Json kernels = Json::array();
-  for (const KernelImage& k : b.kernels) {
-    kernels.push_back(Json{{"kernel_hash", k.kernel_hash}, {"config_id", k.config_id}, {"dtype", k.dtype},
-                           {"arch", k.arch}, {"sha256", k.sha256}, {"bytes", k.image.size()}});
-  }
-  j["kernels"] = std::move(kernels);
-  // Invalid UTF-8 in a name must not make the printer throw.
-  return DumpJson(j, 2) + "\n";
-}
-
-Result<Bundle> BundleFromJson(const std::string& text) {
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error("bundle JSON does not parse");
-  if (!j.is_object()) return Status::Error("bundle JSON must be an object");
-  try {
-    Bundle b;
-    b.format_version = j.at("format_version").get<uint32_t>();
-    TUNE_RETURN_IF_ERROR(CheckVersion(b.format_version));
-    b.name = j.value("name", std::string());
-    b.farm_version = j.value("farm_version", std::string());
-    b.created_unix = j.value("created_unix", int64_t{0});
-    if (j.contains("defaults")) {
-      const Json& defaults = j.at("defaults");
-      if (!defaults.is_object()) return Status::Error("bundle JSON: defaults must be an object");
-      for (const auto& [op, config] : defaults.items()) {
-        b.defaults[op] = Config{NamedValuesFromJson(config, ("defaults." + op).c_str())};
-      }
-    }
-    if (j.contains("entries")) {
-      const Json& entries = j.at("entries");
-      if (!entries.is_array()) return Status::Error("bundle JSON: entries must be an array");
-      for (size_t i = 0; i < entries.size(); ++i) {
-        const Json& je = entries[i];
-        const std::string where = "entries[" + std::to_string(i) + "]";
-        if (!je.is_object()) return Status::Error("bundle JSON: " + where + " must be an object");
-        BundleEntry e;
-        e.op = je.at("op").get<std::string>();
-        e.dtype = je.at("dtype").get<std::string>();
-        e.gpu_model = je.at("gpu_model").get<std::string>();
-        e.shape.dims = NamedValuesFromJson(je.at("shape"), (where + ".shape").c_str());
-        e.config.params = NamedValuesFromJson(je.at("config"), (where + ".config").c_str());
-        e.config_id = je.value("config_id", std::string());
-        e.kernel_hash = je.value("kernel_hash", std::string());
-        e.median_us = je.value("median_us", 0.0);
-        e.stdev_us = je.value("stdev_us", 0.0);
-        e.ci95_us = je.value("ci95_us", 0.0);
-        e.samples = je.value("samples", uint32_t{0});
-        e.default_median_us = je.value("default_median_us", 0.0);
-        e.backend = je.value("backend", std::string());
-        e.device_name = je.value("device_name", std::string());
-        e.nvrtc_version = je.value("nvrtc_version", std::string());
-        e.driver_version = je.value("driver_version", std::string());
-        e.arch = je.value("arch", std::string());
-        b.entries.push_back(std::move(e));
-      }
-    }
-    for (const Json& jp : j.value("launch_plans", Json::array())) {
-      BundleLaunchPlan p;
-      p.op = jp.at("op").get<std::string>();
-      p.kernel_hash = jp.at("kernel_hash").get<std::string>();
-      p.function = jp.at("function").get<std::string>();
-      p.vars = jp.at("vars").get<std::vector<std::string>>();
-      if (jp.at("grid").size() != 3 || jp.at("block").size() != 3)
-        return Status::Error("bundle JSON: launch plan " + p.op + ": grid and block take 3 programs each");
-      for (size_t d = 0; d < 3; ++d) {
-        p.grid[d] = ProgramFromJson(jp.at("grid")[d]);
-        p.block[d] = ProgramFromJson(jp.at("block")[d]);
-      }
-      p.smem = ProgramFromJson(jp.at("smem"));
-      for (const Json& ja : jp.at("args")) {
-        BundleLaunchArg a;
-        a.name = ja.at("name").get<std::string>();
-        a.buffer = ja.at("buffer").get<bool>();
-        a.dtype = ja.value("dtype", std::string());
-        a.dir = ja.value("dir", std::string());
-        a.scalar_type = ja.value("scalar_type", std::string());
-        if (!a.buffer) a.value = ProgramFromJson(ja.at("value"));
-        p.args.push_back(std::move(a));
-      }
-      b.launch_plans.push_back(std::move(p));
-    }
-    for (const Json& jd : j.value("model_defaults", Json::array())) {
-      ModelDefault d;
-      d.op = jd.at("op").get<std::string>();
-      d.dtype = jd.at("dtype").get<std::string>();
-      d.gpu_model = jd.at("gpu_model").get<std::string>();
-      d.config.params = NamedValuesFromJson(jd.at("config"), "model_defaults.config");
-      d.config_id = jd.value("config_id", std::string());
-      d.kernel_hash = jd.value("kernel_hash", std::string());
-      d.arch = jd.value("arch", std::string());
-      d.median_us = jd.value("median_us", 0.0);
-      b.model_defaults.push_back(std::move(d));
-    }
-    if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
-    return b;
-  } catch (const std::exception& e) {
-    return Status::Error(std::string("bundle JSON: ") + e.what());
   }
 }
 

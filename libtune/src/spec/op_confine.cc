@@ -194,16 +194,16 @@ std::vector<std::string> IncludeCandidates(const std::string& includer, const st
 std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
                                      const std::function<const std::string*(const std::string&)>& get) {
   std::set<std::string> seen(roots.begin(), roots.end());
-  std::vector<std::string> todo(roots.begin(), roots.end());
-  while (!todo.empty()) {
-    std::string file = todo.back();
-    todo.pop_back();
+  std::vector<std::string> unread(roots.begin(), roots.end());  // found, not yet scanned
+  while (!unread.empty()) {
+    std::string file = unread.back();
+    unread.pop_back();
     const std::string* text = get(file);
     if (!text) continue;
     for (const std::string& inc : QuotedIncludes(*text)) {
       for (const std::string& cand : IncludeCandidates(file, inc)) {
         if (!get(cand)) continue;
-        if (seen.insert(cand).second) todo.push_back(cand);
+        if (seen.insert(cand).second) unread.push_back(cand);
         break;
       }
     }
