@@ -26,6 +26,8 @@ ALLOWED = {
     # What deployments link: the bundle format and its signatures, no more
     # (the build links it without the store's or the wire's libraries).
     "runtime": {"base", "publish", "runtime"},
+    # The runtime plus the Driver API, opened at run time.
+    "launcher": {"base", "publish", "runtime", "launcher"},
 }
 # Public headers with no source file of their name.
 HEADER_STAGE = {"status.h": "base", "json_text.h": "base", "backend.h": "measure"}

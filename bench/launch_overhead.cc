@@ -1,0 +1,136 @@
+// Launch overhead (bench/launcher.md): what tune::launcher::Kernel::launch
+// costs over a bare cuLaunchKernel of the same function, geometry and
+// arguments, on a repeated shape. Both loops queue the same small gemm;
+// the figure is the median host time of one call, over batches of launches
+// each followed by a synchronisation (so the queue never fills).
+//
+//   bench_launch_overhead [--ops-dir ops] [--shape 64] [--calls 20000]
+//
+// It compiles the gemm op's default config with NVRTC for device 0, signs a
+// bundle with it in memory and opens a launcher on it. Needs a GPU.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "measure/cuda/cuda_driver.h"
+#include "measure/cuda/device_discovery.h"
+#include "tune/bundle.h"
+#include "tune/cuda_backend.h"
+#include "tune/launcher.h"
+#include "tune/publish.h"
+#include "tune/runtime.h"
+
+using namespace tune;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int Fail(const std::string& why) {
+  std::fprintf(stderr, "bench_launch_overhead: %s\n", why.c_str());
+  return 1;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string ops_dir = "ops";
+  int64_t n = 64;
+  int calls = 20000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--ops-dir") ops_dir = argv[i + 1];
+    else if (flag == "--shape") n = std::atoll(argv[i + 1]);
+    else if (flag == "--calls") calls = std::atoi(argv[i + 1]);
+    else return Fail("unknown flag " + flag);
+  }
+  auto d = cuda::LoadDriver();
+  if (!d.ok()) return Fail(d.status().message());
+  const cuda::Driver& dr = **d;
+  auto dev = cuda::DescribeDevice(dr, 0);
+  if (!dev.ok()) return Fail(dev.status().message());
+  auto spec = LoadOpSpec(ops_dir + "/gemm");
+  if (!spec.ok()) return Fail(spec.status().message());
+  const std::string arch = CudaArchFor(*spec, *dev);
+  CompiledKernel ck = CompileConfig(*spec, "f16", spec->default_config, arch, "/tmp/tunefarm-bench-cache");
+  if (ck.failure != FailureClass::kNone) return Fail(ck.failure_message + "\n" + ck.log);
+
+  Bundle b;
+  b.defaults["gemm"] = spec->default_config;
+  BundleEntry e;
+  e.op = "gemm";
+  e.dtype = "f16";
+  e.gpu_model = dev->model;
+  e.shape.dims = {{"M", n}, {"N", n}, {"K", n}};
+  e.config = spec->default_config;
+  e.config_id = spec->default_config.Id();
+  e.kernel_hash = ck.kernel_hash;
+  e.arch = arch;
+  b.entries = {e};
+  auto plan = MakeLaunchPlan(*spec, ck.kernel_hash);
+  if (!plan.ok()) return Fail(plan.status().message());
+  b.launch_plans = {*plan};
+  KernelImage image{ck.kernel_hash, e.config_id, "f16", arch, Sha256Hex(ck.image), ck.image};
+  b.kernels = {image};
+  const SecretKey key = SecretKey::Generate();
+  const std::string bytes = EncodeSignedBundle(b, key);
+  auto rb = runtime::Bundle::LoadFromMemory(bytes.data(), bytes.size(), {FormatPublicKey(key.public_key())});
+  if (!rb.ok()) return Fail(rb.status().message());
+  auto launcher = launcher::Launcher::Open(*rb, 0);
+  if (!launcher.ok()) return Fail(launcher.status().message());
+  auto kernel = launcher->prepare("gemm", "f16");
+  if (!kernel.ok()) return Fail(kernel.status().message());
+
+  CUdeviceptr a = 0, bb = 0, c = 0;
+  const size_t bytes_each = size_t(n * n * 2);
+  if (dr.cuMemAlloc(&a, bytes_each) || dr.cuMemAlloc(&bb, bytes_each) || dr.cuMemAlloc(&c, bytes_each))
+    return Fail("cuMemAlloc failed");
+  Status st = kernel->launch({n, n, n}, {uint64_t(a), uint64_t(bb), uint64_t(c)});
+  if (!st.ok()) return Fail(st.message());
+  dr.cuCtxSynchronize();
+  const launcher::Choice& ch = kernel->last();
+
+  // The bare launch: the same cubin, geometry and arguments.
+  CUmodule module = nullptr;
+  CUfunction fn = nullptr;
+  if (dr.cuModuleLoadData(&module, image.image.data()) || dr.cuModuleGetFunction(&fn, module, spec->kernel.c_str()))
+    return Fail("cannot load the cubin");
+  if (ch.smem_bytes > 48 * 1024)
+    dr.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(ch.smem_bytes));
+  int32_t dims32[3] = {int32_t(n), int32_t(n), int32_t(n)};
+  void* params[] = {&a, &bb, &c, &dims32[0], &dims32[1], &dims32[2]};
+
+  constexpr int kBatch = 200;
+  std::vector<double> bare, through;
+  for (int round = 0; round < calls / kBatch; ++round) {
+    for (int i = 0; i < kBatch; ++i) {
+      const auto t0 = Clock::now();
+      dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]), unsigned(ch.block[0]),
+                        unsigned(ch.block[1]), unsigned(ch.block[2]), unsigned(ch.smem_bytes), nullptr, params,
+                        nullptr);
+      bare.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+    }
+    dr.cuCtxSynchronize();
+    for (int i = 0; i < kBatch; ++i) {
+      const auto t0 = Clock::now();
+      (void)kernel->launch({n, n, n}, {uint64_t(a), uint64_t(bb), uint64_t(c)});
+      through.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+    }
+    dr.cuCtxSynchronize();
+  }
+  const double mb = Median(bare), mt = Median(through);
+  std::printf("device %s (%s), gemm f16 %lld^3, config %s, %zu calls each\n", dev->name.c_str(), arch.c_str(),
+              (long long)n, ch.config->ToString().c_str(), bare.size());
+  std::printf("bare cuLaunchKernel   median %8.1f ns\n", mb);
+  std::printf("launcher launch()     median %8.1f ns\n", mt);
+  std::printf("overhead              median %8.1f ns  (goal <= 1000 ns)\n", mt - mb);
+  dr.cuModuleUnload(module);
+  return 0;
+}

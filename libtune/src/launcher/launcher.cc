@@ -1,0 +1,387 @@
+// The launcher (tune/launcher.h). It declares the few Driver API entry points
+// it calls rather than including cuda.h, so that deployments (and the farm's
+// CI) build it without a CUDA toolkit; the values below are the driver ABI's.
+#include "tune/launcher.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "tune/bundle.h"
+#include "tune/types.h"
+
+namespace tune::launcher {
+namespace detail {
+
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+
+constexpr int kAttrMaxThreadsPerBlock = 1, kAttrSmCount = 16, kAttrL2 = 38, kAttrCcMajor = 75, kAttrCcMinor = 76,
+              kAttrSmemOptin = 97;
+constexpr int kFuncMaxThreads = 0, kFuncStaticSmem = 1, kFuncMaxDynamicSmem = 8;
+constexpr int64_t kDefaultDynamicSmem = 48 * 1024;
+
+struct Driver {
+  void* lib = nullptr;
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuModuleUnload)(CUmodule) = nullptr;
+  CUresult (*cuFuncGetAttribute)(int*, int, CUfunction) = nullptr;
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+
+  std::string Error(CUresult r, const char* call) const {
+    const char* text = nullptr;
+    if (cuGetErrorString && cuGetErrorString(r, &text) != 0) text = nullptr;
+    return std::string(call) + ": " + (text ? text : "CUDA error " + std::to_string(r));
+  }
+};
+
+Result<Driver> OpenDriver() {
+  Driver d;
+  d.lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!d.lib) return Status::Unavailable(std::string("no CUDA driver: ") + ::dlerror());
+  auto sym = [&](auto* fn, const char* name) {
+    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(::dlsym(d.lib, name));
+    return *fn != nullptr;
+  };
+  const bool ok = sym(&d.cuInit, "cuInit") && sym(&d.cuDeviceGetCount, "cuDeviceGetCount") &&
+                  sym(&d.cuDeviceGet, "cuDeviceGet") && sym(&d.cuDeviceGetName, "cuDeviceGetName") &&
+                  sym(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute") &&
+                  sym(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
+                  sym(&d.cuCtxSetCurrent, "cuCtxSetCurrent") && sym(&d.cuModuleLoadData, "cuModuleLoadData") &&
+                  sym(&d.cuModuleGetFunction, "cuModuleGetFunction") && sym(&d.cuModuleUnload, "cuModuleUnload") &&
+                  sym(&d.cuFuncGetAttribute, "cuFuncGetAttribute") && sym(&d.cuFuncSetAttribute, "cuFuncSetAttribute") &&
+                  sym(&d.cuLaunchKernel, "cuLaunchKernel") && sym(&d.cuGetErrorString, "cuGetErrorString");
+  if (!ok) return Status::Unavailable("CUDA driver lacks an entry point the launcher needs");
+  return d;
+}
+
+// A loaded cubin and what the driver says of its kernel.
+struct Module {
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  int max_threads = 0, static_smem = 0;
+  int dynamic_smem_set = static_cast<int>(kDefaultDynamicSmem);  // what cuFuncSetAttribute allowed so far
+};
+
+struct Shared {
+  Driver d;
+  const runtime::Bundle* bundle = nullptr;
+  Device device;
+  CUcontext ctx = nullptr;
+  std::mutex mu;                                   // modules
+  std::map<std::string, std::unique_ptr<Module>> modules;  // KernelImage::Key()
+
+  ~Shared() {
+    for (auto& [key, m] : modules)
+      if (m->module) d.cuModuleUnload(m->module);
+  }
+  LaunchDevice Limits() const {
+    return LaunchDevice{device.smem_optin, device.max_threads, device.num_sms, device.cc_major * 10 + device.cc_minor,
+                        device.l2_bytes};
+  }
+  // The loaded module of `image` (loaded on first use).
+  Result<Module*> Load(const KernelImage& image, const std::string& function) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = modules[image.Key()];
+    if (slot) return slot.get();
+    auto m = std::make_unique<Module>();
+    if (CUresult r = d.cuCtxSetCurrent(ctx); r != 0) return Status::Error(d.Error(r, "cuCtxSetCurrent"));
+    if (CUresult r = d.cuModuleLoadData(&m->module, image.image.data()); r != 0) {
+      modules.erase(image.Key());
+      return Status::Error(d.Error(r, "cuModuleLoadData") + " (cubin " + image.Key() + ")");
+    }
+    if (CUresult r = d.cuModuleGetFunction(&m->function, m->module, function.c_str()); r != 0) {
+      d.cuModuleUnload(m->module);
+      modules.erase(image.Key());
+      return Status::Error(d.Error(r, "cuModuleGetFunction") + " (" + function + ")");
+    }
+    d.cuFuncGetAttribute(&m->max_threads, kFuncMaxThreads, m->function);
+    d.cuFuncGetAttribute(&m->static_smem, kFuncStaticSmem, m->function);
+    slot = std::move(m);
+    return slot.get();
+  }
+};
+
+// One candidate of the chain that can run on this device.
+struct Candidate {
+  const BundleLaunchPlan* plan = nullptr;
+  Module* module = nullptr;
+  std::string arch;
+};
+
+union Slot {
+  uint64_t ptr;
+  int32_t i32;
+  int64_t i64;
+  float f32;
+};
+
+struct Prepared {
+  std::shared_ptr<Shared> s;
+  std::string op, dtype;
+  runtime::PreparedLookup lookup;
+  std::unordered_map<const runtime::NamedInts*, Candidate> candidates;  // by Answer::config
+  std::vector<std::string> dim_names, buffer_names;
+  std::string skipped;  // why the first refused candidate was refused (for a miss)
+  // The last launch, reused while the dims repeat.
+  bool cached = false;
+  std::vector<int64_t> last_dims;
+  Choice choice;
+  CUfunction function = nullptr;
+  std::vector<size_t> buffer_slots;  // slot index of each buffer argument
+  std::vector<Slot> slots;
+  std::vector<void*> params;
+
+  Status Resolve(std::span<const int64_t> dims);
+};
+
+// The geometry of `config` on `dims` under `plan`, checked against what the
+// device and the loaded function allow.
+Result<LaunchGeometry> Geometry(const Shared& s, const Candidate& c, const runtime::NamedInts& config,
+                                const std::vector<std::string>& dim_names, std::span<const int64_t> dims,
+                                const std::string& dtype) {
+  NamedValues params, named_dims;
+  for (size_t i = 0; i < config.size(); ++i) params.emplace_back(config.name(i), config.value(i));
+  for (size_t i = 0; i < dim_names.size() && i < dims.size(); ++i) named_dims.emplace_back(dim_names[i], dims[i]);
+  auto vars = LaunchVariables(*c.plan, params, named_dims, dtype, s.Limits());
+  if (!vars.ok()) return vars.status();
+  auto g = EvaluateLaunchPlan(*c.plan, *vars);
+  if (!g.ok()) return g.status();
+  const int64_t threads = g->block[0] * g->block[1] * g->block[2];
+  if (threads > c.module->max_threads)
+    return Status::InvalidArgument("block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+                                   std::to_string(c.module->max_threads) + " on this device");
+  if (c.module->static_smem + g->smem_bytes > s.device.smem_optin)
+    return Status::InvalidArgument("shared memory " + std::to_string(c.module->static_smem + g->smem_bytes) +
+                                   " bytes exceeds the device's " + std::to_string(s.device.smem_optin));
+  return g;
+}
+
+Status Prepared::Resolve(std::span<const int64_t> dims) {
+  cached = false;
+  const runtime::Answer a = lookup.lookup(dims);
+  choice = Choice{};
+  choice.level = a.level;
+  if (a.level == runtime::Level::kMiss || !a.config) {
+    std::string archs;
+    for (const KernelImage& k : s->bundle->source().kernels) {
+      if (archs.find(k.arch) == std::string::npos) archs += (archs.empty() ? "" : ", ") + k.arch;
+    }
+    return Status::NotFound("launch " + op + "/" + dtype + ": miss: nothing in the bundle runs on " +
+                            s->device.model + " (sm_" + std::to_string(s->device.cc_major) +
+                            std::to_string(s->device.cc_minor) + "); its cubins are for: " +
+                            (archs.empty() ? "none (a config-only bundle)" : archs) +
+                            (skipped.empty() ? "" : "; skipped: " + skipped));
+  }
+  const Candidate& c = candidates.at(a.config);
+  auto g = Geometry(*s, c, *a.config, dim_names, dims, dtype);
+  if (!g.ok()) return g.status().WithPrefix("launch " + op + "/" + dtype + " " + a.config->ToString() + ": ");
+  if (g->smem_bytes > c.module->dynamic_smem_set) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (g->smem_bytes > c.module->dynamic_smem_set) {
+      if (CUresult r = s->d.cuFuncSetAttribute(c.module->function, kFuncMaxDynamicSmem, int(g->smem_bytes)); r != 0)
+        return Status::Error("launch " + op + ": " + s->d.Error(r, "cuFuncSetAttribute"));
+      c.module->dynamic_smem_set = int(g->smem_bytes);
+    }
+  }
+  choice.config = a.config;
+  choice.entry = a.entry;
+  choice.arch = c.arch;
+  std::copy(g->grid, g->grid + 3, choice.grid);
+  std::copy(g->block, g->block + 3, choice.block);
+  choice.smem_bytes = g->smem_bytes;
+  function = c.module->function;
+  const auto& args = c.plan->args;
+  slots.assign(args.size(), Slot{0});
+  params.resize(args.size());
+  buffer_slots.clear();
+  for (size_t i = 0; i < args.size(); ++i) {
+    params[i] = &slots[i];
+    if (args[i].buffer) {
+      buffer_slots.push_back(i);
+    } else if (args[i].scalar_type == "i64") {
+      slots[i].i64 = static_cast<int64_t>(g->scalars[i]);
+    } else if (args[i].scalar_type == "f32") {
+      slots[i].f32 = static_cast<float>(g->scalars[i]);
+    } else {
+      slots[i].i32 = static_cast<int32_t>(g->scalars[i]);
+    }
+  }
+  last_dims.assign(dims.begin(), dims.end());
+  cached = true;
+  return Status::OK();
+}
+
+}  // namespace detail
+
+using detail::Candidate;
+using detail::Prepared;
+using detail::Shared;
+
+Kernel::Kernel(std::unique_ptr<Prepared> p) : p_(std::move(p)) {}
+Kernel::Kernel(Kernel&&) noexcept = default;
+Kernel& Kernel::operator=(Kernel&&) noexcept = default;
+Kernel::~Kernel() = default;
+
+const std::vector<std::string>& Kernel::dim_names() const { return p_->dim_names; }
+const std::vector<std::string>& Kernel::buffer_names() const { return p_->buffer_names; }
+const Choice& Kernel::last() const { return p_->choice; }
+
+Status Kernel::launch(std::span<const int64_t> dims, std::span<const uint64_t> buffers, void* stream) {
+  Prepared& p = *p_;
+  if (dims.size() != p.dim_names.size())
+    return Status::InvalidArgument("launch " + p.op + ": " + std::to_string(dims.size()) + " dims for " +
+                                   std::to_string(p.dim_names.size()));
+  if (buffers.size() != p.buffer_names.size())
+    return Status::InvalidArgument("launch " + p.op + ": " + std::to_string(buffers.size()) + " buffers for " +
+                                   std::to_string(p.buffer_names.size()));
+  if (!p.cached || !std::equal(dims.begin(), dims.end(), p.last_dims.begin(), p.last_dims.end())) {
+    TUNE_RETURN_IF_ERROR(p.Resolve(dims));
+  }
+  for (size_t i = 0; i < p.buffer_slots.size(); ++i) p.slots[p.buffer_slots[i]].ptr = buffers[i];
+  const Choice& c = p.choice;
+  const detail::CUresult r = p.s->d.cuLaunchKernel(
+      p.function, unsigned(c.grid[0]), unsigned(c.grid[1]), unsigned(c.grid[2]), unsigned(c.block[0]),
+      unsigned(c.block[1]), unsigned(c.block[2]), unsigned(c.smem_bytes), static_cast<detail::CUstream>(stream),
+      p.params.data(), nullptr);
+  if (r != 0) return Status::Error("launch " + p.op + ": " + p.s->d.Error(r, "cuLaunchKernel"));
+  return Status::OK();
+}
+
+Launcher::Launcher(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+Launcher::Launcher(Launcher&&) noexcept = default;
+Launcher& Launcher::operator=(Launcher&&) noexcept = default;
+Launcher::~Launcher() = default;
+
+const Device& Launcher::device() const { return s_->device; }
+
+std::string Launcher::arch() const {
+  return "sm_" + std::to_string(s_->device.cc_major) + std::to_string(s_->device.cc_minor);
+}
+
+Result<Launcher> Launcher::Open(const runtime::Bundle& bundle, int ordinal) {
+  auto s = std::make_shared<Shared>();
+  s->bundle = &bundle;
+  auto d = detail::OpenDriver();
+  if (!d.ok()) return d.status().WithPrefix("launcher: ");
+  s->d = *d;
+  const detail::Driver& dr = s->d;
+  auto fail = [&](detail::CUresult r, const char* call) { return Status::Unavailable("launcher: " + dr.Error(r, call)); };
+  if (detail::CUresult r = dr.cuInit(0); r != 0) return fail(r, "cuInit");
+  int count = 0;
+  if (detail::CUresult r = dr.cuDeviceGetCount(&count); r != 0) return fail(r, "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    return Status::NotFound("launcher: no CUDA device " + std::to_string(ordinal) + " (" + std::to_string(count) +
+                            " present)");
+  detail::CUdevice dev = 0;
+  if (detail::CUresult r = dr.cuDeviceGet(&dev, ordinal); r != 0) return fail(r, "cuDeviceGet");
+  char name[256] = {};
+  if (detail::CUresult r = dr.cuDeviceGetName(name, sizeof name - 1, dev); r != 0) return fail(r, "cuDeviceGetName");
+  Device& info = s->device;
+  info.ordinal = ordinal;
+  info.name = name;
+  info.model = NormaliseGpuModel(info.name);
+  const std::pair<int, int64_t*> attrs[] = {{detail::kAttrSmemOptin, &info.smem_optin},
+                                            {detail::kAttrMaxThreadsPerBlock, &info.max_threads},
+                                            {detail::kAttrSmCount, &info.num_sms},
+                                            {detail::kAttrL2, &info.l2_bytes}};
+  for (const auto& [attr, out] : attrs) {
+    int v = 0;
+    if (detail::CUresult r = dr.cuDeviceGetAttribute(&v, attr, dev); r != 0) return fail(r, "cuDeviceGetAttribute");
+    *out = v;
+  }
+  if (detail::CUresult r = dr.cuDeviceGetAttribute(&info.cc_major, detail::kAttrCcMajor, dev); r != 0)
+    return fail(r, "cuDeviceGetAttribute");
+  if (detail::CUresult r = dr.cuDeviceGetAttribute(&info.cc_minor, detail::kAttrCcMinor, dev); r != 0)
+    return fail(r, "cuDeviceGetAttribute");
+  if (detail::CUresult r = dr.cuDevicePrimaryCtxRetain(&s->ctx, dev); r != 0) return fail(r, "cuDevicePrimaryCtxRetain");
+  if (detail::CUresult r = dr.cuCtxSetCurrent(s->ctx); r != 0) return fail(r, "cuCtxSetCurrent");
+  return Launcher(std::move(s));
+}
+
+Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
+  auto p = std::make_unique<Prepared>();
+  p->s = s_;
+  p->op = std::string(op);
+  p->dtype = std::string(dtype);
+  Shared& s = *s_;
+  if (detail::CUresult r = s.d.cuCtxSetCurrent(s.ctx); r != 0)
+    return Status::Error("launcher: " + s.d.Error(r, "cuCtxSetCurrent"));
+  const tune::Bundle& src = s.bundle->source();
+  const BundleLaunchPlan* any_plan = nullptr;
+  for (const BundleLaunchPlan& plan : src.launch_plans)
+    if (plan.op == op && !any_plan) any_plan = &plan;
+  if (const auto* dims = s.bundle->dims_of(op)) {
+    p->dim_names = *dims;
+  } else if (any_plan) {
+    // No tuned entry: the op's dims are the plan's variables after its params.
+    for (const std::string& v : any_plan->vars)
+      if (std::find(std::begin(kLaunchDeviceVars), std::end(kLaunchDeviceVars), v) == std::end(kLaunchDeviceVars))
+        p->dim_names.push_back(v);
+  }
+  const std::string arch = this->arch(), arch_a = arch + "a";
+  auto usable = [&](const runtime::Answer& a) {
+    Config config;
+    for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), a.config->value(i));
+    const std::string config_id = a.entry ? a.entry->config_id : config.Id();
+    // The cubin for this device: the entry's kernel hash, or for the op's
+    // default any kernel hash of the op that has a plan here.
+    for (const KernelImage& k : src.kernels) {
+      if (k.config_id != config_id || k.dtype != dtype || (k.arch != arch && k.arch != arch_a)) continue;
+      if (a.entry && k.kernel_hash != a.entry->kernel_hash) continue;
+      const BundleLaunchPlan* plan = nullptr;
+      for (const BundleLaunchPlan& pl : src.launch_plans)
+        if (pl.op == op && pl.kernel_hash == k.kernel_hash) plan = &pl;
+      if (!plan) continue;
+      auto module = s.Load(k, plan->function);
+      if (!module.ok()) {
+        if (p->skipped.empty()) p->skipped = module.status().message();
+        continue;
+      }
+      Candidate c{plan, *module, k.arch};
+      // Resources on the entry's own shape (defaults: dims of 1): what a
+      // config needs seldom depends on the dims; launch() checks again.
+      std::vector<int64_t> dims(p->dim_names.size(), 1);
+      if (a.entry) {
+        for (size_t i = 0; i < p->dim_names.size(); ++i) dims[i] = a.entry->shape.get(p->dim_names[i], 1);
+      }
+      auto g = detail::Geometry(s, c, *a.config, p->dim_names, dims, p->dtype);
+      if (!g.ok()) {
+        if (p->skipped.empty()) p->skipped = g.status().message();
+        continue;
+      }
+      p->candidates.emplace(a.config, c);
+      return true;
+    }
+    return false;
+  };
+  p->lookup = s.bundle->prepare(op, dtype, s.device.model, usable);
+  if (any_plan) {
+    for (const BundleLaunchArg& a : any_plan->args)
+      if (a.buffer) p->buffer_names.push_back(a.name);
+  } else if (!s.bundle->dims_of(op)) {
+    return Status::NotFound("launcher: the bundle knows no op '" + std::string(op) + "'");
+  }
+  return Kernel(std::move(p));
+}
+
+}  // namespace tune::launcher

@@ -1,0 +1,181 @@
+// The launcher on a GPU: a signed bundle with cubins made here by NVRTC, the
+// gemm launched through it on device buffers and checked against the host;
+// a config the device cannot run is skipped; a bundle without a cubin for
+// the device misses with a line. Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#ifndef TUNEFARM_WITH_CUDA
+TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA toolkit"; }
+#else
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "measure/cuda/cuda_driver.h"
+#include "measure/cuda/device_discovery.h"
+#include "measure/cuda/host_data.h"
+#include "support/temp_dir.h"
+#include "tune/bundle.h"
+#include "tune/cuda_backend.h"
+#include "tune/launcher.h"
+#include "tune/publish.h"
+#include "tune/runtime.h"
+
+namespace tune {
+namespace {
+
+using tune::testing::TempDir;
+
+class LauncherGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = cuda::LoadDriver();
+    if (!d.ok()) GTEST_SKIP() << "no CUDA driver: " << d.status().message();
+    d_ = *d;
+    int count = 0;
+    if (d_->cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) GTEST_SKIP() << "no CUDA device";
+    auto info = cuda::DescribeDevice(*d_, 0);
+    ASSERT_TRUE(info.ok()) << info.status().message();
+    dev_ = *info;
+    auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm");
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    spec_ = *spec;
+    arch_ = CudaArchFor(spec_, dev_);
+  }
+
+  KernelImage Compile(const Config& c) {
+    CompiledKernel ck = CompileConfig(spec_, "f16", c, arch_, dir_.path() + "/cache");
+    EXPECT_EQ(ck.failure, FailureClass::kNone) << ck.failure_message << ck.log;
+    KernelImage k{ck.kernel_hash, c.Id(), "f16", arch_, "", ck.image};
+    k.sha256 = Sha256Hex(k.image);
+    return k;
+  }
+
+  BundleEntry Entry(const Config& c, int64_t m, int64_t n, int64_t k, const std::string& hash) {
+    BundleEntry e;
+    e.op = "gemm";
+    e.dtype = "f16";
+    e.gpu_model = dev_.model;
+    e.shape.dims = {{"M", m}, {"N", n}, {"K", k}};
+    e.config = c;
+    e.config_id = c.Id();
+    e.kernel_hash = hash;
+    e.arch = arch_;
+    e.median_us = 10;
+    e.backend = "cuda";
+    return e;
+  }
+
+  runtime::Bundle Sign(const Bundle& b) {
+    const SecretKey key = SecretKey::Generate();
+    EXPECT_TRUE(WriteSignedBundleFiles(b, key, dir_.path() + "/b").ok());
+    auto rb = runtime::Bundle::Load(dir_.path() + "/b.tfb", {FormatPublicKey(key.public_key())});
+    EXPECT_TRUE(rb.ok()) << rb.status().message();
+    return std::move(rb).value();
+  }
+
+  // C = A * B^T through `kernel` on (m, n, k); the largest error against the host.
+  double RunGemm(launcher::Kernel& kernel, int64_t m, int64_t n, int64_t k) {
+    auto a = cuda::MakeInput("f16", "uniform(-1,1)", m * k, 1);
+    auto b = cuda::MakeInput("f16", "uniform(-1,1)", n * k, 2);
+    EXPECT_TRUE(a.ok() && b.ok());
+    CUdeviceptr da = 0, db = 0, dc = 0;
+    EXPECT_EQ(d_->cuMemAlloc(&da, a->size()), CUDA_SUCCESS);
+    EXPECT_EQ(d_->cuMemAlloc(&db, b->size()), CUDA_SUCCESS);
+    EXPECT_EQ(d_->cuMemAlloc(&dc, size_t(m * n * 2)), CUDA_SUCCESS);
+    d_->cuMemcpyHtoD(da, a->data(), a->size());
+    d_->cuMemcpyHtoD(db, b->data(), b->size());
+    d_->cuMemsetD8(dc, 0xFF, size_t(m * n * 2));
+    Status st = kernel.launch({m, n, k}, {uint64_t(da), uint64_t(db), uint64_t(dc)});
+    EXPECT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(d_->cuCtxSynchronize(), CUDA_SUCCESS);
+    std::string c(size_t(m * n * 2), '\0');
+    d_->cuMemcpyDtoH(c.data(), dc, c.size());
+    d_->cuMemFree(da);
+    d_->cuMemFree(db);
+    d_->cuMemFree(dc);
+    const std::vector<float> fa = cuda::DecodeToFloat("f16", *a), fb = cuda::DecodeToFloat("f16", *b),
+                             fc = cuda::DecodeToFloat("f16", c);
+    double worst = 0;
+    for (int64_t i = 0; i < m; i += 7) {
+      for (int64_t j = 0; j < n; j += 5) {
+        double want = 0;
+        for (int64_t x = 0; x < k; ++x) want += double(fa[size_t(i * k + x)]) * fb[size_t(j * k + x)];
+        const double got = fc[size_t(i * n + j)];
+        worst = std::isfinite(got) ? std::max(worst, std::fabs(got - want) / (1 + std::fabs(want))) : 1e9;
+      }
+    }
+    return worst;
+  }
+
+  TempDir dir_;
+  const cuda::Driver* d_ = nullptr;
+  DeviceInfo dev_;
+  OpSpec spec_;
+  std::string arch_;
+};
+
+TEST_F(LauncherGpu, LaunchesTheShippedCubinSkipsWhatTheDeviceCannotRunAndMissesWithALine) {
+  const Config def = spec_.default_config;
+  KernelImage image = Compile(def);
+  ASSERT_FALSE(image.image.empty());
+  // A config whose shared memory no GPU has, shipped with a cubin: the
+  // launcher must refuse it and answer the next level.
+  Config huge = def;
+  for (auto& [name, value] : huge.params)
+    if (name == "STAGES") value = 64;
+  KernelImage huge_image = image;
+  huge_image.config_id = huge.Id();
+
+  Bundle b;
+  b.defaults["gemm"] = def;
+  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash), Entry(huge, 512, 512, 512, image.kernel_hash)};
+  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  b.launch_plans = {*plan};
+  b.kernels = {image, huge_image};
+  runtime::Bundle rb = Sign(b);
+
+  auto launcher = launcher::Launcher::Open(rb, 0);
+  ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+  EXPECT_EQ(launcher->device().model, dev_.model);
+  auto gemm = launcher->prepare("gemm", "f16");
+  ASSERT_TRUE(gemm.ok()) << gemm.status().message();
+  EXPECT_EQ(gemm->dim_names(), (std::vector<std::string>{"M", "N", "K"}));
+  EXPECT_EQ(gemm->buffer_names(), (std::vector<std::string>{"A", "B", "C"}));
+
+  EXPECT_LT(RunGemm(*gemm, 256, 192, 128), 1e-2);
+  EXPECT_EQ(gemm->last().level, runtime::Level::kExact);
+  EXPECT_EQ(gemm->last().arch, arch_);
+  // The tuned entry of 512^3 needs more shared memory than the device has:
+  // the nearest runnable entry answers.
+  EXPECT_LT(RunGemm(*gemm, 512, 512, 512), 1e-2);
+  EXPECT_EQ(gemm->last().level, runtime::Level::kNearestShape);
+  EXPECT_EQ(gemm->last().config->ToString(), rb.entries()[0].config.ToString());
+  // Off every tile multiple, repeated: the cached launch answers alike.
+  EXPECT_LT(RunGemm(*gemm, 300, 130, 72), 1e-2);
+  EXPECT_LT(RunGemm(*gemm, 300, 130, 72), 1e-2);
+  // Wrong counts are one-line errors, never a launch.
+  EXPECT_FALSE(gemm->launch({1, 2}, {0, 0, 0}).ok());
+  EXPECT_FALSE(gemm->launch({1, 2, 3}, {0, 0}).ok());
+
+  // A config-only bundle: a miss that says why.
+  Bundle config_only = b;
+  config_only.kernels.clear();
+  runtime::Bundle rb2 = Sign(config_only);
+  auto l2 = launcher::Launcher::Open(rb2, 0);
+  ASSERT_TRUE(l2.ok());
+  auto k2 = l2->prepare("gemm", "f16");
+  ASSERT_TRUE(k2.ok());
+  Status miss = k2->launch({256, 192, 128}, {0, 0, 0});
+  ASSERT_FALSE(miss.ok());
+  EXPECT_EQ(miss.code(), StatusCode::kNotFound);
+  EXPECT_NE(miss.message().find("config-only"), std::string::npos) << miss.message();
+  EXPECT_EQ(k2->last().level, runtime::Level::kMiss);
+}
+
+}  // namespace
+}  // namespace tune
+
+#endif
