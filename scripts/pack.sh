@@ -50,6 +50,14 @@ WRAP
 
 copy_program "$BUILD_DIR/cli/tunefarm" "$OUT/libexec"
 wrap_program tunefarm
+# The C API and the Python package over it (PYTHONPATH=OUT_DIR/python; the
+# library finds its dependencies beside it through its $ORIGIN run path).
+if [[ -e "$BUILD_DIR/libtune/libtunefarm_c.so" ]]; then
+  copy_program "$BUILD_DIR/libtune/libtunefarm_c.so" "$OUT/lib"
+  chmod 0644 "$OUT/lib/libtunefarm_c.so"
+  mkdir -p "$OUT/python" && cp -r python/tunefarm "$OUT/python/" && rm -rf "$OUT/python/tunefarm/__pycache__"
+  mkdir -p "$OUT/share/tunefarm/examples" && cp -r examples/. "$OUT/share/tunefarm/examples/"
+fi
 cp -r ops "$OUT/share/tunefarm/ops"
 if [[ -x "$BUILD_DIR/bench/bench_scale" ]]; then
   copy_program "$BUILD_DIR/bench/bench_scale" "$OUT/libexec"

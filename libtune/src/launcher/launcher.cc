@@ -28,6 +28,7 @@ constexpr int kAttrMaxThreadsPerBlock = 1, kAttrSmCount = 16, kAttrL2 = 38, kAtt
               kAttrSmemOptin = 97;
 constexpr int kFuncMaxThreads = 0, kFuncStaticSmem = 1, kFuncMaxDynamicSmem = 8;
 constexpr int64_t kDefaultDynamicSmem = 48 * 1024;
+constexpr CUresult kErrorInvalidContext = 201;  // no current context on the calling thread
 
 struct Driver {
   void* lib = nullptr;
@@ -259,10 +260,14 @@ Status Kernel::launch(std::span<const int64_t> dims, std::span<const uint64_t> b
   }
   for (size_t i = 0; i < p.buffer_slots.size(); ++i) p.slots[p.buffer_slots[i]].ptr = buffers[i];
   const Choice& c = p.choice;
-  const detail::CUresult r = p.s->d.cuLaunchKernel(
-      p.function, unsigned(c.grid[0]), unsigned(c.grid[1]), unsigned(c.grid[2]), unsigned(c.block[0]),
-      unsigned(c.block[1]), unsigned(c.block[2]), unsigned(c.smem_bytes), static_cast<detail::CUstream>(stream),
-      p.params.data(), nullptr);
+  auto go = [&] {
+    return p.s->d.cuLaunchKernel(p.function, unsigned(c.grid[0]), unsigned(c.grid[1]), unsigned(c.grid[2]),
+                                 unsigned(c.block[0]), unsigned(c.block[1]), unsigned(c.block[2]),
+                                 unsigned(c.smem_bytes), static_cast<detail::CUstream>(stream), p.params.data(),
+                                 nullptr);
+  };
+  detail::CUresult r = go();
+  if (r == detail::kErrorInvalidContext && p.s->d.cuCtxSetCurrent(p.s->ctx) == 0) r = go();  // another thread
   if (r != 0) return Status::Error("launch " + p.op + ": " + p.s->d.Error(r, "cuLaunchKernel"));
   return Status::OK();
 }

@@ -1,0 +1,209 @@
+// The C API (tune/c.h) over tune::runtime and tune::launcher.
+#include "tune/c.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tune/json_text.h"
+#include "tune/launcher.h"
+#include "tune/runtime.h"
+
+using tune::Result;
+using tune::Status;
+namespace launcher = tune::launcher;
+namespace runtime = tune::runtime;
+using Json = nlohmann::ordered_json;
+
+struct tunefarm_bundle_t {
+  runtime::Bundle bundle;
+};
+struct tunefarm_launcher_t {
+  launcher::Launcher launcher;
+};
+struct tunefarm_kernel_t {
+  launcher::Kernel kernel;
+};
+
+namespace {
+
+char* CopyString(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out) std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+void SetError(char** errptr, const std::string& message) {
+  if (!errptr) return;
+  std::free(*errptr);
+  *errptr = CopyString(message);
+}
+
+// Runs `fn`, turning an exception into an error: none may cross the API.
+template <typename T, typename Fn>
+T Guard(char** errptr, T failed, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    SetError(errptr, std::string("tunefarm: ") + e.what());
+  } catch (...) {
+    SetError(errptr, "tunefarm: unknown error");
+  }
+  return failed;
+}
+
+Json NamedIntsJson(const runtime::NamedInts& v) {
+  Json j = Json::object();
+  for (size_t i = 0; i < v.size(); ++i) j[v.name(i)] = v.value(i);
+  return j;
+}
+
+Json AnswerJson(runtime::Level level, const runtime::NamedInts* config, const runtime::Entry* entry) {
+  Json j;
+  j["level"] = runtime::LevelName(level);
+  j["config"] = config ? NamedIntsJson(*config) : Json(nullptr);
+  if (entry) {
+    j["entry"] = Json{{"gpu_model", entry->gpu_model}, {"shape", NamedIntsJson(entry->shape)},
+                      {"config_id", entry->config_id},  {"kernel_hash", entry->kernel_hash},
+                      {"arch", entry->arch},            {"backend", entry->backend},
+                      {"median_us", entry->median_us}};
+  } else {
+    j["entry"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace
+
+extern "C" {
+
+tunefarm_bundle_t* tunefarm_bundle_load(const char* path, const char* const* trusted, size_t ntrusted,
+                                        char** errptr) {
+  return Guard(errptr, static_cast<tunefarm_bundle_t*>(nullptr), [&]() -> tunefarm_bundle_t* {
+    if (!path) {
+      SetError(errptr, "tunefarm_bundle_load: no path");
+      return nullptr;
+    }
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < ntrusted; ++i)
+      if (trusted[i]) keys.emplace_back(trusted[i]);
+    auto b = runtime::Bundle::Load(path, keys);
+    if (!b.ok()) {
+      SetError(errptr, b.status().message());
+      return nullptr;
+    }
+    return new tunefarm_bundle_t{std::move(b).value()};
+  });
+}
+
+void tunefarm_bundle_destroy(tunefarm_bundle_t* bundle) { delete bundle; }
+
+char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, const char* dtype,
+                             const char* gpu_model, const char* const* dim_names, const int64_t* dim_values,
+                             size_t ndims, char** errptr) {
+  return Guard(errptr, static_cast<char*>(nullptr), [&]() -> char* {
+    if (!bundle || !op || !dtype || !gpu_model || (ndims > 0 && (!dim_names || !dim_values))) {
+      SetError(errptr, "tunefarm_bundle_lookup: a required argument is NULL");
+      return nullptr;
+    }
+    std::vector<runtime::Dim> dims;
+    for (size_t i = 0; i < ndims; ++i) {
+      if (!dim_names[i]) {
+        SetError(errptr, "tunefarm_bundle_lookup: dim name " + std::to_string(i) + " is NULL");
+        return nullptr;
+      }
+      dims.push_back(runtime::Dim{dim_names[i], dim_values[i]});
+    }
+    const runtime::Answer a = bundle->bundle.lookup(op, dtype, gpu_model, dims);
+    return CopyString(tune::DumpJson(AnswerJson(a.level, a.config, a.entry)));
+  });
+}
+
+tunefarm_launcher_t* tunefarm_launcher_open(const tunefarm_bundle_t* bundle, int ordinal, char** errptr) {
+  return Guard(errptr, static_cast<tunefarm_launcher_t*>(nullptr), [&]() -> tunefarm_launcher_t* {
+    if (!bundle) {
+      SetError(errptr, "tunefarm_launcher_open: no bundle");
+      return nullptr;
+    }
+    auto l = launcher::Launcher::Open(bundle->bundle, ordinal);
+    if (!l.ok()) {
+      SetError(errptr, l.status().message());
+      return nullptr;
+    }
+    return new tunefarm_launcher_t{std::move(l).value()};
+  });
+}
+
+void tunefarm_launcher_destroy(tunefarm_launcher_t* launcher) { delete launcher; }
+
+char* tunefarm_launcher_device(const tunefarm_launcher_t* l) {
+  return Guard(nullptr, static_cast<char*>(nullptr), [&]() -> char* {
+    if (!l) return nullptr;
+    const launcher::Device& d = l->launcher.device();
+    return CopyString(tune::DumpJson(Json{{"ordinal", d.ordinal},   {"name", d.name},
+                                          {"model", d.model},       {"arch", l->launcher.arch()},
+                                          {"smem_optin", d.smem_optin}, {"num_sms", d.num_sms}}));
+  });
+}
+
+tunefarm_kernel_t* tunefarm_kernel_prepare(tunefarm_launcher_t* l, const char* op, const char* dtype, char** errptr) {
+  return Guard(errptr, static_cast<tunefarm_kernel_t*>(nullptr), [&]() -> tunefarm_kernel_t* {
+    if (!l || !op || !dtype) {
+      SetError(errptr, "tunefarm_kernel_prepare: a required argument is NULL");
+      return nullptr;
+    }
+    auto k = l->launcher.prepare(op, dtype);
+    if (!k.ok()) {
+      SetError(errptr, k.status().message());
+      return nullptr;
+    }
+    return new tunefarm_kernel_t{std::move(k).value()};
+  });
+}
+
+void tunefarm_kernel_destroy(tunefarm_kernel_t* kernel) { delete kernel; }
+
+char* tunefarm_kernel_signature(const tunefarm_kernel_t* k) {
+  return Guard(nullptr, static_cast<char*>(nullptr), [&]() -> char* {
+    if (!k) return nullptr;
+    return CopyString(
+        tune::DumpJson(Json{{"dims", k->kernel.dim_names()}, {"buffers", k->kernel.buffer_names()}}));
+  });
+}
+
+int tunefarm_kernel_launch(tunefarm_kernel_t* k, const int64_t* dims, size_t ndims, const uint64_t* buffers,
+                           size_t nbuffers, void* stream, char** errptr) {
+  return Guard(errptr, -1, [&]() -> int {
+    if (!k || (ndims > 0 && !dims) || (nbuffers > 0 && !buffers)) {
+      SetError(errptr, "tunefarm_kernel_launch: a required argument is NULL");
+      return -1;
+    }
+    Status st = k->kernel.launch(std::span<const int64_t>(dims, ndims), std::span<const uint64_t>(buffers, nbuffers),
+                                 stream);
+    if (!st.ok()) {
+      SetError(errptr, st.message());
+      return -1;
+    }
+    return 0;
+  });
+}
+
+char* tunefarm_kernel_last(const tunefarm_kernel_t* k) {
+  return Guard(nullptr, static_cast<char*>(nullptr), [&]() -> char* {
+    if (!k) return nullptr;
+    const launcher::Choice& c = k->kernel.last();
+    Json j = AnswerJson(c.level, c.config, c.entry);
+    j["arch"] = c.arch;
+    j["grid"] = {c.grid[0], c.grid[1], c.grid[2]};
+    j["block"] = {c.block[0], c.block[1], c.block[2]};
+    j["smem_bytes"] = c.smem_bytes;
+    return CopyString(tune::DumpJson(j));
+  });
+}
+
+void tunefarm_free(void* ptr) { std::free(ptr); }
+
+}  // extern "C"

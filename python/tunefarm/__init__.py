@@ -1,0 +1,269 @@
+"""tunefarm: signed tuning bundles and the kernels the farm measured, from Python.
+
+A pure-Python package over tunefarm's C API (libtunefarm_c.so, tune/c.h)
+through ctypes: it runs on any CPython 3 and imports nothing beyond the
+standard library (torch and CuPy are used only when their arrays are passed).
+
+    import tunefarm
+    bundle = tunefarm.Bundle.load("bundles/tune-gemm.tfb", ["farm.key.pub"])
+    answer = bundle.lookup("gemm", "f16", "h100-80gb-hbm3", {"M": 4096, "N": 4096, "K": 4096})
+    answer.level, answer.config, answer.entry      # "exact", {"BM": 128, ...}, {...}
+
+    gemm = bundle.kernel("gemm", "f16")             # on CUDA device 0
+    gemm.launch({"M": m, "N": n, "K": k}, a, b, c)  # torch tensors, CuPy arrays or device pointers
+    gemm.last.level                                 # who answered this launch
+
+The library is found through $TUNEFARM_LIB (its path), else beside the
+package in a checkout (build/libtune/) or a packed artifact (lib/), else on
+the loader's path.
+"""
+
+import ctypes
+import ctypes.util
+import json
+import os
+
+__all__ = ["Answer", "Bundle", "Kernel", "TunefarmError", "library_path"]
+
+
+class TunefarmError(Exception):
+    """A call into tunefarm failed; the message is tunefarm's one line."""
+
+
+def _candidates():
+    env = os.environ.get("TUNEFARM_LIB")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for rel in ("../../build/libtune/libtunefarm_c.so", "../../lib/libtunefarm_c.so"):
+        yield os.path.normpath(os.path.join(here, rel))
+    found = ctypes.util.find_library("tunefarm_c")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path)
+            continue
+        try:
+            return path, ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise TunefarmError("libtunefarm_c.so not found; set TUNEFARM_LIB to its path (tried: %s)" % ", ".join(tried))
+
+
+_lib = None
+library_path = None
+
+
+def _c():
+    """The C library, loaded on first use and its signatures declared."""
+    global _lib, library_path
+    if _lib is not None:
+        return _lib
+    library_path, lib = _load()
+    P, S, I64P, U64P = ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64)
+    err = ctypes.POINTER(ctypes.c_char_p)
+    sigs = {
+        "tunefarm_bundle_load": (P, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), S, err]),
+        "tunefarm_bundle_destroy": (None, [P]),
+        "tunefarm_bundle_lookup": (P, [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                       ctypes.POINTER(ctypes.c_char_p), I64P, S, err]),
+        "tunefarm_launcher_open": (P, [P, ctypes.c_int, err]),
+        "tunefarm_launcher_destroy": (None, [P]),
+        "tunefarm_launcher_device": (P, [P]),
+        "tunefarm_kernel_prepare": (P, [P, ctypes.c_char_p, ctypes.c_char_p, err]),
+        "tunefarm_kernel_destroy": (None, [P]),
+        "tunefarm_kernel_signature": (P, [P]),
+        "tunefarm_kernel_launch": (ctypes.c_int, [P, I64P, S, U64P, S, P, err]),
+        "tunefarm_kernel_last": (P, [P]),
+        "tunefarm_free": (None, [P]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    _lib = lib
+    return lib
+
+
+def _call(fn, *args):
+    """Calls a C function whose last argument is errptr; raises on error."""
+    errptr = ctypes.c_char_p(None)
+    out = fn(*args, ctypes.byref(errptr))
+    if errptr.value is not None:
+        message = errptr.value.decode("utf-8", "replace")
+        _c().tunefarm_free(ctypes.cast(errptr, ctypes.c_void_p))
+        raise TunefarmError(message)
+    return out
+
+
+def _take_json(ptr):
+    """The JSON text a C call returned, freed."""
+    if not ptr:
+        raise TunefarmError("tunefarm returned nothing")
+    try:
+        return json.loads(ctypes.string_at(ptr).decode("utf-8", "replace"))
+    finally:
+        _c().tunefarm_free(ptr)
+
+
+class Answer:
+    """Who answered a lookup or a launch: .level ("exact", "nearest_shape",
+    "family", "default", "miss"), .config (dict, None for a miss) and .entry
+    (the tuned entry or model default it came from, a dict, or None); a
+    launch's answer also has .arch, .grid, .block and .smem_bytes."""
+
+    def __init__(self, d):
+        self.level = d.get("level")
+        self.config = d.get("config")
+        self.entry = d.get("entry")
+        self.arch = d.get("arch")
+        self.grid = tuple(d["grid"]) if "grid" in d else None
+        self.block = tuple(d["block"]) if "block" in d else None
+        self.smem_bytes = d.get("smem_bytes")
+
+    def __repr__(self):
+        return "Answer(level=%r, config=%r)" % (self.level, self.config)
+
+
+def _pointer(x):
+    """A device pointer from a torch tensor, a CuPy array, an object with
+    __cuda_array_interface__, or an int."""
+    if isinstance(x, int):
+        return x
+    if hasattr(x, "data_ptr"):                       # torch
+        return int(x.data_ptr())
+    data = getattr(x, "data", None)
+    if data is not None and hasattr(data, "ptr"):    # CuPy
+        return int(data.ptr)
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    raise TypeError("tunefarm: cannot take a device pointer from %r" % type(x).__name__)
+
+
+def _stream(stream, args):
+    """A CUstream handle: the one given (torch or CuPy stream, or int), else
+    the current stream of the framework whose arrays were passed."""
+    if stream is None:
+        for a in args:
+            if hasattr(a, "data_ptr") and hasattr(a, "device"):
+                import torch  # only reached with torch tensors
+                return int(torch.cuda.current_stream(a.device).cuda_stream)
+            if hasattr(a, "data") and hasattr(a.data, "ptr"):
+                import cupy
+                return int(cupy.cuda.get_current_stream().ptr)
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    raise TypeError("tunefarm: cannot take a CUDA stream from %r" % type(stream).__name__)
+
+
+class Kernel:
+    """An (op, dtype) prepared on a device; see Bundle.kernel. One thread at a time."""
+
+    def __init__(self, launcher, op, dtype):
+        self._launcher = launcher  # keeps the launcher (and bundle) alive
+        self._h = _call(_c().tunefarm_kernel_prepare, launcher._h, op.encode(), dtype.encode())
+        sig = _take_json(_c().tunefarm_kernel_signature(self._h))
+        self.op, self.dtype = op, dtype
+        self.dims = list(sig["dims"])
+        self.buffers = list(sig["buffers"])
+        self._dims = (ctypes.c_int64 * len(self.dims))()
+        self._ptrs = (ctypes.c_uint64 * len(self.buffers))()
+
+    def launch(self, dims, *buffers, stream=None):
+        """Launches the measured kernel: `dims` a dict by name or a sequence
+        in .dims order; `buffers` in .buffers order (scalar arguments come
+        from the bundle's launch plan); `stream` a torch/CuPy stream or a
+        CUstream int (default: the current stream of the arrays' framework)."""
+        if isinstance(dims, dict):
+            missing = [n for n in self.dims if n not in dims]
+            if missing:
+                raise TunefarmError("launch %s: dims %s missing" % (self.op, ", ".join(missing)))
+            values = [dims[n] for n in self.dims]
+        else:
+            values = list(dims)
+        if len(values) != len(self.dims):
+            raise TunefarmError("launch %s: %d dims for %d (%s)" % (self.op, len(values), len(self.dims),
+                                                                      ", ".join(self.dims)))
+        if len(buffers) != len(self.buffers):
+            raise TunefarmError("launch %s: %d buffers for %d (%s)" % (self.op, len(buffers), len(self.buffers),
+                                                                         ", ".join(self.buffers)))
+        for i, v in enumerate(values):
+            self._dims[i] = int(v)
+        for i, b in enumerate(buffers):
+            self._ptrs[i] = _pointer(b)
+        _call(_c().tunefarm_kernel_launch, self._h, self._dims, len(values), self._ptrs, len(buffers),
+              ctypes.c_void_p(_stream(stream, buffers)))
+
+    @property
+    def last(self):
+        """The Answer of the last launch (level, config, entry, arch, geometry)."""
+        return Answer(_take_json(_c().tunefarm_kernel_last(self._h)))
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _c().tunefarm_kernel_destroy(self._h)
+            self._h = None
+
+
+class _Launcher:
+    def __init__(self, bundle, device):
+        self._bundle = bundle
+        self._h = _call(_c().tunefarm_launcher_open, bundle._h, int(device))
+        self.device = _take_json(_c().tunefarm_launcher_device(self._h))
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _c().tunefarm_launcher_destroy(self._h)
+            self._h = None
+
+
+class Bundle:
+    """A signed bundle, verified on load."""
+
+    def __init__(self, handle, path):
+        self._h = handle
+        self.path = path
+        self._launchers = {}
+
+    @classmethod
+    def load(cls, path, trusted_keys):
+        """Loads `path` and checks its signature against `trusted_keys` (paths
+        of public key files, or their text). Raises TunefarmError naming the
+        file: unsigned, tampered, signed by a key not trusted, ..."""
+        if isinstance(trusted_keys, (str, bytes, os.PathLike)):
+            trusted_keys = [trusted_keys]
+        keys = [os.fsencode(k) for k in trusted_keys]
+        arr = (ctypes.c_char_p * len(keys))(*keys)
+        h = _call(_c().tunefarm_bundle_load, os.fsencode(path), arr, len(keys))
+        return cls(h, path)
+
+    def lookup(self, op, dtype, gpu, shape):
+        """The fallback chain's Answer for (op, dtype, GPU model, shape dict)."""
+        names = [str(n).encode() for n in shape]
+        arr = (ctypes.c_char_p * len(names))(*names)
+        vals = (ctypes.c_int64 * len(names))(*[int(v) for v in shape.values()])
+        return Answer(_take_json(_call(_c().tunefarm_bundle_lookup, self._h, op.encode(), dtype.encode(),
+                                       gpu.encode(), arr, vals, len(names))))
+
+    def kernel(self, op, dtype, device=0):
+        """A Kernel of (op, dtype) on CUDA device `device`: the bundle's
+        measured cubins for that device's model and architecture."""
+        if device not in self._launchers:
+            self._launchers[device] = _Launcher(self, device)
+        return Kernel(self._launchers[device], op, dtype)
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            self._launchers.clear()
+            _c().tunefarm_bundle_destroy(self._h)
+            self._h = None

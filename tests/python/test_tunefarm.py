@@ -1,0 +1,107 @@
+"""The Python package `tunefarm` over the real C library, with Debian's python3.
+
+A signed bundle is made by the real CLI (`tunefarm tune`, which runs the sim
+backend where there is no GPU); the package loads it, answers lookups at each
+level, refuses unsigned, tampered and untrusted bundles, and launches only
+where a CUDA device is present (else those tests skip).
+
+Run: TUNEFARM_BINARY=build/cli/tunefarm TUNEFARM_LIB=build/libtune/libtunefarm_c.so \
+     PYTHONPATH=python python3 tests/python/test_tunefarm.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import tunefarm
+
+BINARY = os.path.abspath(os.environ["TUNEFARM_BINARY"])
+SOURCE = os.environ.get("TUNEFARM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class BundleFromPython(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tunefarm-py.")
+        run = lambda *a: subprocess.run([BINARY, *a], cwd=cls.dir, check=True, capture_output=True, text=True)
+        run("keys", "sign", "--out", "farm.key")
+        run("keys", "sign", "--out", "other.key")
+        run("tune", "--op", "gemm", "--dtype", "f16", "--shape", "M=256,N=256,K=256", "--shape",
+            "M=1024,N=1024,K=1024", "--ops-dir", os.path.join(SOURCE, "ops"), "--store", "db", "--bundle", "b",
+            "--sign-key", "farm.key")
+        cls.tfb = os.path.join(cls.dir, "b.tfb")
+        cls.pub = os.path.join(cls.dir, "farm.key.pub")
+        with open(os.path.join(cls.dir, "b.json")) as f:
+            cls.json = json.load(f)
+        cls.gpu = cls.json["entries"][0]["gpu_model"]
+        cls.bundle = tunefarm.Bundle.load(cls.tfb, [cls.pub])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def entry(self, m):
+        return next(e for e in self.json["entries"] if e["shape"]["M"] == m and e["gpu_model"] == self.gpu)
+
+    def test_importing_needs_no_torch(self):
+        self.assertNotIn("torch", sys.modules)
+
+    def test_levels_as_a_deployment_answers(self):
+        exact = self.bundle.lookup("gemm", "f16", self.gpu, {"M": 256, "N": 256, "K": 256})
+        self.assertEqual(exact.level, "exact")
+        self.assertEqual(exact.config, self.entry(256)["config"])
+        self.assertEqual(exact.entry["shape"], {"M": 256, "N": 256, "K": 256})
+        # Dims in any order, by name.
+        self.assertEqual(self.bundle.lookup("gemm", "f16", self.gpu, {"K": 256, "N": 256, "M": 256}).level, "exact")
+        near = self.bundle.lookup("gemm", "f16", self.gpu, {"M": 900, "N": 1100, "K": 1000})
+        self.assertEqual(near.level, "nearest_shape")
+        self.assertEqual(near.config, self.entry(1024)["config"])
+        # No tuned bf16: the op's default (the model defaults are per dtype).
+        default = self.bundle.lookup("gemm", "bf16", self.gpu, {"M": 256, "N": 256, "K": 256})
+        self.assertEqual(default.level, "default")
+        self.assertEqual(default.config, self.json["defaults"]["gemm"])
+        self.assertIsNone(default.entry)
+        miss = self.bundle.lookup("softmax", "f16", self.gpu, {"N": 4})
+        self.assertEqual(miss.level, "miss")
+        self.assertIsNone(miss.config)
+
+    def test_a_model_without_tuned_shapes_gets_its_family_then_the_default(self):
+        # Another model of no known family: the op default.
+        other = self.bundle.lookup("gemm", "f16", "l40s", {"M": 256, "N": 256, "K": 256})
+        self.assertEqual(other.level, "default")
+
+    def test_untrusted_unsigned_and_tampered_bundles_are_refused_naming_the_file(self):
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "not trusted"):
+            tunefarm.Bundle.load(self.tfb, [os.path.join(self.dir, "other.key.pub")])
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "no trusted public key"):
+            tunefarm.Bundle.load(self.tfb, [])
+        with open(self.tfb, "rb") as f:
+            data = bytearray(f.read())
+        data[len(data) // 2] ^= 1
+        bad = os.path.join(self.dir, "tampered.tfb")
+        with open(bad, "wb") as f:
+            f.write(data)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "tampered.tfb: .*signature check failed"):
+            tunefarm.Bundle.load(bad, [self.pub])
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "missing.tfb"):
+            tunefarm.Bundle.load(os.path.join(self.dir, "missing.tfb"), [self.pub])
+
+    def test_launching_needs_a_device_and_says_so_otherwise(self):
+        try:
+            kernel = self.bundle.kernel("gemm", "f16")
+        except tunefarm.TunefarmError as e:
+            self.assertRegex(str(e), "launcher: ")
+            self.skipTest("no CUDA device: %s" % e)
+        self.assertEqual(kernel.dims, ["M", "N", "K"])
+        self.assertEqual(kernel.buffers, ["A", "B", "C"])
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "2 dims for 3"):
+            kernel.launch([1, 2], 0, 0, 0)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "dims K missing"):
+            kernel.launch({"M": 1, "N": 2}, 0, 0, 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
