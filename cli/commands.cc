@@ -114,13 +114,54 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
 }
 
 // Writes `b` to path.tfb/.json, signed when a secret key file is given.
-Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key) {
+// The key bundles are signed with when no --sign-key is given:
+// $TUNEFARM_SIGN_KEY, else $XDG_CONFIG_HOME/tunefarm/bundle.key (default
+// ~/.config), made (with its .pub) the first time it is needed.
+Result<std::string> DefaultSignKey(bool* created) {
+  *created = false;
+  std::string path;
+  if (const char* env = std::getenv("TUNEFARM_SIGN_KEY"); env && *env) {
+    path = env;
+  } else {
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    const char* home = std::getenv("HOME");
+    if ((!xdg || !*xdg) && (!home || !*home))
+      return Status::InvalidArgument("no HOME to keep a signing key in: give --sign-key KEY or --unsigned");
+    path = (xdg && *xdg ? std::string(xdg) : std::string(home) + "/.config") + "/tunefarm/bundle.key";
+  }
+  if (std::filesystem::exists(path)) return path;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  auto pub = GenerateKeyPairFiles(path, path + ".pub");
+  if (!pub.ok()) return pub.status();
+  *created = true;
+  return path;
+}
+
+// Writes the bundle's .tfb and .json: signed with `sign_key`, else the
+// default key, unless `unsigned_bundle`; says which key and what to trust.
+Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key, bool unsigned_bundle) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  if (sign_key.empty()) return WriteBundleFiles(b, path);
-  auto key = ReadSecretKeyFile(sign_key);
+  if (unsigned_bundle) {
+    std::fprintf(stderr, "bundle %s.tfb is unsigned: deployments (the runtime, launcher and Python package) refuse it\n",
+                 path.c_str());
+    return WriteBundleFiles(b, path);
+  }
+  std::string key_path = sign_key;
+  bool created = false;
+  if (key_path.empty()) {
+    auto def = DefaultSignKey(&created);
+    if (!def.ok()) return def.status();
+    key_path = *def;
+  }
+  auto key = ReadSecretKeyFile(key_path);
   if (!key.ok()) return key.status();
-  return WriteSignedBundleFiles(b, *key, path);
+  TUNE_RETURN_IF_ERROR(WriteSignedBundleFiles(b, *key, path));
+  if (created) std::fprintf(stderr, "created the signing key %s (keep it secret)\n", key_path.c_str());
+  std::fprintf(stderr, "signed with key %s; deployments trust %s.pub (key id %s)\n", key_path.c_str(),
+               key_path.c_str(), key->public_key().Id().c_str());
+  return Status::OK();
 }
 
 // Reports open the store read-only: they take no lock, so they work while a
@@ -387,7 +428,7 @@ int RunPublish(const PublishArgs& args) {
   auto bundle = BuildBundle(**store, args.filter, name, PublishOptions{!args.no_kernels}, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
-  Status st = WriteBundle(*bundle, args.out, args.sign_key);
+  Status st = WriteBundle(*bundle, args.out, args.sign_key, args.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
   std::printf("%s.tfb\n%s.json\n", args.out.c_str(), args.out.c_str());
   return 0;
@@ -569,7 +610,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   auto bundle = BuildBundle(store, filter, sweep->name, PublishOptions{}, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
-  st = WriteBundle(*bundle, out, args.sign_key);
+  st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
   std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
               out.c_str());

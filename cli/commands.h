@@ -56,7 +56,8 @@ struct CompareArgs {
 struct PublishArgs {
   std::string store = "tunefarm.db", out, name, sign_key;
   ResultFilter filter;
-  bool no_kernels = false;  // a config-only bundle
+  bool no_kernels = false;      // a config-only bundle
+  bool unsigned_bundle = false;  // write it unsigned (deployments refuse it)
 };
 struct BundleArgs {
   std::string file, op, dtype, gpu, shape;
@@ -68,6 +69,7 @@ struct TuneArgs {
   std::vector<std::string> ops = {"gemm"}, dtypes = {"f16"},
                            shapes = {"M=4096,N=4096,K=4096"};
   std::string ops_dir = "ops", store = "tunefarm.db", bundle, format = "table", sign_key;
+  bool unsigned_bundle = false;  // write the bundle unsigned
   unsigned sim_workers = 1;
   uint32_t configs_per_unit = 0;
   uint32_t confirm_top = 0;        // 0 = the sweep file's (none without one)

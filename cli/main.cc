@@ -146,7 +146,10 @@ int main(int argc, char** argv) {
   p->add_option("--store", publish.store, "RocksDB store directory")->capture_default_str();
   p->add_option("--out", publish.out, "Output path without extension")->required();
   p->add_option("--name", publish.name, "Bundle name (default: the file name)");
-  p->add_option("--sign-key", publish.sign_key, "Ed25519 secret key file: sign the bundle (see `keys sign`)");
+  p->add_option("--sign-key", publish.sign_key,
+                "Ed25519 secret key file to sign with (default: $TUNEFARM_SIGN_KEY, else "
+                "~/.config/tunefarm/bundle.key, made on first use)");
+  p->add_flag("--unsigned", publish.unsigned_bundle, "Write the bundle unsigned (deployments refuse it)");
   p->add_option("--op", publish.filter.op, "Only this op");
   p->add_option("--gpu", publish.filter.gpu_model, "Only this GPU model");
   p->add_option("--dtype", publish.filter.dtype, "Only this dtype");
@@ -224,7 +227,9 @@ int main(int argc, char** argv) {
               "(default: the sweep file's refine_pass, else a refine pass)");
   t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
-  t->add_option("--sign-key", tune_args.sign_key, "Ed25519 secret key file: sign the bundle");
+  t->add_option("--sign-key", tune_args.sign_key,
+                "Ed25519 secret key file to sign the bundle with (default: as for publish)");
+  t->add_flag("--unsigned", tune_args.unsigned_bundle, "Write the bundle unsigned (deployments refuse it)");
   AddWorkerOptions(t, &tune_args.worker, /*for_tune=*/true);
 
   // nightly
@@ -236,7 +241,9 @@ int main(int argc, char** argv) {
   n->add_option("--history", nightly.history, "Folder of past nights")->required();
   n->add_option("--ops-dir", nightly.tune.ops_dir, "Folder holding the op folders")->capture_default_str();
   n->add_option("--noise-floor", nightly.noise_floor, "Smallest relative change that counts")->capture_default_str();
-  n->add_option("--sign-key", nightly.tune.sign_key, "Ed25519 secret key file: sign the bundle");
+  n->add_option("--sign-key", nightly.tune.sign_key,
+                "Ed25519 secret key file to sign the bundle with (default: as for publish)");
+  n->add_flag("--unsigned", nightly.tune.unsigned_bundle, "Write the bundle unsigned");
   n->add_option("--workers", nightly.tune.sim_workers, "sim: local workers")->capture_default_str();
   AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
 

@@ -89,6 +89,27 @@ class BundleFromPython(unittest.TestCase):
         with self.assertRaisesRegex(tunefarm.TunefarmError, "missing.tfb"):
             tunefarm.Bundle.load(os.path.join(self.dir, "missing.tfb"), [self.pub])
 
+    def test_tune_signs_by_default_with_a_key_it_makes_once(self):
+        env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.dir, "config"))
+        env.pop("TUNEFARM_SIGN_KEY", None)
+        args = ["tune", "--op", "gemm", "--dtype", "f16", "--shape", "M=256,N=256,K=256", "--ops-dir",
+                os.path.join(SOURCE, "ops"), "--store", "db2"]
+        first = subprocess.run([BINARY, *args, "--bundle", "d1"], cwd=self.dir, env=env, capture_output=True, text=True)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        key = os.path.join(self.dir, "config", "tunefarm", "bundle.key")
+        self.assertIn("created the signing key " + key, first.stderr)
+        self.assertIn("deployments trust " + key + ".pub", first.stderr)
+        second = subprocess.run([BINARY, *args, "--bundle", "d2"], cwd=self.dir, env=env, capture_output=True, text=True)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertNotIn("created the signing key", second.stderr)
+        for name in ("d1.tfb", "d2.tfb"):
+            tunefarm.Bundle.load(os.path.join(self.dir, name), [key + ".pub"])
+        unsigned = subprocess.run([BINARY, *args, "--bundle", "u", "--unsigned"], cwd=self.dir, env=env,
+                                  capture_output=True, text=True)
+        self.assertEqual(unsigned.returncode, 0, unsigned.stderr)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "not signed .*publish it again without --unsigned"):
+            tunefarm.Bundle.load(os.path.join(self.dir, "u.tfb"), [key + ".pub"])
+
     def test_launching_needs_a_device_and_says_so_otherwise(self):
         try:
             kernel = self.bundle.kernel("gemm", "f16")

@@ -61,11 +61,12 @@ TEST_F(RuntimePackageTest, FindPackageBuildsAndRunsAConsumer) {
              log);
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
-  // Only the runtime's header and what it includes: a header that pulled in
-  // another libtune header would fail the consumer's build below.
+  // Only the deployment headers (runtime, launcher, C API) and what they
+  // include: a header that pulled in another libtune header would fail the
+  // consumers' build below.
   std::set<std::string> headers;
   for (const auto& f : fs::directory_iterator(prefix / "include" / "tune")) headers.insert(f.path().filename());
-  EXPECT_EQ(headers, (std::set<std::string>{"runtime.h", "status.h"}));
+  EXPECT_EQ(headers, (std::set<std::string>{"c.h", "launcher.h", "runtime.h", "status.h"}));
   bool has_config = false;
   for (const auto& f : fs::recursive_directory_iterator(prefix)) {
     has_config |= f.path().filename() == "tunefarmConfig.cmake";
@@ -111,6 +112,16 @@ TEST_F(RuntimePackageTest, FindPackageBuildsAndRunsAConsumer) {
   EXPECT_EQ(r.output, "default BM=128\n");
   r = Sh("TUNEFARM_FORCE_DEFAULTS=1 " + consumer + args + "h100-80gb-hbm3 M=4096 N=4096 K=4096", log);
   EXPECT_EQ(r.output, "default BM=128\n");
+
+  // The launcher links from the package too; where there is no driver or
+  // device it says so in one line.
+  r = Sh(Quote((build / "launcher_consumer").string()) + " " + Quote(base + ".tfb") + " " + Quote(pub) + " gemm f16",
+         log);
+  if (r.exit_code == 0) {
+    EXPECT_NE(r.output.find("device "), std::string::npos) << r.output;
+  } else {
+    EXPECT_EQ(r.output.rfind("launcher: ", 0), 0u) << r.output;
+  }
 
   // A changed byte: the deployment refuses the bundle and says why.
   std::string bytes;

@@ -152,7 +152,9 @@ std::string HexId(const std::array<uint8_t, kKeyIdBytes>& id) { return HexOf(id.
 // Structure only: the caller decides whether to check the signature.
 Status ParseEnvelope(const void* data, size_t size, Envelope* env) {
   if (!HasEnvelopeMagic(data, size)) {
-    return Status::Error("not signed (no \"TFBUNDLE\" signature envelope)");
+    return Status::Error(
+        "not signed (no \"TFBUNDLE\" signature envelope): publish it again without --unsigned; `tunefarm "
+        "publish` and `tunefarm tune` sign with --sign-key KEY or by default with ~/.config/tunefarm/bundle.key");
   }
   const auto* p = static_cast<const unsigned char*>(data);
   if (size < kEnvelopeHeaderBytes + kSignatureBytes) return Status::Error("signed bundle is truncated");
