@@ -70,7 +70,8 @@ mkdir -p "$OUT/share/tunefarm/sweeps" && cp -r sweeps/. "$OUT/share/tunefarm/swe
 if [[ "$WITH_TESTS" == "--tests" ]]; then
   mkdir -p "$OUT/tests"
   for t in "$BUILD_DIR"/tests/cuda_backend_test "$BUILD_DIR"/tests/device_fill_test "$BUILD_DIR"/tests/launcher_test \
-           "$BUILD_DIR"/bench/tunefarm_baselines "$BUILD_DIR"/bench/bench_launch_overhead; do
+           "$BUILD_DIR"/bench/tunefarm_baselines "$BUILD_DIR"/bench/bench_launch_overhead \
+           "$BUILD_DIR"/examples/deploy_gemm/deploy_gemm; do
     [[ -x "$t" ]] && copy_program "$t" "$OUT/tests"
   done
   cp -r tests/gpu/data "$OUT/tests/gpu-data"

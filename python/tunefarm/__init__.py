@@ -174,6 +174,7 @@ class Kernel:
         self._h = _call(_c().tunefarm_kernel_prepare, launcher._h, op.encode(), dtype.encode())
         sig = _take_json(_c().tunefarm_kernel_signature(self._h))
         self.op, self.dtype = op, dtype
+        self.device = launcher.device  # {"name", "model", "arch", ...}
         self.dims = list(sig["dims"])
         self.buffers = list(sig["buffers"])
         self._dims = (ctypes.c_int64 * len(self.dims))()
