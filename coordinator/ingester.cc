@@ -1,7 +1,7 @@
 #include "ingester.h"
 
-#include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace tune {
 namespace {
@@ -60,18 +60,22 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
 
 Status CheckKernels(const IngestJob& job, const Results& results) {
   const LeasedUnit& u = *job.unit;
+  // The checked rows of the batch, once: a batch of many cubins and rows
+  // must not cost their product.
+  std::set<std::string> checked;
+  for (const Measurement& m : results.measurements)
+    if (m.Valid()) checked.insert(KernelImage{m.kernel_hash, m.config_id, m.dtype, m.arch, "", ""}.Key());
+  std::set<std::string> seen;
   for (size_t i = 0; i < results.kernels.size(); ++i) {
     const KernelImage& k = results.kernels[i];
     const std::string where = "kernel " + std::to_string(i) + ": ";
     if (Status st = CheckKernelImage(k); !st.ok()) return st.WithPrefix(where);
+    if (!seen.insert(k.Key()).second) return Status::Error(where + "cubin " + k.Key() + " twice in one batch");
     if (!job.kernel_hashes.count(k.kernel_hash)) return Status::Error(where + "kernel hash of another op or toolchain");
     if (k.dtype != u.dtype) return Status::Error(where + "dtype " + k.dtype + " in a unit of " + u.dtype);
     if (!u.configs.count(k.config_id)) return Status::Error(where + "config " + k.config_id + " that the unit does not hold");
     if (!job.archs.count(k.arch)) return Status::Error(where + "arch '" + k.arch + "' that the sender's devices are not");
-    const bool measured = std::any_of(results.measurements.begin(), results.measurements.end(), [&](const Measurement& m) {
-      return m.Valid() && m.config_id == k.config_id && m.kernel_hash == k.kernel_hash && m.arch == k.arch;
-    });
-    if (!measured) return Status::Error(where + "config " + k.config_id + " without a checked row in the batch");
+    if (!checked.count(k.Key())) return Status::Error(where + "config " + k.config_id + " without a checked row in the batch");
   }
   return Status::OK();
 }

@@ -258,7 +258,8 @@ struct Worker::Impl {
 
     // Adds the cubin `m` was measured with when m passed its check.
     void AddKernel(const Measurement& m, const CompiledKernel& k) {
-      if (!m.Valid() || k.image.empty() || m.arch.empty()) return;
+      // An image over the coordinator's bound would cost the batch its rows.
+      if (!m.Valid() || k.image.empty() || k.image.size() > kMaxKernelImageBytes || m.arch.empty()) return;
       KernelImage img{m.kernel_hash, m.config_id, m.dtype, m.arch, "", ""};
       if (!kernels_taken.insert(img.Key()).second) return;
       img.image = k.image;

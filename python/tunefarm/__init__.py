@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import weakref
 
 __all__ = ["Answer", "Bundle", "Kernel", "TunefarmError", "library_path"]
 
@@ -130,20 +131,28 @@ class Answer:
         return "Answer(level=%r, config=%r)" % (self.level, self.config)
 
 
-def _pointer(x):
-    """A device pointer from a torch tensor, a CuPy array, an object with
-    __cuda_array_interface__, or an int."""
+def _pointer(x, ordinal):
+    """A device pointer from a torch tensor or a CuPy array (contiguous, on
+    CUDA device `ordinal`), an object with __cuda_array_interface__ (no
+    strides), or an int (taken as is)."""
     if isinstance(x, int):
         return x
+    name = type(x).__name__
     if hasattr(x, "data_ptr"):                       # torch
+        if not x.is_cuda or x.device.index != ordinal:
+            raise TunefarmError("launch: a %s on %s, not on CUDA device %d" % (name, x.device, ordinal))
+        if not x.is_contiguous():
+            raise TunefarmError("launch: a non-contiguous tensor (call .contiguous() first)")
         return int(x.data_ptr())
-    data = getattr(x, "data", None)
-    if data is not None and hasattr(data, "ptr"):    # CuPy
-        return int(data.ptr)
     cai = getattr(x, "__cuda_array_interface__", None)
-    if cai is not None:
+    if cai is not None:                              # CuPy, Numba, ...
+        if cai.get("strides") is not None and not getattr(getattr(x, "flags", None), "c_contiguous", False):
+            raise TunefarmError("launch: a strided %s (pass a C-contiguous copy)" % name)
+        device = getattr(getattr(x, "device", None), "id", ordinal)
+        if device != ordinal:
+            raise TunefarmError("launch: a %s on CUDA device %s, not %d" % (name, device, ordinal))
         return int(cai["data"][0])
-    raise TypeError("tunefarm: cannot take a device pointer from %r" % type(x).__name__)
+    raise TypeError("tunefarm: cannot take a device pointer from %r" % name)
 
 
 def _stream(stream, args):
@@ -201,7 +210,7 @@ class Kernel:
         for i, v in enumerate(values):
             self._dims[i] = int(v)
         for i, b in enumerate(buffers):
-            self._ptrs[i] = _pointer(b)
+            self._ptrs[i] = _pointer(b, self.device["ordinal"])
         _call(_c().tunefarm_kernel_launch, self._h, self._dims, len(values), self._ptrs, len(buffers),
               ctypes.c_void_p(_stream(stream, buffers)))
 
@@ -217,6 +226,8 @@ class Kernel:
 
 
 class _Launcher:
+    # Holds its bundle (kernels hold their launcher): the bundle keeps its
+    # launchers only weakly, so that nothing cycles and each is freed in order.
     def __init__(self, bundle, device):
         self._bundle = bundle
         self._h = _call(_c().tunefarm_launcher_open, bundle._h, int(device))
@@ -234,7 +245,7 @@ class Bundle:
     def __init__(self, handle, path):
         self._h = handle
         self.path = path
-        self._launchers = {}
+        self._launchers = weakref.WeakValueDictionary()
 
     @classmethod
     def load(cls, path, trusted_keys):
@@ -259,12 +270,13 @@ class Bundle:
     def kernel(self, op, dtype, device=0):
         """A Kernel of (op, dtype) on CUDA device `device`: the bundle's
         measured cubins for that device's model and architecture."""
-        if device not in self._launchers:
-            self._launchers[device] = _Launcher(self, device)
-        return Kernel(self._launchers[device], op, dtype)
+        launcher = self._launchers.get(device)
+        if launcher is None:
+            launcher = _Launcher(self, device)
+            self._launchers[device] = launcher
+        return Kernel(launcher, op, dtype)
 
     def __del__(self):
         if getattr(self, "_h", None):
-            self._launchers.clear()
             _c().tunefarm_bundle_destroy(self._h)
             self._h = None

@@ -122,6 +122,15 @@ class BundleFromPython(unittest.TestCase):
             kernel.launch([1, 2], 0, 0, 0)
         with self.assertRaisesRegex(tunefarm.TunefarmError, "dims K missing"):
             kernel.launch({"M": 1, "N": 2}, 0, 0, 0)
+        try:
+            import torch
+        except ImportError:
+            return
+        a = torch.zeros(64, 64, dtype=torch.float16, device="cuda")
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "non-contiguous"):
+            kernel.launch([64, 64, 64], a, a.t(), a)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "not on CUDA device 0"):
+            kernel.launch([64, 64, 64], a, a.cpu(), a)
 
 
 if __name__ == "__main__":

@@ -238,6 +238,9 @@ TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {
     ASSERT_FALSE(st.ok()) << want;
     EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
   }
+  // The same cubin twice in one batch.
+  r.kernels = {image([](KernelImage&) {}), image([](KernelImage&) {})};
+  EXPECT_NE(CheckKernels(job, r).message().find("twice in one batch"), std::string::npos);
   // A row may not claim an architecture the sender's devices are not.
   r.kernels.clear();
   r.measurements[0].arch = "sm_100";

@@ -88,6 +88,12 @@ TEST(LaunchProgram, RefusesWhatTheLaunchLanguageLacksNamingTheToken) {
   EXPECT_FALSE(CompileLaunchProgram("M N", kVars, "w").ok());
   EXPECT_FALSE(CompileLaunchProgram("min(M)", kVars, "w").ok());
   EXPECT_FALSE(CompileLaunchProgram("", kVars, "w").ok());
+  // Nesting is bounded before it could exhaust the stack.
+  auto deep = CompileLaunchProgram(std::string(100000, '(') + "M" + std::string(100000, ')'), kVars, "w");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nested deeper than"), std::string::npos);
+  EXPECT_FALSE(CompileLaunchProgram(std::string(100000, '-') + "M", kVars, "w").ok());
+  EXPECT_TRUE(CompileLaunchProgram(std::string(50, '(') + "M" + std::string(50, ')'), kVars, "w").ok());
 }
 
 TEST(LaunchProgram, AHostileProgramIsRefusedByTheCheckNotEvaluated) {

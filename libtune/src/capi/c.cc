@@ -83,8 +83,8 @@ extern "C" {
 tunefarm_bundle_t* tunefarm_bundle_load(const char* path, const char* const* trusted, size_t ntrusted,
                                         char** errptr) {
   return Guard(errptr, static_cast<tunefarm_bundle_t*>(nullptr), [&]() -> tunefarm_bundle_t* {
-    if (!path) {
-      SetError(errptr, "tunefarm_bundle_load: no path");
+    if (!path || (ntrusted > 0 && !trusted)) {
+      SetError(errptr, "tunefarm_bundle_load: a required argument is NULL");
       return nullptr;
     }
     std::vector<std::string> keys;

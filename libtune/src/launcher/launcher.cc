@@ -6,7 +6,10 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -27,7 +30,6 @@ using CUstream = struct CUstream_st*;
 constexpr int kAttrMaxThreadsPerBlock = 1, kAttrSmCount = 16, kAttrL2 = 38, kAttrCcMajor = 75, kAttrCcMinor = 76,
               kAttrSmemOptin = 97;
 constexpr int kFuncMaxThreads = 0, kFuncStaticSmem = 1, kFuncMaxDynamicSmem = 8;
-constexpr int64_t kDefaultDynamicSmem = 48 * 1024;
 constexpr CUresult kErrorInvalidContext = 201;  // no current context on the calling thread
 
 struct Driver {
@@ -38,6 +40,7 @@ struct Driver {
   CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
   CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
   CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
@@ -67,6 +70,7 @@ Result<Driver> OpenDriver() {
                   sym(&d.cuDeviceGet, "cuDeviceGet") && sym(&d.cuDeviceGetName, "cuDeviceGetName") &&
                   sym(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute") &&
                   sym(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
+                  sym(&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease") &&
                   sym(&d.cuCtxSetCurrent, "cuCtxSetCurrent") && sym(&d.cuModuleLoadData, "cuModuleLoadData") &&
                   sym(&d.cuModuleGetFunction, "cuModuleGetFunction") && sym(&d.cuModuleUnload, "cuModuleUnload") &&
                   sym(&d.cuFuncGetAttribute, "cuFuncGetAttribute") && sym(&d.cuFuncSetAttribute, "cuFuncSetAttribute") &&
@@ -80,20 +84,24 @@ struct Module {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   int max_threads = 0, static_smem = 0;
-  int dynamic_smem_set = static_cast<int>(kDefaultDynamicSmem);  // what cuFuncSetAttribute allowed so far
+  // The dynamic shared memory a launch may use without raising the limit
+  // first: the driver's default, then what cuFuncSetAttribute allowed.
+  // Kernels of several threads share the module.
+  std::atomic<int> dynamic_smem_allowed{0};
 };
 
 struct Shared {
   Driver d;
   const runtime::Bundle* bundle = nullptr;
   Device device;
+  CUdevice dev = 0;
   CUcontext ctx = nullptr;
   std::mutex mu;                                   // modules
   std::map<std::string, std::unique_ptr<Module>> modules;  // KernelImage::Key()
 
   ~Shared() {
-    for (auto& [key, m] : modules)
-      if (m->module) d.cuModuleUnload(m->module);
+    for (auto& [key, m] : modules) d.cuModuleUnload(m->module);
+    if (ctx) d.cuDevicePrimaryCtxRelease(dev);
   }
   LaunchDevice Limits() const {
     return LaunchDevice{device.smem_optin, device.max_threads, device.num_sms, device.cc_major * 10 + device.cc_minor,
@@ -102,23 +110,23 @@ struct Shared {
   // The loaded module of `image` (loaded on first use).
   Result<Module*> Load(const KernelImage& image, const std::string& function) {
     std::lock_guard<std::mutex> lock(mu);
-    auto& slot = modules[image.Key()];
-    if (slot) return slot.get();
+    if (auto it = modules.find(image.Key()); it != modules.end()) return it->second.get();
     auto m = std::make_unique<Module>();
     if (CUresult r = d.cuCtxSetCurrent(ctx); r != 0) return Status::Error(d.Error(r, "cuCtxSetCurrent"));
-    if (CUresult r = d.cuModuleLoadData(&m->module, image.image.data()); r != 0) {
-      modules.erase(image.Key());
+    if (CUresult r = d.cuModuleLoadData(&m->module, image.image.data()); r != 0)
       return Status::Error(d.Error(r, "cuModuleLoadData") + " (cubin " + image.Key() + ")");
-    }
     if (CUresult r = d.cuModuleGetFunction(&m->function, m->module, function.c_str()); r != 0) {
       d.cuModuleUnload(m->module);
-      modules.erase(image.Key());
       return Status::Error(d.Error(r, "cuModuleGetFunction") + " (" + function + ")");
     }
+    int dynamic = 0;
     d.cuFuncGetAttribute(&m->max_threads, kFuncMaxThreads, m->function);
     d.cuFuncGetAttribute(&m->static_smem, kFuncStaticSmem, m->function);
-    slot = std::move(m);
-    return slot.get();
+    d.cuFuncGetAttribute(&dynamic, kFuncMaxDynamicSmem, m->function);
+    m->dynamic_smem_allowed = dynamic;
+    Module* out = m.get();
+    modules.emplace(image.Key(), std::move(m));
+    return out;
   }
 };
 
@@ -196,12 +204,12 @@ Status Prepared::Resolve(std::span<const int64_t> dims) {
   const Candidate& c = candidates.at(a.config);
   auto g = Geometry(*s, c, *a.config, dim_names, dims, dtype);
   if (!g.ok()) return g.status().WithPrefix("launch " + op + "/" + dtype + " " + a.config->ToString() + ": ");
-  if (g->smem_bytes > c.module->dynamic_smem_set) {
+  if (g->smem_bytes > c.module->dynamic_smem_allowed.load()) {
     std::lock_guard<std::mutex> lock(s->mu);
-    if (g->smem_bytes > c.module->dynamic_smem_set) {
+    if (g->smem_bytes > c.module->dynamic_smem_allowed.load()) {
       if (CUresult r = s->d.cuFuncSetAttribute(c.module->function, kFuncMaxDynamicSmem, int(g->smem_bytes)); r != 0)
         return Status::Error("launch " + op + ": " + s->d.Error(r, "cuFuncSetAttribute"));
-      c.module->dynamic_smem_set = int(g->smem_bytes);
+      c.module->dynamic_smem_allowed = int(g->smem_bytes);
     }
   }
   choice.config = a.config;
@@ -219,14 +227,27 @@ Status Prepared::Resolve(std::span<const int64_t> dims) {
     params[i] = &slots[i];
     if (args[i].buffer) {
       buffer_slots.push_back(i);
+      continue;
+    }
+    // Rounded as the farm's runner passes them; a value the type cannot
+    // hold is refused rather than converted with undefined behaviour.
+    const double v = g->scalars[i];
+    if (args[i].scalar_type == "f32") {
+      slots[i].f32 = static_cast<float>(v);
+    } else if (args[i].scalar_type == "i64" ? !(std::fabs(v) < 0x1p63)
+                                            : !(v >= std::numeric_limits<int32_t>::min() - 0.5 &&
+                                                v < std::numeric_limits<int32_t>::max() + 0.5)) {
+      return Status::InvalidArgument("launch " + op + ": arg " + args[i].name + " = " + std::to_string(v) +
+                                     " does not fit " + args[i].scalar_type);
     } else if (args[i].scalar_type == "i64") {
-      slots[i].i64 = static_cast<int64_t>(g->scalars[i]);
-    } else if (args[i].scalar_type == "f32") {
-      slots[i].f32 = static_cast<float>(g->scalars[i]);
+      slots[i].i64 = std::llround(v);
     } else {
-      slots[i].i32 = static_cast<int32_t>(g->scalars[i]);
+      slots[i].i32 = static_cast<int32_t>(std::llround(v));
     }
   }
+  if (buffer_slots.size() != buffer_names.size())
+    return Status::Corruption("launch " + op + ": the launch plan has " + std::to_string(buffer_slots.size()) +
+                              " buffers, the kernel " + std::to_string(buffer_names.size()));
   last_dims.assign(dims.begin(), dims.end());
   cached = true;
   return Status::OK();
@@ -319,6 +340,7 @@ Result<Launcher> Launcher::Open(const runtime::Bundle& bundle, int ordinal) {
   if (detail::CUresult r = dr.cuDeviceGetAttribute(&info.cc_minor, detail::kAttrCcMinor, dev); r != 0)
     return fail(r, "cuDeviceGetAttribute");
   if (detail::CUresult r = dr.cuDevicePrimaryCtxRetain(&s->ctx, dev); r != 0) return fail(r, "cuDevicePrimaryCtxRetain");
+  s->dev = dev;
   if (detail::CUresult r = dr.cuCtxSetCurrent(s->ctx); r != 0) return fail(r, "cuCtxSetCurrent");
   return Launcher(std::move(s));
 }
@@ -332,16 +354,33 @@ Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
   if (detail::CUresult r = s.d.cuCtxSetCurrent(s.ctx); r != 0)
     return Status::Error("launcher: " + s.d.Error(r, "cuCtxSetCurrent"));
   const tune::Bundle& src = s.bundle->source();
-  const BundleLaunchPlan* any_plan = nullptr;
+  // The kernel's signature: the buffers of the op's first launch plan. A
+  // candidate whose plan passes other buffers (another version of the op's
+  // arguments) is skipped.
+  const BundleLaunchPlan* signature = nullptr;
   for (const BundleLaunchPlan& plan : src.launch_plans)
-    if (plan.op == op && !any_plan) any_plan = &plan;
+    if (plan.op == op && !signature) signature = &plan;
+  auto buffers_of = [](const BundleLaunchPlan& plan) {
+    std::vector<std::string> names;
+    for (const BundleLaunchArg& a : plan.args)
+      if (a.buffer) names.push_back(a.name);
+    return names;
+  };
+  if (signature) p->buffer_names = buffers_of(*signature);
   if (const auto* dims = s.bundle->dims_of(op)) {
     p->dim_names = *dims;
-  } else if (any_plan) {
-    // No tuned entry: the op's dims are the plan's variables after its params.
-    for (const std::string& v : any_plan->vars)
-      if (std::find(std::begin(kLaunchDeviceVars), std::end(kLaunchDeviceVars), v) == std::end(kLaunchDeviceVars))
-        p->dim_names.push_back(v);
+  } else if (signature) {
+    // No tuned entry: the op's dims are the plan's variables that are
+    // neither its params (those of the op's default) nor device limits.
+    const auto def = src.defaults.find(std::string(op));
+    for (const std::string& v : signature->vars) {
+      const bool param = def != src.defaults.end() &&
+                         std::any_of(def->second.params.begin(), def->second.params.end(),
+                                     [&](const auto& nv) { return nv.first == v; });
+      const bool limit =
+          std::find(std::begin(kLaunchDeviceVars), std::end(kLaunchDeviceVars), v) != std::end(kLaunchDeviceVars);
+      if (!param && !limit) p->dim_names.push_back(v);
+    }
   }
   const std::string arch = this->arch(), arch_a = arch + "a";
   auto usable = [&](const runtime::Answer& a) {
@@ -357,6 +396,10 @@ Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
       for (const BundleLaunchPlan& pl : src.launch_plans)
         if (pl.op == op && pl.kernel_hash == k.kernel_hash) plan = &pl;
       if (!plan) continue;
+      if (buffers_of(*plan) != p->buffer_names) {
+        if (p->skipped.empty()) p->skipped = "config " + config_id + ": its launch plan takes other buffers";
+        continue;
+      }
       auto module = s.Load(k, plan->function);
       if (!module.ok()) {
         if (p->skipped.empty()) p->skipped = module.status().message();
@@ -380,12 +423,8 @@ Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
     return false;
   };
   p->lookup = s.bundle->prepare(op, dtype, s.device.model, usable);
-  if (any_plan) {
-    for (const BundleLaunchArg& a : any_plan->args)
-      if (a.buffer) p->buffer_names.push_back(a.name);
-  } else if (!s.bundle->dims_of(op)) {
+  if (!signature && !s.bundle->dims_of(op))
     return Status::NotFound("launcher: the bundle knows no op '" + std::string(op) + "'");
-  }
   return Kernel(std::move(p));
 }
 

@@ -180,6 +180,14 @@ Status ParseEnvelope(const void* data, size_t size, Envelope* env) {
   return Status::OK();
 }
 
+// A bundle no deployment would read is refused when written, not shipped.
+Status CheckReadableSize(size_t payload_bytes, const std::string& path_without_ext) {
+  if (payload_bytes <= kMaxBundleBytes) return Status::OK();
+  return Status::InvalidArgument("bundle " + path_without_ext + ".tfb: " + std::to_string(payload_bytes) +
+                                 " bytes exceeds the " + std::to_string(kMaxBundleBytes) +
+                                 " that deployments read; publish fewer keys (--op, --gpu, --dtype) or --no-kernels");
+}
+
 Status ReadFileBytes(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return Status::Error("cannot open: " + std::string(std::strerror(errno)));
@@ -442,7 +450,9 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
 }
 
 Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext) {
-  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", EncodeBundle(b)));
+  const std::string bytes = EncodeBundle(b);
+  TUNE_RETURN_IF_ERROR(CheckReadableSize(bytes.size(), path_without_ext));
+  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", bytes));
   return WriteFileAtomically(path_without_ext + ".json", BundleToJson(b));
 }
 
@@ -518,7 +528,9 @@ Result<Bundle> DecodeVerifiedBundle(const void* data, size_t size, const std::ve
 }
 
 Status WriteSignedBundleFiles(const Bundle& b, const SecretKey& key, const std::string& path_without_ext) {
-  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", EncodeSignedBundle(b, key)));
+  const std::string bytes = EncodeSignedBundle(b, key);
+  TUNE_RETURN_IF_ERROR(CheckReadableSize(bytes.size() - kEnvelopeHeaderBytes - kSignatureBytes, path_without_ext));
+  TUNE_RETURN_IF_ERROR(WriteFileAtomically(path_without_ext + ".tfb", bytes));
   return WriteFileAtomically(path_without_ext + ".json", BundleToJson(b));
 }
 

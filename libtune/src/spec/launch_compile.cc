@@ -44,7 +44,15 @@ class Compiler {
     out_.operands.push_back(operand);
   }
 
+  // Nesting bound: a spec of ((((... must not exhaust the stack.
+  static constexpr int kMaxNesting = 256;
+
   Status Ternary() {
+    if (++depth_ > kMaxNesting) return Error("nested deeper than " + std::to_string(kMaxNesting));
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     TUNE_RETURN_IF_ERROR(Or());
     if (!Eat("?")) return Status::OK();
     TUNE_RETURN_IF_ERROR(Ternary());
@@ -108,6 +116,11 @@ class Compiler {
     }
   }
   Status Unary() {
+    if (++depth_ > kMaxNesting) return Error("nested deeper than " + std::to_string(kMaxNesting));
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     if (Eat("-")) {
       TUNE_RETURN_IF_ERROR(Unary());
       Emit(ProgramOp::kNeg);
@@ -189,6 +202,7 @@ class Compiler {
   const std::string& s_;
   const std::vector<std::string>& vars_;
   size_t pos_ = 0;
+  int depth_ = 0;
   LaunchProgram out_;
 };
 
