@@ -92,6 +92,14 @@ struct ModelDefault @0xa4e6b2d8c1f37590 {
   medianUs @7 :Float64;           # its median over the model's tuned shapes (geometric); 0 = not measured
 }
 
+# An op's default for GPUs of one architecture (op.toml [arch_defaults]),
+# for deployments on GPUs the farm never measured.
+struct ArchDefault @0xb8d4e2f6a1c35097 {
+  op @0 :Text;
+  arch @1 :Text;                  # "sm_80", "sm_90a"
+  config @2 :Records.Config;
+}
+
 # A whole bundle. Defaults are sorted by op; entries keep the order the farm
 # wrote them in, which breaks ties in nearest-shape lookups.
 struct Bundle @0xfe3fc7ee90181824 {
@@ -104,4 +112,5 @@ struct Bundle @0xfe3fc7ee90181824 {
   launchPlans @6 :List(LaunchPlan);
   kernels @7 :List(Records.KernelImage);   # empty in a config-only bundle
   modelDefaults @8 :List(ModelDefault);
+  archDefaults @9 :List(ArchDefault);
 }

@@ -72,7 +72,7 @@ def _c():
         "tunefarm_bundle_load": (P, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), S, err]),
         "tunefarm_bundle_destroy": (None, [P]),
         "tunefarm_bundle_lookup": (P, [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                       ctypes.POINTER(ctypes.c_char_p), I64P, S, err]),
+                                       ctypes.POINTER(ctypes.c_char_p), I64P, S, ctypes.c_char_p, err]),
         "tunefarm_launcher_open": (P, [P, ctypes.c_int, err]),
         "tunefarm_launcher_destroy": (None, [P]),
         "tunefarm_launcher_device": (P, [P]),
@@ -259,13 +259,15 @@ class Bundle:
         h = _call(_c().tunefarm_bundle_load, os.fsencode(path), arr, len(keys))
         return cls(h, path)
 
-    def lookup(self, op, dtype, gpu, shape):
-        """The fallback chain's Answer for (op, dtype, GPU model, shape dict)."""
+    def lookup(self, op, dtype, gpu, shape, arch=None):
+        """The fallback chain's Answer for (op, dtype, GPU model, shape dict);
+        `arch` ("sm_89") lets the op's default for that architecture answer
+        before the op-wide one."""
         names = [str(n).encode() for n in shape]
         arr = (ctypes.c_char_p * len(names))(*names)
         vals = (ctypes.c_int64 * len(names))(*[int(v) for v in shape.values()])
         return Answer(_take_json(_call(_c().tunefarm_bundle_lookup, self._h, op.encode(), dtype.encode(),
-                                       gpu.encode(), arr, vals, len(names))))
+                                       gpu.encode(), arr, vals, len(names), arch.encode() if arch else None)))
 
     def kernel(self, op, dtype, device=0):
         """A Kernel of (op, dtype) on CUDA device `device`: the bundle's

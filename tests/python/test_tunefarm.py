@@ -69,9 +69,16 @@ class BundleFromPython(unittest.TestCase):
         self.assertIsNone(miss.config)
 
     def test_a_model_without_tuned_shapes_gets_its_family_then_the_default(self):
-        # Another model of no known family: the op default.
+        # Another model of no known family: the op default, or where its
+        # architecture is given and op.toml declares one, the default for it.
         other = self.bundle.lookup("gemm", "f16", "l40s", {"M": 256, "N": 256, "K": 256})
         self.assertEqual(other.level, "default")
+        self.assertEqual(other.config, self.json["defaults"]["gemm"])
+        l40s = self.bundle.lookup("gemm", "f16", "l40s", {"M": 256, "N": 256, "K": 256}, arch="sm_89")
+        self.assertEqual(l40s.level, "default")
+        declared = next(d for d in self.json["arch_defaults"] if d["op"] == "gemm" and d["arch"] == "sm_89")
+        self.assertEqual(l40s.config, declared["config"])
+        self.assertNotEqual(l40s.config, other.config)
 
     def test_untrusted_unsigned_and_tampered_bundles_are_refused_naming_the_file(self):
         with self.assertRaisesRegex(tunefarm.TunefarmError, "not trusted"):

@@ -261,21 +261,21 @@ TEST(RuntimeModelDefaults, TheModelsDefaultComesBeforeTheOpsAndRefusedCandidates
     };
   };
   // The exact entry refused: the nearest one answers.
-  a = rb.prepare("gemm", "f16", kGpu, refuse({"c64"})).lookup({1024});
+  a = rb.prepare("gemm", "f16", kGpu, "", refuse({"c64"})).lookup({1024});
   EXPECT_EQ(a.level, runtime::Level::kNearestShape);
   EXPECT_EQ(a.entry->config_id, "c128");
   // Every tuned entry refused: the model's default.
-  a = rb.prepare("gemm", "f16", kGpu, refuse({"c64", "c128"})).lookup({1024});
+  a = rb.prepare("gemm", "f16", kGpu, "", refuse({"c64", "c128"})).lookup({1024});
   EXPECT_EQ(a.level, runtime::Level::kDefault);
   ASSERT_NE(a.entry, nullptr);
   EXPECT_EQ(a.entry->config_id, "c32");
   EXPECT_EQ(a.config->get("BM"), 32);
   // ... then the op's, then nothing.
-  a = rb.prepare("gemm", "f16", kGpu, refuse({"c64", "c128", "c32"})).lookup({1024});
+  a = rb.prepare("gemm", "f16", kGpu, "", refuse({"c64", "c128", "c32"})).lookup({1024});
   EXPECT_EQ(a.level, runtime::Level::kDefault);
   EXPECT_EQ(a.entry, nullptr);
   EXPECT_EQ(a.config->get("BM"), 256);
-  a = rb.prepare("gemm", "f16", kGpu, refuse({"c64", "c128", "c32", "op-default"})).lookup({1024});
+  a = rb.prepare("gemm", "f16", kGpu, "", refuse({"c64", "c128", "c32", "op-default"})).lookup({1024});
   EXPECT_EQ(a.level, runtime::Level::kMiss);
   EXPECT_EQ(a.config, nullptr);
 }

@@ -291,6 +291,12 @@ TEST(OpSpec, EachBadInputNamesFileAndField) {
       {"max_mismatch = 0.0", "max_mismatch = 2.0", "[check] max_mismatch: expected a share between 0 and 1"},
       {"flops = \"2*M*N*K\"", "flops = \"2*M*N*Z\"", "[metrics] flops: unknown variable 'Z' in '2*M*N*Z'"},
       {"[metrics]", "[metric]", "[metric]: unknown table"},
+      {"[metrics]", "[arch_defaults]\nsm8 = { BM = 128, BN = 128, BK = 32, STAGES = 3 }\n\n[metrics]",
+       "[arch_defaults] sm8: expected an architecture name like sm_80 or sm_90a"},
+      {"[metrics]", "[arch_defaults]\nsm_89 = { BM = 96, BN = 128, BK = 32, STAGES = 3 }\n\n[metrics]",
+       "[arch_defaults] sm_89 BM: 96 is not one of the values in [params] BM"},
+      {"[metrics]", "[arch_defaults]\nsm_89 = { BM = 128 }\n\n[metrics]",
+       "[arch_defaults] sm_89: no value for param 'BN'"},
   };
   for (const BadCase& c : cases) {
     auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, c.from, c.to)), "ops/gemm");
@@ -392,6 +398,15 @@ TEST(OpSpec, KernelHashAddsTheToolchain) {
   EXPECT_NE(a, KernelHash(*spec, "12.8"));
   EXPECT_NE(a, KernelHash(*spec, "sim"));
   EXPECT_NE(a, spec->SourceDigest());
+}
+
+TEST(OpSpec, ArchDefaultsAreConfigsOfTheSpace) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->arch_defaults.size(), 2u);
+  const Config& sm89 = spec->arch_defaults.at("sm_89");
+  EXPECT_NE(sm89.Canonical().find("BN=128"), std::string::npos) << sm89.Canonical();
+  EXPECT_EQ(sm89.params.size(), spec->axes.size());
 }
 
 TEST(OpSpec, DTypeSize) {

@@ -80,6 +80,12 @@ struct ModelDefault {
   double median_us = 0;             // geometric mean over the model's tuned shapes
 };
 
+// An op's default for GPUs of one architecture (op.toml [arch_defaults]).
+struct ArchDefault {
+  std::string op, arch;             // "sm_80", "sm_90a"
+  Config config;
+};
+
 // The device limits a launch plan's programs may read (tune/expr.h names).
 struct LaunchDevice {
   int64_t smem_optin = 48 * 1024, max_threads = 1024, num_sms = 1, sm = 0, l2_bytes = 0;
@@ -119,6 +125,7 @@ struct Bundle {
   // The JSON form lists them without their bytes.
   std::vector<KernelImage> kernels;
   std::vector<ModelDefault> model_defaults;
+  std::vector<ArchDefault> arch_defaults;
 };
 
 std::string EncodeBundle(const Bundle& b);                         // Cap'n Proto binary

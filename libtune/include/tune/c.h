@@ -48,10 +48,13 @@ TUNEFARM_EXPORT tunefarm_bundle_t* tunefarm_bundle_load(const char* path, const 
 TUNEFARM_EXPORT void tunefarm_bundle_destroy(tunefarm_bundle_t* bundle);
 
 /* The answer of the fallback chain for (op, dtype, gpu_model, shape), the
- * shape as `ndims` (name, value) pairs: JSON as above. */
+ * shape as `ndims` (name, value) pairs; `arch` (e.g. "sm_89", or NULL) lets
+ * the op's default for that architecture answer before the op-wide one.
+ * JSON as above. */
 TUNEFARM_EXPORT char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, const char* dtype,
-                             const char* gpu_model, const char* const* dim_names, const int64_t* dim_values,
-                             size_t ndims, char** errptr);
+                                             const char* gpu_model, const char* const* dim_names,
+                                             const int64_t* dim_values, size_t ndims, const char* arch,
+                                             char** errptr);
 
 /* Opens CUDA device `ordinal` for the bundle's kernels. */
 TUNEFARM_EXPORT tunefarm_launcher_t* tunefarm_launcher_open(const tunefarm_bundle_t* bundle, int ordinal, char** errptr);

@@ -62,6 +62,9 @@ struct OpSpec {
   std::vector<std::string> dims;    // ["M", "N", "K"]
   std::vector<std::string> dtypes;  // ["f16", "bf16"]
   Config default_config;
+  // [arch_defaults]: per GPU architecture ("sm_80", "sm_90a"), a default for
+  // GPUs the farm never measured; bundles carry them (tune/bundle.h).
+  std::map<std::string, Config> arch_defaults;
   std::vector<Axis> axes;           // spec order
   std::vector<std::string> constraints;  // over params + device limits
   std::vector<std::string> grid, block;  // 3 expressions each

@@ -25,7 +25,9 @@
 //                  for the other models of its GPU family (GpuFamily).
 //   kDefault       the default of the GPU model (ModelDefault in tune/bundle.h:
 //                  legal there, measured there), else of another model of
-//                  its family, else the op's default config.
+//                  its family, else, where the caller names its GPU's
+//                  architecture, the op's default for it (op.toml
+//                  [arch_defaults]), else the op's default config.
 //   kMiss          the bundle has neither tuned entries that fit nor a
 //                  default for the op; `config` is nullptr.
 // Only entries whose dim names are those of the query take part. The dims of
@@ -215,6 +217,12 @@ class Bundle {
     return lookup(op, dtype, gpu_model, std::span<const Dim>(shape.begin(), shape.size()));
   }
 
+  // The same, for a GPU of architecture `arch` ("sm_89"): where the chain
+  // ends at the op's default, the op's default for that architecture answers
+  // instead when the bundle has one.
+  Answer lookup(std::string_view op, std::string_view dtype, std::string_view gpu_model, std::span<const Dim> shape,
+                std::string_view arch) const;
+
   // Resolves (op, dtype, gpu_model) once. The PreparedLookup takes dims in
   // the op's order (dims_of(op)), or in `dim_order` when given (a
   // permutation of the op's dim names; other names make every lookup fall
@@ -227,8 +235,9 @@ class Bundle {
   // model default and the op default (entry nullptr) is offered once, here,
   // and the chain skips those refused (the launcher refuses configs the
   // device cannot run or has no cubin for).
+  // `arch` as for lookup(); "" for none.
   PreparedLookup prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
-                         const std::function<bool(const Answer&)>& usable) const;
+                         std::string_view arch, const std::function<bool(const Answer&)>& usable) const;
 
   // The bundle as decoded (launch plans, cubins), for the launcher.
   const tune::Bundle& source() const;

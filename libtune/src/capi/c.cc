@@ -103,7 +103,7 @@ void tunefarm_bundle_destroy(tunefarm_bundle_t* bundle) { delete bundle; }
 
 char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, const char* dtype,
                              const char* gpu_model, const char* const* dim_names, const int64_t* dim_values,
-                             size_t ndims, char** errptr) {
+                             size_t ndims, const char* arch, char** errptr) {
   return Guard(errptr, static_cast<char*>(nullptr), [&]() -> char* {
     if (!bundle || !op || !dtype || !gpu_model || (ndims > 0 && (!dim_names || !dim_values))) {
       SetError(errptr, "tunefarm_bundle_lookup: a required argument is NULL");
@@ -117,7 +117,7 @@ char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, co
       }
       dims.push_back(runtime::Dim{dim_names[i], dim_values[i]});
     }
-    const runtime::Answer a = bundle->bundle.lookup(op, dtype, gpu_model, dims);
+    const runtime::Answer a = bundle->bundle.lookup(op, dtype, gpu_model, dims, arch ? arch : "");
     return CopyString(tune::DumpJson(AnswerJson(a.level, a.config, a.entry)));
   });
 }

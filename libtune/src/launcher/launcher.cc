@@ -422,7 +422,7 @@ Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
     }
     return false;
   };
-  p->lookup = s.bundle->prepare(op, dtype, s.device.model, usable);
+  p->lookup = s.bundle->prepare(op, dtype, s.device.model, arch, usable);
   if (!signature && !s.bundle->dims_of(op))
     return Status::NotFound("launcher: the bundle knows no op '" + std::string(op) + "'");
   return Kernel(std::move(p));

@@ -315,6 +315,13 @@ std::string EncodeBundle(const Bundle& b) {
     w.setArch(TextOf(d.arch));
     w.setMedianUs(d.median_us);
   }
+  auto arch_defaults = root.initArchDefaults(static_cast<unsigned>(b.arch_defaults.size()));
+  for (i = 0; i < b.arch_defaults.size(); ++i) {
+    const ArchDefault& d = b.arch_defaults[i];
+    arch_defaults[i].setOp(TextOf(d.op));
+    arch_defaults[i].setArch(TextOf(d.arch));
+    SetNamedValues(arch_defaults[i].initConfig().initParams(d.config.params.size()), d.config.params);
+  }
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
@@ -437,6 +444,12 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       d.arch = Str(r.getArch());
       d.median_us = r.getMedianUs();
       b.model_defaults.push_back(std::move(d));
+    }
+    auto arch_defaults = root.getArchDefaults();
+    if (!budget.Charge(arch_defaults.size(), sizeof(ArchDefault))) throw BudgetExceeded{};
+    for (auto r : arch_defaults) {
+      b.arch_defaults.push_back(
+          ArchDefault{Str(r.getOp()), Str(r.getArch()), Config{GetNamedValues(r.getConfig().getParams(), budget)}});
     }
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle is corrupt: ");
     return b;

@@ -108,6 +108,10 @@ std::string BundleToJson(const Bundle& b) {
                                   {"kernel_hash", d.kernel_hash}, {"arch", d.arch}, {"median_us", d.median_us}});
   }
   j["model_defaults"] = std::move(model_defaults);
+  Json arch_defaults = Json::array();
+  for (const ArchDefault& d : b.arch_defaults)
+    arch_defaults.push_back(Json{{"op", d.op}, {"arch", d.arch}, {"config", NamedValuesToJson(d.config.params)}});
+  j["arch_defaults"] = std::move(arch_defaults);
   Json kernels = Json::array();
   for (const KernelImage& k : b.kernels) {
     kernels.push_back(Json{{"kernel_hash", k.kernel_hash}, {"config_id", k.config_id}, {"dtype", k.dtype},
@@ -200,6 +204,10 @@ Result<Bundle> BundleFromJson(const std::string& text) {
       d.arch = jd.value("arch", std::string());
       d.median_us = jd.value("median_us", 0.0);
       b.model_defaults.push_back(std::move(d));
+    }
+    for (const Json& jd : j.value("arch_defaults", Json::array())) {
+      b.arch_defaults.push_back(ArchDefault{jd.at("op").get<std::string>(), jd.at("arch").get<std::string>(),
+                                            Config{NamedValuesFromJson(jd.at("config"), "arch_defaults.config")}});
     }
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
     return b;

@@ -187,7 +187,10 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   b.name = name;
   b.farm_version = TUNEFARM_VERSION;
   b.created_unix = std::time(nullptr);
-  for (const auto& [op, spec] : ops) b.defaults[op] = spec.default_config;
+  for (const auto& [op, spec] : ops) {
+    b.defaults[op] = spec.default_config;
+    for (const auto& [arch, config] : spec.arch_defaults) b.arch_defaults.push_back(ArchDefault{op, arch, config});
+  }
   const auto specs = SpecsByKernelHash(store, newest);
   std::map<std::pair<std::string, std::string>, Result<BundleLaunchPlan>> plans;  // (op, kernel hash)
   for (const auto& [key, m] : pick) {

@@ -45,6 +45,7 @@ struct BundleData {
   bool force_defaults = false;
   std::vector<Entry> entries;
   std::vector<Entry> model_defaults;  // ModelDefaults as entries without a shape
+  std::map<std::string, NamedInts, std::less<>> arch_defaults;  // op \0 arch
   tune::Bundle source;                // launch plans and cubins (entries moved out)
   std::map<std::string, NamedInts, std::less<>> defaults;
   std::map<std::string, std::vector<std::string>, std::less<>> op_dims;
@@ -100,10 +101,25 @@ std::string FamilyKey(std::string_view op, std::string_view dtype, std::string_v
 
 using Usable = std::function<bool(const Answer&)>;
 
+// The op's default for `arch` ("sm_90" also takes one declared for "sm_90a"
+// and the other way round), or nullptr.
+const NamedInts* ArchDefaultOf(const BundleData& data, std::string_view op, std::string_view arch,
+                               const std::function<bool(const NamedInts&)>& ok) {
+  if (arch.empty()) return nullptr;
+  const std::string base(arch.back() == 'a' ? arch.substr(0, arch.size() - 1) : arch);
+  for (const std::string& a : {std::string(arch), base, base + "a"}) {
+    std::string key(op);
+    key.append(1, '\0').append(a);
+    if (auto it = data.arch_defaults.find(key); it != data.arch_defaults.end() && ok(it->second)) return &it->second;
+  }
+  return nullptr;
+}
+
 // The default of a query: the model's own (when `model` is set), else the
-// first of its family's, else the op's; each only where `usable` takes it.
+// first of its family's, else the op's for `arch` (when given), else the
+// op's; each only where `usable` takes it.
 Answer FallbackOf(const BundleData& data, std::string_view op, std::string_view dtype, const std::string* model,
-                  const std::string& family, const Usable& usable) {
+                  const std::string& family, std::string_view arch, const Usable& usable) {
   auto ok = [&](const Answer& a) { return !usable || usable(a); };
   for (int pass = model ? 0 : 1; pass < 2; ++pass) {
     for (const Entry& d : data.model_defaults) {
@@ -112,6 +128,11 @@ Answer FallbackOf(const BundleData& data, std::string_view op, std::string_view 
       const Answer a{&d.config, &d, Level::kDefault};
       if (ok(a)) return a;
     }
+  }
+  if (const NamedInts* c = ArchDefaultOf(data, op, arch, [&](const NamedInts& c) {
+        return ok(Answer{&c, nullptr, Level::kDefault});
+      })) {
+    return Answer{c, nullptr, Level::kDefault};
   }
   if (auto it = data.defaults.find(op); it != data.defaults.end()) {
     const Answer a{&it->second, nullptr, Level::kDefault};
@@ -187,14 +208,14 @@ void BuildExactIndex(Plan* plan) {
 std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string& op, const std::string& dtype,
                                       const std::vector<size_t>& same_op_dtype, const std::string* model,
                                       const std::string& family, const std::vector<std::string>& names,
-                                      const Usable& usable = nullptr) {
+                                      std::string_view arch = {}, const Usable& usable = nullptr) {
   auto plan = std::make_shared<Plan>();
   plan->dim_names = names;
   plan->ndims = names.size();
   // Forced defaults skip the model defaults too: the switch rules out
   // everything the farm picked.
-  plan->fallback = data.force_defaults ? FallbackOf(data, op, dtype, nullptr, "\x01", usable)
-                                       : FallbackOf(data, op, dtype, model, family, usable);
+  plan->fallback = data.force_defaults ? FallbackOf(data, op, dtype, nullptr, "\x01", {}, usable)
+                                       : FallbackOf(data, op, dtype, model, family, arch, usable);
   if (data.force_defaults) return plan;
   auto take = [&](const Entry& e, Level level) {
     if (!usable || usable(Answer{&e.config, &e, level})) AddCandidate(plan.get(), e);
@@ -221,7 +242,7 @@ std::shared_ptr<const Plan> FallbackPlan(const BundleData& data, std::string_vie
   auto plan = std::make_shared<Plan>();
   if (auto it = data.op_dims.find(op); it != data.op_dims.end()) plan->dim_names = it->second;
   plan->ndims = plan->dim_names.size();
-  plan->fallback = FallbackOf(data, op, "", nullptr, "\x01", nullptr);
+  plan->fallback = FallbackOf(data, op, "", nullptr, "\x01", {}, nullptr);
   return plan;
 }
 
@@ -419,6 +440,11 @@ Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signe
     r.median_us = d.median_us;
     data->model_defaults.push_back(std::move(r));
   }
+  for (const ArchDefault& d : b.arch_defaults) {
+    std::string key = d.op;
+    key.append(1, '\0').append(d.arch);
+    data->arch_defaults.emplace(std::move(key), ToNamedInts(d.config.params));
+  }
   b.entries.clear();
   b.model_defaults.clear();
   data->source = std::move(b);
@@ -571,6 +597,15 @@ Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_v
   return Evaluate(plan, dims);
 }
 
+Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_view gpu_model,
+                      std::span<const Dim> shape, std::string_view arch) const {
+  const Answer a = lookup(op, dtype, gpu_model, shape);
+  if (a.level != Level::kDefault || a.entry || data_->force_defaults) return a;
+  if (const NamedInts* c = ArchDefaultOf(*data_, op, arch, [](const NamedInts&) { return true; }))
+    return Answer{c, nullptr, Level::kDefault};
+  return a;
+}
+
 PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model) const {
   return PreparedLookup(Resolve(*data_, op, dtype, gpu_model));
 }
@@ -581,7 +616,7 @@ PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std:
 }
 
 PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
-                               const std::function<bool(const Answer&)>& usable) const {
+                               std::string_view arch, const std::function<bool(const Answer&)>& usable) const {
   const BundleData& data = *data_;
   const std::string op_s(op), dtype_s(dtype), model(gpu_model), family = GpuFamily(gpu_model);
   std::vector<size_t> same_op_dtype;
@@ -589,7 +624,7 @@ PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std:
     if (data.entries[i].op == op && data.entries[i].dtype == dtype) same_op_dtype.push_back(i);
   std::vector<std::string> names;
   if (auto it = data.op_dims.find(op); it != data.op_dims.end()) names = it->second;
-  return PreparedLookup(BuildPlan(data, op_s, dtype_s, same_op_dtype, &model, family, names, usable));
+  return PreparedLookup(BuildPlan(data, op_s, dtype_s, same_op_dtype, &model, family, names, arch, usable));
 }
 
 const tune::Bundle& Bundle::source() const { return data_->source; }

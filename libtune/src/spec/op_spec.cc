@@ -119,10 +119,11 @@ class SpecParser {
     spec_.package = package_;
 
     TUNE_RETURN_IF_ERROR(
-        OnlyKeys(*root_, "", {"op", "params", "constraints", "launch", "args", "check", "metrics"}));
+        OnlyKeys(*root_, "", {"op", "params", "arch_defaults", "constraints", "launch", "args", "check", "metrics"}));
     TUNE_RETURN_IF_ERROR(ParseOp());
     TUNE_RETURN_IF_ERROR(ParseParams());
     TUNE_RETURN_IF_ERROR(ParseDefault());
+    TUNE_RETURN_IF_ERROR(ParseArchDefaults());
     TUNE_RETURN_IF_ERROR(ParseConstraints());
     TUNE_RETURN_IF_ERROR(ParseLaunch());
     TUNE_RETURN_IF_ERROR(ParseArgs());
@@ -352,22 +353,46 @@ class SpecParser {
       if (spec_.axes.empty()) return Status::OK();
       return Err("[op] default", "missing");
     }
-    const toml::table* t = n->as_table();
-    if (!t) return Err("[op] default", "expected a table of param values, e.g. { BM = 128 }");
+    return ConfigOf(*n, "[op] default", &spec_.default_config);
+  }
+
+  // [arch_defaults]: sm_80 = { BM = 128, ... }: the default on GPUs of that
+  // architecture, where the op's default does not fit (shared memory).
+  Status ParseArchDefaults() {
+    Status st;
+    const toml::table* t = Table("arch_defaults", false, &st);
+    if (!st.ok() || !t) return st;
+    for (auto&& [k, v] : *t) {
+      const std::string arch(k.str());
+      const std::string field = "[arch_defaults] " + arch;
+      size_t digits = 0;
+      while (3 + digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[3 + digits]))) ++digits;
+      const bool suffix_ok = 3 + digits == arch.size() || (3 + digits + 1 == arch.size() && arch.back() == 'a');
+      if (arch.rfind("sm_", 0) != 0 || digits < 2 || digits > 3 || !suffix_ok)
+        return Err(field, "expected an architecture name like sm_80 or sm_90a");
+      Config c;
+      TUNE_RETURN_IF_ERROR(ConfigOf(v, field, &c));
+      spec_.arch_defaults.emplace(arch, std::move(c));
+    }
+    return Status::OK();
+  }
+
+  // A table of one value per param, each among its axis's values.
+  Status ConfigOf(const toml::node& n, const std::string& field, Config* out) {
+    const toml::table* t = n.as_table();
+    if (!t) return Err(field, "expected a table of param values, e.g. { BM = 128 }");
     for (auto&& [k, v] : *t) {
       (void)v;
-      if (!spec_.FindAxis(std::string(k.str())))
-        return Err("[op] default", "'" + std::string(k.str()) + "' is not a param");
+      if (!spec_.FindAxis(std::string(k.str()))) return Err(field, "'" + std::string(k.str()) + "' is not a param");
     }
     for (const Axis& axis : spec_.axes) {
       const toml::node* value = t->get(axis.name);
-      if (!value) return Err("[op] default", "no value for param '" + axis.name + "'");
-      if (!value->is_integer()) return Err("[op] default " + axis.name, "expected an integer");
+      if (!value) return Err(field, "no value for param '" + axis.name + "'");
+      if (!value->is_integer()) return Err(field + " " + axis.name, "expected an integer");
       const int64_t v = value->as_integer()->get();
       if (std::find(axis.values.begin(), axis.values.end(), v) == axis.values.end())
-        return Err("[op] default " + axis.name,
-                   std::to_string(v) + " is not one of the values in [params] " + axis.name);
-      spec_.default_config.params.emplace_back(axis.name, v);
+        return Err(field + " " + axis.name, std::to_string(v) + " is not one of the values in [params] " + axis.name);
+      out->params.emplace_back(axis.name, v);
     }
     return Status::OK();
   }
