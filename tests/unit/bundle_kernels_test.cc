@@ -10,6 +10,9 @@
 
 #include "support/temp_dir.h"
 #include "tune/bundle.h"
+#ifdef TUNEFARM_WITH_CUDA
+#include "tune/cuda_backend.h"
+#endif
 #include "tune/config_space.h"
 #include "tune/publish.h"
 #include "tune/records.h"
@@ -217,6 +220,35 @@ TEST_F(PublishKernelsTest, TheStoreKeepsTheFirstImageOfAKeyAndRefusesDamagedOnes
   EXPECT_FALSE(store_->PutKernel(not_elf).ok());
   EXPECT_EQ(store_->GetKernel(hash_, def.Id(), "f16", "sm_80").status().code(), StatusCode::kNotFound);
 }
+
+#ifdef TUNEFARM_WITH_CUDA
+// The same with cubins NVRTC makes here (no GPU needed): what a worker hands
+// in is what the signed bundle carries, byte for byte, and one changed byte
+// of it is refused.
+TEST_F(PublishKernelsTest, NvrtcCubinsTravelFromTheStoreIntoASignedBundleByteForByte) {
+  const Config def = spec_.default_config;
+  CompiledKernel ck = CompileConfig(spec_, "f16", def, "sm_90", dir_.path() + "/cache");
+  ASSERT_EQ(ck.failure, FailureClass::kNone) << ck.failure_message << ck.log;
+  const std::string hash = ck.kernel_hash;
+  Measurement row = Row(spec_, hash, def, "K=1024,M=1024,N=1024", 30);
+  row.nvrtc_version = NvrtcVersionString();
+  Put(row);
+  KernelImage k{hash, def.Id(), "f16", "sm_90", Sha256Hex(ck.image), ck.image};
+  ASSERT_TRUE(store_->PutKernel(k).ok());
+  auto b = BuildBundle(*store_, ResultFilter{}, "t");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(b->kernels.size(), 1u);
+  ASSERT_EQ(b->launch_plans.size(), 1u) << "the plan of the NVRTC kernel hash";
+  const SecretKey key = SecretKey::Generate();
+  std::string bytes = EncodeSignedBundle(*b, key);
+  auto back = DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()});
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->kernels[0].image, ck.image);
+  EXPECT_EQ(back->kernels[0].sha256, Sha256Hex(ck.image));
+  bytes[bytes.find(ck.image.substr(64, 64)) + 10] ^= 0x20;
+  EXPECT_FALSE(DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()}).ok());
+}
+#endif
 
 // A bundle as publish makes it, for the runtime's chain.
 runtime::Bundle Load(const Bundle& b, const TempDir& dir) {
