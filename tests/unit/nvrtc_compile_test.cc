@@ -152,6 +152,20 @@ TEST(NvrtcCompile, CompileErrorCarriesTheLogAndIsNotCached) {
   EXPECT_TRUE(CacheFiles(cache.path()).empty());
 }
 
+// CUB, Thrust and libcu++ are found wherever the toolkit keeps them
+// (include/cccl/ on CUDA 13, include/ before).
+TEST(NvrtcCompile, OpsMayUseTheToolkitsCccl) {
+  OpSpec spec = LoadTestOp();
+  std::string& source = spec.package[spec.source_file];
+  source = "#include <cub/block/block_reduce.cuh>\n" + source +
+           "\n__device__ float tunefarm_cub_sum(float v) {\n"
+           "  using Reduce = cub::BlockReduce<float, 128>;\n"
+           "  __shared__ typename Reduce::TempStorage storage;\n"
+           "  return Reduce(storage).Sum(v);\n}\n";
+  CompiledKernel k = CompileConfig(spec, spec.dtypes[0], spec.default_config, "sm_90", "");
+  EXPECT_EQ(k.failure, FailureClass::kNone) << k.failure_message << "\n" << k.log;
+}
+
 TEST(NvrtcCompile, PlantedCompileErrorOp) {
   auto spec = LoadOpSpec(SourceDir() + "/tests/gpu/data/ops/compile_error");
   ASSERT_TRUE(spec.ok()) << spec.status().message();

@@ -202,7 +202,13 @@ std::vector<std::string> BaseOptions(const OpSpec& spec, const std::string& dtyp
   for (char c : dtype) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   o.push_back("-DTUNE_DTYPE_" + upper);
   o.push_back("-DTUNE_T=" + DTypeCudaName(dtype));
-  if (!CudaIncludeDir().empty()) o.push_back("-I" + CudaIncludeDir());
+  if (!CudaIncludeDir().empty()) {
+    o.push_back("-I" + CudaIncludeDir());
+    // CUDA 13 keeps CUB, Thrust and libcu++ in include/cccl/, which nvcc
+    // searches by itself and NVRTC does not (CUDA 12 has them in include/).
+    std::error_code ec;
+    if (fs::is_directory(fs::path(CudaIncludeDir()) / "cccl", ec)) o.push_back("-I" + CudaIncludeDir() + "/cccl");
+  }
   // TUNE_T names a type from these headers; declaring it is part of the
   // contract, so an op need not include them itself.
   if (dtype == "f16") o.push_back("--pre-include=cuda_fp16.h");
