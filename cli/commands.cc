@@ -1,4 +1,5 @@
 #include "commands.h"
+#include "progress.h"
 
 #include <unistd.h>
 
@@ -74,13 +75,14 @@ double Seconds() {
 
 constexpr double kCoordinatorPatienceSeconds = 120;
 
-// Waits for a sweep, asking for its state every `poll_seconds` and drawing
-// a progress bar (at most ten times a second) unless quiet. Returns its final
+// Waits for a sweep, asking for its state every `poll_seconds` and showing
+// its progress on stderr (ProgressLine) unless quiet. Returns its final
 // progress, or an error when the coordinator stops answering.
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
                                    const std::atomic<bool>* stop, double poll_seconds) {
   const double start = Seconds();
-  double last_answer = start, last_drawn = 0;
+  double last_answer = start;
+  ProgressLine progress(stderr);
   SweepProgress last;
   std::optional<CoordinatorClient> client;
   while (!stop->load()) {
@@ -99,15 +101,11 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
     auto* status = std::get_if<SweepStatus>(&*reply);
     if (!status || status->sweeps.empty()) return Status::Error("coordinator sent no status");
     last = status->sweeps.front();
-    const bool running = last.state == "running";
-    if (!quiet && (!running || Seconds() - last_drawn >= 0.1)) {
-      PrintProgress(stderr, last, Seconds() - start);
-      last_drawn = Seconds();
-    }
-    if (!running) {
-      if (!quiet) std::fprintf(stderr, "\n");
+    if (last.state != "running") {
+      if (!quiet) progress.Finish(last, Seconds() - start);
       return last;
     }
+    if (!quiet) progress.Update(last, Seconds() - start);
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
   }
   return Status::Error("interrupted");
@@ -296,6 +294,13 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   if (done->state == "done" && done->units_total == 0 && done->pairs_total > 0) {
     std::printf("already measured: %llu (config, shape) pairs stored, nothing to do\n",
                 static_cast<unsigned long long>(done->pairs_done));
+  } else if (done->state == "done") {
+    const int64_t took = done->finished_unix > done->started_unix ? done->finished_unix - done->started_unix : 0;
+    std::printf("done: %llu pairs measured (%llu failed) on %s in %s\n"
+                "next: tunefarm results --store STORE --format table | tunefarm compare --store STORE | "
+                "tunefarm publish --store STORE --out bundles/%s\n",
+                static_cast<unsigned long long>(done->pairs_done), static_cast<unsigned long long>(done->pairs_failed),
+                Join(done->gpu_models, ", ").c_str(), FormatDuration(double(took)).c_str(), done->name.c_str());
   }
   if (done->state == "done") return 0;
   return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));

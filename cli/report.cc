@@ -159,20 +159,4 @@ void PrintBundle(FILE* out, const Bundle& b) {
   }
 }
 
-void PrintProgress(FILE* out, const SweepProgress& p, double elapsed) {
-  const double frac = p.pairs_total ? static_cast<double>(p.pairs_done) / p.pairs_total : 0;
-  const int width = 30;
-  const int filled = static_cast<int>(frac * width);
-  const double rate = elapsed > 0 ? p.pairs_done / elapsed : 0;
-  const double eta = rate > 0 ? (p.pairs_total - p.pairs_done) / rate : 0;
-  std::fprintf(out, "\r[%.*s%.*s] %llu/%llu pairs %5.1f%%  %.1f/s  ETA %.0fs  failed %llu ",
-               filled, "##############################", width - filled,
-               "..............................", static_cast<unsigned long long>(p.pairs_done),
-               static_cast<unsigned long long>(p.pairs_total), 100 * frac, rate, eta,
-               static_cast<unsigned long long>(p.pairs_failed));
-  if (!p.waiting_for.empty()) std::fprintf(out, " waiting for %s: no live worker ", Join(p.waiting_for).c_str());
-  if (!p.expanding.empty()) std::fprintf(out, " expanding spaces for %s ", Join(p.expanding).c_str());
-  std::fflush(out);
-}
-
 }  // namespace tune

@@ -25,6 +25,5 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
                        const std::map<std::string, OpSpec>& ops, OutputFormat format);
 
 void PrintBundle(FILE* out, const Bundle& b);
-void PrintProgress(FILE* out, const SweepProgress& p, double elapsed_seconds);
 
 }  // namespace tune

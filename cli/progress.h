@@ -1,0 +1,45 @@
+// The progress of a sweep for a person watching: on a terminal one line
+// redrawn in place (never wider than the terminal, at most ten times a
+// second); into a pipe or file a plain line every ten seconds, so a log
+// stays readable.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "tune/protocol.h"
+
+namespace tune {
+
+// "42s", "3:07", "1:02:03".
+std::string FormatDuration(double seconds);
+
+class ProgressLine {
+ public:
+  // A terminal or not, and its width, as `out` is.
+  explicit ProgressLine(FILE* out);
+  // For tests: `tty` and `width` as given.
+  ProgressLine(FILE* out, bool tty, int width);
+
+  // Draws `p` when a frame is due (`elapsed` since the sweep began).
+  void Update(const SweepProgress& p, double elapsed_seconds);
+  // The last frame, and the end of the line.
+  void Finish(const SweepProgress& p, double elapsed_seconds);
+
+  // The text of one frame, at most `width` characters.
+  std::string Text(const SweepProgress& p, double elapsed_seconds, size_t width);
+
+ private:
+  void Draw(const SweepProgress& p, double elapsed_seconds);
+
+  FILE* out_;
+  bool tty_;
+  size_t width_;
+  double last_drawn_ = -1e9;
+  // The total the sweep started with: later passes (refine, confirm) add
+  // work, which the line shows rather than moving the total silently.
+  uint64_t first_total_ = 0;
+};
+
+}  // namespace tune
