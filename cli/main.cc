@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "op_check.h"
 
 namespace {
 
@@ -187,6 +188,19 @@ int main(int argc, char** argv) {
   std::string diff_format = "table";
   AddFormatOption(bd, &diff_format);
 
+  // op check
+  auto* opc = app.add_subcommand("op", "Work on op folders");
+  opc->require_subcommand(1);
+  OpCheckArgs opcheck;
+  auto* oc = opc->add_subcommand("check", "Check an op without a GPU: spec, legal configs per GPU model, compiles");
+  oc->add_option("dir", opcheck.dir, "Op folder (op.toml and its sources)")->required();
+  oc->add_option("--arch", opcheck.archs, "Architectures to compile for")->delimiter(',')->capture_default_str();
+  oc->add_option("--gpu", opcheck.gpus, "Count legal configs on these known models only");
+  oc->add_flag("--all", opcheck.all, "Compile every legal config, not a sample");
+  oc->add_option("--sample", opcheck.sample, "Configs compiled per dtype and architecture")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+
   // keys
   auto* keys = app.add_subcommand("keys", "Generate key pairs");
   keys->require_subcommand(1);
@@ -268,6 +282,7 @@ int main(int argc, char** argv) {
   if (bl->parsed()) return RunBundleLookup(blookup);
   if (bv->parsed()) return RunBundleVerify(bverify);
   if (bd->parsed()) return RunBundleDiff(diff_before, diff_after, diff_noise, diff_format);
+  if (oc->parsed()) return RunOpCheck(opcheck);
   if (kc->parsed()) return RunKeysCurve(kcurve);
   if (ks->parsed()) return RunKeysSign(ksign);
   if (t->parsed()) return RunTune(tune_args, &g_stop);

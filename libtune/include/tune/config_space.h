@@ -36,6 +36,18 @@ Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInf
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
                                              const std::string& dtype, SpaceStats* stats = nullptr);
 
+// Why a space on `device` is the size it is (`tunefarm op check`): every raw
+// point evaluated against every rule, with the largest dsize of the op's
+// dtypes (as EnumerateConfigs does). `rejected[r]`: points rule r rejects;
+// `first_rejecting[r]`: points whose first rejecting rule, in spec order,
+// is r (they sum to raw - legal). Refuses spaces over kMaxExplainedPoints.
+struct SpaceExplanation {
+  uint64_t raw = 0, legal = 0;
+  std::vector<uint64_t> rejected, first_rejecting;
+};
+inline constexpr uint64_t kMaxExplainedPoints = 20'000'000;
+Result<SpaceExplanation> ExplainSpace(const OpSpec& spec, const DeviceInfo& device);
+
 // A space larger than this is refused rather than enumerated for hours.
 inline constexpr uint64_t kMaxRawConfigPoints = 1'000'000'000;
 

@@ -98,6 +98,12 @@ CudaRunnerStats GetCudaRunnerStats(const Backend& backend);
 CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const Config& config,
                              const std::string& arch, const std::string& cache_dir);
 
+// Compiles the op's reference kernel for (dtype, arch): no params, the op's
+// options without fast-math (the reference is the accurate side). Cached like
+// configs under the id "reference". Thread-safe.
+CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
+                                const std::string& cache_dir);
+
 // Entry point of the per-GPU runner process: serves requests read from in_fd
 // and answers on out_fd until EOF, a protocol error, or a sticky CUDA error
 // (reported to the backend first). When out_fd is 1, stdout is redirected to

@@ -14,30 +14,31 @@
 
 #include "tune/backend.h"
 #include "tune/config_space.h"
+#include "tune/known_gpus.h"
 #include "tune/sampling.h"
 #include "tune/stats.h"
 
 namespace tune {
 namespace {
 
+// A simulated model: the limits of a known GPU (tune/known_gpus.h) and the
+// peaks its cost model reaches.
 struct SimModel {
-  const char* model;
+  const char* model;      // "h100": the device is "sim-h100"
   const char* name;
-  int cc_major, cc_minor, num_sms;
-  int64_t mem_bytes, l2_bytes, smem_optin;
-  double tflops;   // dense fp16 tensor-core peak the model reaches
-  double gbps;     // device memory bandwidth the model reaches
+  const char* known;      // the known GPU whose limits it has
+  double tflops;          // dense fp16 tensor-core peak the model reaches
+  double gbps;            // device memory bandwidth the model reaches
 };
 
 // Rough public figures; what matters for the farm is that models differ.
 constexpr SimModel kModels[] = {
-    {"h100", "Simulated H100 SXM", 9, 0, 132, 80LL << 30, 50LL << 20, 232448, 700, 3000},
-    {"h200", "Simulated H200", 9, 0, 132, 141LL << 30, 50LL << 20, 232448, 720, 4300},
-    {"a100", "Simulated A100 SXM", 8, 0, 108, 80LL << 30, 40LL << 20, 166912, 290, 1700},
-    {"l40s", "Simulated L40S", 8, 9, 142, 48LL << 30, 96LL << 20, 101376, 330, 800},
+    {"h100", "Simulated H100 SXM", "h100-80gb-hbm3", 700, 3000},
+    {"h200", "Simulated H200", "h200", 720, 4300},
+    {"a100", "Simulated A100 SXM", "a100-sxm4-80gb", 290, 1700},
+    {"l40s", "Simulated L40S", "l40s", 330, 800},
 };
-constexpr SimModel kGeneric = {"generic", "Simulated generic GPU", 8, 6, 84, 24LL << 30,
-                               6LL << 20, 101376, 120, 900};
+constexpr SimModel kGeneric = {"generic", "Simulated generic GPU", "rtx-a6000", 120, 900};
 
 // Uniform [0,1) from a keyed hash: the same inputs give the same number in
 // every process and run.
@@ -54,17 +55,11 @@ class SimBackend final : public Backend {
  public:
   SimBackend(const SimModel& m, const std::string& model_key, int index, SimFaults faults)
       : model_(m), faults_(faults) {
+    device_ = *FindKnownGpu(m.known);
     device_.index = index;
     device_.name = m.name;
     device_.model = "sim-" + model_key;
     device_.backend = "sim";
-    device_.cc_major = m.cc_major;
-    device_.cc_minor = m.cc_minor;
-    device_.num_sms = m.num_sms;
-    device_.total_mem_bytes = m.mem_bytes;
-    device_.l2_bytes = m.l2_bytes;
-    device_.smem_per_block_optin = m.smem_optin;
-    device_.max_threads_per_block = 1024;
     device_.sm_clock_mhz = 1700;
     device_.mem_clock_mhz = 2600;
     device_.driver_version = "sim";
@@ -171,8 +166,8 @@ class SimBackend final : public Backend {
     const double shape_fit = 0.85 + 0.15 * Unit01("fit|" + device_.model + "|" + id + "|" +
                                                   shape.Canonical());
     const double blocks = static_cast<double>(plan.grid[0]) * plan.grid[1] * plan.grid[2];
-    const double waves = std::ceil(blocks / model_.num_sms);
-    const double wave_util = waves > 0 ? blocks / (waves * model_.num_sms) : 1.0;
+    const double waves = std::ceil(blocks / device_.num_sms);
+    const double wave_util = waves > 0 ? blocks / (waves * device_.num_sms) : 1.0;
     const double compute_us = plan.flops / (model_.tflops * 1e6 * eff * shape_fit * wave_util);
     const double memory_us = plan.bytes / (model_.gbps * 1e3 * (0.5 + 0.5 * eff));
     return std::max(compute_us, memory_us) + 2.0;

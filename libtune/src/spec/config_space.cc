@@ -120,6 +120,53 @@ Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& devi
 
 }  // namespace
 
+Result<SpaceExplanation> ExplainSpace(const OpSpec& spec, const DeviceInfo& device) {
+  const uint64_t raw = RawSpaceSize(spec);
+  if (raw > kMaxExplainedPoints)
+    return Status::InvalidArgument(SpecFile(spec) + ": [params]: " + std::to_string(raw) +
+                                   " raw points, more than the " + std::to_string(kMaxExplainedPoints) +
+                                   " a rule-by-rule count looks at");
+  int dsize = 0;
+  for (const std::string& d : spec.dtypes) dsize = std::max(dsize, DTypeSize(d));
+  ExprScope scope;
+  scope.SetDevice(device);
+  scope.Set("dsize", dsize > 0 ? dsize : 4);
+  std::vector<double*> slots;
+  for (const Axis& a : spec.axes) {
+    scope.Set(a.name, static_cast<double>(a.values.empty() ? 0 : a.values[0]));
+    slots.push_back(scope.Slot(a.name));
+  }
+  std::vector<Expr> rules;
+  for (size_t c = 0; c < spec.constraints.size(); ++c) {
+    auto e = Expr::Compile(spec.constraints[c], &scope,
+                           SpecFile(spec) + ": [constraints] rules[" + std::to_string(c) + "]");
+    if (!e.ok()) return e.status();
+    rules.push_back(std::move(e).value());
+  }
+  SpaceExplanation out;
+  out.raw = raw;
+  out.rejected.assign(rules.size(), 0);
+  out.first_rejecting.assign(rules.size(), 0);
+  if (raw == 0) return out;
+  std::vector<size_t> idx(spec.axes.size(), 0);
+  for (uint64_t point = 0; point < raw; ++point) {
+    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = static_cast<double>(spec.axes[i].values[idx[i]]);
+    bool legal = true;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      if (std::fabs(rules[r].Eval()) > 0) continue;  // zero or NaN rejects
+      ++out.rejected[r];
+      if (legal) ++out.first_rejecting[r];
+      legal = false;
+    }
+    out.legal += legal ? 1 : 0;
+    for (size_t i = idx.size(); i-- > 0;) {
+      if (++idx[i] < spec.axes[i].values.size()) break;
+      idx[i] = 0;
+    }
+  }
+  return out;
+}
+
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
                                              SpaceStats* stats, uint64_t max_legal) {
   int dsize = 0;

@@ -295,28 +295,6 @@ bool ParsePtxasResources(const std::string& log, const std::string& entry, Kerne
   return found;
 }
 
-CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
-                                const std::string& cache_dir) {
-  CompiledKernel ck;
-  ck.config_id = "reference";
-  ck.kernel_hash = KernelHash(spec, NvrtcVersionString());
-  ck.arch = arch;
-  if (DTypeCudaName(dtype).empty()) {
-    ck.failure = FailureClass::kCompileError;
-    ck.failure_message = spec.origin + ": unknown dtype '" + dtype + "'";
-    return ck;
-  }
-  std::vector<std::string> options;
-  for (auto& o : BaseOptions(spec, dtype, arch)) {
-    if (o == "-use_fast_math" || o == "--use_fast_math") continue;
-    options.push_back(o);
-  }
-  CompileCached(spec, spec.check.reference_file, spec.check.reference_kernel, "reference", dtype, arch,
-                options, cache_dir, &ck);
-  if (ck.failure != FailureClass::kNone) ck.failure_message = "reference: " + ck.failure_message;
-  return ck;
-}
-
 CompiledKernel CompileBuiltin(const std::string& source, const std::string& entry, const std::string& dtype,
                               const std::string& arch, const std::string& cache_dir) {
   OpSpec builtin;
@@ -334,6 +312,29 @@ CompiledKernel CompileBuiltin(const std::string& source, const std::string& entr
 }  // namespace tune::cuda
 
 namespace tune {
+
+CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
+                                const std::string& cache_dir) {
+  CompiledKernel ck;
+  ck.config_id = "reference";
+  ck.kernel_hash = KernelHash(spec, NvrtcVersionString());
+  ck.arch = arch;
+  if (cuda::DTypeCudaName(dtype).empty()) {
+    ck.failure = FailureClass::kCompileError;
+    ck.failure_message = spec.origin + ": unknown dtype '" + dtype + "'";
+    return ck;
+  }
+  std::vector<std::string> options;
+  for (auto& o : cuda::BaseOptions(spec, dtype, arch)) {
+    if (o == "-use_fast_math" || o == "--use_fast_math") continue;
+    options.push_back(o);
+  }
+  cuda::CompileCached(spec, spec.check.reference_file, spec.check.reference_kernel, "reference", dtype, arch,
+                options, cache_dir, &ck);
+  if (ck.failure != FailureClass::kNone) ck.failure_message = "reference: " + ck.failure_message;
+  return ck;
+}
+
 
 std::string NvrtcVersionString() {
   static const std::string v = [] {

@@ -47,12 +47,6 @@ NvrtcResult RunNvrtc(const NvrtcJob& job);
 // has no report for it.
 bool ParsePtxasResources(const std::string& log, const std::string& entry, KernelResources* out);
 
-// Compiles the op's reference kernel for (dtype, arch): no params, the op's
-// options without fast-math (the reference is the accurate side). Cached like
-// configs under the id "reference". Thread-safe.
-CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
-                                const std::string& cache_dir);
-
 // Compiles tunefarm's own kernels (`source`, outside any op package) for
 // (dtype, arch), cached like configs under the id "builtin": a runner starts
 // for every confirm round (TimingPolicy::new_runner) and finds them there

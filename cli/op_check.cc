@@ -1,0 +1,132 @@
+#include "op_check.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "tune/config_space.h"
+#include "tune/known_gpus.h"
+#include "tune/op_spec.h"
+#include "tune/text.h"
+#ifdef TUNEFARM_WITH_CUDA
+#include "tune/cuda_backend.h"
+#endif
+
+namespace tune {
+namespace {
+
+// Up to `n` configs spread over `all` (first, last and evenly between).
+std::vector<Config> Sample(const std::vector<Config>& all, size_t n) {
+  if (all.size() <= n || n == 0) return all;
+  if (n == 1) return {all.front()};
+  std::vector<Config> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(all[i * (all.size() - 1) / (n - 1)]);
+  return out;
+}
+
+// Counts legal configs per known model; false when a space could not be
+// explained (a rule that does not compile).
+bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args) {
+  std::printf("legal configs per GPU model (of %llu raw points; dsize of the largest dtype):\n",
+              static_cast<unsigned long long>(RawSpaceSize(spec)));
+  bool ok = true;
+  for (const DeviceInfo& d : KnownGpus()) {
+    if (!args.gpus.empty() && std::find(args.gpus.begin(), args.gpus.end(), d.model) == args.gpus.end()) continue;
+    auto ex = ExplainSpace(spec, d);
+    if (!ex.ok()) {
+      std::printf("  %-22s %s\n", d.model.c_str(), ex.status().message().c_str());
+      ok = false;
+      continue;
+    }
+    std::printf("  %-22s sm_%d%d  %8llu legal\n", d.model.c_str(), d.cc_major, d.cc_minor,
+                static_cast<unsigned long long>(ex->legal));
+    for (size_t r = 0; r < spec.constraints.size(); ++r) {
+      if (ex->rejected[r] == 0) continue;
+      std::printf("      rule[%zu] %-50s prunes %llu (first to reject %llu)\n", r, spec.constraints[r].c_str(),
+                  static_cast<unsigned long long>(ex->rejected[r]),
+                  static_cast<unsigned long long>(ex->first_rejecting[r]));
+    }
+    if (ex->legal == 0 && ex->raw > 0) {
+      bool named = false;
+      for (size_t r = 0; r < spec.constraints.size(); ++r) {
+        if (ex->rejected[r] != ex->raw) continue;
+        std::printf("      the space is empty: rule[%zu] '%s' rejects every config here\n", r,
+                    spec.constraints[r].c_str());
+        named = true;
+      }
+      if (!named) std::printf("      the space is empty: no rule alone empties it; the rules above do together\n");
+    }
+  }
+  return ok;
+}
+
+#ifdef TUNEFARM_WITH_CUDA
+// Prints one compile's outcome, with the whole log on failure.
+bool Report(const std::string& what, const CompiledKernel& k) {
+  if (k.failure == FailureClass::kNone) {
+    std::printf("  %-60s ok (%d registers, %lld B static smem, %.2f s)\n", what.c_str(), k.resources.registers,
+                static_cast<long long>(k.resources.static_smem_bytes), k.compile_seconds);
+    return true;
+  }
+  std::printf("  %-60s %s: %s\n", what.c_str(), FailureClassName(k.failure), k.failure_message.c_str());
+  if (!k.log.empty()) std::printf("%s\n", k.log.c_str());
+  return false;
+}
+
+bool CheckCompiles(const OpSpec& spec, const OpCheckArgs& args) {
+  std::printf("compile (NVRTC %s), %s per dtype and architecture, and the reference:\n",
+              NvrtcVersionString().c_str(), args.all ? "every legal config" : ("a sample of " +
+                                                                              std::to_string(args.sample)).c_str());
+  bool ok = true;
+  size_t compiled = 0, failed = 0;
+  for (std::string arch : args.archs) {
+    // An op that needs the architecture-specific features gets the "a" target.
+    if (spec.arch_specific && arch.back() != 'a' && arch >= "sm_90") arch += "a";
+    DeviceInfo target;  // the spaces' limits: a known GPU of this architecture, else the largest
+    for (const DeviceInfo& d : KnownGpus()) {
+      const std::string a = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+      if (arch.rfind(a, 0) == 0 && target.model.empty()) target = d;
+    }
+    if (target.model.empty()) target = KnownGpus().front();
+    auto configs = EnumerateConfigs(spec, target);
+    if (!configs.ok()) {
+      std::printf("  %s: %s\n", arch.c_str(), configs.status().message().c_str());
+      ok = false;
+      continue;
+    }
+    for (const std::string& dtype : spec.dtypes) {
+      const CompiledKernel ref = CompileReference(spec, dtype, arch, "");
+      ok &= Report(arch + " " + dtype + " reference " + spec.check.reference_kernel, ref);
+      for (const Config& c : args.all ? *configs : Sample(*configs, size_t(std::max(1, args.sample)))) {
+        const CompiledKernel k = CompileConfig(spec, dtype, c, arch, "");
+        const bool passed = Report(arch + " " + dtype + " " + c.Canonical(), k);
+        ok &= passed;
+        ++compiled;
+        failed += passed ? 0 : 1;
+      }
+    }
+  }
+  std::printf("%zu configs compiled, %zu failed\n", compiled, failed);
+  return ok;
+}
+#endif
+
+}  // namespace
+
+int RunOpCheck(const OpCheckArgs& args) {
+  auto spec = LoadOpSpec(args.dir);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "tunefarm: %s\n", spec.status().message().c_str());
+    return 1;
+  }
+  std::printf("op %s (%s): %zu params, dims %s, dtypes %s, %zu rules\n", spec->name.c_str(), args.dir.c_str(),
+              spec->axes.size(), Join(spec->dims).c_str(), Join(spec->dtypes).c_str(), spec->constraints.size());
+  bool ok = CheckSpaces(*spec, args);
+#ifdef TUNEFARM_WITH_CUDA
+  ok &= CheckCompiles(*spec, args);
+#else
+  std::printf("compile: skipped: this tunefarm was built without NVRTC\n");
+#endif
+  return ok ? 0 : 1;
+}
+
+}  // namespace tune

@@ -1,0 +1,25 @@
+// `tunefarm op check DIR`: what a new op will do in the farm, known before a
+// GPU runs it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tune {
+
+struct OpCheckArgs {
+  std::string dir;
+  std::vector<std::string> archs = {"sm_90"};  // compile for these
+  std::vector<std::string> gpus;               // count legal configs on these known models (default: all)
+  bool all = false;                            // compile every legal config, not a sample
+  int sample = 8;                              // configs compiled per dtype and arch
+};
+
+// Parses the op; counts its legal configs on each known GPU model, naming the
+// rules that prune them (and the one that empties a space); compiles the
+// reference and a sample of configs for each dtype and architecture with
+// NVRTC, printing whole compile logs. Exit 0 when all of it passed, 1 when
+// anything failed.
+int RunOpCheck(const OpCheckArgs& args);
+
+}  // namespace tune

@@ -1,0 +1,94 @@
+// `tunefarm op check` as a person runs it on an op folder: counts that match
+// the farm's own enumeration, the rule that empties a space named, compile
+// failures with their whole log and a failing exit.
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/temp_dir.h"
+#include "tune/config_space.h"
+#include "tune/known_gpus.h"
+#include "tune/op_spec.h"
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+CommandRun OpCheck(const std::string& args) {
+  CommandRun r;
+  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " op check " + args + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kOps = std::string(TUNEFARM_SOURCE_DIR) + "/ops";
+
+TEST(OpCheck, CountsLegalConfigsAsTheFarmEnumeratesThemAndCompilesASample) {
+  const CommandRun r = OpCheck(kOps + "/gemm --sample 1 --gpu h100-80gb-hbm3 --gpu l40s");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto spec = LoadOpSpec(kOps + "/gemm");
+  ASSERT_TRUE(spec.ok());
+  for (const char* model : {"h100-80gb-hbm3", "l40s"}) {
+    auto configs = EnumerateConfigs(*spec, *FindKnownGpu(model));
+    ASSERT_TRUE(configs.ok());
+    const std::string line = std::string(model);
+    const size_t at = r.output.find("  " + line + " ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string row = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(row.find(" " + std::to_string(configs->size()) + " legal"), std::string::npos) << row;
+  }
+  EXPECT_EQ(r.output.find("a100-sxm4-80gb"), std::string::npos) << "--gpu limits the models";
+  EXPECT_NE(r.output.find("prunes"), std::string::npos);
+}
+
+TEST(OpCheck, NamesTheRuleThatEmptiesASpaceAndFailsOnABrokenOp) {
+  tune::testing::TempDir dir;
+  const fs::path op = fs::path(dir.path()) / "gemm";
+  fs::copy(kOps + "/gemm", op, fs::copy_options::recursive);
+  std::string toml;
+  {
+    std::ifstream in(op / "op.toml");
+    toml.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string rules = "rules = [";
+  const size_t at = toml.find(rules);
+  ASSERT_NE(at, std::string::npos);
+  toml.insert(at + rules.size(), "\"BM >= 1024\", ");
+  std::ofstream(op / "op.toml") << toml;
+  CommandRun r = OpCheck(op.string() + " --gpu h100-80gb-hbm3");
+  EXPECT_NE(r.output.find("the space is empty: rule[0] 'BM >= 1024' rejects every config here"), std::string::npos)
+      << r.output;
+
+  // A source that does not compile: every compile fails with its whole log.
+  std::ofstream(op / "gemm.cu", std::ios::app) << "\nthis_is_not_cuda x y z;\n";
+  fs::copy(kOps + "/gemm/op.toml", op / "op.toml", fs::copy_options::overwrite_existing);
+  r = OpCheck(op.string() + " --gpu h100-80gb-hbm3 --sample 1");
+  if (r.output.find("built without NVRTC") != std::string::npos) GTEST_SKIP() << "no NVRTC in this build";
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("compile_error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("this_is_not_cuda"), std::string::npos) << "the whole log: " << r.output;
+
+  // An op.toml that does not parse: one line naming the field.
+  std::ofstream(op / "op.toml") << "[op]\nname = \"x\"\n";
+  r = OpCheck(op.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("op.toml: "), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace tune
