@@ -234,6 +234,8 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
   app->add_option("--op", args->filter.op, "Only this op");
   app->add_option("--dtype", args->filter.dtype, "Only this dtype");
   app->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
+  app->add_option("--config", args->config, "Only this config: its id or its params, like BM=128,BN=64,...");
+  app->add_flag("--log", args->full_log, "After the table, every failure's whole message (compile logs)");
   app->add_option("--format", args->format, "table, csv or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "csv", "json"}));
@@ -379,8 +381,16 @@ int RunResults(const QueryArgs& args, bool best_only) {
     });
     if (!st.ok()) return Fail(st.message());
   }
+  if (!args.config.empty()) {
+    Config wanted;
+    const bool by_params = ParseNamedValues(args.config, &wanted.params);
+    std::erase_if(rows, [&](const Measurement& m) {
+      return m.config_id != args.config && !(by_params && m.config.Canonical() == wanted.Canonical());
+    });
+  }
   const ResultFilter& f = args.filter;
-  if (rows.empty() && !(f.gpu_model.empty() && f.op.empty() && f.dtype.empty() && f.shape.empty())) {
+  if (rows.empty() && !(f.gpu_model.empty() && f.op.empty() && f.dtype.empty() && f.shape.empty() &&
+                        args.config.empty())) {
     // Nothing matched: say what the store does hold, so that a misspelt
     // model or op is easy to fix.
     std::set<std::string> models, ops;
@@ -394,7 +404,15 @@ int RunResults(const QueryArgs& args, bool best_only) {
                 Join(std::vector<std::string>(models.begin(), models.end()), ", ") + "] and ops [" +
                 Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
   }
+  std::vector<Measurement> failed;
+  if (args.full_log)
+    for (const Measurement& m : rows)
+      if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
   PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format);
+  for (const Measurement& m : failed) {
+    std::printf("\n== %s %s %s %s %s: %s\n%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), m.shape.c_str(),
+                m.config.Canonical().c_str(), FailureClassName(m.failure), m.failure_message.c_str());
+  }
   return 0;
 }
 

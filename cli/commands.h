@@ -47,6 +47,8 @@ struct KeysArgs {
 struct QueryArgs {
   std::string store = "tunefarm.db", format = "table";
   ResultFilter filter;
+  std::string config;     // only this config: its id or its params ("BM=128,BN=64,...", any order)
+  bool full_log = false;  // after the table, each failure's whole message (compile logs)
 };
 struct CompareArgs {
   std::string store = "tunefarm.db", format = "table", out;

@@ -24,9 +24,9 @@ struct CommandRun {
   std::string output;
 };
 
-CommandRun OpCheck(const std::string& args) {
+CommandRun Tunefarm(const std::string& args) {
   CommandRun r;
-  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " op check " + args + " 2>&1").c_str(), "r");
+  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " " + args + " 2>&1").c_str(), "r");
   if (!p) return r;
   char buf[4096];
   size_t n;
@@ -35,6 +35,8 @@ CommandRun OpCheck(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+CommandRun OpCheck(const std::string& args) { return Tunefarm("op check " + args); }
 
 const std::string kOps = std::string(TUNEFARM_SOURCE_DIR) + "/ops";
 
@@ -88,6 +90,42 @@ TEST(OpCheck, NamesTheRuleThatEmptiesASpaceAndFailsOnABrokenOp) {
   r = OpCheck(op.string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("op.toml: "), std::string::npos) << r.output;
+}
+
+// The table keeps one line per config; --config picks one (by id or params,
+// in any order) and --log prints its whole failure message.
+TEST(ResultsCommand, ShowsOneConfigsWholeFailureLog) {
+  tune::testing::TempDir dir;
+  const std::string store = dir.path() + "/db";
+  CommandRun r = Tunefarm("tune --op gemm --dtype f16 --shape M=256,N=256,K=256 --ops-dir " + kOps + " --store " +
+                          store + " --bundle " + dir.path() + "/b --backend sim --sim-faults compile=0.3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = Tunefarm("results --store " + store + " --format csv");
+  ASSERT_EQ(r.exit_code, 0);
+  ASSERT_NE(r.output.find("compile_error"), std::string::npos) << r.output;
+  r = Tunefarm("results --store " + store + " --log");
+  const size_t header = r.output.find("\n== sim-");
+  ASSERT_NE(header, std::string::npos) << r.output;
+  // The second line of the message, which the table leaves out.
+  EXPECT_NE(r.output.find("gemm.cu(1): error: simulated compile error for f16", header), std::string::npos) << r.output;
+  // One config by its params, in another order than stored.
+  const std::string rest = r.output.substr(header + 4);
+  const size_t from = rest.find("M=256,N=256,K=256 ") + 18;
+  const std::string params = rest.substr(from, rest.find(':') - from);
+  std::string reversed;
+  for (size_t end = params.size(); end > 0;) {
+    const size_t start = params.rfind(',', end - 1);
+    const size_t from = start == std::string::npos ? 0 : start + 1;
+    reversed += (reversed.empty() ? "" : ",") + params.substr(from, end - from);
+    end = start == std::string::npos ? 0 : start;
+  }
+  r = Tunefarm("results --store " + store + " --config " + reversed + " --log");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("== sim-h100 gemm f16 M=256,N=256,K=256 " + params + ": compile_error"), std::string::npos)
+      << reversed << "\n" << r.output;
+  r = Tunefarm("results --store " + store + " --config nosuchconfig");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("no results match the filter"), std::string::npos) << r.output;
 }
 
 }  // namespace
