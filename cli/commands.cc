@@ -610,7 +610,11 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
       }
     }
   }
-  PrintMeasurements(stdout, NewestKernelOnly(std::move(rows)), ops, format);
+  rows = NewestKernelOnly(std::move(rows));
+  std::map<std::string, size_t> failures;  // by class
+  for (const Measurement& m : rows)
+    if (m.failure != FailureClass::kNone) ++failures[FailureClassName(m.failure)];
+  PrintMeasurements(stdout, std::move(rows), ops, format);
   std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
               "%.2f s = %.2f configs/s on %zu device(s)\n"
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "
@@ -635,8 +639,15 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
+  std::string failed;
+  for (const auto& [cls, n] : failures) failed += (failed.empty() ? "" : ", ") + cls + " " + std::to_string(n);
+  std::printf("failures: %s\n", failed.empty() ? "none" : failed.c_str());
   std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
               out.c_str());
+  std::printf("next:   tunefarm results --store %s --log      (every row; failures with their whole log)\n"
+              "        tunefarm bundle show %s.tfb\n"
+              "        deploy it: README, \"After the first tune\" (C++ tunefarm::launcher, Python tunefarm)\n",
+              args.store.c_str(), out.c_str());
   return 0;
 }
 
