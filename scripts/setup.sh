@@ -22,6 +22,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   libjs-chart.js
   ansible ansible-lint
+  prometheus                      # promtool: /metrics, alert rules and scrape config checked in CI
   chromium chromium-driver python3-selenium
 )
 missing=()

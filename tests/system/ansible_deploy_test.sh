@@ -53,7 +53,8 @@ fail() {
   exit 1
 }
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port) http_port=$(free_port)
 
 "$SRC_DIR/scripts/pack.sh" "$BUILD_DIR" "$work/artifact"
 
@@ -63,7 +64,7 @@ export ANSIBLE_NOCOLOR=1
 playbook() {
   ansible-playbook -i "$SRC_DIR/ansible/inventories/local" "$SRC_DIR/ansible/playbooks/$1" \
     -e tunefarm_prefix="$prefix" -e tunefarm_use_systemd=false \
-    -e tunefarm_artifact="$work/artifact" -e tunefarm_port="$port" "${@:2}"
+    -e tunefarm_artifact="$work/artifact" -e tunefarm_port="$port" -e tunefarm_http_port="$http_port" "${@:2}"
 }
 
 echo "== deploy: coordinator and 2 sim workers on tcp://127.0.0.1:$port"
@@ -97,6 +98,9 @@ key=$prefix/etc/tunefarm/curve/coordinator.key
 timeout 300 "$tf" submit "$work/sweep.toml" --coordinator "tcp://127.0.0.1:$port" \
   --ops-dir "$prefix/share/tunefarm/ops" --curve-key "$key" --coordinator-key "$key.pub" --wait
 "$tf" status --coordinator "tcp://127.0.0.1:$port" --curve-key "$key" --coordinator-key "$key.pub"
+# tunefarm_http_port: the coordinator serves /metrics where the inventory says.
+python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+  "http://127.0.0.1:$http_port/metrics" | grep -q '^tunefarm_workers 2$' || fail "no /metrics with 2 workers on $http_port"
 
 # The store has a single owner: publish once the coordinator is down.
 "$prefix/sbin/tunefarm-service" stop coordinator
