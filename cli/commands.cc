@@ -1,5 +1,6 @@
 #include "commands.h"
 #include "progress.h"
+#include "service_notify.h"
 
 #include <unistd.h>
 
@@ -251,7 +252,11 @@ int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
   std::fprintf(stderr, "tunefarm coordinator on %s, store %s\n", coord.bound_endpoint().c_str(),
                args.opts.store_path.c_str());
   if (!coord.http_url().empty()) std::fprintf(stderr, "dashboard: %s\n", coord.http_url().c_str());
+  // Units ordered after the coordinator (workers, the nightly sweep) start
+  // once it serves, not once its process exists (Type=notify).
+  NotifyServiceManager("READY=1\nSTATUS=serving on " + coord.bound_endpoint());
   st = coord.Run(stop);
+  NotifyServiceManager("STOPPING=1");
   return st.ok() ? 0 : Fail(st.message());
 }
 
@@ -266,7 +271,9 @@ int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
                  d.name.c_str(), d.model.c_str(), d.backend.c_str(),
                  d.backend == "sim" ? ", SIMULATED" : "");
   }
+  NotifyServiceManager("READY=1\nSTATUS=" + std::to_string(worker.devices().size()) + " device(s)");
   st = worker.Run(stop);
+  NotifyServiceManager("STOPPING=1");
   return st.ok() ? 0 : Fail(st.message());
 }
 
