@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,19 +79,25 @@ class Child {
   int exit_code_ = -1;
 };
 
-// A TCP port on loopback that was free a moment ago.
+// A TCP port on loopback that was free a moment ago, never one this process
+// was given before.
 inline int FreePort() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(s);
-  return port;
+  // The kernel may hand the same ephemeral port out again at once: a test
+  // that takes two (a ZeroMQ endpoint and an HTTP port) must get two.
+  static std::set<int> handed_out;
+  for (int attempt = 0;; ++attempt) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+    int port = ntohs(addr.sin_port);
+    close(s);
+    if (handed_out.insert(port).second || attempt >= 100) return port;
+  }
 }
 
 inline std::string ReadFile(const std::string& path) {
