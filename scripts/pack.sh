@@ -59,6 +59,12 @@ if [[ -e "$BUILD_DIR/libtune/libtunefarm_c.so" ]]; then
   mkdir -p "$OUT/share/tunefarm/examples" && cp -r examples/. "$OUT/share/tunefarm/examples/"
 fi
 cp -r ops "$OUT/share/tunefarm/ops"
+# Chart.js for reports and the dashboard (tune/html.h kPackedChartJs): the
+# hosts the artifact goes to may not have Debian's libjs-chart.js.
+if [[ -f /usr/share/javascript/chart.js/chart.min.js ]]; then
+  mkdir -p "$OUT/share/tunefarm/js"
+  install -m 0644 /usr/share/javascript/chart.js/chart.min.js "$OUT/share/tunefarm/js/chart.min.js"
+fi
 if [[ -x "$BUILD_DIR/bench/bench_scale" ]]; then
   copy_program "$BUILD_DIR/bench/bench_scale" "$OUT/libexec"
   wrap_program bench_scale

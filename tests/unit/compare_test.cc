@@ -357,6 +357,15 @@ TEST_F(CompareTest, HtmlWithoutChartJsStillHasTables) {
   }
 }
 
+// A packed tunefarm (bin/ or libexec/ beside share/) finds the Chart.js it ships.
+TEST(ChartJsPaths, APackedTunefarmFindsItsOwnCopyAfterDebians) {
+  const std::vector<std::string> paths = DefaultChartJsPaths();
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths.back(), (exe.parent_path().parent_path() / kPackedChartJs).string());
+  EXPECT_EQ(paths.front().rfind("/usr/share/javascript/chart.js/", 0), 0u);
+}
+
 TEST(CompareSimulatedTest, SimulatedModelsAreLabelledEverywhere) {
   TempDir dir;
   auto store = OpenOrDie(dir.Sub("db"));

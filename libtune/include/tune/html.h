@@ -21,8 +21,12 @@ std::string EscapeInlineScript(std::string_view js);
 
 // The files tried, in order, for Chart.js: Debian's libjs-chart.js (Chart.js
 // 4 ships a UMD build as chart.umd.js, Chart.js 3 as chart.min.js; pages use
-// only what both provide).
+// only what both provide), then the copy a packed tunefarm ships
+// (kPackedChartJs under the folder above the running binary's).
 std::vector<std::string> DefaultChartJsPaths();
+// Where a packed tunefarm keeps Chart.js, relative to its prefix (the folder
+// above the running binary's).
+inline constexpr const char* kPackedChartJs = "share/tunefarm/js/chart.min.js";
 
 // The contents of the first of `candidates` that reads whole and non-empty;
 // "" when none does. `tried` (if given) receives the paths looked at,

@@ -1,5 +1,6 @@
 #include "tune/html.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -40,9 +41,15 @@ std::string EscapeInlineScript(std::string_view js) {
 }
 
 std::vector<std::string> DefaultChartJsPaths() {
-  return {"/usr/share/javascript/chart.js/chart.umd.js",
-          "/usr/share/javascript/chart.js/chart.min.js",
-          "/usr/share/javascript/chart.js/Chart.min.js"};
+  std::vector<std::string> paths = {"/usr/share/javascript/chart.js/chart.umd.js",
+                                    "/usr/share/javascript/chart.js/chart.min.js",
+                                    "/usr/share/javascript/chart.js/Chart.min.js"};
+  // A packed tunefarm (scripts/pack.sh) ships its own copy: GPU hosts have
+  // no Debian package to take it from.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) paths.push_back((exe.parent_path().parent_path() / kPackedChartJs).string());
+  return paths;
 }
 
 std::string ReadFirstFile(const std::vector<std::string>& candidates, std::string* tried) {
