@@ -183,6 +183,11 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
                     "CURVE public key file of the coordinator");
     app->add_flag("--insecure-plaintext", args->opts.insecure_plaintext,
                   "Allow a non-loopback coordinator without CURVE");
+    app->add_flag("--allow-programs", args->opts.allow_programs,
+                  "Run program ops: the build/run commands of whoever may submit sweeps, as this user "
+                  "(docs/program-ops.md)");
+  } else {
+    args->opts.allow_programs = true;  // tune runs the user's own ops
   }
   app->add_option("--backend", args->opts.backend, "auto (CUDA if a GPU is present), cuda or sim")
       ->capture_default_str()

@@ -1,11 +1,17 @@
 #include "op_check.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include "tune/config_space.h"
 #include "tune/known_gpus.h"
 #include "tune/op_spec.h"
+#include "tune/program_backend.h"
 #include "tune/text.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "tune/cuda_backend.h"
@@ -59,9 +65,12 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args) {
   return ok;
 }
 
-#ifdef TUNEFARM_WITH_CUDA
-// Prints one compile's outcome, with the whole log on failure.
+// Prints one compile's (or build's) outcome, with the whole log on failure.
 bool Report(const std::string& what, const CompiledKernel& k) {
+  if (k.failure == FailureClass::kNone && k.image.empty()) {
+    std::printf("  %-60s ok (%.2f s)\n", what.c_str(), k.compile_seconds);
+    return true;
+  }
   if (k.failure == FailureClass::kNone) {
     std::printf("  %-60s ok (%d registers, %lld B static smem, %.2f s)\n", what.c_str(), k.resources.registers,
                 static_cast<long long>(k.resources.static_smem_bytes), k.compile_seconds);
@@ -71,6 +80,48 @@ bool Report(const std::string& what, const CompiledKernel& k) {
   if (!k.log.empty()) std::printf("%s\n", k.log.c_str());
   return false;
 }
+
+// A program op: its build command on a sample of configs (or all), in a
+// scratch folder, as a worker would run it. Nothing is measured.
+bool CheckBuilds(const OpSpec& spec, const OpCheckArgs& args) {
+  if (spec.program->build.empty()) {
+    std::printf("build: none ([program] has no build command)\n");
+    return true;
+  }
+  char scratch[] = "/tmp/tunefarm-op-check-XXXXXX";
+  if (!mkdtemp(scratch)) {
+    std::printf("build: cannot create a scratch folder: %s\n", std::strerror(errno));
+    return false;
+  }
+  std::printf("build ([program] build), %s per dtype, in %s:\n",
+              args.all ? "every legal config" : ("a sample of " + std::to_string(args.sample)).c_str(), scratch);
+  ProgramBackendOptions options;
+  options.work_dir = scratch;
+  options.allowed = true;
+  const DeviceInfo& device = KnownGpus().front();
+  auto backend = MakeProgramBackend(device, "op-check", options);
+  auto configs = EnumerateConfigs(spec, device);
+  if (!configs.ok()) {
+    std::printf("  %s\n", configs.status().message().c_str());
+    return false;
+  }
+  bool ok = true;
+  size_t built = 0, failed = 0;
+  for (const std::string& dtype : spec.dtypes) {
+    for (const Config& c : args.all ? *configs : Sample(*configs, size_t(std::max(1, args.sample)))) {
+      const bool passed = Report(dtype + " " + c.Canonical(), backend->Compile(spec, dtype, c));
+      ok &= passed;
+      ++built;
+      failed += passed ? 0 : 1;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  std::printf("%zu configs built, %zu failed\n", built, failed);
+  return ok;
+}
+
+#ifdef TUNEFARM_WITH_CUDA
 
 bool CheckCompiles(const OpSpec& spec, const OpCheckArgs& args) {
   std::printf("compile (NVRTC %s), %s per dtype and architecture, and the reference:\n",
@@ -121,6 +172,7 @@ int RunOpCheck(const OpCheckArgs& args) {
   std::printf("op %s (%s): %zu params, dims %s, dtypes %s, %zu rules\n", spec->name.c_str(), args.dir.c_str(),
               spec->axes.size(), Join(spec->dims).c_str(), Join(spec->dtypes).c_str(), spec->constraints.size());
   bool ok = CheckSpaces(*spec, args);
+  if (spec->program) return CheckBuilds(*spec, args) && ok ? 0 : 1;
 #ifdef TUNEFARM_WITH_CUDA
   ok &= CheckCompiles(*spec, args);
 #else

@@ -23,6 +23,7 @@
 #include "tune/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "tune/cuda_backend.h"
+#include "tune/program_backend.h"
 #endif
 
 namespace tune {
@@ -47,11 +48,12 @@ std::string DefaultName() {
 }
 
 // Cubins survive between sweeps here unless --cache-dir says otherwise.
-std::string DefaultCacheDir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME")) return std::string(xdg) + "/tunefarm/cubins";
-  if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/tunefarm/cubins";
-  return "/tmp/tunefarm-cubins";
+std::string DefaultCacheRoot() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME")) return std::string(xdg) + "/tunefarm";
+  if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/tunefarm";
+  return "/tmp/tunefarm-cache";
 }
+std::string DefaultCacheDir() { return DefaultCacheRoot() + "/cubins"; }
 
 // A unit handed from the socket thread to one device thread.
 class UnitQueue {
@@ -147,6 +149,7 @@ struct Worker::Impl {
   WorkerOptions opts;
   zmq::context_t ctx{1};
   std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Backend>> program_backends;  // one beside each device's backend
   std::vector<DeviceInfo> devices;
   std::unique_ptr<CompilePool> pool;
   std::optional<CurveKeyPair> curve_keys;
@@ -235,9 +238,8 @@ struct Worker::Impl {
     zmq::socket_t push(ctx, zmq::socket_type::push);
     push.set(zmq::sockopt::linger, 0);
     push.connect("inproc://results");
-    Backend& backend = *backends[slot];
     while (auto unit = queues[slot]->Pop(&stop_devices)) {
-      RunUnit(backend, *unit, push);
+      RunUnit(*backends[slot], *program_backends[slot], *unit, push);
     }
   }
 
@@ -290,8 +292,8 @@ struct Worker::Impl {
   // finishes the current one.
   void AskForNextUnit(zmq::socket_t& push, int device_index) { Post(push, RequestWork{device_index}); }
 
-  void RunUnit(Backend& backend, const WorkUnit& unit, zmq::socket_t& push) {
-    const DeviceInfo& dev = backend.device();
+  void RunUnit(Backend& device_backend, Backend& program_backend, const WorkUnit& unit, zmq::socket_t& push) {
+    const DeviceInfo& dev = device_backend.device();
     Pending pending;
     std::vector<Measurement>& rows = pending.rows;
     uint64_t batch = 0;
@@ -332,6 +334,7 @@ struct Worker::Impl {
     }
     Log("unit " + std::to_string(unit.unit_id) + ": " + std::to_string(unit.configs.size()) +
         " configs x " + std::to_string(unit.shapes.size()) + " shapes on " + dev.model);
+    Backend& backend = spec->program ? program_backend : device_backend;
     std::vector<std::future<CompiledKernel>> compiled;
     compiled.reserve(unit.configs.size());
     for (const auto& c : unit.configs) {
@@ -339,6 +342,7 @@ struct Worker::Impl {
         return backend.Compile(*spec, dtype, c);
       }));
     }
+    backend.Plan(*spec, unit.dtype, unit.configs);
     const std::string op_hash = KernelHash(*spec, backend.toolchain());
     auto kernel_hash = [&](const CompiledKernel& k) { return k.kernel_hash.empty() ? op_hash : k.kernel_hash; };
     // Waits for config i's compile and counts it.
@@ -481,7 +485,14 @@ Status Worker::Start() {
                          "(or --insecure-plaintext on a trusted network)");
   }
   TUNE_RETURN_IF_ERROR(impl_->CreateBackends());
-  for (const auto& b : impl_->backends) impl_->devices.push_back(b->device());
+  ProgramBackendOptions programs;
+  programs.work_dir = (o.cache_dir.empty() ? DefaultCacheRoot() : o.cache_dir) + "/programs";
+  programs.allowed = o.allow_programs;
+  programs.python_path = TunefarmPythonPath();
+  for (const auto& b : impl_->backends) {
+    impl_->devices.push_back(b->device());
+    impl_->program_backends.push_back(MakeProgramBackend(b->device(), b->toolchain(), programs));
+  }
   // Every device's runner starts now, all at once, instead of inside its
   // first config: context creation is per process, not per sweep.
   std::vector<Status> prepared(impl_->backends.size());

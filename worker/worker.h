@@ -28,13 +28,16 @@ struct WorkerOptions {
   std::string sim_faults;                    // see SimFaults::Parse
   std::vector<int> cuda_devices;             // empty = every device
   unsigned compile_threads = 0;              // 0 = one per core
-  std::string cache_dir;                     // cubin cache (cuda)
+  std::string cache_dir;                     // cubin cache (cuda); program ops unpack beside it
   std::string runner_exe;                    // cuda: binary with the `runner` command
   TimingPolicy timing;
   // CURVE: this worker's key pair and the coordinator's public key; both or
   // neither. Required for non-loopback endpoints unless insecure_plaintext.
   std::string curve_secret_key, coordinator_public_key;
   bool insecure_plaintext = false;
+  // Run program ops (tune/program_backend.h): commands of whoever submits
+  // sweeps, run as this worker's user. Off unless the operator allows it.
+  bool allow_programs = false;
   size_t batch_size = 64;                    // results per message
   double batch_seconds = 0.5;                // or this old, whichever first
   bool verbose = false;

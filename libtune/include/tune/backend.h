@@ -137,6 +137,16 @@ class Backend {
   // final: the next Measure tries again.
   virtual Status Prepare() { return Status::OK(); }
 
+  // A hint before a unit: the configs the next Measure calls take, in
+  // order, so that a backend that compiles when it measures (a program op's
+  // serve process) may start on them ahead. Not to be called concurrently
+  // with Measure.
+  virtual void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs) {
+    (void)spec;
+    (void)dtype;
+    (void)configs;
+  }
+
   // Checks and times a compiled config on one shape. Not thread-safe (one
   // device). `best_so_far_us` (0 = none) lets clearly slower configs stop
   // early. Failures (launch error, crash, timeout, wrong result, NaN) come

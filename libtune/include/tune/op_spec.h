@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,8 @@ namespace tune {
 using OpPackage = std::map<std::string, std::string>;
 
 // Reads op.toml from `dir` and every file it names or #includes (quoted, same
-// folder). Errors name the file.
+// folder), and for a program op every file [program] files names (a folder:
+// its files, hidden ones left out). Errors name the file.
 Result<OpPackage> ReadOpPackage(const std::string& dir);
 
 // One named, typed axis of the config space (nvbench style).
@@ -54,6 +56,23 @@ struct CheckSpec {
   double max_mismatch = 0.0;        // ratio of elements allowed outside tolerance
 };
 
+// [program]: an op measured by a program of its own rather than by the
+// farm's CUDA runner (a Python-DSL kernel, a CUTLASS binary, a croq-tune
+// script). The worker runs it in the op's package folder with the config,
+// dims, dtype and device in its environment; the program checks and times
+// the kernel itself and prints the outcome (docs/program-ops.md has the
+// protocol). Its rows are stored, ranked, published (config-only) and
+// compared like any op's.
+struct ProgramSpec {
+  std::vector<std::string> files;  // package files besides op.toml (folders expanded)
+  std::string build;               // once per (config, dtype), optional
+  std::string run;                 // once per (config, shape): one of run | serve
+  std::string serve;               // a long-lived process per GPU, fed requests on stdin
+  double timeout_seconds = 120;    // per run, or per request to a serve process
+  double build_timeout_seconds = 600;
+  double start_timeout_seconds = 300;  // a serve process's start, before its first answer
+};
+
 struct OpSpec {
   std::string name;
   std::string origin;               // folder or "<package>", for error messages
@@ -74,11 +93,17 @@ struct OpSpec {
   std::string flops = "0", bytes = "0";  // metrics expressions over dims
   std::vector<std::string> compile_options;  // extra NVRTC options
   bool arch_specific = false;       // compile for sm_XYa (wgmma/setmaxnreg)
+  // Set for a program op: it has no source/kernel, [launch], [[args]] or
+  // reference ([check] gives only tolerances, handed to the program); its
+  // launch fields hold the trivial launch so that metrics still plan.
+  std::optional<ProgramSpec> program;
   OpPackage package;                // every file of the op
 
   // Digest of everything in the spec that changes the machine code: kernel
   // and reference sources with included headers, kernel name, compile
-  // options, arch_specific. Excludes axes, shapes and metrics. 32 hex digits.
+  // options, arch_specific; for a program op, every package file but
+  // op.toml and the commands. Excludes axes, shapes and metrics. 32 hex
+  // digits.
   std::string SourceDigest() const;
   // Digest of the rest of what changes a figure or whether it passes: launch
   // geometry and shared memory, the argument layout (kinds, directions,

@@ -193,6 +193,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   }
   const auto specs = SpecsByKernelHash(store, newest);
   std::map<std::pair<std::string, std::string>, Result<BundleLaunchPlan>> plans;  // (op, kernel hash)
+  std::set<std::string> program_ops;
   for (const auto& [key, m] : pick) {
     BundleEntry e;
     e.op = m->op;
@@ -221,7 +222,10 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     }
     const auto plan_key = std::make_pair(m->op, m->kernel_hash);
     auto found = specs.find(plan_key);
-    if (found == specs.end()) {
+    if (found != specs.end() && found->second.program) {
+      // Its own program launches a program op's kernel: the entry is its config.
+      if (program_ops.insert(m->op).second) note(m->op + " is a program op: its entries are configs only");
+    } else if (found == specs.end()) {
       plans.emplace(plan_key, Status::NotFound("the store holds no package of this kernel hash"));
     } else {
       auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(found->second, m->kernel_hash));

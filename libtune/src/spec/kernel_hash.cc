@@ -71,6 +71,18 @@ std::string OpSpec::SourceDigest() const {
   for (const std::string& o : compile_options) d.Add(o);
   d.Add("arch-specific");
   d.Add(arch_specific ? "1" : "0");
+  // Only a program op adds these, so a CUDA op's digest stays what it was.
+  if (program) {
+    d.Add("program");
+    for (const auto& [name, text] : package) {
+      if (name == "op.toml") continue;
+      d.Add(name);
+      d.Add(text);
+    }
+    d.Add(program->build);
+    d.Add(program->run);
+    d.Add(program->serve);
+  }
   return d.Hex();
 }
 

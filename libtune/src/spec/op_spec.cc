@@ -22,6 +22,7 @@
 #include <toml++/toml.h>
 
 #include "tune/expr.h"
+#include "tune/text.h"
 
 namespace tune {
 namespace {
@@ -119,7 +120,9 @@ class SpecParser {
     spec_.package = package_;
 
     TUNE_RETURN_IF_ERROR(
-        OnlyKeys(*root_, "", {"op", "params", "arch_defaults", "constraints", "launch", "args", "check", "metrics"}));
+        OnlyKeys(*root_, "", {"op", "params", "arch_defaults", "constraints", "launch", "args", "check", "metrics",
+                              "program"}));
+    TUNE_RETURN_IF_ERROR(ParseProgram());
     TUNE_RETURN_IF_ERROR(ParseOp());
     TUNE_RETURN_IF_ERROR(ParseParams());
     TUNE_RETURN_IF_ERROR(ParseDefault());
@@ -289,10 +292,15 @@ class SpecParser {
     TUNE_RETURN_IF_ERROR(OnlyKeys(*op, "[op]", {"name", "source", "kernel", "dims", "dtypes", "default",
                                                 "arch_specific", "options"}));
     TUNE_RETURN_IF_ERROR(String(*op, "[op]", "name", true, &spec_.name));
-    TUNE_RETURN_IF_ERROR(String(*op, "[op]", "source", true, &spec_.source_file));
-    TUNE_RETURN_IF_ERROR(NeedFile("[op] source", spec_.source_file));
-    TUNE_RETURN_IF_ERROR(String(*op, "[op]", "kernel", true, &spec_.kernel));
-    if (!IsIdentifier(spec_.kernel)) return Err("[op] kernel", "'" + spec_.kernel + "' is not a C identifier");
+    if (spec_.program) {
+      for (const char* k : {"source", "kernel", "arch_specific", "options"})
+        if (op->get(k)) return Err(std::string("[op] ") + k, "does not apply to a program op (its [program] builds it)");
+    } else {
+      TUNE_RETURN_IF_ERROR(String(*op, "[op]", "source", true, &spec_.source_file));
+      TUNE_RETURN_IF_ERROR(NeedFile("[op] source", spec_.source_file));
+      TUNE_RETURN_IF_ERROR(String(*op, "[op]", "kernel", true, &spec_.kernel));
+      if (!IsIdentifier(spec_.kernel)) return Err("[op] kernel", "'" + spec_.kernel + "' is not a C identifier");
+    }
     TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "dims", true, true, &spec_.dims));
     for (const std::string& d : spec_.dims) TUNE_RETURN_IF_ERROR(CheckVarName("[op] dims", d));
     TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "dtypes", true, false, &spec_.dtypes));
@@ -414,7 +422,17 @@ class SpecParser {
     return Status::OK();
   }
 
+  // A program op launches its kernel itself: the farm's launch, arguments
+  // and reference do not apply, and the trivial launch stands in for them.
+  Status NotForPrograms() {
+    for (const char* table : {"launch", "args"})
+      if (root_->get(table)) return Status::Error(file_ + ": [" + std::string(table) + "]: does not apply to a program op");
+    spec_.grid = spec_.block = spec_.check.grid = spec_.check.block = {"1", "1", "1"};
+    return Status::OK();
+  }
+
   Status ParseLaunch() {
+    if (spec_.program) return NotForPrograms();
     Status st;
     const toml::table* t = Table("launch", true, &st);
     if (!t) return st;
@@ -451,6 +469,7 @@ class SpecParser {
   }
 
   Status ParseArgs() {
+    if (spec_.program) return Status::OK();
     const toml::node* n = root_->get("args");
     if (!n) return Status::Error(file_ + ": [[args]]: missing (one [[args]] table per kernel parameter)");
     const toml::array* a = n->as_array();
@@ -504,8 +523,13 @@ class SpecParser {
 
   Status ParseCheck() {
     Status st;
-    const toml::table* t = Table("check", true, &st);
+    const toml::table* t = Table("check", !spec_.program, &st);
     if (!t) return st;
+    if (spec_.program) {
+      // The program checks its own output; these reach it as its tolerances.
+      TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[check] of a program op", {"rtol", "atol", "max_mismatch"}));
+      return Tolerances(*t);
+    }
     TUNE_RETURN_IF_ERROR(
         OnlyKeys(*t, "[check]", {"reference", "grid", "block", "rtol", "atol", "max_mismatch"}));
     std::string ref;
@@ -520,10 +544,59 @@ class SpecParser {
     TUNE_RETURN_IF_ERROR(NeedFile("[check] reference", spec_.check.reference_file));
     TUNE_RETURN_IF_ERROR(ExprList(*t, "[check]", "grid", 3, true, &spec_.check.grid));
     TUNE_RETURN_IF_ERROR(ExprList(*t, "[check]", "block", 3, true, &spec_.check.block));
-    TUNE_RETURN_IF_ERROR(Number(*t, "[check]", "rtol", &spec_.check.rtol));
-    TUNE_RETURN_IF_ERROR(Number(*t, "[check]", "atol", &spec_.check.atol));
-    TUNE_RETURN_IF_ERROR(Number(*t, "[check]", "max_mismatch", &spec_.check.max_mismatch));
+    return Tolerances(*t);
+  }
+
+  Status Tolerances(const toml::table& t) {
+    TUNE_RETURN_IF_ERROR(Number(t, "[check]", "rtol", &spec_.check.rtol));
+    TUNE_RETURN_IF_ERROR(Number(t, "[check]", "atol", &spec_.check.atol));
+    TUNE_RETURN_IF_ERROR(Number(t, "[check]", "max_mismatch", &spec_.check.max_mismatch));
     if (spec_.check.max_mismatch > 1) return Err("[check] max_mismatch", "expected a share between 0 and 1");
+    return Status::OK();
+  }
+
+  Status ParseProgram() {
+    Status st;
+    const toml::table* t = Table("program", false, &st);
+    if (!st.ok() || !t) return st;
+    const std::string where = "[program]";
+    TUNE_RETURN_IF_ERROR(
+        OnlyKeys(*t, where, {"files", "build", "run", "serve", "timeout", "build_timeout", "start_timeout"}));
+    ProgramSpec p;
+    std::vector<std::string> named;
+    TUNE_RETURN_IF_ERROR(Names(*t, where, "files", false, true, &named));
+    for (const std::string& name : named) {
+      // A folder named in files arrives as the files under it.
+      const std::string folder = name.back() == '/' ? name : name + "/";
+      bool found = package_.count(name) != 0;
+      for (const auto& [file, text] : package_) {
+        (void)text;
+        if (file == name || file.rfind(folder, 0) == 0) {
+          found = true;
+          if (std::find(p.files.begin(), p.files.end(), file) == p.files.end()) p.files.push_back(file);
+        }
+      }
+      if (!found) return Err("[program] files", "'" + name + "' is not in the op folder");
+    }
+    TUNE_RETURN_IF_ERROR(String(*t, where, "build", false, &p.build));
+    TUNE_RETURN_IF_ERROR(String(*t, where, "run", false, &p.run));
+    TUNE_RETURN_IF_ERROR(String(*t, where, "serve", false, &p.serve));
+    if (p.run.empty() == p.serve.empty())
+      return Err("[program]", "needs exactly one of run (a process per measurement) or serve (one per GPU)");
+    for (const std::string* cmd : {&p.build, &p.run, &p.serve}) {
+      if (!IsValidUtf8(*cmd) || cmd->size() > 4096 || cmd->find('\0') != std::string::npos)
+        return Err("[program]", "commands are UTF-8 text of at most 4096 bytes");
+    }
+    auto seconds = [&](const char* key, double* out) -> Status {
+      if (!t->get(key)) return Status::OK();
+      TUNE_RETURN_IF_ERROR(Number(*t, where, key, out));
+      if (!(*out > 0 && *out <= 86400)) return Err(where + " " + key, "expected seconds in (0, 86400]");
+      return Status::OK();
+    };
+    TUNE_RETURN_IF_ERROR(seconds("timeout", &p.timeout_seconds));
+    TUNE_RETURN_IF_ERROR(seconds("build_timeout", &p.build_timeout_seconds));
+    TUNE_RETURN_IF_ERROR(seconds("start_timeout", &p.start_timeout_seconds));
+    spec_.program = std::move(p);
     return Status::OK();
   }
 
@@ -603,6 +676,55 @@ class SpecParser {
   OpSpec spec_;
 };
 
+// What a program op's [program] files name: files, and folders read
+// whole (hidden entries left out: .git, editor files, caches). Bounded so
+// that a package still fits a unit's frame.
+Status ReadProgramFiles(const fs::path& root, const std::string& spec_file, const toml::table& doc,
+                        OpPackage* package) {
+  constexpr size_t kMaxFiles = 1000;
+  constexpr size_t kMaxBytes = size_t(32) << 20;
+  const toml::array* files = doc["program"]["files"].as_array();
+  if (!files) return Status::OK();  // missing or odd: ParseOpSpec says so
+  const std::string field = spec_file + ": [program] files: ";
+  size_t bytes = 0;
+  auto add = [&](const fs::path& path, const std::string& rel) -> Status {
+    if (package->count(rel)) return Status::OK();
+    if (package->size() >= kMaxFiles) return Status::Error(field + "more than " + std::to_string(kMaxFiles) + " files");
+    std::string contents, error;
+    if (!ReadFile(path, &contents, &error)) return Status::Error(field + "cannot read '" + path.string() + "': " + error);
+    bytes += contents.size();
+    if (bytes > kMaxBytes) return Status::Error(field + "the files hold more than 32 MiB");
+    (*package)[rel] = std::move(contents);
+    return Status::OK();
+  };
+  for (const toml::node& item : *files) {
+    const std::optional<std::string> name = item.value<std::string>();
+    if (!name) continue;
+    auto rel = InFolder(fs::path(*name));
+    if (!rel) return Status::Error(field + "'" + *name + "' is outside the op folder");
+    const fs::path path = root / *rel;
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) {
+      TUNE_RETURN_IF_ERROR(add(path, *rel));
+      continue;
+    }
+    if (!fs::is_directory(path, ec)) return Status::Error(field + "'" + path.string() + "' does not exist");
+    std::vector<std::pair<fs::path, std::string>> found;
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->path().filename().string().front() == '.' || it->path().filename() == "__pycache__") {
+        if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file(ec)) found.emplace_back(it->path(), fs::relative(it->path(), root).generic_string());
+    }
+    if (ec) return Status::Error(field + "cannot list '" + path.string() + "': " + ec.message());
+    std::sort(found.begin(), found.end());
+    for (const auto& [p, r] : found) TUNE_RETURN_IF_ERROR(add(p, r));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<OpPackage> ReadOpPackage(const std::string& dir) {
@@ -634,6 +756,8 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     package[*rel] = std::move(contents);
     roots.push_back(*rel);
   }
+
+  TUNE_RETURN_IF_ERROR(ReadProgramFiles(root, spec_file, doc.value(), &package));
 
   std::map<std::string, bool> on_disk;
   auto get = [&](const std::string& name) -> const std::string* {

@@ -1,0 +1,47 @@
+// The backend of program ops (tune/op_spec.h ProgramSpec): a worker hands
+// a unit of a program op to it instead of its CUDA or sim backend. It runs
+// the op's own commands, in the op's package unpacked on the worker, with
+// the device of the backend it stands beside.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tune/backend.h"
+
+namespace tune {
+
+struct ProgramBackendOptions {
+  // Where packages are unpacked (one folder per package digest) and builds
+  // kept; created on first use.
+  std::string work_dir;
+  // Program ops run arbitrary commands of whoever submitted the sweep: a
+  // worker runs them only when its operator allows it (`work
+  // --allow-programs`; `tune` allows its own). Refused otherwise, as a
+  // compile error that says so.
+  bool allowed = false;
+  // Put before PYTHONPATH, so that a Python program finds the tunefarm
+  // package (its harness) shipped with this binary. "" = none.
+  std::string python_path;
+};
+
+// A backend for program ops on `device` (the CUDA or sim device it shares):
+//   Compile runs [program] build once per (config, dtype), in a build folder
+//     of its own kept between units (a failure is a compile error with the
+//     build's output);
+//   Measure runs [program] run once per (config, shape), or asks the serve
+//     process (started on first use, one per backend, restarted after a
+//     crash, a timeout or another op); a non-zero exit is a crash, a run
+//     past [program] timeout is killed with its whole process group and is a
+//     timeout, and what the program prints is checked (program_protocol.h);
+//   Plan tells a serve process the unit's configs so it may compile ahead.
+// Thread-safety as Backend: Compile from many threads, Measure from one.
+std::unique_ptr<Backend> MakeProgramBackend(const DeviceInfo& device, const std::string& toolchain,
+                                            ProgramBackendOptions options);
+
+// The folder holding the tunefarm Python package that ships with the running
+// binary: $TUNEFARM_PYTHON, else python/ or share/tunefarm/python/ above the
+// binary's folder, else the source tree's; "" when none holds one.
+std::string TunefarmPythonPath();
+
+}  // namespace tune

@@ -1,0 +1,326 @@
+// The backend of program ops (tune/program_backend.h).
+#include "tune/program_backend.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "measure/program/program_process.h"
+#include "measure/program/program_protocol.h"
+
+namespace tune {
+namespace {
+
+namespace fs = std::filesystem;
+using program::Outcome;
+using program::ProgramProcess;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The last `max` bytes of `text`, cut at a line start.
+std::string Tail(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t from = text.size() - max;
+  const size_t nl = text.find('\n', from);
+  if (nl != std::string::npos && nl + 1 < text.size()) from = nl + 1;
+  return "[...]\n" + text.substr(from);
+}
+
+constexpr size_t kLogTailBytes = 8192;
+
+// The inputs of a shape: the same for every config, so that all of them are
+// checked against the same data.
+uint64_t SeedOf(const std::string& op, const std::string& dtype, const Shape& shape) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : op + "|" + dtype + "|" + shape.Canonical()) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  return h >> 11;  // exact in a double, for programs that read JSON numbers so
+}
+
+class ProgramBackend : public Backend {
+ public:
+  ProgramBackend(const DeviceInfo& device, std::string toolchain, ProgramBackendOptions options)
+      : device_(device), toolchain_(std::move(toolchain)), options_(std::move(options)) {}
+
+  const DeviceInfo& device() const override { return device_; }
+  std::string toolchain() const override { return toolchain_; }
+
+  CompiledKernel Compile(const OpSpec& spec, const std::string& dtype, const Config& config) override {
+    CompiledKernel k;
+    k.config = config;
+    k.config_id = config.Id();
+    const double start = Now();
+    auto fail = [&](const std::string& why, const std::string& log) {
+      k.failure = FailureClass::kCompileError;
+      k.failure_message = why;
+      k.log = log;
+      k.compile_seconds = Now() - start;
+      return k;
+    };
+    if (!spec.program) return fail("op '" + spec.name + "' is not a program op", "");
+    if (!options_.allowed)
+      return fail("program ops are not allowed on this worker (its operator starts it with --allow-programs)", "");
+    auto dir = PackageDir(spec);
+    if (!dir.ok()) return fail(dir.status().message(), "");
+    const fs::path build = BuildDir(*dir, dtype, config);
+    std::error_code ec;
+    fs::create_directories(build, ec);
+    if (ec) return fail("cannot create " + build.string() + ": " + ec.message(), "");
+    if (spec.program->build.empty()) return k;
+    const fs::path done = build / ".tunefarm-built";
+    if (fs::exists(done, ec)) {
+      k.from_cache = true;
+      return k;
+    }
+    program::Request r = RequestFor(spec, dtype, config, Shape{});
+    r.build_dir = build.string();
+    ProgramProcess p;
+    Status st = p.Start(spec.program->build, *dir, Environment(r), false);
+    if (!st.ok()) return fail("build: " + st.message(), "");
+    std::string out;
+    const double deadline = Now() + spec.program->build_timeout_seconds;
+    for (std::string line;;) {
+      const auto got = p.ReadLine(deadline, &line);
+      if (got == ProgramProcess::ReadOutcome::kLine) {
+        out = Tail(out + line + "\n", kLogTailBytes);
+        continue;
+      }
+      if (got == ProgramProcess::ReadOutcome::kTimeout) {
+        p.Kill();
+        return fail("build timed out after " + std::to_string(int(spec.program->build_timeout_seconds)) + " s",
+                    Tail(out + p.stderr_tail(), kLogTailBytes));
+      }
+      break;
+    }
+    bool clean = false;
+    const std::string how = p.Finish(deadline, &clean);
+    const std::string log = Tail(out + p.stderr_tail(), kLogTailBytes);
+    if (!clean) return fail("build failed (" + how + ")", log);
+    std::ofstream(done) << "built\n";
+    k.log = log;
+    k.compile_seconds = Now() - start;
+    return k;
+  }
+
+  void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs) override {
+    if (!spec.program || spec.program->serve.empty() || !options_.allowed) return;
+    if (!EnsureServe(spec).ok()) return;
+    if (!serve_.WriteLine(program::PlanLine(spec.name, dtype, configs), 10).ok()) serve_.Kill();
+  }
+
+  Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
+                      const Shape& shape, const TimingPolicy& policy, double best_so_far_us) override {
+    Measurement m;
+    auto fail = [&](FailureClass c, const std::string& why) {
+      m.failure = c;
+      m.failure_message = why;
+      return m;
+    };
+    if (!spec.program || !options_.allowed) return fail(FailureClass::kLaunchError, "not a program op here");
+    auto dir = PackageDir(spec);
+    if (!dir.ok()) return fail(FailureClass::kLaunchError, dir.status().message());
+    program::Request r = RequestFor(spec, dtype, kernel.config, shape);
+    r.build_dir = BuildDir(*dir, dtype, kernel.config).string();
+    r.timing = policy;
+    r.best_so_far_us = best_so_far_us;
+    return spec.program->serve.empty() ? RunOnce(spec, *dir, r) : AskServe(spec, r);
+  }
+
+ private:
+  program::Request RequestFor(const OpSpec& spec, const std::string& dtype, const Config& config,
+                              const Shape& shape) {
+    program::Request r;
+    r.id = ++next_id_;
+    r.op = spec.name;
+    r.dtype = dtype;
+    r.config = config;
+    r.shape = shape;
+    r.check = spec.check;
+    r.seed = SeedOf(spec.name, dtype, shape);
+    return r;
+  }
+
+  std::vector<std::string> Environment(const program::Request& r) const {
+    std::vector<std::string> env = program::RequestEnvironment(r, device_);
+    for (std::string& kv : program::DeviceEnvironment(device_, options_.python_path)) env.push_back(std::move(kv));
+    return env;
+  }
+
+  static fs::path BuildDir(const std::string& package_dir, const std::string& dtype, const Config& config) {
+    return fs::path(package_dir) / ".tunefarm" / "build" / (dtype + "-" + config.Id());
+  }
+
+  // The op's package unpacked once per digest under the work folder: written
+  // beside it and renamed into place, so that a reader never sees half of it.
+  Result<std::string> PackageDir(const OpSpec& spec) {
+    const std::string digest = PackageDigest(spec.package);
+    std::lock_guard<std::mutex> lock(dir_mu_);
+    auto known = dirs_.find(digest);
+    if (known != dirs_.end()) return known->second;
+    const fs::path dir = fs::path(options_.work_dir) / "packages" / digest;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      const fs::path tmp = dir.string() + ".tmp." + std::to_string(getpid()) + "." +
+                           std::to_string(std::random_device{}());
+      for (const auto& [name, text] : spec.package) {
+        const fs::path file = tmp / name;  // names are checked plain relative ones (op_confine.h)
+        fs::create_directories(file.parent_path(), ec);
+        std::ofstream out(file, std::ios::binary);
+        out << text;
+        if (ec || !out) {
+          fs::remove_all(tmp, ec);
+          return Status::Error("cannot unpack op '" + spec.name + "' into " + tmp.string());
+        }
+      }
+      fs::rename(tmp, dir, ec);
+      if (ec) {
+        // Another backend of this host unpacked it first: theirs serves.
+        std::error_code ignored;
+        fs::remove_all(tmp, ignored);
+        if (!fs::is_directory(dir, ignored))
+          return Status::Error("cannot unpack op '" + spec.name + "' into " + dir.string() + ": " + ec.message());
+      }
+    }
+    return dirs_[digest] = dir.string();
+  }
+
+  Measurement RunOnce(const OpSpec& spec, const std::string& dir, const program::Request& r) {
+    ProgramProcess p;
+    Measurement m;
+    if (Status st = p.Start(spec.program->run, dir, Environment(r), false); !st.ok()) {
+      m.failure = FailureClass::kLaunchError;
+      m.failure_message = st.message();
+      return m;
+    }
+    Outcome o;
+    const double deadline = Now() + spec.program->timeout_seconds;
+    for (std::string line;;) {
+      const auto got = p.ReadLine(deadline, &line);
+      if (got == ProgramProcess::ReadOutcome::kLine) {
+        program::ReadLine(line, 0, &o);
+        continue;
+      }
+      if (got == ProgramProcess::ReadOutcome::kTimeout) {
+        p.Kill();
+        return TimedOut(spec, p.stderr_tail());
+      }
+      break;
+    }
+    bool clean = false;
+    const std::string how = p.Finish(Now() + 5, &clean);
+    if (!clean) {
+      m.failure = FailureClass::kCrash;
+      m.failure_message = "the program ended with " + how + "\n" + Tail(p.stderr_tail(), kLogTailBytes);
+      return m;
+    }
+    return program::ToMeasurement(o, Tail(p.stderr_tail(), kLogTailBytes));
+  }
+
+  Status EnsureServe(const OpSpec& spec) {
+    const std::string digest = PackageDigest(spec.package);
+    if (serve_.running() && serve_digest_ == digest) return Status::OK();
+    if (serve_.running()) serve_.Kill();
+    auto dir = PackageDir(spec);
+    if (!dir.ok()) return dir.status();
+    std::vector<std::string> env = program::DeviceEnvironment(device_, options_.python_path);
+    env.push_back("TUNEFARM_OP=" + spec.name);
+    TUNE_RETURN_IF_ERROR(serve_.Start(spec.program->serve, *dir, env, true));
+    serve_digest_ = digest;
+    serve_fresh_ = true;
+    return Status::OK();
+  }
+
+  Measurement AskServe(const OpSpec& spec, const program::Request& r) {
+    Measurement m;
+    if (Status st = EnsureServe(spec); !st.ok()) {
+      m.failure = FailureClass::kLaunchError;
+      m.failure_message = st.message();
+      return m;
+    }
+    // A new process may first import its framework and warm its compiler.
+    const double deadline =
+        Now() + spec.program->timeout_seconds + (serve_fresh_ ? spec.program->start_timeout_seconds : 0);
+    serve_fresh_ = false;
+    if (Status st = serve_.WriteLine(program::MeasureLine(r), 30); !st.ok()) return Ended(st.message());
+    Outcome o;
+    for (std::string line;;) {
+      const auto got = serve_.ReadLine(deadline, &line);
+      if (got == ProgramProcess::ReadOutcome::kLine) {
+        if (program::ReadLine(line, r.id, &o)) break;
+        continue;
+      }
+      if (got == ProgramProcess::ReadOutcome::kTimeout) {
+        const std::string tail = serve_.stderr_tail();
+        serve_.Kill();
+        return TimedOut(spec, tail);
+      }
+      return Ended("its output ended");
+    }
+    return program::ToMeasurement(o, o.failure != FailureClass::kNone ? Tail(serve_.stderr_tail(), 2048) : "");
+  }
+
+  // The serve process is gone: the request is a crash, and the next one
+  // starts a new process.
+  Measurement Ended(const std::string& why) {
+    bool clean = false;
+    const std::string how = serve_.running() ? serve_.Finish(Now() + 5, &clean) : "not running";
+    Measurement m;
+    m.failure = FailureClass::kCrash;
+    m.failure_message = "the serve process stopped answering (" + why + "; " + how + ")\n" +
+                        Tail(serve_.stderr_tail(), kLogTailBytes);
+    serve_.Kill();
+    return m;
+  }
+
+  static Measurement TimedOut(const OpSpec& spec, const std::string& stderr_tail) {
+    Measurement m;
+    m.failure = FailureClass::kTimeout;
+    m.failure_message = "no result within " + std::to_string(int(spec.program->timeout_seconds)) +
+                        " s ([program] timeout); killed\n" + Tail(stderr_tail, kLogTailBytes);
+    return m;
+  }
+
+  DeviceInfo device_;
+  std::string toolchain_;
+  ProgramBackendOptions options_;
+  std::mutex dir_mu_;
+  std::map<std::string, std::string> dirs_;  // package digest -> folder
+  std::atomic<uint64_t> next_id_{0};
+  ProgramProcess serve_;
+  std::string serve_digest_;
+  bool serve_fresh_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeProgramBackend(const DeviceInfo& device, const std::string& toolchain,
+                                            ProgramBackendOptions options) {
+  return std::make_unique<ProgramBackend>(device, toolchain, std::move(options));
+}
+
+std::string TunefarmPythonPath() {
+  auto holds = [](const fs::path& dir) {
+    std::error_code ec;
+    return fs::is_regular_file(dir / "tunefarm" / "__init__.py", ec);
+  };
+  if (const char* env = std::getenv("TUNEFARM_PYTHON"); env && *env && holds(env)) return env;
+  std::error_code ec;
+  const fs::path above = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  if (!ec) {
+    for (const fs::path& dir : {above / "python", above / "share" / "tunefarm" / "python"})
+      if (holds(dir)) return dir.string();
+  }
+#ifdef TUNEFARM_SOURCE_DIR
+  if (holds(fs::path(TUNEFARM_SOURCE_DIR) / "python")) return (fs::path(TUNEFARM_SOURCE_DIR) / "python").string();
+#endif
+  return "";
+}
+
+}  // namespace tune

@@ -1,0 +1,62 @@
+// One process of a program op: `/bin/sh -c COMMAND` in its own session,
+// in a given folder with a given environment, stdout read as lines with
+// deadlines, stderr kept as a bounded tail for failure messages, and the
+// whole process group killed when it must go (a Python harness's compile
+// pool included). Knows nothing of the protocol spoken over it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "tune/status.h"
+
+namespace tune::program {
+
+class ProgramProcess {
+ public:
+  ProgramProcess() = default;
+  // Kills the process group if it is still there.
+  ~ProgramProcess();
+  ProgramProcess(const ProgramProcess&) = delete;
+  ProgramProcess& operator=(const ProgramProcess&) = delete;
+
+  // Starts `command` under /bin/sh in `cwd`, with the worker's environment
+  // plus `env` ("NAME=value", later entries win). stdin is a pipe when
+  // `keep_stdin` (a serve process), else /dev/null. Error when a pipe or
+  // the spawn fails.
+  Status Start(const std::string& command, const std::string& cwd, const std::vector<std::string>& env,
+               bool keep_stdin);
+  bool running() const { return pid_ > 0; }
+
+  // Writes one line (a '\n' is added). Error when the process no longer
+  // reads (its stdin closed) or the write would outlast `timeout_seconds`.
+  Status WriteLine(const std::string& line, double timeout_seconds);
+
+  enum class ReadOutcome { kLine, kTimeout, kClosed };
+  // Waits until `deadline` (NowSeconds() time) for one line of stdout (without
+  // its '\n'; a line over 4 MiB is cut there). kClosed: stdout ended.
+  ReadOutcome ReadLine(double deadline, std::string* line);
+
+  // After kClosed: waits until `deadline` for the process to exit, then
+  // kills what is left of its group and reaps it. Returns how it ended
+  // ("exit code 0", "killed by signal 9 (Killed)"); `clean` is set when it
+  // exited with 0.
+  std::string Finish(double deadline, bool* clean);
+  // SIGKILL to the whole group, reaped. Returns how the process ended.
+  std::string Kill();
+
+  // The last 16 KiB of what the process wrote to stderr.
+  const std::string& stderr_tail() const { return stderr_tail_; }
+
+ private:
+  void DrainStderr();
+  void CloseFds();
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::string out_buf_, stderr_tail_;
+};
+
+}  // namespace tune::program

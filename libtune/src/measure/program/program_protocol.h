@@ -1,0 +1,71 @@
+// What a program op and the worker say to each other (docs/program-ops.md),
+// as pure code: the environment and request lines the worker gives, and
+// the reading of what the program prints. A program is a peer like any
+// other: every value it prints is checked here before it becomes a row.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tune/backend.h"
+#include "tune/op_spec.h"
+#include "tune/types.h"
+
+namespace tune::program {
+
+// The protocol's version, in every request and (optionally) in answers.
+inline constexpr int kProtocolVersion = 1;
+// Samples one answer may carry.
+inline constexpr size_t kMaxSamples = 100000;
+
+// What one measurement request asks.
+struct Request {
+  uint64_t id = 0;
+  std::string op, dtype;
+  Config config;
+  Shape shape;
+  std::string build_dir;          // the config's build folder (build command's output)
+  TimingPolicy timing;
+  double best_so_far_us = 0;
+  CheckSpec check;                // tolerances only
+  uint64_t seed = 0;              // of the inputs: the same for every config of a shape
+};
+
+// "NAME=value" entries for a run or build process of `request` (TUNEFARM_*,
+// documented in docs/program-ops.md). `device` names the GPU; CUDA programs
+// see only it, as device 0.
+std::vector<std::string> RequestEnvironment(const Request& request, const DeviceInfo& device);
+// The variables a serve process starts with: the device and the package.
+std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, const std::string& python_path);
+// One JSON line: {"tunefarm":1,"cmd":"measure","id":..,"config":{..},"dims":{..},...}.
+std::string MeasureLine(const Request& request);
+// One JSON line telling a serve process which configs come next, so that it
+// may compile them ahead: {"tunefarm":1,"cmd":"plan","dtype":..,"configs":[..]}.
+std::string PlanLine(const std::string& op, const std::string& dtype, const std::vector<Config>& configs);
+
+// What a program said about one measurement.
+struct Outcome {
+  bool answered = false;          // a result line (JSON or the croq-tune VERIFY/TFLOPS lines)
+  bool checked = false, check_passed = false;
+  FailureClass failure = FailureClass::kNone;
+  std::string message;
+  double max_abs_error = 0, mismatch_ratio = 0;
+  std::vector<double> samples_us;
+  int sm_clock_mhz = 0;
+};
+
+// Folds one line of a program's stdout into `out`. Lines that are neither
+// a JSON object with a "tunefarm" key nor a croq-tune line ("VERIFY: PASS
+// max_abs_err=1e-3", "TFLOPS: 512.3 time_ms: 0.27") are its own chatter and
+// are ignored (false). A JSON answer to a serve request counts only when
+// its "id" is `want_id` (0: any). A value out of range (a sample that is not
+// finite and positive, an unknown failure class, too many samples) makes the
+// outcome a failure naming the field.
+bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out);
+
+// The row an outcome makes: a failure (with `log_tail` after its message),
+// a wrong result, or the figures of its samples. An answer without a check
+// result or without samples is a failure that says so.
+Measurement ToMeasurement(const Outcome& outcome, const std::string& log_tail);
+
+}  // namespace tune::program
