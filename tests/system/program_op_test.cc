@@ -1,0 +1,321 @@
+// Program ops (tune/program_backend.h): real processes under the program
+// backend (run and serve modes, hostile programs), and a program op through
+// a real coordinator and worker into a bundle.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "support/process.h"
+#include "tune/bundle.h"
+#include "tune/op_spec.h"
+#include "tune/program_backend.h"
+#include "tune/result_store.h"
+#include "tune/text.h"
+
+namespace fs = std::filesystem;
+using tune::testing::Child;
+
+namespace {
+
+const std::string kOps = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+
+class ProgramBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tunefarm-prog-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    device_.model = "sim-h100";
+    device_.backend = "sim";
+    device_.cc_major = 9;
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::unique_ptr<tune::Backend> Backend(bool allowed = true) {
+    tune::ProgramBackendOptions o;
+    o.work_dir = (dir_ / "work").string();
+    o.allowed = allowed;
+    return tune::MakeProgramBackend(device_, "sim", o);
+  }
+  // An op of `files` (op.toml and the rest) written to a folder and loaded.
+  tune::OpSpec Op(const std::map<std::string, std::string>& files) {
+    const fs::path op = dir_ / ("op" + std::to_string(++ops_));
+    for (const auto& [name, text] : files) {
+      fs::create_directories((op / name).parent_path());
+      std::ofstream(op / name) << text;
+    }
+    auto spec = tune::LoadOpSpec(op.string());
+    EXPECT_TRUE(spec.ok()) << spec.status().message();
+    return spec.ok() ? *spec : tune::OpSpec{};
+  }
+  static tune::Config X(int64_t x) { return tune::Config{{{"X", x}}}; }
+  static tune::Shape N(int64_t n) { return tune::Shape{{{"N", n}}}; }
+  tune::Measurement Run(tune::Backend& b, const tune::OpSpec& spec, int64_t x) {
+    tune::CompiledKernel k = b.Compile(spec, "f32", X(x));
+    if (k.failure != tune::FailureClass::kNone) {
+      tune::Measurement m;
+      m.failure = k.failure;
+      m.failure_message = k.failure_message + "\n" + k.log;
+      return m;
+    }
+    return b.Measure(spec, "f32", k, N(1024), tune::TimingPolicy{}, 0);
+  }
+
+  fs::path dir_;
+  tune::DeviceInfo device_;
+  int ops_ = 0;
+};
+
+std::string RunOp(const std::string& extra = "") {
+  return "[op]\nname = \"p\"\ndims = [\"N\"]\ndtypes = [\"f32\"]\ndefault = { X = 1 }\n"
+         "[params]\nX = [1, 2, 3]\n[program]\nfiles = [\"run.sh\"]\nrun = \"sh run.sh\"\ntimeout = 2\n" +
+         extra;
+}
+
+TEST_F(ProgramBackendTest, RunModeReadsJsonAndCroqTuneAnswers) {
+  auto b = Backend();
+  tune::OpSpec json = Op({{"op.toml", RunOp()},
+                          {"run.sh", "echo chatter\necho '{\"tunefarm\": 1, \"check\": \"pass\", \"max_abs_err\": 0.25, "
+                                     "\"samples_us\": [3, 1, 2], \"clock_mhz\": 1755}'\n"}});
+  tune::Measurement m = Run(*b, json, 1);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_DOUBLE_EQ(m.median_us, 2);
+  EXPECT_EQ(m.samples, 3u);
+  EXPECT_DOUBLE_EQ(m.max_abs_error, 0.25);
+  EXPECT_EQ(m.sm_clock_mhz, 1755);
+
+  tune::OpSpec croq = Op({{"op.toml", RunOp()},
+                          {"run.sh", "echo 'VERIFY: PASS max_abs_err=0.001'\n"
+                                     "echo 'TFLOPS: 100.0 time_ms: 0.5'\necho 'TFLOPS: 90.0 time_ms: 0.7'\n"}});
+  m = Run(*b, croq, 2);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_DOUBLE_EQ(m.median_us, 600);
+  EXPECT_DOUBLE_EQ(m.max_abs_error, 0.001);
+}
+
+TEST_F(ProgramBackendTest, ItsEnvironmentCarriesConfigDimsDtypeDeviceAndTolerances) {
+  auto b = Backend();
+  tune::OpSpec spec = Op({{"op.toml", RunOp("[check]\nrtol = 0.5\n")},
+                          {"run.sh",
+                           "test \"$TUNEFARM_PARAM_X\" = 3 && test \"$TUNEFARM_DIM_N\" = 1024 && "
+                           "test \"$TUNEFARM_DTYPE\" = f32 && test \"$TUNEFARM_GPU_MODEL\" = sim-h100 && "
+                           "test \"$TUNEFARM_RTOL\" = 0.5 && test \"$TUNEFARM_CONFIG\" = X=3 && "
+                           "test -d \"$TUNEFARM_BUILD_DIR\" && test -f run.sh || exit 9\n"
+                           "echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\n"}});
+  tune::Measurement m = Run(*b, spec, 3);
+  EXPECT_TRUE(m.Valid()) << m.failure_message;
+}
+
+TEST_F(ProgramBackendTest, HostileProgramsBecomeFailuresOfTheirClass) {
+  auto b = Backend();
+  struct Case {
+    std::string script;
+    tune::FailureClass want;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"echo 'VERIFY: FAIL max_abs_err=3'\necho 'TFLOPS: 1 time_ms: 1'\n", tune::FailureClass::kWrongResult,
+       "VERIFY: FAIL"},
+      {"echo 'VERIFY: PASS max_abs_err=nan'\necho 'TFLOPS: 1 time_ms: 1'\n", tune::FailureClass::kNan, "nan"},
+      {"echo 'TFLOPS: 1 time_ms: 1'\n", tune::FailureClass::kWrongResult, "no check result"},
+      {"echo 'VERIFY: PASS'\n", tune::FailureClass::kCrash, "no timing samples"},
+      {"echo '{\"tunefarm\":1,\"check\":\"pass\",\"samples_us\":[1,-2]}'\n", tune::FailureClass::kCrash,
+       "samples_us: -2"},
+      {"echo '{\"tunefarm\":1,\"check\":\"pass\",\"samples_us\":[1e300]}'\n", tune::FailureClass::kCrash,
+       "samples_us"},
+      {"echo '{\"tunefarm\":1,\"check\":\"maybe\",\"samples_us\":[1]}'\n", tune::FailureClass::kCrash,
+       "check = \"maybe\""},
+      {"echo '{\"tunefarm\":1,\"failure\":\"resources\",\"message\":\"needs 300 KB\"}'\n",
+       tune::FailureClass::kResources, "needs 300 KB"},
+      {"echo '{\"tunefarm\":1,\"failure\":\"melted\"}'\n", tune::FailureClass::kCrash, "unknown failure class"},
+      {"echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\necho 'out of memory' >&2; exit 3\n",
+       tune::FailureClass::kCrash, "exit code 3"},
+      {"echo nothing\n", tune::FailureClass::kCrash, "printed no result"},
+      {"printf '\\377\\376 VERIFY: FAIL \\377\\n'; echo 'TFLOPS: 1 time_ms: 1'\n", tune::FailureClass::kWrongResult,
+       ""},
+  };
+  for (const Case& c : cases) {
+    tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", c.script}});
+    tune::Measurement m = Run(*b, spec, 1);
+    EXPECT_EQ(m.failure, c.want) << c.script << "\n" << m.failure_message;
+    EXPECT_NE(m.failure_message.find(c.message), std::string::npos) << c.script << "\n" << m.failure_message;
+    EXPECT_FALSE(m.Valid());
+    EXPECT_TRUE(tune::IsValidUtf8(m.failure_message));
+  }
+}
+
+TEST_F(ProgramBackendTest, ARunPastItsTimeoutIsKilledWithEverythingItStarted) {
+  auto b = Backend();
+  const fs::path pidfile = dir_ / "child.pid";
+  tune::OpSpec spec = Op({{"op.toml", RunOp()},
+                          {"run.sh", "sleep 300 &\necho $! > " + pidfile.string() + "\nsleep 300\n"}});
+  const auto start = std::chrono::steady_clock::now();
+  tune::Measurement m = Run(*b, spec, 1);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(m.failure, tune::FailureClass::kTimeout) << m.failure_message;
+  EXPECT_NE(m.failure_message.find("[program] timeout"), std::string::npos);
+  EXPECT_LT(took, 10);
+  std::ifstream in(pidfile);
+  pid_t child = 0;
+  ASSERT_TRUE(in >> child);
+  // The background sleep was in the program's process group: gone too.
+  for (int i = 0; i < 100 && kill(child, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_NE(kill(child, 0), 0) << "a process the program started outlived the kill";
+}
+
+TEST_F(ProgramBackendTest, ABuildRunsOncePerConfigAndItsFailureIsACompileErrorWithTheLog) {
+  auto b = Backend();
+  std::string toml = RunOp();
+  toml.replace(toml.find("files = [\"run.sh\"]"), 18, "files = [\"run.sh\", \"build.sh\"]\nbuild = \"sh build.sh\"");
+  tune::OpSpec spec = Op({{"op.toml", toml},
+                          {"build.sh", "test \"$TUNEFARM_PARAM_X\" = 2 && { echo 'error: X=2 does not build'; exit 1; }\n"
+                                       "echo built >> \"$TUNEFARM_BUILD_DIR/out\"\n"},
+                          {"run.sh", "test -f \"$TUNEFARM_BUILD_DIR/out\" || exit 4\n"
+                                     "echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\n"}});
+  tune::CompiledKernel first = b->Compile(spec, "f32", X(1));
+  ASSERT_EQ(first.failure, tune::FailureClass::kNone) << first.failure_message << first.log;
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_TRUE(b->Compile(spec, "f32", X(1)).from_cache);
+  EXPECT_TRUE(b->Measure(spec, "f32", first, N(64), tune::TimingPolicy{}, 0).Valid());
+  tune::CompiledKernel bad = b->Compile(spec, "f32", X(2));
+  EXPECT_EQ(bad.failure, tune::FailureClass::kCompileError);
+  EXPECT_NE(bad.failure_message.find("exit code 1"), std::string::npos) << bad.failure_message;
+  EXPECT_NE(bad.log.find("X=2 does not build"), std::string::npos) << bad.log;
+}
+
+TEST_F(ProgramBackendTest, AWorkerThatDoesNotAllowProgramsSaysHowToAllowThem) {
+  auto b = Backend(/*allowed=*/false);
+  tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", "touch ran\n"}});
+  tune::CompiledKernel k = b->Compile(spec, "f32", X(1));
+  EXPECT_EQ(k.failure, tune::FailureClass::kCompileError);
+  EXPECT_NE(k.failure_message.find("--allow-programs"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "work"));
+}
+
+TEST_F(ProgramBackendTest, AServeProcessAnswersByIdAndIsRestartedAfterACrashOrATimeout) {
+  auto spec = tune::LoadOpSpec(kOps + "/program_serve");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto b = Backend();
+  std::vector<tune::Config> all;
+  for (int x = 1; x <= 6; ++x) all.push_back(X(x));
+  b->Plan(*spec, "f32", all);
+  auto measure = [&](int64_t x) {
+    tune::CompiledKernel k = b->Compile(*spec, "f32", X(x));
+    EXPECT_EQ(k.failure, tune::FailureClass::kNone) << k.failure_message;
+    return b->Measure(*spec, "f32", k, N(1024), tune::TimingPolicy{}, 0);
+  };
+  tune::Measurement m = measure(1);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_DOUBLE_EQ(m.median_us, 11);
+  m = measure(4);
+  EXPECT_EQ(m.failure, tune::FailureClass::kCrash);
+  EXPECT_NE(m.failure_message.find("X=4 crashes"), std::string::npos) << m.failure_message;
+  m = measure(2);  // a new process
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_DOUBLE_EQ(m.median_us, 10);
+  m = measure(6);
+  EXPECT_EQ(m.failure, tune::FailureClass::kCrash);
+  EXPECT_NE(m.failure_message.find("samples_us"), std::string::npos) << m.failure_message;
+  m = measure(5);
+  EXPECT_EQ(m.failure, tune::FailureClass::kTimeout) << m.failure_message;
+  m = measure(3);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_DOUBLE_EQ(m.median_us, 11);
+}
+
+TEST(ProgramOpSpec, ParsesAndRefusesWhatDoesNotApply) {
+  auto good = tune::LoadOpSpec(kOps + "/program_sum");
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  ASSERT_TRUE(good->program);
+  EXPECT_EQ(good->program->run, "sh bench.sh");
+  // A folder named in files arrives whole.
+  EXPECT_EQ(good->package.count("lib/cost.sh"), 1u);
+  EXPECT_NE(std::find(good->program->files.begin(), good->program->files.end(), "lib/cost.sh"),
+            good->program->files.end());
+
+  auto with = [&](const std::string& toml) {
+    tune::OpPackage p = good->package;
+    p["op.toml"] = toml;
+    return tune::ParseOpSpec(p, "op");
+  };
+  const std::string head = "[op]\nname = \"p\"\ndims = [\"N\"]\ndtypes = [\"f32\"]\n";
+  struct Bad {
+    std::string toml, message;
+  };
+  const std::vector<Bad> bad = {
+      {head + "[program]\nrun = \"a\"\nserve = \"b\"\n", "exactly one of run"},
+      {head + "[program]\nbuild = \"a\"\n", "exactly one of run"},
+      {head + "[program]\nrun = \"a\"\n[launch]\ngrid = [\"1\",\"1\",\"1\"]\nblock = [\"1\",\"1\",\"1\"]\n",
+       "[launch]: does not apply to a program op"},
+      {head + "[program]\nrun = \"a\"\nfiles = [\"missing.py\"]\n", "'missing.py' is not in the op folder"},
+      {head + "[program]\nrun = \"a\"\ntimeout = 0\n", "[program] timeout"},
+      {head + "[program]\nrun = \"a\"\n[check]\nreference = \"r.cu:r\"\n", "unknown field"},
+      {head + "source = \"x.cu\"\n[program]\nrun = \"a\"\n", "[op] source: does not apply"},
+  };
+  for (const Bad& b : bad) {
+    auto spec = with(b.toml);
+    ASSERT_FALSE(spec.ok()) << b.toml;
+    EXPECT_NE(spec.status().message().find(b.message), std::string::npos) << spec.status().message();
+  }
+  // The package's files and commands are the kernel's identity.
+  tune::OpPackage changed = good->package;
+  changed["lib/cost.sh"] += "\n";
+  auto other = tune::ParseOpSpec(changed, "op");
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(tune::KernelHash(*other, "13.0"), tune::KernelHash(*good, "13.0"));
+}
+
+// The whole path: a coordinator and a worker process, the op submitted from
+// a folder, rows in the store, a bundle with the program's winners.
+TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-progfarm-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string bin = TUNEFARM_BINARY;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  auto path = [&](const std::string& n) { return (dir / n).string(); };
+  std::ofstream(path("sweep.toml")) << "[sweep]\nname = \"prog\"\nops = [\"program_sum\"]\ndtypes = [\"f32\"]\n"
+                                       "gpus = [\"*\"]\nshapes = [ { N = 1024 }, { N = 4096 } ]\n";
+  {
+    Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--heartbeat-ms", "200"},
+                      path("coordinator.log"));
+    Child worker({bin, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "h100", "--cache-dir",
+                  path("cache"), "--allow-programs"},
+                 path("worker.log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    Child submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir", kOps, "--wait"},
+                 path("submit.log"));
+    ASSERT_EQ(submit.Wait(120), 0) << tune::testing::ReadFile(path("submit.log"))
+                                   << tune::testing::ReadFile(path("worker.log"));
+    EXPECT_EQ(worker.Stop(), 0);
+    EXPECT_EQ(coordinator.Stop(), 0) << tune::testing::ReadFile(path("coordinator.log"));
+  }
+  {
+    auto store = tune::ResultStore::OpenReadOnly(path("store"));
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    size_t rows = 0, wrong = 0;
+    ASSERT_TRUE((*store)->Scan({"sim-h100", "program_sum", "f32", "", ""}, [&](const tune::Measurement& m) {
+      ++rows;
+      wrong += m.failure == tune::FailureClass::kWrongResult ? 1 : 0;
+      if (m.config.params == tune::NamedValues{{"X", 4}, {"Y", 1}}) EXPECT_FALSE(m.Valid());
+      return true;
+    }).ok());
+    EXPECT_GE(rows, 16u);  // 8 configs x 2 shapes (and refined rows replace theirs)
+    EXPECT_EQ(wrong, 4u);
+  }
+  Child publish({bin, "publish", "--store", path("store"), "--out", path("b"), "--unsigned"}, path("publish.log"));
+  ASSERT_EQ(publish.Wait(60), 0) << tune::testing::ReadFile(path("publish.log"));
+  auto bundle = tune::ReadBundleFile(path("b.tfb"));
+  ASSERT_TRUE(bundle.ok()) << bundle.status().message();
+  ASSERT_EQ(bundle->entries.size(), 2u);
+  for (const auto& e : bundle->entries) EXPECT_EQ(e.config.Canonical(), "X=3,Y=2") << e.shape.Canonical();
+  EXPECT_TRUE(bundle->launch_plans.empty());
+  EXPECT_NE(tune::testing::ReadFile(path("publish.log")).find("program op"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
