@@ -342,7 +342,7 @@ struct Worker::Impl {
         return backend.Compile(*spec, dtype, c);
       }));
     }
-    backend.Plan(*spec, unit.dtype, unit.configs);
+    backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
     const std::string op_hash = KernelHash(*spec, backend.toolchain());
     auto kernel_hash = [&](const CompiledKernel& k) { return k.kernel_hash.empty() ? op_hash : k.kernel_hash; };
     // Waits for config i's compile and counts it.

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <thread>
 
@@ -202,7 +203,7 @@ TEST_F(ProgramBackendTest, AServeProcessAnswersByIdAndIsRestartedAfterACrashOrAT
   auto b = Backend();
   std::vector<tune::Config> all;
   for (int x = 1; x <= 6; ++x) all.push_back(X(x));
-  b->Plan(*spec, "f32", all);
+  b->Plan(*spec, "f32", all, {N(1024)});
   auto measure = [&](int64_t x) {
     tune::CompiledKernel k = b->Compile(*spec, "f32", X(x));
     EXPECT_EQ(k.failure, tune::FailureClass::kNone) << k.failure_message;
@@ -225,6 +226,40 @@ TEST_F(ProgramBackendTest, AServeProcessAnswersByIdAndIsRestartedAfterACrashOrAT
   m = measure(3);
   ASSERT_TRUE(m.Valid()) << m.failure_message;
   EXPECT_DOUBLE_EQ(m.median_us, 11);
+}
+
+TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadInItsPool) {
+  auto spec = tune::LoadOpSpec(kOps + "/harness_host");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const fs::path log = dir_ / "warm.log";
+  setenv("HARNESS_WARM_LOG", log.c_str(), 1);
+  tune::ProgramBackendOptions o;
+  o.work_dir = (dir_ / "work").string();
+  o.allowed = true;
+  o.python_path = std::string(TUNEFARM_SOURCE_DIR) + "/python";
+  auto b = tune::MakeProgramBackend(device_, "sim", o);
+  std::vector<tune::Config> all;
+  for (int64_t scale : {1, 2, 3, 4}) all.push_back(tune::Config{{{"SCALE", scale}, {"UNROLL", 1}}});
+  b->Plan(*spec, "f32", all, {N(2000)});
+  std::map<int64_t, tune::Measurement> got;
+  for (const tune::Config& c : all) {
+    tune::CompiledKernel k = b->Compile(*spec, "f32", c);
+    ASSERT_EQ(k.failure, tune::FailureClass::kNone) << k.failure_message;
+    got[c.params[0].second] = b->Measure(*spec, "f32", k, N(2000), tune::TimingPolicy{}, 0);
+  }
+  ASSERT_TRUE(got[1].Valid()) << got[1].failure_message;
+  ASSERT_TRUE(got[2].Valid()) << got[2].failure_message;
+  EXPECT_GE(got[1].samples, 5u);
+  EXPECT_LT(got[1].median_us, got[2].median_us);  // twice the work
+  EXPECT_EQ(got[3].failure, tune::FailureClass::kWrongResult) << got[3].failure_message;
+  EXPECT_NE(got[3].failure_message.find("outside rtol"), std::string::npos) << got[3].failure_message;
+  EXPECT_EQ(got[4].failure, tune::FailureClass::kCompileError) << got[4].failure_message;
+  EXPECT_NE(got[4].failure_message.find("SCALE=4: no such kernel"), std::string::npos);
+  // Every planned config was warmed, in the pool's processes, not the server's.
+  const std::string warmed = tune::testing::ReadFile(log.string());
+  for (int scale : {1, 2, 3, 4})
+    EXPECT_NE(warmed.find("warm SCALE=" + std::to_string(scale) + " "), std::string::npos) << warmed;
+  unsetenv("HARNESS_WARM_LOG");
 }
 
 TEST(ProgramOpSpec, ParsesAndRefusesWhatDoesNotApply) {

@@ -138,13 +138,15 @@ class Backend {
   virtual Status Prepare() { return Status::OK(); }
 
   // A hint before a unit: the configs the next Measure calls take, in
-  // order, so that a backend that compiles when it measures (a program op's
-  // serve process) may start on them ahead. Not to be called concurrently
-  // with Measure.
-  virtual void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs) {
+  // order, and the shapes they take them on, so that a backend that compiles
+  // when it measures (a program op's serve process) may start on them
+  // ahead. Not to be called concurrently with Measure.
+  virtual void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs,
+                    const std::vector<Shape>& shapes) {
     (void)spec;
     (void)dtype;
     (void)configs;
+    (void)shapes;
   }
 
   // Checks and times a compiled config on one shape. Not thread-safe (one

@@ -109,10 +109,11 @@ class ProgramBackend : public Backend {
     return k;
   }
 
-  void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs) override {
+  void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs,
+            const std::vector<Shape>& shapes) override {
     if (!spec.program || spec.program->serve.empty() || !options_.allowed) return;
     if (!EnsureServe(spec).ok()) return;
-    if (!serve_.WriteLine(program::PlanLine(spec.name, dtype, configs), 10).ok()) serve_.Kill();
+    if (!serve_.WriteLine(program::PlanLine(spec.name, dtype, configs, shapes), 10).ok()) serve_.Kill();
   }
 
   Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,

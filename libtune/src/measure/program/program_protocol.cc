@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "tune/json_text.h"
+#include "tune/sampling.h"
 #include "tune/stats.h"
 #include "tune/text.h"
 
@@ -40,6 +41,8 @@ json TimingJson(const Request& r) {
               {"min_samples", r.timing.min_samples},
               {"max_samples", r.timing.max_samples},
               {"target_rel_ci", r.timing.target_rel_ci},
+              {"rank_rel_ci", r.timing.rank_rel_ci},
+              {"refine_within", r.timing.refine_within},
               {"max_seconds", r.timing.max_seconds},
               {"early_stop_factor", r.timing.early_stop_factor},
               {"best_so_far_us", r.best_so_far_us}};
@@ -217,11 +220,13 @@ std::string MeasureLine(const Request& r) {
   return DumpJson(j);
 }
 
-std::string PlanLine(const std::string& op, const std::string& dtype, const std::vector<Config>& configs) {
-  json list = json::array();
+std::string PlanLine(const std::string& op, const std::string& dtype, const std::vector<Config>& configs,
+                     const std::vector<Shape>& shapes) {
+  json list = json::array(), dims = json::array();
   for (const Config& c : configs) list.push_back(Object(c.params));
-  return DumpJson(json{{"tunefarm", kProtocolVersion}, {"cmd", "plan"}, {"op", op}, {"dtype", dtype},
-                       {"configs", std::move(list)}});
+  for (const Shape& s : shapes) dims.push_back(Object(s.dims));
+  return DumpJson(json{{"tunefarm", kProtocolVersion}, {"cmd", "plan"},     {"op", op},
+                       {"dtype", dtype},               {"configs", std::move(list)}, {"shapes", std::move(dims)}});
 }
 
 bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out) {
@@ -252,15 +257,8 @@ Measurement ToMeasurement(const Outcome& o, const std::string& log_tail) {
   if (!o.check_passed)
     return fail(FailureClass::kWrongResult, o.message.empty() ? "the program's check failed" : o.message);
   if (o.samples_us.empty()) return fail(FailureClass::kCrash, "the program printed no timing samples");
-  const SampleStats st = ComputeStats(o.samples_us);
   m.check_passed = true;
-  m.samples = static_cast<uint32_t>(st.n);
-  m.median_us = st.median;
-  m.mean_us = st.mean;
-  m.stdev_us = st.stdev;
-  m.min_us = st.min;
-  m.max_us = st.max;
-  m.ci95_us = st.ci95;
+  SetFigures(ComputeStats(o.samples_us), &m);
   return m;
 }
 

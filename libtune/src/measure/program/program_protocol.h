@@ -39,9 +39,11 @@ std::vector<std::string> RequestEnvironment(const Request& request, const Device
 std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, const std::string& python_path);
 // One JSON line: {"tunefarm":1,"cmd":"measure","id":..,"config":{..},"dims":{..},...}.
 std::string MeasureLine(const Request& request);
-// One JSON line telling a serve process which configs come next, so that it
-// may compile them ahead: {"tunefarm":1,"cmd":"plan","dtype":..,"configs":[..]}.
-std::string PlanLine(const std::string& op, const std::string& dtype, const std::vector<Config>& configs);
+// One JSON line telling a serve process which configs come next and on
+// which shapes, so that it may compile them ahead:
+// {"tunefarm":1,"cmd":"plan","dtype":..,"configs":[..],"shapes":[..]}.
+std::string PlanLine(const std::string& op, const std::string& dtype, const std::vector<Config>& configs,
+                     const std::vector<Shape>& shapes);
 
 // What a program said about one measurement.
 struct Outcome {

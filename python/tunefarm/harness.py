@@ -1,0 +1,437 @@
+"""tunefarm.harness: the farm's check and timing discipline for Python kernels.
+
+A program op whose kernel is written in Python (Triton, TileLang, cuTile,
+CuTe DSL, plain torch) names this harness as its serve command:
+
+    [program]
+    files = ["matmul.py"]
+    serve = "python3 -m tunefarm.harness matmul.py"
+
+The worker starts it once per GPU (the GPU is its device 0) and sends it one
+JSON request per line (docs/program-ops.md); the harness answers each
+measurement with its check result and timing samples. The kernel module
+defines:
+
+    make_inputs(dims, dtype, seed) -> list   every kernel argument, in order,
+                                             on the GPU (outputs included)
+    reference(args, dims, dtype) -> the expected output (a tuple of them for several)
+    make_kernel(config, dtype) -> fn         fn(*args) launches the kernel (no sync)
+    outputs(args) -> list                    optional: the outputs (default [args[-1]])
+    warm(config, dtype, dims)                optional: compile without launching
+                                             (runs in a pool process, ahead of timing)
+
+The discipline is the farm's own (docs/timing.md): inputs made from the
+request's seed (the same for every config of a shape), the reference computed
+once per shape, outputs poisoned (NaN) before the checked run, a tolerance check
+where NaN never passes, the L2 cache flushed by a read before every sample,
+CUDA events around each sample, samples taken until the 95% confidence
+interval is within the target (or the caps), the SM clock read. A "plan"
+request lists the unit's configs: their `warm` runs in a pool of processes
+(one per core, up to 16) while the GPU times earlier configs, so a cold sweep
+is bound by the GPU rather than by one compiler thread (Triton's cache, shared
+between processes, then holds the compiled kernels).
+
+Without torch or a CUDA device (tests on hosts without a GPU) the harness
+times on the host with perf_counter and checks lists of numbers; those figures
+are not GPU measurements, as the sim backend's rows already say.
+"""
+
+import argparse
+import importlib.util
+import json
+import math
+import multiprocessing
+import os
+import sys
+import time
+import traceback
+
+PROTOCOL = 1
+MAX_BATCH = 32  # samples between two synchronisations, as the farm's runner
+
+# Two-sided 95% Student t for 1..30 degrees of freedom (tune/stats.h).
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042]
+
+
+def student_t95(dof):
+    if dof <= 0:
+        return math.inf
+    if dof <= 30:
+        return _T95[dof - 1]
+    return 1.96 + (2.042 - 1.96) * 30.0 / dof
+
+
+def summarize(samples):
+    """(median, mean, ci95 half-width) of `samples`."""
+    s = sorted(samples)
+    n = len(s)
+    median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    mean = sum(s) / n
+    if n < 2:
+        return median, mean, 0.0
+    var = sum((x - mean) ** 2 for x in s) / (n - 1)
+    return median, mean, student_t95(n - 1) * math.sqrt(var / n)
+
+
+def next_batch(timing, samples, timed_seconds):
+    """How many samples to take next; 0 to stop. The farm's NextSampling
+    (tune/sampling.h): minimum count, early stop of clearly slower configs,
+    noise target, sample and time caps."""
+    max_samples = max(1, int(timing.get("max_samples", 100)))
+    min_samples = min(max(1, int(timing.get("min_samples", 5))), max_samples)
+    n = len(samples)
+    if n == 0:
+        return min(min_samples, MAX_BATCH)
+    if n >= max_samples:
+        return 0
+    median, mean, ci = summarize(samples)
+    best = float(timing.get("best_so_far_us", 0) or 0)
+    target = float(timing.get("target_rel_ci", 0.01))
+    contender = best <= 0 or median <= (1 + float(timing.get("refine_within", 0.08))) * best
+    if not contender:
+        target = max(target, float(timing.get("rank_rel_ci", 0.03)))
+    if n >= min_samples:
+        factor = float(timing.get("early_stop_factor", 1.25))
+        if factor > 0 and best > 0 and median > factor * best:
+            return 0
+        if mean > 0 and ci <= target * mean:
+            return 0
+    max_seconds = float(timing.get("max_seconds", 0.1))
+    if timed_seconds >= max_seconds:
+        return 0
+    need = MAX_BATCH
+    rel = ci / mean if mean > 0 else 0
+    if n < min_samples:
+        need = min_samples - n
+    elif rel > 0 and target > 0:
+        need = int(math.ceil(n * (rel / target) ** 2)) - n
+    if mean > 0:
+        need = min(need, max(1, int(math.ceil((max_seconds - timed_seconds) / (mean * 1e-6)))))
+    return max(1, min(need, MAX_BATCH, max_samples - n))
+
+
+def load_module(path):
+    """Imports the kernel module at `path` (its folder first on sys.path)."""
+    path = os.path.abspath(path)
+    sys.path.insert(0, os.path.dirname(path))
+    spec = importlib.util.spec_from_file_location("tunefarm_kernel_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("make_inputs", "reference", "make_kernel"):
+        if not callable(getattr(module, name, None)):
+            raise SystemExit("tunefarm.harness: %s defines no %s()" % (path, name))
+    return module
+
+
+def config_key(config):
+    return json.dumps(config, sort_keys=True)
+
+
+def classify(exc):
+    """The farm's failure class of an exception raised by a kernel, and
+    whether the CUDA context is lost for good (the process must go)."""
+    name = type(exc).__name__
+    text = str(exc)
+    if "OutOfResources" in name or "OutOfMemory" in name or "out of resource" in text.lower():
+        return "resources", False
+    if "Compil" in name or "compil" in text[:200].lower():
+        return "compile_error", False
+    lost = any(s in text for s in ("illegal memory access", "unspecified launch failure", "misaligned address",
+                                   "device-side assert", "an illegal instruction", "CUDA error"))
+    return "launch_error", lost
+
+
+def tail(text, limit=3000):
+    return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+# --- devices -------------------------------------------------------------
+
+class TorchDevice:
+    """The GPU through torch: CUDA events, an L2 flush by a read, NaN poison."""
+
+    name = "cuda"
+
+    def __init__(self, torch):
+        self.torch = torch
+        torch.cuda.init()
+        props = torch.cuda.get_device_properties(0)
+        l2 = int(getattr(props, "L2_cache_size", 0) or 0) or (64 << 20)
+        # A read, not a write: a write would leave dirty lines in L2 that the
+        # kernel then pays to write back.
+        self.flush = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
+        self.events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                       for _ in range(MAX_BATCH)]
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def poison(self, outs):
+        for o in outs:
+            if o.is_floating_point():
+                o.fill_(float("nan"))
+            else:
+                o.fill_(-1)
+
+    def check(self, outs, expected, check):
+        """(passed, max_abs_err, mismatch share, nan seen)."""
+        torch = self.torch
+        worst, bad, total, nan = 0.0, 0, 0, False
+        for got, want in zip(outs, expected):
+            g = got.float()
+            w = want.to(g.device).float()
+            if g.shape != w.shape:
+                raise ValueError("output shape %s, reference %s" % (tuple(g.shape), tuple(w.shape)))
+            finite = torch.isfinite(g)
+            nan = nan or not bool(finite.all())
+            diff = (g - w).abs()
+            close = (diff <= check["atol"] + check["rtol"] * w.abs()) & finite
+            bad += int((~close).sum())
+            total += g.numel()
+            if g.numel():
+                worst = max(worst, float(torch.where(finite, diff, torch.zeros_like(diff)).max()))
+        share = bad / total if total else 0.0
+        return (not nan) and share <= check["max_mismatch"], worst, share, nan
+
+    def time(self, fn, args, timing):
+        samples, timed = [], 0.0
+        for _ in range(int(timing.get("warmup", 2))):
+            fn(*args)
+        while True:
+            batch = next_batch(timing, samples, timed)
+            if batch == 0:
+                return samples
+            for i in range(batch):
+                start, end = self.events[i]
+                self.flush.max()
+                start.record()
+                fn(*args)
+                end.record()
+            self.events[batch - 1][1].synchronize()
+            for i in range(batch):
+                us = self.events[i][0].elapsed_time(self.events[i][1]) * 1000.0
+                samples.append(us)
+                timed += us * 1e-6
+
+    def clock_mhz(self):
+        try:
+            return int(self.torch.cuda.clock_rate())
+        except Exception:  # pynvml missing: the clock goes unread
+            return 0
+
+
+class HostDevice:
+    """No GPU: lists of numbers, perf_counter. For tests only."""
+
+    name = "host"
+
+    def sync(self):
+        pass
+
+    def poison(self, outs):
+        for o in outs:
+            o[:] = [float("nan")] * len(o)
+
+    def check(self, outs, expected, check):
+        worst, bad, total, nan = 0.0, 0, 0, False
+        for got, want in zip(outs, expected):
+            if len(got) != len(want):
+                raise ValueError("output length %d, reference %d" % (len(got), len(want)))
+            for g, w in zip(got, want):
+                total += 1
+                if not math.isfinite(g):
+                    nan, bad = True, bad + 1
+                    continue
+                d = abs(g - w)
+                worst = max(worst, d)
+                bad += d > check["atol"] + check["rtol"] * abs(w)
+        share = bad / total if total else 0.0
+        return (not nan) and share <= check["max_mismatch"], worst, share, nan
+
+    def time(self, fn, args, timing):
+        samples, timed = [], 0.0
+        for _ in range(int(timing.get("warmup", 2))):
+            fn(*args)
+        while True:
+            batch = next_batch(timing, samples, timed)
+            if batch == 0:
+                return samples
+            for _ in range(batch):
+                t0 = time.perf_counter()
+                fn(*args)
+                us = max((time.perf_counter() - t0) * 1e6, 1e-3)
+                samples.append(us)
+                timed += us * 1e-6
+
+    def clock_mhz(self):
+        return 0
+
+
+def open_device():
+    if os.environ.get("TUNEFARM_BACKEND") != "sim":
+        try:
+            import torch
+            if torch.cuda.is_available():
+                return TorchDevice(torch)
+        except ImportError:
+            pass
+    return HostDevice()
+
+
+# --- the compile pool ------------------------------------------------------
+
+_pool_module = None
+
+
+def _pool_start(path):
+    global _pool_module
+    _pool_module = load_module(path)
+
+
+def _pool_warm(config, dtype, shapes):
+    """Runs in a pool process: compiles one config for every shape (its
+    specialisations may differ by shape). Returns an error text or None."""
+    try:
+        for dims in shapes or [{}]:
+            _pool_module.warm(config, dtype, dims)
+        return None
+    except Exception:
+        return traceback.format_exc()
+
+
+class Harness:
+    def __init__(self, module_path, jobs):
+        self.module_path = module_path
+        self.module = load_module(module_path)
+        self.device = open_device()
+        self.jobs = jobs
+        self.pool = None
+        self.warming = {}      # config key -> future
+        self.kernels = {}      # (config key, dtype) -> fn
+        self.shape_key = None
+        self.args = self.outs = self.expected = None
+
+    def plan(self, req):
+        if not callable(getattr(self.module, "warm", None)) or self.jobs <= 0:
+            return
+        if self.pool is None:
+            from concurrent.futures import ProcessPoolExecutor
+            # spawn: a fork of a process holding a CUDA context is unusable.
+            ctx = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_pool_start,
+                                            initargs=(self.module_path,))
+        for config in req.get("configs", []):
+            key = (config_key(config), req["dtype"])
+            if key not in self.warming and key not in self.kernels:
+                self.warming[key] = self.pool.submit(_pool_warm, config, req["dtype"], req.get("shapes", []))
+
+    def inputs(self, dims, dtype, seed):
+        key = (config_key(dims), dtype, seed)
+        if key != self.shape_key:
+            self.args = self.outs = self.expected = None  # the previous shape's memory goes first
+            self.shape_key = None
+            args = list(self.module.make_inputs(dims, dtype, seed))
+            outputs = getattr(self.module, "outputs", None)
+            outs = list(outputs(args)) if callable(outputs) else [args[-1]]
+            expected = self.module.reference(args, dims, dtype)
+            # One output's reference is that output; several come as a tuple.
+            many = isinstance(expected, tuple) or (isinstance(expected, list) and len(outs) > 1)
+            expected = list(expected) if many else [expected]
+            self.args, self.outs, self.expected = args, outs, list(expected)
+            self.device.sync()
+            self.shape_key = key
+        return self.args, self.outs, self.expected
+
+    def measure(self, req):
+        answer = {"tunefarm": PROTOCOL, "id": req["id"]}
+        config, dtype, dims = req["config"], req["dtype"], req["dims"]
+        key = (config_key(config), dtype)
+        warming = self.warming.pop(key, None)
+        if warming is not None:
+            warming.result()  # its error, if any, shows again below, where it is classified
+        try:
+            args, outs, expected = self.inputs(dims, dtype, int(req.get("seed", 0)))
+        except Exception:
+            # The inputs or reference of this shape: no config can run.
+            answer.update(failure="launch_error", message="inputs/reference: " + tail(traceback.format_exc()))
+            return answer, False
+        try:
+            fn = self.kernels.get(key)
+            if fn is None:
+                if len(self.kernels) >= 256:
+                    self.kernels.clear()
+                fn = self.kernels[key] = self.module.make_kernel(config, dtype)
+            self.device.poison(outs)
+            fn(*args)
+            self.device.sync()
+        except Exception as exc:
+            failure, lost = classify(exc)
+            answer.update(failure=failure, message=tail(traceback.format_exc()))
+            return answer, lost
+        try:
+            passed, worst, share, nan = self.device.check(outs, expected, req["check"])
+        except Exception:
+            answer.update(failure="wrong_result", message="check: " + tail(traceback.format_exc()))
+            return answer, False
+        answer.update(max_abs_err=worst, mismatch=share)
+        if nan:
+            answer.update(failure="nan", message="the output holds NaN or Inf")
+            return answer, False
+        if not passed:
+            answer.update(check="fail", message="%.4g of the outputs outside rtol=%g atol=%g (max abs error %.4g)" % (
+                share, req["check"]["rtol"], req["check"]["atol"], worst))
+            return answer, False
+        try:
+            samples = self.device.time(fn, args, req.get("timing", {}))
+        except Exception as exc:
+            failure, lost = classify(exc)
+            answer.update(failure=failure, message=tail(traceback.format_exc()))
+            return answer, lost
+        answer.update(check="pass", samples_us=samples, clock_mhz=self.device.clock_mhz())
+        return answer, False
+
+    def serve(self, stdin, stdout):
+        for line in stdin:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                req = json.loads(line)
+            except ValueError:
+                sys.stderr.write("tunefarm.harness: not a request: %r\n" % line[:200])
+                continue
+            cmd = req.get("cmd")
+            if cmd == "plan":
+                self.plan(req)
+            elif cmd == "measure":
+                answer, lost = self.measure(req)
+                stdout.write(json.dumps(answer) + "\n")
+                stdout.flush()
+                if lost:
+                    # The CUDA context is gone for good: a new process takes over.
+                    sys.stderr.write("tunefarm.harness: the CUDA context is lost; exiting\n")
+                    os._exit(3)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m tunefarm.harness",
+        description="Serve a Python kernel module to a tunefarm worker (the program-op protocol on "
+                    "stdin/stdout; docs/program-ops.md).")
+    parser.add_argument("module", help="the kernel module: make_inputs, reference, make_kernel[, outputs, warm]")
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("TUNEFARM_HARNESS_JOBS",
+                                                                     min(16, os.cpu_count() or 1))),
+                        help="processes compiling ahead (warm); 0 = none (default: one per core, up to 16)")
+    args = parser.parse_args(argv)
+    # The protocol owns stdout: what the kernel module prints goes to stderr.
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout = sys.stderr
+    Harness(args.module, args.jobs).serve(sys.stdin, protocol_out)
+
+
+if __name__ == "__main__":
+    main()
