@@ -287,7 +287,13 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     if (opts_.shrink_tail_units) {
       size_t left = 0;
       for (const auto& p : pools) left += p.configs->size() - std::min(p.next, p.configs->size());
-      const size_t sharers = leased_per_model_[gpu_model] + 1;
+      // The model's units in flight (a device holds its next unit while it
+      // runs one) and the asker's. A model with one device has nothing to
+      // balance: halving its units would only cut a program op's compiles
+      // ahead (tune/program_backend.h) into ever smaller plans.
+      auto live = live_devices_.find(gpu_model);
+      const bool lone = live != live_devices_.end() && live->second == 1;
+      const size_t sharers = lone ? 1 : leased_per_model_[gpu_model] + 1;
       n = std::min(n, (left + sharers - 1) / sharers);
     }
     const size_t end = std::min(pool.configs->size(), pool.next + std::max<size_t>(n, 1));

@@ -75,6 +75,14 @@ class UnitQueue {
     q_.pop_front();
     return u;
   }
+  // Copies of the queued units not yet in `seen` (whose ids are added).
+  std::vector<WorkUnit> TakeUnseen(std::set<uint64_t>* seen) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<WorkUnit> out;
+    for (const WorkUnit& u : q_)
+      if (seen->insert(u.unit_id).second) out.push_back(u);
+    return out;
+  }
 
  private:
   std::mutex mu_;
@@ -238,8 +246,9 @@ struct Worker::Impl {
     zmq::socket_t push(ctx, zmq::socket_type::push);
     push.set(zmq::sockopt::linger, 0);
     push.connect("inproc://results");
+    std::set<uint64_t> planned;  // units whose configs the program backend was told of
     while (auto unit = queues[slot]->Pop(&stop_devices)) {
-      RunUnit(*backends[slot], *program_backends[slot], *unit, push);
+      RunUnit(slot, *unit, push, &planned);
     }
   }
 
@@ -292,7 +301,20 @@ struct Worker::Impl {
   // finishes the current one.
   void AskForNextUnit(zmq::socket_t& push, int device_index) { Post(push, RequestWork{device_index}); }
 
-  void RunUnit(Backend& device_backend, Backend& program_backend, const WorkUnit& unit, zmq::socket_t& push) {
+  // A serve-mode program op compiles in its serve process, ahead of timing
+  // when told what comes: the queued units of its device are planned as
+  // soon as they arrive (between measurements), not when they start.
+  void PlanQueued(size_t slot, std::set<uint64_t>* planned) {
+    for (const WorkUnit& next : queues[slot]->TakeUnseen(planned)) {
+      std::string ignored;
+      auto spec = SpecFor(next, &ignored);
+      if (spec && spec->program && !next.confirm())
+        program_backends[slot]->Plan(*spec, next.dtype, next.configs, next.shapes);
+    }
+  }
+
+  void RunUnit(size_t slot, const WorkUnit& unit, zmq::socket_t& push, std::set<uint64_t>* planned) {
+    Backend& device_backend = *backends[slot];
     const DeviceInfo& dev = device_backend.device();
     Pending pending;
     std::vector<Measurement>& rows = pending.rows;
@@ -334,7 +356,11 @@ struct Worker::Impl {
     }
     Log("unit " + std::to_string(unit.unit_id) + ": " + std::to_string(unit.configs.size()) +
         " configs x " + std::to_string(unit.shapes.size()) + " shapes on " + dev.model);
-    Backend& backend = spec->program ? program_backend : device_backend;
+    Backend& backend = spec->program ? *program_backends[slot] : device_backend;
+    // Its next unit is asked for at once, so that its configs compile while
+    // this unit's are timed; planned units are forgotten when they start.
+    const bool compiles_ahead = spec->program && !spec->program->serve.empty();
+    planned->erase(planned->begin(), planned->lower_bound(unit.unit_id));
     std::vector<std::future<CompiledKernel>> compiled;
     compiled.reserve(unit.configs.size());
     for (const auto& c : unit.configs) {
@@ -342,7 +368,7 @@ struct Worker::Impl {
         return backend.Compile(*spec, dtype, c);
       }));
     }
-    backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
+    if (!planned->count(unit.unit_id)) backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
     const std::string op_hash = KernelHash(*spec, backend.toolchain());
     auto kernel_hash = [&](const CompiledKernel& k) { return k.kernel_hash.empty() ? op_hash : k.kernel_hash; };
     // Waits for config i's compile and counts it.
@@ -405,7 +431,8 @@ struct Worker::Impl {
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       // The last config: ask for the next unit now, so that it is here when
       // this one ends and the device never waits on a round trip.
-      if (i + 1 == unit.configs.size()) AskForNextUnit(push, dev.index);
+      if (compiles_ahead ? i == 0 : i + 1 == unit.configs.size()) AskForNextUnit(push, dev.index);
+      if (compiles_ahead) PlanQueued(slot, planned);
       CompiledKernel k = take_compiled(i);
       for (const auto& s : unit.shapes) {
         Measurement m;

@@ -301,31 +301,61 @@ def _pool_warm(config, dtype, shapes):
         return traceback.format_exc()
 
 
+def _pool_ready():
+    return None
+
+
+def defines_warm(path):
+    """Whether the module at `path` defines warm() at its top level (read,
+    not imported: the pool starts before this process imports it)."""
+    import ast
+    try:
+        tree = ast.parse(open(path).read(), path)
+    except (OSError, SyntaxError):
+        return False
+    return any(isinstance(n, ast.FunctionDef) and n.name == "warm" for n in tree.body)
+
+
 class Harness:
-    def __init__(self, module_path, jobs):
+    def __init__(self, module_path, jobs, log=None):
+        self.log = log
+        self.started = time.perf_counter()
         self.module_path = module_path
-        self.module = load_module(module_path)
-        self.device = open_device()
-        self.jobs = jobs
         self.pool = None
+        if jobs > 0 and defines_warm(module_path):
+            # The pool's processes import the kernel module (a framework and
+            # its compiler: seconds) while this one does.
+            from concurrent.futures import ProcessPoolExecutor
+            # spawn: a fork of a process holding a CUDA context is unusable.
+            ctx = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_pool_start, initargs=(module_path,))
+            for _ in range(jobs):
+                self.pool.submit(_pool_ready)
+        self.module = load_module(module_path)
+        self.note("module loaded")
+        self.device = open_device()
+        self.note("device ready (%s)" % self.device.name)
         self.warming = {}      # config key -> future
         self.kernels = {}      # (config key, dtype) -> fn
         self.shape_key = None
         self.args = self.outs = self.expected = None
 
+    def note(self, text):
+        """A line of the log (--log): where a sweep's time goes."""
+        if self.log:
+            self.log.write("%9.3f %s\n" % (time.perf_counter() - self.started, text))
+            self.log.flush()
+
     def plan(self, req):
-        if not callable(getattr(self.module, "warm", None)) or self.jobs <= 0:
-            return
         if self.pool is None:
-            from concurrent.futures import ProcessPoolExecutor
-            # spawn: a fork of a process holding a CUDA context is unusable.
-            ctx = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_pool_start,
-                                            initargs=(self.module_path,))
+            return
+        fresh = 0
         for config in req.get("configs", []):
             key = (config_key(config), req["dtype"])
             if key not in self.warming and key not in self.kernels:
                 self.warming[key] = self.pool.submit(_pool_warm, config, req["dtype"], req.get("shapes", []))
+                fresh += 1
+        self.note("plan: %d configs, %d to warm" % (len(req.get("configs", [])), fresh))
 
     def inputs(self, dims, dtype, seed):
         key = (config_key(dims), dtype, seed)
@@ -348,9 +378,11 @@ class Harness:
         answer = {"tunefarm": PROTOCOL, "id": req["id"]}
         config, dtype, dims = req["config"], req["dtype"], req["dims"]
         key = (config_key(config), dtype)
+        t0 = time.perf_counter()
         warming = self.warming.pop(key, None)
         if warming is not None:
             warming.result()  # its error, if any, shows again below, where it is classified
+        t1 = time.perf_counter()
         try:
             args, outs, expected = self.inputs(dims, dtype, int(req.get("seed", 0)))
         except Exception:
@@ -383,12 +415,15 @@ class Harness:
             answer.update(check="fail", message="%.4g of the outputs outside rtol=%g atol=%g (max abs error %.4g)" % (
                 share, req["check"]["rtol"], req["check"]["atol"], worst))
             return answer, False
+        t2 = time.perf_counter()
         try:
             samples = self.device.time(fn, args, req.get("timing", {}))
         except Exception as exc:
             failure, lost = classify(exc)
             answer.update(failure=failure, message=tail(traceback.format_exc()))
             return answer, lost
+        self.note("measure %s: waited %.3f s for its compile, first run and check %.3f s, %d samples in %.3f s" % (
+            key[0], t1 - t0, t2 - t1, len(samples), time.perf_counter() - t2))
         answer.update(check="pass", samples_us=samples, clock_mhz=self.device.clock_mhz())
         return answer, False
 
@@ -423,6 +458,9 @@ def main(argv=None):
         description="Serve a Python kernel module to a tunefarm worker (the program-op protocol on "
                     "stdin/stdout; docs/program-ops.md).")
     parser.add_argument("module", help="the kernel module: make_inputs, reference, make_kernel[, outputs, warm]")
+    parser.add_argument("--log", default=os.environ.get("TUNEFARM_HARNESS_LOG"),
+                        help="append where the time goes (start, plans, each measurement) to this file "
+                             "(default: $TUNEFARM_HARNESS_LOG)")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("TUNEFARM_HARNESS_JOBS",
                                                                      min(16, os.cpu_count() or 1))),
                         help="processes compiling ahead (warm); 0 = none (default: one per core, up to 16)")
@@ -430,7 +468,8 @@ def main(argv=None):
     # The protocol owns stdout: what the kernel module prints goes to stderr.
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr
-    Harness(args.module, args.jobs).serve(sys.stdin, protocol_out)
+    log = open(args.log, "a") if args.log else None
+    Harness(args.module, args.jobs, log).serve(sys.stdin, protocol_out)
 
 
 if __name__ == "__main__":

@@ -439,7 +439,7 @@ TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
   o.tail_duplicates = false;
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());  // 600 configs
-  s.AddDevice(Device("m"), 0);
+  for (int d = 0; d < 4; ++d) s.AddDevice(Device("m"), 0);
   // Four devices: each completes its unit and takes the next, in turn.
   std::vector<size_t> sizes;
   std::map<std::string, std::optional<WorkUnit>> held;
@@ -461,6 +461,24 @@ TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
     if (u) s.CompleteUnit(w, "s1", u->unit_id, 300, 300);
   }
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
+}
+
+TEST(Scheduler, ALoneDeviceKeepsFullSizeUnitsToTheEnd) {
+  SchedulerOptions o;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());  // 600 configs
+  s.AddDevice(Device("m"), 0);
+  // It holds its next unit while it runs one: nothing to balance with.
+  std::vector<size_t> sizes;
+  std::optional<WorkUnit> running = s.Lease("w", "m", 0), next;
+  for (int round = 1; running && round < 50; ++round) {
+    sizes.push_back(running->configs.size());
+    next = s.Lease("w", "m", round);
+    s.CompleteUnit("w", "s1", running->unit_id, round, round);
+    running = next;
+  }
+  EXPECT_EQ(sizes, std::vector<size_t>(6, 100));
 }
 
 TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
