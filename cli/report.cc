@@ -70,7 +70,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
                           {"shape", m.shape}, {"config", m.config.Canonical()},
                           {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
                           {"status", FailureClassName(m.failure)},
-                          {"check_passed", m.check_passed}, {"median_us", m.median_us},
+                          {"check_passed", m.check_passed}, {"unchecked", m.unchecked}, {"median_us", m.median_us},
                           {"stdev_us", m.stdev_us}, {"ci95_us", m.ci95_us},
                           {"samples", m.samples}, {"sm_clock_mhz", m.sm_clock_mhz},
                           {"throttled", m.throttled}, {"confirmed", m.confirmed}, {"refined", m.refined},
@@ -119,9 +119,10 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
     char tpbuf[32] = "-";
     if (tp > 0) std::snprintf(tpbuf, sizeof tpbuf, "%.1f %s", tp, unit.c_str());
     if (m.Valid()) {
-      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  ok%s\n", winner[i] ? "*" : "",
+      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  ok%s%s\n", winner[i] ? "*" : "",
                    m.config.Canonical().c_str(), m.median_us,
                    m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf,
+                   m.unchecked ? " (unchecked)" : "",
                    m.confirmed ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
                    : m.refined ? ", refined"
                                : "");

@@ -139,6 +139,10 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # image is the KernelImage of (kernelHash, configId, dtype, arch). Empty
   # for sim rows and rows stored before the field existed.
   arch @34 :Text;
+  # Ran, but its output was not checked (its op's [check] skip = true, or a
+  # program op that gave no check result where the op allows that): a
+  # candidate winner only where no checked row of its key passed.
+  unchecked @35 :Bool;
 }
 
 # The exact binary a worker measured: one cubin per (kernel hash, config,

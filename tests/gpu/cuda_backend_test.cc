@@ -180,6 +180,47 @@ TEST_F(CudaGpu, InoutAndIntegerBuffersAreCheckedAfterEveryTimingRun) {
   }
 }
 
+TEST_F(CudaGpu, ACheckerKernelJudgesOutputsWithSeveralRightAnswersFedByIntZeroAndFileInputs) {
+  // Integer inputs make ties for the maximum likely: only a checker can say
+  // which indices are right. The bias comes from bias.npy, hits from zeros
+  // (the checker wants each at 1 after the run: a second run must start
+  // from zeros again).
+  OpSpec spec = Planted("argmax_rows");
+  auto backend = MakeCudaBackend(device_, Options());
+  Shape shape;
+  shape.dims = {{"ROWS", 3000}, {"N", 4096}};
+  for (int64_t threads : {64, 256}) {
+    for (int round = 0; round < 2; ++round) {
+      Measurement good = Run(*backend, spec, "f32", Config{{{"THREADS", threads}, {"BUG", 0}}}, shape, QuickPolicy());
+      EXPECT_TRUE(good.Valid()) << Describe(good);
+      EXPECT_TRUE(good.check_passed);
+      EXPECT_FALSE(good.unchecked);
+      EXPECT_EQ(good.mismatch_ratio, 0.0);
+    }
+    Measurement bug = Run(*backend, spec, "f32", Config{{{"THREADS", threads}, {"BUG", 1}}}, shape, QuickPolicy());
+    EXPECT_EQ(bug.failure, FailureClass::kWrongResult) << Describe(bug);
+    EXPECT_NE(bug.failure_message.find("checker argmax_check"), std::string::npos) << bug.failure_message;
+  }
+  // A shape the .npy file does not fit: the problem cannot be built, and says why.
+  Shape other;
+  other.dims = {{"ROWS", 10}, {"N", 100}};
+  Measurement misfit = Run(*backend, spec, "f32", spec.default_config, other, QuickPolicy());
+  EXPECT_FALSE(misfit.Valid());
+  EXPECT_NE(misfit.failure_message.find("bias.npy: holds 4096 elements; the buffer has 100"), std::string::npos)
+      << misfit.failure_message;
+}
+
+TEST_F(CudaGpu, AnOpThatSkipsItsCheckGetsUncheckedRows) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/copy_unchecked");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto backend = MakeCudaBackend(device_, Options());
+  Measurement m = Run(*backend, *spec, "f32", spec->default_config, ShapeN(1 << 20), QuickPolicy());
+  EXPECT_TRUE(m.Valid()) << Describe(m);
+  EXPECT_TRUE(m.unchecked);
+  EXPECT_FALSE(m.check_passed);
+  EXPECT_GT(m.samples, 0u);
+}
+
 TEST_F(CudaGpu, PlantedFaultsAreClassifiedAndTheRunnerRecovers) {
   auto backend = MakeCudaBackend(device_, Options());
   const Shape shape = ShapeN(1 << 20);

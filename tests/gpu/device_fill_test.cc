@@ -121,16 +121,16 @@ class DeviceFillGpu : public ::testing::Test {
   std::vector<CUmodule> modules_;
 };
 
-TEST_F(DeviceFillGpu, UniformAndOnesAreBitIdenticalToTheHostDraw) {
+TEST_F(DeviceFillGpu, UniformIntOnesAndZerosAreBitIdenticalToTheHostDraw) {
   const int64_t elems = 1000003;  // odd: a partial last block
   for (const char* dtype : kDtypes) {
-    for (std::string init : {"uniform(-1,1)", "uniform(-3,7)", "ones", ""}) {
+    for (std::string init : {"uniform(-1,1)", "uniform(-3,7)", "ones", "", "int(-5,7)", "zeros"}) {
       if (std::string(dtype) == "i32" && init.empty()) init = "uniform(-5,5)";
       SCOPED_TRACE(std::string(dtype) + " " + init);
       auto host = MakeInput(dtype, init, elems, 0x1234abcdull);
       ASSERT_TRUE(host.ok()) << host.status().message();
       Drawn dev = Fill(dtype, init, elems, 0x1234abcdull);
-      EXPECT_TRUE(dev.nonzero);
+      EXPECT_EQ(dev.nonzero, init != "zeros");
       ASSERT_EQ(dev.bytes.size(), host->size());
       size_t first_diff = 0;
       while (first_diff < host->size() && (*host)[first_diff] == dev.bytes[first_diff]) ++first_diff;

@@ -149,6 +149,21 @@ TEST_F(ProgramBackendTest, HostileProgramsBecomeFailuresOfTheirClass) {
   }
 }
 
+TEST_F(ProgramBackendTest, AnOpThatSkipsItsCheckGetsUncheckedRowsFromAProgramWithoutOne) {
+  auto b = Backend();
+  tune::OpSpec spec = Op({{"op.toml", RunOp("[check]\nskip = true\n")},
+                          {"run.sh", "case \"$TUNEFARM_REQUEST\" in *'\"skip\":true'*) ;; *) exit 5 ;; esac\n"
+                                     "echo 'TFLOPS: 1 time_ms: 0.5'\n"}});
+  tune::Measurement m = Run(*b, spec, 1);
+  EXPECT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_TRUE(m.unchecked);
+  EXPECT_FALSE(m.check_passed);
+  // A program that checks anyway is heard: its failure stands.
+  tune::OpSpec failing = Op({{"op.toml", RunOp("[check]\nskip = true\n")},
+                             {"run.sh", "echo 'VERIFY: FAIL'; echo 'TFLOPS: 1 time_ms: 0.5'\n"}});
+  EXPECT_EQ(Run(*b, failing, 1).failure, tune::FailureClass::kWrongResult);
+}
+
 TEST_F(ProgramBackendTest, ARunPastItsTimeoutIsKilledWithEverythingItStarted) {
   auto b = Backend();
   const fs::path pidfile = dir_ / "child.pid";
@@ -336,7 +351,9 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
     ASSERT_TRUE((*store)->Scan({"sim-h100", "program_sum", "f32", "", ""}, [&](const tune::Measurement& m) {
       ++rows;
       wrong += m.failure == tune::FailureClass::kWrongResult ? 1 : 0;
-      if (m.config.params == tune::NamedValues{{"X", 4}, {"Y", 1}}) EXPECT_FALSE(m.Valid());
+      if (m.config.params == tune::NamedValues{{"X", 4}, {"Y", 1}}) {
+        EXPECT_FALSE(m.Valid());
+      }
       return true;
     }).ok());
     EXPECT_GE(rows, 16u);  // 8 configs x 2 shapes (and refined rows replace theirs)

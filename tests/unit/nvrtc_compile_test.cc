@@ -15,9 +15,11 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include <cmath>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -296,8 +298,67 @@ TEST(CheckerData, InputsAreDeterministicPerElementAndNeverAllZero) {
   EXPECT_EQ(std::count_if(ints.begin(), ints.end(), [](float x) { return x < 0 || x > 3; }), 0);
 
   EXPECT_FALSE(MakeInput("f32", "uniform(0,0)", 100, 1).ok());
-  EXPECT_FALSE(MakeInput("f32", "zeros", 100, 1).ok());
+  // Zeros and integer draws are asked for by name: they may be all zeros.
+  for (float x : cuda::DecodeToFloat("f16", *MakeInput("f16", "zeros", 100, 1))) EXPECT_EQ(x, 0.0f);
+  EXPECT_TRUE(MakeInput("i32", "int(0,0)", 100, 1).ok());
   EXPECT_FALSE(MakeInput("f64", "ones", 100, 1).ok());
+}
+
+TEST(CheckerData, IntDrawsAreIntegersInTheirRangeInEveryDtype) {
+  for (const char* dtype : {"f32", "f16", "bf16", "i32"}) {
+    std::vector<float> v = cuda::DecodeToFloat(dtype, *cuda::MakeInput(dtype, "int(-5, 7)", 20000, 3));
+    std::set<float> seen(v.begin(), v.end());
+    EXPECT_EQ(seen.size(), 13u) << dtype;
+    for (float x : v) {
+      EXPECT_EQ(x, std::floor(x)) << dtype;
+      EXPECT_GE(x, -5.0f);
+      EXPECT_LE(x, 7.0f);
+    }
+  }
+  EXPECT_FALSE(cuda::ParseInit("int(3,1)").ok());
+  EXPECT_FALSE(cuda::ParseInit("int(1.5,2)").ok());
+}
+
+// The bytes of a version-1 .npy file of `descr` with `shape` and `data`.
+std::string Npy(const std::string& descr, const std::string& shape, const std::string& data, bool fortran = false) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+                       ", 'shape': " + shape + ", }";
+  header += std::string(64 - (10 + header.size() + 1) % 64, ' ') + "\n";
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += char(header.size() & 0xFF);
+  out += char(header.size() >> 8);
+  return out + header + data;
+}
+
+TEST(CheckerData, NpyFilesFeedBuffersOfTheirDtypeAndSizeOnly) {
+  std::string f32(16, '\0');
+  const float values[4] = {1.5f, -2.0f, 0.25f, 3.0f};
+  std::memcpy(f32.data(), values, 16);
+  auto ok = cuda::NpyToBuffer(Npy("<f4", "(2, 2)", f32), "f32", 4);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, f32);
+  auto bf = cuda::NpyToBuffer(Npy("<f4", "(4,)", f32), "bf16", 4);
+  ASSERT_TRUE(bf.ok()) << bf.status().message();
+  EXPECT_EQ(cuda::DecodeToFloat("bf16", *bf), std::vector<float>(values, values + 4));
+  struct Bad {
+    std::string npy, dtype, message;
+    int64_t elems;
+  };
+  const std::vector<Bad> bad = {
+      {Npy("<f4", "(4,)", f32), "f32", "holds 4 elements; the buffer has 5", 5},
+      {Npy("<f4", "(4,)", f32), "f16", "holds '<f4'; a f16 buffer reads '<f2'", 4},
+      {Npy("<f8", "(2,)", f32), "f32", "holds '<f8'", 2},
+      {Npy(">f4", "(4,)", f32), "f32", "holds '>f4'", 4},
+      {Npy("<f4", "(4,)", f32.substr(0, 12)), "f32", "bytes of data", 4},
+      {Npy("<f4", "(2, 2)", f32, true), "f32", "Fortran order", 4},
+      {"PK\x03\x04 not numpy", "f32", "not a .npy file", 4},
+      {Npy("<f4", "(4,)", f32).substr(0, 9), "f32", "not a .npy file", 4},
+  };
+  for (const Bad& b : bad) {
+    auto r = cuda::NpyToBuffer(b.npy, b.dtype, b.elems);
+    ASSERT_FALSE(r.ok()) << b.message;
+    EXPECT_NE(r.status().message().find(b.message), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(CheckerData, HalfAndBf16ConversionsRoundToNearestEven) {

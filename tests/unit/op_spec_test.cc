@@ -389,6 +389,65 @@ TEST(OpSpec, KernelHashCoversWhatChangesAMeasurement) {
   EXPECT_EQ(KernelHash(*axes, "13.0"), hash);
 }
 
+TEST(OpSpec, ChecksMayUseACheckerOrBeSkippedAndInputsMayBeIntsZerosOrFiles) {
+  const std::string reference = "reference = \"reference.cu:gemm_ref\"";
+  auto base = ParseOpSpec(GemmPackage(), "ops/gemm");
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(base->check.mode, CheckSpec::Mode::kReference);
+
+  OpPackage with_checker = GemmPackage(Replace(kGemmToml, reference, "checker = \"check.cu:gemm_check\""));
+  with_checker["check.cu"] = "extern \"C\" __global__ void gemm_check() {}\n";
+  auto checker = ParseOpSpec(with_checker, "x");
+  ASSERT_TRUE(checker.ok()) << checker.status().message();
+  EXPECT_EQ(checker->check.mode, CheckSpec::Mode::kChecker);
+  EXPECT_EQ(checker->check.reference_file, "check.cu");
+  EXPECT_EQ(checker->check.reference_kernel, "gemm_check");
+
+  std::string skip_toml = Replace(kGemmToml, reference, "skip = true");
+  skip_toml = Replace(skip_toml, "grid  = [\"cdiv(N, 16)\", \"cdiv(M, 16)\", \"1\"]\n", "");
+  skip_toml = Replace(skip_toml, "block = [\"16\", \"16\", \"1\"]\n", "");
+  auto skip = ParseOpSpec(GemmPackage(skip_toml), "x");
+  ASSERT_TRUE(skip.ok()) << skip.status().message();
+  EXPECT_EQ(skip->check.mode, CheckSpec::Mode::kSkip);
+  // How a config is judged is part of what was measured.
+  EXPECT_NE(KernelHash(*skip, "13.0"), KernelHash(*base, "13.0"));
+  EXPECT_NE(KernelHash(*checker, "13.0"), KernelHash(*base, "13.0"));
+
+  for (const char* init : {"zeros", "int(-3, 3)", "file(a.npy)"}) {
+    OpPackage p = GemmPackage(Replace(kGemmToml, "init = \"uniform(-1,1)\"", std::string("init = \"") + init + "\""));
+    p["a.npy"] = "\x93NUMPY...";
+    auto spec = ParseOpSpec(p, "x");
+    EXPECT_TRUE(spec.ok()) << init << ": " << spec.status().message();
+  }
+  // A file input's bytes are the input: they are in the kernel hash.
+  OpPackage file = GemmPackage(Replace(kGemmToml, "init = \"uniform(-1,1)\"", "init = \"file( a.npy )\""));
+  file["a.npy"] = "one";
+  auto one = ParseOpSpec(file, "x");
+  file["a.npy"] = "two";
+  auto two = ParseOpSpec(file, "x");
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_EQ(one->args[0].init, "file(a.npy)");
+  EXPECT_NE(KernelHash(*one, "13.0"), KernelHash(*two, "13.0"));
+
+  struct Bad {
+    std::string from, to, message;
+  };
+  const std::vector<Bad> bad = {
+      {reference, reference + "\nskip = true", "needs exactly one of reference"},
+      {reference, "checker = \"check.cu:gemm_check\"", "file 'check.cu' is not in the op folder"},
+      {reference, "skip = \"yes\"", "[check] skip: expected true or false"},
+      {"init = \"uniform(-1,1)\"", "init = \"int(3,1)\"", "int(lo,hi) needs lo <= hi"},
+      {"init = \"uniform(-1,1)\"", "init = \"int(0.5,1)\"", "int(lo,hi) takes two integers"},
+      {"init = \"uniform(-1,1)\"", "init = \"file(missing.npy)\"", "file 'missing.npy' is not in the op folder"},
+      {"init = \"uniform(-1,1)\"", "init = \"file(a.txt)\"", "expected a .npy file"},
+  };
+  for (const Bad& b : bad) {
+    auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, b.from, b.to)), "x");
+    ASSERT_FALSE(spec.ok()) << b.to;
+    EXPECT_NE(spec.status().message().find(b.message), std::string::npos) << spec.status().message();
+  }
+}
+
 TEST(OpSpec, KernelHashAddsTheToolchain) {
   auto spec = ParseOpSpec(GemmPackage(), "ops/gemm");
   ASSERT_TRUE(spec.ok());

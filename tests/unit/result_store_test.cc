@@ -199,6 +199,31 @@ TEST_F(ScanTest, FullScanAndEarlyStop) {
   EXPECT_EQ(seen, 3);
 }
 
+TEST(ResultStoreTest, AnUncheckedRowNeverOutranksACheckedOne) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  auto unchecked = [](const std::string& config, double us) {
+    Measurement m = M("h100", "gemm", kS1, config, us);
+    m.check_passed = false;
+    m.unchecked = true;
+    return m;
+  };
+  ASSERT_TRUE(store->Put(unchecked("u1", 1)).ok());
+  auto only = store->Best(Filter("h100", "gemm"));
+  ASSERT_TRUE(only.ok());
+  ASSERT_EQ(only->size(), 1u);
+  EXPECT_EQ((*only)[0].config_id, "u1");  // nothing checked: the fastest unchecked row
+  EXPECT_TRUE((*only)[0].unchecked);
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 10)).ok());
+  ASSERT_TRUE(store->Put(unchecked("u2", 0.5)).ok());
+  auto best = store->Best(Filter("h100", "gemm"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c1");
+  EXPECT_FALSE((*best)[0].unchecked);
+}
+
 TEST(ResultStoreTest, BestIgnoresFailedAndUncheckedRows) {
   TempDir dir;
   auto store = OpenOrDie(dir.Sub("db"));

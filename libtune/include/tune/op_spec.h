@@ -48,9 +48,17 @@ struct ArgSpec {
 };
 
 struct CheckSpec {
-  std::string reference_file;       // "reference.cu"
-  std::string reference_kernel;     // "gemm_ref"
-  std::vector<std::string> grid;    // launch of the reference (3 expressions over dims)
+  // How a config's output is judged:
+  //   kReference: compared with a reference kernel's (rtol, atol, max_mismatch);
+  //   kChecker: a checker kernel of the op reads the kernel's arguments after
+  //     its run and counts the failing elements (argmax, sort, sampling:
+  //     outputs with more than one right answer);
+  //   kSkip: not at all; rows are marked unchecked.
+  enum class Mode { kReference, kChecker, kSkip };
+  Mode mode = Mode::kReference;
+  std::string reference_file;       // "reference.cu" (kChecker: the checker's file)
+  std::string reference_kernel;     // "gemm_ref" (kChecker: the checker kernel)
+  std::vector<std::string> grid;    // launch of the reference/checker (3 expressions over dims)
   std::vector<std::string> block;
   double rtol = 1e-2, atol = 1e-2;
   double max_mismatch = 0.0;        // ratio of elements allowed outside tolerance

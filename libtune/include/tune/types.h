@@ -122,6 +122,9 @@ struct Measurement {
   double median_us = 0, mean_us = 0, stdev_us = 0, min_us = 0, max_us = 0, ci95_us = 0;
   uint32_t samples = 0;
   bool check_passed = false;
+  // Ran without its output being checked ([check] skip = true): valid, but
+  // behind every checked row of its key when the best is picked.
+  bool unchecked = false;
   double max_abs_error = 0, mismatch_ratio = 0;
   KernelResources resources;
   bool throttled = false;
@@ -149,14 +152,16 @@ struct Measurement {
   // key a later pass's figure outranks an earlier one's: it was timed to a
   // tighter target (confirm: with the other contenders, round by round).
   int Pass() const { return confirmed ? 2 : refined ? 1 : 0; }
-  // The order of a key's valid rows when the store picks the best: a later
-  // pass's figure first, then the faster.
+  // The order of a key's valid rows when the store picks the best: a
+  // checked row first, then a later pass's figure, then the faster.
   bool RanksAhead(const Measurement& other) const {
+    if (unchecked != other.unchecked) return !unchecked;
     return Pass() != other.Pass() ? Pass() > other.Pass() : median_us < other.median_us;
   }
 
-  // A config is a candidate winner only when it ran and passed its check.
-  bool Valid() const { return failure == FailureClass::kNone && check_passed && samples > 0; }
+  // A config is a candidate winner only when it ran and passed its check (or
+  // its op does not check).
+  bool Valid() const { return failure == FailureClass::kNone && (check_passed || unchecked) && samples > 0; }
   // Copies what a measurement found (failure, timings, check, resources,
   // clocks) from `from`, keeping this one's key and provenance.
   void CopyOutcome(const Measurement& from);

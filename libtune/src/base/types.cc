@@ -188,6 +188,7 @@ void Measurement::CopyOutcome(const Measurement& from) {
   ci95_us = from.ci95_us;
   samples = from.samples;
   check_passed = from.check_passed;
+  unchecked = from.unchecked;
   max_abs_error = from.max_abs_error;
   mismatch_ratio = from.mismatch_ratio;
   resources = from.resources;

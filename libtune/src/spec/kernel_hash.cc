@@ -113,9 +113,17 @@ std::string OpSpec::MeasureDigest() const {
     d.Add(a.dtype);
     list("shape", a.shape);
     d.Add(a.init);
+    // Real data from the package: its bytes are the input (added only for
+    // such inits, so that other ops' digests stay what they were).
+    if (a.init.rfind("file(", 0) == 0 && a.init.size() > 6) {
+      auto it = package.find(a.init.substr(5, a.init.size() - 6));
+      d.Add(it == package.end() ? std::string_view() : std::string_view(it->second));
+    }
     d.Add(a.scalar_type);
     d.Add(a.value);
   }
+  if (check.mode != CheckSpec::Mode::kReference)
+    d.Add(check.mode == CheckSpec::Mode::kChecker ? "check-by-checker" : "check-skipped");
   list("check-grid", check.grid);
   list("check-block", check.block);
   d.Add("tolerances");

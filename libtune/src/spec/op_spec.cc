@@ -447,8 +447,28 @@ class SpecParser {
     std::string s;
     for (char c : init)
       if (!std::isspace(static_cast<unsigned char>(c))) s += c;
-    if (s == "ones") return Status::OK();
-    const std::string want = "expected uniform(lo,hi) | normal(mean,std) | ones";
+    if (s == "ones" || s == "zeros") return Status::OK();
+    const std::string want = "expected uniform(lo,hi) | normal(mean,std) | int(lo,hi) | ones | zeros | file(name.npy)";
+    if (s.rfind("file(", 0) == 0 && s.back() == ')') {
+      const std::string name = s.substr(5, s.size() - 6);
+      if (name.size() < 5 || name.compare(name.size() - 4, 4, ".npy") != 0)
+        return Err(field, "file(" + name + "): expected a .npy file of the op folder");
+      return NeedFile(field, name);
+    }
+    if (s.rfind("int(", 0) == 0 && s.back() == ')') {
+      const std::string body = s.substr(4, s.size() - 5);
+      const size_t comma = body.find(',');
+      char* end = nullptr;
+      const std::string a_text = body.substr(0, comma), b_text = comma == std::string::npos ? "" : body.substr(comma + 1);
+      const long long a = std::strtoll(a_text.c_str(), &end, 10);
+      const bool a_ok = !a_text.empty() && !*end;
+      const long long b = std::strtoll(b_text.c_str(), &end, 10);
+      if (!a_ok || b_text.empty() || *end) return Err(field, "int(lo,hi) takes two integers");
+      if (!(a <= b)) return Err(field, "int(lo,hi) needs lo <= hi");
+      if (std::llabs(a) > (1ll << 24) || std::llabs(b) > (1ll << 24))
+        return Err(field, "int(lo,hi): bounds beyond 2^24 are not exact in every dtype");
+      return Status::OK();
+    }
     for (const char* fn : {"uniform", "normal"}) {
       const std::string prefix = std::string(fn) + "(";
       if (s.compare(0, prefix.size(), prefix) != 0 || s.back() != ')') continue;
@@ -512,6 +532,11 @@ class SpecParser {
         if (!arg.init.empty()) {
           if (arg.dir == "out") return Err(where + " init", "applies to in/inout buffers only");
           TUNE_RETURN_IF_ERROR(CheckInit(where + " init", arg.init));
+          // A file's name is read from the text: kept without spaces.
+          std::string bare;
+          for (char c : arg.init)
+            if (!std::isspace(static_cast<unsigned char>(c))) bare += c;
+          if (bare.rfind("file(", 0) == 0) arg.init = bare;
         } else if (arg.dir != "out") {
           arg.init = "uniform(-1,1)";
         }
@@ -525,23 +550,41 @@ class SpecParser {
     Status st;
     const toml::table* t = Table("check", !spec_.program, &st);
     if (!t) return st;
+    bool skip = false;
+    if (const toml::node* n = t->get("skip")) {
+      if (!n->is_boolean()) return Err("[check] skip", "expected true or false");
+      skip = n->as_boolean()->get();
+    }
+    if (skip) spec_.check.mode = CheckSpec::Mode::kSkip;
     if (spec_.program) {
       // The program checks its own output; these reach it as its tolerances.
-      TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[check] of a program op", {"rtol", "atol", "max_mismatch"}));
+      TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[check] of a program op", {"rtol", "atol", "max_mismatch", "skip"}));
       return Tolerances(*t);
     }
-    TUNE_RETURN_IF_ERROR(
-        OnlyKeys(*t, "[check]", {"reference", "grid", "block", "rtol", "atol", "max_mismatch"}));
+    TUNE_RETURN_IF_ERROR(OnlyKeys(
+        *t, "[check]", {"reference", "checker", "skip", "grid", "block", "rtol", "atol", "max_mismatch"}));
+    if ((t->get("reference") ? 1 : 0) + (t->get("checker") ? 1 : 0) + (skip ? 1 : 0) != 1)
+      return Err("[check]", "needs exactly one of reference = \"file:kernel\", checker = \"file:kernel\" or "
+                            "skip = true");
+    if (skip) {
+      for (const char* k : {"grid", "block"})
+        if (t->get(k)) return Err(std::string("[check] ") + k, "does not apply with skip = true");
+      spec_.check.grid = spec_.check.block = {"1", "1", "1"};
+      return Tolerances(*t);
+    }
+    const std::string key = t->get("checker") ? "checker" : "reference";
+    if (key == "checker") spec_.check.mode = CheckSpec::Mode::kChecker;
+    const std::string field = "[check] " + key;
     std::string ref;
-    TUNE_RETURN_IF_ERROR(String(*t, "[check]", "reference", true, &ref));
+    TUNE_RETURN_IF_ERROR(String(*t, "[check]", key.c_str(), true, &ref));
     const size_t colon = ref.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == ref.size())
-      return Err("[check] reference", "expected \"file:kernel\", got '" + ref + "'");
+      return Err(field, "expected \"file:kernel\", got '" + ref + "'");
     spec_.check.reference_file = ref.substr(0, colon);
     spec_.check.reference_kernel = ref.substr(colon + 1);
     if (!IsIdentifier(spec_.check.reference_kernel))
-      return Err("[check] reference", "'" + spec_.check.reference_kernel + "' is not a C identifier");
-    TUNE_RETURN_IF_ERROR(NeedFile("[check] reference", spec_.check.reference_file));
+      return Err(field, "'" + spec_.check.reference_kernel + "' is not a C identifier");
+    TUNE_RETURN_IF_ERROR(NeedFile(field, spec_.check.reference_file));
     TUNE_RETURN_IF_ERROR(ExprList(*t, "[check]", "grid", 3, true, &spec_.check.grid));
     TUNE_RETURN_IF_ERROR(ExprList(*t, "[check]", "block", 3, true, &spec_.check.block));
     return Tolerances(*t);
@@ -741,12 +784,23 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
   // ParseOpSpec's business, so a missing or odd field is left to it.
   std::vector<std::pair<std::string, std::string>> named;  // field, file
   if (auto s = doc.value()["op"]["source"].value<std::string>()) named.emplace_back("[op] source", *s);
-  if (auto r = doc.value()["check"]["reference"].value<std::string>()) {
-    const size_t colon = r->rfind(':');
-    if (colon != std::string::npos && colon > 0) named.emplace_back("[check] reference", r->substr(0, colon));
+  for (const char* key : {"reference", "checker"}) {
+    if (auto r = doc.value()["check"][key].value<std::string>()) {
+      const size_t colon = r->rfind(':');
+      if (colon != std::string::npos && colon > 0) named.emplace_back("[check] " + std::string(key), r->substr(0, colon));
+    }
+  }
+  const size_t sources = named.size();  // the rest are data, not scanned for includes
+  if (const toml::array* args = doc.value()["args"].as_array()) {
+    for (const toml::node& arg : *args) {
+      const std::string init = arg.as_table() ? (*arg.as_table())["init"].value_or(std::string()) : "";
+      if (init.rfind("file(", 0) == 0 && init.size() > 6 && init.back() == ')')
+        named.emplace_back("[[args]] init", init.substr(5, init.size() - 6));
+    }
   }
   std::vector<std::string> roots;
-  for (const auto& [field, name] : named) {
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& [field, name] = named[i];
     auto rel = InFolder(fs::path(name));
     if (!rel) return Status::Error(spec_file + ": " + field + ": '" + name + "' is outside the op folder");
     if (package.count(*rel)) continue;
@@ -754,7 +808,7 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     if (!ReadFile(root / *rel, &contents, &error))
       return Status::Error(spec_file + ": " + field + ": cannot read '" + (root / *rel).string() + "': " + error);
     package[*rel] = std::move(contents);
-    roots.push_back(*rel);
+    if (i < sources) roots.push_back(*rel);
   }
 
   TUNE_RETURN_IF_ERROR(ReadProgramFiles(root, spec_file, doc.value(), &package));

@@ -151,11 +151,14 @@ bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.m
 // How a best candidate ranks for its key's best row (Measurement::
 // RanksAhead), kept without the rest of the row.
 struct BestRank {
+  bool unchecked = false;
   int pass = 0;  // Measurement::Pass
   double median_us = 0;
   std::string config_id;  // whose row it is
-  explicit BestRank(const Measurement& m) : pass(m.Pass()), median_us(m.median_us), config_id(m.config_id) {}
+  explicit BestRank(const Measurement& m)
+      : unchecked(m.unchecked), pass(m.Pass()), median_us(m.median_us), config_id(m.config_id) {}
   bool Beats(const BestRank& other) const {
+    if (unchecked != other.unchecked) return !unchecked;
     if (pass != other.pass) return pass > other.pass;
     return median_us < other.median_us;
   }

@@ -205,6 +205,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setRefined(m.refined);
   b.setScreenUs(m.screen_us);
   b.setArch(TextOf(m.arch));
+  b.setUnchecked(m.unchecked);
 }
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
@@ -250,6 +251,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.refined = r.getRefined();
   m.screen_us = r.getScreenUs();
   m.arch = Txt(r.getArch(), budget, "arch");
+  m.unchecked = r.getUnchecked();
   return m;
 }
 

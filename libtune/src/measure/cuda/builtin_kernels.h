@@ -66,18 +66,21 @@ __device__ __forceinline__ double tf_uniform01(unsigned long long* s) {
   return (double)(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// kind: 0 uniform(a, b), 1 normal(mean a, std b), 2 ones (InitSpec::Kind).
+// kind: 0 uniform(a, b), 1 normal(mean a, std b), 2 ones, 3 int(a, b),
+// 4 zeros (InitSpec::Kind).
 // as_f32 (may be null) receives the stored values widened to float.
 extern "C" __global__ void tunefarm_fill(TUNE_T* out, float* as_f32, long long n, unsigned long long seed,
                                          int kind, double a, double b, unsigned int* nonzero) {
   int any = 0;
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    double v = 1.0;
-    if (kind != 2) {
+    double v = kind == 4 ? 0.0 : 1.0;
+    if (kind != 2 && kind != 4) {
       unsigned long long s = seed ^ ((unsigned long long)i * 0xD1B54A32D192ED03ull);
       const double u1 = tf_uniform01(&s);
-      if (kind == 0) {
+      if (kind == 3) {
+        v = fmin(floor(__dadd_rn(a, __dmul_rn(__dadd_rn(b - a, 1.0), u1))), b);
+      } else if (kind == 0) {
         v = TF_INTEGRAL ? fmin(floor(__dadd_rn(a, __dmul_rn(__dadd_rn(b - a, 1.0), u1))), b)
                         : __dadd_rn(a, __dmul_rn(b - a, u1));
       } else {

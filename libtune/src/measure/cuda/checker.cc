@@ -28,6 +28,11 @@ Failure Checker::Check(CUfunction kernel, const OpSpec& spec, const LaunchPlan& 
     return dev_.FromCu(st, "launch");
   if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return dev_.FromCu(st, "checked run");
   *seconds = Seconds(t0);
+  if (spec.check.mode == CheckSpec::Mode::kSkip) {
+    m->unchecked = true;
+    return {};
+  }
+  if (spec.check.mode == CheckSpec::Mode::kChecker) return RunChecker(spec, plan, *p, params, m);
 
   Comparison c;
   const ArgData* first_arg = nullptr;
@@ -97,13 +102,7 @@ Failure Checker::FillInput(const ArgData& a, const std::string& init_text, uint6
   if (!k.fill) {
     auto data = MakeInput(a.dtype, init_text, a.elems, seed);
     if (!data.ok()) return Fail(FailureClass::kLaunchError, what + ": " + data.status().message());
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, data->data(), a.bytes)); !st.ok()) return dev_.FromCu(st, what);
-    if (as_f32) {
-      std::vector<float> wide = DecodeToFloat(a.dtype, *data);
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(as_f32, wide.data(), wide.size() * sizeof(float))); !st.ok())
-        return dev_.FromCu(st, what);
-    }
-    return {};
+    return UploadInput(a, *data, as_f32);
   }
   auto init = ParseInit(init_text);
   if (!init.ok()) return Fail(FailureClass::kLaunchError, what + ": " + init.status().message());
@@ -121,9 +120,57 @@ Failure Checker::FillInput(const ArgData& a, const std::string& init_text, uint6
   if (CuStatus st = dev_.Launch(k.fill, grid, block, 0, nullptr, params); !st.ok()) return dev_.FromCu(st, what + " fill");
   if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&nonzero, stats_, sizeof(nonzero))); !st.ok())
     return dev_.FromCu(st, what + " fill");
-  // Zeros hide kernels that never read their inputs (MakeInput refuses them too).
-  if (a.elems > 0 && !nonzero)
+  // Zeros hide kernels that never read their inputs (MakeInput refuses them
+  // too), unless the op asked for them.
+  if (a.elems > 0 && !nonzero && !ZerosAllowed(*init))
     return Fail(FailureClass::kLaunchError, what + ": init '" + init_text + "' gives all zeros for " + a.dtype);
+  return {};
+}
+
+Failure Checker::RunChecker(const OpSpec& spec, const LaunchPlan& plan, const Problem& p, void** params,
+                            Measurement* m) {
+  const std::string who = "checker " + spec.check.reference_kernel;
+  unsigned long long bad = 0;
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(stats_, &bad, sizeof bad)); !st.ok()) return dev_.FromCu(st, who);
+  // The kernel's own arguments, then the counter of failing elements.
+  std::vector<void*> args(params, params + spec.args.size());
+  CUdeviceptr counter = stats_;
+  args.push_back(&counter);
+  auto failed = [&](const CuStatus& st, const char* step) {
+    Failure f = dev_.FromCu(st, step);
+    f.message = who + ": " + f.message;
+    return f;
+  };
+  if (CuStatus st = dev_.Launch(p.checker, plan.ref_grid, plan.ref_block, 0, nullptr, args.data()); !st.ok())
+    return failed(st, "launch");
+  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return failed(st, "run");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&bad, stats_, sizeof bad)); !st.ok()) return failed(st, "result");
+  int64_t total = 0;
+  for (const ArgData& a : p.args)
+    if (a.spec->kind == ArgSpec::Kind::kBuffer && a.IsOutput()) total += a.elems;
+  if (bad > static_cast<unsigned long long>(std::max<int64_t>(total, 1)))
+    return Fail(FailureClass::kWrongResult, who + " counted " + std::to_string(bad) + " failures in " +
+                                                std::to_string(total) + " output elements");
+  m->mismatch_ratio = total > 0 ? double(bad) / double(total) : 0.0;
+  if (m->mismatch_ratio > spec.check.max_mismatch) {
+    char buf[160];
+    snprintf(buf, sizeof buf, ": %llu of %lld output elements fail (ratio %.3g > %.3g)", bad,
+             static_cast<long long>(total), m->mismatch_ratio, spec.check.max_mismatch);
+    return Fail(FailureClass::kWrongResult, who + buf);
+  }
+  m->check_passed = true;
+  return {};
+}
+
+Failure Checker::UploadInput(const ArgData& a, const std::string& bytes, CUdeviceptr as_f32) {
+  const std::string what = "arg " + a.spec->name;
+  if (bytes.size() != a.bytes) return Fail(FailureClass::kLaunchError, what + ": data of the wrong size");
+  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, bytes.data(), a.bytes)); !st.ok()) return dev_.FromCu(st, what);
+  if (as_f32) {
+    std::vector<float> wide = DecodeToFloat(a.dtype, bytes);
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(as_f32, wide.data(), wide.size() * sizeof(float))); !st.ok())
+      return dev_.FromCu(st, what);
+  }
   return {};
 }
 

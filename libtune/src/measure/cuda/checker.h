@@ -47,12 +47,18 @@ class Checker {
   // Fills an input buffer with its seeded draw (and, when as_f32 is set, a
   // float copy of the stored values), on the device where it can.
   Failure FillInput(const ArgData& a, const std::string& init, uint64_t seed, CUdeviceptr as_f32);
+  // Fills an input buffer with `bytes` (its dtype's, a.bytes of them: a
+  // file input's data), and `as_f32` as FillInput does.
+  Failure UploadInput(const ArgData& a, const std::string& bytes, CUdeviceptr as_f32);
   // Compares `elems` elements of `out` (dtype) with the fp32 `ref`.
   Failure CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
                         double rtol, OutputCheck* oc);
   const BuiltinKernels& Builtins(const std::string& dtype);
 
  private:
+  // [check] checker: the op's checker kernel on the kernel's arguments
+  // after its run, counting failing elements into a device word.
+  Failure RunChecker(const OpSpec& spec, const LaunchPlan& plan, const Problem& p, void** params, Measurement* m);
   // Element `index` of a dtype buffer, as a float (for messages).
   double ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index);
 

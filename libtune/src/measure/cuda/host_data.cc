@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 namespace tune::cuda {
@@ -92,6 +93,8 @@ Result<InitSpec> ParseInit(const std::string& init_text) {
   std::string init = init_text.empty() ? "uniform(-1,1)" : init_text;
   static const std::regex kTwo(R"(\s*(uniform|normal)\s*\(\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\)\s*)");
   static const std::regex kOnes(R"(\s*ones\s*(\(\s*\))?\s*)");
+  static const std::regex kZeros(R"(\s*zeros\s*(\(\s*\))?\s*)");
+  static const std::regex kInt(R"(\s*int\s*\(\s*([-+]?[0-9]{1,9})\s*,\s*([-+]?[0-9]{1,9})\s*\)\s*)");
   InitSpec spec;
   std::smatch m;
   if (std::regex_match(init, m, kTwo)) {
@@ -104,16 +107,26 @@ Result<InitSpec> ParseInit(const std::string& init_text) {
     }
   } else if (std::regex_match(init, kOnes)) {
     spec.kind = InitSpec::Kind::kOnes;
+  } else if (std::regex_match(init, kZeros)) {
+    spec.kind = InitSpec::Kind::kZeros;
+    spec.a = spec.b = 0;
+  } else if (std::regex_match(init, m, kInt)) {
+    spec.kind = InitSpec::Kind::kInt;
+    spec.a = double(std::stoll(m[1]));
+    spec.b = double(std::stoll(m[2]));
+    if (spec.a > spec.b) return Status::Error("init '" + init + "': int(lo,hi) needs lo <= hi");
   } else {
-    return Status::Error("init '" + init + "': expected uniform(lo,hi), normal(mean,std) or ones");
+    return Status::Error("init '" + init + "': expected uniform(lo,hi), normal(mean,std), int(lo,hi), ones or zeros");
   }
   return spec;
 }
 
 double InitValue(const InitSpec& init, bool integral, uint64_t seed, int64_t index) {
   if (init.kind == InitSpec::Kind::kOnes) return 1.0;
+  if (init.kind == InitSpec::Kind::kZeros) return 0.0;
   SplitMix rng{seed ^ (uint64_t(index) * 0xD1B54A32D192ED03ull)};
   const double u1 = rng.Uniform01();
+  if (init.kind == InitSpec::Kind::kInt) return std::min(std::floor(init.a + (init.b - init.a + 1) * u1), init.b);
   if (init.kind == InitSpec::Kind::kUniform)
     return integral ? std::min(std::floor(init.a + (init.b - init.a + 1) * u1), init.b)
                     : init.a + (init.b - init.a) * u1;
@@ -182,10 +195,67 @@ Result<std::string> MakeInput(const std::string& dtype, const std::string& init_
     for (auto& th : pool) th.join();
     for (char z : nonzero) any_nonzero |= z != 0;
   }
-  if (elems > 0 && !any_nonzero)
+  if (elems > 0 && !any_nonzero && !ZerosAllowed(init))
     return Status::Error("init '" + (init_text.empty() ? std::string("uniform(-1,1)") : init_text) +
                          "' gives all zeros for " + dtype);
   return bytes;
+}
+
+Result<std::string> NpyToBuffer(const std::string& npy, const std::string& dtype, int64_t elems) {
+  auto bad = [](const std::string& why) { return Status::Error(".npy: " + why); };
+  static const char kMagic[] = "\x93NUMPY";
+  if (npy.size() < 10 || npy.compare(0, 6, kMagic, 6) != 0) return bad("not a .npy file (no \\x93NUMPY magic)");
+  const int major = static_cast<unsigned char>(npy[6]);
+  size_t header_len = 0, start = 0;
+  if (major == 1) {
+    header_len = size_t(static_cast<unsigned char>(npy[8])) | size_t(static_cast<unsigned char>(npy[9])) << 8;
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (npy.size() < 12) return bad("truncated header");
+    for (int i = 0; i < 4; ++i) header_len |= size_t(static_cast<unsigned char>(npy[8 + i])) << (8 * i);
+    start = 12;
+  } else {
+    return bad("format version " + std::to_string(major) + " (1 to 3 are read)");
+  }
+  if (header_len > 65536 || start + header_len > npy.size()) return bad("truncated header");
+  const std::string header = npy.substr(start, header_len);
+  std::smatch m;
+  static const std::regex kDescr(R"('descr'\s*:\s*'([^']*)')");
+  static const std::regex kFortran(R"('fortran_order'\s*:\s*(True|False))");
+  static const std::regex kShape(R"('shape'\s*:\s*\(([^)]*)\))");
+  if (!std::regex_search(header, m, kDescr)) return bad("no 'descr' in the header");
+  const std::string descr = m[1];
+  if (std::regex_search(header, m, kFortran) && m[1] == "True") return bad("Fortran order (save it C-contiguous)");
+  if (!std::regex_search(header, m, kShape)) return bad("no 'shape' in the header");
+  int64_t count = 1;
+  std::stringstream dims(m[1].str());
+  for (std::string d; std::getline(dims, d, ',');) {
+    if (d.find_first_not_of(" ") == std::string::npos) continue;
+    const long long v = std::atoll(d.c_str());
+    if (v < 0 || (v > 0 && count > (int64_t(1) << 40) / v)) return bad("shape (" + m[1].str() + ") is too large");
+    count *= v;
+  }
+  const size_t item = descr == "<f4" || descr == "<i4" ? 4 : descr == "<f2" ? 2 : 0;
+  const bool fits = (descr == "<f4" && (dtype == "f32" || dtype == "bf16")) || (descr == "<f2" && dtype == "f16") ||
+                    (descr == "<i4" && dtype == "i32");
+  if (!fits || item == 0)
+    return bad("holds '" + descr + "'; a " + dtype + " buffer reads " +
+               (dtype == "f32" || dtype == "bf16" ? "'<f4'" : dtype == "f16" ? "'<f2'" : "'<i4'"));
+  if (count != elems)
+    return bad("holds " + std::to_string(count) + " elements; the buffer has " + std::to_string(elems));
+  const size_t data = start + header_len;
+  if (npy.size() - data != size_t(count) * item)
+    return bad("holds " + std::to_string(npy.size() - data) + " bytes of data for " + std::to_string(count) +
+               " elements of " + std::to_string(item) + " bytes");
+  if (dtype != "bf16") return npy.substr(data);
+  std::string out(size_t(count) * 2, '\0');
+  for (int64_t i = 0; i < count; ++i) {
+    float f;
+    std::memcpy(&f, npy.data() + data + size_t(i) * 4, 4);
+    const uint16_t b = FloatToBf16(f);
+    std::memcpy(out.data() + size_t(i) * 2, &b, 2);
+  }
+  return out;
 }
 
 std::vector<float> DecodeToFloat(const std::string& dtype, const std::string& bytes) {

@@ -16,15 +16,23 @@ uint16_t FloatToHalf(float f);         // round to nearest even
 float Bf16ToFloat(uint16_t b);
 uint16_t FloatToBf16(float f);         // round to nearest even
 
-// A parsed input `init` expression: uniform(a,b), normal(mean=a, std=b) or ones.
+// A parsed input `init` expression: uniform(a,b), normal(mean=a, std=b),
+// ones, int(a,b) (uniform integers in [a, b] in any dtype) or zeros. A
+// file(name.npy) init is not drawn: NpyToBuffer reads it.
 struct InitSpec {
-  enum class Kind { kUniform = 0, kNormal = 1, kOnes = 2 };  // values shared with the device fill kernel
+  // Values shared with the device fill kernel.
+  enum class Kind { kUniform = 0, kNormal = 1, kOnes = 2, kInt = 3, kZeros = 4 };
   Kind kind = Kind::kUniform;
   double a = -1, b = 1;
 };
 
-// Parses `init` ("uniform(lo,hi)", "normal(mean,std)", "ones"; empty =
-// "uniform(-1,1)"). Error names the text.
+// Parses `init` ("uniform(lo,hi)", "normal(mean,std)", "ones", "int(lo,hi)",
+// "zeros"; empty = "uniform(-1,1)"). Error names the text.
+// True when the draw may be all zeros: asked for (zeros, int(0,0)) rather
+// than a range that rounds to nothing in the dtype.
+inline bool ZerosAllowed(const InitSpec& init) {
+  return init.kind == InitSpec::Kind::kZeros || init.kind == InitSpec::Kind::kInt;
+}
 Result<InitSpec> ParseInit(const std::string& init);
 
 // Element `index` of the seeded draw: splitmix64 of seed ^ (index * odd), so
@@ -38,6 +46,12 @@ double InitValue(const InitSpec& init, bool integral, uint64_t seed, int64_t ind
 // (e.g. i32 uniform(0,0)) is an error: zeros hide kernels that never read.
 Result<std::string> MakeInput(const std::string& dtype, const std::string& init, int64_t elems,
                               uint64_t seed);
+
+// The `elems` elements of a `dtype` buffer from the bytes of a .npy file
+// (format 1.0-3.0, C order, little-endian): '<f4' into f32 or bf16 (rounded),
+// '<f2' into f16, '<i4' into i32; any shape holding exactly `elems`
+// elements. Errors say what the file holds and what the buffer needs.
+Result<std::string> NpyToBuffer(const std::string& npy, const std::string& dtype, int64_t elems);
 
 // Elements of a `dtype` buffer as floats.
 std::vector<float> DecodeToFloat(const std::string& dtype, const std::string& bytes);

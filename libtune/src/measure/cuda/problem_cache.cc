@@ -178,8 +178,15 @@ Failure ProblemCache::Get(const OpSpec& spec, const std::string& digest, const s
 
 Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const std::string& dtype,
                            const Shape& shape, const LaunchPlan& plan, Problem* p) {
+  // The reference kernel, or the checker kernel (compiled alike); nothing
+  // for an op that skips its check.
+  const CheckSpec::Mode mode = spec.check.mode;
+  const bool compares = mode == CheckSpec::Mode::kReference;
   Reference* ref = nullptr;
-  if (Failure f = GetReference(spec, digest, dtype, &ref); f.failed()) return f;
+  if (mode != CheckSpec::Mode::kSkip) {
+    if (Failure f = GetReference(spec, digest, dtype, &ref); f.failed()) return f;
+    if (mode == CheckSpec::Mode::kChecker) p->checker = ref->function;
+  }
 
   std::vector<ParamSlot> slots(spec.args.size());
 
@@ -204,7 +211,7 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
     if (CuStatus st = Alloc(a.bytes, &a.dev); !st.ok()) return dev_.FromCu(st, what);
     p->device_bytes += a.bytes;
     slots[i].ptr = a.dev;
-    if (a.IsOutput()) {
+    if (a.IsOutput() && compares) {
       // The reference writes fp32; an inout buffer starts from the same
       // values (FillInput below), an output is poisoned like the kernel's
       // outputs: an element the reference never writes shows up as NaN below
@@ -221,10 +228,22 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
       uint64_t seed = Fnv1a64(spec.name + "|" + as.name + "|" + a.dtype + "|" + shape.Canonical());
       if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return dev_.FromCu(st, what);
       p->device_bytes += a.bytes;
-      if (Failure f = checker_.FillInput(a, as.init, seed, a.IsOutput() ? a.ref : 0); f.failed()) return f;
+      const CUdeviceptr as_f32 = a.IsOutput() ? a.ref : 0;
+      if (as.init.rfind("file(", 0) == 0) {
+        // Real data from the package (op_spec.h keeps the name without spaces).
+        const std::string name = as.init.substr(5, as.init.size() - 6);
+        auto file = spec.package.find(name);
+        if (file == spec.package.end()) return Fail(FailureClass::kLaunchError, what + ": " + name + " is not in the package");
+        auto bytes = NpyToBuffer(file->second, a.dtype, a.elems);
+        if (!bytes.ok()) return Fail(FailureClass::kLaunchError, what + ": " + name + bytes.status().message().substr(4));
+        if (Failure f = checker_.UploadInput(a, *bytes, as_f32); f.failed()) return f;
+      } else if (Failure f = checker_.FillInput(a, as.init, seed, as_f32); f.failed()) {
+        return f;
+      }
       if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes)); !st.ok()) return dev_.FromCu(st, what);
     }
   }
+  if (!compares) return {};
   std::vector<void*> params(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
   if (CuStatus st = dev_.Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {

@@ -38,6 +38,8 @@ struct Problem {
   // per placement, one pointer per arg (0 for scalars). Not counted in
   // device_bytes.
   std::vector<std::vector<CUdeviceptr>> spare;
+  // [check] checker: the op's checker kernel, run after each checked run.
+  CUfunction checker = nullptr;
 };
 
 class ProblemCache {

@@ -44,6 +44,8 @@ uint64_t SeedOf(const std::string& op, const std::string& dtype, const Shape& sh
   return h >> 11;  // exact in a double, for programs that read JSON numbers so
 }
 
+bool Skips(const OpSpec& spec) { return spec.check.mode == CheckSpec::Mode::kSkip; }
+
 class ProgramBackend : public Backend {
  public:
   ProgramBackend(const DeviceInfo& device, std::string toolchain, ProgramBackendOptions options)
@@ -221,7 +223,7 @@ class ProgramBackend : public Backend {
       m.failure_message = "the program ended with " + how + "\n" + Tail(p.stderr_tail(), kLogTailBytes);
       return m;
     }
-    return program::ToMeasurement(o, Tail(p.stderr_tail(), kLogTailBytes));
+    return program::ToMeasurement(o, Skips(spec), Tail(p.stderr_tail(), kLogTailBytes));
   }
 
   Status EnsureServe(const OpSpec& spec) {
@@ -264,7 +266,7 @@ class ProgramBackend : public Backend {
       }
       return Ended("its output ended");
     }
-    return program::ToMeasurement(o, o.failure != FailureClass::kNone ? Tail(serve_.stderr_tail(), 2048) : "");
+    return program::ToMeasurement(o, Skips(spec), o.failure != FailureClass::kNone ? Tail(serve_.stderr_tail(), 2048) : "");
   }
 
   // The serve process is gone: the request is a crash, and the next one

@@ -49,7 +49,8 @@ json TimingJson(const Request& r) {
 }
 
 json CheckJson(const CheckSpec& c) {
-  return json{{"rtol", c.rtol}, {"atol", c.atol}, {"max_mismatch", c.max_mismatch}};
+  return json{{"rtol", c.rtol}, {"atol", c.atol}, {"max_mismatch", c.max_mismatch},
+              {"skip", c.mode == CheckSpec::Mode::kSkip}};
 }
 
 void Fail(Outcome* out, FailureClass c, const std::string& why) {
@@ -241,7 +242,7 @@ bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out) {
   return ReadCroqLine(line, out);
 }
 
-Measurement ToMeasurement(const Outcome& o, const std::string& log_tail) {
+Measurement ToMeasurement(const Outcome& o, bool check_skipped, const std::string& log_tail) {
   Measurement m;
   auto fail = [&](FailureClass c, const std::string& why) {
     m.failure = c;
@@ -253,11 +254,13 @@ Measurement ToMeasurement(const Outcome& o, const std::string& log_tail) {
   m.max_abs_error = o.max_abs_error;
   m.mismatch_ratio = o.mismatch_ratio;
   m.sm_clock_mhz = o.sm_clock_mhz;
-  if (!o.checked) return fail(FailureClass::kWrongResult, "the program printed no check result (check = pass | fail)");
-  if (!o.check_passed)
+  if (!o.checked && !check_skipped)
+    return fail(FailureClass::kWrongResult, "the program printed no check result (check = pass | fail)");
+  if (o.checked && !o.check_passed)
     return fail(FailureClass::kWrongResult, o.message.empty() ? "the program's check failed" : o.message);
   if (o.samples_us.empty()) return fail(FailureClass::kCrash, "the program printed no timing samples");
-  m.check_passed = true;
+  m.check_passed = o.checked;
+  m.unchecked = !o.checked;
   SetFigures(ComputeStats(o.samples_us), &m);
   return m;
 }

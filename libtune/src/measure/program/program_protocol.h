@@ -66,8 +66,9 @@ struct Outcome {
 bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out);
 
 // The row an outcome makes: a failure (with `log_tail` after its message),
-// a wrong result, or the figures of its samples. An answer without a check
-// result or without samples is a failure that says so.
-Measurement ToMeasurement(const Outcome& outcome, const std::string& log_tail);
+// a wrong result, or the figures of its samples. An answer without samples
+// is a failure that says so; so is one without a check result, unless the
+// op skips its check (`check_skipped`): then the row is unchecked.
+Measurement ToMeasurement(const Outcome& outcome, bool check_skipped, const std::string& log_tail);
 
 }  // namespace tune::program
