@@ -245,7 +245,7 @@ void EncodeMeasurement(const Measurement& m, WireWriter* w) {
   w->Str(m.failure_message);
   for (double v : {m.median_us, m.mean_us, m.stdev_us, m.min_us, m.max_us, m.ci95_us}) w->F64(v);
   w->U32(m.samples);
-  w->U8(m.check_passed ? 1 : 0);
+  w->U8((m.check_passed ? 1 : 0) | (m.unchecked ? 2 : 0));
   w->F64(m.max_abs_error);
   w->F64(m.mismatch_ratio);
   const KernelResources& k = m.resources;
@@ -270,7 +270,9 @@ Measurement DecodeMeasurement(WireReader* r) {
   m.max_us = r->F64();
   m.ci95_us = r->F64();
   m.samples = r->U32();
-  m.check_passed = r->U8() != 0;
+  const uint8_t check = r->U8();
+  m.check_passed = (check & 1) != 0;
+  m.unchecked = (check & 2) != 0;
   m.max_abs_error = r->F64();
   m.mismatch_ratio = r->F64();
   KernelResources& k = m.resources;

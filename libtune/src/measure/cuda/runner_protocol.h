@@ -23,7 +23,7 @@
 
 namespace tune::cuda {
 
-constexpr uint32_t kRunnerProtocolVersion = 6;
+constexpr uint32_t kRunnerProtocolVersion = 7;
 constexpr uint32_t kMaxFrameBytes = 1u << 30;
 
 enum class MsgType : uint8_t {
