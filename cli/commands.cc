@@ -21,6 +21,7 @@
 #include "report.h"
 #include "tune/bundle.h"
 #include "tune/compare.h"
+#include "tune/config_space.h"
 #include "tune/curve.h"
 #include "tune/json_text.h"
 #include "tune/text.h"
@@ -568,6 +569,32 @@ int RunKeysSign(const KeysArgs& args) {
   return 0;
 }
 
+// What the ops' shape rules (rules that read dims) left out of each shape:
+// configs never timed there, not failures.
+void PrintShapeRules(const SweepSubmit& sweep, const std::vector<DeviceInfo>& devices) {
+  std::set<std::string> models;
+  for (size_t i = 0; i < sweep.op_packages.size(); ++i) {
+    auto spec = ParseOpSpec(sweep.op_packages[i], sweep.ops[i]);
+    if (!spec.ok() || spec->shape_constraints.empty()) continue;
+    for (const DeviceInfo& d : devices) {
+      if (!models.insert(spec->name + '\0' + d.model).second) continue;
+      auto all = EnumerateConfigs(*spec, d);
+      if (!all.ok()) continue;
+      for (const Shape& shape : ShapesForOp(sweep, *spec)) {
+        std::vector<uint64_t> rejected;
+        auto legal = ConfigsForShape(*spec, d, spec->dtypes.front(), *all, shape, &rejected);
+        if (!legal.ok() || legal->size() == all->size()) continue;
+        std::string why;
+        for (size_t r = 0; r < rejected.size(); ++r)
+          if (rejected[r]) why += (why.empty() ? "" : "; ") + spec->shape_constraints[r];
+        std::printf("shape rules: %s at %s on %s: %zu of %zu configs legal (%zu never timed there: %s)\n",
+                    spec->name.c_str(), shape.Canonical().c_str(), d.model.c_str(), legal->size(), all->size(),
+                    all->size() - legal->size(), why.c_str());
+      }
+    }
+  }
+}
+
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   OutputFormat format;
   if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
@@ -639,6 +666,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
               (unsigned long long)total.compile_cache_hits, total.compile_wait_seconds,
               total.measure_seconds,
               sweep_seconds > 0 && devices ? 100.0 * total.measure_seconds / (sweep_seconds * devices) : 0.0);
+  PrintShapeRules(*sweep, (*farm)->devices());
   if ((*farm)->simulated()) {
     std::printf("\nSIMULATED: these figures come from the sim backend's cost model, not a GPU.\n");
   }

@@ -29,6 +29,40 @@ std::vector<Config> Sample(const std::vector<Config>& all, size_t n) {
   return out;
 }
 
+// The configs of `device`'s space legal at each --shape (the op's rules that
+// read dims), with the rule that rejects the rest first.
+bool CheckShapes(const OpSpec& spec, const OpCheckArgs& args, const DeviceInfo& device) {
+  if (args.shapes.empty()) return true;
+  auto configs = EnumerateConfigs(spec, device);
+  if (!configs.ok()) return false;
+  bool ok = true;
+  for (const std::string& text : args.shapes) {
+    Shape shape;
+    if (!ParseNamedValues(text, &shape.dims)) {
+      std::printf("      at %s: not a shape (NAME=value,...)\n", text.c_str());
+      ok = false;
+      continue;
+    }
+    std::string dtype = spec.dtypes.front();  // the largest, as the space's count uses
+    for (const std::string& d : spec.dtypes)
+      if (DTypeSize(d) > DTypeSize(dtype)) dtype = d;
+    std::vector<uint64_t> rejected;
+    auto legal = ConfigsForShape(spec, device, dtype, *configs, shape, &rejected);
+    if (!legal.ok()) {
+      std::printf("      at %s: %s\n", text.c_str(), legal.status().message().c_str());
+      ok = false;
+      continue;
+    }
+    std::printf("      at %-28s %8zu legal\n", text.c_str(), legal->size());
+    for (size_t r = 0; r < rejected.size(); ++r) {
+      if (rejected[r] > 0)
+        std::printf("        shape rule %-46s rejects %llu\n", spec.shape_constraints[r].c_str(),
+                    static_cast<unsigned long long>(rejected[r]));
+    }
+  }
+  return ok;
+}
+
 // Counts legal configs per known model; false when a space could not be
 // explained (a rule that does not compile).
 bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args) {
@@ -61,6 +95,7 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args) {
       }
       if (!named) std::printf("      the space is empty: no rule alone empties it; the rules above do together\n");
     }
+    ok &= CheckShapes(spec, args, d);
   }
   return ok;
 }
@@ -171,8 +206,9 @@ int RunOpCheck(const OpCheckArgs& args) {
     std::fprintf(stderr, "tunefarm: %s\n", spec.status().message().c_str());
     return 1;
   }
-  std::printf("op %s (%s): %zu params, dims %s, dtypes %s, %zu rules\n", spec->name.c_str(), args.dir.c_str(),
-              spec->axes.size(), Join(spec->dims).c_str(), Join(spec->dtypes).c_str(), spec->constraints.size());
+  std::printf("op %s (%s): %zu params, dims %s, dtypes %s, %zu rules, %zu shape rules (rules that read dims)\n",
+              spec->name.c_str(), args.dir.c_str(), spec->axes.size(), Join(spec->dims).c_str(),
+              Join(spec->dtypes).c_str(), spec->constraints.size(), spec->shape_constraints.size());
   bool ok = CheckSpaces(*spec, args);
   if (spec->program) return CheckBuilds(*spec, args) && ok ? 0 : 1;
 #ifdef TUNEFARM_WITH_CUDA

@@ -11,6 +11,7 @@ struct OpCheckArgs {
   std::string dir;
   std::vector<std::string> archs = {"sm_90"};  // compile for these
   std::vector<std::string> gpus;               // count legal configs on these known models (default: all)
+  std::vector<std::string> shapes;             // "M=128,N=4096,K=4096": legal configs at each (shape rules)
   bool all = false;                            // compile every legal config, not a sample
   int sample = 8;                              // configs compiled per dtype and arch
 };

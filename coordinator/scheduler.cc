@@ -205,17 +205,24 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
     auto all_configs = std::make_shared<const std::vector<Config>>(std::move(enumerated).value());
     for (const auto& dtype : job.dtypes) {
       for (const auto& shape : job.shapes[i]) {
-        ConfigPool pool{job.sweep_id, spec.name, dtype, shape, all_configs, 0};
+        // A config is timed only on the shapes its shape rules allow.
+        auto legal_here = all_configs;
+        if (!spec.shape_constraints.empty()) {
+          auto kept = ConfigsForShape(spec, device, dtype, *all_configs, shape);
+          if (!kept.ok()) return Status::Error("op '" + spec.name + "': " + kept.status().message());
+          legal_here = std::make_shared<const std::vector<Config>>(std::move(kept).value());
+        }
+        ConfigPool pool{job.sweep_id, spec.name, dtype, shape, legal_here, 0};
         if (job.measured) {
           std::vector<Config> unmeasured;
-          for (const auto& c : *all_configs) {
+          for (const auto& c : *legal_here) {
             if (!job.measured(device, spec, dtype, c, {shape})) unmeasured.push_back(c);
           }
-          out.pairs_done += all_configs->size() - unmeasured.size();
+          out.pairs_done += legal_here->size() - unmeasured.size();
           pool.configs = std::make_shared<const std::vector<Config>>(std::move(unmeasured));
         }
         const size_t left = pool.configs->size();
-        out.pairs_total += all_configs->size();
+        out.pairs_total += legal_here->size();
         out.pool_unsliced[PoolKey(device.model, spec.name, dtype, shape.Canonical())] += left;
         if (left > 0) out.pools.push_back(std::move(pool));
       }

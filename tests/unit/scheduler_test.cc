@@ -463,6 +463,34 @@ TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 }
 
+TEST(Scheduler, AConfigIsLeasedOnlyOnTheShapesItsShapeRulesAllow) {
+  SchedulerOptions o;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  SweepSubmit submit = MakeSubmit({"*"}, 1000);
+  // TILE*UNROLL <= N: at N=64 only TILE*UNROLL in {32, 64} (3 of 30 (TILE,
+  // UNROLL) pairs), at N=1024 20 of 30; SPLIT and PAD multiply by 20.
+  std::string& toml = submit.op_packages[0]["op.toml"];
+  toml.replace(toml.find("rules = [\"TILE <= max_threads\"]"), 32,
+               "rules = [\"TILE <= max_threads\", \"TILE*UNROLL <= N\"]");
+  submit.shapes = {Shape{{{"N", 64}}}, Shape{{{"N", 1024}}}};
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  EXPECT_EQ(s.FindSweep("s1")->pairs_total, 20u * (3 + 20));
+  std::map<std::string, size_t> per_shape;
+  while (auto u = s.Lease("w", "m", 0)) {
+    for (const Config& c : u->configs) {
+      const int64_t n = ValueOf(u->shapes[0].dims, "N");
+      EXPECT_LE(ValueOf(c.params, "TILE") * ValueOf(c.params, "UNROLL"), n) << c.Canonical() << " at N=" << n;
+      per_shape[u->shapes[0].Canonical()]++;
+    }
+    s.CompleteUnit("w", "s1", u->unit_id, 1, 1);
+  }
+  EXPECT_EQ(per_shape["N=64"], 60u);
+  EXPECT_EQ(per_shape["N=1024"], 400u);
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
+}
+
 TEST(Scheduler, ALoneDeviceKeepsFullSizeUnitsToTheEnd) {
   SchedulerOptions o;
   o.tail_duplicates = false;

@@ -36,6 +36,16 @@ Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInf
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
                                              const std::string& dtype, SpaceStats* stats = nullptr);
 
+// The configs of `configs` that the op's shape rules (OpSpec::
+// shape_constraints: rules that read dims) allow at `shape` on `device`,
+// with `dtype`'s dsize, in their order: all of them when the op has none.
+// `first_rejecting` (optional, one count per shape rule): how many configs
+// each rule rejects first. Errors: a rule that does not compile, an unknown
+// dtype, a shape that lacks a dim of the op.
+Result<std::vector<Config>> ConfigsForShape(const OpSpec& spec, const DeviceInfo& device, const std::string& dtype,
+                                            const std::vector<Config>& configs, const Shape& shape,
+                                            std::vector<uint64_t>* first_rejecting = nullptr);
+
 // Why a space on `device` is the size it is (`tunefarm op check`): every raw
 // point evaluated against every rule, with the largest dsize of the op's
 // dtypes (as EnumerateConfigs does). `rejected[r]`: points rule r rejects;

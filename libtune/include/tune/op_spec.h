@@ -94,6 +94,10 @@ struct OpSpec {
   std::map<std::string, Config> arch_defaults;
   std::vector<Axis> axes;           // spec order
   std::vector<std::string> constraints;  // over params + device limits
+  // [constraints] rules that read dims: a config is legal on some shapes
+  // only, and is timed only where it is (ConfigsForShape). Written among
+  // the rules; the parser puts those that name a dim here.
+  std::vector<std::string> shape_constraints;
   std::vector<std::string> grid, block;  // 3 expressions each
   std::string smem = "0";           // dynamic shared memory bytes expression
   std::vector<ArgSpec> args;

@@ -167,6 +167,43 @@ Result<SpaceExplanation> ExplainSpace(const OpSpec& spec, const DeviceInfo& devi
   return out;
 }
 
+Result<std::vector<Config>> ConfigsForShape(const OpSpec& spec, const DeviceInfo& device, const std::string& dtype,
+                                            const std::vector<Config>& configs, const Shape& shape,
+                                            std::vector<uint64_t>* first_rejecting) {
+  if (first_rejecting) first_rejecting->assign(spec.shape_constraints.size(), 0);
+  if (spec.shape_constraints.empty()) return configs;
+  const int dsize = DTypeSize(dtype);
+  if (dsize <= 0) return Status::Error(SpecFile(spec) + ": unknown dtype '" + dtype + "'");
+  ExprScope scope;
+  scope.SetDevice(device);
+  scope.Set("dsize", dsize);
+  for (const Axis& a : spec.axes) scope.Set(a.name, 0);
+  for (const std::string& d : spec.dims) {
+    bool given = false;
+    for (const auto& [name, value] : shape.dims) given = given || name == d;
+    if (!given) return Status::Error(SpecFile(spec) + ": shape " + shape.Canonical() + " lacks dim " + d);
+    scope.Set(d, static_cast<double>(ValueOf(shape.dims, d)));
+  }
+  std::vector<Expr> rules;
+  for (size_t r = 0; r < spec.shape_constraints.size(); ++r) {
+    auto e = Expr::Compile(spec.shape_constraints[r], &scope, SpecFile(spec) + ": [constraints] shape rule " +
+                                                                 spec.shape_constraints[r]);
+    if (!e.ok()) return e.status();
+    rules.push_back(std::move(e).value());
+  }
+  std::vector<Config> out;
+  for (const Config& c : configs) {
+    for (const auto& [name, value] : c.params) {
+      if (double* slot = scope.Slot(name)) *slot = static_cast<double>(value);
+    }
+    size_t r = 0;
+    while (r < rules.size() && std::fabs(rules[r].Eval()) > 0) ++r;  // zero or NaN rejects
+    if (r == rules.size()) out.push_back(c);
+    else if (first_rejecting) ++(*first_rejecting)[r];
+  }
+  return out;
+}
+
 Result<std::vector<Config>> EnumerateConfigs(const OpSpec& spec, const DeviceInfo& device,
                                              SpaceStats* stats, uint64_t max_legal) {
   int dsize = 0;

@@ -682,11 +682,19 @@ class SpecParser {
       }
       return e.status();
     };
-    const char* kLegalityHint = "constraints see params, dsize and device limits, not dims";
     const char* kReferenceHint = "the reference launch sees dims and dsize only";
-    for (size_t i = 0; i < spec_.constraints.size(); ++i)
-      TUNE_RETURN_IF_ERROR(compile(legality, spec_.constraints[i],
-                                   "[constraints] rules[" + std::to_string(i) + "]", kLegalityHint));
+    // A rule that names a dim decides per (config, shape); the others decide
+    // a model's space once.
+    std::vector<std::string> model_rules;
+    for (size_t i = 0; i < spec_.constraints.size(); ++i) {
+      const std::string& rule = spec_.constraints[i];
+      bool reads_dims = false;
+      for (const std::string& name : ExprIdentifiers(rule))
+        reads_dims = reads_dims || std::find(spec_.dims.begin(), spec_.dims.end(), name) != spec_.dims.end();
+      TUNE_RETURN_IF_ERROR(compile(reads_dims ? full : legality, rule, "[constraints] rules[" + std::to_string(i) + "]", ""));
+      (reads_dims ? spec_.shape_constraints : model_rules).push_back(rule);
+    }
+    spec_.constraints = std::move(model_rules);
     for (size_t i = 0; i < 3; ++i) {
       TUNE_RETURN_IF_ERROR(compile(full, spec_.grid[i], "[launch] grid[" + std::to_string(i) + "]", ""));
       TUNE_RETURN_IF_ERROR(compile(full, spec_.block[i], "[launch] block[" + std::to_string(i) + "]", ""));
