@@ -264,9 +264,8 @@ TEST(OpSpec, EachBadInputNamesFileAndField) {
       {"smem  = \"(BM*BK + BK*BN) * STAGES * dsize\"", "smem  = \"BQ * 2\"",
        "[launch] smem: unknown variable 'BQ' in 'BQ * 2'"},
       {"block = [\"256\", \"1\", \"1\"]", "block = [\"256\", \"1\", \"1 +\"]", "[launch] block[2]: "},
-      {"rules = [\"(BM*BK + BK*BN) * STAGES * dsize <= smem_optin\"]", "rules = [\"BM <= M\"]",
-       "[constraints] rules[0]: unknown variable 'M' in 'BM <= M' (constraints see params, dsize and device "
-       "limits, not dims)"},
+      {"rules = [\"(BM*BK + BK*BN) * STAGES * dsize <= smem_optin\"]", "rules = [\"BM <= Q\"]",
+       "[constraints] rules[0]: unknown variable 'Q' in 'BM <= Q'"},
       {"grid  = [\"cdiv(N, 16)\", \"cdiv(M, 16)\", \"1\"]", "grid  = [\"cdiv(N, BN)\", \"cdiv(M, 16)\", \"1\"]",
        "[check] grid[0]: unknown variable 'BN' in 'cdiv(N, BN)' (the reference launch sees dims and dsize only)"},
       {"dir = \"in\"", "dir = \"input\"", "[[args]] A dir: expected in | out | inout, got 'input'"},
@@ -274,8 +273,8 @@ TEST(OpSpec, EachBadInputNamesFileAndField) {
        "[[args]] A dtype: unknown dtype 'fp16' (expected $dtype | f16 | bf16 | f32 | i32)"},
       {"shape = [\"M\", \"K\"]", "shape = [\"M\", \"Q\"]", "[[args]] A shape[1]: unknown variable 'Q' in 'Q'"},
       {"shape = [\"M\", \"K\"]", "shape = []", "[[args]] A shape: expected a non-empty array of expressions"},
-      {"init = \"uniform(-1,1)\"", "init = \"zeros\"",
-       "[[args]] A init: expected uniform(lo,hi) | normal(mean,std) | ones"},
+      {"init = \"uniform(-1,1)\"", "init = \"twos\"",
+       "[[args]] A init: expected uniform(lo,hi) | normal(mean,std) | int(lo,hi) | ones | zeros | file(name.npy)"},
       {"init = \"uniform(-1,1)\"", "init = \"uniform(1,-1)\"", "[[args]] A init: uniform(lo,hi) needs lo < hi"},
       {"shape = [\"M\", \"N\"]", "shape = [\"M\", \"N\"]\ninit = \"ones\"",
        "[[args]] C init: applies to in/inout buffers only"},
@@ -446,6 +445,15 @@ TEST(OpSpec, ChecksMayUseACheckerOrBeSkippedAndInputsMayBeIntsZerosOrFiles) {
     ASSERT_FALSE(spec.ok()) << b.to;
     EXPECT_NE(spec.status().message().find(b.message), std::string::npos) << spec.status().message();
   }
+}
+
+TEST(OpSpec, RulesThatReadDimsAreShapeRules) {
+  auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, "rules = [\"(BM*BK + BK*BN) * STAGES * dsize <= smem_optin\"]",
+                                              "rules = [\"BM <= M\", \"BK*STAGES <= 256\", \"BN*BK <= N*K\"]")),
+                          "x");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->constraints, std::vector<std::string>{"BK*STAGES <= 256"});
+  EXPECT_EQ(spec->shape_constraints, (std::vector<std::string>{"BM <= M", "BN*BK <= N*K"}));
 }
 
 TEST(OpSpec, KernelHashAddsTheToolchain) {
