@@ -100,6 +100,21 @@ struct ArchDefault @0xb8d4e2f6a1c35097 {
   config @2 :Records.Config;
 }
 
+# How lookups of an op bucket one of its dims (op.toml [op] buckets).
+enum BucketKind @0xbc605dc9ad8abf81 {
+  unknown @0;
+  exact @1;
+  pow2 @2;                        # the least power of two >= the dim
+  list @3;                        # the least listed value >= the dim, else the largest
+}
+
+struct DimBucket @0xdbbc4c37d1abd925 {
+  op @0 :Text;
+  dim @1 :Text;
+  kind @2 :BucketKind;
+  values @3 :List(Int64);         # list: ascending, in [1, 2^40]
+}
+
 # A whole bundle. Defaults are sorted by op; entries keep the order the farm
 # wrote them in, which breaks ties in nearest-shape lookups.
 struct Bundle @0xfe3fc7ee90181824 {
@@ -113,4 +128,5 @@ struct Bundle @0xfe3fc7ee90181824 {
   kernels @7 :List(Records.KernelImage);   # empty in a config-only bundle
   modelDefaults @8 :List(ModelDefault);
   archDefaults @9 :List(ArchDefault);
+  buckets @10 :List(DimBucket);   # dims without one are exact
 }

@@ -366,6 +366,9 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
   ASSERT_EQ(bundle->entries.size(), 2u);
   for (const auto& e : bundle->entries) EXPECT_EQ(e.config.Canonical(), "X=3,Y=2") << e.shape.Canonical();
   EXPECT_TRUE(bundle->launch_plans.empty());
+  // The op's buckets travel with it: N = 3000 finds the config tuned at 4096.
+  ASSERT_EQ(bundle->buckets.count("program_sum"), 1u);
+  EXPECT_EQ(bundle->buckets.at("program_sum").at("N").kind, tune::DimBucket::Kind::kPow2);
   EXPECT_NE(tune::testing::ReadFile(path("publish.log")).find("program op"), std::string::npos);
   fs::remove_all(dir);
 }

@@ -447,6 +447,30 @@ TEST(OpSpec, ChecksMayUseACheckerOrBeSkippedAndInputsMayBeIntsZerosOrFiles) {
   }
 }
 
+TEST(OpSpec, BucketsNameDimsAndSayHowLookupsRoundThem) {
+  const std::string dims = "dims    = [\"M\", \"N\", \"K\"]";
+  auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, dims, dims + "\nbuckets = { M = \"pow2\", N = \"exact\", K = [1024, 4096] }")), "x");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->buckets.size(), 2u);  // exact is no bucket
+  EXPECT_EQ(spec->buckets.at("M").Of(100), 128);
+  EXPECT_EQ(spec->buckets.at("M").Of(1), 1);
+  EXPECT_EQ(spec->buckets.at("K").Of(1), 1024);
+  EXPECT_EQ(spec->buckets.at("K").Of(1025), 4096);
+  EXPECT_EQ(spec->buckets.at("K").Of(5000), 4096);
+  // Lookups only: the kernel hash does not move.
+  EXPECT_EQ(KernelHash(*spec, "13.0"), KernelHash(*ParseOpSpec(GemmPackage(), "x"), "13.0"));
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"buckets = { Q = \"pow2\" }", "[op] buckets Q: 'Q' is not a dim"},
+           {"buckets = { M = \"log\" }", "expected \"exact\", \"pow2\" or a list"},
+           {"buckets = { M = [64, 32] }", "bucket values must ascend"},
+           {"buckets = { M = [0, 32] }", "outside [1, 2^40]"},
+           {"buckets = { M = [] }", "1 to 4096 values"}}) {
+    auto bad = ParseOpSpec(GemmPackage(Replace(kGemmToml, dims, dims + "\n" + text)), "x");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(message), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(OpSpec, RulesThatReadDimsAreShapeRules) {
   auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, "rules = [\"(BM*BK + BK*BN) * STAGES * dsize <= smem_optin\"]",
                                               "rules = [\"BM <= M\", \"BK*STAGES <= 256\", \"BN*BK <= N*K\"]")),

@@ -309,6 +309,46 @@ TEST_F(RuntimeTest, LoadFromMemory) {
   EXPECT_EQ(b.status().message().rfind("bundle embedded: ", 0), 0u) << b.status().message();
 }
 
+TEST_F(RuntimeTest, BucketedDimsFindTheConfigTunedAtTheirBucket) {
+  tune::Bundle src = TestBundle();
+  src.entries = {E("h100-80gb-hbm3", "f16", Mnk(64, 4096, 4096), 64), E("h100-80gb-hbm3", "f16", Mnk(128, 4096, 4096), 128),
+                 E("h100-80gb-hbm3", "f16", Mnk(256, 4096, 4096), 256)};
+  tune::DimBucket pow2;
+  pow2.kind = tune::DimBucket::Kind::kPow2;
+  tune::DimBucket list;
+  list.kind = tune::DimBucket::Kind::kList;
+  list.values = {1024, 4096};
+  src.buckets["gemm"] = {{"M", pow2}, {"K", list}};
+  const std::string bytes = EncodeSignedBundle(src, key_);
+  auto b = Bundle::LoadFromMemory(bytes.data(), bytes.size(), {key_file_}, "bucketed");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto q = [&](int64_t m, int64_t k) { return b->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", m}, {"N", 4096}, {"K", k}}); };
+  // M = 100 is in 128's bucket, K = 2000 in 4096's: the config tuned there, as an exact hit.
+  Answer a = q(100, 2000);
+  EXPECT_EQ(a.level, Level::kExact);
+  EXPECT_EQ(a.entry, &b->entries().at(1));
+  EXPECT_EQ(q(129, 4096).entry, &b->entries().at(2));
+  EXPECT_EQ(q(1, 4096).entry, &b->entries().at(0));  // bucket 1: nearest tuned bucket
+  EXPECT_EQ(q(1, 4096).level, Level::kNearestShape);
+  EXPECT_EQ(q(64, 9000).entry, &b->entries().at(0));  // past the list: its largest value
+  EXPECT_EQ(q(64, 9000).level, Level::kExact);
+  // Prepared lookups bucket alike, whatever order the dims come in.
+  const std::string_view order[] = {"K", "N", "M"};
+  PreparedLookup prepared = b->prepare("gemm", "f16", "h100-80gb-hbm3", order);
+  EXPECT_EQ(prepared.lookup({2000, 4096, 100}).entry, &b->entries().at(1));
+  EXPECT_EQ(prepared.lookup({4096, 4096, 200}).entry, &b->entries().at(2));
+  // The JSON form keeps them.
+  auto round = tune::BundleFromJson(tune::BundleToJson(src));
+  ASSERT_TRUE(round.ok()) << round.status().message();
+  EXPECT_EQ(round->buckets.at("gemm").at("K").values, list.values);
+  // A bucket list that does not ascend is refused at the door.
+  src.buckets["gemm"]["K"].values = {4096, 1024};
+  const std::string bad = EncodeSignedBundle(src, key_);
+  auto refused = Bundle::LoadFromMemory(bad.data(), bad.size(), {key_file_}, "bad");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("bucket values must ascend"), std::string::npos) << refused.status().message();
+}
+
 TEST_F(RuntimeTest, TooManyDimsIsRefused) {
   tune::Bundle big = TestBundle();
   big.entries[0].shape.dims.clear();

@@ -126,6 +126,8 @@ struct Bundle {
   std::vector<KernelImage> kernels;
   std::vector<ModelDefault> model_defaults;
   std::vector<ArchDefault> arch_defaults;
+  // op -> dim -> bucket, for the dims that are not exact (OpSpec::buckets).
+  std::map<std::string, std::map<std::string, DimBucket>> buckets;
 };
 
 std::string EncodeBundle(const Bundle& b);                         // Cap'n Proto binary

@@ -87,6 +87,9 @@ struct OpSpec {
   std::string source_file;          // "gemm.cu"
   std::string kernel;               // entry point (extern "C")
   std::vector<std::string> dims;    // ["M", "N", "K"]
+  // [op] buckets: how a bundle's lookups bucket each dim (absent: exact).
+  // Not in the kernel hash: it changes what a lookup answers, not a figure.
+  std::map<std::string, DimBucket> buckets;
   std::vector<std::string> dtypes;  // ["f16", "bf16"]
   Config default_config;
   // [arch_defaults]: per GPU architecture ("sm_80", "sm_90a"), a default for

@@ -38,6 +38,23 @@ struct Config {
   std::string Id() const;
 };
 
+// How a lookup key buckets one dim (op.toml [op] buckets): a deployment's
+// dims are mapped to their bucket's value before a bundle is searched, so
+// that M = 100 finds the config tuned at M = 128 (meTile's key=, vLLM's
+// batch-size buckets). The farm tunes the buckets' values.
+struct DimBucket {
+  enum class Kind : uint8_t { kExact = 0, kPow2 = 1, kList = 2 };
+  Kind kind = Kind::kExact;
+  std::vector<int64_t> values;  // kList: ascending, positive
+  // The value of v's bucket: v (exact); the least power of two >= v (pow2;
+  // 1 for v <= 1); the least listed value >= v, else the largest (list).
+  int64_t Of(int64_t v) const;
+  // OK when the values suit the kind (a list: 1 to 4096 ascending values in
+  // [1, 2^40]); errors name the problem.
+  Status Check() const;
+};
+inline constexpr size_t kMaxBucketValues = 4096;
+
 // One problem shape, dims in the op's declared order.
 struct Shape {
   NamedValues dims;

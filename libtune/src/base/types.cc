@@ -177,6 +177,42 @@ std::string NormaliseGpuModel(const std::string& device_name) {
   return out;
 }
 
+int64_t DimBucket::Of(int64_t v) const {
+  switch (kind) {
+    case Kind::kPow2: {
+      if (v <= 1) return 1;
+      if (v > (int64_t(1) << 62)) return v;
+      int64_t p = 1;
+      while (p < v) p <<= 1;
+      return p;
+    }
+    case Kind::kList: {
+      if (values.empty()) return v;
+      auto it = std::lower_bound(values.begin(), values.end(), v);
+      return it == values.end() ? values.back() : *it;
+    }
+    case Kind::kExact:
+      break;
+  }
+  return v;
+}
+
+Status DimBucket::Check() const {
+  if (kind == Kind::kList) {
+    if (values.empty() || values.size() > kMaxBucketValues)
+      return Status::Error("a bucket list holds 1 to " + std::to_string(kMaxBucketValues) + " values");
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] < 1 || values[i] > (int64_t(1) << 40))
+        return Status::Error("bucket value " + std::to_string(values[i]) + " is outside [1, 2^40]");
+      if (i > 0 && values[i] <= values[i - 1]) return Status::Error("bucket values must ascend");
+    }
+    return Status::OK();
+  }
+  if (!values.empty()) return Status::Error("only a bucket list has values");
+  if (kind != Kind::kExact && kind != Kind::kPow2) return Status::Error("unknown bucket kind");
+  return Status::OK();
+}
+
 void Measurement::CopyOutcome(const Measurement& from) {
   failure = from.failure;
   failure_message = from.failure_message;

@@ -225,6 +225,11 @@ Status CheckBundleParts(const Bundle& b) {
     for (const LaunchProgram* p : programs) TUNE_RETURN_IF_ERROR(CheckLaunchProgram(*p, plan.vars.size()).WithPrefix(where));
   }
   for (const KernelImage& k : b.kernels) TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
+  for (const auto& [op, dims] : b.buckets) {
+    for (const auto& [dim, bucket] : dims) {
+      if (Status st = bucket.Check(); !st.ok()) return Status::Error("bucket of " + op + " " + dim + ": " + st.message());
+    }
+  }
   return Status::OK();
 }
 
@@ -321,6 +326,22 @@ std::string EncodeBundle(const Bundle& b) {
     arch_defaults[i].setOp(TextOf(d.op));
     arch_defaults[i].setArch(TextOf(d.arch));
     SetNamedValues(arch_defaults[i].initConfig().initParams(d.config.params.size()), d.config.params);
+  }
+  size_t n_buckets = 0;
+  for (const auto& [op, dims] : b.buckets) n_buckets += dims.size();
+  auto buckets = root.initBuckets(static_cast<unsigned>(n_buckets));
+  i = 0;
+  for (const auto& [op, dims] : b.buckets) {
+    for (const auto& [dim, bucket] : dims) {
+      auto w = buckets[static_cast<unsigned>(i++)];
+      w.setOp(TextOf(op));
+      w.setDim(TextOf(dim));
+      w.setKind(bucket.kind == DimBucket::Kind::kPow2   ? wire::BucketKind::POW2
+                : bucket.kind == DimBucket::Kind::kList ? wire::BucketKind::LIST
+                                                        : wire::BucketKind::EXACT);
+      auto values = w.initValues(static_cast<unsigned>(bucket.values.size()));
+      for (size_t v = 0; v < bucket.values.size(); ++v) values.set(static_cast<unsigned>(v), bucket.values[v]);
+    }
   }
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();
@@ -450,6 +471,22 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     for (auto r : arch_defaults) {
       b.arch_defaults.push_back(
           ArchDefault{Str(r.getOp()), Str(r.getArch()), Config{GetNamedValues(r.getConfig().getParams(), budget)}});
+    }
+    auto buckets = root.getBuckets();
+    if (!budget.Charge(buckets.size(), sizeof(DimBucket))) throw BudgetExceeded{};
+    for (auto r : buckets) {
+      DimBucket d;
+      switch (r.getKind()) {
+        case wire::BucketKind::EXACT: d.kind = DimBucket::Kind::kExact; break;
+        case wire::BucketKind::POW2: d.kind = DimBucket::Kind::kPow2; break;
+        case wire::BucketKind::LIST: d.kind = DimBucket::Kind::kList; break;
+        default: return Status::Error("bundle is corrupt: a bucket of an unknown kind");
+      }
+      auto values = r.getValues();
+      if (!budget.Charge(values.size(), sizeof(int64_t))) throw BudgetExceeded{};
+      for (int64_t v : values) d.values.push_back(v);
+      if (!b.buckets[Str(r.getOp())].emplace(Str(r.getDim()), std::move(d)).second)
+        return Status::Error("bundle is corrupt: two buckets for " + Str(r.getOp()) + " " + Str(r.getDim()));
     }
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle is corrupt: ");
     return b;

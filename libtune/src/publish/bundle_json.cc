@@ -112,6 +112,16 @@ std::string BundleToJson(const Bundle& b) {
   for (const ArchDefault& d : b.arch_defaults)
     arch_defaults.push_back(Json{{"op", d.op}, {"arch", d.arch}, {"config", NamedValuesToJson(d.config.params)}});
   j["arch_defaults"] = std::move(arch_defaults);
+  // {"gemm": {"M": "pow2", "K": [1024, 4096]}}
+  Json buckets = Json::object();
+  for (const auto& [op, dims] : b.buckets) {
+    for (const auto& [dim, bucket] : dims) {
+      buckets[op][dim] = bucket.kind == DimBucket::Kind::kList ? Json(bucket.values)
+                         : bucket.kind == DimBucket::Kind::kPow2 ? Json("pow2")
+                                                                 : Json("exact");
+    }
+  }
+  j["buckets"] = std::move(buckets);
   Json kernels = Json::array();
   for (const KernelImage& k : b.kernels) {
     kernels.push_back(Json{{"kernel_hash", k.kernel_hash}, {"config_id", k.config_id}, {"dtype", k.dtype},
@@ -208,6 +218,23 @@ Result<Bundle> BundleFromJson(const std::string& text) {
     for (const Json& jd : j.value("arch_defaults", Json::array())) {
       b.arch_defaults.push_back(ArchDefault{jd.at("op").get<std::string>(), jd.at("arch").get<std::string>(),
                                             Config{NamedValuesFromJson(jd.at("config"), "arch_defaults.config")}});
+    }
+    const Json buckets = j.value("buckets", Json::object());
+    if (!buckets.is_object()) return Status::Error("bundle JSON: buckets: expected an object");
+    for (const auto& [op, dims] : buckets.items()) {
+      if (!dims.is_object()) return Status::Error("bundle JSON: buckets." + op + ": expected an object");
+      for (const auto& [dim, v] : dims.items()) {
+        DimBucket d;
+        if (v.is_array()) {
+          d.kind = DimBucket::Kind::kList;
+          d.values = v.get<std::vector<int64_t>>();
+        } else if (v == "pow2") {
+          d.kind = DimBucket::Kind::kPow2;
+        } else if (v != "exact") {
+          return Status::Error("bundle JSON: buckets." + op + "." + dim + ": expected \"exact\", \"pow2\" or a list");
+        }
+        b.buckets[op][dim] = std::move(d);
+      }
     }
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
     return b;

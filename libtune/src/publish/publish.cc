@@ -189,6 +189,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   b.created_unix = std::time(nullptr);
   for (const auto& [op, spec] : ops) {
     b.defaults[op] = spec.default_config;
+    if (!spec.buckets.empty()) b.buckets[op] = spec.buckets;
     for (const auto& [arch, config] : spec.arch_defaults) b.arch_defaults.push_back(ArchDefault{op, arch, config});
   }
   const auto specs = SpecsByKernelHash(store, newest);

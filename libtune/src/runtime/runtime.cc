@@ -27,6 +27,10 @@ namespace detail {
 struct Plan {
   std::vector<std::string> dim_names;  // the order of the dims a lookup passes
   size_t ndims = 0;
+  // Per dim, how lookups bucket it (the op's [op] buckets); `bucketed` when
+  // any is not exact. Candidates are stored bucketed, queries bucketed first.
+  std::vector<DimBucket> buckets;
+  bool bucketed = false;
   bool own = false;                    // candidates are the queried model's: exact hits count
   Level tuned_level = Level::kNearestShape;
   std::vector<int64_t> dims;           // candidate i at [i * ndims, (i + 1) * ndims)
@@ -145,15 +149,16 @@ Answer FallbackOf(const BundleData& data, std::string_view op, std::string_view 
 void AddCandidate(Plan* plan, const Entry& e) {
   if (e.shape.size() != plan->ndims) return;
   const size_t at = plan->dims.size();
-  for (const std::string& name : plan->dim_names) {
-    const int i = e.shape.index(name);
+  for (size_t j = 0; j < plan->ndims; ++j) {
+    const int i = e.shape.index(plan->dim_names[j]);
     if (i < 0) {
       plan->dims.resize(at);
       plan->log2.resize(at);
       return;
     }
-    plan->dims.push_back(e.shape.value(static_cast<size_t>(i)));
-    plan->log2.push_back(Log2Dim(e.shape.value(static_cast<size_t>(i))));
+    const int64_t v = plan->buckets[j].Of(e.shape.value(static_cast<size_t>(i)));
+    plan->dims.push_back(v);
+    plan->log2.push_back(Log2Dim(v));
   }
   plan->entries.push_back(&e);
 }
@@ -204,6 +209,19 @@ void BuildExactIndex(Plan* plan) {
   }
 }
 
+// The op's buckets in the plan's dim order.
+void SetBuckets(const BundleData& data, std::string_view op, Plan* plan) {
+  plan->buckets.assign(plan->ndims, DimBucket{});
+  auto it = data.source.buckets.find(std::string(op));
+  if (it == data.source.buckets.end()) return;
+  for (size_t j = 0; j < plan->ndims; ++j) {
+    auto b = it->second.find(plan->dim_names[j]);
+    if (b == it->second.end()) continue;
+    plan->buckets[j] = b->second;
+    plan->bucketed = plan->bucketed || b->second.kind != DimBucket::Kind::kExact;
+  }
+}
+
 // `model` is null for a plan that serves models absent from the bundle.
 std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string& op, const std::string& dtype,
                                       const std::vector<size_t>& same_op_dtype, const std::string* model,
@@ -212,6 +230,7 @@ std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string&
   auto plan = std::make_shared<Plan>();
   plan->dim_names = names;
   plan->ndims = names.size();
+  SetBuckets(data, op, plan.get());
   // Forced defaults skip the model defaults too: the switch rules out
   // everything the farm picked.
   plan->fallback = data.force_defaults ? FallbackOf(data, op, dtype, nullptr, "\x01", {}, usable)
@@ -257,9 +276,12 @@ std::shared_ptr<const Plan> Reorder(const std::shared_ptr<const Plan>& plan,
   out->own = plan->own;
   out->tuned_level = plan->tuned_level;
   out->fallback = plan->fallback;
+  out->bucketed = plan->bucketed;
   std::vector<size_t> from;
   for (std::string_view name : names) {
     const auto it = std::find(plan->dim_names.begin(), plan->dim_names.end(), name);
+    const size_t at = static_cast<size_t>(it - plan->dim_names.begin());
+    out->buckets.push_back(at < plan->buckets.size() ? plan->buckets[at] : DimBucket{});
     if (it == plan->dim_names.end()) return out;
     from.push_back(static_cast<size_t>(it - plan->dim_names.begin()));
   }
@@ -318,10 +340,16 @@ size_t Nearest(const double* rows, size_t n, const double* q, size_t d) {
   return best_i;
 }
 
-Answer Evaluate(const Plan& plan, const int64_t* dims) {
+Answer Evaluate(const Plan& plan, const int64_t* query) {
   const size_t n = plan.entries.size();
   if (n == 0) return plan.fallback;
   const size_t d = plan.ndims;
+  int64_t bucketed[kMaxDims];
+  const int64_t* dims = query;
+  if (plan.bucketed) {
+    for (size_t j = 0; j < d; ++j) bucketed[j] = plan.buckets[j].Of(query[j]);
+    dims = bucketed;
+  }
   if (plan.own) {
     if (const std::ptrdiff_t i = FindExact(plan, dims); i >= 0) {
       return Answer{&plan.entries[static_cast<size_t>(i)]->config, plan.entries[static_cast<size_t>(i)],

@@ -290,7 +290,7 @@ class SpecParser {
     const toml::table* op = Table("op", true, &st);
     if (!op) return st;
     TUNE_RETURN_IF_ERROR(OnlyKeys(*op, "[op]", {"name", "source", "kernel", "dims", "dtypes", "default",
-                                                "arch_specific", "options"}));
+                                                "arch_specific", "options", "buckets"}));
     TUNE_RETURN_IF_ERROR(String(*op, "[op]", "name", true, &spec_.name));
     if (spec_.program) {
       for (const char* k : {"source", "kernel", "arch_specific", "options"})
@@ -314,7 +314,39 @@ class SpecParser {
     if (op->get("options")) {
       TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "options", false, true, &spec_.compile_options, false));
     }
+    TUNE_RETURN_IF_ERROR(ParseBuckets(*op));
     op_ = op;
+    return Status::OK();
+  }
+
+  // buckets = { M = "pow2", N = "exact", K = [1024, 4096] }
+  Status ParseBuckets(const toml::table& op) {
+    const toml::node* n = op.get("buckets");
+    if (!n) return Status::OK();
+    const toml::table* t = n->as_table();
+    if (!t) return Err("[op] buckets", "expected a table of dim = \"exact\" | \"pow2\" | [values]");
+    for (auto&& [k, v] : *t) {
+      const std::string dim(k.str());
+      const std::string field = "[op] buckets " + dim;
+      if (std::find(spec_.dims.begin(), spec_.dims.end(), dim) == spec_.dims.end())
+        return Err(field, "'" + dim + "' is not a dim");
+      DimBucket b;
+      if (v.is_string() && v.as_string()->get() == "pow2") {
+        b.kind = DimBucket::Kind::kPow2;
+      } else if (v.is_string() && v.as_string()->get() == "exact") {
+        b.kind = DimBucket::Kind::kExact;
+      } else if (const toml::array* a = v.as_array()) {
+        b.kind = DimBucket::Kind::kList;
+        for (const toml::node& item : *a) {
+          if (!item.is_integer()) return Err(field, "expected a list of integers");
+          b.values.push_back(item.as_integer()->get());
+        }
+        if (Status st = b.Check(); !st.ok()) return Err(field, st.message());
+      } else {
+        return Err(field, "expected \"exact\", \"pow2\" or a list of values");
+      }
+      if (b.kind != DimBucket::Kind::kExact) spec_.buckets.emplace(dim, std::move(b));
+    }
     return Status::OK();
   }
 
