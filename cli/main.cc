@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "op_check.h"
+#include "tune/log.h"
 
 namespace {
 
@@ -263,11 +264,25 @@ int main(int argc, char** argv) {
   n->add_option("--workers", nightly.tune.sim_workers, "sim: local workers")->capture_default_str();
   AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
 
+  // The log of the long-running processes (tune/log.h).
+  std::string log_level, log_format;
+  for (CLI::App* sub : {c, w, t, n}) {
+    sub->add_option("--log-level", log_level, "debug, info, warn or error (default: $TUNEFARM_LOG_LEVEL, else info)")
+        ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+    sub->add_option("--log-format", log_format,
+                    "text, or json: one JSON object per line (default: $TUNEFARM_LOG_FORMAT, else text)")
+        ->check(CLI::IsMember({"text", "json"}));
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version end the parse too, with status 0.
     return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  if (Status st = log::Configure(log_level, log_format); !st.ok()) {
+    std::fprintf(stderr, "tunefarm: %s\n", st.message().c_str());
+    return kExitUsage;
   }
 
   if (c->parsed()) return RunCoordinator(coord, &g_stop);

@@ -81,7 +81,7 @@ uint32_t NoWorkRetryMs(size_t workers) {
 
 void Coordinator::Impl::StoreFailed(const std::string& what, double now) {
   if (store_fault.empty()) {
-    std::fprintf(stderr, "coordinator: store writes fail, leasing stops until they succeed: %s\n", what.c_str());
+    Log(log::Level::kError, "store writes fail; leasing stops until they succeed", {{"error", what}});
   }
   store_fault = what;
   store_retry_at = now + kStoreRetrySeconds;
@@ -94,12 +94,14 @@ void Coordinator::Impl::MaybeRecoverStore(double now) {
     store_retry_at = now + kStoreRetrySeconds;
     return;
   }
-  std::fprintf(stderr, "coordinator: store writes succeed again; leasing resumes\n");
+  Log(log::Level::kWarn, "store writes succeed again; leasing resumes");
   store_fault.clear();
 }
 
-void Coordinator::Impl::Log(const std::string& line) {
-  if (opts.verbose) std::fprintf(stderr, "coordinator: %s\n", line.c_str());
+void Coordinator::Impl::Log(log::Level level, const std::string& message, std::initializer_list<log::Field> fields) {
+  // --verbose shows the lease-by-lease lines without a debug level.
+  if (level == log::Level::kDebug && opts.verbose) level = log::Level::kInfo;
+  log::Write(level, "coordinator", message, fields);
 }
 
 void Coordinator::Impl::Send(const std::string& identity, Command cmd) {
@@ -112,7 +114,7 @@ void Coordinator::Impl::Send(const std::string& identity, Command cmd) {
     router->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     router->send(zmq::buffer(frame), zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
-    Log(std::string("send to ") + Printable(identity) + " failed: " + e.what());
+    Log(log::Level::kWarn, "send failed", {{"peer", Printable(identity)}, {"error", e.what()}});
   }
   auto it = workers.find(identity);
   if (it != workers.end()) it->second.last_sent = NowSeconds();
@@ -158,7 +160,7 @@ void Coordinator::Impl::RecordOps(const std::string& sweep_id, const SweepSubmit
 }
 
 void Coordinator::Impl::Disconnect(const std::string& identity, const std::string& reason) {
-  Log("disconnect " + Printable(identity) + ": " + reason);
+  Log(log::Level::kInfo, "disconnect", {{"peer", Printable(identity)}, {"reason", reason}});
   dropped_messages++;
   Send(identity, tune::Disconnect{reason});
   DropWorker(identity);
@@ -200,8 +202,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           p.devices = cmd.devices;
           p.last_seen = now;
           workers[identity] = std::move(p);
-          Log("hello from " + cmd.worker_name + " with " + std::to_string(cmd.devices.size()) +
-              " device(s)");
+          Log(log::Level::kInfo, "hello", {{"worker", cmd.worker_name}, {"devices", std::to_string(cmd.devices.size())}});
           Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
         } else if constexpr (std::is_same_v<T, SweepSubmit>) {
           const std::string id = NewSweepId();
@@ -212,7 +213,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           }
           PersistSweep(id);
           RecordOps(id, cmd);
-          Log("sweep " + id + " '" + cmd.name + "' accepted");
+          Log(log::Level::kInfo, "sweep accepted", {{"sweep", id}, {"name", cmd.name}});
           Send(identity, SweepAccepted{id});
         } else if constexpr (std::is_same_v<T, SweepCancel>) {
           if (Status st = scheduler.CancelSweep(cmd.sweep_id, std::time(nullptr)); !st.ok()) {
@@ -250,13 +251,14 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           unit->device_index = cmd.device_index;
           leases++;
           BookLease(*unit, dev->model, peer);
-          Log("lease unit " + std::to_string(unit->unit_id) + " (" + unit->op + "/" +
-              unit->dtype + ", " + std::to_string(unit->configs.size()) + " configs) to " +
-              peer.name);
+          Log(log::Level::kDebug, "lease",
+              {{"sweep", unit->sweep_id}, {"unit", std::to_string(unit->unit_id)}, {"op", unit->op},
+               {"dtype", unit->dtype}, {"shape", unit->shapes.empty() ? "" : unit->shapes[0].Canonical()},
+               {"configs", std::to_string(unit->configs.size())}, {"worker", peer.name}});
           Send(identity, std::move(*unit));
         } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
-          Log("worker " + (wit != workers.end() ? wit->second.name : Printable(identity)) +
-              " left: " + cmd.reason);
+          Log(log::Level::kInfo, "worker left",
+              {{"worker", wit != workers.end() ? wit->second.name : Printable(identity)}, {"reason", cmd.reason}});
           DropWorker(identity);
         } else {
           Disconnect(identity, std::string("unexpected command ") + CommandName(env.command));
@@ -269,16 +271,16 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
 // space of millions of raw points takes seconds, which the loop's leases
 // and heartbeats cannot wait for.
 void Coordinator::Impl::Expand(SpaceExpansion job) {
-  Log("expanding the config spaces of sweep " + job.sweep_id + " for " + job.device.model);
+  Log(log::Level::kDebug, "expanding config spaces", {{"sweep", job.sweep_id}, {"model", job.device.model}});
   expander->Post([this, job = std::move(job)]() -> OffLoop::Completion {
     const auto start = std::chrono::steady_clock::now();
     auto space = std::make_shared<Result<ExpandedSpace>>(ExpandSpace(job));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return [this, id = job.sweep_id, model = job.device.model, space, seconds] {
       if (space->ok()) {
-        Log("sweep " + id + ": " + std::to_string((*space)->pairs_total) + " (config, shape) pairs for " + model +
-            " (" + std::to_string((*space)->pairs_done) + " stored before), expanded in " +
-            std::to_string(seconds) + " s");
+        Log(log::Level::kInfo, "config spaces expanded",
+            {{"sweep", id}, {"model", model}, {"pairs", std::to_string((*space)->pairs_total)},
+             {"stored_before", std::to_string((*space)->pairs_done)}, {"seconds", std::to_string(seconds)}});
       }
       scheduler.ApplyExpansion(id, model, std::move(*space), std::time(nullptr));
     };
@@ -290,7 +292,8 @@ void Coordinator::Impl::RecordEndedSweeps() {
     if (s.state == RunState::kRunning || !ended_sweeps.insert(id).second) continue;
     PersistSweep(id);
     ForgetLeases(id);
-    Log("sweep " + id + " " + RunStateName(s.state) + (s.error.empty() ? "" : ": " + s.error));
+    Log(s.error.empty() ? log::Level::kInfo : log::Level::kWarn, std::string("sweep ") + RunStateName(s.state),
+        {{"sweep", id}, {"error", s.error}});
   }
 }
 
@@ -301,7 +304,7 @@ Status Coordinator::Impl::ResumeSweeps() {
   Status st = store->ForEachSweep([&](const std::string& id, const std::string& bytes) {
     auto rec = DecodeSweepRecord(bytes);
     if (!rec.ok()) {
-      Log("skipping unreadable sweep " + id + ": " + rec.status().message());
+      Log(log::Level::kWarn, "skipping an unreadable sweep", {{"sweep", id}, {"error", rec.status().message()}});
       return;
     }
     if (rec->state == "running") running.emplace_back(id, std::move(rec).value());
@@ -311,13 +314,12 @@ Status Coordinator::Impl::ResumeSweeps() {
     auto r = scheduler.AddSweep(rec.submit, id, std::time(nullptr), Measured());
     if (!r.ok()) {
       // Failed for good rather than tried again on every start.
-      std::fprintf(stderr, "coordinator: sweep %s cannot resume and is marked failed: %s\n", id.c_str(),
-                   r.status().message().c_str());
+      Log(log::Level::kError, "sweep cannot resume; marked failed", {{"sweep", id}, {"error", r.status().message()}});
       Status st = store->PutSweep(id, EncodeSweepRecord({"failed", rec.submit}));
-      if (!st.ok()) Log("cannot mark sweep " + id + " failed: " + st.message());
+      if (!st.ok()) Log(log::Level::kError, "cannot mark the sweep failed", {{"sweep", id}, {"error", st.message()}});
     } else {
       RecordOps(id, rec.submit);  // a coordinator stopped between the sweep and its op records
-      Log("resuming sweep " + id + " '" + rec.submit.name + "'");
+      Log(log::Level::kInfo, "resuming sweep", {{"sweep", id}, {"name", rec.submit.name}});
     }
   }
   return Status::OK();
@@ -342,12 +344,12 @@ void Coordinator::Impl::Tick(double now) {
   }
   for (const auto& id : revoked) Disconnect(id, "key " + workers[id].key + " is no longer on the worker allow-list");
   for (const auto& id : dead) {
-    Log("worker " + workers[id].name + " missed " + std::to_string(opts.liveness) +
-        " heartbeats: its leases go back to the queue");
+    Log(log::Level::kWarn, "worker missed its heartbeats; its leases go back to the queue",
+        {{"worker", workers[id].name}, {"heartbeats", std::to_string(opts.liveness)}});
     DropWorker(id);
   }
   const size_t expired = scheduler.ExpireLeases(now, std::time(nullptr));
-  if (expired) Log(std::to_string(expired) + " lease(s) expired");
+  if (expired) Log(log::Level::kInfo, "leases expired", {{"leases", std::to_string(expired)}});
   RecordEndedSweeps();
   MaybeRecoverStore(now);
   if (http && now - last_publish >= 1.0) {

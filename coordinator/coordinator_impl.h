@@ -22,6 +22,7 @@
 #include "off_loop.h"
 #include "scheduler.h"
 #include "tune/curve.h"
+#include "tune/log.h"
 #include "tune/protocol.h"
 #include "tune/records.h"
 #include "tune/result_store.h"
@@ -119,7 +120,8 @@ struct Coordinator::Impl {
 
   explicit Impl(CoordinatorOptions o) : opts(std::move(o)), scheduler(opts.scheduler) {}
 
-  void Log(const std::string& line);
+  // One line of the coordinator's log (tune/log.h).
+  void Log(log::Level level, const std::string& message, std::initializer_list<log::Field> fields = {});
 
   void Send(const std::string& identity, Command cmd);
 

@@ -127,15 +127,16 @@ Status Coordinator::Impl::LoadLeases() {
     lease_book[id] = LeaseBook{std::move(u), std::move(rec).value()};
   });
   for (uint64_t id : stale) (void)store->DeleteLease(id);
-  if (!lease_book.empty()) Log(std::to_string(lease_book.size()) + " lease(s) of the last run still open");
+  if (!lease_book.empty())
+    Log(log::Level::kInfo, "leases of the last run still open", {{"leases", std::to_string(lease_book.size())}});
   return st;
 }
 
 // A batch of `unit_id` from this worker is not in the store: a reconnect
 // makes the worker send every batch it holds unacknowledged again.
 void Coordinator::Impl::AskToResend(const std::string& identity, uint64_t unit_id) {
-  Log("unit " + std::to_string(unit_id) + " of " + Printable(identity) +
-      " lacks a batch that failed to store; asking for it again");
+  Log(log::Level::kWarn, "a results batch failed to store; asking for it again",
+      {{"unit", std::to_string(unit_id)}, {"peer", Printable(identity)}});
   Send(identity, tune::Disconnect{"a results batch could not be stored; send it again"});
   DropWorker(identity);
 }
@@ -148,8 +149,8 @@ void Coordinator::Impl::Refuse(const IngestOutcome& o) {
   batches_refused++;
   auto wit = workers.find(o.identity);
   const std::string who = wit != workers.end() ? wit->second.name + " (" + Lessee(wit->second) + ")" : Printable(o.identity);
-  std::fprintf(stderr, "coordinator: refused results of unit %llu from %s: %s\n",
-               static_cast<unsigned long long>(o.head.unit_id), who.c_str(), o.error.c_str());
+  Log(log::Level::kWarn, "refused results",
+      {{"sweep", o.head.sweep_id}, {"unit", std::to_string(o.head.unit_id)}, {"worker", who}, {"error", o.error}});
   Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch, 0, o.error});
   scheduler.GiveUpLease(o.identity, o.head.unit_id, std::time(nullptr));
   if (wit != workers.end() && ++wit->second.violations >= kMaxViolations) {
@@ -182,7 +183,8 @@ void Coordinator::Impl::ApplyIngestOutcomes() {
         results_stored += o.stored;
         results_duplicate += o.rows - o.stored;
         kernel_images += o.kernels;
-        if (!o.kernel_note.empty()) Log("results of " + o.head.sweep_id + ": " + o.kernel_note);
+        if (!o.kernel_note.empty())
+          Log(log::Level::kInfo, o.kernel_note, {{"sweep", o.head.sweep_id}, {"unit", std::to_string(o.head.unit_id)}});
         if (o.head.final && unstored_batches.erase({o.identity, o.head.unit_id})) {
           AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
           break;
@@ -212,7 +214,7 @@ bool Coordinator::Impl::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spe
     if (m.Valid() && std::isfinite(m.median_us)) rows->push_back(m);
     return !confirmed;
   });
-  if (!st.ok()) Log(std::string(pass) + " skips " + shape.Canonical() + ": " + st.message());
+  if (!st.ok()) Log(log::Level::kWarn, std::string(pass) + " skips a shape", {{"shape", shape.Canonical()}, {"error", st.message()}});
   return st.ok() && !confirmed;
 }
 

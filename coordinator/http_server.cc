@@ -1,5 +1,7 @@
 #include "http_server.h"
 
+#include "tune/log.h"
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -550,7 +552,7 @@ Status HttpServer::Start() {
       } catch (const std::exception& e) {
         // One request's failure (out of memory, typically) must not take the
         // status page down for good.
-        std::fprintf(stderr, "http: handler failed: %s\n", e.what());
+        log::Error("http", "handler failed", {{"error", e.what()}});
       }
     }
   });

@@ -1,5 +1,7 @@
 #include "zap_authenticator.h"
 
+#include "tune/log.h"
+
 #include <sys/stat.h>
 
 #include <atomic>
@@ -80,7 +82,7 @@ struct ZapAuthenticator::State {
 
   State(zmq::context_t& c, ZapAuthenticatorOptions o) : ctx(c), options(std::move(o)) {
     if (!options.log) {
-      options.log = [](const std::string& line) { std::fprintf(stderr, "zap: %s\n", line.c_str()); };
+      options.log = [](const std::string& line) { log::Warn("zap", line); };
     }
   }
 

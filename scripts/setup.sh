@@ -17,6 +17,7 @@ PACKAGES=(
   libtomlplusplus-dev
   libcli11-dev
   nlohmann-json3-dev
+  libspdlog-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev
   clang libclang-rt-14-dev

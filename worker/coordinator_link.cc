@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "tune/log.h"
+
 namespace tune {
 namespace {
 
@@ -13,8 +15,7 @@ double NowSeconds() {
 
 }  // namespace
 
-CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, Options opts, LogFn log)
-    : ctx_(ctx), opts_(std::move(opts)), log_(std::move(log)) {}
+CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, Options opts) : ctx_(ctx), opts_(std::move(opts)) {}
 
 Status CoordinatorLink::Connect() {
   socket_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
@@ -25,12 +26,13 @@ Status CoordinatorLink::Connect() {
   greeted_ = false;
   last_heard_ = NowSeconds();
   Send(Hello{opts_.name, TUNEFARM_VERSION, opts_.devices});
-  log_("connecting to " + opts_.endpoint);
+  log::Info("worker", "connecting", {{"worker", opts_.name}, {"endpoint", opts_.endpoint}});
   return Status::OK();
 }
 
 void CoordinatorLink::Drop(const std::string& why) {
-  log_("connection lost (" + why + "); reconnecting in " + std::to_string(backoff_) + " s");
+  log::Warn("worker", "connection lost; reconnecting",
+            {{"worker", opts_.name}, {"reason", why}, {"backoff_s", std::to_string(backoff_)}});
   socket_.reset();
   greeted_ = false;
   reconnect_at_ = NowSeconds() + backoff_;
@@ -67,7 +69,8 @@ std::optional<Command> CoordinatorLink::Receive() {
     last_heard_ = NowSeconds();
     auto env = DecodeEnvelope(msg.data(), msg.size());
     if (!env.ok()) {
-      log_("dropping malformed message from the coordinator: " + env.status().message());
+      log::Warn("worker", "dropping a malformed message from the coordinator",
+                {{"worker", opts_.name}, {"error", env.status().message()}});
       continue;
     }
     if (const auto* ack = std::get_if<HelloAck>(&env->command)) {
@@ -80,11 +83,11 @@ std::optional<Command> CoordinatorLink::Receive() {
     } else if (const auto* ack = std::get_if<ResultsAck>(&env->command)) {
       unacked_.erase({ack->unit_id, ack->batch});
       if (!ack->refused.empty()) {
-        std::fprintf(stderr, "worker: results of unit %llu refused by the coordinator: %s\n",
-                     static_cast<unsigned long long>(ack->unit_id), ack->refused.c_str());
+        log::Warn("worker", "results refused by the coordinator",
+                  {{"worker", opts_.name}, {"unit", std::to_string(ack->unit_id)}, {"error", ack->refused}});
       }
     } else if (const auto* bye = std::get_if<tune::Disconnect>(&env->command)) {
-      log_("coordinator disconnected us: " + bye->reason);
+      log::Warn("worker", "the coordinator disconnected us", {{"worker", opts_.name}, {"reason", bye->reason}});
       Drop(bye->reason);
       reconnect_at_ = NowSeconds();  // say hello again at once
     }

@@ -31,10 +31,9 @@ class CoordinatorLink {
     std::optional<CurveKeyPair> curve_keys;  // set: CURVE to coordinator_key
     std::string coordinator_key;
   };
-  using LogFn = std::function<void(const std::string&)>;
 
   // `ctx` must outlive the link.
-  CoordinatorLink(zmq::context_t& ctx, Options opts, LogFn log);
+  CoordinatorLink(zmq::context_t& ctx, Options opts);
 
   // Opens a new socket and says hello. Errors: CURVE set-up.
   Status Connect();
@@ -70,7 +69,6 @@ class CoordinatorLink {
 
   zmq::context_t& ctx_;
   Options opts_;
-  LogFn log_;
   std::unique_ptr<zmq::socket_t> socket_;
   uint64_t seq_ = 0;
   double heartbeat_seconds_ = 1.0;

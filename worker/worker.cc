@@ -20,6 +20,7 @@
 #include "compile_pool.h"
 #include "coordinator_link.h"
 #include "tune/curve.h"
+#include "tune/log.h"
 #include "tune/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "tune/cuda_backend.h"
@@ -178,8 +179,11 @@ struct Worker::Impl {
     if (opts.name.empty()) opts.name = DefaultName();
   }
 
-  void Log(const std::string& line) {
-    if (opts.verbose) std::fprintf(stderr, "worker %s: %s\n", opts.name.c_str(), line.c_str());
+  // One line of the worker's log (tune/log.h); --verbose shows the
+  // unit-by-unit lines without a debug level.
+  void Log(log::Level level, const std::string& message, std::initializer_list<log::Field> fields) {
+    if (level == log::Level::kDebug && opts.verbose) level = log::Level::kInfo;
+    log::Write(level, "worker", message, fields);
   }
 
   Status CreateBackends() {
@@ -354,8 +358,10 @@ struct Worker::Impl {
       Flush(push, unit, &batch, &pending, true);
       return;
     }
-    Log("unit " + std::to_string(unit.unit_id) + ": " + std::to_string(unit.configs.size()) +
-        " configs x " + std::to_string(unit.shapes.size()) + " shapes on " + dev.model);
+    Log(log::Level::kDebug, "unit",
+        {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", std::to_string(unit.unit_id)}, {"op", unit.op},
+         {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
+         {"configs", std::to_string(unit.configs.size())}, {"model", dev.model}});
     Backend& backend = spec->program ? *program_backends[slot] : device_backend;
     // Its next unit is asked for at once, so that its configs compile while
     // this unit's are timed; planned units are forgotten when they start.
@@ -390,7 +396,9 @@ struct Worker::Impl {
       for (size_t i = 0; i < unit.configs.size(); ++i) {
         CompiledKernel k = take_compiled(i);
         if (k.failure == FailureClass::kNone) valid.push_back(std::move(k));
-        else Log("confirm unit " + std::to_string(unit.unit_id) + ": a config no longer compiles: " + k.failure_message);
+        else Log(log::Level::kWarn, "a config of a confirm unit no longer compiles",
+                 {{"worker", opts.name}, {"unit", std::to_string(unit.unit_id)}, {"config", k.config_id},
+                  {"error", k.failure_message}});
       }
       const double measure_start = NowSeconds();
       for (const auto& s : unit.shapes) {
@@ -532,8 +540,9 @@ Status Worker::Start() {
   }
   for (size_t i = 0; i < prepared.size(); ++i) {
     if (!prepared[i].ok()) {
-      impl_->Log("device " + std::to_string(impl_->devices[i].index) + ": " + prepared[i].message() +
-                 " (tried again at its first config)");
+      impl_->Log(log::Level::kWarn, "a device did not start; tried again at its first config",
+                 {{"worker", impl_->opts.name}, {"device", std::to_string(impl_->devices[i].index)},
+                  {"error", prepared[i].message()}});
     }
   }
   impl_->pool = std::make_unique<CompilePool>(impl_->opts.compile_threads);
@@ -554,8 +563,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
     device_threads.emplace_back([&w, i] { w.DeviceLoop(i); });
   }
 
-  CoordinatorLink link(w.ctx, {w.opts.endpoint, w.opts.name, w.devices, w.curve_keys, w.coordinator_key},
-                       [&w](const std::string& line) { w.Log(line); });
+  CoordinatorLink link(w.ctx, {w.opts.endpoint, w.opts.name, w.devices, w.curve_keys, w.coordinator_key});
   DeviceSlots slots(w.devices.size());
   // NoWork retries spread over +-25 % of the coordinator's retry_ms: idle
   // workers told "no work" together would otherwise ask again together.

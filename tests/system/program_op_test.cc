@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <fstream>
 #include <thread>
 
@@ -331,7 +333,8 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
   std::ofstream(path("sweep.toml")) << "[sweep]\nname = \"prog\"\nops = [\"program_sum\"]\ndtypes = [\"f32\"]\n"
                                        "gpus = [\"*\"]\nshapes = [ { N = 1024 }, { N = 4096 } ]\n";
   {
-    Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--heartbeat-ms", "200"},
+    Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--heartbeat-ms", "200",
+                       "--log-format", "json"},
                       path("coordinator.log"));
     Child worker({bin, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "h100", "--cache-dir",
                   path("cache"), "--allow-programs"},
@@ -358,6 +361,20 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
     }).ok());
     EXPECT_GE(rows, 16u);  // 8 configs x 2 shapes (and refined rows replace theirs)
     EXPECT_EQ(wrong, 4u);
+  }
+  {
+    // The coordinator's log is JSON lines, each event with its context.
+    std::stringstream log(tune::testing::ReadFile(path("coordinator.log")));
+    bool accepted = false, hello = false;
+    for (std::string line; std::getline(log, line);) {
+      if (line.empty() || line[0] != '{') continue;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << line;
+      EXPECT_EQ(j["component"], "coordinator") << line;
+      accepted = accepted || (j["message"] == "sweep accepted" && j.contains("sweep"));
+      hello = hello || (j["message"] == "hello" && j.contains("worker"));
+    }
+    EXPECT_TRUE(accepted && hello) << tune::testing::ReadFile(path("coordinator.log"));
   }
   Child publish({bin, "publish", "--store", path("store"), "--out", path("b"), "--unsigned"}, path("publish.log"));
   ASSERT_EQ(publish.Wait(60), 0) << tune::testing::ReadFile(path("publish.log"));

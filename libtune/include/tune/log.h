@@ -1,0 +1,62 @@
+// Logging of the farm's long-running processes (coordinator, workers): one
+// line per event with its time, level and component, and the context it
+// belongs to as fields (sweep, unit, worker, op, dtype, shape, ...), either
+// as text for people or as JSON lines for a fleet's log pipeline. Over
+// spdlog; every call is thread-safe.
+//
+//   tune::log::Info("coordinator", "leased a unit", {{"sweep", id}, {"unit", std::to_string(u)}});
+//   text: 2026-11-25T19:55:01.123+00:00 info coordinator: leased a unit sweep=nightly-3 unit=42
+//   json: {"time":"2026-11-25T19:55:01.123+00:00","level":"info","component":"coordinator",
+//          "message":"leased a unit","sweep":"nightly-3","unit":"42"}
+//
+// Levels print as debug, info, warning, error. Field values and messages
+// may hold any bytes: text mode quotes values with
+// spaces, JSON mode escapes and replaces invalid UTF-8 (no peer's text can
+// break a line or the JSON).
+#pragma once
+
+#include <initializer_list>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+
+#include "tune/status.h"
+
+namespace tune::log {
+
+enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+struct Field {
+  std::string_view key;
+  std::string value;
+};
+
+// Sets the level ("debug", "info", "warn", "error") and the format ("text",
+// "json"); "" keeps the current one. Errors name the value refused. The
+// defaults are $TUNEFARM_LOG_LEVEL and $TUNEFARM_LOG_FORMAT when set and
+// valid, else info and text.
+Status Configure(const std::string& level, const std::string& format);
+
+// Whether a line of `level` would be written: to skip building costly ones.
+bool Enabled(Level level);
+
+void Write(Level level, std::string_view component, std::string_view message,
+           std::initializer_list<Field> fields = {});
+inline void Debug(std::string_view component, std::string_view message, std::initializer_list<Field> fields = {}) {
+  Write(Level::kDebug, component, message, fields);
+}
+inline void Info(std::string_view component, std::string_view message, std::initializer_list<Field> fields = {}) {
+  Write(Level::kInfo, component, message, fields);
+}
+inline void Warn(std::string_view component, std::string_view message, std::initializer_list<Field> fields = {}) {
+  Write(Level::kWarn, component, message, fields);
+}
+inline void Error(std::string_view component, std::string_view message, std::initializer_list<Field> fields = {}) {
+  Write(Level::kError, component, message, fields);
+}
+
+// Tests: lines go to `out` (nullptr: to stderr again). Not to be called
+// while other threads log.
+void SetStreamForTesting(std::ostream* out);
+
+}  // namespace tune::log
