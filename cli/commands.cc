@@ -231,7 +231,9 @@ void AddClientOptions(CLI::App* app, ClientArgs* args) {
 }
 
 void AddFormatOption(CLI::App* app, std::string* format) {
-  app->add_option("--format", *format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+  app->add_option("--format", *format, "table, csv or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "csv", "json"}));
   app->add_flag_callback("--json", [format] { *format = "json"; }, "Same as --format json")->group("");
 }
 
@@ -358,6 +360,19 @@ int RunStatus(const StatusArgs& args) {
     std::printf("%s\n", DumpJson(j, 2).c_str());
     return 0;
   }
+  if (args.format == "csv") {
+    std::printf("sweep,name,state,units_done,units_total,pairs_done,pairs_total,pairs_failed,gpu_models,waiting_for,"
+                "error\n");
+    for (const auto& p : status->sweeps) {
+      std::printf("%s,%s,%s,%llu,%llu,%llu,%llu,%llu,%s,%s,%s\n", CsvField(p.sweep_id).c_str(),
+                  CsvField(p.name).c_str(), p.state.c_str(), (unsigned long long)p.units_done,
+                  (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
+                  (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
+                  CsvField(Join(p.gpu_models, " ")).c_str(), CsvField(Join(p.waiting_for, " ")).c_str(),
+                  CsvField(ToValidUtf8(p.error)).c_str());
+    }
+    return 0;
+  }
   std::printf("%u worker(s)\n", status->workers);
   if (!status->store_fault.empty()) {
     std::printf("store writes fail, no leasing until they succeed: %s\n", ToValidUtf8(status->store_fault).c_str());
@@ -473,8 +488,19 @@ int RunPublish(const PublishArgs& args) {
 int RunBundleShow(const BundleArgs& args) {
   auto b = ReadBundleFile(args.file);
   if (!b.ok()) return Fail(b.status().message());
-  if (args.format == "json") std::printf("%s\n", BundleToJson(*b).c_str());
-  else PrintBundle(stdout, *b);
+  if (args.format == "json") {
+    std::printf("%s\n", BundleToJson(*b).c_str());
+  } else if (args.format == "csv") {
+    std::printf("gpu_model,op,dtype,shape,config,config_id,kernel_hash,arch,median_us,default_us,samples,backend\n");
+    for (const BundleEntry& e : b->entries) {
+      std::printf("%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%u,%s\n", CsvField(e.gpu_model).c_str(), CsvField(e.op).c_str(),
+                  CsvField(e.dtype).c_str(), CsvField(e.shape.Canonical()).c_str(),
+                  CsvField(e.config.Canonical()).c_str(), CsvField(e.config_id).c_str(), CsvField(e.kernel_hash).c_str(),
+                  CsvField(e.arch).c_str(), e.median_us, e.default_median_us, e.samples, CsvField(e.backend).c_str());
+    }
+  } else {
+    PrintBundle(stdout, *b);
+  }
   return 0;
 }
 
@@ -517,6 +543,12 @@ int RunBundleLookup(const BundleArgs& args) {
     std::printf("%s\n", DumpJson(j, 2).c_str());
     return 0;
   }
+  if (args.format == "csv") {
+    std::printf("level,config,tuned_gpu_model,tuned_shape,why\n%s,%s,%s,%s,%s\n", runtime::LevelName(a.level),
+                CsvField(config.Canonical()).c_str(), a.entry ? CsvField(a.entry->gpu_model).c_str() : "",
+                a.entry ? CsvField(a.entry->shape.ToString()).c_str() : "", CsvField(why).c_str());
+    return 0;
+  }
   std::printf("%s %s", runtime::LevelName(a.level), config.Canonical().c_str());
   if (borrowed) std::printf(" (tuned on %s at %s)", a.entry->gpu_model.c_str(), a.entry->shape.ToString().c_str());
   if (!why.empty()) std::printf(" (%s)", why.c_str());
@@ -547,7 +579,10 @@ int RunBundleDiff(const std::string& before_path, const std::string& after_path,
   if (!after.ok()) return Fail(after.status().message());
   auto report = CompareBundles(*before, *after, noise_floor);
   if (!report.ok()) return Fail(report.status().message());
-  std::printf("%s", (format == "json" ? NightlyReportJson(*report) + "\n" : NightlyReportTable(*report)).c_str());
+  const std::string text = format == "json"  ? NightlyReportJson(*report) + "\n"
+                           : format == "csv" ? NightlyReportCsv(*report)
+                                             : NightlyReportTable(*report);
+  std::printf("%s", text.c_str());
   return report->HasRegressions() ? kExitRegressions : 0;
 }
 

@@ -94,9 +94,9 @@ inline constexpr int kExitRegressions = 3;
 // --version exit 0; failures of the work itself exit 1.
 inline constexpr int kExitUsage = 2;
 
-// --format table|json on a command that prints one document (status,
-// bundle show/lookup/diff); --json stays as a hidden spelling of --format
-// json. Commands that print rows (results, best) take csv too.
+// --format table|csv|json on a command that prints data (status, bundle
+// show/lookup/diff; results, best and compare have their own, with the same
+// names); --json stays as a hidden spelling of --format json.
 void AddFormatOption(CLI::App* app, std::string* format);
 
 // Worker options shared by `worker` and `tune`.

@@ -17,14 +17,6 @@ std::string FirstLine(const std::string& s) {
   return line.size() > 80 ? line.substr(0, 77) + "..." : line;
 }
 
-std::string CsvQuote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += (c == '\n' ? ' ' : c);
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -94,11 +86,11 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
       std::string unit;
       const double tp = throughput(m, &unit);
       std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f\n",
-                   m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvQuote(m.shape).c_str(),
-                   CsvQuote(m.config.Canonical()).c_str(), m.config_id.c_str(),
+                   m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
+                   CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
                    m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
-                   static_cast<int>(winner[i]), CsvQuote(FirstLine(m.failure_message)).c_str(),
+                   static_cast<int>(winner[i]), CsvField(FirstLine(m.failure_message)).c_str(),
                    int(m.confirmed), m.confirmed ? ConfirmTimingName(m.confirm_timing) : "", int(m.refined),
                    m.screen_us);
     }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <fstream>
 
 #include "support/process.h"
@@ -86,12 +87,12 @@ TEST(CurveFarm, AllowListedWorkerMeasuresUnknownWorkerGetsNothing) {
   ASSERT_EQ(coordinator.Stop(), 0);
 
   const std::string log = ReadFile(path("coordinator.log"));
-  EXPECT_EQ(log.find("hello from stranger"), std::string::npos) << log;
-  EXPECT_EQ(log.find("hello from client-as-worker"), std::string::npos) << log;
+  EXPECT_EQ(log.find("hello worker=stranger "), std::string::npos) << log;
+  EXPECT_EQ(log.find("hello worker=client-as-worker "), std::string::npos) << log;
   EXPECT_NE(log.find("a client key may not send hello"), std::string::npos) << log;
   EXPECT_NE(log.find("a worker key may not send sweep_submit"), std::string::npos) << log;
   EXPECT_EQ(log.find("' accepted"), log.rfind("' accepted")) << "one sweep only: " << log;
-  EXPECT_NE(log.find("hello from allowed"), std::string::npos) << log;
+  EXPECT_NE(log.find("hello worker=allowed "), std::string::npos) << log;
   auto store = tune::ResultStore::Open(path("store"));
   ASSERT_TRUE(store.ok()) << store.status().message();
   uint64_t rows = 0;
@@ -159,11 +160,12 @@ TEST(CurveFarm, RevokedWorkerKeyLosesItsConnectionAndItsLeases) {
 
   const std::string log = ReadFile(path("coordinator.log"));
   EXPECT_NE(log.find("is no longer on"), std::string::npos) << log;
-  EXPECT_NE(log.find("to w1"), std::string::npos) << "w1 leased nothing before it was revoked: " << log;
-  const size_t first = log.find("hello from w1");
+  EXPECT_TRUE(std::regex_search(log, std::regex("coordinator: lease [^\n]* worker=w1\n")))
+      << "w1 leased nothing before it was revoked: " << log;
+  const size_t first = log.find("hello worker=w1 ");
   ASSERT_NE(first, std::string::npos) << log;
-  EXPECT_EQ(log.find("hello from w1", first + 1), std::string::npos) << "w1 came back: " << log;
-  EXPECT_NE(log.find("hello from w2"), std::string::npos) << log;
+  EXPECT_EQ(log.find("hello worker=w1 ", first + 1), std::string::npos) << "w1 came back: " << log;
+  EXPECT_NE(log.find("hello worker=w2 "), std::string::npos) << log;
   auto store = tune::ResultStore::Open(path("store"));
   ASSERT_TRUE(store.ok()) << store.status().message();
   uint64_t rows = 0;

@@ -438,7 +438,8 @@ TEST_F(HostilePeerTest, ExpandingALargeSpaceNeverBlocksTheLoop) {
   EXPECT_TRUE(seen_expanding) << CoordinatorLog();
   EXPECT_LT(slowest, 0.5) << CoordinatorLog();
   EXPECT_EQ(WaitForSweep(sweep_id), "done") << CoordinatorLog();
-  EXPECT_NE(CoordinatorLog().find("600 (config, shape) pairs for " + std::string(kModel)), std::string::npos)
+  EXPECT_NE(CoordinatorLog().find("config spaces expanded sweep=" + sweep_id + " model=" + std::string(kModel) + " pairs=600 "),
+            std::string::npos)
       << CoordinatorLog();
   ExpectAHonestSweepCompletes();
 }

@@ -72,7 +72,7 @@ echo "restored w1's link"
 if ! wait $SUBMIT; then
   echo "FAIL: sweep did not finish"; tail -20 "$DIR/submit.log" "$DIR/coordinator.log"; exit 1
 fi
-grep -q "worker w1 missed" "$DIR/coordinator.log" || {
+grep -q "worker missed its heartbeats.* worker=w1 " "$DIR/coordinator.log" || {
   echo "FAIL: the coordinator never declared w1 dead"; tail -30 "$DIR/coordinator.log"; exit 1; }
 for p in "$DIR"/*.pid; do kill "$(cat "$p")" 2>/dev/null || true; done
 for p in "$DIR"/*.pid; do while kill -0 "$(cat "$p")" 2>/dev/null; do sleep 0.1; done; done

@@ -2,6 +2,7 @@
 // unchanged farm flags nothing, a slower farm is flagged (exit code 3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -44,5 +45,29 @@ TEST(NightlyCommand, FlagsARegressionAboveNoiseOnly) {
     ++nights;
   }
   EXPECT_EQ(nights, 3u);
+
+  // The same data as CSV: the last two nights' diff, a bundle's entries, a lookup.
+  std::vector<fs::path> bundles;
+  for (const auto& e : fs::directory_iterator(dir / "history")) bundles.push_back(e.path() / "bundle.tfb");
+  std::sort(bundles.begin(), bundles.end());
+  auto run = [&](std::vector<std::string> args, const std::string& log, int want) {
+    args.insert(args.begin(), TUNEFARM_BINARY);
+    Child c(args, (dir / log).string());
+    EXPECT_EQ(c.Wait(60), want) << ReadFile((dir / log).string());
+    return ReadFile((dir / log).string());
+  };
+  const std::string diff =
+      run({"bundle", "diff", bundles[1].string(), bundles[2].string(), "--format", "csv"}, "diff.csv", 3);
+  EXPECT_EQ(diff.rfind("op,dtype,gpu_model,shape,verdict,", 0), 0u) << diff;
+  EXPECT_EQ(std::count(diff.begin(), diff.end(), '\n'), 3) << diff;
+  EXPECT_NE(diff.find("synthetic,f32,sim-h100,N=1048576,regression,"), std::string::npos) << diff;
+  const std::string show = run({"bundle", "show", bundles[2].string(), "--format", "csv"}, "show.csv", 0);
+  EXPECT_EQ(show.rfind("gpu_model,op,dtype,shape,config,", 0), 0u) << show;
+  EXPECT_EQ(std::count(show.begin(), show.end(), '\n'), 3) << show;
+  const std::string lookup = run({"bundle", "lookup", bundles[2].string(), "--op", "synthetic", "--dtype", "f32",
+                                  "--gpu", "sim-h100", "--shape", "N=1000000", "--format", "csv"},
+                                 "lookup.csv", 0);
+  EXPECT_NE(lookup.find("\nnearest_shape,\"PAD="), std::string::npos) << lookup;
+  EXPECT_NE(lookup.find(",sim-h100,N=1048576,"), std::string::npos) << lookup;
   if (!HasFailure()) fs::remove_all(dir);
 }

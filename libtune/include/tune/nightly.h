@@ -66,5 +66,9 @@ std::string NightlyReportTable(const NightlyReport& r);
 // JSON object: previous, current, noise_floor_rel, summary counts, entries
 // (every key in both), added, removed.
 std::string NightlyReportJson(const NightlyReport& r);
+// CSV: a header, then one row per key in both bundles (verdict, medians,
+// change, noise, winner and kernel changes), then the added and removed keys
+// (verdict "added" / "removed").
+std::string NightlyReportCsv(const NightlyReport& r);
 
 }  // namespace tune

@@ -42,5 +42,8 @@ std::string HexOf(const void* data, size_t n);
 
 // `parts` separated by `sep`: "a,b,c".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep = ",");
+// One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line
+// break, quotes doubled; line breaks become spaces, so a row is one line.
+std::string CsvField(std::string_view s);
 
 }  // namespace tune

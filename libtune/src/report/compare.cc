@@ -159,15 +159,6 @@ constexpr char kSimulatedNote[] =
     "SIMULATED: models marked [SIMULATED] ran on the sim backend's cost model; their figures "
     "are not hardware results.";
 
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += (c == '\n' ? ' ' : c);
-  }
-  return out + "\"";
-}
 
 
 // JSON placed inside a <script> element: a '<' can only sit inside a JSON

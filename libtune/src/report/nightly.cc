@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tune/json_text.h"
+#include "tune/text.h"
 #include <sstream>
 
 namespace tune {
@@ -149,6 +150,30 @@ Result<NightlyReport> CompareBundles(const Bundle& previous, const Bundle& curre
     return false;
   });
   return r;
+}
+
+std::string NightlyReportCsv(const NightlyReport& r) {
+  std::ostringstream out;
+  out << "op,dtype,gpu_model,shape,verdict,previous_us,current_us,delta_us,delta_rel,noise_us,winner_changed,"
+         "kernel_changed,previous_config,current_config,simulated\n";
+  for (const NightlyEntry& e : r.entries) {
+    out << CsvField(e.op) << ',' << CsvField(e.dtype) << ',' << CsvField(e.gpu_model) << ',' << CsvField(e.shape) << ','
+        << NightlyVerdictName(e.verdict) << ',' << Fmt("%.3f", e.previous.median_us) << ','
+        << Fmt("%.3f", e.current.median_us) << ',' << Fmt("%.3f", e.delta_us) << ',' << Fmt("%.5f", e.delta_rel) << ','
+        << Fmt("%.3f", e.noise_us) << ',' << int(e.winner_changed) << ',' << int(e.kernel_changed) << ','
+        << CsvField(e.previous.config.Canonical()) << ',' << CsvField(e.current.config.Canonical()) << ','
+        << int(e.simulated) << '\n';
+  }
+  for (const auto& [verdict, list] : {std::make_pair("added", &r.added), std::make_pair("removed", &r.removed)}) {
+    for (const BundleEntry& e : *list) {
+      const bool added = std::string(verdict) == "added";
+      out << CsvField(e.op) << ',' << CsvField(e.dtype) << ',' << CsvField(e.gpu_model) << ','
+          << CsvField(e.shape.Canonical()) << ',' << verdict << ',' << (added ? "" : Fmt("%.3f", e.median_us)) << ','
+          << (added ? Fmt("%.3f", e.median_us) : "") << ",,,,,," << (added ? "" : CsvField(e.config.Canonical())) << ','
+          << (added ? CsvField(e.config.Canonical()) : "") << ',' << int(Simulated(e)) << '\n';
+    }
+  }
+  return out.str();
 }
 
 std::string NightlyReportTable(const NightlyReport& r) {
