@@ -25,6 +25,7 @@ PACKAGES=(
   ansible ansible-lint
   prometheus                      # promtool: /metrics, alert rules and scrape config checked in CI
   chromium chromium-driver python3-selenium
+  adduser                         # the Debian package's postinst (deb_package test installs it)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
