@@ -179,6 +179,8 @@ class TorchDevice:
         """(passed, max_abs_err, mismatch share, nan seen)."""
         torch = self.torch
         worst, bad, total, nan = 0.0, 0, 0, False
+        if len(outs) != len(expected):
+            raise ValueError("%d outputs, %d references" % (len(outs), len(expected)))
         for got, want in zip(outs, expected):
             g = got.float()
             w = want.to(g.device).float()
@@ -211,7 +213,8 @@ class TorchDevice:
                 end.record()
             self.events[batch - 1][1].synchronize()
             for i in range(batch):
-                us = self.events[i][0].elapsed_time(self.events[i][1]) * 1000.0
+                # Event resolution is about half a microsecond: never 0.
+                us = max(self.events[i][0].elapsed_time(self.events[i][1]) * 1000.0, 1e-3)
                 samples.append(us)
                 timed += us * 1e-6
 
@@ -236,6 +239,8 @@ class HostDevice:
 
     def check(self, outs, expected, check):
         worst, bad, total, nan = 0.0, 0, 0, False
+        if len(outs) != len(expected):
+            raise ValueError("%d outputs, %d references" % (len(outs), len(expected)))
         for got, want in zip(outs, expected):
             if len(got) != len(want):
                 raise ValueError("output length %d, reference %d" % (len(got), len(want)))
@@ -270,13 +275,20 @@ class HostDevice:
 
 
 def open_device():
-    if os.environ.get("TUNEFARM_BACKEND") != "sim":
-        try:
-            import torch
-            if torch.cuda.is_available():
-                return TorchDevice(torch)
-        except ImportError:
-            pass
+    """The GPU through torch; the host only where the worker's device is
+    simulated (or no worker started us): a GPU worker never gets host figures."""
+    backend = os.environ.get("TUNEFARM_BACKEND", "")
+    if backend == "sim":
+        return HostDevice()
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return TorchDevice(torch)
+        why = "torch sees no CUDA device (CUDA_VISIBLE_DEVICES=%s)" % os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    except ImportError as e:
+        why = "cannot import torch: %s" % e
+    if backend == "cuda":
+        raise SystemExit("tunefarm.harness: %s; a GPU worker's figures must come from its GPU" % why)
     return HostDevice()
 
 
@@ -353,9 +365,19 @@ class Harness:
         for config in req.get("configs", []):
             key = (config_key(config), req["dtype"])
             if key not in self.warming and key not in self.kernels:
-                self.warming[key] = self.pool.submit(_pool_warm, config, req["dtype"], req.get("shapes", []))
+                try:
+                    self.warming[key] = self.pool.submit(_pool_warm, config, req["dtype"], req.get("shapes", []))
+                except Exception:
+                    self.drop_pool()
+                    return
                 fresh += 1
         self.note("plan: %d configs, %d to warm" % (len(req.get("configs", [])), fresh))
+
+    def drop_pool(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool = None
+        self.warming.clear()
 
     def inputs(self, dims, dtype, seed, skip_check=False):
         key = (config_key(dims), dtype, seed, skip_check)
@@ -382,7 +404,13 @@ class Harness:
         t0 = time.perf_counter()
         warming = self.warming.pop(key, None)
         if warming is not None:
-            warming.result()  # its error, if any, shows again below, where it is classified
+            try:
+                warming.result()  # its error, if any, shows again below, where it is classified
+            except Exception:
+                # The pool broke (a compiler crashed, memory ran out): the
+                # harness goes on compiling in its own process.
+                self.note("compile pool broken: " + traceback.format_exc().splitlines()[-1])
+                self.drop_pool()
         t1 = time.perf_counter()
         try:
             skip_check = bool(req["check"].get("skip"))
@@ -409,6 +437,9 @@ class Harness:
                 outs, expected, req["check"])
         except Exception:
             answer.update(failure="wrong_result", message="check: " + tail(traceback.format_exc()))
+            return answer, False
+        if not math.isfinite(worst):
+            answer.update(failure="wrong_result", message="the reference or the output holds Inf (max abs error %r)" % worst)
             return answer, False
         answer.update(max_abs_err=worst, mismatch=share)
         if nan:
@@ -447,7 +478,7 @@ class Harness:
                 self.plan(req)
             elif cmd == "measure":
                 answer, lost = self.measure(req)
-                stdout.write(json.dumps(answer) + "\n")
+                stdout.write(json.dumps(answer, allow_nan=False) + "\n")
                 stdout.flush()
                 if lost:
                     # The CUDA context is gone for good: a new process takes over.
@@ -472,6 +503,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     # The protocol owns stdout: what the kernel module prints goes to stderr.
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    # Descriptor 1 too: native code, device printf and the pool's processes
+    # inherit it, and only answers may reach the worker's pipe.
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     log = open(args.log, "a") if args.log else None
     Harness(args.module, args.jobs, log).serve(sys.stdin, protocol_out)

@@ -138,6 +138,14 @@ TEST_F(ProgramBackendTest, HostileProgramsBecomeFailuresOfTheirClass) {
       {"echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\necho 'out of memory' >&2; exit 3\n",
        tune::FailureClass::kCrash, "exit code 3"},
       {"echo nothing\n", tune::FailureClass::kCrash, "printed no result"},
+      // A FAIL is never undone by a later PASS.
+      {"echo 'VERIFY: FAIL'; echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\n", tune::FailureClass::kWrongResult,
+       "VERIFY: FAIL"},
+      // Lines std::regex would recurse on for a megabyte, and nesting that
+      // parsing and printing would: chatter, not answers.
+      {"head -c 1000000 /dev/zero | tr '\\0' a | sed 's/^/VERIFY: PASS /'; echo\n"
+       "head -c 100000 /dev/zero | tr '\\0' '[' ; echo\n",
+       tune::FailureClass::kCrash, "printed no result"},
       {"printf '\\377\\376 VERIFY: FAIL \\377\\n'; echo 'TFLOPS: 1 time_ms: 1'\n", tune::FailureClass::kWrongResult,
        ""},
   };
@@ -183,6 +191,16 @@ TEST_F(ProgramBackendTest, ARunPastItsTimeoutIsKilledWithEverythingItStarted) {
   // The background sleep was in the program's process group: gone too.
   for (int i = 0; i < 100 && kill(child, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_NE(kill(child, 0), 0) << "a process the program started outlived the kill";
+}
+
+TEST_F(ProgramBackendTest, AProgramThatNeverStopsPrintingStillTimesOut) {
+  auto b = Backend();
+  tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", "yes 'chatter that never ends' & yes 'more' >&2\n"}});
+  const auto start = std::chrono::steady_clock::now();
+  tune::Measurement m = Run(*b, spec, 1);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(m.failure, tune::FailureClass::kTimeout) << m.failure_message.substr(0, 200);
+  EXPECT_LT(took, 10);
 }
 
 TEST_F(ProgramBackendTest, ABuildRunsOncePerConfigAndItsFailureIsACompileErrorWithTheLog) {

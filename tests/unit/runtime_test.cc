@@ -349,6 +349,20 @@ TEST_F(RuntimeTest, BucketedDimsFindTheConfigTunedAtTheirBucket) {
   EXPECT_NE(refused.status().message().find("bucket values must ascend"), std::string::npos) << refused.status().message();
 }
 
+TEST_F(RuntimeTest, OfShapesSharingABucketTheOneTunedAtItsValueAnswers) {
+  tune::Bundle src = TestBundle();
+  src.entries = {E("h100-80gb-hbm3", "f16", Mnk(100, 4096, 4096), 100), E("h100-80gb-hbm3", "f16", Mnk(128, 4096, 4096), 128)};
+  tune::DimBucket pow2;
+  pow2.kind = tune::DimBucket::Kind::kPow2;
+  src.buckets["gemm"] = {{"M", pow2}};
+  const std::string bytes = EncodeSignedBundle(src, key_);
+  auto b = Bundle::LoadFromMemory(bytes.data(), bytes.size(), {key_file_}, "shared-bucket");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  // M = 100 sorts first in the bundle, but M = 128 is the bucket's own value.
+  EXPECT_EQ(b->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 128}, {"N", 4096}, {"K", 4096}}).entry, &b->entries().at(1));
+  EXPECT_EQ(b->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 90}, {"N", 4096}, {"K", 4096}}).entry, &b->entries().at(1));
+}
+
 TEST_F(RuntimeTest, TooManyDimsIsRefused) {
   tune::Bundle big = TestBundle();
   big.entries[0].shape.dims.clear();

@@ -9,7 +9,8 @@
 //   json: {"time":"2026-11-25T19:55:01.123+00:00","level":"info","component":"coordinator",
 //          "message":"leased a unit","sweep":"nightly-3","unit":"42"}
 //
-// Levels print as debug, info, warning, error. Field values and messages
+// Levels print as debug, info, warning, error. A field named time, level,
+// component or message is written as field_<name>. Field values and messages
 // may hold any bytes: text mode quotes values with
 // spaces, JSON mode escapes and replaces invalid UTF-8 (no peer's text can
 // break a line or the JSON).
@@ -55,8 +56,8 @@ inline void Error(std::string_view component, std::string_view message, std::ini
   Write(Level::kError, component, message, fields);
 }
 
-// Tests: lines go to `out` (nullptr: to stderr again). Not to be called
-// while other threads log.
+// Tests: lines go to `out` (nullptr: to stderr again); `out` must outlive
+// the lines written to it.
 void SetStreamForTesting(std::ostream* out);
 
 }  // namespace tune::log

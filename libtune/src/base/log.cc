@@ -7,6 +7,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -20,10 +21,13 @@ namespace {
 constexpr const char* kTextPattern = "%Y-%m-%dT%H:%M:%S.%e%z %l %v";
 constexpr const char* kJsonPattern = R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l",%v})";
 
+// The logger is swapped whole (atomically) and the format flag is atomic,
+// so that Configure may run while other threads log.
 struct State {
-  std::mutex mu;
+  std::mutex mu;  // serialises Configure and SetStreamForTesting
   std::shared_ptr<spdlog::logger> logger;
-  bool json = false;
+  std::atomic<bool> json{false};
+  std::shared_ptr<spdlog::logger> Logger() const { return std::atomic_load(&logger); }
 };
 
 bool ParseLevel(const std::string& text, spdlog::level::level_enum* out) {
@@ -93,45 +97,53 @@ Status Configure(const std::string& level, const std::string& format) {
     return Status::Error("--log-level: expected debug, info, warn or error, got '" + level + "'");
   if (!format.empty() && format != "text" && format != "json")
     return Status::Error("--log-format: expected text or json, got '" + format + "'");
-  if (!level.empty()) s.logger->set_level(lv);
+  if (!level.empty()) s.Logger()->set_level(lv);
   if (!format.empty()) {
     s.json = format == "json";
-    s.logger->set_pattern(s.json ? kJsonPattern : kTextPattern);
+    s.Logger()->set_pattern(s.json ? kJsonPattern : kTextPattern);
   }
   return Status::OK();
 }
 
-bool Enabled(Level level) { return Get().logger->should_log(ToSpd(level)); }
+bool Enabled(Level level) { return Get().Logger()->should_log(ToSpd(level)); }
 
 void Write(Level level, std::string_view component, std::string_view message, std::initializer_list<Field> fields) {
   State& s = Get();
+  const std::shared_ptr<spdlog::logger> logger = s.Logger();
   const spdlog::level::level_enum lv = ToSpd(level);
-  if (!s.logger->should_log(lv)) return;
+  if (!logger->should_log(lv)) return;
   std::string body;
   if (s.json) {
     nlohmann::ordered_json j;
     j["component"] = std::string(component);
     j["message"] = std::string(message);
-    for (const Field& f : fields) j[std::string(f.key)] = f.value;
+    for (const Field& f : fields) {
+      const std::string key(f.key);
+      const bool reserved = key == "time" || key == "level" || key == "component" || key == "message";
+      j[reserved ? "field_" + key : key] = f.value;
+    }
     body = DumpJson(j);
     body = body.substr(1, body.size() - 2);  // the pattern holds the braces, time and level
   } else {
     body.append(component).append(": ");
-    for (char c : ToValidUtf8(message)) body.push_back(c == '\n' ? ' ' : c);
+    // No control byte of a peer's text (line breaks, escapes) reaches the line.
+    for (char c : ToValidUtf8(message)) body.push_back(static_cast<unsigned char>(c) < ' ' || c == 0x7f ? ' ' : c);
     for (const Field& f : fields) AppendText(&body, f.key, ToValidUtf8(f.value));
   }
-  s.logger->log(lv, body);
+  logger->log(lv, body);
 }
 
 void SetStreamForTesting(std::ostream* out) {
   State& s = Get();
   std::lock_guard<std::mutex> lock(s.mu);
-  auto level = s.logger->level();
-  if (out) s.logger = std::make_shared<spdlog::logger>("tunefarm", std::make_shared<spdlog::sinks::ostream_sink_mt>(*out, true));
-  else s.logger = std::make_shared<spdlog::logger>("tunefarm", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  s.logger->set_level(level);
-  s.logger->set_pattern(s.json ? kJsonPattern : kTextPattern);
-  s.logger->flush_on(spdlog::level::debug);
+  const auto level = s.Logger()->level();
+  std::shared_ptr<spdlog::logger> next;
+  if (out) next = std::make_shared<spdlog::logger>("tunefarm", std::make_shared<spdlog::sinks::ostream_sink_mt>(*out, true));
+  else next = std::make_shared<spdlog::logger>("tunefarm", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  next->set_level(level);
+  next->set_pattern(s.json ? kJsonPattern : kTextPattern);
+  next->flush_on(spdlog::level::debug);
+  std::atomic_store(&s.logger, next);
 }
 
 }  // namespace tune::log

@@ -192,8 +192,18 @@ std::ptrdiff_t FindExact(const Plan& plan, const int64_t* dims) {
   }
 }
 
+// Whether candidate i was tuned at its bucket's own value (every dim).
+bool AtBucketValue(const Plan& plan, size_t i) {
+  for (size_t j = 0; j < plan.ndims; ++j) {
+    const int at = plan.entries[i]->shape.index(plan.dim_names[j]);
+    if (at < 0 || plan.entries[i]->shape.value(static_cast<size_t>(at)) != plan.dims[i * plan.ndims + j]) return false;
+  }
+  return true;
+}
+
 // At most a quarter full, so that a probe rarely goes past its first slot.
-// A duplicate shape keeps the first candidate, as nearest-shape ties do.
+// A duplicate shape keeps the first candidate, as nearest-shape ties do;
+// of shapes that share a bucket, the one tuned at the bucket's value.
 void BuildExactIndex(Plan* plan) {
   unsigned bits = 2;
   while ((size_t{1} << bits) < 4 * plan->entries.size()) ++bits;
@@ -202,7 +212,13 @@ void BuildExactIndex(Plan* plan) {
   const size_t mask = plan->exact_slots.size() - 1;
   for (size_t i = 0; i < plan->entries.size(); ++i) {
     const int64_t* dims = plan->dims.data() + i * plan->ndims;
-    if (FindExact(*plan, dims) >= 0) continue;
+    if (const std::ptrdiff_t held = FindExact(*plan, dims); held >= 0) {
+      if (plan->bucketed && !AtBucketValue(*plan, static_cast<size_t>(held)) && AtBucketValue(*plan, i)) {
+        for (uint32_t& slot : plan->exact_slots)
+          if (slot == static_cast<uint32_t>(held) + 1) slot = static_cast<uint32_t>(i + 1);
+      }
+      continue;
+    }
     size_t slot = HashDims(dims, plan->ndims) >> plan->exact_shift;
     while (plan->exact_slots[slot] != 0) slot = (slot + 1) & mask;
     plan->exact_slots[slot] = static_cast<uint32_t>(i + 1);

@@ -498,7 +498,7 @@ class SpecParser {
       if (!a_ok || b_text.empty() || *end) return Err(field, "int(lo,hi) takes two integers");
       if (!(a <= b)) return Err(field, "int(lo,hi) needs lo <= hi");
       if (std::llabs(a) > (1ll << 24) || std::llabs(b) > (1ll << 24))
-        return Err(field, "int(lo,hi): bounds beyond 2^24 are not exact in every dtype");
+        return Err(field, "int(lo,hi): bounds beyond 2^24 are not exact in f32");
       return Status::OK();
     }
     for (const char* fn : {"uniform", "normal"}) {
@@ -518,6 +518,21 @@ class SpecParser {
       return Status::OK();
     }
     return Err(field, want);
+  }
+
+  // int(lo,hi) draws integers every dtype the buffer may take holds exactly:
+  // f16 up to 2048, bf16 up to 256.
+  Status CheckIntBounds(const std::string& field, const ArgSpec& arg) const {
+    long long lo = 0, hi = 0;
+    if (std::sscanf(arg.init.c_str(), " int ( %lld , %lld )", &lo, &hi) != 2) return Status::OK();
+    const std::vector<std::string> dtypes = arg.dtype == "$dtype" ? spec_.dtypes : std::vector<std::string>{arg.dtype};
+    for (const std::string& d : dtypes) {
+      const long long exact = d == "bf16" ? 256 : d == "f16" ? 2048 : (1ll << 24);
+      if (std::llabs(lo) > exact || std::llabs(hi) > exact)
+        return Err(field, "int(" + std::to_string(lo) + "," + std::to_string(hi) + ") is not exact in " + d +
+                              " (integers up to " + std::to_string(exact) + " are)");
+    }
+    return Status::OK();
   }
 
   Status ParseArgs() {
@@ -564,6 +579,7 @@ class SpecParser {
         if (!arg.init.empty()) {
           if (arg.dir == "out") return Err(where + " init", "applies to in/inout buffers only");
           TUNE_RETURN_IF_ERROR(CheckInit(where + " init", arg.init));
+          TUNE_RETURN_IF_ERROR(CheckIntBounds(where + " init", arg));
           // A file's name is read from the text: kept without spaces.
           std::string bare;
           for (char c : arg.init)
@@ -787,6 +803,10 @@ Status ReadProgramFiles(const fs::path& root, const std::string& spec_file, cons
     if (!rel) return Status::Error(field + "'" + *name + "' is outside the op folder");
     const fs::path path = root / *rel;
     std::error_code ec;
+    // A link could take a file of the submitter's host (a key) into a
+    // package that every worker receives.
+    if (fs::is_symlink(fs::symlink_status(path, ec)))
+      return Status::Error(field + "'" + path.string() + "' is a symbolic link; packages hold files only");
     if (fs::is_regular_file(path, ec)) {
       TUNE_RETURN_IF_ERROR(add(path, *rel));
       continue;
@@ -799,6 +819,8 @@ Status ReadProgramFiles(const fs::path& root, const std::string& spec_file, cons
         if (it->is_directory(ec)) it.disable_recursion_pending();
         continue;
       }
+      if (it->is_symlink(ec))
+        return Status::Error(field + "'" + it->path().string() + "' is a symbolic link; packages hold files only");
       if (it->is_regular_file(ec)) found.emplace_back(it->path(), fs::relative(it->path(), root).generic_string());
     }
     if (ec) return Status::Error(field + "cannot list '" + path.string() + "': " + ec.message());

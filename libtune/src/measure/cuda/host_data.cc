@@ -217,7 +217,10 @@ Result<std::string> NpyToBuffer(const std::string& npy, const std::string& dtype
   } else {
     return bad("format version " + std::to_string(major) + " (1 to 3 are read)");
   }
-  if (header_len > 65536 || start + header_len > npy.size()) return bad("truncated header");
+  // Headers are a hundred-odd bytes; a long one is refused before any regex
+  // (std::regex recurses per character).
+  if (header_len > 4096) return bad("a header of " + std::to_string(header_len) + " bytes (at most 4096 are read)");
+  if (start + header_len > npy.size()) return bad("truncated header");
   const std::string header = npy.substr(start, header_len);
   std::smatch m;
   static const std::regex kDescr(R"('descr'\s*:\s*'([^']*)')");

@@ -1,6 +1,8 @@
 // The backend of program ops (tune/program_backend.h).
 #include "tune/program_backend.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,6 +48,23 @@ uint64_t SeedOf(const std::string& op, const std::string& dtype, const Shape& sh
 
 bool Skips(const OpSpec& spec) { return spec.check.mode == CheckSpec::Mode::kSkip; }
 
+// flock(2) on a file, held for the object's life (none when it cannot be
+// opened: the build then runs unguarded rather than not at all).
+class BuildLock {
+ public:
+  explicit BuildLock(const fs::path& path) : fd_(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~BuildLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  BuildLock(const BuildLock&) = delete;
+  BuildLock& operator=(const BuildLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 class ProgramBackend : public Backend {
  public:
   ProgramBackend(const DeviceInfo& device, std::string toolchain, ProgramBackendOptions options)
@@ -76,6 +95,9 @@ class ProgramBackend : public Backend {
     fs::create_directories(build, ec);
     if (ec) return fail("cannot create " + build.string() + ": " + ec.message(), "");
     if (spec.program->build.empty()) return k;
+    // One build of a config at a time on this host: the device backends (and
+    // workers sharing the cache) would otherwise write the same folder.
+    BuildLock lock(build / ".tunefarm-lock");
     const fs::path done = build / ".tunefarm-built";
     if (fs::exists(done, ec)) {
       k.from_cache = true;
@@ -105,7 +127,7 @@ class ProgramBackend : public Backend {
     const std::string how = p.Finish(deadline, &clean);
     const std::string log = Tail(out + p.stderr_tail(), kLogTailBytes);
     if (!clean) return fail("build failed (" + how + ")", log);
-    std::ofstream(done) << "built\n";
+    if (!(std::ofstream(done) << "built\n")) return fail("cannot write " + done.string(), log);
     k.log = log;
     k.compile_seconds = Now() - start;
     return k;
@@ -114,8 +136,13 @@ class ProgramBackend : public Backend {
   void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs,
             const std::vector<Shape>& shapes) override {
     if (!spec.program || spec.program->serve.empty() || !options_.allowed) return;
+    // A queued unit of another op waits: its plan would replace the serve
+    // process that the running unit still needs.
+    if (serve_.running() && !serve_.Exited() && serve_digest_ != PackageDigest(spec.package)) return;
     if (!EnsureServe(spec).ok()) return;
-    if (!serve_.WriteLine(program::PlanLine(spec.name, dtype, configs, shapes), 10).ok()) serve_.Kill();
+    // A new process reads its first line once its imports are done.
+    const double limit = serve_fresh_ ? spec.program->start_timeout_seconds : 10;
+    if (!serve_.WriteLine(program::PlanLine(spec.name, dtype, configs, shapes), limit).ok()) serve_.Kill();
   }
 
   Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
@@ -177,6 +204,11 @@ class ProgramBackend : public Backend {
         fs::create_directories(file.parent_path(), ec);
         std::ofstream out(file, std::ios::binary);
         out << text;
+        out.close();
+        // Scripts and binaries keep what makes them runnable: the package
+        // holds contents, not modes.
+        if (text.rfind("#!", 0) == 0 || text.rfind("\x7f" "ELF", 0) == 0)
+          fs::permissions(file, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add, ec);
         if (ec || !out) {
           fs::remove_all(tmp, ec);
           return Status::Error("cannot unpack op '" + spec.name + "' into " + tmp.string());
@@ -228,6 +260,9 @@ class ProgramBackend : public Backend {
 
   Status EnsureServe(const OpSpec& spec) {
     const std::string digest = PackageDigest(spec.package);
+    // A process that ended since its last answer (it may exit on purpose
+    // after a lost CUDA context) is replaced before a request goes to it.
+    if (serve_.running() && serve_.Exited()) serve_.Kill();
     if (serve_.running() && serve_digest_ == digest) return Status::OK();
     if (serve_.running()) serve_.Kill();
     auto dir = PackageDir(spec);
@@ -240,7 +275,18 @@ class ProgramBackend : public Backend {
     return Status::OK();
   }
 
+  // A request the process ended on before saying anything is asked again of
+  // a new process, once: a process gone between requests is not this
+  // config's fault.
   Measurement AskServe(const OpSpec& spec, const program::Request& r) {
+    bool silent = false;
+    Measurement m = AskServeOnce(spec, r, &silent);
+    if (!silent) return m;
+    return AskServeOnce(spec, r, &silent);
+  }
+
+  Measurement AskServeOnce(const OpSpec& spec, const program::Request& r, bool* silent) {
+    *silent = false;
     Measurement m;
     if (Status st = EnsureServe(spec); !st.ok()) {
       m.failure = FailureClass::kLaunchError;
@@ -251,11 +297,16 @@ class ProgramBackend : public Backend {
     const double deadline =
         Now() + spec.program->timeout_seconds + (serve_fresh_ ? spec.program->start_timeout_seconds : 0);
     serve_fresh_ = false;
-    if (Status st = serve_.WriteLine(program::MeasureLine(r), 30); !st.ok()) return Ended(st.message());
+    if (Status st = serve_.WriteLine(program::MeasureLine(r), 30); !st.ok()) {
+      *silent = true;
+      return Ended(st.message());
+    }
     Outcome o;
+    bool heard = false;
     for (std::string line;;) {
       const auto got = serve_.ReadLine(deadline, &line);
       if (got == ProgramProcess::ReadOutcome::kLine) {
+        heard = true;
         if (program::ReadLine(line, r.id, &o)) break;
         continue;
       }
@@ -264,6 +315,7 @@ class ProgramBackend : public Backend {
         serve_.Kill();
         return TimedOut(spec, tail);
       }
+      *silent = !heard && serve_.stderr_tail().empty();
       return Ended("its output ended");
     }
     return program::ToMeasurement(o, Skips(spec), o.failure != FailureClass::kNone ? Tail(serve_.stderr_tail(), 2048) : "");

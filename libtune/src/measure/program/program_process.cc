@@ -147,7 +147,9 @@ Status ProgramProcess::Start(const std::string& command, const std::string& cwd,
 void ProgramProcess::DrainStderr() {
   if (err_ < 0) return;
   char buf[8192];
-  for (;;) {
+  // Bounded per call: a program that floods stderr must not keep the reader
+  // from its deadline.
+  for (int reads = 0; reads < 32; ++reads) {
     const ssize_t n = read(err_, buf, sizeof buf);
     if (n > 0) {
       stderr_tail_.append(buf, size_t(n));
@@ -193,11 +195,23 @@ Status ProgramProcess::WriteLine(const std::string& line, double timeout_seconds
 
 ProgramProcess::ReadOutcome ProgramProcess::ReadLine(double deadline, std::string* line) {
   for (;;) {
+    // The deadline holds even for a program that never stops printing.
+    if (Now() >= deadline) {
+      DrainStderr();
+      return ReadOutcome::kTimeout;
+    }
     const size_t nl = out_buf_.find('\n');
-    if (nl != std::string::npos || out_buf_.size() >= kMaxLineBytes) {
+    if (skipping_ && nl == std::string::npos) {
+      out_buf_.clear();  // the rest of a line that was cut: not a line of its own
+    } else if (skipping_) {
+      out_buf_.erase(0, nl + 1);
+      skipping_ = false;
+      continue;
+    } else if (nl != std::string::npos || out_buf_.size() >= kMaxLineBytes) {
       const size_t end = std::min(nl, kMaxLineBytes);
       *line = out_buf_.substr(0, end);
       out_buf_.erase(0, nl == std::string::npos ? end : nl + 1);
+      skipping_ = nl == std::string::npos;
       return ReadOutcome::kLine;
     }
     if (out_ < 0) {
@@ -247,6 +261,12 @@ std::string ProgramProcess::Finish(double deadline, bool* clean) {
     siginfo_t info{};
     const int r = waitid(P_PID, id_t(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
     if (r == 0 && info.si_pid == pid_) break;
+    if (r < 0 && errno == ECHILD) {
+      // Reaped elsewhere (SIGCHLD ignored): its group id may be another's now.
+      pid_ = -1;
+      CloseFds();
+      return "ended (reaped elsewhere)";
+    }
     if (r < 0 && errno != EINTR) break;
     if (Now() >= deadline) return Kill();
     DrainStderr();
@@ -258,6 +278,13 @@ std::string ProgramProcess::Finish(double deadline, bool* clean) {
   pid_ = -1;
   CloseFds();
   return how;
+}
+
+bool ProgramProcess::Exited() const {
+  if (pid_ <= 0) return true;
+  siginfo_t info{};
+  const int r = waitid(P_PID, id_t(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+  return (r == 0 && info.si_pid == pid_) || (r < 0 && errno == ECHILD);
 }
 
 std::string ProgramProcess::Kill() {

@@ -29,6 +29,8 @@ class ProgramProcess {
   Status Start(const std::string& command, const std::string& cwd, const std::vector<std::string>& env,
                bool keep_stdin);
   bool running() const { return pid_ > 0; }
+  // Whether the process has ended (or was never started), without reaping it.
+  bool Exited() const;
 
   // Writes one line (a '\n' is added). Error when the process no longer
   // reads (its stdin closed) or the write would outlast `timeout_seconds`.
@@ -36,7 +38,9 @@ class ProgramProcess {
 
   enum class ReadOutcome { kLine, kTimeout, kClosed };
   // Waits until `deadline` (NowSeconds() time) for one line of stdout (without
-  // its '\n'; a line over 4 MiB is cut there). kClosed: stdout ended.
+  // its '\n'; a line over 4 MiB is cut there and the rest of it dropped).
+  // kTimeout once the deadline is past, whatever is buffered. kClosed:
+  // stdout ended.
   ReadOutcome ReadLine(double deadline, std::string* line);
 
   // After kClosed: waits until `deadline` for the process to exit, then
@@ -57,6 +61,7 @@ class ProgramProcess {
   pid_t pid_ = -1;
   int in_ = -1, out_ = -1, err_ = -1;
   std::string out_buf_, stderr_tail_;
+  bool skipping_ = false;  // the rest of a line cut at kMaxLineBytes is dropped
 };
 
 }  // namespace tune::program

@@ -24,6 +24,36 @@ constexpr double kMaxSampleUs = 86400e6;
 
 std::string Clip(const std::string& s) { return ToValidUtf8(s.substr(0, kMaxMessageBytes)); }
 
+// A value the program sent, for a message: scalars as written, the rest by
+// type (dumping a deeply nested value would recurse as deep).
+std::string Shown(const nlohmann::json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  return Clip(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// Nesting of a JSON text, strings skipped: parsing, destroying and printing
+// deep values recurse, and no answer needs more than a few levels.
+bool NestsAtMost(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > limit) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
 std::string Number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -78,7 +108,7 @@ bool ReadJson(const json& j, uint64_t want_id, Outcome* out) {
   if (auto f = j.find("failure"); f != j.end() && !f->is_null()) {
     const FailureClass c = f->is_string() ? FailureClassFromName(f->get<std::string>()) : FailureClass::kNone;
     if (c == FailureClass::kNone || c == FailureClass::kSkipped) {
-      Fail(out, FailureClass::kCrash, "the program answered an unknown failure class: " + Clip(f->dump()));
+      Fail(out, FailureClass::kCrash, "the program answered an unknown failure class: " + Shown(*f));
       return true;
     }
     out->failure = c;
@@ -88,25 +118,26 @@ bool ReadJson(const json& j, uint64_t want_id, Outcome* out) {
   if (auto c = j.find("check"); c != j.end()) {
     const std::string v = c->is_string() ? c->get<std::string>() : "";
     if (v != "pass" && v != "fail") {
-      Fail(out, FailureClass::kCrash, "the program answered check = " + Clip(c->dump()) + " (expected pass | fail)");
+      Fail(out, FailureClass::kCrash, "the program answered check = " + Shown(*c) + " (expected pass | fail)");
       return true;
     }
+    // Every check must pass: a FAIL is never undone by a later PASS.
+    out->check_passed = (out->checked ? out->check_passed : true) && v == "pass";
     out->checked = true;
-    out->check_passed = v == "pass";
   }
   if (!NonNegative(j, "max_abs_err", &out->max_abs_error) || !NonNegative(j, "mismatch", &out->mismatch_ratio)) {
     Fail(out, FailureClass::kCrash, "the program answered a max_abs_err or mismatch that is not a finite number >= 0");
     return true;
   }
   if (auto s = j.find("samples_us"); s != j.end()) {
-    if (!s->is_array() || s->size() > kMaxSamples) {
+    if (!s->is_array() || s->size() + out->samples_us.size() > kMaxSamples) {
       Fail(out, FailureClass::kCrash, "samples_us: expected an array of at most 100000 numbers");
       return true;
     }
     for (const json& v : *s) {
       const double us = v.is_number() ? v.get<double>() : -1;
       if (!(std::isfinite(us) && us > 0 && us < kMaxSampleUs)) {
-        Fail(out, FailureClass::kCrash, "samples_us: " + Clip(v.dump()) + " is not a time in microseconds (finite, > 0)");
+        Fail(out, FailureClass::kCrash, "samples_us: " + Shown(v) + " is not a time in microseconds (finite, > 0)");
         return true;
       }
       out->samples_us.push_back(us);
@@ -125,11 +156,15 @@ bool ReadCroqLine(const std::string& line, Outcome* out) {
   static const std::regex kVerify(R"(^\s*VERIFY:\s*(PASS|FAIL)\b(.*)$)", std::regex::icase);
   static const std::regex kErr(R"(max_abs_err\s*=\s*([-+0-9.eEinfaINFA]+))");
   static const std::regex kTime(R"(^\s*TFLOPS:\s*\S+\s+time_ms:\s*([-+0-9.eEinfaINFA]+)\s*$)");
+  // Such lines are short; std::regex recurses per character, so a long
+  // line is never handed to it.
+  if (line.size() > 512) return false;
   std::smatch m;
   if (std::regex_match(line, m, kVerify)) {
     out->answered = true;
+    const bool pass = m[1].str()[0] == 'P' || m[1].str()[0] == 'p';
+    out->check_passed = (out->checked ? out->check_passed : true) && pass;
     out->checked = true;
-    out->check_passed = m[1].str()[0] == 'P' || m[1].str()[0] == 'p';
     const std::string rest = m[2].str();
     std::smatch e;
     if (std::regex_search(rest, e, kErr)) {
@@ -234,6 +269,7 @@ bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out) {
   size_t start = line.find_first_not_of(" \t\r");
   if (start == std::string::npos) return false;
   if (line[start] == '{') {
+    if (!NestsAtMost(line, 16)) return false;
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("tunefarm")) return false;
     return ReadJson(j, want_id, out);
