@@ -112,6 +112,21 @@ def next_batch(timing, samples, timed_seconds):
     return max(1, min(need, MAX_BATCH, max_samples - n))
 
 
+def sample(fn, args, timing, batch_of):
+    """Warm-up runs, then batches of samples (batch_of(n) -> n times in
+    microseconds) until next_batch says stop."""
+    for _ in range(int(timing.get("warmup", 2))):
+        fn(*args)
+    samples, timed = [], 0.0
+    while True:
+        n = next_batch(timing, samples, timed)
+        if n == 0:
+            return samples
+        got = batch_of(n)
+        samples.extend(got)
+        timed += sum(got) * 1e-6
+
+
 def load_module(path):
     """Imports the kernel module at `path` (its folder first on sys.path)."""
     path = os.path.abspath(path)
@@ -198,25 +213,17 @@ class TorchDevice:
         return (not nan) and share <= check["max_mismatch"], worst, share, nan
 
     def time(self, fn, args, timing):
-        samples, timed = [], 0.0
-        for _ in range(int(timing.get("warmup", 2))):
-            fn(*args)
-        while True:
-            batch = next_batch(timing, samples, timed)
-            if batch == 0:
-                return samples
-            for i in range(batch):
+        def batch_of(n):
+            for i in range(n):
                 start, end = self.events[i]
                 self.flush.max()
                 start.record()
                 fn(*args)
                 end.record()
-            self.events[batch - 1][1].synchronize()
-            for i in range(batch):
-                # Event resolution is about half a microsecond: never 0.
-                us = max(self.events[i][0].elapsed_time(self.events[i][1]) * 1000.0, 1e-3)
-                samples.append(us)
-                timed += us * 1e-6
+            self.events[n - 1][1].synchronize()
+            # Event resolution is about half a microsecond: never 0.
+            return [max(self.events[i][0].elapsed_time(self.events[i][1]) * 1000.0, 1e-3) for i in range(n)]
+        return sample(fn, args, timing, batch_of)
 
     def clock_mhz(self):
         try:
@@ -256,19 +263,14 @@ class HostDevice:
         return (not nan) and share <= check["max_mismatch"], worst, share, nan
 
     def time(self, fn, args, timing):
-        samples, timed = [], 0.0
-        for _ in range(int(timing.get("warmup", 2))):
-            fn(*args)
-        while True:
-            batch = next_batch(timing, samples, timed)
-            if batch == 0:
-                return samples
-            for _ in range(batch):
+        def batch_of(n):
+            out = []
+            for _ in range(n):
                 t0 = time.perf_counter()
                 fn(*args)
-                us = max((time.perf_counter() - t0) * 1e6, 1e-3)
-                samples.append(us)
-                timed += us * 1e-6
+                out.append(max((time.perf_counter() - t0) * 1e6, 1e-3))
+            return out
+        return sample(fn, args, timing, batch_of)
 
     def clock_mhz(self):
         return 0
