@@ -292,8 +292,8 @@ void Coordinator::Impl::RecordEndedSweeps() {
     if (s.state == RunState::kRunning || !ended_sweeps.insert(id).second) continue;
     PersistSweep(id);
     ForgetLeases(id);
-    Log(s.error.empty() ? log::Level::kInfo : log::Level::kWarn, std::string("sweep ") + RunStateName(s.state),
-        {{"sweep", id}, {"error", s.error}});
+    if (s.error.empty()) Log(log::Level::kInfo, std::string("sweep ") + RunStateName(s.state), {{"sweep", id}});
+    else Log(log::Level::kWarn, std::string("sweep ") + RunStateName(s.state), {{"sweep", id}, {"error", s.error}});
   }
 }
 
