@@ -105,6 +105,7 @@ struct Coordinator::Impl {
 
   // Counters for /metrics.
   uint64_t results_stored = 0, results_duplicate = 0, kernel_images = 0, leases = 0, dropped_messages = 0;
+  std::map<std::string, uint64_t> failures_by_class;  // stored failure rows, by FailureClassName
   uint64_t batches_refused = 0, protocol_errors = 0;
   // Set while the store refuses writes (disk full, I/O error): no leases are
   // given out, since their results could not be stored, and the store is

@@ -181,6 +181,7 @@ void Coordinator::Impl::ApplyIngestOutcomes() {
         break;
       case IngestOutcome::Kind::kStored: {
         results_stored += o.stored;
+        for (const auto& [cls, n] : o.failed_by_class) failures_by_class[cls] += n;
         results_duplicate += o.rows - o.stored;
         kernel_images += o.kernels;
         if (!o.kernel_note.empty())

@@ -11,12 +11,20 @@
 #include "tune/json_text.h"
 
 namespace tune {
+namespace {
+
+constexpr int64_t kFinishedSweepSeriesSeconds = 3600;
+
+}  // namespace
 
 void Coordinator::Impl::PublishSnapshot(double now) {
   using nlohmann::json;
   std::map<std::string, std::string> docs;
   json sweeps = json::array();
   std::vector<Metric> metrics;
+  metrics.push_back(Metric::Gauge("tunefarm_build_info", "this coordinator's version (always 1)", 1,
+                                  {{"version", TUNEFARM_VERSION}}));
+  const int64_t now_unix = std::time(nullptr);
   for (const auto& p : scheduler.Progress("")) {
     sweeps.push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                       {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
@@ -25,6 +33,9 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                       {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
                       {"error", p.error}, {"waiting_for", p.waiting_for},
                       {"expanding", p.expanding}});
+    // A finished sweep's series go an hour after it ended: a long-lived
+    // coordinator's /metrics does not grow with every sweep it ever ran.
+    if (p.finished_unix > 0 && now_unix - p.finished_unix > kFinishedSweepSeriesSeconds) continue;
     const MetricLabels labels = {{"sweep", p.sweep_id}, {"name", p.name}};
     metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_done", "(config, shape) pairs stored",
                                     p.pairs_done, labels));
@@ -55,6 +66,30 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   docs["workers"] = DumpJson(json{{"workers", ws}});
   metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", workers.size()));
   metrics.push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
+  std::map<std::string, size_t> per_model;
+  for (const auto& [id, peer] : workers)
+    for (const auto& d : peer.devices) per_model[d.model]++;
+  for (const auto& [model, n] : per_model)
+    metrics.push_back(Metric::Gauge("tunefarm_model_devices", "devices of connected workers, by GPU model", n,
+                                    {{"gpu_model", model}}));
+  for (const auto& [id, peer] : workers) {
+    const auto held = leases_held.find(id);
+    metrics.push_back(Metric::Gauge("tunefarm_worker_leases", "units a worker holds", held == leases_held.end() ? 0 : held->second,
+                                    {{"worker", peer.name}}));
+    metrics.push_back(Metric::Gauge("tunefarm_worker_last_seen_seconds", "since the worker's last message",
+                                    now - peer.last_seen, {{"worker", peer.name}}));
+  }
+  for (const auto& [model, n] : scheduler.QueuedConfigsPerModel())
+    metrics.push_back(Metric::Gauge("tunefarm_configs_queued", "configs waiting to be leased, by GPU model", n,
+                                    {{"gpu_model", model}}));
+  for (const auto& [model, n] : scheduler.LeasedUnitsPerModel())
+    metrics.push_back(Metric::Gauge("tunefarm_units_leased", "units leased now, by GPU model", n,
+                                    {{"gpu_model", model}}));
+  for (const auto& [cls, n] : failures_by_class)
+    metrics.push_back(Metric::Counter("tunefarm_results_failed_total", "failure rows stored, by class", n,
+                                      {{"class", cls}}));
+  metrics.push_back(Metric::Gauge("tunefarm_store_bytes", "bytes of the result store (RocksDB's estimate)",
+                                  static_cast<double>(store->ApproximateBytes())));
   metrics.push_back(Metric::Counter("tunefarm_results_stored_total", "measurements stored", results_stored));
   metrics.push_back(Metric::Counter("tunefarm_results_duplicate_total",
                                     "measurements received again and not stored twice",

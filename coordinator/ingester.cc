@@ -146,7 +146,10 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   // The failure count is exact only when every row is new; a batch with
   // duplicates counts none rather than guess which rows were new.
   if (out.stored == out.rows) {
-    for (const auto& m : *rows) out.failed += m.Valid() ? 0 : 1;
+    for (const auto& m : *rows) {
+      out.failed += m.Valid() ? 0 : 1;
+      if (m.failure != FailureClass::kNone) ++out.failed_by_class[FailureClassName(m.failure)];
+    }
   }
   return out;
 }

@@ -82,6 +82,7 @@ struct IngestOutcome {
   size_t kernels = 0;     // cubins in the batch (stored, or stored before)
   std::string kernel_note;  // a cubin kept out of the store, and why (the rows are stored)
   uint64_t failed = 0;    // new rows that record a failure
+  std::map<std::string, uint64_t> failed_by_class;  // of those, by FailureClassName
 };
 
 // The rows of `results` as they are to be stored (sweep, worker and the

@@ -699,6 +699,28 @@ std::map<std::string, size_t> Scheduler::LeasesPerWorker() const {
   return out;
 }
 
+std::map<std::string, uint64_t> Scheduler::QueuedConfigsPerModel() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [model, n] : live_devices_) out[model] = 0;  // a live model with nothing queued says 0
+  for (const auto& [model, pools] : pools_) {
+    for (const ConfigPool& p : pools) out[model] += p.configs->size() - std::min(p.next, p.configs->size());
+  }
+  for (const auto& [model, queue] : pending_) {
+    for (uint64_t id : queue) {
+      auto it = units_.find(id);
+      if (it != units_.end() && it->second.state == UnitState::kPending) out[model] += it->second.configs.size();
+    }
+  }
+  return out;
+}
+
+std::map<std::string, uint64_t> Scheduler::LeasedUnitsPerModel() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [model, n] : live_devices_) out[model] = 0;
+  for (const auto& [model, n] : leased_per_model_) out[model] = n;
+  return out;
+}
+
 const Unit* Scheduler::FindUnit(uint64_t unit_id) const {
   auto it = units_.find(unit_id);
   return it == units_.end() ? nullptr : &it->second;

@@ -337,6 +337,10 @@ class Scheduler {
   // Leases held per worker (units leased, duplicates counted for each
   // holder).
   std::map<std::string, size_t> LeasesPerWorker() const;
+  // Per GPU model: configs not yet leased (pending units and uncut pools),
+  // and units leased now.
+  std::map<std::string, uint64_t> QueuedConfigsPerModel() const;
+  std::map<std::string, uint64_t> LeasedUnitsPerModel() const;
   const Unit* FindUnit(uint64_t unit_id) const;
   const SweepState* FindSweep(const std::string& id) const;
   std::vector<SweepProgress> Progress(const std::string& sweep_id) const;

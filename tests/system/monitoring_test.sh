@@ -41,4 +41,10 @@ then
   echo "no per-sweep series in /metrics"; cat "$work/coord.log"; exit 1
 fi
 promtool check metrics < "$work/metrics.txt" || exit 1
+# The series an operator runs a fleet on.
+for series in 'tunefarm_build_info{version=' 'tunefarm_model_devices{gpu_model="sim-h100"} 1' \
+              'tunefarm_worker_leases{worker=' 'tunefarm_configs_queued{gpu_model="sim-h100"}' \
+              'tunefarm_units_leased{gpu_model="sim-h100"}' 'tunefarm_store_bytes '; do
+  grep -qF "$series" "$work/metrics.txt" || { echo "/metrics lacks $series"; cat "$work/metrics.txt"; exit 1; }
+done
 echo "monitoring: config, rules and /metrics pass promtool"

@@ -100,6 +100,9 @@ class ResultStore {
   Result<std::vector<Measurement>> Best(const ResultFilter& filter);
   // Number of rows in results (exact, by iteration).
   Result<uint64_t> CountResults();
+  // Bytes the store holds on disk and in memory tables, over every column
+  // family (RocksDB's own estimates; cheap, no iteration).
+  uint64_t ApproximateBytes();
 
   // Sweep state owned by the coordinator.
   Status PutSweep(const std::string& sweep_id, const std::string& bytes);

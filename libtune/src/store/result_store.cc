@@ -720,6 +720,17 @@ Result<uint64_t> ResultStore::CountResults() {
   return n;
 }
 
+uint64_t ResultStore::ApproximateBytes() {
+  uint64_t total = 0;
+  for (rocksdb::ColumnFamilyHandle* h : impl_->handles) {
+    for (const char* property : {"rocksdb.total-sst-files-size", "rocksdb.cur-size-all-mem-tables"}) {
+      uint64_t v = 0;
+      if (impl_->db->GetIntProperty(h, property, &v)) total += v;
+    }
+  }
+  return total;
+}
+
 Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& bytes) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   if (sweep_id.empty()) return impl_->Error("sweep id is empty");
