@@ -566,7 +566,10 @@ void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uin
   if (u->batches_queued > 0) u->batches_queued--;
   NoteProgress(*u, now);
   auto& sweep = sweeps_.at(sweep_id);
-  sweep.pairs_done += stored;
+  // At most the unit's own pairs: a duplicate lease's rows come back too.
+  const uint64_t counted = std::min<uint64_t>(stored, u->Pairs() - std::min<uint64_t>(u->pairs_counted, u->Pairs()));
+  u->pairs_counted += counted;
+  sweep.pairs_done += counted;
   sweep.pairs_failed += stored_failed;
 }
 
@@ -600,6 +603,10 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
   if (started != u.started.end()) u.started.erase(started);
   u.holders.erase(worker);
   if (u.state == UnitState::kDone) return;
+  // Its pairs are stored now, whoever stored them: rows a late batch of the
+  // last run stored first came back as duplicates and counted nothing.
+  if (u.pairs_counted < u.Pairs()) sweep.pairs_done += u.Pairs() - u.pairs_counted;
+  u.pairs_counted = u.Pairs();
   Finish(u, UnitState::kDone, now_unix);
 }
 

@@ -184,6 +184,7 @@ struct Unit {
   std::map<std::string, double> started;  // worker -> when its lease began
   double last_progress = 0;               // last (first) lease or results batch
   uint32_t batches_queued = 0;            // arrived, not yet ingested
+  uint64_t pairs_counted = 0;             // of its pairs, those counted in its sweep's pairs_done
   size_t Pairs() const { return configs.size(); }
 };
 
