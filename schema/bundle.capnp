@@ -115,6 +115,16 @@ struct DimBucket @0xdbbc4c37d1abd925 {
   values @3 :List(Int64);         # list: ascending, in [1, 2^40]
 }
 
+# An op's shape rules (op.toml rules that read dims) as programs over
+# `vars`: the op's params, then its dims, then dsize. A lookup answers a tuned
+# config only at dims where every rule holds.
+struct ShapeRules @0xb26441aa4a58af1d {
+  op @0 :Text;
+  vars @1 :List(Text);
+  params @2 :UInt32;              # how many of vars are params; dims follow, then dsize
+  rules @3 :List(LaunchProgram);
+}
+
 # A whole bundle. Defaults are sorted by op; entries keep the order the farm
 # wrote them in, which breaks ties in nearest-shape lookups.
 struct Bundle @0xfe3fc7ee90181824 {
@@ -129,4 +139,5 @@ struct Bundle @0xfe3fc7ee90181824 {
   modelDefaults @8 :List(ModelDefault);
   archDefaults @9 :List(ArchDefault);
   buckets @10 :List(DimBucket);   # dims without one are exact
+  shapeRules @11 :List(ShapeRules);
 }

@@ -404,6 +404,9 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
   // The op's buckets travel with it: N = 3000 finds the config tuned at 4096.
   ASSERT_EQ(bundle->buckets.count("program_sum"), 1u);
   EXPECT_EQ(bundle->buckets.at("program_sum").at("N").kind, tune::DimBucket::Kind::kPow2);
+  // So do its shape rules, which lookups hold nearest-shape answers to.
+  ASSERT_EQ(bundle->shape_rules.count("program_sum"), 1u);
+  EXPECT_EQ(bundle->shape_rules.at("program_sum").rules.at(0).text, "X*256 <= N");
   EXPECT_NE(tune::testing::ReadFile(path("publish.log")).find("program op"), std::string::npos);
   fs::remove_all(dir);
 }

@@ -15,6 +15,7 @@
 
 #include "support/temp_dir.h"
 #include "tune/bundle.h"
+#include "tune/expr.h"
 #include "tune/signing.h"
 
 namespace tune::runtime {
@@ -361,6 +362,54 @@ TEST_F(RuntimeTest, OfShapesSharingABucketTheOneTunedAtItsValueAnswers) {
   // M = 100 sorts first in the bundle, but M = 128 is the bucket's own value.
   EXPECT_EQ(b->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 128}, {"N", 4096}, {"K", 4096}}).entry, &b->entries().at(1));
   EXPECT_EQ(b->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 90}, {"N", 4096}, {"K", 4096}}).entry, &b->entries().at(1));
+}
+
+TEST_F(RuntimeTest, ANearestShapeAnswerHoldsToTheOpsShapeRules) {
+  tune::Bundle src = TestBundle();
+  auto entry = [](int64_t n, int64_t tpr) {
+    tune::BundleEntry e;
+    e.op = "norm";
+    e.dtype = "f16";
+    e.gpu_model = "h100-80gb-hbm3";
+    e.shape = tune::Shape{{{"N", n}}};
+    e.config.params = {{"TPR", tpr}, {"VEC", 4}};
+    e.config_id = "tpr" + std::to_string(tpr);
+    e.median_us = 5;
+    e.backend = "cuda";
+    return e;
+  };
+  src.entries = {entry(128, 32), entry(1024, 256)};
+  src.defaults["norm"] = tune::Config{{{"TPR", 16}, {"VEC", 4}}};
+  tune::BundleShapeRules rules;
+  rules.vars = {"TPR", "VEC", "N", "dsize"};
+  rules.params = 2;
+  auto program = tune::CompileLaunchProgram("TPR*VEC <= N", rules.vars, "test");
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  rules.rules.push_back(*program);
+  const std::string plain = EncodeSignedBundle(src, key_);
+  src.shape_rules["norm"] = rules;
+  const std::string ruled = EncodeSignedBundle(src, key_);
+  auto without = Bundle::LoadFromMemory(plain.data(), plain.size(), {key_file_}, "plain");
+  auto with = Bundle::LoadFromMemory(ruled.data(), ruled.size(), {key_file_}, "ruled");
+  ASSERT_TRUE(without.ok() && with.ok());
+  // N = 900 is nearest to 1024, whose config needs TPR*VEC = 1024 > 900.
+  EXPECT_EQ(without->lookup("norm", "f16", "h100-80gb-hbm3", {{"N", 900}}).entry, &without->entries().at(1));
+  Answer a = with->lookup("norm", "f16", "h100-80gb-hbm3", {{"N", 900}});
+  EXPECT_EQ(a.entry, &with->entries().at(0));
+  EXPECT_EQ(a.level, Level::kNearestShape);
+  // Where no tuned config is legal, the default answers.
+  EXPECT_EQ(with->lookup("norm", "f16", "h100-80gb-hbm3", {{"N", 100}}).level, Level::kDefault);
+  // An exact hit is still an exact hit, and prepared lookups agree.
+  EXPECT_EQ(with->lookup("norm", "f16", "h100-80gb-hbm3", {{"N", 1024}}).level, Level::kExact);
+  PreparedLookup prepared = with->prepare("norm", "f16", "h100-80gb-hbm3");
+  EXPECT_EQ(prepared.lookup({900}).entry, &with->entries().at(0));
+  // The JSON form keeps them; a rule over a variable the rules lack is refused at decode.
+  auto round = tune::BundleFromJson(tune::BundleToJson(src));
+  ASSERT_TRUE(round.ok()) << round.status().message();
+  EXPECT_EQ(round->shape_rules.at("norm").rules.size(), 1u);
+  src.shape_rules["norm"].vars = {"TPR", "VEC"};
+  const std::string bad = EncodeSignedBundle(src, key_);
+  EXPECT_FALSE(Bundle::LoadFromMemory(bad.data(), bad.size(), {key_file_}, "bad").ok());
 }
 
 TEST_F(RuntimeTest, TooManyDimsIsRefused) {

@@ -112,6 +112,16 @@ Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const 
 // non-finite shared memory size, a non-finite scalar.
 Result<LaunchGeometry> EvaluateLaunchPlan(const BundleLaunchPlan& plan, std::span<const double> vars);
 
+// An op's shape rules (OpSpec::shape_constraints) as programs over `vars`:
+// its params (the first `params` of them), then its dims, then "dsize". A
+// lookup answers a tuned config only at dims where every rule holds; rules
+// that read device limits stay out of bundles (a lookup does not know them).
+struct BundleShapeRules {
+  std::vector<std::string> vars;
+  size_t params = 0;
+  std::vector<LaunchProgram> rules;
+};
+
 struct Bundle {
   uint32_t format_version = 1;
   std::string name;
@@ -128,6 +138,8 @@ struct Bundle {
   std::vector<ArchDefault> arch_defaults;
   // op -> dim -> bucket, for the dims that are not exact (OpSpec::buckets).
   std::map<std::string, std::map<std::string, DimBucket>> buckets;
+  // op -> its shape rules (BundleShapeRules).
+  std::map<std::string, BundleShapeRules> shape_rules;
 };
 
 std::string EncodeBundle(const Bundle& b);                         // Cap'n Proto binary

@@ -225,6 +225,13 @@ Status CheckBundleParts(const Bundle& b) {
     for (const LaunchProgram* p : programs) TUNE_RETURN_IF_ERROR(CheckLaunchProgram(*p, plan.vars.size()).WithPrefix(where));
   }
   for (const KernelImage& k : b.kernels) TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
+  for (const auto& [op, r] : b.shape_rules) {
+    // params, dims, then dsize: at least dsize, and params within.
+    if (r.vars.empty() || r.vars.back() != "dsize" || r.params >= r.vars.size())
+      return Status::Error("shape rules of " + op + ": variables are not params, dims and dsize");
+    for (const LaunchProgram& p : r.rules)
+      TUNE_RETURN_IF_ERROR(CheckLaunchProgram(p, r.vars.size()).WithPrefix("shape rules of " + op + ": "));
+  }
   for (const auto& [op, dims] : b.buckets) {
     for (const auto& [dim, bucket] : dims) {
       if (Status st = bucket.Check(); !st.ok()) return Status::Error("bucket of " + op + " " + dim + ": " + st.message());
@@ -342,6 +349,17 @@ std::string EncodeBundle(const Bundle& b) {
       auto values = w.initValues(static_cast<unsigned>(bucket.values.size()));
       for (size_t v = 0; v < bucket.values.size(); ++v) values.set(static_cast<unsigned>(v), bucket.values[v]);
     }
+  }
+  auto rules = root.initShapeRules(static_cast<unsigned>(b.shape_rules.size()));
+  i = 0;
+  for (const auto& [op, r] : b.shape_rules) {
+    auto w = rules[static_cast<unsigned>(i++)];
+    w.setOp(TextOf(op));
+    auto vars = w.initVars(static_cast<unsigned>(r.vars.size()));
+    for (size_t v = 0; v < r.vars.size(); ++v) vars.set(static_cast<unsigned>(v), TextOf(r.vars[v]));
+    w.setParams(static_cast<uint32_t>(r.params));
+    auto programs = w.initRules(static_cast<unsigned>(r.rules.size()));
+    for (size_t p = 0; p < r.rules.size(); ++p) SetProgram(programs[static_cast<unsigned>(p)], r.rules[p]);
   }
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();
@@ -487,6 +505,18 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       for (int64_t v : values) d.values.push_back(v);
       if (!b.buckets[Str(r.getOp())].emplace(Str(r.getDim()), std::move(d)).second)
         return Status::Error("bundle is corrupt: two buckets for " + Str(r.getOp()) + " " + Str(r.getDim()));
+    }
+    auto shape_rules = root.getShapeRules();
+    if (!budget.Charge(shape_rules.size(), sizeof(BundleShapeRules))) throw BudgetExceeded{};
+    for (auto r : shape_rules) {
+      BundleShapeRules rules;
+      auto vars = r.getVars();
+      if (!budget.Charge(vars.size(), sizeof(std::string))) throw BudgetExceeded{};
+      for (auto v : vars) rules.vars.push_back(Str(v));
+      rules.params = r.getParams();
+      for (auto p : r.getRules()) rules.rules.push_back(GetProgram(p, budget));
+      if (!b.shape_rules.emplace(Str(r.getOp()), std::move(rules)).second)
+        return Status::Error("bundle is corrupt: two sets of shape rules for " + Str(r.getOp()));
     }
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle is corrupt: ");
     return b;

@@ -122,6 +122,13 @@ std::string BundleToJson(const Bundle& b) {
     }
   }
   j["buckets"] = std::move(buckets);
+  Json shape_rules = Json::object();
+  for (const auto& [op, r] : b.shape_rules) {
+    Json programs = Json::array();
+    for (const LaunchProgram& p : r.rules) programs.push_back(ProgramToJson(p));
+    shape_rules[op] = Json{{"vars", r.vars}, {"params", r.params}, {"rules", std::move(programs)}};
+  }
+  j["shape_rules"] = std::move(shape_rules);
   Json kernels = Json::array();
   for (const KernelImage& k : b.kernels) {
     kernels.push_back(Json{{"kernel_hash", k.kernel_hash}, {"config_id", k.config_id}, {"dtype", k.dtype},
@@ -235,6 +242,15 @@ Result<Bundle> BundleFromJson(const std::string& text) {
         }
         b.buckets[op][dim] = std::move(d);
       }
+    }
+    const Json shape_rules = j.value("shape_rules", Json::object());
+    if (!shape_rules.is_object()) return Status::Error("bundle JSON: shape_rules: expected an object");
+    for (const auto& [op, jr] : shape_rules.items()) {
+      BundleShapeRules r;
+      r.vars = jr.at("vars").get<std::vector<std::string>>();
+      r.params = jr.at("params").get<size_t>();
+      for (const Json& p : jr.at("rules")) r.rules.push_back(ProgramFromJson(p));
+      b.shape_rules[op] = std::move(r);
     }
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
     return b;

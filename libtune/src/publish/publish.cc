@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <ctime>
+#include <functional>
 #include <set>
 
 #include "tune/config_space.h"
@@ -47,6 +48,22 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows) {
   std::vector<Measurement> out;
   for (auto& m : rows) {
     if (keep.count({GroupKey(m), m.kernel_hash})) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// The op's shape rules as programs over params, dims and dsize; a rule that
+// reads a device limit is left out with a note (a lookup does not know it).
+BundleShapeRules ShapeRulesOf(const OpSpec& spec, const std::function<void(const std::string&)>& note) {
+  BundleShapeRules out;
+  for (const Axis& a : spec.axes) out.vars.push_back(a.name);
+  out.params = out.vars.size();
+  for (const std::string& d : spec.dims) out.vars.push_back(d);
+  out.vars.push_back("dsize");
+  for (const std::string& rule : spec.shape_constraints) {
+    auto p = CompileLaunchProgram(rule, out.vars, spec.name + " shape rule");
+    if (p.ok()) out.rules.push_back(std::move(p).value());
+    else note(spec.name + ": shape rule '" + rule + "' stays out of the bundle (" + p.status().message() + ")");
   }
   return out;
 }
@@ -190,6 +207,10 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   for (const auto& [op, spec] : ops) {
     b.defaults[op] = spec.default_config;
     if (!spec.buckets.empty()) b.buckets[op] = spec.buckets;
+    if (!spec.shape_constraints.empty()) {
+      auto rules = ShapeRulesOf(spec, note);
+      if (!rules.rules.empty()) b.shape_rules[op] = std::move(rules);
+    }
     for (const auto& [arch, config] : spec.arch_defaults) b.arch_defaults.push_back(ArchDefault{op, arch, config});
   }
   const auto specs = SpecsByKernelHash(store, newest);

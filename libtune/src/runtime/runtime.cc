@@ -31,6 +31,14 @@ struct Plan {
   // any is not exact. Candidates are stored bucketed, queries bucketed first.
   std::vector<DimBucket> buckets;
   bool bucketed = false;
+  // The op's shape rules (tune/bundle.h BundleShapeRules): a candidate
+  // answers only at dims where every one holds. rule_params holds candidate
+  // i's params at [i * rules->params, ...); rule_dims maps the rules' dims
+  // to this plan's dim order (-1: not a dim of the plan).
+  const BundleShapeRules* rules = nullptr;
+  std::vector<double> rule_params;
+  std::vector<int> rule_dims;
+  double dsize = 0;
   bool own = false;                    // candidates are the queried model's: exact hits count
   Level tuned_level = Level::kNearestShape;
   std::vector<int64_t> dims;           // candidate i at [i * ndims, (i + 1) * ndims)
@@ -61,6 +69,9 @@ struct BundleData {
 }  // namespace detail
 
 namespace {
+
+// Variables a shape rule of a lookup may read (params, dims, dsize).
+constexpr size_t kMaxRuleVars = 64;
 
 using detail::BundleData;
 using detail::Plan;
@@ -160,6 +171,12 @@ void AddCandidate(Plan* plan, const Entry& e) {
     plan->dims.push_back(v);
     plan->log2.push_back(Log2Dim(v));
   }
+  if (plan->rules) {
+    for (size_t k = 0; k < plan->rules->params; ++k) {
+      const int at = e.config.index(plan->rules->vars[k]);
+      plan->rule_params.push_back(at < 0 ? std::nan("") : static_cast<double>(e.config.value(static_cast<size_t>(at))));
+    }
+  }
   plan->entries.push_back(&e);
 }
 
@@ -225,6 +242,38 @@ void BuildExactIndex(Plan* plan) {
   }
 }
 
+// The op's shape rules, with their dims in the plan's order.
+void SetRules(const BundleData& data, std::string_view op, std::string_view dtype, Plan* plan) {
+  auto it = data.source.shape_rules.find(std::string(op));
+  if (it == data.source.shape_rules.end() || it->second.rules.empty()) return;
+  const BundleShapeRules& r = it->second;
+  if (r.vars.size() > kMaxRuleVars) return;  // more than a lookup evaluates: not held against configs
+  plan->rules = &r;
+  plan->dsize = DTypeSize(std::string(dtype));
+  plan->rule_dims.clear();
+  for (size_t k = r.params; k + 1 < r.vars.size(); ++k) {
+    auto at = std::find(plan->dim_names.begin(), plan->dim_names.end(), r.vars[k]);
+    plan->rule_dims.push_back(at == plan->dim_names.end() ? -1 : static_cast<int>(at - plan->dim_names.begin()));
+  }
+}
+
+// Whether candidate i's config may run at `dims` (the query's own dims,
+// not its buckets'): every shape rule holds.
+bool Holds(const Plan& plan, size_t i, const int64_t* dims) {
+  if (!plan.rules) return true;
+  double vars[kMaxRuleVars];
+  const size_t np = plan.rules->params;
+  for (size_t k = 0; k < np; ++k) vars[k] = plan.rule_params[i * np + k];
+  for (size_t k = 0; k < plan.rule_dims.size(); ++k)
+    vars[np + k] = plan.rule_dims[k] < 0 ? std::nan("") : static_cast<double>(dims[plan.rule_dims[k]]);
+  vars[plan.rules->vars.size() - 1] = plan.dsize;
+  const std::span<const double> in(vars, plan.rules->vars.size());
+  for (const LaunchProgram& rule : plan.rules->rules) {
+    if (!(std::fabs(EvalLaunchProgram(rule, in)) > 0)) return false;  // zero or NaN rejects, as the farm's rules
+  }
+  return true;
+}
+
 // The op's buckets in the plan's dim order.
 void SetBuckets(const BundleData& data, std::string_view op, Plan* plan) {
   plan->buckets.assign(plan->ndims, DimBucket{});
@@ -247,6 +296,7 @@ std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string&
   plan->dim_names = names;
   plan->ndims = names.size();
   SetBuckets(data, op, plan.get());
+  SetRules(data, op, dtype, plan.get());
   // Forced defaults skip the model defaults too: the switch rules out
   // everything the farm picked.
   plan->fallback = data.force_defaults ? FallbackOf(data, op, dtype, nullptr, "\x01", {}, usable)
@@ -293,6 +343,9 @@ std::shared_ptr<const Plan> Reorder(const std::shared_ptr<const Plan>& plan,
   out->tuned_level = plan->tuned_level;
   out->fallback = plan->fallback;
   out->bucketed = plan->bucketed;
+  out->rules = plan->rules;
+  out->rule_params = plan->rule_params;
+  out->dsize = plan->dsize;
   std::vector<size_t> from;
   for (std::string_view name : names) {
     const auto it = std::find(plan->dim_names.begin(), plan->dim_names.end(), name);
@@ -303,6 +356,10 @@ std::shared_ptr<const Plan> Reorder(const std::shared_ptr<const Plan>& plan,
   }
   if (names.size() != plan->ndims || std::set<size_t>(from.begin(), from.end()).size() != from.size()) {
     return out;
+  }
+  for (int d : plan->rule_dims) {
+    const auto at = d < 0 ? from.end() : std::find(from.begin(), from.end(), static_cast<size_t>(d));
+    out->rule_dims.push_back(at == from.end() ? -1 : static_cast<int>(at - from.begin()));
   }
   out->entries = plan->entries;
   for (size_t c = 0; c < plan->entries.size(); ++c) {
@@ -367,7 +424,7 @@ Answer Evaluate(const Plan& plan, const int64_t* query) {
     dims = bucketed;
   }
   if (plan.own) {
-    if (const std::ptrdiff_t i = FindExact(plan, dims); i >= 0) {
+    if (const std::ptrdiff_t i = FindExact(plan, dims); i >= 0 && Holds(plan, static_cast<size_t>(i), query)) {
       return Answer{&plan.entries[static_cast<size_t>(i)]->config, plan.entries[static_cast<size_t>(i)],
                     Level::kExact};
     }
@@ -381,6 +438,21 @@ Answer Evaluate(const Plan& plan, const int64_t* query) {
     case 3: best_i = Nearest<3>(plan.log2.data(), n, q, 3); break;
     case 4: best_i = Nearest<4>(plan.log2.data(), n, q, 4); break;
     default: best_i = Nearest<0>(plan.log2.data(), n, q, d); break;
+  }
+  if (!Holds(plan, best_i, query)) {
+    // The nearest tuned config is illegal at these dims (its shape rules):
+    // the nearest one that is legal, else the fallback. Rare: a linear scan.
+    best_i = n;
+    double best_d = std::numeric_limits<double>::infinity();
+    for (size_t c = 0; c < n; ++c) {
+      double dist = 0;
+      for (size_t j = 0; j < d; ++j) dist += (q[j] - plan.log2[c * d + j]) * (q[j] - plan.log2[c * d + j]);
+      if (dist < best_d && Holds(plan, c, query)) {
+        best_d = dist;
+        best_i = c;
+      }
+    }
+    if (best_i == n) return plan.fallback;
   }
   return Answer{&plan.entries[best_i]->config, plan.entries[best_i], plan.tuned_level};
 }
