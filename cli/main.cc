@@ -280,6 +280,8 @@ int main(int argc, char** argv) {
     // --help and --version end the parse too, with status 0.
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  // --verbose is the debug level (the lease and unit lines), unless a level is named.
+  if (log_level.empty() && ((c->parsed() && coord.opts.verbose) || (w->parsed() && work.opts.verbose))) log_level = "debug";
   if (Status st = log::Configure(log_level, log_format); !st.ok()) {
     std::fprintf(stderr, "tunefarm: %s\n", st.message().c_str());
     return kExitUsage;

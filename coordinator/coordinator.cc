@@ -99,8 +99,6 @@ void Coordinator::Impl::MaybeRecoverStore(double now) {
 }
 
 void Coordinator::Impl::Log(log::Level level, const std::string& message, std::initializer_list<log::Field> fields) {
-  // --verbose shows the lease-by-lease lines without a debug level.
-  if (level == log::Level::kDebug && opts.verbose) level = log::Level::kInfo;
   log::Write(level, "coordinator", message, fields);
 }
 

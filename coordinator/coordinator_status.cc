@@ -47,6 +47,7 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}, {"store_fault", store_fault}});
   json ws = json::array();
   size_t devices = 0;
+  std::map<std::string, size_t> per_model;  // devices by GPU model
   const std::map<std::string, size_t> leases_held = scheduler.LeasesPerWorker();
   for (const auto& [id, peer] : workers) {
     json devs = json::array();
@@ -57,7 +58,12 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                       {"num_sms", d.num_sms}, {"total_mem_bytes", d.total_mem_bytes}});
     }
     devices += peer.devices.size();
+    for (const auto& d : peer.devices) per_model[d.model]++;
     const auto held = leases_held.find(id);
+    metrics.push_back(Metric::Gauge("tunefarm_worker_leases", "units a worker holds", held == leases_held.end() ? 0 : held->second,
+                                    {{"worker", peer.name}}));
+    metrics.push_back(Metric::Gauge("tunefarm_worker_last_seen_seconds", "since the worker's last message",
+                                    now - peer.last_seen, {{"worker", peer.name}}));
     ws.push_back({{"name", peer.name},
                   {"last_seen_seconds", now - peer.last_seen},
                   {"leases", held == leases_held.end() ? 0 : held->second},
@@ -66,19 +72,9 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   docs["workers"] = DumpJson(json{{"workers", ws}});
   metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", workers.size()));
   metrics.push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
-  std::map<std::string, size_t> per_model;
-  for (const auto& [id, peer] : workers)
-    for (const auto& d : peer.devices) per_model[d.model]++;
   for (const auto& [model, n] : per_model)
     metrics.push_back(Metric::Gauge("tunefarm_model_devices", "devices of connected workers, by GPU model", n,
                                     {{"gpu_model", model}}));
-  for (const auto& [id, peer] : workers) {
-    const auto held = leases_held.find(id);
-    metrics.push_back(Metric::Gauge("tunefarm_worker_leases", "units a worker holds", held == leases_held.end() ? 0 : held->second,
-                                    {{"worker", peer.name}}));
-    metrics.push_back(Metric::Gauge("tunefarm_worker_last_seen_seconds", "since the worker's last message",
-                                    now - peer.last_seen, {{"worker", peer.name}}));
-  }
   for (const auto& [model, n] : scheduler.QueuedConfigsPerModel())
     metrics.push_back(Metric::Gauge("tunefarm_configs_queued", "configs waiting to be leased, by GPU model", n,
                                     {{"gpu_model", model}}));

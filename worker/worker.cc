@@ -179,10 +179,8 @@ struct Worker::Impl {
     if (opts.name.empty()) opts.name = DefaultName();
   }
 
-  // One line of the worker's log (tune/log.h); --verbose shows the
-  // unit-by-unit lines without a debug level.
+  // One line of the worker's log (tune/log.h).
   void Log(log::Level level, const std::string& message, std::initializer_list<log::Field> fields) {
-    if (level == log::Level::kDebug && opts.verbose) level = log::Level::kInfo;
     log::Write(level, "worker", message, fields);
   }
 

@@ -40,7 +40,7 @@ struct WorkerOptions {
   bool allow_programs = false;
   size_t batch_size = 64;                    // results per message
   double batch_seconds = 0.5;                // or this old, whichever first
-  bool verbose = false;
+  bool verbose = false;                      // --verbose: the command logs at debug (unit lines)
 };
 
 // What a worker spent its time on, for throughput reports.

@@ -178,8 +178,8 @@ class ProgramBackend : public Backend {
   }
 
   std::vector<std::string> Environment(const program::Request& r) const {
-    std::vector<std::string> env = program::RequestEnvironment(r, device_);
-    for (std::string& kv : program::DeviceEnvironment(device_, options_.python_path)) env.push_back(std::move(kv));
+    std::vector<std::string> env = program::DeviceEnvironment(device_, options_.python_path);
+    for (std::string& kv : program::RequestEnvironment(r)) env.push_back(std::move(kv));
     return env;
   }
 

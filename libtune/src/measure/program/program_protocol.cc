@@ -222,9 +222,8 @@ std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, const std::
   return env;
 }
 
-std::vector<std::string> RequestEnvironment(const Request& r, const DeviceInfo& device) {
-  std::vector<std::string> env = DeviceEnvironment(device, "");
-  env.push_back("TUNEFARM_OP=" + r.op);
+std::vector<std::string> RequestEnvironment(const Request& r) {
+  std::vector<std::string> env = {"TUNEFARM_OP=" + r.op};
   env.push_back("TUNEFARM_DTYPE=" + r.dtype);
   env.push_back("TUNEFARM_CONFIG=" + r.config.Canonical());
   env.push_back("TUNEFARM_CONFIG_ID=" + r.config.Id());

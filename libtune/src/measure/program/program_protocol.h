@@ -31,11 +31,11 @@ struct Request {
   uint64_t seed = 0;              // of the inputs: the same for every config of a shape
 };
 
-// "NAME=value" entries for a run or build process of `request` (TUNEFARM_*,
-// documented in docs/program-ops.md). `device` names the GPU; CUDA programs
-// see only it, as device 0.
-std::vector<std::string> RequestEnvironment(const Request& request, const DeviceInfo& device);
-// The variables a serve process starts with: the device and the package.
+// "NAME=value" entries of `request` for a run or build process (TUNEFARM_*,
+// documented in docs/program-ops.md); DeviceEnvironment's come beside them.
+std::vector<std::string> RequestEnvironment(const Request& request);
+// The variables of the device (CUDA programs see only it, as device 0) and
+// of the Python package: what a serve process starts with.
 std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, const std::string& python_path);
 // One JSON line: {"tunefarm":1,"cmd":"measure","id":..,"config":{..},"dims":{..},...}.
 std::string MeasureLine(const Request& request);
