@@ -184,6 +184,9 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
                     "CURVE public key file of the coordinator");
     app->add_flag("--insecure-plaintext", args->opts.insecure_plaintext,
                   "Allow a non-loopback coordinator without CURVE");
+    app->add_option("--http-port", args->opts.http_port,
+                    "Serve /metrics (Prometheus) on this port (0 = any free port; off by default)");
+    app->add_option("--http-address", args->opts.http_address, "Address for --http-port")->capture_default_str();
     app->add_flag("--allow-programs", args->opts.allow_programs,
                   "Run program ops: the build/run commands of whoever may submit sweeps, as this user "
                   "(docs/program-ops.md)");
@@ -279,6 +282,7 @@ int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
                  d.name.c_str(), d.model.c_str(), d.backend.c_str(),
                  d.backend == "sim" ? ", SIMULATED" : "");
   }
+  if (!worker.http_url().empty()) std::fprintf(stderr, "metrics: %smetrics\n", worker.http_url().c_str());
   NotifyServiceManager("READY=1\nSTATUS=" + std::to_string(worker.devices().size()) + " device(s)");
   st = worker.Run(stop);
   NotifyServiceManager("STOPPING=1");

@@ -1,4 +1,5 @@
 #include "coordinator.h"
+#include "dashboard.h"
 
 #include <algorithm>
 #include <chrono>
@@ -248,6 +249,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           }
           unit->device_index = cmd.device_index;
           leases++;
+          leases_retried += unit->attempt > 1 ? 1 : 0;
           BookLease(*unit, dev->model, peer);
           Log(log::Level::kDebug, "lease",
               {{"sweep", unit->sweep_id}, {"unit", std::to_string(unit->unit_id)}, {"op", unit->op},
@@ -341,12 +343,14 @@ void Coordinator::Impl::Tick(double now) {
     }
   }
   for (const auto& id : revoked) Disconnect(id, "key " + workers[id].key + " is no longer on the worker allow-list");
+  worker_deaths += dead.size();
   for (const auto& id : dead) {
     Log(log::Level::kWarn, "worker missed its heartbeats; its leases go back to the queue",
         {{"worker", workers[id].name}, {"heartbeats", std::to_string(opts.liveness)}});
     DropWorker(id);
   }
   const size_t expired = scheduler.ExpireLeases(now, std::time(nullptr));
+  leases_expired += expired;
   if (expired) Log(log::Level::kInfo, "leases expired", {{"leases", std::to_string(expired)}});
   RecordEndedSweeps();
   MaybeRecoverStore(now);
@@ -416,6 +420,8 @@ Status Coordinator::Start() {
     HttpServerOptions ho;
     ho.address = o.http_address;
     ho.port = static_cast<uint16_t>(o.http_port);
+    ho.page = DashboardPage();
+    ho.documents = DashboardDocuments();
     impl_->http = std::make_unique<HttpServer>(ho, &impl_->snapshot);
     impl_->PublishSnapshot(NowSeconds());
     TUNE_RETURN_IF_ERROR(impl_->http->Start());

@@ -17,12 +17,13 @@
 #include <zmq.hpp>
 
 #include "coordinator.h"
-#include "http_server.h"
+#include "tune/http_server.h"
 #include "ingester.h"
 #include "off_loop.h"
 #include "scheduler.h"
 #include "tune/curve.h"
 #include "tune/log.h"
+#include "tune/metrics.h"
 #include "tune/protocol.h"
 #include "tune/records.h"
 #include "tune/result_store.h"
@@ -107,6 +108,11 @@ struct Coordinator::Impl {
   uint64_t results_stored = 0, results_duplicate = 0, kernel_images = 0, leases = 0, dropped_messages = 0;
   std::map<std::string, uint64_t> failures_by_class;  // stored failure rows, by FailureClassName
   uint64_t batches_refused = 0, protocol_errors = 0;
+  uint64_t leases_expired = 0, leases_retried = 0, worker_deaths = 0;
+  std::map<std::string, uint64_t> stored_per_model;  // rows stored, by GPU model
+  // From a results frame's arrival to its outcome on the loop (the ack).
+  Histogram ingest_seconds{Histogram::SecondsBounds()};
+  std::map<std::string, Histogram> unit_seconds;  // lease to stored final batch, by GPU model
   // Set while the store refuses writes (disk full, I/O error): no leases are
   // given out, since their results could not be stored, and the store is
   // tried again every kStoreRetrySeconds until a write succeeds.

@@ -109,6 +109,7 @@ void Coordinator::Impl::SubmitResults(const std::string& identity, zmq::message_
     }
   }
   job.head = head;
+  job.received = NowSeconds();
   job.frame = std::move(frame);
   ingester->Submit(std::move(job));
 }
@@ -162,7 +163,9 @@ void Coordinator::Impl::Refuse(const IngestOutcome& o) {
 // scheduler sees a unit complete only once all its rows are stored.
 void Coordinator::Impl::ApplyIngestOutcomes() {
   for (auto& o : ingester->TakeOutcomes()) {
-    scheduler.BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, NowSeconds());
+    const double now = NowSeconds();
+    scheduler.BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, now);
+    ingest_seconds.Observe(now - o.received);
     switch (o.kind) {
       case IngestOutcome::Kind::kRejected:
         protocol_errors++;
@@ -181,6 +184,7 @@ void Coordinator::Impl::ApplyIngestOutcomes() {
         break;
       case IngestOutcome::Kind::kStored: {
         results_stored += o.stored;
+        if (!o.gpu_model.empty()) stored_per_model[o.gpu_model] += o.stored;
         for (const auto& [cls, n] : o.failed_by_class) failures_by_class[cls] += n;
         results_duplicate += o.rows - o.stored;
         kernel_images += o.kernels;
@@ -193,8 +197,12 @@ void Coordinator::Impl::ApplyIngestOutcomes() {
         Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
                                     static_cast<uint32_t>(o.stored), ""});
         if (!o.head.final) break;
-        scheduler.CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, NowSeconds(),
-                               std::time(nullptr));
+        if (const double took = scheduler.CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, now,
+                                                       std::time(nullptr));
+            took > 0) {
+          auto [h, added] = unit_seconds.try_emplace(o.gpu_model, Histogram::SecondsBounds());
+          h->second.Observe(took);
+        }
         break;
       }
     }

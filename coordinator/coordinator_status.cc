@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator_impl.h"
-#include "metrics.h"
+#include "tune/metrics.h"
 #include "tune/json_text.h"
 
 namespace tune {
@@ -94,6 +94,23 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                                     "Measured cubins received with results (each stored once per key)",
                                     kernel_images));
   metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
+  metrics.push_back(Metric::Counter("tunefarm_leases_retried_total",
+                                    "leases of units that went back to the queue once or more", leases_retried));
+  metrics.push_back(Metric::Counter("tunefarm_leases_expired_total",
+                                    "leases that ran past their deadline (the unit went back to the queue)",
+                                    leases_expired));
+  metrics.push_back(Metric::Counter("tunefarm_worker_deaths_total",
+                                    "workers dropped for missing their heartbeats", worker_deaths));
+  for (const auto& [model, n] : stored_per_model)
+    metrics.push_back(Metric::Counter("tunefarm_model_results_stored_total",
+                                      "measurements stored, by GPU model (its rate is the model's throughput)", n,
+                                      {{"gpu_model", model}}));
+  metrics.push_back(Metric::FromHistogram("tunefarm_ingest_seconds",
+                                          "a results batch from its arrival to its acknowledgement", ingest_seconds));
+  for (const auto& [model, h] : unit_seconds)
+    metrics.push_back(Metric::FromHistogram("tunefarm_unit_seconds",
+                                            "a work unit from its lease to its stored final batch", h,
+                                            {{"gpu_model", model}}));
   metrics.push_back(Metric::Gauge("tunefarm_store_writable",
                                   "1 while store writes succeed; 0 while they fail and leasing stops",
                                   store_fault.empty() ? 1 : 0));

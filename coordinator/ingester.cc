@@ -108,6 +108,8 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   IngestOutcome out;
   out.identity = job.identity;
   out.head = job.head;
+  out.received = job.received;
+  if (job.unit) out.gpu_model = job.unit->gpu_model;
   auto reject = [&](const std::string& why) {
     out.kind = IngestOutcome::Kind::kRejected;
     out.error = why;

@@ -63,6 +63,7 @@ struct IngestJob {
   // "sm_90a").
   std::set<std::string> archs;
   ResultsHead head;                  // PeekResults of the frame
+  double received = 0;               // when the frame arrived (NowSeconds)
   zmq::message_t frame;              // the whole envelope, as received
 };
 
@@ -76,6 +77,7 @@ struct IngestOutcome {
   Kind kind = Kind::kStored;
   std::string identity;
   ResultsHead head;       // the job's
+  double received = 0;    // the job's: ingest latency runs from here
   std::string error;      // why, for kStoreFailed, kRejected and kRefused
   size_t rows = 0;        // rows in the batch
   size_t stored = 0;      // new rows; the others were stored before
@@ -83,6 +85,7 @@ struct IngestOutcome {
   std::string kernel_note;  // a cubin kept out of the store, and why (the rows are stored)
   uint64_t failed = 0;    // new rows that record a failure
   std::map<std::string, uint64_t> failed_by_class;  // of those, by FailureClassName
+  std::string gpu_model;  // the leased unit's, when there was one
 };
 
 // The rows of `results` as they are to be stored (sweep, worker and the

@@ -580,10 +580,10 @@ void Scheduler::NoteProgress(Unit& u, double now) {
   leased_.emplace(u.last_progress, u.id);
 }
 
-void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,
+double Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,
                              uint64_t unit_id, double now, int64_t now_unix) {
   Unit* found = FindUnitOf(sweep_id, unit_id);
-  if (!found) return;
+  if (!found) return 0;
   Unit& u = *found;
   auto& sweep = sweeps_.at(u.sweep_id);
   auto started = u.started.find(worker);
@@ -600,14 +600,19 @@ void Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep
       pace.stale = true;
     }
   }
-  if (started != u.started.end()) u.started.erase(started);
+  double took = 0;
+  if (started != u.started.end()) {
+    took = std::max(0.0, now - started->second);
+    u.started.erase(started);
+  }
   u.holders.erase(worker);
-  if (u.state == UnitState::kDone) return;
+  if (u.state == UnitState::kDone) return took;
   // Its pairs are stored now, whoever stored them: rows a late batch of the
   // last run stored first came back as duplicates and counted nothing.
   if (u.pairs_counted < u.Pairs()) sweep.pairs_done += u.Pairs() - u.pairs_counted;
   u.pairs_counted = u.Pairs();
   Finish(u, UnitState::kDone, now_unix);
+  return took;
 }
 
 void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {

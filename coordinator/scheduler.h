@@ -320,8 +320,9 @@ class Scheduler {
   void BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
                      uint64_t stored_failed, double now);
   // The final results batch of the unit is stored: it is done, and the
-  // worker's throughput is updated from how long it took.
-  void CompleteUnit(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
+  // worker's throughput is updated from how long it took. Returns that
+  // time, from the worker's lease to now (0 when it held no lease of it).
+  double CompleteUnit(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
                     double now, int64_t now_unix);
   // Configs the next fresh unit of `shape` for `worker` would hold
   // (adaptive sizing).

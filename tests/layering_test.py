@@ -23,6 +23,8 @@ ALLOWED = {
     "store": {"base", "spec", "wire", "store"},
     "publish": {"base", "spec", "wire", "store", "publish"},
     "report": {"base", "spec", "wire", "store", "publish", "report"},
+    # The HTTP status side of the farm's processes: pages inline Chart.js.
+    "serve": {"base", "report", "serve"},
     # What deployments link: the bundle format and its signatures, no more
     # (the build links it without the store's or the wire's libraries).
     "runtime": {"base", "publish", "runtime"},

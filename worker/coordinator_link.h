@@ -45,6 +45,8 @@ class CoordinatorLink {
   bool greeted() const { return greeted_; }
   bool ReconnectDue(double now) const { return now >= reconnect_at_; }
   zmq::socket_t& socket() { return *socket_; }
+  // Results batches sent and not yet acknowledged.
+  size_t unacknowledged() const { return unacked_.size(); }
 
   void Send(Command cmd);
   // A results batch: sent at once when greeted, and kept (to go again on

@@ -20,7 +20,9 @@
 #include "compile_pool.h"
 #include "coordinator_link.h"
 #include "tune/curve.h"
+#include "tune/http_server.h"
 #include "tune/log.h"
+#include "tune/metrics.h"
 #include "tune/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "tune/cuda_backend.h"
@@ -154,7 +156,7 @@ class DeviceSlots {
   size_t asking_ = npos;
 };
 
-struct Worker::Impl {
+struct Worker::Impl : HttpStatusSource {
   WorkerOptions opts;
   zmq::context_t ctx{1};
   std::vector<std::unique_ptr<Backend>> backends;
@@ -166,6 +168,16 @@ struct Worker::Impl {
   std::vector<std::unique_ptr<UnitQueue>> queues;
   mutable std::mutex stats_mu;
   WorkerStats stats;
+  // For /metrics, beside `stats` (under stats_mu): rows by (GPU model,
+  // class), and how long compiles, measurements and whole units took.
+  std::map<std::pair<std::string, std::string>, uint64_t> results_by_class;
+  Histogram compile_seconds{Histogram::SecondsBounds()}, measure_seconds{Histogram::SecondsBounds()};
+  std::map<std::string, Histogram> unit_seconds;  // by GPU model
+  // Of the link, written by the socket thread.
+  std::atomic<bool> linked{false};
+  std::atomic<uint64_t> connects{0};
+  std::atomic<size_t> results_unacknowledged{0};
+  std::unique_ptr<HttpServer> http;
   std::atomic<bool> stop_devices{false};
   std::mutex spec_mu;
   std::map<std::string, std::shared_ptr<const OpSpec>> spec_cache;  // by package digest
@@ -177,6 +189,20 @@ struct Worker::Impl {
 
   explicit Impl(WorkerOptions o) : opts(std::move(o)) {
     if (opts.name.empty()) opts.name = DefaultName();
+  }
+  ~Impl() override {
+    if (http) http->Stop();  // before the members its thread reads
+  }
+
+  std::string Json(const std::string&) override { return ""; }
+  std::string Metrics() override;
+
+  // Counts a row for /metrics and WorkerStats.
+  void CountRow(const std::string& model, const Measurement& m, bool again) {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    stats.measured++;
+    stats.measured_again += again ? 1 : 0;
+    results_by_class[{model, m.Valid() ? "ok" : FailureClassName(m.failure)}]++;
   }
 
   // One line of the worker's log (tune/log.h).
@@ -250,7 +276,11 @@ struct Worker::Impl {
     push.connect("inproc://results");
     std::set<uint64_t> planned;  // units whose configs the program backend was told of
     while (auto unit = queues[slot]->Pop(&stop_devices)) {
+      const double start = NowSeconds();
       RunUnit(slot, *unit, push, &planned);
+      std::lock_guard<std::mutex> lock(stats_mu);
+      auto [h, added] = unit_seconds.try_emplace(devices[slot].model, Histogram::SecondsBounds());
+      h->second.Observe(NowSeconds() - start);
     }
   }
 
@@ -386,6 +416,7 @@ struct Worker::Impl {
       stats.compiled += k.from_cache ? 0 : 1;
       stats.compile_cache_hits += k.from_cache ? 1 : 0;
       stats.compile_seconds += k.compile_seconds;
+      if (!k.from_cache) compile_seconds.Observe(k.compile_seconds);
       return k;
     };
     if (unit.confirm()) {
@@ -413,10 +444,9 @@ struct Worker::Impl {
           rows.push_back(std::move(m));
         }
       }
+      for (const Measurement& m : rows) CountRow(dev.model, m, /*again=*/true);
       {
         std::lock_guard<std::mutex> lock(stats_mu);
-        stats.measured += rows.size();
-        stats.measured_again += rows.size();
         stats.measure_seconds += NowSeconds() - measure_start;
       }
       // Asked for only now: a unit fetched ahead would wait out the whole
@@ -460,6 +490,7 @@ struct Worker::Impl {
           {
             std::lock_guard<std::mutex> lock(stats_mu);
             stats.measure_seconds += NowSeconds() - measure_start;
+            measure_seconds.Observe(NowSeconds() - measure_start);
           }
           m = base(unit.configs[i], s);
           m.CopyOutcome(got);
@@ -473,12 +504,8 @@ struct Worker::Impl {
         m.kernel_hash = kernel_hash(k);
         m.arch = k.image.empty() ? "" : k.arch;
         pending.AddKernel(m, k);
+        CountRow(dev.model, m, unit.refine());
         rows.push_back(std::move(m));
-        {
-          std::lock_guard<std::mutex> lock(stats_mu);
-          stats.measured++;
-          stats.measured_again += unit.refine() ? 1 : 0;
-        }
         if (rows.size() >= opts.batch_size || pending.kernel_bytes >= kMaxBatchKernelBytes ||
             NowSeconds() - last_flush >= opts.batch_seconds) {
           Flush(push, unit, &batch, &pending, false);
@@ -490,11 +517,51 @@ struct Worker::Impl {
   }
 };
 
+std::string Worker::Impl::Metrics() {
+  std::vector<Metric> m;
+  m.push_back(Metric::Gauge("tunefarm_worker_build_info", "this worker's version (always 1)", 1,
+                            {{"version", TUNEFARM_VERSION}}));
+  std::map<std::string, size_t> per_model;
+  for (const auto& d : devices) per_model[d.model]++;
+  for (const auto& [model, n] : per_model)
+    m.push_back(Metric::Gauge("tunefarm_worker_devices", "devices this worker measures on, by GPU model", n,
+                              {{"gpu_model", model}}));
+  m.push_back(Metric::Gauge("tunefarm_worker_connected", "1 while the coordinator answers this worker's hello",
+                            linked ? 1 : 0));
+  m.push_back(Metric::Counter("tunefarm_worker_reconnects_total", "links to the coordinator opened after the first",
+                              connects > 0 ? connects - 1 : 0));
+  m.push_back(Metric::Gauge("tunefarm_worker_results_unacknowledged",
+                            "results batches sent and kept until the coordinator acknowledges them",
+                            results_unacknowledged));
+  std::lock_guard<std::mutex> lock(stats_mu);
+  m.push_back(Metric::Counter("tunefarm_worker_units_total", "work units received", stats.units));
+  m.push_back(Metric::Counter("tunefarm_worker_units_queued_total",
+                              "work units received while their device was still busy", stats.units_queued));
+  for (const auto& [key, n] : results_by_class)
+    m.push_back(Metric::Counter("tunefarm_worker_results_total", "(config, shape) rows produced, by GPU model and class",
+                                n, {{"gpu_model", key.first}, {"class", key.second}}));
+  m.push_back(Metric::Counter("tunefarm_worker_compiles_total", "kernels compiled (cache misses)", stats.compiled));
+  m.push_back(Metric::Counter("tunefarm_worker_compile_cache_hits_total", "kernels found in the cubin cache",
+                              stats.compile_cache_hits));
+  m.push_back(Metric::Counter("tunefarm_worker_compile_wait_seconds_total",
+                              "time devices waited for a compile (the compile pool is behind the GPUs)",
+                              stats.compile_wait_seconds));
+  m.push_back(Metric::FromHistogram("tunefarm_worker_compile_seconds", "one uncached compile", compile_seconds));
+  m.push_back(Metric::FromHistogram("tunefarm_worker_measure_seconds", "one (config, shape) check and timing",
+                                    measure_seconds));
+  for (const auto& [model, h] : unit_seconds)
+    m.push_back(Metric::FromHistogram("tunefarm_worker_unit_seconds", "one work unit, first compile to last row",
+                                      h, {{"gpu_model", model}}));
+  return RenderMetrics(m);
+}
+
 Worker::Worker(WorkerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
 Worker::~Worker() = default;
 
 const std::vector<DeviceInfo>& Worker::devices() const { return impl_->devices; }
 void Worker::set_endpoint(const std::string& endpoint) { impl_->opts.endpoint = endpoint; }
+std::string Worker::Metrics() const { return impl_->Metrics(); }
+std::string Worker::http_url() const { return impl_->http ? impl_->http->url() : ""; }
 WorkerStats Worker::stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
   return impl_->stats;
@@ -544,6 +611,13 @@ Status Worker::Start() {
     }
   }
   impl_->pool = std::make_unique<CompilePool>(impl_->opts.compile_threads);
+  if (o.http_port >= 0) {
+    HttpServerOptions ho;
+    ho.address = o.http_address;
+    ho.port = static_cast<uint16_t>(o.http_port);
+    impl_->http = std::make_unique<HttpServer>(ho, impl_.get());
+    TUNE_RETURN_IF_ERROR(impl_->http->Start());
+  }
   return Status::OK();
 }
 
@@ -576,6 +650,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   };
   auto connect = [&]() {
     slots.Unanswered();
+    w.connects++;
     return link.Connect();
   };
   Status exit_status;
@@ -632,6 +707,8 @@ Status Worker::Run(const std::atomic<bool>* stop) {
         }
       }
 
+      w.linked = link.connected() && link.greeted();
+      w.results_unacknowledged = link.unacknowledged();
       const double now = NowSeconds();
       if (!link.KeepAlive(now)) continue;
       if (link.greeted()) {

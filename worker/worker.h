@@ -38,6 +38,10 @@ struct WorkerOptions {
   // Run program ops (tune/program_backend.h): commands of whoever submits
   // sweeps, run as this worker's user. Off unless the operator allows it.
   bool allow_programs = false;
+  // /metrics (and /healthz) for Prometheus on this address and port;
+  // off when http_port < 0, 0 = an ephemeral port.
+  std::string http_address = "127.0.0.1";
+  int http_port = -1;
   size_t batch_size = 64;                    // results per message
   double batch_seconds = 0.5;                // or this old, whichever first
   bool verbose = false;                      // --verbose: the command logs at debug (unit lines)
@@ -87,6 +91,11 @@ class Worker {
   // goes silent.
   Status Run(const std::atomic<bool>* stop);
   WorkerStats stats() const;
+  // The Prometheus exposition served at /metrics (tunefarm_worker_*);
+  // thread-safe.
+  std::string Metrics() const;
+  // "http://address:port/" of /metrics; empty when HTTP is off.
+  std::string http_url() const;
 
  private:
   struct Impl;

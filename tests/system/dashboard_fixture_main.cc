@@ -23,8 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "http_server.h"
-#include "metrics.h"
+#include "dashboard.h"
+#include "tune/http_server.h"
+#include "tune/metrics.h"
 
 namespace {
 
@@ -190,6 +191,8 @@ class ScriptedSource : public tune::HttpStatusSource {
 
 int main(int argc, char** argv) {
   tune::HttpServerOptions opts;
+  opts.page = tune::DashboardPage();
+  opts.documents = tune::DashboardDocuments();
   double rate = 20;
   bool exit_on_eof = false;
   for (int i = 1; i < argc; ++i) {

@@ -3,8 +3,9 @@
 // HttpServer fed by a fixed status source standing in for the coordinator.
 // Long on purpose: one suite per component, each HTTP behaviour (phases,
 // deadlines, caps, eviction, pipelining, assets) a test of its own.
-#include "http_server.h"
-#include "metrics.h"
+#include "dashboard.h"
+#include "tune/http_server.h"
+#include "tune/metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -35,6 +36,14 @@ namespace tune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A server as the coordinator runs it: its dashboard page and documents.
+HttpServerOptions DashboardOptions() {
+  HttpServerOptions opts;
+  opts.page = DashboardPage();
+  opts.documents = DashboardDocuments();
+  return opts;
+}
 
 // Stands in for the coordinator's snapshot: fixed documents, swappable at
 // run time, and switchable into failure modes.
@@ -285,7 +294,8 @@ std::optional<Response> Fetch(uint16_t port, const std::string& target,
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void StartServer(HttpServerOptions opts = {}) {
+  // The coordinator's page and documents unless a test gives its own.
+  void StartServer(HttpServerOptions opts = DashboardOptions()) {
     server_ = std::make_unique<HttpServer>(std::move(opts), &source_);
     Status st = server_->Start();
     ASSERT_TRUE(st.ok()) << st.message();
@@ -368,6 +378,23 @@ TEST_F(HttpServerTest, UnknownPathsAre404) {
     EXPECT_EQ(r->status, 404) << target;
   }
   ExpectHealthy();
+}
+
+// A worker's server: metrics and health only, no page, no documents.
+TEST_F(HttpServerTest, AServerWithoutPageOrDocumentsServesMetricsOnly) {
+  HttpServerOptions opts;
+  StartServer(opts);
+  EXPECT_FALSE(server_->has_chart_js());
+  for (const std::string target : {"/", "/index.html", "/api/sweeps", "/api/workers"}) {
+    auto r = Fetch(server_->port(), target);
+    ASSERT_TRUE(r.has_value()) << target;
+    EXPECT_EQ(r->status, 404) << target;
+    EXPECT_EQ(r->body, "not found; try /metrics\n") << target;
+  }
+  auto m = Fetch(server_->port(), "/metrics");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->status, 200);
+  EXPECT_EQ(m->body, source_.Metrics());
 }
 
 TEST_F(HttpServerTest, OtherMethodsAre405WithAllow) {
@@ -471,7 +498,7 @@ TEST_F(HttpServerTest, GarbageIs400AndTheServerKeepsServing) {
 }
 
 TEST_F(HttpServerTest, RandomBytesNeverStopTheServer) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.idle_timeout_seconds = 2;
   StartServer(opts);
   std::mt19937 rng(1234);
@@ -493,7 +520,7 @@ TEST_F(HttpServerTest, RandomBytesNeverStopTheServer) {
 }
 
 TEST_F(HttpServerTest, OversizedRequestsAreRefused) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.max_header_bytes = 1024;
   opts.max_body_bytes = 1024;
   StartServer(opts);
@@ -540,7 +567,7 @@ TEST_F(HttpServerTest, OversizedRequestsAreRefused) {
 }
 
 TEST_F(HttpServerTest, IdleAndSlowConnectionsAreClosed) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.idle_timeout_seconds = 0.3;
   StartServer(opts);
   Connection idle(server_->port());
@@ -557,7 +584,7 @@ TEST_F(HttpServerTest, IdleAndSlowConnectionsAreClosed) {
 // has waited longest for a complete request; one whose response is being
 // written keeps its slot even when it is the oldest.
 TEST_F(HttpServerTest, AtTheLimitTheLongestWaitingConnectionGivesWay) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.max_connections = 2;
   opts.max_connections_per_address = 0;
   StartServer(opts);
@@ -607,7 +634,7 @@ TEST_F(HttpServerTest, AtTheLimitTheLongestWaitingConnectionGivesWay) {
 }
 
 TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosedWhenNoneCanGiveWay) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.max_connections = 1;
   StartServer(opts);
   const std::string big(32u << 20, 'x');
@@ -778,7 +805,7 @@ std::optional<Clock::duration> TrickleUntilClosed(Connection& c, const std::stri
 }
 
 TEST_F(HttpServerTest, HeaderDeadlineIsNotPushedBackByEachByte) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.header_deadline_seconds = 0.5;
   opts.idle_timeout_seconds = 5;  // far longer than any gap between bytes
   StartServer(opts);
@@ -818,7 +845,7 @@ TEST_F(HttpServerTest, HeaderDeadlineIsNotPushedBackByEachByte) {
 }
 
 TEST_F(HttpServerTest, BodyDeadlineIsNotPushedBackByEachByte) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.body_deadline_seconds = 0.5;
   opts.idle_timeout_seconds = 5;
   StartServer(opts);
@@ -835,7 +862,7 @@ TEST_F(HttpServerTest, BodyDeadlineIsNotPushedBackByEachByte) {
 }
 
 TEST_F(HttpServerTest, WriteDeadlineClosesAClientThatDoesNotRead) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.write_deadline_seconds = 0.5;
   opts.idle_timeout_seconds = 5;
   StartServer(opts);
@@ -852,7 +879,7 @@ TEST_F(HttpServerTest, WriteDeadlineClosesAClientThatDoesNotRead) {
 }
 
 TEST_F(HttpServerTest, PerAddressCap) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.max_connections_per_address = 2;
   StartServer(opts);
   const uint16_t port = server_->port();
@@ -1004,7 +1031,7 @@ TEST_F(HttpServerTest, StartAndStopContract) {
 }
 
 TEST_F(HttpServerTest, ListensOnIpv6Loopback) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.address = "::1";
   server_ = std::make_unique<HttpServer>(opts, &source_);
   Status st = server_->Start();
@@ -1026,7 +1053,7 @@ TEST_F(HttpServerTest, InlinesChartJsFromTheFirstReadableCandidate) {
   std::filesystem::create_directories(dir);
   const auto js = dir / "chart.js";
   std::ofstream(js) << "window.Chart = function () {}; var s = '</script><!-- <SCRIPT>';";
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.chart_js_candidates = {(dir / "missing.js").string(), js.string()};
   StartServer(opts);
   EXPECT_TRUE(server_->has_chart_js());
@@ -1039,7 +1066,7 @@ TEST_F(HttpServerTest, InlinesChartJsFromTheFirstReadableCandidate) {
 }
 
 TEST_F(HttpServerTest, WithoutChartJsThePageDrawsItsOwnBars) {
-  HttpServerOptions opts;
+  HttpServerOptions opts = DashboardOptions();
   opts.chart_js_candidates = {};
   StartServer(opts);
   EXPECT_FALSE(server_->has_chart_js());
@@ -1102,15 +1129,17 @@ TEST(HttpMetricsTest, EscapesLabelsAndHelpAndSanitisesNames) {
             "_9bad 2\n");
 }
 
-TEST(HttpMetricsTest, SpecialValuesAndSummaries) {
+TEST(HttpMetricsTest, SpecialValuesAndHistograms) {
+  // On a bound counts in its bucket; NaN, infinities and negatives are dropped.
+  Histogram lease({0.5, 2});
+  for (double v : {0.25, 0.5, 2.0, 11.0, std::nan(""), HUGE_VAL, -1.0}) lease.Observe(v);
   const std::vector<Metric> m = {
       Metric::Gauge("g", "", std::nan("")),
       Metric::Gauge("g", "", HUGE_VAL, {{"k", "pos"}}),
       Metric::Gauge("g", "", -HUGE_VAL, {{"k", "neg"}}),
       Metric::Gauge("g", "", 1e20, {{"k", "big"}}),
       Metric::Gauge("g", "", -0.125, {{"k", "small"}}),
-      Metric::Summary("tunefarm_lease_seconds", "Lease round trip.", {{0.5, 1.5}, {0.99, 12}},
-                      100.25, 40, {{"model", "h100"}}),
+      Metric::FromHistogram("tunefarm_lease_seconds", "Lease round trip.", lease, {{"model", "h100"}}),
   };
   EXPECT_EQ(RenderMetrics(m),
             "# TYPE g gauge\n"
@@ -1120,11 +1149,12 @@ TEST(HttpMetricsTest, SpecialValuesAndSummaries) {
             "g{k=\"big\"} 1e+20\n"
             "g{k=\"small\"} -0.125\n"
             "# HELP tunefarm_lease_seconds Lease round trip.\n"
-            "# TYPE tunefarm_lease_seconds summary\n"
-            "tunefarm_lease_seconds{model=\"h100\",quantile=\"0.5\"} 1.5\n"
-            "tunefarm_lease_seconds{model=\"h100\",quantile=\"0.99\"} 12\n"
-            "tunefarm_lease_seconds_sum{model=\"h100\"} 100.25\n"
-            "tunefarm_lease_seconds_count{model=\"h100\"} 40\n");
+            "# TYPE tunefarm_lease_seconds histogram\n"
+            "tunefarm_lease_seconds_bucket{model=\"h100\",le=\"0.5\"} 2\n"
+            "tunefarm_lease_seconds_bucket{model=\"h100\",le=\"2\"} 3\n"
+            "tunefarm_lease_seconds_bucket{model=\"h100\",le=\"+Inf\"} 4\n"
+            "tunefarm_lease_seconds_sum{model=\"h100\"} 13.75\n"
+            "tunefarm_lease_seconds_count{model=\"h100\"} 4\n");
   EXPECT_EQ(RenderMetrics({}), "");
 }
 

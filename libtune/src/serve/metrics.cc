@@ -1,5 +1,6 @@
-#include "metrics.h"
+#include "tune/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -77,7 +78,7 @@ void WriteSample(std::string& out, const std::string& name, const MetricLabels& 
 const char* TypeName(Metric::Type t) {
   switch (t) {
     case Metric::Type::kCounter: return "counter";
-    case Metric::Type::kSummary: return "summary";
+    case Metric::Type::kHistogram: return "histogram";
     case Metric::Type::kGauge: break;
   }
   return "gauge";
@@ -100,15 +101,25 @@ Metric Metric::Counter(std::string name, std::string help, double value, MetricL
   return m;
 }
 
-Metric Metric::Summary(std::string name, std::string help,
-                       std::vector<std::pair<double, double>> quantiles, double sum,
-                       uint64_t count, MetricLabels labels) {
+Metric Metric::FromHistogram(std::string name, std::string help, Histogram h, MetricLabels labels) {
   Metric m = Gauge(std::move(name), std::move(help), 0, std::move(labels));
-  m.type = Type::kSummary;
-  m.quantiles = std::move(quantiles);
-  m.sum = sum;
-  m.count = count;
+  m.type = Type::kHistogram;
+  m.histogram = std::move(h);
   return m;
+}
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+std::vector<double> Histogram::SecondsBounds() {
+  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600};
+}
+
+void Histogram::Observe(double value) {
+  if (!std::isfinite(value) || value < 0) return;
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  counts_[i]++;
+  sum_ += value;
+  count_++;
 }
 
 std::string RenderMetrics(const std::vector<Metric>& metrics) {
@@ -129,16 +140,20 @@ std::string RenderMetrics(const std::vector<Metric>& metrics) {
     if (!first.help.empty()) out += "# HELP " + name + " " + EscapeHelp(first.help) + "\n";
     out += "# TYPE " + name + " " + TypeName(first.type) + "\n";
     for (const Metric* m : samples) {
-      if (first.type != Metric::Type::kSummary) {
+      if (first.type != Metric::Type::kHistogram) {
         WriteSample(out, name, m->labels, nullptr, FormatValue(m->value));
         continue;
       }
-      for (const auto& [q, v] : m->quantiles) {
-        const std::pair<std::string, std::string> quantile{"quantile", FormatValue(q)};
-        WriteSample(out, name, m->labels, &quantile, FormatValue(v));
+      const Histogram& h = m->histogram;
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i <= h.bounds().size(); ++i) {
+        cumulative += h.counts()[i];
+        const std::pair<std::string, std::string> le{
+            "le", i < h.bounds().size() ? FormatValue(h.bounds()[i]) : "+Inf"};
+        WriteSample(out, name + "_bucket", m->labels, &le, std::to_string(cumulative));
       }
-      WriteSample(out, name + "_sum", m->labels, nullptr, FormatValue(m->sum));
-      WriteSample(out, name + "_count", m->labels, nullptr, std::to_string(m->count));
+      WriteSample(out, name + "_sum", m->labels, nullptr, FormatValue(m->histogram.sum()));
+      WriteSample(out, name + "_count", m->labels, nullptr, std::to_string(m->histogram.count()));
     }
   }
   return out;

@@ -1,4 +1,4 @@
-#include "http_server.h"
+#include "tune/http_server.h"
 
 #include "tune/log.h"
 
@@ -22,11 +22,6 @@
 
 #include "tune/html.h"
 
-// The dashboard's files (coordinator/assets/), embedded at build time.
-namespace tune::assets {
-extern const char kDashboardHtml[], kDashboardCss[], kDashboardJs[];
-}  // namespace tune::assets
-
 namespace tune {
 namespace {
 
@@ -35,29 +30,18 @@ namespace http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = boost::asio::ip::tcp;
 
-// ---------------------------------------------------------------------------
-// The dashboard. One page, no external resources: the coordinator often runs
-// on a host without internet access, and a page that loads nothing from
-// elsewhere also needs no CORS or CDN trust. Every string from the API goes
-// in through textContent, never innerHTML, because sweep and worker names
-// come from users and remote hosts.
-// The page from its three files (coordinator/assets/), with Chart.js inlined
-// when there is one.
-std::string BuildDashboard(const std::string& chart_js) {
-  std::string page = assets::kDashboardHtml;
-  auto put = [&page](std::string_view marker, const std::string& element) {
-    const size_t at = page.find(marker);
-    if (at != std::string::npos) page.replace(at, marker.size(), element);
-  };
-  put("<!--TUNEFARM_STYLE-->", std::string("<style>\n") + assets::kDashboardCss + "</style>");
-  put("<!--TUNEFARM_SCRIPT-->", "<script>\n" + EscapeInlineScript(assets::kDashboardJs) + "</script>");
-  put("<!--TUNEFARM_CHARTJS-->", chart_js.empty() ? "" : "<script>\n" + EscapeInlineScript(chart_js) + "\n</script>");
+// The page at `/`, with Chart.js inlined at its marker when there is one.
+std::string InlineChartJs(std::string page, const std::string& chart_js) {
+  static constexpr std::string_view kMarker = "<!--TUNEFARM_CHARTJS-->";
+  const size_t at = page.find(kMarker);
+  if (at != std::string::npos)
+    page.replace(at, kMarker.size(), chart_js.empty() ? "" : "<script>\n" + EscapeInlineScript(chart_js) + "\n</script>");
   return page;
 }
 
-// Chart.js draws on the page, so the dashboard's CSP allows inline script and
+// Chart.js draws on the page, so the page's CSP allows inline script and
 // style but no other origin, no framing and no form posts.
-constexpr const char* kDashboardCsp =
+constexpr const char* kPageCsp =
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
     "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'";
@@ -70,7 +54,7 @@ struct Reply {
   http::status status = http::status::ok;
   std::string content_type = kTextType;
   std::string body;
-  bool dashboard = false;
+  bool page = false;  // the HTML page: sent with its CSP
 };
 
 Reply Text(http::status status, std::string body) {
@@ -130,7 +114,8 @@ class Session;
 struct ServerState {
   HttpServerOptions opts;
   HttpStatusSource* source = nullptr;
-  std::string dashboard;
+  std::string page;       // opts.page with Chart.js inlined; empty = no page
+  std::string not_found;  // the 404 body: what is served
   AtomicCounters counters;
   // Every connection holding a slot. Small (max_connections), so the
   // eviction rule scans it instead of keeping an ordered index up to date.
@@ -150,26 +135,21 @@ struct ServerState {
   Reply Route(std::string_view target) const {
     const std::string_view path = PathOf(target);
     if (path == "/healthz") return Text(http::status::ok, "ok\n");
-    if (path == "/" || path == "/index.html") {
+    if ((path == "/" || path == "/index.html") && !page.empty()) {
       Reply r;
       r.content_type = "text/html; charset=utf-8";
-      r.body = dashboard;
-      r.dashboard = true;
+      r.body = page;
+      r.page = true;
       return r;
     }
-    static const std::map<std::string_view, std::string> kApi = {
-        {"/api/sweeps", "sweeps"}, {"/api/workers", "workers"},
-        {"/api/best", "best"},     {"/api/compare", "compare"}};
     const bool metrics = path == "/metrics";
-    const auto api = kApi.find(path);
-    if (!metrics && api == kApi.end()) {
-      return Text(http::status::not_found,
-                  "not found; try /, /api/sweeps, /api/workers, /api/best, /api/compare, "
-                  "/metrics\n");
-    }
+    std::string document;
+    if (path.starts_with("/api/")) document = std::string(path.substr(5));
+    const bool known = std::find(opts.documents.begin(), opts.documents.end(), document) != opts.documents.end();
+    if (!metrics && !known) return Text(http::status::not_found, not_found);
     std::string body;
     try {
-      body = metrics ? source->Metrics() : source->Json(api->second);
+      body = metrics ? source->Metrics() : source->Json(document);
     } catch (const std::exception& e) {
       return Text(http::status::internal_server_error,
                   std::string("status source failed: ") + e.what() + "\n");
@@ -307,8 +287,8 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.result(reply.status);
     SetCommonHeaders(reply.content_type);
     if (reply.status == http::status::method_not_allowed) res_.set(http::field::allow, "GET, HEAD");
-    if (reply.dashboard) {
-      res_.set("Content-Security-Policy", kDashboardCsp);
+    if (reply.page) {
+      res_.set("Content-Security-Policy", kPageCsp);
       res_.set("Referrer-Policy", "no-referrer");
     }
     res_.keep_alive(req.keep_alive());
@@ -522,9 +502,14 @@ Status HttpServer::Start() {
   const net::ip::address addr = net::ip::make_address(s.state.opts.address, ec);
   if (ec) return Status::Error("http: cannot parse address '" + s.state.opts.address + "': " + ec.message());
 
-  const std::string chart_js = ReadFirstFile(s.state.opts.chart_js_candidates);
+  const std::string chart_js =
+      s.state.opts.page.empty() ? "" : ReadFirstFile(s.state.opts.chart_js_candidates);
   s.chart_js = !chart_js.empty();
-  s.state.dashboard = BuildDashboard(chart_js);
+  s.state.page = s.state.opts.page.empty() ? "" : InlineChartJs(s.state.opts.page, chart_js);
+  s.state.not_found = "not found; try ";
+  if (!s.state.page.empty()) s.state.not_found += "/, ";
+  for (const auto& d : s.state.opts.documents) s.state.not_found += "/api/" + d + ", ";
+  s.state.not_found += "/metrics\n";
 
   auto ioc = std::make_unique<net::io_context>(1);
   auto acceptor = std::make_unique<tcp::acceptor>(*ioc);

@@ -1,21 +1,19 @@
-// HttpServer: the coordinator's HTTP status side (dashboard, JSON API,
-// Prometheus metrics).
+// HttpServer: the HTTP status side of a farm process (the coordinator's
+// dashboard, JSON API and metrics; a worker's metrics).
 //
 // A small HTTP/1.1 server that runs on its own thread and never touches the
-// coordinator's state: every response body comes from an HttpStatusSource
-// that the coordinator implements over a snapshot it publishes each tick.
-// The ZeroMQ loop therefore never waits for a slow browser, and a hostile
+// process's state: every response body comes from an HttpStatusSource that
+// the process implements over a snapshot it publishes now and then. The
+// process's loop therefore never waits for a slow browser, and a hostile
 // client can at worst cost the HTTP thread one bounded request.
 //
 // Endpoints (GET and HEAD; any other method is 405 with an Allow header):
-//   /              the dashboard: one self-contained HTML page (CSS and JS
-//                  inline; Chart.js inlined from the first readable file of
-//                  HttpServerOptions::chart_js_candidates, else plain DOM
-//                  bars). It polls the JSON API every second.
-//   /api/sweeps    application/json: source->Json("sweeps")
-//   /api/workers   application/json: source->Json("workers")
-//   /api/best      application/json: source->Json("best")
-//   /api/compare   application/json: source->Json("compare")
+//   /              HttpServerOptions::page, when not empty: one self-contained
+//                  HTML page, sent with a CSP that allows no other origin;
+//                  Chart.js is inlined at its <!--TUNEFARM_CHARTJS--> marker
+//                  from the first readable file of chart_js_candidates.
+//   /api/NAME      application/json: source->Json(NAME), for each NAME of
+//                  HttpServerOptions::documents
 //   /metrics       text/plain; version=0.0.4: source->Metrics()
 //   /healthz       text/plain "ok" (does not call the source)
 // A query string is ignored. Unknown paths are 404, malformed requests 400,
@@ -66,26 +64,6 @@
 // ones (a NAT, a proxy, loopback). counters() tells how often all this
 // happens.
 //
-// The JSON documents the dashboard reads (fields it does not know are
-// ignored; a missing field reads as 0 / empty):
-//   sweeps:  {"now_unix": 1700000000,
-//             "sweeps": [{"id", "name", "state": "running|done|failed",
-//                         "pairs_done", "pairs_total", "pairs_failed",
-//                         "units_done", "units_total", "gpu_models": [..],
-//                         "started_unix", "finished_unix", "error",
-//                         "waiting_for": [..], "expanding": [..]}],
-//             "store_fault": ""}
-//   workers: {"workers": [{"name", "last_seen_seconds", "leases",
-//                          "devices": [{"index", "name", "model", "backend",
-//                                       "cc": "9.0", "num_sms",
-//                                       "total_mem_bytes"}]}]}
-//   best:    {"best": [{"op", "dtype", "shape", "gpu_model", "config",
-//                       "config_id", "kernel_hash", "median_us", "stdev_us",
-//                       "samples", "backend", "sweep_id"}]}
-//   compare: {"groups": [{"op", "dtype", "shape",
-//                         "gpus": [{"gpu_model", "median_us", "config",
-//                                   "backend"}]}]}
-// `backend` "sim" is shown as SIMULATED wherever its figures appear.
 #pragma once
 
 #include <cstddef>
@@ -108,9 +86,9 @@ namespace tune {
 class HttpStatusSource {
  public:
   virtual ~HttpStatusSource();
-  // `what` is "sweeps", "workers", "best" or "compare"; returns that JSON
-  // document (see the file comment). An empty string means "nothing
-  // published yet" and is answered 503. An exception is answered 500.
+  // `what` is one of HttpServerOptions::documents; returns that JSON
+  // document. An empty string means "nothing published yet" and is answered
+  // 503. An exception is answered 500.
   virtual std::string Json(const std::string& what) = 0;
   // The Prometheus text exposition (RenderMetrics, metrics.h, builds one).
   virtual std::string Metrics() = 0;
@@ -129,10 +107,14 @@ struct HttpServerOptions {
   // Deadlines per phase (file comment), in seconds; never reset by a byte.
   double header_deadline_seconds = 10;  // request line + headers
   double body_deadline_seconds = 10;    // request body, from the end of the headers
-  double write_deadline_seconds = 30;   // a whole response (the dashboard is ~200 KiB)
+  double write_deadline_seconds = 30;   // a whole response (a page with Chart.js is ~200 KiB)
   double idle_timeout_seconds = 15;     // the longest wait for any one read or write
-  // The first readable file is inlined into the dashboard (read once, in
-  // Start()); empty or none readable = the page draws plain DOM bars.
+  // The HTML served at `/`; empty = no page (`/` is 404).
+  std::string page;
+  // The names served at /api/NAME through HttpStatusSource::Json.
+  std::vector<std::string> documents;
+  // The first readable file is inlined into the page (read once, in
+  // Start()); empty or none readable = no Chart.js.
   std::vector<std::string> chart_js_candidates = DefaultChartJsPaths();
 };
 
@@ -169,7 +151,7 @@ class HttpServer {
   uint16_t port() const;
   // "http://address:port/" for logs and links; empty before Start().
   std::string url() const;
-  // True when the dashboard inlines Chart.js (a candidate file was readable).
+  // True when the page inlines Chart.js (a candidate file was readable).
   bool has_chart_js() const;
   // A copy of the counters; safe from any thread, before Start() and after
   // Stop(). Each field is read on its own, so one copy is not an atomic
