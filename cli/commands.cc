@@ -318,10 +318,12 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   } else if (done->state == "done") {
     const int64_t took = done->finished_unix > done->started_unix ? done->finished_unix - done->started_unix : 0;
     std::printf("done: %llu pairs measured (%llu failed) on %s in %s\n"
+                "failures: %s\n"
                 "next: tunefarm results --store STORE --format table | tunefarm compare --store STORE | "
                 "tunefarm publish --store STORE --out bundles/%s\n",
                 static_cast<unsigned long long>(done->pairs_done), static_cast<unsigned long long>(done->pairs_failed),
-                Join(done->gpu_models, ", ").c_str(), FormatDuration(double(took)).c_str(), done->name.c_str());
+                Join(done->gpu_models, ", ").c_str(), FormatDuration(double(took)).c_str(),
+                FormatFailures(done->failed_by_class).c_str(), done->name.c_str());
   }
   if (done->state == "done") return 0;
   return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
@@ -357,8 +359,8 @@ int RunStatus(const StatusArgs& args) {
       j["sweeps"].push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                              {"units_total", p.units_total}, {"units_done", p.units_done},
                              {"pairs_total", p.pairs_total}, {"pairs_done", p.pairs_done},
-                             {"pairs_failed", p.pairs_failed}, {"gpu_models", p.gpu_models},
-                             {"error", p.error}, {"waiting_for", p.waiting_for},
+                             {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
+                             {"gpu_models", p.gpu_models}, {"error", p.error}, {"waiting_for", p.waiting_for},
                              {"expanding", p.expanding}});
     }
     std::printf("%s\n", DumpJson(j, 2).c_str());
@@ -390,6 +392,7 @@ int RunStatus(const StatusArgs& args) {
                 (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
                 Join(p.gpu_models).c_str());
     if (!p.error.empty()) std::printf("  failed: %s\n", ToValidUtf8(p.error).c_str());
+    if (!p.failed_by_class.empty()) std::printf("  failures: %s\n", FormatFailures(p.failed_by_class).c_str());
     if (!p.waiting_for.empty()) std::printf("  waiting for %s: no live worker has it\n", Join(p.waiting_for).c_str());
     if (!p.expanding.empty()) std::printf("  expanding the config spaces for %s\n", Join(p.expanding).c_str());
   }
@@ -689,7 +692,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     }
   }
   rows = NewestKernelOnly(std::move(rows));
-  std::map<std::string, size_t> failures;  // by class
+  std::map<std::string, uint64_t> failures;  // by class
   for (const Measurement& m : rows)
     if (m.failure != FailureClass::kNone) ++failures[FailureClassName(m.failure)];
   PrintMeasurements(stdout, std::move(rows), ops, format);
@@ -718,9 +721,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
-  std::string failed;
-  for (const auto& [cls, n] : failures) failed += (failed.empty() ? "" : ", ") + cls + " " + std::to_string(n);
-  std::printf("failures: %s\n", failed.empty() ? "none" : failed.c_str());
+  std::printf("failures: %s\n", FormatFailures(failures).c_str());
   std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
               out.c_str());
   std::printf("next:   tunefarm results --store %s --log      (every row; failures with their whole log)\n"

@@ -24,6 +24,12 @@ size_t TerminalWidth(FILE* out) {
 
 }  // namespace
 
+std::string FormatFailures(const std::map<std::string, uint64_t>& by_class) {
+  std::string out;
+  for (const auto& [cls, n] : by_class) out += (out.empty() ? "" : ", ") + cls + " " + std::to_string(n);
+  return out.empty() ? "none" : out;
+}
+
 std::string FormatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const long s = std::lround(seconds);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "tune/protocol.h"
@@ -14,6 +15,8 @@ namespace tune {
 
 // "42s", "3:07", "1:02:03".
 std::string FormatDuration(double seconds);
+// "compile_error 10, timeout 2"; "none" when empty.
+std::string FormatFailures(const std::map<std::string, uint64_t>& by_class);
 
 class ProgressLine {
  public:

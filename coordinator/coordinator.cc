@@ -132,14 +132,12 @@ MeasuredFn Coordinator::Impl::Measured() {
   // per config.
   return [db, hashes = std::map<std::string, std::string>()](
              const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
-             const std::vector<Shape>& shapes) mutable {
+             const Shape& shape) mutable -> std::optional<StoredPair> {
     std::string& hash = hashes[spec.name + '\0' + dev.nvrtc_version];
     if (hash.empty()) hash = KernelHash(spec, dev.nvrtc_version);
-    const std::string id = config.Id();
-    for (const auto& s : shapes) {
-      if (!db->Get(dev.model, spec.name, dtype, s.Canonical(), hash, id)) return false;
-    }
-    return true;
+    const auto row = db->Get(dev.model, spec.name, dtype, shape.Canonical(), hash, config.Id());
+    if (!row) return std::nullopt;
+    return StoredPair{!row->Valid(), row->failure};
   };
 }
 

@@ -164,7 +164,7 @@ void Coordinator::Impl::Refuse(const IngestOutcome& o) {
 void Coordinator::Impl::ApplyIngestOutcomes() {
   for (auto& o : ingester->TakeOutcomes()) {
     const double now = NowSeconds();
-    scheduler.BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, now);
+    scheduler.BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, o.failed_by_class, now);
     ingest_seconds.Observe(now - o.received);
     switch (o.kind) {
       case IngestOutcome::Kind::kRejected:

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator_impl.h"
+#include "tune/compare.h"
 #include "tune/metrics.h"
 #include "tune/json_text.h"
 
@@ -28,7 +29,8 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   for (const auto& p : scheduler.Progress("")) {
     sweeps.push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                       {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
-                      {"pairs_failed", p.pairs_failed}, {"units_done", p.units_done},
+                      {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
+                      {"units_done", p.units_done},
                       {"units_total", p.units_total}, {"gpu_models", p.gpu_models},
                       {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
                       {"error", p.error}, {"waiting_for", p.waiting_for},
@@ -142,23 +144,32 @@ void Coordinator::Impl::PublishSnapshot(double now) {
     auto best = store->Best({});
     if (best.ok()) {
       json rows = json::array();
-      std::map<std::string, json> groups;
       for (const auto& m : *best) {
         rows.push_back({{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape},
                         {"gpu_model", m.gpu_model}, {"config", m.config.Canonical()},
                         {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
                         {"median_us", m.median_us}, {"stdev_us", m.stdev_us},
                         {"samples", m.samples}, {"backend", m.backend}, {"sweep_id", m.sweep_id}});
-        json& g = groups[m.op + '\0' + m.dtype + '\0' + m.shape];
-        if (g.is_null()) g = {{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape}, {"gpus", json::array()}};
-        g["gpus"].push_back({{"gpu_model", m.gpu_model}, {"median_us", m.median_us},
-                             {"config", m.config.Canonical()}, {"backend", m.backend}});
       }
-      json garr = json::array();
-      for (auto& [k, g] : groups) garr.push_back(std::move(g));
       docs["best"] = DumpJson(json{{"best", rows}});
-      docs["compare"] = DumpJson(json{{"groups", garr}});
     }
+    // The newest kernel of each key, with its throughput and roofline share
+    // (CompareArchitectures); it fails only when nothing is stored.
+    json groups = json::array();
+    if (auto c = CompareArchitectures(*store, {}); c.ok()) {
+      for (const auto& row : c->rows) {
+        json gpus = json::array();
+        for (size_t i = 0; i < row.winners.size(); ++i) {
+          const ModelWinner& w = row.winners[i];
+          if (!w.present) continue;
+          gpus.push_back({{"gpu_model", c->models[i].gpu_model}, {"median_us", w.best.median_us},
+                          {"config", w.best.config.Canonical()}, {"backend", w.best.backend},
+                          {"throughput", w.throughput}, {"unit", w.unit}, {"roofline_share", w.roofline_share}});
+        }
+        groups.push_back({{"op", row.op}, {"dtype", row.dtype}, {"shape", row.shape}, {"gpus", gpus}});
+      }
+    }
+    docs["compare"] = DumpJson(json{{"groups", groups}});
   }
   snapshot.Publish(std::move(docs), RenderMetrics(metrics));
 }

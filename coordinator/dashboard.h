@@ -6,6 +6,7 @@
 //   sweeps:  {"now_unix": 1700000000,
 //             "sweeps": [{"id", "name", "state": "running|done|failed",
 //                         "pairs_done", "pairs_total", "pairs_failed",
+//                         "failed_by_class": {"compile_error": 3, ..},
 //                         "units_done", "units_total", "gpu_models": [..],
 //                         "started_unix", "finished_unix", "error",
 //                         "waiting_for": [..], "expanding": [..]}],
@@ -19,7 +20,9 @@
 //                       "samples", "backend", "sweep_id"}]}
 //   compare: {"groups": [{"op", "dtype", "shape",
 //                         "gpus": [{"gpu_model", "median_us", "config",
-//                                   "backend"}]}]}
+//                                   "backend", "throughput", "unit":
+//                                   "TFLOP/s|GB/s|", "roofline_share"}]}]}
+//            (the newest kernel hash of each key; 0 = unknown figure)
 // `backend` "sim" is shown as SIMULATED wherever its figures appear.
 #pragma once
 

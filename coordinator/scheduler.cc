@@ -216,7 +216,13 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
         if (job.measured) {
           std::vector<Config> unmeasured;
           for (const auto& c : *legal_here) {
-            if (!job.measured(device, spec, dtype, c, {shape})) unmeasured.push_back(c);
+            const std::optional<StoredPair> stored = job.measured(device, spec, dtype, c, shape);
+            if (!stored) {
+              unmeasured.push_back(c);
+            } else if (stored->failed) {
+              out.pairs_failed++;
+              if (stored->failure != FailureClass::kNone) out.failed_by_class[FailureClassName(stored->failure)]++;
+            }
           }
           out.pairs_done += legal_here->size() - unmeasured.size();
           pool.configs = std::make_shared<const std::vector<Config>>(std::move(unmeasured));
@@ -264,6 +270,8 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
   }
   sweep.pairs_total += space->pairs_total;
   sweep.pairs_done += space->pairs_done;
+  sweep.pairs_failed += space->pairs_failed;
+  for (const auto& [cls, n] : space->failed_by_class) sweep.failed_by_class[cls] += n;
   for (const auto& [key, left] : space->pool_unsliced) {
     sweep.key_passes[key].unsliced += left;
     sweep.model_passes[model].unsliced += left;
@@ -560,7 +568,8 @@ void Scheduler::BatchQueued(const std::string& sweep_id, uint64_t unit_id, doubl
 }
 
 void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
-                              uint64_t stored_failed, double now) {
+                              uint64_t stored_failed, const std::map<std::string, uint64_t>& failed_by_class,
+                              double now) {
   Unit* u = FindUnitOf(sweep_id, unit_id);
   if (!u) return;
   if (u->batches_queued > 0) u->batches_queued--;
@@ -571,6 +580,7 @@ void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uin
   u->pairs_counted += counted;
   sweep.pairs_done += counted;
   sweep.pairs_failed += stored_failed;
+  for (const auto& [cls, n] : failed_by_class) sweep.failed_by_class[cls] += n;
 }
 
 void Scheduler::NoteProgress(Unit& u, double now) {
@@ -756,6 +766,7 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
     p.pairs_total = s.pairs_total;
     p.pairs_done = s.pairs_done;
     p.pairs_failed = s.pairs_failed;
+    p.failed_by_class = s.failed_by_class;
     p.gpu_models.assign(s.models.begin(), s.models.end());
     p.error = s.error;
     p.expanding.assign(s.expanding.begin(), s.expanding.end());

@@ -72,11 +72,17 @@ struct SchedulerOptions {
   uint64_t max_legal_configs = 1'000'000;
 };
 
-// Tells whether every shape of a config is already stored for a model, so a
-// resumed sweep leases only what is missing.
-using MeasuredFn = std::function<bool(const DeviceInfo& device, const OpSpec& spec,
-                                      const std::string& dtype, const Config& config,
-                                      const std::vector<Shape>& shapes)>;
+// What the store holds for a (config, shape) of a model: a valid row, or a
+// failure (`failure` its class; kNone for a row that ran and was not valid).
+struct StoredPair {
+  bool failed = false;
+  FailureClass failure = FailureClass::kNone;
+};
+// What the store holds for a config's shape on a model (nullopt: nothing),
+// so a resumed sweep leases only what is missing and counts what failed.
+using MeasuredFn = std::function<std::optional<StoredPair>(const DeviceInfo& device, const OpSpec& spec,
+                                                           const std::string& dtype, const Config& config,
+                                                           const Shape& shape)>;
 
 // The confirm phase of a sweep (SweepSubmit::confirm_top): the `top`
 // fastest valid configs of one (model, op, dtype, shape), to time again
@@ -144,6 +150,8 @@ struct ExpandedSpace {
   std::vector<ConfigPool> pools;
   uint64_t pairs_total = 0;  // (config, shape) pairs of the model's spaces
   uint64_t pairs_done = 0;   // of those, stored before (a resumed sweep)
+  uint64_t pairs_failed = 0;  // of those, stored as failures
+  std::map<std::string, uint64_t> failed_by_class;  // of those, by FailureClassName
   // Per (model, op, dtype, shape) pool key: configs left to cut.
   std::map<std::string, uint64_t> pool_unsliced;
 };
@@ -249,6 +257,7 @@ struct SweepState {
   };
   std::map<std::string, KeyPasses> key_passes;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
+  std::map<std::string, uint64_t> failed_by_class;  // of pairs_failed, by FailureClassName
   int64_t started_unix = 0, finished_unix = 0;
   bool TargetsModel(const std::string& model) const;
 };
@@ -318,7 +327,7 @@ class Scheduler {
   // which `stored_failed` record failures (both 0 when the batch was refused
   // or its write failed). Counts for progress.
   void BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
-                     uint64_t stored_failed, double now);
+                     uint64_t stored_failed, const std::map<std::string, uint64_t>& failed_by_class, double now);
   // The final results batch of the unit is stored: it is done, and the
   // worker's throughput is updated from how long it took. Returns that
   // time, from the worker's lease to now (0 when it held no lease of it).

@@ -145,6 +145,13 @@ struct SweepProgress @0xe65b164663caf056 {
   error @11 :Text;            # why a failed sweep failed
   waitingFor @12 :List(Text); # models it has work for and no live worker
   expanding @13 :List(Text);  # models whose config spaces are being expanded
+  failedByClass @14 :List(ClassCount);  # pairsFailed by failure class
+}
+
+# A count of one failure class ("compile_error", "timeout", ...).
+struct ClassCount @0xd732b94f63c42570 {
+  name @0 :Text;
+  count @1 :UInt64;
 }
 
 # Coordinator -> client: answer to SweepStatusRequest.

@@ -3,6 +3,7 @@
 // report it.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sstream>
 
@@ -57,6 +58,7 @@ TEST(CoordinatorHttp, ApiAndMetricsFollowASweep) {
   }
   workers = Get(http, "/api/workers");
   metrics = Get(http, "/metrics");
+  const nlohmann::json compare = nlohmann::json::parse(Get(http, "/api/compare"), nullptr, false);
   EXPECT_NE(sweeps.find("\"name\":\"web\""), std::string::npos) << sweeps;
   // 600 configs screened, then refined: on the sim's cost model every
   // synthetic config lies within 8% of the best.
@@ -65,6 +67,15 @@ TEST(CoordinatorHttp, ApiAndMetricsFollowASweep) {
   EXPECT_NE(workers.find("Simulated A100"), std::string::npos) << workers;
   EXPECT_NE(workers.find("\"leases\":0"), std::string::npos) << workers;  // the sweep is done: none held
   EXPECT_NE(best.find("\"gpu_model\":\"sim-a100\""), std::string::npos) << best;
+  EXPECT_NE(sweeps.find("\"failed_by_class\":{}"), std::string::npos) << sweeps;  // nothing failed
+  // The comparison carries throughput and roofline share: the synthetic op
+  // moves 2*N*dsize bytes, and the sim model has a peak bandwidth.
+  ASSERT_EQ(compare["groups"].size(), 1u) << compare.dump();
+  const auto& gpu = compare["groups"][0]["gpus"].at(0);
+  EXPECT_EQ(gpu["gpu_model"], "sim-a100");
+  EXPECT_EQ(gpu["unit"], "GB/s");
+  EXPECT_NEAR(gpu["throughput"].get<double>(), 2 * 4096 * 4 / (gpu["median_us"].get<double>() * 1e3), 1e-6);
+  EXPECT_GT(gpu["roofline_share"].get<double>(), 0);
   EXPECT_NE(metrics.find("tunefarm_results_stored_total 1200"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tunefarm_workers 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tunefarm_sweep_pairs{"), std::string::npos) << metrics;

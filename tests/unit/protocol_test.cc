@@ -39,7 +39,7 @@ auto Tie(const Measurement& m) {
 auto Tie(const SweepProgress& p) {
   return std::tie(p.sweep_id, p.name, p.state, p.units_total, p.units_done, p.pairs_total,
                   p.pairs_done, p.pairs_failed, p.gpu_models, p.started_unix, p.finished_unix, p.error,
-                  p.waiting_for);
+                  p.waiting_for, p.expanding, p.failed_by_class);
 }
 
 DeviceInfo MakeDevice(int index) {
@@ -307,6 +307,8 @@ TEST(ProtocolTest, SweepStatusRoundTrip) {
   p.finished_unix = 0;
   p.error = "op 'x' has 2000000 legal configs";
   p.waiting_for = {"a100"};
+  p.expanding = {"h200"};
+  p.failed_by_class = {{"compile_error", 60}, {"timeout", 7}};
   s.sweeps = {p, SweepProgress{}};
   auto out = std::get<SweepStatus>(RoundTrip(Wrap(s)).command);
   EXPECT_EQ(out.workers, 17u);

@@ -76,21 +76,25 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
   Scheduler s(o);
   SweepSubmit submit = MakeSubmit({"*"}, 600);
   submit.shapes = kTwoShapes;
-  // Stored: the first 100 configs at N=1024, every config at N=4096.
+  // Stored: the first 100 configs at N=1024 (as compile errors), every
+  // config at N=4096.
   std::set<std::string> first_100;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0,
                             [&](const DeviceInfo&, const OpSpec&, const std::string&, const Config& c,
-                                const std::vector<Shape>& shapes) {
-                              EXPECT_EQ(shapes.size(), 1u);
-                              if (shapes[0].Canonical() == "N=4096") return true;
+                                const Shape& shape) -> std::optional<StoredPair> {
+                              if (shape.Canonical() == "N=4096") return StoredPair{};
                               if (first_100.size() < 100) first_100.insert(c.Id());
-                              return first_100.count(c.Id()) > 0;
+                              if (!first_100.count(c.Id())) return std::nullopt;
+                              return StoredPair{true, FailureClass::kCompileError};
                             })
                   .ok());
   s.AddDevice(Device("m"), 0);
   const auto* sweep = s.FindSweep("s1");
   EXPECT_EQ(sweep->pairs_total, 1200u);
   EXPECT_EQ(sweep->pairs_done, 700u);
+  // What failed before the restart still counts, by class.
+  EXPECT_EQ(sweep->pairs_failed, 100u);
+  EXPECT_EQ(s.Progress("s1").at(0).failed_by_class, (std::map<std::string, uint64_t>{{"compile_error", 100}}));
   auto u = s.Lease("w1", "m", 0);
   ASSERT_TRUE(u);
   ASSERT_EQ(u->shapes.size(), 1u);
@@ -169,12 +173,20 @@ TEST(Scheduler, ExpandSpaceBoundsLegalConfigsAndSkipsStoredPairs) {
   EXPECT_NE(over.status().message().find("more than 599 legal configs on m"), std::string::npos)
       << over.status().message();
   job.max_legal_configs = 600;
-  job.measured = [](const DeviceInfo&, const OpSpec&, const std::string&, const Config&,
-                    const std::vector<Shape>& shapes) { return shapes[0].Canonical() == "N=4096"; };
+  // N=4096 is all stored, a tenth of it as timeouts.
+  job.measured = [](const DeviceInfo&, const OpSpec&, const std::string&, const Config& c,
+                    const Shape& shape) -> std::optional<StoredPair> {
+    if (shape.Canonical() != "N=4096") return std::nullopt;
+    if (std::hash<std::string>()(c.Id()) % 10 == 0) return StoredPair{true, FailureClass::kTimeout};
+    return StoredPair{};
+  };
   auto space = ExpandSpace(job);
   ASSERT_TRUE(space.ok()) << space.status().message();
   EXPECT_EQ(space->pairs_total, 1200u);
   EXPECT_EQ(space->pairs_done, 600u);
+  EXPECT_GT(space->pairs_failed, 30u);
+  EXPECT_LT(space->pairs_failed, 100u);
+  EXPECT_EQ(space->failed_by_class, (std::map<std::string, uint64_t>{{"timeout", space->pairs_failed}}));
   ASSERT_EQ(space->pools.size(), 1u);  // N=4096's is all stored
   EXPECT_EQ(space->pools[0].shape.Canonical(), "N=1024");
   EXPECT_EQ(space->pool_unsliced.size(), 2u);
@@ -338,9 +350,10 @@ TEST(Scheduler, UnitsWithResultsArrivingOrQueuedAreNoStragglers) {
   s.BatchQueued("s1", a->unit_id, 1.5);
   // However long the batch waits to be stored, its unit is not stuck.
   EXPECT_FALSE(s.Lease("w2", "m", 4).has_value());
-  s.BatchIngested("s1", a->unit_id, 600, 2, 4.5);
+  s.BatchIngested("s1", a->unit_id, 600, 2, {{"crash", 2}}, 4.5);
   EXPECT_EQ(s.FindSweep("s1")->pairs_done, 600u);
   EXPECT_EQ(s.FindSweep("s1")->pairs_failed, 2u);
+  EXPECT_EQ(s.Progress("s1").at(0).failed_by_class, (std::map<std::string, uint64_t>{{"crash", 2}}));
   EXPECT_FALSE(s.Lease("w2", "m", 6).has_value());  // 1.5 s since the rows were stored
   s.BatchQueued("s0", a->unit_id, 6.2);  // the id of another sweep's unit: ignored
   s.BatchQueued("s1", 999, 6.2);         // an unknown unit: ignored

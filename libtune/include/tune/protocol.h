@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -104,6 +105,7 @@ struct SweepProgress {
   std::string sweep_id, name, state;  // state: "running" | "done" | "failed"
   uint64_t units_total = 0, units_done = 0;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
+  std::map<std::string, uint64_t> failed_by_class;  // of pairs_failed, by FailureClassName
   std::vector<std::string> gpu_models;
   int64_t started_unix = 0, finished_unix = 0;
   std::string error;                  // why a failed sweep failed

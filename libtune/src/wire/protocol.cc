@@ -99,6 +99,12 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                       p.setError(TextOf(v.error));
                       SetStrings(p.initWaitingFor(v.waiting_for.size()), v.waiting_for);
                       SetStrings(p.initExpanding(v.expanding.size()), v.expanding);
+                      auto classes = p.initFailedByClass(v.failed_by_class.size());
+                      size_t i = 0;
+                      for (const auto& [name, count] : v.failed_by_class) {
+                        classes[i].setName(TextOf(name));
+                        classes[i++].setCount(count);
+                      }
                     });
           },
           [&](const ErrorReply& e) { cmd.initError().setMessage(TextOf(e.message)); },
@@ -203,6 +209,12 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
         v.error = Txt(p.getError(), budget, "error", kMaxMessageBytes);
         v.waiting_for = Strings(p.getWaitingFor(), budget, "waitingFor");
         v.expanding = Strings(p.getExpanding(), budget, "expanding");
+        for (const auto& c : GetList<std::pair<std::string, uint64_t>>(
+                 p.getFailedByClass(), budget, [&](wire::ClassCount::Reader c) {
+                   return std::make_pair(Txt(c.getName(), budget, "failedByClass.name"), c.getCount());
+                 })) {
+          v.failed_by_class[c.first] += c.second;
+        }
         return v;
       });
       return s;
