@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <string>
@@ -76,13 +75,15 @@ class ScriptedSource : public tune::HttpStatusSource {
 
   json Sweeps(double t) const {
     const uint64_t done = PairsDone(t);
+    const uint64_t failed = (done + 24) / 25;
     json s = json::array();
     s.push_back({{"id", "66a1b2c3-0001"},
                  {"name", "nightly-gemm"},
                  {"state", done >= kPairsTotal ? "done" : "running"},
                  {"pairs_done", done},
                  {"pairs_total", kPairsTotal},
-                 {"pairs_failed", (done + 24) / 25},
+                 {"pairs_failed", failed},
+                 {"failed_by_class", {{"compile_error", failed - failed / 3}, {"timeout", failed / 3}}},
                  {"units_done", done / 48},
                  {"units_total", kPairsTotal / 48},
                  {"gpu_models", json::array({"h100-80gb-hbm3", "a100-sxm4-80gb", "sim-l4"})},
@@ -93,12 +94,25 @@ class ScriptedSource : public tune::HttpStatusSource {
                  {"state", "done"},
                  {"pairs_done", 64},
                  {"pairs_total", 64},
-                 {"pairs_failed", 0},
+                 {"pairs_failed", 5},
+                 {"failed_by_class", {{"wrong_result", 3}, {"crash", 2}}},
                  {"units_done", 4},
                  {"units_total", 4},
                  {"gpu_models", json::array({"h100-80gb-hbm3"})},
                  {"started_unix", start_unix_ - 3600},
                  {"finished_unix", start_unix_ - 3000}});
+    s.push_back({{"id", "66a1b2c3-000f"},
+                 {"name", "elementwise-trial"},
+                 {"state", "cancelled"},
+                 {"pairs_done", 10},
+                 {"pairs_total", 400},
+                 {"pairs_failed", 0},
+                 {"failed_by_class", json::object()},
+                 {"units_done", 1},
+                 {"units_total", 8},
+                 {"gpu_models", json::array({"a100-sxm4-80gb"})},
+                 {"started_unix", start_unix_ - 7200},
+                 {"finished_unix", start_unix_ - 7100}});
     return {{"now_unix", start_unix_ + static_cast<int64_t>(t)}, {"sweeps", s}};
   }
 
@@ -135,48 +149,75 @@ class ScriptedSource : public tune::HttpStatusSource {
   struct Entry {
     const char* model;
     const char* backend;
-    double base;
+    double speed;  // relative to the H100
   };
   std::vector<Entry> Entries(double t) const {
-    std::vector<Entry> e = {{"h100-80gb-hbm3", "cuda", 800}, {"a100-sxm4-80gb", "cuda", 1500}};
-    if (t > 3) e.push_back({"sim-l4", "sim", 4100});
+    std::vector<Entry> e = {{"h100-80gb-hbm3", "cuda", 1.0}, {"a100-sxm4-80gb", "cuda", 0.55}};
+    if (t > 3) e.push_back({"sim-l4", "sim", 0.2});
     return e;
+  }
+
+  // The keys of the comparison: hundreds, as a fleet's nightly has. gemm is
+  // compute-bound (TFLOP/s), the others memory-bound (GB/s).
+  struct Key {
+    std::string op, dtype, shape, unit;
+    double work;  // FLOPs or bytes
+  };
+  static std::vector<Key> Keys() {
+    std::vector<Key> keys;
+    for (const char* dtype : {"f16", "bf16"})
+      for (int i = 1; i <= kGemmShapes; ++i) {
+        const double m = 256.0 * i;
+        keys.push_back({"gemm", dtype, "M=" + std::to_string(256 * i) + ",N=4096,K=4096", "TFLOP/s", 2 * m * 4096 * 4096});
+      }
+    for (int i = 1; i <= kRmsnormShapes; ++i)
+      keys.push_back({"rmsnorm", "f16", "ROWS=" + std::to_string(1024 * i) + ",N=4096", "GB/s", 4.0 * 1024 * i * 4096});
+    return keys;
+  }
+  static constexpr int kGemmShapes = 60, kRmsnormShapes = 80;
+
+  // One key's figures on one model: H100 peaks 989 TFLOP/s and 3350 GB/s.
+  json Winner(const Key& k, const Entry& e, double t) const {
+    const double peak = k.unit == "TFLOP/s" ? 989 : 3350;
+    const double share = 0.6 * e.speed;
+    const double throughput = peak * share;  // in its unit
+    const double us = Latency(k.work / (throughput * (k.unit == "TFLOP/s" ? 1e6 : 1e3)), t);
+    return {{"gpu_model", e.model},
+            {"median_us", us},
+            {"config", "BK=32,BM=128,BN=128,STAGES=3,WM=2,WN=2"},
+            {"backend", e.backend},
+            {"throughput", k.work / us / (k.unit == "TFLOP/s" ? 1e6 : 1e3)},
+            {"unit", k.unit},
+            {"roofline_share", k.work / us / (k.unit == "TFLOP/s" ? 1e6 : 1e3) / peak}};
   }
 
   json Best(double t) const {
     json b = json::array();
-    for (const char* shape : {"M=4096,N=4096,K=4096", "M=1024,N=1024,K=1024"}) {
-      const double scale = std::strcmp(shape, "M=1024,N=1024,K=1024") == 0 ? 1.0 / 48 : 1.0;
+    for (const auto& k : Keys()) {
+      if (k.op != "gemm" || k.dtype != "f16") continue;  // the running sweep's
       for (const auto& e : Entries(t)) {
-        b.push_back({{"op", "gemm"},
-                     {"dtype", "f16"},
-                     {"shape", shape},
-                     {"gpu_model", e.model},
-                     {"config", "BK=32,BM=128,BN=128,STAGES=3,WM=2,WN=2"},
-                     {"config_id", "3f2a9c1d00e4b7a1"},
-                     {"kernel_hash", "9d8c7b6a5f4e3d2c"},
-                     {"median_us", Latency(e.base * scale, t)},
-                     {"stdev_us", Latency(e.base * scale, t) * 0.01},
-                     {"samples", 50},
-                     {"backend", e.backend},
-                     {"sweep_id", "66a1b2c3-0001"}});
+        const json w = Winner(k, e, t);
+        b.push_back({{"op", k.op}, {"dtype", k.dtype}, {"shape", k.shape}, {"gpu_model", e.model},
+                     {"config", w["config"]}, {"config_id", "3f2a9c1d00e4b7a1"},
+                     {"kernel_hash", "9d8c7b6a5f4e3d2c"}, {"median_us", w["median_us"]},
+                     {"stdev_us", w["median_us"].get<double>() * 0.01}, {"samples", 50},
+                     {"backend", e.backend}, {"sweep_id", "66a1b2c3-0001"}});
       }
     }
+    // One row of the finished rmsnorm sweep.
+    b.push_back({{"op", "rmsnorm"}, {"dtype", "f16"}, {"shape", "ROWS=1024,N=4096"},
+                 {"gpu_model", "h100-80gb-hbm3"}, {"config", "TPR=4,VEC=8"}, {"config_id", "77aa"},
+                 {"kernel_hash", "5e5e"}, {"median_us", 9.5}, {"stdev_us", 0.1}, {"samples", 80},
+                 {"backend", "cuda"}, {"sweep_id", "66a1b2c3-0000"}});
     return {{"best", b}};
   }
 
   json Compare(double t) const {
     json groups = json::array();
-    for (const char* shape : {"M=4096,N=4096,K=4096", "M=1024,N=1024,K=1024"}) {
-      const double scale = std::strcmp(shape, "M=1024,N=1024,K=1024") == 0 ? 1.0 / 48 : 1.0;
+    for (const auto& k : Keys()) {
       json gpus = json::array();
-      for (const auto& e : Entries(t)) {
-        gpus.push_back({{"gpu_model", e.model},
-                        {"median_us", Latency(e.base * scale, t)},
-                        {"config", "BK=32,BM=128,BN=128,STAGES=3,WM=2,WN=2"},
-                        {"backend", e.backend}});
-      }
-      groups.push_back({{"op", "gemm"}, {"dtype", "f16"}, {"shape", shape}, {"gpus", gpus}});
+      for (const auto& e : Entries(t)) gpus.push_back(Winner(k, e, t));
+      groups.push_back({{"op", k.op}, {"dtype", k.dtype}, {"shape", k.shape}, {"gpus", gpus}});
     }
     return {{"groups", groups}};
   }
