@@ -257,6 +257,8 @@ int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
   args.opts.max_ingest_backlog_bytes = args.max_ingest_backlog_mib << 20;
   args.opts.max_ingest_queue_bytes = args.max_ingest_queue_mib << 20;
   args.opts.store_reserve_bytes = args.store_reserve_mib << 20;
+  ServiceWatchdog watchdog;
+  args.opts.alive = [&watchdog] { watchdog.Alive(); };
   Coordinator coord(args.opts);
   Status st = coord.Start();
   if (!st.ok()) return Fail(st.message());
@@ -274,6 +276,8 @@ int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
 int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
   Status st = FinishWorkerArgs(args);
   if (!st.ok()) return Fail(st.message());
+  ServiceWatchdog watchdog;
+  args.opts.alive = [&watchdog] { watchdog.Alive(); };
   Worker worker(args.opts);
   st = worker.Start();
   if (!st.ok()) return Fail(st.message());

@@ -1,15 +1,30 @@
-// The systemd readiness protocol (sd_notify(3)), for Type=notify units: a
-// datagram to $NOTIFY_SOCKET. Written out rather than linking libsystemd:
-// the farm runs without systemd too, and the protocol is one sendmsg.
+// The service manager's side of a farm process, for Type=notify units
+// (sd_notify(3) from libsystemd): readiness, status, stopping, and the
+// watchdog. Without systemd ($NOTIFY_SOCKET unset) every call does nothing.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace tune {
 
-// Sends `state` ("READY=1\nSTATUS=...") to the service manager when
-// $NOTIFY_SOCKET names one (a path, or "@name" in the abstract namespace);
-// does nothing otherwise. False when a socket was named and the send failed.
+// Sends `state` ("READY=1\nSTATUS=...") to the service manager. False when
+// one is named and the send failed.
 bool NotifyServiceManager(const std::string& state);
+
+// WATCHDOG=1 at half the unit's WatchdogSec, from whatever loop calls
+// Alive() on every turn: a loop that stops turning stops the pings, and the
+// service manager restarts the process. Not thread-safe: one loop calls it.
+class ServiceWatchdog {
+ public:
+  // Reads $WATCHDOG_USEC (sd_watchdog_enabled); off when unset.
+  ServiceWatchdog();
+  bool enabled() const { return interval_.count() > 0; }
+  void Alive();
+
+ private:
+  std::chrono::microseconds interval_{0};  // between pings: half the timeout
+  std::chrono::steady_clock::time_point last_{};
+};
 
 }  // namespace tune

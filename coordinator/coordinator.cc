@@ -439,6 +439,7 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
   auto& router = *impl_->router;
   double last_tick = 0;
   while (!stop->load()) {
+    if (impl_->opts.alive) impl_->opts.alive();
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, impl_->ingester->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->expander->wake_fd(), ZMQ_POLLIN, 0}};

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,6 +54,10 @@ struct CoordinatorOptions {
   std::string http_address = "127.0.0.1";
   int http_port = -1;               // 0 = an ephemeral port
   bool verbose = false;
+  // Called by Run's loop on every turn (at least every 50 ms), on its
+  // thread: a service manager's watchdog hears from the loop itself, so a
+  // loop that hangs is restarted. May be empty.
+  std::function<void()> alive;
 };
 
 // The retry_ms of a NoWork reply when `workers` workers are connected: how

@@ -18,6 +18,7 @@ PACKAGES=(
   libcli11-dev
   nlohmann-json3-dev
   libspdlog-dev
+  libsystemd-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev
   clang libclang-rt-14-dev

@@ -658,6 +658,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   try {
     exit_status = connect();
     while (exit_status.ok() && !stop->load()) {
+      if (w.opts.alive) w.opts.alive();
       if (!link.connected()) {
         if (link.ReconnectDue(NowSeconds())) exit_status = connect();
         else std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -45,6 +46,9 @@ struct WorkerOptions {
   size_t batch_size = 64;                    // results per message
   double batch_seconds = 0.5;                // or this old, whichever first
   bool verbose = false;                      // --verbose: the command logs at debug (unit lines)
+  // Called by Run's socket loop on every turn (at least every 20 ms), as
+  // CoordinatorOptions::alive. May be empty.
+  std::function<void()> alive;
 };
 
 // What a worker spent its time on, for throughput reports.

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import tempfile
 
 binary, source = sys.argv[1], sys.argv[2]
@@ -37,8 +38,11 @@ try:
     for unit, template in units.items():
         with open(os.path.join(source, "ansible/roles", template)) as f:
             text = env.from_string(f.read()).render(**values)
-        if "Type=notify" not in text and "nightly" not in unit:  # the nightly job is a oneshot
-            failures.append(unit + ": not Type=notify")
+        if "nightly" not in unit:  # the nightly job is a oneshot
+            if "Type=notify" not in text:
+                failures.append(unit + ": not Type=notify")
+            if "WatchdogSec=" not in text:
+                failures.append(unit + ": no WatchdogSec")
         path = os.path.join(work, unit)
         with open(path, "w") as f:
             f.write(text)
@@ -60,23 +64,47 @@ try:
     endpoint = "tcp://127.0.0.1:%d" % port.getsockname()[1]
     port.close()
     child_env = dict(os.environ, NOTIFY_SOCKET=notify)
+    # The coordinator under a 0.4 s watchdog: its loop pings every 0.2 s.
     coordinator = subprocess.Popen([binary, "coordinator", "--bind", endpoint, "--store", os.path.join(work, "db")],
-                                   env=child_env, stderr=subprocess.DEVNULL)
+                                   env=dict(child_env, WATCHDOG_USEC="400000"), stderr=subprocess.DEVNULL)
     worker = None
+    pings = []
+
+    def next_message():
+        """The next message that is not a watchdog ping (those are counted)."""
+        while True:
+            m = sock.recv(4096).decode()
+            if m != "WATCHDOG=1":
+                return m
+            pings.append(time.monotonic())
+
     try:
-        message = sock.recv(4096).decode()
+        message = next_message()
         print("coordinator: " + message.replace("\n", " | "))
         if not message.startswith("READY=1") or endpoint not in message:
             failures.append("coordinator said %r" % message)
         worker = subprocess.Popen([binary, "worker", "--connect", endpoint, "--backend", "sim"], env=child_env,
                                   stderr=subprocess.DEVNULL)
-        message = sock.recv(4096).decode()
+        message = next_message()
         print("worker: " + message.replace("\n", " | "))
         if not message.startswith("READY=1"):
             failures.append("worker said %r" % message)
+        # The pings of 1.5 s of the coordinator's loop.
+        sock.settimeout(0.1)
+        window = time.monotonic()
+        while time.monotonic() - window < 1.5:
+            try:
+                next_message()
+            except socket.timeout:
+                pass
+        recent = [t for t in pings if t >= window]
+        print("watchdog: %d pings from the coordinator's loop in 1.5 s" % len(recent))
+        if len(recent) < 5:
+            failures.append("the coordinator's loop pinged its 0.4 s watchdog %d times in 1.5 s" % len(recent))
+        sock.settimeout(20)
         coordinator.terminate()
         coordinator.wait(timeout=30)
-        message = sock.recv(4096).decode()
+        message = next_message()
         if message != "STOPPING=1":
             failures.append("coordinator said %r on stop" % message)
     except socket.timeout:
