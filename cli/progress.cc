@@ -45,16 +45,22 @@ ProgressLine::ProgressLine(FILE* out) : ProgressLine(out, ::isatty(fileno(out)) 
 ProgressLine::ProgressLine(FILE* out, bool tty, int width) : out_(out), tty_(tty), width_(size_t(std::max(20, width))) {}
 
 std::string ProgressLine::Text(const SweepProgress& p, double elapsed, size_t width) {
-  if (first_total_ == 0) first_total_ = p.pairs_total;
+  // Spaces still expanding add their pairs: the total is the start's once
+  // every model's space is in.
+  if (first_total_ == 0 && p.expanding.empty()) first_total_ = p.pairs_total;
+  if (!baseline_) baseline_ = p.pairs_done;
   const double frac = p.pairs_total ? double(p.pairs_done) / double(p.pairs_total) : 0;
-  const double rate = elapsed > 0 ? double(p.pairs_done) / elapsed : 0;
+  // Pairs measured while the line ran: those stored before (a resubmitted or
+  // resumed sweep) took no time of this run.
+  const uint64_t measured = p.pairs_done > *baseline_ ? p.pairs_done - *baseline_ : 0;
+  const double rate = elapsed > 0 ? double(measured) / elapsed : 0;
   const double left = p.pairs_total > p.pairs_done ? double(p.pairs_total - p.pairs_done) : 0;
   char head[160];
   std::snprintf(head, sizeof head, "%llu/%llu pairs %.1f%%  %.1f/s  ETA %s  failed %llu",
                 (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total, 100 * frac, rate,
                 rate > 0 ? FormatDuration(left / rate).c_str() : "?", (unsigned long long)p.pairs_failed);
   std::string text = head;
-  if (p.pairs_total > first_total_)
+  if (first_total_ && p.pairs_total > first_total_)
     text += "  (+" + std::to_string(p.pairs_total - first_total_) + " from later passes)";
   if (!p.waiting_for.empty()) text += "  waiting for " + Join(p.waiting_for) + ": no live worker";
   if (!p.expanding.empty()) text += "  expanding spaces for " + Join(p.expanding);

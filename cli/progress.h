@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "tune/protocol.h"
@@ -40,9 +41,12 @@ class ProgressLine {
   bool tty_;
   size_t width_;
   double last_drawn_ = -1e9;
-  // The total the sweep started with: later passes (refine, confirm) add
-  // work, which the line shows rather than moving the total silently.
+  // The total the sweep started with (once its spaces are expanded): later
+  // passes (refine, confirm) add work, which the line shows rather than
+  // moving the total silently.
   uint64_t first_total_ = 0;
+  // Pairs done at the first frame: stored before this run, not its pace.
+  std::optional<uint64_t> baseline_;
 };
 
 }  // namespace tune

@@ -307,7 +307,7 @@
     const unitOf = groups.flatMap((g) => list(g.gpus)).find((x) => x.unit) || {};
     if (c.chart) {
       const labels = groups.map(keyLabel);
-      c.parts.wrap.style.width = Math.max(600, labels.length * Math.max(1, models.length) * 10 + 120) + 'px';
+      c.parts.wrap.style.width = (labels.length * Math.max(1, models.length) * 10 + 120) + 'px';
       c.chart.data.labels = labels;
       c.chart.data.datasets = models.map((model, i) => ({
         label: model + (sims.has(model) ? ' (sim)' : ''),

@@ -85,10 +85,27 @@ TEST(ProgressLine, AnEtaInHoursAndWorkThatLaterPassesAddIsNamed) {
   size_t size = 0;
   FILE* f = open_memstream(&buf, &size);
   ProgressLine line(f, true, 200);
+  // While a model's space expands, its pairs join the total: no later pass.
+  SweepProgress expanding = Progress(0, 6000);
+  expanding.expanding = {"sim-a100"};
+  EXPECT_EQ(line.Text(expanding, 0, 200).find("later passes"), std::string::npos);
   // 100 of 10000 pairs in 60 s: 99 minutes left.
   EXPECT_NE(line.Text(Progress(100, 10000), 60, 200).find("ETA 1:39:00"), std::string::npos);
   const std::string grown = line.Text(Progress(9000, 10400), 600, 200);
   EXPECT_NE(grown.find("(+400 from later passes)"), std::string::npos) << grown;
+  std::fclose(f);
+  std::free(buf);
+}
+
+TEST(ProgressLine, PairsStoredBeforeTheLineBeganDoNotCountTowardsThePace) {
+  char* buf = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&buf, &size);
+  ProgressLine line(f, false, 200);
+  // A resumed sweep: 9000 pairs were stored before; 100 more in 10 s.
+  EXPECT_NE(line.Text(Progress(9000, 10000), 0.1, 200).find("0.0/s  ETA ?"), std::string::npos);
+  const std::string later = line.Text(Progress(9100, 10000), 10, 200);
+  EXPECT_NE(later.find("10.0/s  ETA 1:30"), std::string::npos) << later;
   std::fclose(f);
   std::free(buf);
 }
