@@ -60,6 +60,9 @@ std::vector<std::string> SplitList(const std::string& text) {
 
 Status FinishWorkerArgs(WorkerArgs& args) {
   args.opts.sim_models = SplitList(args.sim_models);
+  auto roots = ParseIncludeRoots(args.include_roots);
+  if (!roots.ok()) return Status::Error("--include-root: " + roots.status().message());
+  args.opts.include_roots = *roots;
   args.opts.cuda_devices.clear();
   for (const auto& d : SplitList(args.devices)) {
     try {
@@ -205,6 +208,8 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
   app->add_option("--compile-threads", args->opts.compile_threads, "NVRTC threads (0 = one per core)")
       ->capture_default_str();
   app->add_option("--cache-dir", args->opts.cache_dir, "On-disk cubin cache (default ~/.cache/tunefarm)");
+  app->add_option("--include-root", args->include_roots,
+                  "NAME=PATH: where ops that name include root NAME (a CUTLASS checkout) find it; repeatable");
   app->add_option("--timeout", args->opts.timing.timeout_seconds, "Wall-clock limit per config, seconds")
       ->capture_default_str();
   app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")

@@ -24,6 +24,7 @@ struct WorkerArgs {
   WorkerOptions opts;
   std::string sim_models = "h100";
   std::string devices;
+  std::vector<std::string> include_roots;  // NAME=PATH
 };
 // How a client reaches the coordinator.
 struct ClientArgs {

@@ -197,6 +197,8 @@ int main(int argc, char** argv) {
   oc->add_option("dir", opcheck.dir, "Op folder (op.toml and its sources)")->required();
   oc->add_option("--arch", opcheck.archs, "Architectures to compile for")->delimiter(',')->capture_default_str();
   oc->add_option("--gpu", opcheck.gpus, "Count legal configs on these known models only");
+  oc->add_option("--include-root", opcheck.include_roots,
+                 "NAME=PATH: where the op's include root NAME is, as a worker's --include-root");
   oc->add_option("--shape", opcheck.shapes,
                  "Count the configs legal at this shape too (rules that read dims), like M=128,N=4096,K=4096");
   oc->add_flag("--all", opcheck.all, "Compile every legal config, not a sample");

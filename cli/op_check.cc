@@ -211,7 +211,21 @@ int RunOpCheck(const OpCheckArgs& args) {
               Join(spec->dtypes).c_str(), spec->constraints.size(), spec->shape_constraints.size());
   bool ok = CheckSpaces(*spec, args);
   if (spec->program) return CheckBuilds(*spec, args) && ok ? 0 : 1;
+  auto roots = ParseIncludeRoots(args.include_roots);
+  if (!roots.ok()) {
+    std::fprintf(stderr, "tunefarm: --include-root: %s\n", roots.status().message().c_str());
+    return 2;
+  }
+  if (!spec->include_dirs.empty()) std::printf("include folders (in the package): %s\n", Join(spec->include_dirs).c_str());
+  if (!spec->include_roots.empty()) {
+    // The headers a compile reads there are part of the kernel hash.
+    auto digest = IncludeRootsDigest(*spec, *roots);
+    std::printf("include roots: %s: %s\n", Join(spec->include_roots).c_str(),
+                digest.ok() ? ("headers digest " + *digest).c_str() : digest.status().message().c_str());
+    ok &= digest.ok();
+  }
 #ifdef TUNEFARM_WITH_CUDA
+  SetIncludeRoots(*roots);
   ok &= CheckCompiles(*spec, args);
 #else
   std::printf("compile: skipped: this tunefarm was built without NVRTC\n");

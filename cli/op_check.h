@@ -14,6 +14,7 @@ struct OpCheckArgs {
   std::vector<std::string> shapes;             // "M=128,N=4096,K=4096": legal configs at each (shape rules)
   bool all = false;                            // compile every legal config, not a sample
   int sample = 8;                              // configs compiled per dtype and arch
+  std::vector<std::string> include_roots;      // NAME=PATH, as a worker's --include-root
 };
 
 // Parses the op; counts its legal configs on each known GPU model, naming the

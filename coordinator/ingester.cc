@@ -1,7 +1,10 @@
 #include "ingester.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+
+#include "tune/text.h"
 
 namespace tune {
 namespace {
@@ -15,7 +18,11 @@ std::string RowFault(const IngestJob& job, const Measurement& m) {
   }
   if (m.shape != u.shape) return "shape '" + m.shape + "' in a unit of shape '" + u.shape + "'";
   if (!u.configs.count(m.config_id)) return "config " + m.config_id + " that the unit does not hold";
-  if (!job.kernel_hashes.count(m.kernel_hash)) return "kernel hash '" + m.kernel_hash + "' of another op or toolchain";
+  if (!m.include_digest.empty() && (!job.include_roots || !IsHex(m.include_digest, 32)))
+    return "an include digest '" + m.include_digest + "' for an op without include roots or of no digest's form";
+  if (std::none_of(job.kernel_hashes.begin(), job.kernel_hashes.end(),
+                   [&m](const std::string& h) { return MeasuresKernel(m, h); }))
+    return "kernel hash '" + m.kernel_hash + "' of another op or toolchain";
   if (!job.backends.count(m.backend)) return "backend '" + m.backend + "' that the sender's devices do not run";
   if (m.confirmed && !u.confirm) return "a confirmed figure in a unit that is no confirm unit";
   if (m.refined && !u.refine) return "a refined figure in a unit that is no refine unit";
@@ -71,7 +78,8 @@ Status CheckKernels(const IngestJob& job, const Results& results) {
     const std::string where = "kernel " + std::to_string(i) + ": ";
     if (Status st = CheckKernelImage(k); !st.ok()) return st.WithPrefix(where);
     if (!seen.insert(k.Key()).second) return Status::Error(where + "cubin " + k.Key() + " twice in one batch");
-    if (!job.kernel_hashes.count(k.kernel_hash)) return Status::Error(where + "kernel hash of another op or toolchain");
+    // Its kernel hash is that of a checked row of the batch (below), which
+    // RowsToStore checked.
     if (k.dtype != u.dtype) return Status::Error(where + "dtype " + k.dtype + " in a unit of " + u.dtype);
     if (!u.configs.count(k.config_id)) return Status::Error(where + "config " + k.config_id + " that the unit does not hold");
     if (!job.archs.count(k.arch)) return Status::Error(where + "arch '" + k.arch + "' that the sender's devices are not");

@@ -216,6 +216,7 @@ struct Worker::Impl : HttpStatusSource {
     if (kind == "auto" || kind == "cuda") {
       auto found = DiscoverCudaDevices();
       if (found.ok() && !found->empty()) {
+        SetIncludeRoots(opts.include_roots);
         CudaBackendOptions co;
         co.cache_dir = opts.cache_dir.empty() ? DefaultCacheDir() : opts.cache_dir;
         if (!opts.runner_exe.empty()) co.runner_exe = opts.runner_exe;
@@ -438,6 +439,7 @@ struct Worker::Impl : HttpStatusSource {
           Measurement m = base(valid[j].config, s);
           m.CopyOutcome(got[j]);
           m.kernel_hash = kernel_hash(valid[j]);
+          m.include_digest = valid[j].include_digest;
           m.arch = valid[j].image.empty() ? "" : valid[j].arch;
           m.confirmed = ReplacesFirstFigure(m);
           pending.AddKernel(m, valid[j]);
@@ -502,6 +504,7 @@ struct Worker::Impl : HttpStatusSource {
           }
         }
         m.kernel_hash = kernel_hash(k);
+        m.include_digest = k.include_digest;
         m.arch = k.image.empty() ? "" : k.arch;
         pending.AddKernel(m, k);
         CountRow(dev.model, m, unit.refine());

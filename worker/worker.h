@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tune/backend.h"
+#include "tune/op_spec.h"
 #include "tune/status.h"
 
 namespace tune {
@@ -28,6 +29,7 @@ struct WorkerOptions {
   std::vector<std::string> sim_models = {"h100"};  // sim: one device per entry
   std::string sim_faults;                    // see SimFaults::Parse
   std::vector<int> cuda_devices;             // empty = every device
+  IncludeRoots include_roots;                // cuda: where ops' include roots are (--include-root)
   unsigned compile_threads = 0;              // 0 = one per core
   std::string cache_dir;                     // cubin cache (cuda); program ops unpack beside it
   std::string runner_exe;                    // cuda: binary with the `runner` command

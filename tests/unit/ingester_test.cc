@@ -205,6 +205,38 @@ TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
   EXPECT_EQ((*rows)[0].sweep_id, "s1");
 }
 
+// An op with include roots: a row's kernel hash derives from the op's and
+// the digest of the headers its worker read; nothing else passes for it.
+TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoots) {
+  IngestJob job = Job(Frame(0, {}));
+  const std::string digest(32, 'a');
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}};
+  r.measurements[0].include_digest = digest;
+  r.measurements[0].kernel_hash = KernelHashWithIncludes("kh", digest);
+  // An op without include roots has no derived hashes.
+  auto refused = RowsToStore(job, r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("include digest"), std::string::npos) << refused.status().message();
+  job.include_roots = true;
+  auto rows = RowsToStore(job, r);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  EXPECT_EQ((*rows)[0].include_digest, digest);
+  EXPECT_TRUE(MeasuresKernel((*rows)[0], "kh"));
+  // A hash that is not derived from the op's, or a digest of no digest's form.
+  const std::pair<const char*, std::function<void(Measurement&)>> bad[] = {
+      {"kernel hash", [](Measurement& m) { m.kernel_hash = KernelHashWithIncludes("other-op", m.include_digest); }},
+      {"kernel hash", [](Measurement& m) { m.include_digest = std::string(32, 'b'); }},
+      {"include digest", [](Measurement& m) { m.include_digest = "../../etc"; }},
+  };
+  for (const auto& [want, spoil] : bad) {
+    Results spoiled = r;
+    spoil(spoiled.measurements[0]);
+    auto out = RowsToStore(job, spoiled);
+    ASSERT_FALSE(out.ok()) << want;
+    EXPECT_NE(out.status().message().find(want), std::string::npos) << out.status().message();
+  }
+}
+
 // Cubins come with a checked row of their config from the sender's own
 // architecture; anything else refuses the batch.
 TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {
@@ -225,7 +257,8 @@ TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {
   const std::pair<const char*, std::function<void(KernelImage&)>> bad[] = {
       {"sha256 does not match", [](KernelImage& k) { k.sha256 = Sha256Hex("other"); }},
       {"not an ELF", [](KernelImage& k) { k.image = "MZ" + k.image; }},
-      {"kernel hash of another", [](KernelImage& k) { k.kernel_hash = "kx"; }},
+      // Its kernel hash is none of the batch's checked rows (which RowsToStore checks).
+      {"without a checked row", [](KernelImage& k) { k.kernel_hash = "kx"; }},
       {"dtype bf16", [](KernelImage& k) { k.dtype = "bf16"; }},
       {"that the unit does not hold", [](KernelImage& k) { k.config_id = Cfg(512).Id(); }},
       {"arch 'sm_80'", [](KernelImage& k) { k.arch = "sm_80"; }},

@@ -168,6 +168,34 @@ TEST(NvrtcCompile, OpsMayUseTheToolkitsCccl) {
   EXPECT_EQ(k.failure, FailureClass::kNone) << k.failure_message << "\n" << k.log;
 }
 
+// An op whose headers come from an include folder of its package (including
+// each other by relative paths) and from an include root of this host.
+TEST(NvrtcCompile, IncludeFoldersAndRootsReachNvrtcAndRootsReachTheKernelHash) {
+  auto spec = LoadOpSpec(SourceDir() + "/tests/data/ops/include_paths");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  TempDir cache;
+  SetIncludeRoots({});
+  CompiledKernel unset = CompileConfig(*spec, "f32", spec->default_config, "sm_90", cache.path());
+  EXPECT_EQ(unset.failure, FailureClass::kCompileError);
+  EXPECT_NE(unset.failure_message.find("include root 'shiftlib' is not configured"), std::string::npos)
+      << unset.failure_message;
+  auto roots = ParseIncludeRoots({"shiftlib=" + SourceDir() + "/tests/data/include_root"});
+  ASSERT_TRUE(roots.ok()) << roots.status().message();
+  SetIncludeRoots(*roots);
+  for (const std::string dir : {std::string(), cache.path()}) {
+    CompiledKernel k = CompileConfig(*spec, "f32", spec->default_config, "sm_90", dir);
+    EXPECT_EQ(k.failure, FailureClass::kNone) << k.failure_message << "\n" << k.log;
+    EXPECT_FALSE(k.image.empty());
+    const auto digest = IncludeRootsDigest(*spec, *roots);
+    ASSERT_TRUE(digest.ok());
+    EXPECT_EQ(k.include_digest, *digest);
+    EXPECT_EQ(k.kernel_hash, KernelHashWithIncludes(KernelHash(*spec, NvrtcVersionString()), *digest));
+  }
+  CompiledKernel ref = CompileReference(*spec, "f32", "sm_90", cache.path());
+  EXPECT_EQ(ref.failure, FailureClass::kNone) << ref.failure_message << "\n" << ref.log;
+  SetIncludeRoots({});
+}
+
 TEST(NvrtcCompile, PlantedCompileErrorOp) {
   auto spec = LoadOpSpec(SourceDir() + "/tests/gpu/data/ops/compile_error");
   ASSERT_TRUE(spec.ok()) << spec.status().message();

@@ -153,6 +153,76 @@ TEST(OpSpec, ReadsAPackageFromDiskWithNestedIncludes) {
   ASSERT_TRUE(spec.ok()) << spec.status().message();
 }
 
+const std::string kIncludePathsDir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/include_paths";
+
+// [op] include folders travel in the package and answer <...> and "..."
+// includes; [op] include_roots are names only.
+TEST(OpSpec, IncludeFoldersTravelWithThePackageAndIncludeRootsAreNames) {
+  auto pkg = ReadOpPackage(kIncludePathsDir);
+  ASSERT_TRUE(pkg.ok()) << pkg.status().message();
+  EXPECT_TRUE(pkg->count("include/affine/affine.cuh"));
+  EXPECT_TRUE(pkg->count("include/affine/scale.cuh"));
+  auto spec = ParseOpSpec(*pkg, "include_paths");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->include_dirs, std::vector<std::string>{"include"});
+  EXPECT_EQ(spec->include_roots, std::vector<std::string>{"shiftlib"});
+  // The headers of the include folder are part of the op's identity.
+  OpPackage edited = *pkg;
+  edited["include/affine/scale.cuh"] += "// changed\n";
+  auto changed = ParseOpSpec(edited, "include_paths");
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(changed->SourceDigest(), spec->SourceDigest());
+  // Bad declarations are named.
+  const std::pair<std::string, std::string> bad[] = {
+      {"include       = [\"include\"]", "include       = [\"../include\"]"},
+      {"include       = [\"include\"]", "include       = [\"missing\"]"},
+      {"include_roots = [\"shiftlib\"]", "include_roots = [\"/usr/include\"]"},
+  };
+  for (const auto& [from, to] : bad) {
+    OpPackage p = *pkg;
+    p["op.toml"] = Replace(p["op.toml"], from, to);
+    auto parsed = ParseOpSpec(p, "x");
+    ASSERT_FALSE(parsed.ok()) << to;
+    EXPECT_NE(parsed.status().message().find("[op] include"), std::string::npos) << parsed.status().message();
+  }
+}
+
+// The kernel hash of an op with include roots covers the headers its
+// sources reach there, and no other file of the root.
+TEST(OpSpec, AnIncludeRootDigestCoversTheHeadersTheSourcesReach) {
+  auto spec = LoadOpSpec(kIncludePathsDir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  TempDir root;
+  for (const char* f : {"shiftlib/shift.cuh", "shiftlib/shift_value.cuh", "shiftlib/unused.cuh"}) {
+    std::ifstream in(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/include_root/" + f);
+    root.Write(f, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  }
+  auto missing = IncludeRootsDigest(*spec, {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--include-root shiftlib=PATH"), std::string::npos);
+  auto roots = ParseIncludeRoots({"shiftlib=" + root.path()});
+  ASSERT_TRUE(roots.ok()) << roots.status().message();
+  auto first = IncludeRootsDigest(*spec, *roots);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->size(), 32u);
+  // A file no source reaches changes nothing.
+  root.Write("shiftlib/unused.cuh", "// edited, and longer than before\n");
+  EXPECT_EQ(*IncludeRootsDigest(*spec, *roots), *first);
+  // A header reached through another (quoted, beside its includer) does.
+  root.Write("shiftlib/shift_value.cuh", "#pragma once\nnamespace shiftlib { constexpr float kShift = 3.0f; }\n");
+  auto second = IncludeRootsDigest(*spec, *roots);
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(*second, *first);
+  const std::string hash = KernelHash(*spec, "13.0");
+  EXPECT_NE(KernelHashWithIncludes(hash, *first), KernelHashWithIncludes(hash, *second));
+  EXPECT_NE(KernelHashWithIncludes(hash, *first), hash);
+  // Host settings are checked: a name, then a folder.
+  EXPECT_FALSE(ParseIncludeRoots({"shiftlib"}).ok());
+  EXPECT_FALSE(ParseIncludeRoots({"shift lib=" + root.path()}).ok());
+  EXPECT_FALSE(ParseIncludeRoots({"shiftlib=" + root.Sub("nowhere")}).ok());
+  EXPECT_FALSE(ParseIncludeRoots({"a=" + root.path(), "a=" + root.path()}).ok());
+}
+
 // What a package may make NVRTC read on a worker: its own files and the
 // toolkit's headers, nothing else of the host.
 TEST(OpSpec, PackagesStayInsideThemselvesAndTheToolkit) {

@@ -22,6 +22,9 @@ struct CompiledKernel {
   Config config;
   std::string config_id;
   std::string kernel_hash;
+  // IncludeRootsDigest of the headers the compile read from include roots
+  // (kernel_hash is then KernelHashWithIncludes); empty for other ops.
+  std::string include_digest;
   std::string arch;            // "sm_90", "sm_90a", "sim"
   std::string image;           // cubin bytes (empty for sim)
   std::string log;             // compiler log (kept on failure)

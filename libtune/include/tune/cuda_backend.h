@@ -83,12 +83,20 @@ struct CudaRunnerStats {
 };
 CudaRunnerStats GetCudaRunnerStats(const Backend& backend);
 
+// Where this process's compiles find the include roots that ops name
+// (`--include-root NAME=PATH`); runners started later are told them. Call
+// before the first compile; not thread-safe with compiles.
+void SetIncludeRoots(IncludeRoots roots);
+
 // NVRTC only, no GPU needed: compiles one config of `spec` to a cubin for
 // `arch` ("sm_80", "sm_90", "sm_90a"). Params arrive as -DNAME=value, the
 // dtype as -DTUNE_DTYPE_F16 / _BF16 / _F32 and -DTUNE_T=<type> (cuda_fp16.h /
 // cuda_bf16.h are pre-included so that TUNE_T names a declared type), then
-// -std=c++17, -I<toolkit include> and the op's options; the op's files are
-// the program's headers. With a non-empty `cache_dir` the cubin is
+// -std=c++17, -I for the op's include roots and the toolkit (and its CCCL
+// folder), and the op's options; the op's files are the program's headers,
+// those of its [op] include folders also by their path in the folder. An op
+// with include roots gets the kernel hash KernelHashWithIncludes (and a
+// compile error when a root is not set here). With a non-empty `cache_dir` the cubin is
 // looked up first and stored after a successful compile (key: kernel hash,
 // config id, dtype, arch, NVRTC version); from_cache says which happened.
 // Resources (registers, static shared memory, local bytes) come from ptxas

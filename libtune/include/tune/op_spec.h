@@ -107,6 +107,15 @@ struct OpSpec {
   CheckSpec check;
   std::string flops = "0", bytes = "0";  // metrics expressions over dims
   std::vector<std::string> compile_options;  // extra NVRTC options
+  // [op] include: folders of the package searched for #include <...> and,
+  // after the includer's folder and the package root, "..." (a copy of
+  // CuTe or CUTLASS inside the op). Their files travel with the sweep.
+  std::vector<std::string> include_dirs;
+  // [op] include_roots: named folders outside the package (a CUTLASS
+  // checkout), searched after include_dirs. Each compiling host maps a name
+  // to a folder of its own (IncludeRoots); the content of every header a
+  // compile reaches there is part of the kernel hash (IncludeRootsDigest).
+  std::vector<std::string> include_roots;
   bool arch_specific = false;       // compile for sm_XYa (wgmma/setmaxnreg)
   // Set for a program op: it has no source/kernel, [launch], [[args]] or
   // reference ([check] gives only tolerances, handed to the program); its
@@ -151,6 +160,29 @@ inline constexpr int kTimingPolicyVersion = 1;
 // and the toolchain (NVRTC version, or "sim"): changing any of them starts
 // new rows, and the old ones stay queryable under their old hash. 32 hex.
 std::string KernelHash(const OpSpec& spec, const std::string& toolchain);
+
+// Where a compiling host keeps the include roots that ops name: name ->
+// folder. Set by the host's operator (`tunefarm worker --include-root
+// NAME=PATH`), never by a package.
+using IncludeRoots = std::map<std::string, std::string>;
+// "NAME=PATH" arguments as IncludeRoots; errors name the argument (a name of
+// [A-Za-z0-9_.-], a path that is an existing folder, each name once).
+Result<IncludeRoots> ParseIncludeRoots(const std::vector<std::string>& args);
+
+// BLAKE2b-128 of every header in `roots` that the op's sources reach through
+// #include, directly or through other such headers (each as its root name,
+// path in the root and content), 32 hex digits; "" for an op that names no
+// include roots. Includes are followed without evaluating #if, so a header
+// of a branch not taken counts too. Errors: a root the op names that
+// `roots` lacks, a header that cannot be read. Thread-safe; a digest is
+// reused while no header it read changed size or time.
+Result<std::string> IncludeRootsDigest(const OpSpec& spec, const IncludeRoots& roots);
+// The kernel hash of a compile that read headers of include roots: the op's
+// KernelHash and their IncludeRootsDigest, 32 hex digits.
+std::string KernelHashWithIncludes(const std::string& kernel_hash, const std::string& include_digest);
+// Whether `m` measured the op whose KernelHash is `op_hash`: its kernel hash
+// is that, or derives from it and its include_digest.
+bool MeasuresKernel(const Measurement& m, const std::string& op_hash);
 
 // BLAKE2b-128 of every file name and content of `package`, 32 hex digits:
 // what identifies a package as shipped (runner caches, the store's op

@@ -39,6 +39,8 @@ Status CheckText(std::string_view s, std::string_view field, size_t max_bytes);
 
 // The bytes [data, data + n) as lower-case hex, two digits a byte.
 std::string HexOf(const void* data, size_t n);
+// True when `s` is `digits` lower-case hex digits (what HexOf writes).
+bool IsHex(std::string_view s, size_t digits);
 
 // `parts` separated by `sep`: "a,b,c".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep = ",");

@@ -132,6 +132,9 @@ struct KernelResources {
 struct Measurement {
   // Key.
   std::string gpu_model, op, dtype, shape, kernel_hash, config_id;
+  // For an op with include roots, the digest of the headers its compile
+  // read there: kernel_hash is KernelHashWithIncludes(op hash, this).
+  std::string include_digest;
   // Payload.
   Config config;
   FailureClass failure = FailureClass::kNone;

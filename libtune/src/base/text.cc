@@ -65,6 +65,13 @@ Status CheckText(std::string_view s, std::string_view field, size_t max_bytes) {
   return Status::OK();
 }
 
+bool IsHex(std::string_view s, size_t digits) {
+  if (s.size() != digits) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
 std::string HexOf(const void* data, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   const auto* bytes = static_cast<const unsigned char*>(data);

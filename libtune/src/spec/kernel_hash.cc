@@ -4,8 +4,15 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "spec/op_confine.h"
 #include "tune/op_spec.h"
@@ -58,7 +65,7 @@ std::string OpSpec::SourceDigest() const {
   d.Add(check.reference_file);
   d.Add(contents(check.reference_file));
   d.Add("headers");
-  for (const std::string& name : IncludeClosure({source_file, check.reference_file}, get)) {
+  for (const std::string& name : IncludeClosure({source_file, check.reference_file}, get, include_dirs)) {
     if (name == source_file || name == check.reference_file) continue;
     d.Add(name);
     d.Add(contents(name));
@@ -71,6 +78,14 @@ std::string OpSpec::SourceDigest() const {
   for (const std::string& o : compile_options) d.Add(o);
   d.Add("arch-specific");
   d.Add(arch_specific ? "1" : "0");
+  // Only an op with include folders or roots adds these, so that other ops'
+  // digests stay what they were.
+  if (!include_dirs.empty() || !include_roots.empty()) {
+    d.Add("include");
+    for (const std::string& dir : include_dirs) d.Add(dir);
+    d.Add("include-roots");
+    for (const std::string& root : include_roots) d.Add(root);
+  }
   // Only a program op adds these, so a CUDA op's digest stays what it was.
   if (program) {
     d.Add("program");
@@ -165,6 +180,151 @@ std::string PackageDigest(const OpPackage& pkg) {
   }
   crypto_generichash_final(&st, out, sizeof(out));
   return HexOf(out, sizeof out);
+}
+
+// --- Include roots ---
+
+Result<IncludeRoots> ParseIncludeRoots(const std::vector<std::string>& args) {
+  IncludeRoots roots;
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    if (eq == std::string::npos || !IsIncludeRootName(name))
+      return Status::Error("include root '" + arg + "': expected NAME=PATH, NAME of letters, digits, '_', '.', '-'");
+    std::error_code ec;
+    const std::filesystem::path path = std::filesystem::absolute(arg.substr(eq + 1), ec);
+    if (ec || !std::filesystem::is_directory(path, ec))
+      return Status::Error("include root '" + arg + "': " + arg.substr(eq + 1) + " is no folder");
+    if (!roots.emplace(name, path.lexically_normal().string()).second)
+      return Status::Error("include root '" + name + "' given twice");
+  }
+  return roots;
+}
+
+std::string KernelHashWithIncludes(const std::string& kernel_hash, const std::string& include_digest) {
+  Digest d(16);
+  d.Add("tunefarm-kernel-hash-with-includes-1");
+  d.Add(kernel_hash);
+  d.Add(include_digest);
+  return d.Hex();
+}
+
+bool MeasuresKernel(const Measurement& m, const std::string& op_hash) {
+  if (m.kernel_hash == op_hash) return true;
+  return !m.include_digest.empty() && m.kernel_hash == KernelHashWithIncludes(op_hash, m.include_digest);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A header read from an include root: where, and what it looked like then.
+struct ReadHeader {
+  std::string path;
+  uintmax_t size = 0;
+  fs::file_time_type mtime;
+};
+struct CachedDigest {
+  std::string digest;
+  std::vector<ReadHeader> read;
+};
+
+bool Unchanged(const std::vector<ReadHeader>& read) {
+  for (const ReadHeader& h : read) {
+    std::error_code ec;
+    if (fs::file_size(h.path, ec) != h.size || ec || fs::last_write_time(h.path, ec) != h.mtime || ec) return false;
+  }
+  return true;
+}
+
+Result<CachedDigest> ScanIncludeRoots(const OpSpec& spec, const std::vector<std::pair<std::string, fs::path>>& dirs) {
+  auto in_package = [&spec](const std::string& name) -> const std::string* {
+    auto it = spec.package.find(name);
+    return it == spec.package.end() ? nullptr : &it->second;
+  };
+  // (root index, path in the root) of headers found, and their texts.
+  std::map<std::pair<size_t, std::string>, std::string> found;
+  std::vector<std::pair<size_t, std::string>> unread;
+  CachedDigest out;
+  // The first root holding `target` (for a quoted include, beside its
+  // includer in the same root first).
+  auto resolve = [&](const std::string& target, const std::pair<size_t, std::string>* includer, bool angled) {
+    std::vector<std::pair<size_t, std::string>> cands;
+    if (includer && !angled)
+      if (auto rel = InFolder(fs::path(includer->second).parent_path() / target)) cands.emplace_back(includer->first, *rel);
+    if (auto rel = InFolder(fs::path(target)))
+      for (size_t i = 0; i < dirs.size(); ++i) cands.emplace_back(i, *rel);
+    for (const auto& c : cands) {
+      if (found.count(c)) return;
+      std::error_code ec;
+      if (fs::is_regular_file(dirs[c.first].second / c.second, ec)) {
+        found[c];
+        unread.push_back(c);
+        return;
+      }
+    }
+  };
+  for (const std::string& file :
+       IncludeClosure({spec.source_file, spec.check.reference_file}, in_package, spec.include_dirs)) {
+    const std::string* text = in_package(file);
+    if (!text) continue;
+    for (const auto& [target, angled] : IncludeTargets(*text)) {
+      bool packaged = false;
+      for (const std::string& c : IncludeCandidates(file, target, angled, spec.include_dirs)) packaged |= spec.package.count(c) > 0;
+      if (!packaged) resolve(target, nullptr, angled);
+    }
+  }
+  while (!unread.empty()) {
+    const auto at = unread.back();
+    unread.pop_back();
+    const fs::path path = dirs[at.first].second / at.second;
+    // Looked at before it is read: a change while reading shows next time.
+    std::error_code ec;
+    ReadHeader h{path.string(), fs::file_size(path, ec), fs::last_write_time(path, ec)};
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) return Status::Error("include root '" + dirs[at.first].first + "': cannot read " + h.path);
+    out.read.push_back(std::move(h));
+    for (const auto& [target, angled] : IncludeTargets(text)) resolve(target, &at, angled);
+    found[at] = std::move(text);
+  }
+  Digest d(16);
+  d.Add("tunefarm-include-roots-1");
+  for (const auto& [at, text] : found) {
+    d.Add(dirs[at.first].first);
+    d.Add(at.second);
+    d.Add(text);
+  }
+  out.digest = d.Hex();
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> IncludeRootsDigest(const OpSpec& spec, const IncludeRoots& roots) {
+  if (spec.include_roots.empty()) return std::string();
+  std::vector<std::pair<std::string, fs::path>> dirs;
+  std::string key = spec.SourceDigest();
+  for (const std::string& name : spec.include_roots) {
+    auto it = roots.find(name);
+    if (it == roots.end())
+      return Status::Error(spec.origin + ": include root '" + name + "' is not configured on this host (give --include-root " +
+                           name + "=PATH)");
+    dirs.emplace_back(name, fs::path(it->second));
+    key += '\0' + name + '\0' + it->second;
+  }
+  static std::mutex mu;
+  static std::map<std::string, CachedDigest> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end() && Unchanged(it->second.read)) return it->second.digest;
+  }
+  auto scanned = ScanIncludeRoots(spec, dirs);
+  if (!scanned.ok()) return scanned.status();
+  std::lock_guard<std::mutex> lock(mu);
+  cache[key] = *scanned;
+  return scanned->digest;
 }
 
 }  // namespace tune

@@ -1,5 +1,6 @@
 #include "op_confine.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <optional>
@@ -95,6 +96,13 @@ Status CheckPackageFileName(const std::string& name) {
   return Status::OK();
 }
 
+bool IsIncludeRootName(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name[0] == '.') return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') return false;
+  return true;
+}
+
 Status CheckCompileOption(const std::string& option) {
   static const std::regex kAllowed(
       "--?(use_fast_math|lineinfo|generate-line-info|restrict|extra-device-vectorization|default-device"
@@ -151,11 +159,10 @@ Status CheckIncludes(const std::string& file, const std::string& text,
   return Status::OK();
 }
 
-// --- #include "..." discovery ---
+// --- #include discovery ---
 
-// The targets of the `#include "..."` lines of `text`.
-std::vector<std::string> QuotedIncludes(const std::string& text) {
-  std::vector<std::string> out;
+std::vector<std::pair<std::string, bool>> IncludeTargets(const std::string& text) {
+  std::vector<std::pair<std::string, bool>> out;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
@@ -164,10 +171,11 @@ std::vector<std::string> QuotedIncludes(const std::string& text) {
     i = line.find_first_not_of(" \t", i + 1);
     if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
     i = line.find_first_not_of(" \t", i + 7);
-    if (i == std::string::npos || line[i] != '"') continue;
-    size_t end = line.find('"', i + 1);
+    if (i == std::string::npos || (line[i] != '"' && line[i] != '<')) continue;
+    const bool angled = line[i] == '<';
+    size_t end = line.find(angled ? '>' : '"', i + 1);
     if (end == std::string::npos || end == i + 1) continue;
-    out.push_back(line.substr(i + 1, end - i - 1));
+    out.emplace_back(line.substr(i + 1, end - i - 1), angled);
   }
   return out;
 }
@@ -180,19 +188,21 @@ std::optional<std::string> InFolder(const std::filesystem::path& p) {
   return n.generic_string();
 }
 
-// Candidates for `#include "name"` seen in `includer`: beside the includer
-// first, then the op folder's root (the preprocessor's quoted search order).
-std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name) {
+std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name, bool angled,
+                                           const std::vector<std::string>& include_dirs) {
   std::vector<std::string> out;
-  if (auto a = InFolder(std::filesystem::path(includer).parent_path() / name)) out.push_back(*a);
-  if (auto b = InFolder(std::filesystem::path(name)); b && (out.empty() || out[0] != *b)) out.push_back(*b);
+  auto add = [&out](const std::filesystem::path& p) {
+    if (auto f = InFolder(p); f && std::find(out.begin(), out.end(), *f) == out.end()) out.push_back(*f);
+  };
+  if (!angled) add(std::filesystem::path(includer).parent_path() / name);
+  for (const std::string& dir : include_dirs) add(std::filesystem::path(dir) / name);
+  add(std::filesystem::path(name));
   return out;
 }
 
-// Files reachable from `roots` through quoted includes that `get` finds;
-// names it does not know are system or toolkit headers and are skipped.
 std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
-                                     const std::function<const std::string*(const std::string&)>& get) {
+                                     const std::function<const std::string*(const std::string&)>& get,
+                                     const std::vector<std::string>& include_dirs) {
   std::set<std::string> seen(roots.begin(), roots.end());
   std::vector<std::string> unread(roots.begin(), roots.end());  // found, not yet scanned
   while (!unread.empty()) {
@@ -200,8 +210,8 @@ std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
     unread.pop_back();
     const std::string* text = get(file);
     if (!text) continue;
-    for (const std::string& inc : QuotedIncludes(*text)) {
-      for (const std::string& cand : IncludeCandidates(file, inc)) {
+    for (const auto& [inc, angled] : IncludeTargets(*text)) {
+      for (const std::string& cand : IncludeCandidates(file, inc, angled, include_dirs)) {
         if (!get(cand)) continue;
         if (seen.insert(cand).second) unread.push_back(cand);
         break;

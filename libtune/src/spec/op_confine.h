@@ -27,6 +27,10 @@ namespace tune {
 // with '.', at most 255 bytes in all.
 Status CheckPackageFileName(const std::string& name);
 
+// True for a name of an include root (tune/op_spec.h IncludeRoots): 1 to
+// 64 of [A-Za-z0-9_.-], not starting with '.'.
+bool IsIncludeRootName(const std::string& name);
+
 // OK when `option` is on the allow-list of op NVRTC options: macros
 // (-D/-U, --define-macro/--undefine-macro), -use_fast_math, -lineinfo,
 // -ftz/-prec-div/-prec-sqrt/-fmad=true|false, -maxrregcount=N,
@@ -44,18 +48,24 @@ Status CheckCompileOption(const std::string& option);
 Status CheckIncludes(const std::string& file, const std::string& text,
                      const std::function<bool(const std::string& includer, const std::string& target)>& resolves);
 
-// `#include "..."` discovery, shared by ReadOpPackage, the parser and
-// SourceDigest.
+// #include discovery, shared by ReadOpPackage, the parser, SourceDigest and
+// IncludeRootsDigest.
 //
+// The literal targets of the #include lines of `text`: (target, angled).
+std::vector<std::pair<std::string, bool>> IncludeTargets(const std::string& text);
 // A file name inside the op folder, or nullopt when the name would leave it.
 std::optional<std::string> InFolder(const std::filesystem::path& p);
-// Candidates for `#include "name"` seen in `includer`: beside the includer
-// first, then the op folder's root (the preprocessor's quoted search order);
-// none that would leave the folder.
-std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name);
-// Files reachable from `roots` through quoted includes that `get` finds;
-// names it does not know are system or toolkit headers and are skipped.
+// Package candidates for an #include of `name` seen in `includer`, in the
+// preprocessor's search order: for "name", beside the includer first; then,
+// for both forms, each of `include_dirs` (the op's [op] include) and the op
+// folder's root. None that would leave the folder.
+std::vector<std::string> IncludeCandidates(const std::string& includer, const std::string& name, bool angled,
+                                           const std::vector<std::string>& include_dirs = {});
+// Files reachable from `roots` through includes that `get` finds among the
+// candidates; names it does not know are toolkit or include-root headers and
+// are skipped.
 std::set<std::string> IncludeClosure(const std::vector<std::string>& roots,
-                                     const std::function<const std::string*(const std::string&)>& get);
+                                     const std::function<const std::string*(const std::string&)>& get,
+                                     const std::vector<std::string>& include_dirs = {});
 
 }  // namespace tune

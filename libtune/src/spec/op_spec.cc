@@ -156,11 +156,12 @@ class SpecParser {
       return it == package_.end() ? nullptr : &it->second;
     };
     auto resolves = [&](const std::string& includer, const std::string& target) {
-      for (const std::string& cand : IncludeCandidates(includer, target))
+      for (const std::string& cand : IncludeCandidates(includer, target, false, spec_.include_dirs))
         if (get(cand)) return true;
       return false;
     };
-    for (const std::string& name : IncludeClosure({spec_.source_file, spec_.check.reference_file}, get)) {
+    for (const std::string& name :
+         IncludeClosure({spec_.source_file, spec_.check.reference_file}, get, spec_.include_dirs)) {
       const std::string* text = get(name);
       if (!text) continue;
       Status st = CheckIncludes(name, *text, resolves);
@@ -290,10 +291,11 @@ class SpecParser {
     const toml::table* op = Table("op", true, &st);
     if (!op) return st;
     TUNE_RETURN_IF_ERROR(OnlyKeys(*op, "[op]", {"name", "source", "kernel", "dims", "dtypes", "default",
-                                                "arch_specific", "options", "buckets"}));
+                                                "arch_specific", "options", "buckets", "include",
+                                                "include_roots"}));
     TUNE_RETURN_IF_ERROR(String(*op, "[op]", "name", true, &spec_.name));
     if (spec_.program) {
-      for (const char* k : {"source", "kernel", "arch_specific", "options"})
+      for (const char* k : {"source", "kernel", "arch_specific", "options", "include", "include_roots"})
         if (op->get(k)) return Err(std::string("[op] ") + k, "does not apply to a program op (its [program] builds it)");
     } else {
       TUNE_RETURN_IF_ERROR(String(*op, "[op]", "source", true, &spec_.source_file));
@@ -314,8 +316,28 @@ class SpecParser {
     if (op->get("options")) {
       TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "options", false, true, &spec_.compile_options, false));
     }
+    TUNE_RETURN_IF_ERROR(ParseIncludes(*op));
     TUNE_RETURN_IF_ERROR(ParseBuckets(*op));
     op_ = op;
+    return Status::OK();
+  }
+
+  // include = ["include"]: folders of the package; include_roots =
+  // ["cutlass"]: names each compiling host maps to a folder of its own.
+  Status ParseIncludes(const toml::table& op) {
+    TUNE_RETURN_IF_ERROR(Names(op, "[op]", "include", false, false, &spec_.include_dirs));
+    for (std::string& dir : spec_.include_dirs) {
+      const auto rel = InFolder(fs::path(dir));
+      if (!rel || *rel == ".") return Err("[op] include", "'" + dir + "' is not a folder inside the op folder");
+      dir = *rel;
+      const auto first = package_.lower_bound(dir + "/");
+      if (first == package_.end() || first->first.rfind(dir + "/", 0) != 0)
+        return Err("[op] include", "folder '" + dir + "' holds no file of the op package");
+    }
+    TUNE_RETURN_IF_ERROR(Names(op, "[op]", "include_roots", false, false, &spec_.include_roots));
+    for (const std::string& name : spec_.include_roots)
+      if (!IsIncludeRootName(name))
+        return Err("[op] include_roots", "'" + name + "' is not a root name (letters, digits, '_', '.', '-')");
     return Status::OK();
   }
 
@@ -775,17 +797,18 @@ class SpecParser {
   OpSpec spec_;
 };
 
-// What a program op's [program] files name: files, and folders read
-// whole (hidden entries left out: .git, editor files, caches). Bounded so
-// that a package still fits a unit's frame.
-Status ReadProgramFiles(const fs::path& root, const std::string& spec_file, const toml::table& doc,
-                        OpPackage* package) {
+// What a program op's [program] files and an op's [op] include name:
+// files, and folders read whole (hidden entries left out: .git, editor
+// files, caches). Bounded so that a package still fits a unit's frame
+// (a whole library belongs in an include root).
+Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const toml::array* files,
+                      const std::string& what, OpPackage* package) {
   constexpr size_t kMaxFiles = 1000;
   constexpr size_t kMaxBytes = size_t(32) << 20;
-  const toml::array* files = doc["program"]["files"].as_array();
   if (!files) return Status::OK();  // missing or odd: ParseOpSpec says so
-  const std::string field = spec_file + ": [program] files: ";
+  const std::string field = spec_file + ": " + what + ": ";
   size_t bytes = 0;
+  for (const auto& [name, text] : *package) bytes += text.size();
   auto add = [&](const fs::path& path, const std::string& rel) -> Status {
     if (package->count(rel)) return Status::OK();
     if (package->size() >= kMaxFiles) return Status::Error(field + "more than " + std::to_string(kMaxFiles) + " files");
@@ -873,7 +896,13 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     if (i < sources) roots.push_back(*rel);
   }
 
-  TUNE_RETURN_IF_ERROR(ReadProgramFiles(root, spec_file, doc.value(), &package));
+  TUNE_RETURN_IF_ERROR(ReadNamedFiles(root, spec_file, doc.value()["program"]["files"].as_array(), "[program] files", &package));
+  TUNE_RETURN_IF_ERROR(ReadNamedFiles(root, spec_file, doc.value()["op"]["include"].as_array(), "[op] include", &package));
+  std::vector<std::string> include_dirs;
+  if (const toml::array* dirs = doc.value()["op"]["include"].as_array())
+    for (const toml::node& d : *dirs)
+      if (auto rel = d.value<std::string>() ? InFolder(fs::path(*d.value<std::string>())) : std::nullopt)
+        include_dirs.push_back(*rel);
 
   std::map<std::string, bool> on_disk;
   auto get = [&](const std::string& name) -> const std::string* {
@@ -889,7 +918,7 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     if (!ok) return nullptr;
     return &(package[name] = std::move(contents));
   };
-  IncludeClosure(roots, get);
+  IncludeClosure(roots, get, include_dirs);
   return package;
 }
 

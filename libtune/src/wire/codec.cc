@@ -206,6 +206,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setScreenUs(m.screen_us);
   b.setArch(TextOf(m.arch));
   b.setUnchecked(m.unchecked);
+  b.setIncludeDigest(TextOf(m.include_digest));
 }
 
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
@@ -252,6 +253,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.screen_us = r.getScreenUs();
   m.arch = Txt(r.getArch(), budget, "arch");
   m.unchecked = r.getUnchecked();
+  m.include_digest = Txt(r.getIncludeDigest(), budget, "includeDigest");
   return m;
 }
 

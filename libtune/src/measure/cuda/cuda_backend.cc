@@ -80,6 +80,11 @@ Status CudaBackend::Spawn() {
   WireWriter init(MsgType::kInit);
   init.U32(cuda::kRunnerProtocolVersion);
   init.Str(opts_.cache_dir);
+  init.U32(static_cast<uint32_t>(cuda::ConfiguredIncludeRoots().size()));
+  for (const auto& [name, path] : cuda::ConfiguredIncludeRoots()) {
+    init.Str(name);
+    init.Str(path);
+  }
   if (Status s = runner_->Send(init.bytes()); !s.ok()) {
     // Typically a runner that could not even be exec'ed: its exit status says why.
     std::string how = runner_->Reap();

@@ -4,6 +4,7 @@
 #include <nvrtc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "measure/package_dir.h"
 #include "tune/cuda_backend.h"
 
 namespace tune::cuda {
@@ -143,9 +145,33 @@ void CompileCached(const OpSpec& spec, const std::string& source_file, const std
   job.source = src->second;
   job.entry = entry;
   job.options = options;
-  for (const auto& [name, text] : spec.package) {
-    if (name == "op.toml" || name == source_file) continue;
-    job.headers.emplace_back(name, text);
+  if (spec.include_dirs.empty()) {
+    // The package's files are the program's headers, by their names.
+    for (const auto& [name, text] : spec.package) {
+      if (name == "op.toml" || name == source_file) continue;
+      job.headers.emplace_back(name, text);
+    }
+  } else {
+    // Headers of include folders name each other relative to themselves,
+    // which NVRTC resolves only for files: the package is compiled from a
+    // folder, searched after the includer's own folder in the op's order
+    // (IncludeCandidates): its include folders, then its root.
+    auto dir = UnpackedPackage(spec, cache_dir.empty() ? (fs::temp_directory_path() / ("tunefarm-" + std::to_string(getuid()))).string()
+                                                       : cache_dir + "/packages");
+    if (!dir.ok()) {
+      ck->failure = FailureClass::kCompileError;
+      ck->failure_message = dir.status().message();
+      finish();
+      return;
+    }
+    job.file = *dir + "/" + source_file;
+    std::vector<std::string> search;
+    for (const std::string& inc : spec.include_dirs) search.push_back("-I" + *dir + "/" + inc);
+    search.push_back("-I" + *dir);
+    // Before the include roots' and the toolkit's folders.
+    const auto first_dir = std::find_if(job.options.begin(), job.options.end(),
+                                        [](const std::string& o) { return o.rfind("-I", 0) == 0; });
+    job.options.insert(first_dir, search.begin(), search.end());
   }
   NvrtcResult r = RunNvrtc(job);
   if (!r.ok) {
@@ -194,6 +220,15 @@ const std::string& CudaIncludeDir() {
   return dir;
 }
 
+namespace {
+IncludeRoots& IncludeRootsOfProcess() {
+  static IncludeRoots roots;
+  return roots;
+}
+}  // namespace
+
+const IncludeRoots& ConfiguredIncludeRoots() { return IncludeRootsOfProcess(); }
+
 std::vector<std::string> BaseOptions(const OpSpec& spec, const std::string& dtype, const std::string& arch) {
   std::vector<std::string> o;
   o.push_back("-arch=" + arch);
@@ -202,6 +237,13 @@ std::vector<std::string> BaseOptions(const OpSpec& spec, const std::string& dtyp
   for (char c : dtype) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   o.push_back("-DTUNE_DTYPE_" + upper);
   o.push_back("-DTUNE_T=" + DTypeCudaName(dtype));
+  // The op's include roots, searched after its package (whose headers are
+  // NVRTC's in-memory headers) and before the toolkit (a newer CCCL
+  // there wins over the toolkit's).
+  for (const std::string& name : spec.include_roots) {
+    auto it = ConfiguredIncludeRoots().find(name);
+    if (it != ConfiguredIncludeRoots().end()) o.push_back("-I" + it->second);
+  }
   if (!CudaIncludeDir().empty()) {
     o.push_back("-I" + CudaIncludeDir());
     // CUDA 13 keeps CUB, Thrust and libcu++ in include/cccl/, which nvcc
@@ -295,6 +337,20 @@ bool ParsePtxasResources(const std::string& log, const std::string& entry, Kerne
   return found;
 }
 
+bool StampKernelHash(const OpSpec& spec, CompiledKernel* ck) {
+  ck->kernel_hash = KernelHash(spec, NvrtcVersionString());
+  if (spec.include_roots.empty()) return true;
+  auto digest = IncludeRootsDigest(spec, ConfiguredIncludeRoots());
+  if (!digest.ok()) {
+    ck->failure = FailureClass::kCompileError;
+    ck->failure_message = digest.status().message();
+    return false;
+  }
+  ck->include_digest = *digest;
+  ck->kernel_hash = KernelHashWithIncludes(ck->kernel_hash, *digest);
+  return true;
+}
+
 CompiledKernel CompileBuiltin(const std::string& source, const std::string& entry, const std::string& dtype,
                               const std::string& arch, const std::string& cache_dir) {
   OpSpec builtin;
@@ -313,12 +369,14 @@ CompiledKernel CompileBuiltin(const std::string& source, const std::string& entr
 
 namespace tune {
 
+void SetIncludeRoots(IncludeRoots roots) { cuda::IncludeRootsOfProcess() = std::move(roots); }
+
 CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, const std::string& arch,
                                 const std::string& cache_dir) {
   CompiledKernel ck;
   ck.config_id = "reference";
-  ck.kernel_hash = KernelHash(spec, NvrtcVersionString());
   ck.arch = arch;
+  if (!cuda::StampKernelHash(spec, &ck)) return ck;
   if (cuda::DTypeCudaName(dtype).empty()) {
     ck.failure = FailureClass::kCompileError;
     ck.failure_message = spec.origin + ": unknown dtype '" + dtype + "'";
@@ -356,8 +414,8 @@ CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const
   CompiledKernel ck;
   ck.config = config;
   ck.config_id = config.Id();
-  ck.kernel_hash = KernelHash(spec, NvrtcVersionString());
   ck.arch = arch;
+  if (!cuda::StampKernelHash(spec, &ck)) return ck;
   if (cuda::DTypeCudaName(dtype).empty() || dtype == "i32") {
     ck.failure = FailureClass::kCompileError;
     ck.failure_message = spec.origin + ": unsupported sweep dtype '" + dtype + "'";

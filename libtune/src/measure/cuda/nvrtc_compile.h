@@ -20,8 +20,18 @@ std::string DTypeCudaName(const std::string& dtype);
 // Empty when none has it.
 const std::string& CudaIncludeDir();
 
-// Options every compile of `spec` for (dtype, arch) gets, params excluded.
+// The include roots of this process (SetIncludeRoots, tune/cuda_backend.h).
+const IncludeRoots& ConfiguredIncludeRoots();
+
+// Options every compile of `spec` for (dtype, arch) gets, params excluded:
+// among them -I for each of the op's include roots that this process has.
 std::vector<std::string> BaseOptions(const OpSpec& spec, const std::string& dtype, const std::string& arch);
+
+// Sets ck->kernel_hash: the op's KernelHash, or for an op with include
+// roots KernelHashWithIncludes of it and their IncludeRootsDigest (also in
+// ck->include_digest). False, with ck failed as a compile error, when the
+// roots cannot be read or one is not configured here.
+bool StampKernelHash(const OpSpec& spec, CompiledKernel* ck);
 
 // One NVRTC program.
 struct NvrtcJob {

@@ -67,6 +67,12 @@ int Runner::Serve() {
   if (init.Type() != MsgType::kInit) return kExitProtocol;
   uint32_t version = init.U32();
   cache_dir_ = init.Str();
+  IncludeRoots roots;
+  for (uint32_t i = 0, n = init.U32(); i < n && n <= 256; ++i) {
+    std::string name = init.Str();
+    roots[name] = init.Str();
+  }
+  SetIncludeRoots(std::move(roots));
   WireWriter hello(MsgType::kHello);
   hello.U32(kRunnerProtocolVersion);
   Status setup = version == kRunnerProtocolVersion

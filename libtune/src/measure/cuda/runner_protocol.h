@@ -5,7 +5,7 @@
 // the worker's own binary), so the encoding is a plain field sequence with a
 // protocol version checked once at start-up rather than a schema.
 //
-//   backend -> runner   kInit       version, cache dir
+//   backend -> runner   kInit       version, cache dir, include roots (count, name, path)
 //   runner  -> backend  kHello      version, ok, error, DeviceInfo
 //   backend -> runner   kPackage    digest, origin, files        (once per op digest)
 //   backend -> runner   kMeasure    MeasureRequest
@@ -23,7 +23,7 @@
 
 namespace tune::cuda {
 
-constexpr uint32_t kRunnerProtocolVersion = 7;
+constexpr uint32_t kRunnerProtocolVersion = 8;
 constexpr uint32_t kMaxFrameBytes = 1u << 30;
 
 enum class MsgType : uint8_t {

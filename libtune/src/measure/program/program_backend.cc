@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 
+#include "measure/package_dir.h"
 #include "measure/program/program_process.h"
 #include "measure/program/program_protocol.h"
 
@@ -187,43 +188,15 @@ class ProgramBackend : public Backend {
     return fs::path(package_dir) / ".tunefarm" / "build" / (dtype + "-" + config.Id());
   }
 
-  // The op's package unpacked once per digest under the work folder: written
-  // beside it and renamed into place, so that a reader never sees half of it.
+  // The op's package unpacked once per digest under the work folder.
   Result<std::string> PackageDir(const OpSpec& spec) {
     const std::string digest = PackageDigest(spec.package);
     std::lock_guard<std::mutex> lock(dir_mu_);
     auto known = dirs_.find(digest);
     if (known != dirs_.end()) return known->second;
-    const fs::path dir = fs::path(options_.work_dir) / "packages" / digest;
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
-      const fs::path tmp = dir.string() + ".tmp." + std::to_string(getpid()) + "." +
-                           std::to_string(std::random_device{}());
-      for (const auto& [name, text] : spec.package) {
-        const fs::path file = tmp / name;  // names are checked plain relative ones (op_confine.h)
-        fs::create_directories(file.parent_path(), ec);
-        std::ofstream out(file, std::ios::binary);
-        out << text;
-        out.close();
-        // Scripts and binaries keep what makes them runnable: the package
-        // holds contents, not modes.
-        if (text.rfind("#!", 0) == 0 || text.rfind("\x7f" "ELF", 0) == 0)
-          fs::permissions(file, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add, ec);
-        if (ec || !out) {
-          fs::remove_all(tmp, ec);
-          return Status::Error("cannot unpack op '" + spec.name + "' into " + tmp.string());
-        }
-      }
-      fs::rename(tmp, dir, ec);
-      if (ec) {
-        // Another backend of this host unpacked it first: theirs serves.
-        std::error_code ignored;
-        fs::remove_all(tmp, ignored);
-        if (!fs::is_directory(dir, ignored))
-          return Status::Error("cannot unpack op '" + spec.name + "' into " + dir.string() + ": " + ec.message());
-      }
-    }
-    return dirs_[digest] = dir.string();
+    auto dir = UnpackedPackage(spec, (fs::path(options_.work_dir) / "packages").string());
+    if (!dir.ok()) return dir.status();
+    return dirs_[digest] = *dir;
   }
 
   Measurement RunOnce(const OpSpec& spec, const std::string& dir, const program::Request& r) {

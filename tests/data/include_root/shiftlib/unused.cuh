@@ -1,0 +1,2 @@
+// No op includes this: changing it changes no kernel hash.
+#pragma once
