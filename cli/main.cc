@@ -197,6 +197,10 @@ int main(int argc, char** argv) {
   oc->add_option("dir", opcheck.dir, "Op folder (op.toml and its sources)")->required();
   oc->add_option("--arch", opcheck.archs, "Architectures to compile for")->delimiter(',')->capture_default_str();
   oc->add_option("--gpu", opcheck.gpus, "Count legal configs on these known models only");
+  oc->add_option("--coordinator", opcheck.coordinator,
+                 "Also count legal configs on the GPU models of this running coordinator's live workers");
+  oc->add_option("--curve-key", opcheck.curve_key, "CURVE secret key file of this client (with --coordinator)");
+  oc->add_option("--coordinator-key", opcheck.coordinator_key, "CURVE public key file of the coordinator");
   oc->add_option("--include-root", opcheck.include_roots,
                  "NAME=PATH: where the op's include root NAME is, as a worker's --include-root");
   oc->add_option("--shape", opcheck.shapes,

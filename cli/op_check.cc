@@ -8,10 +8,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "client.h"
 #include "tune/config_space.h"
 #include "tune/known_gpus.h"
 #include "tune/op_spec.h"
 #include "tune/program_backend.h"
+#include "tune/protocol.h"
 #include "tune/text.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "tune/cuda_backend.h"
@@ -65,11 +67,14 @@ bool CheckShapes(const OpSpec& spec, const OpCheckArgs& args, const DeviceInfo& 
 
 // Counts legal configs per known model; false when a space could not be
 // explained (a rule that does not compile).
-bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args) {
+// `models`: the known GPUs, then the live ones of a farm (marked "live").
+bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<DeviceInfo>& models) {
   std::printf("legal configs per GPU model (of %llu raw points; dsize of the largest dtype):\n",
               static_cast<unsigned long long>(RawSpaceSize(spec)));
   bool ok = true;
-  for (const DeviceInfo& d : KnownGpus()) {
+  const size_t known = KnownGpus().size();
+  for (size_t i = 0; i < models.size(); ++i) {
+    const DeviceInfo& d = models[i];
     if (!args.gpus.empty() && std::find(args.gpus.begin(), args.gpus.end(), d.model) == args.gpus.end()) continue;
     auto ex = ExplainSpace(spec, d);
     if (!ex.ok()) {
@@ -77,8 +82,8 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args) {
       ok = false;
       continue;
     }
-    std::printf("  %-22s sm_%d%d  %8llu legal\n", d.model.c_str(), d.cc_major, d.cc_minor,
-                static_cast<unsigned long long>(ex->legal));
+    std::printf("  %-22s sm_%d%d  %8llu legal%s\n", d.model.c_str(), d.cc_major, d.cc_minor,
+                static_cast<unsigned long long>(ex->legal), i >= known ? "  (live in the farm)" : "");
     for (size_t r = 0; r < spec.constraints.size(); ++r) {
       if (ex->rejected[r] == 0) continue;
       std::printf("      rule[%zu] %-50s prunes %llu (first to reject %llu)\n", r, spec.constraints[r].c_str(),
@@ -209,7 +214,20 @@ int RunOpCheck(const OpCheckArgs& args) {
   std::printf("op %s (%s): %zu params, dims %s, dtypes %s, %zu rules, %zu shape rules (rules that read dims)\n",
               spec->name.c_str(), args.dir.c_str(), spec->axes.size(), Join(spec->dims).c_str(),
               Join(spec->dtypes).c_str(), spec->constraints.size(), spec->shape_constraints.size());
-  bool ok = CheckSpaces(*spec, args);
+  std::vector<DeviceInfo> models = KnownGpus();
+  if (!args.coordinator.empty()) {
+    CoordinatorClient client(args.coordinator, 10, args.curve_key, args.coordinator_key);
+    auto reply = client.Call(SweepStatusRequest{});
+    const auto* status = reply.ok() ? std::get_if<SweepStatus>(&*reply) : nullptr;
+    if (!status) {
+      std::fprintf(stderr, "tunefarm: --coordinator %s: %s\n", args.coordinator.c_str(),
+                   reply.ok() ? "unexpected reply" : reply.status().message().c_str());
+      return 1;
+    }
+    if (status->devices.empty()) std::printf("the farm at %s has no live worker\n", args.coordinator.c_str());
+    models.insert(models.end(), status->devices.begin(), status->devices.end());
+  }
+  bool ok = CheckSpaces(*spec, args, models);
   if (spec->program) return CheckBuilds(*spec, args) && ok ? 0 : 1;
   auto roots = ParseIncludeRoots(args.include_roots);
   if (!roots.ok()) {

@@ -15,6 +15,8 @@ struct OpCheckArgs {
   bool all = false;                            // compile every legal config, not a sample
   int sample = 8;                              // configs compiled per dtype and arch
   std::vector<std::string> include_roots;      // NAME=PATH, as a worker's --include-root
+  // A running coordinator: count legal configs on its live GPU models too.
+  std::string coordinator, curve_key, coordinator_key;
 };
 
 // Parses the op; counts its legal configs on each known GPU model, naming the

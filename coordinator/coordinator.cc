@@ -146,6 +146,10 @@ SweepStatus Coordinator::Impl::StatusOf(const std::string& sweep_id) const {
   st.sweeps = scheduler.Progress(sweep_id);
   st.workers = static_cast<uint32_t>(workers.size());
   st.store_fault = store_fault;
+  std::set<std::string> models;
+  for (const auto& [id, peer] : workers)
+    for (const auto& d : peer.devices)
+      if (models.insert(d.model).second) st.devices.push_back(d);
   return st;
 }
 

@@ -159,6 +159,7 @@ struct SweepStatus @0xe19eb29d97a24191 {
   sweeps @0 :List(SweepProgress);
   workers @1 :UInt32;
   storeFault @2 :Text;        # non-empty while store writes fail (no leasing)
+  devices @3 :List(Records.DeviceInfo);  # one device of each live GPU model
 }
 
 # Either direction: a request was refused; the text is for people.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "support/process.h"
 #include "support/temp_dir.h"
 #include "tune/config_space.h"
 #include "tune/known_gpus.h"
@@ -56,6 +57,34 @@ TEST(OpCheck, CountsLegalConfigsAsTheFarmEnumeratesThemAndCompilesASample) {
   }
   EXPECT_EQ(r.output.find("a100-sxm4-80gb"), std::string::npos) << "--gpu limits the models";
   EXPECT_NE(r.output.find("prunes"), std::string::npos);
+}
+
+// With --coordinator, the GPU models of a farm's live workers are counted
+// too, with the limits their workers reported.
+TEST(OpCheck, CountsLegalConfigsOnTheLiveModelsOfAFarm) {
+  testing::TempDir dir;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+  testing::Child coordinator({TUNEFARM_BINARY, "coordinator", "--bind", endpoint, "--store", dir.Sub("store")},
+                             dir.Sub("coordinator.log"));
+  testing::Child worker({TUNEFARM_BINARY, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "a100"},
+                        dir.Sub("worker.log"));
+  auto spec = LoadOpSpec(kOps + "/gemm");
+  ASSERT_TRUE(spec.ok());
+  CommandRun r;
+  for (int i = 0; i < 50; ++i) {  // until the worker said hello
+    r = OpCheck(kOps + "/gemm --sample 1 --arch sm_80 --gpu sim-a100 --coordinator " + endpoint);
+    if (r.output.find("sim-a100") != std::string::npos) break;
+    ::usleep(100000);
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("  sim-a100 ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string row = r.output.substr(at, r.output.find('\n', at) - at);
+  EXPECT_NE(row.find("(live in the farm)"), std::string::npos) << row;
+  EXPECT_NE(row.find("sm_80"), std::string::npos) << row;
+  const CommandRun nowhere = OpCheck(kOps + "/gemm --coordinator tcp://127.0.0.1:" + std::to_string(testing::FreePort()));
+  EXPECT_EQ(nowhere.exit_code, 1) << nowhere.output;
+  EXPECT_NE(nowhere.output.find("--coordinator"), std::string::npos) << nowhere.output;
 }
 
 TEST(OpCheck, NamesTheRuleThatEmptiesASpaceAndFailsOnABrokenOp) {

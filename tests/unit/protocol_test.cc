@@ -310,8 +310,16 @@ TEST(ProtocolTest, SweepStatusRoundTrip) {
   p.expanding = {"h200"};
   p.failed_by_class = {{"compile_error", 60}, {"timeout", 7}};
   s.sweeps = {p, SweepProgress{}};
+  DeviceInfo dev;
+  dev.model = "h100-80gb-hbm3";
+  dev.cc_major = 9;
+  dev.smem_per_block_optin = 232448;
+  s.devices = {dev};
   auto out = std::get<SweepStatus>(RoundTrip(Wrap(s)).command);
   EXPECT_EQ(out.workers, 17u);
+  ASSERT_EQ(out.devices.size(), 1u);
+  EXPECT_EQ(out.devices[0].model, "h100-80gb-hbm3");
+  EXPECT_EQ(out.devices[0].smem_per_block_optin, 232448);
   ASSERT_EQ(out.sweeps.size(), 2u);
   EXPECT_EQ(Tie(out.sweeps[0]), Tie(p));
   const SweepProgress empty;

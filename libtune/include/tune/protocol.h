@@ -122,6 +122,9 @@ struct SweepStatus {
   // Non-empty while the coordinator's store refuses writes (disk full):
   // why; no units are leased until writes succeed again.
   std::string store_fault;
+  // One device of each GPU model that a live worker serves: the farm's
+  // models with their limits (`op check --coordinator` counts spaces on them).
+  std::vector<DeviceInfo> devices;
 };
 struct ErrorReply {
   std::string message;

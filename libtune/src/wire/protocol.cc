@@ -83,6 +83,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             auto b = cmd.initSweepStatus();
             b.setWorkers(s.workers);
             b.setStoreFault(TextOf(s.store_fault));
+            SetList(b.initDevices(s.devices.size()), s.devices,
+                    [](auto d, const DeviceInfo& v) { SetDevice(d, v); });
             SetList(b.initSweeps(s.sweeps.size()), s.sweeps,
                     [](auto p, const SweepProgress& v) {
                       p.setSweepId(TextOf(v.sweep_id));
@@ -193,6 +195,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       SweepStatus s;
       s.workers = r.getWorkers();
       s.store_fault = Txt(r.getStoreFault(), budget, "storeFault", kMaxMessageBytes);
+      s.devices = GetList<DeviceInfo>(r.getDevices(), budget,
+                                      [&](wire::DeviceInfo::Reader d) { return GetDevice(d, budget); });
       s.sweeps = GetList<SweepProgress>(r.getSweeps(), budget, [&](wire::SweepProgress::Reader p) {
         SweepProgress v;
         v.sweep_id = Txt(p.getSweepId(), budget, "sweepId");
