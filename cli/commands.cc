@@ -452,7 +452,8 @@ int RunResults(const QueryArgs& args, bool best_only) {
   if (args.full_log)
     for (const Measurement& m : rows)
       if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
-  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format);
+  const auto profiles = ProfilesOf(**store, rows);
+  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, profiles);
   for (const Measurement& m : failed) {
     std::printf("\n== %s %s %s %s %s: %s\n%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), m.shape.c_str(),
                 m.config.Canonical().c_str(), FailureClassName(m.failure), m.failure_message.c_str());
@@ -658,6 +659,10 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (!sweep.ok()) return Fail(sweep.status().message());
   if (args.configs_per_unit) sweep->configs_per_unit = args.configs_per_unit;
   if (args.confirm_top) sweep->confirm_top = args.confirm_top;
+  if (args.profile_top) {
+    sweep->profile_top = args.profile_top;
+    sweep->confirm_top = std::max(sweep->confirm_top, sweep->profile_top);  // profiles come from confirm units
+  }
   if (args.confirm_seconds > 0) sweep->confirm_seconds = args.confirm_seconds;
   if (!args.confirm_timing.empty() && !ParseConfirmTiming(args.confirm_timing, &sweep->confirm_timing))
     return Usage("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
@@ -704,7 +709,8 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   std::map<std::string, uint64_t> failures;  // by class
   for (const Measurement& m : rows)
     if (m.failure != FailureClass::kNone) ++failures[FailureClassName(m.failure)];
-  PrintMeasurements(stdout, std::move(rows), ops, format);
+  const auto profiles = ProfilesOf(store, rows);
+  PrintMeasurements(stdout, std::move(rows), ops, format, profiles);
   std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
               "%.2f s = %.2f configs/s on %zu device(s)\n"
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "

@@ -76,6 +76,7 @@ struct TuneArgs {
   unsigned sim_workers = 1;
   uint32_t configs_per_unit = 0;
   uint32_t confirm_top = 0;        // 0 = the sweep file's (none without one)
+  uint32_t profile_top = 0;        // 0 = the sweep file's (none without one)
   double confirm_seconds = 0;      // 0 = the sweep file's, else kDefaultConfirmSeconds
   std::string confirm_timing;      // "" = the sweep file's, else kDefaultConfirmTiming
   bool one_pass = false;           // no refine pass (SweepSubmit::refine_pass)

@@ -236,6 +236,10 @@ int main(int argc, char** argv) {
   t->add_option("--confirm-top", tune_args.confirm_top,
                 "Confirm phase: time the N fastest configs of each shape again together at the end")
       ->capture_default_str();
+  t->add_option("--profile-top", tune_args.profile_top,
+                "Profile the N fastest configs of each shape with Nsight Compute (ncu) after the confirm phase; "
+                "`results` then shows their bottleneck")
+      ->check(CLI::Range(0u, kMaxConfirmTop));
   t->add_option("--confirm-seconds", tune_args.confirm_seconds,
                 "Confirm phase: seconds of interleaved timing per shape (default: the sweep file's, else 2)")
       ->check(CLI::Range(0.01, 3600.0));

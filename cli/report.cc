@@ -28,8 +28,38 @@ bool ParseOutputFormat(const std::string& text, OutputFormat* out) {
   return true;
 }
 
-void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
-                       const std::map<std::string, OpSpec>& ops, OutputFormat format) {
+std::string ProfileKey(const Measurement& m) {
+  return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape + '\0' + m.kernel_hash + '\0' + m.config_id;
+}
+
+std::map<std::string, KernelProfile> ProfilesOf(ResultStore& store, const std::vector<Measurement>& rows) {
+  std::map<std::string, KernelProfile> out;
+  for (const Measurement& m : rows) {
+    if (!m.Valid()) continue;
+    auto p = store.GetProfile(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash, m.config_id);
+    if (p.ok()) out.emplace(ProfileKey(m), std::move(*p));
+  }
+  return out;
+}
+
+std::string DescribeProfile(const KernelProfile& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "; occupancy %.0f%%, DRAM %.1f MB in %.1f us", p.occupancy_pct, p.dram_bytes / 1e6,
+                p.duration_us);
+  std::string text = p.bottleneck + "-bound: " + p.why + buf;
+  for (size_t i = 0; i < p.stalls.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", i ? ", " : "; stalls ", p.stalls[i].first.c_str(), p.stalls[i].second);
+    text += buf;
+  }
+  return text + " (" + (p.tool == "sim" ? "SIMULATED" : p.tool) + ")";
+}
+
+void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
+                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles) {
+  auto profile_of = [&profiles](const Measurement& m) -> const KernelProfile* {
+    auto it = profiles.find(ProfileKey(m));
+    return it == profiles.end() ? nullptr : &it->second;
+  };
   auto group = [](const Measurement& m) {
     return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
   };
@@ -72,6 +102,14 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
       if (m.screen_us > 0) j["screen_us"] = m.screen_us;
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
+      if (const KernelProfile* p = profile_of(m)) {
+        nlohmann::json stalls = nlohmann::json::array();
+        for (const auto& [reason, cycles] : p->stalls) stalls.push_back({{"reason", reason}, {"cycles_per_issue", cycles}});
+        j["profile"] = {{"bottleneck", p->bottleneck}, {"why", p->why}, {"compute_pct", p->compute_pct},
+                        {"memory_pct", p->memory_pct}, {"occupancy_pct", p->occupancy_pct},
+                        {"dram_bytes", p->dram_bytes}, {"duration_us", p->duration_us}, {"stalls", stalls},
+                        {"tool", p->tool}, {"report_bytes", p->report.size()}};
+      }
       arr.push_back(std::move(j));
     }
     std::fprintf(out, "%s\n", DumpJson(arr, 2).c_str());
@@ -80,19 +118,21 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
   if (format == OutputFormat::kCsv) {
     std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
                       "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason,"
-                      "confirmed,confirm_timing,refined,screen_us\n");
+                      "confirmed,confirm_timing,refined,screen_us,bottleneck,compute_pct,memory_pct\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
       const double tp = throughput(m, &unit);
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f\n",
+      const KernelProfile* p = profile_of(m);
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
                    CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
                    m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
                    static_cast<int>(winner[i]), CsvField(FirstLine(m.failure_message)).c_str(),
                    int(m.confirmed), m.confirmed ? ConfirmTimingName(m.confirm_timing) : "", int(m.refined),
-                   m.screen_us);
+                   m.screen_us, p ? p->bottleneck.c_str() : "", p ? std::to_string(p->compute_pct).c_str() : "",
+                   p ? std::to_string(p->memory_pct).c_str() : "");
     }
     return;
   }
@@ -118,6 +158,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
                    m.confirmed ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
                    : m.refined ? ", refined"
                                : "");
+      if (const KernelProfile* p = profile_of(m)) std::fprintf(out, "      profile: %s\n", DescribeProfile(*p).c_str());
     } else {
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", m.config.Canonical().c_str(),
                    "-", "-", "-", "-", FailureClassName(m.failure),

@@ -10,6 +10,7 @@
 #include "tune/bundle.h"
 #include "tune/op_spec.h"
 #include "tune/protocol.h"
+#include "tune/result_store.h"
 #include "tune/types.h"
 
 namespace tune {
@@ -18,11 +19,22 @@ enum class OutputFormat { kTable, kCsv, kJson };
 // "table" | "csv" | "json"; false when unknown.
 bool ParseOutputFormat(const std::string& text, OutputFormat* out);
 
+// The profiles the store keeps of `rows` (ResultStore::GetProfile), by
+// ProfileKey.
+std::map<std::string, KernelProfile> ProfilesOf(ResultStore& store, const std::vector<Measurement>& rows);
+std::string ProfileKey(const Measurement& m);
+// "memory-bound: memory 92%, compute 15% of peak: ...; occupancy 87%,
+// DRAM 134.2 MB in 45.1 us; stalls long_scoreboard 12.3, wait 2.1 (ncu 2025.3.1)".
+std::string DescribeProfile(const KernelProfile& p);
+
 // Every measurement, grouped by (gpu, op, dtype, shape) and sorted fastest
 // first; the winner of each group is marked '*' in tables and "winner": true
 // in JSON/CSV; failures show their class and the first line of the reason.
-void PrintMeasurements(FILE* out, std::vector<Measurement> rows,
-                       const std::map<std::string, OpSpec>& ops, OutputFormat format);
+// A row with a profile in `profiles` (by ProfileKey) shows its bottleneck
+// class and figures: a line under it in tables, "profile" in JSON, the
+// bottleneck and throughput shares in CSV.
+void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
+                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles = {});
 
 void PrintBundle(FILE* out, const Bundle& b);
 

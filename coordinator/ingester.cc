@@ -65,6 +65,25 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
   return rows;
 }
 
+Status CheckProfiles(const IngestJob& job, const Results& results) {
+  const LeasedUnit& u = *job.unit;
+  std::set<std::pair<std::string, std::string>> rows;  // (config, kernel hash) of the batch
+  for (const Measurement& m : results.measurements) rows.insert({m.config_id, m.kernel_hash});
+  std::set<std::string> seen;
+  for (size_t i = 0; i < results.profiles.size(); ++i) {
+    const KernelProfile& p = results.profiles[i];
+    const std::string where = "profile " + std::to_string(i) + ": ";
+    if (Status st = CheckProfile(p); !st.ok()) return st.WithPrefix(where);
+    if (p.gpu_model != u.gpu_model || p.op != u.op || p.dtype != u.dtype || p.shape != u.shape)
+      return Status::Error(where + "of " + p.gpu_model + " " + p.op + "/" + p.dtype + " " + p.shape + " in a unit of " +
+                           u.gpu_model + " " + u.op + "/" + u.dtype + " " + u.shape);
+    if (!rows.count({p.config_id, p.kernel_hash}))
+      return Status::Error(where + "config " + p.config_id + " without a row of its kernel in the batch");
+    if (!seen.insert(p.config_id).second) return Status::Error(where + "config " + p.config_id + " twice");
+  }
+  return Status::OK();
+}
+
 Status CheckKernels(const IngestJob& job, const Results& results) {
   const LeasedUnit& u = *job.unit;
   // The checked rows of the batch, once: a batch of many cubins and rows
@@ -129,6 +148,7 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   if (!results) return reject("expected results");
   auto rows = RowsToStore(job, *results);
   Status kernels = rows.ok() ? CheckKernels(job, *results) : Status::OK();
+  if (kernels.ok() && rows.ok()) kernels = CheckProfiles(job, *results);
   if (!rows.ok() || !kernels.ok()) {
     out.kind = IngestOutcome::Kind::kRefused;
     out.error = rows.ok() ? kernels.message() : rows.status().message();
@@ -152,6 +172,14 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
       return out;
     }
     ++out.kernels;
+  }
+  for (const KernelProfile& p : results->profiles) {
+    st = store_->PutProfile(p);
+    if (!st.ok()) {
+      out.kind = IngestOutcome::Kind::kStoreFailed;
+      out.error = st.message();
+      return out;
+    }
   }
   // The failure count is exact only when every row is new; a batch with
   // duplicates counts none rather than guess which rows were new.

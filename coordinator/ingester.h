@@ -103,6 +103,12 @@ struct IngestOutcome {
 // A row's `arch`, where set, must be one of the sender's (job.archs).
 Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results& results);
 
+// Why the profiles of `results` may not be stored for `job`; OK when they
+// may: each of a config and the shape of the unit, of the unit's model, op
+// and dtype, with the kernel hash of a row of its config in the batch, and
+// values CheckProfile takes.
+Status CheckProfiles(const IngestJob& job, const Results& results);
+
 // Why the cubins of `results` may not be stored for `job`; OK when they may.
 // Each must pass CheckKernelImage (an ELF whose SHA-256 is the one claimed,
 // of bounded size), name one of the sender's kernel hashes and

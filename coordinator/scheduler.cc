@@ -445,7 +445,12 @@ void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
 }
 
 double Scheduler::LeaseSeconds(const Unit& u) const {
-  return opts_.lease_base_seconds + u.confirm_seconds + opts_.lease_per_pair_seconds * double(u.Pairs());
+  // A confirm unit of a profiling sweep also runs the profiler on its
+  // fastest: a process start and the kernel's replays each.
+  constexpr double kProfileSeconds = 120;
+  const uint32_t profiles = u.kind == UnitKind::kConfirm ? sweeps_.at(u.sweep_id).submit.profile_top : 0;
+  return opts_.lease_base_seconds + u.confirm_seconds + opts_.lease_per_pair_seconds * double(u.Pairs()) +
+         kProfileSeconds * double(std::min<size_t>(profiles, u.Pairs()));
 }
 
 WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
@@ -467,6 +472,7 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
   if (u.confirm_seconds > 0) w.confirm_timing = sweep.submit.confirm_timing;
   w.refine_best_us = u.refine_best_us;
   w.screen_only = u.kind == UnitKind::kScreen && sweep.submit.refine_pass && near_best_;
+  if (u.kind == UnitKind::kConfirm) w.profile_top = sweep.submit.profile_top;
   return w;
 }
 

@@ -73,6 +73,8 @@ struct WorkUnit @0xc9207a1fbc05099f {
   # A screening unit of a sweep with a refine pass: time every config only
   # to rank it; the contenders get the refine pass.
   screenOnly @13 :Bool;
+  # A confirm unit: profile its fastest N configs once they are timed.
+  profileTop @14 :UInt32;
 }
 
 # Worker -> coordinator: a batch of measurements of one unit.
@@ -85,6 +87,9 @@ struct Results @0xb4c1ed0f8fb2828f {
   # The cubins of this batch's checked configs, each once per connection:
   # the coordinator stores them beside the rows (ResultStore::PutKernel).
   kernels @5 :List(Records.KernelImage);
+  # Profiles of the batch's configs (a confirm unit of a sweep with
+  # profileTop): each of a config and the shape of the unit.
+  profiles @6 :List(Records.KernelProfile);
 }
 
 # Coordinator -> worker: a batch is stored (duplicates counted once).
@@ -111,6 +116,7 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   confirmSeconds @8 :Float64;       # per (op, dtype, shape) and model
   confirmTiming @9 :Records.ConfirmTiming;  # absent (older clients): sustained
   refinePass @10 :Bool;             # absent (older clients): one pass
+  profileTop @11 :UInt32;           # profile the fastest N of each key (0 = none)
 }
 
 

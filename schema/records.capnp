@@ -160,6 +160,33 @@ struct KernelImage @0xc3b0a5f1d2e47a19 {
   image @5 :Data;             # the cubin (ELF)
 }
 
+# Nsight Compute figures of one measured (config, shape) (tune::KernelProfile),
+# kept beside its measurement under the same key.
+struct KernelProfile @0xfce40c96b0d5b966 {
+  gpuModel @0 :Text;
+  op @1 :Text;
+  dtype @2 :Text;
+  shape @3 :Text;
+  kernelHash @4 :Text;
+  configId @5 :Text;
+  computePct @6 :Float64;
+  memoryPct @7 :Float64;
+  occupancyPct @8 :Float64;
+  dramBytes @9 :Float64;
+  durationUs @10 :Float64;
+  stalls @11 :List(NamedFigure);   # largest first
+  bottleneck @12 :Text;            # "memory" | "compute" | "latency"
+  why @13 :Text;
+  tool @14 :Text;                  # "ncu 2025.3.1" | "sim"
+  report @15 :Data;                # the .ncu-rep file; empty for sim
+}
+
+# A named figure (a stall reason and its cycles per issued instruction).
+struct NamedFigure @0xe2a4c31e6d7b5f08 {
+  name @0 :Text;
+  value @1 :Float64;
+}
+
 # How a confirm phase times its contenders (tune::ConfirmTiming).
 enum ConfirmTiming {
   sustained @0;   # back-to-back windows, round-robin: speed under load

@@ -297,6 +297,7 @@ struct Worker::Impl : HttpStatusSource {
   struct Pending {
     std::vector<Measurement> rows;
     std::vector<KernelImage> kernels;
+    std::vector<KernelProfile> profiles;
     size_t kernel_bytes = 0;
     std::set<std::string> kernels_taken;  // of this unit: each cubin travels once
 
@@ -324,10 +325,43 @@ struct Worker::Impl : HttpStatusSource {
     r.final = final;
     r.measurements = std::move(pending->rows);
     r.kernels = std::move(pending->kernels);
+    r.profiles = std::move(pending->profiles);
+    pending->profiles.clear();
     pending->rows.clear();
     pending->kernels.clear();
     pending->kernel_bytes = 0;
     Post(push, std::move(r));
+  }
+
+  // Profiles the unit.profile_top fastest valid rows [first, last) of a
+  // confirm unit's shape (`kernels[i]` measured row first + i). A backend
+  // that cannot profile says why once per unit, in the log; the rows stand.
+  void ProfileFastest(Backend& backend, const OpSpec& spec, const WorkUnit& unit, const std::vector<CompiledKernel>& kernels,
+                      std::vector<Measurement>::const_iterator first, std::vector<Measurement>::const_iterator last,
+                      Pending* pending) {
+    std::vector<size_t> order;
+    for (auto it = first; it != last; ++it)
+      if (it->Valid()) order.push_back(size_t(it - first));
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a].median_us < first[b].median_us; });
+    if (order.size() > unit.profile_top) order.resize(unit.profile_top);
+    for (size_t i : order) {
+      const Measurement& m = first[i];
+      auto p = backend.ProfileKernel(spec, unit.dtype, kernels[i], unit.shapes.front());
+      if (!p.ok()) {
+        Log(log::Level::kWarn, "no profile", {{"worker", opts.name}, {"unit", std::to_string(unit.unit_id)},
+                                              {"config", m.config_id}, {"error", p.status().message()}});
+        return;
+      }
+      p->gpu_model = m.gpu_model;
+      p->op = m.op;
+      p->dtype = m.dtype;
+      p->shape = m.shape;
+      p->kernel_hash = m.kernel_hash;
+      p->config_id = m.config_id;
+      Log(log::Level::kInfo, "profiled", {{"worker", opts.name}, {"op", m.op}, {"shape", m.shape},
+                                          {"config", m.config_id}, {"bottleneck", p->bottleneck}, {"why", p->why}});
+      pending->profiles.push_back(std::move(*p));
+    }
   }
 
   // Tells the socket thread that the device may take its next unit while it
@@ -445,6 +479,7 @@ struct Worker::Impl : HttpStatusSource {
           pending.AddKernel(m, valid[j]);
           rows.push_back(std::move(m));
         }
+        if (unit.profile_top > 0) ProfileFastest(backend, *spec, unit, valid, rows.end() - valid.size(), rows.end(), &pending);
       }
       for (const Measurement& m : rows) CountRow(dev.model, m, /*again=*/true);
       {

@@ -157,5 +157,27 @@ TEST(ResultsCommand, ShowsOneConfigsWholeFailureLog) {
   EXPECT_NE(r.output.find("no results match the filter"), std::string::npos) << r.output;
 }
 
+// A sweep's profile_top profiles each key's fastest in its confirm unit (the
+// sim backend's profiles are simulated); the profiles travel through the
+// coordinator into the store, and results, best and compare show them.
+TEST(ResultsCommand, ShowsTheProfilesOfASweepsFastest) {
+  tune::testing::TempDir dir;
+  const std::string store = dir.path() + "/db";
+  CommandRun r = Tunefarm("tune --op rmsnorm --dtype f16 --shape ROWS=4096,N=1024 --ops-dir " + kOps + " --store " +
+                          store + " --bundle " + dir.path() + "/b --backend sim --profile-top 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = Tunefarm("results --store " + store);
+  size_t profiles = 0;
+  for (size_t at = r.output.find("profile: "); at != std::string::npos; at = r.output.find("profile: ", at + 1)) ++profiles;
+  EXPECT_EQ(profiles, 2u) << r.output;
+  EXPECT_NE(r.output.find("-bound: memory "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(SIMULATED)"), std::string::npos) << r.output;
+  r = Tunefarm("best --store " + store + " --format json");
+  EXPECT_NE(r.output.find("\"bottleneck\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"tool\": \"sim\""), std::string::npos) << r.output;
+  r = Tunefarm("compare --store " + store);
+  EXPECT_NE(r.output.find("-bound: "), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace tune

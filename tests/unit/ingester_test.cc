@@ -237,6 +237,40 @@ TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoo
   }
 }
 
+// A profile is of a row of the batch, on the unit's key, with values in range.
+TEST(CheckProfiles, RefusesProfilesThatAreNotOfTheBatchOrOutOfRange) {
+  IngestJob job = Job(Frame(0, {}));
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}};
+  KernelProfile p;
+  p.gpu_model = "h100";
+  p.op = "gemm";
+  p.dtype = "f16";
+  p.shape = "N=1024";
+  p.kernel_hash = "kh";
+  p.config_id = Cfg(64).Id();
+  p.memory_pct = 90;
+  ClassifyBottleneck(&p);
+  r.profiles = {p};
+  EXPECT_TRUE(CheckProfiles(job, r).ok()) << CheckProfiles(job, r).message();
+  const std::pair<const char*, std::function<void(KernelProfile&)>> bad[] = {
+      {"without a row", [](KernelProfile& q) { q.config_id = Cfg(128).Id(); }},
+      {"without a row", [](KernelProfile& q) { q.kernel_hash = "other"; }},
+      {"in a unit of", [](KernelProfile& q) { q.shape = "N=2048"; }},
+      {"in a unit of", [](KernelProfile& q) { q.gpu_model = "a100"; }},
+      {"memory_pct", [](KernelProfile& q) { q.memory_pct = std::nan(""); }},
+      {"bottleneck", [](KernelProfile& q) { q.bottleneck = "none"; }},
+  };
+  for (const auto& [want, spoil] : bad) {
+    Results spoiled = r;
+    spoil(spoiled.profiles[0]);
+    Status st = CheckProfiles(job, spoiled);
+    ASSERT_FALSE(st.ok()) << want;
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+  }
+  r.profiles = {p, p};
+  EXPECT_NE(CheckProfiles(job, r).message().find("twice"), std::string::npos);
+}
+
 // Cubins come with a checked row of their config from the sender's own
 // architecture; anything else refuses the batch.
 TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {

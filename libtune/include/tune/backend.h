@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tune/op_spec.h"
+#include "tune/profile.h"
 #include "tune/status.h"
 #include "tune/types.h"
 
@@ -160,6 +161,18 @@ class Backend {
   virtual Measurement Measure(const OpSpec& spec, const std::string& dtype,
                               const CompiledKernel& kernel, const Shape& shape,
                               const TimingPolicy& policy, double best_so_far_us) = 0;
+
+  // Profiles one checked launch of a compiled config on `shape` (Nsight
+  // Compute for the CUDA backend; the sim backend's profiles are simulated,
+  // tool "sim"): figures and bottleneck class, key fields left to the
+  // caller. Not to be called concurrently with Measure. An error says why a
+  // backend cannot profile (no profiler on the host, counters not readable,
+  // the run failed); the default backend cannot.
+  virtual Result<KernelProfile> ProfileKernel(const OpSpec& spec, const std::string& dtype,
+                                              const CompiledKernel& kernel, const Shape& shape) {
+    (void)spec, (void)dtype, (void)kernel, (void)shape;
+    return Status::Error("profiles: the " + device().backend + " backend cannot profile");
+  }
 };
 
 // Times valid compiled configs of one op and dtype on `shape` together, in

@@ -64,6 +64,9 @@ struct ModelWinner {
   // Reference model's median / this median (> 1: faster than the
   // reference); 0 when either is missing.
   double speedup = 0;
+  // The winner's profile (a sweep's profile_top), when the store has one:
+  // printers show its bottleneck class and the figures that decided it.
+  std::optional<KernelProfile> profile;
 };
 
 // Model `from`'s winner as measured on model `on` (same op, dtype, shape,
@@ -112,7 +115,7 @@ std::string ComparisonTable(const Comparison& c);
 // CSV, long form, one header line:
 //   kind,op,dtype,shape,gpu_model,on_gpu_model,simulated,config,config_id,
 //   kernel_hash,status,median_us,ci95_us,samples,throughput,unit,
-//   roofline_share,speedup,slowdown
+//   roofline_share,speedup,slowdown,bottleneck
 // kind "winner": one row per (key, model) with a winner; on_gpu_model empty.
 // kind "portability": one row per (key, from, on) off the diagonal;
 // gpu_model is `from`, config its winner, median_us and slowdown on `on`,

@@ -55,7 +55,15 @@ struct CudaBackendOptions {
   // build a problem (inputs + reference, first config of each shape/dtype).
   // The per-config limit is TimingPolicy::timeout_seconds.
   double startup_timeout_seconds = 120.0;
+  // How long a runner may take to exit once its channel closes, before it
+  // is killed.
+  double exit_wait_seconds = 2.0;
 };
+
+// Profiles (Backend::ProfileKernel) run one checked launch of the config in
+// a runner started under Nsight Compute (`ncu`: $TUNEFARM_NCU, else on
+// PATH, else <toolkit>/bin/ncu) with the clocks left alone, and read its
+// report (kept in the profile). An error names what is missing.
 
 // A backend driving `device` (an entry of DiscoverCudaDevices()).
 //  * Compile: CompileConfig for CudaArchFor(spec, device); thread-safe.

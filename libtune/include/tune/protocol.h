@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tune/op_spec.h"
+#include "tune/profile.h"
 #include "tune/status.h"
 #include "tune/sweep_file.h"
 #include "tune/types.h"
@@ -66,6 +67,9 @@ struct WorkUnit {
   // A screening unit of a sweep with a refine pass: every config is timed
   // to rank it only (TimingPolicy::rank_rel_ci, no refine window).
   bool screen_only = false;
+  // A confirm unit of a sweep with profile_top: its fastest `profile_top`
+  // configs are profiled (Backend::ProfileKernel) once timed.
+  uint32_t profile_top = 0;
   bool confirm() const { return confirm_seconds > 0; }
   bool refine() const { return refine_best_us > 0; }
 };
@@ -78,6 +82,9 @@ struct Results {
   // The cubins of the batch's checked configs (each sent once per
   // connection); every one must belong to the unit and the sender's device.
   std::vector<KernelImage> kernels;
+  // Profiles of the batch's configs on the unit's shape (a confirm unit of a
+  // sweep with profile_top); each must be of a config of the unit.
+  std::vector<KernelProfile> profiles;
 };
 struct ResultsAck {
   std::string sweep_id;

@@ -53,6 +53,8 @@ std::string EncodeOpRecord(const OpRecord& r);
 Result<OpRecord> DecodeOpRecord(const void* data, size_t size);
 
 // A measured cubin as the store keeps it (ResultStore::PutKernel).
+std::string EncodeProfile(const KernelProfile& p);
+Result<KernelProfile> DecodeProfile(const void* data, size_t size);
 std::string EncodeKernelImage(const KernelImage& k);
 Result<KernelImage> DecodeKernelImage(const void* data, size_t size);
 

@@ -9,6 +9,7 @@
 //             "lease\0<unit id, 16 hex>" -> opaque bytes owned by the coordinator,
 //             "op\0<name>\0<package digest>" -> OpRecord (records.h), ...
 //   kernels   "kernel_hash/config_id/dtype/arch" -> KernelImage (the cubin measured)
+//   (meta)    "profile\0" + a results key -> KernelProfile (tune/profile.h)
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -46,6 +47,7 @@
 #include <vector>
 
 #include "tune/op_spec.h"
+#include "tune/profile.h"
 #include "tune/status.h"
 #include "tune/types.h"
 
@@ -127,6 +129,15 @@ class ResultStore {
   Status PutKernel(const KernelImage& k);
   Result<KernelImage> GetKernel(const std::string& kernel_hash, const std::string& config_id,
                                 const std::string& dtype, const std::string& arch);
+
+  // Profiles of measured configs (tune/profile.h), in meta under "profile"
+  // and the measurement's key: a later profile of a key replaces the
+  // earlier. Values are checked (CheckProfile) on the way in and out.
+  Status PutProfile(const KernelProfile& p);
+  // NotFound when the key has no profile.
+  Result<KernelProfile> GetProfile(const std::string& gpu_model, const std::string& op, const std::string& dtype,
+                                   const std::string& shape, const std::string& kernel_hash,
+                                   const std::string& config_id);
 
   // Leases the coordinator has handed out (opaque bytes it owns, in meta), so that a restarted coordinator still accepts
   // the honest resends of units leased before it stopped. Not synced: a

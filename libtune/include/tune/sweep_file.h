@@ -10,6 +10,7 @@
 //   confirm_top = 4                     # optional: confirm phase, see SweepSubmit
 //   confirm_seconds = 2.0               # optional, per shape (default 2)
 //   confirm_timing = "auto"             # optional: or "burst", "sustained" (ConfirmTiming)
+//   profile_top = 2                     # optional: profile the 2 fastest of each key (ncu)
 //
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once
@@ -53,6 +54,12 @@ struct SweepSubmit {
   // are judged against the best so far; sweep files and `tune` default to
   // the refine pass.
   bool refine_pass = false;
+  // Profile phase: in each key's confirm unit, the profile_top fastest are
+  // profiled with Nsight Compute where the worker has it (the sim backend's
+  // profiles are simulated); their figures and bottleneck class are stored
+  // beside the rows. Needs a confirm phase: a sweep file that names
+  // profile_top alone gets confirm_top = profile_top. 0 = none.
+  uint32_t profile_top = 0;
 };
 inline constexpr uint32_t kMaxConfirmTop = 64;
 inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kAuto;

@@ -88,6 +88,25 @@ class SimBackend final : public Backend {
     return k;
   }
 
+  // Simulated figures, seeded per (model, config, shape) so that a rerun
+  // reproduces them; never a reading of hardware (tool "sim").
+  Result<KernelProfile> ProfileKernel(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
+                                      const Shape& shape) override {
+    auto plan = PlanLaunch(spec, dtype, kernel.config, shape, device_);
+    if (!plan.ok()) return plan.status();
+    const std::string seed = device_.model + "|" + kernel.config_id + "|" + shape.Canonical() + "|profile|";
+    KernelProfile p;
+    p.tool = "sim";
+    p.duration_us = ModelTimeUs(*plan, kernel.config_id, shape);
+    p.memory_pct = 20 + 75 * Unit01(seed + "memory");
+    p.compute_pct = 10 + 80 * Unit01(seed + "compute");
+    p.occupancy_pct = 100 * kernel.resources.occupancy;
+    p.dram_bytes = p.memory_pct / 100 * 2e12 * p.duration_us * 1e-6;
+    p.stalls = {{"long_scoreboard", 5 + 20 * Unit01(seed + "long")}, {"wait", 1 + 3 * Unit01(seed + "wait")}};
+    ClassifyBottleneck(&p);
+    return p;
+  }
+
   Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
                       const Shape& shape, const TimingPolicy& policy,
                       double best_so_far_us) override {

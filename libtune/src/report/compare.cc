@@ -310,6 +310,12 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
       w.throughput = Throughput(spec, w.best, &w.unit);
       if (w.throughput <= 0) w.unit.clear();
       w.roofline_share = RooflineShare(c.models[i].peak, row.dtype, w.throughput, w.unit);
+      auto profile = store.GetProfile(w.best.gpu_model, w.best.op, w.best.dtype, w.best.shape, w.best.kernel_hash,
+                                      w.best.config_id);
+      if (profile.ok()) {
+        profile->report.clear();  // reports print figures, not the file
+        w.profile = std::move(*profile);
+      }
     }
     if (row.winners[0].present) {
       for (auto& w : row.winners) {
@@ -394,6 +400,8 @@ std::string ComparisonTable(const Comparison& c) {
                       w.speedup > 0 ? Fmt("%.2fx", w.speedup).c_str() : "-");
       }
       out << line;
+      if (w.present && w.profile)
+        out << "  " << std::string(label_w, ' ') << " " << w.profile->bottleneck << "-bound: " << w.profile->why << "\n";
     }
     if (c.models.size() < 2) continue;
     out << "  portability: slowdown of each row's winner on each column's GPU vs that GPU's own best\n";
@@ -431,7 +439,7 @@ std::string ComparisonTable(const Comparison& c) {
 std::string ComparisonCsv(const Comparison& c) {
   std::ostringstream out;
   out << "kind,op,dtype,shape,gpu_model,on_gpu_model,simulated,config,config_id,kernel_hash,status,"
-         "median_us,ci95_us,samples,throughput,unit,roofline_share,speedup,slowdown\n";
+         "median_us,ci95_us,samples,throughput,unit,roofline_share,speedup,slowdown,bottleneck\n";
   auto num = [](const char* format, double v) { return v > 0 ? Fmt(format, v) : std::string(); };
   for (const auto& row : c.rows) {
     const std::string key =
@@ -444,7 +452,8 @@ std::string ComparisonCsv(const Comparison& c) {
           << "," << w.best.config_id << "," << w.best.kernel_hash << ",ok,"
           << Fmt("%.3f", w.best.median_us) << "," << Fmt("%.3f", w.best.ci95_us) << ","
           << w.best.samples << "," << num("%.3f", w.throughput) << "," << w.unit << ","
-          << num("%.4f", w.roofline_share) << "," << num("%.4f", w.speedup) << ",\n";
+          << num("%.4f", w.roofline_share) << "," << num("%.4f", w.speedup) << ","
+          << "," << (w.profile ? w.profile->bottleneck : "") << "\n";
     }
     for (size_t from = 0; from < c.models.size(); ++from) {
       for (size_t on = 0; on < c.models.size(); ++on) {
@@ -459,7 +468,7 @@ std::string ComparisonCsv(const Comparison& c) {
             << CsvField(c.models[on].gpu_model) << "," << (sim ? "SIMULATED" : "") << ","
             << CsvField(a.best.config.Canonical()) << "," << a.best.config_id << ","
             << row.winners[on].best.kernel_hash << "," << status << ","
-            << num("%.3f", cell.median_us) << ",,,,,,," << num("%.4f", cell.slowdown) << "\n";
+            << num("%.3f", cell.median_us) << ",,,,,,," << num("%.4f", cell.slowdown) << ",\n";
       }
     }
   }
@@ -511,6 +520,10 @@ nlohmann::json ComparisonToJsonValue(const Comparison& c) {
                                             : nlohmann::json(nullptr);
         wj["roofline_share"] = NumberOrNull(w.roofline_share);
         wj["speedup"] = NumberOrNull(w.speedup);
+        if (w.profile)
+          wj["profile"] = {{"bottleneck", w.profile->bottleneck}, {"why", w.profile->why},
+                           {"compute_pct", w.profile->compute_pct}, {"memory_pct", w.profile->memory_pct},
+                           {"occupancy_pct", w.profile->occupancy_pct}, {"tool", w.profile->tool}};
       }
       r["winners"].push_back(std::move(wj));
     }
@@ -607,20 +620,23 @@ std::string ComparisonHtml(const Comparison& c, const std::string& chart_js_path
     out << "<h2>" << HtmlEscape(row.op + "/" + row.dtype) << " <code>" << HtmlEscape(row.shape)
         << "</code></h2>\n<table>\n<tr><th class=\"text\">gpu_model</th><th class=\"text\">config</th>"
         << "<th>median us</th><th>ci95 us</th><th>samples</th><th>throughput</th><th>roofline</th>"
-        << "<th>speed-up</th></tr>\n";
+        << "<th>speed-up</th><th class=\"text\">bound by</th></tr>\n";
     for (size_t i = 0; i < c.models.size(); ++i) {
       const ModelWinner& w = row.winners[i];
       out << "<tr><td class=\"text\">" << HtmlEscape(c.models[i].gpu_model)
           << (c.models[i].simulated ? " <span class=\"tag\">SIMULATED</span>" : "")
           << (i == 0 ? " (ref)" : "") << "</td>";
       if (!w.present) {
-        out << "<td class=\"text\" colspan=\"7\">no valid result</td></tr>\n";
+        out << "<td class=\"text\" colspan=\"8\">no valid result</td></tr>\n";
         continue;
       }
       out << "<td class=\"text\">" << HtmlEscape(w.best.config.Canonical()) << "</td><td>"
           << Fmt("%.2f", w.best.median_us) << "</td><td>" << Fmt("%.2f", w.best.ci95_us) << "</td><td>"
           << w.best.samples << "</td><td>" << HtmlEscape(ThroughputText(w)) << "</td><td>"
-          << ShareText(w) << "</td><td>" << (w.speedup > 0 ? Fmt("%.2fx", w.speedup) : "-")
+          << ShareText(w) << "</td><td>" << (w.speedup > 0 ? Fmt("%.2fx", w.speedup) : "-") << "</td><td class=\"text\">"
+          << (w.profile ? "<span title=\"" + HtmlEscape(w.profile->why) + "\">" + HtmlEscape(w.profile->bottleneck) +
+                              "</span> <small>" + HtmlEscape(w.profile->why) + "</small>"
+                        : std::string("-"))
           << "</td></tr>\n";
     }
     out << "</table>\n";

@@ -111,6 +111,16 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     s.confirm_top = static_cast<uint32_t>(*v);
     if (s.confirm_seconds == 0) s.confirm_seconds = kDefaultConfirmSeconds;
   }
+  if (auto n = sweep->get("profile_top")) {
+    auto v = n->value<int64_t>();
+    if (!v || *v < 0 || *v > kMaxConfirmTop) {
+      return Status::Error(path + ": [sweep] profile_top: expected an integer in 0.." + std::to_string(kMaxConfirmTop));
+    }
+    s.profile_top = static_cast<uint32_t>(*v);
+    // The profiles come from the confirm units: at least as many contenders.
+    s.confirm_top = std::max(s.confirm_top, s.profile_top);
+    if (s.confirm_top > 0 && s.confirm_seconds == 0) s.confirm_seconds = kDefaultConfirmSeconds;
+  }
   if (auto n = sweep->get("confirm_timing")) {
     auto v = n->value<std::string>();
     if (!v || !ParseConfirmTiming(*v, &s.confirm_timing)) {

@@ -76,6 +76,19 @@ Result<KernelImage> DecodeKernelImage(const void* data, size_t size) {
                                 });
 }
 
+std::string EncodeProfile(const KernelProfile& p) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  SetProfile(builder.initRoot<wire::KernelProfile>(), p);
+  return ToBytes(builder);
+}
+
+Result<KernelProfile> DecodeProfile(const void* data, size_t size) {
+  return ReadFrame<KernelProfile>(data, size, "profile", false,
+                                [](capnp::MessageReader& reader, Budget& budget) -> Result<KernelProfile> {
+                                  return GetProfile(reader.getRoot<wire::KernelProfile>(), budget);
+                                });
+}
+
 int64_t SweepSubmittedUnix(const std::string& sweep_id) {
   const size_t dash = sweep_id.find('-');
   if (dash == 0 || dash == std::string::npos || dash > 16) return 0;

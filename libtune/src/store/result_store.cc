@@ -907,6 +907,35 @@ Status ResultStore::PutKernel(const KernelImage& k) {
   return s.ok() ? Status::OK() : impl_->Error("write of kernel " + key + " failed", s);
 }
 
+namespace {
+std::string ProfileKey(const std::string& gpu_model, const std::string& op, const std::string& dtype,
+                       const std::string& shape, const std::string& kernel_hash, const std::string& config_id) {
+  return JoinKey({"profile", gpu_model, op, dtype, shape, kernel_hash, config_id});
+}
+}  // namespace
+
+Status ResultStore::PutProfile(const KernelProfile& p) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  TUNE_RETURN_IF_ERROR(CheckProfile(p));
+  const std::string key = ProfileKey(p.gpu_model, p.op, p.dtype, p.shape, p.kernel_hash, p.config_id);
+  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, key, EncodeProfile(p));
+  return s.ok() ? Status::OK() : impl_->Error("write of the profile of " + p.config_id + " failed", s);
+}
+
+Result<KernelProfile> ResultStore::GetProfile(const std::string& gpu_model, const std::string& op,
+                                              const std::string& dtype, const std::string& shape,
+                                              const std::string& kernel_hash, const std::string& config_id) {
+  std::string stored;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->meta,
+                                     ProfileKey(gpu_model, op, dtype, shape, kernel_hash, config_id), &stored);
+  if (s.IsNotFound()) return Status::NotFound("no profile of " + config_id);
+  if (!s.ok()) return impl_->Error("read of the profile of " + config_id + " failed", s);
+  auto p = DecodeProfile(stored.data(), stored.size());
+  if (!p.ok()) return p.status().WithPrefix("result store " + impl_->path + ": profile: ");
+  if (Status st = CheckProfile(*p); !st.ok()) return st.WithPrefix("result store " + impl_->path + ": ");
+  return p;
+}
+
 Result<KernelImage> ResultStore::GetKernel(const std::string& kernel_hash, const std::string& config_id,
                                            const std::string& dtype, const std::string& arch) {
   const std::string key = KernelImage{kernel_hash, config_id, dtype, arch, "", ""}.Key();

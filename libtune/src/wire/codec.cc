@@ -277,6 +277,50 @@ KernelImage GetKernelImage(wire::KernelImage::Reader r, Budget& budget) {
   return k;
 }
 
+void SetProfile(wire::KernelProfile::Builder b, const KernelProfile& p) {
+  b.setGpuModel(TextOf(p.gpu_model));
+  b.setOp(TextOf(p.op));
+  b.setDtype(TextOf(p.dtype));
+  b.setShape(TextOf(p.shape));
+  b.setKernelHash(TextOf(p.kernel_hash));
+  b.setConfigId(TextOf(p.config_id));
+  b.setComputePct(p.compute_pct);
+  b.setMemoryPct(p.memory_pct);
+  b.setOccupancyPct(p.occupancy_pct);
+  b.setDramBytes(p.dram_bytes);
+  b.setDurationUs(p.duration_us);
+  auto stalls = b.initStalls(p.stalls.size());
+  for (size_t i = 0; i < p.stalls.size(); ++i) {
+    stalls[i].setName(TextOf(p.stalls[i].first));
+    stalls[i].setValue(p.stalls[i].second);
+  }
+  b.setBottleneck(TextOf(p.bottleneck));
+  b.setWhy(TextOf(p.why));
+  b.setTool(TextOf(p.tool));
+  b.setReport(DataOf(p.report));
+}
+
+KernelProfile GetProfile(wire::KernelProfile::Reader r, Budget& budget) {
+  KernelProfile p;
+  p.gpu_model = Txt(r.getGpuModel(), budget, "gpuModel");
+  p.op = Txt(r.getOp(), budget, "op");
+  p.dtype = Txt(r.getDtype(), budget, "dtype");
+  p.shape = Txt(r.getShape(), budget, "shape");
+  p.kernel_hash = Txt(r.getKernelHash(), budget, "kernelHash");
+  p.config_id = Txt(r.getConfigId(), budget, "configId");
+  p.compute_pct = r.getComputePct();
+  p.memory_pct = r.getMemoryPct();
+  p.occupancy_pct = r.getOccupancyPct();
+  p.dram_bytes = r.getDramBytes();
+  p.duration_us = r.getDurationUs();
+  for (auto s : r.getStalls()) p.stalls.emplace_back(Txt(s.getName(), budget, "stalls.name"), s.getValue());
+  p.bottleneck = Txt(r.getBottleneck(), budget, "bottleneck");
+  p.why = Txt(r.getWhy(), budget, "why");
+  p.tool = Txt(r.getTool(), budget, "tool");
+  p.report = Str(r.getReport());
+  return p;
+}
+
 void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p) {
   auto files = b.initFiles(p.size());
   size_t i = 0;
@@ -316,6 +360,7 @@ void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w) {
   b.setConfirmTiming(ToWire(w.confirm_timing));
   b.setRefineBestUs(w.refine_best_us);
   b.setScreenOnly(w.screen_only);
+  b.setProfileTop(w.profile_top);
 }
 
 WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget) {
@@ -334,6 +379,7 @@ WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget) {
   w.confirm_timing = FromWire(r.getConfirmTiming());
   w.refine_best_us = r.getRefineBestUs();
   w.screen_only = r.getScreenOnly();
+  w.profile_top = r.getProfileTop();
   return w;
 }
 

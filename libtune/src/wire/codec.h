@@ -106,6 +106,9 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget);
 void SetKernelImage(wire::KernelImage::Builder b, const KernelImage& k);
 // Decodes; the values are checked by CheckKernelImage where they enter.
 KernelImage GetKernelImage(wire::KernelImage::Reader r, Budget& budget);
+void SetProfile(wire::KernelProfile::Builder b, const KernelProfile& p);
+// Decodes; the values are checked by CheckProfile where they enter.
+KernelProfile GetProfile(wire::KernelProfile::Reader r, Budget& budget);
 void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p);
 OpPackage GetOpPackage(wire::OpPackage::Reader r, Budget& budget);
 void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w);

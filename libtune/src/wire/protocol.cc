@@ -49,6 +49,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                     [](auto s, const Measurement& v) { SetMeasurement(s, v); });
             SetList(b.initKernels(r.kernels.size()), r.kernels,
                     [](auto s, const KernelImage& v) { SetKernelImage(s, v); });
+            SetList(b.initProfiles(r.profiles.size()), r.profiles,
+                    [](auto s, const KernelProfile& v) { SetProfile(s, v); });
           },
           [&](const ResultsAck& a) {
             auto b = cmd.initResultsAck();
@@ -73,6 +75,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setConfirmSeconds(s.confirm_seconds);
             b.setConfirmTiming(ToWire(s.confirm_timing));
             b.setRefinePass(s.refine_pass);
+            b.setProfileTop(s.profile_top);
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepCancel& r) { cmd.initSweepCancel().setSweepId(TextOf(r.sweep_id)); },
@@ -154,6 +157,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
                                [&](wire::Measurement::Reader m) { return GetMeasurement(m, budget); });
       res.kernels = GetList<KernelImage>(r.getKernels(), budget,
                                          [&](wire::KernelImage::Reader k) { return GetKernelImage(k, budget); });
+      res.profiles = GetList<KernelProfile>(r.getProfiles(), budget,
+                                            [&](wire::KernelProfile::Reader p) { return GetProfile(p, budget); });
       return res;
     }
     case wire::Envelope::Command::RESULTS_ACK: {
@@ -182,6 +187,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.confirm_seconds = r.getConfirmSeconds();
       s.confirm_timing = FromWire(r.getConfirmTiming());
       s.refine_pass = r.getRefinePass();
+      s.profile_top = r.getProfileTop();
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

@@ -1,6 +1,15 @@
 // CudaBackend: compiles in the caller's thread, measures through a runner
 // process that it restarts whenever the process dies or hangs.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "measure/cuda/nvrtc_compile.h"
@@ -15,6 +24,7 @@ using cuda::MsgType;
 using cuda::RunnerProcess;
 using cuda::WireReader;
 using cuda::WireWriter;
+namespace fs = std::filesystem;
 
 constexpr size_t kMaxLogInMessage = 8000;
 
@@ -36,6 +46,9 @@ class CudaBackend final : public Backend {
 
   Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
                       const Shape& shape, const TimingPolicy& policy, double best_so_far_us) override;
+
+  Result<KernelProfile> ProfileKernel(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
+                                      const Shape& shape) override;
 
   CudaRunnerStats stats() const {
     CudaRunnerStats s = stats_;
@@ -72,6 +85,7 @@ Status CudaBackend::Spawn() {
   args.push_back("--device");
   args.push_back(std::to_string(device_.index));
   runner_ = std::make_unique<RunnerProcess>(opts_.runner_exe, args);
+  runner_->set_exit_wait_seconds(opts_.exit_wait_seconds);
   ready_ = false;
   packages_sent_.clear();
   image_sent_.clear();
@@ -274,6 +288,126 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
 }
 
 }  // namespace
+
+namespace {
+
+// Nsight Compute's command line tool, or "" when this host has none.
+std::string FindNcu() {
+  if (const char* env = std::getenv("TUNEFARM_NCU"); env && *env) return env;
+  if (const char* path = std::getenv("PATH")) {
+    std::string dirs = path;
+    for (size_t start = 0; start <= dirs.size();) {
+      size_t end = dirs.find(':', start);
+      if (end == std::string::npos) end = dirs.size();
+      const fs::path cand = fs::path(dirs.substr(start, end - start)) / "ncu";
+      if (end > start && ::access(cand.c_str(), X_OK) == 0) return cand.string();
+      start = end + 1;
+    }
+  }
+  const fs::path toolkit = fs::path(cuda::CudaIncludeDir()).parent_path() / "bin" / "ncu";
+  return !cuda::CudaIncludeDir().empty() && ::access(toolkit.c_str(), X_OK) == 0 ? toolkit.string() : "";
+}
+
+// Standard output of argv (run without a shell), or an error with its exit.
+Result<std::string> Output(const std::vector<std::string>& argv) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) return Status::Error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid < 0) return Status::Error("fork failed");
+  if (pid == 0) {
+    ::dup2(pipefd[1], 1);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) ::dup2(null, 2);
+    ::close(pipefd[0]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, size_t(n));
+  }
+  ::close(pipefd[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Status::Error(argv[0] + " " + argv[1] + ": " + cuda::DescribeWaitStatus(status));
+  return out;
+}
+
+std::string ReadWhole(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+Result<KernelProfile> CudaBackend::ProfileKernel(const OpSpec& spec, const std::string& dtype,
+                                                 const CompiledKernel& kernel, const Shape& shape) {
+  const std::string ncu = FindNcu();
+  if (ncu.empty()) return Status::Error("profiles: no Nsight Compute (ncu) on this host ($TUNEFARM_NCU, PATH, <toolkit>/bin)");
+  std::error_code ec;
+  const fs::path root = fs::path(opts_.cache_dir.empty() ? fs::temp_directory_path().string() : opts_.cache_dir) / "profiles";
+  fs::create_directories(root, ec);
+  std::string tmpl = (root / "run.XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) return Status::Error("profiles: cannot make a folder under " + root.string());
+  const fs::path dir = tmpl;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
+  // The runner is this very program: ncu must be given its real path.
+  const std::string self = opts_.runner_exe == "/proc/self/exe" ? fs::read_symlink("/proc/self/exe", ec).string()
+                                                                : opts_.runner_exe;
+  CudaBackendOptions o = opts_;
+  o.runner_exe = ncu;
+  o.runner_args = {"--clock-control", "none", "--target-processes", "all", "--kernel-name",
+                   "regex:^" + spec.kernel + "$", "--launch-count", "1", "--section", "SpeedOfLight",
+                   "--section", "Occupancy", "--section", "MemoryWorkloadAnalysis", "--section", "WarpStateStats",
+                   "--section", "LaunchStats", "--export", (dir / "report").string(), "--force-overwrite",
+                   "--log-file", (dir / "ncu.log").string(), self};
+  for (const std::string& a : opts_.runner_args) o.runner_args.push_back(a);
+  o.exit_wait_seconds = 120;  // the report is written when the runner exits
+  {
+    // Its first checked launch is the one profiled; one sample is enough.
+    TimingPolicy once;
+    once.warmup = 0;
+    once.min_samples = 1;
+    once.max_samples = 1;
+    once.timeout_seconds = 600;  // the profiler replays the kernel once per pass
+    CudaBackend profiled(device_, o);
+    const Measurement m = profiled.Measure(spec, dtype, kernel, shape, once, 0);
+    if (m.failure != FailureClass::kNone)
+      return Status::Error("profiles: the run under ncu failed: " + m.failure_message + " (" +
+                           Clip(ReadWhole(dir / "ncu.log"), 600) + ")");
+  }
+  const fs::path report = dir / "report.ncu-rep";
+  if (!fs::exists(report, ec))
+    return Status::Error("profiles: ncu wrote no report: " + Clip(ReadWhole(dir / "ncu.log"), 600));
+  auto csv = Output({ncu, "--import", report.string(), "--csv", "--page", "raw"});
+  if (!csv.ok()) return csv.status().WithPrefix("profiles: ");
+  auto p = ParseNcuRawCsv(*csv);
+  if (!p.ok()) return p.status().WithPrefix("profiles: ");
+  auto version = Output({ncu, "--version"});
+  p->tool = "ncu";
+  if (version.ok()) {
+    const size_t v = version->find("Version ");
+    if (v != std::string::npos) p->tool += " " + version->substr(v + 8, version->find_first_of(" \n", v + 8) - v - 8);
+  }
+  p->report = ReadWhole(report);
+  if (p->report.size() > kMaxProfileReportBytes) p->report.clear();  // the figures travel without it
+  return p;
+}
 
 std::unique_ptr<Backend> MakeCudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts) {
   return std::make_unique<CudaBackend>(device, opts);

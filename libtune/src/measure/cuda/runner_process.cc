@@ -68,7 +68,7 @@ RunnerProcess::~RunnerProcess() {
   if (pid_ > 0) {
     CloseChannel();
     bool done = false;
-    WaitFor(2.0, &done);
+    WaitFor(exit_wait_seconds_, &done);
     if (!done) Kill();
   }
   CloseChannel();

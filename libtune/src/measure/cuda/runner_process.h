@@ -25,6 +25,10 @@ class RunnerProcess {
   // at the first read).
   Status Start();
   pid_t pid() const { return pid_; }
+  // How long the destructor waits for the process to exit after closing its
+  // channel before it kills it (2 s; a profiler writing its report needs
+  // more).
+  void set_exit_wait_seconds(double s) { exit_wait_seconds_ = s; }
   bool started() const { return pid_ > 0; }
 
   Status Send(const std::string& payload);
@@ -50,6 +54,7 @@ class RunnerProcess {
   std::string exe_;
   std::vector<std::string> args_;
   pid_t pid_ = -1;
+  double exit_wait_seconds_ = 2.0;
   int fd_ = -1;
   std::string inbox_;                 // bytes read but not yet framed
   std::vector<pid_t> stragglers_;
