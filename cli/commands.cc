@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -253,6 +254,9 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
   app->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
   app->add_option("--config", args->config, "Only this config: its id or its params, like BM=128,BN=64,...");
   app->add_flag("--log", args->full_log, "After the table, every failure's whole message (compile logs)");
+  app->add_option("--reports", args->reports,
+                  "Write the Nsight Compute reports of the rows' profiles under this folder "
+                  "(GPU/op/dtype/shape/kernel hash/config.ncu-rep; open with ncu-ui)");
   app->add_option("--format", args->format, "table, csv or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "csv", "json"}));
@@ -454,6 +458,26 @@ int RunResults(const QueryArgs& args, bool best_only) {
       if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
   const auto profiles = ProfilesOf(**store, rows);
   PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, profiles);
+  if (!args.reports.empty()) {
+    size_t written = 0;
+    for (const auto& [key, p] : profiles) {
+      if (p.report.empty()) continue;
+      // Key parts are checked text; '/' would make a folder of its own.
+      auto part = [](std::string s) {
+        std::replace(s.begin(), s.end(), '/', '_');
+        return s;
+      };
+      const std::filesystem::path file = std::filesystem::path(args.reports) / part(p.gpu_model) / part(p.op) /
+                                         part(p.dtype) / part(p.shape) / part(p.kernel_hash) / (part(p.config_id) + ".ncu-rep");
+      std::error_code ec;
+      std::filesystem::create_directories(file.parent_path(), ec);
+      std::ofstream out(file, std::ios::binary);
+      out << p.report;
+      if (!out) return Fail("--reports: cannot write " + file.string());
+      ++written;
+    }
+    std::fprintf(stderr, "%zu profile report(s) under %s\n", written, args.reports.c_str());
+  }
   for (const Measurement& m : failed) {
     std::printf("\n== %s %s %s %s %s: %s\n%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), m.shape.c_str(),
                 m.config.Canonical().c_str(), FailureClassName(m.failure), m.failure_message.c_str());

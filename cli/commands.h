@@ -50,6 +50,7 @@ struct QueryArgs {
   ResultFilter filter;
   std::string config;     // only this config: its id or its params ("BM=128,BN=64,...", any order)
   bool full_log = false;  // after the table, each failure's whole message (compile logs)
+  std::string reports;    // write the profiles' report files under this folder
 };
 struct CompareArgs {
   std::string store = "tunefarm.db", format = "table", out;

@@ -221,6 +221,47 @@ TEST_F(CudaGpu, AnOpThatSkipsItsCheckGetsUncheckedRows) {
   EXPECT_GT(m.samples, 0u);
 }
 
+// Nsight Compute profiles one checked launch: a streaming kernel over 256 MiB
+// is memory-bound, and the report comes back with its figures.
+TEST_F(CudaGpu, ProfilesAConfigWithNsightCompute) {
+  OpSpec spec = Planted("good");
+  TempDir cache;
+  auto backend = MakeCudaBackend(device_, Options(cache.path()));
+  CompiledKernel k = backend->Compile(spec, "f32", spec.default_config);
+  ASSERT_EQ(k.failure, FailureClass::kNone) << k.failure_message;
+  auto p = backend->ProfileKernel(spec, "f32", k, ShapeN(int64_t(1) << 26));
+  if (!p.ok() && p.status().message().find("no Nsight Compute") != std::string::npos) GTEST_SKIP() << p.status().message();
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  printf("profile: %s-bound: %s; occupancy %.0f%%, DRAM %.1f MB in %.1f us, %s, report %zu bytes\n",
+         p->bottleneck.c_str(), p->why.c_str(), p->occupancy_pct, p->dram_bytes / 1e6, p->duration_us, p->tool.c_str(),
+         p->report.size());
+  EXPECT_EQ(p->bottleneck, "memory") << p->why;
+  EXPECT_GT(p->dram_bytes, 0.9 * 2 * 4 * double(int64_t(1) << 26));  // x read, y written
+  EXPECT_GT(p->duration_us, 0);
+  EXPECT_EQ(p->tool.rfind("ncu ", 0), 0u) << p->tool;
+  EXPECT_FALSE(p->report.empty());
+  EXPECT_TRUE(CheckProfile(*p).ok()) << CheckProfile(*p).message();
+  // The device's own runner still measures afterwards.
+  EXPECT_TRUE(backend->Measure(spec, "f32", k, ShapeN(1 << 20), QuickPolicy(), 0).Valid());
+}
+
+// Headers from the op's include folder and an include root of this host
+// reach the kernel, and the root's headers its kernel hash.
+TEST_F(CudaGpu, AnOpWithIncludeFoldersAndRootsRunsAndPassesItsCheck) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/include_paths");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto roots = ParseIncludeRoots({"shiftlib=" + std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/include_root"});
+  ASSERT_TRUE(roots.ok());
+  SetIncludeRoots(*roots);
+  TempDir cache;
+  auto backend = MakeCudaBackend(device_, Options(cache.path()));
+  CompiledKernel k = backend->Compile(*spec, "f32", spec->default_config);
+  EXPECT_FALSE(k.include_digest.empty());
+  Measurement m = backend->Measure(*spec, "f32", k, ShapeN(1 << 20), QuickPolicy(), 0);
+  EXPECT_TRUE(m.Valid() && m.check_passed) << Describe(m);
+  SetIncludeRoots({});
+}
+
 TEST_F(CudaGpu, PlantedFaultsAreClassifiedAndTheRunnerRecovers) {
   auto backend = MakeCudaBackend(device_, Options());
   const Shape shape = ShapeN(1 << 20);
