@@ -47,13 +47,18 @@ ProgressLine::ProgressLine(FILE* out, bool tty, int width) : out_(out), tty_(tty
 std::string ProgressLine::Text(const SweepProgress& p, double elapsed, size_t width) {
   // Spaces still expanding add their pairs: the total is the start's once
   // every model's space is in.
-  if (first_total_ == 0 && p.expanding.empty()) first_total_ = p.pairs_total;
-  if (!baseline_) baseline_ = p.pairs_done;
+  // Spaces still expanding add their pairs, and their stored ones to
+  // pairs_done: the total and the pace start once every space is in.
+  if (!baseline_ && p.expanding.empty()) {
+    first_total_ = p.pairs_total;
+    baseline_ = p.pairs_done;
+    baseline_elapsed_ = elapsed;
+  }
   const double frac = p.pairs_total ? double(p.pairs_done) / double(p.pairs_total) : 0;
   // Pairs measured while the line ran: those stored before (a resubmitted or
   // resumed sweep) took no time of this run.
-  const uint64_t measured = p.pairs_done > *baseline_ ? p.pairs_done - *baseline_ : 0;
-  const double rate = elapsed > 0 ? double(measured) / elapsed : 0;
+  const uint64_t measured = baseline_ && p.pairs_done > *baseline_ ? p.pairs_done - *baseline_ : 0;
+  const double rate = elapsed > baseline_elapsed_ ? double(measured) / (elapsed - baseline_elapsed_) : 0;
   const double left = p.pairs_total > p.pairs_done ? double(p.pairs_total - p.pairs_done) : 0;
   char head[160];
   std::snprintf(head, sizeof head, "%llu/%llu pairs %.1f%%  %.1f/s  ETA %s  failed %llu",

@@ -45,8 +45,10 @@ class ProgressLine {
   // passes (refine, confirm) add work, which the line shows rather than
   // moving the total silently.
   uint64_t first_total_ = 0;
-  // Pairs done at the first frame: stored before this run, not its pace.
+  // Pairs done, and when, at the first frame with every space expanded:
+  // stored before this run, not its pace.
   std::optional<uint64_t> baseline_;
+  double baseline_elapsed_ = 0;
 };
 
 }  // namespace tune

@@ -123,7 +123,8 @@ struct Coordinator::Impl {
   void MaybeRecoverStore(double now);
   HttpSnapshot snapshot;
   std::unique_ptr<HttpServer> http;
-  double last_publish = 0, last_best_publish = 0, last_key_check = 0;
+  double last_publish = 0, last_best_publish = 0, last_compare_publish = 0, last_key_check = 0;
+  size_t compare_keys = 0;  // best rows when the comparison was last published
 
   explicit Impl(CoordinatorOptions o) : opts(std::move(o)), scheduler(opts.scheduler) {}
 

@@ -152,9 +152,17 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                         {"samples", m.samples}, {"backend", m.backend}, {"sweep_id", m.sweep_id}});
       }
       docs["best"] = DumpJson(json{{"best", rows}});
+      // A new key: the comparison is due now, not at its next turn.
+      if (best->size() != compare_keys) last_compare_publish = 0;
+      compare_keys = best->size();
     }
-    // The newest kernel of each key, with its throughput and roofline share
-    // (CompareArchitectures); it fails only when nothing is stored.
+  }
+  // The newest kernel of each key, with its throughput and roofline share
+  // (CompareArchitectures: every key's winners, the op specs and the
+  // portability reads): the costliest document, on the loop, so the least
+  // often. It fails only when nothing is stored.
+  if (now - last_compare_publish >= 30.0) {
+    last_compare_publish = now;
     json groups = json::array();
     if (auto c = CompareArchitectures(*store, {}); c.ok()) {
       for (const auto& row : c->rows) {

@@ -20,6 +20,8 @@ std::string RowFault(const IngestJob& job, const Measurement& m) {
   if (!u.configs.count(m.config_id)) return "config " + m.config_id + " that the unit does not hold";
   if (!m.include_digest.empty() && (!job.include_roots || !IsHex(m.include_digest, 32)))
     return "an include digest '" + m.include_digest + "' for an op without include roots or of no digest's form";
+  if (job.include_roots && m.include_digest.empty() && m.failure == FailureClass::kNone)
+    return "a figure without the include digest its op's hash needs";
   if (std::none_of(job.kernel_hashes.begin(), job.kernel_hashes.end(),
                    [&m](const std::string& h) { return MeasuresKernel(m, h); }))
     return "kernel hash '" + m.kernel_hash + "' of another op or toolchain";
@@ -73,6 +75,7 @@ Status CheckProfiles(const IngestJob& job, const Results& results) {
   for (size_t i = 0; i < results.profiles.size(); ++i) {
     const KernelProfile& p = results.profiles[i];
     const std::string where = "profile " + std::to_string(i) + ": ";
+    if (!u.confirm) return Status::Error(where + "in a unit that is no confirm unit (profiles come from those)");
     if (Status st = CheckProfile(p); !st.ok()) return st.WithPrefix(where);
     if (p.gpu_model != u.gpu_model || p.op != u.op || p.dtype != u.dtype || p.shape != u.shape)
       return Status::Error(where + "of " + p.gpu_model + " " + p.op + "/" + p.dtype + " " + p.shape + " in a unit of " +
@@ -173,7 +176,8 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
     }
     ++out.kernels;
   }
-  for (const KernelProfile& p : results->profiles) {
+  for (KernelProfile p : results->profiles) {
+    ClassifyBottleneck(&p);  // the class and its reasons from the figures, not the sender's words
     st = store_->PutProfile(p);
     if (!st.ok()) {
       out.kind = IngestOutcome::Kind::kStoreFailed;

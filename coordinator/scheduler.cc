@@ -447,7 +447,7 @@ void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
 double Scheduler::LeaseSeconds(const Unit& u) const {
   // A confirm unit of a profiling sweep also runs the profiler on its
   // fastest: a process start and the kernel's replays each.
-  constexpr double kProfileSeconds = 120;
+  constexpr double kProfileSeconds = 720;  // ProfileKernel's limits: 600 s of run, 120 s to write the report
   const uint32_t profiles = u.kind == UnitKind::kConfirm ? sweeps_.at(u.sweep_id).submit.profile_top : 0;
   return opts_.lease_base_seconds + u.confirm_seconds + opts_.lease_per_pair_seconds * double(u.Pairs()) +
          kProfileSeconds * double(std::min<size_t>(profiles, u.Pairs()));

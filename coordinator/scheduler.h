@@ -204,7 +204,7 @@ struct SweepState {
   std::string error;                         // why it failed
   std::set<std::string> models;              // models that have units
   std::set<std::string> expanding;           // of those, spaces being expanded
-  MeasuredFn measured;                       // set for resumed sweeps
+  MeasuredFn measured;                       // what the store holds: pairs not leased again
   std::vector<uint64_t> units;               // unit ids, creation order
   uint64_t units_finished = 0;               // units done or failed
   // How long completed units took per (config, shape) pair, per model and

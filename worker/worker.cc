@@ -334,9 +334,10 @@ struct Worker::Impl : HttpStatusSource {
   }
 
   // Profiles the unit.profile_top fastest valid rows [first, last) of a
-  // confirm unit's shape (`kernels[i]` measured row first + i). A backend
+  // confirm unit on `shape` (`kernels[i]` measured row first + i). A backend
   // that cannot profile says why once per unit, in the log; the rows stand.
-  void ProfileFastest(Backend& backend, const OpSpec& spec, const WorkUnit& unit, const std::vector<CompiledKernel>& kernels,
+  void ProfileFastest(Backend& backend, const OpSpec& spec, const WorkUnit& unit, const Shape& shape,
+                      const std::vector<CompiledKernel>& kernels,
                       std::vector<Measurement>::const_iterator first, std::vector<Measurement>::const_iterator last,
                       Pending* pending) {
     std::vector<size_t> order;
@@ -346,7 +347,7 @@ struct Worker::Impl : HttpStatusSource {
     if (order.size() > unit.profile_top) order.resize(unit.profile_top);
     for (size_t i : order) {
       const Measurement& m = first[i];
-      auto p = backend.ProfileKernel(spec, unit.dtype, kernels[i], unit.shapes.front());
+      auto p = backend.ProfileKernel(spec, unit.dtype, kernels[i], shape);
       if (!p.ok()) {
         Log(log::Level::kWarn, "no profile", {{"worker", opts.name}, {"unit", std::to_string(unit.unit_id)},
                                               {"config", m.config_id}, {"error", p.status().message()}});
@@ -479,7 +480,8 @@ struct Worker::Impl : HttpStatusSource {
           pending.AddKernel(m, valid[j]);
           rows.push_back(std::move(m));
         }
-        if (unit.profile_top > 0) ProfileFastest(backend, *spec, unit, valid, rows.end() - valid.size(), rows.end(), &pending);
+        if (unit.profile_top > 0)
+          ProfileFastest(backend, *spec, unit, s, valid, rows.end() - valid.size(), rows.end(), &pending);
       }
       for (const Measurement& m : rows) CountRow(dev.model, m, /*again=*/true);
       {
@@ -697,6 +699,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
     exit_status = connect();
     while (exit_status.ok() && !stop->load()) {
       if (w.opts.alive) w.opts.alive();
+      w.linked = link.connected() && link.greeted();
       if (!link.connected()) {
         if (link.ReconnectDue(NowSeconds())) exit_status = connect();
         else std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -746,7 +749,6 @@ Status Worker::Run(const std::atomic<bool>* stop) {
         }
       }
 
-      w.linked = link.connected() && link.greeted();
       w.results_unacknowledged = link.unacknowledged();
       const double now = NowSeconds();
       if (!link.KeepAlive(now)) continue;
@@ -761,6 +763,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   } catch (const zmq::error_t& e) {
     exit_status = Status::Error(std::string("worker: socket error: ") + e.what());
   }
+  w.linked = false;
   w.stop_devices = true;
   for (auto& t : device_threads) t.join();
   return exit_status;

@@ -171,7 +171,9 @@
     $('sweeps-summary').textContent = (doc.store_fault ? 'STORE WRITES FAIL, NO LEASING: ' + doc.store_fault + ' \u00b7 ' : '') +
         (sweeps.length ? `${sweeps.length} sweep(s), ${running} running` : '');
     const total = renderFailureBars($('failures'), farmFailures, 'No failures stored.');
-    $('failures-summary').textContent = total ? `${fmtInt(total)} failed (config, shape) pairs over ${sweeps.length} sweep(s)` : '';
+    $('failures-summary').textContent = total
+      ? `${fmtInt(total)} failed (config, shape) pairs summed over ${sweeps.length} sweep(s) (a pair stored before counts in each sweep that holds it)`
+      : '';
     document.title = running ? `tunefarm \u2014 ${running} running` : 'tunefarm';
     renderSweepPage();
   }
@@ -378,7 +380,12 @@
   const docs = {};
   function routeSweep() {
     const m = /^#sweep\/(.+)$/.exec(location.hash);
-    return m ? decodeURIComponent(m[1]) : null;
+    if (!m) return null;
+    try {
+      return decodeURIComponent(m[1]);
+    } catch (e) {
+      return m[1];  // a malformed escape names no sweep; the page says so
+    }
   }
   function renderSweepPage() {
     const id = routeSweep();

@@ -12,12 +12,24 @@ promtool check rules "$src/ansible/monitoring/tunefarm.rules.yml" || exit 1
 
 work=$(mktemp -d)
 trap 'kill $coord $worker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-port=$((20000 + RANDOM % 20000)) http=$((20000 + RANDOM % 20000)) whttp=$((20000 + RANDOM % 20000))
-"$bin" coordinator --bind "tcp://127.0.0.1:$port" --store "$work/db" --http-port "$http" > "$work/coord.log" 2>&1 &
+# Ports the kernel picks (0): the processes name them in their logs.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" coordinator --bind "tcp://127.0.0.1:$port" --store "$work/db" --http-port 0 > "$work/coord.log" 2>&1 &
 coord=$!
 "$bin" worker --connect "tcp://127.0.0.1:$port" --backend sim --sim-models h100 \
-  --http-port "$whttp" > "$work/worker.log" 2>&1 &
+  --http-port 0 > "$work/worker.log" 2>&1 &
 worker=$!
+# The port of the first "http://127.0.0.1:PORT/" in log $1.
+http_port_in() {
+  for _ in $(seq 100); do
+    p=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$1" | head -1)
+    [ -n "$p" ] && { echo "$p"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+http=$(http_port_in "$work/coord.log") || { echo "the coordinator named no HTTP port"; cat "$work/coord.log"; exit 1; }
+whttp=$(http_port_in "$work/worker.log") || { echo "the worker named no HTTP port"; cat "$work/worker.log"; exit 1; }
 cat > "$work/sweep.toml" <<TOML
 [sweep]
 name = "monitoring"
@@ -63,7 +75,7 @@ for series in 'tunefarm_worker_build_info{version=' 'tunefarm_worker_devices{gpu
 done
 # What was stored is what the worker produced (the coordinator's snapshot
 # may be a second behind the end of the sweep).
-for _ in $(seq 20); do
+for _ in $(seq 60); do
   stored=$(sed -n 's/^tunefarm_model_results_stored_total{gpu_model="sim-h100"} //p' "$work/metrics.txt")
   produced=$(awk '/^tunefarm_worker_results_total/ {n += $2} END {print n}' "$work/worker_metrics.txt")
   [ "$stored" = "$produced" ] && break

@@ -240,6 +240,9 @@ TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoo
 // A profile is of a row of the batch, on the unit's key, with values in range.
 TEST(CheckProfiles, RefusesProfilesThatAreNotOfTheBatchOrOutOfRange) {
   IngestJob job = Job(Frame(0, {}));
+  auto unit = Leased();
+  unit->confirm = true;  // profiles come from confirm units
+  job.unit = unit;
   Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}};
   KernelProfile p;
   p.gpu_model = "h100";
@@ -269,6 +272,12 @@ TEST(CheckProfiles, RefusesProfilesThatAreNotOfTheBatchOrOutOfRange) {
   }
   r.profiles = {p, p};
   EXPECT_NE(CheckProfiles(job, r).message().find("twice"), std::string::npos);
+  r.profiles = {p};
+  r.profiles[0].tool = "ncu\x1b[31m";
+  EXPECT_NE(CheckProfiles(job, r).message().find("tool"), std::string::npos);
+  r.profiles = {p};
+  job.unit = Leased();  // a screening unit
+  EXPECT_NE(CheckProfiles(job, r).message().find("no confirm unit"), std::string::npos);
 }
 
 // Cubins come with a checked row of their config from the sender's own

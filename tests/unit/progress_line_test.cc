@@ -89,6 +89,7 @@ TEST(ProgressLine, AnEtaInHoursAndWorkThatLaterPassesAddIsNamed) {
   SweepProgress expanding = Progress(0, 6000);
   expanding.expanding = {"sim-a100"};
   EXPECT_EQ(line.Text(expanding, 0, 200).find("later passes"), std::string::npos);
+  line.Text(Progress(0, 10000), 0, 200);  // every space is in
   // 100 of 10000 pairs in 60 s: 99 minutes left.
   EXPECT_NE(line.Text(Progress(100, 10000), 60, 200).find("ETA 1:39:00"), std::string::npos);
   const std::string grown = line.Text(Progress(9000, 10400), 600, 200);
@@ -103,7 +104,16 @@ TEST(ProgressLine, PairsStoredBeforeTheLineBeganDoNotCountTowardsThePace) {
   FILE* f = open_memstream(&buf, &size);
   ProgressLine line(f, false, 200);
   // A resumed sweep: 9000 pairs were stored before; 100 more in 10 s.
-  EXPECT_NE(line.Text(Progress(9000, 10000), 0.1, 200).find("0.0/s  ETA ?"), std::string::npos);
+  EXPECT_NE(line.Text(Progress(9000, 10000), 0, 200).find("0.0/s  ETA ?"), std::string::npos);
+  // A space's expansion counts its stored pairs as done once it is in: the
+  // pace starts then.
+  ProgressLine fresh(f, false, 200);
+  SweepProgress expanding = Progress(0, 0);
+  expanding.expanding = {"sim-a100"};
+  fresh.Text(expanding, 0, 200);
+  fresh.Text(Progress(9000, 10000), 1, 200);
+  const std::string paced = fresh.Text(Progress(9100, 10000), 11, 200);
+  EXPECT_NE(paced.find("10.0/s  ETA 1:30"), std::string::npos) << paced;
   const std::string later = line.Text(Progress(9100, 10000), 10, 200);
   EXPECT_NE(later.find("10.0/s  ETA 1:30"), std::string::npos) << later;
   std::fclose(f);

@@ -107,9 +107,10 @@ struct OpSpec {
   CheckSpec check;
   std::string flops = "0", bytes = "0";  // metrics expressions over dims
   std::vector<std::string> compile_options;  // extra NVRTC options
-  // [op] include: folders of the package searched for #include <...> and,
-  // after the includer's folder and the package root, "..." (a copy of
-  // CuTe or CUTLASS inside the op). Their files travel with the sweep.
+  // [op] include: folders of the package searched for #include <...> and
+  // "..." (a copy of CuTe or CUTLASS inside the op): after the includer's
+  // own folder (quoted only), before the package root. Their files travel
+  // with the sweep.
   std::vector<std::string> include_dirs;
   // [op] include_roots: named folders outside the package (a CUTLASS
   // checkout), searched after include_dirs. Each compiling host maps a name

@@ -49,8 +49,9 @@ Result<KernelProfile> ParseNcuRawCsv(const std::string& csv);
 // OK when `p` may be stored: percentages in [0, 100] (occupancy and
 // throughput may exceed 100 by rounding: up to 110), byte and time figures
 // finite and >= 0, a known bottleneck class, at most kTopStalls stalls of
-// plain names, a report of at most kMaxProfileReportBytes. Errors name the
-// field.
+// plain names, a report of at most kMaxProfileReportBytes, a tool name of
+// letters, digits, spaces and ".-_", a `why` of one line of printable text.
+// Errors name the field.
 Status CheckProfile(const KernelProfile& p);
 
 }  // namespace tune

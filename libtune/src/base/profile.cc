@@ -171,6 +171,15 @@ Status CheckProfile(const KernelProfile& p) {
     if (!std::isfinite(v) || v < 0 || v > 1e9) return bad("stalls", std::to_string(v) + " is out of range");
   }
   if (p.report.size() > kMaxProfileReportBytes) return bad("report", "more than 16 MiB");
+  // Printed to terminals: plain words only.
+  if (p.tool.size() > 64 || !std::all_of(p.tool.begin(), p.tool.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '.' || c == '-' || c == '_';
+      }))
+    return bad("tool", "'" + p.tool.substr(0, 64) + "' is no tool name");
+  if (p.why.size() > 512 || !std::all_of(p.why.begin(), p.why.end(), [](char c) {
+        return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+      }))
+    return bad("why", "is no line of text");
   return Status::OK();
 }
 

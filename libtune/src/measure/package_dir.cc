@@ -11,6 +11,7 @@ namespace tune {
 namespace fs = std::filesystem;
 
 Result<std::string> UnpackedPackage(const OpSpec& spec, const std::string& root) {
+  if (root.empty()) return Status::Error("cannot unpack op '" + spec.name + "': no folder of this user's to unpack it in");
   const fs::path dir = fs::path(root) / PackageDigest(spec.package);
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return dir.string();

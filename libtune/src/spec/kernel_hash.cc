@@ -227,13 +227,18 @@ struct ReadHeader {
 struct CachedDigest {
   std::string digest;
   std::vector<ReadHeader> read;
+  // Candidates looked for and not found: one that appears would answer its
+  // include instead of what answered it (or of nothing).
+  std::set<std::string> missing;
 };
 
-bool Unchanged(const std::vector<ReadHeader>& read) {
-  for (const ReadHeader& h : read) {
-    std::error_code ec;
+bool Unchanged(const CachedDigest& d) {
+  std::error_code ec;
+  for (const ReadHeader& h : d.read) {
     if (fs::file_size(h.path, ec) != h.size || ec || fs::last_write_time(h.path, ec) != h.mtime || ec) return false;
   }
+  for (const std::string& path : d.missing)
+    if (fs::exists(path, ec)) return false;
   return true;
 }
 
@@ -257,11 +262,13 @@ Result<CachedDigest> ScanIncludeRoots(const OpSpec& spec, const std::vector<std:
     for (const auto& c : cands) {
       if (found.count(c)) return;
       std::error_code ec;
-      if (fs::is_regular_file(dirs[c.first].second / c.second, ec)) {
+      const fs::path path = dirs[c.first].second / c.second;
+      if (fs::is_regular_file(path, ec)) {
         found[c];
         unread.push_back(c);
         return;
       }
+      out.missing.insert(path.string());
     }
   };
   for (const std::string& file :
@@ -318,7 +325,7 @@ Result<std::string> IncludeRootsDigest(const OpSpec& spec, const IncludeRoots& r
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
-    if (it != cache.end() && Unchanged(it->second.read)) return it->second.digest;
+    if (it != cache.end() && Unchanged(it->second)) return it->second.digest;
   }
   auto scanned = ScanIncludeRoots(spec, dirs);
   if (!scanned.ok()) return scanned.status();

@@ -162,15 +162,18 @@ Status CheckIncludes(const std::string& file, const std::string& text,
 // --- #include discovery ---
 
 std::vector<std::pair<std::string, bool>> IncludeTargets(const std::string& text) {
+  // Read as the preprocessor (and CheckIncludes) reads it: a comment or a
+  // spliced line must not hide an include from the closure.
+  static constexpr const char* kBlank = " \t\f\v";
   std::vector<std::pair<std::string, bool>> out;
-  std::istringstream in(text);
+  std::istringstream in(Phase3(text));
   std::string line;
   while (std::getline(in, line)) {
-    size_t i = line.find_first_not_of(" \t");
+    size_t i = line.find_first_not_of(kBlank);
     if (i == std::string::npos || line[i] != '#') continue;
-    i = line.find_first_not_of(" \t", i + 1);
+    i = line.find_first_not_of(kBlank, i + 1);
     if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
-    i = line.find_first_not_of(" \t", i + 7);
+    i = line.find_first_not_of(kBlank, i + 7);
     if (i == std::string::npos || (line[i] != '"' && line[i] != '<')) continue;
     const bool angled = line[i] == '<';
     size_t end = line.find(angled ? '>' : '"', i + 1);

@@ -309,22 +309,30 @@ std::string FindNcu() {
 }
 
 // Standard output of argv (run without a shell), or an error with its exit.
+// The child does only async-signal-safe work (the worker has threads): its
+// argv is built before the fork, and it keeps no descriptor of the worker's.
 Result<std::string> Output(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   int pipefd[2];
-  if (::pipe(pipefd) != 0) return Status::Error("pipe failed");
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Status::Error("pipe failed");
+  const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   const pid_t pid = ::fork();
-  if (pid < 0) return Status::Error("fork failed");
-  if (pid == 0) {
-    ::dup2(pipefd[1], 1);
-    const int null = ::open("/dev/null", O_WRONLY);
-    if (null >= 0) ::dup2(null, 2);
+  if (pid < 0) {
     ::close(pipefd[0]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
+    ::close(pipefd[1]);
+    if (null >= 0) ::close(null);
+    return Status::Error("fork failed");
+  }
+  if (pid == 0) {
+    ::dup2(pipefd[1], 1);  // dup2 clears close-on-exec on 0, 1 and 2 only
+    if (null >= 0) ::dup2(null, 2);
+    ::close_range(3, ~0U, 0);
     ::execv(args[0], args.data());
     ::_exit(127);
   }
+  if (null >= 0) ::close(null);
   ::close(pipefd[1]);
   std::string out;
   char buf[65536];
@@ -335,8 +343,10 @@ Result<std::string> Output(const std::vector<std::string>& argv) {
   }
   ::close(pipefd[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t waited;
+  while ((waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
+  if (waited != pid) return Status::Error(argv[0] + ": lost track of its process");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return Status::Error(argv[0] + " " + argv[1] + ": " + cuda::DescribeWaitStatus(status));
   return out;

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <nvrtc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,6 +114,19 @@ void WriteCacheEntry(const std::string& path, const std::string& cubin, const Ke
   if (ec) fs::remove(tmp, ec);
 }
 
+// A folder of this user's under the shared temporary folder, for packages
+// compiled without a cache folder: made 0700 here, refused when another
+// user holds the name (whose files would be compiled instead), or that is
+// no folder; "" then, which UnpackedPackage refuses.
+std::string PrivateTempDir() {
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-" + std::to_string(getuid()));
+  ::mkdir(dir.c_str(), 0700);
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) return "";
+  if ((st.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) != 0) return "";
+  return dir.string();
+}
+
 // Compiles (or fetches from the cache) `source_file` of the op package with
 // `options`, filling `ck`.
 void CompileCached(const OpSpec& spec, const std::string& source_file, const std::string& entry,
@@ -156,8 +170,7 @@ void CompileCached(const OpSpec& spec, const std::string& source_file, const std
     // which NVRTC resolves only for files: the package is compiled from a
     // folder, searched after the includer's own folder in the op's order
     // (IncludeCandidates): its include folders, then its root.
-    auto dir = UnpackedPackage(spec, cache_dir.empty() ? (fs::temp_directory_path() / ("tunefarm-" + std::to_string(getuid()))).string()
-                                                       : cache_dir + "/packages");
+    auto dir = UnpackedPackage(spec, cache_dir.empty() ? PrivateTempDir() : cache_dir + "/packages");
     if (!dir.ok()) {
       ck->failure = FailureClass::kCompileError;
       ck->failure_message = dir.status().message();
