@@ -222,7 +222,8 @@ TEST_F(CudaGpu, AnOpThatSkipsItsCheckGetsUncheckedRows) {
 }
 
 // Nsight Compute profiles one checked launch: a streaming kernel over 256 MiB
-// is memory-bound, and the report comes back with its figures.
+// uses memory far more than compute, and the report comes back with its
+// figures.
 TEST_F(CudaGpu, ProfilesAConfigWithNsightCompute) {
   OpSpec spec = Planted("good");
   TempDir cache;
@@ -235,7 +236,11 @@ TEST_F(CudaGpu, ProfilesAConfigWithNsightCompute) {
   printf("profile: %s-bound: %s; occupancy %.0f%%, DRAM %.1f MB in %.1f us, %s, report %zu bytes\n",
          p->bottleneck.c_str(), p->why.c_str(), p->occupancy_pct, p->dram_bytes / 1e6, p->duration_us, p->tool.c_str(),
          p->report.size());
-  EXPECT_EQ(p->bottleneck, "memory") << p->why;
+  // Streaming: memory, not compute, is what it uses (whether it reaches the
+  // memory-bound mark of 60% depends on the GPU: 71% on an H100, 54% on an
+  // H200, whose bandwidth is higher).
+  EXPECT_GT(p->memory_pct, 2 * p->compute_pct) << p->why;
+  EXPECT_NE(p->bottleneck, "compute") << p->why;
   EXPECT_GT(p->dram_bytes, 0.9 * 2 * 4 * double(int64_t(1) << 26));  // x read, y written
   EXPECT_GT(p->duration_us, 0);
   EXPECT_EQ(p->tool.rfind("ncu ", 0), 0u) << p->tool;
