@@ -497,7 +497,10 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
   if (!next && RefineEarly(gpu_model)) next = take_pending();
   if (next) {
     Unit& u = *next;
-    const double lease = LeaseSeconds(u);
+    // A worker asks for a device's next unit while it runs its last one: the
+    // new unit waits behind what the worker holds, and its lease must not
+    // run down meanwhile.
+    const double lease = LeaseSeconds(u) + QueuedBehind(worker, now);
     u.state = UnitState::kLeased;
     u.attempts++;
     u.holders[worker] = now + lease;
@@ -660,6 +663,16 @@ void Scheduler::ReleaseHolder(Unit& u, const std::string& worker, int64_t now_un
   leased_.erase({u.last_progress, u.id});
   leased_per_model_[u.gpu_model]--;
   pending_[u.gpu_model].push_front(u.id);  // retried first
+}
+
+double Scheduler::QueuedBehind(const std::string& worker, double now) const {
+  double longest = 0;
+  for (const auto& entry : leased_) {
+    const Unit& held = units_.at(entry.second);
+    auto it = held.holders.find(worker);
+    if (it != held.holders.end()) longest = std::max(longest, it->second - now);
+  }
+  return longest;
 }
 
 std::vector<uint64_t> Scheduler::LeasedIds() const {

@@ -396,6 +396,9 @@ class Scheduler {
   Unit* FindUnitOf(const std::string& sweep_id, uint64_t unit_id);
   void NoteProgress(Unit& u, double now);
   std::vector<uint64_t> LeasedIds() const;
+  // How long the longest lease `worker` holds still runs: what a unit
+  // leased to it now may wait before its device starts it.
+  double QueuedBehind(const std::string& worker, double now) const;
   WorkUnit MakeWorkUnit(const Unit& u, double lease_seconds) const;
   double LeaseSeconds(const Unit& u) const;
 

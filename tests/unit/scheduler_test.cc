@@ -287,6 +287,31 @@ TEST(Scheduler, ExpiredLeaseReturnsToTheQueueAndIsRetriedFirst) {
   EXPECT_EQ(again->attempt, 2u);  // attempts count leases, from 1
 }
 
+// A unit fetched while the worker still holds one waits behind it: its lease
+// runs from when the held one would end, not from now.
+TEST(Scheduler, AUnitQueuedBehindAHeldOneKeepsItsWholeLease) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  o.lease_base_seconds = 10;
+  o.lease_per_pair_seconds = 0;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  SweepSubmit submit = MakeSubmit({"*"}, 300);
+  submit.configs_per_unit = 50;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  auto running = s.Lease("w1", "m", 0);
+  auto queued = s.Lease("w1", "m", 8);  // asked for while the first one ends
+  auto other = s.Lease("w2", "m", 8);   // another worker's units do not lengthen it
+  ASSERT_TRUE(running && queued && other);
+  EXPECT_DOUBLE_EQ(queued->lease_seconds, 12);  // 2 s left of the first, then its own 10
+  EXPECT_DOUBLE_EQ(other->lease_seconds, 10);
+  // At 19 the first is late (due at 10) and w2's too (18); the queued one
+  // runs until 20.
+  EXPECT_EQ(s.ExpireLeases(19, 0), 2u);
+  EXPECT_EQ(s.LeasesPerWorker().at("w1"), 1u);
+}
+
 TEST(Scheduler, DeadWorkerLeasesAreRequeued) {
   SchedulerOptions o;
   o.tail_duplicates = false;
