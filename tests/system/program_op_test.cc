@@ -221,6 +221,12 @@ TEST_F(ProgramBackendTest, ABuildRunsOncePerConfigAndItsFailureIsACompileErrorWi
   EXPECT_EQ(bad.failure, tune::FailureClass::kCompileError);
   EXPECT_NE(bad.failure_message.find("exit code 1"), std::string::npos) << bad.failure_message;
   EXPECT_NE(bad.log.find("X=2 does not build"), std::string::npos) << bad.log;
+  // Kept: the next unit of the config is refused at once, with the same log.
+  tune::CompiledKernel again = b->Compile(spec, "f32", X(2));
+  EXPECT_EQ(again.failure, tune::FailureClass::kCompileError);
+  EXPECT_TRUE(again.from_cache);
+  EXPECT_EQ(again.failure_message, bad.failure_message);
+  EXPECT_NE(again.log.find("X=2 does not build"), std::string::npos) << again.log;
 }
 
 TEST_F(ProgramBackendTest, AWorkerThatDoesNotAllowProgramsSaysHowToAllowThem) {

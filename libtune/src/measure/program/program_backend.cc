@@ -10,6 +10,7 @@
 #include <map>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <random>
 
@@ -104,6 +105,19 @@ class ProgramBackend : public Backend {
       k.from_cache = true;
       return k;
     }
+    // A build that failed fails again for the same package, dtype and config
+    // (the next shape's unit, another device): its outcome is kept, as a
+    // cubin's is. A timeout is not (a loaded host may build in time).
+    const fs::path failed = build / ".tunefarm-failed";
+    if (fs::exists(failed, ec)) {
+      std::ifstream in(failed);
+      std::string why;
+      std::getline(in, why);
+      const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      k = fail(why, log);
+      k.from_cache = true;
+      return k;
+    }
     program::Request r = RequestFor(spec, dtype, config, Shape{});
     r.build_dir = build.string();
     ProgramProcess p;
@@ -127,7 +141,11 @@ class ProgramBackend : public Backend {
     bool clean = false;
     const std::string how = p.Finish(deadline, &clean);
     const std::string log = Tail(out + p.stderr_tail(), kLogTailBytes);
-    if (!clean) return fail("build failed (" + how + ")", log);
+    if (!clean) {
+      const std::string why = "build failed (" + how + ")";
+      std::ofstream(failed) << why << "\n" << log;
+      return fail(why, log);
+    }
     if (!(std::ofstream(done) << "built\n")) return fail("cannot write " + done.string(), log);
     k.log = log;
     k.compile_seconds = Now() - start;
