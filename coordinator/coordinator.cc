@@ -133,10 +133,10 @@ MeasuredFn Coordinator::Impl::Measured() {
   return [db, hashes = std::map<std::string, std::string>()](
              const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
              const Shape& shape) mutable -> std::optional<StoredPair> {
-    // Rows of an op with include roots are kept under hashes of the headers
-    // each worker read, which the coordinator cannot know: such an op is
-    // measured again.
-    if (!spec.include_roots.empty()) return std::nullopt;
+    // Rows of an op whose hosts add to its kernel hash (include roots, a
+    // program's version) are kept under hashes the coordinator cannot know:
+    // such an op is measured again.
+    if (spec.HostDigested()) return std::nullopt;
     std::string& hash = hashes[spec.name + '\0' + dev.nvrtc_version];
     if (hash.empty()) hash = KernelHash(spec, dev.nvrtc_version);
     const auto row = db->Get(dev.model, spec.name, dtype, shape.Canonical(), hash, config.Id());

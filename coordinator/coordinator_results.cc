@@ -99,7 +99,7 @@ void Coordinator::Impl::SubmitResults(const std::string& identity, zmq::message_
     if (std::find(lessees.begin(), lessees.end(), Lessee(peer)) != lessees.end()) {
       job.unit = book->second.unit;
       if (const SweepState* s = scheduler.FindSweep(job.unit->sweep_id))
-        for (const auto& spec : s->specs) job.include_roots |= spec.name == job.unit->op && !spec.include_roots.empty();
+        for (const auto& spec : s->specs) job.host_digested |= spec.name == job.unit->op && spec.HostDigested();
       for (const auto& d : peer.devices) {
         if (d.model != job.unit->gpu_model) continue;
         job.backends.insert(d.backend);
@@ -219,9 +219,9 @@ void Coordinator::Impl::ApplyIngestOutcomes() {
 bool Coordinator::Impl::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
                      const char* pass, std::vector<Measurement>* rows) {
   const std::string op_hash = KernelHash(spec, dev.nvrtc_version);
-  // An op with include roots keeps its rows under hashes derived from its
-  // own (one per set of headers its workers read): the key is scanned whole.
-  const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), spec.include_roots.empty() ? op_hash : ""};
+  // An op whose hosts add to its hash keeps its rows under hashes derived
+  // from its own (one per set of headers or versions): the key is scanned whole.
+  const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), spec.HostDigested() ? "" : op_hash};
   bool confirmed = false;
   Status st = store->Scan(key, [&](const Measurement& m) {
     if (!MeasuresKernel(m, op_hash)) return true;

@@ -18,9 +18,9 @@ std::string RowFault(const IngestJob& job, const Measurement& m) {
   }
   if (m.shape != u.shape) return "shape '" + m.shape + "' in a unit of shape '" + u.shape + "'";
   if (!u.configs.count(m.config_id)) return "config " + m.config_id + " that the unit does not hold";
-  if (!m.include_digest.empty() && (!job.include_roots || !IsHex(m.include_digest, 32)))
-    return "an include digest '" + m.include_digest + "' for an op without include roots or of no digest's form";
-  if (job.include_roots && m.include_digest.empty() && m.failure == FailureClass::kNone)
+  if (!m.include_digest.empty() && (!job.host_digested || !IsHex(m.include_digest, 32)))
+    return "an include digest '" + m.include_digest + "' for an op whose hosts add nothing, or of no digest's form";
+  if (job.host_digested && m.include_digest.empty() && m.failure == FailureClass::kNone)
     return "a figure without the include digest its op's hash needs";
   if (std::none_of(job.kernel_hashes.begin(), job.kernel_hashes.end(),
                    [&m](const std::string& h) { return MeasuresKernel(m, h); }))

@@ -59,10 +59,10 @@ struct IngestJob {
   // of the sender's devices of the unit's model) and those devices'
   // backends: a row names one of each.
   std::set<std::string> kernel_hashes, backends;
-  // The op has include roots: a row may carry an include digest, and its
-  // kernel hash then derives from one of kernel_hashes and it
-  // (MeasuresKernel).
-  bool include_roots = false;
+  // The op's hosts add to its kernel hash (OpSpec::HostDigested): a row may
+  // carry an include digest, and its kernel hash then derives from one of
+  // kernel_hashes and it (MeasuresKernel).
+  bool host_digested = false;
   // The architectures a cubin of those devices may be built for ("sm_90",
   // "sm_90a").
   std::set<std::string> archs;

@@ -143,9 +143,9 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # program op that gave no check result where the op allows that): a
   # candidate winner only where no checked row of its key passed.
   unchecked @35 :Bool;
-  # For an op with include roots: the digest of the headers its compile
-  # read from them (kernelHash derives from the op's hash and this);
-  # empty otherwise.
+  # For an op whose hosts add to its kernel hash: the digest of what this
+  # host added (headers read from include roots, a program's version
+  # output); kernelHash derives from the op's hash and this. Empty otherwise.
   includeDigest @36 :Text;
 }
 

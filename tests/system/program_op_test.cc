@@ -229,6 +229,32 @@ TEST_F(ProgramBackendTest, ABuildRunsOncePerConfigAndItsFailureIsACompileErrorWi
   EXPECT_NE(again.log.find("X=2 does not build"), std::string::npos) << again.log;
 }
 
+// [program] version: what the host brings (a framework's version) is part of
+// the kernel hash; two hosts that print differently measure two kernels.
+TEST_F(ProgramBackendTest, WhatTheVersionCommandPrintsIsPartOfTheKernelHash) {
+  std::string toml = RunOp();
+  toml.replace(toml.find("timeout = 2"), 11, "timeout = 2\nversion = \"cat \\\"$TUNEFARM_TEST_VERSION_FILE\\\"\"");
+  tune::OpSpec spec = Op({{"op.toml", toml}, {"run.sh", "echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\n"}});
+  ASSERT_TRUE(spec.HostDigested());
+  const std::string op_hash = tune::KernelHash(spec, "sim");
+  auto hash_with = [&](const std::string& version) {
+    std::ofstream(dir_ / "version.txt") << version;
+    ::setenv("TUNEFARM_TEST_VERSION_FILE", (dir_ / "version.txt").c_str(), 1);
+    tune::CompiledKernel k = Backend()->Compile(spec, "f32", X(1));  // a new backend: a new host
+    EXPECT_EQ(k.failure, tune::FailureClass::kNone) << k.failure_message;
+    EXPECT_EQ(k.kernel_hash, tune::KernelHashWithIncludes(op_hash, k.include_digest));
+    return k.kernel_hash;
+  };
+  const std::string a = hash_with("torch 2.11 triton 3.6\n");
+  EXPECT_EQ(hash_with("torch 2.11 triton 3.6\n"), a);
+  EXPECT_NE(hash_with("torch 2.11 triton 3.7\n"), a);
+  ::unsetenv("TUNEFARM_TEST_VERSION_FILE");
+  // A version command that fails fails the configs with its reason.
+  tune::CompiledKernel k = Backend()->Compile(spec, "f32", X(1));
+  EXPECT_EQ(k.failure, tune::FailureClass::kCompileError);
+  EXPECT_NE(k.failure_message.find("version: "), std::string::npos) << k.failure_message;
+}
+
 TEST_F(ProgramBackendTest, AWorkerThatDoesNotAllowProgramsSaysHowToAllowThem) {
   auto b = Backend(/*allowed=*/false);
   tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", "touch ran\n"}});

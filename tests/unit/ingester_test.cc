@@ -217,7 +217,7 @@ TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoo
   auto refused = RowsToStore(job, r);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("include digest"), std::string::npos) << refused.status().message();
-  job.include_roots = true;
+  job.host_digested = true;
   auto rows = RowsToStore(job, r);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   EXPECT_EQ((*rows)[0].include_digest, digest);

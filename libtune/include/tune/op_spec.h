@@ -76,6 +76,12 @@ struct ProgramSpec {
   std::string build;               // once per (config, dtype), optional
   std::string run;                 // once per (config, shape): one of run | serve
   std::string serve;               // a long-lived process per GPU, fed requests on stdin
+  // Prints what the host brings to the kernel that the package does not
+  // (the versions of torch and Triton, from their package metadata); run
+  // once per worker and package, its output is
+  // part of the kernel hash (KernelHashWithIncludes), so that a framework
+  // upgrade starts new rows. Optional.
+  std::string version;
   double timeout_seconds = 120;    // per run, or per request to a serve process
   double build_timeout_seconds = 600;
   double start_timeout_seconds = 300;  // a serve process's start, before its first answer
@@ -138,6 +144,11 @@ struct OpSpec {
   // and metrics. 32 hex digits.
   std::string MeasureDigest() const;
   const Axis* FindAxis(const std::string& name) const;
+  // Whether a compiling host adds to the kernel hash (include roots, a
+  // program's version command): its rows carry the digest of what the host
+  // added (Measurement::include_digest), and their kernel hashes derive from
+  // KernelHash by KernelHashWithIncludes.
+  bool HostDigested() const { return !include_roots.empty() || (program && !program->version.empty()); }
 };
 
 // Parses an op from its package. `origin` is used in error messages:

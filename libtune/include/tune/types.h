@@ -132,8 +132,10 @@ struct KernelResources {
 struct Measurement {
   // Key.
   std::string gpu_model, op, dtype, shape, kernel_hash, config_id;
-  // For an op with include roots, the digest of the headers its compile
-  // read there: kernel_hash is KernelHashWithIncludes(op hash, this).
+  // For an op whose hosts add to its kernel hash (OpSpec::HostDigested),
+  // the digest of what this host added (the headers read from include
+  // roots, a program's version output): kernel_hash is
+  // KernelHashWithIncludes(op hash, this).
   std::string include_digest;
   // Payload.
   Config config;

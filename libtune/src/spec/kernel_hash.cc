@@ -97,6 +97,7 @@ std::string OpSpec::SourceDigest() const {
     d.Add(program->build);
     d.Add(program->run);
     d.Add(program->serve);
+    if (!program->version.empty()) d.Add(program->version);
   }
   return d.Hex();
 }

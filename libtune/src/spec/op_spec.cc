@@ -674,7 +674,7 @@ class SpecParser {
     if (!st.ok() || !t) return st;
     const std::string where = "[program]";
     TUNE_RETURN_IF_ERROR(
-        OnlyKeys(*t, where, {"files", "build", "run", "serve", "timeout", "build_timeout", "start_timeout"}));
+        OnlyKeys(*t, where, {"files", "build", "run", "serve", "version", "timeout", "build_timeout", "start_timeout"}));
     ProgramSpec p;
     std::vector<std::string> named;
     TUNE_RETURN_IF_ERROR(Names(*t, where, "files", false, true, &named));
@@ -694,9 +694,10 @@ class SpecParser {
     TUNE_RETURN_IF_ERROR(String(*t, where, "build", false, &p.build));
     TUNE_RETURN_IF_ERROR(String(*t, where, "run", false, &p.run));
     TUNE_RETURN_IF_ERROR(String(*t, where, "serve", false, &p.serve));
+    TUNE_RETURN_IF_ERROR(String(*t, where, "version", false, &p.version));
     if (p.run.empty() == p.serve.empty())
       return Err("[program]", "needs exactly one of run (a process per measurement) or serve (one per GPU)");
-    for (const std::string* cmd : {&p.build, &p.run, &p.serve}) {
+    for (const std::string* cmd : {&p.build, &p.run, &p.serve, &p.version}) {
       if (!IsValidUtf8(*cmd) || cmd->size() > 4096 || cmd->find('\0') != std::string::npos)
         return Err("[program]", "commands are UTF-8 text of at most 4096 bytes");
     }

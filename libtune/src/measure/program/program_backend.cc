@@ -92,6 +92,12 @@ class ProgramBackend : public Backend {
       return fail("program ops are not allowed on this worker (its operator starts it with --allow-programs)", "");
     auto dir = PackageDir(spec);
     if (!dir.ok()) return fail(dir.status().message(), "");
+    if (!spec.program->version.empty()) {
+      auto digest = VersionDigest(spec, *dir);
+      if (!digest.ok()) return fail(digest.status().message(), "");
+      k.include_digest = *digest;
+      k.kernel_hash = KernelHashWithIncludes(KernelHash(spec, toolchain_), *digest);
+    }
     const fs::path build = BuildDir(*dir, dtype, config);
     std::error_code ec;
     fs::create_directories(build, ec);
@@ -217,6 +223,36 @@ class ProgramBackend : public Backend {
     return dirs_[digest] = *dir;
   }
 
+  // The digest of what the op's [program] version prints on this host, run
+  // once per package (a framework upgrade means a new worker process).
+  Result<std::string> VersionDigest(const OpSpec& spec, const std::string& dir) {
+    const std::string package = PackageDigest(spec.package);
+    std::lock_guard<std::mutex> lock(version_mu_);
+    auto known = versions_.find(package);
+    if (known != versions_.end()) return known->second;
+    ProgramProcess p;
+    Status st = p.Start(spec.program->version, dir, program::DeviceEnvironment(device_, options_.python_path), false);
+    if (!st.ok()) return Status::Error("version: " + st.message());
+    std::string out;
+    const double deadline = Now() + spec.program->build_timeout_seconds;
+    for (std::string line;;) {
+      const auto got = p.ReadLine(deadline, &line);
+      if (got == ProgramProcess::ReadOutcome::kLine) {
+        out = Tail(out + line + "\n", kLogTailBytes);
+        continue;
+      }
+      if (got == ProgramProcess::ReadOutcome::kTimeout) {
+        p.Kill();
+        return Status::Error("version: no answer within " + std::to_string(int(spec.program->build_timeout_seconds)) + " s");
+      }
+      break;
+    }
+    bool clean = false;
+    const std::string how = p.Finish(deadline, &clean);
+    if (!clean) return Status::Error("version: " + how + ": " + Tail(out + p.stderr_tail(), 400));
+    return versions_[package] = PackageDigest({{"version", out}});
+  }
+
   Measurement RunOnce(const OpSpec& spec, const std::string& dir, const program::Request& r) {
     ProgramProcess p;
     Measurement m;
@@ -338,6 +374,8 @@ class ProgramBackend : public Backend {
   ProgramBackendOptions options_;
   std::mutex dir_mu_;
   std::map<std::string, std::string> dirs_;  // package digest -> folder
+  std::mutex version_mu_;
+  std::map<std::string, std::string> versions_;  // package digest -> VersionDigest
   std::atomic<uint64_t> next_id_{0};
   ProgramProcess serve_;
   std::string serve_digest_;
