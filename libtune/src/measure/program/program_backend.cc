@@ -129,21 +129,12 @@ class ProgramBackend : public Backend {
     ProgramProcess p;
     Status st = p.Start(spec.program->build, *dir, Environment(r), false);
     if (!st.ok()) return fail("build: " + st.message(), "");
-    std::string out;
     const double deadline = Now() + spec.program->build_timeout_seconds;
-    for (std::string line;;) {
-      const auto got = p.ReadLine(deadline, &line);
-      if (got == ProgramProcess::ReadOutcome::kLine) {
-        out = Tail(out + line + "\n", kLogTailBytes);
-        continue;
-      }
-      if (got == ProgramProcess::ReadOutcome::kTimeout) {
-        p.Kill();
-        return fail("build timed out after " + std::to_string(int(spec.program->build_timeout_seconds)) + " s",
-                    Tail(out + p.stderr_tail(), kLogTailBytes));
-      }
-      break;
-    }
+    bool timed_out = false;
+    const std::string out = OutputUntilExit(p, deadline, &timed_out);
+    if (timed_out)
+      return fail("build timed out after " + std::to_string(int(spec.program->build_timeout_seconds)) + " s",
+                  Tail(out + p.stderr_tail(), kLogTailBytes));
     bool clean = false;
     const std::string how = p.Finish(deadline, &clean);
     const std::string log = Tail(out + p.stderr_tail(), kLogTailBytes);
@@ -223,6 +214,24 @@ class ProgramBackend : public Backend {
     return dirs_[digest] = *dir;
   }
 
+  // What `p` prints until it closes its output (the last kLogTailBytes), or
+  // until `deadline`, when it is killed and *timed_out set.
+  static std::string OutputUntilExit(ProgramProcess& p, double deadline, bool* timed_out) {
+    std::string out;
+    for (std::string line;;) {
+      const auto got = p.ReadLine(deadline, &line);
+      if (got == ProgramProcess::ReadOutcome::kLine) {
+        out = Tail(out + line + "\n", kLogTailBytes);
+        continue;
+      }
+      if (got == ProgramProcess::ReadOutcome::kTimeout) {
+        p.Kill();
+        *timed_out = true;
+      }
+      return out;
+    }
+  }
+
   // The digest of what the op's [program] version prints on this host, run
   // once per package (a framework upgrade means a new worker process).
   Result<std::string> VersionDigest(const OpSpec& spec, const std::string& dir) {
@@ -233,20 +242,11 @@ class ProgramBackend : public Backend {
     ProgramProcess p;
     Status st = p.Start(spec.program->version, dir, program::DeviceEnvironment(device_, options_.python_path), false);
     if (!st.ok()) return Status::Error("version: " + st.message());
-    std::string out;
     const double deadline = Now() + spec.program->build_timeout_seconds;
-    for (std::string line;;) {
-      const auto got = p.ReadLine(deadline, &line);
-      if (got == ProgramProcess::ReadOutcome::kLine) {
-        out = Tail(out + line + "\n", kLogTailBytes);
-        continue;
-      }
-      if (got == ProgramProcess::ReadOutcome::kTimeout) {
-        p.Kill();
-        return Status::Error("version: no answer within " + std::to_string(int(spec.program->build_timeout_seconds)) + " s");
-      }
-      break;
-    }
+    bool timed_out = false;
+    const std::string out = OutputUntilExit(p, deadline, &timed_out);
+    if (timed_out)
+      return Status::Error("version: no answer within " + std::to_string(int(spec.program->build_timeout_seconds)) + " s");
     bool clean = false;
     const std::string how = p.Finish(deadline, &clean);
     if (!clean) return Status::Error("version: " + how + ": " + Tail(out + p.stderr_tail(), 400));
