@@ -57,9 +57,10 @@ cmp = json.load(open(out + "/compare.json"))
 valid = [r for r in rows if r.get("check_passed")]
 print(json.dumps({
     "configs": auto["configs"], "farm_rows": len(rows), "farm_valid": len(valid),
-    "farm_wall_s": round(t1 - t0, 2), "autotune_wall_s": round(t3 - t2, 2),
+    "farm_started_unix": round(t0, 3), "farm_wall_s": round(t1 - t0, 2), "autotune_wall_s": round(t3 - t2, 2),
     "autotune_first_call_s": auto["first_call_s"], "speedup": round((t3 - t2) / (t1 - t0), 2),
     "farm_winner": json.loads(sys.argv[6]), "autotune_winner": json.loads(sys.argv[7]),
     "winners_timed_together_us": {"farm": cmp["a_us"], "autotune": cmp["b_us"]},
-    "autotune_winner_over_farm_winner": cmp["b_over_a"], "triton": auto["triton"]}, indent=1))
+    "same_winner": cmp["same_config"], "autotune_winner_over_farm_winner": cmp["b_over_a"],
+    "triton": auto["triton"]}, indent=1))
 PY

@@ -29,7 +29,9 @@ interval is within the target (or the caps), the SM clock read. A "plan"
 request lists the unit's configs: their `warm` runs in a pool of processes
 (one per core, up to 16) while the GPU times earlier configs, so a cold sweep
 is bound by the GPU rather than by one compiler thread (Triton's cache, shared
-between processes, then holds the compiled kernels).
+between processes, then holds the compiled kernels). The pool is forked from
+the harness once the module is imported and before CUDA starts, so the
+framework is imported once, not once a process.
 
 Without torch or a CUDA device (tests on hosts without a GPU) the harness
 times on the host with perf_counter and checks lists of numbers; those figures
@@ -300,8 +302,20 @@ _pool_module = None
 
 
 def _pool_start(path):
+    """A spawned pool process: imports the kernel module itself."""
     global _pool_module
     _pool_module = load_module(path)
+    _triton_compile_only()
+
+
+def _pool_forked(protocol_fd):
+    """A forked pool process: the module came with the fork. The answers'
+    descriptor goes, so that only the harness holds the worker's pipe."""
+    try:
+        os.close(protocol_fd)
+    except OSError:
+        pass
+    _triton_compile_only()
 
 
 def _pool_warm(config, dtype, shapes):
@@ -315,38 +329,110 @@ def _pool_warm(config, dtype, shapes):
         return traceback.format_exc()
 
 
-def _pool_ready():
-    return None
+# Triton does work once per process that forked pool processes can share or
+# skip; each step is optional, and a Triton without the names below only
+# compiles slower.
 
-
-def defines_warm(path):
-    """Whether the module at `path` defines warm() at its top level (read,
-    not imported: the pool starts before this process imports it)."""
-    import ast
+def _triton_before_fork():
+    """Runs in the harness while the kernel module imports, without CUDA:
+    Triton's cache key starts with a hash of its compiler library (hundreds
+    of megabytes), made at a process's first compile; its driver's C helpers
+    are built by a C compiler on a cold cache. Done here once, the forked
+    pool processes inherit the key and find the helpers built."""
     try:
-        tree = ast.parse(open(path).read(), path)
-    except (OSError, SyntaxError):
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        try:
+            from triton.compiler.compiler import triton_key
+        except ImportError:
+            triton_key = None
+    try:
+        if triton_key is not None:
+            triton_key()
+        from triton.backends.nvidia.driver import CudaUtils
+        CudaUtils()
+    except Exception:  # a later compile says what is wrong
+        pass
+
+
+def _triton_compile_only():
+    """In a pool process: Triton asks for the current CUDA stream even when
+    it compiles without launching, and that creates a CUDA context, seconds
+    for each of the pool's processes at once and GPU memory. A pool process
+    never launches, so its stream is the null stream, taken without one."""
+    triton = sys.modules.get("triton")
+    if triton is None:
+        return
+    try:
+        triton.runtime.driver.active.get_current_stream = lambda *device: 0
+    except Exception:
+        pass
+
+
+def start_framework_warmup(module_path):
+    """A thread doing, while the kernel module imports, the one-time work of
+    its framework's compiler that forked pool processes then inherit (no
+    CUDA). None when the module uses no framework known here."""
+    import threading
+    try:
+        uses_triton = "triton" in open(module_path).read()
+    except OSError:
+        return None
+    if not uses_triton or importlib.util.find_spec("triton") is None:
+        return None
+    thread = threading.Thread(target=_triton_before_fork, name="tunefarm-warmup", daemon=True)
+    thread.start()
+    return thread
+
+
+def fork_is_safe():
+    """Whether this process may fork its pool: single-threaded and no CUDA
+    context yet (a fork of a process holding one is unusable)."""
+    import threading
+    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return False
-    return any(isinstance(n, ast.FunctionDef) and n.name == "warm" for n in tree.body)
+    torch = sys.modules.get("torch")
+    try:
+        return torch is None or not torch.cuda.is_initialized()
+    except Exception:
+        return False
+
+
+def start_pool(jobs, module_path, module, protocol_fd):
+    """The compile pool, its processes started now. Forked from this process
+    once the kernel module is imported (the framework's import, seconds, paid
+    once instead of once a process); spawned where forking is not safe."""
+    global _pool_module
+    from concurrent.futures import ProcessPoolExecutor
+    if fork_is_safe():
+        _pool_module = module
+        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_pool_forked, initargs=(protocol_fd,))
+        # A fork context starts every process at the first submit: now,
+        # before this process opens the device.
+        pool.submit(int)
+        return pool, "forked"
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_pool_start, initargs=(module_path,)), "spawned"
 
 
 class Harness:
-    def __init__(self, module_path, jobs, log=None):
+    def __init__(self, module_path, jobs, log=None, protocol_fd=-1):
         self.log = log
         self.started = time.perf_counter()
+        if log:
+            log.write("# harness started at %.3f (Unix time)\n" % time.time())
         self.module_path = module_path
-        self.pool = None
-        if jobs > 0 and defines_warm(module_path):
-            # The pool's processes import the kernel module (a framework and
-            # its compiler: seconds) while this one does.
-            from concurrent.futures import ProcessPoolExecutor
-            # spawn: a fork of a process holding a CUDA context is unusable.
-            ctx = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_pool_start, initargs=(module_path,))
-            for _ in range(jobs):
-                self.pool.submit(_pool_ready)
+        warmup = start_framework_warmup(module_path) if jobs > 0 else None
         self.module = load_module(module_path)
         self.note("module loaded")
+        if warmup is not None:
+            warmup.join()  # before the fork
+            self.note("framework warmed up")
+        self.pool = None
+        if jobs > 0 and callable(getattr(self.module, "warm", None)):
+            self.pool, how = start_pool(jobs, module_path, self.module, protocol_fd)
+            self.note("compile pool: %d processes %s" % (jobs, how))
         self.device = open_device()
         self.note("device ready (%s)" % self.device.name)
         self.warming = {}      # config key -> future
@@ -404,23 +490,28 @@ class Harness:
         config, dtype, dims = req["config"], req["dtype"], req["dims"]
         key = (config_key(config), dtype)
         t0 = time.perf_counter()
-        warming = self.warming.pop(key, None)
-        if warming is not None:
-            try:
-                warming.result()  # its error, if any, shows again below, where it is classified
-            except Exception:
-                # The pool broke (a compiler crashed, memory ran out): the
-                # harness goes on compiling in its own process.
-                self.note("compile pool broken: " + traceback.format_exc().splitlines()[-1])
-                self.drop_pool()
-        t1 = time.perf_counter()
         try:
+            # Before waiting for the compile: a new shape's inputs and
+            # reference are made while the pool still works on it.
             skip_check = bool(req["check"].get("skip"))
             args, outs, expected = self.inputs(dims, dtype, int(req.get("seed", 0)), skip_check)
         except Exception:
             # The inputs or reference of this shape: no config can run.
             answer.update(failure="launch_error", message="inputs/reference: " + tail(traceback.format_exc()))
             return answer, False
+        t1 = time.perf_counter()
+        warming = self.warming.pop(key, None)
+        if warming is not None:
+            try:
+                error = warming.result()  # shows again below, where it is classified
+                if error:
+                    self.note("warm %s failed in the pool: %s" % (key[0], error.strip().splitlines()[-1]))
+            except Exception:
+                # The pool broke (a compiler crashed, memory ran out): the
+                # harness goes on compiling in its own process.
+                self.note("compile pool broken: " + traceback.format_exc().splitlines()[-1])
+                self.drop_pool()
+        t2 = time.perf_counter()
         try:
             fn = self.kernels.get(key)
             if fn is None:
@@ -451,15 +542,15 @@ class Harness:
             answer.update(check="fail", message="%.4g of the outputs outside rtol=%g atol=%g (max abs error %.4g)" % (
                 share, req["check"]["rtol"], req["check"]["atol"], worst))
             return answer, False
-        t2 = time.perf_counter()
+        t3 = time.perf_counter()
         try:
             samples = self.device.time(fn, args, req.get("timing", {}))
         except Exception as exc:
             failure, lost = classify(exc)
             answer.update(failure=failure, message=tail(traceback.format_exc()))
             return answer, lost
-        self.note("measure %s: waited %.3f s for its compile, first run and check %.3f s, %d samples in %.3f s" % (
-            key[0], t1 - t0, t2 - t1, len(samples), time.perf_counter() - t2))
+        self.note("measure %s: inputs %.3f s, waited %.3f s for its compile, first run and check %.3f s, "
+                  "%d samples in %.3f s" % (key[0], t1 - t0, t2 - t1, t3 - t2, len(samples), time.perf_counter() - t3))
         if not skip_check:
             answer["check"] = "pass"
         answer.update(samples_us=samples, clock_mhz=self.device.clock_mhz())
@@ -510,7 +601,7 @@ def main(argv=None):
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     log = open(args.log, "a") if args.log else None
-    Harness(args.module, args.jobs, log).serve(sys.stdin, protocol_out)
+    Harness(args.module, args.jobs, log, protocol_out.fileno()).serve(sys.stdin, protocol_out)
 
 
 if __name__ == "__main__":

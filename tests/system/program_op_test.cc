@@ -326,6 +326,19 @@ TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadIn
   const std::string warmed = tune::testing::ReadFile(log.string());
   for (int scale : {1, 2, 3, 4})
     EXPECT_NE(warmed.find("warm SCALE=" + std::to_string(scale) + " "), std::string::npos) << warmed;
+  std::string server;  // the harness's pid: it made the inputs
+  std::vector<std::string> warmers;
+  std::istringstream lines(warmed);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string pid = line.substr(line.rfind("pid=") + 4);
+    if (line.rfind("inputs ", 0) == 0) {
+      server = pid;
+    } else {
+      warmers.push_back(pid);
+    }
+  }
+  ASSERT_FALSE(server.empty()) << warmed;
+  for (const std::string& pid : warmers) EXPECT_NE(pid, server) << warmed;
   unsetenv("HARNESS_WARM_LOG");
 }
 
