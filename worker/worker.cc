@@ -629,6 +629,9 @@ Status Worker::Start() {
   programs.work_dir = (o.cache_dir.empty() ? DefaultCacheRoot() : o.cache_dir) + "/programs";
   programs.allowed = o.allow_programs;
   programs.python_path = TunefarmPythonPath();
+  // One serve process per device, each with a compile pool: together they
+  // keep the host's cores busy, not each of them all the cores.
+  programs.cpus = std::max(1u, std::thread::hardware_concurrency() / unsigned(std::max<size_t>(impl_->backends.size(), 1)));
   for (const auto& b : impl_->backends) {
     impl_->devices.push_back(b->device());
     impl_->program_backends.push_back(MakeProgramBackend(b->device(), b->toolchain(), programs));

@@ -27,11 +27,12 @@ where NaN never passes, the L2 cache flushed by a read before every sample,
 CUDA events around each sample, samples taken until the 95% confidence
 interval is within the target (or the caps), the SM clock read. A "plan"
 request lists the unit's configs: their `warm` runs in a pool of processes
-(one per core, up to 16) while the GPU times earlier configs, so a cold sweep
-is bound by the GPU rather than by one compiler thread (Triton's cache, shared
-between processes, then holds the compiled kernels). The pool is forked from
-the harness once the module is imported and before CUDA starts, so the
-framework is imported once, not once a process.
+(one per core of the device's share of the host, up to 16) while the GPU
+times earlier configs, so a cold sweep is bound by the GPU rather than by one
+compiler thread (Triton's cache, shared between processes, then holds the
+compiled kernels). The pool is forked from the harness once the module is
+imported and before CUDA starts, so the framework is imported once, not once
+a process.
 
 Without torch or a CUDA device (tests on hosts without a GPU) the harness
 times on the host with perf_counter and checks lists of numbers; those figures
@@ -581,6 +582,26 @@ class Harness:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
 
+def default_jobs():
+    """The compile pool's width: $TUNEFARM_HARNESS_JOBS, else the cores this
+    process may use, cut to this device's share of the host
+    ($TUNEFARM_CPUS: a worker with several GPUs runs a harness for each),
+    at most 16."""
+    jobs = os.environ.get("TUNEFARM_HARNESS_JOBS", "").strip()
+    if jobs:
+        if not jobs.isdigit():
+            raise SystemExit("tunefarm.harness: TUNEFARM_HARNESS_JOBS=%r is not a count of processes" % jobs)
+        return int(jobs)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    share = os.environ.get("TUNEFARM_CPUS", "")
+    if share.isdigit() and int(share) > 0:
+        cores = min(cores, int(share))
+    return max(1, min(16, cores))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m tunefarm.harness",
@@ -590,9 +611,10 @@ def main(argv=None):
     parser.add_argument("--log", default=os.environ.get("TUNEFARM_HARNESS_LOG"),
                         help="append where the time goes (start, plans, each measurement) to this file "
                              "(default: $TUNEFARM_HARNESS_LOG)")
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("TUNEFARM_HARNESS_JOBS",
-                                                                     min(16, os.cpu_count() or 1))),
-                        help="processes compiling ahead (warm); 0 = none (default: one per core, up to 16)")
+    parser.add_argument("--jobs", type=int, default=default_jobs(),
+                        help="processes compiling ahead (warm); 0 = none (default: $TUNEFARM_HARNESS_JOBS, "
+                             "else one per core of this device's share ($TUNEFARM_CPUS, set by the worker), "
+                             "up to 16)")
     args = parser.parse_args(argv)
     # The protocol owns stdout: what the kernel module prints goes to stderr.
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <fstream>
@@ -42,6 +43,7 @@ class ProgramBackendTest : public ::testing::Test {
     tune::ProgramBackendOptions o;
     o.work_dir = (dir_ / "work").string();
     o.allowed = allowed;
+    o.cpus = 3;
     return tune::MakeProgramBackend(device_, "sim", o);
   }
   // An op of `files` (op.toml and the rest) written to a folder and loaded.
@@ -107,6 +109,7 @@ TEST_F(ProgramBackendTest, ItsEnvironmentCarriesConfigDimsDtypeDeviceAndToleranc
                            "test \"$TUNEFARM_PARAM_X\" = 3 && test \"$TUNEFARM_DIM_N\" = 1024 && "
                            "test \"$TUNEFARM_DTYPE\" = f32 && test \"$TUNEFARM_GPU_MODEL\" = sim-h100 && "
                            "test \"$TUNEFARM_RTOL\" = 0.5 && test \"$TUNEFARM_CONFIG\" = X=3 && "
+                           "test \"$TUNEFARM_CPUS\" = 3 && "
                            "test -d \"$TUNEFARM_BUILD_DIR\" && test -f run.sh || exit 9\n"
                            "echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\n"}});
   tune::Measurement m = Run(*b, spec, 3);
@@ -304,6 +307,7 @@ TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadIn
   o.work_dir = (dir_ / "work").string();
   o.allowed = true;
   o.python_path = std::string(TUNEFARM_SOURCE_DIR) + "/python";
+  o.cpus = 1;  // the device's share of the host: a pool of one process
   auto b = tune::MakeProgramBackend(device_, "sim", o);
   std::vector<tune::Config> all;
   for (int64_t scale : {1, 2, 3, 4}) all.push_back(tune::Config{{{"SCALE", scale}, {"UNROLL", 1}}});
@@ -339,6 +343,7 @@ TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadIn
   }
   ASSERT_FALSE(server.empty()) << warmed;
   for (const std::string& pid : warmers) EXPECT_NE(pid, server) << warmed;
+  EXPECT_EQ(std::set<std::string>(warmers.begin(), warmers.end()).size(), 1u) << warmed;
   unsetenv("HARNESS_WARM_LOG");
 }
 

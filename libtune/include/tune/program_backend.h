@@ -23,6 +23,10 @@ struct ProgramBackendOptions {
   // Put before PYTHONPATH, so that a Python program finds the tunefarm
   // package (its harness) shipped with this binary. "" = none.
   std::string python_path;
+  // The host's cores that this device's programs may keep busy (a serve
+  // process sizes its compile pool by it: TUNEFARM_CPUS): a worker shares
+  // its host's cores among its devices. 0 = not said.
+  unsigned cpus = 0;
 };
 
 // A backend for program ops on `device` (the CUDA or sim device it shares):

@@ -194,7 +194,7 @@ class ProgramBackend : public Backend {
   }
 
   std::vector<std::string> Environment(const program::Request& r) const {
-    std::vector<std::string> env = program::DeviceEnvironment(device_, options_.python_path);
+    std::vector<std::string> env = program::DeviceEnvironment(device_, options_.cpus, options_.python_path);
     for (std::string& kv : program::RequestEnvironment(r)) env.push_back(std::move(kv));
     return env;
   }
@@ -240,7 +240,7 @@ class ProgramBackend : public Backend {
     auto known = versions_.find(package);
     if (known != versions_.end()) return known->second;
     ProgramProcess p;
-    Status st = p.Start(spec.program->version, dir, program::DeviceEnvironment(device_, options_.python_path), false);
+    Status st = p.Start(spec.program->version, dir, program::DeviceEnvironment(device_, options_.cpus, options_.python_path), false);
     if (!st.ok()) return Status::Error("version: " + st.message());
     const double deadline = Now() + spec.program->build_timeout_seconds;
     bool timed_out = false;
@@ -294,7 +294,7 @@ class ProgramBackend : public Backend {
     if (serve_.running()) serve_.Kill();
     auto dir = PackageDir(spec);
     if (!dir.ok()) return dir.status();
-    std::vector<std::string> env = program::DeviceEnvironment(device_, options_.python_path);
+    std::vector<std::string> env = program::DeviceEnvironment(device_, options_.cpus, options_.python_path);
     env.push_back("TUNEFARM_OP=" + spec.name);
     TUNE_RETURN_IF_ERROR(serve_.Start(spec.program->serve, *dir, env, true));
     serve_digest_ = digest;

@@ -195,7 +195,7 @@ bool ReadCroqLine(const std::string& line, Outcome* out) {
 
 }  // namespace
 
-std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, const std::string& python_path) {
+std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, unsigned cpus, const std::string& python_path) {
   std::vector<std::string> env = {
       "TUNEFARM_PROTOCOL=" + std::to_string(kProtocolVersion),
       "TUNEFARM_GPU_MODEL=" + device.model,
@@ -215,6 +215,7 @@ std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, const std::
     }
     env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   }
+  if (cpus > 0) env.push_back("TUNEFARM_CPUS=" + std::to_string(cpus));
   if (!python_path.empty()) {
     const char* old = std::getenv("PYTHONPATH");
     env.push_back("PYTHONPATH=" + python_path + (old && *old ? ":" + std::string(old) : ""));

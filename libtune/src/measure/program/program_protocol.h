@@ -34,9 +34,10 @@ struct Request {
 // "NAME=value" entries of `request` for a run or build process (TUNEFARM_*,
 // documented in docs/program-ops.md); DeviceEnvironment's come beside them.
 std::vector<std::string> RequestEnvironment(const Request& request);
-// The variables of the device (CUDA programs see only it, as device 0) and
-// of the Python package: what a serve process starts with.
-std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, const std::string& python_path);
+// The variables of the device (CUDA programs see only it, as device 0), of
+// its share of the host's cores (`cpus`, 0 = not said) and of the Python
+// package: what a serve process starts with.
+std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, unsigned cpus, const std::string& python_path);
 // One JSON line: {"tunefarm":1,"cmd":"measure","id":..,"config":{..},"dims":{..},...}.
 std::string MeasureLine(const Request& request);
 // One JSON line telling a serve process which configs come next and on
