@@ -1,0 +1,158 @@
+"""tunefarm.harness as a worker runs it: a real process on pipes, its
+compile pool (forked or spawned), the width of that pool, and what is left
+when the harness dies. Runs on Debian's python3 without torch: the harness
+then times on the host (TUNEFARM_BACKEND=sim), never a GPU figure."""
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE = os.environ.get("TUNEFARM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+MODULE = os.path.join(SOURCE, "tests", "data", "ops", "harness_host", "kernel.py")
+sys.path.insert(0, os.path.join(SOURCE, "python"))
+
+from tunefarm import harness  # noqa: E402
+
+CHECK = {"rtol": 0.01, "atol": 0.01, "max_mismatch": 0}
+
+
+def plan(configs):
+    return {"cmd": "plan", "configs": configs, "dtype": "f32", "shapes": [{"N": 50}]}
+
+
+def measure(i, config):
+    return {"cmd": "measure", "id": i, "config": config, "dtype": "f32", "dims": {"N": 50}, "seed": 7,
+            "check": CHECK, "timing": {}}
+
+
+class Served:
+    """The harness in its own session (the worker kills its process group),
+    requests on stdin, answers read with a deadline."""
+
+    def __init__(self, module, env=None, args=()):
+        self.dir = tempfile.mkdtemp(prefix="tunefarm-harness-")
+        self.log = os.path.join(self.dir, "harness.log")
+        full = dict(os.environ, TUNEFARM_BACKEND="sim", PYTHONPATH=os.path.join(SOURCE, "python"),
+                    HARNESS_WARM_LOG=os.path.join(self.dir, "warm.log"))
+        full.update(env or {})
+        self.proc = subprocess.Popen([sys.executable, "-m", "tunefarm.harness", "--log", self.log, module, *args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=full, start_new_session=True)
+
+    def send(self, request):
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def read_line(self, seconds=20):
+        """A line of stdout, or b"" at its end; None when nothing came in time."""
+        ready, _, _ = select.select([self.proc.stdout], [], [], seconds)
+        return self.proc.stdout.readline() if ready else None
+
+    def answer(self):
+        line = self.read_line()
+        if not line:
+            raise AssertionError("no answer: %r; stderr: %s" % (line, self.stderr()))
+        return json.loads(line)
+
+    def stderr(self):
+        return self.proc.stderr.read1(65536).decode(errors="replace") if self.proc.poll() is not None else ""
+
+    def notes(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def warmers(self):
+        path = os.path.join(self.dir, "warm.log")
+        if not os.path.exists(path):
+            return set()
+        with open(path) as f:
+            return {line.rsplit("pid=", 1)[1].strip() for line in f if line.startswith("warm ")}
+
+    def close(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            pipe.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+CONFIGS = [{"SCALE": s, "UNROLL": 1} for s in (1, 2)]
+
+
+class CompilePool(unittest.TestCase):
+    def serve_two(self, module, env=None):
+        h = Served(module, env)
+        self.addCleanup(h.close)
+        h.send(plan(CONFIGS))
+        for i, c in enumerate(CONFIGS):
+            h.send(measure(i, c))
+            got = h.answer()
+            self.assertEqual(got["id"], i)
+            self.assertEqual(got.get("check"), "pass", got)
+        return h
+
+    def test_the_pool_is_forked_from_the_harness_after_the_import(self):
+        h = self.serve_two(MODULE, {"TUNEFARM_CPUS": "2"})
+        self.assertIn("compile pool: 2 processes forked", h.notes())
+        self.assertTrue(h.warmers(), "no config was warmed in the pool")
+        self.assertNotIn(str(h.proc.pid), h.warmers())
+
+    def test_a_module_that_starts_a_thread_gets_a_spawned_pool(self):
+        # Forking a process with a second thread may deadlock the child.
+        tmp = tempfile.mkdtemp(prefix="tunefarm-threaded-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        threaded = os.path.join(tmp, "kernel.py")
+        with open(MODULE) as f, open(threaded, "w") as out:
+            out.write("import threading, time\n"
+                      "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n" + f.read())
+        h = self.serve_two(threaded, {"TUNEFARM_CPUS": "1"})
+        self.assertIn("compile pool: 1 processes spawned", h.notes())
+        self.assertTrue(h.warmers())
+        self.assertNotIn(str(h.proc.pid), h.warmers())
+
+    def test_the_answers_pipe_ends_with_the_harness_not_with_its_pool(self):
+        # A pool process keeping the worker's pipe open would leave the
+        # worker waiting on a harness that is gone.
+        h = self.serve_two(MODULE, {"TUNEFARM_CPUS": "2"})
+        os.kill(h.proc.pid, signal.SIGKILL)
+        self.assertEqual(h.read_line(seconds=20), b"", "stdout did not end: a pool process holds it")
+
+
+class PoolWidth(unittest.TestCase):
+    def width(self, **env):
+        saved = {k: os.environ.pop(k, None) for k in ("TUNEFARM_CPUS", "TUNEFARM_HARNESS_JOBS")}
+        try:
+            os.environ.update(env)
+            return harness.default_jobs()
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+
+    def test_the_devices_share_of_the_cores_bounds_it(self):
+        cores = len(os.sched_getaffinity(0))
+        self.assertEqual(self.width(), max(1, min(16, cores)))
+        self.assertEqual(self.width(TUNEFARM_CPUS="1"), 1)
+        self.assertEqual(self.width(TUNEFARM_CPUS="1000"), max(1, min(16, cores)))
+        self.assertEqual(self.width(TUNEFARM_CPUS="junk"), max(1, min(16, cores)))
+
+    def test_an_operator_choice_wins_and_a_bad_one_is_named(self):
+        self.assertEqual(self.width(TUNEFARM_CPUS="1", TUNEFARM_HARNESS_JOBS="5"), 5)
+        self.assertEqual(self.width(TUNEFARM_HARNESS_JOBS="0"), 0)
+        with self.assertRaises(SystemExit) as e:
+            self.width(TUNEFARM_HARNESS_JOBS="-3")
+        self.assertIn("TUNEFARM_HARNESS_JOBS='-3'", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
