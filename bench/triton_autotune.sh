@@ -22,8 +22,12 @@ now() { date +%s.%N; }
 
 # The operating system's file cache warmed for both sides alike (torch and
 # Triton are gigabytes of files): "cold" means Triton's compile cache, and
-# without this the side that runs first pays for reading them from disk.
+# without this the side that runs first pays for reading them from disk:
+# what the imports touch, and all of Triton's own files (its first compile
+# hashes the whole compiler library and runs its bundled ptxas).
 TRITON_CACHE_DIR=$W/triton-warm python3 -c "import torch, triton" >/dev/null 2>&1 || true
+triton_dir=$(python3 -c "import os, triton; print(os.path.dirname(triton.__file__))" 2>/dev/null || true)
+[ -n "$triton_dir" ] && find "$triton_dir" -type f -exec cat {} + >/dev/null 2>&1 || true
 
 export TRITON_CACHE_DIR=$W/triton-farm
 t0=$(now)

@@ -1,9 +1,17 @@
 #include "compile_pool.h"
 
+#include <sched.h>
+
 namespace tune {
 
+unsigned UsableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::thread::hardware_concurrency();
+}
+
 CompilePool::CompilePool(unsigned threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0) threads = std::max(1u, UsableCores());
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 

@@ -17,9 +17,13 @@
 
 namespace tune {
 
+// The cores this process may run on (its CPU affinity: a worker pinned to
+// some of a host's cores gets those), 0 when unknown.
+unsigned UsableCores();
+
 class CompilePool {
  public:
-  explicit CompilePool(unsigned threads);  // 0 = one per core
+  explicit CompilePool(unsigned threads);  // 0 = one per usable core
   ~CompilePool();                           // finishes queued work, then joins
   CompilePool(const CompilePool&) = delete;
   CompilePool& operator=(const CompilePool&) = delete;

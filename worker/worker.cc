@@ -630,8 +630,9 @@ Status Worker::Start() {
   programs.allowed = o.allow_programs;
   programs.python_path = TunefarmPythonPath();
   // One serve process per device, each with a compile pool: together they
-  // keep the host's cores busy, not each of them all the cores.
-  programs.cpus = std::max(1u, std::thread::hardware_concurrency() / unsigned(std::max<size_t>(impl_->backends.size(), 1)));
+  // keep the worker's cores busy, not each of them all the cores.
+  if (const unsigned cores = UsableCores(); cores > 0)
+    programs.cpus = std::max(1u, cores / unsigned(std::max<size_t>(impl_->backends.size(), 1)));
   for (const auto& b : impl_->backends) {
     impl_->devices.push_back(b->device());
     impl_->program_backends.push_back(MakeProgramBackend(b->device(), b->toolchain(), programs));

@@ -32,7 +32,7 @@ times earlier configs, so a cold sweep is bound by the GPU rather than by one
 compiler thread (Triton's cache, shared between processes, then holds the
 compiled kernels). The pool is forked from the harness once the module is
 imported and before CUDA starts, so the framework is imported once, not once
-a process.
+a process (spawned instead where the module started CUDA or a thread).
 
 Without torch or a CUDA device (tests on hosts without a GPU) the harness
 times on the host with perf_counter and checks lists of numbers; those figures
@@ -51,6 +51,8 @@ import traceback
 
 PROTOCOL = 1
 MAX_BATCH = 32  # samples between two synchronisations, as the farm's runner
+MAX_JOBS = 256  # compile processes at most, whatever is asked
+WARMUP_WAIT_SECONDS = 60  # the framework's one-time work before the pool forks
 
 # Two-sided 95% Student t for 1..30 degrees of freedom (tune/stats.h).
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -130,10 +132,18 @@ def sample(fn, args, timing, batch_of):
         timed += sum(got) * 1e-6
 
 
+def module_folder_first(path):
+    """The kernel module's folder first on sys.path: what it ships beside it
+    (a framework too) wins over what the host has."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not sys.path or sys.path[0] != folder:
+        sys.path.insert(0, folder)
+
+
 def load_module(path):
     """Imports the kernel module at `path` (its folder first on sys.path)."""
     path = os.path.abspath(path)
-    sys.path.insert(0, os.path.dirname(path))
+    module_folder_first(path)
     spec = importlib.util.spec_from_file_location("tunefarm_kernel_module", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -341,18 +351,17 @@ def _triton_before_fork():
     are built by a C compiler on a cold cache. Done here once, the forked
     pool processes inherit the key and find the helpers built."""
     try:
-        from triton.runtime.cache import triton_key
-    except ImportError:
         try:
-            from triton.compiler.compiler import triton_key
+            from triton.runtime.cache import triton_key
         except ImportError:
-            triton_key = None
+            from triton.compiler.compiler import triton_key
+        triton_key()
+    except Exception:  # a later compile says what is wrong
+        pass
     try:
-        if triton_key is not None:
-            triton_key()
         from triton.backends.nvidia.driver import CudaUtils
         CudaUtils()
-    except Exception:  # a later compile says what is wrong
+    except Exception:
         pass
 
 
@@ -381,40 +390,57 @@ def start_framework_warmup(module_path):
         return None
     if not uses_triton or importlib.util.find_spec("triton") is None:
         return None
+    module_folder_first(module_path)  # the Triton the module will import
     thread = threading.Thread(target=_triton_before_fork, name="tunefarm-warmup", daemon=True)
     thread.start()
     return thread
 
 
+def cuda_started():
+    """Whether this process has initialised the CUDA driver (torch's device
+    queries, CuPy or cuda-python at the module's import do): a process
+    forked after that cannot use CUDA. Asked of libcuda itself, which counts
+    devices only once initialised (before, it answers "not initialised"; a
+    stub library or a host without a GPU answers another error)."""
+    import ctypes
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False  # no driver on this host: nothing to start
+    count = ctypes.c_int(0)
+    return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0  # CUDA_SUCCESS
+
+
 def fork_is_safe():
-    """Whether this process may fork its pool: single-threaded and no CUDA
-    context yet (a fork of a process holding one is unusable)."""
+    """Whether this process may fork its pool: no second Python thread (one
+    holding a lock would leave it held in the child) and no CUDA yet."""
     import threading
     if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return False
-    torch = sys.modules.get("torch")
-    try:
-        return torch is None or not torch.cuda.is_initialized()
-    except Exception:
-        return False
+    return not cuda_started()
 
 
 def start_pool(jobs, module_path, module, protocol_fd):
     """The compile pool, its processes started now. Forked from this process
     once the kernel module is imported (the framework's import, seconds, paid
-    once instead of once a process); spawned where forking is not safe."""
+    once instead of once a process); spawned, each importing the module,
+    where forking is not safe."""
     global _pool_module
     from concurrent.futures import ProcessPoolExecutor
     if fork_is_safe():
         _pool_module = module
         pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
                                    initializer=_pool_forked, initargs=(protocol_fd,))
-        # A fork context starts every process at the first submit: now,
-        # before this process opens the device.
+        how = "forked"
+    else:
+        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_pool_start, initargs=(module_path,))
+        how = "spawned"
+    # A fork context starts every process at the first submit (now, before
+    # this process opens the device); a spawn context one per submit.
+    for _ in range(jobs):
         pool.submit(int)
-        return pool, "forked"
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_pool_start, initargs=(module_path,)), "spawned"
+    return pool, how
 
 
 class Harness:
@@ -423,17 +449,21 @@ class Harness:
         self.started = time.perf_counter()
         if log:
             log.write("# harness started at %.3f (Unix time)\n" % time.time())
-        self.module_path = module_path
         warmup = start_framework_warmup(module_path) if jobs > 0 else None
         self.module = load_module(module_path)
         self.note("module loaded")
         if warmup is not None:
-            warmup.join()  # before the fork
-            self.note("framework warmed up")
+            # Before the fork. A thread still running then (a C build that
+            # hangs) makes the pool spawned instead.
+            warmup.join(WARMUP_WAIT_SECONDS)
+            self.note("framework warmed up" if not warmup.is_alive() else "framework warm-up still running")
         self.pool = None
         if jobs > 0 and callable(getattr(self.module, "warm", None)):
-            self.pool, how = start_pool(jobs, module_path, self.module, protocol_fd)
-            self.note("compile pool: %d processes %s" % (jobs, how))
+            try:
+                self.pool, how = start_pool(jobs, module_path, self.module, protocol_fd)
+                self.note("compile pool: %d processes %s" % (jobs, how))
+            except Exception:  # no processes to be had: compiles happen here
+                self.note("no compile pool: " + traceback.format_exc().strip().splitlines()[-1])
         self.device = open_device()
         self.note("device ready (%s)" % self.device.name)
         self.warming = {}      # config key -> future
@@ -490,6 +520,7 @@ class Harness:
         answer = {"tunefarm": PROTOCOL, "id": req["id"]}
         config, dtype, dims = req["config"], req["dtype"], req["dims"]
         key = (config_key(config), dtype)
+        warming = self.warming.pop(key, None)
         t0 = time.perf_counter()
         try:
             # Before waiting for the compile: a new shape's inputs and
@@ -501,7 +532,6 @@ class Harness:
             answer.update(failure="launch_error", message="inputs/reference: " + tail(traceback.format_exc()))
             return answer, False
         t1 = time.perf_counter()
-        warming = self.warming.pop(key, None)
         if warming is not None:
             try:
                 error = warming.result()  # shows again below, where it is classified
@@ -582,6 +612,18 @@ class Harness:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
 
+def count_of(name, text):
+    """A count of processes from `text` (an option or a variable `name`);
+    SystemExit naming it otherwise."""
+    try:
+        n = int(text.strip())
+    except ValueError:
+        n = -1
+    if not 0 <= n <= MAX_JOBS:
+        raise SystemExit("tunefarm.harness: %s=%r is not a count of processes (0 to %d)" % (name, text, MAX_JOBS))
+    return n
+
+
 def default_jobs():
     """The compile pool's width: $TUNEFARM_HARNESS_JOBS, else the cores this
     process may use, cut to this device's share of the host
@@ -589,15 +631,13 @@ def default_jobs():
     at most 16."""
     jobs = os.environ.get("TUNEFARM_HARNESS_JOBS", "").strip()
     if jobs:
-        if not jobs.isdigit():
-            raise SystemExit("tunefarm.harness: TUNEFARM_HARNESS_JOBS=%r is not a count of processes" % jobs)
-        return int(jobs)
+        return count_of("TUNEFARM_HARNESS_JOBS", jobs)
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    share = os.environ.get("TUNEFARM_CPUS", "")
-    if share.isdigit() and int(share) > 0:
+    share = os.environ.get("TUNEFARM_CPUS", "").strip()
+    if share.isascii() and share.isdigit() and int(share) > 0:
         cores = min(cores, int(share))
     return max(1, min(16, cores))
 
@@ -611,11 +651,15 @@ def main(argv=None):
     parser.add_argument("--log", default=os.environ.get("TUNEFARM_HARNESS_LOG"),
                         help="append where the time goes (start, plans, each measurement) to this file "
                              "(default: $TUNEFARM_HARNESS_LOG)")
-    parser.add_argument("--jobs", type=int, default=default_jobs(),
+    parser.add_argument("--jobs", type=lambda text: count_of("--jobs", text), default=None,
                         help="processes compiling ahead (warm); 0 = none (default: $TUNEFARM_HARNESS_JOBS, "
                              "else one per core of this device's share ($TUNEFARM_CPUS, set by the worker), "
                              "up to 16)")
     args = parser.parse_args(argv)
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    # torch asks NVML, not the CUDA driver, whether a GPU is there: a module
+    # that asks at its import leaves this process free to fork its pool.
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     # The protocol owns stdout: what the kernel module prints goes to stderr.
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     # Descriptor 1 too: native code, device printf and the pool's processes
@@ -623,7 +667,7 @@ def main(argv=None):
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     log = open(args.log, "a") if args.log else None
-    Harness(args.module, args.jobs, log, protocol_out.fileno()).serve(sys.stdin, protocol_out)
+    Harness(args.module, jobs, log, protocol_out.fileno()).serve(sys.stdin, protocol_out)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ class Served:
         self.log = os.path.join(self.dir, "harness.log")
         full = dict(os.environ, TUNEFARM_BACKEND="sim", PYTHONPATH=os.path.join(SOURCE, "python"),
                     HARNESS_WARM_LOG=os.path.join(self.dir, "warm.log"))
+        for name in ("TUNEFARM_HARNESS_JOBS", "TUNEFARM_CPUS"):  # the test's own choice only
+            full.pop(name, None)
         full.update(env or {})
         self.proc = subprocess.Popen([sys.executable, "-m", "tunefarm.harness", "--log", self.log, module, *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -101,7 +103,7 @@ class CompilePool(unittest.TestCase):
         return h
 
     def test_the_pool_is_forked_from_the_harness_after_the_import(self):
-        h = self.serve_two(MODULE, {"TUNEFARM_CPUS": "2"})
+        h = self.serve_two(MODULE, {"TUNEFARM_HARNESS_JOBS": "2"})
         self.assertIn("compile pool: 2 processes forked", h.notes())
         self.assertTrue(h.warmers(), "no config was warmed in the pool")
         self.assertNotIn(str(h.proc.pid), h.warmers())
@@ -114,7 +116,7 @@ class CompilePool(unittest.TestCase):
         with open(MODULE) as f, open(threaded, "w") as out:
             out.write("import threading, time\n"
                       "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n" + f.read())
-        h = self.serve_two(threaded, {"TUNEFARM_CPUS": "1"})
+        h = self.serve_two(threaded, {"TUNEFARM_HARNESS_JOBS": "1"})
         self.assertIn("compile pool: 1 processes spawned", h.notes())
         self.assertTrue(h.warmers())
         self.assertNotIn(str(h.proc.pid), h.warmers())
@@ -122,7 +124,7 @@ class CompilePool(unittest.TestCase):
     def test_the_answers_pipe_ends_with_the_harness_not_with_its_pool(self):
         # A pool process keeping the worker's pipe open would leave the
         # worker waiting on a harness that is gone.
-        h = self.serve_two(MODULE, {"TUNEFARM_CPUS": "2"})
+        h = self.serve_two(MODULE, {"TUNEFARM_HARNESS_JOBS": "2"})
         os.kill(h.proc.pid, signal.SIGKILL)
         self.assertEqual(h.read_line(seconds=20), b"", "stdout did not end: a pool process holds it")
 
@@ -145,13 +147,24 @@ class PoolWidth(unittest.TestCase):
         self.assertEqual(self.width(TUNEFARM_CPUS="1"), 1)
         self.assertEqual(self.width(TUNEFARM_CPUS="1000"), max(1, min(16, cores)))
         self.assertEqual(self.width(TUNEFARM_CPUS="junk"), max(1, min(16, cores)))
+        self.assertEqual(self.width(TUNEFARM_CPUS="²"), max(1, min(16, cores)))
+        self.assertEqual(self.width(TUNEFARM_CPUS=" 1\n"), 1)
 
     def test_an_operator_choice_wins_and_a_bad_one_is_named(self):
         self.assertEqual(self.width(TUNEFARM_CPUS="1", TUNEFARM_HARNESS_JOBS="5"), 5)
         self.assertEqual(self.width(TUNEFARM_HARNESS_JOBS="0"), 0)
-        with self.assertRaises(SystemExit) as e:
-            self.width(TUNEFARM_HARNESS_JOBS="-3")
-        self.assertIn("TUNEFARM_HARNESS_JOBS='-3'", str(e.exception))
+        for bad in ("-3", "²", "1e3", "100000"):
+            with self.assertRaises(SystemExit) as e:
+                self.width(TUNEFARM_HARNESS_JOBS=bad)
+            self.assertIn("TUNEFARM_HARNESS_JOBS=%r is not a count" % bad, str(e.exception))
+
+    def test_an_option_wins_over_a_bad_variable(self):
+        h = Served(MODULE, {"TUNEFARM_HARNESS_JOBS": "junk"}, args=("--jobs", "1"))
+        self.addCleanup(h.close)
+        h.send(plan(CONFIGS[:1]))
+        h.send(measure(0, CONFIGS[0]))
+        self.assertEqual(h.answer().get("check"), "pass")
+        self.assertIn("compile pool: 1 processes", h.notes())
 
 
 if __name__ == "__main__":

@@ -303,6 +303,7 @@ TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadIn
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   const fs::path log = dir_ / "warm.log";
   setenv("HARNESS_WARM_LOG", log.c_str(), 1);
+  unsetenv("TUNEFARM_HARNESS_JOBS");  // the pool's width from the device's share below
   tune::ProgramBackendOptions o;
   o.work_dir = (dir_ / "work").string();
   o.allowed = true;
