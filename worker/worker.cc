@@ -628,6 +628,10 @@ Status Worker::Start() {
   ProgramBackendOptions programs;
   programs.work_dir = (o.cache_dir.empty() ? DefaultCacheRoot() : o.cache_dir) + "/programs";
   programs.allowed = o.allow_programs;
+  programs.protected_paths = o.protected_paths;
+  if (!o.curve_secret_key.empty()) programs.protected_paths.push_back(o.curve_secret_key);
+  programs.cubin_cache_dir = o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir;
+  programs.allow_unconfined = o.allow_unconfined_programs;
   programs.python_path = TunefarmPythonPath();
   // One serve process per device, each with a compile pool: together they
   // keep the worker's cores busy, not each of them all the cores.

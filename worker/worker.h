@@ -41,6 +41,11 @@ struct WorkerOptions {
   // Run program ops (tune/program_backend.h): commands of whoever submits
   // sweeps, run as this worker's user. Off unless the operator allows it.
   bool allow_programs = false;
+  // Files and folders programs may not touch (the key files are always
+  // among them: --protect adds the worker's configuration folders), and
+  // whether to run programs where they cannot be confined (no Landlock).
+  std::vector<std::string> protected_paths;
+  bool allow_unconfined_programs = false;
   // /metrics (and /healthz) for Prometheus on this address and port;
   // off when http_port < 0, 0 = an ephemeral port.
   std::string http_address = "127.0.0.1";

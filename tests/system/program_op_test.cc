@@ -39,11 +39,13 @@ class ProgramBackendTest : public ::testing::Test {
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);
   }
-  std::unique_ptr<tune::Backend> Backend(bool allowed = true) {
+  std::unique_ptr<tune::Backend> Backend(bool allowed = true, std::vector<std::string> protect = {}) {
     tune::ProgramBackendOptions o;
     o.work_dir = (dir_ / "work").string();
     o.allowed = allowed;
     o.cpus = 3;
+    o.protected_paths = std::move(protect);
+    o.allow_unconfined = true;  // confined where the kernel can; the box tests say when it cannot
     return tune::MakeProgramBackend(device_, "sim", o);
   }
   // An op of `files` (op.toml and the rest) written to a folder and loaded.
@@ -194,6 +196,62 @@ TEST_F(ProgramBackendTest, ARunPastItsTimeoutIsKilledWithEverythingItStarted) {
   // The background sleep was in the program's process group: gone too.
   for (int i = 0; i < 100 && kill(child, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_NE(kill(child, 0), 0) << "a process the program started outlived the kill";
+}
+
+// Whatever a program starts dies with its run, also what left its session
+// (setsid -f): the box the program runs in is their subreaper.
+TEST_F(ProgramBackendTest, WhatAProgramDetachesDiesWithItsRunAndItsTimeout) {
+  auto b = Backend();
+  for (bool times_out : {false, true}) {
+    const fs::path pidfile = dir_ / (times_out ? "late.pid" : "done.pid");
+    const std::string answer =
+        "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+    tune::OpSpec spec = Op({{"op.toml", RunOp()},
+                            {"run.sh", "setsid -f sh -c 'echo $$ > " + pidfile.string() + "; exec sleep 300'\n"
+                                       "while [ ! -s " + pidfile.string() + " ]; do sleep 0.01; done\n" +
+                                       (times_out ? std::string("sleep 300\n") : answer)}});
+    tune::Measurement m = Run(*b, spec, 1);
+    if (times_out) EXPECT_EQ(m.failure, tune::FailureClass::kTimeout) << m.failure_message;
+    else EXPECT_TRUE(m.Valid()) << m.failure_message;
+    std::ifstream in(pidfile);
+    pid_t child = 0;
+    ASSERT_TRUE(in >> child) << "the detached child never ran";
+    // Dead and reaped: not even a zombie is left.
+    for (int i = 0; i < 100 && kill(child, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NE(kill(child, 0), 0) << "a process the program detached (setsid -f) outlived its run";
+  }
+}
+
+// A program cannot read the worker's key files (protected paths), nor the
+// worker's or the box's process through /proc, nor write the cubin cache;
+// it still runs, writes its work folder and reads the rest of the host.
+TEST_F(ProgramBackendTest, AProgramCannotReachTheWorkersKeysOrProcess) {
+  if (tune::ProgramBackendConfinement() != "landlock") GTEST_SKIP() << "no Landlock in this kernel";
+  fs::create_directories(dir_ / "keys");
+  const fs::path key = dir_ / "keys" / "worker.key";
+  std::ofstream(key) << "TUNEFARM-SECRET-KEY-7b1f\n";
+  auto b = Backend(true, {key.string()});
+  const std::string worker = std::to_string(getpid());
+  // run.sh runs in a second sh (run = "sh run.sh"): the box is its
+  // parent's parent.
+  const std::string script =
+      "out=$TMPDIR/tries.txt\n"
+      "box=$(awk '{print $4}' /proc/$PPID/stat)\n"
+      "for f in " + key.string() + " /proc/$box/environ /proc/" + worker + "/environ /proc/" + worker +
+      "/fd/0 /proc/" + worker + "/root" + key.string() + "; do\n"
+      "  if cat \"$f\" >> $out 2>/dev/null; then echo \"read $f\" >> $out; else echo \"denied $f\" >> $out; fi\n"
+      "done\n"
+      "cat /etc/hostname > /dev/null && echo 'read host' >> $out\n"
+      "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+  tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", script}});
+  tune::Measurement m = Run(*b, spec, 1);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  std::ifstream in(dir_ / "work" / "tmp" / "tries.txt");
+  const std::string tries((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(tries.find("TUNEFARM-SECRET-KEY"), std::string::npos) << tries;
+  EXPECT_EQ(tries.find("read "), tries.find("read host")) << tries;  // nothing but the host's plain files
+  EXPECT_NE(tries.find("read host"), std::string::npos) << tries;
+  EXPECT_NE(tries.find("denied /proc/" + worker + "/fd/0"), std::string::npos) << tries;
 }
 
 TEST_F(ProgramBackendTest, AProgramThatNeverStopsPrintingStillTimesOut) {

@@ -24,6 +24,7 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include <thread>
 #include <vector>
 
+#include "../../libtune/src/measure/confine.h"     // internal: whether this kernel confines compiles
 #include "../../libtune/src/measure/cuda/host_data.h"  // internal: the checker's host-side data
 #include "support/temp_dir.h"
 #include "tune/config_space.h"
@@ -152,6 +153,33 @@ TEST(NvrtcCompile, CompileErrorCarriesTheLogAndIsNotCached) {
     EXPECT_NE(k.failure_message.find(spec.source_file), std::string::npos) << k.failure_message;
   }
   EXPECT_TRUE(CacheFiles(cache.path()).empty());
+}
+
+// The compile itself reads nothing of the host outside the package, the
+// toolkit and the include roots, whatever spelling reaches NVRTC (the
+// package checks are bypassed here: the package is changed after parsing).
+TEST(NvrtcCompile, CompilesCannotReadHostFilesWhateverTheSpelling) {
+  if (confine::LandlockAbi() < 1) GTEST_SKIP() << "no Landlock in this kernel: compiles run unconfined";
+  TempDir host;
+  host.Write("secret.h", "__device__ int tunefarm_host_secret_line = 7;\n");
+  const std::string secret = host.path() + "/secret.h";
+  for (const std::string& spelling :
+       {"#include \"" + secret + "\"\n", "%:include \"" + secret + "\"\n", "%:  include <" + secret + ">\n",
+        "%:define H <" + secret + ">\n%:include H\n", "#define Q(x) #x\n#define S(x) Q(x)\n#include S(" + secret + ")\n"}) {
+    OpSpec spec = LoadTestOp();
+    spec.package[spec.source_file] = spelling + spec.package[spec.source_file];
+    CompiledKernel k = CompileConfig(spec, spec.dtypes[0], spec.default_config, "sm_90", "");
+    EXPECT_EQ(k.failure, FailureClass::kCompileError) << spelling;
+    EXPECT_TRUE(k.image.empty()) << spelling;
+    EXPECT_NE(k.log.find("cannot open source file"), std::string::npos) << spelling << k.log;
+  }
+  // The same file copied into the package compiles: the failures above are
+  // the confinement's, not the spelling's.
+  OpSpec spec = LoadTestOp();
+  spec.package["secret.h"] = "__device__ int tunefarm_host_secret_line = 7;\n";
+  spec.package[spec.source_file] = "%:include \"secret.h\"\n" + spec.package[spec.source_file];
+  CompiledKernel ok = CompileConfig(spec, spec.dtypes[0], spec.default_config, "sm_90", "");
+  EXPECT_EQ(ok.failure, FailureClass::kNone) << ok.failure_message << ok.log;
 }
 
 // CUB, Thrust and libcu++ are found wherever the toolkit keeps them

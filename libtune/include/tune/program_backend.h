@@ -27,6 +27,16 @@ struct ProgramBackendOptions {
   // process sizes its compile pool by it: TUNEFARM_CPUS): a worker shares
   // its host's cores among its devices. 0 = not said.
   unsigned cpus = 0;
+  // Programs run confined (Landlock): they can neither read nor write the
+  // `protected_paths` (files or folders: the worker's key files, its
+  // configuration), write nothing outside their work folder, the home
+  // folder, /tmp, /var/tmp and /dev, never write `cubin_cache_dir`, and
+  // cannot reach the worker's process (/proc/<worker>/{mem,environ,fd}).
+  // Whatever they start dies with them. On a kernel without Landlock they
+  // are refused (a compile error that says so) unless `allow_unconfined`.
+  std::vector<std::string> protected_paths;
+  std::string cubin_cache_dir;
+  bool allow_unconfined = false;
 };
 
 // A backend for program ops on `device` (the CUDA or sim device it shares):
@@ -42,6 +52,10 @@ struct ProgramBackendOptions {
 // Thread-safety as Backend: Compile from many threads, Measure from one.
 std::unique_ptr<Backend> MakeProgramBackend(const DeviceInfo& device, const std::string& toolchain,
                                             ProgramBackendOptions options);
+
+// How this host confines programs: "landlock", or "none" (the kernel has
+// no Landlock: programs run only where allow_unconfined says so).
+std::string ProgramBackendConfinement();
 
 // The folder holding the tunefarm Python package that ships with the running
 // binary: $TUNEFARM_PYTHON, else python/ or share/tunefarm/python/ above the

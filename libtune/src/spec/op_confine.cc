@@ -19,11 +19,24 @@ bool NameChar(char c) {
 // `text` with each backslash-newline spliced out and each comment replaced
 // by a space (translation phases 2 and 3), string and character literals
 // kept, so that `#/**/include` and `#\<newline>include` are seen as what the
-// preprocessor sees. Newlines of block comments are kept for line numbers.
-std::string Phase3(const std::string& text) {
+// preprocessor sees. The alternative spellings of '#' and '\\' are read as
+// those: the digraph `%:` (outside literals) and the trigraphs `??=` and
+// `??/` (which a compiler in a trigraph mode replaces everywhere first).
+// Newlines of block comments are kept for line numbers.
+std::string Phase3(const std::string& source) {
+  std::string text;
+  text.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '?' && i + 2 < source.size() && source[i + 1] == '?' &&
+        (source[i + 2] == '=' || source[i + 2] == '/')) {
+      text += source[i + 2] == '=' ? '#' : '\\';
+      i += 2;
+      continue;
+    }
+    text += source[i];
+  }
   std::string spliced;
   spliced.reserve(text.size());
-  std::vector<size_t> lost_newlines;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '\\') {
       size_t j = i + 1;
@@ -57,6 +70,9 @@ std::string Phase3(const std::string& text) {
         if (spliced[i] == '\n') out += '\n';
       }
       ++i;  // the '/'
+    } else if (c == '%' && i + 1 < spliced.size() && spliced[i + 1] == ':') {
+      out += '#';
+      ++i;
     } else {
       out += c;
     }

@@ -12,11 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "measure/confine.h"
 #include "measure/package_dir.h"
+#include "tune/log.h"
 #include "tune/cuda_backend.h"
 
 namespace tune::cuda {
@@ -273,7 +276,9 @@ std::vector<std::string> BaseOptions(const OpSpec& spec, const std::string& dtyp
   return o;
 }
 
-NvrtcResult RunNvrtc(const NvrtcJob& job) {
+namespace {
+
+NvrtcResult RunNvrtcHere(const NvrtcJob& job) {
   NvrtcResult out;
   std::vector<const char*> header_texts, header_names;
   for (const auto& [name, text] : job.headers) {
@@ -323,6 +328,59 @@ NvrtcResult RunNvrtc(const NvrtcJob& job) {
   TUNE_NVRTC_CHECK(nvrtcGetCUBIN(prog, out.cubin.data()));
   ParsePtxasResources(out.log, job.entry, &out.resources);
   out.ok = true;
+  return out;
+}
+
+// The folders a compile of `job` may read: its -I folders (the toolkit's,
+// include roots, an unpacked package), the folder of a program given by
+// path, and NVRTC's own library folder (it loads its builtins from there).
+Result<confine::FsRuleset> CompileRuleset(const NvrtcJob& job) {
+  auto rules = confine::FsRuleset::Create();
+  if (!rules.ok()) return rules.status();
+  for (const std::string& o : job.options)
+    if (o.rfind("-I", 0) == 0 && o.size() > 2) TUNE_RETURN_IF_ERROR(rules->AllowRead(o.substr(2)));
+  if (!job.file.empty() && job.file[0] == '/')
+    TUNE_RETURN_IF_ERROR(rules->AllowRead(fs::path(job.file).parent_path().string()));
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname)
+    TUNE_RETURN_IF_ERROR(rules->AllowRead(fs::path(info.dli_fname).parent_path().string()));
+  return rules;
+}
+
+}  // namespace
+
+// NVRTC loads its builtins library on its first compile, by name through
+// the loader's search: done here, unconfined and once, a confined compile
+// finds it loaded.
+void PreloadNvrtcBuiltins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string name = "libnvrtc-builtins.so." + NvrtcVersionString();
+    if (!dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      // Beside libnvrtc, where a toolkit without a loader entry keeps it.
+      Dl_info info{};
+      if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname)
+        dlopen((fs::path(info.dli_fname).parent_path() / name).c_str(), RTLD_NOW | RTLD_GLOBAL);
+    }
+  });
+}
+
+NvrtcResult RunNvrtc(const NvrtcJob& job) {
+  // NVRTC's preprocessor opens whatever an #include names, in whatever
+  // spelling; the package checks (op_confine.h) refuse what they see, and
+  // the compile itself runs on a thread that can read nothing else.
+  PreloadNvrtcBuiltins();
+  auto rules = CompileRuleset(job);
+  if (!rules.ok()) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      log::Warn("compile", "compiles are not confined to the op package and the toolkit: " + rules.status().message());
+    });
+    return RunNvrtcHere(job);
+  }
+  NvrtcResult out;
+  Status st = confine::RunOnConfinedThread(*rules, [&] { out = RunNvrtcHere(job); });
+  if (!st.ok()) out.error = job.file + ": cannot confine the compile: " + st.message();
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "tune/program_backend.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "measure/package_dir.h"
@@ -70,7 +72,9 @@ class BuildLock {
 class ProgramBackend : public Backend {
  public:
   ProgramBackend(const DeviceInfo& device, std::string toolchain, ProgramBackendOptions options)
-      : device_(device), toolchain_(std::move(toolchain)), options_(std::move(options)) {}
+      : device_(device), toolchain_(std::move(toolchain)), options_(std::move(options)) {
+    if (options_.allowed) MakeBox();
+  }
 
   const DeviceInfo& device() const override { return device_; }
   std::string toolchain() const override { return toolchain_; }
@@ -90,6 +94,7 @@ class ProgramBackend : public Backend {
     if (!spec.program) return fail("op '" + spec.name + "' is not a program op", "");
     if (!options_.allowed)
       return fail("program ops are not allowed on this worker (its operator starts it with --allow-programs)", "");
+    if (!box_status_.ok()) return fail(box_status_.message(), "");
     auto dir = PackageDir(spec);
     if (!dir.ok()) return fail(dir.status().message(), "");
     if (!spec.program->version.empty()) {
@@ -127,7 +132,7 @@ class ProgramBackend : public Backend {
     program::Request r = RequestFor(spec, dtype, config, Shape{});
     r.build_dir = build.string();
     ProgramProcess p;
-    Status st = p.Start(spec.program->build, *dir, Environment(r), false);
+    Status st = Start(p, spec.program->build, *dir, Environment(r), false);
     if (!st.ok()) return fail("build: " + st.message(), "");
     const double deadline = Now() + spec.program->build_timeout_seconds;
     bool timed_out = false;
@@ -203,6 +208,48 @@ class ProgramBackend : public Backend {
     return fs::path(package_dir) / ".tunefarm" / "build" / (dtype + "-" + config.Id());
   }
 
+  // The confinement of every program this backend starts: it reads the
+  // whole filesystem but the protected paths (the worker's keys and
+  // configuration), and writes only its work folder (packages, builds, a
+  // private TMPDIR), the user's home but for the cubin cache, the shared
+  // temporary folders and devices. Without Landlock, programs are refused
+  // unless the operator allows them unconfined.
+  void MakeBox() {
+    const fs::path tmp = fs::path(options_.work_dir) / "tmp";
+    std::error_code ec;
+    fs::create_directories(tmp, ec);
+    ::chmod(tmp.c_str(), 0700);
+    tmp_dir_ = tmp.string();
+    auto rules = confine::FsRuleset::Create();
+    if (!rules.ok()) {
+      if (options_.allow_unconfined) return;
+      box_status_ = Status::Unavailable("program ops need confinement and " + rules.status().message() +
+                                        " (a worker may run them unconfined with --allow-unconfined-programs)");
+      return;
+    }
+    std::vector<std::string> no_write = options_.protected_paths;
+    if (!options_.cubin_cache_dir.empty()) no_write.push_back(options_.cubin_cache_dir);
+    Status st = rules->AllowExcept("/", options_.protected_paths, false);
+    if (const char* home = std::getenv("HOME"); st.ok() && home && *home) st = rules->AllowExcept(home, no_write, true);
+    for (const char* dir : {"/tmp", "/var/tmp", "/dev"})
+      if (st.ok()) st = rules->AllowExcept(dir, no_write, true);
+    // The work folder may lie in the cubin cache's folder (--cache-dir):
+    // granted by a rule of its own, the cache beside it stays read-only.
+    if (st.ok()) st = rules->AllowExcept(options_.work_dir, options_.protected_paths, true);
+    if (!st.ok()) {
+      box_status_ = st;
+      return;
+    }
+    box_ = std::move(*rules);
+  }
+
+  Status Start(ProgramProcess& p, const std::string& command, const std::string& dir, std::vector<std::string> env,
+               bool keep_stdin) {
+    TUNE_RETURN_IF_ERROR(box_status_);
+    env.push_back("TMPDIR=" + tmp_dir_);
+    return p.Start(command, dir, env, keep_stdin, box_ ? &*box_ : nullptr);
+  }
+
   // The op's package unpacked once per digest under the work folder.
   Result<std::string> PackageDir(const OpSpec& spec) {
     const std::string digest = PackageDigest(spec.package);
@@ -240,7 +287,7 @@ class ProgramBackend : public Backend {
     auto known = versions_.find(package);
     if (known != versions_.end()) return known->second;
     ProgramProcess p;
-    Status st = p.Start(spec.program->version, dir, program::DeviceEnvironment(device_, options_.cpus, options_.python_path), false);
+    Status st = Start(p, spec.program->version, dir, program::DeviceEnvironment(device_, options_.cpus, options_.python_path), false);
     if (!st.ok()) return Status::Error("version: " + st.message());
     const double deadline = Now() + spec.program->build_timeout_seconds;
     bool timed_out = false;
@@ -256,7 +303,7 @@ class ProgramBackend : public Backend {
   Measurement RunOnce(const OpSpec& spec, const std::string& dir, const program::Request& r) {
     ProgramProcess p;
     Measurement m;
-    if (Status st = p.Start(spec.program->run, dir, Environment(r), false); !st.ok()) {
+    if (Status st = Start(p, spec.program->run, dir, Environment(r), false); !st.ok()) {
       m.failure = FailureClass::kLaunchError;
       m.failure_message = st.message();
       return m;
@@ -296,7 +343,7 @@ class ProgramBackend : public Backend {
     if (!dir.ok()) return dir.status();
     std::vector<std::string> env = program::DeviceEnvironment(device_, options_.cpus, options_.python_path);
     env.push_back("TUNEFARM_OP=" + spec.name);
-    TUNE_RETURN_IF_ERROR(serve_.Start(spec.program->serve, *dir, env, true));
+    TUNE_RETURN_IF_ERROR(Start(serve_, spec.program->serve, *dir, env, true));
     serve_digest_ = digest;
     serve_fresh_ = true;
     return Status::OK();
@@ -372,6 +419,9 @@ class ProgramBackend : public Backend {
   DeviceInfo device_;
   std::string toolchain_;
   ProgramBackendOptions options_;
+  Status box_status_ = Status::OK();
+  std::optional<confine::FsRuleset> box_;
+  std::string tmp_dir_;
   std::mutex dir_mu_;
   std::map<std::string, std::string> dirs_;  // package digest -> folder
   std::mutex version_mu_;
@@ -388,6 +438,8 @@ std::unique_ptr<Backend> MakeProgramBackend(const DeviceInfo& device, const std:
                                             ProgramBackendOptions options) {
   return std::make_unique<ProgramBackend>(device, toolchain, std::move(options));
 }
+
+std::string ProgramBackendConfinement() { return confine::LandlockAbi() >= 1 ? "landlock" : "none"; }
 
 std::string TunefarmPythonPath() {
   auto holds = [](const fs::path& dir) {

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,15 @@
 #include <thread>
 
 extern char** environ;
+
+// The entries getdents64 returns (glibc's dirent64 has the same layout).
+struct linux_dirent64_view {
+  unsigned long long d_ino;
+  long long d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
 
 namespace tune::program {
 namespace {
@@ -62,6 +73,191 @@ std::string Reap(pid_t pid, bool* clean) {
   return "killed; still leaving the driver";
 }
 
+
+// --- the box: what runs between the worker and a program ---
+//
+// A program op may start processes that leave its session (`setsid -f`),
+// and must not reach the worker (its keys, its memory through /proc). So
+// the worker forks a box, which
+//   - is a child subreaper: whatever the program starts and orphans becomes
+//     the box's child, however it detached;
+//   - forks the program, which confines itself (Landlock: the worker's key
+//     files and caches out of reach, and ptrace-level access to the box and
+//     the worker refused, as they lie outside its domain) and execs
+//     /bin/sh -c COMMAND in a session of its own;
+//   - when the program's first process ends, or the box is told to stop
+//     (SIGTERM, sent by Kill and by the kernel when the worker dies), kills
+//     every process left below it, then ends as the program did.
+// The box is a fork of a threaded process: until it exits it calls only
+// async-signal-safe functions (raw system calls, no allocation).
+
+struct BoxPlan {
+  char** argv;
+  char** envp;
+  const char* cwd;
+  int in, out, err;  // the program's stdin (-1: /dev/null), stdout, stderr
+  int rules_fd;      // -1: not confined
+  const confine::FsRuleset* rules;
+  pid_t worker;
+};
+
+volatile sig_atomic_t box_stop = 0;
+void OnBoxStop(int) { box_stop = 1; }
+
+void SignalsAsAShellHasThem() {
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+// Parses a decimal at `p`, advancing it.
+long ParseLong(const char*& p) {
+  long v = 0;
+  while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+  return v;
+}
+
+// SIGKILL to every child of this process, found in /proc. Returns how
+// many were signalled.
+int KillChildren(pid_t self) {
+  int killed = 0;
+  const int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return 0;
+  char buf[8192];
+  for (;;) {
+    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<struct linux_dirent64_view*>(buf + off);
+      off += d->d_reclen;
+      const char* name = d->d_name;
+      if (*name < '1' || *name > '9') continue;
+      const char* q = name;
+      const long pid = ParseLong(q);
+      char path[64] = "/proc/";
+      size_t len = 6;
+      for (const char* c = name; *c && len < 40; ++c) path[len++] = *c;
+      const char tail[] = "/stat";
+      for (char c : tail) path[len++] = c;
+      const int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      char stat[512];
+      const ssize_t got = read(fd, stat, sizeof stat - 1);
+      close(fd);
+      if (got <= 0) continue;
+      stat[got] = 0;
+      // "pid (comm) state ppid ...": comm may hold anything, ')' included.
+      const char* close_paren = nullptr;
+      for (const char* c = stat; *c; ++c)
+        if (*c == ')') close_paren = c;
+      if (!close_paren || close_paren[1] != ' ' || !close_paren[2] || close_paren[3] != ' ') continue;
+      const char* pp = close_paren + 4;
+      if (ParseLong(pp) == self) {
+        kill(pid_t(pid), SIGKILL);
+        ++killed;
+      }
+    }
+  }
+  close(dir);
+  return killed;
+}
+
+[[noreturn]] void ExitAs(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    struct sigaction dfl{};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, nullptr);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    kill(getpid(), sig);
+    _exit(128 + sig);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
+}
+
+[[noreturn]] void ProgramMain(const BoxPlan& plan) {
+  SignalsAsAShellHasThem();
+  if (plan.in >= 0) dup2(plan.in, STDIN_FILENO);
+  else {
+    const int null = open("/dev/null", O_RDONLY);
+    if (null >= 0 && null != STDIN_FILENO) dup2(null, STDIN_FILENO);
+  }
+  dup2(plan.out, STDOUT_FILENO);
+  dup2(plan.err, STDERR_FILENO);
+  // A worker run as root would hand the program CAP_SYS_PTRACE, which
+  // reaches the worker's /proc beside Landlock: none cross the exec.
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  __user_cap_header_struct cap_header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct no_caps[2] = {};
+  syscall(SYS_capset, &cap_header, no_caps);
+  if (plan.rules && plan.rules->RestrictThisThreadRaw() != 0) {
+    static const char kMsg[] = "tunefarm: cannot confine the program (landlock_restrict_self failed)\n";
+    (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    _exit(126);
+  }
+  // Sockets, database files, pipes and the ruleset stay out of the program.
+  syscall(SYS_close_range, 3U, ~0U, 0U);
+  if (chdir(plan.cwd) != 0) _exit(126);
+  execve("/bin/sh", plan.argv, plan.envp);
+  _exit(127);
+}
+
+[[noreturn]] void BoxMain(const BoxPlan& plan) {
+  setsid();
+  struct sigaction stop{};
+  stop.sa_handler = OnBoxStop;  // no SA_RESTART: wait4 returns EINTR
+  sigaction(SIGTERM, &stop, nullptr);
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &dfl, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != plan.worker) _exit(126);  // the worker died before the line above
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  const pid_t main_pid = fork();
+  if (main_pid == 0) ProgramMain(plan);
+  syscall(SYS_close_range, 0U, ~0U, 0U);
+  int main_status = 0;
+  bool main_done = main_pid < 0;
+  if (main_pid < 0) main_status = 127 << 8;
+  while (!main_done && !box_stop) {
+    int st = 0;
+    const pid_t r = wait4(-1, &st, 0, nullptr);
+    if (r == main_pid) {
+      main_status = st;
+      main_done = true;
+    } else if (r < 0 && errno == ECHILD) {
+      break;
+    }
+  }
+  if (!main_done) {
+    kill(main_pid, SIGKILL);
+    main_status = SIGKILL;  // a wait status "killed by SIGKILL"
+  }
+  // Everything left: the program's leftovers and what they start while
+  // being killed, reparented here as their parents die.
+  const pid_t self = getpid();
+  for (int round = 0; round < 100000; ++round) {
+    KillChildren(self);
+    int st = 0;
+    const pid_t r = wait4(-1, &st, 0, nullptr);
+    if (r < 0 && errno == ECHILD) break;
+    if (r == main_pid && !main_done) {
+      main_status = st;
+      main_done = true;
+    }
+  }
+  ExitAs(main_status);
+}
 }  // namespace
 
 ProgramProcess::~ProgramProcess() {
@@ -77,7 +273,8 @@ void ProgramProcess::CloseFds() {
 }
 
 Status ProgramProcess::Start(const std::string& command, const std::string& cwd,
-                             const std::vector<std::string>& env, bool keep_stdin) {
+                             const std::vector<std::string>& env, bool keep_stdin,
+                             const confine::FsRuleset* rules) {
   if (pid_ > 0) return Status::Error("program already running");
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   auto close_all = [&] {
@@ -101,34 +298,16 @@ Status ProgramProcess::Start(const std::string& command, const std::string& cwd,
   envp.push_back(nullptr);
   std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
   char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
-
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  if (keep_stdin) posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-  else posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
-  // Sockets, database files and pipes of the worker stay out of the program.
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  // Its own session, so that a kill reaches everything it started; signals
-  // as a shell would have them (the worker ignores SIGPIPE).
-  sigset_t defaults, none;
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&defaults, sig);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
+  BoxPlan plan{argv, envp.data(), cwd.c_str(), keep_stdin ? in[0] : -1, out[1], err[1],
+               rules ? rules->fd() : -1, rules, getpid()};
+  // fork, not posix_spawn: the box runs code of its own before the
+  // program's exec, all of it async-signal-safe (BoxMain).
+  const pid_t pid = fork();
+  if (pid == 0) BoxMain(plan);
+  if (pid < 0) {
+    const int e = errno;
     close_all();
-    return Status::Error("cannot start /bin/sh in " + cwd + ": " + std::strerror(rc));
+    return Status::Error("cannot start /bin/sh in " + cwd + ": " + std::strerror(e));
   }
   for (int fd : {in[0], out[1], err[1]})
     if (fd >= 0) close(fd);
@@ -289,6 +468,10 @@ bool ProgramProcess::Exited() const {
 
 std::string ProgramProcess::Kill() {
   if (pid_ <= 0) return "not running";
+  // The box kills what the program left, detached or not, then ends; the
+  // group's SIGKILL is for a box that does not (it cannot clean up then).
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 400 && !Exited(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   kill(-pid_, SIGKILL);
   kill(pid_, SIGKILL);
   DrainStderr();

@@ -1,8 +1,10 @@
-// One process of a program op: `/bin/sh -c COMMAND` in its own session,
-// in a given folder with a given environment, stdout read as lines with
-// deadlines, stderr kept as a bounded tail for failure messages, and the
-// whole process group killed when it must go (a Python harness's compile
-// pool included). Knows nothing of the protocol spoken over it.
+// One process of a program op: `/bin/sh -c COMMAND` in a given folder with
+// a given environment, stdout read as lines with deadlines, stderr kept as
+// a bounded tail for failure messages. It runs in a box (a process between
+// it and the worker, see program_process.cc) that confines it when given a
+// ruleset and kills everything it started when it ends or must go, however
+// it detached (`setsid -f`, a Python harness's compile pool). Knows nothing
+// of the protocol spoken over it.
 #pragma once
 
 #include <sys/types.h>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "measure/confine.h"
 #include "tune/status.h"
 
 namespace tune::program {
@@ -25,9 +28,10 @@ class ProgramProcess {
   // Starts `command` under /bin/sh in `cwd`, with the worker's environment
   // plus `env` ("NAME=value", later entries win). stdin is a pipe when
   // `keep_stdin` (a serve process), else /dev/null. Error when a pipe or
-  // the spawn fails.
+  // the spawn fails. With `rules`, the program enforces them on itself
+  // before its exec (`rules` must outlive the call only).
   Status Start(const std::string& command, const std::string& cwd, const std::vector<std::string>& env,
-               bool keep_stdin);
+               bool keep_stdin, const confine::FsRuleset* rules = nullptr);
   bool running() const { return pid_ > 0; }
   // Whether the process has ended (or was never started), without reaping it.
   bool Exited() const;

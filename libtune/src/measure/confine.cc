@@ -1,0 +1,193 @@
+#include "measure/confine.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <thread>
+
+namespace tune::confine {
+namespace {
+
+// Rights by the ABI that introduced them (the system's header may be older
+// than the kernel: the numbers are the kernel's ABI, stable forever).
+constexpr unsigned long long kExecute = 1ULL << 0, kWriteFile = 1ULL << 1, kReadFile = 1ULL << 2,
+                             kReadDir = 1ULL << 3, kRefer = 1ULL << 13, kTruncate = 1ULL << 14,
+                             kIoctlDev = 1ULL << 15;
+constexpr unsigned long long kAbi1All = (1ULL << 13) - 1;  // EXECUTE .. MAKE_SYM
+constexpr unsigned long long kFileRights = kExecute | kWriteFile | kReadFile | kTruncate | kIoctlDev;
+constexpr unsigned long long kScopeSignal = 1ULL << 1;     // ABI 6
+
+// The kernel's struct, whatever this header knows of it; its size tells
+// the kernel which fields are there.
+struct RulesetAttr {
+  unsigned long long handled_access_fs = 0;
+  unsigned long long handled_access_net = 0;
+  unsigned long long scoped = 0;
+};
+struct __attribute__((packed)) PathBeneathAttr {
+  unsigned long long allowed_access;
+  int parent_fd;
+};
+
+unsigned long long HandledFs(int abi) {
+  unsigned long long h = kAbi1All;
+  if (abi >= 2) h |= kRefer;
+  if (abi >= 3) h |= kTruncate;
+  if (abi >= 5) h |= kIoctlDev;
+  return h;
+}
+
+std::string RealPath(const std::string& p) {
+  char buf[PATH_MAX];
+  if (!::realpath(p.c_str(), buf)) return "";
+  return buf;
+}
+
+// True when `a` is `b` or lies beneath it.
+bool Beneath(const std::string& a, const std::string& b) {
+  if (b == "/") return true;
+  return a == b || (a.size() > b.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '/');
+}
+
+}  // namespace
+
+int LandlockAbi() {
+  static const int abi = [] {
+    const long v = syscall(__NR_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : int(v);
+  }();
+  return abi;
+}
+
+Result<FsRuleset> FsRuleset::Create() {
+  const int abi = LandlockAbi();
+  if (abi < 1) return Status::Unavailable("Landlock is not available in this kernel (Linux 5.13+ with lsm=landlock)");
+  RulesetAttr attr;
+  attr.handled_access_fs = HandledFs(abi);
+  // Signals to processes outside the domain (the worker) are refused too.
+  if (abi >= 6) attr.scoped = kScopeSignal;
+  const size_t size = abi >= 6 ? sizeof(RulesetAttr) : abi >= 4 ? 2 * sizeof(unsigned long long)
+                                                                 : sizeof(unsigned long long);
+  const long fd = syscall(__NR_landlock_create_ruleset, &attr, size, 0);
+  if (fd < 0) return Status::Unavailable(std::string("landlock_create_ruleset: ") + std::strerror(errno));
+  return FsRuleset(int(fd), attr.handled_access_fs);
+}
+
+FsRuleset::FsRuleset(FsRuleset&& other) noexcept : fd_(other.fd_), handled_(other.handled_) { other.fd_ = -1; }
+
+FsRuleset& FsRuleset::operator=(FsRuleset&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    handled_ = other.handled_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+FsRuleset::~FsRuleset() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status FsRuleset::Add(const std::string& path, unsigned long long access) {
+  const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP) return Status::OK();
+    return Status::IOError("confine: cannot open " + path + ": " + std::strerror(errno));
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) access &= kFileRights;
+  PathBeneathAttr rule{access & handled_, fd};
+  const long r = syscall(__NR_landlock_add_rule, fd_, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+  const int e = errno;
+  ::close(fd);
+  if (r < 0) return Status::IOError("confine: landlock_add_rule " + path + ": " + std::strerror(e));
+  return Status::OK();
+}
+
+Status FsRuleset::AllowRead(const std::string& path) {
+  return Add(path, kReadFile | kReadDir | kExecute);
+}
+
+Status FsRuleset::AllowReadWrite(const std::string& path) { return Add(path, handled_); }
+
+Status FsRuleset::AllowExcept(const std::string& root, const std::vector<std::string>& denied, bool write) {
+  const std::string top = RealPath(root);
+  if (top.empty()) return Status::OK();
+  auto grant = [&](const std::string& path) { return write ? AllowReadWrite(path) : AllowRead(path); };
+  std::vector<std::string> deny;
+  for (const std::string& d : denied) {
+    std::string real = RealPath(d);
+    if (real.empty()) continue;
+    if (Beneath(top, real)) return Status::OK();  // all of `root` is denied
+    if (Beneath(real, top)) deny.push_back(real);
+  }
+  if (deny.empty()) return grant(top);
+  std::set<std::string> visited;
+  // Grants every entry of `dir` that neither is nor holds a denied path,
+  // and descends into those that hold one.
+  std::function<Status(const std::string&)> walk = [&](const std::string& dir) -> Status {
+    if (!visited.insert(dir).second) return Status::OK();
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return Status::OK();  // unreadable here, unreadable confined
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(d);
+    for (const std::string& name : names) {
+      const std::string path = (dir == "/" ? "" : dir) + "/" + name;
+      const std::string real = RealPath(path);
+      if (real.empty()) continue;  // dangling link
+      bool is_denied = false, holds_denied = false;
+      for (const std::string& x : deny) {
+        if (Beneath(real, x)) is_denied = true;
+        else if (Beneath(x, real)) holds_denied = true;
+      }
+      if (is_denied) continue;
+      // A link leading to an ancestor of a denied path is walked where
+      // it leads (the walk of its real place grants the rest).
+      if (holds_denied) {
+        TUNE_RETURN_IF_ERROR(walk(real));
+        continue;
+      }
+      TUNE_RETURN_IF_ERROR(grant(real));
+    }
+    return Status::OK();
+  };
+  return walk(top);
+}
+
+int FsRuleset::RestrictThisThreadRaw() const {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return int(syscall(__NR_landlock_restrict_self, fd_, 0));
+}
+
+Status FsRuleset::RestrictThisThread() const {
+  if (RestrictThisThreadRaw() != 0) return Status::IOError(std::string("landlock_restrict_self: ") + std::strerror(errno));
+  return Status::OK();
+}
+
+Status RunOnConfinedThread(const FsRuleset& ruleset, const std::function<void()>& fn) {
+  Status st = Status::OK();
+  std::thread t([&] {
+    st = ruleset.RestrictThisThread();
+    if (st.ok()) fn();
+  });
+  t.join();
+  return st;
+}
+
+}  // namespace tune::confine

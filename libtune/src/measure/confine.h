@@ -1,0 +1,76 @@
+// Filesystem confinement of what an op's author controls on a worker: its
+// compiles (NVRTC's preprocessor reads whatever an #include names, however
+// it is spelled) and its programs (build, run and serve commands).
+//
+// Built on Landlock (Linux 5.13+, no privileges needed): a ruleset lists
+// the folders a thread may read (and write), and a thread that enforces it
+// keeps it for good and hands it to every process it starts. A confined
+// process also loses ptrace-level access to processes outside its domain,
+// so /proc/<worker>/{mem,environ,fd,cwd,root} answer "permission denied".
+//
+// Parsing sources stays the first line of defence (op_confine.h names the
+// offending include); confinement is what holds when a spelling slips past
+// the parser.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tune/status.h"
+
+namespace tune::confine {
+
+// The Landlock ABI version of the running kernel; 0 when it has none (or
+// it is disabled, or a seccomp filter hides it).
+int LandlockAbi();
+
+// A Landlock ruleset under construction. Movable, not copyable; closes its
+// descriptor when destroyed.
+class FsRuleset {
+ public:
+  // A ruleset that handles every filesystem right the kernel knows: what
+  // no rule allows is denied. Error when Landlock is unavailable.
+  static Result<FsRuleset> Create();
+  FsRuleset(FsRuleset&& other) noexcept;
+  FsRuleset& operator=(FsRuleset&& other) noexcept;
+  FsRuleset(const FsRuleset&) = delete;
+  FsRuleset& operator=(const FsRuleset&) = delete;
+  ~FsRuleset();
+
+  // Read (and list, and execute) everything beneath `path`. A path that
+  // does not exist is skipped (OK): nothing there can be read anyway.
+  Status AllowRead(const std::string& path);
+  // Read and write (create, remove, rename) everything beneath `path`.
+  Status AllowReadWrite(const std::string& path);
+  // Read (and, with `write`, write) access to everything beneath `root`
+  // except the `denied` paths (files or folders) and what lies beneath
+  // them. Landlock only grants, so this grants every sibling along the way
+  // down to each denied path; entries created there later stay out of
+  // reach. Denied paths that do not exist are ignored; a `root` inside a
+  // denied path grants nothing.
+  Status AllowExcept(const std::string& root, const std::vector<std::string>& denied, bool write);
+
+  // Enforces the ruleset on the calling thread (and everything it starts
+  // from now on), after setting no_new_privs on it. Irreversible.
+  Status RestrictThisThread() const;
+  // For a child between fork and exec: async-signal-safe, returns -1 on
+  // failure (errno set).
+  int RestrictThisThreadRaw() const;
+
+  int fd() const { return fd_; }
+
+ private:
+  explicit FsRuleset(int fd, unsigned long long handled) : fd_(fd), handled_(handled) {}
+  Status Add(const std::string& path, unsigned long long access);
+
+  int fd_ = -1;
+  unsigned long long handled_ = 0;
+};
+
+// Runs `fn` on a new thread confined by `ruleset`, waits for it and
+// returns OK; the calling thread is not restricted. Error (and `fn` not
+// run) when the thread cannot be confined.
+Status RunOnConfinedThread(const FsRuleset& ruleset, const std::function<void()>& fn);
+
+}  // namespace tune::confine
