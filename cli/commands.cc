@@ -194,8 +194,14 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
     app->add_flag("--allow-programs", args->opts.allow_programs,
                   "Run program ops: the build/run commands of whoever may submit sweeps, as this user "
                   "(docs/program-ops.md)");
+    app->add_option("--protect", args->opts.protected_paths,
+                    "A file or folder programs may neither read nor write (the worker's configuration); "
+                    "repeatable. The --curve-key file is always protected");
+    app->add_flag("--allow-unconfined-programs", args->opts.allow_unconfined_programs,
+                  "Run program ops even where the kernel cannot confine them (no Landlock)");
   } else {
-    args->opts.allow_programs = true;  // tune runs the user's own ops
+    args->opts.allow_programs = true;  // tune runs the user's own ops, confined where the kernel can
+    args->opts.allow_unconfined_programs = true;
   }
   app->add_option("--backend", args->opts.backend, "auto (CUDA if a GPU is present), cuda or sim")
       ->capture_default_str()
@@ -374,7 +380,7 @@ int RunStatus(const StatusArgs& args) {
                              {"pairs_total", p.pairs_total}, {"pairs_done", p.pairs_done},
                              {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
                              {"gpu_models", p.gpu_models}, {"error", p.error}, {"waiting_for", p.waiting_for},
-                             {"expanding", p.expanding}});
+                             {"expanding", p.expanding}, {"waits", p.waits}, {"skipped", p.skipped}});
     }
     std::printf("%s\n", DumpJson(j, 2).c_str());
     return 0;
@@ -406,7 +412,12 @@ int RunStatus(const StatusArgs& args) {
                 Join(p.gpu_models).c_str());
     if (!p.error.empty()) std::printf("  failed: %s\n", ToValidUtf8(p.error).c_str());
     if (!p.failed_by_class.empty()) std::printf("  failures: %s\n", FormatFailures(p.failed_by_class).c_str());
-    if (!p.waiting_for.empty()) std::printf("  waiting for %s: no live worker has it\n", Join(p.waiting_for).c_str());
+    // A coordinator that says what it waits for in words; an older one names the models.
+    for (const auto& why : p.waits) std::printf("  waiting for %s\n", ToValidUtf8(why).c_str());
+    if (p.waits.empty() && !p.waiting_for.empty()) {
+      std::printf("  waiting for %s: no live worker has it\n", Join(p.waiting_for).c_str());
+    }
+    for (const auto& why : p.skipped) std::printf("  skipped %s\n", ToValidUtf8(why).c_str());
     if (!p.expanding.empty()) std::printf("  expanding the config spaces for %s\n", Join(p.expanding).c_str());
   }
   return 0;
@@ -511,13 +522,32 @@ int RunCompare(const CompareArgs& args) {
   return 0;
 }
 
+// What `publish` ships: cubins checked against this host's own compile
+// where it has NVRTC (one worker's image alone is not trusted).
+PublishOptions PublishOptionsHere(bool kernels) {
+  PublishOptions o;
+  o.kernels = kernels;
+#ifdef TUNEFARM_WITH_CUDA
+  o.recompile = [](const OpSpec& spec, const std::string& dtype, const Config& config, const std::string& arch,
+                   const std::string& kernel_hash) -> Result<std::string> {
+    // No cache: a cached image would be checked against itself.
+    CompiledKernel ck = CompileConfig(spec, dtype, config, arch, "");
+    if (ck.kernel_hash != kernel_hash)
+      return Status::Error("this host's NVRTC " + NvrtcVersionString() + " compiles another kernel than the measured one");
+    if (ck.failure != FailureClass::kNone) return Status::Error("its recompile here failed: " + ck.failure_message);
+    return ck.image;
+  };
+#endif
+  return o;
+}
+
 int RunPublish(const PublishArgs& args) {
   auto store = OpenStore(args.store);
   if (!store.ok()) return Fail(store.status().message());
   const std::string name =
       args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;
   std::vector<std::string> notes;
-  auto bundle = BuildBundle(**store, args.filter, name, PublishOptions{!args.no_kernels}, &notes);
+  auto bundle = BuildBundle(**store, args.filter, name, PublishOptionsHere(!args.no_kernels), &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   Status st = WriteBundle(*bundle, args.out, args.sign_key, args.unsigned_bundle);
@@ -755,7 +785,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   const std::string out = args.bundle.empty() ? "bundles/" + sweep->name : args.bundle;
   ResultFilter filter;
   std::vector<std::string> notes;
-  auto bundle = BuildBundle(store, filter, sweep->name, PublishOptions{}, &notes);
+  auto bundle = BuildBundle(store, filter, sweep->name, PublishOptionsHere(true), &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);

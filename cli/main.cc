@@ -64,8 +64,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
   c->add_option("--store-reserve-mib", coord.store_reserve_mib,
-                "Stop writing (and leasing) while the store's disk has less free space")
+                "Stop writing (and leasing) while the store's disk has less free space (at least 64)")
       ->capture_default_str();
+  c->add_flag("--store-recover", coord.opts.store_recover,
+              "Open a store refused for a corrupt write-ahead log or a lost one, keeping what is readable");
   c->add_option("--max-ingest-queue-mib", coord.max_ingest_queue_mib,
                 "Results queued for the store at most; a peer past it resends later")
       ->capture_default_str();
@@ -78,6 +80,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   c->add_option("--max-legal-configs", coord.opts.scheduler.max_legal_configs,
                 "Fail sweeps over an op with more legal configs on a GPU model")
+      ->capture_default_str();
+  c->add_option("--model-idle-seconds", coord.opts.scheduler.model_idle_seconds,
+                "A GPU model whose devices take no queued work for this long stops holding gpus = [\"*\"] sweeps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-sweep-pairs", coord.opts.scheduler.max_sweep_pairs,
+                "Fail sweeps with more (config, shape) pairs on a GPU model: legal configs x shapes x dtypes")
+      ->capture_default_str();
+  c->add_option("--max-farm-pairs", coord.opts.scheduler.max_farm_pairs,
+                "Refuse (or fail) sweeps past this many (config, shape) pairs queued over every running sweep")
+      ->capture_default_str();
+  c->add_option("--max-sweeps-per-minute", coord.opts.max_sweeps_per_minute,
+                "Sweeps a client (CURVE key, or address without CURVE) may submit in any 60 s; 0: no limit")
       ->capture_default_str();
   c->add_option("--curve-key", coord.opts.curve_secret_key, "CURVE secret key file (see `keys curve`)");
   c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker CURVE public keys to admit");

@@ -74,6 +74,18 @@ Status CheckDevices(const std::vector<DeviceInfo>& devices) {
   return Status::OK();
 }
 
+// Who sent `frame` when no CURVE key says so: its TCP peer's address (all
+// of a host's clients share it), or "local" for transports without one.
+static std::string PeerAddress(zmq::message_t& frame) {
+  try {
+    const char* address = frame.gets("Peer-Address");
+    if (address && *address) return address;
+  } catch (const zmq::error_t&) {
+    // No such property on this transport.
+  }
+  return "local";
+}
+
 uint32_t NoWorkRetryMs(size_t workers) {
   // About 5,000 idle requests/s over the farm at most (coordinator.h).
   constexpr double kIdleRequestsPerSecond = 5000;
@@ -122,7 +134,11 @@ void Coordinator::Impl::Send(const std::string& identity, Command cmd) {
 void Coordinator::Impl::PersistSweep(const std::string& id) {
   const SweepState* s = scheduler.FindSweep(id);
   if (!s) return;
-  Status st = store->PutSweep(id, EncodeSweepRecord({RunStateName(s->state), s->submit}));
+  SweepRecord record{RunStateName(s->state), s->submit};
+  // Only a running sweep is read back (to resume); an ended one's packages
+  // are in the op records, whose versions are bounded.
+  if (s->state != RunState::kRunning) record.submit.op_packages.clear();
+  Status st = store->PutSweep(id, EncodeSweepRecord(record));
   if (!st.ok()) StoreFailed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
 }
 
@@ -147,7 +163,7 @@ MeasuredFn Coordinator::Impl::Measured() {
 
 SweepStatus Coordinator::Impl::StatusOf(const std::string& sweep_id) const {
   SweepStatus st;
-  st.sweeps = scheduler.Progress(sweep_id);
+  st.sweeps = scheduler.Progress(sweep_id, NowSeconds());
   st.workers = static_cast<uint32_t>(workers.size());
   st.store_fault = store_fault;
   std::set<std::string> models;
@@ -158,10 +174,43 @@ SweepStatus Coordinator::Impl::StatusOf(const std::string& sweep_id) const {
 }
 
 void Coordinator::Impl::RecordOps(const std::string& sweep_id, const SweepSubmit& submit) {
+  std::vector<std::string>& digests = sweep_package_digests[sweep_id];
+  digests.clear();
   for (size_t i = 0; i < submit.ops.size() && i < submit.op_packages.size(); ++i) {
+    digests.push_back(PackageDigest(submit.op_packages[i]));
     Status st = store->PutOp(submit.ops[i], SweepSubmittedUnix(sweep_id), submit.op_packages[i]);
     if (!st.ok()) StoreFailed("cannot record op " + submit.ops[i] + ": " + st.message(), NowSeconds());
   }
+  PruneOpVersions(submit);
+}
+
+void Coordinator::Impl::PruneOpVersions(const SweepSubmit& submit) {
+  // The versions running sweeps need, by op name; sweeps that ended need none.
+  std::map<std::string, std::set<std::string>> needed;
+  for (auto it = sweep_package_digests.begin(); it != sweep_package_digests.end();) {
+    const SweepState* s = scheduler.FindSweep(it->first);
+    if (!s || s->state != RunState::kRunning) {
+      it = sweep_package_digests.erase(it);
+      continue;
+    }
+    for (size_t i = 0; i < s->submit.ops.size() && i < it->second.size(); ++i)
+      needed[s->submit.ops[i]].insert(it->second[i]);
+    ++it;
+  }
+  std::vector<std::pair<std::string, std::set<std::string>>> jobs;
+  for (const std::string& op : std::set<std::string>(submit.ops.begin(), submit.ops.end()))
+    jobs.emplace_back(op, needed[op]);
+  expander->Post([this, jobs = std::move(jobs)]() -> OffLoop::Completion {
+    std::vector<std::pair<std::string, std::string>> lines;  // op, outcome
+    for (const auto& [op, keep] : jobs) {
+      auto removed = store->PruneOps(op, kMaxRetainedOpVersions, keep);
+      if (!removed.ok()) lines.emplace_back(op, removed.status().message());
+      else if (*removed > 0) lines.emplace_back(op, std::to_string(*removed) + " old versions removed");
+    }
+    return [this, lines = std::move(lines)] {
+      for (const auto& [op, what] : lines) Log(log::Level::kInfo, "op versions pruned", {{"op", op}, {"outcome", what}});
+    };
+  });
 }
 
 void Coordinator::Impl::Disconnect(const std::string& identity, const std::string& reason) {
@@ -188,7 +237,8 @@ std::map<std::string, Coordinator::Impl::Peer>::iterator Coordinator::Impl::Hear
   return wit;
 }
 
-void Coordinator::Impl::Handle(const std::string& identity, const std::string& key, Envelope env) {
+void Coordinator::Impl::Handle(const std::string& identity, const std::string& key, const std::string& client,
+                               Envelope env) {
   const double now = NowSeconds();
   auto wit = Heard(identity, now);
 
@@ -210,9 +260,15 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           Log(log::Level::kInfo, "hello", {{"worker", cmd.worker_name}, {"devices", std::to_string(cmd.devices.size())}});
           Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
         } else if constexpr (std::is_same_v<T, SweepSubmit>) {
+          if (Status st = submit_rate.Admit(client, now); !st.ok()) {
+            Log(log::Level::kInfo, "sweep refused", {{"name", cmd.name}, {"error", st.message()}});
+            Send(identity, ErrorReply{st.message()});
+            return;
+          }
           const std::string id = NewSweepId();
           auto r = scheduler.AddSweep(cmd, id, std::time(nullptr), Measured());
           if (!r.ok()) {
+            Log(log::Level::kInfo, "sweep refused", {{"name", cmd.name}, {"error", r.status().message()}});
             Send(identity, ErrorReply{r.status().message()});
             return;
           }
@@ -248,6 +304,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           if (wit->second.serving.insert(dev->index).second) scheduler.AddDevice(*dev, std::time(nullptr));
           const bool store_behind =
               !store_fault.empty() || ingester->queued_bytes() > opts.max_ingest_backlog_bytes;
+          if (store_behind) scheduler.NoteAsked(dev->model, now);  // served once the store is back
           auto unit = store_behind ? std::nullopt : scheduler.Lease(identity, dev->model, now);
           if (!unit) {
             Send(identity, NoWork{NoWorkRetryMs(workers.size())});
@@ -358,6 +415,10 @@ void Coordinator::Impl::Tick(double now) {
   const size_t expired = scheduler.ExpireLeases(now, std::time(nullptr));
   leases_expired += expired;
   if (expired) Log(log::Level::kInfo, "leases expired", {{"leases", std::to_string(expired)}});
+  for (const auto& s : scheduler.SkipQuietModels(now, std::time(nullptr))) {
+    Log(log::Level::kWarn, "sweep stops waiting for a GPU model whose devices take no work",
+        {{"sweep", s.sweep_id}, {"model", s.model}, {"why", s.why}});
+  }
   RecordEndedSweeps();
   MaybeRecoverStore(now);
   if (http && now - last_publish >= 1.0) {
@@ -371,10 +432,16 @@ Coordinator::Coordinator(CoordinatorOptions opts) : impl_(std::make_unique<Impl>
 Coordinator::~Coordinator() = default;
 
 Status Coordinator::Start() {
-  auto store = ResultStore::Open(impl_->opts.store_path);
+  auto store = ResultStore::Open(impl_->opts.store_path, StoreOpenOptions{.recover = impl_->opts.store_recover});
   if (!store.ok()) return store.status();
   impl_->store = std::move(store).value();
+  if (!impl_->store->recovery_report().empty()) impl_->Log(log::Level::kWarn, impl_->store->recovery_report());
   impl_->store->set_min_free_bytes(impl_->opts.store_reserve_bytes);
+  if (impl_->opts.store_reserve_bytes < kMinStoreReserveBytes) {
+    impl_->Log(log::Level::kWarn, "store reserve raised to its floor: a full disk would abort RocksDB",
+               {{"asked_mib", std::to_string(impl_->opts.store_reserve_bytes >> 20)},
+                {"reserve_mib", std::to_string(impl_->store->min_free_bytes() >> 20)}});
+  }
   // Each run over this store numbers its units in a range of its own
   // (2^32 ids per run): a worker may still send results of a unit that the
   // run before a restart leased, and they must not complete another unit.
@@ -386,6 +453,9 @@ Status Coordinator::Start() {
   impl_->expander = std::make_unique<OffLoop>("expand");
   TUNE_RETURN_IF_ERROR(impl_->expander->Start());
   impl_->scheduler.SetExpander([impl = impl_.get()](SpaceExpansion job) { impl->Expand(std::move(job)); });
+  impl_->snapshotter = std::make_unique<OffLoop>("snapshot");
+  TUNE_RETURN_IF_ERROR(impl_->snapshotter->Start());
+  impl_->submit_rate = SubmitRate(impl_->opts.max_sweeps_per_minute);
   TUNE_RETURN_IF_ERROR(impl_->ResumeSweeps());
   TUNE_RETURN_IF_ERROR(impl_->LoadLeases());
   impl_->ingester = std::make_unique<Ingester>(impl_->store.get());
@@ -522,7 +592,9 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
               continue;
             }
           }
-          impl_->Handle(id, key, std::move(env).value());
+          std::string client = key;
+          if (client.empty() && std::holds_alternative<SweepSubmit>(env->command)) client = PeerAddress(parts[0]);
+          impl_->Handle(id, key, client, std::move(env).value());
         }
       }
     } catch (const zmq::error_t& e) {

@@ -27,6 +27,10 @@ struct CoordinatorOptions {
   // Writes stop (and leasing with them) while the store's filesystem has
   // less free space than this; both resume by themselves once it has more.
   uint64_t store_reserve_bytes = kDefaultStoreReserveBytes;
+  // Open a store that would be refused for a corrupt write-ahead log or a
+  // sequence number below its durable marker, keeping what is readable
+  // (StoreOpenOptions::recover); the coordinator logs what was kept.
+  bool store_recover = false;
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 5;            // missed heartbeats before a worker is dead
   // No new leases (NoWork instead) while this many bytes of results wait to
@@ -40,6 +44,9 @@ struct CoordinatorOptions {
   // queue empty is always queued, so the bound may be below a frame's size.
   size_t max_ingest_queue_bytes = 256u << 20;
   SchedulerOptions scheduler;
+  // Sweeps one client (CURVE key, or address without CURVE) may submit in
+  // any 60 s; 0: no limit (SubmitRate).
+  uint32_t max_sweeps_per_minute = kDefaultMaxSweepsPerMinute;
   // CURVE: on when a secret key is given; required (unless insecure) for
   // endpoints other than loopback. Workers must be on the allow-list.
   std::string curve_secret_key;     // file written by `tunefarm keys curve`

@@ -21,6 +21,7 @@
 #include "ingester.h"
 #include "off_loop.h"
 #include "scheduler.h"
+#include "submit_rate.h"
 #include "tune/curve.h"
 #include "tune/log.h"
 #include "tune/metrics.h"
@@ -57,6 +58,10 @@ class HttpSnapshot final : public HttpStatusSource {
     for (auto& [k, v] : docs) docs_[k] = std::move(v);
     metrics_ = std::move(metrics);
   }
+  void PublishDocs(std::map<std::string, std::string> docs) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [k, v] : docs) docs_[k] = std::move(v);
+  }
 
  private:
   std::mutex mu_;
@@ -74,7 +79,16 @@ struct Coordinator::Impl {
   // Expands sweeps' config spaces (Expand); declared after store, whose
   // reads a resumed sweep's expansion makes.
   std::unique_ptr<OffLoop> expander;
+  // Builds the documents that scan the store (best rows, the comparison):
+  // their cost grows with what clients stored, which the loop must never
+  // wait for. One build at a time (snapshot_building).
+  std::unique_ptr<OffLoop> snapshotter;
+  bool snapshot_building = false;
   Scheduler scheduler;
+  SubmitRate submit_rate{0};
+  // Per running sweep, the PackageDigest of each op package: the op
+  // versions the store must keep (PruneOpVersions).
+  std::map<std::string, std::vector<std::string>> sweep_package_digests;
   uint64_t seq = 0;
 
   struct Peer {
@@ -88,6 +102,9 @@ struct Coordinator::Impl {
     std::vector<DeviceInfo> devices;
     double last_seen = 0;
     double last_sent = 0;
+    // Its rows' clock less ours, from its last stored batch (NoteClockSkew).
+    double clock_skew_seconds = 0;
+    bool told_skew = false;
   };
   std::map<std::string, Peer> workers;  // routing identity -> worker
   // (worker identity, unit) whose batch failed to store: the unit must not
@@ -106,6 +123,7 @@ struct Coordinator::Impl {
 
   // Counters for /metrics.
   uint64_t results_stored = 0, results_duplicate = 0, kernel_images = 0, leases = 0, dropped_messages = 0;
+  uint64_t kernel_image_conflicts = 0;  // cubins that differ from another worker's (an alarm)
   std::map<std::string, uint64_t> failures_by_class;  // stored failure rows, by FailureClassName
   uint64_t batches_refused = 0, protocol_errors = 0;
   uint64_t leases_expired = 0, leases_retried = 0, worker_deaths = 0;
@@ -130,6 +148,8 @@ struct Coordinator::Impl {
 
   // One line of the coordinator's log (tune/log.h).
   void Log(log::Level level, const std::string& message, std::initializer_list<log::Field> fields = {});
+  void NoteClockSkew(const std::string& identity, double skew);
+  static std::map<std::string, double> PhysicalFloors(const OpSpec& spec, const LeasedUnit& unit, const Peer& peer);
 
   void Send(const std::string& identity, Command cmd);
 
@@ -155,7 +175,14 @@ struct Coordinator::Impl {
   // Any command is a heartbeat. Returns the sender's entry, if it said hello.
   std::map<std::string, Peer>::iterator Heard(const std::string& identity, double now);
 
-  void Handle(const std::string& identity, const std::string& key, Envelope env);
+  // `client`: who a submit counts against (SubmitRate): the CURVE key, or
+  // the peer's address without CURVE.
+  void Handle(const std::string& identity, const std::string& key, const std::string& client, Envelope env);
+
+  // Removes from the store the versions of `submit`'s ops beyond
+  // kMaxRetainedOpVersions that no running sweep needs, on the expander
+  // thread (the store reads every version's record).
+  void PruneOpVersions(const SweepSubmit& submit);
 
   // Who a lease is booked to: the CURVE key a peer proved it holds, or its
   // name where the coordinator runs without CURVE.

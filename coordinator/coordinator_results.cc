@@ -7,6 +7,9 @@
 #include <ctime>
 
 #include "coordinator_impl.h"
+#include "tune/config_space.h"
+#include "tune/known_gpus.h"
+#include "tune/text.h"
 
 namespace tune {
 namespace {
@@ -26,6 +29,23 @@ std::shared_ptr<const LeasedUnit> LeasedUnitOf(const WorkUnit& unit, const std::
 }
 
 }  // namespace
+
+// What a row of each config of `unit` cannot beat on `peer`'s device of its
+// model (PhysicalFloorUs of the op's metrics); configs whose metrics do not
+// plan there are left out (nothing to hold them to).
+std::map<std::string, double> Coordinator::Impl::PhysicalFloors(const OpSpec& spec, const LeasedUnit& unit,
+                                                                const Peer& peer) {
+  std::map<std::string, double> out;
+  const auto device = std::find_if(peer.devices.begin(), peer.devices.end(),
+                                   [&](const DeviceInfo& d) { return d.model == unit.gpu_model; });
+  Shape shape;
+  if (device == peer.devices.end() || !ParseNamedValues(unit.shape, &shape.dims)) return out;
+  for (const auto& [id, config] : unit.configs) {
+    auto plan = PlanLaunch(spec, unit.dtype, config, shape, *device);
+    if (plan.ok()) out[id] = PhysicalFloorUs(plan->flops, plan->bytes, *device);
+  }
+  return out;
+}
 
 // Records that `unit` (of `model`) was leased to `peer`, here and in the
 // store, so that its results are accepted from it, also after a restart.
@@ -99,7 +119,12 @@ void Coordinator::Impl::SubmitResults(const std::string& identity, zmq::message_
     if (std::find(lessees.begin(), lessees.end(), Lessee(peer)) != lessees.end()) {
       job.unit = book->second.unit;
       if (const SweepState* s = scheduler.FindSweep(job.unit->sweep_id))
-        for (const auto& spec : s->specs) job.host_digested |= spec.name == job.unit->op && spec.HostDigested();
+        for (const auto& spec : s->specs) {
+          if (spec.name != job.unit->op) continue;
+          job.host_digested |= spec.HostDigested();
+          if (!spec.program) job.kernel_entries = {spec.kernel};
+          job.floor_us = PhysicalFloors(spec, *job.unit, peer);
+        }
       for (const auto& d : peer.devices) {
         if (d.model != job.unit->gpu_model) continue;
         job.backends.insert(d.backend);
@@ -112,8 +137,22 @@ void Coordinator::Impl::SubmitResults(const std::string& identity, zmq::message_
   }
   job.head = head;
   job.received = NowSeconds();
+  job.received_unix = std::time(nullptr);
   job.frame = std::move(frame);
   ingester->Submit(std::move(job));
+}
+
+// A worker's clock far from ours: flagged (status, metrics) and logged once
+// per connection; the worker is told in each acknowledgement.
+void Coordinator::Impl::NoteClockSkew(const std::string& identity, double skew) {
+  auto it = workers.find(identity);
+  if (it == workers.end()) return;
+  Peer& peer = it->second;
+  peer.clock_skew_seconds = skew;
+  if (std::abs(skew) <= kClockSkewWarnSeconds || peer.told_skew) return;
+  peer.told_skew = true;
+  Log(log::Level::kWarn, "a worker's clock is off ours: its rows are stored with our time",
+      {{"worker", peer.name}, {"skew_seconds", std::to_string(skew)}});
 }
 
 // Leases of the run before this one, so their honest resends are stored.
@@ -190,14 +229,19 @@ void Coordinator::Impl::ApplyIngestOutcomes() {
         for (const auto& [cls, n] : o.failed_by_class) failures_by_class[cls] += n;
         results_duplicate += o.rows - o.stored;
         kernel_images += o.kernels;
+        kernel_image_conflicts += o.kernel_conflicts;
+        // Two workers' images of one kernel differ: one of them is not what
+        // NVRTC makes of the config (or a toolchain differs without saying).
         if (!o.kernel_note.empty())
-          Log(log::Level::kInfo, o.kernel_note, {{"sweep", o.head.sweep_id}, {"unit", std::to_string(o.head.unit_id)}});
+          Log(o.kernel_conflicts ? log::Level::kWarn : log::Level::kInfo, o.kernel_note,
+              {{"sweep", o.head.sweep_id}, {"unit", std::to_string(o.head.unit_id)}, {"worker", o.identity}});
         if (o.head.final && unstored_batches.erase({o.identity, o.head.unit_id})) {
           AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
           break;
         }
+        NoteClockSkew(o.identity, o.clock_skew_seconds);
         Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
-                                    static_cast<uint32_t>(o.stored), ""});
+                                    static_cast<uint32_t>(o.stored), "", o.clock_skew_seconds});
         if (!o.head.final) break;
         if (const double took = scheduler.CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, now,
                                                        std::time(nullptr));

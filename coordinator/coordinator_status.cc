@@ -26,7 +26,7 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   metrics.push_back(Metric::Gauge("tunefarm_build_info", "this coordinator's version (always 1)", 1,
                                   {{"version", TUNEFARM_VERSION}}));
   const int64_t now_unix = std::time(nullptr);
-  for (const auto& p : scheduler.Progress("")) {
+  for (const auto& p : scheduler.Progress("", now)) {
     sweeps.push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                       {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
                       {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
@@ -34,7 +34,7 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                       {"units_total", p.units_total}, {"gpu_models", p.gpu_models},
                       {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
                       {"error", p.error}, {"waiting_for", p.waiting_for},
-                      {"expanding", p.expanding}});
+                      {"expanding", p.expanding}, {"waits", p.waits}, {"skipped", p.skipped}});
     // A finished sweep's series go an hour after it ended: a long-lived
     // coordinator's /metrics does not grow with every sweep it ever ran.
     if (p.finished_unix > 0 && now_unix - p.finished_unix > kFinishedSweepSeriesSeconds) continue;
@@ -46,7 +46,10 @@ void Coordinator::Impl::PublishSnapshot(double now) {
     metrics.push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
                                     p.pairs_failed, labels));
   }
-  docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)}, {"sweeps", sweeps}, {"store_fault", store_fault}});
+  docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)},
+                                 {"sweeps", sweeps},
+                                 {"store_fault", store_fault},
+                                 {"kernel_image_conflicts", kernel_image_conflicts}});
   json ws = json::array();
   size_t devices = 0;
   std::map<std::string, size_t> per_model;  // devices by GPU model
@@ -66,8 +69,13 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                                     {{"worker", peer.name}}));
     metrics.push_back(Metric::Gauge("tunefarm_worker_last_seen_seconds", "since the worker's last message",
                                     now - peer.last_seen, {{"worker", peer.name}}));
+    metrics.push_back(Metric::Gauge("tunefarm_worker_clock_skew_seconds",
+                                    "the worker's row times less the coordinator's clock (rows keep the latter)",
+                                    peer.clock_skew_seconds, {{"worker", peer.name}}));
     ws.push_back({{"name", peer.name},
                   {"last_seen_seconds", now - peer.last_seen},
+                  {"clock_skew_seconds", peer.clock_skew_seconds},
+                  {"clock_off", std::abs(peer.clock_skew_seconds) > kClockSkewWarnSeconds},
                   {"leases", held == leases_held.end() ? 0 : held->second},
                   {"devices", devs}});
   }
@@ -95,6 +103,10 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   metrics.push_back(Metric::Counter("tunefarm_kernel_images_total",
                                     "Measured cubins received with results (each stored once per key)",
                                     kernel_images));
+  metrics.push_back(Metric::Counter("tunefarm_kernel_image_conflicts_total",
+                                    "cubins that differ from another worker's image of the same kernel, config "
+                                    "and arch (none of them ships unverified)",
+                                    kernel_image_conflicts));
   metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
   metrics.push_back(Metric::Counter("tunefarm_leases_retried_total",
                                     "leases of units that went back to the queue once or more", leases_retried));
@@ -133,51 +145,67 @@ void Coordinator::Impl::PublishSnapshot(double now) {
     metrics.push_back(Metric::Counter("tunefarm_http_refused_total",
                                       "HTTP connections closed at once: caps full, no slot to take", c.refused));
     metrics.push_back(Metric::Counter("tunefarm_http_timeouts_total", "HTTP connections that missed a deadline",
-                                      c.header_timeouts + c.body_timeouts + c.write_timeouts + c.idle_timeouts));
+                                      c.header_timeouts + c.body_timeouts + c.write_timeouts + c.idle_timeouts +
+                                          c.write_stalls));
   }
   metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
                                     "peers disconnected for bad or unexpected messages",
                                     dropped_messages));
-  // Best rows scan the store: refreshed less often than the rest.
-  if (now - last_best_publish >= 5.0) {
+  // Best rows scan the store, and the comparison plans every winner's
+  // launch: both grow with what was stored, so they are built on the
+  // snapshotter's thread (the store is thread-safe), one build at a time,
+  // and published when done.
+  snapshotter->RunCompletions();
+  const bool best_due = now - last_best_publish >= 5.0, compare_due = now - last_compare_publish >= 30.0;
+  if (!snapshot_building && (best_due || compare_due)) {
+    snapshot_building = true;
     last_best_publish = now;
-    auto best = store->Best({});
-    if (best.ok()) {
-      json rows = json::array();
-      for (const auto& m : *best) {
-        rows.push_back({{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape},
-                        {"gpu_model", m.gpu_model}, {"config", m.config.Canonical()},
-                        {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
-                        {"median_us", m.median_us}, {"stdev_us", m.stdev_us},
-                        {"samples", m.samples}, {"backend", m.backend}, {"sweep_id", m.sweep_id}});
-      }
-      docs["best"] = DumpJson(json{{"best", rows}});
-      // A new key: the comparison is due now, not at its next turn.
-      if (best->size() != compare_keys) last_compare_publish = 0;
-      compare_keys = best->size();
-    }
-  }
-  // The newest kernel of each key, with its throughput and roofline share
-  // (CompareArchitectures: every key's winners, the op specs and the
-  // portability reads): the costliest document, on the loop, so the least
-  // often. It fails only when nothing is stored.
-  if (now - last_compare_publish >= 30.0) {
-    last_compare_publish = now;
-    json groups = json::array();
-    if (auto c = CompareArchitectures(*store, {}); c.ok()) {
-      for (const auto& row : c->rows) {
-        json gpus = json::array();
-        for (size_t i = 0; i < row.winners.size(); ++i) {
-          const ModelWinner& w = row.winners[i];
-          if (!w.present) continue;
-          gpus.push_back({{"gpu_model", c->models[i].gpu_model}, {"median_us", w.best.median_us},
-                          {"config", w.best.config.Canonical()}, {"backend", w.best.backend},
-                          {"throughput", w.throughput}, {"unit", w.unit}, {"roofline_share", w.roofline_share}});
+    if (compare_due) last_compare_publish = now;
+    snapshotter->Post([this, keys = compare_keys, compare_due]() -> OffLoop::Completion {
+      auto built = std::make_shared<std::map<std::string, std::string>>();
+      size_t best_keys = keys;
+      auto best = store->Best({});
+      if (best.ok()) {
+        json rows = json::array();
+        for (const auto& m : *best) {
+          rows.push_back({{"op", m.op}, {"dtype", m.dtype}, {"shape", m.shape},
+                          {"gpu_model", m.gpu_model}, {"config", m.config.Canonical()},
+                          {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
+                          {"median_us", m.median_us}, {"stdev_us", m.stdev_us},
+                          {"samples", m.samples}, {"backend", m.backend}, {"sweep_id", m.sweep_id}});
         }
-        groups.push_back({{"op", row.op}, {"dtype", row.dtype}, {"shape", row.shape}, {"gpus", gpus}});
+        (*built)["best"] = DumpJson(json{{"best", rows}});
+        best_keys = best->size();
       }
-    }
-    docs["compare"] = DumpJson(json{{"groups", groups}});
+      // The newest kernel of each key, with its throughput and roofline
+      // share (CompareArchitectures: every key's winners, the op specs and
+      // the portability reads): the costliest document, so the least often,
+      // or at once when a key is new. It fails only when nothing is stored.
+      const bool compare_now = compare_due || best_keys != keys;
+      if (compare_now) {
+        json groups = json::array();
+        if (auto c = CompareArchitectures(*store, {}); c.ok()) {
+          for (const auto& row : c->rows) {
+            json gpus = json::array();
+            for (size_t i = 0; i < row.winners.size(); ++i) {
+              const ModelWinner& w = row.winners[i];
+              if (!w.present) continue;
+              gpus.push_back({{"gpu_model", c->models[i].gpu_model}, {"median_us", w.best.median_us},
+                              {"config", w.best.config.Canonical()}, {"backend", w.best.backend},
+                              {"throughput", w.throughput}, {"unit", w.unit}, {"roofline_share", w.roofline_share}});
+            }
+            groups.push_back({{"op", row.op}, {"dtype", row.dtype}, {"shape", row.shape}, {"gpus", gpus}});
+          }
+        }
+        (*built)["compare"] = DumpJson(json{{"groups", groups}});
+      }
+      return [this, built, best_keys, compare_now] {
+        snapshot.PublishDocs(std::move(*built));
+        compare_keys = best_keys;
+        if (compare_now) last_compare_publish = NowSeconds();
+        snapshot_building = false;
+      };
+    });
   }
   snapshot.Publish(std::move(docs), RenderMetrics(metrics));
 }

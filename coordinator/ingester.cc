@@ -40,6 +40,9 @@ std::string RowFault(const IngestJob& job, const Measurement& m) {
     for (double v : {m.median_us, m.mean_us, m.min_us, m.max_us}) {
       if (v < kMinFigureUs || v > kMaxFigureUs) return "a figure of " + std::to_string(v) + " us";
     }
+    if (auto floor = job.floor_us.find(m.config_id); floor != job.floor_us.end() && m.median_us < floor->second)
+      return "a median of " + std::to_string(m.median_us) + " us, faster than the device can do its op's metrics (" +
+             std::to_string(floor->second) + " us at least): impossible";
   }
   return "";
 }
@@ -63,6 +66,10 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
     row.sweep_id = results.sweep_id;
     row.worker = job.worker;
     row.screen_us = 0;  // the store's to set
+    // Rows are ordered by when the coordinator took them, never by a
+    // sender's clock (a row of an old kernel stamped in the future would
+    // otherwise outrank the op's new kernel at publish).
+    if (job.received_unix > 0) row.unix_time = job.received_unix;
   }
   return rows;
 }
@@ -99,6 +106,7 @@ Status CheckKernels(const IngestJob& job, const Results& results) {
     const KernelImage& k = results.kernels[i];
     const std::string where = "kernel " + std::to_string(i) + ": ";
     if (Status st = CheckKernelImage(k); !st.ok()) return st.WithPrefix(where);
+    if (Status st = CheckCubinEntries(k.image, job.kernel_entries); !st.ok()) return st.WithPrefix(where);
     if (!seen.insert(k.Key()).second) return Status::Error(where + "cubin " + k.Key() + " twice in one batch");
     // Its kernel hash is that of a checked row of the batch (below), which
     // RowsToStore checked.
@@ -158,6 +166,9 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
     return out;
   }
   out.rows = rows->size();
+  int64_t newest = 0;
+  for (const Measurement& m : results->measurements) newest = std::max(newest, m.unix_time);
+  if (newest > 0 && job.received_unix > 0) out.clock_skew_seconds = double(newest - job.received_unix);
   Status st = store_->PutBatch(*rows, &out.stored);
   if (!st.ok()) {
     out.kind = IngestOutcome::Kind::kStoreFailed;
@@ -165,10 +176,15 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
     return out;
   }
   // After the rows: a cubin in the store always has its measured row.
-  for (const KernelImage& k : results->kernels) {
-    st = store_->PutKernel(k);
-    if (st.code() == StatusCode::kInvalidArgument) {
-      out.kernel_note = st.message();  // another image under a stored key: the stored one stays
+  for (KernelImage k : results->kernels) {
+    // Who vouches for an image is the store's record, never the sender's.
+    k.witnesses.clear();
+    k.conflicts.clear();
+    KernelPut put = KernelPut::kNew;
+    st = store_->PutKernel(k, job.worker, &put);
+    if (put == KernelPut::kConflict) {
+      ++out.kernel_conflicts;
+      out.kernel_note = st.message();
     } else if (!st.ok()) {
       out.kind = IngestOutcome::Kind::kStoreFailed;
       out.error = st.message();

@@ -66,8 +66,15 @@ struct IngestJob {
   // The architectures a cubin of those devices may be built for ("sm_90",
   // "sm_90a").
   std::set<std::string> archs;
+  // The functions a cubin of the unit's op must define (its kernel); empty
+  // for ops that ship no cubin.
+  std::vector<std::string> kernel_entries;
+  // Config id -> PhysicalFloorUs of its metrics at the unit's shape on the
+  // sender's device: a row faster than that is refused as impossible.
+  std::map<std::string, double> floor_us;
   ResultsHead head;                  // PeekResults of the frame
   double received = 0;               // when the frame arrived (NowSeconds)
+  int64_t received_unix = 0;         // and on the coordinator's wall clock
   zmq::message_t frame;              // the whole envelope, as received
 };
 
@@ -87,9 +94,15 @@ struct IngestOutcome {
   size_t stored = 0;      // new rows; the others were stored before
   size_t kernels = 0;     // cubins in the batch (stored, or stored before)
   std::string kernel_note;  // a cubin kept out of the store, and why (the rows are stored)
+  // Cubins of this batch that differ from another worker's image of the same
+  // key: an alarm (the stored image stays, and neither ships unverified).
+  size_t kernel_conflicts = 0;
   uint64_t failed = 0;    // new rows that record a failure
   std::map<std::string, uint64_t> failed_by_class;  // of those, by FailureClassName
   std::string gpu_model;  // the leased unit's, when there was one
+  // The newest row's time as the sender stamped it, less received_unix
+  // (positive: its clock is ahead); 0 when no row carried a time.
+  double clock_skew_seconds = 0;
 };
 
 // The rows of `results` as they are to be stored (sweep, worker and the

@@ -28,6 +28,15 @@ double ShapeWork(const Shape& shape) {
   return work;
 }
 
+// (config, shape) pairs of running sweeps not yet measured: what the farm
+// holds queued.
+uint64_t PairsQueued(const std::map<std::string, SweepState>& sweeps) {
+  uint64_t queued = 0;
+  for (const auto& [id, s] : sweeps)
+    if (s.state == RunState::kRunning && s.pairs_total > s.pairs_done) queued += s.pairs_total - s.pairs_done;
+  return queued;
+}
+
 // The key of a pace per worker or model and shape (pair_rate_,
 // SweepState::pace): units of different shapes take very different times.
 std::string RateKey(const std::string& who, const std::string& shape_key) { return who + '\0' + shape_key; }
@@ -96,6 +105,11 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   }
   if (submit.confirm_top > 0 && !(submit.confirm_seconds > 0 && submit.confirm_seconds <= 3600)) {
     return Status::Error("sweep '" + submit.name + "': confirm_seconds must be in (0, 3600] when confirm_top is set");
+  }
+  if (const uint64_t queued = PairsQueued(sweeps_); queued >= opts_.max_farm_pairs) {
+    return Status::Error("sweep '" + submit.name + "': the farm has " + std::to_string(queued) +
+                         " (config, shape) pairs queued, at the limit of " + std::to_string(opts_.max_farm_pairs) +
+                         " pairs per farm (--max-farm-pairs); submit again once they are measured");
   }
   SweepState sweep;
   sweep.id = sweep_id;
@@ -192,15 +206,31 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   // A run of one shape's kernels sets its own clocks.
   ExpandedSpace out;
   const DeviceInfo& device = job.device;
+  uint64_t pairs = 0;  // legal configs x shapes x dtypes of the specs so far
   for (size_t i = 0; i < job.specs.size(); ++i) {
     const OpSpec& spec = job.specs[i];
+    // The pairs bound caps the legal configs this op may have, so that the
+    // enumeration stops before it holds more than the bound allows.
+    const uint64_t per_config = std::max<uint64_t>(1, uint64_t(job.dtypes.size()) * job.shapes[i].size());
+    const uint64_t pairs_left = job.max_pairs > pairs ? job.max_pairs - pairs : 0;
+    const uint64_t max_legal = std::min(job.max_legal_configs, pairs_left / per_config);
     SpaceStats stats;
-    auto enumerated = EnumerateConfigs(spec, device, &stats, job.max_legal_configs);
+    auto enumerated = EnumerateConfigs(spec, device, &stats, max_legal);
     if (!enumerated.ok()) {
+      if (stats.legal > max_legal && max_legal < job.max_legal_configs) {
+        return Status::Error("op '" + spec.name + "' on " + device.model + ": over " +
+                             std::to_string(pairs + stats.legal * per_config) + " (config, shape) pairs (" +
+                             (pairs ? std::to_string(pairs) + " of the ops before it + " : std::string()) +
+                             "more than " + std::to_string(max_legal) + " legal configs x " +
+                             std::to_string(job.shapes[i].size()) + " shapes x " + std::to_string(job.dtypes.size()) +
+                             " dtypes), more than the limit of " + std::to_string(job.max_pairs) +
+                             " pairs per sweep and GPU model (--max-sweep-pairs)");
+      }
       const bool over = stats.legal > job.max_legal_configs;
       return Status::Error("op '" + spec.name + "': " + enumerated.status().message() +
                            (over ? " (this coordinator's limit, --max-legal-configs)" : ""));
     }
+    pairs += enumerated->size() * per_config;
     // Shared by the pools of every (dtype, shape) that has none stored.
     auto all_configs = std::make_shared<const std::vector<Config>>(std::move(enumerated).value());
     for (const auto& dtype : job.dtypes) {
@@ -249,6 +279,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t
   for (const auto& spec : sweep.specs) job.shapes.push_back(ShapesForOp(sweep.submit, spec));
   job.measured = sweep.measured;
   job.max_legal_configs = opts_.max_legal_configs;
+  job.max_pairs = opts_.max_sweep_pairs;
   sweep.expanding.insert(device.model);
   if (expander_) {
     expander_(std::move(job));
@@ -266,6 +297,17 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
   if (!space.ok()) {
     sweep.state = RunState::kFailed;
     sweep.error = space.status().message();
+    return;
+  }
+  // Counted here, on the loop, where every running sweep's pairs are known.
+  const uint64_t queued = PairsQueued(sweeps_), adding = space->pairs_total - space->pairs_done;
+  if (queued + adding > opts_.max_farm_pairs) {
+    sweep.state = RunState::kFailed;
+    sweep.error = "sweep '" + sweep.submit.name + "' on " + model + ": " + std::to_string(adding) +
+                  " (config, shape) pairs to measure with " + std::to_string(queued) +
+                  " queued already, more than the limit of " + std::to_string(opts_.max_farm_pairs) +
+                  " pairs per farm (--max-farm-pairs)";
+    sweep.finished_unix = now_unix;
     return;
   }
   sweep.pairs_total += space->pairs_total;
@@ -384,7 +426,7 @@ bool Scheduler::RefineEarly(const std::string& model) {
   bool created = false;
   for (auto& [id, sweep] : sweeps_) {
     if (!sweep.submit.refine_pass || sweep.state != RunState::kRunning || !sweep.models.count(model) ||
-        sweep.expanding.count(model)) {
+        sweep.expanding.count(model) || sweep.skipped.count(model)) {
       continue;  // a model being expanded has no keys screened yet
     }
     ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
@@ -478,6 +520,7 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
 
 std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::string& gpu_model,
                                          double now) {
+  NoteActive(gpu_model, now);
   // Units that went back to the queue (and refine and confirm units) first,
   // then fresh ones, then early refine units.
   auto& queue = pending_[gpu_model];
@@ -574,6 +617,7 @@ void Scheduler::BatchQueued(const std::string& sweep_id, uint64_t unit_id, doubl
   if (!u) return;
   u->batches_queued++;
   NoteProgress(*u, now);
+  NoteActive(u->gpu_model, now);
 }
 
 void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
@@ -583,6 +627,7 @@ void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uin
   if (!u) return;
   if (u->batches_queued > 0) u->batches_queued--;
   NoteProgress(*u, now);
+  NoteActive(u->gpu_model, now);
   auto& sweep = sweeps_.at(sweep_id);
   // At most the unit's own pairs: a duplicate lease's rows come back too.
   const uint64_t counted = std::min<uint64_t>(stored, u->Pairs() - std::min<uint64_t>(u->pairs_counted, u->Pairs()));
@@ -604,6 +649,7 @@ double Scheduler::CompleteUnit(const std::string& worker, const std::string& swe
   Unit* found = FindUnitOf(sweep_id, unit_id);
   if (!found) return 0;
   Unit& u = *found;
+  NoteActive(u.gpu_model, now);
   auto& sweep = sweeps_.at(u.sweep_id);
   auto started = u.started.find(worker);
   // A confirm unit's length is set by the sweep, and a refine unit times
@@ -717,6 +763,7 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   if (sweep.state != RunState::kRunning) return;
   for (const auto& model : sweep.models) {
     if (sweep.expanding.count(model)) continue;  // no pools yet: nothing is screened
+    if (sweep.skipped.count(model)) continue;    // none of its passes run on
     MaybeRefine(sweep, model);
     MaybeConfirm(sweep, model);
   }
@@ -772,7 +819,119 @@ const SweepState* Scheduler::FindSweep(const std::string& id) const {
   return it == sweeps_.end() ? nullptr : &it->second;
 }
 
-std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) const {
+void Scheduler::NoteActive(const std::string& model, double now) {
+  double& at = model_active_[model];
+  at = std::max(at, now);
+}
+
+void Scheduler::NoteAsked(const std::string& model, double now) { NoteActive(model, now); }
+
+uint64_t Scheduler::QueuedPairs(const SweepState& sweep, const std::string& model) const {
+  uint64_t queued = 0;
+  if (auto pools = pools_.find(model); pools != pools_.end()) {
+    for (const ConfigPool& p : pools->second) {
+      if (p.sweep_id == sweep.id) queued += p.configs->size() - std::min(p.next, p.configs->size());
+    }
+  }
+  if (auto queue = pending_.find(model); queue != pending_.end()) {
+    for (uint64_t id : queue->second) {
+      auto it = units_.find(id);
+      if (it != units_.end() && it->second.state == UnitState::kPending && it->second.sweep_id == sweep.id) {
+        queued += it->second.Pairs();
+      }
+    }
+  }
+  return queued;
+}
+
+double Scheduler::QuietSeconds(const std::string& model, double now) const {
+  auto since = queued_since_.find(model);
+  if (since == queued_since_.end()) return 0;
+  double from = since->second;
+  if (auto active = model_active_.find(model); active != model_active_.end()) from = std::max(from, active->second);
+  return std::max(0.0, now - from);
+}
+
+std::vector<Scheduler::SkippedModel> Scheduler::SkipQuietModels(double now, int64_t now_unix) {
+  // The clocks first, for every model a running sweep has expanded: a
+  // model busy with a lease (its deadline bounds how long a device that
+  // took work and went quiet holds it) is active now; one with nothing
+  // queued has nothing to be quiet about.
+  std::map<std::string, uint64_t> queued;
+  for (const auto& [id, sweep] : sweeps_) {
+    if (sweep.state != RunState::kRunning) continue;
+    for (const auto& model : sweep.models) {
+      if (sweep.expanding.count(model) || sweep.skipped.count(model)) continue;
+      queued[model] += QueuedPairs(sweep, model);
+    }
+  }
+  for (auto it = queued_since_.begin(); it != queued_since_.end();) {
+    auto q = queued.find(it->first);
+    it = q == queued.end() || q->second == 0 ? queued_since_.erase(it) : std::next(it);
+  }
+  std::vector<SkippedModel> out;
+  for (const auto& [model, pairs] : queued) {
+    if (pairs == 0) continue;
+    queued_since_.emplace(model, now);
+    if (auto leased = leased_per_model_.find(model); leased != leased_per_model_.end() && leased->second > 0) {
+      NoteActive(model, now);
+    }
+    const double quiet = QuietSeconds(model, now);
+    if (quiet < opts_.model_idle_seconds) continue;
+    for (auto& [id, sweep] : sweeps_) {
+      if (sweep.state != RunState::kRunning || !sweep.models.count(model) || sweep.expanding.count(model) ||
+          sweep.skipped.count(model)) {
+        continue;
+      }
+      const auto& named = sweep.submit.gpu_models;
+      if (std::find(named.begin(), named.end(), model) != named.end()) continue;  // asked for by name: waits
+      const uint64_t dropped = QueuedPairs(sweep, model);
+      if (dropped == 0) continue;
+      const std::string why = model + ": no device took work for " + std::to_string(static_cast<int64_t>(quiet)) +
+                              " s with " + std::to_string(dropped) + " pairs queued; those pairs are dropped";
+      SkipModel(sweep, model, why, now_unix);
+      out.push_back({id, model, why});
+    }
+  }
+  return out;
+}
+
+void Scheduler::SkipModel(SweepState& sweep, const std::string& model, const std::string& why, int64_t now_unix) {
+  // Dropped rather than kept as skipped pairs: the sweep's progress then
+  // reads as what it will measure, and a resubmitted sweep measures what
+  // is missing once the model works again.
+  sweep.skipped[model] = why;
+  uint64_t dropped = 0;
+  auto& pools = pools_[model];
+  for (auto it = pools.begin(); it != pools.end();) {
+    if (it->sweep_id != sweep.id) {
+      ++it;
+      continue;
+    }
+    dropped += it->configs->size() - std::min(it->next, it->configs->size());
+    it = pools.erase(it);
+  }
+  sweep.model_passes[model].unsliced = 0;
+  for (auto& [key, passes] : sweep.key_passes) {
+    if (key.compare(0, model.size() + 1, model + '\0') == 0) passes.unsliced = 0;
+  }
+  std::vector<Unit*> pending;
+  std::set<uint64_t> seen;  // a unit queued twice is dropped once
+  for (uint64_t id : pending_[model]) {
+    auto it = units_.find(id);
+    if (it != units_.end() && it->second.state == UnitState::kPending && it->second.sweep_id == sweep.id &&
+        seen.insert(id).second) {
+      Unit& u = it->second;
+      dropped += u.Pairs() - std::min<uint64_t>(u.pairs_counted, u.Pairs());
+      pending.push_back(&u);
+    }
+  }
+  sweep.pairs_total -= std::min(dropped, sweep.pairs_total - std::min(sweep.pairs_total, sweep.pairs_done));
+  for (Unit* u : pending) Finish(*u, UnitState::kFailed, now_unix);  // the last may end the sweep
+  MaybeFinish(sweep, now_unix);
+}
+
+std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id, std::optional<double> now) const {
   std::vector<SweepProgress> out;
   for (const auto& [id, s] : sweeps_) {
     if (!sweep_id.empty() && id != sweep_id) continue;
@@ -796,9 +955,30 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id) cons
       for (const auto& m : s.models) {
         const auto passes = s.model_passes.find(m);
         const bool work_left = passes != s.model_passes.end() && passes->second.WorkLeft();
-        if (work_left && !ModelLive(m)) p.waiting_for.push_back(m);
+        if (work_left && !ModelLive(m) && !s.skipped.count(m)) p.waiting_for.push_back(m);
+      }
+      // What it waits for, in words: whether a model is absent or present
+      // and quiet, and whether it will stop waiting.
+      const auto& named = s.submit.gpu_models;
+      for (const auto& m : named) {
+        if (m != "*" && !s.models.count(m)) p.waits.push_back(m + ": no live worker has it");
+      }
+      for (const auto& m : s.models) {
+        if (s.expanding.count(m) || s.skipped.count(m)) continue;
+        const uint64_t queued = QueuedPairs(s, m);
+        const bool by_name = std::find(named.begin(), named.end(), m) != named.end();
+        const std::string until = by_name ? "" : "; skipped after " + std::to_string(static_cast<int64_t>(
+                                                                           opts_.model_idle_seconds)) + " s";
+        const double quiet = now ? QuietSeconds(m, *now) : 0;
+        if (!ModelLive(m) && std::find(p.waiting_for.begin(), p.waiting_for.end(), m) != p.waiting_for.end()) {
+          p.waits.push_back(m + ": " + std::to_string(queued) + " pairs queued, no live worker has it" + until);
+        } else if (queued > 0 && quiet >= std::min(10.0, opts_.model_idle_seconds)) {
+          p.waits.push_back(m + ": " + std::to_string(queued) + " pairs queued, no device has taken work for " +
+                            std::to_string(static_cast<int64_t>(quiet)) + " s" + until);
+        }
       }
     }
+    for (const auto& [m, why] : s.skipped) p.skipped.push_back(why);
     p.started_unix = s.started_unix;
     p.finished_unix = s.finished_unix;
     out.push_back(std::move(p));

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tune/backend.h"
+#include "tune/limits.h"
 #include "tune/op_spec.h"
 #include "tune/protocol.h"
 #include "tune/status.h"
@@ -70,6 +71,21 @@ struct SchedulerOptions {
   // submit; one with more legal configs on a model fails with the reason.
   uint64_t max_raw_configs = 4'000'000;
   uint64_t max_legal_configs = 1'000'000;
+  // A GPU model is live for a sweep while its devices do work. One with
+  // work queued whose devices have neither asked for, taken nor finished
+  // any for this long (and held no lease meanwhile) stops holding the
+  // sweeps that target it only through `gpus = ["*"]`: the pairs it has not
+  // measured are dropped from them (Scheduler::SkipQuietModels). A sweep
+  // that names the model waits on, and says what for.
+  double model_idle_seconds = 300;
+  // Bounds on (config, shape) pairs (tune/limits.h): per sweep and GPU
+  // model, legal configs x shapes x dtypes over the sweep's ops, found while
+  // its space is enumerated (before the pairs are held) and failing the
+  // sweep with the reason; over every running sweep, pairs not yet measured,
+  // refused at submit when the farm is at the limit already and failing a
+  // sweep whose expansion would take it past.
+  uint64_t max_sweep_pairs = kDefaultMaxSweepPairs;
+  uint64_t max_farm_pairs = kDefaultMaxFarmPairs;
 };
 
 // What the store holds for a (config, shape) of a model: a valid row, or a
@@ -142,6 +158,7 @@ struct SpaceExpansion {
   std::vector<std::vector<Shape>> shapes;  // per spec: ShapesForOp
   MeasuredFn measured;                     // may be null: nothing stored yet
   uint64_t max_legal_configs = 0;
+  uint64_t max_pairs = UINT64_MAX;         // legal configs x shapes x dtypes, over the specs
 };
 
 // What a SpaceExpansion yields: the pools with configs left to measure,
@@ -157,8 +174,9 @@ struct ExpandedSpace {
 };
 
 // Runs `job`; safe on any thread. Fails, naming the op and model, on a
-// constraint that fails to evaluate or more legal configs than
-// job.max_legal_configs (found before they are all held).
+// constraint that fails to evaluate, more legal configs than
+// job.max_legal_configs or more pairs than job.max_pairs (each found before
+// they are all held).
 Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job);
 
 enum class UnitState { kPending, kLeased, kDone, kFailed };
@@ -258,6 +276,9 @@ struct SweepState {
   std::map<std::string, KeyPasses> key_passes;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   std::map<std::string, uint64_t> failed_by_class;  // of pairs_failed, by FailureClassName
+  // Models it stopped waiting for (SchedulerOptions::model_idle_seconds),
+  // with the line status shows; their unmeasured pairs left pairs_total.
+  std::map<std::string, std::string> skipped;
   int64_t started_unix = 0, finished_unix = 0;
   bool TargetsModel(const std::string& model) const;
 };
@@ -316,6 +337,8 @@ class Scheduler {
 
   // Gives `worker` a unit for `gpu_model`: a pending one, or at the tail of a
   // sweep a duplicate lease of a straggler. nullopt when there is none.
+  // Asking counts as work for the quiet-model rule: with work queued, an
+  // ask is always given a unit.
   std::optional<WorkUnit> Lease(const std::string& worker, const std::string& gpu_model,
                                 double now);
   // A results batch of the unit arrived and waits to be stored: the unit is
@@ -338,6 +361,22 @@ class Scheduler {
   uint32_t UnitSizeFor(const std::string& worker, const Shape& shape) const;
   // The worker is gone: its leases go back to the queue.
   void DropWorker(const std::string& worker, int64_t now_unix);
+  // A device of `model` asked for work and was given none for a reason of
+  // the caller's (the store refuses writes): it counts as asking, as a
+  // Lease call does, so a model is not taken for quiet while it cannot be
+  // served.
+  void NoteAsked(const std::string& model, double now);
+  // The quiet-model rule (SchedulerOptions::model_idle_seconds), for the
+  // caller's periodic tick: every running sweep that targets a quiet model
+  // only through `*` drops its queued work of that model (pending units end
+  // as failed, uncut configs are discarded, pairs_total shrinks by the
+  // unmeasured pairs), records why in SweepState::skipped and may end. A
+  // model is quiet once it has had work queued, no lease held and no ask,
+  // lease or results for model_idle_seconds. Returns what it skipped now.
+  struct SkippedModel {
+    std::string sweep_id, model, why;
+  };
+  std::vector<SkippedModel> SkipQuietModels(double now, int64_t now_unix);
   // `worker` no longer holds `unit_id` (its results were refused): the unit
   // goes back to the queue unless another worker holds it. No-op when it
   // holds no such lease.
@@ -354,7 +393,11 @@ class Scheduler {
   std::map<std::string, uint64_t> LeasedUnitsPerModel() const;
   const Unit* FindUnit(uint64_t unit_id) const;
   const SweepState* FindSweep(const std::string& id) const;
-  std::vector<SweepProgress> Progress(const std::string& sweep_id) const;
+  // With `now`, each running sweep's SweepProgress::waits also names the
+  // live models it has work queued for that no device has taken for a
+  // while (the quiet-model rule's clock).
+  std::vector<SweepProgress> Progress(const std::string& sweep_id,
+                                      std::optional<double> now = std::nullopt) const;
   const std::map<std::string, SweepState>& sweeps() const { return sweeps_; }
   // True while some sweep is running.
   bool Busy() const;
@@ -401,6 +444,15 @@ class Scheduler {
   double QueuedBehind(const std::string& worker, double now) const;
   WorkUnit MakeWorkUnit(const Unit& u, double lease_seconds) const;
   double LeaseSeconds(const Unit& u) const;
+  // (config, shape) pairs of `sweep` queued for `model`: uncut and in
+  // pending units.
+  uint64_t QueuedPairs(const SweepState& sweep, const std::string& model) const;
+  // How long `model` has had work queued with none asked for, taken or
+  // finished (0 when it is busy or has nothing queued).
+  double QuietSeconds(const std::string& model, double now) const;
+  void NoteActive(const std::string& model, double now);
+  // Drops `sweep`'s queued work of `model` (SkipQuietModels).
+  void SkipModel(SweepState& sweep, const std::string& model, const std::string& why, int64_t now_unix);
 
   SchedulerOptions opts_;
   std::map<std::string, SweepState> sweeps_;
@@ -414,6 +466,10 @@ class Scheduler {
   std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
   std::map<std::string, double> pair_rate_;  // worker '\0' shape -> pairs/s (smoothed)
+  // The quiet-model rule's clocks, per model: the last ask, lease or
+  // results (or tick with a lease held), and since when work is queued.
+  std::map<std::string, double> model_active_;
+  std::map<std::string, double> queued_since_;
   uint64_t next_unit_id_ = 1;
   ContendersFn contenders_;
   NearBestFn near_best_;

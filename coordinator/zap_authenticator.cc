@@ -44,11 +44,13 @@ std::string Property(const std::string& name, const std::string& value) {
   return out;
 }
 
+// ctime too: a chmod that makes a list unreadable changes nothing else.
 struct FileStamp {
   bool exists = false;
   ino_t inode = 0;
   off_t size = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
   bool operator==(const FileStamp&) const = default;
 };
 
@@ -56,7 +58,8 @@ FileStamp StampOf(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return {};
   return {true, st.st_ino, st.st_size,
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+          static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
 }
 
 }  // namespace
@@ -100,11 +103,11 @@ struct ZapAuthenticator::State {
     return Status::OK();
   }
 
-  // `announce`: log the keys loaded (a reload; the first load is the
-  // caller's to report).
-  Status Load(bool announce = true) {
+  // At start-up both lists must be right as a whole (LoadCurveAllowList):
+  // a typo is a refusal to start, which the operator sees at once.
+  Status LoadStrict() {
     const std::string& path = options.allow_list_path;
-    if (path.empty()) return Status::Error("zap: no allow-list file to reload");
+    if (path.empty()) return Status::Error("zap: no allow-list file to load");
     const FileStamp before = StampOf(path);
     const FileStamp client_before = StampOf(options.client_allow_list_path);
     auto keys = LoadCurveAllowList(path, PeerRole::kWorker);
@@ -114,16 +117,71 @@ struct ZapAuthenticator::State {
       if (!clients.ok()) return clients.status();
       keys->insert(keys->end(), clients->begin(), clients->end());
     }
-    const size_t n = keys->size();
     TUNE_RETURN_IF_ERROR(Set(std::move(*keys)));
+    std::lock_guard lock(mu);
+    stamp = before;
+    client_stamp = client_before;
+    return Status::OK();
+  }
+
+  // A re-read fails closed: the list in force becomes exactly the keys the
+  // files now hold. Keeping the previous list on a bad edit would let a
+  // revoked key stay in (and reconnect) for as long as the file has a typo,
+  // and emptying the file would revoke nobody. So an empty file admits
+  // nobody of its role; a malformed line is skipped and logged with its
+  // file and line, the other lines count; a key on both lists is admitted
+  // as neither. A file that cannot be read at all (deleted, permissions)
+  // counts as empty too: on a security list a missing answer must not mean
+  // "as before", and the cost (the role's peers reconnect once the file is
+  // back, after the next check) is an outage the operator can see and end,
+  // while a revocation that silently does not happen is not. Replace the
+  // files atomically (write, then rename), as tooling does, so that a
+  // half-written file is never read.
+  Status Reread() {
+    const std::string& path = options.allow_list_path;
+    if (path.empty()) return Status::Error("zap: no allow-list file to reload");
+    const FileStamp before = StampOf(path);
+    const FileStamp client_before = StampOf(options.client_allow_list_path);
+    std::vector<std::string> problems;
+    std::vector<AllowedKey> keys;
+    auto read = [&](const std::string& file, PeerRole role) {
+      auto list = ReadCurveAllowList(file, role);
+      if (!list.ok()) {
+        problems.push_back(list.status().message() + "; no " + PeerRoleName(role) +
+                           " is admitted until it can be read");
+        return;
+      }
+      for (const auto& p : list->problems) problems.push_back(p + " (line skipped)");
+      keys.insert(keys.end(), list->keys.begin(), list->keys.end());
+    };
+    read(path, PeerRole::kWorker);
+    if (!options.client_allow_list_path.empty()) read(options.client_allow_list_path, PeerRole::kClient);
+    std::map<std::string, AllowedKey> m;
+    std::vector<std::string> both;
+    for (auto& k : keys) {
+      auto [it, inserted] = m.emplace(k.public_z85, k);
+      if (!inserted && it->second.role != k.role) both.push_back(k.public_z85);
+    }
+    for (const auto& key : both) {
+      if (m.erase(key)) {
+        problems.push_back("zap: key " + key + " is on both the worker and the client allow-list; admitted as neither");
+      }
+    }
+    const size_t n = m.size();
     {
       std::lock_guard lock(mu);
+      allowed = std::move(m);
       stamp = before;
       client_stamp = client_before;
     }
-    if (announce) options.log("allow-list " + path + (options.client_allow_list_path.empty() ? "" : " and " + options.client_allow_list_path) +
-                " loaded: " + std::to_string(n) + " key(s)");
-    return Status::OK();
+    for (const auto& p : problems) options.log(p);
+    options.log("allow-list " + path +
+                (options.client_allow_list_path.empty() ? "" : " and " + options.client_allow_list_path) +
+                " loaded: " + std::to_string(n) + " key(s)" +
+                (problems.empty() ? "" : ", " + std::to_string(problems.size()) + " problem(s) logged"));
+    if (problems.empty()) return Status::OK();
+    return Status::Error(problems.front() +
+                         (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : ""));
   }
 
   void MaybeReload() {
@@ -137,8 +195,7 @@ struct ZapAuthenticator::State {
       stamp = now;
       client_stamp = client_now;
     }
-    Status s = Load();
-    if (!s.ok()) options.log(s.message() + "; keeping the previous allow-list");
+    (void)Reread();  // it logs what it could not apply
   }
 
   void LogRefusal(const std::string& who, const std::string& address, const std::string& why) {
@@ -263,7 +320,7 @@ Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::FromFile(
     zmq::context_t& ctx, const std::string& allow_list_path, ZapAuthenticatorOptions options) {
   options.allow_list_path = allow_list_path;
   auto zap = std::make_unique<ZapAuthenticator>(ctx, std::vector<AllowedKey>{}, std::move(options));
-  TUNE_RETURN_IF_ERROR(zap->state_->Load(false));
+  TUNE_RETURN_IF_ERROR(zap->state_->LoadStrict());
   return zap;
 }
 
@@ -308,11 +365,7 @@ void ZapAuthenticator::Stop() {
   state_->thread.join();
 }
 
-Status ZapAuthenticator::Reload() { return state_->Load(); }
-
-Status ZapAuthenticator::SetAllowed(std::vector<AllowedKey> allowed) {
-  return state_->Set(std::move(allowed));
-}
+Status ZapAuthenticator::Reload() { return state_->Reread(); }
 
 std::optional<PeerRole> ZapAuthenticator::RoleOf(const std::string& key) const {
   std::lock_guard lock(state_->mu);

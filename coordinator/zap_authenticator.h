@@ -51,8 +51,9 @@ namespace tune {
 
 struct ZapAuthenticatorOptions {
   // When set, this allow-list file is re-read whenever it changes (checked
-  // every `reload_check_seconds`) and on Reload(); a reload that fails is
-  // logged and the previous list stays in force.
+  // every `reload_check_seconds`) and on Reload(). A re-read fails closed:
+  // the list in force becomes the keys the files hold now, whatever else
+  // they hold (see Reload()).
   std::string allow_list_path;
   // Optional: the client keys (PeerRole::kClient), watched likewise. Keys of
   // allow_list_path are workers.
@@ -87,11 +88,13 @@ class ZapAuthenticator {
   // here on libzmq would admit any client key. Idempotent.
   void Stop();
 
-  // Re-reads options.allow_list_path now; on error the current list stays.
+  // Re-reads both allow-list files now and puts what they hold in force, for
+  // the next handshake and the next RoleOf(): an empty file admits nobody of
+  // its role; a malformed line is skipped (logged with file and line) and
+  // the rest applied; a file that cannot be read counts as empty (logged);
+  // a key on both lists is admitted as neither. Returns OK when nothing was
+  // skipped, else the first problem (the list is in force all the same).
   Status Reload();
-  // Replaces the allow-list; takes effect for the next handshake and the
-  // next RoleOf(). Fails (and keeps the list) when a key has two roles.
-  Status SetAllowed(std::vector<AllowedKey> allowed);
   // The role of `key` under the list in force; nullopt when it is on none
   // (never admitted, or revoked since).
   std::optional<PeerRole> RoleOf(const std::string& key) const;

@@ -101,6 +101,10 @@ struct ResultsAck @0xb2e67a25fae994a6 {
   # Non-empty: the batch was refused (it does not match what was leased to
   # the sender) and nothing of it was stored; the sender drops it.
   refused @4 :Text;
+  # Seconds the sender's clock is ahead of the coordinator's (negative:
+  # behind), as its rows of this batch said; the coordinator's time is
+  # what the rows are stored with.
+  clockSkewSeconds @5 :Float64;
 }
 
 # Client -> coordinator: run this sweep.
@@ -152,6 +156,8 @@ struct SweepProgress @0xe65b164663caf056 {
   waitingFor @12 :List(Text); # models it has work for and no live worker
   expanding @13 :List(Text);  # models whose config spaces are being expanded
   failedByClass @14 :List(ClassCount);  # pairsFailed by failure class
+  waits @15 :List(Text);      # what it waits for, a line per model
+  skipped @16 :List(Text);    # models a "*" sweep stopped waiting for, a line each
 }
 
 # A count of one failure class ("compile_error", "timeout", ...).

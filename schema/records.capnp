@@ -158,6 +158,9 @@ struct KernelImage @0xc3b0a5f1d2e47a19 {
   arch @3 :Text;              # "sm_90a", "sm_80"
   sha256 @4 :Text;            # of image, 64 hex digits
   image @5 :Data;             # the cubin (ELF)
+  # Kept by the store, never taken from a peer (tune::KernelImage).
+  witnesses @6 :List(Text);   # the workers that sent this image
+  conflicts @7 :List(Text);   # "worker sha256" of each that sent another one
 }
 
 # Nsight Compute figures of one measured (config, shape) (tune::KernelProfile),

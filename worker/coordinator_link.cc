@@ -1,5 +1,7 @@
 #include "coordinator_link.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -85,6 +87,11 @@ std::optional<Command> CoordinatorLink::Receive() {
       if (!ack->refused.empty()) {
         log::Warn("worker", "results refused by the coordinator",
                   {{"worker", opts_.name}, {"unit", std::to_string(ack->unit_id)}, {"error", ack->refused}});
+      }
+      if (std::abs(ack->clock_skew_seconds) > kClockSkewWarnSeconds && !told_skew_) {
+        told_skew_ = true;
+        log::Warn("worker", "this host's clock is off the coordinator's (its rows are stored with the coordinator's time)",
+                  {{"worker", opts_.name}, {"skew_seconds", std::to_string(ack->clock_skew_seconds)}});
       }
     } else if (const auto* bye = std::get_if<tune::Disconnect>(&env->command)) {
       log::Warn("worker", "the coordinator disconnected us", {{"worker", opts_.name}, {"reason", bye->reason}});

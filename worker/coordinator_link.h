@@ -78,6 +78,7 @@ class CoordinatorLink {
   double last_heard_ = 0, last_sent_ = 0;
   double backoff_ = 0.25, reconnect_at_ = 0;
   bool greeted_ = false;
+  bool told_skew_ = false;  // the clock-skew warning is logged once
   std::map<std::pair<uint64_t, uint64_t>, std::string> unacked_;  // (unit, batch) -> frame
 };
 

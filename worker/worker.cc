@@ -630,8 +630,10 @@ Status Worker::Start() {
   programs.allowed = o.allow_programs;
   programs.protected_paths = o.protected_paths;
   if (!o.curve_secret_key.empty()) programs.protected_paths.push_back(o.curve_secret_key);
-  programs.cubin_cache_dir = o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir;
   programs.allow_unconfined = o.allow_unconfined_programs;
+  if (o.allow_programs && geteuid() == 0)
+    log::Warn("worker", "program ops run as root: without capabilities, but root-owned files (/proc/sys among "
+                        "them) stay writable to them; run the worker as a user of its own");
   programs.python_path = TunefarmPythonPath();
   // One serve process per device, each with a compile pool: together they
   // keep the worker's cores busy, not each of them all the cores.

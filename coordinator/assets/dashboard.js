@@ -76,7 +76,9 @@
     const failed = Math.min(num(s.pairs_failed), done);
     const bits = [pct.toFixed(1) + '%'];
     if (failed) bits.push(fmtInt(failed) + ' failed' + (failureText(s.failed_by_class) ? ` (${failureText(s.failed_by_class)})` : ''));
-    if (list(s.waiting_for).length) bits.push('waiting for ' + list(s.waiting_for).join(', ') + ': no live worker');
+    if (list(s.waits).length) list(s.waits).forEach((w) => bits.push('waiting for ' + String(w)));
+    else if (list(s.waiting_for).length) bits.push('waiting for ' + list(s.waiting_for).join(', ') + ': no live worker');
+    list(s.skipped).forEach((w) => bits.push('skipped ' + String(w)));
     if (list(s.expanding).length) bits.push('expanding the config spaces for ' + list(s.expanding).join(', '));
     if (s.error) bits.push(String(s.error));
     if (s.units_total !== undefined) bits.push(`units ${fmtInt(s.units_done)}/${fmtInt(s.units_total)}`);
@@ -169,6 +171,8 @@
     const running = sweeps.length - finished.length;
     $('sweeps-empty').hidden = sweeps.length > 0;
     $('sweeps-summary').textContent = (doc.store_fault ? 'STORE WRITES FAIL, NO LEASING: ' + doc.store_fault + ' \u00b7 ' : '') +
+        (doc.kernel_image_conflicts ? `CUBIN CONFLICTS: ${fmtInt(doc.kernel_image_conflicts)} image(s) differ from ` +
+          'another worker\'s of the same kernel (neither ships) \u00b7 ' : '') +
         (sweeps.length ? `${sweeps.length} sweep(s), ${running} running` : '');
     const total = renderFailureBars($('failures'), farmFailures, 'No failures stored.');
     $('failures-summary').textContent = total

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 #include <fstream>
+#include <sstream>
 
 #include "support/process.h"
 #include "tune/result_store.h"
@@ -174,5 +175,71 @@ TEST(CurveFarm, RevokedWorkerKeyLosesItsConnectionAndItsLeases) {
     return true;
   }).ok());
   EXPECT_EQ(rows, 600u);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// An edit that leaves a malformed line in the worker list still applies the
+// rest of it: the key taken off loses its live connection and never says
+// hello again, the key still listed keeps working and finishes the sweep.
+TEST(CurveFarm, AMalformedLineInTheAllowListStillRevokesTheKeysTakenOff) {
+  const std::string bin = TUNEFARM_BINARY;
+  const fs::path dir = FreshDir("tunefarm-curve-malformed-");
+  auto path = [&](const std::string& n) { return (dir / n).string(); };
+  ASSERT_NO_FATAL_FAILURE(MakeKeys(dir, {"coordinator", "w1", "w2", "client"}));
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(path(name + ".new")) << text;
+    fs::rename(path(name + ".new"), path(name));
+  };
+  write("allowed", ReadFile(path("w1.pub")) + ReadFile(path("w2.pub")));
+  write("clients", ReadFile(path("client.pub")));
+  write("sweep.toml",
+        "[sweep]\nname = \"malformed\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\nshapes = [ { N = 4096 } ]\n");
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--curve-key",
+                     path("coordinator"), "--allow-list", path("allowed"), "--client-allow-list",
+                     path("clients"), "-v"},
+                    path("coordinator.log"));
+  auto worker = [&](const std::string& name) {
+    return std::make_unique<Child>(
+        std::vector<std::string>{bin, "worker", "--connect", endpoint, "--backend", "sim", "--name", name,
+                                 "--curve-key", path(name), "--coordinator-key", path("coordinator.pub"),
+                                 "--sim-faults", "busy=0.02"},
+        path(name + ".log"));
+  };
+  auto w1 = worker("w1");
+  auto w2 = worker("w2");  // 600 configs at 20 ms on two workers: still leasing when w1 is revoked
+  Child submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir",
+                std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--curve-key", path("client"),
+                "--coordinator-key", path("coordinator.pub"), "--wait"},
+               path("submit.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  write("allowed", "# w1 is gone\nw1-key-goes-here\n" + ReadFile(path("w2.pub")));
+  ASSERT_EQ(submit.Wait(120), 0) << ReadFile(path("submit.log")) << ReadFile(path("coordinator.log"));
+  w1->Stop();
+  w2->Stop();
+  ASSERT_EQ(coordinator.Stop(), 0);
+
+  const std::string log = ReadFile(path("coordinator.log"));
+  auto key_of = [&](const std::string& name) {  // the first line that is not a comment
+    std::istringstream in(ReadFile(path(name + ".pub")));
+    std::string line;
+    while (std::getline(in, line) && (line.empty() || line[0] == '#')) {
+    }
+    return line.substr(0, 40);
+  };
+  const std::string w1_key = key_of("w1"), w2_key = key_of("w2");
+  EXPECT_NE(log.find(path("allowed") + ":2: 'w1-key-g"), std::string::npos) << log;
+  EXPECT_NE(log.find("(line skipped)"), std::string::npos) << log;
+  EXPECT_NE(log.find("key " + w1_key + " is no longer on"), std::string::npos) << "w1 was never revoked: " << log;
+  EXPECT_EQ(log.find("key " + w2_key + " is no longer on"), std::string::npos) << "w2 lost its connection: " << log;
+  const size_t first = log.find("hello worker=w1 ");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find("hello worker=w1 ", first + 1), std::string::npos) << "w1 came back: " << log;
+  const size_t w2_hello = log.find("hello worker=w2 ");
+  ASSERT_NE(w2_hello, std::string::npos) << log;
+  EXPECT_EQ(log.find("hello worker=w2 ", w2_hello + 1), std::string::npos) << "w2 had to reconnect: " << log;
+  auto store = tune::ResultStore::OpenReadOnly(path("store"));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(*(*store)->CountResults(), 600u);
   if (!HasFailure()) fs::remove_all(dir);
 }

@@ -397,10 +397,91 @@ TEST_F(CurveLinkTest, ReloadedAllowListAdmitsNewKey) {
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(AdmittedKey((*got)[1]), unknown_.public_z85);
 
-  // A broken edit keeps the list in force rather than locking everyone out.
+  // A list that holds no key admits nobody: revocation fails closed.
   WriteFile(allow_list_, "oops\n");
-  EXPECT_FALSE(zap_->Reload().ok());
-  EXPECT_EQ(zap_->allowed_count(), 2u);
+  Status st = zap_->Reload();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(allow_list_ + ":1"), std::string::npos) << st.message();
+  EXPECT_EQ(zap_->allowed_count(), 0u);
+}
+
+// The coordinator's per-message rule, for a frame from a live connection:
+// a key whose role is gone is disconnected.
+bool Admitted(const ZapAuthenticator& zap, zmq::socket_t& router, zmq::socket_t& dealer, const std::string& key,
+              const std::string& worker) {
+  const std::string frame = EncodeEnvelope(MakeHello(worker));
+  dealer.send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  auto got = RecvWithin(router, kArrives);
+  EXPECT_TRUE(got.has_value()) << worker << ": a live connection's message never arrived";
+  if (!got || got->size() != 2) return false;
+  EXPECT_EQ(AdmittedKey((*got)[1]), key);
+  return zap.RoleOf(AdmittedKey((*got)[1])) == PeerRole::kWorker;
+}
+
+// Emptied, or gone, the list revokes every key of its role, live
+// connections included, within the re-read period.
+TEST_F(CurveLinkTest, AnEmptiedOrMissingAllowListRevokesEveryKey) {
+  zap_->Stop();
+  ZapAuthenticatorOptions opts;
+  opts.log = log_.fn();
+  opts.reload_check_seconds = 0.05;
+  auto watching = ZapAuthenticator::FromFile(ctx_, allow_list_, opts);
+  ASSERT_TRUE(watching.ok());
+  ZapAuthenticator& zap = **watching;
+  ASSERT_TRUE(zap.Start().ok());
+  zmq::socket_t& live = Dealer(&allowed_, server_.public_z85);
+  ASSERT_TRUE(Admitted(zap, *router_, live, allowed_.public_z85, "host-a:10"));
+
+  WriteFile(allow_list_, "");
+  ASSERT_TRUE(WaitFor([&] { return log_.Contains("loaded: 0 key"); }, 3000ms)) << "the emptied list was kept";
+  EXPECT_EQ(zap.allowed_count(), 0u);
+  EXPECT_FALSE(Admitted(zap, *router_, live, allowed_.public_z85, "host-a:11")) << "the live connection stays in";
+  SendHello(Dealer(&allowed_, server_.public_z85), "host-a:12");
+  EXPECT_FALSE(RecvWithin(*router_, kNothingArrives).has_value()) << "a new handshake got in";
+
+  WriteFile(allow_list_, allowed_.public_z85 + " worker-a\n");
+  ASSERT_TRUE(WaitFor([&] { return zap.allowed_count() == 1; }, 3000ms));
+  EXPECT_TRUE(Admitted(zap, *router_, live, allowed_.public_z85, "host-a:13"));
+  fs::remove(allow_list_);
+  ASSERT_TRUE(WaitFor([&] { return log_.Contains("no worker is admitted until it can be read"); }, 3000ms))
+      << "a deleted list was kept";
+  EXPECT_EQ(zap.allowed_count(), 0u);
+  EXPECT_FALSE(Admitted(zap, *router_, live, allowed_.public_z85, "host-a:14"));
+  router_->close();
+  router_.reset();
+  zap.Stop();
+}
+
+// A malformed line is skipped and named; the good lines are the list: the
+// key taken off loses its connection, the key still listed keeps its own.
+TEST_F(CurveLinkTest, AMalformedLineIsSkippedAndTheRestOfTheListApplies) {
+  WriteFile(allow_list_, allowed_.public_z85 + " worker-a\n" + unknown_.public_z85 + " worker-b\n");
+  zap_->Stop();
+  ZapAuthenticatorOptions opts;
+  opts.log = log_.fn();
+  opts.reload_check_seconds = 0.05;
+  auto watching = ZapAuthenticator::FromFile(ctx_, allow_list_, opts);
+  ASSERT_TRUE(watching.ok());
+  ZapAuthenticator& zap = **watching;
+  ASSERT_TRUE(zap.Start().ok());
+  zmq::socket_t& a = Dealer(&allowed_, server_.public_z85);
+  zmq::socket_t& b = Dealer(&unknown_, server_.public_z85);
+  ASSERT_TRUE(Admitted(zap, *router_, a, allowed_.public_z85, "host-a:20"));
+  ASSERT_TRUE(Admitted(zap, *router_, b, unknown_.public_z85, "host-b:20"));
+
+  WriteFile(allow_list_ + ".new", "# a is gone\nnot-a-key oops\n" + unknown_.public_z85 + " worker-b\n");
+  fs::rename(allow_list_ + ".new", allow_list_);
+  ASSERT_TRUE(WaitFor([&] { return log_.Contains("loaded: 1 key"); }, 3000ms)) << "the edited list was not applied";
+  EXPECT_TRUE(log_.Contains(allow_list_ + ":2: 'not-a-key' is not a 40-character Z85 public key (line skipped)"));
+  EXPECT_FALSE(Admitted(zap, *router_, a, allowed_.public_z85, "host-a:21")) << "the removed key stays in";
+  EXPECT_TRUE(Admitted(zap, *router_, b, unknown_.public_z85, "host-b:21")) << "the listed key lost its role";
+  SendHello(Dealer(&allowed_, server_.public_z85), "host-a:22");
+  EXPECT_FALSE(RecvWithin(*router_, kNothingArrives).has_value()) << "the removed key's new handshake got in";
+  SendHello(Dealer(&unknown_, server_.public_z85), "host-b:22");
+  EXPECT_TRUE(RecvWithin(*router_, kArrives).has_value()) << "the listed key's new handshake was refused";
+  router_->close();
+  router_.reset();
+  zap.Stop();
 }
 
 TEST_F(CurveLinkTest, WatchesTheAllowListFile) {

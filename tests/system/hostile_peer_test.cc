@@ -5,14 +5,18 @@
 // and that nothing honest is lost.
 // Long on purpose: one test per class of hostile input, sharing one fixture.
 #include <gtest/gtest.h>
+
+#include <ctime>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -22,6 +26,7 @@
 #include "support/temp_dir.h"
 #include "tune/op_spec.h"
 #include "tune/protocol.h"
+#include "tune/records.h"
 #include "tune/result_store.h"
 
 namespace tune {
@@ -296,6 +301,61 @@ TEST_F(HostilePeerTest, ResultsThatDoNotMatchTheirLeaseAreRefusedAndNothingForge
   EXPECT_EQ(MetricValue(metrics, "tunefarm_results_refused_total"), 3) << metrics;
 }
 
+// A worker's figures and clock are checked against what can be: a median
+// faster than the device's physics (its op's metrics at a bound above
+// every GPU's peak) is refused as impossible, and rows are stored with the
+// coordinator's time, not the sender's (whose skew it is told).
+TEST_F(HostilePeerTest, ImpossibleFiguresAreRefusedAndRowsKeepTheCoordinatorsClock) {
+  StartCoordinator();
+  Peer hostile(ctx_, endpoint_);
+  DeviceInfo device = Device(kModel);
+  device.num_sms = 132;
+  device.sm_clock_mhz = 1980;
+  hostile.Send(Hello{"skewed:1", "0.1", {device}});
+  hostile.Receive<HelloAck>();
+  ASSERT_EQ(Submit(dir_.Sub("sweep.toml"), false), 0);
+  const WorkUnit unit = hostile.RequestUnit();
+  ASSERT_FALSE(unit.configs.empty());
+  auto spec = ParseOpSpec(Package(), "synthetic");
+  ASSERT_TRUE(spec.ok());
+  auto row = [&](double median, int64_t unix_time) {
+    Measurement m;
+    m.gpu_model = kModel;
+    m.op = unit.op;
+    m.dtype = unit.dtype;
+    m.shape = unit.shapes.at(0).Canonical();
+    m.kernel_hash = KernelHash(*spec, "sim");
+    m.config = unit.configs[0];
+    m.config_id = unit.configs[0].Id();
+    m.median_us = m.mean_us = m.min_us = m.max_us = median;
+    m.samples = 5;
+    m.check_passed = true;
+    m.backend = "sim";
+    m.unix_time = unix_time;
+    return m;
+  };
+  const int64_t now = std::time(nullptr);
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 0, false, {row(1e-6, now)}, {}});
+  const ResultsAck impossible = hostile.Receive<ResultsAck>();
+  EXPECT_NE(impossible.refused.find("impossible"), std::string::npos) << impossible.refused;
+  // A plausible row from a clock a year ahead.
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 1, false, {row(5, now + 365 * 86400)}, {}});
+  const ResultsAck ack = hostile.Receive<ResultsAck>();
+  EXPECT_TRUE(ack.refused.empty()) << ack.refused;
+  EXPECT_GT(ack.clock_skew_seconds, 364 * 86400.0);
+  std::vector<Measurement> rows;
+  for (int i = 0; i < 50 && (rows = Rows()).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(double(rows[0].unix_time), double(now), 60.0);
+  EXPECT_NE(CoordinatorLog().find("clock is off"), std::string::npos);
+  const std::string skew = "tunefarm_worker_clock_skew_seconds{worker=\"skewed:1\"} 3";
+  std::string metrics;
+  for (int i = 0; i < 50 && (metrics = Metrics()).find(skew) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a snapshot a second
+  }
+  EXPECT_NE(metrics.find(skew), std::string::npos) << metrics;
+}
+
 // The peak resident memory of process `pid` in MiB (VmHWM), or -1.
 double PeakRssMib(pid_t pid) {
   const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
@@ -378,6 +438,39 @@ TEST_F(HostilePeerTest, PhantomModelsNeverMakeASweepWaitAndTooManyDevicesAreRefu
   ASSERT_EQ(status.Wait(30), 0);
   EXPECT_NE(ReadFile(dir_.Sub("status.log")).find("waiting for phantom-3"), std::string::npos)
       << ReadFile(dir_.Sub("status.log"));
+}
+
+// A peer whose device asks for work once and then only heartbeats makes its
+// model live, but not for long: a `*` sweep stops waiting for it once no
+// device of it has taken work for --model-idle-seconds, ends with the honest
+// model's rows, and `status` says what it skipped and why.
+TEST_F(HostilePeerTest, AModelWhoseDevicesAskOnceAndGoQuietStopsHoldingStarSweeps) {
+  StartCoordinator({"--model-idle-seconds", "3"});
+  std::atomic<bool> stop{false}, asked{false};
+  std::thread quiet([&] {
+    Peer peer(ctx_, endpoint_, 2000);
+    peer.Send(Hello{"quiet:1", "0.1", {Device("sim-h100")}});
+    peer.Receive<HelloAck>();
+    peer.Send(RequestWork{0});  // no sweep yet: no_work, and the model is live
+    peer.ReceiveAny();
+    asked = true;
+    while (!stop) {
+      peer.Send(Heartbeat{});
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  while (!asked) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  StartHonestWorker();
+  std::string log;
+  EXPECT_EQ(Submit(dir_.Sub("sweep.toml"), true, &log), 0) << log << CoordinatorLog();
+  Child status({TUNEFARM_BINARY, "status", "--coordinator", endpoint_}, dir_.Sub("status.log"));
+  EXPECT_EQ(status.Wait(30), 0);
+  stop = true;
+  quiet.join();
+  const std::string text = ReadFile(dir_.Sub("status.log"));
+  EXPECT_NE(text.find("skipped sim-h100: no device took work for "), std::string::npos) << text;
+  EXPECT_NE(text.find(" s with 600 pairs queued; those pairs are dropped"), std::string::npos) << text;
+  for (const auto& m : Rows()) EXPECT_EQ(m.gpu_model, kModel);
 }
 
 TEST_F(HostilePeerTest, AnOversizedSpaceIsRefusedAtSubmitAndTheFarmServesOn) {
@@ -472,6 +565,212 @@ TEST_F(HostilePeerTest, AChangedLaunchOrCheckStartsNewRows) {
   EXPECT_EQ(Rows().size(), kSweepRows * 3);
 }
 
+// Status requests from a thread of their own while a test runs: the
+// slowest answer, in seconds (the loop serves workers the same way).
+class StatusProbe {
+ public:
+  StatusProbe(zmq::context_t& ctx, const std::string& endpoint)
+      : thread_([this, &ctx, endpoint] {
+          Peer client(ctx, endpoint);
+          while (!stop_) {
+            const auto asked = std::chrono::steady_clock::now();
+            client.Send(SweepStatusRequest{});
+            if (!client.ReceiveAny()) slowest_ = 1e9;
+            slowest_ = std::max(slowest_.load(),
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
+            ++answers_;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+        }) {}
+  ~StatusProbe() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  double slowest() const { return slowest_; }
+  int answers() const { return answers_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<double> slowest_{0};
+  std::atomic<int> answers_{0};
+  std::thread thread_;
+};
+
+// A sweep of `pkg` (op "synthetic") over `shapes`, as a hostile client sends
+// it, bypassing `submit`'s own checks.
+SweepSubmit SweepOf(const OpPackage& pkg, std::vector<Shape> shapes = {Shape{{{"N", 4096}}}}) {
+  SweepSubmit submit;
+  submit.name = "hostile";
+  submit.ops = {"synthetic"};
+  submit.op_packages = {pkg};
+  submit.dtypes = {"f32"};
+  submit.shapes = std::move(shapes);
+  submit.gpu_models = {"*"};
+  return submit;
+}
+
+// Each bound of tune/limits.h on what a client submits is refused in under a
+// second with one line naming the bound, the value and the limit, while the
+// coordinator answers status as ever; then the farm serves an honest sweep.
+TEST_F(HostilePeerTest, SubmitsOverTheBoundsAreRefusedFastAndStatusIsAnsweredMeanwhile) {
+  StartCoordinator();
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();  // the model is live: the next sweeps expand at once
+  StatusProbe probe(ctx_, endpoint_);
+  Peer client(ctx_, endpoint_);
+  auto refusal = [&](const SweepSubmit& submit, double* took) {
+    const auto start = std::chrono::steady_clock::now();
+    client.Send(submit);
+    const std::string error = client.Receive<ErrorReply>().message;
+    *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return error;
+  };
+  auto with_params = [&](const std::string& params, const std::string& defaults) {
+    OpPackage pkg = Package();
+    std::string& toml = pkg["op.toml"];
+    toml.replace(toml.find("PAD    = [0, 1, 2, 3]"), 21, "PAD    = [0, 1, 2, 3]\n" + params);
+    toml.replace(toml.find("PAD = 0 }"), 9, "PAD = 0" + defaults + " }");
+    return pkg;
+  };
+  double took = 0;
+  // One axis of 200,000 values.
+  std::string values = "[1";
+  for (int i = 2; i <= 200000; ++i) values += ", " + std::to_string(i);
+  std::string error = refusal(SweepOf(with_params("A = " + values + "]", ", A = 1")), &took);
+  EXPECT_NE(error.find("[params] A: 200000 values, more than the limit of 4096 values per axis"), std::string::npos)
+      << error;
+  EXPECT_LT(took, 1.0);
+  // 100,000 single-valued params.
+  std::string params, defaults;
+  for (int i = 0; i < 100000; ++i) {
+    params += "P" + std::to_string(i) + " = [1]\n";
+    defaults += ", P" + std::to_string(i) + " = 1";
+  }
+  error = refusal(SweepOf(with_params(params, defaults)), &took);
+  EXPECT_NE(error.find("[params]: 100004 params, more than the limit of 64 params per op"), std::string::npos)
+      << error.substr(0, 300);
+  EXPECT_LT(took, 1.0);
+  // A package over the bytes bound, in a frame the socket takes.
+  OpPackage big = Package();
+  big["data.bin"] = std::string((32u << 20) + 1, 'x');
+  error = refusal(SweepOf(big), &took);
+  EXPECT_NE(error.find("bytes, more than the limit of 33554432 bytes per package"), std::string::npos) << error;
+  EXPECT_LT(took, 1.0);
+
+  // 1,000,000 legal configs x 40 shapes: accepted (legality is known per
+  // model only), failed as its space is enumerated, before the pairs are held.
+  OpPackage wide = Package();
+  std::string& toml = wide["op.toml"];
+  std::string thousand = "[1";
+  for (int i = 2; i <= 1000; ++i) thousand += ", " + std::to_string(i);
+  thousand += "]";
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"TILE   = [32, 64, 128, 256, 512, 1024]", "TILE = " + thousand},
+           {"UNROLL = [1, 2, 4, 8, 16]", "UNROLL = " + thousand},
+           {"SPLIT  = [1, 2, 3, 4, 5]", "SPLIT = [1]"},
+           {"PAD    = [0, 1, 2, 3]", "PAD = [0]"}}) {
+    toml.replace(toml.find(from), from.size(), to);
+  }
+  std::vector<Shape> shapes;
+  for (int i = 0; i < 40; ++i) shapes.push_back(Shape{{{"N", 1024 + i}}});
+  const auto start = std::chrono::steady_clock::now();
+  client.Send(SweepOf(wide, shapes));
+  const std::string id = client.Receive<SweepAccepted>().sweep_id;
+  SweepStatus status;
+  for (int i = 0; i < 200; ++i) {
+    client.Send(SweepStatusRequest{id});
+    status = client.Receive<SweepStatus>();
+    if (!status.sweeps.empty() && status.sweeps[0].state != "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(status.sweeps.size(), 1u);
+  EXPECT_EQ(status.sweeps[0].state, "failed");
+  EXPECT_NE(status.sweeps[0].error.find("more than 100000 legal configs x 40 shapes x 1 dtypes), more than the limit "
+                                        "of 4000000 pairs per sweep and GPU model (--max-sweep-pairs)"),
+            std::string::npos)
+      << status.sweeps[0].error;
+  EXPECT_LT(took, 1.0);
+
+  probe.Stop();
+  EXPECT_GT(probe.answers(), 5);
+  EXPECT_LT(probe.slowest(), 0.5) << CoordinatorLog();
+  EXPECT_LT(PeakRssMib(coordinator_->pid()), 1024);
+  ExpectAHonestSweepCompletes();
+}
+
+// A client may submit so many sweeps a minute, refused ones included; past
+// that it is told which bound and when to come back, and status still works.
+TEST_F(HostilePeerTest, SweepsPerClientPerMinuteAreBounded) {
+  StartCoordinator({"--max-sweeps-per-minute", "3"});
+  Peer client(ctx_, endpoint_);
+  SweepSubmit empty = SweepOf(Package());
+  empty.dtypes.clear();
+  for (int i = 0; i < 3; ++i) {
+    client.Send(empty);
+    EXPECT_NE(client.Receive<ErrorReply>().message.find("no dtypes"), std::string::npos);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  client.Send(SweepOf(Package()));
+  const std::string error = client.Receive<ErrorReply>().message;
+  EXPECT_NE(error.find("3 sweeps submitted in the last 60 s, at the limit of 3 sweeps per client per minute "
+                       "(--max-sweeps-per-minute)"),
+            std::string::npos)
+      << error;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  // Another connection from the same host is the same client.
+  Peer again(ctx_, endpoint_);
+  again.Send(SweepOf(Package()));
+  EXPECT_NE(again.Receive<ErrorReply>().message.find("sweeps per client per minute"), std::string::npos);
+  again.Send(SweepStatusRequest{});
+  EXPECT_TRUE(again.Receive<SweepStatus>().sweeps.empty());
+}
+
+// Each new version of an op is kept in the store while a sweep may need it;
+// beyond the newest eight, versions of sweeps that ended are removed.
+TEST_F(HostilePeerTest, OldOpVersionsAreRemovedFromTheStoreOnceNoSweepNeedsThem) {
+  StartCoordinator();
+  Peer client(ctx_, endpoint_);
+  std::set<char> kept;  // the versions stored, by their data's byte
+  auto versions = [&] {
+    auto store = ResultStore::OpenReadOnly(Store());
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    kept.clear();
+    if (store.ok()) {
+      EXPECT_TRUE((*store)->ForEachOp([&](const OpRecord& op) { kept.insert(op.package.at("data.bin")[0]); }).ok());
+    }
+    return kept.size();
+  };
+  std::string running;
+  for (int i = 0; i < 12; ++i) {
+    OpPackage pkg = Package();
+    pkg["data.bin"] = std::string(1 << 20, static_cast<char>('a' + i));
+    client.Send(SweepOf(pkg));  // no live worker: it waits, running
+    const std::string id = client.Receive<SweepAccepted>().sweep_id;
+    if (i == 0) {
+      running = id;  // left running: its version stays whatever its age
+      continue;
+    }
+    client.Send(SweepCancel{id});
+    (void)client.Receive<SweepStatus>();
+  }
+  // Versions submitted in the same second are equally new: the eight kept
+  // are any eight of the newest, plus those of running sweeps (the first
+  // sweep's; the last one's while it ran).
+  size_t n = 0;
+  for (int i = 0; i < 100 && (n = versions()) > 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(n, 8u);
+  EXPECT_LE(n, 10u) << CoordinatorLog();
+  EXPECT_TRUE(kept.count('a'));
+  EXPECT_TRUE(kept.count('l'));
+  EXPECT_NE(CoordinatorLog().find("op versions pruned"), std::string::npos) << CoordinatorLog();
+  client.Send(SweepStatusRequest{running});
+  const SweepStatus status = client.Receive<SweepStatus>();
+  ASSERT_EQ(status.sweeps.size(), 1u);
+  EXPECT_EQ(status.sweeps[0].state, "running");
+}
+
 // Op packages that would make NVRTC read files of a worker's host are
 // refused: by `submit` before anything is sent, and by the coordinator from
 // a client that sends one anyway.
@@ -528,6 +827,69 @@ TEST_F(HostilePeerTest, OpPackagesThatReachOutsideThemselvesAreRefused) {
 namespace tune {
 namespace {
 
+// A store stopped uncleanly with its rows only in the write-ahead log, then
+// one byte of that log flipped: the coordinator refuses to start with one
+// line naming the log file (rather than serve the rows before the byte), and
+// starts with what is readable once asked to with --store-recover.
+TEST_F(HostilePeerTest, ACorruptWriteAheadLogStopsTheCoordinatorUntilAskedToRecover) {
+  const std::string live = dir_.Sub("live");
+  {
+    auto store = ResultStore::Open(live);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    for (int i = 0; i < 297; ++i) {
+      Measurement m;
+      m.gpu_model = kModel;
+      m.op = "synthetic";
+      m.dtype = "f32";
+      m.shape = "N=4096";
+      m.kernel_hash = "0123456789abcdef0123456789abcdef";
+      m.config = Config{{{"TILE", i}}};
+      m.config_id = m.config.Id();
+      m.median_us = m.mean_us = m.min_us = m.max_us = 5 + i;
+      m.samples = 5;
+      m.check_passed = true;
+      m.backend = "sim";
+      m.worker = "w";
+      ASSERT_TRUE((*store)->Put(m).ok());
+    }
+    // Copied while open: what a crash leaves on disk.
+    fs::copy(live, Store(), fs::copy_options::recursive);
+  }
+  std::string wal;
+  for (const auto& e : fs::directory_iterator(Store())) {
+    if (e.path().extension() == ".log" && (wal.empty() || fs::file_size(e.path()) > fs::file_size(wal))) {
+      wal = e.path().string();
+    }
+  }
+  ASSERT_FALSE(wal.empty());
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(wal) / 2);
+    f.seekg(middle);
+    const char byte = static_cast<char>(f.get() ^ 0x40);
+    f.seekp(middle);
+    f.put(byte);
+  }
+  Child coordinator({TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store", Store()},
+                    dir_.Sub("corrupt.log"));
+  const int rc = coordinator.Wait(30);
+  EXPECT_GT(rc, 0) << "-1: still running";
+  EXPECT_LT(rc, 128) << "killed by a signal";
+  const std::string log = ReadFile(dir_.Sub("corrupt.log"));
+  EXPECT_NE(log.find("write-ahead log " + fs::path(wal).filename().string() + " is corrupt"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--store-recover"), std::string::npos) << log;
+
+  StartCoordinator({"--store-recover"});
+  ASSERT_EQ(coordinator_->Stop(10), 0) << CoordinatorLog();
+  coordinator_.reset();
+  const std::string recovered = CoordinatorLog();
+  EXPECT_NE(recovered.find("recovered: skipped"), std::string::npos) << recovered;
+  EXPECT_NE(recovered.find(" result rows"), std::string::npos) << recovered;
+  EXPECT_GT(Rows().size(), 0u);
+  EXPECT_LT(Rows().size(), 297u);
+}
+
 // A store on a small filesystem that fills up mid-sweep: the coordinator
 // stops leasing and says why (status, /metrics), never aborts, and resumes
 // by itself once space is back; the sweep completes with every row stored.
@@ -574,7 +936,8 @@ TEST_F(HostilePeerTest, ACorruptTableFileStopsTheCoordinatorAtStartNamingTheFile
 TEST_F(HostilePeerTest, AFullDiskStopsLeasingUntilWritesSucceedAgain) {
   const std::string mnt = dir_.Sub("small");
   fs::create_directories(mnt);
-  if (std::system(("mount -t tmpfs -o size=24m tmpfs " + mnt + " 2>/dev/null").c_str()) != 0) {
+  // Roomy enough for the reserve's floor (64 MiB) and RocksDB's preallocated WAL.
+  if (std::system(("mount -t tmpfs -o size=256m tmpfs " + mnt + " 2>/dev/null").c_str()) != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
   }
   struct Unmount {
@@ -582,9 +945,9 @@ TEST_F(HostilePeerTest, AFullDiskStopsLeasingUntilWritesSucceedAgain) {
     ~Unmount() { (void)!std::system(("umount -l " + at).c_str()); }
   } unmount{mnt};
   store_override_ = mnt + "/store";
-  StartCoordinator({"--store-reserve-mib", "4"});
+  StartCoordinator({"--store-reserve-mib", "0"});  // raised to the floor: a full disk is still refused
   // Fill the filesystem, then start the farm on it.
-  (void)!std::system(("dd if=/dev/zero of=" + mnt + "/filler bs=1M count=64 2>/dev/null").c_str());
+  (void)!std::system(("dd if=/dev/zero of=" + mnt + "/filler bs=1M count=512 2>/dev/null").c_str());
   StartHonestWorker();
   std::string submitted;
   ASSERT_EQ(Submit(dir_.Sub("sweep.toml"), false, &submitted), 0) << submitted;
@@ -601,6 +964,7 @@ TEST_F(HostilePeerTest, AFullDiskStopsLeasingUntilWritesSucceedAgain) {
   const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
   EXPECT_EQ(WaitForSweep(sweep_id), "done") << CoordinatorLog();
   EXPECT_NE(CoordinatorLog().find("store writes succeed again"), std::string::npos) << CoordinatorLog();
+  EXPECT_NE(CoordinatorLog().find("store reserve raised to its floor"), std::string::npos) << CoordinatorLog();
   for (auto& w : workers_) w->Stop();
   workers_.clear();
   EXPECT_EQ(coordinator_->Stop(10), 0) << CoordinatorLog();

@@ -580,9 +580,9 @@ TEST_F(HttpServerTest, IdleAndSlowConnectionsAreClosed) {
   ExpectHealthy();
 }
 
-// At the connection limit a newcomer takes the slot of the connection that
-// has waited longest for a complete request; one whose response is being
-// written keeps its slot even when it is the oldest.
+// At the connection limit a newcomer takes the slot of the connection whose
+// client has owed its part longest: a complete request, or a read of the
+// response being written.
 TEST_F(HttpServerTest, AtTheLimitTheLongestWaitingConnectionGivesWay) {
   HttpServerOptions opts = DashboardOptions();
   opts.max_connections = 2;
@@ -607,8 +607,9 @@ TEST_F(HttpServerTest, AtTheLimitTheLongestWaitingConnectionGivesWay) {
   EXPECT_EQ(server_->counters().evicted, 1u);
   EXPECT_EQ(server_->counters().refused, 0u);
 
-  // A response the client does not read stalls the server's write. That
-  // connection keeps its slot although it has waited longest of all.
+  // A response the client does not read stalls the server's write: from
+  // then on its client owes a read, longer than `idle` has owed a request,
+  // so it is the one that gives way (reset), and `idle` keeps its slot.
   b.ShutdownWrite();
   third.ShutdownWrite();
   ASSERT_TRUE(b.ClosedByPeer(2));
@@ -626,14 +627,17 @@ TEST_F(HttpServerTest, AtTheLimitTheLongestWaitingConnectionGivesWay) {
   auto r4 = fourth.ReadResponse(false, 2);
   ASSERT_TRUE(r4.has_value());
   EXPECT_EQ(r4->status, 200);
-  EXPECT_TRUE(idle.ClosedByPeer(2));
+  EXPECT_TRUE(writer.ClosedByPeer(5));
   EXPECT_EQ(server_->counters().evicted, 2u);
-  auto whole = writer.ReadResponse(false, 20);
-  ASSERT_TRUE(whole.has_value()) << "the connection being answered lost its slot";
-  EXPECT_EQ(whole->body.size(), big.size());
+  ASSERT_TRUE(idle.Send(Get("/api/best")));
+  auto ri = idle.ReadResponse(false, 2);
+  ASSERT_TRUE(ri.has_value()) << "the connection waiting for a request lost its slot to a stalled writer";
+  EXPECT_EQ(ri->body, source_.Doc("best"));
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosedWhenNoneCanGiveWay) {
+// A reader that reads its response keeps its slot, being answered; one
+// that stalls gives it to a newcomer, even when it is the only connection.
+TEST_F(HttpServerTest, AtTheLimitAStalledResponseGivesWay) {
   HttpServerOptions opts = DashboardOptions();
   opts.max_connections = 1;
   StartServer(opts);
@@ -642,23 +646,49 @@ TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosedWhenNoneCanGiveWay) {
   Connection writer(server_->port(), "127.0.0.1", nullptr, 64 * 1024);
   ASSERT_TRUE(writer.Send(Get("/api/compare", /*keep_alive=*/false)));
   ASSERT_TRUE(writer.WaitReadable(2));
-  Connection refused(server_->port());
-  refused.Send(Get("/healthz"));
-  EXPECT_TRUE(refused.ClosedByPeer(2));
-  EXPECT_EQ(refused.received(), "");
-  EXPECT_EQ(server_->counters().refused, 1u);
-  EXPECT_EQ(server_->counters().evicted, 0u);
-  auto whole = writer.ReadResponse(false, 20);
-  ASSERT_TRUE(whole.has_value());
-  EXPECT_EQ(whole->body.size(), big.size());
-  EXPECT_TRUE(writer.ClosedByPeer(2));  // frees the slot
-  std::optional<Response> r;
-  for (int i = 0; i < 50 && !r; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    r = Fetch(server_->port(), "/healthz");
-  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // stalled, owing a read
+  Connection newcomer(server_->port());
+  ASSERT_TRUE(newcomer.Send(Get("/healthz")));
+  auto r = newcomer.ReadResponse(false, 2);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(writer.ClosedByPeer(5));
+  EXPECT_FALSE(writer.ReadResponse(false, 5).has_value()) << "the stalled response was not cut short";
+  EXPECT_EQ(server_->counters().refused, 0u);
+  EXPECT_EQ(server_->counters().evicted, 1u);
+}
+
+// Requests sent before the answers to the ones before are served up to
+// max_pipelined_requests in a row; the next is answered 429 and the
+// connection closed. Requests sent after reading each answer are not
+// pipelined, however many.
+TEST_F(HttpServerTest, PipeliningIsCappedInDepth) {
+  HttpServerOptions opts = DashboardOptions();
+  opts.max_pipelined_requests = 3;
+  StartServer(opts);
+  Connection reader(server_->port());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(reader.Send(Get("/healthz")));
+    auto r = reader.ReadResponse(false, 2);
+    ASSERT_TRUE(r.has_value()) << i;
+    EXPECT_EQ(r->status, 200);
+  }
+  Connection piper(server_->port());
+  std::string burst;
+  for (int i = 0; i < 8; ++i) burst += Get("/healthz");
+  ASSERT_TRUE(piper.Send(burst));
+  for (int i = 0; i < 4; ++i) {  // the first, then 3 pipelined
+    auto r = piper.ReadResponse(false, 2);
+    ASSERT_TRUE(r.has_value()) << i;
+    EXPECT_EQ(r->status, 200) << i;
+  }
+  auto refused = piper.ReadResponse(false, 2);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 429);
+  EXPECT_NE(refused->body.find("pipelined"), std::string::npos);
+  EXPECT_TRUE(piper.ClosedByPeer(3));
+  EXPECT_EQ(server_->counters().pipeline_refusals, 1u);
+  ExpectHealthy();
 }
 
 // One response from `from` within `seconds`, or nullopt.
@@ -911,8 +941,9 @@ TEST_F(HttpServerTest, PerAddressCap) {
   EXPECT_TRUE(x.Alive());
   EXPECT_EQ(server_->counters().evicted, 1u);
 
-  // When every connection of an address is being answered, a further one
-  // from there is closed at once, and other addresses are still served.
+  // When every connection of an address is being answered and none
+  // reads, a further one from there takes the slot of the one stalled
+  // longest, and other addresses are unaffected.
   const std::string big(32u << 20, 'x');
   source_.Set("compare", big);
   std::vector<std::unique_ptr<Connection>> writers;
@@ -920,20 +951,73 @@ TEST_F(HttpServerTest, PerAddressCap) {
     writers.push_back(std::make_unique<Connection>(port, "127.0.0.1", "127.0.0.3", 64 * 1024));
     ASSERT_TRUE(writers.back()->Send(Get("/api/compare", /*keep_alive=*/false)));
     ASSERT_TRUE(writers.back()->WaitReadable(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  Connection refused(port, "127.0.0.1", "127.0.0.3");
-  refused.Send(Get("/healthz"));
-  EXPECT_TRUE(refused.ClosedByPeer(2));
-  EXPECT_EQ(refused.received(), "");
-  EXPECT_EQ(server_->counters().refused, 1u);
+  auto third = FetchFrom(port, "127.0.0.3", "/healthz", 2);
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->status, 200);
+  EXPECT_TRUE(writers[0]->ClosedByPeer(5));
+  EXPECT_EQ(server_->counters().refused, 0u);
+  EXPECT_EQ(server_->counters().evicted, 2u);
   auto other = FetchFrom(port, "127.0.0.4", "/healthz", 2);
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->status, 200);
-  for (auto& w : writers) {
-    auto r = w->ReadResponse(false, 20);
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(r->body.size(), big.size());
+  EXPECT_TRUE(x.Alive());
+  auto r = writers[1]->ReadResponse(false, 20);
+  ASSERT_TRUE(r.has_value()) << "a writer from another address, or a younger one, lost its slot";
+  EXPECT_EQ(r->body.size(), big.size());
+}
+
+// Every slot held by readers that never read: 64 connections from four
+// addresses (16 each, the per-address cap) pipeline GETs of a large document
+// and read nothing, so each response stalls in the server's write. Honest
+// clients, from a fifth address and from one of theirs, are answered at
+// once meanwhile, and every stalled connection is closed within the stall
+// limit.
+TEST_F(HttpServerTest, PipeliningClientsThatNeverReadCannotHoldTheSlots) {
+  HttpServerOptions opts = DashboardOptions();
+  opts.write_stall_seconds = 1;
+  StartServer(opts);
+  const uint16_t port = server_->port();
+  source_.Set("compare", std::string(1u << 20, 'x'));
+  std::string pipelined;
+  for (int i = 0; i < 16; ++i) pipelined += Get("/api/compare");
+  std::vector<std::unique_ptr<Connection>> slow;
+  for (int i = 0; i < 64; ++i) {
+    const std::string from = "127.0.0." + std::to_string(2 + i % 4);
+    slow.push_back(std::make_unique<Connection>(port, "127.0.0.1", from.c_str(), 64 * 1024));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->Send(pipelined));
   }
+  for (auto& c : slow) ASSERT_TRUE(c->WaitReadable(2));  // every response under way
+  const auto stalled = Clock::now();
+  ASSERT_EQ(server_->counters().open, 64u);
+
+  for (const char* from : {"127.0.0.1", "127.0.0.3"}) {
+    for (const std::string target : {"/healthz", "/api/sweeps"}) {
+      const auto t0 = Clock::now();
+      auto r = FetchFrom(port, from, target, 2);
+      ASSERT_TRUE(r.has_value()) << target << " from " << from << " was not answered";
+      EXPECT_EQ(r->status, 200);
+      EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2)) << target << " from " << from;
+    }
+  }
+  // Stalled at once, so closed about a second later, all of them.
+  while (server_->counters().open > 0 && Clock::now() - stalled < std::chrono::milliseconds(2500)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const HttpServerCounters c = server_->counters();
+  EXPECT_EQ(c.open, 0u) << "slow connections still open " << std::chrono::duration<double>(Clock::now() - stalled).count()
+                        << " s after they stalled";
+  EXPECT_EQ(c.refused, 0u);
+  EXPECT_EQ(c.evicted + c.write_stalls, 64u);
+  // Their clients see it once they read: what the kernel held, then the
+  // end, far short of the 16 answers they asked for.
+  for (size_t i = 0; i < slow.size(); ++i) {
+    EXPECT_TRUE(slow[i]->ClosedByPeer(2)) << "slow connection " << i << " still served";
+    EXPECT_LT(slow[i]->received().size(), size_t{16} << 20) << i;
+  }
+  ExpectHealthy();
 }
 
 TEST_F(HttpServerTest, SourceFailuresAre500And503) {

@@ -3,6 +3,8 @@
 // signed file and the runtime.
 #include <gtest/gtest.h>
 
+#include "support/cubin.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -33,12 +35,14 @@ OpSpec GemmSpec() {
   return *spec;
 }
 
-// A stand-in cubin: an ELF header and bytes that differ per config (CI has
-// no NVRTC; what is checked is that the bytes travel unchanged).
-std::string FakeCubin(const std::string& tag) { return std::string("\x7f" "ELF\x02\x01\x01", 7) + std::string(600, 'c') + tag; }
+// A stand-in cubin whose bytes differ per config (CI has no NVRTC; what is
+// checked is that the bytes travel unchanged).
+std::string FakeCubin(const std::string& tag, const std::string& arch = "sm_90") {
+  return testing::SyntheticCubin(arch, "gemm", tag);
+}
 
 KernelImage Image(const std::string& hash, const Config& c, const std::string& arch) {
-  KernelImage k{hash, c.Id(), "f16", arch, "", FakeCubin(c.Canonical())};
+  KernelImage k{hash, c.Id(), "f16", arch, "", FakeCubin(c.Canonical(), arch)};
   k.sha256 = Sha256Hex(k.image);
   return k;
 }
@@ -97,8 +101,11 @@ TEST_F(PublishKernelsTest, ABundleCarriesPlansDefaultsAndTheMeasuredCubinsAndThe
   Put(Row(spec_, hash_, other, small, 20));
   Put(Row(spec_, hash_, def, big, 500));
   Put(Row(spec_, hash_, other, big, 450));
-  ASSERT_TRUE(store_->PutKernel(Image(hash_, def, "sm_90")).ok());
-  ASSERT_TRUE(store_->PutKernel(Image(hash_, other, "sm_90")).ok());
+  // Two workers sent each image: no single worker's word.
+  for (const char* worker : {"host-a:1", "host-b:1"}) {
+    ASSERT_TRUE(store_->PutKernel(Image(hash_, def, "sm_90"), worker).ok());
+    ASSERT_TRUE(store_->PutKernel(Image(hash_, other, "sm_90"), worker).ok());
+  }
 
   std::vector<std::string> notes;
   auto b = BuildBundle(*store_, ResultFilter{}, "t", PublishOptions{}, &notes);
@@ -201,16 +208,28 @@ TEST_F(PublishKernelsTest, AModelDefaultIsAConfigThatPassedThereAndMissingCubins
 TEST_F(PublishKernelsTest, TheStoreKeepsTheFirstImageOfAKeyAndRefusesDamagedOnes) {
   const Config def = spec_.default_config;
   KernelImage k = Image(hash_, def, "sm_90");
-  ASSERT_TRUE(store_->PutKernel(k).ok());
-  ASSERT_TRUE(store_->PutKernel(k).ok());  // the same again: a no-op
+  KernelPut put;
+  ASSERT_TRUE(store_->PutKernel(k, "host-a:1", &put).ok());
+  EXPECT_EQ(put, KernelPut::kNew);
+  ASSERT_TRUE(store_->PutKernel(k, "host-a:1", &put).ok());  // the same again: a no-op
+  EXPECT_EQ(put, KernelPut::kSame);
+  k.witnesses = {"forged:1", "forged:2"};  // a sender's say is not taken
+  ASSERT_TRUE(store_->PutKernel(k, "host-b:1", &put).ok());
+  EXPECT_EQ(put, KernelPut::kWitnessed);
   KernelImage other = k;
   other.image += "x";
   other.sha256 = Sha256Hex(other.image);
-  Status st = store_->PutKernel(other);
+  Status st = store_->PutKernel(other, "host-c:1", &put);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_EQ(put, KernelPut::kConflict);
+  EXPECT_NE(st.message().find("host-c:1"), std::string::npos) << st.message();
   auto got = store_->GetKernel(hash_, def.Id(), "f16", "sm_90");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->image, k.image);
+  EXPECT_EQ(got->witnesses, (std::vector<std::string>{"host-a:1", "host-b:1"}));
+  ASSERT_EQ(got->conflicts.size(), 1u);
+  EXPECT_EQ(got->conflicts[0], "host-c:1 " + other.sha256);
+  EXPECT_FALSE(got->Corroborated());
   KernelImage lying = k;
   lying.sha256 = Sha256Hex("else");
   EXPECT_EQ(store_->PutKernel(lying).code(), StatusCode::kCorruption);
@@ -219,6 +238,56 @@ TEST_F(PublishKernelsTest, TheStoreKeepsTheFirstImageOfAKeyAndRefusesDamagedOnes
   not_elf.sha256 = Sha256Hex(not_elf.image);
   EXPECT_FALSE(store_->PutKernel(not_elf).ok());
   EXPECT_EQ(store_->GetKernel(hash_, def.Id(), "f16", "sm_80").status().code(), StatusCode::kNotFound);
+}
+
+// A cubin ships only when it is not one worker's word: one worker's image
+// ships config-only unless this host recompiles the same bytes, two
+// agreeing workers ship it, and an image another worker contradicts never
+// ships (each a note that says why).
+TEST_F(PublishKernelsTest, OneWorkersCubinShipsOnlyWhenRecompiledOrCorroborated) {
+  const Config def = spec_.default_config;
+  Put(Row(spec_, hash_, def, "K=1024,M=1024,N=1024", 30));
+  const KernelImage k = Image(hash_, def, "sm_90");
+  ASSERT_TRUE(store_->PutKernel(k, "host-a:1").ok());
+  auto publish = [&](PublishOptions o, std::vector<std::string>* notes) {
+    auto b = BuildBundle(*store_, ResultFilter{}, "t", o, notes);
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    return b.ok() ? b->kernels.size() : size_t(99);
+  };
+  std::vector<std::string> notes;
+  EXPECT_EQ(publish(PublishOptions{}, &notes), 0u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("1 cubins ship config-only: measured by one worker"), std::string::npos) << notes[0];
+
+  PublishOptions same;
+  same.recompile = [&](const OpSpec&, const std::string&, const Config& c, const std::string& arch,
+                       const std::string& hash) -> Result<std::string> {
+    EXPECT_EQ(c.Id(), def.Id());
+    EXPECT_EQ(arch, "sm_90");
+    EXPECT_EQ(hash, hash_);
+    return k.image;
+  };
+  notes.clear();
+  EXPECT_EQ(publish(same, &notes), 1u);
+  PublishOptions planted;
+  planted.recompile = [&](const OpSpec&, const std::string&, const Config&, const std::string&,
+                          const std::string&) -> Result<std::string> { return k.image + "other"; };
+  notes.clear();
+  EXPECT_EQ(publish(planted, &notes), 0u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("differs from the worker's image"), std::string::npos) << notes[0];
+
+  ASSERT_TRUE(store_->PutKernel(k, "host-b:1").ok());
+  notes.clear();
+  EXPECT_EQ(publish(PublishOptions{}, &notes), 1u) << "two workers agree";
+  KernelImage other = Image(hash_, def, "sm_90");
+  other.image = testing::SyntheticCubin("sm_90", "gemm", "planted");
+  other.sha256 = Sha256Hex(other.image);
+  EXPECT_FALSE(store_->PutKernel(other, "host-c:1").ok());
+  notes.clear();
+  EXPECT_EQ(publish(same, &notes), 0u) << "a contradicted image never ships";
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("two workers sent different images"), std::string::npos) << notes[0];
 }
 
 #ifdef TUNEFARM_WITH_CUDA
@@ -234,8 +303,17 @@ TEST_F(PublishKernelsTest, NvrtcCubinsTravelFromTheStoreIntoASignedBundleByteFor
   row.nvrtc_version = NvrtcVersionString();
   Put(row);
   KernelImage k{hash, def.Id(), "f16", "sm_90", Sha256Hex(ck.image), ck.image};
-  ASSERT_TRUE(store_->PutKernel(k).ok());
-  auto b = BuildBundle(*store_, ResultFilter{}, "t");
+  ASSERT_TRUE(store_->PutKernel(k, "host-a:1").ok());
+  EXPECT_TRUE(CheckCubinEntries(k.image, {spec_.kernel}).ok());
+  EXPECT_FALSE(CheckCubinEntries(k.image, {spec_.kernel + "_x"}).ok());
+  // One worker's image ships once this host compiles the same bytes (no
+  // cache: NVRTC is deterministic).
+  PublishOptions verify;
+  verify.recompile = [](const OpSpec& spec, const std::string& dtype, const Config& c, const std::string& arch,
+                        const std::string&) -> Result<std::string> {
+    return CompileConfig(spec, dtype, c, arch, "").image;
+  };
+  auto b = BuildBundle(*store_, ResultFilter{}, "t", verify);
   ASSERT_TRUE(b.ok()) << b.status().message();
   ASSERT_EQ(b->kernels.size(), 1u);
   ASSERT_EQ(b->launch_plans.size(), 1u) << "the plan of the NVRTC kernel hash";

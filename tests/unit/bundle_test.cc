@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -12,6 +13,8 @@
 #include <tuple>
 
 #include "support/temp_dir.h"
+#include "tune/limits.h"
+#include "tune/signing.h"
 
 namespace tune {
 namespace {
@@ -209,6 +212,53 @@ TEST(BundleTest, MutatedBytesNeverCrash) {
       EXPECT_FALSE(r.status().message().empty());
     }
   }
+}
+
+// A signed bundle whose config has more params than an op may have is
+// refused at load, naming the entry and the bound, rather than loaded for
+// every lookup to bind 100,000 params; so are defaults and launch plans
+// over their bounds, in the binary form and the JSON one.
+TEST(BundleTest, ConfigsAndPlansOverTheBoundsAreRefusedAtLoad) {
+  const SecretKey key = SecretKey::Generate();
+  // `json`: the JSON form too (for people: its objects keep their keys'
+  // order, which costs a scan per key, so the huge cases skip it).
+  auto refused = [&](const Bundle& b, const std::string& names, bool json = true) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string bytes = EncodeSignedBundle(b, key);
+    auto r = DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()});
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+    ASSERT_FALSE(r.ok()) << names;
+    EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().message();
+    if (!json) return;
+    auto j = BundleFromJson(BundleToJson(b));
+    ASSERT_FALSE(j.ok()) << names;
+    EXPECT_NE(j.status().message().find(names), std::string::npos) << j.status().message();
+  };
+  Bundle b = MakeBundle();
+  for (int i = 0; i < 100000; ++i) b.entries[1].config.params.emplace_back("P" + std::to_string(i), 1);
+  refused(b, "entry gemm f16 h100: a config of 100003 params, more than the limit of " +
+                 std::to_string(kMaxOpParams) + " params per config", false);
+
+  b = MakeBundle();
+  for (size_t i = 0; i <= kMaxOpParams; ++i) b.defaults["gemm"].params.emplace_back("P" + std::to_string(i), 1);
+  refused(b, "default of gemm: a config of " + std::to_string(kMaxOpParams + 4) + " params");
+
+  b = MakeBundle();
+  BundleLaunchPlan plan;
+  plan.op = "gemm";
+  plan.kernel_hash = "0123456789abcdef0123456789abcdef";
+  plan.function = "gemm";
+  for (int i = 0; i < 100000; ++i) plan.vars.push_back("V" + std::to_string(i));
+  b.launch_plans.push_back(plan);
+  refused(b, "launch plan gemm@0123456789abcdef0123456789abcdef: 100000 variables, more than the limit of " +
+                 std::to_string(kMaxOpParams + kMaxOpDims + 1));
+
+  // At the bound, it loads.
+  b = MakeBundle();
+  while (b.entries[1].config.params.size() < kMaxOpParams)
+    b.entries[1].config.params.emplace_back("P" + std::to_string(b.entries[1].config.params.size()), 1);
+  const std::string bytes = EncodeSignedBundle(b, key);
+  EXPECT_TRUE(DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()}).ok());
 }
 
 TEST(BundleTest, NewerFormatIsRefused) {

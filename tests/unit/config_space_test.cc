@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 
 namespace tune {
@@ -254,6 +255,36 @@ TEST(PlanLaunch, ErrorsNameTheField) {
             std::string::npos)
       << zero_grid.status().message();
   EXPECT_FALSE(PlanLaunch(spec, "f8", cfg, Shape{{{"N", 8}}}, H100()).ok());
+}
+
+// Binding a config to the spec's params is linear in their number: a spec
+// and a config of 30,000 params (what no parser lets through, but a stored
+// row or a hand-built spec may hold) plan in milliseconds, where a lookup
+// of each param among the others took seconds (the dashboard's comparison
+// plans every winner on the coordinator).
+TEST(PlanLaunch, BindingParamsIsLinearInTheirNumber) {
+  OpSpec spec = Tiny();
+  Config cfg{{{"BLOCK", 256}, {"VEC", 2}}};
+  for (int i = 0; i < 30000; ++i) {
+    spec.axes.push_back(Axis{"P" + std::to_string(i), {1}});
+    cfg.params.emplace_back("P" + std::to_string(i), 1);
+  }
+  auto planner = LaunchPlanner::Create(spec, "f16", H100());
+  ASSERT_TRUE(planner.ok()) << planner.status().message();
+  const auto start = std::chrono::steady_clock::now();
+  auto plan = planner->Plan(cfg, Shape{{{"N", 1000}}});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->grid[0], 2);
+  EXPECT_LT(took, 0.1);
+  // A param given twice binds its first value; a missing one is named.
+  Config twice{{{"BLOCK", 256}, {"VEC", 2}, {"BLOCK", 64}}};
+  for (int i = 0; i < 30000; ++i) twice.params.emplace_back("P" + std::to_string(i), 1);
+  EXPECT_EQ(planner->Plan(twice, Shape{{{"N", 1000}}})->block[0], 256);
+  cfg.params.pop_back();
+  auto missing = planner->Plan(cfg, Shape{{{"N", 1000}}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no value for param 'P29999'"), std::string::npos);
 }
 
 TEST(PlanLaunch, PlannerReusesCompiledExpressions) {

@@ -3,6 +3,11 @@
 #include "ingester.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "support/cubin.h"
 #include <poll.h>
 #include <unistd.h>
 
@@ -63,6 +68,7 @@ IngestJob Job(zmq::message_t frame) {
   job.kernel_hashes = {"kh"};
   job.backends = {"cuda"};
   job.archs = {"sm_90", "sm_90a"};
+  job.kernel_entries = {"gemm"};
   // As the coordinator does: the head of a frame that peeks fine.
   auto head = PeekResults(frame.data(), frame.size());
   if (head.ok() && head->has_value()) job.head = **head;
@@ -144,6 +150,62 @@ TEST_F(IngesterTest, RefusesBatchesThatDoNotMatchTheLeaseAndStoresNothingOfThem)
   auto count = store_->CountResults();
   ASSERT_TRUE(count.ok());
   EXPECT_EQ(*count, 0u);
+}
+
+// The rows are stored with the coordinator's time, however the sender's
+// clock stamped them, and the skew comes back in the outcome; a row faster
+// than its config's physical floor is refused as impossible.
+TEST_F(IngesterTest, RowsKeepTheCoordinatorsTimeAndImpossibleFiguresAreRefused) {
+  Measurement future = Row("h100", 64);
+  future.unix_time = 2'000'000'000 + 86400;
+  IngestJob job = Job(Frame(0, {future}));
+  job.received_unix = 2'000'000'000;
+  ingester_->Submit(std::move(job));
+  IngestJob fast = Job(Frame(1, {Row("h100", 128)}));
+  fast.floor_us[Cfg(128).Id()] = 11;  // its row says 10 us
+  ingester_->Submit(std::move(fast));
+  const auto out = Take(2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, IngestOutcome::Kind::kStored);
+  EXPECT_DOUBLE_EQ(out[0].clock_skew_seconds, 86400);
+  auto row = store_->Get("h100", "gemm", "f16", "N=1024", "kh", Cfg(64).Id());
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->unix_time, 2'000'000'000);
+  EXPECT_EQ(out[1].kind, IngestOutcome::Kind::kRefused);
+  EXPECT_NE(out[1].error.find("impossible"), std::string::npos) << out[1].error;
+}
+
+// Two workers' different images of one kernel: the first stays, the second
+// is an alarm (counted in the outcome), and neither is corroborated.
+TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
+  auto batch = [&](uint64_t n, const std::string& worker, const std::string& tag) {
+    Envelope env;
+    env.sender = "w";
+    Measurement m = Row("h100", 64);
+    m.arch = "sm_90a";
+    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", tag)};
+    k.sha256 = Sha256Hex(k.image);
+    k.witnesses = {"forged:1", "forged:2"};  // the sender's word on who vouches: ignored
+    env.command = Results{"s1", 7, n, false, {m}, {k}};
+    const std::string bytes = EncodeEnvelope(env);
+    IngestJob job = Job(zmq::message_t(bytes.data(), bytes.size()));
+    job.worker = worker;
+    job.kernel_entries = {"gemm"};
+    return job;
+  };
+  ingester_->Submit(batch(0, "host-a:1", "honest"));
+  ingester_->Submit(batch(1, "host-b:1", "planted"));
+  const auto out = Take(2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kernel_conflicts, 0u);
+  EXPECT_EQ(out[1].kind, IngestOutcome::Kind::kStored);  // the rows are stored
+  EXPECT_EQ(out[1].kernel_conflicts, 1u);
+  EXPECT_NE(out[1].kernel_note.find("host-b:1"), std::string::npos) << out[1].kernel_note;
+  auto k = store_->GetKernel("kh", Cfg(64).Id(), "f16", "sm_90a");
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->image, testing::SyntheticCubin("sm_90a", "gemm", "honest"));
+  EXPECT_EQ(k->witnesses, std::vector<std::string>{"host-a:1"});
+  EXPECT_FALSE(k->Corroborated());
 }
 
 // Each way a row can fail to match its lease, alone in an otherwise honest
@@ -290,7 +352,7 @@ TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {
   row.arch = "sm_90a";
   r.measurements = {row};
   auto image = [&](auto&& change) {
-    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", std::string("\x7f" "ELF", 4) + "cubin"};
+    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", "cubin")};
     change(k);
     if (k.sha256.empty()) k.sha256 = Sha256Hex(k.image);
     return k;
@@ -304,7 +366,26 @@ TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {
       {"without a checked row", [](KernelImage& k) { k.kernel_hash = "kx"; }},
       {"dtype bf16", [](KernelImage& k) { k.dtype = "bf16"; }},
       {"that the unit does not hold", [](KernelImage& k) { k.config_id = Cfg(512).Id(); }},
-      {"arch 'sm_80'", [](KernelImage& k) { k.arch = "sm_80"; }},
+      {"a cubin for sm_90, not sm_80", [](KernelImage& k) { k.arch = "sm_80"; }},
+      // What a hostile worker plants: an x86 program, a zero-filled ELF, a
+      // cubin of another SM, a cubin without the op's kernel.
+      {"not CUDA (190)", [](KernelImage& k) {
+         std::ifstream in("/bin/true", std::ios::binary);
+         k.image.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+         k.sha256.clear();
+       }},
+      {"not a 64-bit", [](KernelImage& k) {
+         k.image = std::string("\x7f" "ELF", 4) + std::string(2 << 20, '\0');
+         k.sha256.clear();
+       }},
+      {"a cubin for sm_80, not sm_90a", [](KernelImage& k) {
+         k.image = testing::SyntheticCubin("sm_80", "gemm", "cubin");
+         k.sha256.clear();
+       }},
+      {"without the kernel 'gemm'", [](KernelImage& k) {
+         k.image = testing::SyntheticCubin("sm_90a", "not_gemm", "cubin");
+         k.sha256.clear();
+       }},
       {"without a checked row", [](KernelImage& k) { k.config_id = Cfg(128).Id(); }},
       {"bad configId", [](KernelImage& k) { k.config_id = "../x"; }},
   };

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "support/temp_dir.h"
+#include "tune/limits.h"
 
 namespace tune {
 namespace {
@@ -252,7 +254,11 @@ TEST(OpSpec, PackagesStayInsideThemselvesAndTheToolkit) {
   for (const char* bad : {"#include \"/etc/passwd\"\n", "#include </etc/passwd>\n", "#include <../../etc/passwd>\n",
                           "#include \"sub/../../x.h\"\n", "#include \"missing.h\"\n", "#define F </etc/passwd>\n#include F\n",
                           "#/**/include </etc/passwd>\n", "#inc\\\nlude </etc/passwd>\n", "#include_next <x.h>\n",
-                          "#embed \"/etc/passwd\"\n", "#if __has_include(\"/etc/passwd\")\n#endif\n"}) {
+                          "#embed \"/etc/passwd\"\n", "#if __has_include(\"/etc/passwd\")\n#endif\n",
+                          // The alternative spellings of '#': digraph and trigraph.
+                          "%:include \"/etc/passwd\"\n", "%:  include </etc/passwd>\n",
+                          "%:define H </etc/passwd>\n%:include H\n", "  %:/**/include </etc/passwd>\n",
+                          "??=include </etc/passwd>\n", "%:inc\\\nlude </etc/passwd>\n"}) {
     auto spec = source(bad);
     EXPECT_FALSE(spec.ok()) << bad;
     if (!spec.ok()) {
@@ -568,6 +574,87 @@ TEST(OpSpec, ArchDefaultsAreConfigsOfTheSpace) {
   const Config& sm89 = spec->arch_defaults.at("sm_89");
   EXPECT_NE(sm89.Canonical().find("BN=128"), std::string::npos) << sm89.Canonical();
   EXPECT_EQ(sm89.params.size(), spec->axes.size());
+}
+
+// Seconds `fn` takes.
+template <typename Fn>
+double Seconds(Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Each bound of tune/limits.h on a package is refused in linear time with
+// one line naming the bound, the value and the limit, where the old parser
+// spent seconds (a duplicate check per value, a lookup per param) or took
+// the package whole.
+TEST(OpSpec, InputsOverTheLimitsAreRefusedFastNamingTheBound) {
+  // One axis of 200,000 distinct values.
+  std::string values = "[1";
+  for (int i = 2; i <= 200000; ++i) values += ", " + std::to_string(i);
+  values += "]";
+  std::string huge_axis = Replace(kGemmToml, "STAGES = [2, 3, 4]", "STAGES = [2, 3, 4]\nX = " + values);
+  huge_axis = Replace(huge_axis, "STAGES = 3 }", "STAGES = 3, X = 1 }");
+  Result<OpSpec> spec = Status::OK();
+  double took = Seconds([&] { spec = ParseOpSpec(GemmPackage(huge_axis), "op 'wide'"); });
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("[params] X: 200000 values, more than the limit of " +
+                                         std::to_string(kMaxAxisValues) + " values per axis"),
+            std::string::npos)
+      << spec.status().message();
+  EXPECT_LT(took, 1.0);
+  // Below the bound, a repeated value is still found (by a set, not a scan).
+  spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, "BK = [32, 64]", "BK = [32, 64, 32]")), "op");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("value 32 appears twice"), std::string::npos);
+
+  // 100,000 single-valued params, each in the default.
+  std::string params, defaults;
+  for (int i = 0; i < 100000; ++i) {
+    params += "P" + std::to_string(i) + " = [1]\n";
+    defaults += ", P" + std::to_string(i) + " = 1";
+  }
+  std::string many = Replace(kGemmToml, "STAGES = [2, 3, 4]", "STAGES = [2, 3, 4]\n" + params);
+  many = Replace(many, "STAGES = 3 }", "STAGES = 3" + defaults + " }");
+  took = Seconds([&] { spec = ParseOpSpec(GemmPackage(many), "op 'many'"); });
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("[params]: 100004 params, more than the limit of " +
+                                         std::to_string(kMaxOpParams) + " params per op"),
+            std::string::npos)
+      << spec.status().message().substr(0, 300);
+  EXPECT_LT(took, 1.0);
+
+  // Dims beyond what a lookup takes.
+  std::string dims = "dims    = [\"M\", \"N\", \"K\"";
+  for (int i = 0; i < 20; ++i) dims += ", \"D" + std::to_string(i) + "\"";
+  spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, "dims    = [\"M\", \"N\", \"K\"", dims)), "op");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("[op] dims: 23 dims, more than the limit of 16 dims per op"),
+            std::string::npos)
+      << spec.status().message();
+
+  // A package as the coordinator receives it: files and bytes are bounded
+  // whoever read the folder.
+  OpPackage big = GemmPackage();
+  big["data.bin"] = std::string(kMaxPackageBytes, 'x');
+  spec = ParseOpSpec(big, "op 'big'");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("bytes, more than the limit of " + std::to_string(kMaxPackageBytes) +
+                                         " bytes per package"),
+            std::string::npos)
+      << spec.status().message();
+  OpPackage crowded = GemmPackage();
+  for (size_t i = 0; i < kMaxPackageFiles; ++i) crowded["f" + std::to_string(i) + ".h"] = "";
+  spec = ParseOpSpec(crowded, "op 'crowded'");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find(std::to_string(kMaxPackageFiles + 4) + " files, more than the limit of " +
+                                         std::to_string(kMaxPackageFiles) + " files per package"),
+            std::string::npos)
+      << spec.status().message();
+  // At the bounds, a package parses.
+  OpPackage full = GemmPackage();
+  full["data.bin"] = std::string(kMaxPackageBytes / 2, 'x');
+  EXPECT_TRUE(ParseOpSpec(full, "op").ok());
 }
 
 TEST(OpSpec, DTypeSize) {

@@ -39,7 +39,7 @@ auto Tie(const Measurement& m) {
 auto Tie(const SweepProgress& p) {
   return std::tie(p.sweep_id, p.name, p.state, p.units_total, p.units_done, p.pairs_total,
                   p.pairs_done, p.pairs_failed, p.gpu_models, p.started_unix, p.finished_unix, p.error,
-                  p.waiting_for, p.expanding, p.failed_by_class);
+                  p.waiting_for, p.expanding, p.failed_by_class, p.waits, p.skipped);
 }
 
 DeviceInfo MakeDevice(int index) {
@@ -308,6 +308,8 @@ TEST(ProtocolTest, SweepStatusRoundTrip) {
   p.error = "op 'x' has 2000000 legal configs";
   p.waiting_for = {"a100"};
   p.expanding = {"h200"};
+  p.waits = {"a100: no live worker has it", "h200: 12 pairs queued, no device has taken work for 75 s"};
+  p.skipped = {"l40s: no device took work for 300 s with 40 pairs queued; those pairs are dropped"};
   p.failed_by_class = {{"compile_error", 60}, {"timeout", 7}};
   s.sweeps = {p, SweepProgress{}};
   DeviceInfo dev;

@@ -6,12 +6,16 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -800,6 +804,189 @@ TEST(ResultStoreTest, ConcurrentDuplicatePutsStoreOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(added.load(), 50);
   EXPECT_EQ(*store->CountResults(), 50u);
+}
+
+// ---------------------------------------------------------------------------
+// Durability: what a stop leaves in the write-ahead log, and what a damaged
+// or missing log does to the next open.
+
+constexpr int kWalRows = 297;
+
+// A store stopped uncleanly with rows only in its WAL: written by a live
+// handle and copied, folder and all, while that handle still has it open
+// (what a crash leaves on disk). A synced write (a sweep) after the first
+// half of the rows raises the durable marker past them.
+std::string UncleanCopy(const TempDir& dir) {
+  const std::string live = dir.Sub("live"), copy = dir.Sub("crashed");
+  auto store = OpenOrDie(live);
+  if (!store) return copy;
+  for (int i = 0; i < kWalRows; ++i) {
+    EXPECT_TRUE(store->Put(M("h100", "gemm", kS1, "c" + std::to_string(i), 10 + i)).ok());
+    if (i == kWalRows / 2) {
+      EXPECT_TRUE(store->PutSweep("s-1", "running").ok());
+    }
+  }
+  fs::copy(live, copy, fs::copy_options::recursive);
+  return copy;
+}
+
+// The store's WAL files, largest first.
+std::vector<std::string> WalFiles(const std::string& path) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(path)) {
+    if (e.path().extension() == ".log") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return fs::file_size(a) > fs::file_size(b); });
+  return out;
+}
+
+TEST(ResultStoreDurabilityTest, AFlippedByteInTheWalIsRefusedNamingTheFile) {
+  TempDir dir;
+  const std::string path = UncleanCopy(dir);
+  const auto wals = WalFiles(path);
+  ASSERT_FALSE(wals.empty());
+  ASSERT_GT(fs::file_size(wals[0]), 64u << 10) << "the rows should span several WAL blocks";
+  {
+    const int fd = ::open(wals[0].c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    const off_t middle = static_cast<off_t>(fs::file_size(wals[0]) / 2);
+    char byte = 0;
+    ASSERT_EQ(::pread(fd, &byte, 1, middle), 1);
+    byte = static_cast<char>(byte ^ 0x40);
+    ASSERT_EQ(::pwrite(fd, &byte, 1, middle), 1);
+    ::close(fd);
+  }
+  const std::string wal_name = fs::path(wals[0]).filename().string();
+  for (bool read_only : {false, true}) {
+    auto store = read_only ? ResultStore::OpenReadOnly(path) : ResultStore::Open(path);
+    ASSERT_FALSE(store.ok()) << (read_only ? "read-only: " : "") << "a damaged WAL was replayed in part";
+    const std::string& error = store.status().message();
+    EXPECT_EQ(store.status().code(), StatusCode::kCorruption) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    EXPECT_EQ(error.rfind("result store " + path + ": write-ahead log " + wal_name + " is corrupt", 0), 0u) << error;
+    EXPECT_NE(error.find("--store-recover"), std::string::npos) << error;
+  }
+  // Refusing changed nothing: the operator's explicit recovery keeps what
+  // the undamaged records hold, and says how much.
+  auto store = ResultStore::Open(path, StoreOpenOptions{.recover = true});
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  const uint64_t rows = *(*store)->CountResults();
+  EXPECT_GT(rows, 0u);
+  EXPECT_LT(rows, static_cast<uint64_t>(kWalRows));
+  const std::string& report = (*store)->recovery_report();
+  EXPECT_NE(report.find(wal_name), std::string::npos) << report;
+  EXPECT_NE(report.find("kept " + std::to_string(rows) + " result rows"), std::string::npos) << report;
+  store->reset();
+  // Recovered once, the store opens as any other.
+  auto again = OpenOrDie(path);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again->CountResults(), rows);
+  EXPECT_EQ(again->recovery_report(), "");
+}
+
+TEST(ResultStoreDurabilityTest, AStoreThatLostItsWalAfterAnUncleanStopIsRefused) {
+  TempDir dir;
+  const std::string path = UncleanCopy(dir);
+  const std::string marker = path + "/" + kStoreDurableMarker;
+  ASSERT_TRUE(fs::exists(marker));
+  for (const auto& wal : WalFiles(path)) fs::remove(wal);
+  for (bool read_only : {false, true}) {
+    auto store = read_only ? ResultStore::OpenReadOnly(path) : ResultStore::Open(path);
+    ASSERT_FALSE(store.ok()) << (read_only ? "read-only: " : "") << "a store that went backwards was opened";
+    const std::string& error = store.status().message();
+    EXPECT_EQ(store.status().code(), StatusCode::kCorruption) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    EXPECT_NE(error.find(marker), std::string::npos) << error;
+    EXPECT_NE(error.find("ends at sequence 0 "), std::string::npos) << error;
+    EXPECT_NE(error.find("--store-recover"), std::string::npos) << error;
+  }
+  auto store = ResultStore::Open(path, StoreOpenOptions{.recover = true});
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_NE((*store)->recovery_report().find("below the"), std::string::npos) << (*store)->recovery_report();
+  EXPECT_NE((*store)->recovery_report().find("kept 0 result rows"), std::string::npos)
+      << (*store)->recovery_report();
+  store->reset();
+  EXPECT_TRUE(OpenOrDie(path)) << "the marker was not reset by the recovery";
+
+  // A marker that is not one is refused too, not ignored.
+  { std::ofstream(marker) << "durable_sequence 12x\n"; }
+  auto garbled = ResultStore::Open(path);
+  ASSERT_FALSE(garbled.ok());
+  EXPECT_NE(garbled.status().message().find(marker), std::string::npos) << garbled.status().message();
+  EXPECT_TRUE(ResultStore::Open(path, StoreOpenOptions{.recover = true}).ok());
+}
+
+TEST(ResultStoreDurabilityTest, ACleanCloseLeavesNothingOnlyInTheWal) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_TRUE(store);
+    for (int i = 0; i < kWalRows; ++i) {
+      ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c" + std::to_string(i), 10 + i)).ok());
+    }
+    ASSERT_TRUE(store->PutSweep("s-1", "done").ok());
+    ASSERT_TRUE(store->Close().ok());
+    EXPECT_TRUE(store->Close().ok()) << "a second Close is a no-op";
+  }
+  for (const auto& wal : WalFiles(path)) fs::remove(wal);
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->CountResults(), static_cast<uint64_t>(kWalRows));
+  EXPECT_EQ(store->GetSweep("s-1"), "done");
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c0");
+  store.reset();  // the destructor closes as cleanly
+  for (const auto& wal : WalFiles(path)) fs::remove(wal);
+  store = OpenOrDie(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->CountResults(), static_cast<uint64_t>(kWalRows));
+}
+
+TEST(ResultStoreDurabilityTest, TheDiskReserveHasAFloor) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.Sub("db"));
+    ASSERT_TRUE(store);
+    store->set_min_free_bytes(0);
+    EXPECT_EQ(store->min_free_bytes(), kMinStoreReserveBytes);
+    store->set_min_free_bytes(kMinStoreReserveBytes + 1);
+    EXPECT_EQ(store->min_free_bytes(), kMinStoreReserveBytes + 1);
+  }
+  // On a small filesystem: a reserve of 0 still stops writes short of a
+  // full disk (where RocksDB would abort the process).
+  const std::string mnt = dir.Sub("small");
+  fs::create_directories(mnt);
+  // Roomy enough for RocksDB's preallocated WAL (about 70 MiB).
+  if (std::system(("mount -t tmpfs -o size=256m tmpfs " + mnt + " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  struct Unmount {
+    std::string at;
+    ~Unmount() { (void)!std::system(("umount -l " + at).c_str()); }
+  } unmount{mnt};
+  auto store = OpenOrDie(mnt + "/db");
+  ASSERT_TRUE(store);
+  store->set_min_free_bytes(0);
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c0", 10)).ok());
+  {
+    struct statvfs fs {};
+    ASSERT_EQ(::statvfs(mnt.c_str(), &fs), 0);
+    const uint64_t free_mib = (static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize) >> 20;
+    ASSERT_GT(free_mib, 64u);
+    std::ofstream filler(mnt + "/filler", std::ios::binary);
+    const std::string mib(1 << 20, 'x');
+    for (uint64_t i = 0; i + 32 < free_mib; ++i) filler << mib;  // leaves about 32 MiB
+  }
+  auto refused = store->Put(M("h100", "gemm", kS1, "c1", 11));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("disk nearly full"), std::string::npos) << refused.status().message();
+  fs::remove(mnt + "/filler");
+  EXPECT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 11)).ok());
+  EXPECT_TRUE(store->Close().ok());
 }
 
 }  // namespace

@@ -192,6 +192,59 @@ TEST(Scheduler, ExpandSpaceBoundsLegalConfigsAndSkipsStoredPairs) {
   EXPECT_EQ(space->pool_unsliced.size(), 2u);
 }
 
+// The pairs bounds: a sweep's legal configs x shapes x dtypes on a model
+// (found while enumerating, before they are held), and the pairs queued
+// over the farm's running sweeps (at submit, and when a space is expanded).
+TEST(Scheduler, PairsPerSweepAndPerFarmAreBounded) {
+  auto spec = ParseOpSpec(MakeSubmit({"*"}, 1).op_packages[0], "synthetic");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  SpaceExpansion job;
+  job.sweep_id = "s";
+  job.device = Device("m");
+  job.specs = {*spec};
+  job.dtypes = {"f32"};
+  job.shapes = {kTwoShapes};
+  job.max_legal_configs = 1'000'000;
+  job.max_pairs = 1199;  // 600 legal configs x 2 shapes is one more
+  auto over = ExpandSpace(job);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("op 'synthetic' on m: over 1200 (config, shape) pairs (more than 599 legal "
+                                         "configs x 2 shapes x 1 dtypes), more than the limit of 1199 pairs per "
+                                         "sweep and GPU model (--max-sweep-pairs)"),
+            std::string::npos)
+      << over.status().message();
+  job.max_pairs = 1200;
+  auto space = ExpandSpace(job);
+  ASSERT_TRUE(space.ok()) << space.status().message();
+  EXPECT_EQ(space->pairs_total, 1200u);
+
+  SchedulerOptions o;
+  o.max_farm_pairs = 1000;
+  Scheduler s(o);
+  s.AddDevice(Device("m"), 0);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());  // 600 pairs queued
+  SweepSubmit two = MakeSubmit({"*"}, 100);
+  two.shapes = kTwoShapes;
+  ASSERT_TRUE(s.AddSweep(two, "s2", 0).ok());  // 1200 more: past the farm's bound
+  EXPECT_EQ(s.FindSweep("s2")->state, RunState::kFailed);
+  EXPECT_NE(s.FindSweep("s2")->error.find("1200 (config, shape) pairs to measure with 600 queued already, more than "
+                                          "the limit of 1000 pairs per farm (--max-farm-pairs)"),
+            std::string::npos)
+      << s.FindSweep("s2")->error;
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s3", 0).ok());  // 600 more: failed too
+  EXPECT_EQ(s.FindSweep("s3")->state, RunState::kFailed);
+  o.max_farm_pairs = 600;
+  Scheduler full(o);
+  full.AddDevice(Device("m"), 0);
+  ASSERT_TRUE(full.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
+  auto refused = full.AddSweep(MakeSubmit({"*"}, 100), "s2", 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("the farm has 600 (config, shape) pairs queued, at the limit of 600 "
+                                            "pairs per farm (--max-farm-pairs)"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 // A key's refine pass: early once (a device ran dry with every config cut),
 // at the end of the screening once, then again only after a refine unit of
 // the key ended.
@@ -904,6 +957,73 @@ TEST(ContendersOf, RefinedFiguresComeFirstThenTheFaster) {
   EXPECT_EQ(top[2].params.at(0).second, 2);
   EXPECT_EQ(top[3].params.at(0).second, 3);
   EXPECT_EQ(ContendersOf(rows, 10).size(), 5u);
+}
+
+// Liveness is work done: a model whose device asked once, took a unit and
+// went quiet stops holding a `*` sweep model_idle_seconds after its lease
+// ran out (its pairs dropped, the sweep ends), while a model that keeps
+// taking work is waited for; a sweep that names the quiet model waits on.
+// Meanwhile status says what each sweep waits for.
+TEST(Scheduler, AModelWhoseDevicesTakeNoWorkStopsHoldingStarSweeps) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  o.tail_duplicates = false;
+  o.lease_base_seconds = 10;
+  o.lease_per_pair_seconds = 0;
+  o.model_idle_seconds = 60;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "star", 0).ok());
+  s.AddDevice(Device("quiet"), 0);
+  s.AddDevice(Device("busy"), 0);
+  ASSERT_TRUE(s.Lease("wq", "quiet", 0).has_value());  // asks once, then only heartbeats
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"quiet"}, 100), "named", 0).ok());
+  const SweepState* star = s.FindSweep("star");
+  EXPECT_EQ(star->pairs_total, 1200u);
+  std::optional<WorkUnit> held;
+  auto waits = [&](const std::string& id, double now) { return s.Progress(id, now).at(0).waits; };
+  for (int t = 0; t <= 130; ++t) {
+    s.ExpireLeases(t, t);
+    if (t % 20 == 0 && t <= 100) held = s.Lease("wb", "busy", t);  // one unit every 20 s
+    if (t % 20 == 5 && held) s.CompleteUnit("wb", "star", held->unit_id, t, t);
+    const auto skipped = s.SkipQuietModels(t, t);
+    if (t == 40) {
+      // Quiet since its lease ran out (t=10); busy took work 0 s ago.
+      EXPECT_EQ(waits("star", t),
+                std::vector<std::string>{"quiet: 600 pairs queued, no device has taken work for 30 s; "
+                                         "skipped after 60 s"});
+      EXPECT_EQ(waits("named", t),
+                std::vector<std::string>{"quiet: 600 pairs queued, no device has taken work for 30 s"});
+    }
+    if (t == 69) {
+      EXPECT_TRUE(star->skipped.empty());
+      EXPECT_EQ(star->state, RunState::kRunning);
+    }
+    if (t == 70) {
+      ASSERT_EQ(skipped.size(), 1u);
+      EXPECT_EQ(skipped[0].sweep_id, "star");
+      EXPECT_EQ(skipped[0].model, "quiet");
+    } else {
+      EXPECT_TRUE(skipped.empty()) << "t=" << t;
+    }
+  }
+  // Busy measured all its 600 pairs; quiet's 600 were dropped.
+  EXPECT_EQ(star->state, RunState::kDone);
+  EXPECT_EQ(star->pairs_total, 600u);
+  EXPECT_EQ(star->pairs_done, 600u);
+  ASSERT_TRUE(star->skipped.count("quiet"));
+  const auto progress = s.Progress("star", 130).at(0);
+  EXPECT_EQ(progress.skipped,
+            std::vector<std::string>{"quiet: no device took work for 60 s with 600 pairs queued; those pairs are "
+                                     "dropped"});
+  EXPECT_TRUE(progress.waits.empty());
+  EXPECT_FALSE(star->skipped.count("busy"));
+  // The sweep that names it waits on, and says for how long.
+  EXPECT_EQ(s.FindSweep("named")->state, RunState::kRunning);
+  EXPECT_EQ(waits("named", 130),
+            std::vector<std::string>{"quiet: 600 pairs queued, no device has taken work for 120 s"});
+  // A device of it that comes back and takes work is no longer quiet.
+  ASSERT_TRUE(s.Lease("wq", "quiet", 131).has_value());
+  EXPECT_TRUE(waits("named", 135).empty());
 }
 
 TEST(Scheduler, RejectsBadSweeps) {

@@ -85,8 +85,22 @@ Result<std::string> LoadCurvePublicKey(const std::string& path);
 // whitespace and a name; blank lines and '#' comments are ignored; a
 // repeated key is kept once (first name wins). A malformed line, a secret
 // key file, or a list without any key is an error naming file:line.
-// Every key gets `role`.
+// Every key gets `role`. For a list that must be right as a whole (at
+// start-up); a running coordinator re-reads with ReadCurveAllowList.
 Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path, PeerRole role = PeerRole::kWorker);
+
+// An allow-list read line by line: the keys of its good lines, and one
+// message per line that is not a key ("curve: FILE:LINE: ...").
+struct CurveAllowListRead {
+  std::vector<AllowedKey> keys;
+  std::vector<std::string> problems;
+};
+// Reads an allow-list as LoadCurveAllowList does, except that a malformed
+// line is skipped and named in `problems` while the other lines count, and
+// a file without keys is an empty list (nobody of `role` is admitted).
+// Fails only when the file cannot be read at all (missing, unreadable, not
+// a regular file, too large), with a message naming it.
+Result<CurveAllowListRead> ReadCurveAllowList(const std::string& path, PeerRole role = PeerRole::kWorker);
 
 // True for endpoints that never leave this host: inproc://, ipc://, and tcp
 // to 127.0.0.0/8, ::1 or localhost (any port or '*'). Those may run without

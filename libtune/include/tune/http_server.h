@@ -19,7 +19,10 @@
 // A query string is ignored. Unknown paths are 404, malformed requests 400,
 // oversized headers 431, oversized bodies 413; the connection is closed after
 // an error and the server keeps serving others. Keep-alive and pipelining
-// work as HTTP/1.1 says.
+// work as HTTP/1.1 says, up to max_pipelined_requests requests in a row that
+// arrive before the answer to the one before is written; the next is
+// answered 429 and the connection closed, so one connection cannot queue
+// unbounded work behind answers it does not read.
 //
 // Slow clients. A connection is always in one of three phases, and each
 // phase has a deadline that arriving bytes do not push back, so a client
@@ -33,19 +36,29 @@
 //   writing a response     the whole response must be written within
 //                          write_deadline_seconds.
 // Within a phase a single read or write may also wait at most
-// idle_timeout_seconds. A connection that misses either limit is closed
-// without an answer (a client that sends or reads nothing would not see it).
+// idle_timeout_seconds, and a single write at most write_stall_seconds: a
+// response the client has stopped reading is dropped within a few seconds.
+// A connection that misses any of these limits is closed without an answer
+// (a client that sends or reads nothing would not see it); one closed while
+// a response is being written is reset, so that the kernel drops what it
+// still holds for a client that reads nothing rather than retry it for
+// minutes.
 //
 // Connection slots. At most max_connections connections are open, at most
 // max_connections_per_address of them from one address (an IPv4 address, or
 // an IPv6 /64, since one host commonly owns a whole /64). A new connection
-// that would exceed a cap takes the slot of the connection that has been
-// waiting longest for a complete request (counted as for the header
-// deadline; it may have sent part of its request): from its own address when
-// that address is at its cap, else from any address. Such a connection is
-// closed without an answer. A connection whose response is being written is
-// never taken; one draining after an error answer is taken first. Only when
-// no slot can be taken is the new connection closed at once.
+// that would exceed a cap takes the slot of the connection whose client has
+// owed the server its part longest: from its own address when that address
+// is at its cap, else from any address. A connection waiting for a request
+// owes it since the accept or the end of the previous response (counted as
+// for the header deadline; it may have sent part of its request); one whose
+// response is being written owes a read since its last write made progress,
+// so a client that reads its answer keeps owing nothing for more than a
+// moment, and one that stopped reading owes more every second. The
+// connection taken is closed without an answer (reset, if it was being
+// written); one draining after an error answer is taken first. Only when no
+// slot can be taken (max_connections is 0) is the new connection closed at
+// once.
 //
 // Why taking a slot rather than refusing: with refusal, a few hundred
 // connections that never finish a request (slowloris) hold every slot, and
@@ -59,7 +72,10 @@
 // The per-address cap keeps a flood from one address churning that
 // address's own connections: other addresses lose slots only when the flood
 // comes from max_connections / max_connections_per_address addresses or
-// more. At the per-address cap the new connection also takes a slot instead
+// more. Clients that pipeline requests and never read the answers hold
+// slots no better: their writes stall, they owe a read from then on, and
+// the first newcomers take their slots (the rest go at write_stall_seconds).
+// At the per-address cap the new connection also takes a slot instead
 // of being refused, because honest clients often share an address with slow
 // ones (a NAT, a proxy, loopback). counters() tells how often all this
 // happens.
@@ -109,6 +125,14 @@ struct HttpServerOptions {
   double body_deadline_seconds = 10;    // request body, from the end of the headers
   double write_deadline_seconds = 30;   // a whole response (a page with Chart.js is ~200 KiB)
   double idle_timeout_seconds = 15;     // the longest wait for any one read or write
+  // The longest wait for any one write: a response the client stops
+  // reading is dropped (the connection reset) this long after its last
+  // progress. <= 0: idle_timeout_seconds alone.
+  double write_stall_seconds = 5;
+  // Requests in a row that may arrive before the previous answer is
+  // written (pipelining); the next is answered 429 and the connection
+  // closed. 0 = no cap.
+  size_t max_pipelined_requests = 8;
   // The HTML served at `/`; empty = no page (`/` is 404).
   std::string page;
   // The names served at /api/NAME through HttpStatusSource::Json.
@@ -121,12 +145,14 @@ struct HttpServerOptions {
 // What the connection limits have done since the server was constructed.
 struct HttpServerCounters {
   uint64_t accepted = 0;        // connections given a slot
-  uint64_t refused = 0;         // closed at once: a cap was full and no slot could be taken
+  uint64_t refused = 0;         // closed at once: a cap was full and no slot could be taken (max_connections 0)
   uint64_t evicted = 0;         // closed to give their slot to a newer connection
   uint64_t header_timeouts = 0;  // missed header_deadline_seconds
   uint64_t body_timeouts = 0;    // missed body_deadline_seconds
   uint64_t write_timeouts = 0;   // missed write_deadline_seconds
   uint64_t idle_timeouts = 0;    // one read or write waited idle_timeout_seconds
+  uint64_t write_stalls = 0;     // one write waited write_stall_seconds: the client stopped reading
+  uint64_t pipeline_refusals = 0;  // answered 429: more than max_pipelined_requests in a row
   uint64_t open = 0;             // connections open now (a gauge, not a counter)
 };
 

@@ -16,4 +16,12 @@ const std::vector<DeviceInfo>& KnownGpus();
 // The entry of `model`, or nullptr.
 const DeviceInfo* FindKnownGpu(std::string_view model);
 
+// The least time, in microseconds, in which any kernel could do `flops`
+// and move `bytes` on device `d`: the figures of an op's [metrics] at
+// bounds far above every NVIDIA GPU's peak (32768 flops per SM per clock,
+// past sparse FP4 tensor cores; 1024 bytes per SM per clock, past any L2 or
+// memory). A measured median below it is no measurement. 0 when `d` lacks
+// its SM count or clock.
+double PhysicalFloorUs(double flops, double bytes, const DeviceInfo& d);
+
 }  // namespace tune

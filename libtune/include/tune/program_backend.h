@@ -30,12 +30,11 @@ struct ProgramBackendOptions {
   // Programs run confined (Landlock): they can neither read nor write the
   // `protected_paths` (files or folders: the worker's key files, its
   // configuration), write nothing outside their work folder, the home
-  // folder, /tmp, /var/tmp and /dev, never write `cubin_cache_dir`, and
-  // cannot reach the worker's process (/proc/<worker>/{mem,environ,fd}).
-  // Whatever they start dies with them. On a kernel without Landlock they
-  // are refused (a compile error that says so) unless `allow_unconfined`.
+  // folder, /tmp, /var/tmp and /dev, and cannot reach the worker's process
+  // (/proc/<worker>/{mem,environ,fd}). Whatever they start dies with them.
+  // On a kernel without Landlock they are refused (a compile error that
+  // says so) unless `allow_unconfined`.
   std::vector<std::string> protected_paths;
-  std::string cubin_cache_dir;
   bool allow_unconfined = false;
 };
 

@@ -86,6 +86,10 @@ struct Results {
   // sweep with profile_top); each must be of a config of the unit.
   std::vector<KernelProfile> profiles;
 };
+// A worker whose rows are stamped this far from the coordinator's clock is
+// told so and flagged (its rows are stored with the coordinator's time).
+inline constexpr double kClockSkewWarnSeconds = 120;
+
 struct ResultsAck {
   std::string sweep_id;
   uint64_t unit_id = 0;
@@ -95,6 +99,9 @@ struct ResultsAck {
   // match what was leased to the sender, and nothing of it was stored. The
   // sender drops it rather than send it again.
   std::string refused;
+  // How far the sender's clock is from the coordinator's, from the rows'
+  // times (positive: ahead). Rows are stored with the coordinator's time.
+  double clock_skew_seconds = 0;
 };
 // From a client: run this sweep (SweepSubmit, tune/sweep_file.h).
 struct SweepAccepted {
@@ -122,6 +129,14 @@ struct SweepProgress {
   // Models whose config spaces are being expanded (off the coordinator's
   // loop): their units come when that is done.
   std::vector<std::string> expanding;
+  // What a running sweep waits for, a line per model as `status` prints it
+  // after "waiting for ": "sim-h100: 120 pairs queued, no device has taken
+  // work for 75 s; skipped after 300 s".
+  std::vector<std::string> waits;
+  // Models a `gpus = ["*"]` sweep stopped waiting for, a line each: no
+  // device took work while work was queued; their unmeasured pairs are
+  // dropped from pairs_total.
+  std::vector<std::string> skipped;
 };
 struct SweepStatus {
   std::vector<SweepProgress> sweeps;

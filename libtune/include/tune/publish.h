@@ -1,6 +1,8 @@
 // Publishing: from the store's measurements to a bundle for deployments.
 #pragma once
 
+#include <functional>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +40,17 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 // receives a line for each such gap (no plan, cubins missing).
 struct PublishOptions {
   bool kernels = true;
+  // A cubin ships only when it is not one worker's word alone: two workers
+  // or more sent it and none another image (KernelImage::Corroborated), or
+  // `recompile` (when set) makes the same bytes of the config here. It
+  // returns the cubin NVRTC makes of (spec, dtype, config, arch), or an
+  // error when it cannot make the one of `kernel_hash` (another NVRTC
+  // version, an op changed since). An image that another worker contradicts
+  // never ships. Entries whose cubin does not ship are config-only, and
+  // `notes` says how many and why.
+  std::function<Result<std::string>(const OpSpec& spec, const std::string& dtype, const Config& config,
+                                    const std::string& arch, const std::string& kernel_hash)>
+      recompile;
 };
 Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options = {}, std::vector<std::string>* notes = nullptr);

@@ -38,11 +38,27 @@
 // that a running coordinator owns. Such a handle sees the store as it was
 // when opened (including writes still only in the owner's WAL); reopen it to
 // see newer results.
+//
+// Durability. Writes reach RocksDB's write-ahead log (WAL) without fsync,
+// except where a call says it syncs. Close (or the destructor) flushes every
+// memory table to table files and syncs the WAL, so a store stopped cleanly
+// holds nothing only in its WAL. The store keeps, in the file
+// kStoreDurableMarker of its folder, the last sequence number known to be
+// durable: written after each synced write, with the first other write a
+// second or more after the last one (the WAL is synced then), and at close.
+// Open refuses, with one line naming what is wrong and what to do:
+//   - a WAL record that fails its checksum (a flipped byte; only a torn last
+//     record, which a crash may leave, is tolerated), naming the WAL file;
+//   - a database whose latest sequence number is below the marker's (its
+//     WAL was deleted or truncated after an unclean stop), naming the marker
+//     and both numbers.
+// StoreOpenOptions::recover opens such a store anyway (see there).
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,27 +74,63 @@ struct OpRecord;  // records.h
 inline constexpr int kStoreFormatVersion = 1;
 // Free space a store keeps on its filesystem by default (set_min_free_bytes).
 inline constexpr uint64_t kDefaultStoreReserveBytes = 64ull << 20;
+// The least free space a writable store keeps (set_min_free_bytes raises a
+// smaller reserve to it): RocksDB aborts the process when its WAL or a
+// memtable flush (up to 64 MiB) meets a full disk, so the store's own check
+// must refuse a write well before that.
+inline constexpr uint64_t kMinStoreReserveBytes = 64ull << 20;
+// Name of the durable-sequence marker file inside a store's folder.
+inline constexpr char kStoreDurableMarker[] = "TUNEFARM-DURABLE";
+
+struct StoreOpenOptions {
+  // Opens a store that Open would refuse for a corrupt WAL or a sequence
+  // number below its marker: WAL records that fail their checksum are
+  // skipped (with everything RocksDB cannot replay after them in that
+  // record), whatever the database holds is accepted, and the marker is
+  // reset to it. recovery_report() says what was dropped and how many result
+  // rows were kept. For an operator who has no better copy of the store.
+  bool recover = false;
+};
 
 struct ResultFilter {
   std::string gpu_model, op, dtype, shape, kernel_hash;  // empty = any
 };
 
+// What PutKernel did with an image.
+enum class KernelPut { kNew, kWitnessed, kSame, kConflict };
+
 class ResultStore {
  public:
   // Opens (creating if missing) the store at `path`. Fails with a clear error
   // if the path holds a store of an unknown format version, is locked by
-  // another process, or fails its checksums (every table file is read once:
-  // the error names the corrupt file).
-  static Result<std::unique_ptr<ResultStore>> Open(const std::string& path);
+  // another process, fails its checksums (every table file is read once:
+  // the error names the corrupt file), has a corrupt WAL (kCorruption, naming
+  // the WAL file) or went back past its durable marker (kCorruption, naming
+  // the marker and both sequence numbers); see "Durability" above.
+  static Result<std::unique_ptr<ResultStore>> Open(const std::string& path,
+                                                   const StoreOpenOptions& options = {});
   // Opens an existing store for reading only, whether or not another process
   // (or another handle in this one) has it open for writing. Creates
   // nothing: fails when `path` holds no tunefarm store or one of an unknown
-  // format version. On the returned handle Put, PutBatch and PutSweep fail
-  // with "store opened read-only" and write nothing.
+  // format version, and, as Open does, on a corrupt WAL or a sequence number
+  // below the durable marker. On the returned handle Put, PutBatch and
+  // PutSweep fail with "store opened read-only" and write nothing.
   static Result<std::unique_ptr<ResultStore>> OpenReadOnly(const std::string& path);
+  // Close()s; a failure is logged (one line), not thrown.
   ~ResultStore();
 
+  // Flushes every memory table to table files, syncs the WAL, records the
+  // durable sequence number and closes the database. Every other call is
+  // invalid afterwards; a second Close is OK. When the disk is below the
+  // reserve, the memory tables are not flushed (a flush meeting a full disk
+  // would abort the process): the WAL is synced and Unavailable says so.
+  // Not thread-safe: call it once no other thread uses the store.
+  Status Close();
+
   bool read_only() const;
+  // What StoreOpenOptions::recover dropped or accepted, in one line (with the
+  // number of result rows kept); empty when the store opened cleanly.
+  const std::string& recovery_report() const;
 
   // Stores `m` unless its key exists (or replaces a row of an earlier pass,
   // see above). Returns true when stored. Fails
@@ -120,13 +172,22 @@ class ResultStore {
   Status PutOp(const std::string& name, int64_t submitted_unix, const OpPackage& package);
   // Every op record; `fn` gets each (records.h OpRecord) in no set order.
   Status ForEachOp(const std::function<void(const OpRecord& op)>& fn);
+  // Removes the records of op `name` beyond its `keep` most recently
+  // submitted, except those whose PackageDigest is in `needed` (packages of
+  // running sweeps); returns how many it removed. Reads every record of the
+  // op. Thread-safe, like every call here.
+  Result<size_t> PruneOps(const std::string& name, size_t keep, const std::set<std::string>& needed);
 
-  // The cubins workers measured (types.h KernelImage), kept for bundles. A
-  // key is written once: the same image again is a no-op; another image
+  // The cubins workers measured (types.h KernelImage), kept for bundles,
+  // with who vouches for them. The first image of a key is stored with
+  // `witness` (the sending worker; "" for none); the same image again adds
+  // its witness (kWitnessed, or kSame when already known); another image
   // under a stored key (which NVRTC's determinism rules out for one kernel
-  // hash) is refused with kInvalidArgument and the stored one kept. Values
-  // are checked (CheckKernelImage) on the way in and out.
-  Status PutKernel(const KernelImage& k);
+  // hash: one of the two is not what the config compiles to) is recorded
+  // as a conflict of the stored one, which is kept, and refused with
+  // kInvalidArgument (kConflict). The k's own witnesses and conflicts are
+  // ignored. Values are checked (CheckKernelImage) on the way in and out.
+  Status PutKernel(const KernelImage& k, const std::string& witness = "", KernelPut* outcome = nullptr);
   Result<KernelImage> GetKernel(const std::string& kernel_hash, const std::string& config_id,
                                 const std::string& dtype, const std::string& arch);
 
@@ -147,8 +208,11 @@ class ResultStore {
   Status ForEachLease(const std::function<void(uint64_t unit_id, const std::string& bytes)>& fn);
 
   // Every write fails, writing nothing, while the store's filesystem has
-  // less than `bytes` free ("disk nearly full: ..."). 0 = no reserve.
+  // less than `bytes` free ("disk nearly full: ..."). A value below
+  // kMinStoreReserveBytes (0 included) is raised to it.
   void set_min_free_bytes(uint64_t bytes);
+  // The reserve in force.
+  uint64_t min_free_bytes() const;
 
   // After a failed write (disk full, I/O error): makes the store writable
   // again if it can be (RocksDB's Resume, then a synced probe write). OK once

@@ -194,9 +194,17 @@ struct Measurement {
 struct KernelImage {
   std::string kernel_hash, config_id, dtype, arch, sha256;
   std::string image;
+  // Kept by the store, never taken from a peer: the workers that sent this
+  // very image, and "worker sha256" of each that sent another one for the
+  // same key (at most kMaxKernelWitnesses each).
+  std::vector<std::string> witnesses, conflicts;
   // "kernel_hash/config_id/dtype/arch": the store's key.
   std::string Key() const { return kernel_hash + "/" + config_id + "/" + dtype + "/" + arch; }
+  // Two workers or more sent this image and none another one: no single
+  // worker's word.
+  bool Corroborated() const { return witnesses.size() >= 2 && conflicts.empty(); }
 };
+inline constexpr size_t kMaxKernelWitnesses = 16;
 // The largest cubin the farm accepts from a peer or a bundle.
 inline constexpr size_t kMaxKernelImageBytes = size_t(16) << 20;
 // Bytes per element of a dtype ("f16" 2, "f32" 4, ...); 0 when unknown.
@@ -204,8 +212,17 @@ int DTypeSize(const std::string& dtype);
 // SHA-256 of `bytes` as 64 lower-case hex digits.
 std::string Sha256Hex(std::string_view bytes);
 // Checks a KernelImage's values: key fields are short printable names, the
-// image is a non-empty ELF of at most kMaxKernelImageBytes whose SHA-256 is
-// `sha256`. The error names the field.
+// image is a cubin (CheckCubin) of at most kMaxKernelImageBytes for `arch`
+// whose SHA-256 is `sha256`, witnesses and conflicts are at most
+// kMaxKernelWitnesses short printable names each. The error names the field.
 Status CheckKernelImage(const KernelImage& k);
+// OK when `image` is a CUDA cubin for `arch` ("sm_90", "sm_90a"): a 64-bit
+// little-endian ELF executable for the CUDA machine (EM_CUDA) whose flags
+// name that SM, with its section table inside the file. An x86 program, a
+// zero-filled ELF or a cubin of another SM is refused, the error says why.
+Status CheckCubin(std::string_view image, const std::string& arch);
+// OK when `image` (a checked cubin) defines each of `entries` as a global
+// function symbol: the op's kernel must be there to be launched.
+Status CheckCubinEntries(std::string_view image, const std::vector<std::string>& entries);
 
 }  // namespace tune

@@ -1,5 +1,7 @@
 #include "tune/known_gpus.h"
 
+#include <algorithm>
+
 namespace tune {
 namespace {
 
@@ -40,6 +42,13 @@ const DeviceInfo* FindKnownGpu(std::string_view model) {
   for (const DeviceInfo& d : KnownGpus())
     if (d.model == model) return &d;
   return nullptr;
+}
+
+double PhysicalFloorUs(double flops, double bytes, const DeviceInfo& d) {
+  if (d.num_sms <= 0 || d.sm_clock_mhz <= 0) return 0;
+  const double sm_cycles_per_us = double(d.num_sms) * d.sm_clock_mhz;  // MHz = cycles per us
+  constexpr double kFlopsPerSmCycle = 32768, kBytesPerSmCycle = 1024;
+  return std::max({0.0, flops / (sm_cycles_per_us * kFlopsPerSmCycle), bytes / (sm_cycles_per_us * kBytesPerSmCycle)});
 }
 
 }  // namespace tune

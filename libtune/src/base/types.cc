@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 #include <charconv>
 
 namespace tune {
@@ -110,8 +111,90 @@ Status CheckKernelImage(const KernelImage& k) {
   if (k.image.size() > kMaxKernelImageBytes)
     return Status::InvalidArgument(what + std::to_string(k.image.size()) + " bytes, over the limit of " +
                                    std::to_string(kMaxKernelImageBytes));
-  if (k.image.compare(0, 4, "\x7f" "ELF") != 0) return Status::InvalidArgument(what + "not an ELF cubin");
   if (Sha256Hex(k.image) != k.sha256) return Status::Corruption(what + "sha256 does not match the image");
+  if (Status st = CheckCubin(k.image, k.arch); !st.ok()) return st.WithPrefix(what);
+  for (const auto* list : {&k.witnesses, &k.conflicts}) {
+    if (list->size() > kMaxKernelWitnesses) return Status::InvalidArgument(what + "too many witnesses");
+    for (const std::string& w : *list)
+      if (w.empty() || w.size() > 256 || !std::all_of(w.begin(), w.end(), [](char c) { return c >= ' ' && c < 127; }))
+        return Status::InvalidArgument(what + "a witness that is no printable name");
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// ELF64 fields, read little-endian at `off` (the caller checked the bounds).
+uint64_t Le(std::string_view b, size_t off, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | uint8_t(b[off + size_t(i)]);
+  return v;
+}
+
+constexpr uint16_t kEmCuda = 190;
+constexpr uint16_t kEtExec = 2;
+
+// The SM number of "sm_90a" (90); 0 when `arch` is no sm_NN[a|f].
+int ArchSm(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return 0;
+  int sm = 0;
+  size_t i = 3;
+  for (; i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])) && i < 6; ++i) sm = sm * 10 + (arch[i] - '0');
+  if (i == 3 || (i < arch.size() && !(i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f')))) return 0;
+  return sm;
+}
+
+}  // namespace
+
+Status CheckCubin(std::string_view b, const std::string& arch) {
+  if (b.size() < 64 || b.compare(0, 4, "\x7f" "ELF") != 0) return Status::InvalidArgument("not an ELF cubin");
+  if (b[4] != 2 || b[5] != 1) return Status::InvalidArgument("not a 64-bit little-endian ELF (no cubin)");
+  if (Le(b, 18, 2) != kEmCuda)
+    return Status::InvalidArgument("an ELF for machine " + std::to_string(Le(b, 18, 2)) + ", not CUDA (" +
+                                   std::to_string(kEmCuda) + ")");
+  if (Le(b, 16, 2) != kEtExec) return Status::InvalidArgument("a CUDA ELF that is no executable cubin");
+  const int sm = ArchSm(arch);
+  if (sm == 0) return Status::InvalidArgument("arch '" + arch + "' is no sm_NN");
+  // The SM sits in the flags' second byte from ELF ABI version 8 (CUDA 13)
+  // on, in the first byte before.
+  const uint64_t flags = Le(b, 48, 4);
+  const int flag_sm = uint8_t(b[8]) >= 8 ? int((flags >> 8) & 0xff) : int(flags & 0xff);
+  if (flag_sm != sm)
+    return Status::InvalidArgument("a cubin for sm_" + std::to_string(flag_sm) + ", not " + arch);
+  const uint64_t shoff = Le(b, 40, 8), shentsize = Le(b, 58, 2), shnum = Le(b, 60, 2);
+  if (shnum == 0 || shentsize != 64 || shoff > b.size() || shnum * 64 > b.size() - shoff)
+    return Status::InvalidArgument("a cubin whose section table lies outside it");
+  return Status::OK();
+}
+
+Status CheckCubinEntries(std::string_view b, const std::vector<std::string>& entries) {
+  std::set<std::string, std::less<>> functions;
+  if (b.size() < 64) return Status::InvalidArgument("not an ELF cubin");
+  const uint64_t shoff = Le(b, 40, 8), shnum = Le(b, 60, 2);
+  if (Le(b, 58, 2) != 64 || shoff > b.size() || shnum * 64 > b.size() - shoff)
+    return Status::InvalidArgument("a cubin whose section table lies outside it");
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const size_t sh = size_t(shoff + i * 64);
+    if (Le(b, sh + 4, 4) != 2) continue;  // SHT_SYMTAB
+    const uint64_t off = Le(b, sh + 24, 8), size = Le(b, sh + 32, 8), link = Le(b, sh + 40, 4);
+    if (off > b.size() || size > b.size() - off || link >= shnum) continue;
+    const size_t str_sh = size_t(shoff + link * 64);
+    const uint64_t str_off = Le(b, str_sh + 24, 8), str_size = Le(b, str_sh + 32, 8);
+    if (str_off > b.size() || str_size > b.size() - str_off) continue;
+    const std::string_view strtab = b.substr(size_t(str_off), size_t(str_size));
+    for (uint64_t sym = 0; sym + 24 <= size; sym += 24) {
+      const size_t at = size_t(off + sym);
+      const uint8_t info = uint8_t(b[at + 4]);
+      if ((info & 0xf) != 2 || (info >> 4) != 1) continue;  // STT_FUNC, STB_GLOBAL
+      const uint64_t name = Le(b, at, 4);
+      if (name >= strtab.size()) continue;
+      const size_t end = strtab.find('\0', size_t(name));
+      if (end == std::string_view::npos) continue;
+      functions.emplace(strtab.substr(size_t(name), end - size_t(name)));
+    }
+  }
+  for (const std::string& e : entries)
+    if (!functions.count(e)) return Status::InvalidArgument("a cubin without the kernel '" + e + "'");
   return Status::OK();
 }
 

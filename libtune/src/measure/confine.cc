@@ -122,6 +122,10 @@ Status FsRuleset::AllowRead(const std::string& path) {
 
 Status FsRuleset::AllowReadWrite(const std::string& path) { return Add(path, handled_); }
 
+Status FsRuleset::AllowWriteFiles(const std::string& path) {
+  return Add(path, kReadFile | kReadDir | kExecute | kWriteFile | kTruncate);
+}
+
 Status FsRuleset::AllowExcept(const std::string& root, const std::vector<std::string>& denied, bool write) {
   const std::string top = RealPath(root);
   if (top.empty()) return Status::OK();

@@ -43,6 +43,8 @@ class FsRuleset {
   Status AllowRead(const std::string& path);
   // Read and write (create, remove, rename) everything beneath `path`.
   Status AllowReadWrite(const std::string& path);
+  // Read and write the existing files beneath `path`, create nothing.
+  Status AllowWriteFiles(const std::string& path);
   // Read (and, with `write`, write) access to everything beneath `root`
   // except the `denied` paths (files or folders) and what lies beneath
   // them. Landlock only grants, so this grants every sibling along the way

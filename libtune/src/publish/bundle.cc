@@ -17,6 +17,7 @@
 
 #include "schema/bundle.capnp.h"
 #include "publish/bundle_checks.h"
+#include "tune/limits.h"
 #include "tune/text.h"
 #include "schema/records.capnp.h"
 
@@ -212,6 +213,32 @@ Status CheckVersion(uint32_t v) {
                          " is newer than this libtune reads (" +
                          std::to_string(kBundleFormatVersion) + ")");
   }
+  return Status::OK();
+}
+
+Status CheckBundleBounds(const Bundle& b) {
+  auto config = [](const std::string& what, const Config& c) -> Status {
+    if (c.params.size() <= kMaxOpParams) return Status::OK();
+    return Status::Error(what + ": a config of " + std::to_string(c.params.size()) + " params, more than the limit of " +
+                         std::to_string(kMaxOpParams) + " params per config");
+  };
+  // A plan's or rules' variables: the op's params, its dims, then dsize.
+  constexpr size_t kMaxVars = kMaxOpParams + kMaxOpDims + 1;
+  auto vars = [&](const std::string& what, size_t n) -> Status {
+    if (n <= kMaxVars) return Status::OK();
+    return Status::Error(what + ": " + std::to_string(n) + " variables, more than the limit of " +
+                         std::to_string(kMaxVars) + " (params, dims and dsize)");
+  };
+  for (const auto& [op, c] : b.defaults) TUNE_RETURN_IF_ERROR(config("default of " + op, c));
+  // Dims per shape: the runtime's own bound (runtime.h kMaxDims) refuses them at load.
+  for (const BundleEntry& e : b.entries)
+    TUNE_RETURN_IF_ERROR(config("entry " + e.op + " " + e.dtype + " " + e.gpu_model, e.config));
+  for (const ModelDefault& d : b.model_defaults)
+    TUNE_RETURN_IF_ERROR(config("model default " + d.op + " " + d.dtype + " " + d.gpu_model, d.config));
+  for (const ArchDefault& d : b.arch_defaults) TUNE_RETURN_IF_ERROR(config("arch default " + d.op + " " + d.arch, d.config));
+  for (const BundleLaunchPlan& plan : b.launch_plans)
+    TUNE_RETURN_IF_ERROR(vars("launch plan " + plan.op + "@" + plan.kernel_hash, plan.vars.size()));
+  for (const auto& [op, r] : b.shape_rules) TUNE_RETURN_IF_ERROR(vars("shape rules of " + op, r.vars.size()));
   return Status::OK();
 }
 
@@ -518,6 +545,7 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       if (!b.shape_rules.emplace(Str(r.getOp()), std::move(rules)).second)
         return Status::Error("bundle is corrupt: two sets of shape rules for " + Str(r.getOp()));
     }
+    if (Status st = CheckBundleBounds(b); !st.ok()) return st.WithPrefix("bundle refused: ");
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle is corrupt: ");
     return b;
   } catch (const BudgetExceeded&) {

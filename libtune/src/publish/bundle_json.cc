@@ -252,6 +252,7 @@ Result<Bundle> BundleFromJson(const std::string& text) {
       for (const Json& p : jr.at("rules")) r.rules.push_back(ProgramFromJson(p));
       b.shape_rules[op] = std::move(r);
     }
+    if (Status st = CheckBundleBounds(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
     return b;
   } catch (const std::exception& e) {

@@ -281,24 +281,53 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
 
   if (!options.kernels) return b;
   std::set<std::string> taken;
-  size_t missing = 0;
-  auto add_kernel = [&](const std::string& hash, const std::string& config_id, const std::string& dtype,
-                        const std::string& arch) -> Status {
+  size_t missing = 0, contradicted = 0, recompiled = 0;
+  std::map<std::string, size_t> unverified;  // why -> cubins
+  auto add_kernel = [&](const std::string& op, const Config& config, const std::string& hash,
+                        const std::string& config_id, const std::string& dtype, const std::string& arch) -> Status {
     if (arch.empty() || !taken.insert(hash + "/" + config_id + "/" + dtype + "/" + arch).second) return Status::OK();
     auto k = store.GetKernel(hash, config_id, dtype, arch);
-    if (k.ok()) {
-      b.kernels.push_back(std::move(k).value());
+    if (!k.ok()) {
+      if (k.status().code() != StatusCode::kNotFound) return k.status();
+      ++missing;
       return Status::OK();
     }
-    if (k.status().code() != StatusCode::kNotFound) return k.status();
-    ++missing;
+    if (!k->conflicts.empty()) {
+      ++contradicted;
+      return Status::OK();
+    }
+    if (!k->Corroborated()) {
+      auto spec = ops.find(op);
+      if (!options.recompile || spec == ops.end()) {
+        ++unverified["measured by one worker and not recompiled here"];
+        return Status::OK();
+      }
+      auto same = options.recompile(spec->second, dtype, config, arch, hash);
+      if (!same.ok()) {
+        ++unverified[same.status().message()];
+        return Status::OK();
+      }
+      if (*same != k->image) {
+        ++unverified["what this host compiles differs from the worker's image"];
+        return Status::OK();
+      }
+      ++recompiled;
+    }
+    b.kernels.push_back(std::move(k).value());
     return Status::OK();
   };
-  for (const BundleEntry& e : b.entries) TUNE_RETURN_IF_ERROR(add_kernel(e.kernel_hash, e.config_id, e.dtype, e.arch));
+  for (const BundleEntry& e : b.entries)
+    TUNE_RETURN_IF_ERROR(add_kernel(e.op, e.config, e.kernel_hash, e.config_id, e.dtype, e.arch));
   for (const ModelDefault& d : b.model_defaults)
-    TUNE_RETURN_IF_ERROR(add_kernel(d.kernel_hash, d.config_id, d.dtype, d.arch));
+    TUNE_RETURN_IF_ERROR(add_kernel(d.op, d.config, d.kernel_hash, d.config_id, d.dtype, d.arch));
   if (missing > 0)
     note(std::to_string(missing) + " measured configs have no cubin in the store (measured before cubins were kept)");
+  if (contradicted > 0)
+    note(std::to_string(contradicted) + " cubins ship config-only: two workers sent different images of them "
+                                        "(tunefarm_kernel_image_conflicts_total)");
+  for (const auto& [why, n] : unverified)
+    note(std::to_string(n) + " cubins ship config-only: " + why);
+  if (recompiled > 0) note(std::to_string(recompiled) + " cubins recompiled here and found byte-identical");
   return b;
 }
 

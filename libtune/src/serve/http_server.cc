@@ -104,7 +104,7 @@ AddressKey KeyOf(const net::ip::address& a) {
 
 struct AtomicCounters {
   std::atomic<uint64_t> accepted{0}, refused{0}, evicted{0}, header_timeouts{0},
-      body_timeouts{0}, write_timeouts{0}, idle_timeouts{0}, open{0};
+      body_timeouts{0}, write_timeouts{0}, idle_timeouts{0}, write_stalls{0}, pipeline_refusals{0}, open{0};
 };
 
 class Session;
@@ -125,9 +125,9 @@ struct ServerState {
   // Gives `socket` a slot (taking one per the rule in http_server.h) and
   // starts serving it, or closes it.
   void Admit(tcp::socket socket);
-  // The connection to give up its slot: the one waiting longest for a
-  // complete request, among those from `address` when given. Null if every
-  // candidate is writing a response.
+  // The connection to give up its slot: the one whose client has owed its
+  // part longest (Session::waiting_since), among those from `address` when
+  // given. Null when there is none.
   Session* LongestWaiting(const AddressKey* address) const;
   void Register(Session* s, const AddressKey& address);
   void Unregister(Session* s, const AddressKey& address);
@@ -177,21 +177,22 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start() { StartRequest(); }
 
   const AddressKey& address() const { return address_; }
-  // Whether the slot rule may take this connection's slot: not while its
-  // response is being written, since that client did its part.
-  bool evictable() const { return phase_ != Phase::kWrite; }
-  // The rule's order, oldest first. A connection draining after an error
-  // answer has had its answer and sorts before every waiting one.
+  // The rule's order, oldest first: since when the client has owed the
+  // server a request, or a read of the response being written. A
+  // connection draining after an error answer has had its answer and sorts
+  // before every waiting one.
   Clock::time_point waiting_since() const {
     return phase_ == Phase::kDrain ? Clock::time_point::min() : waiting_since_;
   }
   void Evict() {
     ++server_->counters.evicted;
-    Close();
+    Close(/*reset=*/phase_ == Phase::kWrite);
   }
 
  private:
   enum class Phase { kRequest, kBody, kWrite, kDrain };
+  // Which limit the armed expiry is (ArmTimer).
+  enum class Expiry { kPhase, kIdle, kStall };
   static constexpr size_t kReadChunk = 4096;
 
   const HttpServerOptions& opts() const { return server_->opts; }
@@ -199,6 +200,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // A new request starts: from the accept, or from the end of the previous
   // response; the header deadline counts from here.
   void StartRequest() {
+    pipelined_ = next_early_ ? pipelined_ + 1 : 0;
+    next_early_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(opts().max_header_bytes));
     parser_->body_limit(opts().max_body_bytes);
@@ -252,18 +255,31 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Each read or write waits until the phase's deadline or for
-  // idle_timeout_seconds, whichever comes first. The stream closes the
-  // socket when that time passes.
+  // idle_timeout_seconds (a write: write_stall_seconds), whichever comes
+  // first. The stream closes the socket when that time passes.
   void ArmTimer() {
-    const Clock::time_point idle = Clock::now() + Seconds(opts().idle_timeout_seconds);
-    idle_bound_ = idle < phase_deadline_;
-    stream_.expires_at(idle_bound_ ? idle : phase_deadline_);
+    const Clock::time_point now = Clock::now();
+    Clock::time_point at = phase_deadline_;
+    expiry_ = Expiry::kPhase;
+    if (const Clock::time_point idle = now + Seconds(opts().idle_timeout_seconds); idle < at) {
+      at = idle;
+      expiry_ = Expiry::kIdle;
+    }
+    if (phase_ == Phase::kWrite && opts().write_stall_seconds > 0) {
+      if (const Clock::time_point stall = now + Seconds(opts().write_stall_seconds); stall < at) {
+        at = stall;
+        expiry_ = Expiry::kStall;
+      }
+    }
+    stream_.expires_at(at);
   }
 
   void TimedOut() {
     AtomicCounters& c = server_->counters;
-    if (idle_bound_) {
+    if (expiry_ == Expiry::kIdle) {
       ++c.idle_timeouts;
+    } else if (expiry_ == Expiry::kStall) {
+      ++c.write_stalls;
     } else if (phase_ == Phase::kRequest) {
       ++c.header_timeouts;
     } else if (phase_ == Phase::kBody) {
@@ -271,10 +287,21 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (phase_ == Phase::kWrite) {
       ++c.write_timeouts;
     }
-    Close();
+    Close(/*reset=*/phase_ == Phase::kWrite);
   }
 
   void Handle(const http::request<http::string_body>& req) {
+    // Pipelined: the next request has begun to arrive before any byte of
+    // this one's answer was sent, so its client cannot have read the
+    // answer first. (Asked now, not once the answer is written: a client
+    // on loopback reads it and asks again before the write's handler runs.)
+    beast::error_code ec;
+    next_early_ = buffer_.size() > 0 || stream_.socket().available(ec) > 0;
+    if (opts().max_pipelined_requests > 0 && pipelined_ > opts().max_pipelined_requests) {
+      ++server_->counters.pipeline_refusals;
+      return SendError(http::status::too_many_requests,
+                       "too many pipelined requests: read the answers before sending more\n");
+    }
     const bool head = req.method() == http::verb::head;
     Reply reply;
     if (req.method() != http::verb::get && !head) {
@@ -325,8 +352,10 @@ class Session : public std::enable_shared_from_this<Session> {
     WriteSome();
   }
 
-  // One write at a time, so that the idle limit applies to each.
+  // One write at a time, so that the idle and stall limits apply to each.
+  // The client owes a read from here until the write makes progress.
   void WriteSome() {
+    waiting_since_ = Clock::now();
     ArmTimer();
     http::async_write_some(stream_, *serializer_,
                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -370,11 +399,17 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Gives the slot back at once, not when the last handler lets go of the
   // session, so that an evicted or timed-out connection frees its slot
-  // (and its descriptor) before the next accept.
-  void Close() {
+  // (and its descriptor) before the next accept. `reset`: for a client that
+  // stopped reading, whose unsent response a plain close would leave the
+  // kernel retrying against a closed window for minutes.
+  void Close(bool reset = false) {
     Release();
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    if (reset) {
+      stream_.socket().set_option(net::socket_base::linger(true, 0), ignored);
+    } else {
+      stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    }
     stream_.socket().close(ignored);
   }
 
@@ -395,7 +430,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Phase phase_ = Phase::kRequest;
   Clock::time_point waiting_since_;
   Clock::time_point phase_deadline_;
-  bool idle_bound_ = false;  // the armed expiry is the idle limit, not the deadline
+  Expiry expiry_ = Expiry::kPhase;
+  bool next_early_ = false;  // the next request began before this answer (Handle)
+  size_t pipelined_ = 0;   // requests in a row that came before the previous answer was written
   bool after_error_ = false;
   std::array<char, 4096> discard_{};
   size_t drained_ = 0;
@@ -421,7 +458,7 @@ void ServerState::Unregister(Session* s, const AddressKey& address) {
 Session* ServerState::LongestWaiting(const AddressKey* address) const {
   Session* oldest = nullptr;
   for (Session* s : sessions) {
-    if (!s->evictable() || (address && s->address() != *address)) continue;
+    if (address && s->address() != *address) continue;
     if (!oldest || s->waiting_since() < oldest->waiting_since()) oldest = s;
   }
   return oldest;
@@ -570,6 +607,8 @@ HttpServerCounters HttpServer::counters() const {
   out.body_timeouts = c.body_timeouts;
   out.write_timeouts = c.write_timeouts;
   out.idle_timeouts = c.idle_timeouts;
+  out.write_stalls = c.write_stalls;
+  out.pipeline_refusals = c.pipeline_refusals;
   out.open = c.open;
   return out;
 }

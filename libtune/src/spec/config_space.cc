@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 #include "tune/expr.h"
 
@@ -223,6 +224,11 @@ struct LaunchPlanner::Impl {
   ExprScope scope;
   std::vector<std::string> axis_names, dim_names;
   std::vector<double*> axis_slots, dim_slots;
+  // Name -> index in axis_names / dim_names: a config binds in time linear
+  // in its size, whatever its size (a row or a bundle entry is not bounded
+  // by the spec's parser).
+  std::unordered_map<std::string, size_t> axis_index, dim_index;
+  std::vector<uint8_t> bound;  // scratch of Plan: which names a config gave
   struct Field {
     std::string name;  // "[launch] grid[0]"
     Expr expr;
@@ -266,6 +272,8 @@ Result<LaunchPlanner> LaunchPlanner::Create(const OpSpec& spec, const std::strin
   }
   for (const std::string& a : p.axis_names) p.axis_slots.push_back(p.scope.Slot(a));
   for (const std::string& d : p.dim_names) p.dim_slots.push_back(p.scope.Slot(d));
+  for (size_t i = 0; i < p.axis_names.size(); ++i) p.axis_index.emplace(p.axis_names[i], i);
+  for (size_t i = 0; i < p.dim_names.size(); ++i) p.dim_index.emplace(p.dim_names[i], i);
 
   if (spec.grid.size() != 3 || spec.block.size() != 3 || spec.check.grid.size() != 3 ||
       spec.check.block.size() != 3)
@@ -297,22 +305,24 @@ Result<LaunchPlanner> LaunchPlanner::Create(const OpSpec& spec, const std::strin
 
 Result<LaunchPlan> LaunchPlanner::Plan(const Config& config, const Shape& shape) {
   Impl& p = *impl_;
+  // The first value given for a name counts.
   auto bind = [&](const NamedValues& given, const std::vector<std::string>& names,
-                  const std::vector<double*>& slots, const char* what) -> Status {
+                  const std::unordered_map<std::string, size_t>& index, const std::vector<double*>& slots,
+                  const char* what) -> Status {
+    p.bound.assign(names.size(), 0);
     for (const auto& [name, value] : given) {
-      (void)value;
-      if (std::find(names.begin(), names.end(), name) == names.end())
-        return Status::Error(p.file + ": " + what + " '" + name + "' is not in the spec");
+      auto it = index.find(name);
+      if (it == index.end()) return Status::Error(p.file + ": " + what + " '" + name + "' is not in the spec");
+      if (p.bound[it->second]) continue;
+      p.bound[it->second] = 1;
+      *slots[it->second] = static_cast<double>(value);
     }
-    for (size_t i = 0; i < names.size(); ++i) {
-      auto it = std::find_if(given.begin(), given.end(), [&](const auto& kv) { return kv.first == names[i]; });
-      if (it == given.end()) return Status::Error(p.file + ": no value for " + what + " '" + names[i] + "'");
-      *slots[i] = static_cast<double>(it->second);
-    }
+    for (size_t i = 0; i < names.size(); ++i)
+      if (!p.bound[i]) return Status::Error(p.file + ": no value for " + what + " '" + names[i] + "'");
     return Status::OK();
   };
-  TUNE_RETURN_IF_ERROR(bind(config.params, p.axis_names, p.axis_slots, "param"));
-  TUNE_RETURN_IF_ERROR(bind(shape.dims, p.dim_names, p.dim_slots, "dim"));
+  TUNE_RETURN_IF_ERROR(bind(config.params, p.axis_names, p.axis_index, p.axis_slots, "param"));
+  TUNE_RETURN_IF_ERROR(bind(shape.dims, p.dim_names, p.dim_index, p.dim_slots, "dim"));
 
   auto fail = [&](const Impl::Field& f, double v, const char* want) {
     return Status::Error(p.file + ": " + f.name + ": '" + f.expr.text() + "' gives " + std::to_string(v) +

@@ -20,8 +20,10 @@
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
+#include <unordered_set>
 
 #include "tune/expr.h"
+#include "tune/limits.h"
 #include "tune/text.h"
 
 namespace tune {
@@ -114,6 +116,7 @@ class SpecParser {
   Result<OpSpec> Parse() {
     auto it = package_.find(kSpecFile);
     if (it == package_.end()) return Status::Error(file_ + ": missing from the op package");
+    TUNE_RETURN_IF_ERROR(CheckPackageSize());
     auto doc = ParseToml(it->second, file_);
     if (!doc.ok()) return doc.status();
     root_ = &doc.value();
@@ -140,6 +143,20 @@ class SpecParser {
   OpSpec& spec() { return spec_; }
 
  private:
+  // Before anything reads the package: what the coordinator receives was
+  // never bounded by `submit`'s reading of a folder.
+  Status CheckPackageSize() const {
+    if (package_.size() > kMaxPackageFiles)
+      return Status::Error(file_ + ": the op package has " + std::to_string(package_.size()) +
+                           " files, more than the limit of " + std::to_string(kMaxPackageFiles) + " files per package");
+    size_t bytes = 0;
+    for (const auto& [name, contents] : package_) bytes += name.size() + contents.size();
+    if (bytes > kMaxPackageBytes)
+      return Status::Error(file_ + ": the op package holds " + std::to_string(bytes) +
+                           " bytes, more than the limit of " + std::to_string(kMaxPackageBytes) + " bytes per package");
+    return Status::OK();
+  }
+
   // op_confine.h: names, options and includes that keep NVRTC inside the
   // package and the toolkit.
   Status CheckConfined() const {
@@ -250,11 +267,11 @@ class SpecParser {
     const toml::array* a = n->as_array();
     const char* want = allow_empty ? "expected an array of strings" : "expected a non-empty array of strings";
     if (!a || (!allow_empty && a->empty())) return Err(field, want);
+    std::unordered_set<std::string> seen(out->begin(), out->end());
     for (const toml::node& item : *a) {
       if (!item.is_string() || item.as_string()->get().empty()) return Err(field, want);
       const std::string s = item.as_string()->get();
-      if (unique && std::find(out->begin(), out->end(), s) != out->end())
-        return Err(field, "'" + s + "' appears twice");
+      if (unique && !seen.insert(s).second) return Err(field, "'" + s + "' appears twice");
       out->push_back(s);
     }
     return Status::OK();
@@ -304,6 +321,9 @@ class SpecParser {
       if (!IsIdentifier(spec_.kernel)) return Err("[op] kernel", "'" + spec_.kernel + "' is not a C identifier");
     }
     TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "dims", true, true, &spec_.dims));
+    if (spec_.dims.size() > kMaxOpDims)
+      return Err("[op] dims", std::to_string(spec_.dims.size()) + " dims, more than the limit of " +
+                                  std::to_string(kMaxOpDims) + " dims per op");
     for (const std::string& d : spec_.dims) TUNE_RETURN_IF_ERROR(CheckVarName("[op] dims", d));
     TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "dtypes", true, false, &spec_.dtypes));
     for (const std::string& d : spec_.dtypes)
@@ -377,6 +397,9 @@ class SpecParser {
     const toml::table* params = Table("params", false, &st);
     if (!st.ok()) return st;
     if (!params) return Status::OK();
+    if (params->size() > kMaxOpParams)
+      return Err("[params]", std::to_string(params->size()) + " params, more than the limit of " +
+                                 std::to_string(kMaxOpParams) + " params per op");
     // toml++ keeps keys sorted; the spec's axis order is the order written.
     std::vector<std::pair<toml::source_position, std::string>> order;
     for (auto&& [k, v] : *params) {
@@ -393,15 +416,19 @@ class SpecParser {
       std::string want = "expected a non-empty array of integers";
       if (name == "constraints") want += " (constraints belong in [constraints] rules)";
       if (!a || a->empty()) return Err(field, want);
+      if (a->size() > kMaxAxisValues)
+        return Err(field, std::to_string(a->size()) + " values, more than the limit of " +
+                              std::to_string(kMaxAxisValues) + " values per axis");
       TUNE_RETURN_IF_ERROR(CheckVarName(field, name));
       if (std::find(spec_.dims.begin(), spec_.dims.end(), name) != spec_.dims.end())
         return Err(field, "'" + name + "' is also a dim");
       Axis axis{name, {}};
+      axis.values.reserve(a->size());
+      std::unordered_set<int64_t> seen;
       for (const toml::node& item : *a) {
         if (!item.is_integer()) return Err(field, want);
         const int64_t v = item.as_integer()->get();
-        if (std::find(axis.values.begin(), axis.values.end(), v) != axis.values.end())
-          return Err(field, "value " + std::to_string(v) + " appears twice");
+        if (!seen.insert(v).second) return Err(field, "value " + std::to_string(v) + " appears twice");
         axis.values.push_back(v);
       }
       spec_.axes.push_back(std::move(axis));
@@ -564,6 +591,7 @@ class SpecParser {
     const toml::array* a = n->as_array();
     if (!a || a->empty() || !a->is_array_of_tables())
       return Status::Error(file_ + ": [[args]]: expected one [[args]] table per kernel parameter");
+    std::unordered_set<std::string> arg_names;
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& t = *a->get(i)->as_table();
       ArgSpec arg;
@@ -571,8 +599,7 @@ class SpecParser {
       TUNE_RETURN_IF_ERROR(String(t, at, "name", true, &arg.name));
       const std::string where = "[[args]] " + arg.name;
       TUNE_RETURN_IF_ERROR(CheckVarName(where + " name", arg.name));
-      for (const ArgSpec& other : spec_.args)
-        if (other.name == arg.name) return Err(where + " name", "'" + arg.name + "' appears twice");
+      if (!arg_names.insert(arg.name).second) return Err(where + " name", "'" + arg.name + "' appears twice");
       if (t.get("scalar")) {
         arg.kind = ArgSpec::Kind::kScalar;
         for (const char* k : {"dir", "dtype", "shape", "init"})
@@ -804,19 +831,20 @@ class SpecParser {
 // (a whole library belongs in an include root).
 Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const toml::array* files,
                       const std::string& what, OpPackage* package) {
-  constexpr size_t kMaxFiles = 1000;
-  constexpr size_t kMaxBytes = size_t(32) << 20;
   if (!files) return Status::OK();  // missing or odd: ParseOpSpec says so
   const std::string field = spec_file + ": " + what + ": ";
   size_t bytes = 0;
   for (const auto& [name, text] : *package) bytes += text.size();
   auto add = [&](const fs::path& path, const std::string& rel) -> Status {
     if (package->count(rel)) return Status::OK();
-    if (package->size() >= kMaxFiles) return Status::Error(field + "more than " + std::to_string(kMaxFiles) + " files");
+    if (package->size() >= kMaxPackageFiles)
+      return Status::Error(field + "more than the limit of " + std::to_string(kMaxPackageFiles) + " files per package");
     std::string contents, error;
     if (!ReadFile(path, &contents, &error)) return Status::Error(field + "cannot read '" + path.string() + "': " + error);
     bytes += contents.size();
-    if (bytes > kMaxBytes) return Status::Error(field + "the files hold more than 32 MiB");
+    if (bytes > kMaxPackageBytes)
+      return Status::Error(field + "the files hold more than the limit of " + std::to_string(kMaxPackageBytes) +
+                           " bytes per package");
     (*package)[rel] = std::move(contents);
     return Status::OK();
   };

@@ -5,8 +5,11 @@
 #include "tune/result_store.h"
 #include "tune/records.h"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
@@ -17,8 +20,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cerrno>
+#include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <cstdlib>
@@ -26,8 +33,10 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <functional>
 #include <unordered_map>
 
+#include "tune/log.h"
 #include "tune/protocol.h"
 
 namespace tune {
@@ -195,6 +204,127 @@ rocksdb::ColumnFamilyOptions StoreColumnFamilyOptions(const rocksdb::Options& op
   return cf_options;
 }
 
+// What RocksDB said about the WAL records it could not replay. RocksDB's
+// Status for a corrupt WAL names no file ("checksum mismatch"); its info log
+// does ("<path>/000012.log: dropping 20566 bytes; Corruption: ..."), so the
+// store reads that line on its way to the LOG file.
+struct WalDrops {
+  std::mutex mu;
+  std::string first_file;    // base name of the first WAL file with a drop
+  std::string first_reason;  // RocksDB's reason for it
+  uint64_t bytes = 0;
+  size_t count = 0;
+};
+
+class WalDropLogger : public rocksdb::Logger {
+ public:
+  WalDropLogger(std::shared_ptr<rocksdb::Logger> inner, std::shared_ptr<WalDrops> drops)
+      : rocksdb::Logger(inner->GetInfoLogLevel()), inner_(std::move(inner)), drops_(std::move(drops)) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    va_list copy;
+    va_copy(copy, ap);
+    char line[2048];
+    const int n = std::vsnprintf(line, sizeof line, format, copy);
+    va_end(copy);
+    if (n > 0) Note(std::string_view(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1)));
+    inner_->Logv(level, format, ap);
+  }
+  void LogHeader(const char* format, va_list ap) override { inner_->LogHeader(format, ap); }
+  size_t GetLogFileSize() const override { return inner_->GetLogFileSize(); }
+  void Flush() override { inner_->Flush(); }
+  rocksdb::InfoLogLevel GetInfoLogLevel() const override { return inner_->GetInfoLogLevel(); }
+  void SetInfoLogLevel(const rocksdb::InfoLogLevel level) override { inner_->SetInfoLogLevel(level); }
+
+ protected:
+  rocksdb::Status CloseImpl() override { return inner_->Close(); }
+
+ private:
+  void Note(std::string_view line) {
+    static constexpr std::string_view kDropping = ": dropping ";
+    const size_t at = line.find(kDropping);
+    if (at == std::string_view::npos) return;
+    const size_t space = line.rfind(' ', at);
+    const std::string file(line.substr(space == std::string_view::npos ? 0 : space + 1,
+                                       at - (space == std::string_view::npos ? 0 : space + 1)));
+    if (file.size() < 4 || file.compare(file.size() - 4, 4, ".log") != 0) return;
+    const std::string rest(line.substr(at + kDropping.size()));
+    const uint64_t bytes = std::strtoull(rest.c_str(), nullptr, 10);
+    const size_t semi = rest.find("; ");
+    std::lock_guard<std::mutex> lock(drops_->mu);
+    if (drops_->count++ == 0) {
+      drops_->first_file = std::filesystem::path(file).filename().string();
+      drops_->first_reason = semi == std::string::npos ? std::string() : rest.substr(semi + 2);
+    }
+    drops_->bytes += bytes;
+  }
+  std::shared_ptr<rocksdb::Logger> inner_;
+  std::shared_ptr<WalDrops> drops_;
+};
+
+// Gives `options` an info log that records WAL drops in `drops`. Without
+// it (the LOG file cannot be made) RocksDB makes its own and a corrupt WAL
+// is still refused, only without its file name.
+void WatchWalDrops(const std::string& path, rocksdb::Options* options, const std::shared_ptr<WalDrops>& drops) {
+  std::shared_ptr<rocksdb::Logger> inner;
+  if (!rocksdb::CreateLoggerFromOptions(path, rocksdb::DBOptions(*options), &inner).ok() || !inner) return;
+  options->info_log = std::make_shared<WalDropLogger>(std::move(inner), drops);
+}
+
+// The durable-sequence marker (kStoreDurableMarker): one line,
+// "durable_sequence <decimal>".
+constexpr char kMarkerField[] = "durable_sequence ";
+
+std::string MarkerPath(const std::string& store) { return store + "/" + kStoreDurableMarker; }
+
+// nullopt when the store has no marker (a new store, or one written before
+// markers existed: nothing to hold it to).
+Result<std::optional<uint64_t>> ReadMarker(const std::string& store) {
+  const std::string path = MarkerPath(store);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<uint64_t>();
+    return Status::IOError("result store " + store + ": cannot read " + path + ": " + std::strerror(errno));
+  }
+  char buf[64];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  const std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  const std::string field = kMarkerField;
+  const bool shaped = text.size() > field.size() + 1 && text.size() < sizeof buf && text.back() == '\n' &&
+                      text.compare(0, field.size(), field) == 0 &&
+                      std::all_of(text.begin() + static_cast<long>(field.size()), text.end() - 1,
+                                  [](char c) { return c >= '0' && c <= '9'; }) &&
+                      text.size() - field.size() - 1 <= 19;
+  if (!shaped) {
+    return Status::Corruption("result store " + store + ": " + path +
+                              " is not a durable-sequence marker (expected 'durable_sequence <number>'): "
+                              "restore the store from a backup, or start the coordinator with --store-recover "
+                              "to accept the store as it is");
+  }
+  return std::optional<uint64_t>(std::strtoull(text.c_str() + field.size(), nullptr, 10));
+}
+
+// Replaces the marker atomically (a reader sees the old or the new one).
+// The file is synced before the rename so that a host crash cannot leave an
+// empty marker; a rename lost to that crash leaves the older, lower one,
+// which only checks less.
+Status WriteMarker(const std::string& store, uint64_t sequence) {
+  const std::string path = MarkerPath(store), tmp = path + ".tmp";
+  const std::string text = kMarkerField + std::to_string(sequence) + "\n";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError("cannot write " + tmp + ": " + std::strerror(errno));
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(ok ? errno : err);
+    ::unlink(tmp.c_str());
+    return Status::IOError("cannot write " + path + ": " + why);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 struct ResultStore::Impl {
@@ -216,12 +346,57 @@ struct ResultStore::Impl {
   BestRanks best_ranks;
   bool read_only = false;
   std::atomic<uint64_t> min_free_bytes{kDefaultStoreReserveBytes};
+  std::string recovery_report;  // StoreOpenOptions::recover: what it dropped
+  // The marker: written by MarkDurable, serialised by mark_mu; never lowered.
+  std::mutex mark_mu;
+  uint64_t marked_sequence = 0;
+  bool marker_written = false;  // by this handle: a recovery may lower the file's
+  std::atomic<int64_t> last_mark_ns{0};
 
-  ~Impl() {
+  ~Impl() { CloseDb(); }
+
+  void CloseDb() {
     if (db == nullptr) return;
     for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    handles.clear();
     db->Close();
     delete db;
+    db = nullptr;
+  }
+
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Records in the marker a sequence number the WAL holds on disk. The
+  // number is read before the sync: every write up to it is in the WAL file
+  // already (RocksDB publishes a sequence number after its log write), so
+  // the sync makes it durable, and the marker never claims a write that a
+  // host crash could take back. A store whose database ends below its
+  // marker has lost writes that were durable: Open refuses it.
+  Status MarkDurable() {
+    if (read_only || db == nullptr) return Status::OK();
+    std::lock_guard<std::mutex> lock(mark_mu);
+    const uint64_t sequence = db->GetLatestSequenceNumber();
+    rocksdb::Status s = db->SyncWAL();
+    if (!s.ok()) return Error("cannot sync the write-ahead log", s);
+    last_mark_ns = NowNs();
+    if (marker_written && sequence <= marked_sequence) return Status::OK();
+    Status st = WriteMarker(path, sequence);
+    if (!st.ok()) return st.WithPrefix("result store " + path + ": ");
+    marked_sequence = sequence;
+    marker_written = true;
+    return Status::OK();
+  }
+  // After an unsynced write: the marker follows within about a second of
+  // writes (one WAL sync a second at most), so that a WAL lost after an
+  // unclean stop is refused whenever it held more than the last second of
+  // writes. A failure here is not the write's: the marker only lags.
+  void MaybeMarkDurable() {
+    if (NowNs() - last_mark_ns.load() < 1'000'000'000) return;
+    (void)MarkDurable();
   }
 
   Status Error(const std::string& what) const {
@@ -247,6 +422,25 @@ struct ResultStore::Impl {
       if (names[i] == kMetaCf) meta = h;
       if (names[i] == kKernelsCf) kernels = h;
     }
+  }
+  // The one line for a WAL that RocksDB refused to replay; OK when `drops`
+  // saw no WAL record dropped (the failure was something else).
+  Status WalCorruption(WalDrops& drops) const {
+    std::lock_guard<std::mutex> lock(drops.mu);
+    if (drops.count == 0) return Status::OK();
+    return Status::Corruption("result store " + path + ": write-ahead log " + drops.first_file + " is corrupt (" +
+                              (drops.first_reason.empty() ? "unreadable record" : drops.first_reason) +
+                              "): restore the store from a backup, or start the coordinator with "
+                              "--store-recover to skip the corrupt records");
+  }
+  // Refuses a database that ends below the marker read before it was opened.
+  Status CheckMarker(const std::optional<uint64_t>& marker) const {
+    const uint64_t latest = db->GetLatestSequenceNumber();
+    if (!marker || latest >= *marker) return Status::OK();
+    return Status::Corruption("result store " + path + ": the database ends at sequence " + std::to_string(latest) +
+                              " but " + MarkerPath(path) + " records " + std::to_string(*marker) +
+                              " as durable (its write-ahead log was deleted or cut short): restore the store "
+                              "from a backup, or start the coordinator with --store-recover to keep what is left");
   }
   Status UnsupportedVersion(const std::string& version) const {
     return Error("store format version '" + version + "' is not supported by this build (it reads version " +
@@ -463,14 +657,44 @@ struct ResultStore::Impl {
       if (rank) best_ranks.insert_or_assign(key, *rank);
       else best_ranks.erase(key);
     }
+    MaybeMarkDurable();
     return Status::OK();
   }
 };
 
 ResultStore::ResultStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ResultStore::~ResultStore() = default;
+ResultStore::~ResultStore() {
+  if (Status st = Close(); !st.ok()) log::Warn("store", st.message());
+}
+
+Status ResultStore::Close() {
+  Impl& impl = *impl_;
+  if (impl.db == nullptr) return Status::OK();
+  Status result;
+  if (!impl.read_only) {
+    // RocksDB's own close leaves memtables in the WAL (it flushes at close
+    // only when the WAL is off): a stop that lost or damaged the WAL
+    // afterwards would lose them. Flushed, the WAL holds nothing needed.
+    Status room = impl.CheckWritable();
+    if (room.ok()) {
+      rocksdb::FlushOptions fo;
+      fo.wait = true;
+      fo.allow_write_stall = true;
+      rocksdb::Status s = impl.db->Flush(fo, impl.handles);
+      if (!s.ok()) result = impl.Error("cannot flush at close (the rows stay in the write-ahead log)", s);
+    } else {
+      result = Status::Unavailable(room.message() +
+                                   "; not flushed at close, the rows stay in the synced write-ahead log");
+    }
+    if (Status marked = impl.MarkDurable(); !marked.ok() && result.ok()) result = marked;
+  }
+  impl.CloseDb();
+  return result;
+}
 
 bool ResultStore::read_only() const { return impl_->read_only; }
+
+const std::string& ResultStore::recovery_report() const { return impl_->recovery_report; }
 
 Result<std::unique_ptr<ResultStore>> ResultStore::OpenReadOnly(const std::string& path) {
   auto impl = std::make_unique<Impl>();
@@ -481,9 +705,14 @@ Result<std::unique_ptr<ResultStore>> ResultStore::OpenReadOnly(const std::string
   // A writer's compactions delete table files; opening them all now keeps
   // this handle's view readable after they are gone from the directory.
   options.max_open_files = -1;
+  // A writer appending while this handle reads may leave a torn last record;
+  // anything else that fails its checksum is refused, as Open does.
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   std::vector<std::string> names;
   rocksdb::Status s = rocksdb::DB::ListColumnFamilies(options, path, &names);
   if (!s.ok()) return impl->Error("cannot open read-only: no store at this path", s);
+  auto drops = std::make_shared<WalDrops>();
+  WatchWalDrops(path, &options, drops);
   for (const char* want : {kResultsCf, kByShapeCf, kBestCf, kSweepsCf, kMetaCf}) {
     bool found = false;
     for (const auto& n : names) found = found || n == want;
@@ -494,9 +723,24 @@ Result<std::unique_ptr<ResultStore>> ResultStore::OpenReadOnly(const std::string
   const rocksdb::ColumnFamilyOptions cf_options = StoreColumnFamilyOptions(options);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : names) descriptors.emplace_back(n, cf_options);
-  s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(options), path, descriptors, &impl->handles,
-                                   &impl->db);
-  if (!s.ok()) return impl->Error("cannot open read-only", s);
+  for (int attempt = 1;; ++attempt) {
+    // Read before the database: the writer syncs its WAL before it raises
+    // the marker, so the WAL read below holds at least what the marker says
+    // unless the writer flushed and deleted that WAL meanwhile: a second
+    // look settles that race.
+    auto marker = ReadMarker(path);
+    if (!marker.ok()) return marker.status();
+    s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(options), path, descriptors, &impl->handles,
+                                     &impl->db);
+    if (!s.ok()) {
+      if (Status wal = impl->WalCorruption(*drops); !wal.ok()) return wal;
+      return impl->Error("cannot open read-only", s);
+    }
+    Status st = impl->CheckMarker(*marker);
+    if (st.ok()) break;
+    if (attempt == 3) return st;
+    impl->CloseDb();
+  }
   impl->BindHandles(names);
 
   std::string version;
@@ -507,7 +751,8 @@ Result<std::unique_ptr<ResultStore>> ResultStore::OpenReadOnly(const std::string
   return std::unique_ptr<ResultStore>(new ResultStore(std::move(impl)));
 }
 
-Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) {
+Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path,
+                                                       const StoreOpenOptions& open_options) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
 
@@ -523,6 +768,19 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
   // The store lives as long as the farm; keep its log files bounded.
   options.keep_log_file_num = 5;
   options.max_log_file_size = 16u << 20;
+  // RocksDB's default (point in time) replays a WAL up to its first bad
+  // record and silently drops the rest: a flipped byte would cost every row
+  // after it. kTolerateCorruptedTailRecords refuses a record that fails its
+  // checksum anywhere and tolerates only a torn last record, which a crash
+  // in mid-write leaves and which held no write the marker calls durable
+  // (a tail cut deeper than that is refused by the marker check below).
+  // kAbsoluteConsistency would also refuse that torn tail, making every
+  // power loss a manual recovery.
+  options.wal_recovery_mode = open_options.recover ? rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords
+                                                   : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  auto marker = ReadMarker(path);
+  if (!marker.ok() && !open_options.recover) return marker.status();
+  auto drops = std::make_shared<WalDrops>();
 
   // RocksDB refuses to open a database without naming every column family
   // it holds, so families from newer builds are opened too (and left alone).
@@ -537,6 +795,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
     if (!found) names.emplace_back(want);
   }
 
+  WatchWalDrops(path, &options, drops);
   const rocksdb::ColumnFamilyOptions cf_options = StoreColumnFamilyOptions(options);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : names) descriptors.emplace_back(n, cf_options);
@@ -548,9 +807,27 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
           "locked by another process (or already open in this one); only one coordinator may "
           "own a store (" + s.ToString() + ")");
     }
+    if (Status wal = impl->WalCorruption(*drops); !wal.ok()) return wal;
     return impl->Error("cannot open", s);
   }
   impl->BindHandles(names);
+  std::vector<std::string> recovered;
+  if (open_options.recover) {
+    std::lock_guard<std::mutex> lock(drops->mu);
+    if (drops->count) {
+      recovered.push_back("skipped " + std::to_string(drops->bytes) + " bytes of corrupt write-ahead log (" +
+                          drops->first_file + (drops->count > 1 ? " and more" : "") + ")");
+    }
+  }
+  if (!marker.ok()) {
+    recovered.push_back(marker.status().message().substr(0, marker.status().message().find(": restore")) +
+                        "; replaced");
+  } else if (Status st = impl->CheckMarker(*marker); !st.ok()) {
+    if (!open_options.recover) return st;
+    recovered.push_back("the database ends at sequence " + std::to_string(impl->db->GetLatestSequenceNumber()) +
+                        ", below the " + std::to_string(**marker) + " that " + kStoreDurableMarker +
+                        " recorded; accepted");
+  }
   // A flipped byte in a table file would otherwise pass unnoticed until a
   // read or a compaction met it, and then fail every write that followed:
   // refused here with RocksDB's message, which names the file.
@@ -592,6 +869,17 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path) 
   // tries again.
   if (Status st = store->IndexOps(); !st.ok()) {
     std::fprintf(stderr, "result store %s: op records not made yet: %s\n", path.c_str(), st.message().c_str());
+  }
+  // From here the marker holds this store to what it holds now (after a
+  // recovery, to what was kept).
+  if (Status st = store->impl_->MarkDurable(); !st.ok()) log::Warn("store", st.message());
+  if (!recovered.empty()) {
+    auto rows = store->CountResults();
+    std::string report = "result store " + path + " recovered: ";
+    for (size_t i = 0; i < recovered.size(); ++i) report += (i ? "; " : "") + recovered[i];
+    report += "; kept " + (rows.ok() ? std::to_string(*rows) : std::string("an unknown number of")) +
+              " result rows";
+    store->impl_->recovery_report = std::move(report);
   }
   return store;
 }
@@ -739,7 +1027,9 @@ Status ResultStore::PutSweep(const std::string& sweep_id, const std::string& byt
   rocksdb::WriteOptions wo;
   wo.sync = true;
   rocksdb::Status s = impl_->db->Put(wo, impl_->sweeps, sweep_id, bytes);
-  return s.ok() ? Status::OK() : impl_->Error("write of sweep " + sweep_id + " failed", s);
+  if (!s.ok()) return impl_->Error("write of sweep " + sweep_id + " failed", s);
+  (void)impl_->MarkDurable();  // synced already: a failure only leaves the marker behind
+  return Status::OK();
 }
 
 namespace {
@@ -755,12 +1045,14 @@ std::string LeaseKey(uint64_t unit_id) {
 Status ResultStore::PutLease(uint64_t unit_id, const std::string& bytes) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, LeaseKey(unit_id), bytes);
+  if (s.ok()) impl_->MaybeMarkDurable();
   return s.ok() ? Status::OK() : impl_->Error("write of lease " + std::to_string(unit_id) + " failed", s);
 }
 
 Status ResultStore::DeleteLease(uint64_t unit_id) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   rocksdb::Status s = impl_->db->Delete(rocksdb::WriteOptions(), impl_->meta, LeaseKey(unit_id));
+  if (s.ok()) impl_->MaybeMarkDurable();
   return s.ok() ? Status::OK() : impl_->Error("delete of lease " + std::to_string(unit_id) + " failed", s);
 }
 
@@ -774,7 +1066,11 @@ Status ResultStore::ForEachLease(const std::function<void(uint64_t unit_id, cons
   });
 }
 
-void ResultStore::set_min_free_bytes(uint64_t bytes) { impl_->min_free_bytes = bytes; }
+void ResultStore::set_min_free_bytes(uint64_t bytes) {
+  impl_->min_free_bytes = std::max(bytes, kMinStoreReserveBytes);
+}
+
+uint64_t ResultStore::min_free_bytes() const { return impl_->min_free_bytes.load(); }
 
 Status ResultStore::Recover() {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
@@ -785,7 +1081,9 @@ Status ResultStore::Recover() {
   rocksdb::WriteOptions wo;
   wo.sync = true;
   s = impl_->db->Put(wo, impl_->meta, "probe", std::to_string(std::time(nullptr)));
-  return s.ok() ? Status::OK() : impl_->Error("not writable yet", s);
+  if (!s.ok()) return impl_->Error("not writable yet", s);
+  (void)impl_->MarkDurable();
+  return Status::OK();
 }
 
 Result<uint64_t> ResultStore::IncrementCounter(const std::string& name) {
@@ -806,6 +1104,7 @@ Result<uint64_t> ResultStore::IncrementCounter(const std::string& name) {
   wo.sync = true;
   s = impl_->db->Put(wo, impl_->meta, key, std::to_string(count));
   if (!s.ok()) return impl_->Error("write of " + key + " failed", s);
+  (void)impl_->MarkDurable();  // synced already: a failure only leaves the marker behind
   return count;
 }
 
@@ -846,7 +1145,29 @@ Status ResultStore::PutOp(const std::string& name, int64_t submitted_unix, const
   if (name.empty()) return impl_->Error("op record without a name");
   rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, OpKey(name, package),
                                      EncodeOpRecord(OpRecord{name, submitted_unix, package}));
+  if (s.ok()) impl_->MaybeMarkDurable();
   return s.ok() ? Status::OK() : impl_->Error("write of op " + name + " failed", s);
+}
+
+Result<size_t> ResultStore::PruneOps(const std::string& name, size_t keep, const std::set<std::string>& needed) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  const std::string prefix = kOpPrefix + name + kSep;
+  std::vector<std::pair<int64_t, std::string>> versions;  // (submitted, key)
+  TUNE_RETURN_IF_ERROR(impl_->ForPrefix(impl_->meta, prefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
+    auto op = DecodeOpRecord(value.data(), value.size());
+    versions.emplace_back(op.ok() ? op->submitted_unix : INT64_MIN, key.ToString());  // unreadable: oldest
+    return true;
+  }));
+  if (versions.size() <= keep) return size_t{0};
+  std::sort(versions.begin(), versions.end(), std::greater<>());  // newest first
+  size_t removed = 0;
+  for (size_t i = keep; i < versions.size(); ++i) {
+    if (needed.count(versions[i].second.substr(prefix.size()))) continue;
+    rocksdb::Status s = impl_->db->Delete(rocksdb::WriteOptions(), impl_->meta, versions[i].second);
+    if (!s.ok()) return impl_->Error("delete of an old version of op " + name + " failed", s);
+    ++removed;
+  }
+  return removed;
 }
 
 Status ResultStore::ForEachOp(const std::function<void(const OpRecord& op)>& fn) {
@@ -886,24 +1207,52 @@ Status ResultStore::ForEachSweep(
   });
 }
 
-Status ResultStore::PutKernel(const KernelImage& k) {
+Status ResultStore::PutKernel(const KernelImage& image, const std::string& witness, KernelPut* outcome) {
+  KernelPut ignored;
+  KernelPut& put = outcome ? *outcome : ignored;
+  put = KernelPut::kNew;
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  KernelImage k = image;
+  k.witnesses.clear();
+  k.conflicts.clear();
+  if (!witness.empty()) k.witnesses.push_back(witness);
   TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   const std::string key = k.Key();
   std::string stored;
+  Status refusal = Status::OK();
   rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->kernels, key, &stored);
   if (s.ok()) {
     auto old = DecodeKernelImage(stored.data(), stored.size());
-    if (old.ok() && old->sha256 == k.sha256) return Status::OK();
     if (old.ok()) {
-      return Status::InvalidArgument("kernel image " + key + ": sha256 " + k.sha256 + " differs from the stored " +
-                                     old->sha256 + " (kept)");
+      auto note = [&](std::vector<std::string>* list, const std::string& what) {
+        if (witness.empty() || list->size() >= kMaxKernelWitnesses ||
+            std::find(list->begin(), list->end(), what) != list->end())
+          return false;
+        list->push_back(what);
+        return true;
+      };
+      if (old->sha256 == k.sha256) {
+        put = note(&old->witnesses, witness) ? KernelPut::kWitnessed : KernelPut::kSame;
+        if (put == KernelPut::kSame) return Status::OK();
+      } else {
+        put = KernelPut::kConflict;
+        refusal = Status::InvalidArgument("kernel image " + key + ": worker " + witness + " sent sha256 " + k.sha256 +
+                                          ", which differs from the stored " + old->sha256 +
+                                          " (kept; neither ships unverified)");
+        if (!note(&old->conflicts, witness + " " + k.sha256)) return refusal;
+      }
+      k = std::move(old).value();
     }
   } else if (!s.IsNotFound()) {
     return impl_->Error("read of kernel " + key + " failed", s);
   }
   s = impl_->db->Put(rocksdb::WriteOptions(), impl_->kernels, key, EncodeKernelImage(k));
+  if (s.ok() && !refusal.ok()) {
+    impl_->MaybeMarkDurable();
+    return refusal;
+  }
+  if (s.ok()) impl_->MaybeMarkDurable();
   return s.ok() ? Status::OK() : impl_->Error("write of kernel " + key + " failed", s);
 }
 
@@ -919,6 +1268,7 @@ Status ResultStore::PutProfile(const KernelProfile& p) {
   TUNE_RETURN_IF_ERROR(CheckProfile(p));
   const std::string key = ProfileKey(p.gpu_model, p.op, p.dtype, p.shape, p.kernel_hash, p.config_id);
   rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, key, EncodeProfile(p));
+  if (s.ok()) impl_->MaybeMarkDurable();
   return s.ok() ? Status::OK() : impl_->Error("write of the profile of " + p.config_id + " failed", s);
 }
 

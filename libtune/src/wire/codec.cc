@@ -264,6 +264,9 @@ void SetKernelImage(wire::KernelImage::Builder b, const KernelImage& k) {
   b.setArch(TextOf(k.arch));
   b.setSha256(TextOf(k.sha256));
   b.setImage(DataOf(k.image));
+  for (auto [list, values] : {std::pair{b.initWitnesses(k.witnesses.size()), &k.witnesses},
+                              std::pair{b.initConflicts(k.conflicts.size()), &k.conflicts}})
+    for (size_t i = 0; i < values->size(); ++i) list.set(unsigned(i), TextOf((*values)[i]));
 }
 
 KernelImage GetKernelImage(wire::KernelImage::Reader r, Budget& budget) {
@@ -274,6 +277,10 @@ KernelImage GetKernelImage(wire::KernelImage::Reader r, Budget& budget) {
   k.arch = Txt(r.getArch(), budget, "arch");
   k.sha256 = Txt(r.getSha256(), budget, "sha256");
   k.image = Str(r.getImage());
+  for (auto [list, values] : {std::pair{r.getWitnesses(), &k.witnesses}, std::pair{r.getConflicts(), &k.conflicts}}) {
+    budget.Charge(list.size(), 64);
+    for (auto t : list) values->push_back(Txt(t, budget, "witnesses"));
+  }
   return k;
 }
 

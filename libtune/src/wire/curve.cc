@@ -295,30 +295,39 @@ Result<std::string> LoadCurvePublicKey(const std::string& path) {
 
 const char* PeerRoleName(PeerRole r) { return r == PeerRole::kClient ? "client" : "worker"; }
 
-Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path, PeerRole role) {
+Result<CurveAllowListRead> ReadCurveAllowList(const std::string& path, PeerRole role) {
   auto file = ReadLines(path);
   if (!file.ok()) return file.status();
-  std::vector<AllowedKey> keys;
+  CurveAllowListRead read;
   std::set<std::string> seen;
   for (const Line& line : file->lines) {
     const auto tokens = Tokens(line.text);
     if (IsCommentOrBlank(tokens)) continue;
     if (LooksLikeSecretFile(tokens)) {
-      return Status::Error(At(path, line.number) +
-                           "a secret key file does not belong in an allow-list; use the '" +
-                           kCurvePublicSuffix + "' file");
+      read.problems.push_back(At(path, line.number) +
+                              "a secret key file does not belong in an allow-list; use the '" +
+                              kCurvePublicSuffix + "' file");
+      continue;
     }
     if (!IsValidCurveKey(tokens[0])) {
-      return Status::Error(At(path, line.number) + "'" + Excerpt(tokens[0]) +
-                           "' is not a 40-character Z85 public key");
+      read.problems.push_back(At(path, line.number) + "'" + Excerpt(tokens[0]) +
+                              "' is not a 40-character Z85 public key");
+      continue;
     }
-    if (seen.insert(tokens[0]).second) keys.push_back({tokens[0], Rest(line.text, tokens[0]), role});
+    if (seen.insert(tokens[0]).second) read.keys.push_back({tokens[0], Rest(line.text, tokens[0]), role});
   }
-  if (keys.empty()) {
+  return read;
+}
+
+Result<std::vector<AllowedKey>> LoadCurveAllowList(const std::string& path, PeerRole role) {
+  auto read = ReadCurveAllowList(path, role);
+  if (!read.ok()) return read.status();
+  if (!read->problems.empty()) return Status::Error(read->problems.front());
+  if (read->keys.empty()) {
     return Status::Error("curve: allow-list " + path + " has no keys: no " + PeerRoleName(role) +
                          " could connect");
   }
-  return keys;
+  return std::move(read->keys);
 }
 
 bool IsLoopbackEndpoint(const std::string& endpoint) {

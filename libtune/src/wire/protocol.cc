@@ -3,6 +3,8 @@
 // network; wire/codec.h holds the discipline it follows.
 #include "tune/protocol.h"
 
+#include <cmath>
+
 #include "wire/codec.h"
 
 namespace tune {
@@ -59,6 +61,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setBatch(a.batch);
             b.setStored(a.stored);
             b.setRefused(TextOf(a.refused));
+            b.setClockSkewSeconds(a.clock_skew_seconds);
           },
           [&](const SweepSubmit& s) {
             auto b = cmd.initSweepSubmit();
@@ -104,6 +107,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                       p.setError(TextOf(v.error));
                       SetStrings(p.initWaitingFor(v.waiting_for.size()), v.waiting_for);
                       SetStrings(p.initExpanding(v.expanding.size()), v.expanding);
+                      SetStrings(p.initWaits(v.waits.size()), v.waits);
+                      SetStrings(p.initSkipped(v.skipped.size()), v.skipped);
                       auto classes = p.initFailedByClass(v.failed_by_class.size());
                       size_t i = 0;
                       for (const auto& [name, count] : v.failed_by_class) {
@@ -169,6 +174,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       a.batch = r.getBatch();
       a.stored = r.getStored();
       a.refused = Txt(r.getRefused(), budget, "refused", kMaxMessageBytes);
+      a.clock_skew_seconds = r.getClockSkewSeconds();
+      if (!std::isfinite(a.clock_skew_seconds)) Fail("resultsAck: clockSkewSeconds is not finite");
       return a;
     }
     case wire::Envelope::Command::SWEEP_SUBMIT: {
@@ -219,6 +226,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
         v.error = Txt(p.getError(), budget, "error", kMaxMessageBytes);
         v.waiting_for = Strings(p.getWaitingFor(), budget, "waitingFor");
         v.expanding = Strings(p.getExpanding(), budget, "expanding");
+        v.waits = Strings(p.getWaits(), budget, "waits");
+        v.skipped = Strings(p.getSkipped(), budget, "skipped");
         for (const auto& c : GetList<std::pair<std::string, uint64_t>>(
                  p.getFailedByClass(), budget, [&](wire::ClassCount::Reader c) {
                    return std::make_pair(Txt(c.getName(), budget, "failedByClass.name"), c.getCount());

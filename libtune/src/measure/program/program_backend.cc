@@ -211,9 +211,14 @@ class ProgramBackend : public Backend {
   // The confinement of every program this backend starts: it reads the
   // whole filesystem but the protected paths (the worker's keys and
   // configuration), and writes only its work folder (packages, builds, a
-  // private TMPDIR), the user's home but for the cubin cache, the shared
-  // temporary folders and devices. Without Landlock, programs are refused
-  // unless the operator allows them unconfined.
+  // private TMPDIR), the user's home, the shared temporary folders and
+  // devices, never a protected path. (Frameworks create their caches in
+  // the home folder, ~/.triton, on first use: a rule can only grant a whole
+  // folder, so the home folder stays writable, the cubin cache with it. A
+  // cubin planted there is checked as every image is (CheckCubin) and never
+  // ships on this worker's word alone: publish recompiles or corroborates.)
+  // Without Landlock, programs are refused unless the operator allows them
+  // unconfined.
   void MakeBox() {
     const fs::path tmp = fs::path(options_.work_dir) / "tmp";
     std::error_code ec;
@@ -227,15 +232,17 @@ class ProgramBackend : public Backend {
                                         " (a worker may run them unconfined with --allow-unconfined-programs)");
       return;
     }
-    std::vector<std::string> no_write = options_.protected_paths;
-    if (!options_.cubin_cache_dir.empty()) no_write.push_back(options_.cubin_cache_dir);
-    Status st = rules->AllowExcept("/", options_.protected_paths, false);
+    const std::vector<std::string>& no_write = options_.protected_paths;
+    Status st = rules->AllowExcept("/", no_write, false);
     if (const char* home = std::getenv("HOME"); st.ok() && home && *home) st = rules->AllowExcept(home, no_write, true);
-    for (const char* dir : {"/tmp", "/var/tmp", "/dev"})
+    for (const std::string& dir : {std::string("/tmp"), std::string("/var/tmp"), std::string("/dev"), options_.work_dir})
       if (st.ok()) st = rules->AllowExcept(dir, no_write, true);
-    // The work folder may lie in the cubin cache's folder (--cache-dir):
-    // granted by a rule of its own, the cache beside it stays read-only.
-    if (st.ok()) st = rules->AllowExcept(options_.work_dir, options_.protected_paths, true);
+    // The CUDA driver writes its threads' names through /proc (a process's
+    // own entries, which come and go with it, so no narrower rule holds
+    // them). Another process's entries stay behind ptrace checks, which
+    // the Landlock domain fails; root-owned ones behind the uid (workers
+    // run as a user of their own: docs/program-ops.md).
+    if (st.ok()) st = rules->AllowWriteFiles("/proc");
     if (!st.ok()) {
       box_status_ = st;
       return;
