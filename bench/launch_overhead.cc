@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   auto plan = MakeLaunchPlan(*spec, ck.kernel_hash);
   if (!plan.ok()) return Fail(plan.status().message());
   b.launch_plans = {*plan};
-  KernelImage image{ck.kernel_hash, e.config_id, "f16", arch, Sha256Hex(ck.image), ck.image};
+  KernelImage image{ck.kernel_hash, e.config_id, "f16", arch, Sha256Hex(ck.image), ck.image, {}, {}};
   b.kernels = {image};
   const SecretKey key = SecretKey::Generate();
   const std::string bytes = EncodeSignedBundle(b, key);

@@ -21,6 +21,7 @@
 #include "local_farm.h"
 #include "report.h"
 #include "tune/bundle.h"
+#include "tune/clock.h"
 #include "tune/compare.h"
 #include "tune/config_space.h"
 #include "tune/curve.h"
@@ -75,10 +76,6 @@ Status FinishWorkerArgs(WorkerArgs& args) {
   return Status::OK();
 }
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 constexpr double kCoordinatorPatienceSeconds = 120;
 
 // Waits for a sweep, asking for its state every `poll_seconds` and showing
@@ -86,7 +83,7 @@ constexpr double kCoordinatorPatienceSeconds = 120;
 // progress, or an error when the coordinator stops answering.
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
                                    const std::atomic<bool>* stop, double poll_seconds) {
-  const double start = Seconds();
+  const double start = NowSeconds();
   double last_answer = start;
   ProgressLine progress(stderr);
   SweepProgress last;
@@ -99,19 +96,19 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
       // request the old one never answered.
       client.reset();
       // The coordinator may be restarting; sweeps survive that.
-      if (Seconds() - last_answer > kCoordinatorPatienceSeconds) return reply.status();
+      if (NowSeconds() - last_answer > kCoordinatorPatienceSeconds) return reply.status();
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;
     }
-    last_answer = Seconds();
+    last_answer = NowSeconds();
     auto* status = std::get_if<SweepStatus>(&*reply);
     if (!status || status->sweeps.empty()) return Status::Error("coordinator sent no status");
     last = status->sweeps.front();
     if (last.state != "running") {
-      if (!quiet) progress.Finish(last, Seconds() - start);
+      if (!quiet) progress.Finish(last, NowSeconds() - start);
       return last;
     }
-    if (!quiet) progress.Update(last, Seconds() - start);
+    if (!quiet) progress.Update(last, NowSeconds() - start);
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
   }
   return Status::Error("interrupted");
@@ -729,7 +726,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   fopts.store = args.store;
   auto farm = LocalFarm::Start(fopts);
   if (!farm.ok()) return Fail(farm.status().message());
-  const double sweep_start = Seconds();
+  const double sweep_start = NowSeconds();
   auto done = (*farm)->Run(*sweep, [&](const std::string& endpoint, const std::string& sweep_id) {
     ClientArgs local;
     local.endpoint = endpoint;
@@ -737,7 +734,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     // keep the sweep's wall time from being rounded up to a poll.
     return WaitForSweep(local, sweep_id, args.quiet, stop, 0.005);
   });
-  const double sweep_seconds = Seconds() - sweep_start;
+  const double sweep_seconds = NowSeconds() - sweep_start;
   (*farm)->Stop();
   if (!done.ok()) return Fail(done.status().message());
   if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state);

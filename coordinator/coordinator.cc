@@ -37,10 +37,6 @@ constexpr size_t kMaxDevicesPerWorker = 64;
 
 }  // namespace
 
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::string Printable(const std::string& identity) { return HexOf(identity.data(), identity.size()); }
 
 // What a peer of `role` may send: workers what keeps a worker going,

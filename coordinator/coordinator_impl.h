@@ -22,6 +22,7 @@
 #include "off_loop.h"
 #include "scheduler.h"
 #include "submit_rate.h"
+#include "tune/clock.h"
 #include "tune/curve.h"
 #include "tune/log.h"
 #include "tune/metrics.h"
@@ -32,8 +33,6 @@
 
 namespace tune {
 
-// Seconds on a monotonic clock: what the scheduler's `now` is.
-double NowSeconds();
 // A routing identity as hex, for logs.
 std::string Printable(const std::string& identity);
 

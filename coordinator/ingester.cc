@@ -100,7 +100,7 @@ Status CheckKernels(const IngestJob& job, const Results& results) {
   // must not cost their product.
   std::set<std::string> checked;
   for (const Measurement& m : results.measurements)
-    if (m.Valid()) checked.insert(KernelImage{m.kernel_hash, m.config_id, m.dtype, m.arch, "", ""}.Key());
+    if (m.Valid()) checked.insert(KernelImage::KeyOf(m.kernel_hash, m.config_id, m.dtype, m.arch));
   std::set<std::string> seen;
   for (size_t i = 0; i < results.kernels.size(); ++i) {
     const KernelImage& k = results.kernels[i];

@@ -809,11 +809,6 @@ std::map<std::string, uint64_t> Scheduler::LeasedUnitsPerModel() const {
   return out;
 }
 
-const Unit* Scheduler::FindUnit(uint64_t unit_id) const {
-  auto it = units_.find(unit_id);
-  return it == units_.end() ? nullptr : &it->second;
-}
-
 const SweepState* Scheduler::FindSweep(const std::string& id) const {
   auto it = sweeps_.find(id);
   return it == sweeps_.end() ? nullptr : &it->second;
@@ -984,13 +979,6 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id, std:
     out.push_back(std::move(p));
   }
   return out;
-}
-
-bool Scheduler::Busy() const {
-  for (const auto& [id, s] : sweeps_) {
-    if (s.state == RunState::kRunning) return true;
-  }
-  return false;
 }
 
 }  // namespace tune

@@ -391,7 +391,6 @@ class Scheduler {
   // and units leased now.
   std::map<std::string, uint64_t> QueuedConfigsPerModel() const;
   std::map<std::string, uint64_t> LeasedUnitsPerModel() const;
-  const Unit* FindUnit(uint64_t unit_id) const;
   const SweepState* FindSweep(const std::string& id) const;
   // With `now`, each running sweep's SweepProgress::waits also names the
   // live models it has work queued for that no device has taken for a
@@ -399,8 +398,6 @@ class Scheduler {
   std::vector<SweepProgress> Progress(const std::string& sweep_id,
                                       std::optional<double> now = std::nullopt) const;
   const std::map<std::string, SweepState>& sweeps() const { return sweeps_; }
-  // True while some sweep is running.
-  bool Busy() const;
 
  private:
   // Expands the sweep's spaces for the device's model (at once, or through

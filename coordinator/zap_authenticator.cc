@@ -1,5 +1,6 @@
 #include "zap_authenticator.h"
 
+#include "tune/clock.h"
 #include "tune/log.h"
 
 #include <sys/stat.h>
@@ -25,10 +26,6 @@ constexpr int kBindAttempts = 10;
 constexpr std::chrono::milliseconds kBindRetryInterval{50};
 // Bounds the per-key refusal bookkeeping against a flood of fresh keys.
 constexpr size_t kMaxTrackedRefusals = 4096;
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // One ZMTP metadata property, as ZAP replies carry them.
 std::string Property(const std::string& name, const std::string& value) {
@@ -199,7 +196,7 @@ struct ZapAuthenticator::State {
   }
 
   void LogRefusal(const std::string& who, const std::string& address, const std::string& why) {
-    const double now = Now();
+    const double now = NowSeconds();
     if (refusals.size() >= kMaxTrackedRefusals && !refusals.count(who)) refusals.clear();
     Refusals& r = refusals[who];
     if (r.last_logged != 0 && now - r.last_logged < kRefusalLogSeconds) {
@@ -267,7 +264,7 @@ struct ZapAuthenticator::State {
   }
 
   void Run(zmq::socket_t sock) {
-    double next_reload = Now() + options.reload_check_seconds;
+    double next_reload = NowSeconds() + options.reload_check_seconds;
     while (!stop.load()) {
       try {
         zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0}};
@@ -296,7 +293,7 @@ struct ZapAuthenticator::State {
         }
         break;
       }
-      if (const double now = Now(); now >= next_reload) {
+      if (const double now = NowSeconds(); now >= next_reload) {
         MaybeReload();
         next_reload = now + options.reload_check_seconds;
       }

@@ -3,19 +3,12 @@
 #include <cmath>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
+#include "tune/clock.h"
 #include "tune/log.h"
 
 namespace tune {
-namespace {
-
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, Options opts) : ctx_(ctx), opts_(std::move(opts)) {}
 

@@ -19,6 +19,7 @@
 
 #include "compile_pool.h"
 #include "coordinator_link.h"
+#include "tune/clock.h"
 #include "tune/curve.h"
 #include "tune/http_server.h"
 #include "tune/log.h"
@@ -38,10 +39,6 @@ namespace {
 // more about the host than the kernel, which keeps its first figure.
 bool ReplacesFirstFigure(const Measurement& m) {
   return m.Valid() || m.failure == FailureClass::kWrongResult || m.failure == FailureClass::kNan;
-}
-
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string DefaultName() {
@@ -305,7 +302,11 @@ struct Worker::Impl : HttpStatusSource {
     void AddKernel(const Measurement& m, const CompiledKernel& k) {
       // An image over the coordinator's bound would cost the batch its rows.
       if (!m.Valid() || k.image.empty() || k.image.size() > kMaxKernelImageBytes || m.arch.empty()) return;
-      KernelImage img{m.kernel_hash, m.config_id, m.dtype, m.arch, "", ""};
+      KernelImage img;
+      img.kernel_hash = m.kernel_hash;
+      img.config_id = m.config_id;
+      img.dtype = m.dtype;
+      img.arch = m.arch;
       if (!kernels_taken.insert(img.Key()).second) return;
       img.image = k.image;
       img.sha256 = Sha256Hex(img.image);

@@ -50,77 +50,168 @@ import time
 import traceback
 
 PROTOCOL = 1
-MAX_BATCH = 32  # samples between two synchronisations, as the farm's runner
 MAX_JOBS = 256  # compile processes at most, whatever is asked
 WARMUP_WAIT_SECONDS = 60  # the framework's one-time work before the pool forks
 
-# Two-sided 95% Student t for 1..30 degrees of freedom (tune/stats.h).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042]
+RULE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sampling_rule.json")
+_POLICY_FIELDS = ("warmup", "min_samples", "max_samples", "target_rel_ci", "rank_rel_ci", "refine_within",
+                  "max_seconds", "early_stop_factor")
+_COUNT_FIELDS = ("warmup", "min_samples", "max_samples")
+
+
+def load_rule(path=RULE_FILE):
+    """The sampling rule's data (python/tunefarm/sampling_rule.json, which the
+    C++ build embeds as tune/sampling_rule.h): checked, as a dict. Raises
+    ValueError naming the file and the field."""
+    def number(value, field, count=False):
+        if isinstance(value, bool) or not isinstance(value, int if count else (int, float)) \
+                or not math.isfinite(value) or value < 0 or value > 1e6:
+            raise ValueError("%s: %s: %r is not a %s" % (path, field, value,
+                                                         "count" if count else "non-negative number"))
+        return value if count else float(value)
+    try:
+        with open(path, encoding="utf-8") as f:
+            rule = json.load(f)
+        max_batch = number(rule["max_batch"], "max_batch", True)
+        if not isinstance(rule["policy"], dict):
+            raise ValueError("%s: policy: not an object" % path)
+        policy = {k: number(rule["policy"].get(k), "policy." + k, k in _COUNT_FIELDS) for k in _POLICY_FIELDS}
+        t95 = rule["t95"]
+        small = [number(t, "t95.dof_1_up[%d]" % i) for i, t in enumerate(t95["dof_1_up"])]
+        anchors = [(number(a[0], "t95.anchors[%d][0]" % i, True), number(a[1], "t95.anchors[%d][1]" % i))
+                   for i, a in enumerate(t95["anchors"])]
+        normal = number(t95["normal"], "t95.normal")
+    except KeyError as e:
+        raise ValueError("%s: no field %s" % (path, e)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, IndexError) as e:
+        raise ValueError("%s: %s" % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
+    if max_batch < 1 or policy["min_samples"] < 1 or policy["max_samples"] < 1:
+        raise ValueError("%s: max_batch, policy.min_samples and policy.max_samples are at least 1" % path)
+    if not small or min(small) <= 0 or not anchors or anchors[0][0] != len(small) or \
+            any(b[0] <= a[0] for a, b in zip(anchors, anchors[1:])):
+        raise ValueError("%s: t95: positive t values, then anchors from the table's last dof upward" % path)
+    return {"max_batch": max_batch, "policy": policy, "t95": small, "t95_anchors": anchors, "t95_normal": normal}
+
+
+try:
+    RULE = load_rule()
+except ValueError as e:  # a broken installation: nothing can be timed
+    raise SystemExit("tunefarm.harness: %s" % e)
+MAX_BATCH = RULE["max_batch"]  # samples between two synchronisations, as the farm's runner
 
 
 def student_t95(dof):
+    """Two-sided 95% Student t for `dof` degrees of freedom: the farm's
+    StudentT95 (tune/stats.h), from the same table."""
+    small, anchors, normal = RULE["t95"], RULE["t95_anchors"], RULE["t95_normal"]
     if dof <= 0:
         return math.inf
-    if dof <= 30:
-        return _T95[dof - 1]
-    return 1.96 + (2.042 - 1.96) * 30.0 / dof
+    if dof <= len(small):
+        return small[dof - 1]
+    # Beyond the table, t is close to linear in 1/dof between the anchors.
+    inv = 1.0 / dof
+    for lo, hi in zip(anchors, anchors[1:]):
+        if dof <= hi[0]:
+            f = (1.0 / lo[0] - inv) / (1.0 / lo[0] - 1.0 / hi[0])
+            return lo[1] + f * (hi[1] - lo[1])
+    last = anchors[-1]
+    return normal + (last[1] - normal) * inv * last[0]
 
 
 def summarize(samples):
-    """(median, mean, ci95 half-width) of `samples`."""
+    """(median, mean, ci95 half-width) of `samples`: the farm's ComputeStats
+    (tune/stats.h), operation for operation, so that both give the same
+    figures (a plain loop: sum() of floats is compensated on newer Pythons)."""
     s = sorted(samples)
     n = len(s)
     median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-    mean = sum(s) / n
+    total = 0.0
+    for x in s:
+        total += x
+    mean = total / n
     if n < 2:
         return median, mean, 0.0
-    var = sum((x - mean) ** 2 for x in s) / (n - 1)
-    return median, mean, student_t95(n - 1) * math.sqrt(var / n)
+    ss = 0.0
+    for x in s:
+        d = x - mean
+        ss += d * d
+    stdev = math.sqrt(ss / (n - 1))
+    return median, mean, student_t95(n - 1) * stdev / math.sqrt(n)
 
 
-def next_batch(timing, samples, timed_seconds):
-    """How many samples to take next; 0 to stop. The farm's NextSampling
-    (tune/sampling.h): minimum count, early stop of clearly slower configs,
-    noise target, sample and time caps."""
-    max_samples = max(1, int(timing.get("max_samples", 100)))
-    min_samples = min(max(1, int(timing.get("min_samples", 5))), max_samples)
-    n = len(samples)
+def _ceil(x):
+    return math.ceil(x) if math.isfinite(x) else x
+
+
+def next_sampling(policy, best_so_far_us, wall_cap, n, median, mean, ci95, timed_seconds, wall_seconds):
+    """(stop, batch): the farm's NextSampling (tune/sampling.h,
+    libtune/src/measure/sampling.cc) operation for operation, so that both
+    give the same steps (tests/python/test_sampling_rule.py holds them to
+    it; change them together). `policy` holds RULE["policy"]'s fields; stop
+    is "no" (take `batch` more), "early", "noise_target", "max_samples",
+    "time_cap" or "wall_cap" (batch 0)."""
+    max_samples = max(1, policy["max_samples"])
+    min_samples = min(max(1, policy["min_samples"]), max_samples)
+
+    def step(need):
+        # `need` may be huge, infinite or NaN (a tiny target or mean).
+        most = min(MAX_BATCH, max_samples - n)
+        return "no", most if need >= most else int(need) if need >= 1 else 1
+
     if n == 0:
-        return min(min_samples, MAX_BATCH)
+        return step(min_samples)
     if n >= max_samples:
-        return 0
-    median, mean, ci = summarize(samples)
-    best = float(timing.get("best_so_far_us", 0) or 0)
-    target = float(timing.get("target_rel_ci", 0.01))
-    contender = best <= 0 or median <= (1 + float(timing.get("refine_within", 0.08))) * best
-    if not contender:
-        target = max(target, float(timing.get("rank_rel_ci", 0.03)))
+        return "max_samples", 0
+    best = best_so_far_us
+    contender = best <= 0 or median <= (1.0 + policy["refine_within"]) * best
+    target = policy["target_rel_ci"] if contender else max(policy["target_rel_ci"], policy["rank_rel_ci"])
     if n >= min_samples:
-        factor = float(timing.get("early_stop_factor", 1.25))
+        factor = policy["early_stop_factor"]
         if factor > 0 and best > 0 and median > factor * best:
-            return 0
-        if mean > 0 and ci <= target * mean:
-            return 0
-    max_seconds = float(timing.get("max_seconds", 0.1))
-    if timed_seconds >= max_seconds:
-        return 0
-    need = MAX_BATCH
-    rel = ci / mean if mean > 0 else 0
+            return "early", 0
+        if mean > 0 and ci95 <= target * mean:
+            return "noise_target", 0
+    if timed_seconds >= policy["max_seconds"]:
+        return "time_cap", 0
+    if wall_cap > 0 and wall_seconds >= wall_cap:
+        return "wall_cap", 0
+    need = float(MAX_BATCH)
+    rel = ci95 / mean if mean > 0 else 0.0
     if n < min_samples:
         need = min_samples - n
     elif rel > 0 and target > 0:
-        need = int(math.ceil(n * (rel / target) ** 2)) - n
+        need = _ceil(float(n) * (rel / target) * (rel / target)) - n
     if mean > 0:
-        need = min(need, max(1, int(math.ceil((max_seconds - timed_seconds) / (mean * 1e-6)))))
-    return max(1, min(need, MAX_BATCH, max_samples - n))
+        left = (policy["max_seconds"] - timed_seconds) / (mean * 1e-6)
+        need = min(need, max(1.0, _ceil(left)))
+    return step(need)
+
+
+def timing_policy(timing):
+    """The policy of a request's `timing` (docs/program-ops.md), the rule's
+    defaults for the fields it lacks."""
+    policy = dict(RULE["policy"])
+    for k in _POLICY_FIELDS:
+        if timing.get(k) is not None:
+            policy[k] = int(timing[k]) if k in _COUNT_FIELDS else float(timing[k])
+    return policy
+
+
+def next_batch(timing, samples, timed_seconds):
+    """How many samples to take next; 0 to stop (next_sampling, no wall cap:
+    the worker bounds a request's wall time from outside)."""
+    policy = timing_policy(timing)
+    best = float(timing.get("best_so_far_us", 0) or 0)
+    if not samples:
+        return next_sampling(policy, best, 0, 0, 0.0, 0.0, 0.0, timed_seconds, 0.0)[1]
+    median, mean, ci = summarize(samples)
+    return next_sampling(policy, best, 0, len(samples), median, mean, ci, timed_seconds, 0.0)[1]
 
 
 def sample(fn, args, timing, batch_of):
     """Warm-up runs, then batches of samples (batch_of(n) -> n times in
     microseconds) until next_batch says stop."""
-    for _ in range(int(timing.get("warmup", 2))):
+    for _ in range(timing_policy(timing)["warmup"]):
         fn(*args)
     samples, timed = [], 0.0
     while True:

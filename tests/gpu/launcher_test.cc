@@ -47,7 +47,7 @@ class LauncherGpu : public ::testing::Test {
   KernelImage Compile(const Config& c) {
     CompiledKernel ck = CompileConfig(spec_, "f16", c, arch_, dir_.path() + "/cache");
     EXPECT_EQ(ck.failure, FailureClass::kNone) << ck.failure_message << ck.log;
-    KernelImage k{ck.kernel_hash, c.Id(), "f16", arch_, "", ck.image};
+    KernelImage k{ck.kernel_hash, c.Id(), "f16", arch_, "", ck.image, {}, {}};
     k.sha256 = Sha256Hex(k.image);
     return k;
   }

@@ -42,7 +42,7 @@ std::string FakeCubin(const std::string& tag, const std::string& arch = "sm_90")
 }
 
 KernelImage Image(const std::string& hash, const Config& c, const std::string& arch) {
-  KernelImage k{hash, c.Id(), "f16", arch, "", FakeCubin(c.Canonical(), arch)};
+  KernelImage k{hash, c.Id(), "f16", arch, "", FakeCubin(c.Canonical(), arch), {}, {}};
   k.sha256 = Sha256Hex(k.image);
   return k;
 }
@@ -302,7 +302,7 @@ TEST_F(PublishKernelsTest, NvrtcCubinsTravelFromTheStoreIntoASignedBundleByteFor
   Measurement row = Row(spec_, hash, def, "K=1024,M=1024,N=1024", 30);
   row.nvrtc_version = NvrtcVersionString();
   Put(row);
-  KernelImage k{hash, def.Id(), "f16", "sm_90", Sha256Hex(ck.image), ck.image};
+  KernelImage k{hash, def.Id(), "f16", "sm_90", Sha256Hex(ck.image), ck.image, {}, {}};
   ASSERT_TRUE(store_->PutKernel(k, "host-a:1").ok());
   EXPECT_TRUE(CheckCubinEntries(k.image, {spec_.kernel}).ok());
   EXPECT_FALSE(CheckCubinEntries(k.image, {spec_.kernel + "_x"}).ok());

@@ -183,7 +183,7 @@ TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
     env.sender = "w";
     Measurement m = Row("h100", 64);
     m.arch = "sm_90a";
-    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", tag)};
+    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", tag), {}, {}};
     k.sha256 = Sha256Hex(k.image);
     k.witnesses = {"forged:1", "forged:2"};  // the sender's word on who vouches: ignored
     env.command = Results{"s1", 7, n, false, {m}, {k}};
@@ -352,7 +352,7 @@ TEST(CheckKernels, RefusesEveryCubinThatIsNotOfTheUnitOrNotWhatItClaims) {
   row.arch = "sm_90a";
   r.measurements = {row};
   auto image = [&](auto&& change) {
-    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", "cubin")};
+    KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", "cubin"), {}, {}};
     change(k);
     if (k.sha256.empty()) k.sha256 = Sha256Hex(k.image);
     return k;

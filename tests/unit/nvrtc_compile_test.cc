@@ -210,7 +210,7 @@ TEST(NvrtcCompile, IncludeFoldersAndRootsReachNvrtcAndRootsReachTheKernelHash) {
   auto roots = ParseIncludeRoots({"shiftlib=" + SourceDir() + "/tests/data/include_root"});
   ASSERT_TRUE(roots.ok()) << roots.status().message();
   SetIncludeRoots(*roots);
-  for (const std::string dir : {std::string(), cache.path()}) {
+  for (const std::string& dir : {std::string(), cache.path()}) {
     CompiledKernel k = CompileConfig(*spec, "f32", spec->default_config, "sm_90", dir);
     EXPECT_EQ(k.failure, FailureClass::kNone) << k.failure_message << "\n" << k.log;
     EXPECT_FALSE(k.image.empty());

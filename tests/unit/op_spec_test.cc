@@ -258,7 +258,7 @@ TEST(OpSpec, PackagesStayInsideThemselvesAndTheToolkit) {
                           // The alternative spellings of '#': digraph and trigraph.
                           "%:include \"/etc/passwd\"\n", "%:  include </etc/passwd>\n",
                           "%:define H </etc/passwd>\n%:include H\n", "  %:/**/include </etc/passwd>\n",
-                          "??=include </etc/passwd>\n", "%:inc\\\nlude </etc/passwd>\n"}) {
+                          "?\?=include </etc/passwd>\n", "%:inc\\\nlude </etc/passwd>\n"}) {
     auto spec = source(bad);
     EXPECT_FALSE(spec.ok()) << bad;
     if (!spec.ok()) {

@@ -13,6 +13,7 @@
 
 #include "tune/op_spec.h"
 #include "tune/profile.h"
+#include "tune/sampling_rule.h"  // generated: python/tunefarm/sampling_rule.json
 #include "tune/status.h"
 #include "tune/types.h"
 
@@ -37,30 +38,34 @@ struct CompiledKernel {
 };
 
 // How long and how hard to time one (config, shape).
+//
+// The defaults of the fields that the stopping rule (tune/sampling.h) uses
+// are python/tunefarm/sampling_rule.json, shared with tunefarm.harness.
 struct TimingPolicy {
-  int warmup = 2;                    // untimed launches first
-  int min_samples = 5;
-  int max_samples = 100;
-  double target_rel_ci = 0.01;       // stop when 95% CI half-width <= 1% of mean
+  int warmup = sampling_rule::kWarmup;  // untimed launches first
+  int min_samples = sampling_rule::kMinSamples;
+  int max_samples = sampling_rule::kMaxSamples;
+  // Stop when the 95% CI half-width is within this share of the mean.
+  double target_rel_ci = sampling_rule::kTargetRelCi;
   // ... or <= this for a config more than refine_within behind the best so
   // far: its figure only has to rank it, and timing it to 1% is most of a
   // sweep's device time on a power-capped GPU (where one sample varies by a
   // few percent), and varies from run to run with how many configs land
   // near the best early.
-  double rank_rel_ci = 0.03;
+  double rank_rel_ci = sampling_rule::kRankRelCi;
   // Cap of timed work per (config, shape), as Triton's do_bench (rep=100
   // ms). A large kernel that misses the CI target within it is one whose
   // clocks drift while it is timed on a power-capped GPU: more samples
   // follow the drift rather than narrow the figure. With 0.5 s, 8192^3
   // GEMMs took 69-100 samples (0.2-0.3 s each) in the last refine units of
   // a sweep on four H200s while the other GPUs had nothing left.
-  double max_seconds = 0.1;
+  double max_seconds = sampling_rule::kMaxSeconds;
   // Stop after min_samples when the median is > factor * best so far. Such a
   // config cannot win (rerun noise is a few percent), so its figure only
   // needs to rank it; timing it to the CI target would be most of a sweep's
   // device time and, because how many samples that takes varies, make the
   // same sweep's length vary from run to run.
-  double early_stop_factor = 1.25;
+  double early_stop_factor = sampling_rule::kEarlyStopFactor;
   // Steady-state timing of contenders: a config whose median is within
   // refine_within of the best so far (or the first one timed) is timed again
   // for refine_seconds of back-to-back samples, and that window's median is
@@ -71,7 +76,7 @@ struct TimingPolicy {
   // the windows cost GPU time (a sweep of the gemm space takes about twice
   // as long with 0.2 s), so a sweep asks for them where stable figures
   // matter. The sim backend does not model clocks and ignores it.
-  double refine_within = 0.08;
+  double refine_within = sampling_rule::kRefineWithin;
   double refine_seconds = 0;
   // Move the kernel's buffers to newly allocated device memory before this
   // timing. Where a buffer lies in physical memory moves a kernel's time by
@@ -213,7 +218,5 @@ struct SimFaults {
 // "l40s", or any other name (a generic mid-range model).
 std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index,
                                         const SimFaults& faults);
-// Names of the GPU models the sim cost model knows.
-std::vector<std::string> SimGpuModels();
 
 }  // namespace tune

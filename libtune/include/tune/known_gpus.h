@@ -2,7 +2,8 @@
 // `tunefarm op check` counts legal configs against, and what the sim
 // backend's models are built on. Figures from the vendors' specifications
 // (shared memory per block opt-in, SMs, L2), keyed as workers key their
-// devices (NormaliseGpuModel of the driver's name).
+// devices (NormaliseGpuModel of the driver's name); and the peaks of the sim
+// backend's models, which reports read too.
 #pragma once
 
 #include <string_view>
@@ -23,5 +24,24 @@ const DeviceInfo* FindKnownGpu(std::string_view model);
 // memory). A measured median below it is no measurement. 0 when `d` lacks
 // its SM count or clock.
 double PhysicalFloorUs(double flops, double bytes, const DeviceInfo& d);
+
+// A GPU model of the sim backend: the limits of a known GPU and the peaks its
+// cost model reaches. One table for the backend that simulates the model and
+// the reports that put its figures against a roofline, so the two agree.
+struct SimGpu {
+  const char* model;  // "h100": the device is "sim-h100"
+  const char* name;   // the device name it reports
+  const char* known;  // the KnownGpus() model whose limits it has
+  double tflops;      // dense fp16 tensor-core peak the cost model reaches
+  double gbps;        // device memory bandwidth the cost model reaches
+};
+
+// The sim models that have a name of their own, in a fixed order.
+const std::vector<SimGpu>& SimGpus();
+// The sim model `model` (without the "sim-" prefix): its entry in SimGpus(),
+// or, for any other name, the generic mid-range GPU that every unknown
+// simulated model runs as. Never fails. Thread-safe, like the rest of this
+// header (the tables are constant).
+const SimGpu& FindSimGpu(std::string_view model);
 
 }  // namespace tune

@@ -12,13 +12,15 @@
 #pragma once
 
 #include "tune/backend.h"
+#include "tune/sampling_rule.h"
 #include "tune/stats.h"
 
 namespace tune {
 
 // Samples queued between two synchronisations at most: a batch's kernels
-// run back to back, and the events of a batch are read after it.
-inline constexpr int kMaxSampleBatch = 32;
+// run back to back, and the events of a batch are read after it
+// (python/tunefarm/sampling_rule.json, as the rule's other numbers).
+inline constexpr int kMaxSampleBatch = sampling_rule::kMaxBatch;
 
 struct SamplingProgress {
   SampleStats stats;         // of every sample so far (stats.n of them)
@@ -45,6 +47,12 @@ struct SamplingStep {
 // target and the early stop (TimingPolicy::TargetRelCi, StopsEarly);
 // `wall_cap` bounds the loop's wall time whatever the policy (0: none).
 // The early stop and the noise target apply from policy.min_samples on.
+// Any policy and statistics give a step (a pure function, thread-safe).
+//
+// tunefarm.harness's next_sampling (python/tunefarm/harness.py) is the same
+// rule for Python kernels: both give the same steps from the same
+// statistics, bit for bit (tests/python/test_sampling_rule.py). Change them
+// together.
 SamplingStep NextSampling(const TimingPolicy& policy, double best_so_far_us, double wall_cap,
                           const SamplingProgress& progress);
 

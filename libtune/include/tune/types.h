@@ -199,7 +199,11 @@ struct KernelImage {
   // same key (at most kMaxKernelWitnesses each).
   std::vector<std::string> witnesses, conflicts;
   // "kernel_hash/config_id/dtype/arch": the store's key.
-  std::string Key() const { return kernel_hash + "/" + config_id + "/" + dtype + "/" + arch; }
+  std::string Key() const { return KeyOf(kernel_hash, config_id, dtype, arch); }
+  static std::string KeyOf(const std::string& kernel_hash, const std::string& config_id, const std::string& dtype,
+                           const std::string& arch) {
+    return kernel_hash + "/" + config_id + "/" + dtype + "/" + arch;
+  }
   // Two workers or more sent this image and none another one: no single
   // worker's word.
   bool Corroborated() const { return witnesses.size() >= 2 && conflicts.empty(); }

@@ -2,36 +2,33 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+
+#include "tune/sampling_rule.h"
 
 namespace tune {
 
+// The table is python/tunefarm/sampling_rule.json (tune/sampling_rule.h is
+// generated from it); tunefarm.harness's student_t95 interpolates it alike.
 double StudentT95(size_t dof) {
-  // Two-sided 95% critical values, dof 1..30.
-  static constexpr double kSmall[] = {12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060,
-                                      2.2622, 2.2281, 2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199,
-                                      2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639,
-                                      2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423};
-  // Beyond 30, tabulated anchors; t is close to linear in 1/dof between them.
-  struct Anchor {
-    double dof, t;
-  };
-  static constexpr Anchor kLarge[] = {{30, 2.0423},  {40, 2.0211},  {60, 2.0003},
-                                      {120, 1.9799}, {1000, 1.9623}};
-  constexpr double kNormal = 1.9600;
+  using sampling_rule::kT95;
+  using sampling_rule::kT95Anchors;
+  using sampling_rule::kT95Normal;
   if (dof == 0) return std::numeric_limits<double>::infinity();
-  if (dof <= 30) return kSmall[dof - 1];
+  if (dof <= std::size(kT95)) return kT95[dof - 1];
+  // Beyond the table, t is close to linear in 1/dof between the anchors.
   const double inv = 1.0 / static_cast<double>(dof);
-  for (size_t i = 0; i + 1 < std::size(kLarge); ++i) {
-    const Anchor& lo = kLarge[i];
-    const Anchor& hi = kLarge[i + 1];
+  for (size_t i = 0; i + 1 < std::size(kT95Anchors); ++i) {
+    const sampling_rule::T95Anchor& lo = kT95Anchors[i];
+    const sampling_rule::T95Anchor& hi = kT95Anchors[i + 1];
     if (static_cast<double>(dof) <= hi.dof) {
       const double f = (1.0 / lo.dof - inv) / (1.0 / lo.dof - 1.0 / hi.dof);
       return lo.t + f * (hi.t - lo.t);
     }
   }
-  const Anchor& last = kLarge[std::size(kLarge) - 1];
-  return kNormal + (last.t - kNormal) * inv * last.dof;
+  const sampling_rule::T95Anchor& last = kT95Anchors[std::size(kT95Anchors) - 1];
+  return kT95Normal + (last.t - kT95Normal) * inv * last.dof;
 }
 
 SampleStats ComputeStats(const std::vector<double>& samples) {

@@ -21,25 +21,6 @@
 namespace tune {
 namespace {
 
-// A simulated model: the limits of a known GPU (tune/known_gpus.h) and the
-// peaks its cost model reaches.
-struct SimModel {
-  const char* model;      // "h100": the device is "sim-h100"
-  const char* name;
-  const char* known;      // the known GPU whose limits it has
-  double tflops;          // dense fp16 tensor-core peak the model reaches
-  double gbps;            // device memory bandwidth the model reaches
-};
-
-// Rough public figures; what matters for the farm is that models differ.
-constexpr SimModel kModels[] = {
-    {"h100", "Simulated H100 SXM", "h100-80gb-hbm3", 700, 3000},
-    {"h200", "Simulated H200", "h200", 720, 4300},
-    {"a100", "Simulated A100 SXM", "a100-sxm4-80gb", 290, 1700},
-    {"l40s", "Simulated L40S", "l40s", 330, 800},
-};
-constexpr SimModel kGeneric = {"generic", "Simulated generic GPU", "rtx-a6000", 120, 900};
-
 // Uniform [0,1) from a keyed hash: the same inputs give the same number in
 // every process and run.
 double Unit01(const std::string& key) {
@@ -53,7 +34,7 @@ double Unit01(const std::string& key) {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(const SimModel& m, const std::string& model_key, int index, SimFaults faults)
+  SimBackend(const SimGpu& m, const std::string& model_key, int index, SimFaults faults)
       : model_(m), faults_(faults) {
     device_ = *FindKnownGpu(m.known);
     device_.index = index;
@@ -194,7 +175,7 @@ class SimBackend final : public Backend {
     return std::max(compute_us, memory_us) + 2.0;
   }
 
-  SimModel model_;
+  SimGpu model_;
   SimFaults faults_;
   DeviceInfo device_;
 };
@@ -234,16 +215,7 @@ Result<SimFaults> SimFaults::Parse(const std::string& text) {
 std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index,
                                         const SimFaults& faults) {
   std::string key = gpu_model.rfind("sim-", 0) == 0 ? gpu_model.substr(4) : gpu_model;
-  for (const auto& m : kModels) {
-    if (key == m.model) return std::make_unique<SimBackend>(m, key, index, faults);
-  }
-  return std::make_unique<SimBackend>(kGeneric, key, index, faults);
-}
-
-std::vector<std::string> SimGpuModels() {
-  std::vector<std::string> out;
-  for (const auto& m : kModels) out.push_back(m.model);
-  return out;
+  return std::make_unique<SimBackend>(FindSimGpu(key), key, index, faults);
 }
 
 }  // namespace tune

@@ -12,20 +12,35 @@
 
 namespace tune {
 
-std::map<std::string, OpSpec> OpsFromStore(ResultStore& store) {
-  // By name: the spec of the most recently submitted package that parses
-  // (on a tie, the later record in the store's key order).
-  std::map<std::string, std::pair<int64_t, OpSpec>> latest;
+namespace {
+
+// Every stored op package that parses, each parsed once, with when it was
+// submitted.
+std::vector<std::pair<int64_t, OpSpec>> StoredSpecs(ResultStore& store) {
+  std::vector<std::pair<int64_t, OpSpec>> out;
   (void)store.ForEachOp([&](const OpRecord& op) {
-    auto it = latest.find(op.name);
-    if (it != latest.end() && op.submitted_unix < it->second.first) return;
     auto spec = ParseOpSpec(op.package, "stored op '" + op.name + "'");
-    if (spec.ok()) latest.insert_or_assign(op.name, std::make_pair(op.submitted_unix, std::move(spec).value()));
+    if (spec.ok()) out.emplace_back(op.submitted_unix, std::move(spec).value());
   });
-  std::map<std::string, OpSpec> out;
-  for (auto& [name, entry] : latest) out.emplace(name, std::move(entry.second));
   return out;
 }
+
+// By name: the spec of the most recently submitted package (on a tie, the
+// later record in the store's key order).
+std::map<std::string, OpSpec> Latest(const std::vector<std::pair<int64_t, OpSpec>>& stored) {
+  std::map<std::string, const std::pair<int64_t, OpSpec>*> latest;
+  for (const auto& entry : stored) {
+    auto& slot = latest[entry.second.name];
+    if (!slot || entry.first >= slot->first) slot = &entry;
+  }
+  std::map<std::string, OpSpec> out;
+  for (const auto& [name, entry] : latest) out.emplace(name, entry->second);
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, OpSpec> OpsFromStore(ResultStore& store) { return Latest(StoredSpecs(store)); }
 
 namespace {
 
@@ -133,18 +148,14 @@ Status PlanAgrees(const BundleLaunchPlan& plan, const OpSpec& spec, const Measur
   return Status::OK();
 }
 
-// The specs of every stored op package, by (op, kernel hash) for the
-// toolchains of `rows`.
-std::map<std::pair<std::string, std::string>, OpSpec> SpecsByKernelHash(ResultStore& store,
-                                                                       const std::vector<Measurement>& rows) {
+// The stored specs by (op, kernel hash) for the toolchains of `rows`.
+std::map<std::pair<std::string, std::string>, const OpSpec*> SpecsByKernelHash(
+    const std::vector<std::pair<int64_t, OpSpec>>& stored, const std::vector<Measurement>& rows) {
   std::set<std::string> toolchains;
   for (const Measurement& m : rows) toolchains.insert(m.nvrtc_version);
-  std::map<std::pair<std::string, std::string>, OpSpec> out;
-  (void)store.ForEachOp([&](const OpRecord& op) {
-    auto spec = ParseOpSpec(op.package, "stored op '" + op.name + "'");
-    if (!spec.ok()) return;
-    for (const std::string& t : toolchains) out.emplace(std::make_pair(op.name, KernelHash(*spec, t)), *spec);
-  });
+  std::map<std::pair<std::string, std::string>, const OpSpec*> out;
+  for (const auto& [submitted, spec] : stored)
+    for (const std::string& t : toolchains) out.emplace(std::make_pair(spec.name, KernelHash(spec, t)), &spec);
   return out;
 }
 
@@ -195,7 +206,9 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   };
   auto best = store.Best(filter);
   if (!best.ok()) return best.status();
-  const auto ops = OpsFromStore(store);
+  // Each stored package parsed once for the whole bundle.
+  const auto stored = StoredSpecs(store);
+  const auto ops = Latest(stored);
   std::map<std::string, const Measurement*> pick;  // one best row per key
   const std::vector<Measurement> newest = NewestKernelOnly(std::move(best).value());
   for (const auto& m : newest) pick.emplace(GroupKey(m), &m);
@@ -213,7 +226,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     }
     for (const auto& [arch, config] : spec.arch_defaults) b.arch_defaults.push_back(ArchDefault{op, arch, config});
   }
-  const auto specs = SpecsByKernelHash(store, newest);
+  const auto specs = SpecsByKernelHash(stored, newest);
   std::map<std::pair<std::string, std::string>, Result<BundleLaunchPlan>> plans;  // (op, kernel hash)
   std::set<std::string> program_ops;
   for (const auto& [key, m] : pick) {
@@ -244,15 +257,15 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     }
     const auto plan_key = std::make_pair(m->op, m->kernel_hash);
     auto found = specs.find(plan_key);
-    if (found != specs.end() && found->second.program) {
+    if (found != specs.end() && found->second->program) {
       // Its own program launches a program op's kernel: the entry is its config.
       if (program_ops.insert(m->op).second) note(m->op + " is a program op: its entries are configs only");
     } else if (found == specs.end()) {
       plans.emplace(plan_key, Status::NotFound("the store holds no package of this kernel hash"));
     } else {
-      auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(found->second, m->kernel_hash));
+      auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(*found->second, m->kernel_hash));
       if (it->second.ok()) {
-        if (Status st = PlanAgrees(*it->second, found->second, *m); !st.ok()) it->second = st;
+        if (Status st = PlanAgrees(*it->second, *found->second, *m); !st.ok()) it->second = st;
       }
     }
     b.entries.push_back(std::move(e));
@@ -297,12 +310,13 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
       return Status::OK();
     }
     if (!k->Corroborated()) {
-      auto spec = ops.find(op);
-      if (!options.recompile || spec == ops.end()) {
+      // The package of this very kernel hash, not the op's newest.
+      auto spec = specs.find(std::make_pair(op, hash));
+      if (!options.recompile || spec == specs.end()) {
         ++unverified["measured by one worker and not recompiled here"];
         return Status::OK();
       }
-      auto same = options.recompile(spec->second, dtype, config, arch, hash);
+      auto same = options.recompile(*spec->second, dtype, config, arch, hash);
       if (!same.ok()) {
         ++unverified[same.status().message()];
         return Status::OK();

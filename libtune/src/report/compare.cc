@@ -16,6 +16,7 @@
 
 #include "tune/html.h"
 #include "tune/json_text.h"
+#include "tune/known_gpus.h"
 #include "tune/op_spec.h"
 #include "tune/publish.h"
 #include "tune/text.h"
@@ -52,17 +53,6 @@ constexpr KnownPeak kKnownPeaks[] = {
     {"a100", "", 312, 2039, "NVIDIA A100 80GB SXM datasheet"},
     {"l40s", "", 362, 864, "NVIDIA L40S datasheet"},
 };
-
-struct SimPeak {
-  const char* model;
-  double tflops, gbps;
-};
-// The rates the sim backend's cost model reaches (kModels and kGeneric in
-// sim_backend.cc); keep the two tables in step. A "sim-" model the backend
-// does not know runs as its generic GPU.
-constexpr SimPeak kSimPeaks[] = {
-    {"h100", 700, 3000}, {"h200", 720, 4300}, {"a100", 290, 1700}, {"l40s", 330, 800}};
-constexpr SimPeak kSimGeneric = {"generic", 120, 900};
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
@@ -180,16 +170,14 @@ nlohmann::json NumberOrNull(double v) { return v > 0 ? nlohmann::json(v) : nlohm
 
 std::optional<PeakFigures> PeakFiguresFor(const std::string& gpu_model) {
   if (IsSimulatedName(gpu_model)) {
-    const std::string key = gpu_model.substr(4);
-    const SimPeak* sim = &kSimGeneric;
-    for (const auto& p : kSimPeaks) {
-      if (key == p.model) sim = &p;
-    }
+    // The rates the sim backend's cost model reaches; a "sim-" model it does
+    // not know runs as its generic GPU.
+    const SimGpu& sim = FindSimGpu(std::string_view(gpu_model).substr(4));
     PeakFigures f;
-    f.tflops = sim->tflops;
-    f.gbps = sim->gbps;
+    f.tflops = sim.tflops;
+    f.gbps = sim.gbps;
     f.simulated = true;
-    f.source = std::string("sim backend cost model '") + sim->model + "', SIMULATED";
+    f.source = std::string("sim backend cost model '") + sim.model + "', SIMULATED";
     return f;
   }
   for (const auto& p : kKnownPeaks) {

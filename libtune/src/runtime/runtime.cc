@@ -417,7 +417,7 @@ Answer Evaluate(const Plan& plan, const int64_t* query) {
   const size_t n = plan.entries.size();
   if (n == 0) return plan.fallback;
   const size_t d = plan.ndims;
-  int64_t bucketed[kMaxDims];
+  int64_t bucketed[kMaxDims] = {};
   const int64_t* dims = query;
   if (plan.bucketed) {
     for (size_t j = 0; j < d; ++j) bucketed[j] = plan.buckets[j].Of(query[j]);

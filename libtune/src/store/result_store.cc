@@ -1288,7 +1288,7 @@ Result<KernelProfile> ResultStore::GetProfile(const std::string& gpu_model, cons
 
 Result<KernelImage> ResultStore::GetKernel(const std::string& kernel_hash, const std::string& config_id,
                                            const std::string& dtype, const std::string& arch) {
-  const std::string key = KernelImage{kernel_hash, config_id, dtype, arch, "", ""}.Key();
+  const std::string key = KernelImage::KeyOf(kernel_hash, config_id, dtype, arch);
   if (!impl_->kernels) return Status::NotFound("no kernel " + key + " (the store predates kernel images)");
   std::string stored;
   rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->kernels, key, &stored);

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <map>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +16,7 @@
 #include <random>
 
 #include "measure/package_dir.h"
+#include "tune/clock.h"
 #include "measure/program/program_process.h"
 #include "measure/program/program_protocol.h"
 
@@ -26,10 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using program::Outcome;
 using program::ProgramProcess;
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The last `max` bytes of `text`, cut at a line start.
 std::string Tail(const std::string& text, size_t max) {
@@ -83,12 +79,12 @@ class ProgramBackend : public Backend {
     CompiledKernel k;
     k.config = config;
     k.config_id = config.Id();
-    const double start = Now();
+    const double start = NowSeconds();
     auto fail = [&](const std::string& why, const std::string& log) {
       k.failure = FailureClass::kCompileError;
       k.failure_message = why;
       k.log = log;
-      k.compile_seconds = Now() - start;
+      k.compile_seconds = NowSeconds() - start;
       return k;
     };
     if (!spec.program) return fail("op '" + spec.name + "' is not a program op", "");
@@ -134,7 +130,7 @@ class ProgramBackend : public Backend {
     ProgramProcess p;
     Status st = Start(p, spec.program->build, *dir, Environment(r), false);
     if (!st.ok()) return fail("build: " + st.message(), "");
-    const double deadline = Now() + spec.program->build_timeout_seconds;
+    const double deadline = NowSeconds() + spec.program->build_timeout_seconds;
     bool timed_out = false;
     const std::string out = OutputUntilExit(p, deadline, &timed_out);
     if (timed_out)
@@ -150,7 +146,7 @@ class ProgramBackend : public Backend {
     }
     if (!(std::ofstream(done) << "built\n")) return fail("cannot write " + done.string(), log);
     k.log = log;
-    k.compile_seconds = Now() - start;
+    k.compile_seconds = NowSeconds() - start;
     return k;
   }
 
@@ -296,7 +292,7 @@ class ProgramBackend : public Backend {
     ProgramProcess p;
     Status st = Start(p, spec.program->version, dir, program::DeviceEnvironment(device_, options_.cpus, options_.python_path), false);
     if (!st.ok()) return Status::Error("version: " + st.message());
-    const double deadline = Now() + spec.program->build_timeout_seconds;
+    const double deadline = NowSeconds() + spec.program->build_timeout_seconds;
     bool timed_out = false;
     const std::string out = OutputUntilExit(p, deadline, &timed_out);
     if (timed_out)
@@ -316,7 +312,7 @@ class ProgramBackend : public Backend {
       return m;
     }
     Outcome o;
-    const double deadline = Now() + spec.program->timeout_seconds;
+    const double deadline = NowSeconds() + spec.program->timeout_seconds;
     for (std::string line;;) {
       const auto got = p.ReadLine(deadline, &line);
       if (got == ProgramProcess::ReadOutcome::kLine) {
@@ -330,7 +326,7 @@ class ProgramBackend : public Backend {
       break;
     }
     bool clean = false;
-    const std::string how = p.Finish(Now() + 5, &clean);
+    const std::string how = p.Finish(NowSeconds() + 5, &clean);
     if (!clean) {
       m.failure = FailureClass::kCrash;
       m.failure_message = "the program ended with " + how + "\n" + Tail(p.stderr_tail(), kLogTailBytes);
@@ -376,7 +372,7 @@ class ProgramBackend : public Backend {
     }
     // A new process may first import its framework and warm its compiler.
     const double deadline =
-        Now() + spec.program->timeout_seconds + (serve_fresh_ ? spec.program->start_timeout_seconds : 0);
+        NowSeconds() + spec.program->timeout_seconds + (serve_fresh_ ? spec.program->start_timeout_seconds : 0);
     serve_fresh_ = false;
     if (Status st = serve_.WriteLine(program::MeasureLine(r), 30); !st.ok()) {
       *silent = true;
@@ -406,7 +402,7 @@ class ProgramBackend : public Backend {
   // starts a new process.
   Measurement Ended(const std::string& why) {
     bool clean = false;
-    const std::string how = serve_.running() ? serve_.Finish(Now() + 5, &clean) : "not running";
+    const std::string how = serve_.running() ? serve_.Finish(NowSeconds() + 5, &clean) : "not running";
     Measurement m;
     m.failure = FailureClass::kCrash;
     m.failure_message = "the serve process stopped answering (" + why + "; " + how + ")\n" +

@@ -16,6 +16,8 @@
 #include <map>
 #include <thread>
 
+#include "tune/clock.h"
+
 extern char** environ;
 
 // The entries getdents64 returns (glibc's dirent64 has the same layout).
@@ -33,12 +35,8 @@ namespace {
 constexpr size_t kMaxLineBytes = size_t(4) << 20;
 constexpr size_t kStderrTailBytes = 16 << 10;
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 int MillisUntil(double deadline) {
-  const double left = deadline - Now();
+  const double left = deadline - NowSeconds();
   if (left <= 0) return 0;
   return static_cast<int>(std::min(left * 1000.0 + 1, 1e9));
 }
@@ -348,7 +346,7 @@ void ProgramProcess::DrainStderr() {
 Status ProgramProcess::WriteLine(const std::string& line, double timeout_seconds) {
   if (in_ < 0) return Status::Error("the program's stdin is closed");
   const std::string data = line + "\n";
-  const double deadline = Now() + timeout_seconds;
+  const double deadline = NowSeconds() + timeout_seconds;
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = write(in_, data.data() + done, data.size() - done);
@@ -375,7 +373,7 @@ Status ProgramProcess::WriteLine(const std::string& line, double timeout_seconds
 ProgramProcess::ReadOutcome ProgramProcess::ReadLine(double deadline, std::string* line) {
   for (;;) {
     // The deadline holds even for a program that never stops printing.
-    if (Now() >= deadline) {
+    if (NowSeconds() >= deadline) {
       DrainStderr();
       return ReadOutcome::kTimeout;
     }
@@ -447,7 +445,7 @@ std::string ProgramProcess::Finish(double deadline, bool* clean) {
       return "ended (reaped elsewhere)";
     }
     if (r < 0 && errno != EINTR) break;
-    if (Now() >= deadline) return Kill();
+    if (NowSeconds() >= deadline) return Kill();
     DrainStderr();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
