@@ -382,44 +382,81 @@ struct Worker::Impl : HttpStatusSource {
     }
   }
 
+  // A row of `unit` for (c, s) on `dev`, before its outcome.
+  Measurement BaseRow(const WorkUnit& unit, const DeviceInfo& dev, const Config& c, const Shape& s) const {
+    Measurement m;
+    m.gpu_model = dev.model;
+    m.op = unit.op;
+    m.dtype = unit.dtype;
+    m.shape = s.Canonical();
+    m.config = c;
+    m.config_id = c.Id();
+    m.backend = dev.backend;
+    m.device_name = dev.name;
+    m.driver_version = dev.driver_version;
+    m.nvrtc_version = dev.nvrtc_version;
+    m.farm_version = TUNEFARM_VERSION;
+    m.worker = opts.name;
+    m.unix_time = std::time(nullptr);
+    return m;
+  }
+
+  // The identity of what `k` is: its kernel hash (the op's when the backend
+  // adds nothing), include digest and arch (of a cubin only).
+  static void StampKernel(const CompiledKernel& k, const std::string& op_hash, Measurement* m) {
+    m->kernel_hash = k.kernel_hash.empty() ? op_hash : k.kernel_hash;
+    m->include_digest = k.include_digest;
+    m->arch = k.image.empty() ? "" : k.arch;
+  }
+
+  // One unit on one device: its configs compile on the pool while earlier
+  // ones are timed; rows go out in batches (Flush) as they come.
+  struct UnitRun {
+    const WorkUnit& unit;
+    const DeviceInfo& dev;
+    const OpSpec& spec;
+    Backend& backend;
+    zmq::socket_t& push;
+    std::string op_hash;
+    std::vector<std::future<CompiledKernel>> compiled;
+    Pending pending;
+    uint64_t batch = 0;
+  };
+
+  // Waits for config i's compile and counts it.
+  CompiledKernel TakeCompiled(UnitRun& run, size_t i) {
+    const double wait_start = NowSeconds();
+    CompiledKernel k = run.compiled[i].get();
+    std::lock_guard<std::mutex> lock(stats_mu);
+    if (!run.unit.confirm() && !run.unit.refine())
+      stats.screened.insert(run.unit.op + '\0' + run.unit.dtype + '\0' + run.unit.configs[i].Id());
+    stats.compile_wait_seconds += NowSeconds() - wait_start;
+    stats.compiled += k.from_cache ? 0 : 1;
+    stats.compile_cache_hits += k.from_cache ? 1 : 0;
+    stats.compile_seconds += k.compile_seconds;
+    if (!k.from_cache) compile_seconds.Observe(k.compile_seconds);
+    return k;
+  }
+
   void RunUnit(size_t slot, const WorkUnit& unit, zmq::socket_t& push, std::set<uint64_t>* planned) {
     Backend& device_backend = *backends[slot];
     const DeviceInfo& dev = device_backend.device();
-    Pending pending;
-    std::vector<Measurement>& rows = pending.rows;
-    uint64_t batch = 0;
-    double last_flush = NowSeconds();
     std::string error;
     auto spec = SpecFor(unit, &error);
-    auto base = [&](const Config& c, const Shape& s) {
-      Measurement m;
-      m.gpu_model = dev.model;
-      m.op = unit.op;
-      m.dtype = unit.dtype;
-      m.shape = s.Canonical();
-      m.config = c;
-      m.config_id = c.Id();
-      m.backend = dev.backend;
-      m.device_name = dev.name;
-      m.driver_version = dev.driver_version;
-      m.nvrtc_version = dev.nvrtc_version;
-      m.farm_version = TUNEFARM_VERSION;
-      m.worker = opts.name;
-      m.unix_time = std::time(nullptr);
-      return m;
-    };
     if (!spec) {
       // An op that does not parse here fails every pair of the unit with the
       // reason, so the sweep still completes and shows why.
+      Pending pending;
       for (const auto& c : unit.configs) {
         for (const auto& s : unit.shapes) {
-          Measurement m = base(c, s);
+          Measurement m = BaseRow(unit, dev, c, s);
           m.kernel_hash = "invalid-spec";
           m.failure = FailureClass::kCompileError;
           m.failure_message = error;
-          rows.push_back(std::move(m));
+          pending.rows.push_back(std::move(m));
         }
       }
+      uint64_t batch = 0;
       Flush(push, unit, &batch, &pending, true);
       return;
     }
@@ -428,73 +465,65 @@ struct Worker::Impl : HttpStatusSource {
          {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
          {"configs", std::to_string(unit.configs.size())}, {"model", dev.model}});
     Backend& backend = spec->program ? *program_backends[slot] : device_backend;
-    // Its next unit is asked for at once, so that its configs compile while
-    // this unit's are timed; planned units are forgotten when they start.
-    const bool compiles_ahead = spec->program && !spec->program->serve.empty();
+    UnitRun run{unit, dev, *spec, backend, push, KernelHash(*spec, backend.toolchain()), {}, {}, 0};
+    // Planned units are forgotten when they start.
     planned->erase(planned->begin(), planned->lower_bound(unit.unit_id));
-    std::vector<std::future<CompiledKernel>> compiled;
-    compiled.reserve(unit.configs.size());
+    run.compiled.reserve(unit.configs.size());
     for (const auto& c : unit.configs) {
-      compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c] {
+      run.compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c] {
         return backend.Compile(*spec, dtype, c);
       }));
     }
     if (!planned->count(unit.unit_id)) backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
-    const std::string op_hash = KernelHash(*spec, backend.toolchain());
-    auto kernel_hash = [&](const CompiledKernel& k) { return k.kernel_hash.empty() ? op_hash : k.kernel_hash; };
-    // Waits for config i's compile and counts it.
-    auto take_compiled = [&](size_t i) {
-      const double wait_start = NowSeconds();
-      CompiledKernel k = compiled[i].get();
-      std::lock_guard<std::mutex> lock(stats_mu);
-      if (!unit.confirm() && !unit.refine())
-        stats.screened.insert(unit.op + '\0' + unit.dtype + '\0' + unit.configs[i].Id());
-      stats.compile_wait_seconds += NowSeconds() - wait_start;
-      stats.compiled += k.from_cache ? 0 : 1;
-      stats.compile_cache_hits += k.from_cache ? 1 : 0;
-      stats.compile_seconds += k.compile_seconds;
-      if (!k.from_cache) compile_seconds.Observe(k.compile_seconds);
-      return k;
-    };
-    if (unit.confirm()) {
-      // The fastest configs of one shape, timed again together.
-      std::vector<CompiledKernel> valid;
-      for (size_t i = 0; i < unit.configs.size(); ++i) {
-        CompiledKernel k = take_compiled(i);
-        if (k.failure == FailureClass::kNone) valid.push_back(std::move(k));
-        else Log(log::Level::kWarn, "a config of a confirm unit no longer compiles",
-                 {{"worker", opts.name}, {"unit", std::to_string(unit.unit_id)}, {"config", k.config_id},
-                  {"error", k.failure_message}});
-      }
-      const double measure_start = NowSeconds();
-      for (const auto& s : unit.shapes) {
-        std::vector<Measurement> got =
-            MeasureTogether(backend, *spec, unit.dtype, valid, s, opts.timing, unit.confirm_seconds,
-                            unit.confirm_timing);
-        for (size_t j = 0; j < valid.size(); ++j) {
-          Measurement m = base(valid[j].config, s);
-          m.CopyOutcome(got[j]);
-          m.kernel_hash = kernel_hash(valid[j]);
-          m.include_digest = valid[j].include_digest;
-          m.arch = valid[j].image.empty() ? "" : valid[j].arch;
-          m.confirmed = ReplacesFirstFigure(m);
-          pending.AddKernel(m, valid[j]);
-          rows.push_back(std::move(m));
-        }
-        if (unit.profile_top > 0)
-          ProfileFastest(backend, *spec, unit, s, valid, rows.end() - valid.size(), rows.end(), &pending);
-      }
-      for (const Measurement& m : rows) CountRow(dev.model, m, /*again=*/true);
-      {
-        std::lock_guard<std::mutex> lock(stats_mu);
-        stats.measure_seconds += NowSeconds() - measure_start;
-      }
-      // Asked for only now: a unit fetched ahead would wait out the whole
-      // confirm run while its lease runs down.
-      AskForNextUnit(push, dev.index);
-      Flush(push, unit, &batch, &pending, true);
-      return;
+    if (unit.confirm()) RunConfirmUnit(run);
+    else RunScreenOrRefineUnit(run, slot, planned);
+  }
+
+  // The fastest configs of one shape, timed again together.
+  void RunConfirmUnit(UnitRun& run) {
+    const WorkUnit& unit = run.unit;
+    std::vector<CompiledKernel> valid;
+    for (size_t i = 0; i < unit.configs.size(); ++i) {
+      CompiledKernel k = TakeCompiled(run, i);
+      if (k.failure == FailureClass::kNone) valid.push_back(std::move(k));
+      else Log(log::Level::kWarn, "a config of a confirm unit no longer compiles",
+               {{"worker", opts.name}, {"unit", std::to_string(unit.unit_id)}, {"config", k.config_id},
+                {"error", k.failure_message}});
     }
+    std::vector<Measurement>& rows = run.pending.rows;
+    const double measure_start = NowSeconds();
+    for (const auto& s : unit.shapes) {
+      std::vector<Measurement> got = MeasureTogether(run.backend, run.spec, unit.dtype, valid, s, opts.timing,
+                                                     unit.confirm_seconds, unit.confirm_timing);
+      for (size_t j = 0; j < valid.size(); ++j) {
+        Measurement m = BaseRow(unit, run.dev, valid[j].config, s);
+        m.CopyOutcome(got[j]);
+        StampKernel(valid[j], run.op_hash, &m);
+        m.confirmed = ReplacesFirstFigure(m);
+        run.pending.AddKernel(m, valid[j]);
+        rows.push_back(std::move(m));
+      }
+      if (unit.profile_top > 0)
+        ProfileFastest(run.backend, run.spec, unit, s, valid, rows.end() - valid.size(), rows.end(), &run.pending);
+    }
+    for (const Measurement& m : rows) CountRow(run.dev.model, m, /*again=*/true);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu);
+      stats.measure_seconds += NowSeconds() - measure_start;
+    }
+    // Asked for only now: a unit fetched ahead would wait out the whole
+    // confirm run while its lease runs down.
+    AskForNextUnit(run.push, run.dev.index);
+    Flush(run.push, unit, &run.batch, &run.pending, true);
+  }
+
+  // A screening or refine unit: each config on each shape, against the best
+  // this worker has seen of the key (early stop), in batches.
+  void RunScreenOrRefineUnit(UnitRun& run, size_t slot, std::set<uint64_t>* planned) {
+    const WorkUnit& unit = run.unit;
+    // A serve-mode program op asks for its next unit at once, so that its
+    // configs compile while this unit's are timed.
+    const bool compiles_ahead = run.spec.program && !run.spec.program->serve.empty();
     // A screening unit of a sweep with a refine pass ranks every config
     // only; a refine unit's configs are contenders by the coordinator's
     // choice, timed to the CI target (and in the refine window) whatever
@@ -504,57 +533,66 @@ struct Worker::Impl : HttpStatusSource {
       policy.target_rel_ci = std::max(policy.target_rel_ci, policy.rank_rel_ci);
       policy.refine_seconds = 0;
     }
+    double last_flush = NowSeconds();
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       // The last config: ask for the next unit now, so that it is here when
       // this one ends and the device never waits on a round trip.
-      if (compiles_ahead ? i == 0 : i + 1 == unit.configs.size()) AskForNextUnit(push, dev.index);
+      if (compiles_ahead ? i == 0 : i + 1 == unit.configs.size()) AskForNextUnit(run.push, run.dev.index);
       if (compiles_ahead) PlanQueued(slot, planned);
-      CompiledKernel k = take_compiled(i);
+      CompiledKernel k = TakeCompiled(run, i);
       for (const auto& s : unit.shapes) {
-        Measurement m;
-        if (k.failure != FailureClass::kNone) {
-          m = base(unit.configs[i], s);
-          m.failure = k.failure;
-          m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
-          m.resources = k.resources;
-        } else {
-          const std::string best_key =
-              dev.model + "|" + unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical();
-          double best = 0;  // a refine unit has none to judge against
-          if (!unit.refine()) {
-            std::lock_guard<std::mutex> lock(best_mu);
-            best = best_us[best_key];
-          }
-          const double measure_start = NowSeconds();
-          Measurement got = backend.Measure(*spec, unit.dtype, k, s, policy, best);
-          {
-            std::lock_guard<std::mutex> lock(stats_mu);
-            stats.measure_seconds += NowSeconds() - measure_start;
-            measure_seconds.Observe(NowSeconds() - measure_start);
-          }
-          m = base(unit.configs[i], s);
-          m.CopyOutcome(got);
-          m.refined = unit.refine() && ReplacesFirstFigure(m);
-          if (m.Valid()) {
-            std::lock_guard<std::mutex> lock(best_mu);
-            double& known = best_us[best_key];
-            if (known == 0 || m.median_us < known) known = m.median_us;
-          }
-        }
-        m.kernel_hash = kernel_hash(k);
-        m.include_digest = k.include_digest;
-        m.arch = k.image.empty() ? "" : k.arch;
-        pending.AddKernel(m, k);
-        CountRow(dev.model, m, unit.refine());
-        rows.push_back(std::move(m));
-        if (rows.size() >= opts.batch_size || pending.kernel_bytes >= kMaxBatchKernelBytes ||
+        Measurement m = k.failure != FailureClass::kNone ? CompileFailureRow(run, k, unit.configs[i], s)
+                                                         : MeasureOne(run, k, unit.configs[i], s, policy);
+        StampKernel(k, run.op_hash, &m);
+        run.pending.AddKernel(m, k);
+        CountRow(run.dev.model, m, unit.refine());
+        run.pending.rows.push_back(std::move(m));
+        if (run.pending.rows.size() >= opts.batch_size || run.pending.kernel_bytes >= kMaxBatchKernelBytes ||
             NowSeconds() - last_flush >= opts.batch_seconds) {
-          Flush(push, unit, &batch, &pending, false);
+          Flush(run.push, unit, &run.batch, &run.pending, false);
           last_flush = NowSeconds();
         }
       }
     }
-    Flush(push, unit, &batch, &pending, true);
+    Flush(run.push, unit, &run.batch, &run.pending, true);
+  }
+
+  Measurement CompileFailureRow(UnitRun& run, const CompiledKernel& k, const Config& c, const Shape& s) {
+    Measurement m = BaseRow(run.unit, run.dev, c, s);
+    m.failure = k.failure;
+    m.failure_message = k.failure_message + (k.log.empty() ? "" : "\n" + k.log);
+    m.resources = k.resources;
+    return m;
+  }
+
+  // Times config `c` (compiled as `k`) on shape `s`, judged against the
+  // best this worker has of the key, which its figure may lower.
+  Measurement MeasureOne(UnitRun& run, const CompiledKernel& k, const Config& c, const Shape& s,
+                         const TimingPolicy& policy) {
+    const WorkUnit& unit = run.unit;
+    const std::string best_key =
+        run.dev.model + "|" + unit.op + "|" + unit.dtype + "|" + k.kernel_hash + "|" + s.Canonical();
+    double best = 0;  // a refine unit has none to judge against
+    if (!unit.refine()) {
+      std::lock_guard<std::mutex> lock(best_mu);
+      best = best_us[best_key];
+    }
+    const double measure_start = NowSeconds();
+    Measurement got = run.backend.Measure(run.spec, unit.dtype, k, s, policy, best);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu);
+      stats.measure_seconds += NowSeconds() - measure_start;
+      measure_seconds.Observe(NowSeconds() - measure_start);
+    }
+    Measurement m = BaseRow(unit, run.dev, c, s);
+    m.CopyOutcome(got);
+    m.refined = unit.refine() && ReplacesFirstFigure(m);
+    if (m.Valid()) {
+      std::lock_guard<std::mutex> lock(best_mu);
+      double& known = best_us[best_key];
+      if (known == 0 || m.median_us < known) known = m.median_us;
+    }
+    return m;
   }
 };
 
