@@ -1,8 +1,13 @@
 // The CLI's commands. Each returns the process exit code: 0 success, 1 a
-// failure it explains on stderr in one line, 2 bad usage.
+// failure it explains on stderr in one line, 2 bad usage (kExitUsage), 3
+// regressions (kExitRegressions). They are grouped in files by what they
+// work on: commands_farm.cc (a running farm), commands_store.cc (stores and
+// bundles), commands_ops.cc (op folders, keys), commands_tune.cc (a farm on
+// this host). None is thread-safe: one command runs per process.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -101,6 +106,32 @@ inline constexpr int kExitUsage = 2;
 // show/lookup/diff; results, best and compare have their own, with the same
 // names); --json stays as a hidden spelling of --format json.
 void AddFormatOption(CLI::App* app, std::string* format);
+
+// One command of the command line: its CLI11 sub-app and what runs once the
+// command line named it and parsed.
+struct CliCommand {
+  CLI::App* app = nullptr;
+  // Runs the command with the values parsed into it; returns its exit code.
+  // `stop` turns true on SIGINT or SIGTERM: long-running commands return soon
+  // after.
+  std::function<int(const std::atomic<bool>* stop)> run;
+  // A long-running process (coordinator, worker, tune, nightly): it takes
+  // --log-level and --log-format.
+  bool logs = false;
+  // Whether its --verbose was given (empty: it has none): the debug log
+  // level, unless --log-level names one.
+  std::function<bool()> verbose = {};
+};
+
+// Each adds its group's sub-apps (with every option, default and help text)
+// to `app`, in the order `tunefarm --help` lists them, and appends their
+// commands to `out`, leaves of nested sub-apps (`bundle show`) included. The
+// values the sub-apps parse into belong to those commands: keep them while
+// `app` parses. Never fails.
+void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out);   // coordinator .. cancel
+void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out);  // results .. bundle
+void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out);    // op, keys
+void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out);   // tune, nightly
 
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);

@@ -19,12 +19,17 @@ ALLOWED = {
     "base": {"base"},
     "spec": {"base", "spec"},
     "measure": {"base", "spec", "measure"},
-    "wire": {"base", "spec", "wire"},
-    "store": {"base", "spec", "wire", "store"},
-    "publish": {"base", "spec", "wire", "store", "publish"},
-    "report": {"base", "spec", "wire", "store", "publish", "report"},
-    # The HTTP status side of the farm's processes: pages inline Chart.js.
-    "serve": {"base", "report", "serve"},
+    # Every Cap'n Proto encoding (envelopes, records, the bundle's helpers),
+    # with no transport: the disk formats never depend on ZeroMQ.
+    "codec": {"base", "spec", "codec"},
+    # Envelopes over ZeroMQ, CURVE: only the programs that speak it link it.
+    "wire": {"base", "spec", "codec", "wire"},
+    "store": {"base", "spec", "codec", "store"},
+    "publish": {"base", "spec", "codec", "store", "publish"},
+    "report": {"base", "spec", "codec", "store", "publish", "report"},
+    # The HTTP status side of the farm's processes (pages, JSON, /metrics):
+    # no store, no reports; the HTML rules it shares with reports are base's.
+    "serve": {"base", "serve"},
     # What deployments link: the bundle format and its signatures, no more
     # (the build links it without the store's or the wire's libraries).
     "runtime": {"base", "publish", "runtime"},

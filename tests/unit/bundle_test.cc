@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "support/cubin.h"
 #include "support/temp_dir.h"
 #include "tune/limits.h"
 #include "tune/signing.h"
@@ -119,6 +120,45 @@ TEST(BundleTest, BinaryRoundTrip) {
   auto out = DecodeBundle(bytes.data(), bytes.size());
   ASSERT_TRUE(out.ok()) << out.status().message();
   ExpectSameBundle(*out, b);
+}
+
+// A bundle's cubins are encoded as the store's are (one KernelImage codec),
+// but without the workers that vouched for them: host names are the farm's
+// bookkeeping, and one winner's bytes must not differ from farm to farm.
+TEST(BundleTest, KernelsShipWithoutTheFarmsWitnesses) {
+  Bundle b = MakeBundle();
+  KernelImage k{"hash1", "cfg1", "f16", "sm_90", "", testing::SyntheticCubin("sm_90", "gemm", "w"), {}, {}};
+  k.sha256 = Sha256Hex(k.image);
+  Bundle bare = b;
+  bare.kernels = {k};
+  k.witnesses = {"host-a:1", "host-b:1"};
+  k.conflicts = {"host-c:1 " + std::string(64, '0')};
+  b.kernels = {k};
+  const std::string bytes = EncodeBundle(b);
+  EXPECT_EQ(bytes, EncodeBundle(bare));
+  auto out = DecodeBundle(bytes.data(), bytes.size());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->kernels.size(), 1u);
+  EXPECT_EQ(out->kernels[0].image, k.image);
+  EXPECT_EQ(out->kernels[0].sha256, k.sha256);
+  EXPECT_EQ(out->kernels[0].Key(), k.Key());
+  EXPECT_TRUE(out->kernels[0].witnesses.empty());
+  EXPECT_TRUE(out->kernels[0].conflicts.empty());
+}
+
+// Bundle bytes reach the decoder from files and from memory at any address;
+// both go through the codec's frame checks.
+TEST(BundleTest, MisalignedBytesDecodeAndTrailingBytesAreCorrupt) {
+  const std::string bytes = EncodeBundle(MakeBundle());
+  std::string shifted = " " + bytes;
+  auto out = DecodeBundle(shifted.data() + 1, bytes.size());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectSameBundle(*out, MakeBundle());
+
+  const std::string padded = bytes + std::string(8, '\0');
+  auto bad = DecodeBundle(padded.data(), padded.size());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "bundle is corrupt: 8 trailing bytes after the message");
 }
 
 TEST(BundleTest, JsonRoundTripAndStableText) {

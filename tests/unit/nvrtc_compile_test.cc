@@ -182,6 +182,21 @@ TEST(NvrtcCompile, CompilesCannotReadHostFilesWhateverTheSpelling) {
   EXPECT_EQ(ok.failure, FailureClass::kNone) << ok.failure_message << ok.log;
 }
 
+// The op's kernel (and its reference) must be in what NVRTC produced: a
+// misspelt name is a compile error that names it, not a launch error later.
+TEST(NvrtcCompile, AKernelNameNotInTheCubinIsACompileErrorNamingIt) {
+  OpSpec spec = LoadTestOp();
+  spec.kernel += "_misspelt";
+  CompiledKernel k = CompileConfig(spec, spec.dtypes[0], spec.default_config, "sm_90", "");
+  EXPECT_EQ(k.failure, FailureClass::kCompileError);
+  EXPECT_NE(k.failure_message.find("without the kernel '" + spec.kernel + "'"), std::string::npos) << k.failure_message;
+  spec = LoadTestOp();
+  spec.check.reference_kernel += "_misspelt";
+  CompiledKernel ref = CompileReference(spec, spec.dtypes[0], "sm_90", "");
+  EXPECT_EQ(ref.failure, FailureClass::kCompileError);
+  EXPECT_NE(ref.failure_message.find(spec.check.reference_kernel), std::string::npos) << ref.failure_message;
+}
+
 // CUB, Thrust and libcu++ are found wherever the toolkit keeps them
 // (include/cccl/ on CUDA 13, include/ before).
 TEST(NvrtcCompile, OpsMayUseTheToolkitsCccl) {

@@ -1,6 +1,8 @@
 // The wire protocol between coordinator, workers and clients, as plain C++
-// structs. The codec (wire/protocol.cc, which with the stored records' codec
-// alone sees the generated Cap'n Proto types) turns them into frames.
+// structs. The codec stage (codec/protocol.cc, which with the record and
+// bundle codecs alone sees the generated Cap'n Proto types) turns them into
+// frames; it speaks no transport, and libtune's wire stage carries the frames
+// over ZeroMQ.
 //
 // Pattern: ROUTER (coordinator) / DEALER (workers, clients). Every message is
 // one Envelope in one frame (after the ROUTER's identity frame). Any command

@@ -1,6 +1,6 @@
 // Plain C++ value types shared by every part of tunefarm.
 //
-// Only the protocol codec sees Cap'n Proto; everything else passes these
+// Only the codec stage sees Cap'n Proto; everything else passes these
 // structs around. They are cheap to copy and carry no behaviour beyond
 // canonical string forms, which are part of the store's key format and must
 // never change for existing data.

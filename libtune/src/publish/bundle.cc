@@ -2,11 +2,7 @@
 // form is in bundle_json.cc).
 #include "tune/bundle.h"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
 #include <fcntl.h>
-#include <kj/array.h>
-#include <kj/exception.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,57 +11,25 @@
 #include <fstream>
 #include <string_view>
 
+#include "codec/codec.h"
 #include "schema/bundle.capnp.h"
 #include "publish/bundle_checks.h"
 #include "tune/limits.h"
 #include "tune/text.h"
-#include "schema/records.capnp.h"
 
 namespace tune {
+
+using namespace codec;  // NOLINT: this file is the bundle codec
+
 namespace {
 
 // Bundles are read by deployments from files that may be damaged or
 // replaced; this bounds what a bad file can make us allocate.
 constexpr size_t kMaxBundleBytes = 256u << 20;
-constexpr int kNestingLimit = 16;
-
-capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.c_str(), s.size()); }
-std::string Str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
-
-void SetNamedValues(capnp::List<wire::NamedValue>::Builder list, const NamedValues& v) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    list[i].setName(TextOf(v[i].first));
-    list[i].setValue(v[i].second);
-  }
-}
-
-// Lists of zero-sized structs cost a damaged file almost nothing on disk but
-// us a C++ object per element; each list is charged against a multiple of
-// the file size before it is built (honest bundles stay near 3x).
-class Budget {
- public:
-  explicit Budget(size_t file_bytes) : left_(file_bytes * 8 + (1u << 20)) {}
-  bool Charge(size_t count, size_t each) {
-    const size_t cost = count * each;
-    if (cost > left_) return false;
-    left_ -= cost;
-    return true;
-  }
-
- private:
-  size_t left_;
-};
-
-struct BudgetExceeded {};
-
-NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& budget) {
-  if (!budget.Charge(list.size(), sizeof(NamedValues::value_type))) throw BudgetExceeded{};
-  NamedValues out;
-  out.reserve(list.size());
-  for (auto nv : list) out.emplace_back(Str(nv.getName()), nv.getValue());
-  return out;
-}
-
+// A bundle's text is read as the farm wrote it (not held to the UTF-8 check
+// of what peers send); a bundle nests about 7 deep (LaunchPlan > args >
+// value > code), so its bound is tighter than an envelope's.
+constexpr FrameRules kBundleFrame{"bundle is corrupt", kMaxBundleBytes, false, 16};
 
 void SetProgram(wire::LaunchProgram::Builder w, const LaunchProgram& p) {
   w.setCode(capnp::Data::Reader(p.code.data(), p.code.size()));
@@ -78,7 +42,7 @@ LaunchProgram GetProgram(wire::LaunchProgram::Reader r, Budget& budget) {
   LaunchProgram p;
   auto code = r.getCode();
   auto ops = r.getOperands();
-  if (!budget.Charge(code.size() + ops.size(), sizeof(double))) throw BudgetExceeded{};
+  budget.Charge(code.size() + ops.size(), sizeof(double));
   p.code.assign(code.begin(), code.end());
   p.operands.reserve(ops.size());
   for (double v : ops) p.operands.push_back(v);
@@ -278,7 +242,7 @@ std::string EncodeBundle(const Bundle& b) {
   size_t i = 0;
   for (const auto& [op, config] : b.defaults) {
     defaults[i].setOp(TextOf(op));
-    SetNamedValues(defaults[i].initConfig().initParams(config.params.size()), config.params);
+    SetConfig(defaults[i].initConfig(), config);
     ++i;
   }
   auto entries = root.initEntries(b.entries.size());
@@ -288,8 +252,8 @@ std::string EncodeBundle(const Bundle& b) {
     w.setOp(TextOf(e.op));
     w.setDtype(TextOf(e.dtype));
     w.setGpuModel(TextOf(e.gpu_model));
-    SetNamedValues(w.initShape().initDims(e.shape.dims.size()), e.shape.dims);
-    SetNamedValues(w.initConfig().initParams(e.config.params.size()), e.config.params);
+    SetShape(w.initShape(), e.shape);
+    SetConfig(w.initConfig(), e.config);
     w.setConfigId(TextOf(e.config_id));
     w.setKernelHash(TextOf(e.kernel_hash));
     w.setMedianUs(e.median_us);
@@ -332,14 +296,7 @@ std::string EncodeBundle(const Bundle& b) {
   }
   auto kernels = root.initKernels(static_cast<unsigned>(b.kernels.size()));
   for (i = 0; i < b.kernels.size(); ++i) {
-    const KernelImage& k = b.kernels[i];
-    auto w = kernels[i];
-    w.setKernelHash(TextOf(k.kernel_hash));
-    w.setConfigId(TextOf(k.config_id));
-    w.setDtype(TextOf(k.dtype));
-    w.setArch(TextOf(k.arch));
-    w.setSha256(TextOf(k.sha256));
-    w.setImage(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(k.image.data()), k.image.size()));
+    SetKernelImage(kernels[i], b.kernels[i], /*with_witnesses=*/false);
   }
   auto model_defaults = root.initModelDefaults(static_cast<unsigned>(b.model_defaults.size()));
   for (i = 0; i < b.model_defaults.size(); ++i) {
@@ -348,7 +305,7 @@ std::string EncodeBundle(const Bundle& b) {
     w.setOp(TextOf(d.op));
     w.setDtype(TextOf(d.dtype));
     w.setGpuModel(TextOf(d.gpu_model));
-    SetNamedValues(w.initConfig().initParams(d.config.params.size()), d.config.params);
+    SetConfig(w.initConfig(), d.config);
     w.setConfigId(TextOf(d.config_id));
     w.setKernelHash(TextOf(d.kernel_hash));
     w.setArch(TextOf(d.arch));
@@ -359,7 +316,7 @@ std::string EncodeBundle(const Bundle& b) {
     const ArchDefault& d = b.arch_defaults[i];
     arch_defaults[i].setOp(TextOf(d.op));
     arch_defaults[i].setArch(TextOf(d.arch));
-    SetNamedValues(arch_defaults[i].initConfig().initParams(d.config.params.size()), d.config.params);
+    SetConfig(arch_defaults[i].initConfig(), d.config);
   }
   size_t n_buckets = 0;
   for (const auto& [op, dims] : b.buckets) n_buckets += dims.size();
@@ -388,9 +345,7 @@ std::string EncodeBundle(const Bundle& b) {
     auto programs = w.initRules(static_cast<unsigned>(r.rules.size()));
     for (size_t p = 0; p < r.rules.size(); ++p) SetProgram(programs[static_cast<unsigned>(p)], r.rules[p]);
   }
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  return ToBytes(builder);
 }
 
 Result<Bundle> DecodeBundle(const void* data, size_t size) {
@@ -399,21 +354,8 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     return Status::Error("bundle of " + std::to_string(size) + " bytes exceeds the limit of " +
                          std::to_string(kMaxBundleBytes));
   }
-  if (size % sizeof(capnp::word) != 0) {
-    return Status::Error("bundle is truncated or corrupt (size " + std::to_string(size) +
-                         " is not a multiple of 8)");
-  }
-  const size_t words = size / sizeof(capnp::word);
-  try {
-    kj::Array<capnp::word> copy = kj::heapArray<capnp::word>(words);
-    std::memcpy(copy.begin(), data, size);
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = words * 4 + 1024;
-    options.nestingLimit = kNestingLimit;
-    capnp::FlatArrayMessageReader reader(copy.asPtr(), options);
-    if (reader.getEnd() != copy.end()) return Status::Error("bundle has trailing bytes (corrupt)");
+  return ReadFrame<Bundle>(data, size, kBundleFrame, [](capnp::MessageReader& reader, Budget& budget) -> Result<Bundle> {
     auto root = reader.getRoot<wire::Bundle>();
-    Budget budget(size);
     Bundle b;
     b.format_version = root.getFormatVersion();
     TUNE_RETURN_IF_ERROR(CheckVersion(b.format_version));
@@ -422,12 +364,10 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     b.created_unix = root.getCreatedUnix();
     auto defaults = root.getDefaults();
     auto entries = root.getEntries();
-    if (!budget.Charge(defaults.size(), sizeof(std::pair<const std::string, Config>) + 4 * sizeof(void*)) ||
-        !budget.Charge(entries.size(), sizeof(BundleEntry))) {
-      throw BudgetExceeded{};
-    }
+    budget.Charge(defaults.size(), sizeof(std::pair<const std::string, Config>) + 4 * sizeof(void*));
+    budget.Charge(entries.size(), sizeof(BundleEntry));
     for (auto d : defaults) {
-      b.defaults[Str(d.getOp())] = Config{GetNamedValues(d.getConfig().getParams(), budget)};
+      b.defaults[Str(d.getOp())] = GetConfig(d.getConfig(), budget);
     }
     b.entries.reserve(entries.size());
     for (auto r : entries) {
@@ -435,8 +375,8 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       e.op = Str(r.getOp());
       e.dtype = Str(r.getDtype());
       e.gpu_model = Str(r.getGpuModel());
-      e.shape.dims = GetNamedValues(r.getShape().getDims(), budget);
-      e.config.params = GetNamedValues(r.getConfig().getParams(), budget);
+      e.shape = GetShape(r.getShape(), budget);
+      e.config = GetConfig(r.getConfig(), budget);
       e.config_id = Str(r.getConfigId());
       e.kernel_hash = Str(r.getKernelHash());
       e.median_us = r.getMedianUs();
@@ -454,17 +394,16 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     auto plans = root.getLaunchPlans();
     auto kernels = root.getKernels();
     auto model_defaults = root.getModelDefaults();
-    if (!budget.Charge(plans.size(), sizeof(BundleLaunchPlan)) || !budget.Charge(kernels.size(), sizeof(KernelImage)) ||
-        !budget.Charge(model_defaults.size(), sizeof(ModelDefault))) {
-      throw BudgetExceeded{};
-    }
+    budget.Charge(plans.size(), sizeof(BundleLaunchPlan));
+    budget.Charge(kernels.size(), sizeof(KernelImage));
+    budget.Charge(model_defaults.size(), sizeof(ModelDefault));
     for (auto r : plans) {
       BundleLaunchPlan p;
       p.op = Str(r.getOp());
       p.kernel_hash = Str(r.getKernelHash());
       p.function = Str(r.getFunction());
       auto vars = r.getVars();
-      if (!budget.Charge(vars.size(), sizeof(std::string))) throw BudgetExceeded{};
+      budget.Charge(vars.size(), sizeof(std::string));
       for (auto v : vars) p.vars.push_back(Str(v));
       auto grid = r.getGrid(), block = r.getBlock();
       if (grid.size() != 3 || block.size() != 3)
@@ -475,7 +414,7 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       }
       p.smem = GetProgram(r.getSmem(), budget);
       auto args = r.getArgs();
-      if (!budget.Charge(args.size(), sizeof(BundleLaunchArg))) throw BudgetExceeded{};
+      budget.Charge(args.size(), sizeof(BundleLaunchArg));
       for (auto ra : args) {
         BundleLaunchArg a;
         a.name = Str(ra.getName());
@@ -488,23 +427,13 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       }
       b.launch_plans.push_back(std::move(p));
     }
-    for (auto r : kernels) {
-      KernelImage k;
-      k.kernel_hash = Str(r.getKernelHash());
-      k.config_id = Str(r.getConfigId());
-      k.dtype = Str(r.getDtype());
-      k.arch = Str(r.getArch());
-      k.sha256 = Str(r.getSha256());
-      auto image = r.getImage();
-      k.image.assign(reinterpret_cast<const char*>(image.begin()), image.size());
-      b.kernels.push_back(std::move(k));
-    }
+    for (auto r : kernels) b.kernels.push_back(GetKernelImage(r, budget));
     for (auto r : model_defaults) {
       ModelDefault d;
       d.op = Str(r.getOp());
       d.dtype = Str(r.getDtype());
       d.gpu_model = Str(r.getGpuModel());
-      d.config.params = GetNamedValues(r.getConfig().getParams(), budget);
+      d.config = GetConfig(r.getConfig(), budget);
       d.config_id = Str(r.getConfigId());
       d.kernel_hash = Str(r.getKernelHash());
       d.arch = Str(r.getArch());
@@ -512,13 +441,13 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       b.model_defaults.push_back(std::move(d));
     }
     auto arch_defaults = root.getArchDefaults();
-    if (!budget.Charge(arch_defaults.size(), sizeof(ArchDefault))) throw BudgetExceeded{};
+    budget.Charge(arch_defaults.size(), sizeof(ArchDefault));
     for (auto r : arch_defaults) {
       b.arch_defaults.push_back(
-          ArchDefault{Str(r.getOp()), Str(r.getArch()), Config{GetNamedValues(r.getConfig().getParams(), budget)}});
+          ArchDefault{Str(r.getOp()), Str(r.getArch()), GetConfig(r.getConfig(), budget)});
     }
     auto buckets = root.getBuckets();
-    if (!budget.Charge(buckets.size(), sizeof(DimBucket))) throw BudgetExceeded{};
+    budget.Charge(buckets.size(), sizeof(DimBucket));
     for (auto r : buckets) {
       DimBucket d;
       switch (r.getKind()) {
@@ -528,17 +457,17 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
         default: return Status::Error("bundle is corrupt: a bucket of an unknown kind");
       }
       auto values = r.getValues();
-      if (!budget.Charge(values.size(), sizeof(int64_t))) throw BudgetExceeded{};
+      budget.Charge(values.size(), sizeof(int64_t));
       for (int64_t v : values) d.values.push_back(v);
       if (!b.buckets[Str(r.getOp())].emplace(Str(r.getDim()), std::move(d)).second)
         return Status::Error("bundle is corrupt: two buckets for " + Str(r.getOp()) + " " + Str(r.getDim()));
     }
     auto shape_rules = root.getShapeRules();
-    if (!budget.Charge(shape_rules.size(), sizeof(BundleShapeRules))) throw BudgetExceeded{};
+    budget.Charge(shape_rules.size(), sizeof(BundleShapeRules));
     for (auto r : shape_rules) {
       BundleShapeRules rules;
       auto vars = r.getVars();
-      if (!budget.Charge(vars.size(), sizeof(std::string))) throw BudgetExceeded{};
+      budget.Charge(vars.size(), sizeof(std::string));
       for (auto v : vars) rules.vars.push_back(Str(v));
       rules.params = r.getParams();
       for (auto p : r.getRules()) rules.rules.push_back(GetProgram(p, budget));
@@ -548,13 +477,7 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     if (Status st = CheckBundleBounds(b); !st.ok()) return st.WithPrefix("bundle refused: ");
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle is corrupt: ");
     return b;
-  } catch (const BudgetExceeded&) {
-    return Status::Error("bundle is corrupt: it decodes to more memory than its size allows");
-  } catch (const kj::Exception& e) {
-    return Status::Error(std::string("bundle is corrupt: ") + e.getDescription().cStr());
-  } catch (const std::exception& e) {
-    return Status::Error(std::string("bundle is corrupt: ") + e.what());
-  }
+  });
 }
 
 Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext) {

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "tune/config_space.h"
 #include "tune/expr.h"
@@ -45,12 +46,18 @@ std::map<std::string, OpSpec> OpsFromStore(ResultStore& store) { return Latest(S
 namespace {
 
 // A row's (GPU model, op, dtype, shape): the key a bundle entry answers.
-std::string GroupKey(const Measurement& m) { return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape; }
+struct GroupKey {
+  std::string gpu_model, op, dtype, shape;
+  explicit GroupKey(const Measurement& m) : gpu_model(m.gpu_model), op(m.op), dtype(m.dtype), shape(m.shape) {}
+  bool operator<(const GroupKey& o) const {
+    return std::tie(gpu_model, op, dtype, shape) < std::tie(o.gpu_model, o.op, o.dtype, o.shape);
+  }
+};
 
 }  // namespace
 
 std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows) {
-  std::map<std::string, const Measurement*> newest;
+  std::map<GroupKey, const Measurement*> newest;
   for (const auto& m : rows) {
     auto& slot = newest[GroupKey(m)];
     if (!slot || m.unix_time > slot->unix_time ||
@@ -58,7 +65,7 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows) {
       slot = &m;
     }
   }
-  std::set<std::pair<std::string, std::string>> keep;  // (key, hash)
+  std::set<std::pair<GroupKey, std::string>> keep;  // (key, hash)
   for (const auto& [key, m] : newest) keep.emplace(key, m->kernel_hash);
   std::vector<Measurement> out;
   for (auto& m : rows) {
@@ -209,7 +216,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   // Each stored package parsed once for the whole bundle.
   const auto stored = StoredSpecs(store);
   const auto ops = Latest(stored);
-  std::map<std::string, const Measurement*> pick;  // one best row per key
+  std::map<GroupKey, const Measurement*> pick;  // one best row per key
   const std::vector<Measurement> newest = NewestKernelOnly(std::move(best).value());
   for (const auto& m : newest) pick.emplace(GroupKey(m), &m);
   if (pick.empty()) return Status::Error("publish: no valid measurement matches the filter");

@@ -1,12 +1,18 @@
 // The stored records' codec (tune/records.h): the same discipline as the
-// envelope codec's (wire/codec.h), without the text check.
+// envelope codec's (codec/codec.h), without the text check.
 #include "tune/records.h"
 
-#include "wire/codec.h"
+#include "codec/codec.h"
+#include "codec/envelope_parts.h"
 
 namespace tune {
 
 using namespace codec;  // NOLINT: this file is a codec
+
+namespace {
+// A row may predate the text check and must still be readable.
+constexpr FrameRules Stored(const char* what) { return FrameRules{what, kMaxFrameBytes, false}; }
+}  // namespace
 
 std::string EncodeMeasurement(const Measurement& m) {
   capnp::MallocMessageBuilder builder(kFirstSegmentWords);
@@ -15,7 +21,7 @@ std::string EncodeMeasurement(const Measurement& m) {
 }
 
 Result<Measurement> DecodeMeasurement(const void* data, size_t size) {
-  return ReadFrame<Measurement>(data, size, "measurement", false,
+  return ReadFrame<Measurement>(data, size, Stored("measurement"),
                                 [](capnp::MessageReader& reader, Budget& budget) -> Result<Measurement> {
                                   return GetMeasurement(reader.getRoot<wire::Measurement>(), budget);
                                 });
@@ -31,7 +37,7 @@ std::string EncodeLeaseRecord(const LeaseRecord& rec) {
 }
 
 Result<LeaseRecord> DecodeLeaseRecord(const void* data, size_t size) {
-  return ReadFrame<LeaseRecord>(data, size, "lease record", false,
+  return ReadFrame<LeaseRecord>(data, size, Stored("lease record"),
                                 [](capnp::MessageReader& reader, Budget& budget) -> Result<LeaseRecord> {
                                   auto root = reader.getRoot<wire::LeaseRecord>();
                                   LeaseRecord rec;
@@ -52,7 +58,7 @@ std::string EncodeOpRecord(const OpRecord& r) {
 }
 
 Result<OpRecord> DecodeOpRecord(const void* data, size_t size) {
-  return ReadFrame<OpRecord>(data, size, "op record", false,
+  return ReadFrame<OpRecord>(data, size, Stored("op record"),
                              [](capnp::MessageReader& reader, Budget& budget) -> Result<OpRecord> {
                                auto root = reader.getRoot<wire::OpRecord>();
                                OpRecord r;
@@ -70,7 +76,7 @@ std::string EncodeKernelImage(const KernelImage& k) {
 }
 
 Result<KernelImage> DecodeKernelImage(const void* data, size_t size) {
-  return ReadFrame<KernelImage>(data, size, "kernel image", false,
+  return ReadFrame<KernelImage>(data, size, Stored("kernel image"),
                                 [](capnp::MessageReader& reader, Budget& budget) -> Result<KernelImage> {
                                   return GetKernelImage(reader.getRoot<wire::KernelImage>(), budget);
                                 });
@@ -83,7 +89,7 @@ std::string EncodeProfile(const KernelProfile& p) {
 }
 
 Result<KernelProfile> DecodeProfile(const void* data, size_t size) {
-  return ReadFrame<KernelProfile>(data, size, "profile", false,
+  return ReadFrame<KernelProfile>(data, size, Stored("profile"),
                                 [](capnp::MessageReader& reader, Budget& budget) -> Result<KernelProfile> {
                                   return GetProfile(reader.getRoot<wire::KernelProfile>(), budget);
                                 });

@@ -197,6 +197,16 @@ void CompileCached(const OpSpec& spec, const std::string& source_file, const std
     finish();
     return;
   }
+  // The kernel the runner will look up must be in what NVRTC made: a
+  // misspelt name, or a C++ (mangled) one, fails here with its reason
+  // rather than as a launch error on every shape.
+  if (Status st = CheckCubinEntries(r.cubin, {entry}); !st.ok()) {
+    ck->failure = FailureClass::kCompileError;
+    ck->failure_message = source_file + ": " + st.message() + " (is the name right, and the kernel extern \"C\"?)";
+    ck->log = StripPtxasInfo(r.log);
+    finish();
+    return;
+  }
   ck->image = std::move(r.cubin);
   ck->resources = r.resources;
   ck->log = StripPtxasInfo(r.log);

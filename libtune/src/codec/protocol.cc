@@ -1,16 +1,22 @@
 // The protocol codec: tune/protocol.h envelopes <-> schema/protocol.capnp
 // frames. DecodeEnvelope is the first code that touches bytes from the
-// network; wire/codec.h holds the discipline it follows.
+// network; codec/codec.h holds the discipline it follows. It is transport
+// free (wire/ carries the frames over ZeroMQ), so the store can keep a
+// sweep's submit in this encoding without linking ZeroMQ.
 #include "tune/protocol.h"
 
 #include <cmath>
 
-#include "wire/codec.h"
+#include "codec/codec.h"
+#include "codec/envelope_parts.h"
 
 namespace tune {
 namespace {
 
 using namespace codec;  // NOLINT: this file is the codec
+
+// Envelopes come from peers: their text is checked.
+constexpr FrameRules kEnvelopeFrame{"envelope", kMaxFrameBytes, true};
 
 // ---------------------------------------------------------------------------
 // Commands.
@@ -271,7 +277,7 @@ std::string EncodeEnvelope(const Envelope& env) {
 }
 
 Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
-  return ReadFrame<Envelope>(data, size, "envelope", true, [](capnp::MessageReader& reader, Budget& budget) -> Result<Envelope> {
+  return ReadFrame<Envelope>(data, size, kEnvelopeFrame, [](capnp::MessageReader& reader, Budget& budget) -> Result<Envelope> {
     auto root = reader.getRoot<wire::Envelope>();
     Envelope env;
     env.version = root.getVersion();
@@ -285,7 +291,7 @@ Result<Envelope> DecodeEnvelope(const void* data, size_t size) {
 
 Result<std::optional<ResultsHead>> PeekResults(const void* data, size_t size) {
   using Peeked = std::optional<ResultsHead>;
-  return ReadFrame<Peeked>(data, size, "envelope", true, [](capnp::MessageReader& reader, Budget& budget) -> Result<Peeked> {
+  return ReadFrame<Peeked>(data, size, kEnvelopeFrame, [](capnp::MessageReader& reader, Budget& budget) -> Result<Peeked> {
     auto root = reader.getRoot<wire::Envelope>();
     TUNE_RETURN_IF_ERROR(CheckVersion(root.getVersion()));
     auto cmd = root.getCommand();

@@ -1,14 +1,21 @@
-// The Cap'n Proto codec's shared parts, private to libtune: the discipline
-// every decoder follows with bytes it did not write (Budget, ReadFrame), and
-// the converters between tune's structs and their schema counterparts. Used
-// by the envelope codec (wire/protocol.cc) and the stored records' codec
-// (store/records.cc); nothing else sees generated Cap'n Proto types.
+// The codec stage's shared parts, private to libtune: the discipline every
+// decoder follows with bytes it did not write (Budget, ReadFrame), and the
+// converters between tune's structs and their schema/records.capnp
+// counterparts. Every Cap'n Proto encoding goes through here once: the
+// envelope codec (codec/protocol.cc, with codec/envelope_parts.h), the stored
+// records' codec (store/records.cc) and the bundle codec
+// (publish/bundle.cc). It speaks no transport: the disk formats do not
+// depend on ZeroMQ. Generated Cap'n Proto types are seen only here and by
+// the files that encode through this stage.
 //
 // Every frame is treated as hostile: sizes are checked before Cap'n Proto
 // sees them, the reader's traversal and nesting limits are tied to the frame
 // size (so a small frame cannot make us walk or allocate much more than
 // itself), enum and union values outside what this build knows are rejected
 // rather than guessed, and every exception is turned into a Status.
+//
+// Thread safety: free functions over caller-owned values; safe to call from
+// any number of threads.
 #pragma once
 
 #include <capnp/message.h>
@@ -23,11 +30,11 @@
 #include <string>
 #include <vector>
 
-#include "schema/protocol.capnp.h"
 #include "schema/records.capnp.h"
-#include "tune/protocol.h"
+#include "tune/profile.h"
 #include "tune/status.h"
 #include "tune/text.h"
+#include "tune/types.h"
 
 namespace tune::codec {
 
@@ -37,7 +44,7 @@ namespace tune::codec {
 // can cause.
 constexpr uint64_t kTraversalWordsPerFrameWord = 4;
 constexpr uint64_t kTraversalSlackWords = 1024;
-// Our deepest legitimate path is Envelope > command > sweepSubmit >
+// The deepest legitimate envelope path is Envelope > command > sweepSubmit >
 // opPackages > OpPackage > files > OpFile > contents (8); generous headroom
 // without letting recursion depth be chosen by the sender.
 constexpr int kNestingLimit = 32;
@@ -62,7 +69,8 @@ class Budget {
  public:
   // check_text: every Text field must be valid UTF-8 within its bound
   // (tune/text.h). On for envelopes, which come from peers; off for stored
-  // records, which may predate the check and must still be readable.
+  // records, which may predate the check and must still be readable, and
+  // for bundles, which the farm wrote.
   Budget(size_t frame_bytes, bool check_text)
       : check_text(check_text), left_(frame_bytes * kDecodedBytesPerFrameByte + kDecodedSlackBytes) {}
   const bool check_text;
@@ -103,16 +111,16 @@ void SetDevice(wire::DeviceInfo::Builder b, const DeviceInfo& d);
 DeviceInfo GetDevice(wire::DeviceInfo::Reader r, const Budget& budget);
 void SetMeasurement(wire::Measurement::Builder b, const Measurement& m);
 Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget);
-void SetKernelImage(wire::KernelImage::Builder b, const KernelImage& k);
+// with_witnesses false: the cubin and its identity only, as a bundle ships
+// it. Which workers vouched for an image is the farm's bookkeeping (their
+// host names); in a bundle it would make one winner's bytes differ from farm
+// to farm.
+void SetKernelImage(wire::KernelImage::Builder b, const KernelImage& k, bool with_witnesses = true);
 // Decodes; the values are checked by CheckKernelImage where they enter.
 KernelImage GetKernelImage(wire::KernelImage::Reader r, Budget& budget);
 void SetProfile(wire::KernelProfile::Builder b, const KernelProfile& p);
 // Decodes; the values are checked by CheckProfile where they enter.
 KernelProfile GetProfile(wire::KernelProfile::Reader r, Budget& budget);
-void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p);
-OpPackage GetOpPackage(wire::OpPackage::Reader r, Budget& budget);
-void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w);
-WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget);
 
 template <typename T, typename R, typename F>
 std::vector<T> GetList(R list, Budget& budget, F&& get) {
@@ -133,15 +141,28 @@ void SetList(B list, const std::vector<T>& v, F&& set) {
 
 std::string ToBytes(capnp::MessageBuilder& builder);
 
-// Runs `fn(reader)` over a frame with every hostile-input check applied.
-// `what` names the record in error messages; `check_text` as in Budget.
+// What a reader accepts. `what` names the record in error messages (and
+// prefixes them); `max_bytes` bounds the frame; `check_text` as in Budget;
+// `nesting_limit` bounds how deep the sender may make us recurse.
+struct FrameRules {
+  const char* what;
+  size_t max_bytes;
+  bool check_text;
+  int nesting_limit = kNestingLimit;
+};
+
+// Runs `fn(reader, budget)` over a frame with every hostile-input check
+// applied. Returns fn's result, or an error "<what>: ..." for a frame that is
+// empty, too large, not whole words, malformed, followed by trailing bytes,
+// or that decodes to more than its size allows; never throws.
 template <typename T, typename Fn>
-Result<T> ReadFrame(const void* data, size_t size, const char* what, bool check_text, Fn&& fn) {
+Result<T> ReadFrame(const void* data, size_t size, const FrameRules& rules, Fn&& fn) {
+  const char* what = rules.what;
   if (data == nullptr && size != 0) return Status::Error(std::string(what) + ": null buffer");
   if (size == 0) return Status::Error(std::string(what) + ": empty frame");
-  if (size > kMaxFrameBytes) {
+  if (size > rules.max_bytes) {
     return Status::Error(std::string(what) + ": frame of " + std::to_string(size) +
-                         " bytes exceeds the limit of " + std::to_string(kMaxFrameBytes));
+                         " bytes exceeds the limit of " + std::to_string(rules.max_bytes));
   }
   if (size % sizeof(capnp::word) != 0) {
     return Status::Error(std::string(what) + ": frame size " + std::to_string(size) +
@@ -149,8 +170,8 @@ Result<T> ReadFrame(const void* data, size_t size, const char* what, bool check_
   }
   const size_t words = size / sizeof(capnp::word);
   try {
-    // Cap'n Proto reads words in place and requires word alignment; ZeroMQ
-    // gives no alignment guarantee, so misaligned frames are copied.
+    // Cap'n Proto reads words in place and requires word alignment; neither
+    // ZeroMQ nor a caller's buffer promises it, so misaligned frames are copied.
     kj::Array<capnp::word> copy;
     kj::ArrayPtr<const capnp::word> view;
     if (reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) == 0) {
@@ -162,7 +183,7 @@ Result<T> ReadFrame(const void* data, size_t size, const char* what, bool check_
     }
     capnp::ReaderOptions options;
     options.traversalLimitInWords = words * kTraversalWordsPerFrameWord + kTraversalSlackWords;
-    options.nestingLimit = kNestingLimit;
+    options.nestingLimit = rules.nesting_limit;
     capnp::FlatArrayMessageReader reader(view, options);
     // One record per frame: trailing bytes mean a framing bug or tampering.
     if (reader.getEnd() != view.end()) {
@@ -170,7 +191,7 @@ Result<T> ReadFrame(const void* data, size_t size, const char* what, bool check_
                            std::to_string((view.end() - reader.getEnd()) * sizeof(capnp::word)) +
                            " trailing bytes after the message");
     }
-    Budget budget(size, check_text);
+    Budget budget(size, rules.check_text);
     return fn(reader, budget);
   } catch (const DecodeError& e) {
     return Status::Error(std::string(what) + ": " + e.message);

@@ -1,0 +1,56 @@
+// Helpers the CLI's command groups share (commands_*.cc): failure lines,
+// waiting on a sweep, writing bundles, opening stores. Not a library
+// contract: only the `tunefarm` program includes this.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "tune/bundle.h"
+#include "tune/protocol.h"
+#include "tune/publish.h"
+#include "tune/result_store.h"
+#include "tune/status.h"
+
+namespace tune {
+
+// Prints "tunefarm: LINE" on stderr; returns 1, a failure of the work.
+int Fail(const std::string& line);
+// A bad option value found after parsing: prints it as Fail does; returns
+// kExitUsage.
+int Usage(const std::string& line);
+
+// "a,b,,c" -> {"a", "b", "c"}: empty items dropped.
+std::vector<std::string> SplitList(const std::string& text);
+
+// Turns the worker flags' text (--sim-models, --devices, --include-root)
+// into args.opts. Returns an error naming the flag whose value is bad.
+Status FinishWorkerArgs(WorkerArgs& args);
+
+// Waits for a sweep, asking for its state every `poll_seconds` and showing
+// its progress on stderr (ProgressLine) unless quiet. Rides out a
+// restarting coordinator for a while. Returns its final progress, or an
+// error when the coordinator stops answering or `stop` turns true.
+Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
+                                   const std::atomic<bool>* stop, double poll_seconds);
+
+// Writes the bundle's .tfb and .json at `path` (no extension), making its
+// folder: signed with `sign_key`, else the default key ($TUNEFARM_SIGN_KEY,
+// else $XDG_CONFIG_HOME/tunefarm/bundle.key, default ~/.config, made with
+// its .pub the first time it is needed), unless `unsigned_bundle`. Says on
+// stderr which key signed it and what deployments must trust. Returns the
+// first error of finding the key or writing the files.
+Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key, bool unsigned_bundle);
+
+// Opens the store at `path` read-only. Returns an error when it does not
+// exist or does not open.
+Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path);
+
+// What `publish` (and `tune`'s bundle) ships: kernels when `kernels`, their
+// cubins checked against this host's own compile where it has NVRTC.
+PublishOptions PublishOptionsHere(bool kernels);
+
+}  // namespace tune

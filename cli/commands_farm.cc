@@ -1,0 +1,377 @@
+// The farm's commands: coordinator, worker, runner, submit, status, cancel.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "client.h"
+#include "command_util.h"
+#include "commands.h"
+#include "progress.h"
+#include "service_notify.h"
+#include "tune/json_text.h"
+#include "tune/sweep_file.h"
+#include "tune/text.h"
+#ifdef TUNEFARM_WITH_CUDA
+#include "tune/cuda_backend.h"
+#endif
+
+namespace tune {
+namespace {
+
+// Sends `request` to the coordinator and returns its SweepStatus answer.
+Result<SweepStatus> AskForStatus(const ClientArgs& c, Command request) {
+  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
+  auto reply = client.Call(std::move(request));
+  if (!reply.ok()) return reply.status();
+  auto* status = std::get_if<SweepStatus>(&*reply);
+  if (!status) return Status::Error("coordinator sent an unexpected reply");
+  return std::move(*status);
+}
+
+}  // namespace
+
+void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
+  if (!for_tune) {
+    app->add_option("--connect", args->opts.endpoint, "Coordinator endpoint")->capture_default_str();
+    app->add_option("--name", args->opts.name, "Worker name (default host:pid)");
+    app->add_flag("-v,--verbose", args->opts.verbose, "Log units and reconnects to stderr");
+    app->add_option("--curve-key", args->opts.curve_secret_key, "CURVE secret key file of this worker");
+    app->add_option("--coordinator-key", args->opts.coordinator_public_key,
+                    "CURVE public key file of the coordinator");
+    app->add_flag("--insecure-plaintext", args->opts.insecure_plaintext,
+                  "Allow a non-loopback coordinator without CURVE");
+    app->add_option("--http-port", args->opts.http_port,
+                    "Serve /metrics (Prometheus) on this port (0 = any free port; off by default)");
+    app->add_option("--http-address", args->opts.http_address, "Address for --http-port")->capture_default_str();
+    app->add_flag("--allow-programs", args->opts.allow_programs,
+                  "Run program ops: the build/run commands of whoever may submit sweeps, as this user "
+                  "(docs/program-ops.md)");
+    app->add_option("--protect", args->opts.protected_paths,
+                    "A file or folder programs may neither read nor write (the worker's configuration); "
+                    "repeatable. The --curve-key file is always protected");
+    app->add_flag("--allow-unconfined-programs", args->opts.allow_unconfined_programs,
+                  "Run program ops even where the kernel cannot confine them (no Landlock)");
+  } else {
+    args->opts.allow_programs = true;  // tune runs the user's own ops, confined where the kernel can
+    args->opts.allow_unconfined_programs = true;
+  }
+  app->add_option("--backend", args->opts.backend, "auto (CUDA if a GPU is present), cuda or sim")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cuda", "sim"}));
+  app->add_option("--sim-models", args->sim_models,
+                  "sim: simulated GPU models, one device each (h100,h200,a100,l40s)")
+      ->capture_default_str();
+  app->add_option("--sim-faults", args->opts.sim_faults,
+                  "sim: injected faults, e.g. compile=0.02,crash=0.01,hang=0.01,wrong=0.01,nan=0.01,busy=0.001");
+  app->add_option("--devices", args->devices, "cuda: device ordinals to use, e.g. 0,1 (default all)");
+  app->add_option("--compile-threads", args->opts.compile_threads, "NVRTC threads (0 = one per core)")
+      ->capture_default_str();
+  app->add_option("--cache-dir", args->opts.cache_dir, "On-disk cubin cache (default ~/.cache/tunefarm)");
+  app->add_option("--include-root", args->include_roots,
+                  "NAME=PATH: where ops that name include root NAME (a CUTLASS checkout) find it; repeatable");
+  app->add_option("--timeout", args->opts.timing.timeout_seconds, "Wall-clock limit per config, seconds")
+      ->capture_default_str();
+  app->add_option("--max-seconds", args->opts.timing.max_seconds, "Timed work cap per (config, shape)")
+      ->capture_default_str();
+  app->add_option("--rank-ci", args->opts.timing.rank_rel_ci,
+                  "CI target (fraction of the mean) of screening; with one pass, of configs more than "
+                  "--refine-within behind the best so far")
+      ->capture_default_str();
+  app->add_option("--early-stop-factor", args->opts.timing.early_stop_factor,
+                  "A config whose median after the minimum samples is this many times the best so far "
+                  "stops there (0 = never)")
+      ->capture_default_str();
+  app->add_option("--refine-within", args->opts.timing.refine_within,
+                  "Configs within this fraction of the best are contenders: timed to a 1% CI and in the "
+                  "--refine-seconds window (the refine pass; with one pass, against the best so far)")
+      ->capture_default_str();
+  app->add_option("--refine-seconds", args->opts.timing.refine_seconds,
+                  "cuda: time each contender again for this long, back to back, and keep that "
+                  "window's median (steady clocks; 0 = off)")
+      ->capture_default_str();
+}
+
+void AddClientOptions(CLI::App* app, ClientArgs* args) {
+  app->add_option("--coordinator", args->endpoint, "Coordinator endpoint")->capture_default_str();
+  app->add_option("--curve-key", args->curve_secret_key, "CURVE secret key file of this client");
+  app->add_option("--coordinator-key", args->coordinator_key, "CURVE public key file of the coordinator");
+}
+
+int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
+  args.opts.max_ingest_backlog_bytes = args.max_ingest_backlog_mib << 20;
+  args.opts.max_ingest_queue_bytes = args.max_ingest_queue_mib << 20;
+  args.opts.store_reserve_bytes = args.store_reserve_mib << 20;
+  ServiceWatchdog watchdog;
+  args.opts.alive = [&watchdog] { watchdog.Alive(); };
+  Coordinator coord(args.opts);
+  Status st = coord.Start();
+  if (!st.ok()) return Fail(st.message());
+  std::fprintf(stderr, "tunefarm coordinator on %s, store %s\n", coord.bound_endpoint().c_str(),
+               args.opts.store_path.c_str());
+  if (!coord.http_url().empty()) std::fprintf(stderr, "dashboard: %s\n", coord.http_url().c_str());
+  // Units ordered after the coordinator (workers, the nightly sweep) start
+  // once it serves, not once its process exists (Type=notify).
+  NotifyServiceManager("READY=1\nSTATUS=serving on " + coord.bound_endpoint());
+  st = coord.Run(stop);
+  NotifyServiceManager("STOPPING=1");
+  return st.ok() ? 0 : Fail(st.message());
+}
+
+int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
+  Status st = FinishWorkerArgs(args);
+  if (!st.ok()) return Fail(st.message());
+  ServiceWatchdog watchdog;
+  args.opts.alive = [&watchdog] { watchdog.Alive(); };
+  Worker worker(args.opts);
+  st = worker.Start();
+  if (!st.ok()) return Fail(st.message());
+  for (const auto& d : worker.devices()) {
+    std::fprintf(stderr, "tunefarm worker: device %d %s (%s, backend %s%s)\n", d.index,
+                 d.name.c_str(), d.model.c_str(), d.backend.c_str(),
+                 d.backend == "sim" ? ", SIMULATED" : "");
+  }
+  if (!worker.http_url().empty()) std::fprintf(stderr, "metrics: %smetrics\n", worker.http_url().c_str());
+  NotifyServiceManager("READY=1\nSTATUS=" + std::to_string(worker.devices().size()) + " device(s)");
+  st = worker.Run(stop);
+  NotifyServiceManager("STOPPING=1");
+  return st.ok() ? 0 : Fail(st.message());
+}
+
+int RunRunner(int device) {
+#ifdef TUNEFARM_WITH_CUDA
+  return RunnerMain(device, 0, 1);
+#else
+  (void)device;
+  return Fail("runner: built without the CUDA toolkit");
+#endif
+}
+
+int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
+  auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir);
+  if (!sweep.ok()) return Fail(sweep.status().message());
+  const ClientArgs& c = args.client;
+  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
+  auto reply = client.Call(*sweep);
+  if (!reply.ok()) return Fail(reply.status().message());
+  auto* accepted = std::get_if<SweepAccepted>(&*reply);
+  if (!accepted) return Fail("coordinator sent an unexpected reply");
+  std::printf("%s\n", accepted->sweep_id.c_str());
+  std::fflush(stdout);
+  if (!args.wait) return 0;
+  auto done = WaitForSweep(c, accepted->sweep_id, false, stop, 0.1);
+  if (!done.ok()) return Fail(done.status().message());
+  if (done->state == "done" && done->units_total == 0 && done->pairs_total > 0) {
+    std::printf("already measured: %llu (config, shape) pairs stored, nothing to do\n",
+                static_cast<unsigned long long>(done->pairs_done));
+  } else if (done->state == "done") {
+    const int64_t took = done->finished_unix > done->started_unix ? done->finished_unix - done->started_unix : 0;
+    std::printf("done: %llu pairs measured (%llu failed) on %s in %s\n"
+                "failures: %s\n"
+                "next: tunefarm results --store STORE --format table | tunefarm compare --store STORE | "
+                "tunefarm publish --store STORE --out bundles/%s\n",
+                static_cast<unsigned long long>(done->pairs_done), static_cast<unsigned long long>(done->pairs_failed),
+                Join(done->gpu_models, ", ").c_str(), FormatDuration(double(took)).c_str(),
+                FormatFailures(done->failed_by_class).c_str(), done->name.c_str());
+  }
+  if (done->state == "done") return 0;
+  return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
+}
+
+int RunCancel(const StatusArgs& args) {
+  auto status = AskForStatus(args.client, SweepCancel{args.sweep_id});
+  if (!status.ok()) return Fail(status.status().message());
+  if (status->sweeps.empty()) return Fail("coordinator sent an unexpected reply");
+  const SweepProgress& p = status->sweeps.front();
+  std::printf("sweep %s %s: %llu of %llu (config, shape) pairs stored, they stay in the store\n", p.sweep_id.c_str(),
+              p.state.c_str(), (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total);
+  return 0;
+}
+
+int RunStatus(const StatusArgs& args) {
+  auto status = AskForStatus(args.client, SweepStatusRequest{args.sweep_id});
+  if (!status.ok()) return Fail(status.status().message());
+  if (args.format == "json") {
+    nlohmann::json j = {{"workers", status->workers}, {"store_fault", status->store_fault},
+                        {"sweeps", nlohmann::json::array()}};
+    for (const auto& p : status->sweeps) {
+      j["sweeps"].push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
+                             {"units_total", p.units_total}, {"units_done", p.units_done},
+                             {"pairs_total", p.pairs_total}, {"pairs_done", p.pairs_done},
+                             {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
+                             {"gpu_models", p.gpu_models}, {"error", p.error}, {"waiting_for", p.waiting_for},
+                             {"expanding", p.expanding}, {"waits", p.waits}, {"skipped", p.skipped}});
+    }
+    std::printf("%s\n", DumpJson(j, 2).c_str());
+    return 0;
+  }
+  if (args.format == "csv") {
+    std::printf("sweep,name,state,units_done,units_total,pairs_done,pairs_total,pairs_failed,gpu_models,waiting_for,"
+                "error\n");
+    for (const auto& p : status->sweeps) {
+      std::printf("%s,%s,%s,%llu,%llu,%llu,%llu,%llu,%s,%s,%s\n", CsvField(p.sweep_id).c_str(),
+                  CsvField(p.name).c_str(), p.state.c_str(), (unsigned long long)p.units_done,
+                  (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
+                  (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
+                  CsvField(Join(p.gpu_models, " ")).c_str(), CsvField(Join(p.waiting_for, " ")).c_str(),
+                  CsvField(ToValidUtf8(p.error)).c_str());
+    }
+    return 0;
+  }
+  std::printf("%u worker(s)\n", status->workers);
+  if (!status->store_fault.empty()) {
+    std::printf("store writes fail, no leasing until they succeed: %s\n", ToValidUtf8(status->store_fault).c_str());
+  }
+  std::printf("%-16s %-20s %-8s %12s %18s %8s  %s\n", "sweep", "name", "state", "units",
+              "pairs", "failed", "gpu models");
+  for (const auto& p : status->sweeps) {
+    std::printf("%-16s %-20s %-8s %5llu/%-6llu %8llu/%-9llu %8llu  %s\n", p.sweep_id.c_str(),
+                p.name.c_str(), p.state.c_str(), (unsigned long long)p.units_done,
+                (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
+                (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
+                Join(p.gpu_models).c_str());
+    if (!p.error.empty()) std::printf("  failed: %s\n", ToValidUtf8(p.error).c_str());
+    if (!p.failed_by_class.empty()) std::printf("  failures: %s\n", FormatFailures(p.failed_by_class).c_str());
+    // A coordinator that says what it waits for in words; an older one names the models.
+    for (const auto& why : p.waits) std::printf("  waiting for %s\n", ToValidUtf8(why).c_str());
+    if (p.waits.empty() && !p.waiting_for.empty()) {
+      std::printf("  waiting for %s: no live worker has it\n", Join(p.waiting_for).c_str());
+    }
+    for (const auto& why : p.skipped) std::printf("  skipped %s\n", ToValidUtf8(why).c_str());
+    if (!p.expanding.empty()) std::printf("  expanding the config spaces for %s\n", Join(p.expanding).c_str());
+  }
+  return 0;
+}
+
+void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
+  // The parsed values outlive this call: the commands in `out` own them.
+  struct Parsed {
+    CoordinatorArgs coord;
+    WorkerArgs work;
+    int runner_device = 0;
+    SubmitArgs submit;
+    StatusArgs status, cancel;
+  };
+  const auto parsed = std::make_shared<Parsed>();
+
+  // coordinator
+  CoordinatorArgs& coord = parsed->coord;
+  auto* c = app.add_subcommand("coordinator", "Run the coordinator (ROUTER socket, store owner)");
+  c->add_option("--bind", coord.opts.endpoint, "ZeroMQ endpoint to bind")->capture_default_str();
+  c->add_option("--store", coord.opts.store_path, "RocksDB store directory")->capture_default_str();
+  c->add_option("--heartbeat-ms", coord.opts.heartbeat_ms, "Heartbeat interval")->capture_default_str();
+  c->add_option("--liveness", coord.opts.liveness, "Missed heartbeats before a worker is dead")->capture_default_str();
+  c->add_option("--configs-per-unit", coord.opts.scheduler.configs_per_unit, "Default work unit size")->capture_default_str();
+  c->add_option("--lease-base", coord.opts.scheduler.lease_base_seconds, "Lease seconds per unit, fixed part")->capture_default_str();
+  c->add_option("--lease-per-pair", coord.opts.scheduler.lease_per_pair_seconds, "Lease seconds per (config, shape)")->capture_default_str();
+  c->add_option("--max-attempts", coord.opts.scheduler.max_attempts,
+                "Leases of one unit before its configs are recorded as failed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--tail-duplicates", coord.opts.scheduler.tail_duplicates,
+                "Let idle workers duplicate straggling units at the end of a sweep (true/false)")
+      ->capture_default_str();
+  c->add_option("--straggler-age", coord.opts.scheduler.tail_min_age_seconds,
+                "Seconds without progress before a unit may count as a straggler")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--straggler-factor", coord.opts.scheduler.tail_slow_factor,
+                "A straggler has taken this many times what its peers' pace says it should")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--shrink-tail-units", coord.opts.scheduler.shrink_tail_units,
+                "Cut smaller units at the end of a model's configs so that devices finish together (true/false)")
+      ->capture_default_str();
+  c->add_option("--refine-within", coord.opts.scheduler.refine_within,
+                "Refine pass: time again the configs within this fraction of each shape's best screening figure "
+                "(the workers' --refine-within)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  c->add_option("--store-reserve-mib", coord.store_reserve_mib,
+                "Stop writing (and leasing) while the store's disk has less free space (at least 64)")
+      ->capture_default_str();
+  c->add_flag("--store-recover", coord.opts.store_recover,
+              "Open a store refused for a corrupt write-ahead log or a lost one, keeping what is readable");
+  c->add_option("--max-ingest-queue-mib", coord.max_ingest_queue_mib,
+                "Results queued for the store at most; a peer past it resends later")
+      ->capture_default_str();
+  c->add_option("--max-ingest-backlog-mib", coord.max_ingest_backlog_mib,
+                "Pause new leases while more than this many MiB of results wait to be stored")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-raw-configs", coord.opts.scheduler.max_raw_configs,
+                "Refuse sweeps over an op with more raw config points (product of its axes)")
+      ->capture_default_str();
+  c->add_option("--max-legal-configs", coord.opts.scheduler.max_legal_configs,
+                "Fail sweeps over an op with more legal configs on a GPU model")
+      ->capture_default_str();
+  c->add_option("--model-idle-seconds", coord.opts.scheduler.model_idle_seconds,
+                "A GPU model whose devices take no queued work for this long stops holding gpus = [\"*\"] sweeps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-sweep-pairs", coord.opts.scheduler.max_sweep_pairs,
+                "Fail sweeps with more (config, shape) pairs on a GPU model: legal configs x shapes x dtypes")
+      ->capture_default_str();
+  c->add_option("--max-farm-pairs", coord.opts.scheduler.max_farm_pairs,
+                "Refuse (or fail) sweeps past this many (config, shape) pairs queued over every running sweep")
+      ->capture_default_str();
+  c->add_option("--max-sweeps-per-minute", coord.opts.max_sweeps_per_minute,
+                "Sweeps a client (CURVE key, or address without CURVE) may submit in any 60 s; 0: no limit")
+      ->capture_default_str();
+  c->add_option("--curve-key", coord.opts.curve_secret_key, "CURVE secret key file (see `keys curve`)");
+  c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker CURVE public keys to admit");
+  c->add_option("--client-allow-list", coord.opts.curve_client_allow_list,
+                "File of client CURVE public keys to admit (submit, status); a key has one role");
+  c->add_flag("--insecure-plaintext", coord.opts.insecure_plaintext, "Allow a non-loopback bind without CURVE");
+  c->add_option("--http-port", coord.opts.http_port,
+                "Serve the dashboard, JSON API and /metrics on this port (0 = any free port; off by default)");
+  c->add_option("--http-address", coord.opts.http_address, "Address for --http-port")->capture_default_str();
+  c->add_flag("-v,--verbose", coord.opts.verbose, "Log leases, workers and sweeps to stderr");
+  out->push_back({.app = c,
+                  .run = [parsed](const std::atomic<bool>* stop) { return RunCoordinator(parsed->coord, stop); },
+                  .logs = true,
+                  .verbose = [parsed] { return parsed->coord.opts.verbose; }});
+
+  // worker
+  WorkerArgs& work = parsed->work;
+  auto* w = app.add_subcommand("worker", "Run a worker: measure units on this host's GPUs (or a simulated one)");
+  AddWorkerOptions(w, &work);
+  out->push_back({.app = w,
+                  .run = [parsed](const std::atomic<bool>* stop) { return RunWorker(parsed->work, stop); },
+                  .logs = true,
+                  .verbose = [parsed] { return parsed->work.opts.verbose; }});
+
+  // runner (spawned by workers, one per GPU)
+  int& runner_device = parsed->runner_device;
+  auto* r = app.add_subcommand("runner", "Per-GPU runner process (started by workers; speaks on stdin/stdout)");
+  r->add_option("--device", runner_device, "CUDA device ordinal")->required();
+  r->group("");  // internal: hidden from the command list
+  out->push_back({.app = r, .run = [parsed](const std::atomic<bool>*) { return RunRunner(parsed->runner_device); }});
+
+  // submit
+  SubmitArgs& submit = parsed->submit;
+  auto* s = app.add_subcommand("submit", "Submit a sweep file to a running coordinator");
+  s->add_option("sweep", submit.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
+  AddClientOptions(s, &submit.client);
+  s->add_option("--ops-dir", submit.ops_dir, "Folder holding the op folders")->capture_default_str();
+  s->add_flag("--wait", submit.wait, "Wait for the sweep to finish, with a progress bar");
+  out->push_back({.app = s, .run = [parsed](const std::atomic<bool>* stop) { return RunSubmit(parsed->submit, stop); }});
+
+  // status
+  StatusArgs& status = parsed->status;
+  auto* st = app.add_subcommand("status", "Show sweep progress from a running coordinator");
+  st->add_option("sweep_id", status.sweep_id, "Sweep id (default: every sweep)");
+  AddClientOptions(st, &status.client);
+  AddFormatOption(st, &status.format);
+  out->push_back({.app = st, .run = [parsed](const std::atomic<bool>*) { return RunStatus(parsed->status); }});
+
+  // cancel
+  StatusArgs& cancel = parsed->cancel;
+  auto* cn = app.add_subcommand("cancel", "Stop a running sweep: nothing more of it is leased; what is stored stays");
+  cn->add_option("sweep_id", cancel.sweep_id, "Sweep id")->required();
+  AddClientOptions(cn, &cancel.client);
+  out->push_back({.app = cn, .run = [parsed](const std::atomic<bool>*) { return RunCancel(parsed->cancel); }});
+}
+
+}  // namespace tune

@@ -1,0 +1,76 @@
+// Commands on op folders and keys: op check, keys curve, keys sign.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "command_util.h"
+#include "commands.h"
+#include "op_check.h"
+#include "tune/curve.h"
+#include "tune/signing.h"
+
+namespace tune {
+
+int RunKeysCurve(const KeysArgs& args) {
+  auto keys = GenerateCurveKeyPair();
+  if (!keys.ok()) return Fail(keys.status().message());
+  Status st = WriteCurveKeyPair(*keys, args.out, args.name.empty() ? args.out : args.name, args.force);
+  if (!st.ok()) return Fail(st.message());
+  std::printf("%s (secret, 0600)\n%s.pub: %s\n", args.out.c_str(), args.out.c_str(),
+              keys->public_z85.c_str());
+  return 0;
+}
+
+int RunKeysSign(const KeysArgs& args) {
+  auto key = GenerateKeyPairFiles(args.out, args.out + ".pub");
+  if (!key.ok()) return Fail(key.status().message());
+  std::printf("%s (secret, 0600)\n%s.pub (key id %s)\n", args.out.c_str(), args.out.c_str(),
+              key->Id().c_str());
+  return 0;
+}
+
+void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out) {
+  // The parsed values outlive this call: the commands in `out` own them.
+  struct Parsed {
+    OpCheckArgs opcheck;
+    KeysArgs kcurve, ksign;
+  };
+  const auto parsed = std::make_shared<Parsed>();
+
+  // op check
+  auto* opc = app.add_subcommand("op", "Work on op folders");
+  opc->require_subcommand(1);
+  OpCheckArgs& opcheck = parsed->opcheck;
+  auto* oc = opc->add_subcommand("check", "Check an op without a GPU: spec, legal configs per GPU model, compiles");
+  oc->add_option("dir", opcheck.dir, "Op folder (op.toml and its sources)")->required();
+  oc->add_option("--arch", opcheck.archs, "Architectures to compile for")->delimiter(',')->capture_default_str();
+  oc->add_option("--gpu", opcheck.gpus, "Count legal configs on these known models only");
+  oc->add_option("--coordinator", opcheck.coordinator,
+                 "Also count legal configs on the GPU models of this running coordinator's live workers");
+  oc->add_option("--curve-key", opcheck.curve_key, "CURVE secret key file of this client (with --coordinator)");
+  oc->add_option("--coordinator-key", opcheck.coordinator_key, "CURVE public key file of the coordinator");
+  oc->add_option("--include-root", opcheck.include_roots,
+                 "NAME=PATH: where the op's include root NAME is, as a worker's --include-root");
+  oc->add_option("--shape", opcheck.shapes,
+                 "Count the configs legal at this shape too (rules that read dims), like M=128,N=4096,K=4096");
+  oc->add_flag("--all", opcheck.all, "Compile every legal config, not a sample");
+  oc->add_option("--sample", opcheck.sample, "Configs compiled per dtype and architecture")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  out->push_back({.app = oc, .run = [parsed](const std::atomic<bool>*) { return RunOpCheck(parsed->opcheck); }});
+
+  // keys
+  auto* keys = app.add_subcommand("keys", "Generate key pairs");
+  keys->require_subcommand(1);
+  KeysArgs &kcurve = parsed->kcurve, &ksign = parsed->ksign;
+  auto* kc = keys->add_subcommand("curve", "CURVE key pair for coordinator, worker or client links");
+  kc->add_option("--out", kcurve.out, "Secret key file; the public key goes to <out>.pub")->required();
+  kc->add_option("--name", kcurve.name, "Name written beside the public key (allow-list comment)");
+  kc->add_flag("--force", kcurve.force, "Replace existing files");
+  auto* ks = keys->add_subcommand("sign", "Ed25519 key pair for signing bundles");
+  ks->add_option("--out", ksign.out, "Secret key file; the public key goes to <out>.pub")->required();
+  out->push_back({.app = kc, .run = [parsed](const std::atomic<bool>*) { return RunKeysCurve(parsed->kcurve); }});
+  out->push_back({.app = ks, .run = [parsed](const std::atomic<bool>*) { return RunKeysSign(parsed->ksign); }});
+}
+
+}  // namespace tune

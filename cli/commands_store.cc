@@ -1,0 +1,354 @@
+// The store's commands: results, best, compare, publish, bundle show,
+// lookup, verify and diff.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "command_util.h"
+#include "commands.h"
+#include "report.h"
+#include "tune/bundle.h"
+#include "tune/compare.h"
+#include "tune/json_text.h"
+#include "tune/nightly.h"
+#include "tune/publish.h"
+#include "tune/runtime.h"
+#include "tune/signing.h"
+#include "tune/text.h"
+
+namespace tune {
+
+void AddQueryOptions(CLI::App* app, QueryArgs* args) {
+  app->add_option("--store", args->store, "RocksDB store directory")->capture_default_str();
+  app->add_option("--gpu", args->filter.gpu_model, "Only this GPU model");
+  app->add_option("--op", args->filter.op, "Only this op");
+  app->add_option("--dtype", args->filter.dtype, "Only this dtype");
+  app->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
+  app->add_option("--config", args->config, "Only this config: its id or its params, like BM=128,BN=64,...");
+  app->add_flag("--log", args->full_log, "After the table, every failure's whole message (compile logs)");
+  app->add_option("--reports", args->reports,
+                  "Write the Nsight Compute reports of the rows' profiles under this folder "
+                  "(GPU/op/dtype/shape/kernel hash/config.ncu-rep; open with ncu-ui)");
+  app->add_option("--format", args->format, "table, csv or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+}
+
+int RunResults(const QueryArgs& args, bool best_only) {
+  OutputFormat format;
+  if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
+  auto store = OpenStore(args.store);
+  if (!store.ok()) return Fail(store.status().message());
+  std::vector<Measurement> rows;
+  if (best_only) {
+    auto best = (*store)->Best(args.filter);
+    if (!best.ok()) return Fail(best.status().message());
+    rows = NewestKernelOnly(std::move(best).value());
+  } else {
+    Status st = (*store)->Scan(args.filter, [&](const Measurement& m) {
+      rows.push_back(m);
+      return true;
+    });
+    if (!st.ok()) return Fail(st.message());
+  }
+  if (!args.config.empty()) {
+    Config wanted;
+    const bool by_params = ParseNamedValues(args.config, &wanted.params);
+    std::erase_if(rows, [&](const Measurement& m) {
+      return m.config_id != args.config && !(by_params && m.config.Canonical() == wanted.Canonical());
+    });
+  }
+  const ResultFilter& f = args.filter;
+  if (rows.empty() && !(f.gpu_model.empty() && f.op.empty() && f.dtype.empty() && f.shape.empty() &&
+                        args.config.empty())) {
+    // Nothing matched: say what the store does hold, so that a misspelt
+    // model or op is easy to fix.
+    std::set<std::string> models, ops;
+    if (auto keys = (*store)->Best({}); keys.ok()) {  // one row per key: cheaper than every row
+      for (const auto& m : *keys) {
+        models.insert(m.gpu_model);
+        ops.insert(m.op);
+      }
+    }
+    return Fail("no results match the filter; the store holds GPU models [" +
+                Join(std::vector<std::string>(models.begin(), models.end()), ", ") + "] and ops [" +
+                Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
+  }
+  std::vector<Measurement> failed;
+  if (args.full_log)
+    for (const Measurement& m : rows)
+      if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
+  const auto profiles = ProfilesOf(**store, rows);
+  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, profiles);
+  if (!args.reports.empty()) {
+    size_t written = 0;
+    for (const auto& [key, p] : profiles) {
+      if (p.report.empty()) continue;
+      // Key parts are checked text; '/' would make a folder of its own.
+      auto part = [](std::string s) {
+        std::replace(s.begin(), s.end(), '/', '_');
+        return s;
+      };
+      const std::filesystem::path file = std::filesystem::path(args.reports) / part(p.gpu_model) / part(p.op) /
+                                         part(p.dtype) / part(p.shape) / part(p.kernel_hash) / (part(p.config_id) + ".ncu-rep");
+      std::error_code ec;
+      std::filesystem::create_directories(file.parent_path(), ec);
+      std::ofstream out(file, std::ios::binary);
+      out << p.report;
+      if (!out) return Fail("--reports: cannot write " + file.string());
+      ++written;
+    }
+    std::fprintf(stderr, "%zu profile report(s) under %s\n", written, args.reports.c_str());
+  }
+  for (const Measurement& m : failed) {
+    std::printf("\n== %s %s %s %s %s: %s\n%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), m.shape.c_str(),
+                m.config.Canonical().c_str(), FailureClassName(m.failure), m.failure_message.c_str());
+  }
+  return 0;
+}
+
+int RunCompare(const CompareArgs& args) {
+  auto store = OpenStore(args.store);
+  if (!store.ok()) return Fail(store.status().message());
+  CompareOptions o;
+  o.op = args.op;
+  o.dtype = args.dtype;
+  o.shape = args.shape;
+  o.gpu_models = args.gpus;
+  auto c = CompareArchitectures(**store, o);
+  if (!c.ok()) return Fail(c.status().message());
+  std::string text;
+  if (args.format == "csv") text = ComparisonCsv(*c);
+  else if (args.format == "json") text = ComparisonJson(*c);
+  else if (args.format == "html") text = ComparisonHtml(*c);
+  else text = ComparisonTable(*c);
+  if (args.out.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::ofstream f(args.out, std::ios::binary);
+  f << text;
+  if (!f) return Fail("cannot write " + args.out);
+  std::printf("%s\n", args.out.c_str());
+  return 0;
+}
+
+int RunPublish(const PublishArgs& args) {
+  auto store = OpenStore(args.store);
+  if (!store.ok()) return Fail(store.status().message());
+  const std::string name =
+      args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;
+  std::vector<std::string> notes;
+  auto bundle = BuildBundle(**store, args.filter, name, PublishOptionsHere(!args.no_kernels), &notes);
+  if (!bundle.ok()) return Fail(bundle.status().message());
+  for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
+  Status st = WriteBundle(*bundle, args.out, args.sign_key, args.unsigned_bundle);
+  if (!st.ok()) return Fail(st.message());
+  std::printf("%s.tfb\n%s.json\n", args.out.c_str(), args.out.c_str());
+  return 0;
+}
+
+int RunBundleShow(const BundleArgs& args) {
+  auto b = ReadBundleFile(args.file);
+  if (!b.ok()) return Fail(b.status().message());
+  if (args.format == "json") {
+    std::printf("%s\n", BundleToJson(*b).c_str());
+  } else if (args.format == "csv") {
+    std::printf("gpu_model,op,dtype,shape,config,config_id,kernel_hash,arch,median_us,default_us,samples,backend\n");
+    for (const BundleEntry& e : b->entries) {
+      std::printf("%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%u,%s\n", CsvField(e.gpu_model).c_str(), CsvField(e.op).c_str(),
+                  CsvField(e.dtype).c_str(), CsvField(e.shape.Canonical()).c_str(),
+                  CsvField(e.config.Canonical()).c_str(), CsvField(e.config_id).c_str(), CsvField(e.kernel_hash).c_str(),
+                  CsvField(e.arch).c_str(), e.median_us, e.default_median_us, e.samples, CsvField(e.backend).c_str());
+    }
+  } else {
+    PrintBundle(stdout, *b);
+  }
+  return 0;
+}
+
+// Answers as a deployment would: the runtime's fallback chain, and its
+// TUNEFARM_FORCE_DEFAULTS switch; the signature is checked when keys are
+// given.
+int RunBundleLookup(const BundleArgs& args) {
+  Shape shape;
+  if (!ParseNamedValues(args.shape, &shape.dims)) return Usage("--shape '" + args.shape + "': expected M=...,N=...");
+  auto b = args.keys.empty() ? runtime::Bundle::LoadUnverified(args.file) : runtime::Bundle::Load(args.file, args.keys);
+  if (!b.ok()) return Fail(b.status().message());
+  std::vector<runtime::Dim> dims;
+  for (const auto& [name, value] : shape.dims) dims.push_back({name, value});
+  const runtime::Answer a = b->lookup(args.op, args.dtype, args.gpu, dims);
+  if (a.level == runtime::Level::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
+  Config config;  // printed in the farm's canonical form, as `results` prints configs
+  for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), a.config->value(i));
+  std::string why;  // why the chain fell through to the default, most basic reason first
+  if (a.level == runtime::Level::kDefault && b->forcing_defaults()) {
+    why = "TUNEFARM_FORCE_DEFAULTS is set";
+  } else if (a.level == runtime::Level::kDefault) {
+    const std::vector<std::string>* op_dims = b->dims_of(args.op);
+    std::vector<std::string> asked;
+    for (const auto& [name, value] : shape.dims) asked.push_back(name);
+    std::vector<std::string> want = op_dims ? *op_dims : std::vector<std::string>{};
+    std::sort(asked.begin(), asked.end());
+    std::sort(want.begin(), want.end());
+    bool dtype_tuned = false;
+    for (const auto& e : b->entries()) dtype_tuned = dtype_tuned || (e.op == args.op && e.dtype == args.dtype);
+    if (!op_dims) why = "no tuned entry of op " + args.op;
+    else if (asked != want) why = "the op's dims are " + Join(*op_dims);
+    else if (!dtype_tuned) why = "no tuned entry of " + args.op + "/" + args.dtype;
+    else why = "no tuned entry for " + args.gpu + " or its GPU family";
+  }
+  const bool borrowed = a.entry && a.level != runtime::Level::kExact;  // another shape's or model's entry
+  if (args.format == "json") {
+    nlohmann::json j = {{"level", runtime::LevelName(a.level)}, {"config", config.Canonical()}};
+    if (borrowed) j["tuned_on"] = {{"gpu_model", a.entry->gpu_model}, {"shape", a.entry->shape.ToString()}};
+    if (!why.empty()) j["why"] = why;
+    std::printf("%s\n", DumpJson(j, 2).c_str());
+    return 0;
+  }
+  if (args.format == "csv") {
+    std::printf("level,config,tuned_gpu_model,tuned_shape,why\n%s,%s,%s,%s,%s\n", runtime::LevelName(a.level),
+                CsvField(config.Canonical()).c_str(), a.entry ? CsvField(a.entry->gpu_model).c_str() : "",
+                a.entry ? CsvField(a.entry->shape.ToString()).c_str() : "", CsvField(why).c_str());
+    return 0;
+  }
+  std::printf("%s %s", runtime::LevelName(a.level), config.Canonical().c_str());
+  if (borrowed) std::printf(" (tuned on %s at %s)", a.entry->gpu_model.c_str(), a.entry->shape.ToString().c_str());
+  if (!why.empty()) std::printf(" (%s)", why.c_str());
+  std::printf("\n");
+  return 0;
+}
+
+int RunBundleVerify(const BundleArgs& args) {
+  std::vector<PublicKey> trusted;
+  for (const auto& path : args.keys) {
+    auto k = ReadPublicKeyFile(path);
+    if (!k.ok()) return Fail(k.status().message());
+    trusted.push_back(*k);
+  }
+  PublicKey signer;
+  auto b = ReadVerifiedBundleFile(args.file, trusted, &signer);
+  if (!b.ok()) return Fail(b.status().message());
+  std::printf("%s: signature OK (key %s), %zu entries\n", args.file.c_str(), signer.Id().c_str(),
+              b->entries.size());
+  return 0;
+}
+
+int RunBundleDiff(const std::string& before_path, const std::string& after_path, double noise_floor,
+                  const std::string& format) {
+  auto before = ReadBundleFile(before_path);
+  if (!before.ok()) return Fail(before.status().message());
+  auto after = ReadBundleFile(after_path);
+  if (!after.ok()) return Fail(after.status().message());
+  auto report = CompareBundles(*before, *after, noise_floor);
+  if (!report.ok()) return Fail(report.status().message());
+  const std::string text = format == "json"  ? NightlyReportJson(*report) + "\n"
+                           : format == "csv" ? NightlyReportCsv(*report)
+                                             : NightlyReportTable(*report);
+  std::printf("%s", text.c_str());
+  return report->HasRegressions() ? kExitRegressions : 0;
+}
+
+void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
+  // The parsed values outlive this call: the commands in `out` own them.
+  struct Parsed {
+    QueryArgs results, best;
+    CompareArgs compare;
+    PublishArgs publish;
+    BundleArgs bshow, blookup, bverify;
+    std::string diff_before, diff_after, diff_format = "table";
+    double diff_noise = 0.02;
+  };
+  const auto parsed = std::make_shared<Parsed>();
+
+  // results / best
+  QueryArgs &results = parsed->results, &best = parsed->best;
+  auto* res = app.add_subcommand("results", "List stored measurements (table, CSV, JSON)");
+  AddQueryOptions(res, &results);
+  auto* b = app.add_subcommand("best", "Show the best valid config per (GPU model, op, dtype, shape)");
+  AddQueryOptions(b, &best);
+  out->push_back({.app = res, .run = [parsed](const std::atomic<bool>*) {
+                    return RunResults(parsed->results, /*best_only=*/false);
+                  }});
+  out->push_back({.app = b, .run = [parsed](const std::atomic<bool>*) {
+                    return RunResults(parsed->best, /*best_only=*/true);
+                  }});
+
+  // compare
+  CompareArgs& compare = parsed->compare;
+  auto* cmp = app.add_subcommand("compare", "Compare GPU models side by side: best config, throughput, "
+                                            "roofline share, ratios, portability matrix");
+  cmp->add_option("--store", compare.store, "RocksDB store directory (opened read-only)")->capture_default_str();
+  cmp->add_option("--op", compare.op, "Only this op");
+  cmp->add_option("--dtype", compare.dtype, "Only this dtype");
+  cmp->add_option("--shape", compare.shape, "Only this shape, like M=4096,N=4096,K=4096");
+  cmp->add_option("--gpu", compare.gpus, "GPU models to compare, the first is the reference (default: all)");
+  cmp->add_option("--format", compare.format, "table, csv, json or html (self-contained, with plots)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "csv", "json", "html"}));
+  cmp->add_option("--out", compare.out, "Write to this file instead of stdout");
+  out->push_back({.app = cmp, .run = [parsed](const std::atomic<bool>*) { return RunCompare(parsed->compare); }});
+
+  // publish
+  PublishArgs& publish = parsed->publish;
+  auto* p = app.add_subcommand("publish", "Publish a best-config bundle (.tfb binary + .json) from the store");
+  p->add_option("--store", publish.store, "RocksDB store directory")->capture_default_str();
+  p->add_option("--out", publish.out, "Output path without extension")->required();
+  p->add_option("--name", publish.name, "Bundle name (default: the file name)");
+  p->add_option("--sign-key", publish.sign_key,
+                "Ed25519 secret key file to sign with (default: $TUNEFARM_SIGN_KEY, else "
+                "~/.config/tunefarm/bundle.key, made on first use)");
+  p->add_flag("--unsigned", publish.unsigned_bundle, "Write the bundle unsigned (deployments refuse it)");
+  p->add_option("--op", publish.filter.op, "Only this op");
+  p->add_option("--gpu", publish.filter.gpu_model, "Only this GPU model");
+  p->add_option("--dtype", publish.filter.dtype, "Only this dtype");
+  p->add_flag("--no-kernels", publish.no_kernels,
+              "Config-only: leave the measured cubins out (launch plans and defaults stay)");
+  out->push_back({.app = p, .run = [parsed](const std::atomic<bool>*) { return RunPublish(parsed->publish); }});
+
+  // bundle show / lookup
+  auto* bundle = app.add_subcommand("bundle", "Inspect bundles");
+  bundle->require_subcommand(1);
+  BundleArgs &bshow = parsed->bshow, &blookup = parsed->blookup, &bverify = parsed->bverify;
+  auto* bs = bundle->add_subcommand("show", "Print a bundle's entries");
+  bs->add_option("file", bshow.file, "Bundle file (.tfb)")->required();
+  AddFormatOption(bs, &bshow.format);
+  auto* bl = bundle->add_subcommand("lookup", "Look up (op, dtype, GPU model, shape) with the fallback chain");
+  bl->add_option("file", blookup.file, "Bundle file (.tfb)")->required();
+  bl->add_option("--op", blookup.op, "Op name")->required();
+  bl->add_option("--dtype", blookup.dtype, "Dtype")->required();
+  bl->add_option("--gpu", blookup.gpu, "GPU model")->required();
+  bl->add_option("--shape", blookup.shape, "Shape, like M=4096,N=4096,K=4096")->required();
+  bl->add_option("--key", blookup.keys, "Trusted public key file: check the signature as a deployment does (repeatable)");
+  AddFormatOption(bl, &blookup.format);
+
+  auto* bv = bundle->add_subcommand("verify", "Check a bundle's Ed25519 signature against trusted keys");
+  bv->add_option("file", bverify.file, "Bundle file (.tfb)")->required();
+  bv->add_option("--key", bverify.keys, "Trusted public key file (repeatable)")->required();
+
+  std::string &diff_before = parsed->diff_before, &diff_after = parsed->diff_after;
+  double& diff_noise = parsed->diff_noise;
+  auto* bd = bundle->add_subcommand(
+      "diff", "Compare two bundles' winners: latency changes beyond the measured noise "
+              "(exit 3 when a winner got slower)");
+  bd->add_option("before", diff_before, "Earlier bundle (.tfb)")->required();
+  bd->add_option("after", diff_after, "Later bundle (.tfb)")->required();
+  bd->add_option("--noise-floor", diff_noise, "Smallest relative change that counts")->capture_default_str();
+  std::string& diff_format = parsed->diff_format;
+  AddFormatOption(bd, &diff_format);
+  out->push_back({.app = bs, .run = [parsed](const std::atomic<bool>*) { return RunBundleShow(parsed->bshow); }});
+  out->push_back({.app = bl, .run = [parsed](const std::atomic<bool>*) { return RunBundleLookup(parsed->blookup); }});
+  out->push_back({.app = bv, .run = [parsed](const std::atomic<bool>*) { return RunBundleVerify(parsed->bverify); }});
+  out->push_back({.app = bd, .run = [parsed](const std::atomic<bool>*) {
+                    return RunBundleDiff(parsed->diff_before, parsed->diff_after, parsed->diff_noise,
+                                         parsed->diff_format);
+                  }});
+}
+
+}  // namespace tune

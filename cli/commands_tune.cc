@@ -1,0 +1,260 @@
+// Commands that run a farm on this host: tune, nightly.
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "command_util.h"
+#include "commands.h"
+#include "local_farm.h"
+#include "progress.h"
+#include "report.h"
+#include "tune/clock.h"
+#include "tune/config_space.h"
+#include "tune/nightly.h"
+#include "tune/publish.h"
+#include "tune/sweep_file.h"
+
+namespace tune {
+namespace {
+
+// What the ops' shape rules (rules that read dims) left out of each shape:
+// configs never timed there, not failures.
+void PrintShapeRules(const SweepSubmit& sweep, const std::vector<DeviceInfo>& devices) {
+  std::set<std::string> models;
+  for (size_t i = 0; i < sweep.op_packages.size(); ++i) {
+    auto spec = ParseOpSpec(sweep.op_packages[i], sweep.ops[i]);
+    if (!spec.ok() || spec->shape_constraints.empty()) continue;
+    for (const DeviceInfo& d : devices) {
+      if (!models.insert(spec->name + '\0' + d.model).second) continue;
+      auto all = EnumerateConfigs(*spec, d);
+      if (!all.ok()) continue;
+      for (const Shape& shape : ShapesForOp(sweep, *spec)) {
+        std::vector<uint64_t> rejected;
+        auto legal = ConfigsForShape(*spec, d, spec->dtypes.front(), *all, shape, &rejected);
+        if (!legal.ok() || legal->size() == all->size()) continue;
+        std::string why;
+        for (size_t r = 0; r < rejected.size(); ++r)
+          if (rejected[r]) why += (why.empty() ? "" : "; ") + spec->shape_constraints[r];
+        std::printf("shape rules: %s at %s on %s: %zu of %zu configs legal (%zu never timed there: %s)\n",
+                    spec->name.c_str(), shape.Canonical().c_str(), d.model.c_str(), legal->size(), all->size(),
+                    all->size() - legal->size(), why.c_str());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
+  OutputFormat format;
+  if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
+  Status st = FinishWorkerArgs(args.worker);
+  if (!st.ok()) return Fail(st.message());
+  auto sweep = args.sweep_file.empty()
+                   ? MakeSweep("tune-" + args.ops.front(), args.ops, args.dtypes, args.shapes, {"*"},
+                               args.ops_dir)
+                   : LoadSweepFile(args.sweep_file, args.ops_dir);
+  if (!sweep.ok()) return Fail(sweep.status().message());
+  if (args.configs_per_unit) sweep->configs_per_unit = args.configs_per_unit;
+  if (args.confirm_top) sweep->confirm_top = args.confirm_top;
+  if (args.profile_top) {
+    sweep->profile_top = args.profile_top;
+    sweep->confirm_top = std::max(sweep->confirm_top, sweep->profile_top);  // profiles come from confirm units
+  }
+  if (args.confirm_seconds > 0) sweep->confirm_seconds = args.confirm_seconds;
+  if (!args.confirm_timing.empty() && !ParseConfirmTiming(args.confirm_timing, &sweep->confirm_timing))
+    return Usage("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
+  if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
+  if (args.one_pass) sweep->refine_pass = false;
+
+  LocalFarmOptions fopts;
+  fopts.worker = args.worker.opts;
+  fopts.sim_workers = args.sim_workers;
+  fopts.store = args.store;
+  auto farm = LocalFarm::Start(fopts);
+  if (!farm.ok()) return Fail(farm.status().message());
+  const double sweep_start = NowSeconds();
+  auto done = (*farm)->Run(*sweep, [&](const std::string& endpoint, const std::string& sweep_id) {
+    ClientArgs local;
+    local.endpoint = endpoint;
+    // The coordinator runs in this process, over loopback: frequent polls
+    // keep the sweep's wall time from being rounded up to a poll.
+    return WaitForSweep(local, sweep_id, args.quiet, stop, 0.005);
+  });
+  const double sweep_seconds = NowSeconds() - sweep_start;
+  (*farm)->Stop();
+  if (!done.ok()) return Fail(done.status().message());
+  if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state);
+  const WorkerStats total = (*farm)->stats();
+  const size_t devices = (*farm)->devices().size();
+
+  // Report: every row of this sweep's keys (the store is idempotent, so a
+  // rerun's rows may be the earlier run's), newest kernel hash only.
+  ResultStore& store = (*farm)->store();
+  std::vector<Measurement> rows;
+  const auto ops = OpsFromStore(store);
+  for (const auto& model : (*farm)->models()) {
+    for (const auto& op : sweep->ops) {
+      for (const auto& dtype : sweep->dtypes) {
+        (void)store.Scan(ResultFilter{model, op, dtype, "", ""}, [&](const Measurement& m) {
+          rows.push_back(m);
+          return true;
+        });
+      }
+    }
+  }
+  rows = NewestKernelOnly(std::move(rows));
+  std::map<std::string, uint64_t> failures;  // by class
+  for (const Measurement& m : rows)
+    if (m.failure != FailureClass::kNone) ++failures[FailureClassName(m.failure)];
+  const auto profiles = ProfilesOf(store, rows);
+  PrintMeasurements(stdout, std::move(rows), ops, format, profiles);
+  std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
+              "%.2f s = %.2f configs/s on %zu device(s)\n"
+              "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "
+              "device threads waited %.1f s for compiles\n"
+              "busy: devices were checking/timing %.1f s = %.0f%% of wall time\n",
+              (unsigned long long)total.screened.size(), (unsigned long long)total.measured,
+              (unsigned long long)total.measured_again, sweep_seconds,
+              sweep_seconds > 0 ? double(total.screened.size()) / sweep_seconds : 0.0, devices,
+              (unsigned long long)total.compiled, total.compile_seconds,
+              (unsigned long long)total.compile_cache_hits, total.compile_wait_seconds,
+              total.measure_seconds,
+              sweep_seconds > 0 && devices ? 100.0 * total.measure_seconds / (sweep_seconds * devices) : 0.0);
+  PrintShapeRules(*sweep, (*farm)->devices());
+  if ((*farm)->simulated()) {
+    std::printf("\nSIMULATED: these figures come from the sim backend's cost model, not a GPU.\n");
+  }
+
+  const std::string out = args.bundle.empty() ? "bundles/" + sweep->name : args.bundle;
+  ResultFilter filter;
+  std::vector<std::string> notes;
+  auto bundle = BuildBundle(store, filter, sweep->name, PublishOptionsHere(true), &notes);
+  if (!bundle.ok()) return Fail(bundle.status().message());
+  for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
+  st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);
+  if (!st.ok()) return Fail(st.message());
+  std::printf("failures: %s\n", FormatFailures(failures).c_str());
+  std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
+              out.c_str());
+  std::printf("next:   tunefarm results --store %s --log      (every row; failures with their whole log)\n"
+              "        tunefarm bundle show %s.tfb\n"
+              "        deploy it: README, \"After the first tune\" (C++ tunefarm::launcher, Python tunefarm)\n",
+              args.store.c_str(), out.c_str());
+  return 0;
+}
+
+int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
+  namespace fs = std::filesystem;
+  if (args.history.empty()) return Usage("--history is required");
+  // Each night gets its own store: re-measuring an unchanged kernel must
+  // land beside last night's figures, not be folded into them.
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  const fs::path night = fs::path(args.history) / stamp;
+  std::string previous;
+  if (fs::exists(args.history)) {
+    for (const auto& e : fs::directory_iterator(args.history)) {
+      const fs::path b = e.path() / "bundle.tfb";
+      if (fs::exists(b) && e.path().filename().string() > previous) previous = e.path().filename().string();
+    }
+  }
+  fs::create_directories(night);
+  args.tune.store = (night / "store").string();
+  args.tune.bundle = (night / "bundle").string();
+  args.tune.quiet = true;
+  const int rc = RunTune(args.tune, stop);
+  if (rc != 0) return rc;
+  if (previous.empty()) {
+    std::printf("\nnightly: first run in %s: nothing to compare with\n", args.history.c_str());
+    return 0;
+  }
+  auto before = ReadBundleFile((fs::path(args.history) / previous / "bundle.tfb").string());
+  if (!before.ok()) return Fail(before.status().message());
+  auto after = ReadBundleFile((night / "bundle.tfb").string());
+  if (!after.ok()) return Fail(after.status().message());
+  auto report = CompareBundles(*before, *after, args.noise_floor);
+  if (!report.ok()) return Fail(report.status().message());
+  std::printf("\nnightly: %s against %s\n%s", stamp, previous.c_str(),
+              NightlyReportTable(*report).c_str());
+  std::ofstream((night / "report.json").string()) << NightlyReportJson(*report);
+  std::printf("report: %s\n", (night / "report.json").string().c_str());
+  return report->HasRegressions() ? kExitRegressions : 0;
+}
+
+void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
+  // The parsed values outlive this call: the commands in `out` own them.
+  struct Parsed {
+    TuneArgs tune_args;
+    NightlyArgs nightly;
+  };
+  const auto parsed = std::make_shared<Parsed>();
+
+  // tune
+  TuneArgs& tune_args = parsed->tune_args;
+  auto* t = app.add_subcommand("tune", "Run one sweep end to end on this host: coordinator, workers, store, bundle");
+  t->add_option("--sweep", tune_args.sweep_file, "Sweep TOML file (instead of --op/--dtype/--shape)");
+  t->add_option("--op", tune_args.ops, "Op to tune")->capture_default_str();
+  t->add_option("--dtype", tune_args.dtypes, "Dtype(s)")->capture_default_str();
+  t->add_option("--shape", tune_args.shapes, "Shape(s), like M=4096,N=4096,K=4096")->capture_default_str();
+  t->add_option("--ops-dir", tune_args.ops_dir, "Folder holding the op folders")->capture_default_str();
+  t->add_option("--store", tune_args.store, "RocksDB store directory")->capture_default_str();
+  t->add_option("--bundle", tune_args.bundle, "Bundle output path without extension (default bundles/<sweep>)");
+  t->add_option("--workers", tune_args.sim_workers, "sim: number of local worker processes' worth of threads")->capture_default_str();
+  t->add_option("--configs-per-unit", tune_args.configs_per_unit, "Work unit size (0 = the coordinator's default)");
+  t->add_option("--confirm-top", tune_args.confirm_top,
+                "Confirm phase: time the N fastest configs of each shape again together at the end")
+      ->capture_default_str();
+  t->add_option("--profile-top", tune_args.profile_top,
+                "Profile the N fastest configs of each shape with Nsight Compute (ncu) after the confirm phase; "
+                "`results` then shows their bottleneck")
+      ->check(CLI::Range(0u, kMaxConfirmTop));
+  t->add_option("--confirm-seconds", tune_args.confirm_seconds,
+                "Confirm phase: seconds of interleaved timing per shape (default: the sweep file's, else 2)")
+      ->check(CLI::Range(0.01, 3600.0));
+  t->add_option("--confirm-timing", tune_args.confirm_timing,
+                "Confirm phase: burst (short timings from an idle GPU: figures that repeat run to run), "
+                "sustained (back-to-back windows: speed under load, which moves with clocks and heat) or "
+                "auto (bursts where sustained load slows the configs, else sustained); "
+                "default: the sweep file's, else auto");
+  t->add_flag("--one-pass", tune_args.one_pass,
+              "No refine pass: judge contenders against the best so far while screening, so that which configs "
+              "get timed to the CI target depends on the order they ran in and on the device count "
+              "(default: the sweep file's refine_pass, else a refine pass)");
+  t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
+  t->add_flag("--quiet", tune_args.quiet, "No progress bar");
+  t->add_option("--sign-key", tune_args.sign_key,
+                "Ed25519 secret key file to sign the bundle with (default: as for publish)");
+  t->add_flag("--unsigned", tune_args.unsigned_bundle, "Write the bundle unsigned (deployments refuse it)");
+  AddWorkerOptions(t, &tune_args.worker, /*for_tune=*/true);
+  out->push_back({.app = t,
+                  .run = [parsed](const std::atomic<bool>* stop) { return RunTune(parsed->tune_args, stop); },
+                  .logs = true});
+
+  // nightly
+  NightlyArgs& nightly = parsed->nightly;
+  auto* n = app.add_subcommand(
+      "nightly", "Run a sweep into a dated store, publish its bundle and flag regressions against the "
+                 "last night (exit 3 when a winner got slower than the measured noise)");
+  n->add_option("--sweep", nightly.tune.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
+  n->add_option("--history", nightly.history, "Folder of past nights")->required();
+  n->add_option("--ops-dir", nightly.tune.ops_dir, "Folder holding the op folders")->capture_default_str();
+  n->add_option("--noise-floor", nightly.noise_floor, "Smallest relative change that counts")->capture_default_str();
+  n->add_option("--sign-key", nightly.tune.sign_key,
+                "Ed25519 secret key file to sign the bundle with (default: as for publish)");
+  n->add_flag("--unsigned", nightly.tune.unsigned_bundle, "Write the bundle unsigned");
+  n->add_option("--workers", nightly.tune.sim_workers, "sim: local workers")->capture_default_str();
+  AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
+  out->push_back({.app = n,
+                  .run = [parsed](const std::atomic<bool>* stop) { return RunNightly(parsed->nightly, stop); },
+                  .logs = true});
+}
+
+}  // namespace tune
