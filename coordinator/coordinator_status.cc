@@ -1,12 +1,12 @@
-// The coordinator's status as the HTTP side serves it: the JSON documents
-// of the dashboard and the /metrics exposition, rebuilt on the loop and
-// swapped into the HttpSnapshot.
+#include "coordinator_status.h"
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "coordinator_impl.h"
+#include "dashboard.h"
+#include "tune/clock.h"
 #include "tune/compare.h"
 #include "tune/metrics.h"
 #include "tune/json_text.h"
@@ -18,15 +18,38 @@ constexpr int64_t kFinishedSweepSeriesSeconds = 3600;
 
 }  // namespace
 
-void Coordinator::Impl::PublishSnapshot(double now) {
+Status StatusPages::Start(const CoordinatorOptions& opts) {
+  snapshotter_ = std::make_unique<OffLoop>("snapshot");
+  TUNE_RETURN_IF_ERROR(snapshotter_->Start());
+  if (opts.http_port < 0) return Status::OK();
+  HttpServerOptions ho;
+  ho.address = opts.http_address;
+  ho.port = static_cast<uint16_t>(opts.http_port);
+  ho.page = DashboardPage();
+  ho.documents = DashboardDocuments();
+  http_ = std::make_unique<HttpServer>(ho, &snapshot_);
+  Publish(NowSeconds());
+  return http_->Start();
+}
+
+void StatusPages::Tick(double now) {
+  if (http_ && now - last_publish_ >= 1.0) {
+    Publish(now);
+    last_publish_ = now;
+  }
+}
+
+void StatusPages::Publish(double now) {
   using nlohmann::json;
+  const IngestCounters& ic = ingestion_->counters();
+  const std::string& store_fault = health_->fault();
   std::map<std::string, std::string> docs;
   json sweeps = json::array();
   std::vector<Metric> metrics;
   metrics.push_back(Metric::Gauge("tunefarm_build_info", "this coordinator's version (always 1)", 1,
                                   {{"version", TUNEFARM_VERSION}}));
   const int64_t now_unix = std::time(nullptr);
-  for (const auto& p : scheduler.Progress("", now)) {
+  for (const auto& p : scheduler_->Progress("", now)) {
     sweeps.push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                       {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
                       {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
@@ -49,12 +72,12 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   docs["sweeps"] = DumpJson(json{{"now_unix", std::time(nullptr)},
                                  {"sweeps", sweeps},
                                  {"store_fault", store_fault},
-                                 {"kernel_image_conflicts", kernel_image_conflicts}});
+                                 {"kernel_image_conflicts", ic.kernel_image_conflicts}});
   json ws = json::array();
   size_t devices = 0;
   std::map<std::string, size_t> per_model;  // devices by GPU model
-  const std::map<std::string, size_t> leases_held = scheduler.LeasesPerWorker();
-  for (const auto& [id, peer] : workers) {
+  const std::map<std::string, size_t> leases_held = scheduler_->LeasesPerWorker();
+  for (const auto& [id, peer] : sessions_->all()) {
     json devs = json::array();
     for (const auto& d : peer.devices) {
       devs.push_back({{"index", d.index}, {"name", d.name}, {"model", d.model},
@@ -80,48 +103,48 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                   {"devices", devs}});
   }
   docs["workers"] = DumpJson(json{{"workers", ws}});
-  metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", workers.size()));
+  metrics.push_back(Metric::Gauge("tunefarm_workers", "workers connected", sessions_->size()));
   metrics.push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
   for (const auto& [model, n] : per_model)
     metrics.push_back(Metric::Gauge("tunefarm_model_devices", "devices of connected workers, by GPU model", n,
                                     {{"gpu_model", model}}));
-  for (const auto& [model, n] : scheduler.QueuedConfigsPerModel())
+  for (const auto& [model, n] : scheduler_->QueuedConfigsPerModel())
     metrics.push_back(Metric::Gauge("tunefarm_configs_queued", "configs waiting to be leased, by GPU model", n,
                                     {{"gpu_model", model}}));
-  for (const auto& [model, n] : scheduler.LeasedUnitsPerModel())
+  for (const auto& [model, n] : scheduler_->LeasedUnitsPerModel())
     metrics.push_back(Metric::Gauge("tunefarm_units_leased", "units leased now, by GPU model", n,
                                     {{"gpu_model", model}}));
-  for (const auto& [cls, n] : failures_by_class)
+  for (const auto& [cls, n] : ic.failures_by_class)
     metrics.push_back(Metric::Counter("tunefarm_results_failed_total", "failure rows stored, by class", n,
                                       {{"class", cls}}));
   metrics.push_back(Metric::Gauge("tunefarm_store_bytes", "bytes of the result store (RocksDB's estimate)",
-                                  static_cast<double>(store->ApproximateBytes())));
-  metrics.push_back(Metric::Counter("tunefarm_results_stored_total", "measurements stored", results_stored));
+                                  static_cast<double>(store_->ApproximateBytes())));
+  metrics.push_back(Metric::Counter("tunefarm_results_stored_total", "measurements stored", ic.results_stored));
   metrics.push_back(Metric::Counter("tunefarm_results_duplicate_total",
                                     "measurements received again and not stored twice",
-                                    results_duplicate));
+                                    ic.results_duplicate));
   metrics.push_back(Metric::Counter("tunefarm_kernel_images_total",
                                     "Measured cubins received with results (each stored once per key)",
-                                    kernel_images));
+                                    ic.kernel_images));
   metrics.push_back(Metric::Counter("tunefarm_kernel_image_conflicts_total",
                                     "cubins that differ from another worker's image of the same kernel, config "
                                     "and arch (none of them ships unverified)",
-                                    kernel_image_conflicts));
-  metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", leases));
+                                    ic.kernel_image_conflicts));
+  metrics.push_back(Metric::Counter("tunefarm_leases_total", "work units leased", ic.leases));
   metrics.push_back(Metric::Counter("tunefarm_leases_retried_total",
-                                    "leases of units that went back to the queue once or more", leases_retried));
+                                    "leases of units that went back to the queue once or more", ic.leases_retried));
   metrics.push_back(Metric::Counter("tunefarm_leases_expired_total",
                                     "leases that ran past their deadline (the unit went back to the queue)",
-                                    leases_expired));
+                                    counters_->leases_expired));
   metrics.push_back(Metric::Counter("tunefarm_worker_deaths_total",
-                                    "workers dropped for missing their heartbeats", worker_deaths));
-  for (const auto& [model, n] : stored_per_model)
+                                    "workers dropped for missing their heartbeats", sessions_->worker_deaths()));
+  for (const auto& [model, n] : ic.stored_per_model)
     metrics.push_back(Metric::Counter("tunefarm_model_results_stored_total",
                                       "measurements stored, by GPU model (its rate is the model's throughput)", n,
                                       {{"gpu_model", model}}));
   metrics.push_back(Metric::FromHistogram("tunefarm_ingest_seconds",
-                                          "a results batch from its arrival to its acknowledgement", ingest_seconds));
-  for (const auto& [model, h] : unit_seconds)
+                                          "a results batch from its arrival to its acknowledgement", ic.ingest_seconds));
+  for (const auto& [model, h] : ic.unit_seconds)
     metrics.push_back(Metric::FromHistogram("tunefarm_unit_seconds",
                                             "a work unit from its lease to its stored final batch", h,
                                             {{"gpu_model", model}}));
@@ -130,15 +153,15 @@ void Coordinator::Impl::PublishSnapshot(double now) {
                                   store_fault.empty() ? 1 : 0));
   metrics.push_back(Metric::Gauge("tunefarm_ingest_queue_bytes",
                                   "bytes of results received and not yet stored",
-                                  ingester->queued_bytes()));
+                                  ingestion_->queued_bytes()));
   metrics.push_back(Metric::Counter("tunefarm_results_refused_total",
                                     "results batches refused: not what was leased to their sender",
-                                    batches_refused));
+                                    ic.batches_refused));
   metrics.push_back(Metric::Counter("tunefarm_protocol_errors_total",
                                     "frames that failed to decode (framing, version, text)",
-                                    protocol_errors));
-  if (http) {
-    const HttpServerCounters c = http->counters();
+                                    counters_->protocol_errors));
+  if (http_) {
+    const HttpServerCounters c = http_->counters();
     metrics.push_back(Metric::Gauge("tunefarm_http_connections", "HTTP connections open", c.open));
     metrics.push_back(Metric::Counter("tunefarm_http_evicted_total",
                                       "HTTP connections closed to give their slot to a newer one", c.evicted));
@@ -150,21 +173,21 @@ void Coordinator::Impl::PublishSnapshot(double now) {
   }
   metrics.push_back(Metric::Counter("tunefarm_peers_disconnected_total",
                                     "peers disconnected for bad or unexpected messages",
-                                    dropped_messages));
+                                    counters_->dropped_messages));
   // Best rows scan the store, and the comparison plans every winner's
   // launch: both grow with what was stored, so they are built on the
   // snapshotter's thread (the store is thread-safe), one build at a time,
   // and published when done.
-  snapshotter->RunCompletions();
-  const bool best_due = now - last_best_publish >= 5.0, compare_due = now - last_compare_publish >= 30.0;
-  if (!snapshot_building && (best_due || compare_due)) {
-    snapshot_building = true;
-    last_best_publish = now;
-    if (compare_due) last_compare_publish = now;
-    snapshotter->Post([this, keys = compare_keys, compare_due]() -> OffLoop::Completion {
+  snapshotter_->RunCompletions();
+  const bool best_due = now - last_best_publish_ >= 5.0, compare_due = now - last_compare_publish_ >= 30.0;
+  if (!building_ && (best_due || compare_due)) {
+    building_ = true;
+    last_best_publish_ = now;
+    if (compare_due) last_compare_publish_ = now;
+    snapshotter_->Post([this, keys = compare_keys_, compare_due]() -> OffLoop::Completion {
       auto built = std::make_shared<std::map<std::string, std::string>>();
       size_t best_keys = keys;
-      auto best = store->Best({});
+      auto best = store_->Best({});
       if (best.ok()) {
         json rows = json::array();
         for (const auto& m : *best) {
@@ -184,7 +207,7 @@ void Coordinator::Impl::PublishSnapshot(double now) {
       const bool compare_now = compare_due || best_keys != keys;
       if (compare_now) {
         json groups = json::array();
-        if (auto c = CompareArchitectures(*store, {}); c.ok()) {
+        if (auto c = CompareArchitectures(*store_, {}); c.ok()) {
           for (const auto& row : c->rows) {
             json gpus = json::array();
             for (size_t i = 0; i < row.winners.size(); ++i) {
@@ -200,14 +223,14 @@ void Coordinator::Impl::PublishSnapshot(double now) {
         (*built)["compare"] = DumpJson(json{{"groups", groups}});
       }
       return [this, built, best_keys, compare_now] {
-        snapshot.PublishDocs(std::move(*built));
-        compare_keys = best_keys;
-        if (compare_now) last_compare_publish = NowSeconds();
-        snapshot_building = false;
+        snapshot_.PublishDocs(std::move(*built));
+        compare_keys_ = best_keys;
+        if (compare_now) last_compare_publish_ = NowSeconds();
+        building_ = false;
       };
     });
   }
-  snapshot.Publish(std::move(docs), RenderMetrics(metrics));
+  snapshot_.Publish(std::move(docs), RenderMetrics(metrics));
 }
 
 }  // namespace tune

@@ -13,13 +13,6 @@
 namespace tune {
 namespace {
 
-// A config pool's key in SweepState's per-pool counters: the screening of
-// one (model, op, dtype, shape).
-std::string PoolKey(const std::string& model, const std::string& op, const std::string& dtype,
-                    const std::string& shape_key) {
-  return model + '\0' + op + '\0' + dtype + '\0' + shape_key;
-}
-
 // How much work a shape is, to order the screening: the product of its dims
 // (M*N*K for a GEMM, ROWS*N for a row-wise op).
 double ShapeWork(const Shape& shape) {
@@ -36,10 +29,6 @@ uint64_t PairsQueued(const std::map<std::string, SweepState>& sweeps) {
     if (s.state == RunState::kRunning && s.pairs_total > s.pairs_done) queued += s.pairs_total - s.pairs_done;
   return queued;
 }
-
-// The key of a pace per worker or model and shape (pair_rate_,
-// SweepState::pace): units of different shapes take very different times.
-std::string RateKey(const std::string& who, const std::string& shape_key) { return who + '\0' + shape_key; }
 
 // Calls fn(i, dtype, shape) for each (op, dtype, shape) of a sweep, `i`
 // indexing its ops and specs.
@@ -259,7 +248,7 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
         }
         const size_t left = pool.configs->size();
         out.pairs_total += legal_here->size();
-        out.pool_unsliced[PoolKey(device.model, spec.name, dtype, shape.Canonical())] += left;
+        out.pool_unsliced[PoolKey{device.model, spec.name, dtype, shape.Canonical()}] += left;
         if (left > 0) out.pools.push_back(std::move(pool));
       }
     }
@@ -323,7 +312,7 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
 }
 
 uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) const {
-  auto it = pair_rate_.find(RateKey(worker, shape.Canonical()));
+  auto it = pair_rate_.find(RateKey{worker, shape.Canonical()});
   if (it == pair_rate_.end()) return opts_.configs_per_unit;
   const double configs = it->second * opts_.target_unit_seconds;
   return static_cast<uint32_t>(std::clamp<double>(configs, opts_.min_configs_per_unit,
@@ -364,7 +353,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.shape = pool.shape;
     u.shape_key = pool.shape.Canonical();
     sweep.model_passes[gpu_model].unsliced -= end - pool.next;
-    sweep.key_passes[PoolKey(gpu_model, pool.op, pool.dtype, u.shape_key)].unsliced -= end - pool.next;
+    sweep.key_passes[PoolKey{gpu_model, pool.op, pool.dtype, u.shape_key}].unsliced -= end - pool.next;
     pool.next = end;
     return &AddUnit(sweep, std::move(u));
   }
@@ -374,7 +363,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_passes[u.gpu_model].open_units++;
-  if (u.kind == UnitKind::kScreen) sweep.key_passes[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)].open_screen_units++;
+  if (u.kind == UnitKind::kScreen) sweep.key_passes[PoolKey{u.gpu_model, u.op, u.dtype, u.shape_key}].open_screen_units++;
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -415,7 +404,7 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
     // Once the shape is screened: refine at once, while the next shapes
     // are screened, early refine units or not; then, each time one of the
     // key's refine units is done, the configs that came near the best since.
-    if (sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())].RefineNow(false)) {
+    if (sweep.key_passes[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].RefineNow(false)) {
       CreateRefineUnits(sweep, model, i, dtype, shape);
     }
   });
@@ -430,7 +419,7 @@ bool Scheduler::RefineEarly(const std::string& model) {
       continue;  // a model being expanded has no keys screened yet
     }
     ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
-      if (!sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())].RefineNow(true)) return;
+      if (!sweep.key_passes[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].RefineNow(true)) return;
       const size_t before = sweep.units.size();
       CreateRefineUnits(sweep, model, i, dtype, shape);
       created = created || sweep.units.size() > before;
@@ -442,7 +431,7 @@ bool Scheduler::RefineEarly(const std::string& model) {
 void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
                                   const Shape& shape) {
   NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
-  auto& queued = sweep.key_passes[PoolKey(model, sweep.submit.ops[i], dtype, shape.Canonical())].refine_queued;
+  auto& queued = sweep.key_passes[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].refine_queued;
   std::erase_if(near.configs, [&](const Config& c) { return !queued.insert(c.Id()).second; });
   if (near.configs.empty() || near.best_us <= 0) return;
   // Small units, leased before any screening unit: the pass spreads over
@@ -570,7 +559,7 @@ double Scheduler::StragglerAge(const Unit& u) {
   // measured pace on the shape.
   double seconds_per_pair = 0;
   auto& sweep = sweeps_.at(u.sweep_id);
-  if (auto it = sweep.pace.find(RateKey(u.gpu_model, u.shape_key)); it != sweep.pace.end()) {
+  if (auto it = sweep.pace.find(RateKey{u.gpu_model, u.shape_key}); it != sweep.pace.end()) {
     SweepState::Pace& pace = it->second;
     if (pace.stale) {
       std::vector<double> sorted = pace.seconds_per_pair;
@@ -580,7 +569,7 @@ double Scheduler::StragglerAge(const Unit& u) {
       pace.stale = false;
     }
     seconds_per_pair = pace.median;
-  } else if (auto rate = pair_rate_.find(RateKey(u.holders.begin()->first, u.shape_key));
+  } else if (auto rate = pair_rate_.find(RateKey{u.holders.begin()->first, u.shape_key});
              rate != pair_rate_.end() && rate->second > 0) {
     seconds_per_pair = 1 / rate->second;
   }
@@ -658,9 +647,9 @@ double Scheduler::CompleteUnit(const std::string& worker, const std::string& swe
     const double pairs = static_cast<double>(u.Pairs());
     if (pairs > 0) {
       const double seconds = now - started->second;
-      auto [slot, fresh] = pair_rate_.emplace(RateKey(worker, u.shape_key), pairs / seconds);
+      auto [slot, fresh] = pair_rate_.emplace(RateKey{worker, u.shape_key}, pairs / seconds);
       if (!fresh) slot->second = 0.5 * slot->second + 0.5 * pairs / seconds;  // smooth out one odd unit
-      auto& pace = sweep.pace[RateKey(u.gpu_model, u.shape_key)];
+      auto& pace = sweep.pace[RateKey{u.gpu_model, u.shape_key}];
       pace.seconds_per_pair.push_back(seconds / pairs);
       pace.stale = true;
     }
@@ -685,7 +674,7 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
     sweep.units_finished++;
     sweep.model_passes[u.gpu_model].open_units--;
-    SweepState::KeyPasses& k = sweep.key_passes[PoolKey(u.gpu_model, u.op, u.dtype, u.shape_key)];
+    SweepState::KeyPasses& k = sweep.key_passes[PoolKey{u.gpu_model, u.op, u.dtype, u.shape_key}];
     if (u.kind == UnitKind::kScreen) k.open_screen_units--;
     if (u.kind == UnitKind::kRefine) k.refine_stale = true;
   }
@@ -908,7 +897,7 @@ void Scheduler::SkipModel(SweepState& sweep, const std::string& model, const std
   }
   sweep.model_passes[model].unsliced = 0;
   for (auto& [key, passes] : sweep.key_passes) {
-    if (key.compare(0, model.size() + 1, model + '\0') == 0) passes.unsliced = 0;
+    if (key.model == model) passes.unsliced = 0;
   }
   std::vector<Unit*> pending;
   std::set<uint64_t> seen;  // a unit queued twice is dropped once

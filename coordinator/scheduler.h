@@ -22,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tune/backend.h"
@@ -145,6 +146,23 @@ struct ConfigPool {
   size_t next = 0;
 };
 
+// The screening of one (GPU model, op, dtype, shape): a config pool's key
+// in a sweep's per-key passes. `shape` is Shape::Canonical().
+struct PoolKey {
+  std::string model, op, dtype, shape;
+  bool operator<(const PoolKey& o) const {
+    return std::tie(model, op, dtype, shape) < std::tie(o.model, o.op, o.dtype, o.shape);
+  }
+};
+
+// The key of a pace: a worker (routing identity) or a GPU model, and a
+// shape (Shape::Canonical()): units of different shapes take very
+// different times.
+struct RateKey {
+  std::string who, shape;
+  bool operator<(const RateKey& o) const { return std::tie(who, shape) < std::tie(o.who, o.shape); }
+};
+
 // The expansion of one sweep's config spaces for one GPU model: the work
 // that may take seconds (every raw point of each op's space enumerated and
 // checked against the model's limits; for a resumed sweep, a store read per
@@ -170,7 +188,7 @@ struct ExpandedSpace {
   uint64_t pairs_failed = 0;  // of those, stored as failures
   std::map<std::string, uint64_t> failed_by_class;  // of those, by FailureClassName
   // Per (model, op, dtype, shape) pool key: configs left to cut.
-  std::map<std::string, uint64_t> pool_unsliced;
+  std::map<PoolKey, uint64_t> pool_unsliced;
 };
 
 // Runs `job`; safe on any thread. Fails, naming the op and model, on a
@@ -226,14 +244,14 @@ struct SweepState {
   std::vector<uint64_t> units;               // unit ids, creation order
   uint64_t units_finished = 0;               // units done or failed
   // How long completed units took per (config, shape) pair, per model and
-  // shape (model '\0' shape): the median sets how long a unit of that model
-  // and shape may go without progress.
+  // shape: the median sets how long a unit of that model and shape may go
+  // without progress.
   struct Pace {
     std::vector<double> seconds_per_pair;
     double median = 0;
     bool stale = false;  // median not yet recomputed since the last sample
   };
-  std::map<std::string, Pace> pace;
+  std::map<RateKey, Pace> pace;  // who: the GPU model
   // The passes of one model: screen, then confirm. Its (config, shape)
   // pairs not yet cut into units and its units not yet finished; when both
   // reach 0 its confirm units are created (once).
@@ -273,7 +291,7 @@ struct SweepState {
     // after each refine unit of the key, whose refined best may have risen).
     bool RefineNow(bool device_idle);
   };
-  std::map<std::string, KeyPasses> key_passes;
+  std::map<PoolKey, KeyPasses> key_passes;
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   std::map<std::string, uint64_t> failed_by_class;  // of pairs_failed, by FailureClassName
   // Models it stopped waiting for (SchedulerOptions::model_idle_seconds),
@@ -462,7 +480,7 @@ class Scheduler {
   std::map<std::string, size_t> live_devices_;  // per model: AddDevice - RemoveDevice
   std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
-  std::map<std::string, double> pair_rate_;  // worker '\0' shape -> pairs/s (smoothed)
+  std::map<RateKey, double> pair_rate_;  // who: the worker; pairs/s (smoothed)
   // The quiet-model rule's clocks, per model: the last ask, lease or
   // results (or tick with a lease held), and since when work is queued.
   std::map<std::string, double> model_active_;

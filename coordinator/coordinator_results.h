@@ -1,0 +1,134 @@
+// The coordinator's results path: leases given out and booked (here and in
+// the store), results batches handed to the ingester with what they must
+// match, and their outcomes turned into acknowledgements and progress.
+// Private to coordinator/; loop thread only, not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <zmq.hpp>
+
+#include "coordinator.h"
+#include "coordinator_parts.h"
+#include "ingester.h"
+#include "scheduler.h"
+#include "tune/metrics.h"
+#include "tune/records.h"
+#include "worker_sessions.h"
+
+namespace tune {
+
+// What the results path counts, for /metrics.
+struct IngestCounters {
+  uint64_t results_stored = 0, results_duplicate = 0, kernel_images = 0;
+  uint64_t kernel_image_conflicts = 0;  // cubins that differ from another worker's (an alarm)
+  uint64_t leases = 0, leases_retried = 0, batches_refused = 0;
+  std::map<std::string, uint64_t> failures_by_class;  // stored failure rows, by FailureClassName
+  std::map<std::string, uint64_t> stored_per_model;   // rows stored, by GPU model
+  // From a results frame's arrival to its outcome on the loop (the ack).
+  Histogram ingest_seconds{Histogram::SecondsBounds()};
+  std::map<std::string, Histogram> unit_seconds;  // lease to stored final batch, by GPU model
+};
+
+class Ingestion {
+ public:
+  // Every pointer must outlive this object; `opts` gives the ingest queue's
+  // bounds.
+  Ingestion(const CoordinatorOptions* opts, ResultStore* store, Scheduler* scheduler, WorkerSessions* sessions,
+            StoreHealth* health, PeerLink* link)
+      : opts_(opts), store_(store), scheduler_(scheduler), sessions_(sessions), health_(health), link_(link) {}
+
+  // Loads the leases of the run before this one (so their honest resends
+  // are stored; the scheduler must hold the resumed sweeps already) and
+  // starts the ingester thread. Returns the store's or the thread's error.
+  Status Start();
+
+  // Readable while ingest outcomes wait (ApplyOutcomes). Start() first.
+  int wake_fd() const { return ingester_->wake_fd(); }
+  // Bytes of results received and not yet stored. Start() first.
+  size_t queued_bytes() const { return ingester_->queued_bytes(); }
+
+  // A unit for `device` of `session` (`identity`), booked to it; nullopt
+  // when none is queued for its model, or while the store is behind
+  // (refusing writes, or its ingest backlog over the bound): the model then
+  // counts as asked for, and is served once the store catches up.
+  std::optional<WorkUnit> Lease(const std::string& identity, const WorkerSession& session, const DeviceInfo& device,
+                                double now);
+
+  // A Results frame goes to the ingester undecoded, with what it must match:
+  // the unit as leased to this peer, its devices' kernel hashes and backends.
+  // Its unit counts as making progress until the batch is stored: rows
+  // waiting in the queue never make a straggler. A peer that did not say
+  // hello, or whose batch overflows the queue, is disconnected.
+  void SubmitResults(const std::string& identity, zmq::message_t frame, const ResultsHead& head);
+
+  // Stored batches are acknowledged and counted here, on the loop, so the
+  // scheduler sees a unit complete only once all its rows are stored.
+  void ApplyOutcomes();
+
+  // Leases of sweeps that no longer run: kept, the book would grow for good.
+  // Late batches of such a sweep (a duplicate lease's) are acknowledged
+  // unstored (SubmitResults): every row of an ended sweep is stored already.
+  void ForgetLeases(const std::string& sweep_id);
+
+  const IngestCounters& counters() const { return counters_; }
+
+ private:
+  // Every unit leased, in this run or (LeaseRecord) the one before: what its
+  // rows must match, and who may report them. Dropped with its sweep.
+  struct LeaseBook {
+    std::shared_ptr<const LeasedUnit> unit;
+    LeaseRecord record;  // the unit without its package, and its lessees
+  };
+  // An op package's kernel hash for one toolchain, within a sweep.
+  struct KernelHashKey {
+    std::string sweep_id, op, toolchain;
+    bool operator<(const KernelHashKey& o) const {
+      return std::tie(sweep_id, op, toolchain) < std::tie(o.sweep_id, o.op, o.toolchain);
+    }
+  };
+  // A worker's batch of a unit.
+  struct BatchOf {
+    std::string identity;
+    uint64_t unit_id = 0;
+    bool operator<(const BatchOf& o) const { return std::tie(identity, unit_id) < std::tie(o.identity, o.unit_id); }
+  };
+
+  Status LoadLeases();
+  // Records that `unit` (of `model`) was leased to `session`, here and in
+  // the store, so that its results are accepted from it, also after a
+  // restart.
+  void BookLease(const WorkUnit& unit, const std::string& model, const WorkerSession& session);
+  // KernelHash of the sweep's op for a toolchain, computed once.
+  std::string KernelHashOf(const std::string& sweep_id, const std::string& op, const std::string& toolchain);
+  // A batch of `unit_id` from this worker is not in the store: a reconnect
+  // makes the worker send every batch it holds unacknowledged again.
+  void AskToResend(const std::string& identity, uint64_t unit_id);
+  // A batch that does not match its lease: nothing of it is stored, the
+  // sender is told so (it drops the batch) and gives up its lease of the
+  // unit, which goes back to the queue for an honest worker. A peer that
+  // keeps sending such batches is disconnected.
+  void Refuse(const IngestOutcome& o);
+
+  const CoordinatorOptions* opts_;
+  ResultStore* store_;
+  Scheduler* scheduler_;
+  WorkerSessions* sessions_;
+  StoreHealth* health_;
+  PeerLink* link_;
+  std::map<uint64_t, LeaseBook> lease_book_;
+  std::map<KernelHashKey, std::string> kernel_hashes_;
+  // Batches that failed to store: their unit must not complete on that
+  // worker's final batch until the batch is stored.
+  std::set<BatchOf> unstored_batches_;
+  IngestCounters counters_;
+  std::unique_ptr<Ingester> ingester_;  // last: its thread stops before the rest goes
+};
+
+}  // namespace tune

@@ -1,0 +1,240 @@
+#include "sweeps.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <random>
+#include <utility>
+
+#include "tune/clock.h"
+#include "tune/sweep_file.h"
+
+namespace tune {
+namespace {
+
+// "<unix time, hex>-<random hex>": SweepSubmittedUnix reads the time back.
+std::string NewSweepId() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08lx-%04x", static_cast<long>(std::time(nullptr)),
+                static_cast<unsigned>(rd() & 0xffff));
+  return buf;
+}
+
+}  // namespace
+
+Status Sweeps::Start() {
+  scheduler_->SetContenders(Contenders());
+  scheduler_->SetNearBest(NearBestConfigs());
+  expander_ = std::make_unique<OffLoop>("expand");
+  TUNE_RETURN_IF_ERROR(expander_->Start());
+  scheduler_->SetExpander([this](SpaceExpansion job) { Expand(std::move(job)); });
+  return Resume();
+}
+
+Command Sweeps::Submit(const SweepSubmit& submit, const std::string& client, double now) {
+  if (Status st = submit_rate_.Admit(client, now); !st.ok()) {
+    CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", submit.name}, {"error", st.message()}});
+    return ErrorReply{st.message()};
+  }
+  const std::string id = NewSweepId();
+  auto r = scheduler_->AddSweep(submit, id, std::time(nullptr), Measured());
+  if (!r.ok()) {
+    CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", submit.name}, {"error", r.status().message()}});
+    return ErrorReply{r.status().message()};
+  }
+  Persist(id);
+  RecordOps(id, submit);
+  CoordinatorLog(log::Level::kInfo, "sweep accepted", {{"sweep", id}, {"name", submit.name}});
+  return SweepAccepted{id};
+}
+
+Command Sweeps::Cancel(const std::string& sweep_id) {
+  if (Status st = scheduler_->CancelSweep(sweep_id, std::time(nullptr)); !st.ok()) return ErrorReply{st.message()};
+  RecordEnded();  // durable at once: a restart must not resume it
+  return StatusOf(sweep_id);
+}
+
+Command Sweeps::StatusReply(const std::string& sweep_id) const {
+  SweepStatus st = StatusOf(sweep_id);
+  if (!sweep_id.empty() && st.sweeps.empty()) return ErrorReply{"unknown sweep '" + sweep_id + "'"};
+  return st;
+}
+
+SweepStatus Sweeps::StatusOf(const std::string& sweep_id) const {
+  SweepStatus st;
+  st.sweeps = scheduler_->Progress(sweep_id, NowSeconds());
+  st.workers = static_cast<uint32_t>(sessions_->size());
+  st.store_fault = health_->fault();
+  st.devices = sessions_->DevicesByModel();
+  return st;
+}
+
+void Sweeps::Persist(const std::string& id) {
+  const SweepState* s = scheduler_->FindSweep(id);
+  if (!s) return;
+  SweepRecord record{RunStateName(s->state), s->submit};
+  // Only a running sweep is read back (to resume); an ended one's packages
+  // are in the op records, whose versions are bounded.
+  if (s->state != RunState::kRunning) record.submit.op_packages.clear();
+  Status st = store_->PutSweep(id, EncodeSweepRecord(record));
+  if (!st.ok()) health_->Failed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
+}
+
+MeasuredFn Sweeps::Measured() {
+  ResultStore* db = store_;
+  // Each copy (one per expansion) hashes each (op, toolchain) once, not once
+  // per config.
+  return [db, hashes = std::map<std::pair<std::string, std::string>, std::string>()](
+             const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
+             const Shape& shape) mutable -> std::optional<StoredPair> {
+    // Rows of an op whose hosts add to its kernel hash (include roots, a
+    // program's version) are kept under hashes the coordinator cannot know:
+    // such an op is measured again.
+    if (spec.HostDigested()) return std::nullopt;
+    std::string& hash = hashes[{spec.name, dev.nvrtc_version}];
+    if (hash.empty()) hash = KernelHash(spec, dev.nvrtc_version);
+    const auto row = db->Get(dev.model, spec.name, dtype, shape.Canonical(), hash, config.Id());
+    if (!row) return std::nullopt;
+    return StoredPair{!row->Valid(), row->failure};
+  };
+}
+
+void Sweeps::RecordOps(const std::string& sweep_id, const SweepSubmit& submit) {
+  std::vector<std::string>& digests = package_digests_[sweep_id];
+  digests.clear();
+  for (size_t i = 0; i < submit.ops.size() && i < submit.op_packages.size(); ++i) {
+    digests.push_back(PackageDigest(submit.op_packages[i]));
+    Status st = store_->PutOp(submit.ops[i], SweepSubmittedUnix(sweep_id), submit.op_packages[i]);
+    if (!st.ok()) health_->Failed("cannot record op " + submit.ops[i] + ": " + st.message(), NowSeconds());
+  }
+  PruneOpVersions(submit);
+}
+
+void Sweeps::PruneOpVersions(const SweepSubmit& submit) {
+  // The versions running sweeps need, by op name; sweeps that ended need none.
+  std::map<std::string, std::set<std::string>> needed;
+  for (auto it = package_digests_.begin(); it != package_digests_.end();) {
+    const SweepState* s = scheduler_->FindSweep(it->first);
+    if (!s || s->state != RunState::kRunning) {
+      it = package_digests_.erase(it);
+      continue;
+    }
+    for (size_t i = 0; i < s->submit.ops.size() && i < it->second.size(); ++i)
+      needed[s->submit.ops[i]].insert(it->second[i]);
+    ++it;
+  }
+  std::vector<std::pair<std::string, std::set<std::string>>> jobs;
+  for (const std::string& op : std::set<std::string>(submit.ops.begin(), submit.ops.end()))
+    jobs.emplace_back(op, needed[op]);
+  expander_->Post([this, jobs = std::move(jobs)]() -> OffLoop::Completion {
+    std::vector<std::pair<std::string, std::string>> lines;  // op, outcome
+    for (const auto& [op, keep] : jobs) {
+      auto removed = store_->PruneOps(op, kMaxRetainedOpVersions, keep);
+      if (!removed.ok()) lines.emplace_back(op, removed.status().message());
+      else if (*removed > 0) lines.emplace_back(op, std::to_string(*removed) + " old versions removed");
+    }
+    return [this, lines = std::move(lines)] {
+      for (const auto& [op, what] : lines) CoordinatorLog(log::Level::kInfo, "op versions pruned",
+                                                          {{"op", op}, {"outcome", what}});
+    };
+  });
+}
+
+void Sweeps::Expand(SpaceExpansion job) {
+  CoordinatorLog(log::Level::kDebug, "expanding config spaces", {{"sweep", job.sweep_id}, {"model", job.device.model}});
+  expander_->Post([this, job = std::move(job)]() -> OffLoop::Completion {
+    const auto start = std::chrono::steady_clock::now();
+    auto space = std::make_shared<Result<ExpandedSpace>>(ExpandSpace(job));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return [this, id = job.sweep_id, model = job.device.model, space, seconds] {
+      if (space->ok()) {
+        CoordinatorLog(log::Level::kInfo, "config spaces expanded",
+                       {{"sweep", id}, {"model", model}, {"pairs", std::to_string((*space)->pairs_total)},
+                        {"stored_before", std::to_string((*space)->pairs_done)}, {"seconds", std::to_string(seconds)}});
+      }
+      scheduler_->ApplyExpansion(id, model, std::move(*space), std::time(nullptr));
+    };
+  });
+}
+
+void Sweeps::RecordEnded() {
+  for (const auto& [id, s] : scheduler_->sweeps()) {
+    if (s.state == RunState::kRunning || !ended_.insert(id).second) continue;
+    Persist(id);
+    ingestion_->ForgetLeases(id);
+    if (s.error.empty()) CoordinatorLog(log::Level::kInfo, std::string("sweep ") + RunStateName(s.state),
+                                        {{"sweep", id}});
+    else CoordinatorLog(log::Level::kWarn, std::string("sweep ") + RunStateName(s.state),
+                        {{"sweep", id}, {"error", s.error}});
+  }
+}
+
+Status Sweeps::Resume() {
+  std::vector<std::pair<std::string, SweepRecord>> running;
+  Status st = store_->ForEachSweep([&](const std::string& id, const std::string& bytes) {
+    auto rec = DecodeSweepRecord(bytes);
+    if (!rec.ok()) {
+      CoordinatorLog(log::Level::kWarn, "skipping an unreadable sweep",
+                     {{"sweep", id}, {"error", rec.status().message()}});
+      return;
+    }
+    if (rec->state == "running") running.emplace_back(id, std::move(rec).value());
+  });
+  TUNE_RETURN_IF_ERROR(st);
+  for (auto& [id, rec] : running) {
+    auto r = scheduler_->AddSweep(rec.submit, id, std::time(nullptr), Measured());
+    if (!r.ok()) {
+      // Failed for good rather than tried again on every start.
+      CoordinatorLog(log::Level::kError, "sweep cannot resume; marked failed",
+                     {{"sweep", id}, {"error", r.status().message()}});
+      Status st = store_->PutSweep(id, EncodeSweepRecord({"failed", rec.submit}));
+      if (!st.ok()) CoordinatorLog(log::Level::kError, "cannot mark the sweep failed",
+                                   {{"sweep", id}, {"error", st.message()}});
+    } else {
+      RecordOps(id, rec.submit);  // a coordinator stopped between the sweep and its op records
+      CoordinatorLog(log::Level::kInfo, "resuming sweep", {{"sweep", id}, {"name", rec.submit.name}});
+    }
+  }
+  return Status::OK();
+}
+
+bool Sweeps::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                     const char* pass, std::vector<Measurement>* rows) {
+  const std::string op_hash = KernelHash(spec, dev.nvrtc_version);
+  // An op whose hosts add to its hash keeps its rows under hashes derived
+  // from its own (one per set of headers or versions): the key is scanned whole.
+  const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), spec.HostDigested() ? "" : op_hash};
+  bool confirmed = false;
+  Status st = store_->Scan(key, [&](const Measurement& m) {
+    if (!MeasuresKernel(m, op_hash)) return true;
+    confirmed = confirmed || m.confirmed;
+    if (m.Valid() && std::isfinite(m.median_us)) rows->push_back(m);
+    return !confirmed;
+  });
+  if (!st.ok()) CoordinatorLog(log::Level::kWarn, std::string(pass) + " skips a shape",
+                               {{"shape", shape.Canonical()}, {"error", st.message()}});
+  return st.ok() && !confirmed;
+}
+
+ContendersFn Sweeps::Contenders() {
+  return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                uint32_t top) {
+    std::vector<Measurement> valid;
+    if (!RowsToTimeAgain(dev, spec, dtype, shape, "confirm phase", &valid)) return std::vector<Config>{};
+    return ContendersOf(std::move(valid), top);
+  };
+}
+
+NearBestFn Sweeps::NearBestConfigs() {
+  return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
+                double within) {
+    std::vector<Measurement> valid;
+    if (!RowsToTimeAgain(dev, spec, dtype, shape, "refine pass", &valid)) return NearBest{};
+    return NearBestOf(valid, within);
+  };
+}
+
+}  // namespace tune
