@@ -181,7 +181,9 @@ TEST_F(PublishKernelsTest, ABundleCarriesPlansDefaultsAndTheMeasuredCubinsAndThe
   EXPECT_EQ(from_json->model_defaults.size(), 1u);
 
   // Config-only on request.
-  auto config_only = BuildBundle(*store_, ResultFilter{}, "t", PublishOptions{false});
+  PublishOptions no_kernels;
+  no_kernels.kernels = false;
+  auto config_only = BuildBundle(*store_, ResultFilter{}, "t", no_kernels);
   ASSERT_TRUE(config_only.ok());
   EXPECT_TRUE(config_only->kernels.empty());
   EXPECT_EQ(config_only->launch_plans.size(), 1u);
