@@ -17,10 +17,10 @@
 
 #include "measure/cuda/cuda_driver.h"
 #include "measure/cuda/device_discovery.h"
-#include "tune/bundle.h"
-#include "tune/cuda_backend.h"
+#include "publish/bundle.h"
+#include "measure/cuda/cuda_backend.h"
 #include "tune/launcher.h"
-#include "tune/publish.h"
+#include "publish/publish.h"
 #include "tune/runtime.h"
 
 using namespace tune;

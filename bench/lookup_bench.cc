@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "tune/bundle.h"
+#include "publish/bundle.h"
 #include "tune/runtime.h"
-#include "tune/signing.h"
+#include "publish/signing.h"
 
 namespace {
 

@@ -44,9 +44,9 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "tune/op_spec.h"
-#include "tune/protocol.h"
-#include "tune/types.h"
+#include "spec/op_spec.h"
+#include "codec/protocol.h"
+#include "base/types.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tune/config_space.h"
+#include "spec/config_space.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <zmq.hpp>
 
-#include "tune/curve.h"
+#include "wire/curve.h"
 
 namespace tune {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "tune/protocol.h"
+#include "codec/protocol.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -10,10 +10,10 @@
 
 #include "client.h"
 #include "progress.h"
-#include "tune/clock.h"
-#include "tune/signing.h"
+#include "base/clock.h"
+#include "publish/signing.h"
 #ifdef TUNEFARM_WITH_CUDA
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 #endif
 
 namespace tune {

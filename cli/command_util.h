@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "commands.h"
-#include "tune/bundle.h"
-#include "tune/protocol.h"
-#include "tune/publish.h"
-#include "tune/result_store.h"
+#include "publish/bundle.h"
+#include "codec/protocol.h"
+#include "publish/publish.h"
+#include "store/result_store.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "coordinator.h"
-#include "tune/result_store.h"
+#include "store/result_store.h"
 #include "worker.h"
 
 namespace tune {

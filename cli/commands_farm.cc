@@ -10,11 +10,11 @@
 #include "commands.h"
 #include "progress.h"
 #include "service_notify.h"
-#include "tune/json_text.h"
-#include "tune/sweep_file.h"
-#include "tune/text.h"
+#include "base/json_text.h"
+#include "spec/sweep_file.h"
+#include "base/text.h"
 #ifdef TUNEFARM_WITH_CUDA
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 #endif
 
 namespace tune {

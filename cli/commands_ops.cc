@@ -6,8 +6,8 @@
 #include "command_util.h"
 #include "commands.h"
 #include "op_check.h"
-#include "tune/curve.h"
-#include "tune/signing.h"
+#include "wire/curve.h"
+#include "publish/signing.h"
 
 namespace tune {
 

@@ -13,14 +13,14 @@
 #include "command_util.h"
 #include "commands.h"
 #include "report.h"
-#include "tune/bundle.h"
-#include "tune/compare.h"
-#include "tune/json_text.h"
-#include "tune/nightly.h"
-#include "tune/publish.h"
+#include "publish/bundle.h"
+#include "report/compare.h"
+#include "base/json_text.h"
+#include "report/nightly.h"
+#include "publish/publish.h"
 #include "tune/runtime.h"
-#include "tune/signing.h"
-#include "tune/text.h"
+#include "publish/signing.h"
+#include "base/text.h"
 
 namespace tune {
 

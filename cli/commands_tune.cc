@@ -14,11 +14,11 @@
 #include "local_farm.h"
 #include "progress.h"
 #include "report.h"
-#include "tune/clock.h"
-#include "tune/config_space.h"
-#include "tune/nightly.h"
-#include "tune/publish.h"
-#include "tune/sweep_file.h"
+#include "base/clock.h"
+#include "spec/config_space.h"
+#include "report/nightly.h"
+#include "publish/publish.h"
+#include "spec/sweep_file.h"
 
 namespace tune {
 namespace {

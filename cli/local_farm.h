@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "coordinator.h"
-#include "tune/protocol.h"
-#include "tune/result_store.h"
+#include "codec/protocol.h"
+#include "store/result_store.h"
 #include "tune/status.h"
 #include "worker.h"
 

@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "tune/log.h"
+#include "base/log.h"
 
 namespace {
 
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   AddOpsCommands(app, &commands);
   AddTuneCommands(app, &commands);
 
-  // The log of the long-running processes (tune/log.h).
+  // The log of the long-running processes (base/log.h).
   std::string log_level, log_format;
   for (const CliCommand& command : commands) {
     if (!command.logs) continue;

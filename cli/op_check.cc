@@ -9,14 +9,14 @@
 #include <filesystem>
 
 #include "client.h"
-#include "tune/config_space.h"
-#include "tune/known_gpus.h"
-#include "tune/op_spec.h"
-#include "tune/program_backend.h"
-#include "tune/protocol.h"
-#include "tune/text.h"
+#include "spec/config_space.h"
+#include "base/known_gpus.h"
+#include "spec/op_spec.h"
+#include "measure/program/program_backend.h"
+#include "codec/protocol.h"
+#include "base/text.h"
 #ifdef TUNEFARM_WITH_CUDA
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 #endif
 
 namespace tune {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "tune/text.h"
+#include "base/text.h"
 
 namespace tune {
 namespace {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "tune/protocol.h"
+#include "codec/protocol.h"
 
 namespace tune {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "tune/json_text.h"
-#include "tune/publish.h"
-#include "tune/text.h"
+#include "base/json_text.h"
+#include "publish/publish.h"
+#include "base/text.h"
 
 namespace tune {
 namespace {

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "tune/bundle.h"
-#include "tune/op_spec.h"
-#include "tune/protocol.h"
-#include "tune/result_store.h"
-#include "tune/types.h"
+#include "publish/bundle.h"
+#include "spec/op_spec.h"
+#include "codec/protocol.h"
+#include "store/result_store.h"
+#include "base/types.h"
 
 namespace tune {
 

@@ -7,8 +7,8 @@
 #include <zmq.hpp>
 
 #include "coordinator_impl.h"
-#include "tune/clock.h"
-#include "tune/text.h"
+#include "base/clock.h"
+#include "base/text.h"
 
 namespace tune {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "scheduler.h"
-#include "tune/result_store.h"
+#include "store/result_store.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -17,8 +17,8 @@
 #include "coordinator_status.h"
 #include "scheduler.h"
 #include "sweeps.h"
-#include "tune/protocol.h"
-#include "tune/result_store.h"
+#include "codec/protocol.h"
+#include "store/result_store.h"
 #include "worker_sessions.h"
 #include "zap_authenticator.h"
 

@@ -7,16 +7,16 @@
 #include <initializer_list>
 #include <string>
 
-#include "tune/log.h"
-#include "tune/protocol.h"
-#include "tune/result_store.h"
+#include "base/log.h"
+#include "codec/protocol.h"
+#include "store/result_store.h"
 
 namespace tune {
 
 // A routing identity as hex, for logs.
 std::string Printable(const std::string& identity);
 
-// One line of the coordinator's log (tune/log.h). Thread-safe.
+// One line of the coordinator's log (base/log.h). Thread-safe.
 void CoordinatorLog(log::Level level, const std::string& message, std::initializer_list<log::Field> fields = {});
 
 // What the parts ask of the socket loop that wires them (Coordinator::Impl).

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <ctime>
 
-#include "tune/clock.h"
-#include "tune/config_space.h"
-#include "tune/known_gpus.h"
-#include "tune/text.h"
+#include "base/clock.h"
+#include "spec/config_space.h"
+#include "base/known_gpus.h"
+#include "base/text.h"
 
 namespace tune {
 namespace {

@@ -18,8 +18,8 @@
 #include "coordinator_parts.h"
 #include "ingester.h"
 #include "scheduler.h"
-#include "tune/metrics.h"
-#include "tune/records.h"
+#include "serve/metrics.h"
+#include "store/records.h"
 #include "worker_sessions.h"
 
 namespace tune {

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "dashboard.h"
-#include "tune/clock.h"
-#include "tune/compare.h"
-#include "tune/metrics.h"
-#include "tune/json_text.h"
+#include "base/clock.h"
+#include "report/compare.h"
+#include "serve/metrics.h"
+#include "base/json_text.h"
 
 namespace tune {
 namespace {

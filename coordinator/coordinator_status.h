@@ -14,7 +14,7 @@
 #include "coordinator_results.h"
 #include "off_loop.h"
 #include "scheduler.h"
-#include "tune/http_server.h"
+#include "serve/http_server.h"
 #include "worker_sessions.h"
 
 namespace tune {

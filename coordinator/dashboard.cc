@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "tune/html.h"
+#include "base/html.h"
 
 // The dashboard's files (coordinator/assets/), embedded at build time.
 namespace tune::assets {

@@ -1,5 +1,5 @@
 // The coordinator's dashboard: the page HttpServer serves at `/` and the JSON
-// documents it polls at /api/NAME (tune/http_server.h).
+// documents it polls at /api/NAME (serve/http_server.h).
 //
 // The JSON documents the dashboard reads (fields it does not know are
 // ignored; a missing field reads as 0 / empty):

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "tune/text.h"
+#include "base/text.h"
 
 namespace tune {
 namespace {

@@ -26,10 +26,10 @@
 #include <zmq.hpp>
 
 #include "off_loop.h"
-#include "tune/protocol.h"
-#include "tune/result_store.h"
+#include "codec/protocol.h"
+#include "store/result_store.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 

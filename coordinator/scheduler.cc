@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tune/config_space.h"
-#include "tune/stats.h"
-#include "tune/sweep_file.h"
+#include "spec/config_space.h"
+#include "base/stats.h"
+#include "spec/sweep_file.h"
 
 namespace tune {
 namespace {
@@ -336,7 +336,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
       // The model's units in flight (a device holds its next unit while it
       // runs one) and the asker's. A model with one device has nothing to
       // balance: halving its units would only cut a program op's compiles
-      // ahead (tune/program_backend.h) into ever smaller plans.
+      // ahead (measure/program/program_backend.h) into ever smaller plans.
       auto live = live_devices_.find(gpu_model);
       const bool lone = live != live_devices_.end() && live->second == 1;
       const size_t sharers = lone ? 1 : leased_per_model_[gpu_model] + 1;

@@ -25,12 +25,12 @@
 #include <tuple>
 #include <vector>
 
-#include "tune/backend.h"
-#include "tune/limits.h"
-#include "tune/op_spec.h"
-#include "tune/protocol.h"
+#include "measure/backend.h"
+#include "base/limits.h"
+#include "spec/op_spec.h"
+#include "codec/protocol.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 
@@ -79,7 +79,7 @@ struct SchedulerOptions {
   // measured are dropped from them (Scheduler::SkipQuietModels). A sweep
   // that names the model waits on, and says what for.
   double model_idle_seconds = 300;
-  // Bounds on (config, shape) pairs (tune/limits.h): per sweep and GPU
+  // Bounds on (config, shape) pairs (base/limits.h): per sweep and GPU
   // model, legal configs x shapes x dtypes over the sweep's ops, found while
   // its space is enumerated (before the pairs are held) and failing the
   // sweep with the reason; over every running sweep, pairs not yet measured,

@@ -8,8 +8,8 @@
 #include <random>
 #include <utility>
 
-#include "tune/clock.h"
-#include "tune/sweep_file.h"
+#include "base/clock.h"
+#include "spec/sweep_file.h"
 
 namespace tune {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "scheduler.h"
-#include "tune/protocol.h"
+#include "codec/protocol.h"
 
 namespace tune {
 

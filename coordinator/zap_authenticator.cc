@@ -1,7 +1,7 @@
 #include "zap_authenticator.h"
 
-#include "tune/clock.h"
-#include "tune/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 #include <sys/stat.h>
 

@@ -9,7 +9,7 @@
 // handshake; with no handler bound it admits *any* key. So:
 //
 //   zmq::context_t ctx;
-//   auto allowed = LoadCurveAllowList(path);              // tune/curve.h
+//   auto allowed = LoadCurveAllowList(path);              // wire/curve.h
 //   ZapAuthenticator zap(ctx, *allowed, {.allow_list_path = path});
 //   TUNE_RETURN_IF_ERROR(zap.Start());                     // before bind()
 //   zmq::socket_t router(ctx, zmq::socket_type::router);
@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "tune/curve.h"
+#include "wire/curve.h"
 #include "tune/status.h"
 
 namespace zmq {

@@ -7,7 +7,7 @@
 #
 # A signed .tfb file carries this message inside a fixed binary envelope
 # (magic, key id, Ed25519 signature; the layout is in
-# libtune/include/tune/bundle.h) rather than a signature field here: the
+# libtune/src/publish/bundle.h) rather than a signature field here: the
 # signature must cover exact bytes, and a deployment should parse nothing
 # from an untrusted file before it has checked them.
 
@@ -47,7 +47,7 @@ struct OpDefault @0xac6317bd8dc13434 {
   config @1 :Records.Config;
 }
 
-# A launch expression as postfix code (tune/launch_program.h): opcodes, the
+# A launch expression as postfix code (base/launch_program.h): opcodes, the
 # operands kConst and kVar consume in order, and the text it came from.
 struct LaunchProgram @0xd7c1a3e5f9b20461 {
   code @0 :Data;
@@ -80,7 +80,7 @@ struct LaunchPlan @0xf5b3c8e1a6d92047 {
 }
 
 # The default of one (op, dtype, GPU model): legal there, measured there
-# where the farm could (publish picks it; see tune/bundle.h).
+# where the farm could (publish picks it; see publish/bundle.h).
 struct ModelDefault @0xa4e6b2d8c1f37590 {
   op @0 :Text;
   dtype @1 :Text;

@@ -59,7 +59,7 @@ if [[ -e "$BUILD_DIR/libtune/libtunefarm_c.so" ]]; then
   mkdir -p "$OUT/share/tunefarm/examples" && cp -r examples/. "$OUT/share/tunefarm/examples/"
 fi
 cp -r ops "$OUT/share/tunefarm/ops"
-# Chart.js for reports and the dashboard (tune/html.h kPackedChartJs): the
+# Chart.js for reports and the dashboard (base/html.h kPackedChartJs): the
 # hosts the artifact goes to may not have Debian's libjs-chart.js.
 if [[ -f /usr/share/javascript/chart.js/chart.min.js ]]; then
   mkdir -p "$OUT/share/tunefarm/js"

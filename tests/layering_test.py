@@ -2,12 +2,16 @@
 """libtune's stages include only the stages below them.
 
 Each folder of libtune/src/ is a stage of the data flow and a CMake target
-that links only the stages below it (libtune/CMakeLists.txt). A public header
-tune/X.h belongs to the stage whose folder holds X.cc (or to the one named in
-HEADER_STAGE); a private header "<stage>/..." to that stage. Every source and
-header of a stage may include headers of the stages in ALLOWED[stage] only,
-and the programs keep DESIGN.md's rules: the coordinator never sees the CUDA
-backend, the worker never owns the store.
+that links only the stages below it (libtune/CMakeLists.txt). A header's stage
+is its folder: libtune/src/<stage>/.../x.h, included as "<stage>/.../x.h".
+libtune/include/tune/ holds the installed contract only, the headers that
+libtune/CMakeLists.txt's install(FILES ...) rules name; any other header there
+is a stage's header in the wrong place. An installed header tune/X.h belongs
+to the stage whose folder holds X.cc (or to the one named in HEADER_STAGE) and
+includes installed headers only. Every source and header of a stage may
+include headers of the stages in ALLOWED[stage] only, and the programs keep
+DESIGN.md's rules: the coordinator never sees the CUDA backend, the worker
+never owns the store.
 
 Usage: layering_test.py SOURCE_DIR   (exit 0: clean; 1: violations, listed)
 """
@@ -38,16 +42,22 @@ ALLOWED = {
     # The C API over the runtime and the launcher (libtunefarm_c.so).
     "capi": {"base", "runtime", "launcher", "capi"},
 }
-# Public headers with no source file of their name.
-HEADER_STAGE = {"status.h": "base", "json_text.h": "base", "backend.h": "measure", "c.h": "capi",
-                "limits.h": "base"}
+# Installed headers with no source file of their name.
+HEADER_STAGE = {"status.h": "base"}
 # Includes (by prefix) a program folder may not have (DESIGN.md, "Dependency rule").
 FORBIDDEN = {
-    "coordinator": {"tune/cuda_backend.h": "the coordinator never links the CUDA backend",
-                    "measure/cuda/": "the coordinator never links the CUDA backend"},
-    "worker": {"tune/result_store.h": "the worker never owns the store"},
+    "coordinator": {"measure/cuda/": "the coordinator never links the CUDA backend"},
+    "worker": {"store/result_store.h": "the worker never owns the store"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+INSTALL_FILES = re.compile(r"\binstall\s*\(\s*FILES\b([^)]*)\)")
+INSTALLED_HEADER = re.compile(r"\binclude/tune/([\w.-]+\.h)\b")
+
+
+def installed_headers(root: pathlib.Path) -> set:
+    """The header names that libtune/CMakeLists.txt installs from include/tune/."""
+    text = (root / "libtune" / "CMakeLists.txt").read_text(encoding="utf-8")
+    return {h for rule in INSTALL_FILES.findall(text) for h in INSTALLED_HEADER.findall(rule)}
 
 
 def main(root: pathlib.Path) -> int:
@@ -56,28 +66,42 @@ def main(root: pathlib.Path) -> int:
     problems = []
     if set(stages) != set(ALLOWED):
         problems.append(f"libtune/src stages {stages} differ from this test's {sorted(ALLOWED)}")
-    header_stage = dict(HEADER_STAGE)
+    public_dir = root / "libtune" / "include" / "tune"
+    installed = installed_headers(root)
+    if not installed:
+        problems.append("libtune/CMakeLists.txt: no install(FILES include/tune/...) rule found")
+    source_stage = {}
     for stage in stages:
         for cc in (src / stage).rglob("*.cc"):
-            header_stage.setdefault(cc.stem + ".h", stage)
-    for h in (root / "libtune" / "include" / "tune").glob("*.h"):
-        if h.name not in header_stage:
+            source_stage.setdefault(cc.stem + ".h", stage)
+    public = {}  # installed header name -> its stage
+    for h in sorted(public_dir.glob("*.h")):
+        if h.name not in installed:
+            home = source_stage.get(h.name, "<stage>")
+            problems.append(f"libtune/include/tune/{h.name}: not installed, so not the contract: "
+                            f"it belongs in libtune/src/{home}/")
+            continue
+        public[h.name] = HEADER_STAGE.get(h.name) or source_stage.get(h.name)
+        if public[h.name] is None:
             problems.append(f"libtune/include/tune/{h.name}: no stage (add its source or HEADER_STAGE)")
 
     def stage_of(include: str):
         if include.startswith("tune/"):
-            return header_stage.get(include[len("tune/"):])
+            return public.get(include[len("tune/"):])
         head = include.split("/", 1)[0]
         return head if head in ALLOWED and "/" in include else None
 
     files = [(stage, f) for stage in stages for f in (src / stage).rglob("*") if f.suffix in (".cc", ".h")]
-    files += [(header_stage.get(h.name), h) for h in (root / "libtune" / "include" / "tune").glob("*.h")]
+    files += [(public[name], public_dir / name) for name in sorted(public)]
     for stage, f in files:
         if stage is None:
             continue
         for inc in INCLUDE.findall(f.read_text(encoding="utf-8")):
             to = stage_of(inc)
-            if to is not None and to not in ALLOWED[stage]:
+            if f.parent == public_dir and to is not None and not inc.startswith("tune/"):
+                # A deployment's compiler has the installed headers only.
+                problems.append(f"{f.relative_to(root)}: installed header includes \"{inc}\", which is not installed")
+            elif to is not None and to not in ALLOWED[stage]:
                 problems.append(f"{f.relative_to(root)}: stage '{stage}' includes \"{inc}\" of stage '{to}'")
     for program, rules in FORBIDDEN.items():
         for f in (root / program).rglob("*"):

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "tune/backend.h"
+#include "measure/backend.h"
 
 namespace tune {
 

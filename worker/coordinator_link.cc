@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "tune/clock.h"
-#include "tune/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 namespace tune {
 

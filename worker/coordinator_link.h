@@ -16,8 +16,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "tune/curve.h"
-#include "tune/protocol.h"
+#include "wire/curve.h"
+#include "codec/protocol.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -19,15 +19,15 @@
 
 #include "compile_pool.h"
 #include "coordinator_link.h"
-#include "tune/clock.h"
-#include "tune/curve.h"
-#include "tune/http_server.h"
-#include "tune/log.h"
-#include "tune/metrics.h"
-#include "tune/protocol.h"
+#include "base/clock.h"
+#include "wire/curve.h"
+#include "serve/http_server.h"
+#include "base/log.h"
+#include "serve/metrics.h"
+#include "codec/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
-#include "tune/cuda_backend.h"
-#include "tune/program_backend.h"
+#include "measure/cuda/cuda_backend.h"
+#include "measure/program/program_backend.h"
 #endif
 
 namespace tune {
@@ -202,7 +202,7 @@ struct Worker::Impl : HttpStatusSource {
     results_by_class[{model, m.Valid() ? "ok" : FailureClassName(m.failure)}]++;
   }
 
-  // One line of the worker's log (tune/log.h).
+  // One line of the worker's log (base/log.h).
   void Log(log::Level level, const std::string& message, std::initializer_list<log::Field> fields) {
     log::Write(level, "worker", message, fields);
   }

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "tune/backend.h"
-#include "tune/op_spec.h"
+#include "measure/backend.h"
+#include "spec/op_spec.h"
 #include "tune/status.h"
 
 namespace tune {
@@ -38,7 +38,7 @@ struct WorkerOptions {
   // neither. Required for non-loopback endpoints unless insecure_plaintext.
   std::string curve_secret_key, coordinator_public_key;
   bool insecure_plaintext = false;
-  // Run program ops (tune/program_backend.h): commands of whoever submits
+  // Run program ops (measure/program/program_backend.h): commands of whoever submits
   // sweeps, run as this worker's user. Off unless the operator allows it.
   bool allow_programs = false;
   // Files and folders programs may not touch (the key files are always

@@ -102,7 +102,7 @@ MAX_BATCH = RULE["max_batch"]  # samples between two synchronisations, as the fa
 
 def student_t95(dof):
     """Two-sided 95% Student t for `dof` degrees of freedom: the farm's
-    StudentT95 (tune/stats.h), from the same table."""
+    StudentT95 (base/stats.h), from the same table."""
     small, anchors, normal = RULE["t95"], RULE["t95_anchors"], RULE["t95_normal"]
     if dof <= 0:
         return math.inf
@@ -120,7 +120,7 @@ def student_t95(dof):
 
 def summarize(samples):
     """(median, mean, ci95 half-width) of `samples`: the farm's ComputeStats
-    (tune/stats.h), operation for operation, so that both give the same
+    (base/stats.h), operation for operation, so that both give the same
     figures (a plain loop: sum() of floats is compensated on newer Pythons)."""
     s = sorted(samples)
     n = len(s)
@@ -144,7 +144,7 @@ def _ceil(x):
 
 
 def next_sampling(policy, best_so_far_us, wall_cap, n, median, mean, ci95, timed_seconds, wall_seconds):
-    """(stop, batch): the farm's NextSampling (tune/sampling.h,
+    """(stop, batch): the farm's NextSampling (measure/sampling.h,
     libtune/src/measure/sampling.cc) operation for operation, so that both
     give the same steps (tests/python/test_sampling_rule.py holds them to
     it; change them together). `policy` holds RULE["policy"]'s fields; stop

@@ -25,8 +25,8 @@
 #include <limits>
 #include <random>
 
-#include "tune/protocol.h"
-#include "tune/text.h"
+#include "codec/protocol.h"
+#include "base/text.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 

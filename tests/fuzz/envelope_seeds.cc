@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "tune/protocol.h"
+#include "codec/protocol.h"
 
 namespace {
 

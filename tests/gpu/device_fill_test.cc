@@ -21,11 +21,11 @@ TEST(DeviceFill, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA 
 #include <utility>
 #include <vector>
 
-#include "../../libtune/src/measure/cuda/builtin_kernels.h"
-#include "../../libtune/src/measure/cuda/cuda_driver.h"
-#include "../../libtune/src/measure/cuda/host_data.h"
-#include "../../libtune/src/measure/cuda/nvrtc_compile.h"
-#include "tune/op_spec.h"
+#include "measure/cuda/builtin_kernels.h"
+#include "measure/cuda/cuda_driver.h"
+#include "measure/cuda/host_data.h"
+#include "measure/cuda/nvrtc_compile.h"
+#include "spec/op_spec.h"
 
 namespace tune::cuda {
 namespace {

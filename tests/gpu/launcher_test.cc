@@ -16,10 +16,10 @@ TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA
 #include "measure/cuda/device_discovery.h"
 #include "measure/cuda/host_data.h"
 #include "support/temp_dir.h"
-#include "tune/bundle.h"
-#include "tune/cuda_backend.h"
+#include "publish/bundle.h"
+#include "measure/cuda/cuda_backend.h"
 #include "tune/launcher.h"
-#include "tune/publish.h"
+#include "publish/publish.h"
 #include "tune/runtime.h"
 
 namespace tune {

@@ -1,4 +1,4 @@
-// The C++ sampling rule (tune/sampling.h, tune/stats.h) on requests, one JSON
+// The C++ sampling rule (measure/sampling.h, base/stats.h) on requests, one JSON
 // object a line on stdin, one answer a line on stdout, for
 // test_sampling_rule.py to hold tunefarm.harness's rule to it:
 //
@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tune/sampling.h"
-#include "tune/stats.h"
+#include "measure/sampling.h"
+#include "base/stats.h"
 
 namespace {
 

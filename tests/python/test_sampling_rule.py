@@ -1,5 +1,5 @@
 """The sampling loop's stopping rule is the same in tunefarm.harness (Python
-kernels) and in the farm's C++ (tune/sampling.h, the CUDA runner): over a
+kernels) and in the farm's C++ (measure/sampling.h, the CUDA runner): over a
 grid of sample sets, policies, best-so-far figures, timed and wall seconds,
 both give the same statistics and the same steps, bit for bit, from one copy
 of the rule's data (python/tunefarm/sampling_rule.json). The C++ answers come

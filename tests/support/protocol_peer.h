@@ -11,7 +11,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "tune/protocol.h"
+#include "codec/protocol.h"
 
 namespace tune::testing {
 

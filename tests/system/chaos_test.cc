@@ -16,8 +16,8 @@
 #include <set>
 
 #include "support/process.h"
-#include "tune/bundle.h"
-#include "tune/result_store.h"
+#include "publish/bundle.h"
+#include "store/result_store.h"
 
 namespace fs = std::filesystem;
 using tune::testing::Child;

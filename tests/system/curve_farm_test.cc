@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "support/process.h"
-#include "tune/result_store.h"
+#include "store/result_store.h"
 
 namespace fs = std::filesystem;
 using tune::testing::Child;

@@ -16,8 +16,8 @@
 #include <zmq.hpp>
 
 #include "support/temp_dir.h"
-#include "tune/curve.h"
-#include "tune/protocol.h"
+#include "wire/curve.h"
+#include "codec/protocol.h"
 #include "zap_authenticator.h"
 
 namespace tune {

@@ -23,8 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "dashboard.h"
-#include "tune/http_server.h"
-#include "tune/metrics.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
 
 namespace {
 

@@ -24,10 +24,10 @@
 #include "support/process.h"
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
-#include "tune/op_spec.h"
-#include "tune/protocol.h"
-#include "tune/records.h"
-#include "tune/result_store.h"
+#include "spec/op_spec.h"
+#include "codec/protocol.h"
+#include "store/records.h"
+#include "store/result_store.h"
 
 namespace tune {
 namespace {
@@ -610,7 +610,7 @@ SweepSubmit SweepOf(const OpPackage& pkg, std::vector<Shape> shapes = {Shape{{{"
   return submit;
 }
 
-// Each bound of tune/limits.h on what a client submits is refused in under a
+// Each bound of base/limits.h on what a client submits is refused in under a
 // second with one line naming the bound, the value and the limit, while the
 // coordinator answers status as ever; then the farm serves an honest sweep.
 TEST_F(HostilePeerTest, SubmitsOverTheBoundsAreRefusedFastAndStatusIsAnsweredMeanwhile) {

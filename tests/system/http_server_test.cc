@@ -4,8 +4,8 @@
 // Long on purpose: one suite per component, each HTTP behaviour (phases,
 // deadlines, caps, eviction, pipelining, assets) a test of its own.
 #include "dashboard.h"
-#include "tune/http_server.h"
-#include "tune/metrics.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-// Program ops (tune/program_backend.h): real processes under the program
+// Program ops (measure/program/program_backend.h): real processes under the program
 // backend (run and serve modes, hostile programs), and a program op through
 // a real coordinator and worker into a bundle.
 #include <gtest/gtest.h>
@@ -13,11 +13,11 @@
 #include <thread>
 
 #include "support/process.h"
-#include "tune/bundle.h"
-#include "tune/op_spec.h"
-#include "tune/program_backend.h"
-#include "tune/result_store.h"
-#include "tune/text.h"
+#include "publish/bundle.h"
+#include "spec/op_spec.h"
+#include "measure/program/program_backend.h"
+#include "store/result_store.h"
+#include "base/text.h"
 
 namespace fs = std::filesystem;
 using tune::testing::Child;

@@ -16,9 +16,9 @@
 #include "support/process.h"
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
-#include "tune/op_spec.h"
-#include "tune/protocol.h"
-#include "tune/result_store.h"
+#include "spec/op_spec.h"
+#include "codec/protocol.h"
+#include "store/result_store.h"
 
 using tune::testing::Child;
 using tune::testing::ReadFile;

@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "tune/bundle.h"
-#include "tune/signing.h"
+#include "publish/bundle.h"
+#include "publish/signing.h"
 
 namespace tune {
 namespace {

@@ -11,10 +11,10 @@
 #include <set>
 
 #include "support/process.h"
-#include "tune/bundle.h"
-#include "tune/config_space.h"
-#include "tune/op_spec.h"
-#include "tune/result_store.h"
+#include "publish/bundle.h"
+#include "spec/config_space.h"
+#include "spec/op_spec.h"
+#include "store/result_store.h"
 
 namespace fs = std::filesystem;
 using tune::testing::Child;

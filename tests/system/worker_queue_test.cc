@@ -11,8 +11,8 @@
 
 #include "coordinator.h"
 #include "support/temp_dir.h"
-#include "tune/op_spec.h"
-#include "tune/protocol.h"
+#include "spec/op_spec.h"
+#include "codec/protocol.h"
 #include "worker.h"
 
 namespace tune {

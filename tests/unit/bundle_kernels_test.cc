@@ -11,16 +11,16 @@
 #include <fstream>
 
 #include "support/temp_dir.h"
-#include "tune/bundle.h"
+#include "publish/bundle.h"
 #ifdef TUNEFARM_WITH_CUDA
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 #endif
-#include "tune/config_space.h"
-#include "tune/publish.h"
-#include "tune/records.h"
-#include "tune/result_store.h"
+#include "spec/config_space.h"
+#include "publish/publish.h"
+#include "store/records.h"
+#include "store/result_store.h"
 #include "tune/runtime.h"
-#include "tune/signing.h"
+#include "publish/signing.h"
 
 namespace tune {
 namespace {

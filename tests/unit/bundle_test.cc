@@ -1,6 +1,6 @@
 // Bundles: binary and JSON forms, files, and the lookup fallback chain.
-#include "tune/bundle.h"
-#include "tune/publish.h"
+#include "publish/bundle.h"
+#include "publish/publish.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -14,8 +14,8 @@
 
 #include "support/cubin.h"
 #include "support/temp_dir.h"
-#include "tune/limits.h"
-#include "tune/signing.h"
+#include "base/limits.h"
+#include "publish/signing.h"
 
 namespace tune {
 namespace {

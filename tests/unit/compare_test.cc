@@ -1,8 +1,8 @@
 // CompareArchitectures and its printers against a real RocksDB store filled
 // with hand-made measurements, and read-only store handles.
-#include "tune/compare.h"
-#include "tune/html.h"
-#include "tune/records.h"
+#include "report/compare.h"
+#include "base/html.h"
+#include "store/records.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "support/temp_dir.h"
-#include "tune/op_spec.h"
-#include "tune/sweep_file.h"
+#include "spec/op_spec.h"
+#include "spec/sweep_file.h"
 
 namespace tune {
 namespace {

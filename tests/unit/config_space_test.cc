@@ -1,4 +1,4 @@
-#include "tune/config_space.h"
+#include "spec/config_space.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "tune/expr.h"
+#include "spec/expr.h"
 
 #include <gtest/gtest.h>
 

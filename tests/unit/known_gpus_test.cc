@@ -1,12 +1,12 @@
-#include "tune/known_gpus.h"
+#include "base/known_gpus.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "tune/backend.h"
-#include "tune/compare.h"
+#include "measure/backend.h"
+#include "report/compare.h"
 
 namespace tune {
 namespace {

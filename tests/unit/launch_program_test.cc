@@ -1,14 +1,14 @@
-// Launch programs (tune/launch_program.h) against the farm's own expressions
-// (tune/expr.h): what a deployment evaluates must be what the farm measured.
-#include "tune/launch_program.h"
+// Launch programs (base/launch_program.h) against the farm's own expressions
+// (spec/expr.h): what a deployment evaluates must be what the farm measured.
+#include "base/launch_program.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "tune/expr.h"
-#include "tune/op_spec.h"
+#include "spec/expr.h"
+#include "spec/op_spec.h"
 
 namespace tune {
 namespace {

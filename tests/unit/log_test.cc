@@ -1,5 +1,5 @@
-// tune/log.h: levels, the text and JSON forms, and hostile field values.
-#include "tune/log.h"
+// base/log.h: levels, the text and JSON forms, and hostile field values.
+#include "base/log.h"
 
 #include <gtest/gtest.h>
 

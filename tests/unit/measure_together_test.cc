@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cmath>
 
-#include "tune/backend.h"
-#include "tune/config_space.h"
-#include "tune/op_spec.h"
+#include "measure/backend.h"
+#include "spec/config_space.h"
+#include "spec/op_spec.h"
 
 namespace tune {
 namespace {

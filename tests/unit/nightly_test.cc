@@ -1,5 +1,5 @@
 // CompareBundles: last night's bundle against tonight's.
-#include "tune/nightly.h"
+#include "report/nightly.h"
 
 #include <gtest/gtest.h>
 

@@ -24,12 +24,12 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include <thread>
 #include <vector>
 
-#include "../../libtune/src/measure/confine.h"     // internal: whether this kernel confines compiles
-#include "../../libtune/src/measure/cuda/host_data.h"  // internal: the checker's host-side data
+#include "measure/confine.h"     // internal: whether this kernel confines compiles
+#include "measure/cuda/host_data.h"  // internal: the checker's host-side data
 #include "support/temp_dir.h"
-#include "tune/config_space.h"
-#include "tune/cuda_backend.h"
-#include "tune/op_spec.h"
+#include "spec/config_space.h"
+#include "measure/cuda/cuda_backend.h"
+#include "spec/op_spec.h"
 
 namespace tune {
 namespace {

@@ -1,4 +1,4 @@
-#include "tune/op_spec.h"
+#include "spec/op_spec.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "support/temp_dir.h"
-#include "tune/limits.h"
+#include "base/limits.h"
 
 namespace tune {
 namespace {
@@ -584,7 +584,7 @@ double Seconds(Fn&& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Each bound of tune/limits.h on a package is refused in linear time with
+// Each bound of base/limits.h on a package is refused in linear time with
 // one line naming the bound, the value and the limit, where the old parser
 // spent seconds (a duplicate check per value, a lookup per param) or took
 // the package whole.

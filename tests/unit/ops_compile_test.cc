@@ -27,11 +27,11 @@
 #include <thread>
 #include <vector>
 
-#include "tune/config_space.h"
-#include "tune/op_spec.h"
-#include "tune/types.h"
+#include "spec/config_space.h"
+#include "spec/op_spec.h"
+#include "base/types.h"
 #ifdef TUNEFARM_WITH_CUDA
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 #endif
 
 namespace tune {

@@ -1,5 +1,5 @@
 // Profiles: reading ncu's raw CSV, classifying bottlenecks, checking values.
-#include "tune/profile.h"
+#include "base/profile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 // The protocol codec: every command survives a round trip with its content,
 // and hostile frames (truncated, mutated, oversized, wrong version, unknown
 // command) are errors, never crashes.
-#include "tune/protocol.h"
-#include "tune/records.h"
-#include "tune/text.h"
+#include "codec/protocol.h"
+#include "store/records.h"
+#include "base/text.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // ResultStore against a real RocksDB in a temporary directory.
 // Long on purpose: one suite per component, a test per store rule.
-#include "tune/result_store.h"
-#include "tune/records.h"
+#include "store/result_store.h"
+#include "store/records.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -14,9 +14,9 @@
 #include <sstream>
 
 #include "support/temp_dir.h"
-#include "tune/bundle.h"
-#include "tune/expr.h"
-#include "tune/signing.h"
+#include "publish/bundle.h"
+#include "spec/expr.h"
+#include "publish/signing.h"
 
 namespace tune::runtime {
 namespace {

@@ -1,5 +1,5 @@
-// The sampling loop's stopping rule (tune/sampling.h), without a GPU.
-#include "tune/sampling.h"
+// The sampling loop's stopping rule (measure/sampling.h), without a GPU.
+#include "measure/sampling.h"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,8 @@
 #include <optional>
 #include <set>
 
-#include "tune/config_space.h"
-#include "tune/op_spec.h"
+#include "spec/config_space.h"
+#include "spec/op_spec.h"
 
 namespace tune {
 namespace {

@@ -1,4 +1,4 @@
-#include "tune/stats.h"
+#include "base/stats.h"
 
 #include <gtest/gtest.h>
 

@@ -3,9 +3,9 @@
 // configs far behind stop at the minimum. (On a GPU: cuda_backend_test.)
 #include <gtest/gtest.h>
 
-#include "tune/backend.h"
-#include "tune/config_space.h"
-#include "tune/op_spec.h"
+#include "measure/backend.h"
+#include "spec/config_space.h"
+#include "spec/op_spec.h"
 
 namespace tune {
 namespace {

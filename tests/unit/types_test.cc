@@ -1,5 +1,5 @@
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 #include <gtest/gtest.h>
 

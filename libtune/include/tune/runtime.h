@@ -23,7 +23,7 @@
 //   kFamily        no tuned shape for this GPU model: the nearest shape, same
 //                  metric and ties, among the entries of the same op and dtype
 //                  for the other models of its GPU family (GpuFamily).
-//   kDefault       the default of the GPU model (ModelDefault in tune/bundle.h:
+//   kDefault       the default of the GPU model (ModelDefault in publish/bundle.h:
 //                  legal there, measured there), else of another model of
 //                  its family, else, where the caller names its GPU's
 //                  architecture, the op's default for it (op.toml

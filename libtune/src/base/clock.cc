@@ -1,4 +1,4 @@
-#include "tune/clock.h"
+#include "base/clock.h"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "tune/html.h"
+#include "base/html.h"
 
 #include <filesystem>
 #include <fstream>

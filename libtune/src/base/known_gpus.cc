@@ -1,4 +1,4 @@
-#include "tune/known_gpus.h"
+#include "base/known_gpus.h"
 
 #include <algorithm>
 

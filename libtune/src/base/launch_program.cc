@@ -1,4 +1,4 @@
-#include "tune/launch_program.h"
+#include "base/launch_program.h"
 
 #include <cmath>
 #include <limits>

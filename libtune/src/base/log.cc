@@ -1,7 +1,7 @@
-// tune/log.h over spdlog: spdlog keeps the level, the time stamps, the lock
+// base/log.h over spdlog: spdlog keeps the level, the time stamps, the lock
 // and the sink; the line's body (component, message, fields) is built here,
 // escaped for its format.
-#include "tune/log.h"
+#include "base/log.h"
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -12,8 +12,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "tune/json_text.h"
-#include "tune/text.h"
+#include "base/json_text.h"
+#include "base/text.h"
 
 namespace tune::log {
 namespace {

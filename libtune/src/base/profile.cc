@@ -1,4 +1,4 @@
-#include "tune/profile.h"
+#include "base/profile.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,6 +1,6 @@
-#include "tune/types.h"
+#include "base/types.h"
 
-#include "tune/text.h"
+#include "base/text.h"
 
 #include <sodium.h>
 

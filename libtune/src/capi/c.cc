@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tune/json_text.h"
+#include "base/json_text.h"
 #include "tune/launcher.h"
 #include "tune/runtime.h"
 

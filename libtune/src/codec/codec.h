@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "schema/records.capnp.h"
-#include "tune/profile.h"
+#include "base/profile.h"
 #include "tune/status.h"
-#include "tune/text.h"
-#include "tune/types.h"
+#include "base/text.h"
+#include "base/types.h"
 
 namespace tune::codec {
 
@@ -68,7 +68,7 @@ constexpr size_t kDecodedSlackBytes = 1u << 20;
 class Budget {
  public:
   // check_text: every Text field must be valid UTF-8 within its bound
-  // (tune/text.h). On for envelopes, which come from peers; off for stored
+  // (base/text.h). On for envelopes, which come from peers; off for stored
   // records, which may predate the check and must still be readable, and
   // for bundles, which the farm wrote.
   Budget(size_t frame_bytes, bool check_text)

@@ -6,8 +6,8 @@
 
 #include "codec/codec.h"
 #include "schema/protocol.capnp.h"
-#include "tune/op_spec.h"
-#include "tune/protocol.h"
+#include "spec/op_spec.h"
+#include "codec/protocol.h"
 
 namespace tune::codec {
 

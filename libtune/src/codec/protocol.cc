@@ -1,9 +1,9 @@
-// The protocol codec: tune/protocol.h envelopes <-> schema/protocol.capnp
+// The protocol codec: codec/protocol.h envelopes <-> schema/protocol.capnp
 // frames. DecodeEnvelope is the first code that touches bytes from the
 // network; codec/codec.h holds the discipline it follows. It is transport
 // free (wire/ carries the frames over ZeroMQ), so the store can keep a
 // sweep's submit in this encoding without linking ZeroMQ.
-#include "tune/protocol.h"
+#include "codec/protocol.h"
 
 #include <cmath>
 

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "tune/bundle.h"
-#include "tune/types.h"
+#include "publish/bundle.h"
+#include "base/types.h"
 
 namespace tune::launcher {
 namespace detail {

@@ -5,8 +5,8 @@
 #include <numeric>
 #include <random>
 
-#include "tune/backend.h"
-#include "tune/stats.h"
+#include "measure/backend.h"
+#include "base/stats.h"
 
 namespace tune {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "tune/op_spec.h"
+#include "spec/op_spec.h"
 #include "tune/status.h"
 
 namespace tune {

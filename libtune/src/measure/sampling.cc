@@ -1,4 +1,4 @@
-#include "tune/sampling.h"
+#include "measure/sampling.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,11 +12,11 @@
 #include <sstream>
 #include <thread>
 
-#include "tune/backend.h"
-#include "tune/config_space.h"
-#include "tune/known_gpus.h"
-#include "tune/sampling.h"
-#include "tune/stats.h"
+#include "measure/backend.h"
+#include "spec/config_space.h"
+#include "base/known_gpus.h"
+#include "measure/sampling.h"
+#include "base/stats.h"
 
 namespace tune {
 namespace {

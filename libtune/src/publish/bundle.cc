@@ -1,6 +1,6 @@
 // Bundles: the Cap'n Proto form, files and the signed envelope (the JSON
 // form is in bundle_json.cc).
-#include "tune/bundle.h"
+#include "publish/bundle.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,8 +14,8 @@
 #include "codec/codec.h"
 #include "schema/bundle.capnp.h"
 #include "publish/bundle_checks.h"
-#include "tune/limits.h"
-#include "tune/text.h"
+#include "base/limits.h"
+#include "base/text.h"
 
 namespace tune {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "tune/bundle.h"
+#include "publish/bundle.h"
 
 namespace tune {
 
@@ -15,7 +15,7 @@ Status CheckVersion(uint32_t v);
 // plan's variables, three of each geometry, images whose bytes match their
 // SHA-256. The message names the plan or image.
 Status CheckBundleParts(const Bundle& b);
-// The bounds of tune/limits.h that keep a lookup fast: params per config
+// The bounds of base/limits.h that keep a lookup fast: params per config
 // (entries, defaults of every kind), variables per launch plan and shape
 // rules (params, dims and dsize). The message names the
 // entry, the bound, the value and the limit.

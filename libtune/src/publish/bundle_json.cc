@@ -1,9 +1,9 @@
-// Bundles: the JSON form, for people (tune/bundle.h).
+// Bundles: the JSON form, for people (publish/bundle.h).
 #include <nlohmann/json.hpp>
 
 #include "publish/bundle_checks.h"
-#include "tune/bundle.h"
-#include "tune/json_text.h"
+#include "publish/bundle.h"
+#include "base/json_text.h"
 
 namespace tune {
 namespace {

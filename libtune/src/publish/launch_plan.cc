@@ -1,8 +1,8 @@
-// Launch plans evaluated (tune/bundle.h): what the launcher and publish's
+// Launch plans evaluated (publish/bundle.h): what the launcher and publish's
 // check of each plan share. Part of tunefarm::runtime: standard library only.
 #include <cmath>
 
-#include "tune/bundle.h"
+#include "publish/bundle.h"
 
 namespace tune {
 

@@ -1,4 +1,4 @@
-#include "tune/publish.h"
+#include "publish/publish.h"
 
 #include <cmath>
 #include <ctime>
@@ -6,10 +6,10 @@
 #include <set>
 #include <tuple>
 
-#include "tune/config_space.h"
-#include "tune/expr.h"
-#include "tune/records.h"
-#include "tune/sweep_file.h"
+#include "spec/config_space.h"
+#include "spec/expr.h"
+#include "store/records.h"
+#include "spec/sweep_file.h"
 
 namespace tune {
 
@@ -167,7 +167,7 @@ std::map<std::pair<std::string, std::string>, const OpSpec*> SpecsByKernelHash(
 }
 
 // Picks the ModelDefault of (model, op, dtype) from the rows of its newest
-// kernel hash (see ModelDefault in tune/bundle.h). False when no config of
+// kernel hash (see ModelDefault in publish/bundle.h). False when no config of
 // them passed its check.
 bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_default, ModelDefault* out) {
   std::map<std::string, double> best;  // shape -> fastest valid median

@@ -1,7 +1,7 @@
-// Architecture comparisons (tune/compare.h). Long on purpose: one
+// Architecture comparisons (report/compare.h). Long on purpose: one
 // comparison and its four renderings (table, CSV, JSON, HTML), which share
 // its labels, number formats and the simulated-figure warnings.
-#include "tune/compare.h"
+#include "report/compare.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,12 +14,12 @@
 #include <sstream>
 #include <tuple>
 
-#include "tune/html.h"
-#include "tune/json_text.h"
-#include "tune/known_gpus.h"
-#include "tune/op_spec.h"
-#include "tune/publish.h"
-#include "tune/text.h"
+#include "base/html.h"
+#include "base/json_text.h"
+#include "base/known_gpus.h"
+#include "spec/op_spec.h"
+#include "publish/publish.h"
+#include "base/text.h"
 
 // The page's style and chart script (report/assets/), embedded at build time.
 namespace tune::assets {

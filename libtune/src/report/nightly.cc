@@ -1,4 +1,4 @@
-#include "tune/nightly.h"
+#include "report/nightly.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "tune/json_text.h"
-#include "tune/text.h"
+#include "base/json_text.h"
+#include "base/text.h"
 #include <sstream>
 
 namespace tune {

@@ -1,6 +1,6 @@
-#include "tune/http_server.h"
+#include "serve/http_server.h"
 
-#include "tune/log.h"
+#include "base/log.h"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -20,7 +20,7 @@
 #include <string_view>
 #include <thread>
 
-#include "tune/html.h"
+#include "base/html.h"
 
 namespace tune {
 namespace {

@@ -1,4 +1,4 @@
-#include "tune/metrics.h"
+#include "serve/metrics.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "tune/config_space.h"
+#include "spec/config_space.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "tune/expr.h"
+#include "spec/expr.h"
 
 namespace tune {
 namespace {

@@ -1,6 +1,6 @@
-#include "tune/expr.h"
+#include "spec/expr.h"
 
-#include "tune/launch_program.h"
+#include "base/launch_program.h"
 
 #include <muParser.h>
 

@@ -1,5 +1,5 @@
 // What identifies a measurement: the digests of an op's sources and of how
-// it is measured, and the kernel hash over both (tune/op_spec.h).
+// it is measured, and the kernel hash over both (spec/op_spec.h).
 #include <sodium.h>
 
 #include <cstdint>
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "spec/op_confine.h"
-#include "tune/op_spec.h"
-#include "tune/text.h"
+#include "spec/op_spec.h"
+#include "base/text.h"
 
 namespace tune {
 namespace {

@@ -1,11 +1,11 @@
-// CompileLaunchProgram (tune/expr.h): a recursive-descent parser of the
+// CompileLaunchProgram (spec/expr.h): a recursive-descent parser of the
 // documented expression language that emits postfix code. Precedence, lowest
 // first, as muparser's: ?: , ||, &&, comparisons, + -, * / %, unary - + !, ^
 // (right-associative, so -2^2 is -4).
 #include <cctype>
 #include <cstdlib>
 
-#include "tune/expr.h"
+#include "spec/expr.h"
 
 namespace tune {
 namespace {

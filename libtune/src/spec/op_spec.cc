@@ -1,8 +1,8 @@
-// Op packages and op.toml (tune/op_spec.h). Long on purpose: one parser of
+// Op packages and op.toml (spec/op_spec.h). Long on purpose: one parser of
 // op.toml whose sections check one another (params against rules, args
 // against dims, launch against both), so every message names its field the
 // same way.
-#include "tune/op_spec.h"
+#include "spec/op_spec.h"
 
 #include "op_confine.h"
 
@@ -22,9 +22,9 @@
 #include <toml++/toml.h>
 #include <unordered_set>
 
-#include "tune/expr.h"
-#include "tune/limits.h"
-#include "tune/text.h"
+#include "spec/expr.h"
+#include "base/limits.h"
+#include "base/text.h"
 
 namespace tune {
 namespace {

@@ -1,10 +1,10 @@
-#include "tune/sweep_file.h"
+#include "spec/sweep_file.h"
 
 #include <algorithm>
 #include <set>
 #include <toml++/toml.h>
 
-#include "tune/op_spec.h"
+#include "spec/op_spec.h"
 
 namespace tune {
 namespace {

@@ -1,6 +1,6 @@
-// The stored records' codec (tune/records.h): the same discipline as the
+// The stored records' codec (store/records.h): the same discipline as the
 // envelope codec's (codec/codec.h), without the text check.
-#include "tune/records.h"
+#include "store/records.h"
 
 #include "codec/codec.h"
 #include "codec/envelope_parts.h"

@@ -1,9 +1,9 @@
-// ResultStore on RocksDB. See tune/result_store.h for the key layout.
+// ResultStore on RocksDB. See store/result_store.h for the key layout.
 // Long on purpose: one RocksDB schema (families, keys, the best-so-far
 // index) and every path that reads or writes it, so that the invariants
 // between the families are kept in one file.
-#include "tune/result_store.h"
-#include "tune/records.h"
+#include "store/result_store.h"
+#include "store/records.h"
 
 #include <fcntl.h>
 #include <rocksdb/db.h>
@@ -36,8 +36,8 @@
 #include <functional>
 #include <unordered_map>
 
-#include "tune/log.h"
-#include "tune/protocol.h"
+#include "base/log.h"
+#include "codec/protocol.h"
 
 namespace tune {
 namespace {

@@ -1,4 +1,4 @@
-#include "tune/curve.h"
+#include "wire/curve.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -10,7 +10,7 @@
 
 #include "measure/cuda/builtin_kernels.h"
 #include "measure/cuda/problem_cache.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune::cuda::runner {
 

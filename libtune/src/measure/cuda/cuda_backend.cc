@@ -15,7 +15,7 @@
 #include "measure/cuda/nvrtc_compile.h"
 #include "measure/cuda/runner_process.h"
 #include "measure/cuda/runner_protocol.h"
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 
 namespace tune {
 namespace {

@@ -2,7 +2,7 @@
 #include "measure/cuda/device_discovery.h"
 
 #include "measure/cuda/cuda_driver.h"
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 
 namespace tune {
 namespace cuda {

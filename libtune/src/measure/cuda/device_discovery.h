@@ -4,7 +4,7 @@
 
 #include "measure/cuda/cuda_driver.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune::cuda {
 

@@ -19,8 +19,8 @@
 
 #include "measure/confine.h"
 #include "measure/package_dir.h"
-#include "tune/log.h"
-#include "tune/cuda_backend.h"
+#include "base/log.h"
+#include "measure/cuda/cuda_backend.h"
 
 namespace tune::cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "tune/backend.h"
-#include "tune/op_spec.h"
+#include "measure/backend.h"
+#include "spec/op_spec.h"
 
 namespace tune::cuda {
 
@@ -20,7 +20,7 @@ std::string DTypeCudaName(const std::string& dtype);
 // Empty when none has it.
 const std::string& CudaIncludeDir();
 
-// The include roots of this process (SetIncludeRoots, tune/cuda_backend.h).
+// The include roots of this process (SetIncludeRoots, measure/cuda/cuda_backend.h).
 const IncludeRoots& ConfiguredIncludeRoots();
 
 // Options every compile of `spec` for (dtype, arch) gets, params excluded:

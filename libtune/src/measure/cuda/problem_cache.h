@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "measure/cuda/runner_device.h"
-#include "tune/config_space.h"
-#include "tune/op_spec.h"
+#include "spec/config_space.h"
+#include "spec/op_spec.h"
 
 namespace tune::cuda::runner {
 

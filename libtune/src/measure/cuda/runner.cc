@@ -19,7 +19,7 @@
 #include "measure/cuda/device_discovery.h"
 #include "measure/cuda/nvrtc_compile.h"
 #include "measure/cuda/runner.h"
-#include "tune/stats.h"
+#include "base/stats.h"
 
 namespace tune::cuda::runner {
 

@@ -13,7 +13,7 @@
 #include "measure/cuda/problem_cache.h"
 #include "measure/cuda/runner_device.h"
 #include "measure/cuda/runner_protocol.h"
-#include "tune/sampling.h"
+#include "measure/sampling.h"
 
 namespace tune::cuda::runner {
 

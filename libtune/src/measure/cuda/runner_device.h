@@ -3,7 +3,7 @@
 // launches on the runner's context and classifies what goes wrong there.
 // The parts:
 //   runner.h/.cc        Runner: the request loop and a measurement's steps
-//   runner_timing.cc    its sampling loop (the stopping rule: tune/sampling.h)
+//   runner_timing.cc    its sampling loop (the stopping rule: measure/sampling.h)
 //   problem_cache.h/.cc inputs, references and buffer placements per problem
 //   checker.h/.cc       the builtin kernels, input fills and the output check
 #pragma once
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "measure/cuda/cuda_driver.h"
-#include "tune/cuda_backend.h"
+#include "measure/cuda/cuda_backend.h"
 
 namespace tune::cuda::runner {
 

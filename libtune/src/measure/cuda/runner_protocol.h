@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <string>
 
-#include "tune/backend.h"
-#include "tune/op_spec.h"
+#include "measure/backend.h"
+#include "spec/op_spec.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune::cuda {
 

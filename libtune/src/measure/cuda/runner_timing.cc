@@ -1,5 +1,5 @@
 // The sampling loop: warm-up, an L2 flush before each sample, batches of
-// samples timed with events until NextSampling (tune/sampling.h) says stop,
+// samples timed with events until NextSampling (measure/sampling.h) says stop,
 // then a contender's steady-state window.
 #include "measure/cuda/runner.h"
 
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <thread>
 
-#include "tune/sampling.h"
-#include "tune/stats.h"
+#include "measure/sampling.h"
+#include "base/stats.h"
 
 namespace tune::cuda::runner {
 

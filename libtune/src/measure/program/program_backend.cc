@@ -1,5 +1,5 @@
-// The backend of program ops (tune/program_backend.h).
-#include "tune/program_backend.h"
+// The backend of program ops (measure/program/program_backend.h).
+#include "measure/program/program_backend.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 #include <random>
 
 #include "measure/package_dir.h"
-#include "tune/clock.h"
+#include "base/clock.h"
 #include "measure/program/program_process.h"
 #include "measure/program/program_protocol.h"
 

@@ -16,7 +16,7 @@
 #include <map>
 #include <thread>
 
-#include "tune/clock.h"
+#include "base/clock.h"
 
 extern char** environ;
 

@@ -7,10 +7,10 @@
 #include <sstream>
 #include <cstdio>
 
-#include "tune/json_text.h"
-#include "tune/sampling.h"
-#include "tune/stats.h"
-#include "tune/text.h"
+#include "base/json_text.h"
+#include "measure/sampling.h"
+#include "base/stats.h"
+#include "base/text.h"
 
 namespace tune::program {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "tune/backend.h"
-#include "tune/op_spec.h"
-#include "tune/types.h"
+#include "measure/backend.h"
+#include "spec/op_spec.h"
+#include "base/types.h"
 
 namespace tune::program {
 

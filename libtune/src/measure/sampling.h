@@ -11,9 +11,9 @@
 // time left and kMaxSampleBatch.
 #pragma once
 
-#include "tune/backend.h"
+#include "measure/backend.h"
 #include "tune/sampling_rule.h"
-#include "tune/stats.h"
+#include "base/stats.h"
 
 namespace tune {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "tune/result_store.h"
+#include "store/result_store.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 
@@ -130,7 +130,7 @@ std::string ComparisonJson(const Comparison& c);
 // A self-contained HTML page (no network access needed): the tables above
 // plus bar charts of speed-up and roofline share per key, drawn by Chart.js
 // inlined from `chart_js_path` (empty: the first of DefaultChartJsPaths(),
-// tune/html.h, that exists), read when called. Without a readable Chart.js the page still
+// base/html.h, that exists), read when called. Without a readable Chart.js the page still
 // renders every table and says that charts are unavailable.
 std::string ComparisonHtml(const Comparison& c, const std::string& chart_js_path = "");
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "tune/launch_program.h"
+#include "base/launch_program.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 
@@ -66,7 +66,7 @@ class Expr {
   std::unique_ptr<Impl> impl_;
 };
 
-// Compiles `text` into a launch program (tune/launch_program.h) over the
+// Compiles `text` into a launch program (base/launch_program.h) over the
 // variables `vars` (a variable's index is its position). The program language
 // is the documented one above: numbers, variables, + - * / % ^, unary - + !,
 // comparisons, && ||, ?:, and cdiv min max floor ceil log2 abs. Anything

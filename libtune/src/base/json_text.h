@@ -1,7 +1,7 @@
 // DumpJson: the one way tunefarm writes a JSON document.
 //
 // nlohmann::json throws on a string that is not valid UTF-8, and a store
-// written before the codec checked text (tune/text.h) may hold such bytes:
+// written before the codec checked text (base/text.h) may hold such bytes:
 // every writer (HTTP API, `results`, `compare`, nightly, bundles) replaces
 // them with U+FFFD instead, so no stored byte can make a report fail or a
 // coordinator abort.

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "tune/op_spec.h"
-#include "tune/profile.h"
+#include "spec/op_spec.h"
+#include "base/profile.h"
 #include "tune/sampling_rule.h"  // generated: python/tunefarm/sampling_rule.json
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 
@@ -39,7 +39,7 @@ struct CompiledKernel {
 
 // How long and how hard to time one (config, shape).
 //
-// The defaults of the fields that the stopping rule (tune/sampling.h) uses
+// The defaults of the fields that the stopping rule (measure/sampling.h) uses
 // are python/tunefarm/sampling_rule.json, shared with tunefarm.harness.
 struct TimingPolicy {
   int warmup = sampling_rule::kWarmup;  // untimed launches first

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "tune/bundle.h"
-#include "tune/op_spec.h"
-#include "tune/result_store.h"
+#include "publish/bundle.h"
+#include "spec/op_spec.h"
+#include "store/result_store.h"
 
 namespace tune {
 
@@ -34,7 +34,7 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 // plan (BundleLaunchPlan), compiled from the spec of that kernel hash and
 // checked on every entry against the farm's own evaluation (PlanLaunch); an
 // op whose launch cannot be expressed, or disagrees, ships without one. Per
-// (op, dtype, GPU model) it gets a ModelDefault (tune/bundle.h says which
+// (op, dtype, GPU model) it gets a ModelDefault (publish/bundle.h says which
 // config). Unless `options.kernels` is false it carries the cubin of every
 // entry and model default that has one in the store. `notes`, when given,
 // receives a line for each such gap (no plan, cubins missing).

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tune/bundle.h"
+#include "publish/bundle.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "tune/protocol.h"
+#include "codec/protocol.h"
 #include "tune/status.h"
-#include "tune/sweep_file.h"
-#include "tune/types.h"
+#include "spec/sweep_file.h"
+#include "base/types.h"
 
 namespace tune {
 

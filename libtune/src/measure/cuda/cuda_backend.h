@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "tune/backend.h"
+#include "measure/backend.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 

@@ -16,11 +16,11 @@
 #include <variant>
 #include <vector>
 
-#include "tune/op_spec.h"
-#include "tune/profile.h"
+#include "spec/op_spec.h"
+#include "base/profile.h"
 #include "tune/status.h"
-#include "tune/sweep_file.h"
-#include "tune/types.h"
+#include "spec/sweep_file.h"
+#include "base/types.h"
 
 namespace tune {
 
@@ -105,7 +105,7 @@ struct ResultsAck {
   // times (positive: ahead). Rows are stored with the coordinator's time.
   double clock_skew_seconds = 0;
 };
-// From a client: run this sweep (SweepSubmit, tune/sweep_file.h).
+// From a client: run this sweep (SweepSubmit, spec/sweep_file.h).
 struct SweepAccepted {
   std::string sweep_id;
 };
@@ -173,7 +173,7 @@ std::string EncodeEnvelope(const Envelope& env);
 // Parses one frame. Malformed, truncated, oversized (> kMaxFrameBytes) or
 // wrong-version input is an error, never a crash; safe for hostile input.
 // So is a Text field that is not valid UTF-8 or is longer than its bound
-// (tune/text.h: kMaxLogBytes for a failure message, kMaxMessageBytes for an
+// (base/text.h: kMaxLogBytes for a failure message, kMaxMessageBytes for an
 // error or disconnect text, kMaxNameBytes for the rest); the error names the
 // field.
 Result<Envelope> DecodeEnvelope(const void* data, size_t size);

@@ -89,7 +89,7 @@
 #include <utility>
 #include <vector>
 
-#include "tune/html.h"
+#include "base/html.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "tune/op_spec.h"
+#include "spec/op_spec.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 

@@ -9,7 +9,7 @@
 //             "lease\0<unit id, 16 hex>" -> opaque bytes owned by the coordinator,
 //             "op\0<name>\0<package digest>" -> OpRecord (records.h), ...
 //   kernels   "kernel_hash/config_id/dtype/arch" -> KernelImage (the cubin measured)
-//   (meta)    "profile\0" + a results key -> KernelProfile (tune/profile.h)
+//   (meta)    "profile\0" + a results key -> KernelProfile (base/profile.h)
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -62,10 +62,10 @@
 #include <string>
 #include <vector>
 
-#include "tune/op_spec.h"
-#include "tune/profile.h"
+#include "spec/op_spec.h"
+#include "base/profile.h"
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 
@@ -191,7 +191,7 @@ class ResultStore {
   Result<KernelImage> GetKernel(const std::string& kernel_hash, const std::string& config_id,
                                 const std::string& dtype, const std::string& arch);
 
-  // Profiles of measured configs (tune/profile.h), in meta under "profile"
+  // Profiles of measured configs (base/profile.h), in meta under "profile"
   // and the measurement's key: a later profile of a key replaces the
   // earlier. Values are checked (CheckProfile) on the way in and out.
   Status PutProfile(const KernelProfile& p);

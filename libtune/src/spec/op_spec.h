@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tune/status.h"
-#include "tune/types.h"
+#include "base/types.h"
 
 namespace tune {
 
@@ -99,7 +99,7 @@ struct OpSpec {
   std::vector<std::string> dtypes;  // ["f16", "bf16"]
   Config default_config;
   // [arch_defaults]: per GPU architecture ("sm_80", "sm_90a"), a default for
-  // GPUs the farm never measured; bundles carry them (tune/bundle.h).
+  // GPUs the farm never measured; bundles carry them (publish/bundle.h).
   std::map<std::string, Config> arch_defaults;
   std::vector<Axis> axes;           // spec order
   std::vector<std::string> constraints;  // over params + device limits
