@@ -135,7 +135,8 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
           if (spec.name != job.unit->op) continue;
           job.host_digested |= spec.HostDigested();
           if (!spec.program) job.kernel_entries = {spec.kernel};
-          job.floor_us = PhysicalFloors(spec, *job.unit, peer);
+          if (!book->second.floor_us) book->second.floor_us = PhysicalFloors(spec, *job.unit, peer);
+          job.floor_us = *book->second.floor_us;
         }
       for (const auto& d : peer.devices) {
         if (d.model != job.unit->gpu_model) continue;
@@ -164,7 +165,7 @@ Status Ingestion::LoadLeases() {
       return;
     }
     auto u = LeasedUnitOf(rec->unit, rec->gpu_model);
-    lease_book_[id] = LeaseBook{std::move(u), std::move(rec).value()};
+    lease_book_[id] = LeaseBook{std::move(u), std::move(rec).value(), std::nullopt};
   });
   for (uint64_t id : stale) (void)store_->DeleteLease(id);
   if (!lease_book_.empty())

@@ -85,6 +85,10 @@ class Ingestion {
   struct LeaseBook {
     std::shared_ptr<const LeasedUnit> unit;
     LeaseRecord record;  // the unit without its package, and its lessees
+    // PhysicalFloors of the unit on its first reporting lessee's device,
+    // computed with its first batch (the bound is far above any device of
+    // one model, so one device's figures serve every lessee).
+    std::optional<std::map<std::string, double>> floor_us;
   };
   // An op package's kernel hash for one toolchain, within a sweep.
   struct KernelHashKey {

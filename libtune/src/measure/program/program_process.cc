@@ -94,8 +94,7 @@ struct BoxPlan {
   char** envp;
   const char* cwd;
   int in, out, err;  // the program's stdin (-1: /dev/null), stdout, stderr
-  int rules_fd;      // -1: not confined
-  const confine::FsRuleset* rules;
+  const confine::FsRuleset* rules;  // null: not confined
   pid_t worker;
 };
 
@@ -296,8 +295,7 @@ Status ProgramProcess::Start(const std::string& command, const std::string& cwd,
   envp.push_back(nullptr);
   std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
   char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
-  BoxPlan plan{argv, envp.data(), cwd.c_str(), keep_stdin ? in[0] : -1, out[1], err[1],
-               rules ? rules->fd() : -1, rules, getpid()};
+  BoxPlan plan{argv, envp.data(), cwd.c_str(), keep_stdin ? in[0] : -1, out[1], err[1], rules, getpid()};
   // fork, not posix_spawn: the box runs code of its own before the
   // program's exec, all of it async-signal-safe (BoxMain).
   const pid_t pid = fork();
