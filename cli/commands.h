@@ -3,11 +3,12 @@
 // regressions (kExitRegressions). They are grouped in files by what they
 // work on: commands_farm.cc (a running farm), commands_store.cc (stores and
 // bundles), commands_ops.cc (op folders, keys), commands_tune.cc (a farm on
-// this host). None is thread-safe: one command runs per process.
+// this host), commands_search.cc (search strategies). None is thread-safe: one command runs per process.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,10 @@ struct TuneArgs {
   double confirm_seconds = 0;      // 0 = the sweep file's, else kDefaultConfirmSeconds
   std::string confirm_timing;      // "" = the sweep file's, else kDefaultConfirmTiming
   bool one_pass = false;           // no refine pass (SweepSubmit::refine_pass)
+  std::string strategy;            // "" = the sweep file's, else auto (SweepSubmit::strategy)
+  std::optional<uint64_t> seed;    // unset = the sweep file's, else 0
+  uint64_t budget = 0;             // 0 = the sweep file's, else the strategy's default
+  double budget_seconds = 0;       // 0 = the sweep file's, else none
   bool quiet = false;
   WorkerArgs worker;
 };
@@ -132,6 +137,7 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out);   // coordina
 void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out);  // results .. bundle
 void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out);    // op, keys
 void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out);   // tune, nightly
+void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out); // search replay
 
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);

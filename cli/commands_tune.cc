@@ -72,6 +72,11 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     return Usage("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
   if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
   if (args.one_pass) sweep->refine_pass = false;
+  if (!args.strategy.empty()) sweep->strategy = args.strategy;
+  if (args.seed) sweep->seed = *args.seed;
+  if (args.budget) sweep->budget = args.budget;
+  if (args.budget_seconds > 0) sweep->budget_seconds = args.budget_seconds;
+  if (Status st = CheckSearchFields(*sweep, "--"); !st.ok()) return Usage(st.message());
 
   LocalFarmOptions fopts;
   fopts.worker = args.worker.opts;
@@ -224,6 +229,19 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "sustained (back-to-back windows: speed under load, which moves with clocks and heat) or "
                 "auto (bursts where sustained load slows the configs, else sustained); "
                 "default: the sweep file's, else auto");
+  t->add_option("--strategy", tune_args.strategy,
+                "Which configs to measure per (GPU model, op, dtype, shape): exhaustive, random, evolution, model "
+                "(a gradient-boosted model proposes, from what was measured) or auto (exhaustive up to " +
+                    std::to_string(kAutoExhaustiveUpTo) + " legal configs, model above); default: the sweep file's, else auto")
+      ->check(CLI::IsMember(StrategyNames()));
+  t->add_option("--seed", tune_args.seed, "The search's seed: the same seed and results give the same proposals (default: the sweep file's, else 0)");
+  t->add_option("--budget", tune_args.budget,
+                "Evaluations per (GPU model, op, dtype, shape) of a searching strategy (default: the sweep file's, else " +
+                    std::to_string(kDefaultSearchBudget) + ")")
+      ->check(CLI::Range(uint64_t{1}, kMaxSearchBudget));
+  t->add_option("--budget-seconds", tune_args.budget_seconds,
+                "Seconds per (GPU model, op, dtype, shape) a search keeps proposing configs (default: the sweep file's, else no bound)")
+      ->check(CLI::Range(0.001, kMaxBudgetSeconds));
   t->add_flag("--one-pass", tune_args.one_pass,
               "No refine pass: judge contenders against the best so far while screening, so that which configs "
               "get timed to the CI target depends on the order they ran in and on the device count "

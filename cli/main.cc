@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   AddStoreCommands(app, &commands);
   AddOpsCommands(app, &commands);
   AddTuneCommands(app, &commands);
+  AddSearchCommands(app, &commands);
 
   // The log of the long-running processes (base/log.h).
   std::string log_level, log_format;

@@ -95,10 +95,11 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                           {"check_passed", m.check_passed}, {"unchecked", m.unchecked}, {"median_us", m.median_us},
                           {"stdev_us", m.stdev_us}, {"ci95_us", m.ci95_us},
                           {"samples", m.samples}, {"sm_clock_mhz", m.sm_clock_mhz},
-                          {"throttled", m.throttled}, {"confirmed", m.confirmed}, {"refined", m.refined},
+                          {"throttled", m.throttled}, {"confirmed", m.pass == Measurement::Pass::kConfirm},
+                          {"refined", m.pass == Measurement::Pass::kRefine},
                           {"backend", m.backend},
                           {"winner", static_cast<bool>(winner[i])}};
-      if (m.confirmed) j["confirm_timing"] = ConfirmTimingName(m.confirm_timing);
+      if (m.pass == Measurement::Pass::kConfirm) j["confirm_timing"] = ConfirmTimingName(m.confirm_timing);
       if (m.screen_us > 0) j["screen_us"] = m.screen_us;
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
@@ -130,7 +131,9 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
                    m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
                    static_cast<int>(winner[i]), CsvField(FirstLine(m.failure_message)).c_str(),
-                   int(m.confirmed), m.confirmed ? ConfirmTimingName(m.confirm_timing) : "", int(m.refined),
+                   int(m.pass == Measurement::Pass::kConfirm),
+                   m.pass == Measurement::Pass::kConfirm ? ConfirmTimingName(m.confirm_timing) : "",
+                   int(m.pass == Measurement::Pass::kRefine),
                    m.screen_us, p ? p->bottleneck.c_str() : "", p ? std::to_string(p->compute_pct).c_str() : "",
                    p ? std::to_string(p->memory_pct).c_str() : "");
     }
@@ -155,9 +158,10 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    m.config.Canonical().c_str(), m.median_us,
                    m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf,
                    m.unchecked ? " (unchecked)" : "",
-                   m.confirmed ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
-                   : m.refined ? ", refined"
-                               : "");
+                   m.pass == Measurement::Pass::kConfirm
+                       ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
+                   : m.pass == Measurement::Pass::kRefine ? ", refined"
+                                                          : "");
       if (const KernelProfile* p = profile_of(m)) std::fprintf(out, "      profile: %s\n", DescribeProfile(*p).c_str());
     } else {
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", m.config.Canonical().c_str(),

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <optional>
 #include <zmq.hpp>
 
 #include "coordinator_impl.h"
-#include "base/clock.h"
 #include "base/text.h"
 
 namespace tune {
@@ -85,7 +83,7 @@ void Coordinator::Impl::Send(const std::string& identity, Command cmd) {
   } catch (const zmq::error_t& e) {
     CoordinatorLog(log::Level::kWarn, "send failed", {{"peer", Printable(identity)}, {"error", e.what()}});
   }
-  sessions.NoteSent(identity, NowSeconds());
+  sessions.NoteSent(identity, opts.env->NowSeconds());
 }
 
 void Coordinator::Impl::Disconnect(const std::string& identity, const std::string& reason) {
@@ -102,7 +100,7 @@ void Coordinator::Impl::ProtocolError(const std::string& identity, const std::st
 
 void Coordinator::Impl::Handle(const std::string& identity, const std::string& key, const std::string& client,
                                Envelope env) {
-  const double now = NowSeconds();
+  const double now = opts.env->NowSeconds();
   WorkerSession* session = sessions.Heard(identity, now);
 
   std::visit(
@@ -166,10 +164,10 @@ void Coordinator::Impl::Tick(double now) {
                    {{"worker", s ? s->name : std::string()}, {"heartbeats", std::to_string(opts.liveness)}});
     sessions.Drop(id);
   }
-  const size_t expired = scheduler.ExpireLeases(now, std::time(nullptr));
+  const size_t expired = scheduler.ExpireLeases(now, opts.env->NowUnixSeconds());
   counters.leases_expired += expired;
   if (expired) CoordinatorLog(log::Level::kInfo, "leases expired", {{"leases", std::to_string(expired)}});
-  for (const auto& s : scheduler.SkipQuietModels(now, std::time(nullptr))) {
+  for (const auto& s : scheduler.SkipQuietModels(now, opts.env->NowUnixSeconds())) {
     CoordinatorLog(log::Level::kWarn, "sweep stops waiting for a GPU model whose devices take no work",
                    {{"sweep", s.sweep_id}, {"model", s.model}, {"why", s.why}});
   }
@@ -338,7 +336,7 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     if (items[1].revents & ZMQ_POLLIN) impl_->ingestion->ApplyOutcomes();
     if (items[2].revents & ZMQ_POLLIN) impl_->sweeps->RunCompletions();
     if ((items[1].revents | items[2].revents) & ZMQ_POLLIN) impl_->sweeps->RecordEnded();
-    const double now = NowSeconds();
+    const double now = impl_->opts.env->NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);
       last_tick = now;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "base/env.h"
 #include "scheduler.h"
 #include "store/result_store.h"
 #include "tune/status.h"
@@ -65,6 +66,9 @@ struct CoordinatorOptions {
   // thread: a service manager's watchdog hears from the loop itself, so a
   // loop that hangs is restarted. May be empty.
   std::function<void()> alive;
+  // Where the loop, the worker sessions, ingestion and the status pages
+  // read the clocks (a test's fake); must outlive the coordinator.
+  Env* env = Env::Default();
 };
 
 // The retry_ms of a NoWork reply when `workers` workers are connected: how

@@ -33,7 +33,7 @@ struct Coordinator::Impl final : PeerLink {
   StoreHealth health;
   Scheduler scheduler;
   LoopCounters counters;
-  WorkerSessions sessions{&scheduler};
+  WorkerSessions sessions{&scheduler, opts.env};
   // The parts that need the store, made once it is open (Start); declared
   // after it, so their threads stop before it closes.
   std::unique_ptr<Ingestion> ingestion;

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 
-#include "base/clock.h"
 #include "spec/config_space.h"
 #include "base/known_gpus.h"
 #include "base/text.h"
@@ -81,7 +79,8 @@ void Ingestion::BookLease(const WorkUnit& unit, const std::string& model, const 
   lessees.push_back(who);
   Status st = store_->PutLease(unit.unit_id, EncodeLeaseRecord(book.record));
   if (!st.ok()) {
-    health_->Failed("cannot record lease of unit " + std::to_string(unit.unit_id) + ": " + st.message(), NowSeconds());
+    health_->Failed("cannot record lease of unit " + std::to_string(unit.unit_id) + ": " + st.message(),
+                    opts_->env->NowSeconds());
   }
 }
 
@@ -96,20 +95,17 @@ void Ingestion::ForgetLeases(const std::string& sweep_id) {
   }
 }
 
-std::string Ingestion::KernelHashOf(const std::string& sweep_id, const std::string& op, const std::string& toolchain) {
-  const KernelHashKey key{sweep_id, op, toolchain};
-  auto it = kernel_hashes_.find(key);
-  if (it != kernel_hashes_.end()) return it->second;
+std::string Ingestion::OpHashOf(const std::string& sweep_id, const std::string& op, const DeviceInfo& device) {
   const SweepState* s = scheduler_->FindSweep(sweep_id);
   if (!s) return "";
   for (const auto& spec : s->specs) {
-    if (spec.name == op) return kernel_hashes_[key] = KernelHash(spec, toolchain);
+    if (spec.name == op) return op_hashes_[sweep_id].Of(spec, device);
   }
   return "";
 }
 
 void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame, const ResultsHead& head) {
-  const double now = NowSeconds();
+  const double now = opts_->env->NowSeconds();
   const WorkerSession* session = sessions_->Heard(identity, now);
   if (!session) return link_->Disconnect(identity, "unknown worker: say hello first");
   const size_t queued = ingester_->queued_bytes();
@@ -141,7 +137,7 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
       for (const auto& d : peer.devices) {
         if (d.model != job.unit->gpu_model) continue;
         job.backends.insert(d.backend);
-        job.kernel_hashes.insert(KernelHashOf(job.unit->sweep_id, job.unit->op, d.nvrtc_version));
+        job.kernel_hashes.insert(OpHashOf(job.unit->sweep_id, job.unit->op, d));
         const std::string arch = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
         job.archs.insert(arch);
         job.archs.insert(arch + "a");
@@ -149,8 +145,8 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
     }
   }
   job.head = head;
-  job.received = NowSeconds();
-  job.received_unix = std::time(nullptr);
+  job.received = opts_->env->NowSeconds();
+  job.received_unix = opts_->env->NowUnixSeconds();
   job.frame = std::move(frame);
   ingester_->Submit(std::move(job));
 }
@@ -189,7 +185,7 @@ void Ingestion::Refuse(const IngestOutcome& o) {
                  {{"sweep", o.head.sweep_id}, {"unit", std::to_string(o.head.unit_id)}, {"worker", who},
                   {"error", o.error}});
   link_->Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch, 0, o.error});
-  scheduler_->GiveUpLease(o.identity, o.head.unit_id, std::time(nullptr));
+  scheduler_->GiveUpLease(o.identity, o.head.unit_id, opts_->env->NowUnixSeconds());
   if (sessions_->NoteViolation(o.identity)) {
     link_->Disconnect(o.identity, std::to_string(kMaxViolations) + " results batches refused");
   }
@@ -198,7 +194,7 @@ void Ingestion::Refuse(const IngestOutcome& o) {
 void Ingestion::ApplyOutcomes() {
   IngestCounters& c = counters_;
   for (auto& o : ingester_->TakeOutcomes()) {
-    const double now = NowSeconds();
+    const double now = opts_->env->NowSeconds();
     scheduler_->BatchIngested(o.head.sweep_id, o.head.unit_id, o.stored, o.failed, o.failed_by_class, now);
     c.ingest_seconds.Observe(now - o.received);
     switch (o.kind) {
@@ -212,7 +208,7 @@ void Ingestion::ApplyOutcomes() {
         // Not acknowledged: the worker keeps the batch and sends it again
         // when it reconnects. Until then the unit must not complete on a
         // later final batch, and a failed final batch asks for that now.
-        health_->Failed(o.error, NowSeconds());
+        health_->Failed(o.error, opts_->env->NowSeconds());
         if (o.head.final) AskToResend(o.identity, o.head.unit_id);
         else unstored_batches_.insert({o.identity, o.head.unit_id});
         break;
@@ -238,7 +234,7 @@ void Ingestion::ApplyOutcomes() {
                                     static_cast<uint32_t>(o.stored), "", o.clock_skew_seconds});
         if (!o.head.final) break;
         if (const double took = scheduler_->CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, now,
-                                                         std::time(nullptr));
+                                                         opts_->env->NowUnixSeconds());
             took > 0) {
           auto [h, added] = c.unit_seconds.try_emplace(o.gpu_model, Histogram::SecondsBounds());
           h->second.Observe(took);

@@ -19,6 +19,7 @@
 #include "ingester.h"
 #include "scheduler.h"
 #include "serve/metrics.h"
+#include "spec/kernel_hash.h"
 #include "store/records.h"
 #include "worker_sessions.h"
 
@@ -90,13 +91,6 @@ class Ingestion {
     // one model, so one device's figures serve every lessee).
     std::optional<std::map<std::string, double>> floor_us;
   };
-  // An op package's kernel hash for one toolchain, within a sweep.
-  struct KernelHashKey {
-    std::string sweep_id, op, toolchain;
-    bool operator<(const KernelHashKey& o) const {
-      return std::tie(sweep_id, op, toolchain) < std::tie(o.sweep_id, o.op, o.toolchain);
-    }
-  };
   // A worker's batch of a unit.
   struct BatchOf {
     std::string identity;
@@ -109,8 +103,9 @@ class Ingestion {
   // the store, so that its results are accepted from it, also after a
   // restart.
   void BookLease(const WorkUnit& unit, const std::string& model, const WorkerSession& session);
-  // KernelHash of the sweep's op for a toolchain, computed once.
-  std::string KernelHashOf(const std::string& sweep_id, const std::string& op, const std::string& toolchain);
+  // The op hash (OpHash) that `device`'s rows of the sweep's op carry; ""
+  // for a sweep or op this coordinator does not know.
+  std::string OpHashOf(const std::string& sweep_id, const std::string& op, const DeviceInfo& device);
   // A batch of `unit_id` from this worker is not in the store: a reconnect
   // makes the worker send every batch it holds unacknowledged again.
   void AskToResend(const std::string& identity, uint64_t unit_id);
@@ -127,7 +122,7 @@ class Ingestion {
   StoreHealth* health_;
   PeerLink* link_;
   std::map<uint64_t, LeaseBook> lease_book_;
-  std::map<KernelHashKey, std::string> kernel_hashes_;
+  std::map<std::string, OpHashMemo> op_hashes_;  // by sweep id
   // Batches that failed to store: their unit must not complete on that
   // worker's final batch until the batch is stored.
   std::set<BatchOf> unstored_batches_;

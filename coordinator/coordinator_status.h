@@ -7,7 +7,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coordinator.h"
 #include "coordinator_parts.h"
@@ -15,6 +18,7 @@
 #include "off_loop.h"
 #include "scheduler.h"
 #include "serve/http_server.h"
+#include "serve/metrics.h"
 #include "worker_sessions.h"
 
 namespace tune {
@@ -62,8 +66,8 @@ class StatusPages {
 
   // Starts the thread that builds the store-scanning documents, and the
   // HTTP server when `opts.http_port` >= 0 (its first documents published
-  // before it serves). Returns the thread's or the server's error (a port
-  // that cannot be bound is named).
+  // before it serves); the pages read the clocks of `opts.env`. Returns the
+  // thread's or the server's error (a port that cannot be bound is named).
   Status Start(const CoordinatorOptions& opts);
 
   // "http://address:port/" of the dashboard; empty when HTTP is off.
@@ -74,7 +78,27 @@ class StatusPages {
   void Tick(double now);
 
  private:
+  // Swaps in every document and /metrics: the loop's own figures now, the
+  // store-scanning documents when their build is done.
   void Publish(double now);
+  // docs["sweeps"] and each sweep's series.
+  void AddSweeps(double now, std::map<std::string, std::string>* docs, std::vector<Metric>* metrics) const;
+  // docs["workers"] and the series of workers and their devices.
+  void AddWorkers(double now, std::map<std::string, std::string>* docs, std::vector<Metric>* metrics) const;
+  // The farm's counters and gauges: queues, leases, ingestion, the store,
+  // the HTTP side, peers.
+  void AddFarmMetrics(std::vector<Metric>* metrics) const;
+  // Publishes the store-scanning documents built since the last call, and
+  // posts the next build when one is due and none runs.
+  void PostStoreDocuments(double now);
+  // docs["best"] and how many best rows it holds; nullopt when the store
+  // cannot be read. On the snapshotter's thread.
+  std::optional<std::pair<std::string, size_t>> BestDocument() const;
+  // docs["compare"]: the newest kernel of each key with its throughput and
+  // roofline share (CompareArchitectures: every key's winners, the op specs
+  // and the portability reads), the costliest document; no groups when
+  // nothing is stored. On the snapshotter's thread.
+  std::string CompareDocument() const;
 
   ResultStore* store_;
   const Scheduler* scheduler_;
@@ -82,6 +106,7 @@ class StatusPages {
   const Ingestion* ingestion_;
   const StoreHealth* health_;
   const LoopCounters* counters_;
+  Env* env_ = Env::Default();  // CoordinatorOptions::env once started
   double last_publish_ = 0, last_best_publish_ = 0, last_compare_publish_ = 0;
   size_t compare_keys_ = 0;  // best rows when the comparison was last published
   // Builds the documents that scan the store (best rows, the comparison):

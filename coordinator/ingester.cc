@@ -26,8 +26,8 @@ std::string RowFault(const IngestJob& job, const Measurement& m) {
                    [&m](const std::string& h) { return MeasuresKernel(m, h); }))
     return "kernel hash '" + m.kernel_hash + "' of another op or toolchain";
   if (!job.backends.count(m.backend)) return "backend '" + m.backend + "' that the sender's devices do not run";
-  if (m.confirmed && !u.confirm) return "a confirmed figure in a unit that is no confirm unit";
-  if (m.refined && !u.refine) return "a refined figure in a unit that is no refine unit";
+  if (m.pass == Measurement::Pass::kConfirm && !u.confirm) return "a confirmed figure in a unit that is no confirm unit";
+  if (m.pass == Measurement::Pass::kRefine && !u.refine) return "a refined figure in a unit that is no refine unit";
   if (!m.arch.empty() && !job.archs.count(m.arch)) return "arch '" + m.arch + "' that the sender's devices are not";
   const std::pair<const char*, double> figures[] = {
       {"median_us", m.median_us}, {"mean_us", m.mean_us}, {"stdev_us", m.stdev_us},

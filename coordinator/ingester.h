@@ -55,9 +55,9 @@ struct IngestJob {
   // this run of the coordinator or in the one before (LeaseRecord); null
   // otherwise, and the batch is refused.
   std::shared_ptr<const LeasedUnit> unit;
-  // The kernel hashes (KernelHash of the unit's op for the toolchain of each
-  // of the sender's devices of the unit's model) and those devices'
-  // backends: a row names one of each.
+  // The op hashes (OpHash of the unit's op for each of the sender's devices
+  // of the unit's model) and those devices' backends: a row names one of
+  // each.
   std::set<std::string> kernel_hashes, backends;
   // The op's hosts add to its kernel hash (OpSpec::HostDigested): a row may
   // carry an include digest, and its kernel hash then derives from one of

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "search/search_space.h"
 #include "spec/config_space.h"
 #include "base/stats.h"
 #include "spec/sweep_file.h"
@@ -95,6 +96,7 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   if (submit.confirm_top > 0 && !(submit.confirm_seconds > 0 && submit.confirm_seconds <= 3600)) {
     return Status::Error("sweep '" + submit.name + "': confirm_seconds must be in (0, 3600] when confirm_top is set");
   }
+  if (Status s = CheckSearchFields(submit, "sweep '" + submit.name + "': "); !s.ok()) return s;
   if (const uint64_t queued = PairsQueued(sweeps_); queued >= opts_.max_farm_pairs) {
     return Status::Error("sweep '" + submit.name + "': the farm has " + std::to_string(queued) +
                          " (config, shape) pairs queued, at the limit of " + std::to_string(opts_.max_farm_pairs) +
@@ -185,6 +187,52 @@ void Scheduler::RemoveDevice(const std::string& model) {
 
 bool Scheduler::ModelLive(const std::string& model) const { return live_devices_.count(model) > 0; }
 
+namespace {
+
+// The keys of `spec` that a searching strategy serves (SpaceExpansion::
+// search): a pool with a KeySearch per (dtype, shape), added to `out`.
+// False when the op's keys are measured whole instead: the strategy is
+// exhaustive, or auto over a space of at most kAutoExhaustiveUpTo legal
+// configs (or one the budget covers).
+Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std::vector<Shape>& shapes,
+                        ExpandedSpace* out) {
+  SearchOptions options = job.search;
+  if (options.strategy == "exhaustive" || job.dtypes.empty()) return false;
+  const uint64_t budget = options.budget > 0 ? options.budget : kDefaultSearchBudget;
+  if (options.strategy == "auto") {
+    auto whole = SearchSpace::Create(spec, job.device, job.dtypes.front());
+    if (!whole.ok()) return Status::Error("op '" + spec.name + "': " + whole.status().message());
+    const uint64_t legal = whole->LegalCount();
+    if (legal <= options.exhaustive_up_to || budget >= legal) return false;
+    options.strategy = "model";
+  }
+  for (const std::string& dtype : job.dtypes) {
+    for (const Shape& shape : shapes) {
+      auto ks = std::make_shared<KeySearch>();
+      auto space = SearchSpace::Create(spec, job.device, dtype, &shape);
+      if (!space.ok()) return Status::Error("op '" + spec.name + "': " + space.status().message());
+      ks->space = std::make_unique<SearchSpace>(std::move(space).value());
+      ks->legal = ks->space->LegalCount();
+      ks->budget = std::min(budget, ks->legal);
+      ks->budget_seconds = job.budget_seconds;
+      SearchOptions key_options = options;
+      key_options.budget = ks->budget;
+      auto strategy = MakeStrategy(*ks->space, key_options);
+      if (!strategy.ok()) return Status::Error("op '" + spec.name + "': " + strategy.status().message());
+      ks->strategy = std::move(strategy).value();
+      ks->proposer = ks->strategy->Name();
+      out->pairs_total += ks->budget;
+      out->pool_unsliced[PoolKey{job.device.model, spec.name, dtype, shape.Canonical()}] += ks->budget;
+      if (ks->budget == 0) continue;
+      ConfigPool pool{job.sweep_id, spec.name, dtype, shape, std::make_shared<const std::vector<Config>>(), 0, ks};
+      out->pools.push_back(std::move(pool));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   // Screening goes shape by shape, the least work first, each shape for
   // every (op, dtype) before the next. A kernel timed straight after a
@@ -198,6 +246,15 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   uint64_t pairs = 0;  // legal configs x shapes x dtypes of the specs so far
   for (size_t i = 0; i < job.specs.size(); ++i) {
     const OpSpec& spec = job.specs[i];
+    auto searched = SearchKeys(job, spec, job.shapes[i], &out);
+    if (!searched.ok()) return searched.status();
+    if (*searched) {
+      pairs += out.pairs_total - pairs;
+      if (pairs > job.max_pairs)
+        return Status::Error("op '" + spec.name + "' on " + device.model + ": over " + std::to_string(job.max_pairs) +
+                             " (config, shape) pairs of budgets per sweep and GPU model (--max-sweep-pairs)");
+      continue;
+    }
     // The pairs bound caps the legal configs this op may have, so that the
     // enumeration stops before it holds more than the bound allows.
     const uint64_t per_config = std::max<uint64_t>(1, uint64_t(job.dtypes.size()) * job.shapes[i].size());
@@ -231,7 +288,7 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
           if (!kept.ok()) return Status::Error("op '" + spec.name + "': " + kept.status().message());
           legal_here = std::make_shared<const std::vector<Config>>(std::move(kept).value());
         }
-        ConfigPool pool{job.sweep_id, spec.name, dtype, shape, legal_here, 0};
+        ConfigPool pool{job.sweep_id, spec.name, dtype, shape, legal_here, 0, nullptr};
         if (job.measured) {
           std::vector<Config> unmeasured;
           for (const auto& c : *legal_here) {
@@ -267,6 +324,10 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t
   job.dtypes = sweep.submit.dtypes;
   for (const auto& spec : sweep.specs) job.shapes.push_back(ShapesForOp(sweep.submit, spec));
   job.measured = sweep.measured;
+  job.search.strategy = sweep.submit.strategy;
+  job.search.seed = sweep.submit.seed;
+  job.search.budget = sweep.submit.budget;
+  job.budget_seconds = sweep.submit.budget_seconds;
   job.max_legal_configs = opts_.max_legal_configs;
   job.max_pairs = opts_.max_sweep_pairs;
   sweep.expanding.insert(device.model);
@@ -319,14 +380,29 @@ uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) c
                                                   opts_.max_configs_per_unit));
 }
 
-Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model) {
+Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model, double now) {
   auto& pools = pools_[gpu_model];
-  while (!pools.empty()) {
-    ConfigPool& pool = pools.front();
+  for (auto it = pools.begin(); it != pools.end();) {
+    ConfigPool& pool = *it;
     SweepState& sweep = sweeps_.at(pool.sweep_id);
-    if (pool.next >= pool.configs->size() || sweep.state != RunState::kRunning) {
-      pools.pop_front();
+    if (sweep.state != RunState::kRunning) {
+      it = pools.erase(it);
       continue;
+    }
+    if (pool.next >= pool.configs->size()) {
+      // A searched key waits for its batch's figures; the next pools go meanwhile.
+      if (!pool.search || pool.search->ended) {
+        it = pools.erase(it);
+        continue;
+      }
+      if (!NextSearchBatch(sweep, gpu_model, pool, now)) {
+        ++it;
+        continue;
+      }
+      if (pool.next >= pool.configs->size()) {
+        it = pools.erase(it);
+        continue;
+      }
     }
     size_t n = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit
                                              : UnitSizeFor(worker, pool.shape);
@@ -360,6 +436,61 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
   return nullptr;
 }
 
+bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, ConfigPool& pool, double now) {
+  KeySearch& ks = *pool.search;
+  SweepState::KeyPasses& passes = sweep.key_passes[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
+  if (passes.open_screen_units > 0) return false;  // its figures are not all in
+  const OpSpec* spec = nullptr;
+  for (const OpSpec& s : sweep.specs)
+    if (s.name == pool.op) spec = &s;
+  const DeviceInfo& device = models_.at(model);
+  // What the key measured: this run's batches, and (once) what a run
+  // before a restart stored, which counts against the budget as done.
+  if (key_rows_ && spec) {
+    uint64_t stored = 0;
+    for (const Measurement& m : key_rows_(device, *spec, pool.dtype, pool.shape)) {
+      const auto p = ks.space->PointOf(m.config);
+      if (!p) continue;
+      ks.strategy->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0
+                                   ? std::optional<double>(m.median_us)
+                                   : std::nullopt);
+      ++stored;
+    }
+    if (!ks.resumed) {
+      ks.resumed = true;
+      const uint64_t done = std::min(stored, ks.budget - ks.proposed);
+      ks.proposed += done;
+      passes.unsliced -= done;
+      sweep.model_passes[model].unsliced -= done;
+      sweep.pairs_done += done;
+    }
+  }
+  for (const std::string& w : ks.strategy->TakeWarnings())
+    if (search_warning_) search_warning_(sweep.id, model + " " + pool.op + "/" + pool.dtype + " " +
+                                                       pool.shape.Canonical() + ": " + w);
+  if (ks.started < 0) ks.started = now;
+  const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
+  std::vector<Config> batch;
+  if (!out_of_time && ks.proposed < ks.budget) {
+    const size_t live = live_devices_.count(model) ? live_devices_.at(model) : 1;
+    const size_t unit = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
+    const size_t want = std::min<uint64_t>(std::clamp<size_t>(live * unit, 16, 64), ks.budget - ks.proposed);
+    for (const SpacePoint& p : ks.strategy->Propose(want)) batch.push_back(ks.space->ToConfig(p));
+  }
+  ks.proposed += batch.size();
+  if (batch.empty() || out_of_time) {
+    // The search is over: what its budget did not spend leaves the counts.
+    ks.ended = true;
+    const uint64_t unspent = ks.budget - ks.proposed;
+    passes.unsliced -= unspent;
+    sweep.model_passes[model].unsliced -= unspent;
+    sweep.pairs_total -= unspent;
+  }
+  pool.configs = std::make_shared<const std::vector<Config>>(std::move(batch));
+  pool.next = 0;
+  return true;
+}
+
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_passes[u.gpu_model].open_units++;
@@ -381,19 +512,19 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
   NearBest near;
   std::vector<double> ratios;
   for (const auto& m : valid) {
-    if (m.Pass() > 0 && m.screen_us > 0) ratios.push_back(m.median_us / m.screen_us);
+    if (m.ReplacesScreening() && m.screen_us > 0) ratios.push_back(m.median_us / m.screen_us);
   }
   double shift = ratios.size() >= kShiftFrom ? ComputeStats(ratios).median : 1.0;
   if (!(shift > 0) || !std::isfinite(shift)) shift = 1.0;
   bool any = false;
   for (const auto& m : valid) {
-    const double us = m.Pass() > 0 ? m.median_us / shift : m.median_us;
+    const double us = m.ReplacesScreening() ? m.median_us / shift : m.median_us;
     if (!std::isfinite(us)) continue;
     if (!any || us < near.best_us) near.best_us = us;
     any = true;
   }
   for (const auto& m : valid) {
-    if (m.Pass() == 0 && m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
+    if (!m.ReplacesScreening() && m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
   }
   return near;
 }
@@ -525,7 +656,7 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
     return nullptr;
   };
   Unit* next = take_pending();
-  if (!next) next = CutUnit(worker, gpu_model);
+  if (!next) next = CutUnit(worker, gpu_model, now);
   if (!next && RefineEarly(gpu_model)) next = take_pending();
   if (next) {
     Unit& u = *next;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "measure/backend.h"
+#include "search/strategy.h"
 #include "base/limits.h"
 #include "spec/op_spec.h"
 #include "codec/protocol.h"
@@ -137,13 +138,37 @@ NearBest NearBestOf(const std::vector<Measurement>& valid, double within);
 using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec& spec, const std::string& dtype,
                                           const Shape& shape, double within)>;
 
+// Every stored row of one (model, op, dtype, shape) of the op's kernel on
+// that model, valid or failed: what a search has observed so far.
+using KeyRowsFn = std::function<std::vector<Measurement>(const DeviceInfo& device, const OpSpec& spec,
+                                                         const std::string& dtype, const Shape& shape)>;
+
+// The search of one (sweep, model, op, dtype, shape) key by a strategy
+// other than exhaustive (SweepSubmit::strategy): its configs are proposed a
+// batch at a time, each once the batch before is measured (so a search is
+// the same for a seed and results, whatever the number of devices), up to
+// `budget` evaluations or `budget_seconds` of proposing.
+struct KeySearch {
+  std::unique_ptr<SearchSpace> space;
+  std::unique_ptr<SearchStrategy> strategy;  // refers to *space
+  std::string proposer;                      // strategy->Name()
+  uint64_t legal = 0;                        // legal configs of the key (estimated above 2M raw points)
+  uint64_t budget = 0;                       // evaluations the key may take: min(budget, legal)
+  uint64_t proposed = 0;                     // of those, proposed or found stored
+  double budget_seconds = 0, started = -1;   // started: the first proposal's time
+  bool resumed = false;                      // stored rows observed (once, at the first proposal)
+  bool ended = false;                        // proposes no more
+};
+
 // Configs of one (sweep, op, dtype, model, shape) waiting to be cut into
-// units.
+// units. A searched key's pool holds its latest batch, and `search` gives
+// the next one once it is measured.
 struct ConfigPool {
   std::string sweep_id, op, dtype;
   Shape shape;
   std::shared_ptr<const std::vector<Config>> configs;
   size_t next = 0;
+  std::shared_ptr<KeySearch> search;
 };
 
 // The screening of one (GPU model, op, dtype, shape): a config pool's key
@@ -175,6 +200,10 @@ struct SpaceExpansion {
   std::vector<std::string> dtypes;
   std::vector<std::vector<Shape>> shapes;  // per spec: ShapesForOp
   MeasuredFn measured;                     // may be null: nothing stored yet
+  // The sweep's strategy, seed and budgets (SweepSubmit): keys of a
+  // searching strategy get a KeySearch instead of their configs listed.
+  SearchOptions search;
+  double budget_seconds = 0;
   uint64_t max_legal_configs = 0;
   uint64_t max_pairs = UINT64_MAX;         // legal configs x shapes x dtypes, over the specs
 };
@@ -329,6 +358,13 @@ class Scheduler {
   // Where the refine pass of sweeps finds its contenders. Without it a
   // sweep's refine_pass is ignored.
   void SetNearBest(NearBestFn fn) { near_best_ = std::move(fn); }
+  // What searched keys have measured (their observations). Without it a
+  // search sees no figures: each batch is proposed blind.
+  void SetKeyRows(KeyRowsFn fn) { key_rows_ = std::move(fn); }
+  // Where a search's warnings go (a model that failed to train and fell
+  // back to random): the sweep and a line naming the key.
+  using SearchWarningFn = std::function<void(const std::string& sweep_id, const std::string& line)>;
+  void SetSearchWarning(SearchWarningFn fn) { search_warning_ = std::move(fn); }
   // Where the expansions of config spaces run. Unset, they run at once,
   // inside AddSweep and AddDevice. Set, each is handed to `fn` (which may run
   // it on another thread), and its outcome must come back through
@@ -421,7 +457,11 @@ class Scheduler {
   // Expands the sweep's spaces for the device's model (at once, or through
   // the expander).
   void CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t now_unix);
-  Unit* CutUnit(const std::string& worker, const std::string& gpu_model);
+  Unit* CutUnit(const std::string& worker, const std::string& gpu_model, double now);
+  // A searched pool that has run dry: its next batch, once the last one's
+  // units are done. False while they run; true with the pool refilled, or
+  // with its search ended (its unspent budget leaves the sweep's counts).
+  bool NextSearchBatch(SweepState& sweep, const std::string& model, ConfigPool& pool, double now);
   void ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix);
   // Moves a unit out of kPending/kLeased for good.
   void Finish(Unit& u, UnitState state, int64_t now_unix);
@@ -488,6 +528,8 @@ class Scheduler {
   uint64_t next_unit_id_ = 1;
   ContendersFn contenders_;
   NearBestFn near_best_;
+  KeyRowsFn key_rows_;
+  SearchWarningFn search_warning_;
   ExpandFn expander_;
 };
 

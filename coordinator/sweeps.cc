@@ -28,6 +28,22 @@ std::string NewSweepId() {
 Status Sweeps::Start() {
   scheduler_->SetContenders(Contenders());
   scheduler_->SetNearBest(NearBestConfigs());
+  scheduler_->SetKeyRows([this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype,
+                                const Shape& shape) {
+    std::vector<Measurement> rows;
+    const std::string op_hash = OpHash(spec, dev);
+    const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), spec.HostDigested() ? "" : op_hash};
+    Status st = store_->Scan(key, [&](const Measurement& m) {
+      if (MeasuresKernel(m, op_hash)) rows.push_back(m);
+      return true;
+    });
+    if (!st.ok()) CoordinatorLog(log::Level::kWarn, "search sees no figures of a key",
+                                 {{"shape", shape.Canonical()}, {"error", st.message()}});
+    return rows;
+  });
+  scheduler_->SetSearchWarning([](const std::string& sweep_id, const std::string& line) {
+    CoordinatorLog(log::Level::kWarn, "search: " + line, {{"sweep", sweep_id}});
+  });
   expander_ = std::make_unique<OffLoop>("expand");
   TUNE_RETURN_IF_ERROR(expander_->Start());
   scheduler_->SetExpander([this](SpaceExpansion job) { Expand(std::move(job)); });
@@ -95,7 +111,7 @@ MeasuredFn Sweeps::Measured() {
     // such an op is measured again.
     if (spec.HostDigested()) return std::nullopt;
     std::string& hash = hashes[{spec.name, dev.nvrtc_version}];
-    if (hash.empty()) hash = KernelHash(spec, dev.nvrtc_version);
+    if (hash.empty()) hash = OpHash(spec, dev);
     const auto row = db->Get(dev.model, spec.name, dtype, shape.Canonical(), hash, config.Id());
     if (!row) return std::nullopt;
     return StoredPair{!row->Valid(), row->failure};
@@ -203,14 +219,14 @@ Status Sweeps::Resume() {
 
 bool Sweeps::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
                      const char* pass, std::vector<Measurement>* rows) {
-  const std::string op_hash = KernelHash(spec, dev.nvrtc_version);
+  const std::string op_hash = OpHash(spec, dev);
   // An op whose hosts add to its hash keeps its rows under hashes derived
   // from its own (one per set of headers or versions): the key is scanned whole.
   const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), spec.HostDigested() ? "" : op_hash};
   bool confirmed = false;
   Status st = store_->Scan(key, [&](const Measurement& m) {
     if (!MeasuresKernel(m, op_hash)) return true;
-    confirmed = confirmed || m.confirmed;
+    confirmed = confirmed || m.pass == Measurement::Pass::kConfirm;
     if (m.Valid() && std::isfinite(m.median_us)) rows->push_back(m);
     return !confirmed;
   });

@@ -1,7 +1,6 @@
 #include "worker_sessions.h"
 
 #include <cmath>
-#include <ctime>
 
 #include "coordinator_parts.h"
 
@@ -66,7 +65,7 @@ const WorkerSession* WorkerSessions::Find(const std::string& identity) const {
 }
 
 void WorkerSessions::Serve(WorkerSession& session, const DeviceInfo& device) {
-  if (session.serving.insert(device.index).second) scheduler_->AddDevice(device, std::time(nullptr));
+  if (session.serving.insert(device.index).second) scheduler_->AddDevice(device, env_->NowUnixSeconds());
 }
 
 void WorkerSessions::Drop(const std::string& identity) {
@@ -76,7 +75,7 @@ void WorkerSessions::Drop(const std::string& identity) {
     if (it->second.serving.count(d.index)) scheduler_->RemoveDevice(d.model);
   }
   sessions_.erase(it);
-  scheduler_->DropWorker(identity, std::time(nullptr));
+  scheduler_->DropWorker(identity, env_->NowUnixSeconds());
 }
 
 void WorkerSessions::NoteSent(const std::string& identity, double now) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "scheduler.h"
 #include "codec/protocol.h"
 
@@ -47,9 +48,9 @@ struct WorkerSession {
 
 class WorkerSessions {
  public:
-  // `scheduler` learns which models are served and which workers left; it
-  // must outlive this registry.
-  explicit WorkerSessions(Scheduler* scheduler) : scheduler_(scheduler) {}
+  // `scheduler` learns which models are served and which workers left (at
+  // `env`'s wall clock); both must outlive this registry.
+  explicit WorkerSessions(Scheduler* scheduler, Env* env = Env::Default()) : scheduler_(scheduler), env_(env) {}
 
   // A hello: starts the session of `identity` over (a second hello drops the
   // first session, its leases and devices). `devices` must pass
@@ -103,6 +104,7 @@ class WorkerSessions {
 
  private:
   Scheduler* scheduler_;
+  Env* env_;
   std::map<std::string, WorkerSession> sessions_;  // routing identity -> session
   uint64_t worker_deaths_ = 0;  // sessions that missed their heartbeats
 };

@@ -121,6 +121,10 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   confirmTiming @9 :Records.ConfirmTiming;  # absent (older clients): sustained
   refinePass @10 :Bool;             # absent (older clients): one pass
   profileTop @11 :UInt32;           # profile the fastest N of each key (0 = none)
+  strategy @12 :Text;               # which configs to measure; absent (older clients): "exhaustive"
+  seed @13 :UInt64;                 # the strategy's seed
+  budget @14 :UInt64;               # evaluations per key (0 = the default of a searching strategy)
+  budgetSeconds @15 :Float64;       # seconds per key of proposing new configs (0 = no bound)
 }
 
 

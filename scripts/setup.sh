@@ -11,6 +11,8 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev
   capnproto libcapnp-dev
   librocksdb-dev
+  zlib1g-dev                      # gzip ground truth read by `search replay`
+  libxgboost-dev                  # the model-guided search's gradient-boosted model
   libboost-dev
   libsodium-dev
   libmuparser-dev

@@ -23,6 +23,9 @@ ALLOWED = {
     "base": {"base"},
     "spec": {"base", "spec"},
     "measure": {"base", "spec", "measure"},
+    # Which configs to measure next (strategies, their model, replay): pure
+    # functions of a space and observations; the coordinator feeds them.
+    "search": {"base", "spec", "search"},
     # Every Cap'n Proto encoding (envelopes, records, the bundle's helpers),
     # with no transport: the disk formats never depend on ZeroMQ.
     "codec": {"base", "spec", "codec"},

@@ -465,7 +465,7 @@ struct Worker::Impl : HttpStatusSource {
          {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
          {"configs", std::to_string(unit.configs.size())}, {"model", dev.model}});
     Backend& backend = spec->program ? *program_backends[slot] : device_backend;
-    UnitRun run{unit, dev, *spec, backend, push, KernelHash(*spec, backend.toolchain()), {}, {}, 0};
+    UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0};
     // Planned units are forgotten when they start.
     planned->erase(planned->begin(), planned->lower_bound(unit.unit_id));
     run.compiled.reserve(unit.configs.size());
@@ -499,7 +499,7 @@ struct Worker::Impl : HttpStatusSource {
         Measurement m = BaseRow(unit, run.dev, valid[j].config, s);
         m.CopyOutcome(got[j]);
         StampKernel(valid[j], run.op_hash, &m);
-        m.confirmed = ReplacesFirstFigure(m);
+        if (ReplacesFirstFigure(m)) m.pass = Measurement::Pass::kConfirm;
         run.pending.AddKernel(m, valid[j]);
         rows.push_back(std::move(m));
       }
@@ -586,7 +586,7 @@ struct Worker::Impl : HttpStatusSource {
     }
     Measurement m = BaseRow(unit, run.dev, c, s);
     m.CopyOutcome(got);
-    m.refined = unit.refine() && ReplacesFirstFigure(m);
+    if (unit.refine() && ReplacesFirstFigure(m)) m.pass = Measurement::Pass::kRefine;
     if (m.Valid()) {
       std::lock_guard<std::mutex> lock(best_mu);
       double& known = best_us[best_key];

@@ -75,7 +75,7 @@ void MutateMeasurement(tune::Measurement& m, Rng& rng) {
     case 5: Hostile(m.failure_message, rng); break;
     case 6: Hostile(m.stdev_us, rng); break;
     case 7: Hostile(m.backend, rng); break;
-    case 8: m.confirmed = !m.confirmed; break;
+    case 8: m.pass = m.ReplacesScreening() ? tune::Measurement::Pass::kScreen : tune::Measurement::Pass::kConfirm; break;
     default: Hostile(m.worker, rng); break;
   }
 }

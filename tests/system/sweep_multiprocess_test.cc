@@ -204,7 +204,7 @@ TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndThey
   std::map<std::string, PerShape> shapes;
   ASSERT_TRUE((*db)->Scan({"sim-h100", "synthetic", "f32", "", ""}, [&](const tune::Measurement& m) {
     PerShape& p = shapes[m.shape];
-    if (m.confirmed) {
+    if (m.pass == tune::Measurement::Pass::kConfirm) {
       EXPECT_TRUE(m.Valid()) << m.config_id;
       EXPECT_GE(m.samples, 15u) << "at least three windows of five samples";
       p.confirmed[m.config_id] = m.median_us;

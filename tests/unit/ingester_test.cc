@@ -232,8 +232,8 @@ TEST(RowsToStore, RefusesEveryRowThatIsNotWhatWasLeased) {
       {"other model", [](Measurement& m) { m.gpu_model = "a100"; }, "a100"},
       {"other backend", [](Measurement& m) { m.backend = "sim"; }, "backend"},
       {"other kernel hash", [](Measurement& m) { m.kernel_hash = "old"; }, "kernel hash"},
-      {"confirmed in a screening unit", [](Measurement& m) { m.confirmed = true; }, "confirmed"},
-      {"refined in a screening unit", [](Measurement& m) { m.refined = true; }, "refined"},
+      {"confirmed in a screening unit", [](Measurement& m) { m.pass = Measurement::Pass::kConfirm; }, "confirmed"},
+      {"refined in a screening unit", [](Measurement& m) { m.pass = Measurement::Pass::kRefine; }, "refined"},
       {"NaN figure on a failure row", [&](Measurement& m) { m.failure = FailureClass::kCrash; m.max_us = nan; }, "max_us"},
   };
   IngestJob job = Job(Frame(0, {}));
@@ -255,12 +255,12 @@ TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
   unit->refine = true;
   job.unit = unit;
   Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}};
-  r.measurements[0].refined = true;
+  r.measurements[0].pass = Measurement::Pass::kRefine;
   r.measurements[0].screen_us = 1;  // the store's to set, never a peer's
   auto rows = RowsToStore(job, r);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   ASSERT_EQ(rows->size(), 1u);
-  EXPECT_TRUE((*rows)[0].refined);
+  EXPECT_EQ((*rows)[0].pass, Measurement::Pass::kRefine);
   EXPECT_EQ((*rows)[0].screen_us, 0);
   EXPECT_EQ((*rows)[0].config.Canonical(), Cfg(64).Canonical());
   EXPECT_EQ((*rows)[0].worker, "host:1");

@@ -33,7 +33,7 @@ auto Tie(const Measurement& m) {
                m.mismatch_ratio),
       Tie(m.resources),
       std::tie(m.throttled, m.sm_clock_mhz, m.backend, m.device_name, m.worker, m.driver_version,
-               m.nvrtc_version, m.farm_version, m.unix_time, m.sweep_id, m.confirmed, m.confirm_timing, m.refined));
+               m.nvrtc_version, m.farm_version, m.unix_time, m.sweep_id, m.pass, m.confirm_timing));
 }
 
 auto Tie(const SweepProgress& p) {
@@ -94,9 +94,8 @@ Measurement MakeMeasurement(int i, FailureClass failure) {
   m.farm_version = "0.1.0";
   m.unix_time = 1763740000 + i;
   m.sweep_id = "nightly-7";
-  m.confirmed = (i % 3) != 0;
+  m.pass = static_cast<Measurement::Pass>(i % 3);
   m.confirm_timing = (i % 3) == 1 ? ConfirmTiming::kBurst : ConfirmTiming::kSustained;
-  m.refined = (i % 2) == 0;
   return m;
 }
 

@@ -303,7 +303,7 @@ TEST(ResultStoreTest, BestAcrossBatchesAndReopens) {
 }
 
 Measurement Confirmed(Measurement m) {
-  m.confirmed = true;
+  m.pass = Measurement::Pass::kConfirm;
   m.worker = "confirmer";
   return m;
 }
@@ -327,7 +327,7 @@ TEST(ResultStoreTest, AConfirmedRowReplacesItsUnconfirmedRowOnceAndOutranksTheRe
   EXPECT_EQ(*store->CountResults(), 4u);  // replaced, not added
   auto c1 = store->Get("h100", "gemm", "f16", kS1, "kh1", "c1");
   ASSERT_TRUE(c1);
-  EXPECT_TRUE(c1->confirmed);
+  EXPECT_EQ(c1->pass, Measurement::Pass::kConfirm);
   EXPECT_EQ(c1->median_us, 10.8);
   auto best = store->Best(Filter("h100"));
   ASSERT_TRUE(best.ok());
@@ -410,7 +410,7 @@ TEST(ResultStoreTest, AValidConfirmedRowAfterAFailureInOneBatchTakesTheBestRow) 
 }
 
 Measurement Refined(Measurement m) {
-  m.refined = true;
+  m.pass = Measurement::Pass::kRefine;
   m.worker = "refiner";
   return m;
 }
@@ -436,7 +436,7 @@ TEST(ResultStoreTest, ARefinedRowReplacesItsScreeningRowAndTheBestMovesWithIt) {
   ASSERT_TRUE(best.ok());
   ASSERT_EQ(best->size(), 1u);
   EXPECT_EQ((*best)[0].config_id, "c2");
-  EXPECT_TRUE((*best)[0].refined);
+  EXPECT_EQ((*best)[0].pass, Measurement::Pass::kRefine);
 
   // c1 staged before c2: the best row must not stop at c3's screening
   // figure while c2's refined one is in the same batch.
@@ -470,10 +470,10 @@ TEST(ResultStoreTest, ARefinedRowReplacesItsScreeningRowAndTheBestMovesWithIt) {
   ASSERT_TRUE(best.ok());
   ASSERT_EQ(best->size(), 1u);
   EXPECT_EQ((*best)[0].config_id, "c1");
-  EXPECT_TRUE((*best)[0].confirmed);
+  EXPECT_EQ((*best)[0].pass, Measurement::Pass::kConfirm);
   auto c2 = store->Get("h100", "gemm", "f16", kS1, "kh1", "c2");
   ASSERT_TRUE(c2);
-  EXPECT_TRUE(c2->refined);
+  EXPECT_EQ(c2->pass, Measurement::Pass::kRefine);
   EXPECT_EQ(c2->median_us, 10.15);
   // Each replacing row keeps the config's screening figure: the refined
   // row the one it replaced, the confirmed row the refined row's.
@@ -498,7 +498,7 @@ TEST(ResultStoreTest, ARefinedRowOutranksAFasterScreeningRow) {
   ASSERT_TRUE(best.ok());
   ASSERT_EQ(best->size(), 1u);
   EXPECT_EQ((*best)[0].config_id, "c1");
-  EXPECT_TRUE((*best)[0].refined);
+  EXPECT_EQ((*best)[0].pass, Measurement::Pass::kRefine);
   EXPECT_EQ((*best)[0].screen_us, 10.0);
   // A screening row arriving later does not take it either, after a reopen
   // (the rank is read back from the stored best row).

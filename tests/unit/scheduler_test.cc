@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -901,9 +902,9 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
 Measurement KeyRow(int i, double screen_us, double refined_us = 0) {
   Measurement m;
   m.config = Config{{{"i", i}}};
-  m.refined = refined_us > 0;
-  m.median_us = m.refined ? refined_us : screen_us;
-  m.screen_us = m.refined ? screen_us : 0;
+  if (refined_us > 0) m.pass = Measurement::Pass::kRefine;
+  m.median_us = m.ReplacesScreening() ? refined_us : screen_us;
+  m.screen_us = m.ReplacesScreening() ? screen_us : 0;
   return m;
 }
 
@@ -1042,6 +1043,96 @@ TEST(Scheduler, RejectsBadSweeps) {
   mismatched.ops = {"gemm"};
   r = s.AddSweep(mismatched, "c", 0);
   ASSERT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace tune
+
+namespace tune {
+namespace {
+
+// Runs a searched sweep to its end with `workers` workers taking units in
+// turn and the store answering with the synthetic op's made-up figures;
+// returns the configs measured, in the order leased.
+std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_t* max_open = nullptr) {
+  Scheduler s;
+  std::map<std::string, Measurement> stored;  // config id -> row
+  s.SetKeyRows([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&) {
+    std::vector<Measurement> rows;
+    for (const auto& [id, m] : stored) rows.push_back(m);
+    return rows;
+  });
+  EXPECT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  std::vector<std::string> order;
+  std::vector<std::pair<std::string, WorkUnit>> open;
+  double now = 1;
+  for (int round = 0; round < 10'000 && s.FindSweep("s1")->state == RunState::kRunning; ++round) {
+    for (int w = 0; w < workers; ++w) {
+      const std::string who = "w" + std::to_string(w);
+      if (auto u = s.Lease(who, "m", now)) {
+        for (const Config& c : u->configs) order.push_back(c.Canonical());
+        open.emplace_back(who, *u);
+      }
+    }
+    if (max_open) *max_open = std::max(*max_open, open.size());
+    if (open.empty()) break;
+    // The oldest unit's figures arrive: a bowl around 7 on every axis.
+    auto [who, u] = open.front();
+    open.erase(open.begin());
+    for (const Config& c : u.configs) {
+      Measurement m;
+      m.config = c;
+      m.check_passed = true;
+      m.median_us = 10;
+      for (const auto& [name, v] : c.params) m.median_us += std::abs(std::log2(double(v) + 1) - 3);
+      stored[c.Id()] = m;
+    }
+    s.CompleteUnit(who, "s1", u.unit_id, now, 1);
+    now += 1;
+  }
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
+  return order;
+}
+
+TEST(Scheduler, ASearchedKeyMeasuresItsBudgetOnceEachBatchAfterTheLastOnesFigures) {
+  SweepSubmit submit = MakeSubmit({"*"}, 8);
+  submit.strategy = "model";
+  submit.seed = 5;
+  submit.budget = 100;
+  size_t max_open = 0;
+  const auto one = RunSearchedSweep(submit, 1, &max_open);
+  EXPECT_EQ(one.size(), 100u);
+  EXPECT_EQ(std::set<std::string>(one.begin(), one.end()).size(), 100u);
+  // Two workers lease the same configs: a batch waits for the last one's figures.
+  EXPECT_EQ(RunSearchedSweep(submit, 2), one);
+  submit.seed = 6;
+  EXPECT_NE(RunSearchedSweep(submit, 1), one);
+  // A budget over the space measures the space once.
+  submit.strategy = "random";
+  submit.budget = 5000;
+  EXPECT_EQ(RunSearchedSweep(submit, 1).size(), 600u);
+  // auto: the synthetic op's 600 configs are few enough to measure whole.
+  submit.strategy = "auto";
+  submit.budget = 0;
+  EXPECT_EQ(RunSearchedSweep(submit, 1).size(), 600u);
+}
+
+TEST(Scheduler, SearchFieldsOutOfRangeAreRefusedNamingTheField) {
+  Scheduler s;
+  SweepSubmit submit = MakeSubmit({"*"}, 8);
+  submit.strategy = "annealing";
+  auto r = s.AddSweep(submit, "s1", 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("strategy: unknown strategy 'annealing'"), std::string::npos);
+  submit.strategy = "model";
+  submit.budget = kMaxSearchBudget + 1;
+  r = s.AddSweep(submit, "s2", 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("budget"), std::string::npos);
+  submit.budget = 10;
+  submit.budget_seconds = -1;
+  EXPECT_FALSE(s.AddSweep(submit, "s3", 0).ok());
 }
 
 }  // namespace

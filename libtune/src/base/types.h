@@ -155,30 +155,31 @@ struct Measurement {
   std::string device_name, worker, driver_version, nvrtc_version, farm_version;
   int64_t unix_time = 0;
   std::string sweep_id;
-  // From a confirm unit (SweepSubmit::confirm_top): outranks unconfirmed
-  // figures of its key when the store picks the best.
-  bool confirmed = false;
-  ConfirmTiming confirm_timing = ConfirmTiming::kSustained;  // how a confirmed figure was timed
-  // From the refine pass (SweepSubmit::refine_pass): replaces the config's
-  // screening row of its key; a confirmed row replaces it in turn.
-  bool refined = false;
-  // The config's screening figure (us) that a refined or confirmed row
-  // replaced, carried on from a refined row to a confirmed one (ResultStore
+  // Which pass of its sweep took the figure, in the order the passes run:
+  // kRefine (SweepSubmit::refine_pass) replaces the config's screening row
+  // of its key, kConfirm (a confirm unit, SweepSubmit::confirm_top) replaces
+  // either, once each. Within a key a later pass's figure outranks an
+  // earlier one's: it was timed to a tighter target (confirm: with the
+  // other contenders, round by round).
+  enum class Pass : uint8_t { kScreen = 0, kRefine = 1, kConfirm = 2 };
+  Pass pass = Pass::kScreen;
+  ConfirmTiming confirm_timing = ConfirmTiming::kSustained;  // how a kConfirm figure was timed
+  // The config's screening figure (us) that a refine or confirm row
+  // replaced, carried on from a refine row to a confirm one (ResultStore
   // sets it); 0 on a screening row.
   double screen_us = 0;
   // The architecture of the measured cubin ("sm_90a"; "" for sim): with the
   // key it names the row's KernelImage.
   std::string arch;
 
-  // Which pass took the figure: 2 confirm, 1 refine, 0 screening. Within a
-  // key a later pass's figure outranks an earlier one's: it was timed to a
-  // tighter target (confirm: with the other contenders, round by round).
-  int Pass() const { return confirmed ? 2 : refined ? 1 : 0; }
+  // A refine or confirm figure: the row took the place of the config's
+  // screening row of its key.
+  bool ReplacesScreening() const { return pass != Pass::kScreen; }
   // The order of a key's valid rows when the store picks the best: a
   // checked row first, then a later pass's figure, then the faster.
   bool RanksAhead(const Measurement& other) const {
     if (unchecked != other.unchecked) return !unchecked;
-    return Pass() != other.Pass() ? Pass() > other.Pass() : median_us < other.median_us;
+    return pass != other.pass ? pass > other.pass : median_us < other.median_us;
   }
 
   // A config is a candidate winner only when it ran and passed its check (or

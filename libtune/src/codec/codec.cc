@@ -200,9 +200,9 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setFarmVersion(TextOf(m.farm_version));
   b.setUnixTime(m.unix_time);
   b.setSweepId(TextOf(m.sweep_id));
-  b.setConfirmed(m.confirmed);
+  b.setConfirmed(m.pass == Measurement::Pass::kConfirm);
   b.setConfirmTiming(ToWire(m.confirm_timing));
-  b.setRefined(m.refined);
+  b.setRefined(m.pass == Measurement::Pass::kRefine);
   b.setScreenUs(m.screen_us);
   b.setArch(TextOf(m.arch));
   b.setUnchecked(m.unchecked);
@@ -247,9 +247,11 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.farm_version = Txt(r.getFarmVersion(), budget, "farmVersion");
   m.unix_time = r.getUnixTime();
   m.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
-  m.confirmed = r.getConfirmed();
+  // Both flags set (never written by the farm) reads as the later pass.
+  m.pass = r.getConfirmed() ? Measurement::Pass::kConfirm
+           : r.getRefined() ? Measurement::Pass::kRefine
+                            : Measurement::Pass::kScreen;
   m.confirm_timing = FromWire(r.getConfirmTiming());
-  m.refined = r.getRefined();
   m.screen_us = r.getScreenUs();
   m.arch = Txt(r.getArch(), budget, "arch");
   m.unchecked = r.getUnchecked();

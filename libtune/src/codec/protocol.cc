@@ -85,6 +85,10 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setConfirmTiming(ToWire(s.confirm_timing));
             b.setRefinePass(s.refine_pass);
             b.setProfileTop(s.profile_top);
+            b.setStrategy(TextOf(s.strategy));
+            b.setSeed(s.seed);
+            b.setBudget(s.budget);
+            b.setBudgetSeconds(s.budget_seconds);
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepCancel& r) { cmd.initSweepCancel().setSweepId(TextOf(r.sweep_id)); },
@@ -201,6 +205,11 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.confirm_timing = FromWire(r.getConfirmTiming());
       s.refine_pass = r.getRefinePass();
       s.profile_top = r.getProfileTop();
+      s.strategy = Txt(r.getStrategy(), budget, "strategy");
+      if (s.strategy.empty()) s.strategy = "exhaustive";
+      s.seed = r.getSeed();
+      s.budget = r.getBudget();
+      s.budget_seconds = r.getBudgetSeconds();
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

@@ -55,7 +55,7 @@ class SimBackend final : public Backend {
     CompiledKernel k;
     k.config = config;
     k.config_id = config.Id();
-    k.kernel_hash = KernelHash(spec, toolchain());
+    k.kernel_hash = OpHash(spec, toolchain());
     k.arch = "sim";
     if (Fault("compile", k.config_id) < faults_.compile_error) {
       k.failure = FailureClass::kCompileError;

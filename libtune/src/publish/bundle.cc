@@ -2,8 +2,6 @@
 // form is in bundle_json.cc).
 #include "publish/bundle.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "base/env.h"
 #include "codec/codec.h"
 #include "schema/bundle.capnp.h"
 #include "publish/bundle_checks.h"
@@ -50,37 +49,10 @@ LaunchProgram GetProgram(wire::LaunchProgram::Reader r, Budget& budget) {
   return p;
 }
 
+// A deployment may read the bundle while a rollout rewrites it: it must
+// see either the old file or the new one, never a torn one.
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  // A deployment may read the bundle while a rollout rewrites it: it must
-  // see either the old file or the new one, never a torn one.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Error(tmp + ": cannot create: " + std::strerror(errno));
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::Error(tmp + ": write failed: " + std::strerror(err));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::Error(tmp + ": cannot flush: " + std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::Error(path + ": cannot replace: " + std::strerror(err));
-  }
-  return Status::OK();
+  return Env::Default()->WriteFileAtomically(path, bytes);
 }
 
 // The signed envelope; the layout is documented in bundle.h.
@@ -348,6 +320,103 @@ std::string EncodeBundle(const Bundle& b) {
   return ToBytes(builder);
 }
 
+namespace {
+
+// DecodeBundle's parts, one list element each, charging `budget` for what
+// they copy in the order DecodeBundle reads it.
+
+BundleEntry GetEntry(wire::BundleEntry::Reader r, Budget& budget) {
+  BundleEntry e;
+  e.op = Str(r.getOp());
+  e.dtype = Str(r.getDtype());
+  e.gpu_model = Str(r.getGpuModel());
+  e.shape = GetShape(r.getShape(), budget);
+  e.config = GetConfig(r.getConfig(), budget);
+  e.config_id = Str(r.getConfigId());
+  e.kernel_hash = Str(r.getKernelHash());
+  e.median_us = r.getMedianUs();
+  e.stdev_us = r.getStdevUs();
+  e.ci95_us = r.getCi95Us();
+  e.samples = r.getSamples();
+  e.default_median_us = r.getDefaultMedianUs();
+  e.backend = Str(r.getBackend());
+  e.device_name = Str(r.getDeviceName());
+  e.nvrtc_version = Str(r.getNvrtcVersion());
+  e.driver_version = Str(r.getDriverVersion());
+  e.arch = Str(r.getArch());
+  return e;
+}
+
+Result<BundleLaunchPlan> GetLaunchPlan(wire::LaunchPlan::Reader r, Budget& budget) {
+  BundleLaunchPlan p;
+  p.op = Str(r.getOp());
+  p.kernel_hash = Str(r.getKernelHash());
+  p.function = Str(r.getFunction());
+  auto vars = r.getVars();
+  budget.Charge(vars.size(), sizeof(std::string));
+  for (auto v : vars) p.vars.push_back(Str(v));
+  auto grid = r.getGrid(), block = r.getBlock();
+  if (grid.size() != 3 || block.size() != 3)
+    return Status::Error("bundle is corrupt: launch plan " + p.op + " lacks a grid or block dimension");
+  for (unsigned d = 0; d < 3; ++d) {
+    p.grid[d] = GetProgram(grid[d], budget);
+    p.block[d] = GetProgram(block[d], budget);
+  }
+  p.smem = GetProgram(r.getSmem(), budget);
+  auto args = r.getArgs();
+  budget.Charge(args.size(), sizeof(BundleLaunchArg));
+  for (auto ra : args) {
+    BundleLaunchArg a;
+    a.name = Str(ra.getName());
+    a.buffer = ra.getBuffer();
+    a.dtype = Str(ra.getDtype());
+    a.dir = Str(ra.getDir());
+    a.scalar_type = Str(ra.getScalarType());
+    if (!a.buffer) a.value = GetProgram(ra.getValue(), budget);
+    p.args.push_back(std::move(a));
+  }
+  return p;
+}
+
+ModelDefault GetModelDefault(wire::ModelDefault::Reader r, Budget& budget) {
+  ModelDefault d;
+  d.op = Str(r.getOp());
+  d.dtype = Str(r.getDtype());
+  d.gpu_model = Str(r.getGpuModel());
+  d.config = GetConfig(r.getConfig(), budget);
+  d.config_id = Str(r.getConfigId());
+  d.kernel_hash = Str(r.getKernelHash());
+  d.arch = Str(r.getArch());
+  d.median_us = r.getMedianUs();
+  return d;
+}
+
+Result<DimBucket> GetBucket(wire::DimBucket::Reader r, Budget& budget) {
+  DimBucket d;
+  switch (r.getKind()) {
+    case wire::BucketKind::EXACT: d.kind = DimBucket::Kind::kExact; break;
+    case wire::BucketKind::POW2: d.kind = DimBucket::Kind::kPow2; break;
+    case wire::BucketKind::LIST: d.kind = DimBucket::Kind::kList; break;
+    default: return Status::Error("bundle is corrupt: a bucket of an unknown kind");
+  }
+  auto values = r.getValues();
+  budget.Charge(values.size(), sizeof(int64_t));
+  for (int64_t v : values) d.values.push_back(v);
+  return d;
+}
+
+BundleShapeRules GetShapeRules(wire::ShapeRules::Reader r, Budget& budget) {
+  BundleShapeRules rules;
+  auto vars = r.getVars();
+  budget.Charge(vars.size(), sizeof(std::string));
+  for (auto v : vars) rules.vars.push_back(Str(v));
+  rules.params = r.getParams();
+  for (auto p : r.getRules()) rules.rules.push_back(GetProgram(p, budget));
+  return rules;
+}
+
+}  // namespace
+
 Result<Bundle> DecodeBundle(const void* data, size_t size) {
   if (size == 0 || data == nullptr) return Status::Error("bundle is empty");
   if (size > kMaxBundleBytes) {
@@ -370,27 +439,7 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       b.defaults[Str(d.getOp())] = GetConfig(d.getConfig(), budget);
     }
     b.entries.reserve(entries.size());
-    for (auto r : entries) {
-      BundleEntry e;
-      e.op = Str(r.getOp());
-      e.dtype = Str(r.getDtype());
-      e.gpu_model = Str(r.getGpuModel());
-      e.shape = GetShape(r.getShape(), budget);
-      e.config = GetConfig(r.getConfig(), budget);
-      e.config_id = Str(r.getConfigId());
-      e.kernel_hash = Str(r.getKernelHash());
-      e.median_us = r.getMedianUs();
-      e.stdev_us = r.getStdevUs();
-      e.ci95_us = r.getCi95Us();
-      e.samples = r.getSamples();
-      e.default_median_us = r.getDefaultMedianUs();
-      e.backend = Str(r.getBackend());
-      e.device_name = Str(r.getDeviceName());
-      e.nvrtc_version = Str(r.getNvrtcVersion());
-      e.driver_version = Str(r.getDriverVersion());
-      e.arch = Str(r.getArch());
-      b.entries.push_back(std::move(e));
-    }
+    for (auto r : entries) b.entries.push_back(GetEntry(r, budget));
     auto plans = root.getLaunchPlans();
     auto kernels = root.getKernels();
     auto model_defaults = root.getModelDefaults();
@@ -398,48 +447,12 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     budget.Charge(kernels.size(), sizeof(KernelImage));
     budget.Charge(model_defaults.size(), sizeof(ModelDefault));
     for (auto r : plans) {
-      BundleLaunchPlan p;
-      p.op = Str(r.getOp());
-      p.kernel_hash = Str(r.getKernelHash());
-      p.function = Str(r.getFunction());
-      auto vars = r.getVars();
-      budget.Charge(vars.size(), sizeof(std::string));
-      for (auto v : vars) p.vars.push_back(Str(v));
-      auto grid = r.getGrid(), block = r.getBlock();
-      if (grid.size() != 3 || block.size() != 3)
-        return Status::Error("bundle is corrupt: launch plan " + p.op + " lacks a grid or block dimension");
-      for (unsigned d = 0; d < 3; ++d) {
-        p.grid[d] = GetProgram(grid[d], budget);
-        p.block[d] = GetProgram(block[d], budget);
-      }
-      p.smem = GetProgram(r.getSmem(), budget);
-      auto args = r.getArgs();
-      budget.Charge(args.size(), sizeof(BundleLaunchArg));
-      for (auto ra : args) {
-        BundleLaunchArg a;
-        a.name = Str(ra.getName());
-        a.buffer = ra.getBuffer();
-        a.dtype = Str(ra.getDtype());
-        a.dir = Str(ra.getDir());
-        a.scalar_type = Str(ra.getScalarType());
-        if (!a.buffer) a.value = GetProgram(ra.getValue(), budget);
-        p.args.push_back(std::move(a));
-      }
-      b.launch_plans.push_back(std::move(p));
+      auto p = GetLaunchPlan(r, budget);
+      if (!p.ok()) return p.status();
+      b.launch_plans.push_back(std::move(p).value());
     }
     for (auto r : kernels) b.kernels.push_back(GetKernelImage(r, budget));
-    for (auto r : model_defaults) {
-      ModelDefault d;
-      d.op = Str(r.getOp());
-      d.dtype = Str(r.getDtype());
-      d.gpu_model = Str(r.getGpuModel());
-      d.config = GetConfig(r.getConfig(), budget);
-      d.config_id = Str(r.getConfigId());
-      d.kernel_hash = Str(r.getKernelHash());
-      d.arch = Str(r.getArch());
-      d.median_us = r.getMedianUs();
-      b.model_defaults.push_back(std::move(d));
-    }
+    for (auto r : model_defaults) b.model_defaults.push_back(GetModelDefault(r, budget));
     auto arch_defaults = root.getArchDefaults();
     budget.Charge(arch_defaults.size(), sizeof(ArchDefault));
     for (auto r : arch_defaults) {
@@ -449,28 +462,15 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
     auto buckets = root.getBuckets();
     budget.Charge(buckets.size(), sizeof(DimBucket));
     for (auto r : buckets) {
-      DimBucket d;
-      switch (r.getKind()) {
-        case wire::BucketKind::EXACT: d.kind = DimBucket::Kind::kExact; break;
-        case wire::BucketKind::POW2: d.kind = DimBucket::Kind::kPow2; break;
-        case wire::BucketKind::LIST: d.kind = DimBucket::Kind::kList; break;
-        default: return Status::Error("bundle is corrupt: a bucket of an unknown kind");
-      }
-      auto values = r.getValues();
-      budget.Charge(values.size(), sizeof(int64_t));
-      for (int64_t v : values) d.values.push_back(v);
-      if (!b.buckets[Str(r.getOp())].emplace(Str(r.getDim()), std::move(d)).second)
+      auto d = GetBucket(r, budget);
+      if (!d.ok()) return d.status();
+      if (!b.buckets[Str(r.getOp())].emplace(Str(r.getDim()), std::move(d).value()).second)
         return Status::Error("bundle is corrupt: two buckets for " + Str(r.getOp()) + " " + Str(r.getDim()));
     }
     auto shape_rules = root.getShapeRules();
     budget.Charge(shape_rules.size(), sizeof(BundleShapeRules));
     for (auto r : shape_rules) {
-      BundleShapeRules rules;
-      auto vars = r.getVars();
-      budget.Charge(vars.size(), sizeof(std::string));
-      for (auto v : vars) rules.vars.push_back(Str(v));
-      rules.params = r.getParams();
-      for (auto p : r.getRules()) rules.rules.push_back(GetProgram(p, budget));
+      BundleShapeRules rules = GetShapeRules(r, budget);
       if (!b.shape_rules.emplace(Str(r.getOp()), std::move(rules)).second)
         return Status::Error("bundle is corrupt: two sets of shape rules for " + Str(r.getOp()));
     }

@@ -8,6 +8,7 @@
 
 #include "spec/config_space.h"
 #include "spec/expr.h"
+#include "spec/kernel_hash.h"
 #include "store/records.h"
 #include "spec/sweep_file.h"
 
@@ -155,15 +156,14 @@ Status PlanAgrees(const BundleLaunchPlan& plan, const OpSpec& spec, const Measur
   return Status::OK();
 }
 
-// The stored specs by (op, kernel hash) for the toolchains of `rows`.
-std::map<std::pair<std::string, std::string>, const OpSpec*> SpecsByKernelHash(
-    const std::vector<std::pair<int64_t, OpSpec>>& stored, const std::vector<Measurement>& rows) {
+// The stored specs by (op, op hash) for the toolchains of `rows`: which
+// package each row was measured with.
+SpecsByOpHash SpecsOfRows(const std::vector<std::pair<int64_t, OpSpec>>& stored, const std::vector<Measurement>& rows) {
   std::set<std::string> toolchains;
   for (const Measurement& m : rows) toolchains.insert(m.nvrtc_version);
-  std::map<std::pair<std::string, std::string>, const OpSpec*> out;
-  for (const auto& [submitted, spec] : stored)
-    for (const std::string& t : toolchains) out.emplace(std::make_pair(spec.name, KernelHash(spec, t)), &spec);
-  return out;
+  std::vector<const OpSpec*> specs;
+  for (const auto& [submitted, spec] : stored) specs.push_back(&spec);
+  return SpecsByOpHash(specs, toolchains);
 }
 
 // Picks the ModelDefault of (model, op, dtype) from the rows of its newest
@@ -233,7 +233,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     }
     for (const auto& [arch, config] : spec.arch_defaults) b.arch_defaults.push_back(ArchDefault{op, arch, config});
   }
-  const auto specs = SpecsByKernelHash(stored, newest);
+  const SpecsByOpHash specs = SpecsOfRows(stored, newest);
   std::map<std::pair<std::string, std::string>, Result<BundleLaunchPlan>> plans;  // (op, kernel hash)
   std::set<std::string> program_ops;
   for (const auto& [key, m] : pick) {
@@ -263,16 +263,16 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
       if (def && def->Valid()) e.default_median_us = def->median_us;
     }
     const auto plan_key = std::make_pair(m->op, m->kernel_hash);
-    auto found = specs.find(plan_key);
-    if (found != specs.end() && found->second->program) {
+    const OpSpec* found = specs.Find(m->op, m->kernel_hash);
+    if (found && found->program) {
       // Its own program launches a program op's kernel: the entry is its config.
       if (program_ops.insert(m->op).second) note(m->op + " is a program op: its entries are configs only");
-    } else if (found == specs.end()) {
+    } else if (!found) {
       plans.emplace(plan_key, Status::NotFound("the store holds no package of this kernel hash"));
     } else {
-      auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(*found->second, m->kernel_hash));
+      auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(*found, m->kernel_hash));
       if (it->second.ok()) {
-        if (Status st = PlanAgrees(*it->second, *found->second, *m); !st.ok()) it->second = st;
+        if (Status st = PlanAgrees(*it->second, *found, *m); !st.ok()) it->second = st;
       }
     }
     b.entries.push_back(std::move(e));
@@ -318,12 +318,12 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     }
     if (!k->Corroborated()) {
       // The package of this very kernel hash, not the op's newest.
-      auto spec = specs.find(std::make_pair(op, hash));
-      if (!options.recompile || spec == specs.end()) {
+      const OpSpec* spec = specs.Find(op, hash);
+      if (!options.recompile || !spec) {
         ++unverified["measured by one worker and not recompiled here"];
         return Status::OK();
       }
-      auto same = options.recompile(*spec->second, dtype, config, arch, hash);
+      auto same = options.recompile(*spec, dtype, config, arch, hash);
       if (!same.ok()) {
         ++unverified[same.status().message()];
         return Status::OK();

@@ -1,5 +1,6 @@
 // What identifies a measurement: the digests of an op's sources and of how
-// it is measured, and the kernel hash over both (spec/op_spec.h).
+// it is measured, and the kernel hash over both (spec/op_spec.h,
+// spec/kernel_hash.h).
 #include <sodium.h>
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "spec/kernel_hash.h"
 #include "spec/op_confine.h"
 #include "spec/op_spec.h"
 #include "base/text.h"
@@ -149,20 +151,58 @@ std::string OpSpec::MeasureDigest() const {
   return d.Hex();
 }
 
-std::string KernelHash(const OpSpec& spec, const std::string& toolchain) {
+namespace {
+
+// What of a spec its kernel hash covers besides the toolchain, in the
+// hash's input format: the spec's costly part, kept where several
+// toolchains hash one spec.
+std::string KernelHashPrefix(const OpSpec& spec) {
   // Unframed on purpose: the contract is hash(SourceDigest + "\0" +
   // MeasureDigest + "\0" + timing policy version + "\0" + toolchain).
-  std::string input = spec.SourceDigest();
-  input += '\0';
-  input += spec.MeasureDigest();
-  input += '\0';
-  input += std::to_string(kTimingPolicyVersion);
-  input += '\0';
+  std::string prefix = spec.SourceDigest();
+  prefix += '\0';
+  prefix += spec.MeasureDigest();
+  prefix += '\0';
+  prefix += std::to_string(kTimingPolicyVersion);
+  prefix += '\0';
+  return prefix;
+}
+
+std::string KernelHashOfPrefix(std::string input, const std::string& toolchain) {
   input += toolchain;
   unsigned char out[16];
   crypto_generichash(out, sizeof out, reinterpret_cast<const unsigned char*>(input.data()), input.size(),
                      nullptr, 0);
   return HexOf(out, sizeof out);
+}
+
+}  // namespace
+
+std::string KernelHash(const OpSpec& spec, const std::string& toolchain) {
+  return KernelHashOfPrefix(KernelHashPrefix(spec), toolchain);
+}
+
+std::string OpHash(const OpSpec& spec, const std::string& toolchain) { return KernelHash(spec, toolchain); }
+
+std::string OpHash(const OpSpec& spec, const DeviceInfo& device) { return OpHash(spec, device.nvrtc_version); }
+
+const std::string& OpHashMemo::Of(const OpSpec& spec, const std::string& toolchain) {
+  auto [it, fresh] = hashes_.try_emplace(std::make_pair(spec.name, toolchain));
+  if (fresh) it->second = OpHash(spec, toolchain);
+  return it->second;
+}
+
+SpecsByOpHash::SpecsByOpHash(const std::vector<const OpSpec*>& specs, const std::set<std::string>& toolchains) {
+  for (const OpSpec* spec : specs) {
+    const std::string prefix = KernelHashPrefix(*spec);
+    for (const std::string& t : toolchains)
+      specs_.emplace(std::make_pair(spec->name, KernelHashOfPrefix(prefix, t)), spec);
+  }
+}
+
+const OpSpec* SpecsByOpHash::Find(const std::string& op, const std::string& op_hash) const {
+  auto it = specs_.find(std::make_pair(op, op_hash));
+  return it == specs_.end() ? nullptr : it->second;
 }
 
 std::string PackageDigest(const OpPackage& pkg) {

@@ -9,19 +9,17 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <toml++/toml.h>
 #include <unordered_set>
 
+#include "base/env.h"
 #include "spec/expr.h"
 #include "base/limits.h"
 #include "base/text.h"
@@ -88,22 +86,6 @@ Result<toml::table> ParseToml(const std::string& text, const std::string& file) 
     std::replace(what.begin(), what.end(), '\n', ' ');
     return Status::Error(file + PosText(e.source()) + ": " + what);
   }
-}
-
-bool ReadFile(const fs::path& path, std::string* out, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = std::strerror(errno);
-    return false;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    *error = "read error";
-    return false;
-  }
-  *out = ss.str();
-  return true;
 }
 
 // --- op.toml parsing ---
@@ -839,8 +821,9 @@ Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const 
     if (package->count(rel)) return Status::OK();
     if (package->size() >= kMaxPackageFiles)
       return Status::Error(field + "more than the limit of " + std::to_string(kMaxPackageFiles) + " files per package");
-    std::string contents, error;
-    if (!ReadFile(path, &contents, &error)) return Status::Error(field + "cannot read '" + path.string() + "': " + error);
+    std::string contents;
+    if (Status st = Env::Default()->ReadFile(path.string(), &contents); !st.ok())
+      return Status::Error(field + "cannot read '" + path.string() + "': " + st.message());
     bytes += contents.size();
     if (bytes > kMaxPackageBytes)
       return Status::Error(field + "the files hold more than the limit of " + std::to_string(kMaxPackageBytes) +
@@ -888,8 +871,9 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
   const fs::path root(dir);
   const std::string spec_file = (root / kSpecFile).string();
   OpPackage package;
-  std::string text, error;
-  if (!ReadFile(root / kSpecFile, &text, &error)) return Status::Error(spec_file + ": cannot read: " + error);
+  std::string text;
+  if (Status st = Env::Default()->ReadFile(spec_file, &text); !st.ok())
+    return Status::Error(spec_file + ": cannot read: " + st.message());
   package[kSpecFile] = text;
   auto doc = ParseToml(text, spec_file);
   if (!doc.ok()) return doc.status();
@@ -919,8 +903,8 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     if (!rel) return Status::Error(spec_file + ": " + field + ": '" + name + "' is outside the op folder");
     if (package.count(*rel)) continue;
     std::string contents;
-    if (!ReadFile(root / *rel, &contents, &error))
-      return Status::Error(spec_file + ": " + field + ": cannot read '" + (root / *rel).string() + "': " + error);
+    if (Status st = Env::Default()->ReadFile((root / *rel).string(), &contents); !st.ok())
+      return Status::Error(spec_file + ": " + field + ": cannot read '" + (root / *rel).string() + "': " + st.message());
     package[*rel] = std::move(contents);
     if (i < sources) roots.push_back(*rel);
   }
@@ -939,10 +923,10 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     if (it != package.end()) return &it->second;
     auto known = on_disk.find(name);
     if (known != on_disk.end() && !known->second) return nullptr;
-    std::string contents, ignored;
+    std::string contents;
     const fs::path p = root / name;
     std::error_code ec;
-    const bool ok = fs::is_regular_file(p, ec) && ReadFile(p, &contents, &ignored);
+    const bool ok = fs::is_regular_file(p, ec) && Env::Default()->ReadFile(p.string(), &contents).ok();
     on_disk[name] = ok;
     if (!ok) return nullptr;
     return &(package[name] = std::move(contents));

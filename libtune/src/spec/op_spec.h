@@ -173,6 +173,18 @@ inline constexpr int kTimingPolicyVersion = 1;
 // new rows, and the old ones stay queryable under their old hash. 32 hex.
 std::string KernelHash(const OpSpec& spec, const std::string& toolchain);
 
+// The op hash: the kernel hash that a device's rows of `spec` carry (those
+// of a HostDigested op carry hashes derived from it, KernelHashWithIncludes
+// and MeasuresKernel). It is KernelHash for the toolchain of the device
+// that measured them: the NVRTC version it announces
+// (DeviceInfo::nvrtc_version, "sim" on the sim backend), which its backend
+// compiles with (Backend::toolchain()) and its rows repeat
+// (Measurement::nvrtc_version). Every part that keys rows by op asks here;
+// spec/kernel_hash.h memoizes it.
+std::string OpHash(const OpSpec& spec, const DeviceInfo& device);
+// The same for a device known by its toolchain only.
+std::string OpHash(const OpSpec& spec, const std::string& toolchain);
+
 // Where a compiling host keeps the include roots that ops name: name ->
 // folder. Set by the host's operator (`tunefarm worker --include-root
 // NAME=PATH`), never by a package.

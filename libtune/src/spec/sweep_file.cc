@@ -139,6 +139,31 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     }
     s.confirm_seconds = *v;
   }
+  s.strategy = "auto";
+  if (auto n = sweep->get("strategy")) {
+    auto v = n->value<std::string>();
+    if (!v) return Status::Error(path + ": [sweep] strategy: expected a string");
+    s.strategy = *v;
+  }
+  if (auto n = sweep->get("seed")) {
+    auto v = n->value<int64_t>();
+    if (!v || *v < 0) return Status::Error(path + ": [sweep] seed: expected a non-negative integer");
+    s.seed = static_cast<uint64_t>(*v);
+  }
+  if (auto n = sweep->get("budget")) {
+    auto v = n->value<int64_t>();
+    if (!v || *v <= 0 || static_cast<uint64_t>(*v) > kMaxSearchBudget)
+      return Status::Error(path + ": [sweep] budget: expected evaluations per key in 1.." +
+                           std::to_string(kMaxSearchBudget));
+    s.budget = static_cast<uint64_t>(*v);
+  }
+  if (auto n = sweep->get("budget_seconds")) {
+    auto v = n->value<double>();
+    if (!v || !(*v > 0 && *v <= kMaxBudgetSeconds))
+      return Status::Error(path + ": [sweep] budget_seconds: expected seconds per key in (0, 604800]");
+    s.budget_seconds = *v;
+  }
+  TUNE_RETURN_IF_ERROR(CheckSearchFields(s, path + ": [sweep] "));
   const toml::array* shapes = sweep->get("shapes") ? sweep->get("shapes")->as_array() : nullptr;
   if (!shapes || shapes->empty()) return Status::Error(path + ": [sweep] shapes: expected a non-empty array of tables");
   for (size_t i = 0; i < shapes->size(); ++i) {
@@ -164,6 +189,7 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
                               const std::vector<std::string>& gpus, const std::string& ops_dir) {
   SweepSubmit s;
   s.name = name;
+  s.strategy = "auto";
   s.confirm_timing = kDefaultConfirmTiming;
   s.refine_pass = true;
   s.dtypes = dtypes;
@@ -180,6 +206,29 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
   TUNE_RETURN_IF_ERROR(AddOps(&s, ops, ops_dir, "sweep '" + name + "'"));
   TUNE_RETURN_IF_ERROR(CheckShapes(s, "sweep '" + name + "'"));
   return s;
+}
+
+const std::vector<std::string>& StrategyNames() {
+  static const std::vector<std::string> names = {"exhaustive", "random", "evolution", "model", "auto"};
+  return names;
+}
+
+Status CheckStrategyName(const std::string& name, const std::string& field) {
+  for (const std::string& n : StrategyNames())
+    if (n == name) return Status::OK();
+  std::string known;
+  for (const std::string& n : StrategyNames()) known += (known.empty() ? "" : ", ") + n;
+  return Status::InvalidArgument(field + ": unknown strategy '" + name.substr(0, 64) + "' (known: " + known + ")");
+}
+
+Status CheckSearchFields(const SweepSubmit& s, const std::string& where) {
+  TUNE_RETURN_IF_ERROR(CheckStrategyName(s.strategy, where + "strategy"));
+  if (s.budget > kMaxSearchBudget)
+    return Status::InvalidArgument(where + "budget: " + std::to_string(s.budget) + " evaluations per key, more than " +
+                                   std::to_string(kMaxSearchBudget));
+  if (!(s.budget_seconds >= 0 && s.budget_seconds <= kMaxBudgetSeconds))
+    return Status::InvalidArgument(where + "budget_seconds: expected seconds per key in [0, 604800]");
+  return Status::OK();
 }
 
 }  // namespace tune

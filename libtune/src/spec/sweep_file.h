@@ -60,7 +60,33 @@ struct SweepSubmit {
   // beside the rows. Needs a confirm phase: a sweep file that names
   // profile_top alone gets confirm_top = profile_top. 0 = none.
   uint32_t profile_top = 0;
+  // Search (search/strategy.h): which configs of each (GPU model, op,
+  // dtype, shape) to measure. A message without the field (an older
+  // client) asks for "exhaustive", what sweeps did before; sweep files and
+  // `tune` default to "auto" (exhaustive up to kAutoExhaustiveUpTo legal
+  // configs, the model-guided search above). `budget`: evaluations per key
+  // for a searching strategy (0: kDefaultSearchBudget); `budget_seconds`:
+  // how long a key may keep asking for new configs (0: no bound). Both
+  // bound searches only: an exhaustive key measures its whole space.
+  std::string strategy = "exhaustive";
+  uint64_t seed = 0;
+  uint64_t budget = 0;
+  double budget_seconds = 0;
 };
+// The strategies' names, as sweep files, `tune` and scripts use them:
+// "exhaustive", "random", "evolution", "model", "auto".
+const std::vector<std::string>& StrategyNames();
+// OK when `name` is one of StrategyNames(); the error names `field` and the
+// known names.
+Status CheckStrategyName(const std::string& name, const std::string& field);
+// OK when the submit's search fields are in range (a known strategy, a
+// budget of at most kMaxSearchBudget, budget_seconds finite in [0, a week]);
+// errors name the field, prefixed by `where`.
+Status CheckSearchFields(const SweepSubmit& s, const std::string& where);
+inline constexpr uint64_t kMaxSearchBudget = 1'000'000;      // evaluations per key
+inline constexpr uint64_t kDefaultSearchBudget = 300;        // evaluations per key
+inline constexpr uint64_t kAutoExhaustiveUpTo = 1000;        // legal configs
+inline constexpr double kMaxBudgetSeconds = 7 * 24 * 3600.0;
 inline constexpr uint32_t kMaxConfirmTop = 64;
 inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kAuto;
 inline constexpr double kDefaultConfirmSeconds = 2.0;  // where a sweep names confirm_top alone

@@ -161,11 +161,11 @@ bool BestCandidate(const Measurement& m) { return m.Valid() && std::isfinite(m.m
 // RanksAhead), kept without the rest of the row.
 struct BestRank {
   bool unchecked = false;
-  int pass = 0;  // Measurement::Pass
+  Measurement::Pass pass = Measurement::Pass::kScreen;
   double median_us = 0;
   std::string config_id;  // whose row it is
   explicit BestRank(const Measurement& m)
-      : unchecked(m.unchecked), pass(m.Pass()), median_us(m.median_us), config_id(m.config_id) {}
+      : unchecked(m.unchecked), pass(m.pass), median_us(m.median_us), config_id(m.config_id) {}
   bool Beats(const BestRank& other) const {
     if (unchecked != other.unchecked) return !unchecked;
     if (pass != other.pass) return pass > other.pass;
@@ -566,12 +566,12 @@ struct ResultStore::Impl {
     const Measurement* row = &m;
     if (replaces) {
       auto stored = DecodeMeasurement(existing.data(), existing.size());
-      if (stored.ok() && stored->Pass() >= m.Pass()) return false;
-      if (!stored.ok() && m.Pass() == 0) return false;
+      if (stored.ok() && stored->pass >= m.pass) return false;
+      if (!stored.ok() && !m.ReplacesScreening()) return false;
       // The replaced row's screening figure stays with the config: the
       // refine pass weighs refined figures against screening ones by it.
       const double screen_us = !stored.ok()            ? 0
-                               : stored->Pass() == 0 ? stored->median_us
+                               : !stored->ReplacesScreening() ? stored->median_us
                                                      : stored->screen_us;
       if (screen_us != m.screen_us && std::isfinite(screen_us)) {
         row = &staging->carried.emplace_back(m);

@@ -16,15 +16,15 @@
 //
 // Put is idempotent: a measurement whose key is already stored is ignored
 // (a retried or duplicated lease stores once). The exceptions are the later
-// passes of a sweep: a refined measurement (Measurement::refined) replaces a
-// stored screening one of its key, and a confirmed one (Measurement::
-// confirmed) replaces either, once each; the row that replaces keeps the
+// passes of a sweep: a refine row (Measurement::Pass::kRefine) replaces a
+// stored screening one of its key, and a confirm row (Pass::kConfirm)
+// replaces either, once each; the row that replaces keeps the
 // config's screening figure (Measurement::screen_us). Each Put is one atomic
 // WriteBatch over results, by_shape and best.
 //
 // The best row of a key is its best valid measurement: a row of a later pass
-// outranks every row of an earlier one (confirmed, then refined, then
-// screening: Measurement::Pass), then the lower median wins. A config whose
+// outranks every row of an earlier one (confirm, then refine, then
+// screening: Measurement::pass), then the lower median wins. A config whose
 // row is replaced loses the best row it held unless its new row still wins
 // (a failure when refined or confirmed, a confirmed figure slower than
 // another confirmed one). Stores whose best rows were picked by the median

@@ -419,7 +419,7 @@ bool ParsePtxasResources(const std::string& log, const std::string& entry, Kerne
 }
 
 bool StampKernelHash(const OpSpec& spec, CompiledKernel* ck) {
-  ck->kernel_hash = KernelHash(spec, NvrtcVersionString());
+  ck->kernel_hash = OpHash(spec, NvrtcVersionString());
   if (spec.include_roots.empty()) return true;
   auto digest = IncludeRootsDigest(spec, ConfiguredIncludeRoots());
   if (!digest.ok()) {

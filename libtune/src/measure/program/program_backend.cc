@@ -97,7 +97,7 @@ class ProgramBackend : public Backend {
       auto digest = VersionDigest(spec, *dir);
       if (!digest.ok()) return fail(digest.status().message(), "");
       k.include_digest = *digest;
-      k.kernel_hash = KernelHashWithIncludes(KernelHash(spec, toolchain_), *digest);
+      k.kernel_hash = KernelHashWithIncludes(OpHash(spec, toolchain_), *digest);
     }
     const fs::path build = BuildDir(*dir, dtype, config);
     std::error_code ec;

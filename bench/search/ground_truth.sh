@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Exhaustive sweeps that make the search's ground truth: every legal config
+# of an op on three shapes, on this host's GPUs, into one store, exported as
+# CSV for `tunefarm search replay` (tests/data/search/). Run on a GPU host
+# from the packed farm (scripts/pack.sh build .art/tunefarm):
+#
+#   OUT=/tmp/gt bash bench/search/ground_truth.sh triton_matmul \
+#     M=4096,N=4096,K=4096 M=1024,N=1024,K=16384 M=8192,N=2048,K=1024
+set -u
+A=${ART:-.art/tunefarm}
+TF=$A/bin/tunefarm
+OUT=${OUT:-/tmp/tunefarm-gt}
+OP=$1; shift
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64
+LOG=$OUT/$OP.log
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; } > "$LOG" 2>&1
+shapes=()
+for s in "$@"; do shapes+=(--shape "$s"); done
+/usr/bin/time -f "%e s wall" "$TF" tune --ops-dir examples --op "$OP" --dtype f16 "${shapes[@]}" \
+  --store "$OUT/store" --bundle "$OUT/$OP" --quiet --format csv > "$OUT/$OP.tune.csv" 2>> "$LOG"
+tail -5 "$LOG"
+"$TF" results --store "$OUT/store" --op "$OP" --format csv > "$OUT/$OP.results.csv" 2>> "$LOG"
+gzip -9 -k "$OUT/$OP.results.csv"
+wc -l "$OUT/$OP.results.csv" | tee -a "$LOG"
+"$TF" best --store "$OUT/store" --op "$OP" 2>&1 | tail -8 | tee -a "$LOG"

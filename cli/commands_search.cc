@@ -1,0 +1,274 @@
+// `tunefarm search replay`: search strategies scored against stored
+// exhaustive sweeps, with no GPU (search/replay.h).
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "command_util.h"
+#include "commands.h"
+#include "search/replay.h"
+
+namespace tune {
+namespace {
+
+struct ReplayArgs {
+  std::string store, results, format = "table";
+  std::vector<std::string> strategies = {"model", "evolution", "random"};
+  uint64_t budget = 0;
+  uint32_t seeds = 20, batch = 16;
+  uint64_t seed = 0;
+  ResultFilter filter;
+};
+
+// Lines of a text file, gzip-compressed or not (zlib reads both). Errors
+// name the file; a line over `max_line` bytes is refused.
+Result<std::vector<std::string>> ReadLines(const std::string& path) {
+  constexpr size_t kMaxLine = 64 * 1024;
+  constexpr size_t kMaxLines = 20'000'000;
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return Status::IOError(path + ": cannot open");
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(f, gzclose);
+  std::vector<std::string> lines;
+  std::string line;
+  std::vector<char> buf(kMaxLine + 2);
+  while (gzgets(f, buf.data(), static_cast<int>(buf.size())) != nullptr) {
+    line.assign(buf.data());
+    if (line.size() > kMaxLine) return Status::InvalidArgument(path + ":" + std::to_string(lines.size() + 1) +
+                                                               ": a line over 64 KiB");
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    lines.push_back(line);
+    if (lines.size() > kMaxLines) return Status::InvalidArgument(path + ": over 20M lines");
+  }
+  int err = 0;
+  gzerror(f, &err);
+  if (err != Z_OK && err != Z_STREAM_END) return Status::IOError(path + ": not a readable text or gzip file");
+  return lines;
+}
+
+// One CSV record (RFC 4180 quoting); false on an unclosed quote.
+bool SplitCsv(const std::string& line, std::vector<std::string>* out) {
+  out->clear();
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') field += '"', ++i;
+      else if (c == '"') quoted = false;
+      else field += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out->push_back(std::move(field));
+      field.clear();
+    } else {
+      field += c;
+    }
+  }
+  out->push_back(std::move(field));
+  return !quoted;
+}
+
+using KeyOf = std::tuple<std::string, std::string, std::string, std::string>;  // model, op, dtype, shape
+
+// Adds a row to its key's ground truth; a config seen twice keeps its
+// faster valid figure (a refined row beside a screening one).
+void AddRow(std::map<KeyOf, GroundTruth>& keys, std::map<KeyOf, std::map<std::string, size_t>>& index,
+            const KeyOf& key, const Config& config, std::optional<double> us) {
+  GroundTruth& t = keys[key];
+  if (t.key.empty()) t.key = std::get<0>(key) + " " + std::get<1>(key) + "/" + std::get<2>(key) + " " + std::get<3>(key);
+  auto [it, fresh] = index[key].emplace(config.Canonical(), t.configs.size());
+  if (fresh) {
+    t.configs.push_back(config);
+    t.us.push_back(us);
+  } else if (us && (!t.us[it->second] || *us < *t.us[it->second])) {
+    t.us[it->second] = us;
+  }
+}
+
+bool Matches(const ResultFilter& f, const KeyOf& k) {
+  return (f.gpu_model.empty() || f.gpu_model == std::get<0>(k)) && (f.op.empty() || f.op == std::get<1>(k)) &&
+         (f.dtype.empty() || f.dtype == std::get<2>(k)) && (f.shape.empty() || f.shape == std::get<3>(k));
+}
+
+// Ground truth from `tunefarm results --format csv` output (gzip or not).
+Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const ResultFilter& filter) {
+  auto lines = ReadLines(path);
+  if (!lines.ok()) return lines.status();
+  if (lines->empty()) return Status::InvalidArgument(path + ": empty");
+  std::vector<std::string> header, f;
+  SplitCsv((*lines)[0], &header);
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  for (const char* need : {"gpu_model", "op", "dtype", "shape", "config", "status", "median_us"})
+    if (!col.count(need))
+      return Status::InvalidArgument(path + ": line 1: no column '" + need +
+                                     "' (expected `tunefarm results --format csv` output)");
+  std::map<KeyOf, GroundTruth> keys;
+  std::map<KeyOf, std::map<std::string, size_t>> index;
+  for (size_t n = 1; n < lines->size(); ++n) {
+    const std::string where = path + ":" + std::to_string(n + 1) + ": ";
+    if ((*lines)[n].empty()) continue;
+    if (!SplitCsv((*lines)[n], &f) || f.size() != header.size())
+      return Status::InvalidArgument(where + "not a record of " + std::to_string(header.size()) + " fields");
+    const KeyOf key{f[col["gpu_model"]], f[col["op"]], f[col["dtype"]], f[col["shape"]]};
+    if (!Matches(filter, key)) continue;
+    Config config;
+    if (!ParseNamedValues(f[col["config"]], &config.params) || config.params.empty())
+      return Status::InvalidArgument(where + "config: not NAME=INT,... ('" + f[col["config"]].substr(0, 80) + "')");
+    std::optional<double> us;
+    if (f[col["status"]] == "none") {
+      char* end = nullptr;
+      const double v = std::strtod(f[col["median_us"]].c_str(), &end);
+      if (end == f[col["median_us"]].c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+        return Status::InvalidArgument(where + "median_us: not a finite positive number");
+      us = v;
+    }
+    AddRow(keys, index, key, config, us);
+  }
+  std::vector<GroundTruth> out;
+  for (auto& [k, t] : keys) out.push_back(std::move(t));
+  return out;
+}
+
+// Ground truth from a store: every key's rows of its newest kernel.
+Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const ResultFilter& filter) {
+  auto store = OpenStore(path);
+  if (!store.ok()) return store.status();
+  std::map<KeyOf, std::string> newest;  // kernel hash of the newest row per key
+  std::map<KeyOf, int64_t> newest_time;
+  std::vector<Measurement> rows;
+  Status st = (*store)->Scan(filter, [&](const Measurement& m) {
+    const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
+    if (!newest_time.count(key) || m.unix_time > newest_time[key]) {
+      newest_time[key] = m.unix_time;
+      newest[key] = m.kernel_hash;
+    }
+    rows.push_back(m);
+    return true;
+  });
+  if (!st.ok()) return st;
+  std::map<KeyOf, GroundTruth> keys;
+  std::map<KeyOf, std::map<std::string, size_t>> index;
+  for (const Measurement& m : rows) {
+    const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
+    if (m.kernel_hash != newest[key]) continue;
+    const bool valid = m.failure == FailureClass::kNone && (m.check_passed || m.unchecked) && m.median_us > 0;
+    AddRow(keys, index, key, m.config, valid ? std::optional<double>(m.median_us) : std::nullopt);
+  }
+  std::vector<GroundTruth> out;
+  for (auto& [k, t] : keys) out.push_back(std::move(t));
+  return out;
+}
+
+std::string Evals(uint64_t n, bool reached, uint64_t legal) {
+  if (!reached) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%llu (%.1f%%)", static_cast<unsigned long long>(n), 100.0 * n / legal);
+  return buf;
+}
+
+int RunReplay(const ReplayArgs& args) {
+  if (args.store.empty() == args.results.empty()) return Usage("search replay: name one of --store and --results");
+  for (const std::string& s : args.strategies)
+    if (Status st = CheckStrategyName(s, "--strategy"); !st.ok()) return Usage(st.message());
+  if (args.budget > kMaxSearchBudget)
+    return Usage("--budget: at most " + std::to_string(kMaxSearchBudget) + " evaluations per key");
+  auto truth = args.results.empty() ? TruthFromStore(args.store, args.filter) : TruthFromCsv(args.results, args.filter);
+  if (!truth.ok()) return Fail(truth.status().message());
+  if (truth->empty())
+    return Fail((args.results.empty() ? args.store : args.results) + ": no key to replay (none matches the filter)");
+
+  nlohmann::json out = nlohmann::json::array();
+  if (args.format == "table")
+    std::printf("%-58s %6s  %-13s %-22s %-22s %-22s %s\n", "key", "legal", "strategy", "to 1%: median / p90",
+                "to 2%: median / p90", "to 5%: median / p90", "vs random (2%)");
+  for (const GroundTruth& t : *truth) {
+    std::map<std::string, ReplayResult> by_name;
+    std::vector<std::string> names = args.strategies;
+    if (std::find(names.begin(), names.end(), "random") == names.end()) names.push_back("random");
+    for (const std::string& name : names) {
+      ReplayOptions o;
+      o.search.strategy = name;
+      o.search.budget = args.budget;
+      o.search.seed = args.seed;
+      o.seeds = args.seeds;
+      o.batch = args.batch;
+      auto r = Replay(t, o);
+      if (!r.ok()) return Fail(r.status().message());
+      for (const std::string& w : r->warnings) std::fprintf(stderr, "tunefarm: warning: %s: %s\n", t.key.c_str(), w.c_str());
+      by_name[name] = std::move(r).value();
+    }
+    const ReplayFigure& random2 = by_name["random"].figures[1];
+    for (const std::string& name : args.strategies) {
+      const ReplayResult& r = by_name[name];
+      const ReplayFigure& f2 = r.figures[1];
+      double ratio = 0;
+      if (f2.median_reached && random2.median_reached && f2.median > 0)
+        ratio = static_cast<double>(random2.median) / static_cast<double>(f2.median);
+      if (args.format == "table") {
+        std::string cells[3];
+        for (int w = 0; w < 3; ++w) {
+          const ReplayFigure& f = r.figures[w];
+          cells[w] = Evals(f.median, f.median_reached, r.legal) + " / " + Evals(f.p90, f.p90_reached, r.legal);
+        }
+        char ratio_text[32] = "-";
+        if (ratio > 0) std::snprintf(ratio_text, sizeof ratio_text, "%.1fx fewer", ratio);
+        std::printf("%-58s %6llu  %-13s %-22s %-22s %-22s %s\n", r.key.c_str(),
+                    static_cast<unsigned long long>(r.legal), r.strategy.c_str(), cells[0].c_str(), cells[1].c_str(),
+                    cells[2].c_str(), ratio_text);
+      } else {
+        nlohmann::json j = {{"key", r.key},           {"legal", r.legal},      {"valid", r.valid},
+                            {"best_us", r.best_us},   {"strategy", r.strategy}, {"seeds", args.seeds},
+                            {"batch", args.batch},    {"budget", args.budget}, {"vs_random_at_2pct", ratio}};
+        for (const ReplayFigure& f : r.figures) {
+          j["within"].push_back({{"within", f.within},
+                                 {"reached", f.reached},
+                                 {"median", f.median_reached ? nlohmann::json(f.median) : nlohmann::json()},
+                                 {"p90", f.p90_reached ? nlohmann::json(f.p90) : nlohmann::json()}});
+        }
+        out.push_back(std::move(j));
+      }
+    }
+  }
+  if (args.format == "json") std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
+  const auto args = std::make_shared<ReplayArgs>();
+  auto* search = app.add_subcommand("search", "Search strategies: replay them against stored exhaustive sweeps");
+  search->require_subcommand(1);
+  auto* replay = search->add_subcommand(
+      "replay",
+      "Run strategies against exhaustive sweeps with no GPU: evaluations each needs to come within 1%, 2% and 5% "
+      "of the exhaustive best (median and p90 over seeds), and how many fewer than random search");
+  replay->add_option("--store", args->store, "RocksDB store of exhaustive sweeps (opened read-only)");
+  replay->add_option("--results", args->results,
+                     "Or: `tunefarm results --format csv` output of exhaustive sweeps (gzip or plain)");
+  replay->add_option("--strategy", args->strategies, "Strategies to score (exhaustive, random, evolution, model, auto)")
+      ->delimiter(',')
+      ->capture_default_str();
+  replay->add_option("--budget", args->budget, "Evaluations per key and seed (default: the whole space)");
+  replay->add_option("--seeds", args->seeds, "Seeds per strategy and key")->capture_default_str()->check(CLI::Range(1, 1000));
+  replay->add_option("--seed", args->seed, "First seed")->capture_default_str();
+  replay->add_option("--batch", args->batch, "Configs proposed at a time, as a unit of a farm")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  replay->add_option("--gpu", args->filter.gpu_model, "Only this GPU model");
+  replay->add_option("--op", args->filter.op, "Only this op");
+  replay->add_option("--dtype", args->filter.dtype, "Only this dtype");
+  replay->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
+  replay->add_option("--format", args->format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+  out->push_back({.app = replay, .run = [args](const std::atomic<bool>*) { return RunReplay(*args); }});
+}
+
+}  // namespace tune

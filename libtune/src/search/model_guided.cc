@@ -1,0 +1,224 @@
+// model: a search led by a gradient-boosted classifier, after Helion's LFBO
+// (likelihood-free Bayesian optimisation). The configs measured so far are
+// labelled: the fastest tenth 1, the rest and every failure 0 (so the model
+// learns where configs break too). Candidates are the unmeasured neighbours
+// of the best (one step along an axis, two around the very best), children
+// of the best by crossover and mutation, and uniform samples; the model
+// ranks them and most of a batch is what it likes best, the rest random
+// candidates, for diversity. Near the end of the budget it polishes: the
+// best's unmeasured neighbours first. Priors (other shapes, other GPU
+// models) join the training rows with their key's features and a lower
+// weight. A model that fails to train makes that batch random, with a
+// warning.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "search/boosted_model.h"
+#include "search/strategy_base.h"
+
+namespace tune::search_detail {
+namespace {
+
+constexpr double kTopFraction = 0.10;   // labelled 1
+constexpr double kExploreFraction = 0.2;  // of a batch: random candidates
+constexpr double kPolishFrom = 0.85;     // of the budget: from here, neighbours of the best first
+constexpr size_t kRandomCandidates = 512;
+constexpr size_t kChildCandidates = 256;
+constexpr float kPriorWeight = 0.5f;
+constexpr double kPriorNear = 1.10;      // a prior within 10% of its key's best is labelled 1
+
+float ValueFeature(int64_t v) {
+  return v > 0 ? static_cast<float>(std::log2(static_cast<double>(v))) : static_cast<float>(v);
+}
+
+class ModelGuided final : public StrategyBase {
+ public:
+  ModelGuided(const SearchSpace& space, const SearchOptions& options, std::vector<PriorTrial> priors,
+              std::vector<float> key_features)
+      : StrategyBase(space, options, priors), priors_(std::move(priors)), key_features_(std::move(key_features)) {}
+
+  std::string Name() const override { return "model/1"; }
+
+  std::vector<SpacePoint> Propose(size_t n) override {
+    std::vector<SpacePoint> out = TakePriors(std::min<size_t>(n, 8));
+    if (out.size() >= n) return out;
+    const size_t want = n - out.size();
+    if (ValidObserved() < InitialSamples()) return Fill(std::move(out), want, {});
+    std::vector<SpacePoint> candidates = Candidates();
+    std::vector<float> scores;
+    if (Status s = Score(candidates, &scores); !s.ok()) {
+      warnings_.push_back("search model: " + s.message() + "; this batch is random");
+      return Fill(std::move(out), want, {});
+    }
+    std::vector<size_t> order(candidates.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+
+    const bool polish = options_.budget > 0 && Observed() + out.size() >= kPolishFrom * options_.budget;
+    if (polish) {
+      std::set<SpacePoint> near;
+      for (const auto& [us, p] : Best(3))
+        for (SpacePoint& q : space_.Neighbours(p)) near.insert(std::move(q));
+      for (size_t i : order)
+        if (out.size() < n && near.count(candidates[i]) && Take(candidates[i])) out.push_back(candidates[i]);
+    }
+    const size_t by_model = out.size() + static_cast<size_t>(std::ceil((n - out.size()) * (1 - kExploreFraction)));
+    for (size_t i : order) {
+      if (out.size() >= by_model) break;
+      if (Take(candidates[i])) out.push_back(candidates[i]);
+    }
+    return Fill(std::move(out), n - out.size(), candidates);
+  }
+
+ private:
+  size_t InitialSamples() const {
+    const size_t base = options_.budget > 0 ? std::clamp<size_t>(options_.budget / 10, 10, 32) : 24;
+    return priors_.empty() ? base : std::min<size_t>(base, 8);
+  }
+
+  // Adds up to `n` points: random ones among `pool` first (exploration),
+  // then fresh uniform samples.
+  std::vector<SpacePoint> Fill(std::vector<SpacePoint> out, size_t n, std::vector<SpacePoint> pool) {
+    const size_t goal = out.size() + n;
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    for (const SpacePoint& p : pool) {
+      if (out.size() >= goal) break;
+      if (Take(p)) out.push_back(p);
+    }
+    while (out.size() < goal) {
+      std::optional<SpacePoint> p = FreshSample();
+      if (!p) break;
+      Take(*p);
+      out.push_back(std::move(*p));
+    }
+    return out;
+  }
+
+  std::vector<SpacePoint> Candidates() {
+    std::set<SpacePoint> c;
+    auto add = [&](const SpacePoint& p) {
+      if (Fresh(p)) c.insert(p);
+    };
+    const auto best = Best(8);
+    for (size_t b = 0; b < best.size(); ++b) {
+      for (const SpacePoint& q : space_.Neighbours(best[b].second)) add(q);
+      if (b < 1) AddRepairedSteps(best[b].second, add);
+    }
+    std::uniform_int_distribution<size_t> pick(0, best.size() - 1);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (size_t t = 0; t < kChildCandidates && !best.empty(); ++t) {
+      const SpacePoint& a = best[pick(rng_)].second;
+      const SpacePoint& b = best[pick(rng_)].second;
+      SpacePoint child(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        child[i] = u(rng_) < 0.5 ? a[i] : b[i];
+        const int size = static_cast<int>(space_.AxisAt(i).values.size());
+        if (size > 1 && u(rng_) < 1.0 / a.size())
+          child[i] = static_cast<uint16_t>(std::clamp(child[i] + (u(rng_) < 0.5 ? -1 : 1), 0, size - 1));
+      }
+      if (space_.Legal(child)) add(child);
+    }
+    for (size_t t = 0; t < kRandomCandidates; ++t) {
+      std::optional<SpacePoint> p = space_.Sample(rng_, 2000);
+      if (!p) break;
+      add(*p);
+    }
+    return {c.begin(), c.end()};
+  }
+
+  // A step along one axis of `p`, with any value of one other axis: what
+  // reaches a config whose one-step neighbours are all illegal (a larger K
+  // tile needs fewer pipeline stages to fit in shared memory).
+  template <typename Add>
+  void AddRepairedSteps(const SpacePoint& p, const Add& add) const {
+    for (size_t i = 0; i < p.size(); ++i) {
+      for (int step : {-1, 1}) {
+        const int v = static_cast<int>(p[i]) + step;
+        if (v < 0 || v >= static_cast<int>(space_.AxisAt(i).values.size())) continue;
+        SpacePoint q = p;
+        q[i] = static_cast<uint16_t>(v);
+        for (size_t j = 0; j < p.size(); ++j) {
+          if (j == i) continue;
+          SpacePoint r = q;
+          for (size_t w = 0; w < space_.AxisAt(j).values.size(); ++w) {
+            r[j] = static_cast<uint16_t>(w);
+            if (space_.Legal(r)) add(r);
+          }
+        }
+      }
+    }
+  }
+
+  std::vector<float> Features(const Config& config) const {
+    std::vector<float> f;
+    f.reserve(space_.Axes() + key_features_.size());
+    for (size_t i = 0; i < space_.Axes(); ++i) {
+      float v = -1e30f;  // missing
+      for (const auto& [name, value] : config.params)
+        if (name == space_.AxisAt(i).name) v = ValueFeature(value);
+      f.push_back(v);
+    }
+    return f;
+  }
+
+  Status Score(const std::vector<SpacePoint>& candidates, std::vector<float>* scores) {
+    std::vector<std::vector<float>> rows;
+    std::vector<float> labels, weights;
+    // The fastest tenth of the valid figures (at least one) are positives.
+    // Positives weigh by how far they beat the threshold (LFBO's
+    // expected-improvement weighting): the model learns the very best
+    // region, not the top tenth as one.
+    const size_t top = std::max<size_t>(1, static_cast<size_t>(std::ceil(kTopFraction * ValidObserved())));
+    const auto best = Best(top + 1);
+    const double threshold = best.back().first, lead = std::max(threshold - best.front().first, 1e-12);
+    std::map<SpacePoint, float> positive;
+    for (size_t i = 0; i < top && i < best.size(); ++i)
+      positive[best[i].second] = static_cast<float>(0.1 + (threshold - best[i].first) / lead);
+    const bool with_key = !priors_.empty() && !key_features_.empty();
+    for (const auto& [p, us] : observed_) {
+      std::vector<float> f = Features(space_.ToConfig(p));
+      if (with_key) f.insert(f.end(), key_features_.begin(), key_features_.end());
+      rows.push_back(std::move(f));
+      const auto pos = positive.find(p);
+      labels.push_back(pos != positive.end() ? 1.f : 0.f);
+      weights.push_back(pos != positive.end() ? pos->second : 1.f);
+    }
+    if (with_key) {
+      for (const PriorTrial& t : priors_) {
+        if (t.features.size() != key_features_.size()) continue;
+        std::vector<float> f = Features(t.config);
+        f.insert(f.end(), t.features.begin(), t.features.end());
+        rows.push_back(std::move(f));
+        labels.push_back(t.relative <= kPriorNear ? 1.f : 0.f);
+        weights.push_back(kPriorWeight);
+      }
+    }
+    auto model = BoostedClassifier::Train(rows, labels, weights, options_.seed);
+    if (!model.ok()) return model.status();
+    std::vector<std::vector<float>> x;
+    x.reserve(candidates.size());
+    for (const SpacePoint& p : candidates) {
+      std::vector<float> f = Features(space_.ToConfig(p));
+      if (with_key) f.insert(f.end(), key_features_.begin(), key_features_.end());
+      x.push_back(std::move(f));
+    }
+    auto predicted = model.value().Predict(x);
+    if (!predicted.ok()) return predicted.status();
+    *scores = std::move(predicted).value();
+    return Status::OK();
+  }
+
+  std::vector<PriorTrial> priors_;
+  std::vector<float> key_features_;
+};
+
+}  // namespace
+
+std::unique_ptr<SearchStrategy> MakeModelGuided(const SearchSpace& space, const SearchOptions& options,
+                                                std::vector<PriorTrial> priors, std::vector<float> key_features) {
+  return std::make_unique<ModelGuided>(space, options, std::move(priors), std::move(key_features));
+}
+
+}  // namespace tune::search_detail

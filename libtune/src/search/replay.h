@@ -1,0 +1,57 @@
+// Replay: strategies run against a stored exhaustive sweep, with no GPU (in
+// the spirit of Kernel Tuner's simulation mode). The key's every legal
+// config has a figure (or a failure); a strategy proposes in batches, each
+// proposal is answered from the table, and what counts is how many
+// evaluations it took to come within 1%, 2% and 5% of the exhaustive best.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/types.h"
+#include "search/strategy.h"
+#include "tune/status.h"
+
+namespace tune {
+
+// One exhaustively measured key: every legal config with its figure
+// (nullopt: the config failed).
+struct GroundTruth {
+  std::string key;  // "gpu_model op/dtype shape", for tables
+  std::vector<Config> configs;
+  std::vector<std::optional<double>> us;
+};
+
+struct ReplayOptions {
+  SearchOptions search;       // strategy, budget (0: the whole space); seeds from 0
+  uint32_t seeds = 20;
+  uint32_t batch = 16;        // configs proposed at a time, as a farm's unit
+  std::vector<double> within = {0.01, 0.02, 0.05};
+};
+
+// Evaluations a strategy needed to come within each `within` of the best,
+// over seeds. A seed that never came within (budget spent, or the strategy
+// ran dry) counts as unreached: `reached` says how many did; median and p90
+// are over every seed, with an unreached one taken as infinite (reported as
+// 0 and `median_reached` false then).
+struct ReplayFigure {
+  double within = 0;
+  uint32_t reached = 0;
+  uint64_t median = 0, p90 = 0;
+  bool median_reached = false, p90_reached = false;
+};
+struct ReplayResult {
+  std::string key, strategy;  // the strategy as named and as it calls itself
+  uint64_t legal = 0, valid = 0;
+  double best_us = 0;
+  std::vector<ReplayFigure> figures;  // one per ReplayOptions::within
+  std::vector<std::string> warnings;  // the strategy's, once each
+};
+
+// Errors: a key with no valid figure, a space the configs do not make, a
+// strategy that cannot be made (MakeStrategy's errors).
+Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& options);
+
+}  // namespace tune

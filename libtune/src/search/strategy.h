@@ -1,0 +1,77 @@
+// Search strategies: which configs of a key to measure next.
+//
+// A strategy serves one key (GPU model, op, dtype, shape) through a batch
+// ask/tell contract: Propose asks for up to n configs not proposed before,
+// Observe tells what one of them measured (a figure, or a failure: a failure
+// is information too). The caller measures, holds the budget and decides
+// when to stop; a strategy that proposes nothing more is done.
+//
+// Deterministic: for a given space, options (seed included) and sequence of
+// calls, the proposals are the same. Observations are kept by point, so the
+// order in which one batch's results arrive changes nothing.
+//
+// Names scripts rely on: "exhaustive", "random", "evolution", "model",
+// "auto". One file per strategy in this folder; MakeStrategy picks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/search_space.h"
+#include "spec/sweep_file.h"
+#include "tune/status.h"
+
+namespace tune {
+
+struct SearchOptions {
+  std::string strategy = "auto";
+  uint64_t seed = 0;
+  // Evaluations per key the caller will allow (0: no bound). Strategies
+  // use it to pace exploration and the final polish; they never enforce it.
+  uint64_t budget = 0;
+  // `auto` measures every config at or below this many legal configs (or
+  // when the budget covers the space), and searches with `model` above.
+  uint64_t exhaustive_up_to = kAutoExhaustiveUpTo;
+};
+
+// What a key measured for a config elsewhere (another shape, another GPU
+// model), to warm-start a search: `relative` is its figure over that key's
+// best (1 = that key's winner); `features` are the key's shape and GPU
+// features (search/features.h), the same length for every prior.
+struct PriorTrial {
+  Config config;
+  double relative = 0;
+  std::vector<float> features;
+};
+
+class SearchStrategy {
+ public:
+  virtual ~SearchStrategy() = default;
+  // "name/version": what rows record as the proposer.
+  virtual std::string Name() const = 0;
+  // A measured point: `us` its figure (lower is better), nullopt a failure.
+  // A point observed twice keeps its first word.
+  virtual void Observe(const SpacePoint& p, std::optional<double> us) = 0;
+  // Up to n legal points never proposed nor observed before; fewer, or
+  // none, when the strategy has no more (exhaustive at the end of the
+  // space, random when sampling finds no fresh point).
+  virtual std::vector<SpacePoint> Propose(size_t n) = 0;
+  // Warnings the strategy met (a model that failed to train, and the
+  // fallback taken), to log once; cleared by the call.
+  virtual std::vector<std::string> TakeWarnings() { return {}; }
+};
+
+// The strategy named options.strategy over `space` (which must outlive it).
+// `priors` warm-start it: strategies that learn train on them, and every
+// strategy measures the priors' best configs first. `shape_features`: this
+// key's features, as in the priors. Errors: an unknown name (listing the
+// known ones), exhaustive over a space too large to list.
+Result<std::unique_ptr<SearchStrategy>> MakeStrategy(const SearchSpace& space, const SearchOptions& options,
+                                                     std::vector<PriorTrial> priors = {},
+                                                     std::vector<float> key_features = {});
+// The names MakeStrategy knows are spec/sweep_file.h's StrategyNames().
+
+}  // namespace tune

@@ -1,0 +1,245 @@
+// The search stage as pure functions: spaces walked without enumeration,
+// each strategy deterministic for a seed and observations, never proposing
+// twice or outside the space, and replay's figures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "search/replay.h"
+#include "search/search_space.h"
+#include "search/strategy.h"
+#include "spec/config_space.h"
+
+namespace tune {
+namespace {
+
+DeviceInfo H100() {
+  DeviceInfo d;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.model = "h100-80gb-hbm3";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.num_sms = 132;
+  d.l2_bytes = 50 << 20;
+  d.smem_per_block_optin = 232448;
+  d.max_threads_per_block = 1024;
+  return d;
+}
+
+OpSpec Gemm() {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm");
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return spec.ok() ? std::move(spec).value() : OpSpec{};
+}
+
+// A synthetic space of five axes (16,807 raw points) with a constraint, and
+// a figure with one best point and a smooth bowl around it.
+OpSpec Synthetic() {
+  OpSpec s;
+  s.name = "synthetic";
+  s.dtypes = {"f16"};
+  for (const char* name : {"A", "B", "C", "D", "E"}) s.axes.push_back(Axis{name, {1, 2, 4, 8, 16, 32, 64}});
+  s.constraints = {"A*B <= 512"};
+  return s;
+}
+double Bowl(const Config& c) {
+  const double best[] = {8, 16, 2, 32, 4};
+  double d = 0;
+  for (size_t i = 0; i < c.params.size(); ++i) d += std::pow(std::log2(c.params[i].second) - std::log2(best[i]), 2);
+  return 10 + d;
+}
+
+TEST(SearchSpace, CountsAndListsWhatEnumerationFindsAndSamplesOnlyLegalPoints) {
+  const OpSpec spec = Gemm();
+  auto listed = EnumerateConfigs(spec, H100());
+  ASSERT_TRUE(listed.ok());
+  auto space = SearchSpace::Create(spec, H100(), "f16");
+  ASSERT_TRUE(space.ok()) << space.status().message();
+  bool exact = false;
+  EXPECT_EQ(space->LegalCount(&exact), listed->size());
+  EXPECT_TRUE(exact);
+  // Estimated from samples, within 10% here.
+  const double estimate = static_cast<double>(space->LegalCount(&exact, /*exact_below=*/0));
+  EXPECT_FALSE(exact);
+  EXPECT_NEAR(estimate, listed->size(), 0.1 * listed->size());
+  auto all = space->Enumerate(1'000'000);
+  ASSERT_TRUE(all.ok());
+  std::set<std::string> ids;
+  for (const Config& c : *listed) ids.insert(c.Id());
+  ASSERT_EQ(all->size(), listed->size());
+  for (const SpacePoint& p : *all) EXPECT_TRUE(ids.count(space->ToConfig(p).Id()));
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    auto p = space->Sample(rng);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_TRUE(ids.count(space->ToConfig(*p).Id()));
+    for (const SpacePoint& q : space->Neighbours(*p)) {
+      EXPECT_TRUE(ids.count(space->ToConfig(q).Id()));
+      int moved = 0;
+      for (size_t a = 0; a < p->size(); ++a) moved += std::abs(int((*p)[a]) - int(q[a]));
+      EXPECT_EQ(moved, 1);
+    }
+  }
+  // A config maps back to its point; one with a value the axis lacks does not.
+  EXPECT_EQ(space->PointOf(space->ToConfig((*all)[3])), (*all)[3]);
+  Config odd = space->ToConfig((*all)[3]);
+  odd.params[0].second = 48;
+  EXPECT_FALSE(space->PointOf(odd).has_value());
+  EXPECT_FALSE(space->Enumerate(10).ok());
+}
+
+TEST(SearchSpace, ShapeRulesSeeTheShape) {
+  OpSpec spec = Synthetic();
+  spec.dims = {"M"};
+  spec.shape_constraints = {"A <= M"};
+  const Shape small{{{"M", 4}}};
+  auto space = SearchSpace::Create(spec, H100(), "f16", &small);
+  ASSERT_TRUE(space.ok()) << space.status().message();
+  auto all = space->Enumerate(1'000'000);
+  ASSERT_TRUE(all.ok());
+  for (const SpacePoint& p : *all) EXPECT_LE(space->ToConfig(p).params[0].second, 4);
+  const Shape none{{{"N", 4}}};
+  EXPECT_FALSE(SearchSpace::Create(spec, H100(), "f16", &none).ok());
+  EXPECT_FALSE(SearchSpace::Create(spec, H100(), "f99").ok());
+}
+
+// RunSearch: runs `name` with a budget over the synthetic bowl: the configs in the
+// order proposed.
+std::vector<std::string> RunSearch(const SearchSpace& space, const std::string& name, uint64_t seed, uint64_t budget,
+                             double* best = nullptr) {
+  SearchOptions o;
+  o.strategy = name;
+  o.seed = seed;
+  o.budget = budget;
+  auto s = MakeStrategy(space, o);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  std::vector<std::string> order;
+  double b = INFINITY;
+  while (order.size() < budget) {
+    auto batch = (*s)->Propose(std::min<size_t>(16, budget - order.size()));
+    if (batch.empty()) break;
+    // Results come back in another order than proposed: nothing may change.
+    for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
+      const Config c = space.ToConfig(*it);
+      b = std::min(b, Bowl(c));
+      (*s)->Observe(*it, c.params[0].second == 64 ? std::nullopt : std::optional<double>(Bowl(c)));
+    }
+    for (const SpacePoint& p : batch) order.push_back(space.ToConfig(p).Canonical());
+  }
+  if (best) *best = b;
+  return order;
+}
+
+TEST(SearchStrategy, EachIsDeterministicNeverRepeatsAndStaysLegal) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  for (const std::string& name : StrategyNames()) {
+    SCOPED_TRACE(name);
+    const auto a = RunSearch(*space, name, 11, 300), b = RunSearch(*space, name, 11, 300), c = RunSearch(*space, name, 12, 300);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a.size(), 300u);
+    if (name != "exhaustive" && name != "auto") {
+      EXPECT_NE(a, c);
+    }
+    std::set<std::string> seen(a.begin(), a.end());
+    EXPECT_EQ(seen.size(), a.size());
+    for (const std::string& text : a) {
+      Config cfg;
+      ASSERT_TRUE(ParseNamedValues(text, &cfg.params));
+      EXPECT_LE(cfg.params[0].second * cfg.params[1].second, 512) << text;
+    }
+  }
+}
+
+TEST(SearchStrategy, ExhaustiveCoversTheSpaceOnceAndEnds) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  const auto all = RunSearch(*space, "exhaustive", 0, 100'000);
+  EXPECT_EQ(all.size(), space->LegalCount());
+}
+
+TEST(SearchStrategy, LearningStrategiesFindTheBowlsBottomSoonerThanRandom) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  int model_wins = 0, evolution_wins = 0;
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    double random = 0, model = 0, evolution = 0;
+    RunSearch(*space, "random", seed, 150, &random);
+    RunSearch(*space, "model", seed, 150, &model);
+    RunSearch(*space, "evolution", seed, 150, &evolution);
+    model_wins += model < random ? 1 : 0;
+    evolution_wins += evolution < random ? 1 : 0;
+    EXPECT_EQ(model, 10) << "seed " << seed << ": the model missed the bottom in 150 of "
+                         << space->LegalCount() << " configs";
+  }
+  EXPECT_GE(model_wins, 4);
+  EXPECT_GE(evolution_wins, 3);
+}
+
+TEST(SearchStrategy, AutoIsExhaustiveForSmallSpacesAndPriorsComeFirst) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  SearchOptions o;
+  o.exhaustive_up_to = 100'000;
+  EXPECT_EQ((*MakeStrategy(*space, o))->Name(), "exhaustive/1");
+  o.exhaustive_up_to = 10;
+  EXPECT_EQ((*MakeStrategy(*space, o))->Name(), "model/1");
+  o.budget = 1'000'000;  // the budget covers the space
+  EXPECT_EQ((*MakeStrategy(*space, o))->Name(), "exhaustive/1");
+
+  Config best = space->ToConfig(*space->PointOf(Config{{{"A", 8}, {"B", 16}, {"C", 2}, {"D", 32}, {"E", 4}}}));
+  std::vector<PriorTrial> priors = {{Config{{{"A", 1}, {"B", 1}, {"C", 1}, {"D", 1}, {"E", 1}}}, 1.5, {1.f}},
+                                    {best, 1.0, {1.f}}};
+  for (const char* name : {"random", "evolution", "model", "exhaustive"}) {
+    SearchOptions so;
+    so.strategy = name;
+    auto s = MakeStrategy(*space, so, priors, {2.f});
+    ASSERT_TRUE(s.ok());
+    const auto first = (*s)->Propose(2);
+    ASSERT_EQ(first.size(), 2u) << name;
+    EXPECT_EQ(space->ToConfig(first[0]).Canonical(), best.Canonical()) << name;
+  }
+  EXPECT_FALSE(CheckStrategyName("genetic", "strategy").ok());
+  EXPECT_NE(CheckStrategyName("genetic", "strategy").message().find("known: exhaustive, random"), std::string::npos);
+  SearchOptions bad;
+  bad.strategy = "annealing";
+  EXPECT_FALSE(MakeStrategy(*space, bad).ok());
+}
+
+TEST(Replay, CountsEvaluationsToComeNearTheBest) {
+  GroundTruth t;
+  t.key = "synthetic";
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  auto all = space->Enumerate(100'000);
+  ASSERT_TRUE(all.ok());
+  for (const SpacePoint& p : all.value()) {
+    const Config c = space->ToConfig(p);
+    t.configs.push_back(c);
+    t.us.push_back(c.params[0].second == 64 ? std::nullopt : std::optional<double>(Bowl(c)));
+  }
+  ReplayOptions o;
+  o.seeds = 5;
+  o.search.strategy = "exhaustive";
+  auto ex = Replay(t, o);
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  EXPECT_EQ(ex->legal, t.configs.size());
+  EXPECT_DOUBLE_EQ(ex->best_us, 10);
+  // Exhaustive reaches the best at its place in the space's order, every seed.
+  size_t at = 0;
+  while (Bowl(t.configs[at]) != 10) ++at;
+  EXPECT_EQ(ex->figures[0].median, at + 1);
+  EXPECT_EQ(ex->figures[0].reached, 5u);
+  o.search.strategy = "model";
+  o.search.budget = 8;  // too few to find it
+  auto tight = Replay(t, o);
+  ASSERT_TRUE(tight.ok());
+  EXPECT_FALSE(tight->figures[0].median_reached);
+  t.us.assign(t.us.size(), std::nullopt);
+  EXPECT_FALSE(Replay(t, o).ok());
+}
+
+}  // namespace
+}  // namespace tune
