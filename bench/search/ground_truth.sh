@@ -18,7 +18,7 @@ LOG=$OUT/$OP.log
 shapes=()
 for s in "$@"; do shapes+=(--shape "$s"); done
 /usr/bin/time -f "%e s wall" "$TF" tune --ops-dir examples --op "$OP" --dtype f16 "${shapes[@]}" \
-  --store "$OUT/store" --bundle "$OUT/$OP" --quiet --format csv > "$OUT/$OP.tune.csv" 2>> "$LOG"
+  --strategy exhaustive --store "$OUT/store" --bundle "$OUT/$OP" --quiet --format csv > "$OUT/$OP.tune.csv" 2>> "$LOG"
 tail -5 "$LOG"
 "$TF" results --store "$OUT/store" --op "$OP" --format csv > "$OUT/$OP.results.csv" 2>> "$LOG"
 gzip -9 -k "$OUT/$OP.results.csv"
