@@ -12,6 +12,7 @@
 
 #include "command_util.h"
 #include "commands.h"
+#include "search/features.h"
 #include "search/replay.h"
 
 namespace tune {
@@ -19,6 +20,8 @@ namespace {
 
 struct ReplayArgs {
   std::string store, results, format = "table";
+  std::string warm_from;     // priors from this file's keys of the same op and dtype
+  bool warm_shapes = false;  // priors from the other shapes of the same GPU model
   std::vector<std::string> strategies = {"model", "evolution", "random"};
   uint64_t budget = 0;
   uint32_t seeds = 20, batch = 16;
@@ -82,7 +85,13 @@ using KeyOf = std::tuple<std::string, std::string, std::string, std::string>;  /
 void AddRow(std::map<KeyOf, GroundTruth>& keys, std::map<KeyOf, std::map<std::string, size_t>>& index,
             const KeyOf& key, const Config& config, std::optional<double> us) {
   GroundTruth& t = keys[key];
-  if (t.key.empty()) t.key = std::get<0>(key) + " " + std::get<1>(key) + "/" + std::get<2>(key) + " " + std::get<3>(key);
+  if (t.key.empty()) {
+    t.key = std::get<0>(key) + " " + std::get<1>(key) + "/" + std::get<2>(key) + " " + std::get<3>(key);
+    t.gpu_model = std::get<0>(key);
+    t.op = std::get<1>(key);
+    t.dtype = std::get<2>(key);
+    ParseNamedValues(std::get<3>(key), &t.shape.dims);
+  }
   auto [it, fresh] = index[key].emplace(config.Canonical(), t.configs.size());
   if (fresh) {
     t.configs.push_back(config);
@@ -167,6 +176,23 @@ Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const R
   return out;
 }
 
+// The priors of `t` (warm start): what the `sources` keys of its op and
+// dtype measured, other than `t` itself; with `same_model`, only those of
+// its GPU model (other shapes).
+std::vector<PriorTrial> PriorsFor(const GroundTruth& t, const std::vector<GroundTruth>& sources, bool same_model) {
+  std::vector<PriorTrial> out;
+  for (const GroundTruth& s : sources) {
+    if (s.op != t.op || s.dtype != t.dtype) continue;
+    if (s.gpu_model == t.gpu_model && s.shape.Canonical() == t.shape.Canonical()) continue;
+    if (same_model && s.gpu_model != t.gpu_model) continue;
+    std::vector<std::pair<Config, double>> valid;
+    for (size_t i = 0; i < s.configs.size(); ++i)
+      if (s.us[i]) valid.emplace_back(s.configs[i], *s.us[i]);
+    for (PriorTrial& p : PriorsOfKey(std::move(valid), KeyFeatures(s.shape, s.gpu_model))) out.push_back(std::move(p));
+  }
+  return out;
+}
+
 std::string Evals(uint64_t n, bool reached, uint64_t legal) {
   if (!reached) return "-";
   char buf[64];
@@ -184,6 +210,12 @@ int RunReplay(const ReplayArgs& args) {
   if (!truth.ok()) return Fail(truth.status().message());
   if (truth->empty())
     return Fail((args.results.empty() ? args.store : args.results) + ": no key to replay (none matches the filter)");
+  std::vector<GroundTruth> warm;
+  if (!args.warm_from.empty()) {
+    auto w = TruthFromCsv(args.warm_from, ResultFilter{});
+    if (!w.ok()) return Fail(w.status().message());
+    warm = std::move(w).value();
+  }
 
   nlohmann::json out = nlohmann::json::array();
   if (args.format == "table")
@@ -195,6 +227,13 @@ int RunReplay(const ReplayArgs& args) {
     if (std::find(names.begin(), names.end(), "random") == names.end()) names.push_back("random");
     for (const std::string& name : names) {
       ReplayOptions o;
+      if (!args.warm_from.empty() || args.warm_shapes) {
+        o.priors = PriorsFor(t, args.warm_shapes ? *truth : warm, args.warm_shapes);
+        if (!args.warm_from.empty() && args.warm_shapes) {
+          for (PriorTrial& p : PriorsFor(t, warm, false)) o.priors.push_back(std::move(p));
+        }
+        o.key_features = KeyFeatures(t.shape, t.gpu_model);
+      }
       o.search.strategy = name;
       o.search.budget = args.budget;
       o.search.seed = args.seed;
@@ -263,6 +302,11 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   replay->add_option("--batch", args->batch, "Configs proposed at a time, as a unit of a farm")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  replay->add_option("--warm-from", args->warm_from,
+                     "Warm start: what this file's keys of the same op and dtype measured (other GPU models, other "
+                     "shapes) seeds each key's search");
+  replay->add_flag("--warm-shapes", args->warm_shapes,
+                   "Warm start from the other shapes of the same GPU model in the replayed file itself");
   replay->add_option("--gpu", args->filter.gpu_model, "Only this GPU model");
   replay->add_option("--op", args->filter.op, "Only this op");
   replay->add_option("--dtype", args->filter.dtype, "Only this dtype");

@@ -85,7 +85,8 @@ int RunResults(const QueryArgs& args, bool best_only) {
     for (const Measurement& m : rows)
       if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
   const auto profiles = ProfilesOf(**store, rows);
-  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, profiles);
+  const auto coverage = CoverageOf(**store, rows);
+  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, profiles, coverage);
   if (!args.reports.empty()) {
     size_t written = 0;
     for (const auto& [key, p] : profiles) {

@@ -1,5 +1,9 @@
 #include "report.h"
 
+#include "report/compare.h"
+
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -54,8 +58,36 @@ std::string DescribeProfile(const KernelProfile& p) {
   return text + " (" + (p.tool == "sim" ? "SIMULATED" : p.tool) + ")";
 }
 
+std::string CoverageKey(const Measurement& m) {
+  return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape + '\0' + m.kernel_hash;
+}
+
+std::map<std::string, KeyCoverage> CoverageOf(ResultStore& store, const std::vector<Measurement>& rows) {
+  std::map<std::string, KeyCoverage> out;
+  std::set<std::string> asked;
+  for (const Measurement& m : rows) {
+    if (!asked.insert(CoverageKey(m)).second) continue;
+    auto c = store.GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash);
+    if (c.ok() && *c) out.emplace(CoverageKey(m), std::move(**c));
+  }
+  return out;
+}
+
+std::string DescribeCoverage(const KeyCoverage& c) {
+  std::string text = std::string(CoverageStateName(c.state)) + ": " + std::to_string(c.evaluated) + " of " +
+                     (c.legal_exact ? "" : "~") + std::to_string(c.legal) + " legal configs";
+  if (!c.strategy.empty()) text += " by " + c.strategy;
+  if (c.budget > 0) text += " (budget " + std::to_string(c.budget) + ")";
+  return text;
+}
+
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles) {
+                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles,
+                       const std::map<std::string, KeyCoverage>& coverage) {
+  auto coverage_of = [&coverage](const Measurement& m) -> const KeyCoverage* {
+    auto it = coverage.find(CoverageKey(m));
+    return it == coverage.end() ? nullptr : &it->second;
+  };
   auto profile_of = [&profiles](const Measurement& m) -> const KernelProfile* {
     auto it = profiles.find(ProfileKey(m));
     return it == profiles.end() ? nullptr : &it->second;
@@ -101,6 +133,8 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                           {"winner", static_cast<bool>(winner[i])}};
       if (m.pass == Measurement::Pass::kConfirm) j["confirm_timing"] = ConfirmTimingName(m.confirm_timing);
       if (m.screen_us > 0) j["screen_us"] = m.screen_us;
+      if (!m.proposer.empty()) j["proposer"] = m.proposer;
+      if (const KeyCoverage* c = coverage_of(m)) j["coverage"] = CoverageJson(*c);
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
       if (const KernelProfile* p = profile_of(m)) {
@@ -119,13 +153,14 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
   if (format == OutputFormat::kCsv) {
     std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
                       "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason,"
-                      "confirmed,confirm_timing,refined,screen_us,bottleneck,compute_pct,memory_pct\n");
+                      "confirmed,confirm_timing,refined,screen_us,bottleneck,compute_pct,memory_pct,proposer,coverage\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
       const double tp = throughput(m, &unit);
       const KernelProfile* p = profile_of(m);
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s\n",
+      const KeyCoverage* c = coverage_of(m);
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
                    CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
@@ -135,7 +170,8 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    m.pass == Measurement::Pass::kConfirm ? ConfirmTimingName(m.confirm_timing) : "",
                    int(m.pass == Measurement::Pass::kRefine),
                    m.screen_us, p ? p->bottleneck.c_str() : "", p ? std::to_string(p->compute_pct).c_str() : "",
-                   p ? std::to_string(p->memory_pct).c_str() : "");
+                   p ? std::to_string(p->memory_pct).c_str() : "", m.proposer.c_str(),
+                   c ? CoverageStateName(c->state) : "");
     }
     return;
   }
@@ -146,6 +182,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       last = group(m);
       std::fprintf(out, "\n%s  %s/%s  %s%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(),
                    m.shape.c_str(), m.backend == "sim" ? "  [SIMULATED - not a hardware result]" : "");
+      if (const KeyCoverage* c = coverage_of(m)) std::fprintf(out, "  %s\n", DescribeCoverage(*c).c_str());
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s\n", "", "config", "median_us",
                    "ci95_%", "samples", "throughput", "status");
     }
@@ -185,15 +222,18 @@ void PrintBundle(FILE* out, const Bundle& b) {
     std::fprintf(out, "  default %-12s %s on %s: %s\n", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
                  d.config.Canonical().c_str());
   }
-  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %11s %s\n", "gpu_model", "op", "dtype",
-               "shape", "config", "median_us", "default_us", "backend");
+  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %11s %-16s %s\n", "gpu_model", "op", "dtype",
+               "shape", "config", "median_us", "default_us", "backend", "coverage");
   for (const auto& e : b.entries) {
     char def[32] = "-";
     if (e.default_median_us > 0) std::snprintf(def, sizeof def, "%.2f", e.default_median_us);
-    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %11s %s\n", e.gpu_model.c_str(),
+    std::string coverage = e.coverage.state.empty() ? "-" : e.coverage.state;
+    if (!e.coverage.state.empty())
+      coverage += " " + std::to_string(e.coverage.evaluated) + "/" + std::to_string(e.coverage.legal);
+    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %11s %-16s %s\n", e.gpu_model.c_str(),
                  e.op.c_str(), e.dtype.c_str(), e.shape.Canonical().c_str(),
                  e.config.Canonical().c_str(), e.median_us, def,
-                 e.backend == "sim" ? "sim (simulated)" : e.backend.c_str());
+                 e.backend == "sim" ? "sim (simulated)" : e.backend.c_str(), coverage.c_str());
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <map>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -33,8 +35,16 @@ std::string DescribeProfile(const KernelProfile& p);
 // A row with a profile in `profiles` (by ProfileKey) shows its bottleneck
 // class and figures: a line under it in tables, "profile" in JSON, the
 // bottleneck and throughput shares in CSV.
+// The coverage the store keeps of the keys of `rows` (ResultStore::
+// GetCoverage), by CoverageKey.
+std::map<std::string, KeyCoverage> CoverageOf(ResultStore& store, const std::vector<Measurement>& rows);
+std::string CoverageKey(const Measurement& m);
+// "searched: 300 of 3,156 legal configs by model/1 (budget 300)".
+std::string DescribeCoverage(const KeyCoverage& c);
+
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles = {});
+                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles = {},
+                       const std::map<std::string, KeyCoverage>& coverage = {});
 
 void PrintBundle(FILE* out, const Bundle& b);
 

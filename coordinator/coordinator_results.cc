@@ -11,8 +11,10 @@ namespace tune {
 namespace {
 
 // What the rows of `unit`, leased for `model`, must match.
-std::shared_ptr<const LeasedUnit> LeasedUnitOf(const WorkUnit& unit, const std::string& model) {
+std::shared_ptr<const LeasedUnit> LeasedUnitOf(const WorkUnit& unit, const std::string& model,
+                                               std::string proposer) {
   auto u = std::make_shared<LeasedUnit>();
+  u->proposer = std::move(proposer);
   u->sweep_id = unit.sweep_id;
   u->op = unit.op;
   u->dtype = unit.dtype;
@@ -68,7 +70,8 @@ std::optional<WorkUnit> Ingestion::Lease(const std::string& identity, const Work
 void Ingestion::BookLease(const WorkUnit& unit, const std::string& model, const WorkerSession& session) {
   LeaseBook& book = lease_book_[unit.unit_id];
   if (!book.unit) {
-    book.unit = LeasedUnitOf(unit, model);
+    const std::string shape = unit.shapes.empty() ? "" : unit.shapes.front().Canonical();
+    book.unit = LeasedUnitOf(unit, model, scheduler_->ProposerOf(unit.sweep_id, PoolKey{model, unit.op, unit.dtype, shape}));
     book.record.unit = unit;
     book.record.unit.op_package.clear();
     book.record.gpu_model = model;
@@ -160,7 +163,7 @@ Status Ingestion::LoadLeases() {
       stale.push_back(id);
       return;
     }
-    auto u = LeasedUnitOf(rec->unit, rec->gpu_model);
+    auto u = LeasedUnitOf(rec->unit, rec->gpu_model, "");  // the plans come with the next expansion
     lease_book_[id] = LeaseBook{std::move(u), std::move(rec).value(), std::nullopt};
   });
   for (uint64_t id : stale) (void)store_->DeleteLease(id);

@@ -225,6 +225,8 @@ std::optional<std::pair<std::string, size_t>> StatusPages::BestDocument() const 
                     {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
                     {"median_us", m.median_us}, {"stdev_us", m.stdev_us},
                     {"samples", m.samples}, {"backend", m.backend}, {"sweep_id", m.sweep_id}});
+    if (auto c = store_->GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash); c.ok() && *c)
+      rows.back()["coverage"] = CoverageJson(**c);
   }
   return std::make_pair(DumpJson(json{{"best", rows}}), best->size());
 }

@@ -64,6 +64,7 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
     Measurement& row = rows.back();
     row.config = job.unit->configs.at(m.config_id);  // the config leased, not the one reported
     row.sweep_id = results.sweep_id;
+    row.proposer = job.unit->proposer;
     row.worker = job.worker;
     row.screen_us = 0;  // the store's to set
     // Rows are ordered by when the coordinator took them, never by a

@@ -41,6 +41,7 @@ struct LeasedUnit {
   std::map<std::string, Config> configs; // Config::Id() -> config
   bool confirm = false;                  // only its rows may be confirmed
   bool refine = false;                   // only its rows may be refined
+  std::string proposer;                  // the search strategy of its key, stamped on its rows
 };
 
 // Bounds on a reported figure: a kernel's median above an hour (or below a

@@ -212,7 +212,8 @@ Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std
       auto space = SearchSpace::Create(spec, job.device, dtype, &shape);
       if (!space.ok()) return Status::Error("op '" + spec.name + "': " + space.status().message());
       ks->space = std::make_unique<SearchSpace>(std::move(space).value());
-      ks->legal = ks->space->LegalCount();
+      bool exact = true;
+      ks->legal = ks->space->LegalCount(&exact);
       ks->budget = std::min(budget, ks->legal);
       ks->budget_seconds = job.budget_seconds;
       SearchOptions key_options = options;
@@ -223,6 +224,8 @@ Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std
       ks->proposer = ks->strategy->Name();
       out->pairs_total += ks->budget;
       out->pool_unsliced[PoolKey{job.device.model, spec.name, dtype, shape.Canonical()}] += ks->budget;
+      out->plans[PoolKey{job.device.model, spec.name, dtype, shape.Canonical()}] =
+          KeyPlan{ks->legal, exact, ks->proposer, ks->budget, true};
       if (ks->budget == 0) continue;
       ConfigPool pool{job.sweep_id, spec.name, dtype, shape, std::make_shared<const std::vector<Config>>(), 0, ks};
       out->pools.push_back(std::move(pool));
@@ -306,6 +309,8 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
         const size_t left = pool.configs->size();
         out.pairs_total += legal_here->size();
         out.pool_unsliced[PoolKey{device.model, spec.name, dtype, shape.Canonical()}] += left;
+        out.plans[PoolKey{device.model, spec.name, dtype, shape.Canonical()}] =
+            KeyPlan{legal_here->size(), true, "exhaustive/1", 0, false};
         if (left > 0) out.pools.push_back(std::move(pool));
       }
     }
@@ -368,6 +373,7 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
     sweep.key_passes[key].unsliced += left;
     sweep.model_passes[model].unsliced += left;
   }
+  for (auto& [key, plan] : space->plans) sweep.plans[key] = std::move(plan);
   for (auto& pool : space->pools) pools_[model].push_back(std::move(pool));
   MaybeFinish(sweep, now_unix);  // a resumed sweep may have nothing left
 }
@@ -897,6 +903,13 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   if (sweep.units_finished < sweep.units.size()) return;
   sweep.state = RunState::kDone;
   sweep.finished_unix = now_unix;
+}
+
+std::string Scheduler::ProposerOf(const std::string& sweep_id, const PoolKey& key) const {
+  const auto s = sweeps_.find(sweep_id);
+  if (s == sweeps_.end()) return "";
+  const auto plan = s->second.plans.find(key);
+  return plan == s->second.plans.end() ? "" : plan->second.strategy;
 }
 
 std::map<std::string, size_t> Scheduler::LeasesPerWorker() const {

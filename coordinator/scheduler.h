@@ -208,6 +208,16 @@ struct SpaceExpansion {
   uint64_t max_pairs = UINT64_MAX;         // legal configs x shapes x dtypes, over the specs
 };
 
+// How one (model, op, dtype, shape) key of a sweep is measured: what its
+// coverage record says once the sweep ends (KeyCoverage).
+struct KeyPlan {
+  uint64_t legal = 0;
+  bool legal_exact = true;
+  std::string strategy;  // the proposer's name, "exhaustive/1" for a key measured whole
+  uint64_t budget = 0;   // evaluations a search may take; 0 for exhaustive
+  bool searched = false;
+};
+
 // What a SpaceExpansion yields: the pools with configs left to measure,
 // least work first (Scheduler::CreateUnits says why), and the counts.
 struct ExpandedSpace {
@@ -218,6 +228,7 @@ struct ExpandedSpace {
   std::map<std::string, uint64_t> failed_by_class;  // of those, by FailureClassName
   // Per (model, op, dtype, shape) pool key: configs left to cut.
   std::map<PoolKey, uint64_t> pool_unsliced;
+  std::map<PoolKey, KeyPlan> plans;
 };
 
 // Runs `job`; safe on any thread. Fails, naming the op and model, on a
@@ -321,6 +332,7 @@ struct SweepState {
     bool RefineNow(bool device_idle);
   };
   std::map<PoolKey, KeyPasses> key_passes;
+  std::map<PoolKey, KeyPlan> plans;  // per key of every model expanded
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   std::map<std::string, uint64_t> failed_by_class;  // of pairs_failed, by FailureClassName
   // Models it stopped waiting for (SchedulerOptions::model_idle_seconds),
@@ -446,6 +458,9 @@ class Scheduler {
   std::map<std::string, uint64_t> QueuedConfigsPerModel() const;
   std::map<std::string, uint64_t> LeasedUnitsPerModel() const;
   const SweepState* FindSweep(const std::string& id) const;
+  // Which strategy proposes the configs of a key of a sweep ("" when the
+  // sweep or key is unknown): what its rows record (Measurement::proposer).
+  std::string ProposerOf(const std::string& sweep_id, const PoolKey& key) const;
   // With `now`, each running sweep's SweepProgress::waits also names the
   // live models it has work queued for that no device has taken for a
   // while (the quiet-model rule's clock).

@@ -99,6 +99,42 @@ void Sweeps::Persist(const std::string& id) {
   if (!st.ok()) health_->Failed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
 }
 
+void Sweeps::RecordCoverage(const SweepState& sweep) {
+  for (const auto& [key, plan] : sweep.plans) {
+    KeyCoverage c;
+    c.gpu_model = key.model;
+    c.op = key.op;
+    c.dtype = key.dtype;
+    c.shape = key.shape;
+    c.legal = plan.legal;
+    c.legal_exact = plan.legal_exact;
+    c.strategy = plan.strategy;
+    c.budget = plan.budget;
+    c.seed = plan.searched ? sweep.submit.seed : 0;
+    c.sweep_id = sweep.id;
+    c.unix_time = sweep.finished_unix;
+    // The kernel this sweep measured: the hash of its own rows of the key,
+    // else the newest stored one (a key measured whole before it).
+    std::map<std::string, std::set<std::string>> configs;  // kernel hash -> config ids
+    int64_t newest = INT64_MIN;
+    Status st = store_->Scan(ResultFilter{key.model, key.op, key.dtype, key.shape, ""}, [&](const Measurement& m) {
+      configs[m.kernel_hash].insert(m.config_id);
+      if (m.sweep_id == sweep.id) newest = INT64_MAX, c.kernel_hash = m.kernel_hash;
+      else if (m.unix_time > newest) newest = m.unix_time, c.kernel_hash = m.kernel_hash;
+      return true;
+    });
+    if (!st.ok() || c.kernel_hash.empty()) continue;
+    c.evaluated = configs[c.kernel_hash].size();
+    const bool whole = c.legal_exact && c.evaluated >= c.legal;
+    const bool finished = sweep.state == RunState::kDone && !sweep.skipped.count(key.model);
+    c.state = whole ? KeyCoverage::State::kExhausted
+              : finished && plan.searched ? KeyCoverage::State::kSearched
+                                          : KeyCoverage::State::kPartial;
+    if (Status put = store_->PutCoverage(c); !put.ok())
+      CoordinatorLog(log::Level::kWarn, "cannot record a key's coverage", {{"sweep", sweep.id}, {"error", put.message()}});
+  }
+}
+
 MeasuredFn Sweeps::Measured() {
   ResultStore* db = store_;
   // Each copy (one per expansion) hashes each (op, toolchain) once, not once
@@ -180,6 +216,7 @@ void Sweeps::RecordEnded() {
   for (const auto& [id, s] : scheduler_->sweeps()) {
     if (s.state == RunState::kRunning || !ended_.insert(id).second) continue;
     Persist(id);
+    RecordCoverage(s);
     ingestion_->ForgetLeases(id);
     if (s.error.empty()) CoordinatorLog(log::Level::kInfo, std::string("sweep ") + RunStateName(s.state),
                                         {{"sweep", id}});

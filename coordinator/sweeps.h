@@ -65,6 +65,8 @@ class Sweeps {
  private:
   SweepStatus StatusOf(const std::string& sweep_id) const;
   void Persist(const std::string& id);
+  // The coverage of each key of an ended sweep (KeyCoverage), into the store.
+  void RecordCoverage(const SweepState& sweep);
   // Whether the store holds a config's shapes for a device (read on the
   // expander thread: the store is thread-safe): what a sweep need not
   // measure again.

@@ -38,6 +38,13 @@ struct BundleEntry @0xec8c2249722130d6 {
   nvrtcVersion @14 :Text;
   driverVersion @15 :Text;
   arch @16 :Text;                 # of the measured cubin ("sm_90a"); its image is in Bundle.kernels
+  # What the farm measured of the key (tune::KeyCoverage); state "" when it
+  # kept no record (a store older than coverage records).
+  coverageState @17 :Text;        # "exhausted" | "searched" | "partial"
+  coverageLegal @18 :UInt64;
+  coverageEvaluated @19 :UInt64;
+  coverageStrategy @20 :Text;
+  coverageBudget @21 :UInt64;
 }
 
 # The last resort of a lookup: an op's default config, used when no tuned

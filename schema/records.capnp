@@ -147,6 +147,35 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # host added (headers read from include roots, a program's version
   # output); kernelHash derives from the op's hash and this. Empty otherwise.
   includeDigest @36 :Text;
+  # Which search strategy proposed the config ("model/1", "exhaustive/1"),
+  # set by the coordinator; empty on rows stored before the field existed.
+  proposer @37 :Text;
+}
+
+# What a sweep measured of one (GPU model, op, dtype, shape) of a kernel
+# (tune::KeyCoverage).
+struct KeyCoverage @0xa11480b3a391b4d4 {
+  gpuModel @0 :Text;
+  op @1 :Text;
+  dtype @2 :Text;
+  shape @3 :Text;
+  kernelHash @4 :Text;
+  legal @5 :UInt64;
+  legalExact @6 :Bool;
+  evaluated @7 :UInt64;
+  strategy @8 :Text;
+  budget @9 :UInt64;
+  seed @10 :UInt64;
+  state @11 :CoverageState;
+  sweepId @12 :Text;
+  unixTime @13 :Int64;
+}
+
+enum CoverageState {
+  unknown @0;
+  partial @1;     # less than it set out to: cancelled, failed, a model skipped
+  exhausted @2;   # every legal config
+  searched @3;    # what a strategy chose, within its budget
 }
 
 # The exact binary a worker measured: one cubin per (kernel hash, config,

@@ -226,8 +226,17 @@
     tr.append(el('td', '', b.op || ''), el('td', '', b.dtype || ''), el('td', 'mono', b.shape || ''),
               el('td', 'mono', b.gpu_model || ''), cfg, el('td', 'num', fmtUs(b.median_us)),
               el('td', 'num', b.stdev_us !== undefined ? fmtUs(b.stdev_us) : ''),
-              el('td', 'num', b.samples !== undefined ? fmtInt(b.samples) : ''), backendCell(b.backend));
+              el('td', 'num', b.samples !== undefined ? fmtInt(b.samples) : ''), backendCell(b.backend),
+              coverageCell(b.coverage));
     return tr;
+  }
+  // What the farm measured of the key: "searched 300/3156" (the strategy in the title).
+  function coverageCell(c) {
+    if (!c) return el('td', '', '');
+    const td = el('td', c.state === 'partial' ? 'partial' : '',
+                  `${c.state} ${fmtInt(c.evaluated)}/${c.legal_exact ? '' : '~'}${fmtInt(c.legal)}`);
+    td.title = (c.strategy || '') + (c.budget ? `, budget ${c.budget}` : '');
+    return td;
   }
   function fillRows(body, rows, emptyText, span) {
     if (!rows.length) {
@@ -240,7 +249,7 @@
   }
   function renderBest(doc) {
     const best = list(doc.best);
-    fillRows($('best-body'), best.map(bestRow), 'No results yet.', 9);
+    fillRows($('best-body'), best.map(bestRow), 'No results yet.', 10);
     $('best-summary').textContent = best.length ? `${best.length} key(s)` : '';
     renderSweepPage();
   }
@@ -415,7 +424,7 @@
     $('sp-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', '', k), el('dd', '', v)]));
     renderFailureBars($('sp-failures'), s.failed_by_class, 'No failures.');
     const rows = list((docs.best || {}).best).filter((b) => String(b.sweep_id) === id);
-    fillRows($('sp-best-body'), rows.map(bestRow), 'No results of this sweep yet.', 9);
+    fillRows($('sp-best-body'), rows.map(bestRow), 'No results of this sweep yet.', 10);
     $('sp-best-summary').textContent = rows.length ? `${rows.length} key(s)` : '';
     document.title = `tunefarm \u2014 ${s.name || id}`;
   }

@@ -18,6 +18,7 @@
 #include "support/temp_dir.h"
 #include "spec/op_spec.h"
 #include "codec/protocol.h"
+#include "publish/publish.h"
 #include "store/result_store.h"
 
 using tune::testing::Child;
@@ -219,6 +220,22 @@ TEST_F(RestartTest, ACancelledSweepLeasesNothingMoreAndStaysEndedAfterARestart) 
   auto store = ResultStore::OpenReadOnly(dir_.Sub("store"));
   ASSERT_TRUE(store.ok()) << store.status().message();
   EXPECT_EQ(*(*store)->CountResults(), 10u);  // what was stored before the cancel stays
+  // Its key is marked partial: 10 of the space measured.
+  Measurement row;
+  ASSERT_TRUE((*store)->Scan({}, [&](const Measurement& m) { return row = m, false; }).ok());
+  auto coverage = (*store)->GetCoverage(row.gpu_model, row.op, row.dtype, row.shape, row.kernel_hash);
+  ASSERT_TRUE(coverage.ok() && coverage->has_value()) << ReadFile(dir_.Sub("coordinator.log"));
+  EXPECT_EQ((*coverage)->state, KeyCoverage::State::kPartial);
+  EXPECT_EQ((*coverage)->evaluated, 10u);
+  EXPECT_GT((*coverage)->legal, 10u);
+  // So says a bundle published from it.
+  PublishOptions config_only;
+  config_only.kernels = false;
+  auto bundle = BuildBundle(**store, {}, "cancelled", config_only);
+  ASSERT_TRUE(bundle.ok()) << bundle.status().message();
+  ASSERT_EQ(bundle->entries.size(), 1u);
+  EXPECT_EQ(bundle->entries[0].coverage.state, "partial");
+  EXPECT_EQ(bundle->entries[0].coverage.evaluated, 10u);
 }
 
 }  // namespace

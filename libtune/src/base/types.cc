@@ -316,4 +316,13 @@ void Measurement::CopyOutcome(const Measurement& from) {
   confirm_timing = from.confirm_timing;
 }
 
+const char* CoverageStateName(KeyCoverage::State state) {
+  switch (state) {
+    case KeyCoverage::State::kExhausted: return "exhausted";
+    case KeyCoverage::State::kSearched: return "searched";
+    case KeyCoverage::State::kPartial: break;
+  }
+  return "partial";
+}
+
 }  // namespace tune

@@ -171,6 +171,9 @@ struct Measurement {
   // The architecture of the measured cubin ("sm_90a"; "" for sim): with the
   // key it names the row's KernelImage.
   std::string arch;
+  // The search strategy that proposed the config ("model/1"; set by the
+  // coordinator at ingestion, "" on rows stored before).
+  std::string proposer;
 
   // A refine or confirm figure: the row took the place of the config's
   // screening row of its key.
@@ -229,5 +232,26 @@ Status CheckCubin(std::string_view image, const std::string& arch);
 // OK when `image` (a checked cubin) defines each of `entries` as a global
 // function symbol: the op's kernel must be there to be launched.
 Status CheckCubinEntries(std::string_view image, const std::vector<std::string>& entries);
+
+// What a sweep measured of one (GPU model, op, dtype, shape) of a kernel:
+// every legal config (exhausted), what a search strategy chose within its
+// budget (searched), or less than it set out to (partial: its sweep was
+// cancelled or failed, or stopped waiting for the model). `best`,
+// `compare`, the dashboard and bundles show it; a partial key is never
+// called exact.
+struct KeyCoverage {
+  enum class State : uint8_t { kPartial = 1, kExhausted = 2, kSearched = 3 };
+  std::string gpu_model, op, dtype, shape, kernel_hash;
+  uint64_t legal = 0;       // legal configs of the key (estimated when !legal_exact)
+  bool legal_exact = true;
+  uint64_t evaluated = 0;   // configs with a row
+  std::string strategy;     // "exhaustive/1", "model/1", ...
+  uint64_t budget = 0;      // evaluations allowed (0: none, exhaustive)
+  uint64_t seed = 0;
+  State state = State::kPartial;
+  std::string sweep_id;
+  int64_t unix_time = 0;
+};
+const char* CoverageStateName(KeyCoverage::State state);  // "partial", "exhausted", "searched"
 
 }  // namespace tune

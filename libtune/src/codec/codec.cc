@@ -205,6 +205,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setRefined(m.pass == Measurement::Pass::kRefine);
   b.setScreenUs(m.screen_us);
   b.setArch(TextOf(m.arch));
+  b.setProposer(TextOf(m.proposer));
   b.setUnchecked(m.unchecked);
   b.setIncludeDigest(TextOf(m.include_digest));
 }
@@ -254,6 +255,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.confirm_timing = FromWire(r.getConfirmTiming());
   m.screen_us = r.getScreenUs();
   m.arch = Txt(r.getArch(), budget, "arch");
+  m.proposer = Txt(r.getProposer(), budget, "proposer");
   m.unchecked = r.getUnchecked();
   m.include_digest = Txt(r.getIncludeDigest(), budget, "includeDigest");
   return m;

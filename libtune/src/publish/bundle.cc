@@ -238,6 +238,11 @@ std::string EncodeBundle(const Bundle& b) {
     w.setNvrtcVersion(TextOf(e.nvrtc_version));
     w.setDriverVersion(TextOf(e.driver_version));
     w.setArch(TextOf(e.arch));
+    w.setCoverageState(TextOf(e.coverage.state));
+    w.setCoverageLegal(e.coverage.legal);
+    w.setCoverageEvaluated(e.coverage.evaluated);
+    w.setCoverageStrategy(TextOf(e.coverage.strategy));
+    w.setCoverageBudget(e.coverage.budget);
   }
   auto plans = root.initLaunchPlans(static_cast<unsigned>(b.launch_plans.size()));
   for (i = 0; i < b.launch_plans.size(); ++i) {
@@ -344,6 +349,11 @@ BundleEntry GetEntry(wire::BundleEntry::Reader r, Budget& budget) {
   e.nvrtc_version = Str(r.getNvrtcVersion());
   e.driver_version = Str(r.getDriverVersion());
   e.arch = Str(r.getArch());
+  e.coverage.state = Str(r.getCoverageState());
+  e.coverage.legal = r.getCoverageLegal();
+  e.coverage.evaluated = r.getCoverageEvaluated();
+  e.coverage.strategy = Str(r.getCoverageStrategy());
+  e.coverage.budget = r.getCoverageBudget();
   return e;
 }
 

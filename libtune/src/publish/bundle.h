@@ -48,6 +48,13 @@ struct BundleEntry {
   std::string backend;              // "cuda" | "sim"
   std::string device_name, nvrtc_version, driver_version;
   std::string arch;                 // of the measured cubin ("sm_90a"; "" for sim)
+  // What the farm measured of the key (KeyCoverage): "exhausted",
+  // "searched" or "partial" ("" where the store kept no record), legal and
+  // evaluated configs, the strategy and its budget.
+  struct Coverage {
+    std::string state, strategy;
+    uint64_t legal = 0, evaluated = 0, budget = 0;
+  } coverage;
 };
 
 struct BundleLaunchArg {

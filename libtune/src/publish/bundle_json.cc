@@ -73,6 +73,9 @@ std::string BundleToJson(const Bundle& b) {
     je["nvrtc_version"] = e.nvrtc_version;
     je["driver_version"] = e.driver_version;
     je["arch"] = e.arch;
+    if (!e.coverage.state.empty())
+      je["coverage"] = {{"state", e.coverage.state}, {"legal", e.coverage.legal}, {"evaluated", e.coverage.evaluated},
+                        {"strategy", e.coverage.strategy}, {"budget", e.coverage.budget}};
     entries.push_back(std::move(je));
   }
   j["entries"] = std::move(entries);
@@ -182,6 +185,11 @@ Result<Bundle> BundleFromJson(const std::string& text) {
         e.nvrtc_version = je.value("nvrtc_version", std::string());
         e.driver_version = je.value("driver_version", std::string());
         e.arch = je.value("arch", std::string());
+        if (je.contains("coverage")) {
+          const auto& jc = je.at("coverage");
+          e.coverage = {jc.at("state").get<std::string>(), jc.value("strategy", std::string()),
+                        jc.value("legal", uint64_t{0}), jc.value("evaluated", uint64_t{0}), jc.value("budget", uint64_t{0})};
+        }
         b.entries.push_back(std::move(e));
       }
     }

@@ -254,6 +254,9 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     e.nvrtc_version = m->nvrtc_version;
     e.driver_version = m->driver_version;
     e.arch = m->arch;
+    if (auto c = store.GetCoverage(m->gpu_model, m->op, m->dtype, m->shape, m->kernel_hash); c.ok() && *c) {
+      e.coverage = {CoverageStateName((*c)->state), (*c)->strategy, (*c)->legal, (*c)->evaluated, (*c)->budget};
+    }
     auto spec = ops.find(m->op);
     if (spec != ops.end()) {
       auto def = store.Get(m->gpu_model, m->op, m->dtype, m->shape, m->kernel_hash,

@@ -27,6 +27,12 @@ extern const char kCompareCss[], kCompareChartsJs[];
 }  // namespace tune::assets
 
 namespace tune {
+
+nlohmann::json CoverageJson(const KeyCoverage& c) {
+  return {{"state", CoverageStateName(c.state)}, {"legal", c.legal},       {"legal_exact", c.legal_exact},
+          {"evaluated", c.evaluated},           {"strategy", c.strategy}, {"budget", c.budget},
+          {"seed", c.seed}};
+}
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -304,6 +310,9 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
         profile->report.clear();  // reports print figures, not the file
         w.profile = std::move(*profile);
       }
+      if (auto cov = store.GetCoverage(w.best.gpu_model, w.best.op, w.best.dtype, w.best.shape, w.best.kernel_hash);
+          cov.ok())
+        w.coverage = *cov;
     }
     if (row.winners[0].present) {
       for (auto& w : row.winners) {
@@ -504,6 +513,7 @@ nlohmann::json ComparisonToJsonValue(const Comparison& c) {
         wj["ci95_us"] = w.best.ci95_us;
         wj["samples"] = w.best.samples;
         wj["backend"] = w.best.backend;
+        if (w.coverage) wj["coverage"] = CoverageJson(*w.coverage);
         wj["throughput"] = w.throughput > 0 ? nlohmann::json{{"value", w.throughput}, {"unit", w.unit}}
                                             : nlohmann::json(nullptr);
         wj["roofline_share"] = NumberOrNull(w.roofline_share);

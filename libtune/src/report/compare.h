@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "store/result_store.h"
 #include "tune/status.h"
 #include "base/types.h"
@@ -35,6 +37,10 @@ struct PeakFigures {
 // nullopt for a model the table does not know: its share of the roofline is
 // then not reported rather than guessed.
 std::optional<PeakFigures> PeakFiguresFor(const std::string& gpu_model);
+
+// A key's coverage as reports, `best` and the dashboard print it in JSON:
+// {"state", "legal", "legal_exact", "evaluated", "strategy", "budget", "seed"}.
+nlohmann::json CoverageJson(const KeyCoverage& c);
 
 struct CompareOptions {
   std::string op, dtype, shape;  // empty = any; shape in canonical form "M=4096,N=4096,K=4096"
@@ -67,6 +73,8 @@ struct ModelWinner {
   // The winner's profile (a sweep's profile_top), when the store has one:
   // printers show its bottleneck class and the figures that decided it.
   std::optional<KernelProfile> profile;
+  // What the farm measured of the key (nullopt: no record kept).
+  std::optional<KeyCoverage> coverage;
 };
 
 // Model `from`'s winner as measured on model `on` (same op, dtype, shape,

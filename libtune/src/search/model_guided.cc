@@ -27,6 +27,7 @@ constexpr double kPolishFrom = 0.85;     // of the budget: from here, neighbours
 constexpr size_t kRandomCandidates = 512;
 constexpr size_t kChildCandidates = 256;
 constexpr float kPriorWeight = 0.5f;
+constexpr float kPriorFadeOver = 100.f;  // own observations after which priors weigh a tenth
 constexpr double kPriorNear = 1.10;      // a prior within 10% of its key's best is labelled 1
 
 float ValueFeature(int64_t v) {
@@ -186,13 +187,17 @@ class ModelGuided final : public StrategyBase {
       weights.push_back(pos != positive.end() ? pos->second : 1.f);
     }
     if (with_key) {
+      // Neighbours speak loudest before the key has figures of its own: a
+      // shape's best can be another's also-ran.
+      const float prior_weight =
+          kPriorWeight * std::max(0.1f, 1.f - static_cast<float>(observed_.size()) / kPriorFadeOver);
       for (const PriorTrial& t : priors_) {
         if (t.features.size() != key_features_.size()) continue;
         std::vector<float> f = Features(t.config);
         f.insert(f.end(), t.features.begin(), t.features.end());
         rows.push_back(std::move(f));
         labels.push_back(t.relative <= kPriorNear ? 1.f : 0.f);
-        weights.push_back(kPriorWeight);
+        weights.push_back(prior_weight);
       }
     }
     auto model = BoostedClassifier::Train(rows, labels, weights, options_.seed);

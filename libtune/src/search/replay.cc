@@ -45,7 +45,7 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
   for (uint32_t seed = 0; seed < options.seeds; ++seed) {
     SearchOptions so = options.search;
     so.seed = options.search.seed + seed;
-    auto strategy = MakeStrategy(space.value(), so);
+    auto strategy = MakeStrategy(space.value(), so, options.priors, options.key_features);
     if (!strategy.ok()) return Status::InvalidArgument(truth.key + ": " + strategy.status().message());
     SearchStrategy& s = *strategy.value();
     out.strategy = s.Name();

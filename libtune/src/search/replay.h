@@ -20,12 +20,18 @@ namespace tune {
 // (nullopt: the config failed).
 struct GroundTruth {
   std::string key;  // "gpu_model op/dtype shape", for tables
+  std::string gpu_model, op, dtype;
+  Shape shape;
   std::vector<Config> configs;
   std::vector<std::optional<double>> us;
 };
 
 struct ReplayOptions {
   SearchOptions search;       // strategy, budget (0: the whole space); seeds from 0
+  // Warm start (MakeStrategy): what neighbour keys measured, and this key's
+  // features in the same terms.
+  std::vector<PriorTrial> priors;
+  std::vector<float> key_features;
   uint32_t seeds = 20;
   uint32_t batch = 16;        // configs proposed at a time, as a farm's unit
   std::vector<double> within = {0.01, 0.02, 0.05};

@@ -14,8 +14,13 @@ StrategyBase::StrategyBase(const SearchSpace& space, const SearchOptions& option
   for (const PriorTrial& t : priors) order.push_back(&t);
   std::stable_sort(order.begin(), order.end(),
                    [](const PriorTrial* a, const PriorTrial* b) { return a->relative < b->relative; });
+  // The neighbours' winners and near-winners are measured first: on a new
+  // GPU model the old one's top configs usually hold the new best.
+  constexpr double kFirstWithin = 1.05;
+  constexpr size_t kFirstAtMost = 16;
   std::set<SpacePoint> have;
   for (const PriorTrial* t : order) {
+    if (t->relative > kFirstWithin || priors_best_.size() >= kFirstAtMost) break;
     const std::optional<SpacePoint> p = space_.PointOf(t->config);
     if (p && space_.Legal(*p) && have.insert(*p).second) priors_best_.push_back(*p);
   }

@@ -40,7 +40,9 @@ struct SearchOptions {
 // What a key measured for a config elsewhere (another shape, another GPU
 // model), to warm-start a search: `relative` is its figure over that key's
 // best (1 = that key's winner); `features` are the key's shape and GPU
-// features (search/features.h), the same length for every prior.
+// features (search/features.h), the same length for every prior. Every
+// strategy measures first the priors within 5% of their key's best (16 at
+// most); `model` trains on them all.
 struct PriorTrial {
   Config config;
   double relative = 0;

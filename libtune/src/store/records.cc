@@ -69,6 +69,51 @@ Result<OpRecord> DecodeOpRecord(const void* data, size_t size) {
                              });
 }
 
+std::string EncodeCoverage(const KeyCoverage& c) {
+  capnp::MallocMessageBuilder builder(kFirstSegmentWords);
+  auto b = builder.initRoot<wire::KeyCoverage>();
+  b.setGpuModel(TextOf(c.gpu_model));
+  b.setOp(TextOf(c.op));
+  b.setDtype(TextOf(c.dtype));
+  b.setShape(TextOf(c.shape));
+  b.setKernelHash(TextOf(c.kernel_hash));
+  b.setLegal(c.legal);
+  b.setLegalExact(c.legal_exact);
+  b.setEvaluated(c.evaluated);
+  b.setStrategy(TextOf(c.strategy));
+  b.setBudget(c.budget);
+  b.setSeed(c.seed);
+  b.setState(static_cast<wire::CoverageState>(static_cast<uint16_t>(c.state)));
+  b.setSweepId(TextOf(c.sweep_id));
+  b.setUnixTime(c.unix_time);
+  return ToBytes(builder);
+}
+
+Result<KeyCoverage> DecodeCoverage(const void* data, size_t size) {
+  return ReadFrame<KeyCoverage>(data, size, Stored("coverage record"),
+                                [](capnp::MessageReader& reader, Budget& budget) -> Result<KeyCoverage> {
+                                  auto r = reader.getRoot<wire::KeyCoverage>();
+                                  KeyCoverage c;
+                                  c.gpu_model = Txt(r.getGpuModel(), budget, "gpuModel");
+                                  c.op = Txt(r.getOp(), budget, "op");
+                                  c.dtype = Txt(r.getDtype(), budget, "dtype");
+                                  c.shape = Txt(r.getShape(), budget, "shape");
+                                  c.kernel_hash = Txt(r.getKernelHash(), budget, "kernelHash");
+                                  c.legal = r.getLegal();
+                                  c.legal_exact = r.getLegalExact();
+                                  c.evaluated = r.getEvaluated();
+                                  c.strategy = Txt(r.getStrategy(), budget, "strategy");
+                                  c.budget = r.getBudget();
+                                  c.seed = r.getSeed();
+                                  const auto state = static_cast<uint16_t>(r.getState());
+                                  if (state < 1 || state > 3) return Status::Corruption("coverage record: unknown state");
+                                  c.state = static_cast<KeyCoverage::State>(state);
+                                  c.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+                                  c.unix_time = r.getUnixTime();
+                                  return c;
+                                });
+}
+
 std::string EncodeKernelImage(const KernelImage& k) {
   capnp::MallocMessageBuilder builder(kFirstSegmentWords);
   SetKernelImage(builder.initRoot<wire::KernelImage>(), k);

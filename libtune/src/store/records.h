@@ -52,6 +52,10 @@ struct OpRecord {
 std::string EncodeOpRecord(const OpRecord& r);
 Result<OpRecord> DecodeOpRecord(const void* data, size_t size);
 
+// A key's coverage as the store keeps it (ResultStore::PutCoverage).
+std::string EncodeCoverage(const KeyCoverage& c);
+Result<KeyCoverage> DecodeCoverage(const void* data, size_t size);
+
 // A measured cubin as the store keeps it (ResultStore::PutKernel).
 std::string EncodeProfile(const KernelProfile& p);
 Result<KernelProfile> DecodeProfile(const void* data, size_t size);

@@ -1170,6 +1170,41 @@ Result<size_t> ResultStore::PruneOps(const std::string& name, size_t keep, const
   return removed;
 }
 
+namespace {
+const std::string kCoveragePrefix = std::string("coverage") + kSep;
+std::string CoverageKey(const std::string& gpu_model, const std::string& op, const std::string& dtype,
+                        const std::string& shape, const std::string& kernel_hash) {
+  return kCoveragePrefix + JoinKey({gpu_model, op, dtype, shape, kernel_hash});
+}
+}  // namespace
+
+Status ResultStore::PutCoverage(const KeyCoverage& c) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  for (const std::string* part : {&c.gpu_model, &c.op, &c.dtype, &c.shape, &c.kernel_hash})
+    if (part->find(kSep) != std::string::npos) return Status::InvalidArgument("coverage key with a NUL byte");
+  if (c.state == KeyCoverage::State::kPartial) {
+    auto stored = GetCoverage(c.gpu_model, c.op, c.dtype, c.shape, c.kernel_hash);
+    if (stored.ok() && *stored && (*stored)->state != KeyCoverage::State::kPartial) return Status::OK();
+  }
+  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta,
+                                     CoverageKey(c.gpu_model, c.op, c.dtype, c.shape, c.kernel_hash), EncodeCoverage(c));
+  if (s.ok()) impl_->MaybeMarkDurable();
+  return s.ok() ? Status::OK() : impl_->Error("write of a key's coverage failed", s);
+}
+
+Result<std::optional<KeyCoverage>> ResultStore::GetCoverage(const std::string& gpu_model, const std::string& op,
+                                                            const std::string& dtype, const std::string& shape,
+                                                            const std::string& kernel_hash) {
+  std::string bytes;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), impl_->meta,
+                                     CoverageKey(gpu_model, op, dtype, shape, kernel_hash), &bytes);
+  if (s.IsNotFound()) return std::optional<KeyCoverage>();
+  if (!s.ok()) return impl_->Error("read of a key's coverage failed", s);
+  auto c = DecodeCoverage(bytes.data(), bytes.size());
+  if (!c.ok()) return c.status();
+  return std::optional<KeyCoverage>(std::move(c).value());
+}
+
 Status ResultStore::ForEachOp(const std::function<void(const OpRecord& op)>& fn) {
   std::string indexed;
   if (!impl_->db->Get(rocksdb::ReadOptions(), impl_->meta, kOpsIndexedKey, &indexed).ok()) {

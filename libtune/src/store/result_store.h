@@ -170,6 +170,17 @@ class ResultStore {
   // existed has them made from its sweeps when first opened for writing (a
   // read-only handle reads the sweeps instead).
   Status PutOp(const std::string& name, int64_t submitted_unix, const OpPackage& package);
+
+  // A key's coverage (base/types.h KeyCoverage), one record per (GPU model,
+  // op, dtype, shape, kernel hash). A partial record never replaces a
+  // complete one (exhausted or searched) of the same key: a cancelled rerun
+  // does not undo what an earlier sweep finished. Errors: unwritable store,
+  // a key part with a NUL byte.
+  Status PutCoverage(const KeyCoverage& c);
+  // The coverage of the key (nullopt: none recorded).
+  Result<std::optional<KeyCoverage>> GetCoverage(const std::string& gpu_model, const std::string& op,
+                                                 const std::string& dtype, const std::string& shape,
+                                                 const std::string& kernel_hash);
   // Every op record; `fn` gets each (records.h OpRecord) in no set order.
   Status ForEachOp(const std::function<void(const OpRecord& op)>& fn);
   // Removes the records of op `name` beyond its `keep` most recently
