@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "search/features.h"
 #include "search/search_space.h"
 #include "spec/config_space.h"
 #include "base/stats.h"
@@ -218,7 +219,10 @@ Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std
       ks->budget_seconds = job.budget_seconds;
       SearchOptions key_options = options;
       key_options.budget = ks->budget;
-      auto strategy = MakeStrategy(*ks->space, key_options);
+      std::vector<PriorTrial> priors;
+      if (job.priors) priors = job.priors(job.device, spec, dtype, shape);
+      auto strategy = MakeStrategy(*ks->space, key_options, std::move(priors),
+                                   KeyFeatures(shape, job.device.model, &job.device));
       if (!strategy.ok()) return Status::Error("op '" + spec.name + "': " + strategy.status().message());
       ks->strategy = std::move(strategy).value();
       ks->proposer = ks->strategy->Name();
@@ -333,6 +337,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t
   job.search.seed = sweep.submit.seed;
   job.search.budget = sweep.submit.budget;
   job.budget_seconds = sweep.submit.budget_seconds;
+  job.priors = priors_;
   job.max_legal_configs = opts_.max_legal_configs;
   job.max_pairs = opts_.max_sweep_pairs;
   sweep.expanding.insert(device.model);

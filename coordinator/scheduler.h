@@ -143,6 +143,12 @@ using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec
 using KeyRowsFn = std::function<std::vector<Measurement>(const DeviceInfo& device, const OpSpec& spec,
                                                          const std::string& dtype, const Shape& shape)>;
 
+// What the store holds of a key's neighbours (the op and dtype on other
+// GPU models and other shapes) as priors of its search (warm start,
+// search/features.h). Called on the expansion's thread.
+using PriorsFn = std::function<std::vector<PriorTrial>(const DeviceInfo& device, const OpSpec& spec,
+                                                         const std::string& dtype, const Shape& shape)>;
+
 // The search of one (sweep, model, op, dtype, shape) key by a strategy
 // other than exhaustive (SweepSubmit::strategy): its configs are proposed a
 // batch at a time, each once the batch before is measured (so a search is
@@ -204,6 +210,7 @@ struct SpaceExpansion {
   // searching strategy get a KeySearch instead of their configs listed.
   SearchOptions search;
   double budget_seconds = 0;
+  PriorsFn priors;                         // may be null: every search starts cold
   uint64_t max_legal_configs = 0;
   uint64_t max_pairs = UINT64_MAX;         // legal configs x shapes x dtypes, over the specs
 };
@@ -373,6 +380,9 @@ class Scheduler {
   // What searched keys have measured (their observations). Without it a
   // search sees no figures: each batch is proposed blind.
   void SetKeyRows(KeyRowsFn fn) { key_rows_ = std::move(fn); }
+  // Where searches find their priors (warm start). Without it every search
+  // starts cold.
+  void SetPriors(PriorsFn fn) { priors_ = std::move(fn); }
   // Where a search's warnings go (a model that failed to train and fell
   // back to random): the sweep and a line naming the key.
   using SearchWarningFn = std::function<void(const std::string& sweep_id, const std::string& line)>;
@@ -544,6 +554,7 @@ class Scheduler {
   ContendersFn contenders_;
   NearBestFn near_best_;
   KeyRowsFn key_rows_;
+  PriorsFn priors_;
   SearchWarningFn search_warning_;
   ExpandFn expander_;
 };

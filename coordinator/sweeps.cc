@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/clock.h"
+#include "search/features.h"
 #include "spec/sweep_file.h"
 
 namespace tune {
@@ -41,6 +42,8 @@ Status Sweeps::Start() {
                                  {{"shape", shape.Canonical()}, {"error", st.message()}});
     return rows;
   });
+  scheduler_->SetPriors([this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype,
+                                const Shape& shape) { return Priors(dev, spec, dtype, shape); });
   scheduler_->SetSearchWarning([](const std::string& sweep_id, const std::string& line) {
     CoordinatorLog(log::Level::kWarn, "search: " + line, {{"sweep", sweep_id}});
   });
@@ -133,6 +136,37 @@ void Sweeps::RecordCoverage(const SweepState& sweep) {
     if (Status put = store_->PutCoverage(c); !put.ok())
       CoordinatorLog(log::Level::kWarn, "cannot record a key's coverage", {{"sweep", sweep.id}, {"error", put.message()}});
   }
+}
+
+std::vector<PriorTrial> Sweeps::Priors(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype,
+                                       const Shape& shape) {
+  struct Neighbour {
+    std::string kernel_hash;
+    int64_t newest = INT64_MIN;
+    std::map<std::string, std::vector<std::pair<Config, double>>> valid;  // kernel hash -> rows
+  };
+  std::map<std::pair<std::string, std::string>, Neighbour> keys;  // (model, shape)
+  const std::string here = shape.Canonical();
+  Status st = store_->Scan(ResultFilter{"", spec.name, dtype, "", ""}, [&](const Measurement& m) {
+    if (m.gpu_model == dev.model && m.shape == here) return true;
+    Neighbour& n = keys[{m.gpu_model, m.shape}];
+    if (m.unix_time > n.newest) n.newest = m.unix_time, n.kernel_hash = m.kernel_hash;
+    if (m.Valid() && std::isfinite(m.median_us) && m.median_us > 0) n.valid[m.kernel_hash].emplace_back(m.config, m.median_us);
+    return true;
+  });
+  std::vector<PriorTrial> out;
+  if (!st.ok()) {
+    CoordinatorLog(log::Level::kWarn, "search starts cold: the store's neighbours cannot be read",
+                   {{"op", spec.name}, {"error", st.message()}});
+    return out;
+  }
+  for (auto& [key, n] : keys) {
+    Shape neighbour;
+    if (!ParseNamedValues(key.second, &neighbour.dims)) continue;
+    for (PriorTrial& p : PriorsOfKey(std::move(n.valid[n.kernel_hash]), KeyFeatures(neighbour, key.first)))
+      out.push_back(std::move(p));
+  }
+  return out;
 }
 
 MeasuredFn Sweeps::Measured() {

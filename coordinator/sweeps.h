@@ -67,6 +67,11 @@ class Sweeps {
   void Persist(const std::string& id);
   // The coverage of each key of an ended sweep (KeyCoverage), into the store.
   void RecordCoverage(const SweepState& sweep);
+  // The priors of a searched key (Scheduler::SetPriors): the valid rows of
+  // the op and dtype on every other (GPU model, shape) key the store holds,
+  // of each key's newest kernel. Runs on the expansion's thread.
+  std::vector<PriorTrial> Priors(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype,
+                                 const Shape& shape);
   // Whether the store holds a config's shapes for a device (read on the
   // expander thread: the store is thread-safe): what a sweep need not
   // measure again.

@@ -1118,6 +1118,29 @@ TEST(Scheduler, ASearchedKeyMeasuresItsBudgetOnceEachBatchAfterTheLastOnesFigure
   EXPECT_EQ(RunSearchedSweep(submit, 1).size(), 600u);
 }
 
+TEST(Scheduler, ASearchStartsFromItsNeighboursBestWhenTheStoreHasThem) {
+  Scheduler s;
+  Config best{{{"TILE", 256}, {"UNROLL", 4}, {"SPLIT", 2}, {"PAD", 1}}};
+  std::vector<std::string> asked;
+  s.SetPriors([&](const DeviceInfo& d, const OpSpec&, const std::string&, const Shape& shape) {
+    asked.push_back(d.model + " " + shape.Canonical());
+    return std::vector<PriorTrial>{{Config{{{"TILE", 32}, {"UNROLL", 1}, {"SPLIT", 1}, {"PAD", 0}}}, 3.0, {1.f}},
+                                   {best, 1.0, {1.f}}};
+  });
+  SweepSubmit submit = MakeSubmit({"*"}, 8);
+  submit.strategy = "evolution";
+  submit.budget = 50;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  auto u = s.Lease("w", "m", 1);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(asked, std::vector<std::string>{"m N=1024"});
+  ASSERT_FALSE(u->configs.empty());
+  EXPECT_EQ(u->configs[0].Canonical(), best.Canonical());
+  // The neighbour's slow config is not measured first.
+  for (const Config& c : u->configs) EXPECT_NE(c.params[0].second * 100 + c.params[1].second, 3201);
+}
+
 TEST(Scheduler, SearchFieldsOutOfRangeAreRefusedNamingTheField) {
   Scheduler s;
   SweepSubmit submit = MakeSubmit({"*"}, 8);
