@@ -49,7 +49,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
   if (best_only) {
     auto best = (*store)->Best(args.filter);
     if (!best.ok()) return Fail(best.status().message());
-    rows = NewestKernelOnly(std::move(best).value());
+    rows = StableWinners(**store, NewestKernelOnly(std::move(best).value()));
   } else {
     Status st = (*store)->Scan(args.filter, [&](const Measurement& m) {
       rows.push_back(m);

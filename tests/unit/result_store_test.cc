@@ -1,5 +1,6 @@
 // ResultStore against a real RocksDB in a temporary directory.
 // Long on purpose: one suite per component, a test per store rule.
+#include "publish/publish.h"
 #include "store/result_store.h"
 #include "store/records.h"
 
@@ -987,6 +988,33 @@ TEST(ResultStoreDurabilityTest, TheDiskReserveHasAFloor) {
   fs::remove(mnt + "/filler");
   EXPECT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 11)).ok());
   EXPECT_TRUE(store->Close().ok());
+}
+
+// Near-ties publish the same winner whatever their order: the smaller
+// config id among the configs within 1% or each other's CI; a config faster
+// by more than both still wins.
+TEST(StableWinners, NearTiesGoToTheSmallerConfigIdAndRealGainsWin) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path() + "/db");
+  auto row = [](const std::string& id, double us, double ci) {
+    Measurement m = M("h100", "gemm", "M=1", id, us);
+    m.config.params = {{"BM", id == "aaaa" ? 64 : id == "bbbb" ? 128 : 256}};
+    m.ci95_us = ci;
+    return m;
+  };
+  ASSERT_TRUE(store->Put(row("bbbb", 100.0, 0.2)).ok());  // the fastest
+  ASSERT_TRUE(store->Put(row("aaaa", 100.6, 0.2)).ok());  // 0.6% behind: a tie
+  auto best = store->Best({});
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ(best->at(0).config_id, "bbbb");
+  EXPECT_EQ(StableWinners(*store, *best).at(0).config_id, "aaaa");
+  // A config measured far less precisely does not take it either way.
+  ASSERT_TRUE(store->Put(row("0000", 100.4, 5.0)).ok());
+  EXPECT_EQ(StableWinners(*store, *store->Best({})).at(0).config_id, "aaaa");
+  // 3% faster is no tie.
+  ASSERT_TRUE(store->Put(row("cccc", 97.0, 0.2)).ok());
+  EXPECT_EQ(StableWinners(*store, *store->Best({})).at(0).config_id, "cccc");
 }
 
 }  // namespace

@@ -206,6 +206,28 @@ bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_def
 
 }  // namespace
 
+std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best) {
+  auto rel_ci = [](const Measurement& m) { return m.median_us > 0 ? m.ci95_us / m.median_us : 1.0; };
+  for (Measurement& b : best) {
+    std::vector<Measurement> tied;
+    Status st = store.Scan(ResultFilter{b.gpu_model, b.op, b.dtype, b.shape, b.kernel_hash}, [&](const Measurement& m) {
+      const bool same_rank = m.Valid() && m.unchecked == b.unchecked && m.pass == b.pass && std::isfinite(m.median_us);
+      const bool near = m.median_us <= b.median_us * (1 + kTieWithin) ||
+                        m.median_us - m.ci95_us <= b.median_us + b.ci95_us;
+      if (same_rank && near) tied.push_back(m);
+      return true;
+    });
+    if (!st.ok() || tied.size() < 2) continue;
+    double precise = INFINITY;
+    for (const Measurement& m : tied) precise = std::min(precise, rel_ci(m));
+    const Measurement* pick = nullptr;
+    for (const Measurement& m : tied)
+      if (rel_ci(m) <= 2 * precise && (!pick || m.config_id < pick->config_id)) pick = &m;
+    if (pick) b = *pick;
+  }
+  return best;
+}
+
 Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options, std::vector<std::string>* notes) {
   auto note = [&](std::string line) {
@@ -217,7 +239,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   const auto stored = StoredSpecs(store);
   const auto ops = Latest(stored);
   std::map<GroupKey, const Measurement*> pick;  // one best row per key
-  const std::vector<Measurement> newest = NewestKernelOnly(std::move(best).value());
+  const std::vector<Measurement> newest = StableWinners(store, NewestKernelOnly(std::move(best).value()));
   for (const auto& m : newest) pick.emplace(GroupKey(m), &m);
   if (pick.empty()) return Status::Error("publish: no valid measurement matches the filter");
   Bundle b;

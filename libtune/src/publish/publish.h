@@ -24,6 +24,18 @@ std::map<std::string, OpSpec> OpsFromStore(ResultStore& store);
 // publish, compare and the CLI's tables all go through it. Order is kept.
 std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 
+// Winners that a rerun keeps. Each row of `best` (a key's fastest, as the
+// store picks it) gives way to the row of its key and kernel, of the same
+// rank (checked, pass), that wins the tie rule among the configs tied with
+// it: within kTieWithin of its median or within each other's 95%
+// confidence interval. Of those, the ones measured most precisely (a
+// relative CI at most twice the smallest) stay, and the smallest config id
+// wins. So near-ties do not flip between runs or device counts; a config
+// really faster (by more than both bounds) still wins. Keys whose rows
+// cannot be read keep their row.
+inline constexpr double kTieWithin = 0.01;
+std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best);
+
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
 // config of the newest kernel hash, with the op's default config measured on
 // the same key beside it (when the sweep measured it). The default is one of
