@@ -47,7 +47,8 @@ class ModelGuided final : public StrategyBase {
     if (out.size() >= n) return out;
     const size_t want = n - out.size();
     if (ValidObserved() < InitialSamples()) return Fill(std::move(out), want, {});
-    std::vector<SpacePoint> candidates = Candidates();
+    std::vector<SpacePoint> local;
+    std::vector<SpacePoint> candidates = Candidates(&local);
     std::vector<float> scores;
     if (Status s = Score(candidates, &scores); !s.ok()) {
       warnings_.push_back("search model: " + s.message() + "; this batch is random");
@@ -70,7 +71,7 @@ class ModelGuided final : public StrategyBase {
       if (out.size() >= by_model) break;
       if (Take(candidates[i])) out.push_back(candidates[i]);
     }
-    return Fill(std::move(out), n - out.size(), candidates);
+    return Fill(std::move(out), n - out.size(), std::move(local));
   }
 
  private:
@@ -97,7 +98,9 @@ class ModelGuided final : public StrategyBase {
     return out;
   }
 
-  std::vector<SpacePoint> Candidates() {
+  // The candidates the model ranks; `local` gets those near the best
+  // (neighbours, children), from which a batch's exploration share is drawn.
+  std::vector<SpacePoint> Candidates(std::vector<SpacePoint>* local) {
     std::set<SpacePoint> c;
     auto add = [&](const SpacePoint& p) {
       if (Fresh(p)) c.insert(p);
@@ -121,6 +124,7 @@ class ModelGuided final : public StrategyBase {
       }
       if (space_.Legal(child)) add(child);
     }
+    local->assign(c.begin(), c.end());
     for (size_t t = 0; t < kRandomCandidates; ++t) {
       std::optional<SpacePoint> p = space_.Sample(rng_, 2000);
       if (!p) break;
