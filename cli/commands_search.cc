@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <set>
 #include <memory>
 #include <tuple>
 
@@ -14,6 +16,7 @@
 #include "commands.h"
 #include "search/features.h"
 #include "search/replay.h"
+#include "search/selector.h"
 
 namespace tune {
 namespace {
@@ -280,6 +283,67 @@ int RunReplay(const ReplayArgs& args) {
   return 0;
 }
 
+// `search predict`: each tuned shape held out in turn, the selector fitted on
+// the others answers it; its config's figure there against the shape's
+// best, and against the nearest tuned shape's own winner (what lookups
+// answered before), in geometric mean.
+int RunPredict(const std::string& results, uint32_t top) {
+  auto truth = TruthFromCsv(results, ResultFilter{});
+  if (!truth.ok()) return Fail(truth.status().message());
+  std::map<std::string, std::vector<const GroundTruth*>> groups;  // model op/dtype
+  for (const GroundTruth& t : *truth) groups[t.gpu_model + " " + t.op + "/" + t.dtype].push_back(&t);
+  auto figure = [](const GroundTruth& t, const Config& c) {
+    for (size_t i = 0; i < t.configs.size(); ++i)
+      if (t.configs[i].Canonical() == c.Canonical() && t.us[i]) return *t.us[i];
+    return std::numeric_limits<double>::infinity();
+  };
+  auto winners = [](const GroundTruth& t, size_t k) {
+    std::vector<std::pair<double, size_t>> v;
+    for (size_t i = 0; i < t.configs.size(); ++i)
+      if (t.us[i]) v.emplace_back(*t.us[i], i);
+    std::sort(v.begin(), v.end());
+    std::vector<Config> out;
+    for (size_t i = 0; i < std::min(k, v.size()); ++i) out.push_back(t.configs[v[i].second]);
+    return out;
+  };
+  std::printf("%-36s %-22s %-52s %10s %12s\n", "group", "held-out shape", "predicted config", "vs best", "nearest's");
+  double log_pred = 0, log_near = 0;
+  size_t cases = 0;
+  for (const auto& [name, keys] : groups) {
+    if (keys.size() < 2) continue;
+    for (size_t h = 0; h < keys.size(); ++h) {
+      SelectorInput in;
+      std::vector<const GroundTruth*> train;
+      for (size_t s = 0; s < keys.size(); ++s)
+        if (s != h) train.push_back(keys[s]), in.shapes.push_back(keys[s]->shape);
+      std::set<std::string> have;
+      for (const GroundTruth* t : train)
+        for (const Config& c : winners(*t, top))
+          if (have.insert(c.Canonical()).second) in.candidates.push_back(c);
+      for (const Config& c : in.candidates) {
+        in.us.emplace_back();
+        for (const GroundTruth* t : train) in.us.back().push_back(figure(*t, c));
+      }
+      const Selector sel = FitSelector(in);
+      const size_t near = NearestShape(in.shapes, keys[h]->shape);
+      if (near == SIZE_MAX || sel.assign[near] == SIZE_MAX) continue;
+      const Config& predicted = in.candidates[sel.assign[near]];
+      const double best = figure(*keys[h], winners(*keys[h], 1).front());
+      const double pred = figure(*keys[h], predicted) / best;
+      const double nearest = figure(*keys[h], winners(*train[near], 1).front()) / best;
+      std::printf("%-36s %-22s %-52s %9.3fx %11.3fx\n", name.c_str(), keys[h]->shape.Canonical().c_str(),
+                  predicted.Canonical().c_str(), pred, nearest);
+      log_pred += std::log(pred);
+      log_near += std::log(nearest);
+      ++cases;
+    }
+  }
+  if (cases == 0) return Fail(results + ": no (GPU model, op, dtype) with two or more shapes to hold out");
+  std::printf("geometric mean over %zu held-out shapes: predicted %.3fx of the best, nearest tuned shape's winner %.3fx\n",
+              cases, std::exp(log_pred / cases), std::exp(log_near / cases));
+  return 0;
+}
+
 }  // namespace
 
 void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
@@ -313,6 +377,22 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   replay->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
   replay->add_option("--format", args->format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
   out->push_back({.app = replay, .run = [args](const std::atomic<bool>*) { return RunReplay(*args); }});
+
+  struct PredictArgs {
+    std::string results;
+    uint32_t top = 5;
+  };
+  const auto pargs = std::make_shared<PredictArgs>();
+  auto* predict = search->add_subcommand(
+      "predict", "Hold out each tuned shape of exhaustive sweeps in turn and answer it with the shape selector "
+                 "fitted on the others (what bundles answer at the predicted level): its config's figure against "
+                 "the shape's best, and against the nearest tuned shape's winner");
+  predict->add_option("--results", pargs->results, "`tunefarm results --format csv` output of exhaustive sweeps")
+      ->required();
+  predict->add_option("--top", pargs->top, "Candidates per tuned shape: its fastest N configs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  out->push_back({.app = predict, .run = [pargs](const std::atomic<bool>*) { return RunPredict(pargs->results, pargs->top); }});
 }
 
 }  // namespace tune
