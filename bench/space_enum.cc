@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include "progress.h"
 #include "service_notify.h"
 #include "base/json_text.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 #include "base/text.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"

@@ -15,10 +15,10 @@
 #include "progress.h"
 #include "report.h"
 #include "base/clock.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "report/nightly.h"
 #include "publish/publish.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 
 namespace tune {
 namespace {

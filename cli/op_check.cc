@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include "client.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "base/known_gpus.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "measure/program/program_backend.h"
 #include "codec/protocol.h"
 #include "base/text.h"

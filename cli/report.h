@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "publish/bundle.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "codec/protocol.h"
 #include "store/result_store.h"
 #include "base/types.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "base/known_gpus.h"
 #include "base/text.h"
 

@@ -19,7 +19,7 @@
 #include "ingester.h"
 #include "scheduler.h"
 #include "serve/metrics.h"
-#include "spec/kernel_hash.h"
+#include "opspec/kernel_hash.h"
 #include "store/records.h"
 #include "worker_sessions.h"
 

@@ -8,9 +8,9 @@
 
 #include "search/features.h"
 #include "search/search_space.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "base/stats.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 
 namespace tune {
 namespace {

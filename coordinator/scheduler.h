@@ -28,7 +28,7 @@
 #include "measure/backend.h"
 #include "search/strategy.h"
 #include "base/limits.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "codec/protocol.h"
 #include "tune/status.h"
 #include "base/types.h"

@@ -10,7 +10,7 @@
 
 #include "base/clock.h"
 #include "search/features.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 
 namespace tune {
 namespace {

@@ -21,19 +21,19 @@ import sys
 
 ALLOWED = {
     "base": {"base"},
-    "spec": {"base", "spec"},
-    "measure": {"base", "spec", "measure"},
+    "opspec": {"base", "opspec"},
+    "measure": {"base", "opspec", "measure"},
     # Which configs to measure next (strategies, their model, replay): pure
     # functions of a space and observations; the coordinator feeds them.
-    "search": {"base", "spec", "search"},
+    "search": {"base", "opspec", "search"},
     # Every Cap'n Proto encoding (envelopes, records, the bundle's helpers),
     # with no transport: the disk formats never depend on ZeroMQ.
-    "codec": {"base", "spec", "codec"},
+    "codec": {"base", "opspec", "codec"},
     # Envelopes over ZeroMQ, CURVE: only the programs that speak it link it.
-    "wire": {"base", "spec", "codec", "wire"},
-    "store": {"base", "spec", "codec", "store"},
-    "publish": {"base", "spec", "codec", "store", "publish"},
-    "report": {"base", "spec", "codec", "store", "publish", "report"},
+    "wire": {"base", "opspec", "codec", "wire"},
+    "store": {"base", "opspec", "codec", "store"},
+    "publish": {"base", "opspec", "codec", "store", "publish"},
+    "report": {"base", "opspec", "codec", "store", "publish", "report"},
     # The HTTP status side of the farm's processes (pages, JSON, /metrics):
     # no store, no reports; the HTML rules it shares with reports are base's.
     "serve": {"base", "serve"},

@@ -32,9 +32,9 @@ TEST(CudaBackendGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the C
 #include <vector>
 
 #include "support/temp_dir.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "measure/cuda/cuda_backend.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "support/process.h"
 #include "support/temp_dir.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "base/known_gpus.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "support/process.h"
 #include "publish/bundle.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "measure/program/program_backend.h"
 #include "store/result_store.h"
 #include "base/text.h"

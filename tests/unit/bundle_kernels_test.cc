@@ -15,7 +15,7 @@
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
 #endif
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "publish/publish.h"
 #include "store/records.h"
 #include "store/result_store.h"

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "support/temp_dir.h"
-#include "spec/op_spec.h"
-#include "spec/sweep_file.h"
+#include "opspec/op_spec.h"
+#include "opspec/sweep_file.h"
 
 namespace tune {
 namespace {

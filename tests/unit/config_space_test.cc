@@ -1,4 +1,4 @@
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 
 #include <gtest/gtest.h>
 

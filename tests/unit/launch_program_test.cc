@@ -1,5 +1,5 @@
 // Launch programs (base/launch_program.h) against the farm's own expressions
-// (spec/expr.h): what a deployment evaluates must be what the farm measured.
+// (opspec/expr.h): what a deployment evaluates must be what the farm measured.
 #include "base/launch_program.h"
 
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <random>
 
-#include "spec/expr.h"
-#include "spec/op_spec.h"
+#include "opspec/expr.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

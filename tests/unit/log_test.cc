@@ -54,7 +54,7 @@ TEST_F(LogTest, JsonLinesCarryTimeLevelComponentMessageAndFields) {
 
 TEST_F(LogTest, TextLinesQuoteValuesAndKeepToOneLine) {
   ASSERT_TRUE(Configure("debug", "text").ok());
-  Debug("worker", "unit", {{"op", "gemm"}, {"shape", "M=1,N=2"}, {"error", "two words\nand a line"}});
+  Write(Level::kDebug, "worker", "unit", {{"op", "gemm"}, {"shape", "M=1,N=2"}, {"error", "two words\nand a line"}});
   const auto lines = Lines(out_.str());
   ASSERT_EQ(lines.size(), 1u) << out_.str();
   EXPECT_NE(lines[0].find(" debug worker: unit op=gemm shape=\"M=1,N=2\" error=\"two words\\nand a line\""),
@@ -67,7 +67,7 @@ TEST_F(LogTest, LinesBelowTheLevelAreNotWritten) {
   EXPECT_FALSE(Enabled(Level::kInfo));
   EXPECT_TRUE(Enabled(Level::kError));
   Info("coordinator", "quiet");
-  Debug("coordinator", "quieter");
+  Write(Level::kDebug, "coordinator", "quieter");
   Error("coordinator", "loud");
   const auto lines = Lines(out_.str());
   ASSERT_EQ(lines.size(), 1u) << out_.str();

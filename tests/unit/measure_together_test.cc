@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "measure/backend.h"
-#include "spec/config_space.h"
-#include "spec/op_spec.h"
+#include "opspec/config_space.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

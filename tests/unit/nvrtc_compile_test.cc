@@ -27,9 +27,9 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include "measure/confine.h"     // internal: whether this kernel confines compiles
 #include "measure/cuda/host_data.h"  // internal: the checker's host-side data
 #include "support/temp_dir.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "measure/cuda/cuda_backend.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

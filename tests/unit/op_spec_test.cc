@@ -1,4 +1,4 @@
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "spec/config_space.h"
-#include "spec/op_spec.h"
+#include "opspec/config_space.h"
+#include "opspec/op_spec.h"
 #include "base/types.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"

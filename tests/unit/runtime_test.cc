@@ -15,7 +15,7 @@
 
 #include "support/temp_dir.h"
 #include "publish/bundle.h"
-#include "spec/expr.h"
+#include "opspec/expr.h"
 #include "publish/signing.h"
 
 namespace tune::runtime {

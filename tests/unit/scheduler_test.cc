@@ -10,8 +10,8 @@
 #include <optional>
 #include <set>
 
-#include "spec/config_space.h"
-#include "spec/op_spec.h"
+#include "opspec/config_space.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

@@ -7,26 +7,20 @@
 #include <map>
 #include <set>
 
+#include "base/known_gpus.h"
 #include "search/replay.h"
 #include "search/search_space.h"
 #include "search/selector.h"
 #include "search/strategy.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 
 namespace tune {
 namespace {
 
 DeviceInfo H100() {
-  DeviceInfo d;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.model = "h100-80gb-hbm3";
-  d.cc_major = 9;
-  d.cc_minor = 0;
-  d.num_sms = 132;
-  d.l2_bytes = 50 << 20;
-  d.smem_per_block_optin = 232448;
-  d.max_threads_per_block = 1024;
-  return d;
+  const DeviceInfo* d = FindKnownGpu("h100-80gb-hbm3");
+  EXPECT_NE(d, nullptr);
+  return d ? *d : DeviceInfo{};
 }
 
 OpSpec Gemm() {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "support/temp_dir.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 
 namespace tune {
 namespace {

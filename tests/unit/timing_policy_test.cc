@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "measure/backend.h"
-#include "spec/config_space.h"
-#include "spec/op_spec.h"
+#include "opspec/config_space.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

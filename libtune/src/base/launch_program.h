@@ -3,7 +3,7 @@
 // farm's expression parser. A program is postfix code over a table of
 // variables (the op's params, its dims, dsize and the device limits, named in
 // the bundle's launch plan). `publish` compiles them (CompileLaunchProgram in
-// spec/expr.h) and checks that they agree with the farm's own evaluation on
+// opspec/expr.h) and checks that they agree with the farm's own evaluation on
 // every entry it ships.
 //
 // This header needs only the C++ standard library and tune/status.h: it is
@@ -37,7 +37,7 @@ struct LaunchProgram {
   std::string text;               // the expression it came from (messages, JSON)
 };
 
-// Arithmetic shared with the farm's expressions (spec/expr.h), so that both
+// Arithmetic shared with the farm's expressions (opspec/expr.h), so that both
 // evaluate alike: integer ceil-division and C remainder while the operands
 // are exact integers, NaN for a zero divisor.
 double CeilDiv(double a, double b);

@@ -43,9 +43,6 @@ bool Enabled(Level level);
 
 void Write(Level level, std::string_view component, std::string_view message,
            std::initializer_list<Field> fields = {});
-inline void Debug(std::string_view component, std::string_view message, std::initializer_list<Field> fields = {}) {
-  Write(Level::kDebug, component, message, fields);
-}
 inline void Info(std::string_view component, std::string_view message, std::initializer_list<Field> fields = {}) {
   Write(Level::kInfo, component, message, fields);
 }

@@ -6,7 +6,7 @@
 
 #include "codec/codec.h"
 #include "schema/protocol.capnp.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "codec/protocol.h"
 
 namespace tune::codec {

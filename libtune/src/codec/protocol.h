@@ -16,10 +16,10 @@
 #include <variant>
 #include <vector>
 
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "base/profile.h"
 #include "tune/status.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 #include "base/types.h"
 
 namespace tune {
@@ -105,7 +105,7 @@ struct ResultsAck {
   // times (positive: ahead). Rows are stored with the coordinator's time.
   double clock_skew_seconds = 0;
 };
-// From a client: run this sweep (SweepSubmit, spec/sweep_file.h).
+// From a client: run this sweep (SweepSubmit, opspec/sweep_file.h).
 struct SweepAccepted {
   std::string sweep_id;
 };

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "base/profile.h"
 #include "tune/sampling_rule.h"  // generated: python/tunefarm/sampling_rule.json
 #include "tune/status.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "measure/backend.h"
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 #include "base/known_gpus.h"
 #include "measure/sampling.h"
 #include "base/stats.h"

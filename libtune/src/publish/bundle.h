@@ -67,7 +67,7 @@ struct BundleLaunchArg {
 
 // How to launch one op's kernel at one kernel hash: the op spec's launch
 // geometry and argument layout as programs over `vars` (the op's params,
-// then its dims, then "dsize" and the device limits of spec/expr.h).
+// then its dims, then "dsize" and the device limits of opspec/expr.h).
 struct BundleLaunchPlan {
   std::string op, kernel_hash;
   std::string function;             // the kernel's name in the cubin
@@ -93,7 +93,7 @@ struct ArchDefault {
   Config config;
 };
 
-// The device limits a launch plan's programs may read (spec/expr.h names).
+// The device limits a launch plan's programs may read (opspec/expr.h names).
 struct LaunchDevice {
   int64_t smem_optin = 48 * 1024, max_threads = 1024, num_sms = 1, sm = 0, l2_bytes = 0;
 };

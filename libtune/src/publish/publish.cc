@@ -6,11 +6,11 @@
 #include <set>
 #include <tuple>
 
-#include "spec/config_space.h"
-#include "spec/expr.h"
-#include "spec/kernel_hash.h"
+#include "opspec/config_space.h"
+#include "opspec/expr.h"
+#include "opspec/kernel_hash.h"
 #include "store/records.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 
 namespace tune {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <set>
 
-#include "spec/config_space.h"
-#include "spec/expr.h"
+#include "opspec/config_space.h"
+#include "opspec/expr.h"
 
 namespace tune {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/types.h"
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 #include "tune/status.h"
 
 namespace tune {

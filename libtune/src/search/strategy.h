@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "search/search_space.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 #include "tune/status.h"
 
 namespace tune {
@@ -74,6 +74,6 @@ class SearchStrategy {
 Result<std::unique_ptr<SearchStrategy>> MakeStrategy(const SearchSpace& space, const SearchOptions& options,
                                                      std::vector<PriorTrial> priors = {},
                                                      std::vector<float> key_features = {});
-// The names MakeStrategy knows are spec/sweep_file.h's StrategyNames().
+// The names MakeStrategy knows are opspec/sweep_file.h's StrategyNames().
 
 }  // namespace tune

@@ -9,7 +9,7 @@
 
 #include "codec/protocol.h"
 #include "tune/status.h"
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 #include "base/types.h"
 
 namespace tune {

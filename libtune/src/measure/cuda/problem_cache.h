@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "measure/cuda/runner_device.h"
-#include "spec/config_space.h"
-#include "spec/op_spec.h"
+#include "opspec/config_space.h"
+#include "opspec/op_spec.h"
 
 namespace tune::cuda::runner {
 

@@ -1,4 +1,4 @@
-// The backend of program ops (spec/op_spec.h ProgramSpec): a worker hands
+// The backend of program ops (opspec/op_spec.h ProgramSpec): a worker hands
 // a unit of a program op to it instead of its CUDA or sim backend. It runs
 // the op's own commands, in the op's package unpacked on the worker, with
 // the device of the backend it stands beside.

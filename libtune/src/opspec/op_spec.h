@@ -180,7 +180,7 @@ std::string KernelHash(const OpSpec& spec, const std::string& toolchain);
 // (DeviceInfo::nvrtc_version, "sim" on the sim backend), which its backend
 // compiles with (Backend::toolchain()) and its rows repeat
 // (Measurement::nvrtc_version). Every part that keys rows by op asks here;
-// spec/kernel_hash.h memoizes it.
+// opspec/kernel_hash.h memoizes it.
 std::string OpHash(const OpSpec& spec, const DeviceInfo& device);
 // The same for a device known by its toolchain only.
 std::string OpHash(const OpSpec& spec, const std::string& toolchain);

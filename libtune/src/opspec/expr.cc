@@ -1,4 +1,4 @@
-#include "spec/expr.h"
+#include "opspec/expr.h"
 
 #include "base/launch_program.h"
 

@@ -1,11 +1,11 @@
-// CompileLaunchProgram (spec/expr.h): a recursive-descent parser of the
+// CompileLaunchProgram (opspec/expr.h): a recursive-descent parser of the
 // documented expression language that emits postfix code. Precedence, lowest
 // first, as muparser's: ?: , ||, &&, comparisons, + -, * / %, unary - + !, ^
 // (right-associative, so -2^2 is -4).
 #include <cctype>
 #include <cstdlib>
 
-#include "spec/expr.h"
+#include "opspec/expr.h"
 
 namespace tune {
 namespace {

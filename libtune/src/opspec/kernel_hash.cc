@@ -1,6 +1,6 @@
 // What identifies a measurement: the digests of an op's sources and of how
-// it is measured, and the kernel hash over both (spec/op_spec.h,
-// spec/kernel_hash.h).
+// it is measured, and the kernel hash over both (opspec/op_spec.h,
+// opspec/kernel_hash.h).
 #include <sodium.h>
 
 #include <cstdint>
@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "spec/kernel_hash.h"
-#include "spec/op_confine.h"
-#include "spec/op_spec.h"
+#include "opspec/kernel_hash.h"
+#include "opspec/op_confine.h"
+#include "opspec/op_spec.h"
 #include "base/text.h"
 
 namespace tune {

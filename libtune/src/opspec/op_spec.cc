@@ -1,8 +1,8 @@
-// Op packages and op.toml (spec/op_spec.h). Long on purpose: one parser of
+// Op packages and op.toml (opspec/op_spec.h). Long on purpose: one parser of
 // op.toml whose sections check one another (params against rules, args
 // against dims, launch against both), so every message names its field the
 // same way.
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 
 #include "op_confine.h"
 
@@ -20,7 +20,7 @@
 #include <unordered_set>
 
 #include "base/env.h"
-#include "spec/expr.h"
+#include "opspec/expr.h"
 #include "base/limits.h"
 #include "base/text.h"
 

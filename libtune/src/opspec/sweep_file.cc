@@ -1,10 +1,10 @@
-#include "spec/sweep_file.h"
+#include "opspec/sweep_file.h"
 
 #include <algorithm>
 #include <set>
 #include <toml++/toml.h>
 
-#include "spec/op_spec.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {

@@ -1,4 +1,4 @@
-#include "spec/config_space.h"
+#include "opspec/config_space.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "spec/expr.h"
+#include "opspec/expr.h"
 
 namespace tune {
 namespace {
