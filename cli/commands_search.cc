@@ -149,7 +149,8 @@ Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const Res
   return out;
 }
 
-// Ground truth from a store: every key's rows of its newest kernel.
+// Ground truth from a store: the rows of each key's newest kernel, for the
+// keys whose coverage says exhausted.
 Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const ResultFilter& filter) {
   auto store = OpenStore(path);
   if (!store.ok()) return store.status();
@@ -166,11 +167,17 @@ Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const R
     return true;
   });
   if (!st.ok()) return st;
+  // Only keys whose sweep measured every legal config are ground truth.
+  std::map<KeyOf, bool> exhausted;
+  for (const auto& [key, hash] : newest) {
+    auto c = (*store)->GetCoverage(std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), hash);
+    exhausted[key] = c.ok() && *c && (*c)->state == KeyCoverage::State::kExhausted;
+  }
   std::map<KeyOf, GroundTruth> keys;
   std::map<KeyOf, std::map<std::string, size_t>> index;
   for (const Measurement& m : rows) {
     const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
-    if (m.kernel_hash != newest[key]) continue;
+    if (m.kernel_hash != newest[key] || !exhausted[key]) continue;
     const bool valid = m.failure == FailureClass::kNone && (m.check_passed || m.unchecked) && m.median_us > 0;
     AddRow(keys, index, key, m.config, valid ? std::optional<double>(m.median_us) : std::nullopt);
   }
@@ -211,8 +218,10 @@ int RunReplay(const ReplayArgs& args) {
     return Usage("--budget: at most " + std::to_string(kMaxSearchBudget) + " evaluations per key");
   auto truth = args.results.empty() ? TruthFromStore(args.store, args.filter) : TruthFromCsv(args.results, args.filter);
   if (!truth.ok()) return Fail(truth.status().message());
-  if (truth->empty())
-    return Fail((args.results.empty() ? args.store : args.results) + ": no key to replay (none matches the filter)");
+  if (truth->empty() && !args.store.empty())
+    return Fail(args.store + ": no exhaustive key to replay (coverage 'exhausted': a sweep that measured every legal "
+                "config; `best --format json` shows each key's coverage)");
+  if (truth->empty()) return Fail(args.results + ": no key to replay (none matches the filter)");
   std::vector<GroundTruth> warm;
   if (!args.warm_from.empty()) {
     auto w = TruthFromCsv(args.warm_from, ResultFilter{});

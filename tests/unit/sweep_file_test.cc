@@ -57,5 +57,34 @@ TEST(SweepFileTest, BadConfirmKeysNameTheFileAndField) {
   }
 }
 
+TEST(SweepFileTest, SearchKeysDefaultToAutoAndBadOnesNameTheField) {
+  TempDir dir;
+  auto none = Load(dir, "");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->strategy, "auto");
+  EXPECT_EQ(none->budget, 0u);
+  auto set = Load(dir, "strategy = \"evolution\"\nseed = 7\nbudget = 120\nbudget_seconds = 60.5\n");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->strategy, "evolution");
+  EXPECT_EQ(set->seed, 7u);
+  EXPECT_EQ(set->budget, 120u);
+  EXPECT_EQ(set->budget_seconds, 60.5);
+  const std::string file = dir.path() + "/sweep.toml";
+  for (auto [extra, want] : {
+           std::pair{"strategy = \"genetic\"\n",
+                     ": [sweep] strategy: unknown strategy 'genetic' (known: exhaustive, random, evolution, model, auto)"},
+           std::pair{"strategy = 3\n", ": [sweep] strategy: expected a string"},
+           std::pair{"seed = -1\n", ": [sweep] seed: expected a non-negative integer"},
+           std::pair{"seed = \"abc\"\n", ": [sweep] seed: expected a non-negative integer"},
+           std::pair{"budget = 0\n", ": [sweep] budget: expected evaluations per key in 1..1000000"},
+           std::pair{"budget = 1000001\n", ": [sweep] budget: expected evaluations per key in 1..1000000"},
+           std::pair{"budget_seconds = nan\n", ": [sweep] budget_seconds: expected seconds per key in (0, 604800]"},
+       }) {
+    auto got = Load(dir, extra);
+    ASSERT_FALSE(got.ok()) << extra;
+    EXPECT_EQ(got.status().message(), file + want) << extra;
+  }
+}
+
 }  // namespace
 }  // namespace tune
