@@ -483,9 +483,12 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
   const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
   std::vector<Config> batch;
   if (!out_of_time && ks.proposed < ks.budget) {
-    const size_t live = live_devices_.count(model) ? live_devices_.at(model) : 1;
+    // A batch of a fixed size, not one sized to the devices: what a seed
+    // proposes must not depend on how many devices measure it. Other keys'
+    // batches keep the devices busy while one waits for its figures.
     const size_t unit = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
-    const size_t want = std::min<uint64_t>(std::clamp<size_t>(live * unit, 16, 64), ks.budget - ks.proposed);
+    const size_t want = std::min<uint64_t>(std::clamp<size_t>(unit, kSearchBatchMin, kSearchBatchMax),
+                                           ks.budget - ks.proposed);
     for (const SpacePoint& p : ks.strategy->Propose(want)) batch.push_back(ks.space->ToConfig(p));
   }
   ks.proposed += batch.size();

@@ -154,6 +154,9 @@ using PriorsFn = std::function<std::vector<PriorTrial>(const DeviceInfo& device,
 // batch at a time, each once the batch before is measured (so a search is
 // the same for a seed and results, whatever the number of devices), up to
 // `budget` evaluations or `budget_seconds` of proposing.
+// The configs a search proposes at a time: the sweep's unit size within
+// these bounds.
+inline constexpr size_t kSearchBatchMin = 16, kSearchBatchMax = 64;
 struct KeySearch {
   std::unique_ptr<SearchSpace> space;
   std::unique_ptr<SearchStrategy> strategy;  // refers to *space

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -1051,9 +1052,9 @@ TEST(Scheduler, RejectsBadSweeps) {
 namespace tune {
 namespace {
 
-// Runs a searched sweep to its end with `workers` workers taking units in
-// turn and the store answering with the synthetic op's made-up figures;
-// returns the configs measured, in the order leased.
+// Runs a searched sweep to its end with `workers` workers (a device each)
+// taking units in turn and the store answering with made-up figures;
+// returns the configs measured, in the order first leased.
 std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_t* max_open = nullptr) {
   Scheduler s;
   std::map<std::string, Measurement> stored;  // config id -> row
@@ -1063,7 +1064,7 @@ std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_
     return rows;
   });
   EXPECT_TRUE(s.AddSweep(submit, "s1", 0).ok());
-  s.AddDevice(Device("m"), 0);
+  for (int w = 0; w < workers; ++w) s.AddDevice(Device("m"), 0);  // one device per worker
   std::vector<std::string> order;
   std::vector<std::pair<std::string, WorkUnit>> open;
   double now = 1;
@@ -1071,7 +1072,10 @@ std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_
     for (int w = 0; w < workers; ++w) {
       const std::string who = "w" + std::to_string(w);
       if (auto u = s.Lease(who, "m", now)) {
-        for (const Config& c : u->configs) order.push_back(c.Canonical());
+        // A device with nothing else to do may take a duplicate lease of a
+        // straggler: what is measured counts once.
+        for (const Config& c : u->configs)
+          if (std::find(order.begin(), order.end(), c.Canonical()) == order.end()) order.push_back(c.Canonical());
         open.emplace_back(who, *u);
       }
     }
