@@ -37,10 +37,12 @@ struct ReplayArgs {
 Result<std::vector<std::string>> ReadLines(const std::string& path) {
   constexpr size_t kMaxLine = 64 * 1024;
   constexpr size_t kMaxLines = 20'000'000;
+  constexpr size_t kMaxBytes = size_t{2} << 30;  // uncompressed: a gzip bomb stops here
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return Status::IOError(path + ": cannot open");
   std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(f, gzclose);
   std::vector<std::string> lines;
+  size_t bytes = 0;
   std::string line;
   std::vector<char> buf(kMaxLine + 2);
   while (gzgets(f, buf.data(), static_cast<int>(buf.size())) != nullptr) {
@@ -48,8 +50,10 @@ Result<std::vector<std::string>> ReadLines(const std::string& path) {
     if (line.size() > kMaxLine) return Status::InvalidArgument(path + ":" + std::to_string(lines.size() + 1) +
                                                                ": a line over 64 KiB");
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    bytes += line.size();
     lines.push_back(line);
-    if (lines.size() > kMaxLines) return Status::InvalidArgument(path + ": over 20M lines");
+    if (lines.size() > kMaxLines || bytes > kMaxBytes)
+      return Status::InvalidArgument(path + ": over 20M lines or 2 GiB of text");
   }
   int err = 0;
   gzerror(f, &err);
@@ -333,6 +337,7 @@ int RunPredict(const std::string& results, uint32_t top) {
         in.us.emplace_back();
         for (const GroundTruth* t : train) in.us.back().push_back(figure(*t, c));
       }
+      if (winners(*keys[h], 1).empty()) continue;  // nothing valid to score against
       const Selector sel = FitSelector(in);
       const size_t near = NearestShape(in.shapes, keys[h]->shape);
       if (near == SIZE_MAX || sel.assign[near] == SIZE_MAX) continue;

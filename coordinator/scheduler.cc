@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <ctime>
 
 #include "search/features.h"
 #include "search/search_space.h"
@@ -215,7 +217,10 @@ Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std
       ks->space = std::make_unique<SearchSpace>(std::move(space).value());
       bool exact = true;
       ks->legal = ks->space->LegalCount(&exact);
-      ks->budget = std::min(budget, ks->legal);
+      // An estimate (sampled raw points) may miss a sparse space's legal
+      // configs: only an exact count caps the budget; the strategy ends the
+      // search early where the space runs out.
+      ks->budget = exact ? std::min(budget, ks->legal) : budget;
       ks->budget_seconds = job.budget_seconds;
       SearchOptions key_options = options;
       key_options.budget = ks->budget;
@@ -253,10 +258,11 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   uint64_t pairs = 0;  // legal configs x shapes x dtypes of the specs so far
   for (size_t i = 0; i < job.specs.size(); ++i) {
     const OpSpec& spec = job.specs[i];
+    const uint64_t pairs_before = out.pairs_total;
     auto searched = SearchKeys(job, spec, job.shapes[i], &out);
     if (!searched.ok()) return searched.status();
     if (*searched) {
-      pairs += out.pairs_total - pairs;
+      pairs += out.pairs_total - pairs_before;
       if (pairs > job.max_pairs)
         return Status::Error("op '" + spec.name + "' on " + device.model + ": over " + std::to_string(job.max_pairs) +
                              " (config, shape) pairs of budgets per sweep and GPU model (--max-sweep-pairs)");
@@ -459,9 +465,10 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
   // before a restart stored, which counts against the budget as done.
   if (key_rows_ && spec) {
     uint64_t stored = 0;
+    std::set<SpacePoint> counted;
     for (const Measurement& m : key_rows_(device, *spec, pool.dtype, pool.shape)) {
       const auto p = ks.space->PointOf(m.config);
-      if (!p) continue;
+      if (!p || !ks.space->Legal(*p) || !counted.insert(*p).second) continue;
       ks.strategy->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0
                                    ? std::optional<double>(m.median_us)
                                    : std::nullopt);
@@ -502,6 +509,9 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
   }
   pool.configs = std::make_shared<const std::vector<Config>>(std::move(batch));
   pool.next = 0;
+  // A search that ended with nothing in flight may be the sweep's last work
+  // (Lease passes no wall time: the end is stamped with the host's).
+  if (ks.ended) MaybeFinish(sweep, static_cast<int64_t>(std::time(nullptr)));
   return true;
 }
 
@@ -1045,6 +1055,10 @@ void Scheduler::SkipModel(SweepState& sweep, const std::string& model, const std
       continue;
     }
     dropped += it->configs->size() - std::min(it->next, it->configs->size());
+    if (it->search && !it->search->ended) {
+      dropped += it->search->budget - it->search->proposed;  // what the search would still have proposed
+      it->search->ended = true;
+    }
     it = pools.erase(it);
   }
   sweep.model_passes[model].unsliced = 0;

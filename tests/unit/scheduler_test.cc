@@ -1112,6 +1112,14 @@ TEST(Scheduler, ASearchedKeyMeasuresItsBudgetOnceEachBatchAfterTheLastOnesFigure
   EXPECT_EQ(RunSearchedSweep(submit, 2), one);
   submit.seed = 6;
   EXPECT_NE(RunSearchedSweep(submit, 1), one);
+  // A search out of time ends early, and so does its sweep (with its refine
+  // pass): nothing is left waiting.
+  submit.seed = 5;
+  submit.budget_seconds = 2.5;
+  const auto timed = RunSearchedSweep(submit, 1);
+  EXPECT_GT(timed.size(), 0u);
+  EXPECT_LT(timed.size(), 100u);
+  submit.budget_seconds = 0;
   // A budget over the space measures the space once.
   submit.strategy = "random";
   submit.budget = 5000;

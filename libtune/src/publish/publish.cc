@@ -218,11 +218,14 @@ std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measureme
       return true;
     });
     if (!st.ok() || tied.size() < 2) continue;
+    // A row without a CI (0: not computed) tells nothing of its precision:
+    // it neither sets the bar nor is kept out by it.
     double precise = INFINITY;
-    for (const Measurement& m : tied) precise = std::min(precise, rel_ci(m));
+    for (const Measurement& m : tied)
+      if (m.ci95_us > 0) precise = std::min(precise, rel_ci(m));
     const Measurement* pick = nullptr;
     for (const Measurement& m : tied)
-      if (rel_ci(m) <= 2 * precise && (!pick || m.config_id < pick->config_id)) pick = &m;
+      if ((m.ci95_us <= 0 || rel_ci(m) <= 2 * precise) && (!pick || m.config_id < pick->config_id)) pick = &m;
     if (pick) b = *pick;
   }
   return best;

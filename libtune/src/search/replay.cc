@@ -30,7 +30,9 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
   out.key = truth.key;
   out.best_us = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < truth.configs.size(); ++i) {
-    table[*space.value().PointOf(truth.configs[i])] = truth.us[i];
+    const std::optional<SpacePoint> p = space.value().PointOf(truth.configs[i]);
+    if (!p) return Status::InvalidArgument(truth.key + ": config " + truth.configs[i].Canonical() + " fits no point");
+    table[*p] = truth.us[i];
     if (truth.us[i]) {
       ++out.valid;
       out.best_us = std::min(out.best_us, *truth.us[i]);

@@ -80,7 +80,11 @@ Result<SearchSpace> SearchSpace::OfConfigs(const std::vector<Config>& configs) {
   SearchSpace s;
   Impl& m = *s.impl_;
   m.by_members = true;
-  for (const auto& [name, value] : configs[0].params) m.axes.push_back(Axis{name, {}});
+  for (const auto& [name, value] : configs[0].params) {
+    for (const Axis& a : m.axes)
+      if (a.name == name) return Status::InvalidArgument("config " + configs[0].Canonical() + " names " + name + " twice");
+    m.axes.push_back(Axis{name, {}});
+  }
   for (const Config& c : configs) {
     if (c.params.size() != m.axes.size())
       return Status::InvalidArgument("config " + c.Canonical() + " names other params than " +
@@ -99,7 +103,11 @@ Result<SearchSpace> SearchSpace::OfConfigs(const std::vector<Config>& configs) {
     if (a.values.size() > UINT16_MAX) return Status::InvalidArgument("axis " + a.name + " has over 65535 values");
     m.raw = m.raw > UINT64_MAX / a.values.size() ? UINT64_MAX : m.raw * a.values.size();
   }
-  for (const Config& c : configs) m.members.insert(*s.PointOf(c));
+  for (const Config& c : configs) {
+    const std::optional<SpacePoint> p = s.PointOf(c);
+    if (!p) return Status::InvalidArgument("config " + c.Canonical() + " does not fit the space of the others");
+    m.members.insert(*p);
+  }
   return s;
 }
 

@@ -7,7 +7,8 @@
 // when to stop; a strategy that proposes nothing more is done.
 //
 // Deterministic: for a given space, options (seed included) and sequence of
-// calls, the proposals are the same. Observations are kept by point, so the
+// calls, the proposals are the same (with one C++ standard library: the
+// <random> distributions are the library's own). Observations are kept by point, so the
 // order in which one batch's results arrive changes nothing.
 //
 // Names scripts rely on: "exhaustive", "random", "evolution", "model",
