@@ -203,6 +203,33 @@ TEST(SearchStrategy, AutoIsExhaustiveForSmallSpacesAndPriorsComeFirst) {
   EXPECT_FALSE(MakeStrategy(*space, bad).ok());
 }
 
+// A model that cannot train (here: priors whose features are not finite,
+// which XGBoost refuses) makes its batch random, with a warning, and the
+// search goes on.
+TEST(SearchStrategy, AModelThatFailsToTrainFallsBackToRandomWithAWarning) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  std::vector<PriorTrial> priors;
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 20; ++i) priors.push_back({space->ToConfig(*space->Sample(rng)), 1.0 + i, {INFINITY}});
+  SearchOptions o;
+  o.strategy = "model";
+  o.budget = 200;
+  auto s = MakeStrategy(*space, o, priors, {1.f});
+  ASSERT_TRUE(s.ok());
+  std::vector<std::string> warnings;
+  size_t proposed = 0;
+  for (int round = 0; round < 6; ++round) {
+    const auto batch = (*s)->Propose(16);
+    proposed += batch.size();
+    for (const SpacePoint& p : batch) (*s)->Observe(p, Bowl(space->ToConfig(p)));
+    for (std::string& w : (*s)->TakeWarnings()) warnings.push_back(std::move(w));
+  }
+  EXPECT_EQ(proposed, 96u);
+  ASSERT_FALSE(warnings.empty()) << "the model trained on infinite features";
+  EXPECT_NE(warnings[0].find("this batch is random"), std::string::npos) << warnings[0];
+}
+
 TEST(Replay, CountsEvaluationsToComeNearTheBest) {
   GroundTruth t;
   t.key = "synthetic";
