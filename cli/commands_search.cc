@@ -158,31 +158,27 @@ Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const Res
 Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const ResultFilter& filter) {
   auto store = OpenStore(path);
   if (!store.ok()) return store.status();
-  std::map<KeyOf, std::string> newest;  // kernel hash of the newest row per key
-  std::map<KeyOf, int64_t> newest_time;
   std::vector<Measurement> rows;
   Status st = (*store)->Scan(filter, [&](const Measurement& m) {
-    const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
-    if (!newest_time.count(key) || m.unix_time > newest_time[key]) {
-      newest_time[key] = m.unix_time;
-      newest[key] = m.kernel_hash;
-    }
     rows.push_back(m);
     return true;
   });
   if (!st.ok()) return st;
+  rows = NewestKernelOnly(std::move(rows));
   // Only keys whose sweep measured every legal config are ground truth.
   std::map<KeyOf, bool> exhausted;
-  for (const auto& [key, hash] : newest) {
-    auto c = (*store)->GetCoverage(std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), hash);
+  for (const Measurement& m : rows) {
+    const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
+    if (exhausted.count(key)) continue;
+    auto c = (*store)->GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash);
     exhausted[key] = c.ok() && *c && (*c)->state == KeyCoverage::State::kExhausted;
   }
   std::map<KeyOf, GroundTruth> keys;
   std::map<KeyOf, std::map<std::string, size_t>> index;
   for (const Measurement& m : rows) {
     const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
-    if (m.kernel_hash != newest[key] || !exhausted[key]) continue;
-    const bool valid = m.failure == FailureClass::kNone && (m.check_passed || m.unchecked) && m.median_us > 0;
+    if (!exhausted[key]) continue;
+    const bool valid = m.Valid() && m.median_us > 0;
     AddRow(keys, index, key, m.config, valid ? std::optional<double>(m.median_us) : std::nullopt);
   }
   std::vector<GroundTruth> out;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/clock.h"
+#include "publish/publish.h"
 #include "search/features.h"
 #include "opspec/sweep_file.h"
 
@@ -140,18 +141,10 @@ void Sweeps::RecordCoverage(const SweepState& sweep) {
 
 std::vector<PriorTrial> Sweeps::Priors(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype,
                                        const Shape& shape) {
-  struct Neighbour {
-    std::string kernel_hash;
-    int64_t newest = INT64_MIN;
-    std::map<std::string, std::vector<std::pair<Config, double>>> valid;  // kernel hash -> rows
-  };
-  std::map<std::pair<std::string, std::string>, Neighbour> keys;  // (model, shape)
+  std::vector<Measurement> rows;
   const std::string here = shape.Canonical();
   Status st = store_->Scan(ResultFilter{"", spec.name, dtype, "", ""}, [&](const Measurement& m) {
-    if (m.gpu_model == dev.model && m.shape == here) return true;
-    Neighbour& n = keys[{m.gpu_model, m.shape}];
-    if (m.unix_time > n.newest) n.newest = m.unix_time, n.kernel_hash = m.kernel_hash;
-    if (m.Valid() && std::isfinite(m.median_us) && m.median_us > 0) n.valid[m.kernel_hash].emplace_back(m.config, m.median_us);
+    if (m.gpu_model != dev.model || m.shape != here) rows.push_back(m);
     return true;
   });
   std::vector<PriorTrial> out;
@@ -160,11 +153,16 @@ std::vector<PriorTrial> Sweeps::Priors(const DeviceInfo& dev, const OpSpec& spec
                    {{"op", spec.name}, {"error", st.message()}});
     return out;
   }
-  for (auto& [key, n] : keys) {
+  // Per neighbour (model, shape): the valid figures of its newest kernel.
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<Config, double>>> keys;
+  for (const Measurement& m : NewestKernelOnly(std::move(rows))) {
+    auto& valid = keys[{m.gpu_model, m.shape}];
+    if (m.Valid() && std::isfinite(m.median_us) && m.median_us > 0) valid.emplace_back(m.config, m.median_us);
+  }
+  for (auto& [key, valid] : keys) {
     Shape neighbour;
     if (!ParseNamedValues(key.second, &neighbour.dims)) continue;
-    for (PriorTrial& p : PriorsOfKey(std::move(n.valid[n.kernel_hash]), KeyFeatures(neighbour, key.first)))
-      out.push_back(std::move(p));
+    for (PriorTrial& p : PriorsOfKey(std::move(valid), KeyFeatures(neighbour, key.first))) out.push_back(std::move(p));
   }
   return out;
 }
