@@ -16,7 +16,7 @@
 #include "commands.h"
 #include "search/features.h"
 #include "search/replay.h"
-#include "search/selector.h"
+#include "publish/shape_selector.h"
 
 namespace tune {
 namespace {
@@ -334,10 +334,11 @@ int RunPredict(const std::string& results, uint32_t top) {
         for (const GroundTruth* t : train) in.us.back().push_back(figure(*t, c));
       }
       if (winners(*keys[h], 1).empty()) continue;  // nothing valid to score against
-      const Selector sel = FitSelector(in);
+      const ShapeSelector sel = FitShapeSelector(in);
       const size_t near = NearestShape(in.shapes, keys[h]->shape);
-      if (near == SIZE_MAX || sel.assign[near] == SIZE_MAX) continue;
-      const Config& predicted = in.candidates[sel.assign[near]];
+      if (near == SIZE_MAX || sel.nodes.empty()) continue;
+      const std::vector<double> features = ShapeFeatures(sel.dims, keys[h]->shape);
+      const Config& predicted = in.candidates[sel.candidates[SelectorAnswer(sel.nodes, features.data())]];
       const double best = figure(*keys[h], winners(*keys[h], 1).front());
       const double pred = figure(*keys[h], predicted) / best;
       const double nearest = figure(*keys[h], winners(*train[near], 1).front()) / best;

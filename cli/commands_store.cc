@@ -209,6 +209,8 @@ int RunBundleLookup(const BundleArgs& args) {
   if (args.format == "json") {
     nlohmann::json j = {{"level", runtime::LevelName(a.level)}, {"config", config.Canonical()}};
     if (borrowed) j["tuned_on"] = {{"gpu_model", a.entry->gpu_model}, {"shape", a.entry->shape.ToString()}};
+    for (const runtime::Entry* c : a.candidates)
+      j["candidates"].push_back({{"config", c->config.ToString()}, {"tuned_on", c->shape.ToString()}});
     if (!why.empty()) j["why"] = why;
     std::printf("%s\n", DumpJson(j, 2).c_str());
     return 0;
@@ -221,6 +223,7 @@ int RunBundleLookup(const BundleArgs& args) {
   }
   std::printf("%s %s", runtime::LevelName(a.level), config.Canonical().c_str());
   if (borrowed) std::printf(" (tuned on %s at %s)", a.entry->gpu_model.c_str(), a.entry->shape.ToString().c_str());
+  if (!a.candidates.empty()) std::printf(" (chosen among %zu configs)", a.candidates.size());
   if (!why.empty()) std::printf(" (%s)", why.c_str());
   std::printf("\n");
   return 0;

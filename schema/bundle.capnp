@@ -132,6 +132,31 @@ struct ShapeRules @0xb26441aa4a58af1d {
   rules @3 :List(LaunchProgram);
 }
 
+# A node of a shape selector's tree (publish/shape_selector.h): a leaf
+# names a candidate; a split sends features[feature] <= threshold left.
+# Children come after their parent.
+struct SelectorNode @0xbf9dbc78be0dc352 {
+  leaf @0 :Bool;
+  feature @1 :UInt32;             # log2 of each dim, then of each pair's product
+  threshold @2 :Float64;
+  left @3 :UInt32;
+  right @4 :UInt32;
+  candidate @5 :UInt32;           # an index into ShapeSelector.entries
+}
+
+# What a deployment answers, at the `predicted` level, for shapes of one
+# (op, dtype, GPU model) the farm never tuned: a tree over the shape whose
+# leaves name tuned entries of the same key, the few configs that covered
+# every tuned shape within a slowdown bound.
+struct ShapeSelector @0xe0ee82dd00ed12a3 {
+  op @0 :Text;
+  dtype @1 :Text;
+  gpuModel @2 :Text;
+  dims @3 :List(Text);            # the order the features read the dims in
+  entries @4 :List(UInt32);       # indices into Bundle.entries
+  nodes @5 :List(SelectorNode);   # nodes[0] is the root
+}
+
 # A whole bundle. Defaults are sorted by op; entries keep the order the farm
 # wrote them in, which breaks ties in nearest-shape lookups.
 struct Bundle @0xfe3fc7ee90181824 {
@@ -147,4 +172,5 @@ struct Bundle @0xfe3fc7ee90181824 {
   archDefaults @9 :List(ArchDefault);
   buckets @10 :List(DimBucket);   # dims without one are exact
   shapeRules @11 :List(ShapeRules);
+  selectors @12 :List(ShapeSelector);
 }

@@ -6,6 +6,9 @@
 #
 #   OUT=/tmp/gt bash bench/search/ground_truth.sh triton_matmul \
 #     M=4096,N=4096,K=4096 M=1024,N=1024,K=16384 M=8192,N=2048,K=1024
+#
+# OPS_DIR names the folder of op folders (default examples; the shipped ops
+# are under $ART/share/tunefarm/ops); TUNE_ARGS adds `tune` options.
 set -u
 A=${ART:-.art/tunefarm}
 TF=$A/bin/tunefarm
@@ -17,8 +20,8 @@ LOG=$OUT/$OP.log
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; } > "$LOG" 2>&1
 shapes=()
 for s in "$@"; do shapes+=(--shape "$s"); done
-/usr/bin/time -f "%e s wall" "$TF" tune --ops-dir examples --op "$OP" --dtype f16 "${shapes[@]}" \
-  --strategy exhaustive --store "$OUT/store" --bundle "$OUT/$OP" --quiet --format csv > "$OUT/$OP.tune.csv" 2>> "$LOG"
+/usr/bin/time -f "%e s wall" "$TF" tune --ops-dir "${OPS_DIR:-examples}" --op "$OP" --dtype f16 "${shapes[@]}" \
+  --strategy exhaustive ${TUNE_ARGS:-} --store "$OUT/store" --bundle "$OUT/$OP" --quiet --format csv > "$OUT/$OP.tune.csv" 2>> "$LOG"
 tail -5 "$LOG"
 "$TF" results --store "$OUT/store" --op "$OP" --format csv > "$OUT/$OP.results.csv" 2>> "$LOG"
 gzip -9 -k "$OUT/$OP.results.csv"

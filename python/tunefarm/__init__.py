@@ -113,15 +113,19 @@ def _take_json(ptr):
 
 
 class Answer:
-    """Who answered a lookup or a launch: .level ("exact", "nearest_shape",
-    "family", "default", "miss"), .config (dict, None for a miss) and .entry
-    (the tuned entry or model default it came from, a dict, or None); a
-    launch's answer also has .arch, .grid, .block and .smem_bytes."""
+    """Who answered a lookup or a launch: .level ("exact", "predicted",
+    "nearest_shape", "family", "default", "miss"), .config (dict, None for a
+    miss) and .entry (the tuned entry or model default it came from, a dict,
+    or None); .candidates, at the "predicted" level (a shape never tuned,
+    answered by the bundle's shape selector), the configs it chose from as
+    [{"config": ..., "entry": ...}], else []; a launch's answer also has
+    .arch, .grid, .block and .smem_bytes."""
 
     def __init__(self, d):
         self.level = d.get("level")
         self.config = d.get("config")
         self.entry = d.get("entry")
+        self.candidates = d.get("candidates", [])
         self.arch = d.get("arch")
         self.grid = tuple(d["grid"]) if "grid" in d else None
         self.block = tuple(d["block"]) if "block" in d else None

@@ -462,11 +462,15 @@ TEST_F(CudaGpu, ConfigsTimedTogetherGetEveryRoundsWindowsAndKeepTheirFigure) {
     // time is left (rounds of 0.1-0.7 s plus a runner's start); three rounds
     // of bursts take 1.9 s plus three starts whatever the time asked for.
     // Auto's first two rounds are one of each, a round of bursts among them
-    // (on an H200 auto took 2.456 s with runner starts of 0.226 s).
+    // (on an H200 auto took 2.456 s with runner starts of 0.226 s). The
+    // bound is what a round started just before the end may add, with every
+    // round's start allowed twice the one measured: runner starts vary by
+    // more than their measured mean (3.1-3.5 s for auto on H100s), and this
+    // checks that the rounds stop, not how fast a process starts.
     const double least = timing == ConfirmTiming::kBurst ? 3 * (2 * 0.31 + start_seconds) : seconds;
     const double burst_probe = timing == ConfirmTiming::kAuto ? 2 * 0.31 + start_seconds : 0;
     EXPECT_GE(took, seconds);
-    EXPECT_LT(took, std::max(seconds, least) + 1.0 + 2 * start_seconds + burst_probe);
+    EXPECT_LT(took, std::max(seconds, least) + 1.0 + 2 * rounds * start_seconds + burst_probe);
     if (together[0].confirm_timing == ConfirmTiming::kBurst) {
       EXPECT_LT(timed, 0.5 * took) << "bursts are mostly idle";
     }

@@ -56,9 +56,16 @@ class BundleFromPython(unittest.TestCase):
         self.assertEqual(exact.entry["shape"], {"M": 256, "N": 256, "K": 256})
         # Dims in any order, by name.
         self.assertEqual(self.bundle.lookup("gemm", "f16", self.gpu, {"K": 256, "N": 256, "M": 256}).level, "exact")
-        near = self.bundle.lookup("gemm", "f16", self.gpu, {"M": 900, "N": 1100, "K": 1000})
-        self.assertEqual(near.level, "nearest_shape")
-        self.assertEqual(near.config, self.entry(1024)["config"])
+        # A shape never tuned: the bundle's shape selector (fitted on the two
+        # tuned shapes) answers with one of its candidates, tuned entries.
+        predicted = self.bundle.lookup("gemm", "f16", self.gpu, {"M": 900, "N": 1100, "K": 1000})
+        self.assertEqual(predicted.level, "predicted")
+        self.assertTrue(predicted.candidates)
+        self.assertIn(predicted.config, [c["config"] for c in predicted.candidates])
+        tuned = [{"M": 256, "N": 256, "K": 256}, {"M": 1024, "N": 1024, "K": 1024}]
+        for c in predicted.candidates:
+            self.assertIn(c["entry"]["shape"], tuned)
+        self.assertEqual(exact.candidates, [])
         # No tuned bf16: the op's default (the model defaults are per dtype).
         default = self.bundle.lookup("gemm", "bf16", self.gpu, {"M": 256, "N": 256, "K": 256})
         self.assertEqual(default.level, "default")

@@ -991,8 +991,8 @@ TEST(ResultStoreDurabilityTest, TheDiskReserveHasAFloor) {
 }
 
 // Near-ties publish the same winner whatever their order: the smaller
-// config id among the configs within 1% or each other's CI; a config faster
-// by more than both still wins.
+// config id among the configs within 1%; a config faster by more still
+// wins, even where the CIs overlap.
 TEST(StableWinners, NearTiesGoToTheSmallerConfigIdAndRealGainsWin) {
   TempDir dir;
   auto store = OpenOrDie(dir.path() + "/db");
@@ -1009,8 +1009,11 @@ TEST(StableWinners, NearTiesGoToTheSmallerConfigIdAndRealGainsWin) {
   ASSERT_EQ(best->size(), 1u);
   EXPECT_EQ(best->at(0).config_id, "bbbb");
   EXPECT_EQ(StableWinners(*store, *best).at(0).config_id, "aaaa");
-  // A config measured far less precisely does not take it either way.
-  ASSERT_TRUE(store->Put(row("0000", 100.4, 5.0)).ok());
+  // A config measured far less precisely (a CI of 8%) does not take it.
+  ASSERT_TRUE(store->Put(row("0000", 100.4, 8.0)).ok());
+  EXPECT_EQ(StableWinners(*store, *store->Best({})).at(0).config_id, "aaaa");
+  // A precise one 1.5% behind, its CI overlapping the best's, is no tie.
+  ASSERT_TRUE(store->Put(row("1111", 101.5, 1.5)).ok());
   EXPECT_EQ(StableWinners(*store, *store->Best({})).at(0).config_id, "aaaa");
   // 3% faster is no tie.
   ASSERT_TRUE(store->Put(row("cccc", 97.0, 0.2)).ok());

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "support/temp_dir.h"
 #include "publish/bundle.h"
 #include "opspec/expr.h"
+#include "publish/shape_selector.h"
 #include "publish/signing.h"
 
 namespace tune::runtime {
@@ -412,6 +414,89 @@ TEST_F(RuntimeTest, ANearestShapeAnswerHoldsToTheOpsShapeRules) {
   EXPECT_FALSE(Bundle::LoadFromMemory(bad.data(), bad.size(), {key_file_}, "bad").ok());
 }
 
+// Shapes never tuned are answered by the bundle's selector: fitted on four
+// tuned (M, N) shapes where one config wins while M*N is small and another
+// once it is large, it answers an untuned shape by M*N, which the nearest
+// tuned shape gets wrong; the answer lists the configs it chose from.
+TEST_F(RuntimeTest, PredictedAnswersShapesNeverTunedFromTheSelector) {
+  auto mn = [](int64_t m, int64_t n) { return tune::Shape{{{"M", m}, {"N", n}}}; };
+  auto entry = [&](int64_t m, int64_t n, int64_t bm) {
+    tune::BundleEntry e = E("h100-80gb-hbm3", "f16", mn(m, n), bm);
+    e.op = "mm";
+    return e;
+  };
+  tune::Bundle src = TestBundle();
+  src.defaults["mm"] = tune::Config{{{"BM", 1}}};
+  const size_t first = src.entries.size();
+  // Small tiles win below M*N = 2^22, large ones from there; neither M nor
+  // N alone tells them apart.
+  src.entries.push_back(entry(1024, 1024, 64));
+  src.entries.push_back(entry(2048, 2048, 256));
+  src.entries.push_back(entry(1024, 2048, 64));
+  src.entries.push_back(entry(2048, 4096, 256));
+  src.entries.push_back(entry(2048, 1024, 64));
+  src.entries.push_back(entry(4096, 4096, 256));
+  tune::SelectorInput in;
+  for (size_t i = first; i < src.entries.size(); ++i) in.shapes.push_back(src.entries[i].shape);
+  in.candidates = {src.entries[first].config, src.entries[first + 1].config};
+  in.us = {{10, 60, 20, 120, 20, 240}, {14, 40, 28, 80, 28, 160}};
+  const tune::ShapeSelector fitted = tune::FitShapeSelector(in);
+  ASSERT_EQ(fitted.candidates.size(), 2u);
+  tune::BundleSelector sel{"mm", "f16", "h100-80gb-hbm3", fitted.dims, {}, fitted.nodes};
+  for (size_t c : fitted.candidates) sel.entries.push_back(static_cast<uint32_t>(first + c));
+  const std::string unselected = EncodeSignedBundle(src, key_);
+  auto nearest = Bundle::LoadFromMemory(unselected.data(), unselected.size(), {key_file_}, "unselected");
+  ASSERT_TRUE(nearest.ok());
+  const Answer near = nearest->lookup("mm", "f16", "h100-80gb-hbm3", {{"M", 1024}, {"N", 4096}});
+  EXPECT_EQ(near.level, Level::kNearestShape);
+  EXPECT_EQ(near.config->get("BM"), 64);
+  src.selectors.push_back(sel);
+  const std::string bytes = EncodeSignedBundle(src, key_);
+  auto b = Bundle::LoadFromMemory(bytes.data(), bytes.size(), {key_file_}, "selected");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  // M*N = 2^22: nearest in log2 dims to 1024x2048 (small tiles; 2048x4096
+  // is as near, and later), but of the large side.
+  Answer a = b->lookup("mm", "f16", "h100-80gb-hbm3", {{"M", 1024}, {"N", 4096}});
+  EXPECT_EQ(a.level, Level::kPredicted);
+  EXPECT_EQ(a.config->get("BM"), 256);
+  ASSERT_EQ(a.candidates.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(a.candidates[k], &b->entries().at(first + fitted.candidates[k]));
+  EXPECT_EQ(b->lookup("mm", "f16", "h100-80gb-hbm3", {{"M", 700}, {"N", 900}}).config->get("BM"), 64);
+  // Tuned shapes stay exact; prepared lookups, in any dim order, agree.
+  EXPECT_EQ(b->lookup("mm", "f16", "h100-80gb-hbm3", {{"M", 1024}, {"N", 2048}}).level, Level::kExact);
+  const std::string_view order[] = {"N", "M"};
+  PreparedLookup prepared = b->prepare("mm", "f16", "h100-80gb-hbm3", order);
+  EXPECT_EQ(prepared.lookup({4096, 1024}).entry, a.entry);
+  EXPECT_EQ(prepared.lookup({4096, 1024}).level, Level::kPredicted);
+  // Another model has no selector: its nearest shape answers.
+  EXPECT_EQ(bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 1000}, {"N", 1000}, {"K", 1000}}).level,
+            Level::kNearestShape);
+  // The JSON form keeps the selector.
+  auto round = tune::BundleFromJson(tune::BundleToJson(src));
+  ASSERT_TRUE(round.ok()) << round.status().message();
+  ASSERT_EQ(round->selectors.size(), 1u);
+  EXPECT_EQ(round->selectors[0].nodes.size(), sel.nodes.size());
+  EXPECT_EQ(round->selectors[0].entries, sel.entries);
+  // Hostile selectors are refused at load, naming the selector: a child
+  // before its parent (a walk that never ends), an entry of another key, an
+  // entry out of range, a leaf naming no candidate.
+  auto refused = [&](const std::function<void(tune::BundleSelector&)>& spoil) {
+    tune::Bundle bad = src;
+    spoil(bad.selectors[0]);
+    const std::string bytes = EncodeSignedBundle(bad, key_);
+    auto r = Bundle::LoadFromMemory(bytes.data(), bytes.size(), {key_file_}, "bad");
+    if (r.ok()) return std::string("loaded");
+    EXPECT_NE(r.status().message().find("selector mm f16 h100-80gb-hbm3"), std::string::npos) << r.status().message();
+    return r.status().message();
+  };
+  ASSERT_FALSE(sel.nodes[0].leaf);
+  EXPECT_NE(refused([](tune::BundleSelector& s) { s.nodes[0].left = 0; }), "loaded");
+  EXPECT_NE(refused([](tune::BundleSelector& s) { s.entries[0] = 0; }), "loaded");
+  EXPECT_NE(refused([](tune::BundleSelector& s) { s.entries[0] = 999; }), "loaded");
+  EXPECT_NE(refused([](tune::BundleSelector& s) { s.nodes.back().candidate = 7; }), "loaded");
+  EXPECT_NE(refused([](tune::BundleSelector& s) { s.nodes[0].threshold = NAN; }), "loaded");
+}
+
 TEST_F(RuntimeTest, TooManyDimsIsRefused) {
   tune::Bundle big = TestBundle();
   big.entries[0].shape.dims.clear();
@@ -424,6 +509,7 @@ TEST_F(RuntimeTest, TooManyDimsIsRefused) {
 
 TEST(RuntimeLevels, Names) {
   EXPECT_STREQ(LevelName(Level::kExact), "exact");
+  EXPECT_STREQ(LevelName(Level::kPredicted), "predicted");
   EXPECT_STREQ(LevelName(Level::kNearestShape), "nearest_shape");
   EXPECT_STREQ(LevelName(Level::kFamily), "family");
   EXPECT_STREQ(LevelName(Level::kDefault), "default");

@@ -10,7 +10,6 @@
 #include "base/known_gpus.h"
 #include "search/replay.h"
 #include "search/search_space.h"
-#include "search/selector.h"
 #include "search/strategy.h"
 #include "opspec/config_space.h"
 
@@ -261,22 +260,6 @@ TEST(Replay, CountsEvaluationsToComeNearTheBest) {
   EXPECT_FALSE(tight->figures[0].median_reached);
   t.us.assign(t.us.size(), std::nullopt);
   EXPECT_FALSE(Replay(t, o).ok());
-}
-
-TEST(Selector, CoversEveryShapeWithFewConfigsAndAnswersByTheNearestShape) {
-  const double inf = INFINITY;
-  SelectorInput in;
-  in.shapes = {Shape{{{"M", 128}}}, Shape{{{"M", 256}}}, Shape{{{"M", 4096}}}};
-  in.candidates = {Config{{{"T", 1}}}, Config{{{"T", 2}}}, Config{{{"T", 3}}}};
-  // T=2 is within 5% on the two small shapes; T=3 wins the large one; T=1
-  // wins M=128 by a hair but is unmeasured elsewhere.
-  in.us = {{99, inf, inf}, {100, 103, 900}, {150, 140, 500}};
-  const Selector sel = FitSelector(in);
-  EXPECT_EQ(sel.chosen, (std::vector<size_t>{1, 2}));
-  EXPECT_EQ(sel.assign, (std::vector<size_t>{1, 1, 2}));
-  EXPECT_EQ(NearestShape(in.shapes, Shape{{{"M", 200}}}), 1u);
-  EXPECT_EQ(NearestShape(in.shapes, Shape{{{"M", 3000}}}), 2u);
-  EXPECT_EQ(NearestShape({}, Shape{{{"M", 3000}}}), SIZE_MAX);
 }
 
 }  // namespace

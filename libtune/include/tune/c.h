@@ -17,7 +17,10 @@
  *     {"level": "exact", "config": {"BM": 128, ...},
  *      "entry": {"gpu_model": ..., "shape": {...}, "config_id": ..., "kernel_hash": ...,
  *                "arch": ..., "median_us": ...} or null}
- *   and, for a launch, "arch", "grid", "block" and "smem_bytes" besides.
+ *   with, at the "predicted" level (a shape never tuned, answered by the
+ *   bundle's shape selector), "candidates": [{"config": ..., "entry": ...}]
+ *   the configs it chose from; and, for a launch, "arch", "grid", "block"
+ *   and "smem_bytes" besides.
  * - Threads: a bundle and a launcher may be used from several threads; a
  *   kernel from one thread at a time.
  */

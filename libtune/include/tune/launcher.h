@@ -64,6 +64,7 @@ struct Choice {
   runtime::Level level = runtime::Level::kMiss;
   const runtime::NamedInts* config = nullptr;  // nullptr for a miss
   const runtime::Entry* entry = nullptr;       // as runtime::Answer
+  std::span<const runtime::Entry* const> candidates;  // as runtime::Answer
   std::string arch;                            // of the cubin launched
   int64_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, smem_bytes = 0;
 };

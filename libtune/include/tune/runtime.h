@@ -14,6 +14,13 @@
 //
 // Fallback chain. Every answer says which level produced it:
 //   kExact         a tuned entry for exactly (op, dtype, gpu_model, shape).
+//   kPredicted     a shape the farm never tuned, of an (op, dtype,
+//                  gpu_model) whose tuned shapes left a selector in the
+//                  bundle (publish/shape_selector.h): a small tree over
+//                  log2 dims and their pairs' products picks one of a few
+//                  tuned configs that held every tuned shape within 5% of
+//                  its best; `candidates` lists those it chose from. Where
+//                  the pick cannot run at these dims, kNearestShape answers.
 //   kNearestShape  the tuned shape of the same (op, dtype, gpu_model) nearest
 //                  to the query: smallest Euclidean distance between the
 //                  vectors of log2(max(dim, 1)), dims paired by name (the
@@ -66,8 +73,10 @@ namespace tune::runtime {
 // The most dims a shape may have.
 inline constexpr size_t kMaxDims = 16;
 
-enum class Level : uint8_t { kExact, kNearestShape, kFamily, kDefault, kMiss };
-// "exact", "nearest_shape", "family", "default", "miss".
+// In chain order: exact, predicted, nearest_shape, family, default, miss
+// (kPredicted came last to keep the values of the others).
+enum class Level : uint8_t { kExact, kNearestShape, kFamily, kDefault, kMiss, kPredicted };
+// "exact", "predicted", "nearest_shape", "family", "default", "miss".
 const char* LevelName(Level level);
 
 // The GPU family of a model key as the farm writes it (lower case, '-'
@@ -119,6 +128,9 @@ struct Answer {
   // shape) or nullptr for the op's default; nullptr for kMiss.
   const Entry* entry = nullptr;
   Level level = Level::kMiss;
+  // kPredicted: the tuned entries the selector chose among (`entry` is one
+  // of them); empty otherwise.
+  std::span<const Entry* const> candidates;
 };
 
 // A named dim of a query shape.

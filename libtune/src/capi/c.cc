@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,17 +62,23 @@ Json NamedIntsJson(const runtime::NamedInts& v) {
   return j;
 }
 
-Json AnswerJson(runtime::Level level, const runtime::NamedInts* config, const runtime::Entry* entry) {
+Json EntryJson(const runtime::Entry& entry) {
+  return Json{{"gpu_model", entry.gpu_model}, {"shape", NamedIntsJson(entry.shape)},
+              {"config_id", entry.config_id}, {"kernel_hash", entry.kernel_hash},
+              {"arch", entry.arch},           {"backend", entry.backend},
+              {"median_us", entry.median_us}};
+}
+
+Json AnswerJson(runtime::Level level, const runtime::NamedInts* config, const runtime::Entry* entry,
+                std::span<const runtime::Entry* const> candidates) {
   Json j;
   j["level"] = runtime::LevelName(level);
   j["config"] = config ? NamedIntsJson(*config) : Json(nullptr);
-  if (entry) {
-    j["entry"] = Json{{"gpu_model", entry->gpu_model}, {"shape", NamedIntsJson(entry->shape)},
-                      {"config_id", entry->config_id},  {"kernel_hash", entry->kernel_hash},
-                      {"arch", entry->arch},            {"backend", entry->backend},
-                      {"median_us", entry->median_us}};
-  } else {
-    j["entry"] = nullptr;
+  j["entry"] = entry ? EntryJson(*entry) : Json(nullptr);
+  if (!candidates.empty()) {
+    Json list = Json::array();
+    for (const runtime::Entry* c : candidates) list.push_back(Json{{"config", NamedIntsJson(c->config)}, {"entry", EntryJson(*c)}});
+    j["candidates"] = std::move(list);
   }
   return j;
 }
@@ -118,7 +125,7 @@ char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, co
       dims.push_back(runtime::Dim{dim_names[i], dim_values[i]});
     }
     const runtime::Answer a = bundle->bundle.lookup(op, dtype, gpu_model, dims, arch ? arch : "");
-    return CopyString(tune::DumpJson(AnswerJson(a.level, a.config, a.entry)));
+    return CopyString(tune::DumpJson(AnswerJson(a.level, a.config, a.entry, a.candidates)));
   });
 }
 
@@ -195,7 +202,7 @@ char* tunefarm_kernel_last(const tunefarm_kernel_t* k) {
   return Guard(nullptr, static_cast<char*>(nullptr), [&]() -> char* {
     if (!k) return nullptr;
     const launcher::Choice& c = k->kernel.last();
-    Json j = AnswerJson(c.level, c.config, c.entry);
+    Json j = AnswerJson(c.level, c.config, c.entry, c.candidates);
     j["arch"] = c.arch;
     j["grid"] = {c.grid[0], c.grid[1], c.grid[2]};
     j["block"] = {c.block[0], c.block[1], c.block[2]};

@@ -214,6 +214,7 @@ Status Prepared::Resolve(std::span<const int64_t> dims) {
   }
   choice.config = a.config;
   choice.entry = a.entry;
+  choice.candidates = a.candidates;
   choice.arch = c.arch;
   std::copy(g->grid, g->grid + 3, choice.grid);
   std::copy(g->block, g->block + 3, choice.block);

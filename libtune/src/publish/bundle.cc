@@ -7,7 +7,9 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <set>
 #include <string_view>
+#include <tuple>
 
 #include "base/env.h"
 #include "codec/codec.h"
@@ -175,6 +177,14 @@ Status CheckBundleBounds(const Bundle& b) {
   for (const BundleLaunchPlan& plan : b.launch_plans)
     TUNE_RETURN_IF_ERROR(vars("launch plan " + plan.op + "@" + plan.kernel_hash, plan.vars.size()));
   for (const auto& [op, r] : b.shape_rules) TUNE_RETURN_IF_ERROR(vars("shape rules of " + op, r.vars.size()));
+  for (const BundleSelector& s : b.selectors) {
+    if (s.dims.empty() || s.dims.size() > kMaxSelectorDims || s.entries.empty() ||
+        s.entries.size() > kMaxSelectorCandidates || s.nodes.size() > kMaxSelectorNodes)
+      return Status::Error("selector " + s.op + " " + s.dtype + " " + s.gpu_model + ": " + std::to_string(s.dims.size()) +
+                           " dims, " + std::to_string(s.entries.size()) + " entries, " + std::to_string(s.nodes.size()) +
+                           " nodes (1-" + std::to_string(kMaxSelectorDims) + ", 1-" +
+                           std::to_string(kMaxSelectorCandidates) + ", 1-" + std::to_string(kMaxSelectorNodes) + ")");
+  }
   return Status::OK();
 }
 
@@ -199,6 +209,20 @@ Status CheckBundleParts(const Bundle& b) {
     for (const auto& [dim, bucket] : dims) {
       if (Status st = bucket.Check(); !st.ok()) return Status::Error("bucket of " + op + " " + dim + ": " + st.message());
     }
+  }
+  std::set<std::tuple<std::string, std::string, std::string>> selected;
+  for (const BundleSelector& s : b.selectors) {
+    const std::string where = "selector " + s.op + " " + s.dtype + " " + s.gpu_model + ": ";
+    if (!selected.emplace(s.op, s.dtype, s.gpu_model).second) return Status::Error(where + "a second one");
+    for (uint32_t i : s.entries) {
+      if (i >= b.entries.size()) return Status::Error(where + "entry " + std::to_string(i) + " of " +
+                                                      std::to_string(b.entries.size()));
+      const BundleEntry& e = b.entries[i];
+      if (e.op != s.op || e.dtype != s.dtype || e.gpu_model != s.gpu_model)
+        return Status::Error(where + "entry " + std::to_string(i) + " is of another key");
+    }
+    TUNE_RETURN_IF_ERROR(
+        CheckSelectorNodes(s.nodes, SelectorFeatureCount(s.dims.size()), s.entries.size()).WithPrefix(where));
   }
   return Status::OK();
 }
@@ -322,6 +346,29 @@ std::string EncodeBundle(const Bundle& b) {
     auto programs = w.initRules(static_cast<unsigned>(r.rules.size()));
     for (size_t p = 0; p < r.rules.size(); ++p) SetProgram(programs[static_cast<unsigned>(p)], r.rules[p]);
   }
+  auto selectors = root.initSelectors(static_cast<unsigned>(b.selectors.size()));
+  for (size_t k = 0; k < b.selectors.size(); ++k) {
+    const BundleSelector& s = b.selectors[k];
+    auto w = selectors[static_cast<unsigned>(k)];
+    w.setOp(TextOf(s.op));
+    w.setDtype(TextOf(s.dtype));
+    w.setGpuModel(TextOf(s.gpu_model));
+    auto dims = w.initDims(static_cast<unsigned>(s.dims.size()));
+    for (size_t d = 0; d < s.dims.size(); ++d) dims.set(static_cast<unsigned>(d), TextOf(s.dims[d]));
+    auto entries = w.initEntries(static_cast<unsigned>(s.entries.size()));
+    for (size_t e = 0; e < s.entries.size(); ++e) entries.set(static_cast<unsigned>(e), s.entries[e]);
+    auto nodes = w.initNodes(static_cast<unsigned>(s.nodes.size()));
+    for (size_t n = 0; n < s.nodes.size(); ++n) {
+      auto node = nodes[static_cast<unsigned>(n)];
+      const SelectorNode& from = s.nodes[n];
+      node.setLeaf(from.leaf);
+      node.setFeature(from.feature);
+      node.setThreshold(from.threshold);
+      node.setLeft(from.left);
+      node.setRight(from.right);
+      node.setCandidate(from.candidate);
+    }
+  }
   return ToBytes(builder);
 }
 
@@ -425,6 +472,22 @@ BundleShapeRules GetShapeRules(wire::ShapeRules::Reader r, Budget& budget) {
   return rules;
 }
 
+BundleSelector GetSelector(wire::ShapeSelector::Reader r, Budget& budget) {
+  BundleSelector s{Str(r.getOp()), Str(r.getDtype()), Str(r.getGpuModel()), {}, {}, {}};
+  auto dims = r.getDims();
+  auto entries = r.getEntries();
+  auto nodes = r.getNodes();
+  budget.Charge(dims.size(), sizeof(std::string));
+  budget.Charge(entries.size(), sizeof(uint32_t));
+  budget.Charge(nodes.size(), sizeof(SelectorNode));
+  for (auto d : dims) s.dims.push_back(Str(d));
+  for (uint32_t e : entries) s.entries.push_back(e);
+  for (auto n : nodes)
+    s.nodes.push_back(SelectorNode{n.getLeaf(), n.getFeature(), n.getThreshold(), n.getLeft(), n.getRight(),
+                                   n.getCandidate()});
+  return s;
+}
+
 }  // namespace
 
 Result<Bundle> DecodeBundle(const void* data, size_t size) {
@@ -484,6 +547,9 @@ Result<Bundle> DecodeBundle(const void* data, size_t size) {
       if (!b.shape_rules.emplace(Str(r.getOp()), std::move(rules)).second)
         return Status::Error("bundle is corrupt: two sets of shape rules for " + Str(r.getOp()));
     }
+    auto selectors = root.getSelectors();
+    budget.Charge(selectors.size(), sizeof(BundleSelector));
+    for (auto r : selectors) b.selectors.push_back(GetSelector(r, budget));
     if (Status st = CheckBundleBounds(b); !st.ok()) return st.WithPrefix("bundle refused: ");
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle is corrupt: ");
     return b;

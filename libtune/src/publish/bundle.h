@@ -34,6 +34,7 @@
 #include "publish/signing.h"
 #include "tune/status.h"
 #include "base/types.h"
+#include "publish/shape_selector.h"
 
 namespace tune {
 
@@ -129,6 +130,16 @@ struct BundleShapeRules {
   std::vector<LaunchProgram> rules;
 };
 
+// The selector of one (op, dtype, GPU model) for shapes never tuned
+// (publish/shape_selector.h): its tree's leaves name `entries`, indices
+// into Bundle::entries of the same op, dtype and model.
+struct BundleSelector {
+  std::string op, dtype, gpu_model;
+  std::vector<std::string> dims;
+  std::vector<uint32_t> entries;
+  std::vector<SelectorNode> nodes;
+};
+
 struct Bundle {
   uint32_t format_version = 1;
   std::string name;
@@ -147,6 +158,7 @@ struct Bundle {
   std::map<std::string, std::map<std::string, DimBucket>> buckets;
   // op -> its shape rules (BundleShapeRules).
   std::map<std::string, BundleShapeRules> shape_rules;
+  std::vector<BundleSelector> selectors;
 };
 
 std::string EncodeBundle(const Bundle& b);                         // Cap'n Proto binary

@@ -132,6 +132,17 @@ std::string BundleToJson(const Bundle& b) {
     shape_rules[op] = Json{{"vars", r.vars}, {"params", r.params}, {"rules", std::move(programs)}};
   }
   j["shape_rules"] = std::move(shape_rules);
+  Json selectors = Json::array();
+  for (const BundleSelector& s : b.selectors) {
+    Json nodes = Json::array();
+    for (const SelectorNode& n : s.nodes) {
+      nodes.push_back(n.leaf ? Json{{"candidate", n.candidate}}
+                             : Json{{"feature", n.feature}, {"threshold", n.threshold}, {"left", n.left}, {"right", n.right}});
+    }
+    selectors.push_back(Json{{"op", s.op}, {"dtype", s.dtype}, {"gpu_model", s.gpu_model}, {"dims", s.dims},
+                             {"entries", s.entries}, {"nodes", std::move(nodes)}});
+  }
+  j["selectors"] = std::move(selectors);
   Json kernels = Json::array();
   for (const KernelImage& k : b.kernels) {
     kernels.push_back(Json{{"kernel_hash", k.kernel_hash}, {"config_id", k.config_id}, {"dtype", k.dtype},
@@ -259,6 +270,20 @@ Result<Bundle> BundleFromJson(const std::string& text) {
       r.params = jr.at("params").get<size_t>();
       for (const Json& p : jr.at("rules")) r.rules.push_back(ProgramFromJson(p));
       b.shape_rules[op] = std::move(r);
+    }
+    const Json selectors = j.value("selectors", Json::array());
+    if (!selectors.is_array()) return Status::Error("bundle JSON: selectors: expected an array");
+    for (const Json& js : selectors) {
+      BundleSelector s{js.at("op").get<std::string>(), js.at("dtype").get<std::string>(),
+                       js.at("gpu_model").get<std::string>(), js.at("dims").get<std::vector<std::string>>(),
+                       js.at("entries").get<std::vector<uint32_t>>(), {}};
+      for (const Json& jn : js.at("nodes")) {
+        s.nodes.push_back(jn.contains("candidate")
+                              ? SelectorNode{true, 0, 0, 0, 0, jn.at("candidate").get<uint32_t>()}
+                              : SelectorNode{false, jn.at("feature").get<uint32_t>(), jn.at("threshold").get<double>(),
+                                             jn.at("left").get<uint32_t>(), jn.at("right").get<uint32_t>(), 0});
+      }
+      b.selectors.push_back(std::move(s));
     }
     if (Status st = CheckBundleBounds(b); !st.ok()) return st.WithPrefix("bundle JSON: ");
     if (Status st = CheckBundleParts(b); !st.ok()) return st.WithPrefix("bundle JSON: ");

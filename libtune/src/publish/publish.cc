@@ -1,8 +1,11 @@
 #include "publish/publish.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -11,6 +14,7 @@
 #include "opspec/kernel_hash.h"
 #include "store/records.h"
 #include "opspec/sweep_file.h"
+#include "publish/shape_selector.h"
 
 namespace tune {
 
@@ -207,28 +211,67 @@ bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_def
 }  // namespace
 
 std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best) {
-  auto rel_ci = [](const Measurement& m) { return m.median_us > 0 ? m.ci95_us / m.median_us : 1.0; };
   for (Measurement& b : best) {
     std::vector<Measurement> tied;
     Status st = store.Scan(ResultFilter{b.gpu_model, b.op, b.dtype, b.shape, b.kernel_hash}, [&](const Measurement& m) {
       const bool same_rank = m.Valid() && m.unchecked == b.unchecked && m.pass == b.pass && std::isfinite(m.median_us);
-      const bool near = m.median_us <= b.median_us * (1 + kTieWithin) ||
-                        m.median_us - m.ci95_us <= b.median_us + b.ci95_us;
-      if (same_rank && near) tied.push_back(m);
+      if (same_rank && m.median_us <= b.median_us * (1 + kTieWithin)) tied.push_back(m);
       return true;
     });
     if (!st.ok() || tied.size() < 2) continue;
     // A row without a CI (0: not computed) tells nothing of its precision:
-    // it neither sets the bar nor is kept out by it.
-    double precise = INFINITY;
-    for (const Measurement& m : tied)
-      if (m.ci95_us > 0) precise = std::min(precise, rel_ci(m));
+    // it is not kept out. Where none is precise, all take part.
+    auto precise = [](const Measurement& m) { return m.ci95_us <= 0 || m.ci95_us <= kTiePrecise * m.median_us; };
+    const bool any_precise = std::any_of(tied.begin(), tied.end(), precise);
     const Measurement* pick = nullptr;
     for (const Measurement& m : tied)
-      if ((m.ci95_us <= 0 || rel_ci(m) <= 2 * precise) && (!pick || m.config_id < pick->config_id)) pick = &m;
-    if (pick) b = *pick;
+      if ((!any_precise || precise(m)) && (!pick || m.config_id < pick->config_id)) pick = &m;
+    b = *pick;
   }
   return best;
+}
+
+// The selector of one (GPU model, op, dtype) over its tuned entries (of
+// `b`) and their rows (`rows`, of the newest kernel): the entries' configs
+// are the candidates, each judged on each tuned shape by its screening
+// figure, which every config measured there has and which ranks alike
+// across configs (refined and confirmed figures shift with their timing).
+// Nothing when fewer than two shapes were tuned.
+std::optional<BundleSelector> FitBundleSelector(const Bundle& b, const std::string& model, const std::string& op,
+                                                const std::string& dtype, const std::vector<Measurement>& rows) {
+  SelectorInput in;
+  std::vector<uint32_t> entry_of;                // per candidate: its first entry
+  std::map<std::string, size_t> shape_at, candidate_at;
+  std::vector<std::string> dims;
+  for (uint32_t i = 0; i < b.entries.size(); ++i) {
+    const BundleEntry& e = b.entries[i];
+    if (e.gpu_model != model || e.op != op || e.dtype != dtype) continue;
+    std::vector<std::string> names;
+    for (const auto& [n, v] : e.shape.dims) names.push_back(n);
+    if (in.shapes.empty()) dims = names;
+    if (names != dims) continue;  // another op version's dims
+    shape_at.emplace(e.shape.Canonical(), in.shapes.size());
+    in.shapes.push_back(e.shape);
+    if (candidate_at.emplace(e.config_id, in.candidates.size()).second) {
+      in.candidates.push_back(e.config);
+      entry_of.push_back(i);
+    }
+  }
+  if (in.shapes.size() < 2) return std::nullopt;
+  in.us.assign(in.candidates.size(), std::vector<double>(in.shapes.size(), INFINITY));
+  for (const Measurement& m : rows) {
+    const auto s = shape_at.find(m.shape);
+    const auto c = candidate_at.find(m.config_id);
+    if (s == shape_at.end() || c == candidate_at.end() || !m.Valid()) continue;
+    // A refine or confirm row carries the screening figure it replaced.
+    const double us = m.pass == Measurement::Pass::kScreen || !(m.screen_us > 0) ? m.median_us : m.screen_us;
+    if (std::isfinite(us) && us > 0) in.us[c->second][s->second] = std::min(in.us[c->second][s->second], us);
+  }
+  ShapeSelector fitted = FitShapeSelector(in);
+  if (fitted.nodes.empty()) return std::nullopt;
+  BundleSelector out{op, dtype, model, fitted.dims, {}, std::move(fitted.nodes)};
+  for (size_t c : fitted.candidates) out.entries.push_back(entry_of[c]);
+  return out;
 }
 
 Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
@@ -325,6 +368,13 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     auto spec = ops.find(op);
     if (PickModelDefault(rows, spec != ops.end() ? spec->second.default_config : Config{}, &d))
       b.model_defaults.push_back(std::move(d));
+    if (auto sel = FitBundleSelector(b, model, op, dtype, rows)) {
+      size_t leaves = 0;
+      for (const SelectorNode& n : sel->nodes) leaves += n.leaf;
+      note("selector for shapes never tuned, " + op + " " + dtype + " " + model + ": " +
+           std::to_string(sel->entries.size()) + " configs, " + std::to_string(leaves) + " leaves");
+      b.selectors.push_back(std::move(*sel));
+    }
   }
 
   if (!options.kernels) return b;

@@ -26,14 +26,16 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 
 // Winners that a rerun keeps. Each row of `best` (a key's fastest, as the
 // store picks it) gives way to the row of its key and kernel, of the same
-// rank (checked, pass), that wins the tie rule among the configs tied with
-// it: within kTieWithin of its median or within each other's 95%
-// confidence interval. Of those, the ones measured most precisely (a
-// relative CI at most twice the smallest) stay, and the smallest config id
-// wins. So near-ties do not flip between runs or device counts; a config
-// really faster (by more than both bounds) still wins. Keys whose rows
-// cannot be read keep their row.
+// rank (checked, pass: a confirmed figure is only tied with confirmed
+// ones), that wins the tie rule among the configs within kTieWithin of its
+// median: of those measured to a relative 95% CI of at most kTiePrecise
+// (or with no CI), the smallest config id. So near-ties do not flip between
+// runs or device counts; a config really faster (by more than kTieWithin)
+// still wins. Overlapping CIs make no tie: on small kernels, CIs of 2-3%
+// tied configs 3% apart, and each run published another of them. Keys
+// whose rows cannot be read keep their row.
 inline constexpr double kTieWithin = 0.01;
+inline constexpr double kTiePrecise = 0.05;
 std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best);
 
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid

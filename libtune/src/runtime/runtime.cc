@@ -48,6 +48,13 @@ struct Plan {
   // candidate index + 1, 0 = empty slot. Only for `own` plans.
   std::vector<uint32_t> exact_slots;
   unsigned exact_shift = 0;            // slot = hash >> exact_shift
+  // The model's shape selector (own plans with one): per selector dim the
+  // plan's dim index (-1: absent, read as 1), per leaf answer the candidate
+  // index (SIZE_MAX: `usable` refused it), and the answers as entries.
+  const BundleSelector* selector = nullptr;
+  std::vector<int> selector_dims;
+  std::vector<size_t> selector_at;
+  std::vector<const Entry*> selector_entries;
   Answer fallback;                     // kDefault or kMiss
 };
 
@@ -140,17 +147,17 @@ Answer FallbackOf(const BundleData& data, std::string_view op, std::string_view 
     for (const Entry& d : data.model_defaults) {
       if (d.op != op || d.dtype != dtype) continue;
       if (pass == 0 ? d.gpu_model != *model : GpuFamily(d.gpu_model) != family) continue;
-      const Answer a{&d.config, &d, Level::kDefault};
+      const Answer a{&d.config, &d, Level::kDefault, {}};
       if (ok(a)) return a;
     }
   }
   if (const NamedInts* c = ArchDefaultOf(data, op, arch, [&](const NamedInts& c) {
-        return ok(Answer{&c, nullptr, Level::kDefault});
+        return ok(Answer{&c, nullptr, Level::kDefault, {}});
       })) {
-    return Answer{c, nullptr, Level::kDefault};
+    return Answer{c, nullptr, Level::kDefault, {}};
   }
   if (auto it = data.defaults.find(op); it != data.defaults.end()) {
-    const Answer a{&it->second, nullptr, Level::kDefault};
+    const Answer a{&it->second, nullptr, Level::kDefault, {}};
     if (ok(a)) return a;
   }
   return Answer{};
@@ -274,6 +281,28 @@ bool Holds(const Plan& plan, size_t i, const int64_t* dims) {
   return true;
 }
 
+// The model's selector, its dims in the plan's order and its answers
+// among the plan's candidates.
+void SetSelector(const BundleData& data, std::string_view op, std::string_view dtype, const std::string& model,
+                 Plan* plan) {
+  for (const BundleSelector& s : data.source.selectors) {
+    if (s.op != op || s.dtype != dtype || s.gpu_model != model) continue;
+    plan->selector = &s;
+    plan->selector_dims.clear();
+    for (const std::string& d : s.dims) {
+      const auto at = std::find(plan->dim_names.begin(), plan->dim_names.end(), d);
+      plan->selector_dims.push_back(at == plan->dim_names.end() ? -1 : static_cast<int>(at - plan->dim_names.begin()));
+    }
+    for (uint32_t e : s.entries) {
+      const Entry* entry = &data.entries[e];
+      const auto at = std::find(plan->entries.begin(), plan->entries.end(), entry);
+      plan->selector_at.push_back(at == plan->entries.end() ? SIZE_MAX : static_cast<size_t>(at - plan->entries.begin()));
+      plan->selector_entries.push_back(entry);
+    }
+    return;
+  }
+}
+
 // The op's buckets in the plan's dim order.
 void SetBuckets(const BundleData& data, std::string_view op, Plan* plan) {
   plan->buckets.assign(plan->ndims, DimBucket{});
@@ -303,7 +332,7 @@ std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string&
                                        : FallbackOf(data, op, dtype, model, family, arch, usable);
   if (data.force_defaults) return plan;
   auto take = [&](const Entry& e, Level level) {
-    if (!usable || usable(Answer{&e.config, &e, level})) AddCandidate(plan.get(), e);
+    if (!usable || usable(Answer{&e.config, &e, level, {}})) AddCandidate(plan.get(), e);
   };
   if (model) {
     plan->own = true;
@@ -319,7 +348,10 @@ std::shared_ptr<const Plan> BuildPlan(const BundleData& data, const std::string&
       if (GpuFamily(data.entries[i].gpu_model) == family) take(data.entries[i], Level::kFamily);
     }
   }
-  if (plan->own) BuildExactIndex(plan.get());
+  if (plan->own) {
+    BuildExactIndex(plan.get());
+    SetSelector(data, op, dtype, *model, plan.get());
+  }
   return plan;
 }
 
@@ -346,6 +378,15 @@ std::shared_ptr<const Plan> Reorder(const std::shared_ptr<const Plan>& plan,
   out->rules = plan->rules;
   out->rule_params = plan->rule_params;
   out->dsize = plan->dsize;
+  out->selector = plan->selector;
+  out->selector_at = plan->selector_at;
+  out->selector_entries = plan->selector_entries;
+  if (plan->selector) {
+    for (const std::string& d : plan->selector->dims) {
+      const auto at = std::find(names.begin(), names.end(), d);
+      out->selector_dims.push_back(at == names.end() ? -1 : static_cast<int>(at - names.begin()));
+    }
+  }
   std::vector<size_t> from;
   for (std::string_view name : names) {
     const auto it = std::find(plan->dim_names.begin(), plan->dim_names.end(), name);
@@ -426,11 +467,24 @@ Answer Evaluate(const Plan& plan, const int64_t* query) {
   if (plan.own) {
     if (const std::ptrdiff_t i = FindExact(plan, dims); i >= 0 && Holds(plan, static_cast<size_t>(i), query)) {
       return Answer{&plan.entries[static_cast<size_t>(i)]->config, plan.entries[static_cast<size_t>(i)],
-                    Level::kExact};
+                    Level::kExact, {}};
     }
   }
   double q[kMaxDims];
   for (size_t j = 0; j < d; ++j) q[j] = Log2Dim(dims[j]);
+  if (plan.selector) {
+    double logs[kMaxSelectorDims];
+    double features[kMaxSelectorDims * (kMaxSelectorDims + 1) / 2];
+    const size_t nd = plan.selector_dims.size();
+    for (size_t k = 0; k < nd; ++k) logs[k] = plan.selector_dims[k] < 0 ? 0.0 : q[plan.selector_dims[k]];
+    SelectorFeatures(logs, nd, features);
+    const size_t i = plan.selector_at[SelectorAnswer(plan.selector->nodes, features)];
+    // Its answer, unless refused or illegal at these dims: then the nearest.
+    if (i != SIZE_MAX && Holds(plan, i, query)) {
+      return Answer{&plan.entries[i]->config, plan.entries[i], Level::kPredicted,
+                    std::span<const Entry* const>(plan.selector_entries)};
+    }
+  }
   size_t best_i;
   switch (d) {
     case 1: best_i = Nearest<1>(plan.log2.data(), n, q, 1); break;
@@ -454,7 +508,7 @@ Answer Evaluate(const Plan& plan, const int64_t* query) {
     }
     if (best_i == n) return plan.fallback;
   }
-  return Answer{&plan.entries[best_i]->config, plan.entries[best_i], plan.tuned_level};
+  return Answer{&plan.entries[best_i]->config, plan.entries[best_i], plan.tuned_level, {}};
 }
 
 NamedInts ToNamedInts(const NamedValues& v) {
@@ -601,6 +655,7 @@ const std::shared_ptr<const Plan>& EmptyPlan() {
 const char* LevelName(Level level) {
   switch (level) {
     case Level::kExact: return "exact";
+    case Level::kPredicted: return "predicted";
     case Level::kNearestShape: return "nearest_shape";
     case Level::kFamily: return "family";
     case Level::kDefault: return "default";
@@ -718,7 +773,7 @@ Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_v
   const Answer a = lookup(op, dtype, gpu_model, shape);
   if (a.level != Level::kDefault || a.entry || data_->force_defaults) return a;
   if (const NamedInts* c = ArchDefaultOf(*data_, op, arch, [](const NamedInts&) { return true; }))
-    return Answer{c, nullptr, Level::kDefault};
+    return Answer{c, nullptr, Level::kDefault, {}};
   return a;
 }
 
