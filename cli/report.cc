@@ -218,6 +218,10 @@ void PrintBundle(FILE* out, const Bundle& b) {
   for (const auto& [op, cfg] : b.defaults) {
     std::fprintf(out, "  default %-12s %s\n", op.c_str(), cfg.Canonical().c_str());
   }
+  for (const BundleSelector& s : b.selectors) {
+    std::fprintf(out, "  predicts %-11s %s on %s: %zu configs, %zu leaves\n", s.op.c_str(), s.dtype.c_str(),
+                 s.gpu_model.c_str(), s.entries.size(), SelectorLeaves(s.nodes));
+  }
   for (const ModelDefault& d : b.model_defaults) {
     std::fprintf(out, "  default %-12s %s on %s: %s\n", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
                  d.config.Canonical().c_str());

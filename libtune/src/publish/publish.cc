@@ -369,10 +369,8 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     if (PickModelDefault(rows, spec != ops.end() ? spec->second.default_config : Config{}, &d))
       b.model_defaults.push_back(std::move(d));
     if (auto sel = FitBundleSelector(b, model, op, dtype, rows)) {
-      size_t leaves = 0;
-      for (const SelectorNode& n : sel->nodes) leaves += n.leaf;
       note("selector for shapes never tuned, " + op + " " + dtype + " " + model + ": " +
-           std::to_string(sel->entries.size()) + " configs, " + std::to_string(leaves) + " leaves");
+           std::to_string(sel->entries.size()) + " configs, " + std::to_string(SelectorLeaves(sel->nodes)) + " leaves");
       b.selectors.push_back(std::move(*sel));
     }
   }

@@ -147,6 +147,10 @@ uint32_t SelectorAnswer(const std::vector<SelectorNode>& nodes, const double* fe
   return nodes[at].candidate;
 }
 
+size_t SelectorLeaves(const std::vector<SelectorNode>& nodes) {
+  return static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(), [](const SelectorNode& n) { return n.leaf; }));
+}
+
 Status CheckSelectorNodes(const std::vector<SelectorNode>& nodes, size_t nfeatures, size_t ncandidates) {
   if (nodes.empty()) return Status::Error("no nodes");
   if (nodes.size() > kMaxSelectorNodes) return Status::Error(std::to_string(nodes.size()) + " nodes, over the bound of " +

@@ -76,6 +76,8 @@ std::vector<double> ShapeFeatures(const std::vector<std::string>& dims, const Sh
 // `features`. The nodes must have passed CheckSelectorNodes.
 uint32_t SelectorAnswer(const std::vector<SelectorNode>& nodes, const double* features);
 
+size_t SelectorLeaves(const std::vector<SelectorNode>& nodes);
+
 // Nodes a walk can take: a root, children after their parents, features
 // and candidates in range, finite thresholds. One line naming the node.
 Status CheckSelectorNodes(const std::vector<SelectorNode>& nodes, size_t nfeatures, size_t ncandidates);
