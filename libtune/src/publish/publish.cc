@@ -368,11 +368,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     auto spec = ops.find(op);
     if (PickModelDefault(rows, spec != ops.end() ? spec->second.default_config : Config{}, &d))
       b.model_defaults.push_back(std::move(d));
-    if (auto sel = FitBundleSelector(b, model, op, dtype, rows)) {
-      note("selector for shapes never tuned, " + op + " " + dtype + " " + model + ": " +
-           std::to_string(sel->entries.size()) + " configs, " + std::to_string(SelectorLeaves(sel->nodes)) + " leaves");
-      b.selectors.push_back(std::move(*sel));
-    }
+    if (auto sel = FitBundleSelector(b, model, op, dtype, rows)) b.selectors.push_back(std::move(*sel));
   }
 
   if (!options.kernels) return b;
