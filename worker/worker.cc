@@ -26,6 +26,7 @@
 #include "serve/metrics.h"
 #include "codec/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
+#include "compile_probe.h"
 #include "measure/cuda/cuda_backend.h"
 #include "measure/program/program_backend.h"
 #endif
@@ -246,6 +247,9 @@ struct Worker::Impl : HttpStatusSource {
     if (opts.sim_models.empty()) return Status::Error("worker: --sim-models is empty");
     for (size_t i = 0; i < opts.sim_models.size(); ++i) {
       backends.push_back(MakeSimBackend(opts.sim_models[i], static_cast<int>(i), *faults));
+#ifdef TUNEFARM_WITH_CUDA
+      backends.back() = WithCompileProbe(std::move(backends.back()), opts.cache_dir);
+#endif
     }
     return Status::OK();
   }

@@ -121,6 +121,31 @@ TEST(OpCheck, NamesTheRuleThatEmptiesASpaceAndFailsOnABrokenOp) {
   EXPECT_NE(r.output.find("op.toml: "), std::string::npos) << r.output;
 }
 
+// A kernel whose parameters are not the [[args]] fails op check with both
+// lists; a source that does not compile fails a sim `tune` too, as on a GPU,
+// where this build has NVRTC.
+TEST(OpCheck, AnOpThatCannotRunFailsOpCheckAndItsSimTune) {
+  tune::testing::TempDir dir;
+  const fs::path ops = fs::path(dir.path()) / "ops";
+  const fs::path op = ops / "gemm";
+  fs::create_directories(ops);
+  fs::copy(kOps + "/gemm", op, fs::copy_options::recursive);
+  std::ofstream(op / "op.toml", std::ios::app) << "\n[[args]]\nname = \"EXTRA\"\nscalar = \"i32\"\nvalue = \"1\"\n";
+  CommandRun r = OpCheck(op.string() + " --gpu h100-80gb-hbm3 --sample 1");
+  if (r.output.find("built without NVRTC") != std::string::npos) GTEST_SKIP() << "no NVRTC in this build";
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("kernel 'gemm' takes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[[args]] declares"), std::string::npos) << r.output;
+
+  fs::copy(kOps + "/gemm/op.toml", op / "op.toml", fs::copy_options::overwrite_existing);
+  std::ofstream(op / "gemm.cu", std::ios::app) << "\nthis_is_not_cuda x y z;\n";
+  const std::string db = (fs::path(dir.path()) / "db").string();
+  r = Tunefarm("tune --backend sim --ops-dir " + ops.string() + " --op gemm --dtype f16 --shape M=512,N=512,K=512" +
+               " --store " + db + " --bundle " + dir.path() + "/b --unsigned --quiet --cache-dir " + dir.path() + "/cache");
+  EXPECT_NE(r.output.find("compile_error: sim: does not compile for sm_90"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("failures: none"), std::string::npos) << r.output;
+}
+
 // The table keeps one line per config; --config picks one (by id or params,
 // in any order) and --log prints its whole failure message.
 TEST(ResultsCommand, ShowsOneConfigsWholeFailureLog) {

@@ -197,6 +197,36 @@ TEST(NvrtcCompile, AKernelNameNotInTheCubinIsACompileErrorNamingIt) {
   EXPECT_NE(ref.failure_message.find(spec.check.reference_kernel), std::string::npos) << ref.failure_message;
 }
 
+// The kernel must take the parameters [[args]] declares: one too few, or a
+// scalar of another size, is a compile error listing both; the op as
+// shipped passes.
+TEST(NvrtcCompile, AKernelWhoseParametersDifferFromItsArgsIsACompileErrorListingBoth) {
+  OpSpec spec = LoadTestOp();
+  CompiledKernel ok = CompileConfig(spec, spec.dtypes[0], spec.default_config, "sm_90", "");
+  ASSERT_EQ(ok.failure, FailureClass::kNone) << ok.failure_message << ok.log;
+  auto sizes = CubinKernelParamSizes(ok.image, spec.kernel);
+  ASSERT_TRUE(sizes.ok()) << sizes.status().message();
+  EXPECT_EQ(sizes->size(), spec.args.size());
+  OpSpec fewer = spec;
+  fewer.args.pop_back();
+  CompiledKernel k = CompileConfig(fewer, fewer.dtypes[0], fewer.default_config, "sm_90", "");
+  EXPECT_EQ(k.failure, FailureClass::kCompileError);
+  EXPECT_NE(k.failure_message.find("kernel '" + spec.kernel + "' takes " + std::to_string(spec.args.size()) +
+                                   " parameters"), std::string::npos) << k.failure_message;
+  EXPECT_NE(k.failure_message.find("[[args]] declares " + std::to_string(fewer.args.size())), std::string::npos)
+      << k.failure_message;
+  OpSpec wider = spec;
+  bool widened = false;
+  for (ArgSpec& a : wider.args) {
+    if (widened || a.kind != ArgSpec::Kind::kScalar || a.scalar_type == "i64") continue;
+    a.scalar_type = "i64";
+    widened = true;
+  }
+  ASSERT_TRUE(widened) << "the test op has a 4-byte scalar";
+  EXPECT_EQ(CompileConfig(wider, wider.dtypes[0], wider.default_config, "sm_90", "").failure,
+            FailureClass::kCompileError);
+}
+
 // CUB, Thrust and libcu++ are found wherever the toolkit keeps them
 // (include/cccl/ on CUDA 13, include/ before).
 TEST(NvrtcCompile, OpsMayUseTheToolkitsCccl) {

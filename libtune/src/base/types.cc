@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 #include <charconv>
 
@@ -196,6 +197,60 @@ Status CheckCubinEntries(std::string_view b, const std::vector<std::string>& ent
   for (const std::string& e : entries)
     if (!functions.count(e)) return Status::InvalidArgument("a cubin without the kernel '" + e + "'");
   return Status::OK();
+}
+
+Result<std::vector<uint32_t>> CubinKernelParamSizes(std::string_view b, const std::string& entry) {
+  if (b.size() < 64) return Status::InvalidArgument("not an ELF cubin");
+  const uint64_t shoff = Le(b, 40, 8), shnum = Le(b, 60, 2), shstrndx = Le(b, 62, 2);
+  if (Le(b, 58, 2) != 64 || shoff > b.size() || shnum * 64 > b.size() - shoff || shstrndx >= shnum)
+    return Status::InvalidArgument("a cubin whose section table lies outside it");
+  const size_t names_sh = size_t(shoff + shstrndx * 64);
+  const uint64_t names_off = Le(b, names_sh + 24, 8), names_size = Le(b, names_sh + 32, 8);
+  if (names_off > b.size() || names_size > b.size() - names_off)
+    return Status::InvalidArgument("a cubin whose section names lie outside it");
+  const std::string_view names = b.substr(size_t(names_off), size_t(names_size));
+  const std::string want = ".nv.info." + entry;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const size_t sh = size_t(shoff + i * 64);
+    const uint64_t name = Le(b, sh, 4);
+    if (name >= names.size() || names.substr(size_t(name), want.size() + 1) != std::string_view(want.c_str(), want.size() + 1))
+      continue;
+    const uint64_t off = Le(b, sh + 24, 8), size = Le(b, sh + 32, 8);
+    if (off > b.size() || size > b.size() - off) return Status::InvalidArgument("a cubin whose " + want + " lies outside it");
+    // Records: a format byte and an attribute byte, then two bytes of value
+    // (EIFMT_NVAL 1, EIFMT_BVAL 2, EIFMT_HVAL 3) or a 16-bit size and that
+    // many bytes (EIFMT_SVAL 4). A section this does not read to its end
+    // tells nothing: NotFound, as for a kernel without one.
+    std::map<uint32_t, uint32_t> by_ordinal;
+    constexpr uint8_t kSval = 4, kKparamInfo = 0x17;
+    const std::string unread = "a cubin whose " + want + " this reader does not follow";
+    uint64_t at = off;
+    while (at + 4 <= off + size) {
+      const uint8_t format = uint8_t(b[size_t(at)]), attr = uint8_t(b[size_t(at + 1)]);
+      if (format >= 1 && format < kSval) {
+        at += 4;
+        continue;
+      }
+      if (format != kSval) return Status::NotFound(unread);
+      const uint64_t len = Le(b, size_t(at + 2), 2);
+      if (len > off + size - at - 4) return Status::NotFound(unread);
+      if (attr == kKparamInfo && len >= 12) {
+        // index (32 bits), ordinal (16), offset (16), then the size in the
+        // top 14 bits of the last 32.
+        const uint32_t ordinal = uint32_t(Le(b, size_t(at + 8), 2));
+        by_ordinal[ordinal] = uint32_t((Le(b, size_t(at + 12), 4) >> 18) & 0x3fff);
+      }
+      at += 4 + len;
+    }
+    if (at != off + size) return Status::NotFound(unread);
+    std::vector<uint32_t> sizes;
+    for (const auto& [ordinal, bytes] : by_ordinal) {
+      if (ordinal != sizes.size()) return Status::InvalidArgument(want + ": parameter " + std::to_string(sizes.size()) + " missing");
+      sizes.push_back(bytes);
+    }
+    return sizes;
+  }
+  return Status::NotFound("a cubin without " + want);
 }
 
 const char* FailureClassName(FailureClass c) {

@@ -232,6 +232,10 @@ Status CheckCubin(std::string_view image, const std::string& arch);
 // OK when `image` (a checked cubin) defines each of `entries` as a global
 // function symbol: the op's kernel must be there to be launched.
 Status CheckCubinEntries(std::string_view image, const std::vector<std::string>& entries);
+// The byte sizes of `entry`'s parameters in order, as ptxas recorded them in
+// the cubin (its .nv.info.<entry> section, EIATTR_KPARAM_INFO records);
+// NotFound when the cubin has no such record of the kernel.
+Result<std::vector<uint32_t>> CubinKernelParamSizes(std::string_view image, const std::string& entry);
 
 // What a sweep measured of one (GPU model, op, dtype, shape) of a kernel:
 // every legal config (exhausted), what a search strategy chose within its

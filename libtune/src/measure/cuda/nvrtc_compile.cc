@@ -432,6 +432,25 @@ bool StampKernelHash(const OpSpec& spec, CompiledKernel* ck) {
   return true;
 }
 
+Status CheckKernelParams(const OpSpec& spec, std::string_view cubin) {
+  auto sizes = CubinKernelParamSizes(cubin, spec.kernel);
+  if (sizes.status().code() == StatusCode::kNotFound) return Status::OK();  // ptxas kept no record: nothing to hold
+  if (!sizes.ok()) return sizes.status();
+  std::vector<uint32_t> declared;
+  std::string listed;
+  for (const ArgSpec& a : spec.args) {
+    const uint32_t bytes = a.kind == ArgSpec::Kind::kBuffer ? 8 : a.scalar_type == "i64" ? 8 : 4;
+    declared.push_back(bytes);
+    listed += (listed.empty() ? "" : ", ") + a.name + " (" + std::to_string(bytes) + ")";
+  }
+  if (*sizes == declared) return Status::OK();
+  std::string taken;
+  for (uint32_t b : *sizes) taken += (taken.empty() ? "" : ", ") + std::to_string(b);
+  return Status::InvalidArgument("kernel '" + spec.kernel + "' takes " + std::to_string(sizes->size()) +
+                                 " parameters of " + (taken.empty() ? "no" : taken) + " bytes; [[args]] declares " +
+                                 std::to_string(declared.size()) + (listed.empty() ? "" : ": " + listed));
+}
+
 CompiledKernel CompileBuiltin(const std::string& source, const std::string& entry, const std::string& dtype,
                               const std::string& arch, const std::string& cache_dir) {
   OpSpec builtin;
@@ -505,6 +524,12 @@ CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const
   std::vector<std::string> options = cuda::BaseOptions(spec, dtype, arch);
   for (const auto& [name, value] : config.params) options.push_back("-D" + name + "=" + std::to_string(value));
   cuda::CompileCached(spec, spec.source_file, spec.kernel, ck.config_id, dtype, arch, options, cache_dir, &ck);
+  if (ck.failure == FailureClass::kNone) {
+    if (Status st = cuda::CheckKernelParams(spec, ck.image); !st.ok()) {
+      ck.failure = FailureClass::kCompileError;
+      ck.failure_message = spec.source_file + ": " + st.message();
+    }
+  }
   return ck;
 }
 

@@ -57,6 +57,12 @@ NvrtcResult RunNvrtc(const NvrtcJob& job);
 // has no report for it.
 bool ParsePtxasResources(const std::string& log, const std::string& entry, KernelResources* out);
 
+// OK when the op's kernel in `cubin` takes the parameters its [[args]]
+// declare, in count and byte size (a buffer is a pointer: 8; i64 8; i32
+// and f32 4); else one line with both lists. A kernel launched with other
+// arguments reads garbage, or faults only on some shapes.
+Status CheckKernelParams(const OpSpec& spec, std::string_view cubin);
+
 // Compiles tunefarm's own kernels (`source`, outside any op package) for
 // (dtype, arch), cached like configs under the id "builtin": a runner starts
 // for every confirm round (TimingPolicy::new_runner) and finds them there
