@@ -3,7 +3,7 @@
 // regressions (kExitRegressions). They are grouped in files by what they
 // work on: commands_farm.cc (a running farm), commands_store.cc (stores and
 // bundles), commands_ops.cc (op folders, keys), commands_tune.cc (a farm on
-// this host), commands_search.cc (search strategies). None is thread-safe: one command runs per process.
+// this host), commands_search.cc (search strategies), commands_sweep.cc (sweep files). None is thread-safe: one command runs per process.
 #pragma once
 
 #include <atomic>
@@ -138,6 +138,7 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out);  // results 
 void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out);    // op, keys
 void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out);   // tune, nightly
 void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out); // search replay
+void AddSweepCommands(CLI::App& app, std::vector<CliCommand>* out);  // sweep from-misses
 
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   AddOpsCommands(app, &commands);
   AddTuneCommands(app, &commands);
   AddSearchCommands(app, &commands);
+  AddSweepCommands(app, &commands);
 
   // The log of the long-running processes (base/log.h).
   std::string log_level, log_format;

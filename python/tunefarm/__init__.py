@@ -13,6 +13,11 @@ standard library (torch and CuPy are used only when their arrays are passed).
     gemm.launch({"M": m, "N": n, "K": k}, a, b, c)  # torch tensors, CuPy arrays or device pointers
     gemm.last.level                                 # who answered this launch
 
+    bundle.misses()                                 # shapes answered below "exact", most asked first
+    bundle.write_misses("misses.jsonl")             # for `tunefarm sweep from-misses`
+
+docs/python.md has the whole surface.
+
 The library is found through $TUNEFARM_LIB (its path), else beside the
 package in a checkout (build/libtune/) or a packed artifact (lib/), else on
 the loader's path.
@@ -23,6 +28,7 @@ import ctypes.util
 import json
 import os
 import weakref
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 __all__ = ["Answer", "Bundle", "Kernel", "TunefarmError", "library_path"]
 
@@ -73,6 +79,9 @@ def _c():
         "tunefarm_bundle_destroy": (None, [P]),
         "tunefarm_bundle_lookup": (P, [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                        ctypes.POINTER(ctypes.c_char_p), I64P, S, ctypes.c_char_p, err]),
+        "tunefarm_bundle_info": (P, [P, err]),
+        "tunefarm_bundle_misses": (P, [P, err]),
+        "tunefarm_bundle_write_misses": (ctypes.c_int, [P, ctypes.c_char_p, err]),
         "tunefarm_launcher_open": (P, [P, ctypes.c_int, err]),
         "tunefarm_launcher_destroy": (None, [P]),
         "tunefarm_launcher_device": (P, [P]),
@@ -132,7 +141,8 @@ class Answer:
         self.smem_bytes = d.get("smem_bytes")
 
     def __repr__(self):
-        return "Answer(level=%r, config=%r)" % (self.level, self.config)
+        more = ", candidates=%d" % len(self.candidates) if self.candidates else ""
+        return "Answer(level=%r, config=%r%s)" % (self.level, self.config, more)
 
 
 def _pointer(x, ordinal):
@@ -219,9 +229,14 @@ class Kernel:
               ctypes.c_void_p(_stream(stream, buffers)))
 
     @property
-    def last(self):
+    def last(self) -> Answer:
         """The Answer of the last launch (level, config, entry, arch, geometry)."""
         return Answer(_take_json(_c().tunefarm_kernel_last(self._h)))
+
+    def __repr__(self):
+        return "Kernel(%r, %r, device %d %s, dims %s, buffers %s)" % (
+            self.op, self.dtype, self.device.get("ordinal", 0), self.device.get("model"), ",".join(self.dims),
+            ",".join(self.buffers))
 
     def __del__(self):
         if getattr(self, "_h", None):
@@ -244,15 +259,55 @@ class _Launcher:
 
 
 class Bundle:
-    """A signed bundle, verified on load."""
+    """A signed bundle, verified on load. A context manager: leaving the
+    `with` block closes it (TUNEFARM_MISSES is written then)."""
 
     def __init__(self, handle, path):
         self._h = handle
         self.path = path
         self._launchers = weakref.WeakValueDictionary()
+        self._info = None
+
+    def _handle(self):
+        if not self._h:
+            raise TunefarmError("bundle %s is closed" % self.path)
+        return self._h
+
+    @property
+    def info(self) -> Dict[str, Any]:
+        """What the bundle holds: name, farm_version, created_unix,
+        signer_key_id, entries (a count), ops ({op: {"dims", "dtypes"}}) and
+        dtypes (every dtype the farm knows)."""
+        if self._info is None:
+            self._info = _take_json(_call(_c().tunefarm_bundle_info, self._handle()))
+        return self._info
+
+    def __repr__(self):
+        if not self._h:
+            return "<tunefarm.Bundle %s (closed)>" % self.path
+        i = self.info
+        return "<tunefarm.Bundle %s: %r, %d entries of %s, signed by %s>" % (
+            self.path, i["name"], i["entries"], ", ".join(sorted(i["ops"])) or "no op", i["signer_key_id"] or "nobody")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Frees the bundle now (its misses go to TUNEFARM_MISSES, if set).
+        Refused while kernels of it are alive."""
+        if self._h and len(self._launchers) > 0:
+            raise TunefarmError("bundle %s: close: %d launcher(s) of it are still alive (drop its kernels first)"
+                                % (self.path, len(self._launchers)))
+        if self._h:
+            _c().tunefarm_bundle_destroy(self._h)
+            self._h = None
 
     @classmethod
-    def load(cls, path, trusted_keys):
+    def load(cls, path: Union[str, os.PathLike], trusted_keys: Union[str, os.PathLike, Sequence[str]]) -> "Bundle":
         """Loads `path` and checks its signature against `trusted_keys` (paths
         of public key files, or their text). Raises TunefarmError naming the
         file: unsigned, tampered, signed by a key not trusted, ..."""
@@ -263,19 +318,48 @@ class Bundle:
         h = _call(_c().tunefarm_bundle_load, os.fsencode(path), arr, len(keys))
         return cls(h, path)
 
-    def lookup(self, op, dtype, gpu, shape, arch=None):
+    def lookup(self, op: str, dtype: str, gpu: str, shape: Mapping[str, int], arch: Optional[str] = None) -> Answer:
         """The fallback chain's Answer for (op, dtype, GPU model, shape dict);
         `arch` ("sm_89") lets the op's default for that architecture answer
-        before the op-wide one."""
+        before the op-wide one. A dtype the farm does not know, or a shape
+        whose dims are not the op's, raises TunefarmError naming it (an op
+        the bundle lacks answers its default or "miss", as deployments do)."""
+        info = self.info
+        if dtype not in info["dtypes"]:
+            raise TunefarmError("lookup %s: unknown dtype %r (known: %s)" % (op, dtype, ", ".join(info["dtypes"])))
+        if not isinstance(shape, Mapping):
+            raise TypeError("lookup %s: shape must be a dict of dim name to int, not %s" % (op, type(shape).__name__))
+        dims = info["ops"].get(op, {}).get("dims")
+        if dims is not None:
+            missing = [d for d in dims if d not in shape]
+            extra = [str(d) for d in shape if d not in dims]
+            if missing or extra:
+                raise TunefarmError("lookup %s: %s (its dims are %s)" % (
+                    op, "; ".join(filter(None, ["missing " + ", ".join(missing) if missing else "",
+                                                "no dim " + ", ".join(extra) if extra else ""])), ", ".join(dims)))
+        for name, value in shape.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError("lookup %s: dim %s must be an int, not %s" % (op, name, type(value).__name__))
         names = [str(n).encode() for n in shape]
         arr = (ctypes.c_char_p * len(names))(*names)
         vals = (ctypes.c_int64 * len(names))(*[int(v) for v in shape.values()])
-        return Answer(_take_json(_call(_c().tunefarm_bundle_lookup, self._h, op.encode(), dtype.encode(),
+        return Answer(_take_json(_call(_c().tunefarm_bundle_lookup, self._handle(), op.encode(), dtype.encode(),
                                        gpu.encode(), arr, vals, len(names), arch.encode() if arch else None)))
 
-    def kernel(self, op, dtype, device=0):
+    def misses(self) -> List[Dict[str, Any]]:
+        """The lookups and launches answered below "exact" so far, most asked
+        first: dicts with op, dtype, gpu_model, shape, level, count."""
+        return _take_json(_call(_c().tunefarm_bundle_misses, self._handle()))["misses"]
+
+    def write_misses(self, path: Union[str, os.PathLike]) -> None:
+        """Appends misses() to `path` as JSON lines, the input of
+        `tunefarm sweep from-misses`."""
+        _call(_c().tunefarm_bundle_write_misses, self._handle(), os.fsencode(path))
+
+    def kernel(self, op: str, dtype: str, device: int = 0) -> "Kernel":
         """A Kernel of (op, dtype) on CUDA device `device`: the bundle's
         measured cubins for that device's model and architecture."""
+        self._handle()
         launcher = self._launchers.get(device)
         if launcher is None:
             launcher = _Launcher(self, device)

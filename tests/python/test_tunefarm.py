@@ -75,6 +75,71 @@ class BundleFromPython(unittest.TestCase):
         self.assertEqual(miss.level, "miss")
         self.assertIsNone(miss.config)
 
+    def test_misses_are_counted_written_and_become_the_next_sweep(self):
+        import tomllib
+        ask = {"M": 900, "N": 1100, "K": 1000}
+        with tunefarm.Bundle.load(self.tfb, [self.pub]) as b:
+            for _ in range(3):
+                b.lookup("gemm", "f16", self.gpu, ask)
+            b.lookup("gemm", "f16", self.gpu, {"M": 256, "N": 256, "K": 256})  # exact: no miss
+            b.lookup("gemm", "f16", self.gpu, {"M": 2000, "N": 2000, "K": 2000})
+            misses = b.misses()
+            self.assertEqual([m["count"] for m in misses], [3, 1])
+            self.assertEqual(misses[0]["shape"], ask)
+            self.assertEqual(misses[0]["level"], "predicted")
+            self.assertEqual(misses[0]["gpu_model"], self.gpu)
+            first = os.path.join(self.dir, "misses-a.jsonl")
+            b.write_misses(first)
+        self.assertIn("closed", repr(b))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "closed"):
+            b.lookup("gemm", "f16", self.gpu, ask)
+        # TUNEFARM_MISSES, read at load: written when the bundle goes.
+        second = os.path.join(self.dir, "misses-b.jsonl")
+        os.environ["TUNEFARM_MISSES"] = second
+        try:
+            b = tunefarm.Bundle.load(self.tfb, [self.pub])
+        finally:
+            del os.environ["TUNEFARM_MISSES"]
+        b.lookup("gemm", "f16", "h200", {"M": 4096, "N": 4096, "K": 4096})  # another model: its default
+        b.close()
+        with open(second) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertEqual([(m["gpu_model"], m["level"], m["count"]) for m in lines], [("h200", "default", 1)])
+        run = lambda *a: subprocess.run([BINARY, *a], cwd=self.dir, capture_output=True, text=True)
+        r = run("sweep", "from-misses", first, second, "--out", "next.toml", "--gpus", "*")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.dir, "next.toml"), "rb") as f:
+            sweep = tomllib.load(f)["sweep"]
+        self.assertEqual(sweep["ops"], ["gemm"])
+        self.assertEqual(sweep["gpus"], ["*"])
+        self.assertEqual(sweep["shapes"][0], ask)  # most asked first
+        self.assertEqual(len(sweep["shapes"]), 3)
+        # It is a sweep the farm runs.
+        r = run("tune", "--sweep", "next.toml", "--ops-dir", os.path.join(SOURCE, "ops"), "--backend", "sim",
+                "--store", "db-next", "--bundle", "next", "--sign-key", "farm.key", "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        # A damaged line is refused naming its file and line.
+        with open(os.path.join(self.dir, "bad.jsonl"), "w") as f:
+            f.write('{"op": "gemm", "dtype": "f16", "gpu_model": "h100", "shape": {"M": -1}, "level": "x", "count": 1}\n')
+        r = run("sweep", "from-misses", "bad.jsonl")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("bad.jsonl:1: field 'shape.M'", r.stderr)
+
+    def test_mistakes_are_errors_naming_them_and_objects_say_what_they_are(self):
+        b = self.bundle
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "unknown dtype 'fp16'"):
+            b.lookup("gemm", "fp16", self.gpu, {"M": 1, "N": 1, "K": 1})
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "missing K"):
+            b.lookup("gemm", "f16", self.gpu, {"M": 1, "N": 1})
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "no dim Q"):
+            b.lookup("gemm", "f16", self.gpu, {"M": 1, "N": 1, "K": 1, "Q": 1})
+        with self.assertRaises(TypeError):
+            b.lookup("gemm", "f16", self.gpu, {"M": 1.5, "N": 1, "K": 1})
+        self.assertIn("entries of gemm", repr(b))
+        self.assertEqual(b.info["ops"]["gemm"]["dims"], ["M", "N", "K"])
+        self.assertIn("predicted", repr(b.lookup("gemm", "f16", self.gpu, {"M": 900, "N": 1100, "K": 1000})))
+        self.assertTrue(set(tunefarm.__all__) <= set(dir(tunefarm)))
+
     def test_a_model_without_tuned_shapes_gets_its_family_then_the_default(self):
         # Another model of no known family: the op default, or where its
         # architecture is given and op.toml declares one, the default for it.

@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "support/temp_dir.h"
 #include "publish/bundle.h"
@@ -495,6 +496,59 @@ TEST_F(RuntimeTest, PredictedAnswersShapesNeverTunedFromTheSelector) {
   EXPECT_NE(refused([](tune::BundleSelector& s) { s.entries[0] = 999; }), "loaded");
   EXPECT_NE(refused([](tune::BundleSelector& s) { s.nodes.back().candidate = 7; }), "loaded");
   EXPECT_NE(refused([](tune::BundleSelector& s) { s.nodes[0].threshold = NAN; }), "loaded");
+}
+
+// Lookups answered below exact are counted per key, from plain and
+// prepared lookups alike (a repeated shape too), without a lock: threads
+// counting one key lose nothing; the table's bound drops the rest, counted.
+TEST_F(RuntimeTest, MissesAreCountedPerKeyAndWrittenAsJsonLines) {
+  PreparedLookup gemm = bundle_->prepare("gemm", "f16", "h100-80gb-hbm3");
+  EXPECT_EQ(gemm.lookup({4096, 4096, 4096}).level, Level::kExact);
+  for (int i = 0; i < 3; ++i) gemm.lookup({1000, 1000, 1000});
+  bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"K", 1000}, {"M", 1000}, {"N", 1000}});
+  bundle_->lookup("gemm", "f16", "l40s", {{"M", 64}, {"N", 64}, {"K", 64}});
+  bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 64}, {"N", 64}});  // not the op's dims: uncounted
+  uint64_t dropped = 7;
+  std::vector<Miss> misses = bundle_->misses(&dropped);
+  EXPECT_EQ(dropped, 0u);
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[0].count, 4u);
+  EXPECT_EQ(misses[0].gpu_model, "h100-80gb-hbm3");
+  EXPECT_EQ(misses[0].shape.ToString(), "M=1000,N=1000,K=1000");
+  EXPECT_EQ(misses[0].level, Level::kNearestShape);
+  EXPECT_EQ(misses[1].gpu_model, "l40s");
+  EXPECT_EQ(misses[1].level, Level::kDefault);
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      PreparedLookup mine = bundle_->prepare("gemm", "f16", "h100-80gb-hbm3");
+      for (int i = 0; i < 1000; ++i) mine.lookup({2000 + (i % 2), 3000, 100 + t % 2});
+    });
+  }
+  for (auto& th : threads) th.join();
+  uint64_t total = 0;
+  for (const Miss& m : bundle_->misses()) total += m.count;
+  EXPECT_EQ(total, 4u + 1u + 4000u);
+
+  const std::string path = dir_.Sub("misses.jsonl");
+  ASSERT_TRUE(bundle_->WriteMisses(path).ok());
+  ASSERT_TRUE(bundle_->WriteMisses(path).ok());  // appended
+  std::ifstream in(path);
+  std::string first, line;
+  std::getline(in, first);
+  size_t lines = 1;
+  while (std::getline(in, line)) ++lines;
+  EXPECT_EQ(lines, 2 * bundle_->misses().size());
+  EXPECT_NE(first.find("\"shape\": {\"M\": 200"), std::string::npos) << first;
+  EXPECT_FALSE(bundle_->WriteMisses(dir_.Sub("no/such/dir/m.jsonl")).ok());
+
+  // Past kMaxMissKeys keys, lookups are dropped and counted as such.
+  PreparedLookup many = bundle_->prepare("gemm", "f16", "h100-80gb-hbm3");
+  for (int64_t i = 0; i < int64_t(2 * kMaxMissKeys); ++i) many.lookup({5000 + i, 7, 7});
+  bundle_->misses(&dropped);
+  EXPECT_GT(dropped, 0u);
+  EXPECT_LE(bundle_->misses().size(), kMaxMissKeys);
 }
 
 TEST_F(RuntimeTest, TooManyDimsIsRefused) {

@@ -59,6 +59,19 @@ TUNEFARM_EXPORT char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, co
                                              const int64_t* dim_values, size_t ndims, const char* arch,
                                              char** errptr);
 
+/* What the bundle holds: {"name": ..., "farm_version": ..., "created_unix": ...,
+ * "signer_key_id": ..., "entries": N, "ops": {"gemm": {"dims": ["M", "N", "K"],
+ * "dtypes": ["f16"]}, ...}, "dtypes": [every dtype the farm knows]}. */
+TUNEFARM_EXPORT char* tunefarm_bundle_info(const tunefarm_bundle_t* bundle, char** errptr);
+
+/* The lookups answered below "exact" so far (tune/runtime.h, "Misses"):
+ * {"misses": [{"op": ..., "dtype": ..., "gpu_model": ..., "shape": {...},
+ * "level": ..., "count": N}, ...], "dropped": N}, most asked first. */
+TUNEFARM_EXPORT char* tunefarm_bundle_misses(const tunefarm_bundle_t* bundle, char** errptr);
+/* Appends them to `path` as JSON lines (`tunefarm sweep from-misses` reads
+ * them). 0 on success, -1 with *errptr set. */
+TUNEFARM_EXPORT int tunefarm_bundle_write_misses(const tunefarm_bundle_t* bundle, const char* path, char** errptr);
+
 /* Opens CUDA device `ordinal` for the bundle's kernels. */
 TUNEFARM_EXPORT tunefarm_launcher_t* tunefarm_launcher_open(const tunefarm_bundle_t* bundle, int ordinal, char** errptr);
 TUNEFARM_EXPORT void tunefarm_launcher_destroy(tunefarm_launcher_t* launcher);

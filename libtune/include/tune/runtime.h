@@ -41,6 +41,14 @@
 // an op are those of its first entry in the bundle; entries of the same op
 // with another set of dims (another op version) are never answers.
 //
+// Misses. Every lookup answered below kExact (a shape or model the farm
+// never tuned) is counted per (op, dtype, gpu_model, dims) in a table of
+// kMaxMissKeys keys, without a lock; keys past it are counted as dropped.
+// misses() lists them, most asked first, and WriteMisses appends them to a
+// file as JSON lines, which `tunefarm sweep from-misses` turns into the
+// next sweep file. TUNEFARM_MISSES=path at Load time writes them there
+// when the Bundle is destroyed.
+//
 // TUNEFARM_FORCE_DEFAULTS: when set to anything but "" or "0" at Load time,
 // every lookup answers the op default (kDefault, or kMiss without one). It
 // is the switch to rule a bad bundle out in production without a rebuild.
@@ -147,7 +155,18 @@ struct LoadOptions {
 namespace detail {
 struct Plan;
 struct BundleData;
+struct MissKey;
+class MissTable;
 }  // namespace detail
+
+// A key answered below kExact, and how often it was asked.
+struct Miss {
+  std::string op, dtype, gpu_model;
+  NamedInts shape;           // the query's dims, as asked (before buckets)
+  Level level = Level::kMiss;  // how it was answered when first counted
+  uint64_t count = 0;
+};
+inline constexpr size_t kMaxMissKeys = 4096;
 
 // Lookups for one (op, dtype, GPU model), resolved ahead: a lookup takes the
 // dims as integers in a fixed order, allocates nothing and compares no
@@ -172,7 +191,10 @@ class PreparedLookup {
       // would mispredict the early exits.
       uint64_t diff = 0;
       for (size_t i = 0; i < ndims_; ++i) diff |= static_cast<uint64_t>(last_[i] ^ dims[i]);
-      if (diff == 0) return last_answer_;
+      if (diff == 0) {
+        if (last_answer_.level != Level::kExact) CountMiss(last_answer_.level);
+        return last_answer_;
+      }
     }
     return Refresh(dims);
   }
@@ -182,10 +204,13 @@ class PreparedLookup {
 
  private:
   friend class Bundle;
-  explicit PreparedLookup(std::shared_ptr<const detail::Plan> plan);
+  PreparedLookup(std::shared_ptr<const detail::Plan> plan, detail::MissTable* misses, const detail::MissKey* key);
   Answer Refresh(std::span<const int64_t> dims);
+  void CountMiss(Level level) const;  // the cached dims
 
   std::shared_ptr<const detail::Plan> plan_;
+  detail::MissTable* misses_ = nullptr;
+  const detail::MissKey* key_ = nullptr;
   size_t ndims_ = 0;
   bool cached_ = false;
   Answer last_answer_;
@@ -263,6 +288,16 @@ class Bundle {
   const std::string& signer_key_id() const;    // the trusted key that verified it
   const std::vector<Entry>& entries() const;   // bundle order
   bool forcing_defaults() const;
+
+  // The keys answered below kExact so far, most asked first (ties: op,
+  // dtype, model, dims); `dropped` (if given) receives the lookups not
+  // counted because the table was full. A snapshot: lookups may go on.
+  std::vector<Miss> misses(uint64_t* dropped = nullptr) const;
+  // Appends misses() to `path` as JSON lines, one per key:
+  //   {"op": "gemm", "dtype": "f16", "gpu_model": "h100-sxm5",
+  //    "shape": {"M": 4000, ...}, "level": "predicted", "count": 17}
+  // Errors name the file.
+  Status WriteMisses(const std::string& path) const;
 
  private:
   explicit Bundle(std::unique_ptr<detail::BundleData> data);

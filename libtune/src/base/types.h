@@ -217,6 +217,8 @@ inline constexpr size_t kMaxKernelWitnesses = 16;
 inline constexpr size_t kMaxKernelImageBytes = size_t(16) << 20;
 // Bytes per element of a dtype ("f16" 2, "f32" 4, ...); 0 when unknown.
 int DTypeSize(const std::string& dtype);
+// Every dtype DTypeSize knows.
+inline constexpr const char* kDTypes[] = {"f16", "bf16", "f32", "i32", "i64"};
 // SHA-256 of `bytes` as 64 lower-case hex digits.
 std::string Sha256Hex(std::string_view bytes);
 // Checks a KernelImage's values: key fields are short printable names, the

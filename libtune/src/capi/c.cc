@@ -1,6 +1,7 @@
 // The C API (tune/c.h) over tune::runtime and tune::launcher.
 #include "tune/c.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "base/json_text.h"
+#include "base/types.h"
 #include "tune/launcher.h"
 #include "tune/runtime.h"
 
@@ -126,6 +128,69 @@ char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, co
     }
     const runtime::Answer a = bundle->bundle.lookup(op, dtype, gpu_model, dims, arch ? arch : "");
     return CopyString(tune::DumpJson(AnswerJson(a.level, a.config, a.entry, a.candidates)));
+  });
+}
+
+char* tunefarm_bundle_info(const tunefarm_bundle_t* bundle, char** errptr) {
+  return Guard(errptr, static_cast<char*>(nullptr), [&]() -> char* {
+    if (!bundle) {
+      SetError(errptr, "tunefarm_bundle_info: no bundle");
+      return nullptr;
+    }
+    const runtime::Bundle& b = bundle->bundle;
+    Json ops = Json::object();
+    for (const runtime::Entry& e : b.entries()) {
+      Json& op = ops[e.op];
+      if (!op.contains("dims")) {
+        const std::vector<std::string>* dims = b.dims_of(e.op);
+        op["dims"] = dims ? *dims : std::vector<std::string>{};
+        op["dtypes"] = Json::array();
+      }
+      if (std::find(op["dtypes"].begin(), op["dtypes"].end(), e.dtype) == op["dtypes"].end()) op["dtypes"].push_back(e.dtype);
+    }
+    Json dtypes = Json::array();
+    for (const char* d : tune::kDTypes) dtypes.push_back(d);
+    return CopyString(tune::DumpJson(Json{{"name", b.name()},
+                                          {"farm_version", b.farm_version()},
+                                          {"created_unix", b.created_unix()},
+                                          {"signer_key_id", b.signer_key_id()},
+                                          {"entries", b.entries().size()},
+                                          {"ops", std::move(ops)},
+                                          {"dtypes", std::move(dtypes)}}));
+  });
+}
+
+char* tunefarm_bundle_misses(const tunefarm_bundle_t* bundle, char** errptr) {
+  return Guard(errptr, static_cast<char*>(nullptr), [&]() -> char* {
+    if (!bundle) {
+      SetError(errptr, "tunefarm_bundle_misses: no bundle");
+      return nullptr;
+    }
+    uint64_t dropped = 0;
+    Json list = Json::array();
+    for (const runtime::Miss& m : bundle->bundle.misses(&dropped)) {
+      list.push_back(Json{{"op", m.op},
+                          {"dtype", m.dtype},
+                          {"gpu_model", m.gpu_model},
+                          {"shape", NamedIntsJson(m.shape)},
+                          {"level", runtime::LevelName(m.level)},
+                          {"count", m.count}});
+    }
+    return CopyString(tune::DumpJson(Json{{"misses", std::move(list)}, {"dropped", dropped}}));
+  });
+}
+
+int tunefarm_bundle_write_misses(const tunefarm_bundle_t* bundle, const char* path, char** errptr) {
+  return Guard(errptr, -1, [&]() -> int {
+    if (!bundle || !path) {
+      SetError(errptr, "tunefarm_bundle_write_misses: a required argument is NULL");
+      return -1;
+    }
+    if (Status st = bundle->bundle.WriteMisses(path); !st.ok()) {
+      SetError(errptr, st.message());
+      return -1;
+    }
+    return 0;
   });
 }
 

@@ -13,8 +13,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <map>
+#include <mutex>
+#include <new>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -58,6 +64,95 @@ struct Plan {
   Answer fallback;                     // kDefault or kMiss
 };
 
+// What a miss was asked for: the strings of a lookup, and the dim names
+// of its plan, in the order its dims are counted.
+struct MissKey {
+  std::string op, dtype, gpu_model;
+  std::vector<std::string> dim_names;
+};
+
+// The miss counts (runtime.h, "Misses"): open addressing over kMaxMissKeys
+// slots, allocated at the first miss. A slot is claimed by a CAS on its
+// hash, filled, then published; counting is an atomic add. No lock.
+class MissTable {
+ public:
+  void Count(const MissKey* key, const int64_t* dims, size_t ndims, Level level) {
+    if (ndims > kMaxDims) return;
+    uint64_t h = reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull;
+    for (size_t j = 0; j < ndims; ++j) h = (h ^ static_cast<uint64_t>(dims[j])) * 0x100000001b3ull;
+    h |= 1;  // 0 marks an empty slot
+    Slot* slots = Slots();
+    if (!slots) return;
+    for (size_t probe = 0; probe < kProbes; ++probe) {
+      Slot& slot = slots[(h + probe) & (kMaxMissKeys - 1)];
+      uint64_t seen = slot.hash.load(std::memory_order_acquire);
+      if (seen == 0 && slot.hash.compare_exchange_strong(seen, h, std::memory_order_acq_rel)) {
+        slot.key = key;
+        slot.ndims = ndims;
+        slot.level = level;
+        std::copy(dims, dims + ndims, slot.dims);
+        slot.count.store(1, std::memory_order_relaxed);
+        slot.ready.store(true, std::memory_order_release);
+        return;
+      }
+      if (seen != h) continue;
+      if (!slot.ready.load(std::memory_order_acquire)) break;  // being filled: not worth a wait
+      if (slot.key == key && slot.ndims == ndims && std::equal(dims, dims + ndims, slot.dims)) {
+        slot.count.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::vector<Miss> List(uint64_t* dropped) const {
+    if (dropped) *dropped = dropped_.load(std::memory_order_relaxed);
+    std::vector<Miss> out;
+    const Slot* slots = slots_.load(std::memory_order_acquire);
+    for (size_t i = 0; slots && i < kMaxMissKeys; ++i) {
+      const Slot& slot = slots[i];
+      if (!slot.ready.load(std::memory_order_acquire)) continue;
+      std::vector<int64_t> values(slot.dims, slot.dims + slot.ndims);
+      out.push_back(Miss{slot.key->op, slot.key->dtype, slot.key->gpu_model,
+                         NamedInts(slot.key->dim_names, std::move(values)), slot.level,
+                         slot.count.load(std::memory_order_relaxed)});
+    }
+    std::sort(out.begin(), out.end(), [](const Miss& a, const Miss& b) {
+      if (a.count != b.count) return a.count > b.count;
+      return std::tie(a.op, a.dtype, a.gpu_model) < std::tie(b.op, b.dtype, b.gpu_model) ||
+             (std::tie(a.op, a.dtype, a.gpu_model) == std::tie(b.op, b.dtype, b.gpu_model) &&
+              a.shape.ToString() < b.shape.ToString());
+    });
+    return out;
+  }
+
+  ~MissTable() { delete[] slots_.load(); }
+
+ private:
+  static constexpr size_t kProbes = 32;
+  static_assert((kMaxMissKeys & (kMaxMissKeys - 1)) == 0, "a power of two");
+  struct Slot {
+    std::atomic<uint64_t> hash{0};
+    std::atomic<bool> ready{false};
+    std::atomic<uint64_t> count{0};
+    const MissKey* key = nullptr;
+    size_t ndims = 0;
+    Level level = Level::kMiss;
+    int64_t dims[kMaxDims] = {};
+  };
+  Slot* Slots() {
+    Slot* s = slots_.load(std::memory_order_acquire);
+    if (s) return s;
+    Slot* fresh = new (std::nothrow) Slot[kMaxMissKeys];
+    if (!fresh) return nullptr;
+    if (slots_.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) return fresh;
+    delete[] fresh;  // another thread's won
+    return s;
+  }
+  std::atomic<Slot*> slots_{nullptr};
+  std::atomic<uint64_t> dropped_{0};
+};
+
 struct BundleData {
   std::string name, farm_version, signer_key_id;
   int64_t created_unix = 0;
@@ -71,9 +166,33 @@ struct BundleData {
   // Keys: op \0 dtype \0 model; op \0 dtype \1 family; op. See Resolve.
   std::unordered_map<std::string, std::shared_ptr<const Plan>> plans;
   std::shared_ptr<const Plan> miss;
+  // Misses: the keys asked for (interned once, under the lock; lookups
+  // that answer kExact never take it), their counts, and where
+  // TUNEFARM_MISSES asks for them when the bundle goes.
+  mutable MissTable misses;
+  mutable std::mutex keys_mu;
+  mutable std::map<std::string, std::unique_ptr<MissKey>, std::less<>> keys;
+  std::string misses_path;
+
+  const MissKey* KeyOf(std::string_view op, std::string_view dtype, std::string_view model,
+                       const std::vector<std::string>& dim_names) const {
+    std::string k;
+    k.append(op).append(1, '\0').append(dtype).append(1, '\0').append(model);
+    for (const std::string& d : dim_names) k.append(1, '\0').append(d);
+    std::lock_guard<std::mutex> lock(keys_mu);
+    auto it = keys.find(k);
+    if (it == keys.end())
+      it = keys.emplace(k, std::make_unique<MissKey>(MissKey{std::string(op), std::string(dtype), std::string(model),
+                                                             dim_names})).first;
+    return it->second.get();
+  }
+  ~BundleData();
 };
 
 }  // namespace detail
+
+// Appends `table`'s misses to `path` as JSON lines (Bundle::WriteMisses).
+Status WriteMissLines(const detail::MissTable& table, const std::string& path);
 
 namespace {
 
@@ -569,6 +688,7 @@ Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signe
   data->created_unix = b.created_unix;
   data->signer_key_id = signer.Id();
   data->force_defaults = ForceDefaults(options);
+  if (const char* misses = std::getenv("TUNEFARM_MISSES")) data->misses_path = misses;
   for (auto& [op, config] : b.defaults) data->defaults.emplace(op, ToNamedInts(config.params));
   data->entries.reserve(b.entries.size());
   for (size_t i = 0; i < b.entries.size(); ++i) {
@@ -645,6 +765,57 @@ Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signe
   return data;
 }
 
+// `s` as a JSON string: the names may come from a caller.
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (u < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", u);
+      out->append(esc);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+}  // namespace
+
+Status WriteMissLines(const detail::MissTable& table, const std::string& path) {
+  std::string text;
+  for (const Miss& m : table.List(nullptr)) {
+    text += "{\"op\": ";
+    AppendJsonString(&text, m.op);
+    text += ", \"dtype\": ";
+    AppendJsonString(&text, m.dtype);
+    text += ", \"gpu_model\": ";
+    AppendJsonString(&text, m.gpu_model);
+    text += ", \"shape\": {";
+    for (size_t i = 0; i < m.shape.size(); ++i) {
+      if (i) text += ", ";
+      AppendJsonString(&text, m.shape.name(i));
+      text += ": " + std::to_string(m.shape.value(i));
+    }
+    text += "}, \"level\": ";
+    AppendJsonString(&text, LevelName(m.level));
+    text += ", \"count\": " + std::to_string(m.count) + "}\n";
+  }
+  // One write of whole lines, appended: processes that share the file add
+  // theirs beside it.
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.flush();
+  if (!out) return Status::IOError("misses file " + path + ": cannot append to it");
+  return Status::OK();
+}
+
+namespace {
+
 const std::shared_ptr<const Plan>& EmptyPlan() {
   static const std::shared_ptr<const Plan> kEmpty = std::make_shared<Plan>();
   return kEmpty;
@@ -698,10 +869,15 @@ std::string NamedInts::ToString() const {
   return out;
 }
 
-PreparedLookup::PreparedLookup() : PreparedLookup(EmptyPlan()) {}
+PreparedLookup::PreparedLookup() : PreparedLookup(EmptyPlan(), nullptr, nullptr) {}
 
-PreparedLookup::PreparedLookup(std::shared_ptr<const detail::Plan> plan)
-    : plan_(std::move(plan)), ndims_(plan_->ndims) {}
+PreparedLookup::PreparedLookup(std::shared_ptr<const detail::Plan> plan, detail::MissTable* misses,
+                               const detail::MissKey* key)
+    : plan_(std::move(plan)), misses_(misses), key_(key), ndims_(plan_->ndims) {}
+
+void PreparedLookup::CountMiss(Level level) const {
+  if (misses_) misses_->Count(key_, last_, ndims_, level);
+}
 
 const std::vector<std::string>& PreparedLookup::dim_names() const { return plan_->dim_names; }
 
@@ -712,6 +888,7 @@ Answer PreparedLookup::Refresh(std::span<const int64_t> dims) {
     for (size_t i = 0; i < ndims_; ++i) last_[i] = dims[i];
     last_answer_ = a;
     cached_ = true;
+    if (a.level != Level::kExact) CountMiss(a.level);
   }
   return a;
 }
@@ -720,6 +897,15 @@ Bundle::Bundle(std::unique_ptr<detail::BundleData> data) : data_(std::move(data)
 Bundle::Bundle(Bundle&&) noexcept = default;
 Bundle& Bundle::operator=(Bundle&&) noexcept = default;
 Bundle::~Bundle() = default;
+
+detail::BundleData::~BundleData() {
+  if (misses_path.empty()) return;
+  uint64_t dropped = 0;
+  if (misses.List(&dropped).empty() && dropped == 0) return;
+  // A Bundle that can no longer be reached: its data, wrapped for the writer.
+  Status st = WriteMissLines(misses, misses_path);
+  if (!st.ok()) std::fprintf(stderr, "tunefarm: TUNEFARM_MISSES: %s\n", st.message().c_str());
+}
 
 Result<Bundle> Bundle::Load(const std::string& path, const std::vector<std::string>& trusted_keys,
                             const LoadOptions& options) {
@@ -757,7 +943,9 @@ Result<Bundle> Bundle::LoadUnverified(const std::string& path, const LoadOptions
 Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_view gpu_model,
                       std::span<const Dim> shape) const {
   const Plan& plan = *Resolve(*data_, op, dtype, gpu_model);
-  if (plan.entries.empty() || shape.size() != plan.ndims) return plan.fallback;
+  // Dims whose names are not the op's answer the fallback, uncounted: a
+  // caller's mistake, not a shape to tune.
+  if (shape.size() != plan.ndims || plan.ndims > kMaxDims) return plan.fallback;
   int64_t dims[kMaxDims];
   for (size_t j = 0; j < plan.ndims; ++j) {
     const auto it = std::find_if(shape.begin(), shape.end(),
@@ -765,7 +953,10 @@ Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_v
     if (it == shape.end()) return plan.fallback;
     dims[j] = it->value;
   }
-  return Evaluate(plan, dims);
+  const Answer a = plan.entries.empty() ? plan.fallback : Evaluate(plan, dims);
+  if (a.level != Level::kExact && plan.ndims > 0)
+    data_->misses.Count(data_->KeyOf(op, dtype, gpu_model, plan.dim_names), dims, plan.ndims, a.level);
+  return a;
 }
 
 Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_view gpu_model,
@@ -778,12 +969,15 @@ Answer Bundle::lookup(std::string_view op, std::string_view dtype, std::string_v
 }
 
 PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model) const {
-  return PreparedLookup(Resolve(*data_, op, dtype, gpu_model));
+  const auto& plan = Resolve(*data_, op, dtype, gpu_model);
+  return PreparedLookup(plan, &data_->misses, data_->KeyOf(op, dtype, gpu_model, plan->dim_names));
 }
 
 PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
                                std::span<const std::string_view> dim_order) const {
-  return PreparedLookup(Reorder(Resolve(*data_, op, dtype, gpu_model), dim_order));
+  auto plan = Reorder(Resolve(*data_, op, dtype, gpu_model), dim_order);
+  const detail::MissKey* key = data_->KeyOf(op, dtype, gpu_model, plan->dim_names);
+  return PreparedLookup(std::move(plan), &data_->misses, key);
 }
 
 PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std::string_view gpu_model,
@@ -795,8 +989,14 @@ PreparedLookup Bundle::prepare(std::string_view op, std::string_view dtype, std:
     if (data.entries[i].op == op && data.entries[i].dtype == dtype) same_op_dtype.push_back(i);
   std::vector<std::string> names;
   if (auto it = data.op_dims.find(op); it != data.op_dims.end()) names = it->second;
-  return PreparedLookup(BuildPlan(data, op_s, dtype_s, same_op_dtype, &model, family, names, arch, usable));
+  auto plan = BuildPlan(data, op_s, dtype_s, same_op_dtype, &model, family, names, arch, usable);
+  const detail::MissKey* key = data.KeyOf(op, dtype, gpu_model, plan->dim_names);
+  return PreparedLookup(std::move(plan), &data.misses, key);
 }
+
+std::vector<Miss> Bundle::misses(uint64_t* dropped) const { return data_->misses.List(dropped); }
+
+Status Bundle::WriteMisses(const std::string& path) const { return WriteMissLines(data_->misses, path); }
 
 const tune::Bundle& Bundle::source() const { return data_->source; }
 
