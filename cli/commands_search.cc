@@ -139,7 +139,10 @@ Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const Res
     if (!ParseNamedValues(f[col["config"]], &config.params) || config.params.empty())
       return Status::InvalidArgument(where + "config: not NAME=INT,... ('" + f[col["config"]].substr(0, 80) + "')");
     std::optional<double> us;
-    if (f[col["status"]] == "none") {
+    // "ok" and "unchecked" rows have a figure ("none": files written before
+    // the outputs shared one status vocabulary).
+    const std::string& status = f[col["status"]];
+    if (status == "ok" || status == "unchecked" || status == "none") {
       char* end = nullptr;
       const double v = std::strtod(f[col["median_us"]].c_str(), &end);
       if (end == f[col["median_us"]].c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)

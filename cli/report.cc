@@ -123,7 +123,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       nlohmann::json j = {{"gpu_model", m.gpu_model}, {"op", m.op}, {"dtype", m.dtype},
                           {"shape", m.shape}, {"config", m.config.Canonical()},
                           {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
-                          {"status", FailureClassName(m.failure)},
+                          {"status", m.StatusName()},
                           {"check_passed", m.check_passed}, {"unchecked", m.unchecked}, {"median_us", m.median_us},
                           {"stdev_us", m.stdev_us}, {"ci95_us", m.ci95_us},
                           {"samples", m.samples}, {"sm_clock_mhz", m.sm_clock_mhz},
@@ -163,7 +163,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
                    CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
-                   m.kernel_hash.c_str(), FailureClassName(m.failure), m.median_us, m.stdev_us,
+                   m.kernel_hash.c_str(), m.StatusName(), m.median_us, m.stdev_us,
                    m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
                    static_cast<int>(winner[i]), CsvField(FirstLine(m.failure_message)).c_str(),
                    int(m.pass == Measurement::Pass::kConfirm),
@@ -191,10 +191,9 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     char tpbuf[32] = "-";
     if (tp > 0) std::snprintf(tpbuf, sizeof tpbuf, "%.1f %s", tp, unit.c_str());
     if (m.Valid()) {
-      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  ok%s%s\n", winner[i] ? "*" : "",
+      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  %s%s\n", winner[i] ? "*" : "",
                    m.config.Canonical().c_str(), m.median_us,
-                   m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf,
-                   m.unchecked ? " (unchecked)" : "",
+                   m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf, m.StatusName(),
                    m.pass == Measurement::Pass::kConfirm
                        ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
                    : m.pass == Measurement::Pass::kRefine ? ", refined"
@@ -202,7 +201,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       if (const KernelProfile* p = profile_of(m)) std::fprintf(out, "      profile: %s\n", DescribeProfile(*p).c_str());
     } else {
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", m.config.Canonical().c_str(),
-                   "-", "-", "-", "-", FailureClassName(m.failure),
+                   "-", "-", "-", "-", m.StatusName(),
                    FirstLine(m.failure_message).c_str());
     }
   }

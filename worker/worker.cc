@@ -200,7 +200,7 @@ struct Worker::Impl : HttpStatusSource {
     std::lock_guard<std::mutex> lock(stats_mu);
     stats.measured++;
     stats.measured_again += again ? 1 : 0;
-    results_by_class[{model, m.Valid() ? "ok" : FailureClassName(m.failure)}]++;
+    results_by_class[{model, m.Valid() ? "ok" : m.StatusName()}]++;
   }
 
   // One line of the worker's log (base/log.h).

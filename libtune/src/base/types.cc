@@ -253,6 +253,13 @@ Result<std::vector<uint32_t>> CubinKernelParamSizes(std::string_view b, const st
   return Status::NotFound("a cubin without " + want);
 }
 
+const char* Measurement::StatusName() const {
+  if (failure != FailureClass::kNone) return FailureClassName(failure);
+  if (!check_passed && !unchecked) return "check_not_passed";
+  if (samples == 0) return "no_samples";
+  return unchecked ? "unchecked" : "ok";
+}
+
 const char* FailureClassName(FailureClass c) {
   switch (c) {
     case FailureClass::kNone: return "none";

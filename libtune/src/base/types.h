@@ -188,6 +188,10 @@ struct Measurement {
   // A config is a candidate winner only when it ran and passed its check (or
   // its op does not check).
   bool Valid() const { return failure == FailureClass::kNone && (check_passed || unchecked) && samples > 0; }
+  // The row's status as every output names it (table, CSV, JSON, metrics):
+  // "ok", "unchecked" (valid, output not judged), "no_samples",
+  // "check_not_passed", or the failure class ("compile_error", ...).
+  const char* StatusName() const;
   // Copies what a measurement found (failure, timings, check, resources,
   // clocks) from `from`, keeping this one's key and provenance.
   void CopyOutcome(const Measurement& from);
