@@ -57,7 +57,9 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
     args->opts.allow_programs = true;  // tune runs the user's own ops, confined where the kernel can
     args->opts.allow_unconfined_programs = true;
   }
-  app->add_option("--backend", args->opts.backend, "auto (CUDA if a GPU is present), cuda or sim")
+  app->add_option("--backend", args->opts.backend,
+                  "auto (the CUDA devices; an error where there is none), cuda, or sim (simulated GPUs: only "
+                  "when asked)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "sim"}));
   app->add_option("--sim-models", args->sim_models,

@@ -12,16 +12,8 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
   WorkerOptions wopts = opts.worker;
   auto first = std::make_unique<Worker>(wopts);
   Status st = first->Start();
-  if (!st.ok() && wopts.backend == "auto") {
-    std::fprintf(stderr,
-                 "tunefarm tune: no GPU here (%s)\n"
-                 "tunefarm tune: running the same sweep on the sim backend: every figure below is "
-                 "SIMULATED, not a hardware result\n",
-                 st.message().c_str());
-    wopts.backend = "sim";
-    first = std::make_unique<Worker>(wopts);
-    st = first->Start();
-  }
+  // No silent simulation: without a GPU, auto fails (the worker's line
+  // says how to ask for sim).
   if (!st.ok()) return st;
   farm->simulated_ = first->devices().front().backend == "sim";
   farm->workers_.push_back(std::move(first));

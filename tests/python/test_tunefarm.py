@@ -1,7 +1,6 @@
 """The Python package `tunefarm` over the real C library, with Debian's python3.
 
-A signed bundle is made by the real CLI (`tunefarm tune`, which runs the sim
-backend where there is no GPU); the package loads it, answers lookups at each
+A signed bundle is made by the real CLI (`tunefarm tune --backend sim`); the package loads it, answers lookups at each
 level, refuses unsigned, tampered and untrusted bundles, and launches only
 where a CUDA device is present (else those tests skip).
 
@@ -29,7 +28,7 @@ class BundleFromPython(unittest.TestCase):
         run = lambda *a: subprocess.run([BINARY, *a], cwd=cls.dir, check=True, capture_output=True, text=True)
         run("keys", "sign", "--out", "farm.key")
         run("keys", "sign", "--out", "other.key")
-        run("tune", "--op", "gemm", "--dtype", "f16", "--shape", "M=256,N=256,K=256", "--shape",
+        run("tune", "--backend", "sim", "--op", "gemm", "--dtype", "f16", "--shape", "M=256,N=256,K=256", "--shape",
             "M=1024,N=1024,K=1024", "--ops-dir", os.path.join(SOURCE, "ops"), "--store", "db", "--bundle", "b",
             "--sign-key", "farm.key")
         cls.tfb = os.path.join(cls.dir, "b.tfb")
@@ -171,7 +170,7 @@ class BundleFromPython(unittest.TestCase):
     def test_tune_signs_by_default_with_a_key_it_makes_once(self):
         env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.dir, "config"))
         env.pop("TUNEFARM_SIGN_KEY", None)
-        args = ["tune", "--op", "gemm", "--dtype", "f16", "--shape", "M=256,N=256,K=256", "--ops-dir",
+        args = ["tune", "--backend", "sim", "--op", "gemm", "--dtype", "f16", "--shape", "M=256,N=256,K=256", "--ops-dir",
                 os.path.join(SOURCE, "ops"), "--store", "db2"]
         first = subprocess.run([BINARY, *args, "--bundle", "d1"], cwd=self.dir, env=env, capture_output=True, text=True)
         self.assertEqual(first.returncode, 0, first.stderr)
