@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <zmq.hpp>
 
 #include "wire/curve.h"
@@ -14,8 +15,33 @@ struct CoordinatorClient::Impl {
   double timeout;
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  // With CURVE: the socket's handshake events, so that a coordinator that
+  // refuses this client's key is told apart from one that is not there.
+  zmq::socket_t monitor{ctx, zmq::socket_type::pair};
+  bool monitoring = false;
   uint64_t seq = 0;
   std::string curve_secret_key, coordinator_key;
+
+  // The refusal a handshake event tells of, or "".
+  std::string Refusal() {
+    std::string why;
+    zmq::message_t event, address;
+    while (monitoring && monitor.recv(event, zmq::recv_flags::dontwait)) {
+      if (event.more()) (void)monitor.recv(address, zmq::recv_flags::dontwait);
+      if (event.size() < 6) continue;
+      uint16_t id = 0;
+      uint32_t value = 0;
+      std::memcpy(&id, event.data(), 2);
+      std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
+      if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        why = "refused this client's key (CURVE status " + std::to_string(value) +
+              "): its public key is not on the coordinator's allow-list, or was taken off it";
+      else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        why = "refused the CURVE handshake: is --coordinator-key the coordinator's public key, and does it "
+              "run with CURVE?";
+    }
+    return why;
+  }
 };
 
 CoordinatorClient::CoordinatorClient(std::string endpoint, double timeout_seconds,
@@ -40,6 +66,13 @@ Result<Command> CoordinatorClient::Call(Command request) {
         auto server = LoadCurvePublicKey(impl_->coordinator_key);
         if (!server.ok()) return server.status();
         TUNE_RETURN_IF_ERROR(ConfigureCurveClient(impl_->sock, *keys, *server));
+        const std::string inproc = "inproc://client-monitor";
+        if (zmq_socket_monitor(impl_->sock.handle(), inproc.c_str(),
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                   ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+          impl_->monitor.connect(inproc);
+          impl_->monitoring = true;
+        }
       }
       impl_->sock.connect(impl_->endpoint);
     }
@@ -54,6 +87,8 @@ Result<Command> CoordinatorClient::Call(Command request) {
     while (std::chrono::steady_clock::now() < deadline) {
       zmq::pollitem_t items[] = {{impl_->sock.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(100));
+      if (const std::string why = impl_->Refusal(); !why.empty())
+        return Status::Error("coordinator " + impl_->endpoint + " " + why);
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       zmq::message_t msg;
       (void)impl_->sock.recv(msg);
@@ -61,6 +96,9 @@ Result<Command> CoordinatorClient::Call(Command request) {
       if (!reply.ok()) return Status::Error("coordinator " + impl_->endpoint + ": " + reply.status().message());
       if (std::holds_alternative<Heartbeat>(reply->command)) continue;
       if (auto* err = std::get_if<ErrorReply>(&reply->command)) return Status::Error(err->message);
+      // A refusal (this key's role, the protocol version, ...) says why.
+      if (auto* gone = std::get_if<Disconnect>(&reply->command))
+        return Status::Error("coordinator " + impl_->endpoint + " refused the request: " + gone->reason);
       return std::move(reply->command);
     }
   } catch (const zmq::error_t& e) {

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "progress.h"
 #include "base/clock.h"
+#include "base/text.h"
 #include "publish/signing.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
@@ -84,8 +85,11 @@ Status FinishWorkerArgs(WorkerArgs& args) {
 }
 
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
-                                   const std::atomic<bool>* stop, double poll_seconds) {
+                                   const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds) {
   const double start = NowSeconds();
+  const std::string goes_on = "sweep " + sweep_id + " goes on at the coordinator: `tunefarm status " + sweep_id +
+                              " --wait` waits again, `tunefarm cancel " + sweep_id + "` stops it";
+  bool told_waiting = false;
   double last_answer = start;
   ProgressLine progress(stderr);
   SweepProgress last;
@@ -110,10 +114,17 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
       if (!quiet) progress.Finish(last, NowSeconds() - start);
       return last;
     }
+    if (!last.waiting_for.empty() && !told_waiting) {
+      told_waiting = true;
+      std::fprintf(stderr, "\nwaiting for %s: no live worker has it (the sweep waits for one to join%s)\n",
+                   Join(last.waiting_for, ", ").c_str(), timeout_seconds > 0 ? "" : "; --timeout bounds the wait");
+    }
     if (!quiet) progress.Update(last, NowSeconds() - start);
+    if (timeout_seconds > 0 && NowSeconds() - start >= timeout_seconds)
+      return Status::Error("still running after " + FormatDuration(timeout_seconds) + ": " + goes_on);
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
   }
-  return Status::Error("interrupted");
+  return Status::Error("interrupted: " + goes_on);
 }
 
 Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key, bool unsigned_bundle) {

@@ -31,11 +31,14 @@ std::vector<std::string> SplitList(const std::string& text);
 Status FinishWorkerArgs(WorkerArgs& args);
 
 // Waits for a sweep, asking for its state every `poll_seconds` and showing
-// its progress on stderr (ProgressLine) unless quiet. Rides out a
-// restarting coordinator for a while. Returns its final progress, or an
-// error when the coordinator stops answering or `stop` turns true.
+// its progress on stderr (ProgressLine) unless quiet; says once, on stderr,
+// when it waits for GPU models no live worker has. Rides out a restarting
+// coordinator for a while. Returns its final progress, or an error when the
+// coordinator stops answering, `stop` turns true or `timeout_seconds` (0 =
+// none) pass; those errors say that the sweep goes on and how to re-attach
+// or cancel it.
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
-                                   const std::atomic<bool>* stop, double poll_seconds);
+                                   const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds = 0);
 
 // Writes the bundle's .tfb and .json at `path` (no extension), making its
 // folder: signed with `sign_key`, else the default key ($TUNEFARM_SIGN_KEY,

@@ -41,11 +41,14 @@ struct SubmitArgs {
   std::string sweep_file, ops_dir = "ops";
   ClientArgs client;
   bool wait = false;
+  double timeout = 0;  // --wait's bound, seconds; 0 = none
 };
 struct StatusArgs {
   std::string sweep_id;
   ClientArgs client;
   std::string format = "table";  // table | json
+  bool wait = false;   // status ID --wait: wait for the sweep again
+  double timeout = 0;
 };
 struct KeysArgs {
   std::string out, name;

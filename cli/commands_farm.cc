@@ -150,6 +150,8 @@ int RunRunner(int device) {
 #endif
 }
 
+int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeout, const std::atomic<bool>* stop);
+
 int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
@@ -162,7 +164,12 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   std::printf("%s\n", accepted->sweep_id.c_str());
   std::fflush(stdout);
   if (!args.wait) return 0;
-  auto done = WaitForSweep(c, accepted->sweep_id, false, stop, 0.1);
+  return WaitAndReport(c, accepted->sweep_id, args.timeout, stop);
+}
+
+// Waits for a sweep (submit --wait, status --wait) and says how it ended.
+int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeout, const std::atomic<bool>* stop) {
+  auto done = WaitForSweep(c, sweep_id, false, stop, 0.1, timeout);
   if (!done.ok()) return Fail(done.status().message());
   if (done->state == "done" && done->units_total == 0 && done->pairs_total > 0) {
     std::printf("already measured: %llu (config, shape) pairs stored, nothing to do\n",
@@ -178,7 +185,7 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
                 FormatFailures(done->failed_by_class).c_str(), done->name.c_str());
   }
   if (done->state == "done") return 0;
-  return Fail("sweep " + accepted->sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
+  return Fail("sweep " + sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
 }
 
 int RunCancel(const StatusArgs& args) {
@@ -191,7 +198,11 @@ int RunCancel(const StatusArgs& args) {
   return 0;
 }
 
-int RunStatus(const StatusArgs& args) {
+int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
+  if (args.wait) {
+    if (args.sweep_id.empty()) return Usage("status --wait: name the sweep to wait for");
+    return WaitAndReport(args.client, args.sweep_id, args.timeout, stop);
+  }
   auto status = AskForStatus(args.client, SweepStatusRequest{args.sweep_id});
   if (!status.ok()) return Fail(status.status().message());
   if (args.format == "json") {
@@ -357,7 +368,10 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   s->add_option("sweep", submit.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
   AddClientOptions(s, &submit.client);
   s->add_option("--ops-dir", submit.ops_dir, "Folder holding the op folders")->capture_default_str();
-  s->add_flag("--wait", submit.wait, "Wait for the sweep to finish, with a progress bar");
+  s->add_flag("--wait", submit.wait,
+              "Wait for the sweep to finish, with a progress bar (Ctrl-C stops the waiting, not the sweep)");
+  s->add_option("--timeout", submit.timeout, "--wait: give up waiting after this many seconds (the sweep goes on)")
+      ->check(CLI::Range(0.0, 1e7));
   out->push_back({.app = s, .run = [parsed](const std::atomic<bool>* stop) { return RunSubmit(parsed->submit, stop); }});
 
   // status
@@ -366,7 +380,10 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   st->add_option("sweep_id", status.sweep_id, "Sweep id (default: every sweep)");
   AddClientOptions(st, &status.client);
   AddFormatOption(st, &status.format);
-  out->push_back({.app = st, .run = [parsed](const std::atomic<bool>*) { return RunStatus(parsed->status); }});
+  st->add_flag("--wait", status.wait, "Wait for the sweep (by id) to finish, as submit --wait does");
+  st->add_option("--timeout", status.timeout, "--wait: give up waiting after this many seconds")
+      ->check(CLI::Range(0.0, 1e7));
+  out->push_back({.app = st, .run = [parsed](const std::atomic<bool>* stop) { return RunStatus(parsed->status, stop); }});
 
   // cancel
   StatusArgs& cancel = parsed->cancel;

@@ -71,17 +71,21 @@ TEST(CurveFarm, AllowListedWorkerMeasuresUnknownWorkerGetsNothing) {
                        "--coordinator-key", path("coordinator.pub")},
                       path("worker_submit.log"));
   EXPECT_NE(worker_submit.Wait(60), 0) << ReadFile(path("worker_submit.log"));
+  EXPECT_NE(ReadFile(path("worker_submit.log")).find("refused the request: a worker key may not send sweep_submit"),
+            std::string::npos)
+      << ReadFile(path("worker_submit.log"));
   Child submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir",
                 std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--curve-key", path("client"),
                 "--coordinator-key", path("coordinator.pub"), "--wait"},
                path("submit.log"));
   ASSERT_EQ(submit.Wait(120), 0) << ReadFile(path("submit.log")) << ReadFile(path("coordinator.log"));
-  // A client that is not on the list gets no answer.
+  // A client that is not on the list is refused at the handshake, and told so.
   Child refused({bin, "status", "--coordinator", endpoint, "--curve-key", path("stranger"),
                  "--coordinator-key", path("coordinator.pub")},
                 path("refused.log"));
   EXPECT_EQ(refused.Wait(30), 1);
-  EXPECT_NE(ReadFile(path("refused.log")).find("did not answer"), std::string::npos);
+  EXPECT_NE(ReadFile(path("refused.log")).find("refused this client's key (CURVE status 400)"), std::string::npos)
+      << ReadFile(path("refused.log"));
   allowed->Stop();
   stranger->Stop();
   client_as_worker->Stop();

@@ -249,3 +249,43 @@ TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndThey
 }
 
 }  // namespace
+
+namespace {
+
+// A client that waits is told what it waits for and may stop waiting: a
+// sweep for a GPU model no worker has says so, --timeout ends the wait with
+// how to re-attach, status --wait re-attaches, and the sweep goes on until
+// cancelled.
+TEST_F(MultiProcessSweep, WaitingClientsAreToldWhatTheyWaitForAndMayStopWaiting) {
+  std::ofstream(Path("sweep.toml")) << "[sweep]\nname = \"nobody-has-it\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                                       "gpus = [\"l40s\"]\nshapes = [ { N = 1048576 } ]\n";
+  Child coordinator({bin_, "coordinator", "--bind", endpoint_, "--store", Path("store"), "--heartbeat-ms", "200"},
+                    Path("coordinator.log"));
+  Child worker({bin_, "worker", "--connect", endpoint_, "--backend", "sim", "--sim-models", "h100", "--name", "w0"},
+               Path("worker.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Child submit({bin_, "submit", Path("sweep.toml"), "--coordinator", endpoint_, "--ops-dir", ops_dir_, "--wait",
+                "--timeout", "2"},
+               Path("submit.log"));
+  EXPECT_EQ(submit.Wait(60), 1);
+  const std::string log = tune::testing::ReadFile(Path("submit.log"));
+  EXPECT_NE(log.find("waiting for l40s: no live worker has it"), std::string::npos) << log;
+  const size_t at = log.find("still running after");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string id = log.substr(0, log.find('\n'));
+  EXPECT_NE(log.find("tunefarm status " + id + " --wait", at), std::string::npos) << log;
+  Child again({bin_, "status", id, "--coordinator", endpoint_, "--wait", "--timeout", "1"}, Path("again.log"));
+  EXPECT_EQ(again.Wait(60), 1);
+  EXPECT_NE(tune::testing::ReadFile(Path("again.log")).find("still running after"), std::string::npos)
+      << tune::testing::ReadFile(Path("again.log"));
+  Child cancel({bin_, "cancel", id, "--coordinator", endpoint_}, Path("cancel.log"));
+  EXPECT_EQ(cancel.Wait(60), 0) << tune::testing::ReadFile(Path("cancel.log"));
+  Child ended({bin_, "status", id, "--coordinator", endpoint_, "--wait"}, Path("ended.log"));
+  EXPECT_EQ(ended.Wait(60), 1);
+  EXPECT_NE(tune::testing::ReadFile(Path("ended.log")).find("cancelled"), std::string::npos)
+      << tune::testing::ReadFile(Path("ended.log"));
+  EXPECT_EQ(worker.Stop(), 0);
+  EXPECT_EQ(coordinator.Stop(), 0);
+}
+
+}  // namespace
