@@ -110,7 +110,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           if (Status st = CheckDevices(cmd.devices); !st.ok()) return ProtocolError(identity, "hello: " + st.message());
           sessions.Start(identity, cmd, key, now);
           CoordinatorLog(log::Level::kInfo, "hello",
-                         {{"worker", cmd.worker_name}, {"devices", std::to_string(cmd.devices.size())}});
+                         {{"worker", cmd.worker_name}, {"devices", cmd.devices.size()}});
           Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
         } else if constexpr (std::is_same_v<T, SweepSubmit>) {
           Send(identity, sweeps->Submit(cmd, client, now));
@@ -161,12 +161,12 @@ void Coordinator::Impl::Tick(double now) {
   for (const auto& id : due.dead) {
     const WorkerSession* s = sessions.Find(id);
     CoordinatorLog(log::Level::kWarn, "worker missed its heartbeats; its leases go back to the queue",
-                   {{"worker", s ? s->name : std::string()}, {"heartbeats", std::to_string(opts.liveness)}});
+                   {{"worker", s ? s->name : std::string()}, {"heartbeats", opts.liveness}});
     sessions.Drop(id);
   }
   const size_t expired = scheduler.ExpireLeases(now, opts.env->NowUnixSeconds());
   counters.leases_expired += expired;
-  if (expired) CoordinatorLog(log::Level::kInfo, "leases expired", {{"leases", std::to_string(expired)}});
+  if (expired) CoordinatorLog(log::Level::kInfo, "leases expired", {{"leases", expired}});
   for (const auto& s : scheduler.SkipQuietModels(now, opts.env->NowUnixSeconds())) {
     CoordinatorLog(log::Level::kWarn, "sweep stops waiting for a GPU model whose devices take no work",
                    {{"sweep", s.sweep_id}, {"model", s.model}, {"why", s.why}});
@@ -187,8 +187,8 @@ Status Coordinator::Start() {
   impl_->store->set_min_free_bytes(impl_->opts.store_reserve_bytes);
   if (impl_->opts.store_reserve_bytes < kMinStoreReserveBytes) {
     CoordinatorLog(log::Level::kWarn, "store reserve raised to its floor: a full disk would abort RocksDB",
-                   {{"asked_mib", std::to_string(impl_->opts.store_reserve_bytes >> 20)},
-                    {"reserve_mib", std::to_string(impl_->store->min_free_bytes() >> 20)}});
+                   {{"asked_mib", impl_->opts.store_reserve_bytes >> 20},
+                    {"reserve_mib", impl_->store->min_free_bytes() >> 20}});
   }
   // Each run over this store numbers its units in a range of its own
   // (2^32 ids per run): a worker may still send results of a unit that the
@@ -343,6 +343,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     }
   }
   for (const auto& [id, session] : impl_->sessions.all()) impl_->Send(id, tune::Disconnect{"coordinator stopping"});
+  size_t running = 0;
+  for (const auto& p : impl_->scheduler.Progress("", impl_->opts.env->NowSeconds())) running += p.state == "running";
+  CoordinatorLog(log::Level::kInfo, "stopping",
+                 {{"workers", impl_->sessions.all().size()}, {"sweeps_running", running}});
   return Status::OK();
 }
 

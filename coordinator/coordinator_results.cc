@@ -61,9 +61,9 @@ std::optional<WorkUnit> Ingestion::Lease(const std::string& identity, const Work
   counters_.leases_retried += unit->attempt > 1 ? 1 : 0;
   BookLease(*unit, device.model, session);
   CoordinatorLog(log::Level::kDebug, "lease",
-                 {{"sweep", unit->sweep_id}, {"unit", std::to_string(unit->unit_id)}, {"op", unit->op},
+                 {{"sweep", unit->sweep_id}, {"unit", unit->unit_id}, {"op", unit->op},
                   {"dtype", unit->dtype}, {"shape", unit->shapes.empty() ? "" : unit->shapes[0].Canonical()},
-                  {"configs", std::to_string(unit->configs.size())}, {"worker", session.name}});
+                  {"configs", unit->configs.size()}, {"worker", session.name}});
   return unit;
 }
 
@@ -169,13 +169,13 @@ Status Ingestion::LoadLeases() {
   for (uint64_t id : stale) (void)store_->DeleteLease(id);
   if (!lease_book_.empty())
     CoordinatorLog(log::Level::kInfo, "leases of the last run still open",
-                   {{"leases", std::to_string(lease_book_.size())}});
+                   {{"leases", lease_book_.size()}});
   return st;
 }
 
 void Ingestion::AskToResend(const std::string& identity, uint64_t unit_id) {
   CoordinatorLog(log::Level::kWarn, "a results batch failed to store; asking for it again",
-                 {{"unit", std::to_string(unit_id)}, {"peer", Printable(identity)}});
+                 {{"unit", unit_id}, {"peer", Printable(identity)}});
   link_->Send(identity, tune::Disconnect{"a results batch could not be stored; send it again"});
   sessions_->Drop(identity);
 }
@@ -185,7 +185,7 @@ void Ingestion::Refuse(const IngestOutcome& o) {
   const WorkerSession* session = sessions_->Find(o.identity);
   const std::string who = session ? session->name + " (" + session->Lessee() + ")" : Printable(o.identity);
   CoordinatorLog(log::Level::kWarn, "refused results",
-                 {{"sweep", o.head.sweep_id}, {"unit", std::to_string(o.head.unit_id)}, {"worker", who},
+                 {{"sweep", o.head.sweep_id}, {"unit", o.head.unit_id}, {"worker", who},
                   {"error", o.error}});
   link_->Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch, 0, o.error});
   scheduler_->GiveUpLease(o.identity, o.head.unit_id, opts_->env->NowUnixSeconds());
@@ -226,7 +226,7 @@ void Ingestion::ApplyOutcomes() {
         // NVRTC makes of the config (or a toolchain differs without saying).
         if (!o.kernel_note.empty())
           CoordinatorLog(o.kernel_conflicts ? log::Level::kWarn : log::Level::kInfo, o.kernel_note,
-                         {{"sweep", o.head.sweep_id}, {"unit", std::to_string(o.head.unit_id)},
+                         {{"sweep", o.head.sweep_id}, {"unit", o.head.unit_id},
                           {"worker", o.identity}});
         if (o.head.final && unstored_batches_.erase({o.identity, o.head.unit_id})) {
           AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged

@@ -76,6 +76,8 @@ void StatusPages::AddSweeps(double now, std::map<std::string, std::string>* docs
                                      p.pairs_total, labels));
     metrics->push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
                                      p.pairs_failed, labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_running", "1 while the sweep runs; 0 once done, cancelled or failed",
+                                     p.state == "running" ? 1 : 0, labels));
   }
   (*docs)["sweeps"] = DumpJson(json{{"now_unix", now_unix},
                                     {"sweeps", sweeps},

@@ -933,7 +933,12 @@ std::string Scheduler::ProposerOf(const std::string& sweep_id, const PoolKey& ke
 std::map<std::string, size_t> Scheduler::LeasesPerWorker() const {
   std::map<std::string, size_t> out;
   for (const auto& [progress, id] : leased_) {
-    for (const auto& [worker, deadline] : units_.at(id).holders) out[worker]++;
+    // A cancelled or failed sweep's units still out are no work: its
+    // results will be refused.
+    const Unit& unit = units_.at(id);
+    const auto sweep = sweeps_.find(unit.sweep_id);
+    if (sweep == sweeps_.end() || sweep->second.state != RunState::kRunning) continue;
+    for (const auto& [worker, deadline] : unit.holders) out[worker]++;
   }
   return out;
 }

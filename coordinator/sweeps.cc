@@ -236,8 +236,8 @@ void Sweeps::Expand(SpaceExpansion job) {
     return [this, id = job.sweep_id, model = job.device.model, space, seconds] {
       if (space->ok()) {
         CoordinatorLog(log::Level::kInfo, "config spaces expanded",
-                       {{"sweep", id}, {"model", model}, {"pairs", std::to_string((*space)->pairs_total)},
-                        {"stored_before", std::to_string((*space)->pairs_done)}, {"seconds", std::to_string(seconds)}});
+                       {{"sweep", id}, {"model", model}, {"pairs", (*space)->pairs_total},
+                        {"stored_before", (*space)->pairs_done}, {"seconds", seconds}});
       }
       scheduler_->ApplyExpansion(id, model, std::move(*space), std::time(nullptr));
     };

@@ -89,7 +89,7 @@ void WorkerSessions::NoteClockSkew(const std::string& identity, double skew) {
   if (std::abs(skew) <= kClockSkewWarnSeconds || s->told_skew) return;
   s->told_skew = true;
   CoordinatorLog(log::Level::kWarn, "a worker's clock is off ours: its rows are stored with our time",
-                 {{"worker", s->name}, {"skew_seconds", std::to_string(skew)}});
+                 {{"worker", s->name}, {"skew_seconds", skew}});
 }
 
 bool WorkerSessions::NoteViolation(const std::string& identity) {

@@ -27,7 +27,7 @@ Status CoordinatorLink::Connect() {
 
 void CoordinatorLink::Drop(const std::string& why) {
   log::Warn("worker", "connection lost; reconnecting",
-            {{"worker", opts_.name}, {"reason", why}, {"backoff_s", std::to_string(backoff_)}});
+            {{"worker", opts_.name}, {"reason", why}, {"backoff_s", backoff_}});
   socket_.reset();
   greeted_ = false;
   reconnect_at_ = NowSeconds() + backoff_;
@@ -79,12 +79,12 @@ std::optional<Command> CoordinatorLink::Receive() {
       unacked_.erase({ack->unit_id, ack->batch});
       if (!ack->refused.empty()) {
         log::Warn("worker", "results refused by the coordinator",
-                  {{"worker", opts_.name}, {"unit", std::to_string(ack->unit_id)}, {"error", ack->refused}});
+                  {{"worker", opts_.name}, {"unit", ack->unit_id}, {"error", ack->refused}});
       }
       if (std::abs(ack->clock_skew_seconds) > kClockSkewWarnSeconds && !told_skew_) {
         told_skew_ = true;
         log::Warn("worker", "this host's clock is off the coordinator's (its rows are stored with the coordinator's time)",
-                  {{"worker", opts_.name}, {"skew_seconds", std::to_string(ack->clock_skew_seconds)}});
+                  {{"worker", opts_.name}, {"skew_seconds", ack->clock_skew_seconds}});
       }
     } else if (const auto* bye = std::get_if<tune::Disconnect>(&env->command)) {
       log::Warn("worker", "the coordinator disconnected us", {{"worker", opts_.name}, {"reason", bye->reason}});

@@ -354,7 +354,7 @@ struct Worker::Impl : HttpStatusSource {
       const Measurement& m = first[i];
       auto p = backend.ProfileKernel(spec, unit.dtype, kernels[i], shape);
       if (!p.ok()) {
-        Log(log::Level::kWarn, "no profile", {{"worker", opts.name}, {"unit", std::to_string(unit.unit_id)},
+        Log(log::Level::kWarn, "no profile", {{"worker", opts.name}, {"unit", unit.unit_id},
                                               {"config", m.config_id}, {"error", p.status().message()}});
         return;
       }
@@ -465,9 +465,9 @@ struct Worker::Impl : HttpStatusSource {
       return;
     }
     Log(log::Level::kDebug, "unit",
-        {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", std::to_string(unit.unit_id)}, {"op", unit.op},
+        {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", unit.unit_id}, {"op", unit.op},
          {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
-         {"configs", std::to_string(unit.configs.size())}, {"model", dev.model}});
+         {"configs", unit.configs.size()}, {"model", dev.model}});
     Backend& backend = spec->program ? *program_backends[slot] : device_backend;
     UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0};
     // Planned units are forgotten when they start.
@@ -491,7 +491,7 @@ struct Worker::Impl : HttpStatusSource {
       CompiledKernel k = TakeCompiled(run, i);
       if (k.failure == FailureClass::kNone) valid.push_back(std::move(k));
       else Log(log::Level::kWarn, "a config of a confirm unit no longer compiles",
-               {{"worker", opts.name}, {"unit", std::to_string(unit.unit_id)}, {"config", k.config_id},
+               {{"worker", opts.name}, {"unit", unit.unit_id}, {"config", k.config_id},
                 {"error", k.failure_message}});
     }
     std::vector<Measurement>& rows = run.pending.rows;
@@ -699,7 +699,7 @@ Status Worker::Start() {
   for (size_t i = 0; i < prepared.size(); ++i) {
     if (!prepared[i].ok()) {
       impl_->Log(log::Level::kWarn, "a device did not start; tried again at its first config",
-                 {{"worker", impl_->opts.name}, {"device", std::to_string(impl_->devices[i].index)},
+                 {{"worker", impl_->opts.name}, {"device", impl_->devices[i].index},
                   {"error", prepared[i].message()}});
     }
   }
@@ -819,6 +819,8 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   w.linked = false;
   w.stop_devices = true;
   for (auto& t : device_threads) t.join();
+  w.Log(exit_status.ok() ? log::Level::kInfo : log::Level::kError, "stopped",
+        {{"worker", w.opts.name}, {"reason", exit_status.ok() ? std::string("asked to stop") : exit_status.message()}});
   return exit_status;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The monitoring files and the farm's /metrics against Prometheus's own
-# checker: promtool's config and rules checks on ansible/monitoring/, and its
+# checker: promtool's config and rules checks and the rules' unit tests on
+# ansible/monitoring/, and its
 # metrics check on what a running coordinator and worker serve (with a sweep
 # done, so that per-sweep series and histograms have samples).
 #   monitoring_test.sh TUNEFARM_BINARY SOURCE_DIR     (exit 77: no promtool)
@@ -9,6 +10,8 @@ bin=$1 src=$2
 command -v promtool > /dev/null || { echo "SKIP: no promtool (Debian package prometheus)"; exit 77; }
 promtool check config "$src/ansible/monitoring/prometheus.yml" || exit 1
 promtool check rules "$src/ansible/monitoring/tunefarm.rules.yml" || exit 1
+# The alerts' own tests: a cancelled sweep does not fire, a coordinator down does.
+(cd "$src/ansible/monitoring" && promtool test rules tunefarm.rules.test.yml) || exit 1
 
 work=$(mktemp -d)
 trap 'kill $coord $worker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT

@@ -31,7 +31,8 @@ class LogTest : public ::testing::Test {
 
 TEST_F(LogTest, JsonLinesCarryTimeLevelComponentMessageAndFields) {
   ASSERT_TRUE(Configure("info", "json").ok());
-  Info("coordinator", "leased a unit", {{"sweep", "nightly-3"}, {"unit", "42"}});
+  Info("coordinator", "leased a unit", {{"sweep", "nightly-3"}, {"unit", "42"}, {"configs", uint64_t{16}},
+                                        {"seconds", 0.25}, {"retry", true}});
   // A peer's text cannot break the line or the JSON.
   Warn("worker", "refused\nresults", {{"error", "bad \"quote\"\n\xff\xfe end"}, {"worker", "w\\1"}});
   const auto lines = Lines(out_.str());
@@ -41,7 +42,13 @@ TEST_F(LogTest, JsonLinesCarryTimeLevelComponentMessageAndFields) {
   EXPECT_EQ(first["component"], "coordinator");
   EXPECT_EQ(first["message"], "leased a unit");
   EXPECT_EQ(first["sweep"], "nightly-3");
-  EXPECT_EQ(first["unit"], "42");
+  EXPECT_EQ(first["unit"], "42");  // given as text, stays text
+  // Numbers given as numbers are JSON numbers.
+  EXPECT_TRUE(first["configs"].is_number_unsigned()) << first["configs"];
+  EXPECT_EQ(first["configs"], 16);
+  EXPECT_TRUE(first["seconds"].is_number_float()) << first["seconds"];
+  EXPECT_DOUBLE_EQ(first["seconds"].get<double>(), 0.25);
+  EXPECT_EQ(first["retry"], "true");
   EXPECT_TRUE(std::regex_match(first["time"].get<std::string>(),
                                std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d)")))
       << first["time"];

@@ -72,6 +72,18 @@ TEST(Scheduler, UnitsAppearWhenTheModelIsSeenAndCoverTheSpaceShapeByShapeSmalles
   EXPECT_EQ(sweep->units.size(), 12u);
 }
 
+// The leases a worker holds count running sweeps only: once a sweep is
+// cancelled, its units still out are no work (the gauge an idle farm shows).
+TEST(Scheduler, ACancelledSweepsUnitsAreNoLongerCountedAsLeases) {
+  Scheduler s{SchedulerOptions{}};
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
+  s.AddDevice(Device("m1"), 0);
+  ASSERT_TRUE(s.Lease("w1", "m1", 0).has_value());
+  EXPECT_EQ(s.LeasesPerWorker()["w1"], 1u);
+  ASSERT_TRUE(s.CancelSweep("s1", 1).ok());
+  EXPECT_TRUE(s.LeasesPerWorker().empty());
+}
+
 TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
   SchedulerOptions o;
   o.shrink_tail_units = false;  // fixed unit sizes

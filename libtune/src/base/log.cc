@@ -120,7 +120,8 @@ void Write(Level level, std::string_view component, std::string_view message, st
     for (const Field& f : fields) {
       const std::string key(f.key);
       const bool reserved = key == "time" || key == "level" || key == "component" || key == "message";
-      j[reserved ? "field_" + key : key] = f.value;
+      if (f.number) j[reserved ? "field_" + key : key] = nlohmann::ordered_json::parse(f.value, nullptr, false);
+      else j[reserved ? "field_" + key : key] = f.value;
     }
     body = DumpJson(j);
     body = body.substr(1, body.size() - 2);  // the pattern holds the braces, time and level

@@ -20,6 +20,9 @@
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include "tune/status.h"
 
@@ -27,9 +30,20 @@ namespace tune::log {
 
 enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
+// A field's value: text, or a number (given as one), which JSON lines write
+// as a JSON number rather than a string.
 struct Field {
+  Field(std::string_view k, std::string v) : key(k), value(std::move(v)) {}
+  Field(std::string_view k, const char* v) : key(k), value(v) {}
+  Field(std::string_view k, std::string_view v) : key(k), value(v) {}
+  template <typename N>
+    requires std::is_arithmetic_v<N> && (!std::is_same_v<N, bool>) && (!std::is_same_v<N, char>)
+  Field(std::string_view k, N v) : key(k), value(std::to_string(v)), number(std::isfinite(static_cast<double>(v))) {}
+  Field(std::string_view k, bool v) : key(k), value(v ? "true" : "false") {}
+
   std::string_view key;
   std::string value;
+  bool number = false;
 };
 
 // Sets the level ("debug", "info", "warn", "error") and the format ("text",
