@@ -13,16 +13,6 @@
 #include "base/text.h"
 
 namespace tune {
-namespace {
-
-std::string FirstLine(const std::string& s) {
-  auto nl = s.find('\n');
-  std::string line = s.substr(0, nl);
-  return line.size() > 80 ? line.substr(0, 77) + "..." : line;
-}
-
-
-}  // namespace
 
 bool ParseOutputFormat(const std::string& text, OutputFormat* out) {
   if (text == "table") *out = OutputFormat::kTable;

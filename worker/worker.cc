@@ -23,6 +23,7 @@
 #include "wire/curve.h"
 #include "serve/http_server.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "serve/metrics.h"
 #include "codec/protocol.h"
 #ifdef TUNEFARM_WITH_CUDA
@@ -538,6 +539,7 @@ struct Worker::Impl : HttpStatusSource {
       policy.refine_seconds = 0;
     }
     double last_flush = NowSeconds();
+    std::map<std::string, size_t> failed;  // by status, for the unit's summary line
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       // The last config: ask for the next unit now, so that it is here when
       // this one ends and the device never waits on a round trip.
@@ -550,6 +552,12 @@ struct Worker::Impl : HttpStatusSource {
         StampKernel(k, run.op_hash, &m);
         run.pending.AddKernel(m, k);
         CountRow(run.dev.model, m, unit.refine());
+        if (!m.Valid()) {
+          ++failed[m.StatusName()];
+          Log(log::Level::kDebug, "config failed",
+              {{"worker", opts.name}, {"unit", unit.unit_id}, {"config", m.config.Canonical()},
+               {"shape", m.shape}, {"status", m.StatusName()}, {"reason", FirstLine(m.failure_message)}});
+        }
         run.pending.rows.push_back(std::move(m));
         if (run.pending.rows.size() >= opts.batch_size || run.pending.kernel_bytes >= kMaxBatchKernelBytes ||
             NowSeconds() - last_flush >= opts.batch_seconds) {
@@ -559,6 +567,18 @@ struct Worker::Impl : HttpStatusSource {
       }
     }
     Flush(run.push, unit, &run.batch, &run.pending, true);
+    if (!failed.empty()) {
+      std::string classes;
+      size_t n = 0;
+      for (const auto& [status, count] : failed) {
+        classes += (classes.empty() ? "" : ",") + status + "=" + std::to_string(count);
+        n += count;
+      }
+      Log(log::Level::kInfo, "unit had failures",
+          {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", unit.unit_id}, {"op", unit.op},
+           {"dtype", unit.dtype}, {"failed", n}, {"of", unit.configs.size() * unit.shapes.size()},
+           {"by_class", classes}});
+    }
   }
 
   Measurement CompileFailureRow(UnitRun& run, const CompiledKernel& k, const Config& c, const Shape& s) {

@@ -93,6 +93,11 @@ std::string CsvField(std::string_view s) {
   return out + "\"";
 }
 
+std::string FirstLine(const std::string& s) {
+  std::string line = s.substr(0, s.find('\n'));
+  return line.size() > 80 ? line.substr(0, 77) + "..." : line;
+}
+
 std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;
   for (const auto& p : parts) {

@@ -42,6 +42,10 @@ std::string HexOf(const void* data, size_t n);
 // True when `s` is `digits` lower-case hex digits (what HexOf writes).
 bool IsHex(std::string_view s, size_t digits);
 
+// The first line of `s`, cut to 80 characters ("..." where cut): a failure
+// message in a table row or a log line.
+std::string FirstLine(const std::string& s);
+
 // `parts` separated by `sep`: "a,b,c".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep = ",");
 // One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line
