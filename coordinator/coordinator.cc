@@ -108,6 +108,18 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
         using T = std::decay_t<decltype(cmd)>;
         if constexpr (std::is_same_v<T, Hello>) {
           if (Status st = CheckDevices(cmd.devices); !st.ok()) return ProtocolError(identity, "hello: " + st.message());
+          // Names are the workers' labels in rows, logs and metrics: one
+          // live worker per name. A session of the name gone silent is a
+          // worker that restarted: it gives way (its leases go back).
+          std::vector<std::string> stale;
+          for (const auto& [other, s] : sessions.all()) {
+            if (other == identity || s.name != cmd.worker_name) continue;
+            if (now - s.last_seen < opts.heartbeat_ms * 1e-3 * opts.liveness)
+              return Disconnect(identity, "a live worker is already named '" + cmd.worker_name +
+                                              "': give each worker a --name of its own");
+            stale.push_back(other);
+          }
+          for (const std::string& other : stale) sessions.Drop(other);
           sessions.Start(identity, cmd, key, now);
           CoordinatorLog(log::Level::kInfo, "hello",
                          {{"worker", cmd.worker_name}, {"devices", cmd.devices.size()}});

@@ -289,3 +289,27 @@ TEST_F(MultiProcessSweep, WaitingClientsAreToldWhatTheyWaitForAndMayStopWaiting)
 }
 
 }  // namespace
+
+namespace {
+
+// Names label rows, logs and metrics: a second live worker of a name is
+// refused, with the reason, and the first goes on.
+TEST_F(MultiProcessSweep, ASecondLiveWorkerOfANameIsRefused) {
+  Child coordinator({bin_, "coordinator", "--bind", endpoint_, "--store", Path("store"), "--heartbeat-ms", "200"},
+                    Path("coordinator.log"));
+  Child first({bin_, "worker", "--connect", endpoint_, "--backend", "sim", "--name", "gpu0"}, Path("first.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Child second({bin_, "worker", "--connect", endpoint_, "--backend", "sim", "--name", "gpu0"}, Path("second.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(second.Stop(), 0);
+  EXPECT_EQ(first.Stop(), 0);
+  EXPECT_EQ(coordinator.Stop(), 0);
+  const std::string log = tune::testing::ReadFile(Path("coordinator.log"));
+  EXPECT_NE(log.find("a live worker is already named 'gpu0'"), std::string::npos) << log;
+  EXPECT_NE(tune::testing::ReadFile(Path("second.log")).find("already named 'gpu0'"), std::string::npos)
+      << tune::testing::ReadFile(Path("second.log"));
+  EXPECT_EQ(tune::testing::ReadFile(Path("first.log")).find("disconnected us"), std::string::npos)
+      << tune::testing::ReadFile(Path("first.log"));
+}
+
+}  // namespace
