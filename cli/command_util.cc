@@ -84,6 +84,14 @@ Status FinishWorkerArgs(WorkerArgs& args) {
   return Status::OK();
 }
 
+std::string DefaultOpsDir() {
+  std::error_code ec;
+  const std::filesystem::path above = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  if (!ec && std::filesystem::is_directory(above / "share" / "tunefarm" / "ops", ec))
+    return (above / "share" / "tunefarm" / "ops").string();
+  return "ops";
+}
+
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
                                    const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds) {
   const double start = NowSeconds();

@@ -30,6 +30,13 @@ std::vector<std::string> SplitList(const std::string& text);
 // into args.opts. Returns an error naming the flag whose value is bad.
 Status FinishWorkerArgs(WorkerArgs& args);
 
+// Where op folders are when --ops-dir is not given: the installed
+// share/tunefarm/ops beside this binary (a package, a packed farm), else
+// ./ops (a checkout).
+std::string DefaultOpsDir();
+inline constexpr const char* kOpsDirHelp =
+    "Folder holding the op folders (default: the installed share/tunefarm/ops, else ./ops)";
+
 // Waits for a sweep, asking for its state every `poll_seconds` and showing
 // its progress on stderr (ProgressLine) unless quiet; says once, on stderr,
 // when it waits for GPU models no live worker has. Rides out a restarting

@@ -38,7 +38,7 @@ struct ClientArgs {
   std::string curve_secret_key, coordinator_key;  // CURVE key files; empty = plaintext
 };
 struct SubmitArgs {
-  std::string sweep_file, ops_dir = "ops";
+  std::string sweep_file, ops_dir;  // "" = DefaultOpsDir()
   ClientArgs client;
   bool wait = false;
   double timeout = 0;  // --wait's bound, seconds; 0 = none
@@ -81,7 +81,7 @@ struct TuneArgs {
   std::string sweep_file;
   std::vector<std::string> ops = {"gemm"}, dtypes = {"f16"},
                            shapes = {"M=4096,N=4096,K=4096"};
-  std::string ops_dir = "ops", store = "tunefarm.db", bundle, format = "table", sign_key;
+  std::string ops_dir, store = "tunefarm.db", bundle, format = "table", sign_key;
   bool unsigned_bundle = false;  // write the bundle unsigned
   unsigned sim_workers = 1;
   uint32_t configs_per_unit = 0;

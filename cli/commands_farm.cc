@@ -153,7 +153,7 @@ int RunRunner(int device) {
 int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeout, const std::atomic<bool>* stop);
 
 int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
-  auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir);
+  auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir.empty() ? DefaultOpsDir() : args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
   const ClientArgs& c = args.client;
   CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
@@ -367,7 +367,7 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   auto* s = app.add_subcommand("submit", "Submit a sweep file to a running coordinator");
   s->add_option("sweep", submit.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
   AddClientOptions(s, &submit.client);
-  s->add_option("--ops-dir", submit.ops_dir, "Folder holding the op folders")->capture_default_str();
+  s->add_option("--ops-dir", submit.ops_dir, kOpsDirHelp);
   s->add_flag("--wait", submit.wait,
               "Wait for the sweep to finish, with a progress bar (Ctrl-C stops the waiting, not the sweep)");
   s->add_option("--timeout", submit.timeout, "--wait: give up waiting after this many seconds (the sweep goes on)")

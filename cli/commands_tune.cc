@@ -56,6 +56,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
   Status st = FinishWorkerArgs(args.worker);
   if (!st.ok()) return Fail(st.message());
+  if (args.ops_dir.empty()) args.ops_dir = DefaultOpsDir();
   auto sweep = args.sweep_file.empty()
                    ? MakeSweep("tune-" + args.ops.front(), args.ops, args.dtypes, args.shapes, {"*"},
                                args.ops_dir)
@@ -210,7 +211,7 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
   t->add_option("--op", tune_args.ops, "Op to tune")->capture_default_str();
   t->add_option("--dtype", tune_args.dtypes, "Dtype(s)")->capture_default_str();
   t->add_option("--shape", tune_args.shapes, "Shape(s), like M=4096,N=4096,K=4096")->capture_default_str();
-  t->add_option("--ops-dir", tune_args.ops_dir, "Folder holding the op folders")->capture_default_str();
+  t->add_option("--ops-dir", tune_args.ops_dir, kOpsDirHelp);
   t->add_option("--store", tune_args.store, "RocksDB store directory")->capture_default_str();
   t->add_option("--bundle", tune_args.bundle, "Bundle output path without extension (default bundles/<sweep>)");
   t->add_option("--workers", tune_args.sim_workers, "sim: number of local worker processes' worth of threads")->capture_default_str();
@@ -264,7 +265,7 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                  "last night (exit 3 when a winner got slower than the measured noise)");
   n->add_option("--sweep", nightly.tune.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
   n->add_option("--history", nightly.history, "Folder of past nights")->required();
-  n->add_option("--ops-dir", nightly.tune.ops_dir, "Folder holding the op folders")->capture_default_str();
+  n->add_option("--ops-dir", nightly.tune.ops_dir, kOpsDirHelp);
   n->add_option("--noise-floor", nightly.noise_floor, "Smallest relative change that counts")->capture_default_str();
   n->add_option("--sign-key", nightly.tune.sign_key,
                 "Ed25519 secret key file to sign the bundle with (default: as for publish)");

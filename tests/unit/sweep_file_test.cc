@@ -18,6 +18,23 @@ Result<SweepSubmit> Load(const TempDir& dir, const std::string& extra) {
   return LoadSweepFile(dir.path() + "/sweep.toml", kOpsDir);
 }
 
+// The sweep files the farm ships (sweeps/, installed beside the ops) load
+// against the shipped ops, every shape used by one op or more.
+TEST(SweepFileTest, TheShippedSweepsLoad) {
+  const std::string source(TUNEFARM_SOURCE_DIR);
+  auto nightly = LoadSweepFile(source + "/sweeps/nightly.toml", source + "/ops");
+  ASSERT_TRUE(nightly.ok()) << nightly.status().message();
+  EXPECT_EQ(nightly->name, "nightly");
+  size_t used = 0;
+  for (const OpSpec& spec : [&] {
+         std::vector<OpSpec> specs;
+         for (const std::string& op : nightly->ops) specs.push_back(*LoadOpSpec(source + "/ops/" + op));
+         return specs;
+       }())
+    used += ShapesForOp(*nightly, spec).size();
+  EXPECT_GE(used, nightly->shapes.size());
+}
+
 TEST(SweepFileTest, ConfirmPhaseDefaultsToTwoSecondsTimedAsTheDeviceWarrants) {
   TempDir dir;
   auto none = Load(dir, "");
