@@ -233,6 +233,21 @@ TEST_F(CompareTest, ModelOrderFilterAndErrors) {
   EXPECT_NE(empty.status().message().find("no valid measurement"), std::string::npos);
 }
 
+// A near-tie is shown as publish ships it: the tie rule's winner (the
+// smaller config id within 1%), not the store's fastest.
+TEST_F(CompareTest, ANearTieShowsTheWinnerABundleWouldShip) {
+  const std::string shape = "M=1536,N=1536,K=1536";
+  const Config fastest = kC1.Id() > kC2.Id() ? kC1 : kC2, smaller_id = kC1.Id() > kC2.Id() ? kC2 : kC1;
+  ASSERT_TRUE(store_->Put(Row(kH100, "gemm", shape, "khH", fastest, 100.0)).ok());
+  ASSERT_TRUE(store_->Put(Row(kH100, "gemm", shape, "khH", smaller_id, 100.5)).ok());
+  CompareOptions o;
+  o.gpu_models = {kH100};
+  o.shape = shape;
+  const Comparison c = CompareOrDie(o);
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.rows[0].winners[0].best.config_id, smaller_id.Id());
+}
+
 TEST_F(CompareTest, JsonCarriesEveryFigure) {
   CompareOptions o;
   o.gpu_models = {kH100, kA100};

@@ -242,10 +242,11 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
     for (auto& m : *rows) best.push_back(std::move(m));
   }
 
-  // The newest kernel's rows (NewestKernelOnly, as BuildBundle picks), so a
-  // comparison shows what a bundle published now would ship.
+  // The newest kernel's rows (NewestKernelOnly) and, of near-ties, the tie
+  // rule's winner (StableWinners), as BuildBundle picks them: a comparison
+  // shows what a bundle published now would ship.
   std::erase_if(best, [](const Measurement& m) { return !m.Valid() || !std::isfinite(m.median_us) || m.median_us <= 0; });
-  best = NewestKernelOnly(std::move(best));
+  best = StableWinners(store, NewestKernelOnly(std::move(best)));
   using Key = std::tuple<std::string, std::string, std::string>;  // op, dtype, shape
   std::map<std::string, std::map<Key, const Measurement*>> pick;  // gpu -> key -> winner
   for (const auto& m : best) pick[m.gpu_model].emplace(Key{m.op, m.dtype, m.shape}, &m);

@@ -60,7 +60,7 @@ struct ComparedModel {
 // One model's winner on one (op, dtype, shape).
 struct ModelWinner {
   bool present = false;        // false: this model has no valid result on the key
-  Measurement best;            // fastest valid config of the newest kernel hash
+  Measurement best;            // the newest kernel hash's winner, by the tie rule (StableWinners)
   double throughput = 0;       // 0 = unknown (the op's spec is not in the store)
   std::string unit;            // "TFLOP/s" | "GB/s" | ""
   // throughput / the model's peak in the same unit; 0 = unknown. Hardware
