@@ -150,23 +150,6 @@ int RunRunner(int device) {
 #endif
 }
 
-int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeout, const std::atomic<bool>* stop);
-
-int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
-  auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir.empty() ? DefaultOpsDir() : args.ops_dir);
-  if (!sweep.ok()) return Fail(sweep.status().message());
-  const ClientArgs& c = args.client;
-  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
-  auto reply = client.Call(*sweep);
-  if (!reply.ok()) return Fail(reply.status().message());
-  auto* accepted = std::get_if<SweepAccepted>(&*reply);
-  if (!accepted) return Fail("coordinator sent an unexpected reply");
-  std::printf("%s\n", accepted->sweep_id.c_str());
-  std::fflush(stdout);
-  if (!args.wait) return 0;
-  return WaitAndReport(c, accepted->sweep_id, args.timeout, stop);
-}
-
 // Waits for a sweep (submit --wait, status --wait) and says how it ended.
 int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeout, const std::atomic<bool>* stop) {
   auto done = WaitForSweep(c, sweep_id, false, stop, 0.1, timeout);
@@ -186,6 +169,21 @@ int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeo
   }
   if (done->state == "done") return 0;
   return Fail("sweep " + sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));
+}
+
+int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
+  auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir.empty() ? DefaultOpsDir() : args.ops_dir);
+  if (!sweep.ok()) return Fail(sweep.status().message());
+  const ClientArgs& c = args.client;
+  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
+  auto reply = client.Call(*sweep);
+  if (!reply.ok()) return Fail(reply.status().message());
+  auto* accepted = std::get_if<SweepAccepted>(&*reply);
+  if (!accepted) return Fail("coordinator sent an unexpected reply");
+  std::printf("%s\n", accepted->sweep_id.c_str());
+  std::fflush(stdout);
+  if (!args.wait) return 0;
+  return WaitAndReport(c, accepted->sweep_id, args.timeout, stop);
 }
 
 int RunCancel(const StatusArgs& args) {

@@ -10,16 +10,12 @@
 # OPS_DIR names the folder of op folders (default examples; the shipped ops
 # are under $ART/share/tunefarm/ops); TUNE_ARGS adds `tune` options.
 set -u
-A=${ART:-.art/tunefarm}
-TF=$A/bin/tunefarm
 OUT=${OUT:-/tmp/tunefarm-gt}
 OP=$1; shift
+. "$(dirname "$0")/packed_farm.sh" "$@"
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64
 LOG=$OUT/$OP.log
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; } > "$LOG" 2>&1
-shapes=()
-for s in "$@"; do shapes+=(--shape "$s"); done
 /usr/bin/time -f "%e s wall" "$TF" tune --ops-dir "${OPS_DIR:-examples}" --op "$OP" --dtype f16 "${shapes[@]}" \
   --strategy exhaustive ${TUNE_ARGS:-} --store "$OUT/store" --bundle "$OUT/$OP" --quiet --format csv > "$OUT/$OP.tune.csv" 2>> "$LOG"
 tail -5 "$LOG"

@@ -8,18 +8,14 @@
 #   OUT=/tmp/ls BUDGET=500 bash bench/search/large_space.sh triton_matmul_persistent \
 #     M=4096,N=4096,K=4096 M=1024,N=1024,K=16384 M=8192,N=2048,K=1024
 set -u
-A=${ART:-.art/tunefarm}
-TF=$A/bin/tunefarm
 OUT=${OUT:-/tmp/tunefarm-large}
 BUDGET=${BUDGET:-500}
 OP=$1; shift
+. "$(dirname "$0")/packed_farm.sh" "$@"
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64
 OUT="$OUT/exhaustive" timeout "${EXHAUSTIVE_SECONDS:-330}" bash "$(dirname "$0")/ground_truth.sh" "$OP" "$@"
 rm -rf "$OUT/exhaustive/store" "$OUT/exhaustive/$OP.results.csv" "$OUT/exhaustive/$OP.tune.csv"
 LOG=$OUT/search.log
-shapes=()
-for s in "$@"; do shapes+=(--shape "$s"); done
 rm -rf /tmp/tf-large-search /tmp/tf-large-search-b
 /usr/bin/time -f "%e s wall" timeout "${SEARCH_SECONDS:-200}" "$TF" tune --ops-dir examples --op "$OP" --dtype f16 \
   "${shapes[@]}" --strategy auto --budget "$BUDGET" --store /tmp/tf-large-search --bundle /tmp/tf-large-search-b \

@@ -8,17 +8,13 @@
 #   OUT=/tmp/st RUNS=5 bash bench/search/stability.sh gemm \
 #     M=4096,N=4096,K=4096 M=2048,N=2048,K=8192 M=8192,N=1024,K=2048 M=1024,N=1024,K=1024
 set -u
-A=${ART:-.art/tunefarm}
-TF=$A/bin/tunefarm
 OUT=${OUT:-/tmp/tunefarm-stability}
 RUNS=${RUNS:-5}
 OP=$1; shift
+. "$(dirname "$0")/packed_farm.sh" "$@"
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64
 LOG=$OUT/stability.log
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$LOG" 2>&1
-shapes=()
-for s in "$@"; do shapes+=(--shape "$s"); done
 ndev=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 all=$(seq -s, 0 $((ndev - 1)))
 run() {  # name devices
