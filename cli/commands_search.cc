@@ -136,8 +136,8 @@ Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const Res
     const KeyOf key{f[col["gpu_model"]], f[col["op"]], f[col["dtype"]], f[col["shape"]]};
     if (!Matches(filter, key)) continue;
     Config config;
-    if (!ParseNamedValues(f[col["config"]], &config.params) || config.params.empty())
-      return Status::InvalidArgument(where + "config: not NAME=INT,... ('" + f[col["config"]].substr(0, 80) + "')");
+    if (!ParseParamValues(f[col["config"]], &config.params) || config.params.empty())
+      return Status::InvalidArgument(where + "config: not NAME=VALUE,... ('" + f[col["config"]].substr(0, 80) + "')");
     std::optional<double> us;
     // "ok" and "unchecked" rows have a figure ("none": files written before
     // the outputs shared one status vocabulary).

@@ -59,7 +59,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
   }
   if (!args.config.empty()) {
     Config wanted;
-    const bool by_params = ParseNamedValues(args.config, &wanted.params);
+    const bool by_params = ParseParamValues(args.config, &wanted.params);
     std::erase_if(rows, [&](const Measurement& m) {
       return m.config_id != args.config && !(by_params && m.config.Canonical() == wanted.Canonical());
     });
@@ -187,7 +187,7 @@ int RunBundleLookup(const BundleArgs& args) {
   const runtime::Answer a = b->lookup(args.op, args.dtype, args.gpu, dims);
   if (a.level == runtime::Level::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
   Config config;  // printed in the farm's canonical form, as `results` prints configs
-  for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), a.config->value(i));
+  for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), ParamValue::Of(a.config->value(i), a.config->text(i)));
   std::string why;  // why the chain fell through to the default, most basic reason first
   if (a.level == runtime::Level::kDefault && b->forcing_defaults()) {
     why = "TUNEFARM_FORCE_DEFAULTS is set";

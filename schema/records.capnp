@@ -13,11 +13,16 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("tune::wire");
 
-# One (name, integer) pair: a config parameter or a problem dimension. Lists
-# of these keep the order the op spec declares.
+# One (name, value) pair: a config parameter or a problem dimension. Lists
+# of these keep the order the op spec declares. A dimension and most params
+# are integers; a categorical param is a string or a boolean, and `value`
+# still holds its number (a string's CategoricalCode, a boolean's 0 or 1),
+# which is all a reader older than these fields sees.
 struct NamedValue @0xaf43c20a433574c1 {
   name @0 :Text;
   value @1 :Int64;
+  text @2 :Text;              # a string param's value; empty otherwise
+  isBool @3 :Bool;            # a boolean param
 }
 
 # One point of an op's config space, params in the op's axis order.

@@ -64,6 +64,21 @@ void Hostile(tune::NamedValues& nv, Rng& rng) {
   else Hostile(value, rng);
 }
 
+void Hostile(tune::ParamValues& params, Rng& rng) {
+  if (params.empty() || rng() % 3 == 0) {
+    params.emplace_back("X", rng() % 2 ? tune::ParamValue::String("stream_k") : tune::ParamValue::Bool(true));
+    return;
+  }
+  auto& [name, value] = params[rng() % params.size()];
+  if (rng() % 2) {
+    Hostile(name, rng);
+  } else {
+    int64_t n = value.Number();
+    Hostile(n, rng);
+    value = n;
+  }
+}
+
 // One field of `m` set to a hostile value.
 void MutateMeasurement(tune::Measurement& m, Rng& rng) {
   switch (rng() % 10) {

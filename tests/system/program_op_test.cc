@@ -375,7 +375,7 @@ TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadIn
   for (const tune::Config& c : all) {
     tune::CompiledKernel k = b->Compile(*spec, "f32", c);
     ASSERT_EQ(k.failure, tune::FailureClass::kNone) << k.failure_message;
-    got[c.params[0].second] = b->Measure(*spec, "f32", k, N(2000), tune::TimingPolicy{}, 0);
+    got[c.params[0].second.Number()] = b->Measure(*spec, "f32", k, N(2000), tune::TimingPolicy{}, 0);
   }
   ASSERT_TRUE(got[1].Valid()) << got[1].failure_message;
   ASSERT_TRUE(got[2].Valid()) << got[2].failure_message;
@@ -481,7 +481,7 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
     ASSERT_TRUE((*store)->Scan({"sim-h100", "program_sum", "f32", "", ""}, [&](const tune::Measurement& m) {
       ++rows;
       wrong += m.failure == tune::FailureClass::kWrongResult ? 1 : 0;
-      if (m.config.params == tune::NamedValues{{"X", 4}, {"Y", 1}}) {
+      if (m.config.params == tune::ParamValues{{"X", 4}, {"Y", 1}}) {
         EXPECT_FALSE(m.Valid());
       }
       return true;

@@ -179,9 +179,11 @@ TEST(BundleTest, JsonErrorsNameTheField) {
   auto r = BundleFromJson(R"({"format_version": 1, "entries": [{"op": "gemm"}]})");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("dtype"), std::string::npos) << r.status().message();
-  r = BundleFromJson(R"({"format_version": 1, "defaults": {"gemm": {"BM": "big"}}})");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("defaults.gemm.BM"), std::string::npos) << r.status().message();
+  for (const char* bad : {"1.5", "\"two words\"", "null"}) {
+    r = BundleFromJson(std::string(R"({"format_version": 1, "defaults": {"gemm": {"BM": )") + bad + "}}}");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("defaults.gemm.BM"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(BundleTest, FilesRoundTripWithoutLeftovers) {

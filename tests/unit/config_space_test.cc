@@ -131,10 +131,11 @@ TEST(ConfigSpace, PrunedOdometerMatchesAPlainLoop) {
   auto configs = EnumerateConfigs(spec, H100(), &stats);
   ASSERT_TRUE(configs.ok()) << configs.status().message();
   std::vector<std::string> expected;
-  for (int64_t a : spec.axes[0].values)
-    for (int64_t b : spec.axes[1].values)
-      for (int64_t c : spec.axes[2].values)
-        for (int64_t d : spec.axes[3].values) {
+  for (const ParamValue& av : spec.axes[0].values)
+    for (const ParamValue& bv : spec.axes[1].values)
+      for (const ParamValue& cv : spec.axes[2].values)
+        for (const ParamValue& dv : spec.axes[3].values) {
+          const int64_t a = av.Number(), b = bv.Number(), c = cv.Number(), d = dv.Number();
           if (!(d % 2 == 1 || c > 4)) continue;
           if (!(a * b <= 24)) continue;
           if (!((a + c) % 3 != 0)) continue;
@@ -144,7 +145,7 @@ TEST(ConfigSpace, PrunedOdometerMatchesAPlainLoop) {
   EXPECT_EQ(stats.raw, 8u * 5 * 6 * 7);
   EXPECT_EQ(stats.legal, expected.size());
   std::vector<std::string> got;
-  for (const Config& c : *configs) got.push_back(JoinNamedValues(c.params));
+  for (const Config& c : *configs) got.push_back(JoinParamValues(c.params));
   EXPECT_EQ(got, expected);
 
   DeviceInfo old = H100();
@@ -190,7 +191,7 @@ TEST(ConfigSpace, BadConstraintAndHugeSpaceFail) {
 
   OpSpec huge = Tiny();
   huge.constraints.clear();
-  std::vector<int64_t> thousand(1000);
+  std::vector<ParamValue> thousand(1000);
   for (int i = 0; i < 1000; ++i) thousand[i] = i;
   huge.axes = {{"P", thousand}, {"Q", thousand}, {"R", thousand}, {"S", thousand}};
   SpaceStats stats;

@@ -68,7 +68,7 @@ Config OtherConfig(const OpSpec& spec) {
   for (auto& [name, value] : c.params) {
     const Axis* axis = spec.FindAxis(name);
     if (!axis) continue;
-    for (int64_t v : axis->values) {
+    for (const ParamValue& v : axis->values) {
       if (v != value) {
         value = v;
         return c;
@@ -310,7 +310,7 @@ TEST(NvrtcCompile, ParamsReachTheKernelAsMacros) {
   // An #error fires unless every param arrives with its value.
   std::string probe;
   for (const auto& [name, value] : spec.default_config.params)
-    probe += "#if " + name + " != " + std::to_string(value) + "\n#error wrong " + name + "\n#endif\n";
+    probe += "#if " + name + " != " + value.ToString() + "\n#error wrong " + name + "\n#endif\n";
   probe += "#if !defined(TUNE_DTYPE_F32) && !defined(TUNE_DTYPE_F16) && !defined(TUNE_DTYPE_BF16)\n#error no dtype\n#endif\n";
   probe += "static_assert(sizeof(TUNE_T) == 2 || sizeof(TUNE_T) == 4, \"TUNE_T\");\n";
   spec.package[spec.source_file] = probe + spec.package[spec.source_file];

@@ -98,7 +98,7 @@ TEST(OpSpec, LoadsTheTinyFixture) {
   EXPECT_EQ(spec->dtypes, (std::vector<std::string>{"f16", "bf16", "f32"}));
   ASSERT_EQ(spec->axes.size(), 2u);
   EXPECT_EQ(spec->axes[0].name, "BLOCK");
-  EXPECT_EQ(spec->axes[0].values, (std::vector<int64_t>{64, 128, 256, 512, 1024}));
+  EXPECT_EQ(spec->axes[0].values, (std::vector<ParamValue>{64, 128, 256, 512, 1024}));
   EXPECT_EQ(spec->axes[1].name, "VEC");
   EXPECT_EQ(spec->default_config.Canonical(), "BLOCK=256,VEC=1");
   EXPECT_EQ(spec->constraints.size(), 2u);
@@ -130,7 +130,7 @@ TEST(OpSpec, GemmShapedSpecParses) {
   for (const Axis& a : spec->axes) names.push_back(a.name);
   EXPECT_EQ(names, (std::vector<std::string>{"BM", "BN", "BK", "STAGES"}));
   EXPECT_EQ(spec->default_config.params,
-            (NamedValues{{"BM", 128}, {"BN", 128}, {"BK", 32}, {"STAGES", 3}}));
+            (ParamValues{{"BM", 128}, {"BN", 128}, {"BK", 32}, {"STAGES", 3}}));
   EXPECT_EQ(spec->args[2].kind, ArgSpec::Kind::kScalar);
   EXPECT_TRUE(spec->args[1].init.empty());  // outputs get no init
   EXPECT_EQ(spec->flops, "2*M*N*K");
@@ -315,11 +315,14 @@ struct BadCase {
 TEST(OpSpec, EachBadInputNamesFileAndField) {
   const BadCase cases[] = {
       {"BM = [64, 128, 256]", "BM = []", "[params] BM: expected a non-empty array of integers"},
-      {"BM = [64, 128, 256]", "BM = [64, \"x\"]", "[params] BM: expected a non-empty array of integers"},
+      {"BM = [64, 128, 256]", "BM = [64, \"x\"]", "[params] BM: mixes kinds of values"},
+      {"BM = [64, 128, 256]", "BM = [\"a b\"]", "[params] BM: \"a b\" is not a macro token"},
+      {"BM = [64, 128, 256]", "BM = [\"true\"]", "[params] BM: \"true\" is a boolean's spelling"},
+      {"BM = [64, 128, 256]", "BM = [1.5]", "[params] BM: expected integers, strings or booleans"},
       {"BM = [64, 128, 256]", "BM = [64, 64]", "[params] BM: value 64 appears twice"},
       {"BM = [64, 128, 256]", "sm = [64, 128, 256]", "[params] sm: 'sm' is a reserved name"},
       {"BM = [64, 128, 256]", "BM = [64, 128, 256]\nconstraints = [\"BM > 1\"]",
-       "[params] constraints: expected a non-empty array of integers (constraints belong in [constraints] rules)"},
+       "[params] constraints: expected a non-empty array of integers, strings or booleans (constraints belong in [constraints] rules)"},
       {"name    = \"gemm\"", "", "[op] name: missing"},
       {"source  = \"gemm.cu\"", "source  = \"nope.cu\"", "[op] source: file 'nope.cu' is not in the op folder"},
       {"kernel  = \"gemm\"", "kernel  = \"gemm kernel\"", "[op] kernel: 'gemm kernel' is not a C identifier"},

@@ -923,7 +923,7 @@ Measurement KeyRow(int i, double screen_us, double refined_us = 0) {
 
 std::set<int64_t> Picked(const NearBest& near) {
   std::set<int64_t> ids;
-  for (const auto& c : near.configs) ids.insert(c.params.at(0).second);
+  for (const auto& c : near.configs) ids.insert(c.params.at(0).second.Number());
   return ids;
 }
 
@@ -1101,7 +1101,7 @@ std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_
       m.config = c;
       m.check_passed = true;
       m.median_us = 10;
-      for (const auto& [name, v] : c.params) m.median_us += std::abs(std::log2(double(v) + 1) - 3);
+      for (const auto& [name, v] : c.params) m.median_us += std::abs(std::log2(double(v.Number()) + 1) - 3);
       stored[c.Id()] = m;
     }
     s.CompleteUnit(who, "s1", u.unit_id, now, 1);
@@ -1162,7 +1162,7 @@ TEST(Scheduler, ASearchStartsFromItsNeighboursBestWhenTheStoreHasThem) {
   ASSERT_FALSE(u->configs.empty());
   EXPECT_EQ(u->configs[0].Canonical(), best.Canonical());
   // The neighbour's slow config is not measured first.
-  for (const Config& c : u->configs) EXPECT_NE(c.params[0].second * 100 + c.params[1].second, 3201);
+  for (const Config& c : u->configs) EXPECT_NE(c.params[0].second.Number() * 100 + c.params[1].second.Number(), 3201);
 }
 
 TEST(Scheduler, SearchFieldsOutOfRangeAreRefusedNamingTheField) {

@@ -41,7 +41,7 @@ OpSpec Synthetic() {
 double Bowl(const Config& c) {
   const double best[] = {8, 16, 2, 32, 4};
   double d = 0;
-  for (size_t i = 0; i < c.params.size(); ++i) d += std::pow(std::log2(c.params[i].second) - std::log2(best[i]), 2);
+  for (size_t i = 0; i < c.params.size(); ++i) d += std::pow(std::log2(c.params[i].second.Number()) - std::log2(best[i]), 2);
   return 10 + d;
 }
 
@@ -141,8 +141,8 @@ TEST(SearchStrategy, EachIsDeterministicNeverRepeatsAndStaysLegal) {
     EXPECT_EQ(seen.size(), a.size());
     for (const std::string& text : a) {
       Config cfg;
-      ASSERT_TRUE(ParseNamedValues(text, &cfg.params));
-      EXPECT_LE(cfg.params[0].second * cfg.params[1].second, 512) << text;
+      ASSERT_TRUE(ParseParamValues(text, &cfg.params));
+      EXPECT_LE(cfg.params[0].second.Number() * cfg.params[1].second.Number(), 512) << text;
     }
   }
 }

@@ -20,7 +20,9 @@
  *   with, at the "predicted" level (a shape never tuned, answered by the
  *   bundle's shape selector), "candidates": [{"config": ..., "entry": ...}]
  *   the configs it chose from; and, for a launch, "arch", "grid", "block"
- *   and "smem_bytes" besides.
+ *   and "smem_bytes" besides. A config's params are numbers, except those
+ *   of an op's string axes (JSON strings, "SCHEDULE": "stream_k") and
+ *   boolean axes (JSON true/false).
  * - Threads: a bundle and a launcher may be used from several threads; a
  *   kernel from one thread at a time.
  */

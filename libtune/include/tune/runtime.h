@@ -99,24 +99,31 @@ const char* LevelName(Level level);
 std::string GpuFamily(std::string_view gpu_model);
 
 // (name, value) pairs in a fixed order: a config's params, a shape's dims.
+// A categorical param (a string or a boolean axis of the op) has a text,
+// its spelling ("stream_k", "true"), and a value, its number: 0 or 1 for a
+// boolean, the string's code for a string (what the op's rules compare).
 class NamedInts {
  public:
   NamedInts() = default;
-  NamedInts(std::vector<std::string> names, std::vector<int64_t> values);
+  // `texts`: empty, or one per value ("" for an integer).
+  NamedInts(std::vector<std::string> names, std::vector<int64_t> values, std::vector<std::string> texts = {});
 
   size_t size() const { return values_.size(); }
   const std::string& name(size_t i) const { return names_[i]; }
   int64_t value(size_t i) const { return values_[i]; }
+  // The spelling of a categorical value; "" for an integer.
+  const std::string& text(size_t i) const;
   // Index of `name`, or -1. Linear: resolve indices once, outside hot loops.
   int index(std::string_view name) const;
   // Value of `name`, or `fallback` when absent.
   int64_t get(std::string_view name, int64_t fallback = 0) const;
-  // "BM=128,BN=64" in order.
+  // "BM=128,BN=64,SCHEDULE=stream_k" in order.
   std::string ToString() const;
 
  private:
   std::vector<std::string> names_;
   std::vector<int64_t> values_;
+  std::vector<std::string> texts_;  // empty when no value has one
 };
 
 // One tuned entry of the bundle, with what justifies it.

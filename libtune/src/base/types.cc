@@ -64,11 +64,111 @@ int64_t ValueOf(const NamedValues& v, const std::string& name, int64_t fallback)
   return fallback;
 }
 
+ParamValue ParamValue::Bool(bool b) {
+  ParamValue v(b ? 1 : 0);
+  v.kind_ = Kind::kBool;
+  return v;
+}
+
+ParamValue ParamValue::String(std::string text) {
+  ParamValue v(CategoricalCode(text));
+  v.kind_ = Kind::kString;
+  v.text_ = std::move(text);
+  return v;
+}
+
+ParamValue ParamValue::Of(int64_t number, const std::string& text) {
+  if (text.empty()) return ParamValue(number);
+  if (text == "true" || text == "false") return Bool(text == "true");
+  return String(text);
+}
+
+std::string ParamValue::ToString() const {
+  switch (kind_) {
+    case Kind::kBool: return number_ ? "true" : "false";
+    case Kind::kString: return text_;
+    case Kind::kInt: break;
+  }
+  return std::to_string(number_);
+}
+
+int64_t CategoricalCode(std::string_view text) {
+  EnsureSodium();
+  unsigned char digest[8];
+  crypto_generichash(digest, sizeof digest, reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+                     nullptr, 0);
+  uint64_t bits = 0;
+  for (unsigned char b : digest) bits = (bits << 8) | b;
+  constexpr uint64_t kTop = uint64_t{1} << 52;
+  return static_cast<int64_t>(kTop | (bits & (kTop - 1)));
+}
+
+Status CheckCategoricalText(std::string_view text) {
+  const auto word = [](char c, bool first) {
+    return c == '_' || std::isalpha(static_cast<unsigned char>(c)) ||
+           (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
+  bool ok = !text.empty() && text.size() <= 64 && word(text[0], true);
+  for (size_t i = 1; ok && i < text.size(); ++i) ok = word(text[i], false);
+  if (!ok)
+    return Status::InvalidArgument("\"" + FirstLine(ToValidUtf8(text)) +
+                                   "\" is not a macro token (letters, digits and '_', not starting with a digit, "
+                                   "at most 64 characters)");
+  if (text == "true" || text == "false")
+    return Status::InvalidArgument("\"" + std::string(text) + "\" is a boolean's spelling; use a boolean axis");
+  return Status::OK();
+}
+
+std::string JoinParamValues(const ParamValues& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += v[i].first;
+    out += '=';
+    out += v[i].second.ToString();
+  }
+  return out;
+}
+
+bool ParseParamValues(const std::string& text, ParamValues* out) {
+  ParamValues parsed;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) return false;
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    NamedValues number;
+    if (ParseNamedValues(item, &number)) {
+      parsed.emplace_back(name, number[0].second);
+    } else if (value == "true" || value == "false") {
+      parsed.emplace_back(name, ParamValue::Bool(value == "true"));
+    } else if (CheckCategoricalText(value).ok()) {
+      parsed.emplace_back(name, ParamValue::String(value));
+    } else {
+      return false;
+    }
+    if (end == text.size()) break;
+    pos = end + 1;
+    if (pos == text.size()) return false;  // a trailing ','
+  }
+  if (out) *out = std::move(parsed);
+  return true;
+}
+
+int64_t ValueOf(const ParamValues& v, const std::string& name, int64_t fallback) {
+  for (const auto& [n, value] : v)
+    if (n == name) return value.Number();
+  return fallback;
+}
+
 std::string Config::Canonical() const {
-  NamedValues sorted = params;
+  ParamValues sorted = params;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  return JoinNamedValues(sorted);
+  return JoinParamValues(sorted);
 }
 
 std::string Config::Id() const {

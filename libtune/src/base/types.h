@@ -6,6 +6,7 @@
 // never change for existing data.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,9 +29,65 @@ bool ParseNamedValues(const std::string& text, NamedValues* out);
 // Value of `name`, or `fallback` when absent.
 int64_t ValueOf(const NamedValues& v, const std::string& name, int64_t fallback = 0);
 
+// One value of a config param. Most axes are integers; a categorical axis
+// holds strings (macro tokens such as `stream_k`) or booleans. Expressions,
+// launch programs and models compute in numbers, so every value has one
+// (Number()): an integer is itself, a boolean 0 or 1, a string its
+// CategoricalCode, fixed by its text alone, so that an op's compiled rules
+// in a bundle and a deployment's runtime agree without a table of labels.
+class ParamValue {
+ public:
+  enum class Kind : uint8_t { kInt = 0, kBool = 1, kString = 2 };
+  ParamValue(int64_t v = 0) : number_(v) {}  // NOLINT: integers read as themselves
+  static ParamValue Bool(bool b);
+  // `text` must pass CheckCategoricalText; the caller checked it.
+  static ParamValue String(std::string text);
+  // From a number and a spelling, as the runtime's NamedInts holds a param:
+  // no spelling is an integer, "true"/"false" a boolean, else a string.
+  static ParamValue Of(int64_t number, const std::string& text);
+
+  Kind kind() const { return kind_; }
+  bool IsInt() const { return kind_ == Kind::kInt; }
+  int64_t Number() const { return number_; }
+  const std::string& text() const { return text_; }  // strings only; "" otherwise
+  // "128", "true", "stream_k": the spelling of Canonical(), tables and JSON.
+  std::string ToString() const;
+  // Integers by value, then booleans, then strings by text.
+  auto operator<=>(const ParamValue& o) const {
+    if (kind_ != o.kind_) return kind_ <=> o.kind_;
+    if (kind_ == Kind::kString) return text_.compare(o.text_) <=> 0;
+    return number_ <=> o.number_;
+  }
+  bool operator==(const ParamValue& o) const { return kind_ == o.kind_ && number_ == o.number_ && text_ == o.text_; }
+
+ private:
+  Kind kind_ = Kind::kInt;
+  int64_t number_ = 0;
+  std::string text_;
+};
+
+// A string value's number: 2^52 plus 52 bits of BLAKE2b-64 of the text, so
+// it is exact in a double and never a plausible tile size.
+int64_t CategoricalCode(std::string_view text);
+// OK when `text` can be a string axis value: a macro token
+// ([A-Za-z_][A-Za-z0-9_]*, at most 64 characters) other than "true" and
+// "false", which are the booleans' spelling.
+Status CheckCategoricalText(std::string_view text);
+
+// A config's params in the op's axis order.
+using ParamValues = std::vector<std::pair<std::string, ParamValue>>;
+
+// "BM=128,SCHEDULE=stream_k,TMA=true" in the given order.
+std::string JoinParamValues(const ParamValues& v);
+// Inverse of JoinParamValues: an integer, "true"/"false", or else a string
+// that passes CheckCategoricalText; false on malformed text.
+bool ParseParamValues(const std::string& text, ParamValues* out);
+// The number of `name`'s value (ParamValue::Number), or `fallback` when absent.
+int64_t ValueOf(const ParamValues& v, const std::string& name, int64_t fallback = 0);
+
 // One point of an op's config space.
 struct Config {
-  NamedValues params;  // axis order of the op spec
+  ParamValues params;  // axis order of the op spec
   // Canonical text: params sorted by name, "BK=32,BM=128,...". Stable across
   // axis reorderings, so it identifies the config in the store.
   std::string Canonical() const;

@@ -112,10 +112,41 @@ NamedValues GetNamedValues(capnp::List<wire::NamedValue>::Reader list, Budget& b
 }
 
 void SetConfig(wire::Config::Builder b, const Config& c) {
-  SetNamedValues(b.initParams(c.params.size()), c.params);
+  auto list = b.initParams(c.params.size());
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    const ParamValue& v = c.params[i].second;
+    list[i].setName(TextOf(c.params[i].first));
+    list[i].setValue(v.Number());
+    if (v.kind() == ParamValue::Kind::kString) list[i].setText(TextOf(v.text()));
+    list[i].setIsBool(v.kind() == ParamValue::Kind::kBool);
+  }
 }
 Config GetConfig(wire::Config::Reader r, Budget& budget) {
-  return Config{GetNamedValues(r.getParams(), budget)};
+  budget.Charge(r.getParams().size(), sizeof(ParamValues::value_type));
+  Config c;
+  c.params.reserve(r.getParams().size());
+  for (auto nv : r.getParams()) {
+    std::string name = Txt(nv.getName(), budget, "name");
+    if (!nv.hasText() && !nv.getIsBool()) {
+      c.params.emplace_back(std::move(name), nv.getValue());
+      continue;
+    }
+    // A categorical value is its text (or its boolean); the number beside it
+    // must be the one that text gives, or the record was not written so.
+    ParamValue v;
+    if (nv.getIsBool()) {
+      if (nv.hasText() || (nv.getValue() != 0 && nv.getValue() != 1))
+        Fail("param " + name + ": a boolean with a value other than 0 or 1");
+      v = ParamValue::Bool(nv.getValue() == 1);
+    } else {
+      std::string text = Txt(nv.getText(), budget, "param text");
+      if (Status st = CheckCategoricalText(text); !st.ok()) Fail("param " + name + ": " + st.message());
+      v = ParamValue::String(std::move(text));
+      if (v.Number() != nv.getValue()) Fail("param " + name + ": its number is not its text's code");
+    }
+    c.params.emplace_back(std::move(name), std::move(v));
+  }
+  return c;
 }
 
 void SetShape(wire::Shape::Builder b, const Shape& s) {

@@ -168,7 +168,8 @@ struct Prepared {
 Result<LaunchGeometry> Geometry(const Shared& s, const Candidate& c, const runtime::NamedInts& config,
                                 const std::vector<std::string>& dim_names, std::span<const int64_t> dims,
                                 const std::string& dtype) {
-  NamedValues params, named_dims;
+  ParamValues params;
+  NamedValues named_dims;
   for (size_t i = 0; i < config.size(); ++i) params.emplace_back(config.name(i), config.value(i));
   for (size_t i = 0; i < dim_names.size() && i < dims.size(); ++i) named_dims.emplace_back(dim_names[i], dims[i]);
   auto vars = LaunchVariables(*c.plan, params, named_dims, dtype, s.Limits());
@@ -386,7 +387,7 @@ Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
   const std::string arch = this->arch(), arch_a = arch + "a";
   auto usable = [&](const runtime::Answer& a) {
     Config config;
-    for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), a.config->value(i));
+    for (size_t i = 0; i < a.config->size(); ++i) config.params.emplace_back(a.config->name(i), ParamValue::Of(a.config->value(i), a.config->text(i)));
     const std::string config_id = a.entry ? a.entry->config_id : config.Id();
     // The cubin for this device: the entry's kernel hash, or for the op's
     // default any kernel hash of the op that has a plan here.

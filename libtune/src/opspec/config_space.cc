@@ -56,7 +56,7 @@ Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& devi
   scope.Set("dsize", dsize);
   std::vector<double*> slots(n);
   for (size_t i = 0; i < n; ++i) {
-    scope.Set(spec.axes[i].name, static_cast<double>(spec.axes[i].values[0]));
+    scope.Set(spec.axes[i].name, static_cast<double>(spec.axes[i].values[0].Number()));
     slots[i] = scope.Slot(spec.axes[i].name);
   }
 
@@ -113,7 +113,7 @@ Result<std::vector<Config>> Enumerate(const OpSpec& spec, const DeviceInfo& devi
     if (pos < 0) break;
     changed_from = pos;
     for (size_t i = static_cast<size_t>(pos); i < n; ++i)
-      *slots[i] = static_cast<double>(spec.axes[i].values[idx[i]]);
+      *slots[i] = static_cast<double>(spec.axes[i].values[idx[i]].Number());
   }
   if (stats) stats->legal = legal;
   return out;
@@ -134,7 +134,7 @@ Result<SpaceExplanation> ExplainSpace(const OpSpec& spec, const DeviceInfo& devi
   scope.Set("dsize", dsize > 0 ? dsize : 4);
   std::vector<double*> slots;
   for (const Axis& a : spec.axes) {
-    scope.Set(a.name, static_cast<double>(a.values.empty() ? 0 : a.values[0]));
+    scope.Set(a.name, static_cast<double>(a.values.empty() ? 0 : a.values[0].Number()));
     slots.push_back(scope.Slot(a.name));
   }
   std::vector<Expr> rules;
@@ -151,7 +151,7 @@ Result<SpaceExplanation> ExplainSpace(const OpSpec& spec, const DeviceInfo& devi
   if (raw == 0) return out;
   std::vector<size_t> idx(spec.axes.size(), 0);
   for (uint64_t point = 0; point < raw; ++point) {
-    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = static_cast<double>(spec.axes[i].values[idx[i]]);
+    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = static_cast<double>(spec.axes[i].values[idx[i]].Number());
     bool legal = true;
     for (size_t r = 0; r < rules.size(); ++r) {
       if (std::fabs(rules[r].Eval()) > 0) continue;  // zero or NaN rejects
@@ -195,7 +195,7 @@ Result<std::vector<Config>> ConfigsForShape(const OpSpec& spec, const DeviceInfo
   std::vector<Config> out;
   for (const Config& c : configs) {
     for (const auto& [name, value] : c.params) {
-      if (double* slot = scope.Slot(name)) *slot = static_cast<double>(value);
+      if (double* slot = scope.Slot(name)) *slot = static_cast<double>(value.Number());
     }
     size_t r = 0;
     while (r < rules.size() && std::fabs(rules[r].Eval()) > 0) ++r;  // zero or NaN rejects
@@ -306,7 +306,7 @@ Result<LaunchPlanner> LaunchPlanner::Create(const OpSpec& spec, const std::strin
 Result<LaunchPlan> LaunchPlanner::Plan(const Config& config, const Shape& shape) {
   Impl& p = *impl_;
   // The first value given for a name counts.
-  auto bind = [&](const NamedValues& given, const std::vector<std::string>& names,
+  auto bind = [&](const auto& given, const std::vector<std::string>& names,
                   const std::unordered_map<std::string, size_t>& index, const std::vector<double*>& slots,
                   const char* what) -> Status {
     p.bound.assign(names.size(), 0);
@@ -315,7 +315,7 @@ Result<LaunchPlan> LaunchPlanner::Plan(const Config& config, const Shape& shape)
       if (it == index.end()) return Status::Error(p.file + ": " + what + " '" + name + "' is not in the spec");
       if (p.bound[it->second]) continue;
       p.bound[it->second] = 1;
-      *slots[it->second] = static_cast<double>(value);
+      *slots[it->second] = static_cast<double>(ParamValue(value).Number());
     }
     for (size_t i = 0; i < names.size(); ++i)
       if (!p.bound[i]) return Status::Error(p.file + ": no value for " + what + " '" + names[i] + "'");

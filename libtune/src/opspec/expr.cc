@@ -1,9 +1,11 @@
 #include "opspec/expr.h"
 
 #include "base/launch_program.h"
+#include "base/text.h"
 
 #include <muParser.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -152,5 +154,108 @@ double Expr::Eval() const {
 int64_t Expr::EvalInt() const { return ProgramValueToInt(Eval()); }
 
 const std::string& Expr::text() const { return impl_->text; }
+
+namespace {
+
+struct Token {
+  enum Kind { kName, kString, kCompare, kOther } kind;
+  size_t begin, end;  // [begin, end) of the text
+  std::string text;   // a name, a string's contents, "==" or "!="
+};
+
+Result<std::vector<Token>> Tokens(const std::string& text, const std::string& where) {
+  std::vector<Token> out;
+  const auto is_word = [](char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)); };
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '"') {
+      const size_t close = text.find('"', i + 1);
+      if (close == std::string::npos) return Status::InvalidArgument(where + ": a string without its closing '\"'");
+      out.push_back({Token::kString, i, close + 1, text.substr(i + 1, close - i - 1)});
+      i = close + 1;
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < text.size() && is_word(text[j])) ++j;
+      out.push_back({Token::kName, i, j, text.substr(i, j - i)});
+      i = j;
+    } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      size_t j = i;  // 1e5 and 0x10 are one token, not a number and a name
+      while (j < text.size() && (is_word(text[j]) || text[j] == '.')) ++j;
+      out.push_back({Token::kOther, i, j, text.substr(i, j - i)});
+      i = j;
+    } else if ((c == '=' || c == '!') && i + 1 < text.size() && text[i + 1] == '=') {
+      out.push_back({Token::kCompare, i, i + 2, text.substr(i, 2)});
+      i += 2;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else {
+      out.push_back({Token::kOther, i, i + 1, std::string(1, c)});
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> LowerCategorical(const std::string& text, const StringAxes& axes, const std::string& where) {
+  if (text.find('"') == std::string::npos && axes.empty() && text.find("true") == std::string::npos &&
+      text.find("false") == std::string::npos)
+    return text;
+  auto tokens = Tokens(text, where);
+  if (!tokens.ok()) return tokens.status();
+  const std::vector<Token>& t = *tokens;
+  // The replacement of each token that changes, by its index.
+  std::map<size_t, std::string> replace;
+  std::set<size_t> compared;  // string-axis names in a comparison with a value
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].kind == Token::kName && (t[i].text == "true" || t[i].text == "false")) {
+      replace[i] = t[i].text == "true" ? "1" : "0";
+      continue;
+    }
+    if (t[i].kind != Token::kString) continue;
+    // NAME == "v" or "v" == NAME.
+    size_t name = t.size();
+    if (i >= 2 && t[i - 1].kind == Token::kCompare && t[i - 2].kind == Token::kName) name = i - 2;
+    if (i + 2 < t.size() && t[i + 1].kind == Token::kCompare && t[i + 2].kind == Token::kName) name = i + 2;
+    const std::string literal = "\"" + t[i].text + "\"";
+    if (name == t.size())
+      return Status::InvalidArgument(where + ": the string " + literal +
+                                     " is not compared with a string param (NAME == " + literal + ")");
+    const auto axis = axes.find(t[name].text);
+    if (axis == axes.end())
+      return Status::InvalidArgument(where + ": " + t[name].text + " is compared with the string " + literal +
+                                     ", but it is not a string param");
+    if (std::find(axis->second.begin(), axis->second.end(), t[i].text) == axis->second.end())
+      return Status::InvalidArgument(where + ": " + literal + " is not one of the values of " + t[name].text + " (" +
+                                     Join(axis->second, ", ") + ")");
+    // Neither side may take part in arithmetic: a string has no number.
+    const size_t lo = std::min(i, name), hi = std::max(i, name);
+    const auto arithmetic = [&](size_t k) {
+      return k < t.size() && t[k].kind == Token::kOther && t[k].text.size() == 1 &&
+             std::string_view("+-*/%^").find(t[k].text[0]) != std::string_view::npos;
+    };
+    if ((lo > 0 && arithmetic(lo - 1)) || arithmetic(hi + 1))
+      return Status::InvalidArgument(where + ": " + t[name].text + " == " + literal +
+                                     " takes part in arithmetic; put the comparison in parentheses");
+    replace[i] = std::to_string(CategoricalCode(t[i].text));
+    compared.insert(name);
+  }
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].kind != Token::kName || compared.count(i) || !axes.count(t[i].text)) continue;
+    return Status::InvalidArgument(where + ": " + t[i].text +
+                                   " is a string param: compare it with one of its values, like " + t[i].text +
+                                   " == \"" + axes.at(t[i].text).front() + "\" (it is not a number)");
+  }
+  std::string out;
+  size_t at = 0;
+  for (const auto& [i, with] : replace) {
+    out.append(text, at, t[i].begin - at);
+    out += with;
+    at = t[i].end;
+  }
+  out.append(text, at, std::string::npos);
+  return out;
+}
 
 }  // namespace tune

@@ -44,6 +44,20 @@ class ExprScope {
 // function names), for callers that ask which variables it reads.
 std::set<std::string> ExprIdentifiers(const std::string& text);
 
+// The values of an op's string axes, by axis name.
+using StringAxes = std::map<std::string, std::vector<std::string>>;
+
+// Rewrites what an expression says of categorical params into numbers,
+// before it is compiled. A string axis is only compared with one of its
+// values, `NAME == "value"` or `NAME != "value"` (either way round); the
+// value becomes its CategoricalCode (base/types.h), the number the axis
+// reads as. `true` and `false` become 1 and 0 (a boolean axis reads as 1 or
+// 0 and may stand alone as a condition). Refused, naming `where`: a string
+// literal elsewhere or of a value the axis lacks, a string axis used as a
+// number (compared with a number or another name, or in arithmetic), and a
+// number compared with a string.
+Result<std::string> LowerCategorical(const std::string& text, const StringAxes& axes, const std::string& where);
+
 class Expr {
  public:
   Expr(Expr&&) noexcept;

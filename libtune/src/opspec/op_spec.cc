@@ -43,7 +43,7 @@ bool IsReservedName(const std::string& n) {
       "max",        "floor",       "ceil",    "log2",  "abs",      "sin",   "cos",   "tan",
       "asin",       "acos",        "atan",    "sinh",  "cosh",     "tanh",  "asinh", "acosh",
       "atanh",      "log",         "log10",   "ln",    "exp",      "sqrt",  "sign",  "rint",
-      "sum",        "avg",         "_pi",     "_e"};
+      "sum",        "avg",         "_pi",     "_e",       "true",  "false"};
   return kReserved.count(n) != 0;
 }
 
@@ -211,9 +211,19 @@ class SpecParser {
   }
 
   // An expression is a string; a bare integer is accepted as its text.
+  // An expression's text, with what it says of string and boolean params
+  // lowered into numbers (LowerCategorical): what follows compiles numbers.
   Status ExprText(const toml::node& n, const std::string& field, std::string* out) const {
     if (n.is_string() && !n.as_string()->get().empty()) {
-      *out = n.as_string()->get();
+      StringAxes categorical;
+      for (const Axis& a : spec_.axes) {
+        if (a.kind() != ParamValue::Kind::kString) continue;
+        auto& values = categorical[a.name];
+        for (const ParamValue& v : a.values) values.push_back(v.text());
+      }
+      auto lowered = LowerCategorical(n.as_string()->get(), categorical, file_ + ": " + field);
+      if (!lowered.ok()) return lowered.status();
+      *out = std::move(lowered).value();
       return Status::OK();
     }
     if (n.is_integer()) {
@@ -395,9 +405,9 @@ class SpecParser {
       (void)pos;
       const std::string field = "[params] " + name;
       const toml::array* a = params->get(name)->as_array();
-      std::string want = "expected a non-empty array of integers";
+      std::string want = "expected a non-empty array of integers, strings or booleans";
       if (name == "constraints") want += " (constraints belong in [constraints] rules)";
-      if (!a || a->empty()) return Err(field, want);
+      if (!a || a->empty() || (name == "constraints" && a->get(0)->is_string())) return Err(field, want);
       if (a->size() > kMaxAxisValues)
         return Err(field, std::to_string(a->size()) + " values, more than the limit of " +
                               std::to_string(kMaxAxisValues) + " values per axis");
@@ -406,16 +416,31 @@ class SpecParser {
         return Err(field, "'" + name + "' is also a dim");
       Axis axis{name, {}};
       axis.values.reserve(a->size());
-      std::unordered_set<int64_t> seen;
       for (const toml::node& item : *a) {
-        if (!item.is_integer()) return Err(field, want);
-        const int64_t v = item.as_integer()->get();
-        if (!seen.insert(v).second) return Err(field, "value " + std::to_string(v) + " appears twice");
-        axis.values.push_back(v);
+        auto v = AxisValue(item, field);
+        if (!v.ok()) return v.status();
+        if (!axis.values.empty() && v->kind() != axis.kind())
+          return Err(field, "mixes kinds of values (an axis holds integers, strings or booleans)");
+        if (std::find(axis.values.begin(), axis.values.end(), *v) != axis.values.end())
+          return Err(field, "value " + v->ToString() + " appears twice");
+        axis.values.push_back(std::move(v).value());
       }
       spec_.axes.push_back(std::move(axis));
     }
     return Status::OK();
+  }
+
+  // One [params] value: an integer, a boolean, or a string that can be a
+  // macro token (kernels receive it as one, op_spec.h).
+  Result<ParamValue> AxisValue(const toml::node& item, const std::string& field) const {
+    if (item.is_integer()) return ParamValue(item.as_integer()->get());
+    if (item.is_boolean()) return ParamValue::Bool(item.as_boolean()->get());
+    if (item.is_string()) {
+      const std::string& text = item.as_string()->get();
+      if (Status st = CheckCategoricalText(text); !st.ok()) return Err(field, st.message());
+      return ParamValue::String(text);
+    }
+    return Err(field, "expected integers, strings or booleans");
   }
 
   Status ParseDefault() {
@@ -459,11 +484,11 @@ class SpecParser {
     for (const Axis& axis : spec_.axes) {
       const toml::node* value = t->get(axis.name);
       if (!value) return Err(field, "no value for param '" + axis.name + "'");
-      if (!value->is_integer()) return Err(field + " " + axis.name, "expected an integer");
-      const int64_t v = value->as_integer()->get();
-      if (std::find(axis.values.begin(), axis.values.end(), v) == axis.values.end())
-        return Err(field + " " + axis.name, std::to_string(v) + " is not one of the values in [params] " + axis.name);
-      out->params.emplace_back(axis.name, v);
+      auto v = AxisValue(*value, field + " " + axis.name);
+      if (!v.ok()) return v.status();
+      if (std::find(axis.values.begin(), axis.values.end(), *v) == axis.values.end())
+        return Err(field + " " + axis.name, v->ToString() + " is not one of the values in [params] " + axis.name);
+      out->params.emplace_back(axis.name, std::move(v).value());
     }
     return Status::OK();
   }
@@ -945,6 +970,24 @@ Result<OpSpec> LoadOpSpec(const std::string& dir) {
   auto package = ReadOpPackage(dir);
   if (!package.ok()) return package.status();
   return ParseOpSpec(package.value(), dir);
+}
+
+std::vector<std::string> ParamMacros(const OpSpec& spec, const Config& config) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : config.params) {
+    if (value.kind() != ParamValue::Kind::kString) {
+      out.push_back(name + "=" + std::to_string(value.Number()));
+      continue;
+    }
+    out.push_back(name + "=" + value.text());
+    const Axis* axis = spec.FindAxis(name);
+    if (!axis) {
+      out.push_back(name + "_" + value.text() + "=1");
+      continue;
+    }
+    for (const ParamValue& v : axis->values) out.push_back(name + "_" + v.text() + (v == value ? "=1" : "=0"));
+  }
+  return out;
 }
 
 const Axis* OpSpec::FindAxis(const std::string& axis_name) const {

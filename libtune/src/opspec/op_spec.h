@@ -27,9 +27,11 @@ using OpPackage = std::map<std::string, std::string>;
 Result<OpPackage> ReadOpPackage(const std::string& dir);
 
 // One named, typed axis of the config space (nvbench style).
+// Its values are of one kind: integers, booleans or strings (macro tokens).
 struct Axis {
   std::string name;
-  std::vector<int64_t> values;
+  std::vector<ParamValue> values;
+  ParamValue::Kind kind() const { return values.empty() ? ParamValue::Kind::kInt : values[0].kind(); }
 };
 
 // One kernel parameter, in the kernel's parameter order.
@@ -161,6 +163,15 @@ struct OpSpec {
 Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin);
 // ReadOpPackage + ParseOpSpec.
 Result<OpSpec> LoadOpSpec(const std::string& dir);
+
+// The macros a kernel of `config` is compiled with ("NAME=VALUE", without
+// -D), the documented spelling of params in kernel source:
+//   an integer:  NAME=128
+//   a boolean:   NAME=1 or NAME=0
+//   a string:    NAME=stream_k (a token: `Schedule::NAME`), and for each
+//                value v of the axis NAME_v=1 for the chosen one, 0 for the
+//                others (`#if NAME_stream_k`).
+std::vector<std::string> ParamMacros(const OpSpec& spec, const Config& config);
 
 // Version of how the farm times and checks a config (input generator,
 // poisoning, sample statistics, stopping rules): bumped when a change makes

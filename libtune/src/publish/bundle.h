@@ -111,7 +111,7 @@ struct LaunchGeometry {
 };
 // The values of `plan`'s variables: each from `config`, then `dims`, then
 // dsize (of `dtype`) and `device`. Errors name a variable none of them has.
-Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const NamedValues& config,
+Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const ParamValues& config,
                                             const NamedValues& dims, const std::string& dtype,
                                             const LaunchDevice& device);
 // Evaluates a plan whose programs passed CheckLaunchProgram (DecodeBundle

@@ -51,7 +51,7 @@ std::string BundleToJson(const Bundle& b) {
   j["farm_version"] = b.farm_version;
   j["created_unix"] = b.created_unix;
   Json defaults = Json::object();
-  for (const auto& [op, config] : b.defaults) defaults[op] = NamedValuesToJson(config.params);
+  for (const auto& [op, config] : b.defaults) defaults[op] = ParamsJson<Json>(config.params);
   j["defaults"] = std::move(defaults);
   Json entries = Json::array();
   for (const BundleEntry& e : b.entries) {
@@ -60,7 +60,7 @@ std::string BundleToJson(const Bundle& b) {
     je["dtype"] = e.dtype;
     je["gpu_model"] = e.gpu_model;
     je["shape"] = NamedValuesToJson(e.shape.dims);
-    je["config"] = NamedValuesToJson(e.config.params);
+    je["config"] = ParamsJson<Json>(e.config.params);
     je["config_id"] = e.config_id;
     je["kernel_hash"] = e.kernel_hash;
     je["median_us"] = e.median_us;
@@ -107,13 +107,13 @@ std::string BundleToJson(const Bundle& b) {
   Json model_defaults = Json::array();
   for (const ModelDefault& d : b.model_defaults) {
     model_defaults.push_back(Json{{"op", d.op}, {"dtype", d.dtype}, {"gpu_model", d.gpu_model},
-                                  {"config", NamedValuesToJson(d.config.params)}, {"config_id", d.config_id},
+                                  {"config", ParamsJson<Json>(d.config.params)}, {"config_id", d.config_id},
                                   {"kernel_hash", d.kernel_hash}, {"arch", d.arch}, {"median_us", d.median_us}});
   }
   j["model_defaults"] = std::move(model_defaults);
   Json arch_defaults = Json::array();
   for (const ArchDefault& d : b.arch_defaults)
-    arch_defaults.push_back(Json{{"op", d.op}, {"arch", d.arch}, {"config", NamedValuesToJson(d.config.params)}});
+    arch_defaults.push_back(Json{{"op", d.op}, {"arch", d.arch}, {"config", ParamsJson<Json>(d.config.params)}});
   j["arch_defaults"] = std::move(arch_defaults);
   // {"gemm": {"M": "pow2", "K": [1024, 4096]}}
   Json buckets = Json::object();
@@ -168,7 +168,7 @@ Result<Bundle> BundleFromJson(const std::string& text) {
       const Json& defaults = j.at("defaults");
       if (!defaults.is_object()) return Status::Error("bundle JSON: defaults must be an object");
       for (const auto& [op, config] : defaults.items()) {
-        b.defaults[op] = Config{NamedValuesFromJson(config, ("defaults." + op).c_str())};
+        b.defaults[op] = Config{ParamsFromJson(config, "defaults." + op)};
       }
     }
     if (j.contains("entries")) {
@@ -183,7 +183,7 @@ Result<Bundle> BundleFromJson(const std::string& text) {
         e.dtype = je.at("dtype").get<std::string>();
         e.gpu_model = je.at("gpu_model").get<std::string>();
         e.shape.dims = NamedValuesFromJson(je.at("shape"), (where + ".shape").c_str());
-        e.config.params = NamedValuesFromJson(je.at("config"), (where + ".config").c_str());
+        e.config.params = ParamsFromJson(je.at("config"), where + ".config");
         e.config_id = je.value("config_id", std::string());
         e.kernel_hash = je.value("kernel_hash", std::string());
         e.median_us = je.value("median_us", 0.0);
@@ -234,7 +234,7 @@ Result<Bundle> BundleFromJson(const std::string& text) {
       d.op = jd.at("op").get<std::string>();
       d.dtype = jd.at("dtype").get<std::string>();
       d.gpu_model = jd.at("gpu_model").get<std::string>();
-      d.config.params = NamedValuesFromJson(jd.at("config"), "model_defaults.config");
+      d.config.params = ParamsFromJson(jd.at("config"), "model_defaults.config");
       d.config_id = jd.value("config_id", std::string());
       d.kernel_hash = jd.value("kernel_hash", std::string());
       d.arch = jd.value("arch", std::string());
@@ -243,7 +243,7 @@ Result<Bundle> BundleFromJson(const std::string& text) {
     }
     for (const Json& jd : j.value("arch_defaults", Json::array())) {
       b.arch_defaults.push_back(ArchDefault{jd.at("op").get<std::string>(), jd.at("arch").get<std::string>(),
-                                            Config{NamedValuesFromJson(jd.at("config"), "arch_defaults.config")}});
+                                            Config{ParamsFromJson(jd.at("config"), "arch_defaults.config")}});
     }
     const Json buckets = j.value("buckets", Json::object());
     if (!buckets.is_object()) return Status::Error("bundle JSON: buckets: expected an object");

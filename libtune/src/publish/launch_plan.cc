@@ -1,12 +1,13 @@
 // Launch plans evaluated (publish/bundle.h): what the launcher and publish's
 // check of each plan share. Part of tunefarm::runtime: standard library only.
+#include <algorithm>
 #include <cmath>
 
 #include "publish/bundle.h"
 
 namespace tune {
 
-Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const NamedValues& config,
+Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const ParamValues& config,
                                             const NamedValues& dims, const std::string& dtype,
                                             const LaunchDevice& device) {
   const double device_values[] = {double(DTypeSize(dtype)),      double(device.smem_optin), double(device.max_threads),
@@ -14,13 +15,14 @@ Result<std::vector<double>> LaunchVariables(const BundleLaunchPlan& plan, const 
   std::vector<double> out;
   out.reserve(plan.vars.size());
   for (const std::string& name : plan.vars) {
-    const NamedValues::value_type* found = nullptr;
-    for (const NamedValues* from : {&config, &dims}) {
-      for (const auto& nv : *from)
-        if (!found && nv.first == name) found = &nv;
+    const auto param = std::find_if(config.begin(), config.end(), [&](const auto& p) { return p.first == name; });
+    if (param != config.end()) {
+      out.push_back(double(param->second.Number()));
+      continue;
     }
-    if (found) {
-      out.push_back(double(found->second));
+    const auto dim = std::find_if(dims.begin(), dims.end(), [&](const auto& d) { return d.first == name; });
+    if (dim != dims.end()) {
+      out.push_back(double(dim->second));
       continue;
     }
     size_t d = 0;

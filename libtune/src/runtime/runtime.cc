@@ -642,6 +642,17 @@ NamedInts ToNamedInts(const NamedValues& v) {
   return NamedInts(std::move(names), std::move(values));
 }
 
+NamedInts ToNamedInts(const ParamValues& v) {
+  std::vector<std::string> names, texts;
+  std::vector<int64_t> values;
+  for (const auto& [name, value] : v) {
+    names.push_back(name);
+    values.push_back(value.Number());
+    texts.push_back(value.IsInt() ? std::string() : value.ToString());
+  }
+  return NamedInts(std::move(names), std::move(values), std::move(texts));
+}
+
 // Key text rather than a path: several lines (a key file's contents), a
 // key file header, or the 64 hex digits alone.
 bool LooksLikeKeyText(const std::string& s) {
@@ -841,9 +852,16 @@ std::string GpuFamily(std::string_view gpu_model) {
   return out;
 }
 
-NamedInts::NamedInts(std::vector<std::string> names, std::vector<int64_t> values)
-    : names_(std::move(names)), values_(std::move(values)) {
+NamedInts::NamedInts(std::vector<std::string> names, std::vector<int64_t> values, std::vector<std::string> texts)
+    : names_(std::move(names)), values_(std::move(values)), texts_(std::move(texts)) {
   names_.resize(values_.size());
+  if (std::all_of(texts_.begin(), texts_.end(), [](const std::string& t) { return t.empty(); })) texts_.clear();
+  if (!texts_.empty()) texts_.resize(values_.size());
+}
+
+const std::string& NamedInts::text(size_t i) const {
+  static const std::string kNone;
+  return i < texts_.size() ? texts_[i] : kNone;
 }
 
 int NamedInts::index(std::string_view name) const {
@@ -864,7 +882,7 @@ std::string NamedInts::ToString() const {
     if (i) out += ',';
     out += names_[i];
     out += '=';
-    out += std::to_string(values_[i]);
+    out += text(i).empty() ? std::to_string(values_[i]) : text(i);
   }
   return out;
 }

@@ -30,8 +30,16 @@ constexpr float kPriorWeight = 0.5f;
 constexpr float kPriorFadeOver = 100.f;  // own observations after which priors weigh a tenth
 constexpr double kPriorNear = 1.10;      // a prior within 10% of its key's best is labelled 1
 
-float ValueFeature(int64_t v) {
-  return v > 0 ? static_cast<float>(std::log2(static_cast<double>(v))) : static_cast<float>(v);
+// An integer reads on a log scale (tile sizes double); a boolean as 0 or 1;
+// a string as its place among the axis's values (-1 when the axis lacks it,
+// as a neighbour key's prior may), which trees split as well as any code.
+float ValueFeature(const ParamValue& v, const Axis& axis) {
+  if (v.kind() == ParamValue::Kind::kString) {
+    const auto it = std::find(axis.values.begin(), axis.values.end(), v);
+    return it == axis.values.end() ? -1.f : static_cast<float>(it - axis.values.begin());
+  }
+  const int64_t n = v.Number();
+  return v.IsInt() && n > 0 ? static_cast<float>(std::log2(static_cast<double>(n))) : static_cast<float>(n);
 }
 
 class ModelGuided final : public StrategyBase {
@@ -162,7 +170,7 @@ class ModelGuided final : public StrategyBase {
     for (size_t i = 0; i < space_.Axes(); ++i) {
       float v = -1e30f;  // missing
       for (const auto& [name, value] : config.params)
-        if (name == space_.AxisAt(i).name) v = ValueFeature(value);
+        if (name == space_.AxisAt(i).name) v = ValueFeature(value, space_.AxisAt(i));
       f.push_back(v);
     }
     return f;

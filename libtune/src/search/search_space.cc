@@ -44,7 +44,7 @@ Result<SearchSpace> SearchSpace::Create(const OpSpec& spec, const DeviceInfo& de
     if (a.values.empty() || a.values.size() > UINT16_MAX)
       return Status::InvalidArgument(where + "[params] " + a.name + ": " + std::to_string(a.values.size()) +
                                      " values (1 to 65535 searchable)");
-    m.scope.Set(a.name, static_cast<double>(a.values[0]));
+    m.scope.Set(a.name, static_cast<double>(a.values[0].Number()));
     m.slots.push_back(m.scope.Slot(a.name));
   }
   m.scope.Set("dsize", widest);
@@ -57,7 +57,7 @@ Result<SearchSpace> SearchSpace::Create(const OpSpec& spec, const DeviceInfo& de
     m.shape_scope.SetDevice(device);
     m.shape_scope.Set("dsize", dsize);
     for (const Axis& a : m.axes) {
-      m.shape_scope.Set(a.name, static_cast<double>(a.values[0]));
+      m.shape_scope.Set(a.name, static_cast<double>(a.values[0].Number()));
       m.shape_slots.push_back(m.shape_scope.Slot(a.name));
     }
     for (const std::string& d : spec.dims) {
@@ -118,11 +118,11 @@ uint64_t SearchSpace::RawSize() const { return impl_->raw; }
 bool SearchSpace::Legal(const SpacePoint& p) const {
   const Impl& m = *impl_;
   if (m.by_members) return m.members.count(p) > 0;
-  for (size_t i = 0; i < m.axes.size(); ++i) *m.slots[i] = static_cast<double>(m.axes[i].values[p[i]]);
+  for (size_t i = 0; i < m.axes.size(); ++i) *m.slots[i] = static_cast<double>(m.axes[i].values[p[i]].Number());
   for (const Expr& r : m.rules)
     if (!(std::fabs(r.Eval()) > 0)) return false;  // zero or NaN rejects
   if (m.shape_rules.empty()) return true;
-  for (size_t i = 0; i < m.axes.size(); ++i) *m.shape_slots[i] = static_cast<double>(m.axes[i].values[p[i]]);
+  for (size_t i = 0; i < m.axes.size(); ++i) *m.shape_slots[i] = static_cast<double>(m.axes[i].values[p[i]].Number());
   for (const Expr& r : m.shape_rules)
     if (!(std::fabs(r.Eval()) > 0)) return false;
   return true;

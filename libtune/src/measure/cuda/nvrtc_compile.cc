@@ -522,7 +522,7 @@ CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const
     return ck;
   }
   std::vector<std::string> options = cuda::BaseOptions(spec, dtype, arch);
-  for (const auto& [name, value] : config.params) options.push_back("-D" + name + "=" + std::to_string(value));
+  for (const std::string& d : ParamMacros(spec, config)) options.push_back("-D" + d);
   cuda::CompileCached(spec, spec.source_file, spec.kernel, ck.config_id, dtype, arch, options, cache_dir, &ck);
   if (ck.failure == FailureClass::kNone) {
     if (Status st = cuda::CheckKernelParams(spec, ck.image); !st.ok()) {

@@ -69,6 +69,15 @@ void WireWriter::Values(const NamedValues& v) {
   }
 }
 
+void WireWriter::Params(const ParamValues& v) {
+  U32(uint32_t(v.size()));
+  for (const auto& [name, value] : v) {
+    Str(name);
+    I64(value.Number());
+    Str(value.IsInt() ? std::string() : value.ToString());
+  }
+}
+
 bool WireReader::Take(void* dst, size_t n) {
   if (!ok_ || s_.size() - pos_ < n) {
     ok_ = false;
@@ -121,6 +130,19 @@ NamedValues WireReader::Values() {
   return v;
 }
 
+ParamValues WireReader::Params() {
+  ParamValues v;
+  uint32_t n = U32();
+  for (uint32_t i = 0; i < n && ok_; ++i) {
+    std::string name = Str();
+    const int64_t number = I64();
+    const std::string text = Str();
+    if (!text.empty() && text != "true" && text != "false" && !CheckCategoricalText(text).ok()) ok_ = false;
+    if (ok_) v.emplace_back(std::move(name), ParamValue::Of(number, text));
+  }
+  return v;
+}
+
 Status WriteFrame(int fd, const std::string& payload) {
   if (payload.size() > kMaxFrameBytes) return Status::Error("runner frame too large");
   std::string header;
@@ -147,7 +169,7 @@ Result<std::string> ReadFrame(int fd) {
 void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->Str(r.package_digest);
   w->Str(r.dtype);
-  w->Values(r.config.params);
+  w->Params(r.config.params);
   w->Str(r.config_id);
   w->Values(r.shape.dims);
   w->Str(r.image_key);
@@ -176,7 +198,7 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   MeasureRequest r;
   r.package_digest = rd->Str();
   r.dtype = rd->Str();
-  r.config.params = rd->Values();
+  r.config.params = rd->Params();
   r.config_id = rd->Str();
   r.shape.dims = rd->Values();
   r.image_key = rd->Str();

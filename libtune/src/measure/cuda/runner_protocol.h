@@ -44,6 +44,7 @@ class WireWriter {
   void F64(double v);
   void Str(const std::string& s);
   void Values(const NamedValues& v);
+  void Params(const ParamValues& v);  // a config's: numbers and spellings
   const std::string& bytes() const { return buf_; }
 
  private:
@@ -60,6 +61,7 @@ class WireReader {
   double F64();
   std::string Str();
   NamedValues Values();
+  ParamValues Params();
   // False once any read ran past the end; reads then return zeros.
   bool ok() const { return ok_; }
 

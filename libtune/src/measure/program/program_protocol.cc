@@ -228,7 +228,7 @@ std::vector<std::string> RequestEnvironment(const Request& r) {
   env.push_back("TUNEFARM_DTYPE=" + r.dtype);
   env.push_back("TUNEFARM_CONFIG=" + r.config.Canonical());
   env.push_back("TUNEFARM_CONFIG_ID=" + r.config.Id());
-  for (const auto& [k, v] : r.config.params) env.push_back("TUNEFARM_PARAM_" + k + "=" + std::to_string(v));
+  for (const auto& [k, v] : r.config.params) env.push_back("TUNEFARM_PARAM_" + k + "=" + v.ToString());
   env.push_back("TUNEFARM_DIMS=" + r.shape.Canonical());
   for (const auto& [k, v] : r.shape.dims) env.push_back("TUNEFARM_DIM_" + k + "=" + std::to_string(v));
   env.push_back("TUNEFARM_BUILD_DIR=" + r.build_dir);
@@ -246,7 +246,7 @@ std::string MeasureLine(const Request& r) {
             {"id", r.id},
             {"op", r.op},
             {"dtype", r.dtype},
-            {"config", Object(r.config.params)},
+            {"config", ParamsJson<json>(r.config.params)},
             {"config_id", r.config.Id()},
             {"dims", Object(r.shape.dims)},
             {"build_dir", r.build_dir},
@@ -259,7 +259,7 @@ std::string MeasureLine(const Request& r) {
 std::string PlanLine(const std::string& op, const std::string& dtype, const std::vector<Config>& configs,
                      const std::vector<Shape>& shapes) {
   json list = json::array(), dims = json::array();
-  for (const Config& c : configs) list.push_back(Object(c.params));
+  for (const Config& c : configs) list.push_back(ParamsJson<json>(c.params));
   for (const Shape& s : shapes) dims.push_back(Object(s.dims));
   return DumpJson(json{{"tunefarm", kProtocolVersion}, {"cmd", "plan"},     {"op", op},
                        {"dtype", dtype},               {"configs", std::move(list)}, {"shapes", std::move(dims)}});
