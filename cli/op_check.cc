@@ -86,7 +86,7 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
                 static_cast<unsigned long long>(ex->legal), i >= known ? "  (live in the farm)" : "");
     for (size_t r = 0; r < spec.constraints.size(); ++r) {
       if (ex->rejected[r] == 0) continue;
-      std::printf("      rule[%zu] %-50s prunes %llu (first to reject %llu)\n", r, spec.constraints[r].c_str(),
+      std::printf("      rule[%zu] %-50s prunes %llu (first to reject %llu)\n", r, spec.Written(spec.constraints[r]).c_str(),
                   static_cast<unsigned long long>(ex->rejected[r]),
                   static_cast<unsigned long long>(ex->first_rejecting[r]));
     }

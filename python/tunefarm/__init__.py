@@ -124,7 +124,7 @@ def _take_json(ptr):
 class Answer:
     """Who answered a lookup or a launch: .level ("exact", "predicted",
     "nearest_shape", "family", "default", "miss"), .config (dict, None for a
-    miss) and .entry (the tuned entry or model default it came from, a dict,
+    miss: ints, and str or bool for the op's string or boolean axes) and .entry (the tuned entry or model default it came from, a dict,
     or None); .candidates, at the "predicted" level (a shape never tuned,
     answered by the bundle's shape selector), the configs it chose from as
     [{"config": ..., "entry": ...}], else []; a launch's answer also has

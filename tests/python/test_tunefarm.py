@@ -211,5 +211,31 @@ class BundleFromPython(unittest.TestCase):
             kernel.launch([64, 64, 64], a, a.cpu(), a)
 
 
+class CategoricalParamsFromPython(unittest.TestCase):
+    """An op with a string and a boolean axis (tests/data/ops/scheduled): its
+    configs reach Python as str and bool values, as the op.toml writes them."""
+
+    def test_strings_and_booleans_come_back_as_written(self):
+        d = tempfile.mkdtemp(prefix="tunefarm-py-cat.")
+        self.addCleanup(shutil.rmtree, d, True)
+        run = lambda *a: subprocess.run([BINARY, *a], cwd=d, check=True, capture_output=True, text=True)
+        run("keys", "sign", "--out", "k")
+        run("tune", "--backend", "sim", "--op", "scheduled", "--dtype", "f16", "--shape", "N=4096", "--ops-dir",
+            os.path.join(SOURCE, "tests", "data", "ops"), "--store", "db", "--bundle", "b", "--sign-key", "k")
+        with open(os.path.join(d, "b.json")) as f:
+            entry = json.load(f)["entries"][0]
+        with tunefarm.Bundle.load(os.path.join(d, "b.tfb"), [os.path.join(d, "k.pub")]) as b:
+            a = b.lookup("scheduled", "f16", entry["gpu_model"], {"N": 4096})
+            self.assertEqual(a.level, "exact")
+            self.assertEqual(a.config, entry["config"])
+            self.assertIsInstance(a.config["SCHEDULE"], str)
+            self.assertIn(a.config["SCHEDULE"], ("direct", "grid_stride", "blocked"))
+            self.assertIsInstance(a.config["STAGE_IN_SMEM"], bool)
+            self.assertIsInstance(a.config["BLOCK"], int)
+            default = b.lookup("scheduled", "f32", entry["gpu_model"], {"N": 4096})
+            self.assertEqual(default.level, "default")
+            self.assertEqual(default.config, {"BLOCK": 256, "SCHEDULE": "direct", "STAGE_IN_SMEM": False})
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

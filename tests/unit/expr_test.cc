@@ -119,6 +119,50 @@ TEST(Expr, UnknownFunctionAndSyntaxErrors) {
   }
 }
 
+TEST(Expr, StringParamsCompareWithTheirValuesOnly) {
+  const StringAxes axes = {{"SCHEDULE", {"persistent", "stream_k"}}};
+  ExprScope scope;
+  scope.Set("SCHEDULE", 0);
+  scope.Set("TMA", 0);
+  scope.Set("BM", 64);
+  auto lowered = LowerCategorical("SCHEDULE == \"stream_k\" && (\"persistent\" != SCHEDULE || TMA == true)", axes, "w");
+  ASSERT_TRUE(lowered.ok()) << lowered.status().message();
+  EXPECT_EQ(lowered->find('"'), std::string::npos) << *lowered;
+  auto e = Expr::Compile(*lowered, &scope, "w");
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  *scope.Slot("SCHEDULE") = static_cast<double>(CategoricalCode("stream_k"));
+  EXPECT_EQ(e->EvalInt(), 1);
+  *scope.Slot("SCHEDULE") = static_cast<double>(CategoricalCode("persistent"));
+  EXPECT_EQ(e->EvalInt(), 0);
+  // In a ?: the comparison picks the branch.
+  auto grid = LowerCategorical("SCHEDULE == \"persistent\" ? 132 : cdiv(BM, 2)", axes, "w");
+  ASSERT_TRUE(grid.ok()) << grid.status().message();
+  auto g = Expr::Compile(*grid, &scope, "w");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->EvalInt(), 132);
+  // Text without strings passes through untouched.
+  EXPECT_EQ(*LowerCategorical("BM * 2 + cdiv(BM, 3)", axes, "w"), "BM * 2 + cdiv(BM, 3)");
+
+  // Each misuse is one line naming the field.
+  const std::pair<const char*, const char*> bad[] = {
+      {"SCHEDULE == \"split_k\"", "\"split_k\" is not one of the values of SCHEDULE (persistent, stream_k)"},
+      {"SCHEDULE == 1", "SCHEDULE is a string param"},
+      {"SCHEDULE + 1 > 0", "SCHEDULE is a string param"},
+      {"SCHEDULE == BM", "SCHEDULE is a string param"},
+      {"BM == \"stream_k\"", "BM is compared with the string \"stream_k\", but it is not a string param"},
+      {"\"stream_k\" > 1", "is not compared with a string param"},
+      {"SCHEDULE == \"stream_k\" + 1", "takes part in arithmetic"},
+      {"SCHEDULE == \"stream_k", "a string without its closing"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = LowerCategorical(text, axes, "ops/g/op.toml: [launch] grid[0]");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().message().rfind("ops/g/op.toml: [launch] grid[0]: ", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+  }
+}
+
 TEST(Expr, ArithmeticFailuresGiveNaNNotExceptions) {
   ExprScope scope;
   scope.Set("b", 0);

@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "support/temp_dir.h"
+#include "base/known_gpus.h"
+#include "opspec/config_space.h"
 #include "base/limits.h"
 
 namespace tune {
@@ -381,6 +383,86 @@ TEST(OpSpec, EachBadInputNamesFileAndField) {
     ASSERT_FALSE(spec.ok()) << "accepted: " << c.to;
     const std::string& msg = spec.status().message();
     EXPECT_EQ(msg.rfind(std::string("ops/gemm/op.toml: ") + c.expect, 0), 0u) << "got: " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+const std::string kScheduledDir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/scheduled";
+
+TEST(OpSpec, StringAndBooleanAxesReachRulesLaunchAndMacros) {
+  const DeviceInfo* h100 = FindKnownGpu("h100-80gb-hbm3");
+  ASSERT_NE(h100, nullptr);
+  auto spec = LoadOpSpec(kScheduledDir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->axes.size(), 3u);
+  EXPECT_EQ(spec->axes[0].kind(), ParamValue::Kind::kInt);
+  EXPECT_EQ(spec->axes[1].kind(), ParamValue::Kind::kString);
+  EXPECT_EQ(spec->axes[2].kind(), ParamValue::Kind::kBool);
+  EXPECT_EQ(spec->default_config.Canonical(), "BLOCK=256,SCHEDULE=direct,STAGE_IN_SMEM=false");
+  // The rules hold numbers; Written gives them back as op.toml has them.
+  ASSERT_EQ(spec->constraints.size(), 3u);
+  EXPECT_EQ(spec->constraints[1].find('"'), std::string::npos);
+  EXPECT_EQ(spec->Written(spec->constraints[1]), "!STAGE_IN_SMEM || SCHEDULE == \"blocked\"");
+  EXPECT_EQ(spec->Written("BLOCK <= max_threads"), "BLOCK <= max_threads");
+
+  // The rules decide legality by the strings: 11 of the 18 raw points.
+  auto configs = EnumerateConfigs(*spec, *h100);
+  ASSERT_TRUE(configs.ok()) << configs.status().message();
+  EXPECT_EQ(configs->size(), 11u);
+  for (const Config& c : *configs) {
+    const std::string text = c.Canonical();
+    EXPECT_TRUE(text.find("STAGE_IN_SMEM=true") == std::string::npos || text.find("SCHEDULE=blocked") != std::string::npos)
+        << text;
+    EXPECT_FALSE(text.find("SCHEDULE=grid_stride") != std::string::npos && text.find("BLOCK=128") != std::string::npos)
+        << text;
+  }
+
+  // The launch reads them: a grid-stride walk is one block per SM.
+  Config stride{{{"BLOCK", 256}, {"SCHEDULE", ParamValue::String("grid_stride")}, {"STAGE_IN_SMEM", ParamValue::Bool(false)}}};
+  Config staged{{{"BLOCK", 256}, {"SCHEDULE", ParamValue::String("blocked")}, {"STAGE_IN_SMEM", ParamValue::Bool(true)}}};
+  const Shape shape{{{"N", 1 << 20}}};
+  auto p1 = PlanLaunch(*spec, "f16", stride, shape, *h100);
+  ASSERT_TRUE(p1.ok()) << p1.status().message();
+  EXPECT_EQ(p1->grid[0], h100->num_sms);
+  EXPECT_EQ(p1->smem_bytes, 0);
+  auto p2 = PlanLaunch(*spec, "f16", staged, shape, *h100);
+  ASSERT_TRUE(p2.ok()) << p2.status().message();
+  EXPECT_EQ(p2->grid[0], (1 << 20) / (256 * 4));
+  EXPECT_EQ(p2->smem_bytes, 256 * 4 * 4);
+
+  // The documented macro spelling.
+  EXPECT_EQ(ParamMacros(*spec, staged),
+            (std::vector<std::string>{"BLOCK=256", "SCHEDULE=blocked", "SCHEDULE_direct=0", "SCHEDULE_grid_stride=0",
+                                      "SCHEDULE_blocked=1", "STAGE_IN_SMEM=1"}));
+}
+
+TEST(OpSpec, CategoricalMisusesAreOneLineErrorsNamingTheField) {
+  auto package = ReadOpPackage(kScheduledDir);
+  ASSERT_TRUE(package.ok());
+  const std::string toml = package->at("op.toml");
+  const BadCase cases[] = {
+      {"\"SCHEDULE != \\\"grid_stride\\\" || BLOCK >= 256\"", "\"SCHEDULE != 2\"",
+       "[constraints] rules[2]: SCHEDULE is a string param"},
+      {"\"SCHEDULE != \\\"grid_stride\\\" || BLOCK >= 256\"", "\"BLOCK == \\\"direct\\\"\"",
+       "[constraints] rules[2]: BLOCK is compared with the string \"direct\", but it is not a string param"},
+      {"\"SCHEDULE != \\\"grid_stride\\\" || BLOCK >= 256\"", "\"SCHEDULE != \\\"gridstride\\\"\"",
+       "[constraints] rules[2]: \"gridstride\" is not one of the values of SCHEDULE"},
+      {"smem  = \"STAGE_IN_SMEM ? BLOCK * 4 * 4 : 0\"", "smem  = \"SCHEDULE * 4\"", "[launch] smem: SCHEDULE is a string param"},
+      {"SCHEDULE = \"direct\",", "SCHEDULE = \"diagonal\",", "[op] default SCHEDULE: diagonal is not one of the values"},
+      {"SCHEDULE = \"direct\",", "SCHEDULE = 1,", "[op] default SCHEDULE: 1 is not one of the values"},
+      {"\"grid_stride\", \"blocked\"]", "\"grid-stride\", \"blocked\"]",
+       "[params] SCHEDULE: \"grid-stride\" is not a macro token"},
+      {"STAGE_IN_SMEM = [false, true]", "STAGE_IN_SMEM = [false, true]\nSCHEDULE_direct = [1]",
+       "[params] SCHEDULE: value direct makes the macro SCHEDULE_direct, which is also the name of a param or dim"},
+  };
+  for (const BadCase& c : cases) {
+    ASSERT_NE(toml.find(c.from), std::string::npos) << c.from;
+    OpPackage bad = *package;
+    bad["op.toml"] = Replace(toml, c.from, c.to);
+    auto spec = ParseOpSpec(bad, "ops/scheduled");
+    ASSERT_FALSE(spec.ok()) << "accepted: " << c.to;
+    const std::string& msg = spec.status().message();
+    EXPECT_EQ(msg.rfind(std::string("ops/scheduled/op.toml: ") + c.expect, 0), 0u) << "got: " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
 }

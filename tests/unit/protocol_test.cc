@@ -403,6 +403,29 @@ TEST(ProtocolTest, MeasurementRecordRoundTrip) {
   EXPECT_FALSE(DecodeMeasurement(bytes.data(), bytes.size() - 8).ok());
 }
 
+TEST(ProtocolTest, CategoricalParamsRoundTripAndAForgedNumberIsRefused) {
+  Measurement m = MakeMeasurement(1, FailureClass::kNone);
+  m.config.params = {{"BM", 128}, {"SCHEDULE", ParamValue::String("stream_k")}, {"TMA", ParamValue::Bool(true)}};
+  const std::string bytes = EncodeMeasurement(m);
+  auto out = DecodeMeasurement(bytes.data(), bytes.size());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->config.params, m.config.params);
+  EXPECT_EQ(out->config.Canonical(), "BM=128,SCHEDULE=stream_k,TMA=true");
+  // The number beside a string is its code; a record whose number says
+  // otherwise was not written by the farm.
+  const int64_t code = CategoricalCode("stream_k");
+  char le[8];
+  std::memcpy(le, &code, 8);
+  const size_t at = bytes.find(std::string(le, 8));
+  ASSERT_NE(at, std::string::npos);
+  std::string forged = bytes;
+  forged[at] ^= 1;
+  auto bad = DecodeMeasurement(forged.data(), forged.size());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("param SCHEDULE: its number is not its text's code"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(ProtocolTest, DecodesMisalignedFrames) {
   const std::string frame = EncodeEnvelope(Wrap(Hello{"w", "v", {MakeDevice(0)}}));
   std::string shifted(frame.size() + 1, '\0');

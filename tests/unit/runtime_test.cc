@@ -561,6 +561,43 @@ TEST_F(RuntimeTest, TooManyDimsIsRefused) {
   EXPECT_NE(b.status().message().find("at most 16"), std::string::npos) << b.status().message();
 }
 
+TEST(RuntimeCategorical, StringAndBooleanParamsAnswerWithTheirSpelling) {
+  tune::Bundle b = TestBundle();
+  const tune::ParamValues params = {
+      {"BM", 128}, {"SCHEDULE", tune::ParamValue::String("stream_k")}, {"TMA", tune::ParamValue::Bool(true)}};
+  b.entries[0].config.params = params;
+  b.defaults["gemm"].params = {
+      {"BM", 64}, {"SCHEDULE", tune::ParamValue::String("persistent")}, {"TMA", tune::ParamValue::Bool(false)}};
+  // The JSON form spells them as JSON strings and booleans, and reads them back.
+  const std::string json = tune::BundleToJson(b);
+  EXPECT_NE(json.find("\"SCHEDULE\": \"stream_k\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"TMA\": true"), std::string::npos);
+  auto from_json = tune::BundleFromJson(json);
+  ASSERT_TRUE(from_json.ok()) << from_json.status().message();
+  EXPECT_EQ(from_json->entries[0].config.params, params);
+
+  TempDir dir;
+  const tune::SecretKey key = Key(3);
+  const std::string key_file = dir.Sub("k.pub");
+  std::ofstream(key_file) << FormatPublicKey(key.public_key());
+  ASSERT_TRUE(WriteSignedBundleFiles(b, key, dir.Sub("cat")).ok());
+  auto loaded = Bundle::Load(dir.Sub("cat") + ".tfb", {key_file});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Answer exact = loaded->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
+  ASSERT_EQ(exact.level, Level::kExact);
+  ASSERT_EQ(exact.config->size(), 3u);
+  EXPECT_EQ(exact.config->text(0), "");
+  EXPECT_EQ(exact.config->value(0), 128);
+  EXPECT_EQ(exact.config->text(1), "stream_k");
+  EXPECT_EQ(exact.config->value(1), tune::CategoricalCode("stream_k"));  // what the op's rules compare
+  EXPECT_EQ(exact.config->text(2), "true");
+  EXPECT_EQ(exact.config->value(2), 1);
+  EXPECT_EQ(exact.config->ToString(), "BM=128,SCHEDULE=stream_k,TMA=true");
+  const Answer def = loaded->lookup("gemm", "bf16", "a100", {{"M", 1}, {"N", 1}, {"K", 1}});
+  ASSERT_EQ(def.level, Level::kDefault);
+  EXPECT_EQ(def.config->ToString(), "BM=64,SCHEDULE=persistent,TMA=false");
+}
+
 TEST(RuntimeLevels, Names) {
   EXPECT_STREQ(LevelName(Level::kExact), "exact");
   EXPECT_STREQ(LevelName(Level::kPredicted), "predicted");

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace tune {
@@ -17,6 +18,50 @@ TEST(NamedValues, JoinAndParseRoundTrip) {
   EXPECT_EQ(JoinNamedValues({}), "");
   ASSERT_TRUE(ParseNamedValues("", &back));
   EXPECT_TRUE(back.empty());
+}
+
+TEST(ParamValues, CategoricalValuesSpellAsWrittenAndKeepIntegerIdsAsTheyWere) {
+  const ParamValues params = {{"BM", 128}, {"SCHEDULE", ParamValue::String("stream_k")}, {"TMA", ParamValue::Bool(true)}};
+  EXPECT_EQ(JoinParamValues(params), "BM=128,SCHEDULE=stream_k,TMA=true");
+  ParamValues back;
+  ASSERT_TRUE(ParseParamValues("BM=128,SCHEDULE=stream_k,TMA=true", &back));
+  EXPECT_EQ(back, params);
+  EXPECT_EQ(back[1].second.kind(), ParamValue::Kind::kString);
+  EXPECT_EQ(back[2].second.kind(), ParamValue::Kind::kBool);
+  EXPECT_EQ(back[2].second.Number(), 1);
+  // A string's number is its code: the same text, the same number, in a
+  // double exactly, above any integer a tile size could be.
+  const int64_t code = CategoricalCode("stream_k");
+  EXPECT_EQ(params[1].second.Number(), code);
+  EXPECT_EQ(ParamValue::String("stream_k").Number(), code);
+  EXPECT_NE(CategoricalCode("split_k"), code);
+  EXPECT_GE(code, int64_t{1} << 52);
+  EXPECT_LT(code, int64_t{1} << 53);
+  EXPECT_EQ(static_cast<int64_t>(static_cast<double>(code)), code);
+  // The same config whatever the axis order; a string differs from an
+  // integer of the same number.
+  Config a{params}, b{{params[2], params[0], params[1]}};
+  EXPECT_EQ(a.Canonical(), "BM=128,SCHEDULE=stream_k,TMA=true");
+  EXPECT_EQ(a.Id(), b.Id());
+  Config c{{{"BM", 128}, {"SCHEDULE", code}, {"TMA", 1}}};
+  EXPECT_NE(a.Id(), c.Id());
+  // An integer config's text, and so its id, is what it always was.
+  Config ints{{{"BM", 128}, {"BN", 64}}};
+  NamedValues as_ints = {{"BN", 64}, {"BM", 128}};
+  std::sort(as_ints.begin(), as_ints.end());
+  EXPECT_EQ(ints.Canonical(), JoinNamedValues(as_ints));
+  // A runtime's (number, spelling) gives the value back.
+  for (const auto& [name, v] : params) EXPECT_EQ(ParamValue::Of(v.Number(), v.IsInt() ? "" : v.ToString()), v);
+}
+
+TEST(ParamValues, OnlyMacroTokensAreStrings) {
+  for (const char* ok : {"stream_k", "_x", "A1", "persistent"}) EXPECT_TRUE(CheckCategoricalText(ok).ok()) << ok;
+  for (const char* bad : {"", "1x", "a b", "a-b", "true", "false", "\xff", "x\ny"})
+    EXPECT_FALSE(CheckCategoricalText(bad).ok()) << bad;
+  EXPECT_FALSE(CheckCategoricalText(std::string(65, 'a')).ok());
+  ParamValues out = {{"keep", 1}};
+  for (const char* bad : {"A=a b", "A=1x", "A=-", "A=x,", "A=\"x\""}) EXPECT_FALSE(ParseParamValues(bad, &out)) << bad;
+  EXPECT_EQ(out, (ParamValues{{"keep", 1}}));
 }
 
 TEST(NamedValues, ParseRejectsMalformedText) {

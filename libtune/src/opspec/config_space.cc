@@ -232,7 +232,9 @@ struct LaunchPlanner::Impl {
   struct Field {
     std::string name;  // "[launch] grid[0]"
     Expr expr;
+    std::string written;  // the expression as op.toml has it (OpSpec::Written)
   };
+  std::map<std::string, std::string> written;  // OpSpec::written
   std::vector<Field> grid, block, ref_grid, ref_block;
   std::vector<Field> smem;
   std::vector<std::vector<Field>> arg_shape;  // per arg; empty for scalars
@@ -243,7 +245,8 @@ struct LaunchPlanner::Impl {
   Status Add(std::vector<Field>* to, const std::string& name, const std::string& text) {
     auto e = Expr::Compile(text, &scope, file + ": " + name);
     if (!e.ok()) return e.status();
-    to->push_back(Field{name, std::move(e).value()});
+    const auto w = written.find(text);
+    to->push_back(Field{name, std::move(e).value(), w == written.end() ? text : w->second});
     return Status::OK();
   }
 };
@@ -258,6 +261,7 @@ Result<LaunchPlanner> LaunchPlanner::Create(const OpSpec& spec, const std::strin
   LaunchPlanner planner;
   Impl& p = *planner.impl_;
   p.file = SpecFile(spec);
+  p.written = spec.written;
   const int dsize = DTypeSize(dtype);
   if (dsize <= 0) return Status::Error(p.file + ": unknown dtype '" + dtype + "'");
   p.scope.SetDevice(device);
@@ -325,7 +329,7 @@ Result<LaunchPlan> LaunchPlanner::Plan(const Config& config, const Shape& shape)
   TUNE_RETURN_IF_ERROR(bind(shape.dims, p.dim_names, p.dim_index, p.dim_slots, "dim"));
 
   auto fail = [&](const Impl::Field& f, double v, const char* want) {
-    return Status::Error(p.file + ": " + f.name + ": '" + f.expr.text() + "' gives " + std::to_string(v) +
+    return Status::Error(p.file + ": " + f.name + ": '" + f.written + "' gives " + std::to_string(v) +
                          ", expected " + want + " (config " + config.Canonical() + ", shape " +
                          shape.Canonical() + ")");
   };

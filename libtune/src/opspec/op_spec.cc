@@ -213,7 +213,7 @@ class SpecParser {
   // An expression is a string; a bare integer is accepted as its text.
   // An expression's text, with what it says of string and boolean params
   // lowered into numbers (LowerCategorical): what follows compiles numbers.
-  Status ExprText(const toml::node& n, const std::string& field, std::string* out) const {
+  Status ExprText(const toml::node& n, const std::string& field, std::string* out) {
     if (n.is_string() && !n.as_string()->get().empty()) {
       StringAxes categorical;
       for (const Axis& a : spec_.axes) {
@@ -223,6 +223,7 @@ class SpecParser {
       }
       auto lowered = LowerCategorical(n.as_string()->get(), categorical, file_ + ": " + field);
       if (!lowered.ok()) return lowered.status();
+      if (*lowered != n.as_string()->get()) spec_.written.emplace(*lowered, n.as_string()->get());
       *out = std::move(lowered).value();
       return Status::OK();
     }
@@ -234,7 +235,7 @@ class SpecParser {
   }
 
   Status ExprList(const toml::table& t, const std::string& where, const char* key, size_t exact,
-                  bool required, std::vector<std::string>* out) const {
+                  bool required, std::vector<std::string>* out) {
     const std::string field = where + " " + key;
     const toml::node* n = t.get(key);
     if (!n) return required ? Err(field, "missing") : Status::OK();
@@ -426,6 +427,17 @@ class SpecParser {
         axis.values.push_back(std::move(v).value());
       }
       spec_.axes.push_back(std::move(axis));
+    }
+    // A string value's macro NAME_value (ParamMacros) must not redefine
+    // another param or a dim.
+    for (const Axis& a : spec_.axes) {
+      if (a.kind() != ParamValue::Kind::kString) continue;
+      for (const ParamValue& v : a.values) {
+        const std::string macro = a.name + "_" + v.text();
+        if (spec_.FindAxis(macro) || std::find(spec_.dims.begin(), spec_.dims.end(), macro) != spec_.dims.end())
+          return Err("[params] " + a.name, "value " + v.text() + " makes the macro " + macro +
+                                               ", which is also the name of a param or dim");
+      }
     }
     return Status::OK();
   }
@@ -988,6 +1000,11 @@ std::vector<std::string> ParamMacros(const OpSpec& spec, const Config& config) {
     for (const ParamValue& v : axis->values) out.push_back(name + "_" + v.text() + (v == value ? "=1" : "=0"));
   }
   return out;
+}
+
+const std::string& OpSpec::Written(const std::string& expr) const {
+  const auto it = written.find(expr);
+  return it == written.end() ? expr : it->second;
 }
 
 const Axis* OpSpec::FindAxis(const std::string& axis_name) const {

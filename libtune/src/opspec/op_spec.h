@@ -146,6 +146,12 @@ struct OpSpec {
   // and metrics. 32 hex digits.
   std::string MeasureDigest() const;
   const Axis* FindAxis(const std::string& name) const;
+  // Expressions hold numbers where their text compared a string param with
+  // one of its values (LowerCategorical, expr.h); `written` maps each such
+  // expression back to its op.toml text, which Written gives for messages
+  // and listings (any other text: itself).
+  std::map<std::string, std::string> written;
+  const std::string& Written(const std::string& expr) const;
   // Whether a compiling host adds to the kernel hash (include roots, a
   // program's version command): its rows carry the digest of what the host
   // added (Measurement::include_digest), and their kernel hashes derive from

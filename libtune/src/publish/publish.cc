@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "base/known_gpus.h"
 #include "opspec/config_space.h"
 #include "opspec/expr.h"
 #include "opspec/kernel_hash.h"
@@ -428,7 +429,10 @@ double Throughput(const OpSpec* spec, const Measurement& m, std::string* unit) {
   if (!spec || !m.Valid() || m.median_us <= 0) return 0;
   Shape shape;
   if (!ParseNamedValues(m.shape, &shape.dims)) return 0;
-  DeviceInfo dev;  // metrics depend on dims and dtype only
+  // Metrics depend on dims and dtype only, but the launch they are planned
+  // with may read device limits (a grid of num_sms blocks): a real GPU's.
+  const DeviceInfo* known = FindKnownGpu(m.gpu_model);
+  const DeviceInfo dev = known ? *known : KnownGpus().front();
   auto plan = PlanLaunch(*spec, m.dtype, m.config, shape, dev);
   if (!plan.ok()) return 0;
   // Below ~50 flops per byte a kernel is bound by memory on every current
