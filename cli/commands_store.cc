@@ -84,12 +84,11 @@ int RunResults(const QueryArgs& args, bool best_only) {
   if (args.full_log)
     for (const Measurement& m : rows)
       if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
-  const auto profiles = ProfilesOf(**store, rows);
-  const auto coverage = CoverageOf(**store, rows);
-  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, profiles, coverage);
+  const RowNotes notes = NotesOf(**store, rows);
+  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, notes);
   if (!args.reports.empty()) {
     size_t written = 0;
-    for (const auto& [key, p] : profiles) {
+    for (const auto& [key, p] : notes.profiles) {
       if (p.report.empty()) continue;
       // Key parts are checked text; '/' would make a folder of its own.
       auto part = [](std::string s) {

@@ -119,9 +119,8 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   std::map<std::string, uint64_t> failures;  // by class
   for (const Measurement& m : rows)
     if (m.failure != FailureClass::kNone) ++failures[FailureClassName(m.failure)];
-  const auto profiles = ProfilesOf(store, rows);
-  const auto coverage = CoverageOf(store, rows);
-  PrintMeasurements(stdout, std::move(rows), ops, format, profiles, coverage);
+  const RowNotes row_notes = NotesOf(store, rows);
+  PrintMeasurements(stdout, std::move(rows), ops, format, row_notes);
   std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
               "%.2f s = %.2f configs/s on %zu device(s)\n"
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "

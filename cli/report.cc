@@ -71,16 +71,51 @@ std::string DescribeCoverage(const KeyCoverage& c) {
   return text;
 }
 
+std::string BaselineKey(const Measurement& m) { return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape; }
+
+std::map<std::string, Measurement> BaselinesOf(ResultStore& store, const std::vector<Measurement>& rows) {
+  std::map<std::string, Measurement> out;
+  std::set<std::string> asked;
+  for (const Measurement& m : rows) {
+    if (!asked.insert(BaselineKey(m)).second) continue;
+    auto b = store.GetBaseline(m.gpu_model, m.op, m.dtype, m.shape);
+    if (b.ok()) out.emplace(BaselineKey(m), std::move(*b));
+  }
+  return out;
+}
+
+double VsBaseline(const Measurement& m, const Measurement* baseline) {
+  if (!baseline || !baseline->Valid() || !m.Valid() || !(m.median_us > 0)) return 0;
+  return baseline->median_us / m.median_us;
+}
+
+RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
+  return RowNotes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows)};
+}
+
+// "vs cublaslt 13.0.0: 1.05x (123.45 us)", or why the baseline has no figure.
+std::string DescribeBaseline(const Measurement& winner, const Measurement& b) {
+  char buf[160];
+  if (!b.Valid()) return "vs " + b.baseline + ": not measured (" + b.StatusName() + ": " + FirstLine(b.failure_message) + ")";
+  const double ratio = VsBaseline(winner, &b);
+  if (ratio > 0) std::snprintf(buf, sizeof buf, ": %.3fx (%.2f us)", ratio, b.median_us);
+  else std::snprintf(buf, sizeof buf, ": %.2f us", b.median_us);
+  return "vs " + b.baseline + buf + (b.backend == "sim" ? " [SIMULATED]" : "");
+}
+
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles,
-                       const std::map<std::string, KeyCoverage>& coverage) {
-  auto coverage_of = [&coverage](const Measurement& m) -> const KeyCoverage* {
-    auto it = coverage.find(CoverageKey(m));
-    return it == coverage.end() ? nullptr : &it->second;
+                       OutputFormat format, const RowNotes& notes) {
+  auto coverage_of = [&notes](const Measurement& m) -> const KeyCoverage* {
+    auto it = notes.coverage.find(CoverageKey(m));
+    return it == notes.coverage.end() ? nullptr : &it->second;
   };
-  auto profile_of = [&profiles](const Measurement& m) -> const KernelProfile* {
-    auto it = profiles.find(ProfileKey(m));
-    return it == profiles.end() ? nullptr : &it->second;
+  auto profile_of = [&notes](const Measurement& m) -> const KernelProfile* {
+    auto it = notes.profiles.find(ProfileKey(m));
+    return it == notes.profiles.end() ? nullptr : &it->second;
+  };
+  auto baseline_of = [&notes](const Measurement& m) -> const Measurement* {
+    auto it = notes.baselines.find(BaselineKey(m));
+    return it == notes.baselines.end() ? nullptr : &it->second;
   };
   auto group = [](const Measurement& m) {
     return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
@@ -125,6 +160,12 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       if (m.screen_us > 0) j["screen_us"] = m.screen_us;
       if (!m.proposer.empty()) j["proposer"] = m.proposer;
       if (const KeyCoverage* c = coverage_of(m)) j["coverage"] = CoverageJson(*c);
+      if (const Measurement* b = baseline_of(m)) {
+        j["baseline"] = {{"library", b->baseline}, {"status", b->StatusName()}, {"median_us", b->median_us},
+                         {"ci95_us", b->ci95_us}, {"backend", b->backend}};
+        if (!b->Valid()) j["baseline"]["reason"] = FirstLine(b->failure_message);
+        if (const double r = VsBaseline(m, b); r > 0) j["vs_baseline"] = r;
+      }
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
       if (const KernelProfile* p = profile_of(m)) {
@@ -143,14 +184,19 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
   if (format == OutputFormat::kCsv) {
     std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
                       "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason,"
-                      "confirmed,confirm_timing,refined,screen_us,bottleneck,compute_pct,memory_pct,proposer,coverage\n");
+                      "confirmed,confirm_timing,refined,screen_us,bottleneck,compute_pct,memory_pct,proposer,coverage,"
+                      "baseline,baseline_us,vs_baseline\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
       const double tp = throughput(m, &unit);
       const KernelProfile* p = profile_of(m);
       const KeyCoverage* c = coverage_of(m);
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s\n",
+      const Measurement* b = baseline_of(m);
+      char vs[32] = "", bus[32] = "";
+      if (const double r = VsBaseline(m, b); r > 0) std::snprintf(vs, sizeof vs, "%.4f", r);
+      if (b && b->Valid()) std::snprintf(bus, sizeof bus, "%.3f", b->median_us);
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s,%s,%s,%s\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
                    CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), m.StatusName(), m.median_us, m.stdev_us,
@@ -161,7 +207,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    int(m.pass == Measurement::Pass::kRefine),
                    m.screen_us, p ? p->bottleneck.c_str() : "", p ? std::to_string(p->compute_pct).c_str() : "",
                    p ? std::to_string(p->memory_pct).c_str() : "", m.proposer.c_str(),
-                   c ? CoverageStateName(c->state) : "");
+                   c ? CoverageStateName(c->state) : "", b ? CsvField(b->baseline).c_str() : "", bus, vs);
     }
     return;
   }
@@ -173,6 +219,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       std::fprintf(out, "\n%s  %s/%s  %s%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(),
                    m.shape.c_str(), m.backend == "sim" ? "  [SIMULATED - not a hardware result]" : "");
       if (const KeyCoverage* c = coverage_of(m)) std::fprintf(out, "  %s\n", DescribeCoverage(*c).c_str());
+      if (const Measurement* b = baseline_of(m)) std::fprintf(out, "  %s\n", DescribeBaseline(m, *b).c_str());
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s\n", "", "config", "median_us",
                    "ci95_%", "samples", "throughput", "status");
     }

@@ -42,9 +42,24 @@ std::string CoverageKey(const Measurement& m);
 // "searched: 300 of 3,156 legal configs by model/1 (budget 300)".
 std::string DescribeCoverage(const KeyCoverage& c);
 
+// The op's baseline timed on the keys of `rows` (ResultStore::GetBaseline),
+// by BaselineKey (gpu_model, op, dtype, shape).
+std::map<std::string, Measurement> BaselinesOf(ResultStore& store, const std::vector<Measurement>& rows);
+std::string BaselineKey(const Measurement& m);
+// How many times faster than the baseline `m` is (baseline median over m's);
+// 0 when either has no figure.
+double VsBaseline(const Measurement& m, const Measurement* baseline);
+
+// What the store keeps beside the rows it prints.
+struct RowNotes {
+  std::map<std::string, KernelProfile> profiles;  // ProfilesOf
+  std::map<std::string, KeyCoverage> coverage;    // CoverageOf
+  std::map<std::string, Measurement> baselines;   // BaselinesOf: a line per key in tables, vs_baseline per row
+};
+RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows);
+
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                       OutputFormat format, const std::map<std::string, KernelProfile>& profiles = {},
-                       const std::map<std::string, KeyCoverage>& coverage = {});
+                       OutputFormat format, const RowNotes& notes = {});
 
 void PrintBundle(FILE* out, const Bundle& b);
 

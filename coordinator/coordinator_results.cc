@@ -134,6 +134,10 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
           if (spec.name != job.unit->op) continue;
           job.host_digested |= spec.HostDigested();
           if (!spec.program) job.kernel_entries = {spec.kernel};
+          if (spec.baseline) {
+            job.baseline = spec.baseline->library;
+            job.baseline_config = spec.default_config;
+          }
           if (!book->second.floor_us) book->second.floor_us = PhysicalFloors(spec, *job.unit, peer);
           job.floor_us = *book->second.floor_us;
         }

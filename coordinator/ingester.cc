@@ -10,14 +10,16 @@ namespace tune {
 namespace {
 
 // Why row `m` of a batch may not be stored for `job`; empty when it may.
-std::string RowFault(const IngestJob& job, const Measurement& m) {
+// A baseline's row is of the op's default config, which sized its buffers.
+std::string RowFault(const IngestJob& job, const Measurement& m, bool baseline = false) {
   const LeasedUnit& u = *job.unit;
   if (m.gpu_model != u.gpu_model) return "GPU model '" + m.gpu_model + "' in a unit for '" + u.gpu_model + "'";
   if (m.op != u.op || m.dtype != u.dtype) {
     return m.op + "/" + m.dtype + " in a unit of " + u.op + "/" + u.dtype;
   }
   if (m.shape != u.shape) return "shape '" + m.shape + "' in a unit of shape '" + u.shape + "'";
-  if (!u.configs.count(m.config_id)) return "config " + m.config_id + " that the unit does not hold";
+  if (baseline ? m.config_id != job.baseline_config.Id() : !u.configs.count(m.config_id))
+    return "config " + m.config_id + " that the unit does not hold";
   if (!m.include_digest.empty() && (!job.host_digested || !IsHex(m.include_digest, 32)))
     return "an include digest '" + m.include_digest + "' for an op whose hosts add nothing, or of no digest's form";
   if (job.host_digested && m.include_digest.empty() && m.failure == FailureClass::kNone)
@@ -73,6 +75,31 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
     if (job.received_unix > 0) row.unix_time = job.received_unix;
   }
   return rows;
+}
+
+Result<std::vector<Measurement>> BaselinesToStore(const IngestJob& job, const Results& results) {
+  const LeasedUnit& u = *job.unit;
+  std::vector<Measurement> out;
+  for (size_t i = 0; i < results.baselines.size(); ++i) {
+    const Measurement& m = results.baselines[i];
+    const std::string where = "baseline " + std::to_string(i) + ": ";
+    if (job.baseline.empty()) return Status::Error(where + "for op " + u.op + ", which declares no [baseline]");
+    // "cublaslt 13.0.0": the op's library, then the version the host has.
+    if (m.baseline != job.baseline && m.baseline.rfind(job.baseline + " ", 0) != 0)
+      return Status::Error(where + "of library '" + m.baseline + "', not the op's '" + job.baseline + "'");
+    if (Status st = CheckText(m.baseline, "baseline", 128); !st.ok()) return st.WithPrefix(where);
+    if (m.pass != Measurement::Pass::kScreen) return Status::Error(where + "a refined or confirmed figure");
+    if (std::string fault = RowFault(job, m, /*baseline=*/true); !fault.empty()) return Status::Error(where + fault);
+    out.push_back(m);
+    Measurement& row = out.back();
+    row.config = job.baseline_config;
+    row.sweep_id = results.sweep_id;
+    row.worker = job.worker;
+    row.proposer.clear();
+    row.screen_us = 0;
+    if (job.received_unix > 0) row.unix_time = job.received_unix;
+  }
+  return out;
 }
 
 Status CheckProfiles(const IngestJob& job, const Results& results) {
@@ -161,9 +188,10 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   auto rows = RowsToStore(job, *results);
   Status kernels = rows.ok() ? CheckKernels(job, *results) : Status::OK();
   if (kernels.ok() && rows.ok()) kernels = CheckProfiles(job, *results);
-  if (!rows.ok() || !kernels.ok()) {
+  auto baselines = rows.ok() && kernels.ok() ? BaselinesToStore(job, *results) : std::vector<Measurement>{};
+  if (!rows.ok() || !kernels.ok() || !baselines.ok()) {
     out.kind = IngestOutcome::Kind::kRefused;
-    out.error = rows.ok() ? kernels.message() : rows.status().message();
+    out.error = !rows.ok() ? rows.status().message() : !kernels.ok() ? kernels.message() : baselines.status().message();
     return out;
   }
   out.rows = rows->size();
@@ -192,6 +220,14 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
       return out;
     }
     ++out.kernels;
+  }
+  for (const Measurement& b : *baselines) {
+    st = store_->PutBaseline(b);
+    if (!st.ok()) {
+      out.kind = IngestOutcome::Kind::kStoreFailed;
+      out.error = st.message();
+      return out;
+    }
   }
   for (KernelProfile p : results->profiles) {
     ClassifyBottleneck(&p);  // the class and its reasons from the figures, not the sender's words

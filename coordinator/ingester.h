@@ -70,6 +70,11 @@ struct IngestJob {
   // The functions a cubin of the unit's op must define (its kernel); empty
   // for ops that ship no cubin.
   std::vector<std::string> kernel_entries;
+  // The op's [baseline] library ("cublaslt") and default config (its rows
+  // are of it); empty: the op declares none, and a batch with baseline rows
+  // is refused.
+  std::string baseline;
+  Config baseline_config;
   // Config id -> PhysicalFloorUs of its metrics at the unit's shape on the
   // sender's device: a row faster than that is refused as impossible.
   std::map<std::string, double> floor_us;
@@ -116,6 +121,14 @@ struct IngestOutcome {
 // [kMinFigureUs, kMaxFigureUs]; every figure of any row is finite and >= 0.
 // A row's `arch`, where set, must be one of the sender's (job.archs).
 Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results& results);
+
+// The baseline rows of `results` as they are stored (sweep, sender and the
+// op's default config stamped), or an error naming the first that `job`'s
+// sender may not report: the op must declare a [baseline] of that library
+// (its row says "cublaslt" or "cublaslt <version>"), and each passes the
+// checks of a config's screening row (RowsToStore) as a row of the op's
+// default config.
+Result<std::vector<Measurement>> BaselinesToStore(const IngestJob& job, const Results& results);
 
 // Why the profiles of `results` may not be stored for `job`; OK when they
 // may: each of a config and the shape of the unit, of the unit's model, op

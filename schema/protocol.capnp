@@ -90,6 +90,10 @@ struct Results @0xb4c1ed0f8fb2828f {
   # Profiles of the batch's configs (a confirm unit of a sweep with
   # profileTop): each of a config and the shape of the unit.
   profiles @6 :List(Records.KernelProfile);
+  # The op's [baseline] library timed on the unit's shapes (Measurement
+  # baseline set): each of the unit's op, dtype and shapes on the sender's
+  # GPU, kept apart from the configs' rows.
+  baselines @7 :List(Records.Measurement);
 }
 
 # Coordinator -> worker: a batch is stored (duplicates counted once).

@@ -155,6 +155,10 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # Which search strategy proposed the config ("model/1", "exhaustive/1"),
   # set by the coordinator; empty on rows stored before the field existed.
   proposer @37 :Text;
+  # Set on a baseline's row: the library that was timed, with its version
+  # ("cublaslt 13.0.0"), on the key's shape and inputs, not a config of the
+  # op; such rows are kept apart from the configs' (ResultStore baselines).
+  baseline @38 :Text;
 }
 
 # What a sweep measured of one (GPU model, op, dtype, shape) of a kernel

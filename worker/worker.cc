@@ -185,6 +185,10 @@ struct Worker::Impl : HttpStatusSource {
   // refinement compare against (TimingPolicy).
   std::mutex best_mu;
   std::map<std::string, double> best_us;
+  // Keys (sweep, model, op, dtype, shape) whose [baseline] this worker timed
+  // in a screening or refine unit: once each (a confirm unit times it again,
+  // with the contenders). Guarded by best_mu.
+  std::set<std::string> baselined;
 
   explicit Impl(WorkerOptions o) : opts(std::move(o)) {
     if (opts.name.empty()) opts.name = DefaultName();
@@ -300,6 +304,7 @@ struct Worker::Impl : HttpStatusSource {
     std::vector<Measurement> rows;
     std::vector<KernelImage> kernels;
     std::vector<KernelProfile> profiles;
+    std::vector<Measurement> baselines;
     size_t kernel_bytes = 0;
     std::set<std::string> kernels_taken;  // of this unit: each cubin travels once
 
@@ -332,7 +337,9 @@ struct Worker::Impl : HttpStatusSource {
     r.measurements = std::move(pending->rows);
     r.kernels = std::move(pending->kernels);
     r.profiles = std::move(pending->profiles);
+    r.baselines = std::move(pending->baselines);
     pending->profiles.clear();
+    pending->baselines.clear();
     pending->rows.clear();
     pending->kernels.clear();
     pending->kernel_bytes = 0;
@@ -497,9 +504,13 @@ struct Worker::Impl : HttpStatusSource {
     }
     std::vector<Measurement>& rows = run.pending.rows;
     const double measure_start = NowSeconds();
+    // The op's baseline is timed with the contenders, round by round.
+    std::vector<CompiledKernel> timed = valid;
+    if (HasBaseline(run)) timed.push_back(BaselineKernel(run.spec, valid.empty() ? run.op_hash : valid[0].kernel_hash));
     for (const auto& s : unit.shapes) {
-      std::vector<Measurement> got = MeasureTogether(run.backend, run.spec, unit.dtype, valid, s, opts.timing,
+      std::vector<Measurement> got = MeasureTogether(run.backend, run.spec, unit.dtype, timed, s, opts.timing,
                                                      unit.confirm_seconds, unit.confirm_timing);
+      if (timed.size() > valid.size()) run.pending.baselines.push_back(BaselineRow(run, timed.back(), s, got.back()));
       for (size_t j = 0; j < valid.size(); ++j) {
         Measurement m = BaseRow(unit, run.dev, valid[j].config, s);
         m.CopyOutcome(got[j]);
@@ -566,6 +577,18 @@ struct Worker::Impl : HttpStatusSource {
         }
       }
     }
+    if (HasBaseline(run)) {
+      for (const auto& s : unit.shapes) {
+        const std::string key = unit.sweep_id + '\0' + run.dev.model + '\0' + unit.op + '\0' + unit.dtype + '\0' +
+                                s.Canonical();
+        {
+          std::lock_guard<std::mutex> lock(best_mu);
+          if (!baselined.insert(key).second) continue;
+        }
+        const CompiledKernel k = BaselineKernel(run.spec, run.op_hash);
+        run.pending.baselines.push_back(BaselineRow(run, k, s, run.backend.Measure(run.spec, unit.dtype, k, s, policy, 0)));
+      }
+    }
     Flush(run.push, unit, &run.batch, &run.pending, true);
     if (!failed.empty()) {
       std::string classes;
@@ -579,6 +602,23 @@ struct Worker::Impl : HttpStatusSource {
            {"dtype", unit.dtype}, {"failed", n}, {"of", unit.configs.size() * unit.shapes.size()},
            {"by_class", classes}});
     }
+  }
+
+  // Whether the unit's op has a baseline this worker times: a kernel op's
+  // [baseline] (program ops have none yet).
+  static bool HasBaseline(const UnitRun& run) { return run.spec.baseline.has_value() && !run.spec.program; }
+
+  // The row of the op's baseline (`k`, BaselineKernel) measured as `got`.
+  Measurement BaselineRow(UnitRun& run, const CompiledKernel& k, const Shape& s, const Measurement& got) {
+    Measurement m = BaseRow(run.unit, run.dev, k.config, s);
+    m.CopyOutcome(got);
+    m.baseline = got.baseline.empty() ? k.baseline : got.baseline;
+    StampKernel(k, run.op_hash, &m);
+    if (!m.Valid())
+      Log(log::Level::kInfo, "baseline not measured",
+          {{"worker", opts.name}, {"op", run.unit.op}, {"baseline", m.baseline}, {"shape", m.shape},
+           {"status", m.StatusName()}, {"reason", FirstLine(m.failure_message)}});
+    return m;
   }
 
   Measurement CompileFailureRow(UnitRun& run, const CompiledKernel& k, const Config& c, const Shape& s) {

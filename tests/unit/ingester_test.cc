@@ -43,7 +43,7 @@ Measurement Row(const std::string& gpu, int64_t bm, bool passed = true) {
 zmq::message_t Frame(uint64_t batch, std::vector<Measurement> rows, bool final = false) {
   Envelope env;
   env.sender = "w";
-  env.command = Results{"s1", 7, batch, final, std::move(rows), {}, {}};
+  env.command = Results{"s1", 7, batch, final, std::move(rows), {}, {}, {}};
   const std::string bytes = EncodeEnvelope(env);
   return zmq::message_t(bytes.data(), bytes.size());
 }
@@ -186,7 +186,7 @@ TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
     KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", tag), {}, {}};
     k.sha256 = Sha256Hex(k.image);
     k.witnesses = {"forged:1", "forged:2"};  // the sender's word on who vouches: ignored
-    env.command = Results{"s1", 7, n, false, {m}, {k}, {}};
+    env.command = Results{"s1", 7, n, false, {m}, {k}, {}, {}};
     const std::string bytes = EncodeEnvelope(env);
     IngestJob job = Job(zmq::message_t(bytes.data(), bytes.size()));
     job.worker = worker;
@@ -238,14 +238,14 @@ TEST(RowsToStore, RefusesEveryRowThatIsNotWhatWasLeased) {
   };
   IngestJob job = Job(Frame(0, {}));
   for (const auto& c : cases) {
-    Results r{"s1", 7, 0, false, {Row("h100", 64), Row("h100", 128)}, {}, {}};
+    Results r{"s1", 7, 0, false, {Row("h100", 64), Row("h100", 128)}, {}, {}, {}};
     c.spoil(r.measurements[1]);
     auto rows = RowsToStore(job, r);
     ASSERT_FALSE(rows.ok()) << c.what;
     EXPECT_NE(rows.status().message().find("row 1"), std::string::npos) << c.what << ": " << rows.status().message();
     EXPECT_NE(rows.status().message().find(c.names), std::string::npos) << c.what << ": " << rows.status().message();
   }
-  Results other_sweep{"s2", 7, 0, false, {Row("h100", 64)}, {}, {}};
+  Results other_sweep{"s2", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
   EXPECT_FALSE(RowsToStore(job, other_sweep).ok());
 }
 
@@ -254,7 +254,7 @@ TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
   auto unit = Leased();
   unit->refine = true;
   job.unit = unit;
-  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}};
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
   r.measurements[0].pass = Measurement::Pass::kRefine;
   r.measurements[0].screen_us = 1;  // the store's to set, never a peer's
   auto rows = RowsToStore(job, r);
@@ -272,7 +272,7 @@ TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
 TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoots) {
   IngestJob job = Job(Frame(0, {}));
   const std::string digest(32, 'a');
-  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}};
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
   r.measurements[0].include_digest = digest;
   r.measurements[0].kernel_hash = KernelHashWithIncludes("kh", digest);
   // An op without include roots has no derived hashes.
@@ -305,7 +305,7 @@ TEST(CheckProfiles, RefusesProfilesThatAreNotOfTheBatchOrOutOfRange) {
   auto unit = Leased();
   unit->confirm = true;  // profiles come from confirm units
   job.unit = unit;
-  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}};
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
   KernelProfile p;
   p.gpu_model = "h100";
   p.op = "gemm";

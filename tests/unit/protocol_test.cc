@@ -343,7 +343,7 @@ TEST(ProtocolTest, TextThatIsNotUtf8OrTooLongIsRefusedWithTheFieldNamed) {
   refused(Wrap(Hello{"w", "1", {d}}), "model is not valid UTF-8");
   refused(Wrap(SweepStatusRequest{bad}), "sweepId is not valid UTF-8");
   refused(Wrap(Disconnect{bad}), "reason is not valid UTF-8");
-  Results r{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kNone)}, {}, {}};
+  Results r{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kNone)}, {}, {}, {}};
   r.measurements[0].worker = bad;
   refused(Wrap(r), "worker is not valid UTF-8");
   Envelope env = Wrap(Heartbeat{});
@@ -351,7 +351,7 @@ TEST(ProtocolTest, TextThatIsNotUtf8OrTooLongIsRefusedWithTheFieldNamed) {
   refused(env, "sender is not valid UTF-8");
   refused(Wrap(Hello{std::string(kMaxNameBytes + 1, 'x'), "1", {}}), "workerName is 4097 bytes");
   // Long texts where they are meant to be: a compile log, a reason.
-  Results log{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kCompileError)}, {}, {}};
+  Results log{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kCompileError)}, {}, {}, {}};
   log.measurements[0].failure_message = std::string(100000, 'e');
   const std::string frame = EncodeEnvelope(Wrap(log));
   EXPECT_TRUE(DecodeEnvelope(frame.data(), frame.size()).ok());

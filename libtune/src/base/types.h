@@ -231,6 +231,10 @@ struct Measurement {
   // The search strategy that proposed the config ("model/1"; set by the
   // coordinator at ingestion, "" on rows stored before).
   std::string proposer;
+  // A baseline's row ([baseline] of the op): the library timed and its
+  // version ("cublaslt 13.0.0"); the config is the op's default, which
+  // only sized the buffers. Empty on a config's row.
+  std::string baseline;
 
   // A refine or confirm figure: the row took the place of the config's
   // screening row of its key.

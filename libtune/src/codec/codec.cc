@@ -237,6 +237,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setScreenUs(m.screen_us);
   b.setArch(TextOf(m.arch));
   b.setProposer(TextOf(m.proposer));
+  b.setBaseline(TextOf(m.baseline));
   b.setUnchecked(m.unchecked);
   b.setIncludeDigest(TextOf(m.include_digest));
 }
@@ -287,6 +288,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.screen_us = r.getScreenUs();
   m.arch = Txt(r.getArch(), budget, "arch");
   m.proposer = Txt(r.getProposer(), budget, "proposer");
+  m.baseline = Txt(r.getBaseline(), budget, "baseline");
   m.unchecked = r.getUnchecked();
   m.include_digest = Txt(r.getIncludeDigest(), budget, "includeDigest");
   return m;

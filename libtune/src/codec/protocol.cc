@@ -59,6 +59,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                     [](auto s, const KernelImage& v) { SetKernelImage(s, v); });
             SetList(b.initProfiles(r.profiles.size()), r.profiles,
                     [](auto s, const KernelProfile& v) { SetProfile(s, v); });
+            SetList(b.initBaselines(r.baselines.size()), r.baselines,
+                    [](auto s, const Measurement& v) { SetMeasurement(s, v); });
           },
           [&](const ResultsAck& a) {
             auto b = cmd.initResultsAck();
@@ -174,6 +176,8 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
                                          [&](wire::KernelImage::Reader k) { return GetKernelImage(k, budget); });
       res.profiles = GetList<KernelProfile>(r.getProfiles(), budget,
                                             [&](wire::KernelProfile::Reader p) { return GetProfile(p, budget); });
+      res.baselines = GetList<Measurement>(r.getBaselines(), budget,
+                                           [&](wire::Measurement::Reader m) { return GetMeasurement(m, budget); });
       return res;
     }
     case wire::Envelope::Command::RESULTS_ACK: {

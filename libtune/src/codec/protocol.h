@@ -87,6 +87,9 @@ struct Results {
   // Profiles of the batch's configs on the unit's shape (a confirm unit of a
   // sweep with profile_top); each must be of a config of the unit.
   std::vector<KernelProfile> profiles;
+  // The op's [baseline] timed on the unit's shapes (Measurement::baseline
+  // set), each of the unit's op, dtype and shapes on the sender's GPU.
+  std::vector<Measurement> baselines;
 };
 // A worker whose rows are stamped this far from the coordinator's clock is
 // told so and flagged (its rows are stored with the coordinator's time).

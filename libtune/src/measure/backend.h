@@ -35,7 +35,15 @@ struct CompiledKernel {
   std::string failure_message;
   bool from_cache = false;
   double compile_seconds = 0;
+  // Not empty: no compiled config but the op's [baseline] library
+  // ("cublaslt"), measured on the buffers `config` (the op's default)
+  // sizes; the measurement's `baseline` names it (BaselineKernel).
+  std::string baseline;
 };
+
+// The op's [baseline] as a kernel to Measure under `kernel_hash` (the key
+// its figure goes beside). The op must declare a baseline.
+CompiledKernel BaselineKernel(const OpSpec& spec, const std::string& kernel_hash);
 
 // How long and how hard to time one (config, shape).
 //

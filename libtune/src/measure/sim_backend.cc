@@ -98,7 +98,10 @@ class SimBackend final : public Backend {
     m.driver_version = "sim";
     m.resources = kernel.resources;
     m.sm_clock_mhz = device_.sm_clock_mhz;
-    const std::string& id = kernel.config_id;
+    // A baseline is simulated as a config of its own: its efficiency is
+    // drawn from its library's name.
+    m.baseline = kernel.baseline;
+    const std::string id = kernel.baseline.empty() ? kernel.config_id : "baseline|" + kernel.baseline;
     if (faults_.seconds_per_measure > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(
           faults_.seconds_per_measure * std::max(1.0, faults_.slow_factor)));

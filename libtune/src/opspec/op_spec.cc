@@ -106,7 +106,7 @@ class SpecParser {
 
     TUNE_RETURN_IF_ERROR(
         OnlyKeys(*root_, "", {"op", "params", "arch_defaults", "constraints", "launch", "args", "check", "metrics",
-                              "program"}));
+                              "program", "baseline"}));
     TUNE_RETURN_IF_ERROR(ParseProgram());
     TUNE_RETURN_IF_ERROR(ParseOp());
     TUNE_RETURN_IF_ERROR(ParseParams());
@@ -117,6 +117,7 @@ class SpecParser {
     TUNE_RETURN_IF_ERROR(ParseArgs());
     TUNE_RETURN_IF_ERROR(ParseCheck());
     TUNE_RETURN_IF_ERROR(ParseMetrics());
+    TUNE_RETURN_IF_ERROR(ParseBaseline());
     TUNE_RETURN_IF_ERROR(CheckConfined());
     TUNE_RETURN_IF_ERROR(CompileAll());
     return std::move(spec_);
@@ -771,6 +772,43 @@ class SpecParser {
     return Status::OK();
   }
 
+  Status ParseBaseline() {
+    Status st;
+    const toml::table* t = Table("baseline", false, &st);
+    if (!st.ok() || !t) return st;
+    TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[baseline]", {"library", "a", "b", "c", "m", "n", "k"}));
+    if (spec_.program) return Err("[baseline]", "a program op's baseline is not supported (only kernels of [[args]])");
+    BaselineSpec b;
+    const toml::node* lib = t->get("library");
+    if (!lib || !lib->is_string()) return Err("[baseline] library", "expected \"cublaslt\"");
+    b.library = lib->as_string()->get();
+    if (!OneOf(b.library, kBaselineLibraries))
+      return Err("[baseline] library", "unknown library '" + b.library + "' (expected " + ListOf(kBaselineLibraries) + ")");
+    // C[M,N] = A[M,K] * B[N,K]^T: two inputs and an output of the sweep's dtype.
+    const std::pair<const char*, std::string*> buffers[] = {{"a", &b.a}, {"b", &b.b}, {"c", &b.c}};
+    for (const auto& [key, out] : buffers) {
+      const std::string field = std::string("[baseline] ") + key;
+      const toml::node* n = t->get(key);
+      if (!n || !n->is_string()) return Err(field, "expected the name of a buffer of [[args]]");
+      *out = n->as_string()->get();
+      const auto arg = std::find_if(spec_.args.begin(), spec_.args.end(), [&](const ArgSpec& a) { return a.name == *out; });
+      if (arg == spec_.args.end() || arg->kind != ArgSpec::Kind::kBuffer)
+        return Err(field, "'" + *out + "' is not a buffer of [[args]]");
+      const bool output = std::string(key) == "c";
+      if (output != (arg->dir != "in")) return Err(field, "'" + *out + "' must be " + (output ? "an output" : "an input"));
+      if (arg->dtype != "$dtype") return Err(field, "'" + *out + "' must have the sweep's dtype (\"$dtype\")");
+      if (arg->shape.size() != 2) return Err(field, "'" + *out + "' must be a matrix (a shape of two dims)");
+    }
+    const std::pair<const char*, std::string*> sizes[] = {{"m", &b.m}, {"n", &b.n}, {"k", &b.k}};
+    for (const auto& [key, out] : sizes) {
+      const toml::node* n = t->get(key);
+      if (!n) return Err(std::string("[baseline] ") + key, "missing");
+      TUNE_RETURN_IF_ERROR(ExprText(*n, std::string("[baseline] ") + key, out));
+    }
+    spec_.baseline = std::move(b);
+    return Status::OK();
+  }
+
   // Every expression must compile against exactly the names it may read.
   Status CompileAll() {
     ExprScope full, legality, reference;
@@ -834,6 +872,12 @@ class SpecParser {
     }
     TUNE_RETURN_IF_ERROR(compile(full, spec_.flops, "[metrics] flops", ""));
     TUNE_RETURN_IF_ERROR(compile(full, spec_.bytes, "[metrics] bytes", ""));
+    if (spec_.baseline) {
+      const BaselineSpec& b = *spec_.baseline;
+      const std::pair<const char*, const std::string*> sizes[] = {{"m", &b.m}, {"n", &b.n}, {"k", &b.k}};
+      for (const auto& [key, text] : sizes)
+        TUNE_RETURN_IF_ERROR(compile(reference, *text, std::string("[baseline] ") + key, "the baseline's sizes see dims and dsize only"));
+    }
     return Status::OK();
   }
 

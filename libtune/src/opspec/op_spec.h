@@ -34,6 +34,19 @@ struct Axis {
   ParamValue::Kind kind() const { return values.empty() ? ParamValue::Kind::kInt : values[0].kind(); }
 };
 
+// [baseline]: the vendor library an op's figures are put beside, timed by
+// the worker with the farm's own method (inputs, L2 flush, check against
+// the reference, stopping rule) on the same buffers and shapes. Not in the
+// kernel hash: it changes no config's figure.
+struct BaselineSpec {
+  std::string library;  // "cublaslt", loaded at run time on the worker
+  // cublaslt: C[M,N] = A[M,K] * B[N,K]^T, row-major, the sweep's dtype in
+  // and out, fp32 accumulation (the farm's GEMM layout).
+  std::string a, b, c;  // [[args]] buffer names
+  std::string m, n, k;  // expressions over dims
+};
+inline constexpr const char* kBaselineLibraries[] = {"cublaslt"};
+
 // One kernel parameter, in the kernel's parameter order.
 struct ArgSpec {
   enum class Kind { kBuffer, kScalar };
@@ -130,6 +143,7 @@ struct OpSpec {
   // reference ([check] gives only tolerances, handed to the program); its
   // launch fields hold the trivial launch so that metrics still plan.
   std::optional<ProgramSpec> program;
+  std::optional<BaselineSpec> baseline;
   OpPackage package;                // every file of the op
 
   // Digest of everything in the spec that changes the machine code: kernel

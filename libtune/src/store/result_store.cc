@@ -1321,6 +1321,39 @@ Result<KernelProfile> ResultStore::GetProfile(const std::string& gpu_model, cons
   return p;
 }
 
+namespace {
+std::string BaselineKey(const std::string& gpu_model, const std::string& op, const std::string& dtype,
+                        const std::string& shape) {
+  return JoinKey({"baseline", gpu_model, op, dtype, shape});
+}
+}  // namespace
+
+Status ResultStore::PutBaseline(const Measurement& m) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  if (m.baseline.empty()) return Status::InvalidArgument("a baseline row without its library");
+  std::lock_guard<std::mutex> lock(impl_->put_mu);
+  if (!m.Valid()) {
+    auto stored = GetBaseline(m.gpu_model, m.op, m.dtype, m.shape);
+    if (stored.ok() && stored->Valid()) return Status::OK();
+  }
+  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta,
+                                     BaselineKey(m.gpu_model, m.op, m.dtype, m.shape), EncodeMeasurement(m));
+  if (s.ok()) impl_->MaybeMarkDurable();
+  return s.ok() ? Status::OK() : impl_->Error("write of the baseline of " + m.op + " " + m.shape + " failed", s);
+}
+
+Result<Measurement> ResultStore::GetBaseline(const std::string& gpu_model, const std::string& op,
+                                             const std::string& dtype, const std::string& shape) {
+  std::string stored;
+  rocksdb::Status s =
+      impl_->db->Get(rocksdb::ReadOptions(), impl_->meta, BaselineKey(gpu_model, op, dtype, shape), &stored);
+  if (s.IsNotFound()) return Status::NotFound("no baseline of " + op + " " + shape);
+  if (!s.ok()) return impl_->Error("read of the baseline of " + op + " " + shape + " failed", s);
+  auto m = DecodeMeasurement(stored.data(), stored.size());
+  if (!m.ok()) return m.status().WithPrefix("result store " + impl_->path + ": baseline: ");
+  return m;
+}
+
 Result<KernelImage> ResultStore::GetKernel(const std::string& kernel_hash, const std::string& config_id,
                                            const std::string& dtype, const std::string& arch) {
   const std::string key = KernelImage::KeyOf(kernel_hash, config_id, dtype, arch);

@@ -10,6 +10,8 @@
 //             "op\0<name>\0<package digest>" -> OpRecord (records.h), ...
 //   kernels   "kernel_hash/config_id/dtype/arch" -> KernelImage (the cubin measured)
 //   (meta)    "profile\0" + a results key -> KernelProfile (base/profile.h)
+//   (meta)    "baseline\0" + (gpu_model, op, dtype, shape) -> Measurement of
+//             the op's [baseline] library (PutBaseline)
 // Key parts are joined with '\0' so that a prefix scan of (gpu, op) answers
 // "all results of this op on this GPU" and (op, dtype, shape) in by_shape
 // answers "every GPU's results for this shape".
@@ -210,6 +212,16 @@ class ResultStore {
   Result<KernelProfile> GetProfile(const std::string& gpu_model, const std::string& op, const std::string& dtype,
                                    const std::string& shape, const std::string& kernel_hash,
                                    const std::string& config_id);
+
+  // The op's [baseline] library timed on a key (Measurement::baseline set):
+  // one row per (gpu_model, op, dtype, shape), apart from the configs'
+  // rows, which it never joins in a scan or a best. A row replaces the
+  // stored one unless it failed where the stored one has a figure (a host
+  // without the library does not erase another host's figure).
+  Status PutBaseline(const Measurement& m);
+  // The baseline row of a key; NotFound when none was stored.
+  Result<Measurement> GetBaseline(const std::string& gpu_model, const std::string& op, const std::string& dtype,
+                                  const std::string& shape);
 
   // Leases the coordinator has handed out (opaque bytes it owns, in meta), so that a restarted coordinator still accepts
   // the honest resends of units leased before it stopped. Not synced: a

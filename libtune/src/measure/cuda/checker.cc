@@ -11,8 +11,8 @@
 
 namespace tune::cuda::runner {
 
-Failure Checker::Check(CUfunction kernel, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
-                       Measurement* m, double* seconds) {
+Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p,
+                       void** params, Measurement* m, double* seconds) {
   for (ArgData& a : p->args) {
     if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
     CuStatus st;
@@ -24,8 +24,7 @@ Failure Checker::Check(CUfunction kernel, const OpSpec& spec, const LaunchPlan& 
     if (!st.ok()) return dev_.FromCu(st, "preparing " + a.spec->name);
   }
   const Clock::time_point t0 = Clock::now();
-  if (CuStatus st = dev_.Launch(kernel, plan.grid, plan.block, plan.smem_bytes, nullptr, params); !st.ok())
-    return dev_.FromCu(st, "launch");
+  if (CuStatus st = launch(nullptr, params); !st.ok()) return dev_.FromCu(st, "launch");
   if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return dev_.FromCu(st, "checked run");
   *seconds = Seconds(t0);
   if (spec.check.mode == CheckSpec::Mode::kSkip) {

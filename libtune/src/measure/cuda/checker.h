@@ -38,11 +38,11 @@ class Checker {
   Checker(const Checker&) = delete;
   Checker& operator=(const Checker&) = delete;
 
-  // Runs `kernel` once on `p` (inputs restored, outputs poisoned) and compares
+  // Runs `launch` once on `p` (inputs restored, outputs poisoned) and compares
   // every output with the reference: NaN never passes, mismatches beyond
   // spec.check.max_mismatch fail. Fills m's error figures and check_passed;
   // `*seconds` is the checked run's wall time.
-  Failure Check(CUfunction kernel, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
+  Failure Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
                 Measurement* m, double* seconds);
   // Fills an input buffer with its seeded draw (and, when as_f32 is set, a
   // float copy of the stored values), on the device where it can.

@@ -181,14 +181,16 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   m.nvrtc_version = device_.nvrtc_version.empty() ? NvrtcVersionString() : device_.nvrtc_version;
   m.unix_time = int64_t(std::time(nullptr));
   m.resources = kernel.resources;
+  m.baseline = kernel.baseline;
 
   if (kernel.failure != FailureClass::kNone) {
     std::string msg = kernel.failure_message;
     if (!kernel.log.empty()) msg += "\n" + Clip(kernel.log, kMaxLogInMessage);
     return Fail(m, kernel.failure, msg);
   }
-  if (kernel.image.empty()) return Fail(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
-  if (kernel.arch.rfind(arch_suffixless_, 0) != 0) {
+  if (kernel.image.empty() && kernel.baseline.empty())
+    return Fail(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
+  if (kernel.baseline.empty() && kernel.arch.rfind(arch_suffixless_, 0) != 0) {
     return Fail(m, FailureClass::kLaunchError,
                 "cubin is for " + kernel.arch + ", device " + device_.name + " needs " + arch_suffixless_);
   }
@@ -225,9 +227,10 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   req.config_id = kernel.config_id;
   req.shape = shape;
   req.image_key = kernel.kernel_hash + "/" + kernel.config_id + "/" + dtype + "/" + kernel.arch;
+  req.baseline = kernel.baseline;
   // A config timed again straight after (the shapes of a unit that has
   // several): its cubin travels once.
-  if (req.image_key != image_sent_) req.image = kernel.image;
+  if (req.image_key != image_sent_ && kernel.baseline.empty()) req.image = kernel.image;
   req.compile_resources = kernel.resources;
   req.policy = policy;
   req.best_so_far_us = best_so_far_us;
@@ -277,6 +280,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
       return Fail(m, FailureClass::kCrash, "GPU runner sent a truncated result; killed (" + how + ")");
     }
     m.CopyOutcome(got);
+    if (!got.baseline.empty()) m.baseline = got.baseline;  // with the library's version
     if (fatal) {
       // The runner exits by itself after a sticky error.
       std::string how = runner_->Reap();

@@ -20,6 +20,7 @@
 #include "measure/cuda/nvrtc_compile.h"
 #include "measure/cuda/runner.h"
 #include "base/stats.h"
+#include "opspec/expr.h"
 
 namespace tune::cuda::runner {
 
@@ -189,6 +190,123 @@ Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
   return {};
 }
 
+// The loaded kernel's resources and whether the plan's block and shared
+// memory fit them (the occupancy they allow goes into m->resources).
+Failure Runner::KernelLimits(const MeasureRequest& req, const LaunchPlan& plan, Measurement* m) {
+  KernelResources& res = m->resources;
+  res = req.compile_resources;
+  int regs = 0, static_smem = 0, local = 0, max_threads = 0;
+  if (d_.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function_) == CUDA_SUCCESS) res.registers = regs;
+  if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function_) == CUDA_SUCCESS)
+    res.static_smem_bytes = static_smem;
+  if (d_.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function_) == CUDA_SUCCESS)
+    res.local_bytes = local;
+  if (d_.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_) == CUDA_SUCCESS)
+    res.max_threads_per_block = max_threads;
+  res.dynamic_smem_bytes = plan.smem_bytes;
+
+  const int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
+  if (plan.smem_bytes < 0) return Fail(FailureClass::kLaunchError, "negative dynamic shared memory");
+  if (res.max_threads_per_block > 0 && threads > res.max_threads_per_block) {
+    return Fail(FailureClass::kResources, "block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+                                              std::to_string(res.max_threads_per_block) + " (" +
+                                              std::to_string(res.registers) + " registers/thread)");
+  }
+  if (res.static_smem_bytes + plan.smem_bytes > device_.smem_per_block_optin) {
+    return Fail(FailureClass::kResources, "shared memory " + std::to_string(res.static_smem_bytes) + " static + " +
+                                              std::to_string(plan.smem_bytes) + " dynamic bytes exceeds the opt-in limit of " +
+                                              std::to_string(device_.smem_per_block_optin));
+  }
+  if (plan.smem_bytes > kDefaultMaxDynamicSmem) {
+    if (CuStatus st = TUNE_CU(d_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                    int(plan.smem_bytes)));
+        !st.ok()) {
+      Failure f = device_ops_->FromCu(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
+      if (!f.fatal) f.cls = FailureClass::kResources;
+      return f;
+    }
+  }
+  int blocks_per_sm = 0;
+  if (threads > 0 && threads <= 1024) {
+    if (CuStatus st = TUNE_CU(d_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, function_, int(threads),
+                                                                             size_t(plan.smem_bytes)));
+        !st.ok()) {
+      return device_ops_->FromCu(st, "occupancy");
+    }
+    if (blocks_per_sm == 0) {
+      return Fail(FailureClass::kResources, "no block fits on an SM (" + std::to_string(threads) + " threads, " +
+                                                std::to_string(res.registers) + " registers/thread, " +
+                                                std::to_string(res.static_smem_bytes + plan.smem_bytes) +
+                                                " bytes shared memory)");
+    }
+    int64_t warps = (threads + 31) / 32;
+    res.occupancy = std::min(1.0, double(blocks_per_sm * warps) / double(std::max(1, max_threads_per_sm_ / 32)));
+  }
+
+  return {};
+}
+
+Failure Runner::BaselineLaunch(const MeasureRequest& req, const OpSpec& spec, const LaunchPlan& plan,
+                               MeasuredLaunch* launch, Measurement* m) {
+  if (!spec.baseline || spec.baseline->library != req.baseline)
+    return Fail(FailureClass::kLaunchError, "baseline " + req.baseline + ": not the op's [baseline]");
+  const BaselineSpec& b = *spec.baseline;
+  if (!cublaslt_ && cublaslt_error_.empty()) {
+    auto lib = CublasLt::Open();
+    if (lib.ok()) cublaslt_ = std::move(lib).value();
+    else cublaslt_error_ = lib.status().message();
+  }
+  if (!cublaslt_) return Fail(FailureClass::kLaunchError, cublaslt_error_);
+  m->baseline = cublaslt_->Version();
+  constexpr size_t kWorkspaceBytes = 32u << 20;  // what cuBLAS's own heuristics assume on Hopper
+  if (!baseline_workspace_) {
+    if (CuStatus st = TUNE_CU(d_.cuMemAlloc(&baseline_workspace_, kWorkspaceBytes)); !st.ok()) {
+      baseline_workspace_ = 0;
+      return device_ops_->FromCu(st, "baseline workspace");
+    }
+  }
+  // M, N and K from the dims; the buffers the plan sized must hold them.
+  ExprScope scope;
+  scope.SetAll(req.shape.dims);
+  scope.Set("dsize", DTypeSize(req.dtype));
+  int64_t mnk[3] = {0, 0, 0};
+  const std::string* texts[3] = {&b.m, &b.n, &b.k};
+  for (int i = 0; i < 3; ++i) {
+    auto e = Expr::Compile(*texts[i], &scope, "[baseline]");
+    if (!e.ok()) return Fail(FailureClass::kLaunchError, e.status().message());
+    mnk[i] = e->EvalInt();
+  }
+  const auto index = [&](const std::string& name) {
+    size_t i = 0;
+    while (i < spec.args.size() && spec.args[i].name != name) ++i;
+    return i;
+  };
+  const size_t ia = index(b.a), ib = index(b.b), ic = index(b.c);
+  const std::pair<size_t, int64_t> want[] = {{ia, mnk[0] * mnk[2]}, {ib, mnk[1] * mnk[2]}, {ic, mnk[0] * mnk[1]}};
+  for (const auto& [arg, elems] : want) {
+    if (arg >= plan.arg_elems.size() || plan.arg_elems[arg] != elems)
+      return Fail(FailureClass::kLaunchError, "baseline: buffer " + spec.args[std::min(arg, spec.args.size() - 1)].name +
+                                                  " does not hold the product's " + std::to_string(elems) + " elements");
+  }
+  const std::string key = req.dtype + " " + std::to_string(mnk[0]) + " " + std::to_string(mnk[1]) + " " +
+                          std::to_string(mnk[2]);
+  if (key != baseline_planned_) {
+    baseline_planned_.clear();
+    if (Status st = cublaslt_->Plan(req.dtype, mnk[0], mnk[1], mnk[2], kWorkspaceBytes); !st.ok())
+      return Fail(FailureClass::kLaunchError, st.message());
+    baseline_planned_ = key;
+  }
+  CublasLt* lib = cublaslt_.get();
+  const CUdeviceptr workspace = baseline_workspace_;
+  *launch = [lib, workspace, ia, ib, ic](CUstream s, void** params) -> CuStatus {
+    const auto ptr = [&](size_t i) { return static_cast<const ParamSlot*>(params[i])->ptr; };
+    Status st = lib->Run(ptr(ia), ptr(ib), ptr(ic), workspace, s);
+    if (st.ok()) return {};
+    return CuStatus{CUDA_ERROR_LAUNCH_FAILED, st.message()};
+  };
+  return {};
+}
+
 Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std::string& digest, Measurement* m) {
   // Phase times for TUNEFARM_RUNNER_TRACE, in ms: plan, problem, load+limits, check, timing.
   const Clock::time_point t_start = Clock::now();
@@ -242,56 +360,15 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   if (Status s = Send(started); !s.ok()) return Fail(FailureClass::kCrash, "runner: " + s.message(), true);
   const Clock::time_point config_start = Clock::now();
 
-  if (Failure f = LoadImage(req, spec); f.failed()) return f;
-
-  KernelResources& res = m->resources;
-  res = req.compile_resources;
-  int regs = 0, static_smem = 0, local = 0, max_threads = 0;
-  if (d_.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function_) == CUDA_SUCCESS) res.registers = regs;
-  if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function_) == CUDA_SUCCESS)
-    res.static_smem_bytes = static_smem;
-  if (d_.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function_) == CUDA_SUCCESS)
-    res.local_bytes = local;
-  if (d_.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_) == CUDA_SUCCESS)
-    res.max_threads_per_block = max_threads;
-  res.dynamic_smem_bytes = plan.smem_bytes;
-
-  const int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
-  if (plan.smem_bytes < 0) return Fail(FailureClass::kLaunchError, "negative dynamic shared memory");
-  if (res.max_threads_per_block > 0 && threads > res.max_threads_per_block) {
-    return Fail(FailureClass::kResources, "block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
-                                              std::to_string(res.max_threads_per_block) + " (" +
-                                              std::to_string(res.registers) + " registers/thread)");
-  }
-  if (res.static_smem_bytes + plan.smem_bytes > device_.smem_per_block_optin) {
-    return Fail(FailureClass::kResources, "shared memory " + std::to_string(res.static_smem_bytes) + " static + " +
-                                              std::to_string(plan.smem_bytes) + " dynamic bytes exceeds the opt-in limit of " +
-                                              std::to_string(device_.smem_per_block_optin));
-  }
-  if (plan.smem_bytes > kDefaultMaxDynamicSmem) {
-    if (CuStatus st = TUNE_CU(d_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                    int(plan.smem_bytes)));
-        !st.ok()) {
-      Failure f = device_ops_->FromCu(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
-      if (!f.fatal) f.cls = FailureClass::kResources;
-      return f;
-    }
-  }
-  int blocks_per_sm = 0;
-  if (threads > 0 && threads <= 1024) {
-    if (CuStatus st = TUNE_CU(d_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, function_, int(threads),
-                                                                             size_t(plan.smem_bytes)));
-        !st.ok()) {
-      return device_ops_->FromCu(st, "occupancy");
-    }
-    if (blocks_per_sm == 0) {
-      return Fail(FailureClass::kResources, "no block fits on an SM (" + std::to_string(threads) + " threads, " +
-                                                std::to_string(res.registers) + " registers/thread, " +
-                                                std::to_string(res.static_smem_bytes + plan.smem_bytes) +
-                                                " bytes shared memory)");
-    }
-    int64_t warps = (threads + 31) / 32;
-    res.occupancy = std::min(1.0, double(blocks_per_sm * warps) / double(std::max(1, max_threads_per_sm_ / 32)));
+  MeasuredLaunch launch;
+  if (!req.baseline.empty()) {
+    if (Failure f = BaselineLaunch(req, spec, plan, &launch, m); f.failed()) return f;
+  } else {
+    if (Failure f = LoadImage(req, spec); f.failed()) return f;
+    if (Failure f = KernelLimits(req, plan, m); f.failed()) return f;
+    launch = [this, &plan](CUstream s, void** params) {
+      return device_ops_->Launch(function_, plan.grid, plan.block, plan.smem_bytes, s, params);
+    };
   }
 
   // The kernel's parameters, one set per placement of its buffers.
@@ -320,10 +397,10 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
 
   lap(2);
   double checked_seconds = 0;
-  if (Failure f = checker_->Check(function_, spec, plan, problem, param_sets[0], m, &checked_seconds); f.failed()) return f;
+  if (Failure f = checker_->Check(launch, spec, plan, problem, param_sets[0], m, &checked_seconds); f.failed()) return f;
   lap(3);
   flush_l2_ = checker_->Builtins(req.dtype).flush_l2;
-  Failure timed = Time(req.policy, req.best_so_far_us, checked_seconds, plan, param_sets, config_start, m);
+  Failure timed = Time(launch, req.policy, req.best_so_far_us, checked_seconds, param_sets, config_start, m);
   lap(4);
   return timed;
 }

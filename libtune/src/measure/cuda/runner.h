@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "measure/cuda/checker.h"
+#include "measure/cuda/cublaslt.h"
 #include "measure/cuda/nvml.h"
 #include "measure/cuda/problem_cache.h"
 #include "measure/cuda/runner_device.h"
@@ -43,11 +44,19 @@ class Runner {
                   Measurement* m);
 
   Failure LoadImage(const MeasureRequest& req, const OpSpec& spec);
+  // The loaded kernel's resources (into m->resources) and whether the
+  // plan's block and shared memory fit them.
+  Failure KernelLimits(const MeasureRequest& req, const LaunchPlan& plan, Measurement* m);
   // Times the kernel; the samples rotate over `param_sets` (one per
   // placement of its buffers), the warm-up runs on the first.
-  Failure Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
-               const LaunchPlan& plan, const std::vector<void**>& param_sets, Clock::time_point config_start,
+  Failure Time(const MeasuredLaunch& launch, const TimingPolicy& policy, double best_so_far_us,
+               double checked_seconds, const std::vector<void**>& param_sets, Clock::time_point config_start,
                Measurement* m);
+  // A baseline request's launch (MeasureRequest::baseline): the library
+  // opened, its product planned for the request's dims and checked against
+  // the problem's buffers.
+  Failure BaselineLaunch(const MeasureRequest& req, const OpSpec& spec, const LaunchPlan& plan,
+                         MeasuredLaunch* launch, Measurement* m);
 
   Status Send(const WireWriter& w) { return WriteFrame(out_, w.bytes()); }
 
@@ -83,6 +92,13 @@ class Runner {
   std::string loaded_key_;     // cubin that module_ holds
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
+
+  // The baseline library, opened at the first baseline request, its
+  // workspace, and what it was last planned for ("dtype M N K").
+  std::unique_ptr<CublasLt> cublaslt_;
+  std::string cublaslt_error_;
+  CUdeviceptr baseline_workspace_ = 0;
+  std::string baseline_planned_;
 };
 
 }  // namespace tune::cuda::runner

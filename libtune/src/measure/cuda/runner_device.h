@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "measure/cuda/cuda_driver.h"
@@ -50,6 +51,11 @@ union ParamSlot {
   int64_t i64;
   float f32;
 };
+
+// One run of what a request measures, on `stream` (nullptr: the context's
+// default) with the parameter set `params`: a config's kernel, or a baseline
+// library's call on the same buffers.
+using MeasuredLaunch = std::function<CuStatus(CUstream stream, void** params)>;
 
 // The runner's device and context. Every launch goes through Launch (which
 // refuses geometry the driver would misread) and every failed driver call

@@ -192,6 +192,7 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->I64(p.placements);
   w->F64(p.idle_seconds);
   w->F64(r.best_so_far_us);
+  w->Str(r.baseline);
 }
 
 MeasureRequest DecodeMeasureRequest(WireReader* rd) {
@@ -221,6 +222,7 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   p.placements = int(rd->I64());
   p.idle_seconds = rd->F64();
   r.best_so_far_us = rd->F64();
+  r.baseline = rd->Str();
   return r;
 }
 
@@ -279,6 +281,7 @@ void EncodeMeasurement(const Measurement& m, WireWriter* w) {
   w->F64(k.occupancy);
   w->U8(m.throttled ? 1 : 0);
   w->I64(m.sm_clock_mhz);
+  w->Str(m.baseline);
 }
 
 Measurement DecodeMeasurement(WireReader* r) {
@@ -306,6 +309,7 @@ Measurement DecodeMeasurement(WireReader* r) {
   k.occupancy = r->F64();
   m.throttled = r->U8() != 0;
   m.sm_clock_mhz = int(r->I64());
+  m.baseline = r->Str();
   return m;
 }
 

@@ -23,7 +23,7 @@
 
 namespace tune::cuda {
 
-constexpr uint32_t kRunnerProtocolVersion = 8;
+constexpr uint32_t kRunnerProtocolVersion = 9;
 constexpr uint32_t kMaxFrameBytes = 1u << 30;
 
 enum class MsgType : uint8_t {
@@ -91,6 +91,9 @@ struct MeasureRequest {
   KernelResources compile_resources;
   TimingPolicy policy;
   double best_so_far_us = 0;
+  // Not empty: time the op's [baseline] library ("cublaslt") on the
+  // buffers `config` (the op's default) sizes, instead of a cubin.
+  std::string baseline;
 };
 
 void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w);

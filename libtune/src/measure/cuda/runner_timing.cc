@@ -12,16 +12,16 @@
 
 namespace tune::cuda::runner {
 
-Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double checked_seconds,
-                     const LaunchPlan& plan, const std::vector<void**>& param_sets,
-                     Clock::time_point config_start, Measurement* m) {
+Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, double best_so_far_us,
+                     double checked_seconds, const std::vector<void**>& param_sets, Clock::time_point config_start,
+                     Measurement* m) {
   // The checked run already paid for the first-launch costs; a slow kernel
   // gets fewer warm-ups so that its minimum samples fit in the time cap.
   int warmup = std::max(0, policy.warmup);
   if (checked_seconds > 0 && checked_seconds * warmup > policy.max_seconds)
     warmup = std::max(0, int(policy.max_seconds / checked_seconds));
   for (int i = 0; i < warmup; ++i) {
-    if (CuStatus st = device_ops_->Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, param_sets[0]); !st.ok())
+    if (CuStatus st = launch(stream_, param_sets[0]); !st.ok())
       return device_ops_->FromCu(st, "warm-up launch");
   }
   if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return device_ops_->FromCu(st, "warm-up");
@@ -50,7 +50,7 @@ Failure Runner::Time(const TimingPolicy& policy, double best_so_far_us, double c
       void** params = param_sets[placement++ % param_sets.size()];
       CuStatus st = flush();
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
-      if (st.ok()) st = device_ops_->Launch(function_, plan.grid, plan.block, plan.smem_bytes, stream_, params);
+      if (st.ok()) st = launch(stream_, params);
       if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_stop_[b], stream_));
       if (!st.ok()) return device_ops_->FromCu(st, "timed launch");
     }
