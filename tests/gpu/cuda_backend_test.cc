@@ -221,6 +221,59 @@ TEST_F(CudaGpu, AnOpThatSkipsItsCheckGetsUncheckedRows) {
   EXPECT_GT(m.samples, 0u);
 }
 
+// String and boolean params reach the kernel as the documented macros: every
+// legal config of the categorical test op compiles, runs and passes its
+// check on the GPU.
+TEST_F(CudaGpu, CategoricalParamsReachTheKernelAsMacros) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/scheduled");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto configs = EnumerateConfigs(*spec, device_);
+  ASSERT_TRUE(configs.ok()) << configs.status().message();
+  ASSERT_EQ(configs->size(), 11u);
+  auto backend = MakeCudaBackend(device_, Options());
+  for (const Config& c : *configs) {
+    Measurement m = Run(*backend, *spec, "f16", c, ShapeN((1 << 20) + 3), QuickPolicy());
+    EXPECT_TRUE(m.Valid()) << c.Canonical() << ": " << Describe(m) << " " << m.failure_message;
+    EXPECT_TRUE(m.check_passed) << c.Canonical();
+  }
+}
+
+// The op's [baseline] (cuBLASLt for ops/gemm) is timed on the op's own
+// buffers and checked against its reference: the layout the farm assumes
+// (C = A * B^T, row-major) is the one the library computes.
+TEST_F(CudaGpu, TheGemmBaselineIsCheckedAndTimedOnTheOpsBuffers) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_TRUE(spec->baseline.has_value());
+  auto backend = MakeCudaBackend(device_, Options());
+  for (const std::string dtype : {"f16", "bf16"}) {
+    for (const Shape& shape : {Shape{{{"M", 1024}, {"N", 1024}, {"K", 1024}}}, Shape{{{"M", 96}, {"N", 4160}, {"K", 512}}}}) {
+      const CompiledKernel k = BaselineKernel(*spec, "test");
+      Measurement m = backend->Measure(*spec, dtype, k, shape, QuickPolicy(), 0);
+      if (m.failure_message.find("cuBLASLt not available") != std::string::npos) GTEST_SKIP() << m.failure_message;
+      EXPECT_TRUE(m.Valid()) << dtype << " " << shape.Canonical() << ": " << Describe(m) << " " << m.failure_message;
+      EXPECT_TRUE(m.check_passed);
+      EXPECT_EQ(m.baseline.rfind("cublaslt ", 0), 0u) << m.baseline;
+      EXPECT_GT(m.median_us, 0);
+      printf("baseline %s %s %s: %.2f us (ci95 %.2f, n=%u)\n", m.baseline.c_str(), dtype.c_str(),
+             shape.Canonical().c_str(), m.median_us, m.ci95_us, m.samples);
+    }
+  }
+  // A product the buffers do not hold is a launch error, never a wrong figure.
+  OpPackage package = spec->package;
+  std::string& toml = package.at("op.toml");
+  const size_t at = toml.find("k = \"K\"");
+  ASSERT_NE(at, std::string::npos);
+  toml.replace(at, 7, "k = \"K + 1\"");
+  auto parsed = ParseOpSpec(package, "ops/gemm");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const OpSpec& wrong = *parsed;
+  Measurement m = backend->Measure(wrong, "f16", BaselineKernel(wrong, "test"), Shape{{{"M", 64}, {"N", 64}, {"K", 64}}},
+                                   QuickPolicy(), 0);
+  EXPECT_EQ(m.failure, FailureClass::kLaunchError) << Describe(m);
+  EXPECT_NE(m.failure_message.find("does not hold"), std::string::npos) << m.failure_message;
+}
+
 // Nsight Compute profiles one checked launch: a streaming kernel over 256 MiB
 // uses memory far more than compute, and the report comes back with its
 // figures.

@@ -45,6 +45,19 @@ class BundleFromPython(unittest.TestCase):
     def entry(self, m):
         return next(e for e in self.json["entries"] if e["shape"]["M"] == m and e["gpu_model"] == self.gpu)
 
+    def test_the_vendor_baseline_stands_beside_every_key(self):
+        # ops/gemm declares cuBLASLt as its [baseline]: the sim backend
+        # simulates it, and results carry it and the winner's ratio to it.
+        out = subprocess.run([BINARY, "best", "--store", "db", "--format", "json"], cwd=self.dir, check=True,
+                             capture_output=True, text=True).stdout
+        rows = json.loads(out)
+        self.assertTrue(rows)
+        for row in rows:
+            self.assertEqual(row["baseline"]["library"], "cublaslt")
+            self.assertEqual(row["baseline"]["backend"], "sim")
+            self.assertEqual(row["baseline"]["status"], "ok")
+            self.assertAlmostEqual(row["vs_baseline"], row["baseline"]["median_us"] / row["median_us"], places=6)
+
     def test_importing_needs_no_torch(self):
         self.assertNotIn("torch", sys.modules)
 

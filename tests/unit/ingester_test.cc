@@ -249,6 +249,51 @@ TEST(RowsToStore, RefusesEveryRowThatIsNotWhatWasLeased) {
   EXPECT_FALSE(RowsToStore(job, other_sweep).ok());
 }
 
+TEST(BaselinesToStore, TakesTheOpsLibraryOnTheUnitsKeyAndRefusesTheRest) {
+  IngestJob job = Job(Frame(0, {}));
+  const Config def{{{"BM", 128}, {"STAGES", 3}}};  // the op's default, outside the unit's configs
+  auto baseline = [&] {
+    Measurement m = Row("h100", 64);
+    m.config = def;
+    m.config_id = def.Id();
+    m.baseline = "cublaslt 13.0.0";
+    return m;
+  };
+  Results r{"s1", 7, 0, false, {}, {}, {}, {baseline()}};
+  // An op without a [baseline] takes none.
+  auto none = BaselinesToStore(job, r);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("declares no [baseline]"), std::string::npos) << none.status().message();
+
+  job.baseline = "cublaslt";
+  job.baseline_config = def;
+  auto ok = BaselinesToStore(job, r);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ((*ok)[0].worker, "host:1");
+  EXPECT_EQ((*ok)[0].sweep_id, "s1");
+  EXPECT_EQ((*ok)[0].config.Canonical(), def.Canonical());
+
+  const std::vector<std::pair<std::function<void(Measurement&)>, const char*>> bad = {
+      {[](Measurement& m) { m.baseline = "cublas 12"; }, "not the op's 'cublaslt'"},
+      {[](Measurement& m) { m.baseline = "cublaslt\xff"; }, "not the op's"},
+      {[](Measurement& m) { m.shape = "N=7"; }, "shape"},
+      {[](Measurement& m) { m.gpu_model = "a100"; }, "a100"},
+      {[](Measurement& m) { m.median_us = std::nan(""); }, "median_us"},
+      {[&](Measurement& m) { m.config = Cfg(64); m.config_id = Cfg(64).Id(); }, "config"},
+      {[](Measurement& m) { m.pass = Measurement::Pass::kConfirm; }, "refined or confirmed"},
+      {[](Measurement& m) { m.kernel_hash = "other"; }, "kernel hash"},
+  };
+  for (const auto& [spoil, want] : bad) {
+    Results b{"s1", 7, 0, false, {}, {}, {}, {baseline(), baseline()}};
+    spoil(b.baselines[1]);
+    auto got = BaselinesToStore(job, b);
+    ASSERT_FALSE(got.ok()) << want;
+    EXPECT_EQ(got.status().message().rfind("baseline 1: ", 0), 0u) << got.status().message();
+    EXPECT_NE(got.status().message().find(want), std::string::npos) << got.status().message();
+  }
+}
+
 TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
   IngestJob job = Job(Frame(0, {}));
   auto unit = Leased();

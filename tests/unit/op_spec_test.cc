@@ -467,6 +467,37 @@ TEST(OpSpec, CategoricalMisusesAreOneLineErrorsNamingTheField) {
   }
 }
 
+TEST(OpSpec, ABaselineNamesItsLibraryBuffersAndSizes) {
+  // The fixture has one input: it stands for both factors.
+  const std::string good = "[baseline]\nlibrary = \"cublaslt\"\na = \"A\"\nb = \"A\"\nc = \"C\"\nm = \"M\"\nn = \"N\"\nk = \"K\"\n";
+  auto spec = ParseOpSpec(GemmPackage(std::string(kGemmToml) + "\n" + good), "ops/gemm");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_TRUE(spec->baseline.has_value());
+  EXPECT_EQ(spec->baseline->library, "cublaslt");
+  EXPECT_EQ(spec->baseline->c, "C");
+  // Not in the kernel hash: a baseline changes no config's figure.
+  auto plain = ParseOpSpec(GemmPackage(kGemmToml), "ops/gemm");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(KernelHash(*spec, "13.0"), KernelHash(*plain, "13.0"));
+  const std::pair<std::pair<const char*, const char*>, const char*> bad[] = {
+      {{"library = \"cublaslt\"", "library = \"rocblas\""}, "[baseline] library: unknown library 'rocblas' (expected cublaslt)"},
+      {{"a = \"A\"", "a = \"X\""}, "[baseline] a: 'X' is not a buffer of [[args]]"},
+      {{"a = \"A\"", "a = \"M\""}, "[baseline] a: 'M' is not a buffer of [[args]]"},
+      {{"c = \"C\"", "c = \"A\""}, "[baseline] c: 'A' must be an output"},
+      {{"a = \"A\"", "a = \"C\""}, "[baseline] a: 'C' must be an input"},
+      {{"k = \"K\"", "k = \"K * BM\""}, "[baseline] k: unknown variable 'BM'"},
+      {{"k = \"K\"\n", ""}, "[baseline] k: missing"},
+      {{"k = \"K\"", "k = \"K\"\nalpha = 2"}, "[baseline] alpha: unknown field"},
+  };
+  for (const auto& [edit, want] : bad) {
+    std::string text = good;
+    text.replace(text.find(edit.first), std::string(edit.first).size(), edit.second);
+    auto r = ParseOpSpec(GemmPackage(std::string(kGemmToml) + "\n" + text), "ops/gemm");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().message().rfind(std::string("ops/gemm/op.toml: ") + want, 0), 0u) << r.status().message();
+  }
+}
+
 TEST(OpSpec, MissingTablesAndFiles) {
   auto no_launch = ParseOpSpec(GemmPackage(Replace(kGemmToml, "[launch]", "[launchx]")), "ops/gemm");
   ASSERT_FALSE(no_launch.ok());

@@ -81,6 +81,46 @@ ResultFilter Filter(std::string gpu_model = "", std::string op = "", std::string
 const std::string kS1 = "M=1024,N=1024,K=1024";
 const std::string kS2 = "M=4096,N=4096,K=4096";
 
+TEST(ResultStoreTest, BaselinesStayApartFromConfigsAndAFailureKeepsAFigure) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->Put(M("h100", "gemm", kS1, "c1", 10.0)).ok());
+  Measurement b = M("h100", "gemm", kS1, "c0", 12.0);
+  EXPECT_FALSE(store->PutBaseline(b).ok());  // a row without its library is no baseline
+  b.baseline = "cublaslt 13.0.0";
+  ASSERT_TRUE(store->PutBaseline(b).ok());
+  // Not a config's row: counts, scans and bests never see it.
+  EXPECT_EQ(*store->CountResults(), 1u);
+  auto best = store->Best(ResultFilter{"h100", "gemm", "f16", kS1, ""});
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c1");
+  auto got = store->GetBaseline("h100", "gemm", "f16", kS1);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->baseline, "cublaslt 13.0.0");
+  EXPECT_EQ(got->median_us, 12.0);
+  // A host without the library does not erase the figure; a newer figure replaces it.
+  Measurement missing = b;
+  missing.failure = FailureClass::kLaunchError;
+  missing.failure_message = "cuBLASLt not available on this host";
+  missing.samples = 0;
+  missing.check_passed = false;
+  missing.median_us = 0;
+  ASSERT_TRUE(store->PutBaseline(missing).ok());
+  EXPECT_EQ(store->GetBaseline("h100", "gemm", "f16", kS1)->median_us, 12.0);
+  Measurement newer = b;
+  newer.median_us = 11.0;
+  ASSERT_TRUE(store->PutBaseline(newer).ok());
+  EXPECT_EQ(store->GetBaseline("h100", "gemm", "f16", kS1)->median_us, 11.0);
+  EXPECT_EQ(store->GetBaseline("h100", "gemm", "bf16", kS1).status().code(), StatusCode::kNotFound);
+  // Where only a failure was ever stored, it says why.
+  Measurement other = missing;
+  other.gpu_model = "a100";
+  ASSERT_TRUE(store->PutBaseline(other).ok());
+  EXPECT_EQ(store->GetBaseline("a100", "gemm", "f16", kS1)->failure_message, "cuBLASLt not available on this host");
+}
+
 TEST(ResultStoreTest, PutIsIdempotent) {
   TempDir dir;
   auto store = OpenOrDie(dir.Sub("db"));
