@@ -70,6 +70,7 @@ struct PublishArgs {
   std::string store = "tunefarm.db", out, name, sign_key;
   ResultFilter filter;
   bool no_kernels = false;      // a config-only bundle
+  double min_vs_baseline = 0;   // PublishOptions::min_vs_baseline
   bool unsigned_bundle = false;  // write it unsigned (deployments refuse it)
 };
 struct BundleArgs {

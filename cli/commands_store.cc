@@ -145,7 +145,9 @@ int RunPublish(const PublishArgs& args) {
   const std::string name =
       args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;
   std::vector<std::string> notes;
-  auto bundle = BuildBundle(**store, args.filter, name, PublishOptionsHere(!args.no_kernels), &notes);
+  PublishOptions options = PublishOptionsHere(!args.no_kernels);
+  options.min_vs_baseline = args.min_vs_baseline;
+  auto bundle = BuildBundle(**store, args.filter, name, options, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   Status st = WriteBundle(*bundle, args.out, args.sign_key, args.unsigned_bundle);
@@ -313,6 +315,10 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   p->add_option("--dtype", publish.filter.dtype, "Only this dtype");
   p->add_flag("--no-kernels", publish.no_kernels,
               "Config-only: leave the measured cubins out (launch plans and defaults stay)");
+  p->add_option("--min-vs-baseline", publish.min_vs_baseline,
+                "Leave out entries slower than the op's [baseline] (cuBLASLt) by more than this: 1.0 ships only "
+                "winners at least as fast as the vendor library (default 0: keep all)")
+      ->check(CLI::NonNegativeNumber);
   out->push_back({.app = p, .run = [parsed](const std::atomic<bool>*) { return RunPublish(parsed->publish); }});
 
   // bundle show / lookup

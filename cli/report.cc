@@ -262,17 +262,18 @@ void PrintBundle(FILE* out, const Bundle& b) {
     std::fprintf(out, "  default %-12s %s on %s: %s\n", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
                  d.config.Canonical().c_str());
   }
-  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %11s %-16s %s\n", "gpu_model", "op", "dtype",
-               "shape", "config", "median_us", "default_us", "backend", "coverage");
+  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %11s %11s %-16s %s\n", "gpu_model", "op", "dtype",
+               "shape", "config", "median_us", "default_us", "vs_baseline", "backend", "coverage");
   for (const auto& e : b.entries) {
-    char def[32] = "-";
+    char def[32] = "-", vs[32] = "-";
     if (e.default_median_us > 0) std::snprintf(def, sizeof def, "%.2f", e.default_median_us);
+    if (e.baseline_median_us > 0 && e.median_us > 0) std::snprintf(vs, sizeof vs, "%.3fx", e.baseline_median_us / e.median_us);
     std::string coverage = e.coverage.state.empty() ? "-" : e.coverage.state;
     if (!e.coverage.state.empty())
       coverage += " " + std::to_string(e.coverage.evaluated) + "/" + std::to_string(e.coverage.legal);
-    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %11s %-16s %s\n", e.gpu_model.c_str(),
+    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %11s %11s %-16s %s\n", e.gpu_model.c_str(),
                  e.op.c_str(), e.dtype.c_str(), e.shape.Canonical().c_str(),
-                 e.config.Canonical().c_str(), e.median_us, def,
+                 e.config.Canonical().c_str(), e.median_us, def, vs,
                  e.backend == "sim" ? "sim (simulated)" : e.backend.c_str(), coverage.c_str());
   }
 }

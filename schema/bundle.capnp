@@ -45,6 +45,11 @@ struct BundleEntry @0xec8c2249722130d6 {
   coverageEvaluated @19 :UInt64;
   coverageStrategy @20 :Text;
   coverageBudget @21 :UInt64;
+  # The op's [baseline] on the same key, timed by the farm's method:
+  # the library and version ("cublaslt 13.1.0") and its median; 0 = not
+  # measured.
+  baseline @22 :Text;
+  baselineMedianUs @23 :Float64;
 }
 
 # The last resort of a lookup: an op's default config, used when no tuned

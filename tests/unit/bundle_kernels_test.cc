@@ -207,6 +207,45 @@ TEST_F(PublishKernelsTest, AModelDefaultIsAConfigThatPassedThereAndMissingCubins
   EXPECT_NE(notes[0].find("no cubin in the store"), std::string::npos) << notes[0];
 }
 
+TEST_F(PublishKernelsTest, EntriesCarryTheBaselineAndMayBeHeldToIt) {
+  const Config def = spec_.default_config, other = Other(spec_);
+  const std::string small = "K=1024,M=1024,N=1024", big = "K=4096,M=4096,N=4096";
+  Put(Row(spec_, hash_, other, small, 20));
+  Put(Row(spec_, hash_, other, big, 450));
+  // cuBLASLt: slower than the winner at the small shape, faster at the big one.
+  for (const auto& [shape, us] : {std::pair{small, 25.0}, std::pair{big, 300.0}}) {
+    Measurement b = Row(spec_, hash_, def, shape, us);
+    b.baseline = "cublaslt 13.1.0";
+    ASSERT_TRUE(store_->PutBaseline(b).ok());
+  }
+  auto all = BuildBundle(*store_, ResultFilter{}, "t", PublishOptions{});
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->entries.size(), 2u);
+  for (const BundleEntry& e : all->entries) {
+    EXPECT_EQ(e.baseline, "cublaslt 13.1.0");
+    EXPECT_EQ(e.baseline_median_us, e.shape.Canonical() == small ? 25.0 : 300.0)
+        << e.shape.Canonical();
+  }
+  // The binary and JSON forms keep them, and the runtime answers with them.
+  auto decoded = DecodeBundle(EncodeBundle(*all).data(), EncodeBundle(*all).size());
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->entries[0].baseline_median_us, all->entries[0].baseline_median_us);
+  auto from_json = BundleFromJson(BundleToJson(*all));
+  ASSERT_TRUE(from_json.ok());
+  EXPECT_EQ(from_json->entries[1].baseline, "cublaslt 13.1.0");
+
+  PublishOptions held;
+  held.min_vs_baseline = 1.0;
+  std::vector<std::string> notes;
+  auto b = BuildBundle(*store_, ResultFilter{}, "t", held, &notes);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(b->entries.size(), 1u);
+  EXPECT_EQ(b->entries[0].shape.Canonical(), small);
+  bool named = false;
+  for (const std::string& n : notes) named |= n.find("stays out") != std::string::npos && n.find("0.667x") != std::string::npos;
+  EXPECT_TRUE(named) << ::testing::PrintToString(notes);
+}
+
 TEST_F(PublishKernelsTest, TheStoreKeepsTheFirstImageOfAKeyAndRefusesDamagedOnes) {
   const Config def = spec_.default_config;
   KernelImage k = Image(hash_, def, "sm_90");

@@ -25,8 +25,8 @@ namespace fs = std::filesystem;
 auto Tie(const BundleEntry& e) {
   return std::tie(e.op, e.dtype, e.gpu_model, e.shape.dims, e.config.params, e.config_id,
                   e.kernel_hash, e.median_us, e.stdev_us, e.ci95_us, e.samples,
-                  e.default_median_us, e.backend, e.device_name, e.nvrtc_version,
-                  e.driver_version);
+                  e.default_median_us, e.baseline, e.baseline_median_us, e.backend, e.device_name,
+                  e.nvrtc_version, e.driver_version);
 }
 
 void ExpectSameBundle(const Bundle& a, const Bundle& b) {
@@ -60,6 +60,8 @@ BundleEntry Entry(const std::string& gpu, const Shape& shape, int64_t bm, double
   e.ci95_us = median / 300;
   e.samples = 33;
   e.default_median_us = median * 1.4;
+  e.baseline = "cublaslt 13.1.0";
+  e.baseline_median_us = median * 0.9;
   e.backend = "sim";
   e.device_name = "sim " + gpu;
   e.nvrtc_version = "sim";

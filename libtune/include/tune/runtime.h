@@ -135,6 +135,10 @@ struct Entry {
   std::string arch;                // of the measured cubin ("sm_90a"; "" for sim)
   double median_us = 0;
   double default_median_us = 0;    // the op default on the same key; 0 = not measured
+  // The op's vendor baseline on the same key ("cublaslt 13.1.0") and its
+  // median; 0 = not measured.
+  std::string baseline;
+  double baseline_median_us = 0;
 };
 
 struct Answer {

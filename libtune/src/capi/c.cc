@@ -70,10 +70,15 @@ Json NamedIntsJson(const runtime::NamedInts& v) {
 }
 
 Json EntryJson(const runtime::Entry& entry) {
-  return Json{{"gpu_model", entry.gpu_model}, {"shape", NamedIntsJson(entry.shape)},
-              {"config_id", entry.config_id}, {"kernel_hash", entry.kernel_hash},
-              {"arch", entry.arch},           {"backend", entry.backend},
-              {"median_us", entry.median_us}};
+  Json j{{"gpu_model", entry.gpu_model}, {"shape", NamedIntsJson(entry.shape)},
+         {"config_id", entry.config_id}, {"kernel_hash", entry.kernel_hash},
+         {"arch", entry.arch},           {"backend", entry.backend},
+         {"median_us", entry.median_us}};
+  if (!entry.baseline.empty()) {
+    j["baseline"] = entry.baseline;
+    j["baseline_median_us"] = entry.baseline_median_us;
+  }
+  return j;
 }
 
 Json AnswerJson(runtime::Level level, const runtime::NamedInts* config, const runtime::Entry* entry,

@@ -257,6 +257,8 @@ std::string EncodeBundle(const Bundle& b) {
     w.setCi95Us(e.ci95_us);
     w.setSamples(e.samples);
     w.setDefaultMedianUs(e.default_median_us);
+    w.setBaseline(TextOf(e.baseline));
+    w.setBaselineMedianUs(e.baseline_median_us);
     w.setBackend(TextOf(e.backend));
     w.setDeviceName(TextOf(e.device_name));
     w.setNvrtcVersion(TextOf(e.nvrtc_version));
@@ -391,6 +393,8 @@ BundleEntry GetEntry(wire::BundleEntry::Reader r, Budget& budget) {
   e.ci95_us = r.getCi95Us();
   e.samples = r.getSamples();
   e.default_median_us = r.getDefaultMedianUs();
+  e.baseline = Str(r.getBaseline());
+  e.baseline_median_us = r.getBaselineMedianUs();
   e.backend = Str(r.getBackend());
   e.device_name = Str(r.getDeviceName());
   e.nvrtc_version = Str(r.getNvrtcVersion());

@@ -46,6 +46,10 @@ struct BundleEntry {
   double median_us = 0, stdev_us = 0, ci95_us = 0;
   uint32_t samples = 0;
   double default_median_us = 0;     // the op's default config on the same key (0 = not measured)
+  // The op's [baseline] on the same key ("cublaslt 13.1.0") and its median
+  // (0 = not measured).
+  std::string baseline;
+  double baseline_median_us = 0;
   std::string backend;              // "cuda" | "sim"
   std::string device_name, nvrtc_version, driver_version;
   std::string arch;                 // of the measured cubin ("sm_90a"; "" for sim)

@@ -68,6 +68,10 @@ std::string BundleToJson(const Bundle& b) {
     je["ci95_us"] = e.ci95_us;
     je["samples"] = e.samples;
     je["default_median_us"] = e.default_median_us;
+    if (!e.baseline.empty()) {
+      je["baseline"] = e.baseline;
+      je["baseline_median_us"] = e.baseline_median_us;
+    }
     je["backend"] = e.backend;
     je["device_name"] = e.device_name;
     je["nvrtc_version"] = e.nvrtc_version;
@@ -191,6 +195,8 @@ Result<Bundle> BundleFromJson(const std::string& text) {
         e.ci95_us = je.value("ci95_us", 0.0);
         e.samples = je.value("samples", uint32_t{0});
         e.default_median_us = je.value("default_median_us", 0.0);
+        e.baseline = je.value("baseline", std::string());
+        e.baseline_median_us = je.value("baseline_median_us", 0.0);
         e.backend = je.value("backend", std::string());
         e.device_name = je.value("device_name", std::string());
         e.nvrtc_version = je.value("nvrtc_version", std::string());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <functional>
 #include <map>
@@ -334,6 +335,10 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
       // winner), so the bundle never ships a config slower than it.
       if (def && def->Valid()) e.default_median_us = def->median_us;
     }
+    if (auto b = store.GetBaseline(m->gpu_model, m->op, m->dtype, m->shape); b.ok() && b->Valid()) {
+      e.baseline = b->baseline;
+      e.baseline_median_us = b->median_us;
+    }
     const auto plan_key = std::make_pair(m->op, m->kernel_hash);
     const OpSpec* found = specs.Find(m->op, m->kernel_hash);
     if (found && found->program) {
@@ -346,6 +351,14 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
       if (it->second.ok()) {
         if (Status st = PlanAgrees(*it->second, *found, *m); !st.ok()) it->second = st;
       }
+    }
+    if (options.min_vs_baseline > 0 && e.baseline_median_us > 0 &&
+        e.baseline_median_us / e.median_us < options.min_vs_baseline) {
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.3fx", e.baseline_median_us / e.median_us);
+      note(e.gpu_model + " " + e.op + "/" + e.dtype + " " + e.shape.Canonical() + " stays out: its winner is " + ratio +
+           " of " + e.baseline + ", below --min-vs-baseline");
+      continue;
     }
     b.entries.push_back(std::move(e));
   }

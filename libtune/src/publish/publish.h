@@ -65,6 +65,12 @@ struct PublishOptions {
   std::function<Result<std::string>(const OpSpec& spec, const std::string& dtype, const Config& config,
                                     const std::string& arch, const std::string& kernel_hash)>
       recompile;
+  // > 0: an entry whose winner is slower than its [baseline] by more than
+  // this ratio (baseline median / winner median below it) stays out, and
+  // `notes` names it: a deployment then falls back (nearest shape, default)
+  // or calls the vendor library itself. Entries without a baseline figure
+  // stay.
+  double min_vs_baseline = 0;
 };
 Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options = {}, std::vector<std::string>* notes = nullptr);

@@ -721,6 +721,8 @@ Result<std::unique_ptr<BundleData>> Index(tune::Bundle b, const PublicKey& signe
     r.arch = std::move(e.arch);
     r.median_us = e.median_us;
     r.default_median_us = e.default_median_us;
+    r.baseline = std::move(e.baseline);
+    r.baseline_median_us = e.baseline_median_us;
     if (!data->op_dims.contains(r.op)) {
       std::vector<std::string> names;
       for (size_t j = 0; j < r.shape.size(); ++j) names.push_back(r.shape.name(j));
