@@ -293,16 +293,43 @@ TEST_F(CompareTest, CsvIsLongFormWithQuotedShapes) {
   ASSERT_EQ(lines.size(), 5u) << csv;  // header, 2 winners, 2 off-diagonal portability rows
   EXPECT_EQ(lines[0],
             "kind,op,dtype,shape,gpu_model,on_gpu_model,simulated,config,config_id,kernel_hash,"
-            "status,median_us,ci95_us,samples,throughput,unit,roofline_share,speedup,slowdown,bottleneck");
+            "status,median_us,ci95_us,samples,throughput,unit,roofline_share,speedup,slowdown,bottleneck,baseline,baseline_us,"
+            "vs_baseline");
   const std::string shape = "\"" + kBig + "\"";
   EXPECT_EQ(lines[1], "winner,gemm,f16," + shape + "," + kH100 + ",,,\"" + kC1.Canonical() + "\"," +
-                          kC1.Id() + ",khH,ok,200.000,2.000,25,687.195,TFLOP/s,0.6948,1.0000,,");
+                          kC1.Id() + ",khH,ok,200.000,2.000,25,687.195,TFLOP/s,0.6948,1.0000,,,,,");
   EXPECT_EQ(lines[2], "winner,gemm,f16," + shape + "," + kA100 + ",,,\"" + kC2.Canonical() + "\"," +
-                          kC2.Id() + ",khA,ok,560.000,5.600,25,245.427,TFLOP/s,0.7866,0.3571,,");
+                          kC2.Id() + ",khA,ok,560.000,5.600,25,245.427,TFLOP/s,0.7866,0.3571,,,,,");
   EXPECT_EQ(lines[3], "portability,gemm,f16," + shape + "," + kH100 + "," + kA100 + ",,\"" +
-                          kC1.Canonical() + "\"," + kC1.Id() + ",khA,ok,700.000,,,,,,,1.2500,");
+                          kC1.Canonical() + "\"," + kC1.Id() + ",khA,ok,700.000,,,,,,,1.2500,,,,");
   EXPECT_EQ(lines[4], "portability,gemm,f16," + shape + "," + kA100 + "," + kH100 + ",,\"" +
-                          kC2.Canonical() + "\"," + kC2.Id() + ",khH,ok,240.000,,,,,,,1.2000,");
+                          kC2.Canonical() + "\"," + kC2.Id() + ",khH,ok,240.000,,,,,,,1.2000,,,,");
+}
+
+// The op's [baseline] stands beside each model's winner in every printer:
+// the ratio where it has a figure, "not measured" where the host lacked it.
+TEST_F(CompareTest, WinnersStandBesideTheirBaseline) {
+  Measurement b = Row(kH100, "gemm", kBig, "khH", kC2, 250);
+  b.baseline = "cublaslt 13.1.0";
+  ASSERT_TRUE(store_->PutBaseline(b).ok());
+  Measurement missing = Row(kA100, "gemm", kBig, "khA", kC2, 0, FailureClass::kLaunchError);
+  missing.baseline = "cublaslt";
+  missing.failure_message = "cuBLASLt not available on this host";
+  ASSERT_TRUE(store_->PutBaseline(missing).ok());
+  CompareOptions o;
+  o.gpu_models = {kH100, kA100};
+  o.shape = kBig;
+  const Comparison c = CompareOrDie(o);
+  EXPECT_DOUBLE_EQ(c.rows[0].winners[0].vs_baseline, 250.0 / 200.0);
+  EXPECT_EQ(c.rows[0].winners[1].vs_baseline, 0);
+  const std::string table = ComparisonTable(c);
+  EXPECT_NE(table.find("1.250x"), std::string::npos) << table;
+  EXPECT_NE(table.find("not measured"), std::string::npos) << table;
+  EXPECT_NE(ComparisonCsv(c).find(",cublaslt 13.1.0,250.000,1.2500\n"), std::string::npos) << ComparisonCsv(c);
+  EXPECT_NE(ComparisonJson(c).find("\"vs_baseline\": 1.25"), std::string::npos) << ComparisonJson(c);
+  const std::string html = ComparisonHtml(c, "");
+  EXPECT_NE(html.find(">1.250x</td>"), std::string::npos);
+  EXPECT_NE(html.find("cuBLASLt not available on this host"), std::string::npos);
 }
 
 // A winner's profile (a sweep's profile_top) shows its bottleneck class in
@@ -329,7 +356,7 @@ TEST_F(CompareTest, WinnersShowTheirBottleneckClassWhenProfiled) {
   EXPECT_FALSE(c.rows[0].winners[1].profile.has_value());
   EXPECT_NE(ComparisonTable(c).find("compute-bound: memory 41%, compute 88% of peak"), std::string::npos)
       << ComparisonTable(c);
-  EXPECT_NE(ComparisonCsv(c).find(",1.0000,,compute\n"), std::string::npos) << ComparisonCsv(c);
+  EXPECT_NE(ComparisonCsv(c).find(",1.0000,,compute,,,\n"), std::string::npos) << ComparisonCsv(c);
   EXPECT_NE(ComparisonJson(c).find("\"bottleneck\": \"compute\""), std::string::npos) << ComparisonJson(c);
   EXPECT_NE(ComparisonHtml(c, "").find(">compute</span>"), std::string::npos);
   // A profile of a value out of range never enters the store.
@@ -373,7 +400,7 @@ TEST_F(CompareTest, HtmlInlinesChartJs) {
   // Table rows.
   EXPECT_NE(html.find("<td class=\"text\">" + kH100 + " (ref)</td><td class=\"text\">" + kC1.Canonical() +
                       "</td><td>200.00</td><td>2.00</td><td>25</td><td>687.2 TFLOP/s</td><td>69.5%</td>"
-                      "<td>1.00x</td><td class=\"text\">-</td></tr>"),
+                      "<td>1.00x</td><td>-</td><td class=\"text\">-</td></tr>"),
             std::string::npos)
       << html;
   EXPECT_NE(html.find(">1.25x (700.00 us)</td>"), std::string::npos);

@@ -131,6 +131,14 @@ std::string ThroughputText(const ModelWinner& w) {
   return w.throughput > 0 ? Fmt("%.1f ", w.throughput) + w.unit : "-";
 }
 
+// "1.05x" (the winner over its [baseline]), "not measured" where the
+// baseline failed on the host, "-" where the op has none.
+std::string BaselineText(const ModelWinner& w) {
+  if (!w.baseline) return "-";
+  if (w.vs_baseline > 0) return Fmt("%.3fx", w.vs_baseline);
+  return "not measured";
+}
+
 std::string ShareText(const ModelWinner& w) {
   return w.roofline_share > 0 ? Fmt("%.1f%%", 100 * w.roofline_share) : "-";
 }
@@ -314,6 +322,10 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
       if (auto cov = store.GetCoverage(w.best.gpu_model, w.best.op, w.best.dtype, w.best.shape, w.best.kernel_hash);
           cov.ok())
         w.coverage = *cov;
+      if (auto b = store.GetBaseline(w.best.gpu_model, w.best.op, w.best.dtype, w.best.shape); b.ok()) {
+        w.baseline = std::move(*b);
+        if (w.baseline->Valid() && w.best.median_us > 0) w.vs_baseline = w.baseline->median_us / w.best.median_us;
+      }
     }
     if (row.winners[0].present) {
       for (auto& w : row.winners) {
@@ -380,9 +392,9 @@ std::string ComparisonTable(const Comparison& c) {
     }
     out << "\n" << KeyLabel(row) << "\n";
     char line[1024];
-    std::snprintf(line, sizeof line, "  %-*s %-*s %11s %9s %16s %9s %9s\n", static_cast<int>(label_w),
+    std::snprintf(line, sizeof line, "  %-*s %-*s %11s %9s %16s %9s %9s %11s\n", static_cast<int>(label_w),
                   "gpu_model", static_cast<int>(config_w), "config", "median_us", "ci95_us",
-                  "throughput", "roofline", "speedup");
+                  "throughput", "roofline", "speedup", "vs_baseline");
     out << line;
     for (size_t i = 0; i < c.models.size(); ++i) {
       const ModelWinner& w = row.winners[i];
@@ -391,11 +403,11 @@ std::string ComparisonTable(const Comparison& c) {
         std::snprintf(line, sizeof line, "  %-*s %s\n", static_cast<int>(label_w), label.c_str(),
                       "no valid result");
       } else {
-        std::snprintf(line, sizeof line, "  %-*s %-*s %11.2f %9.2f %16s %9s %9s\n",
+        std::snprintf(line, sizeof line, "  %-*s %-*s %11.2f %9.2f %16s %9s %9s %11s\n",
                       static_cast<int>(label_w), label.c_str(), static_cast<int>(config_w),
                       w.best.config.Canonical().c_str(), w.best.median_us, w.best.ci95_us,
                       ThroughputText(w).c_str(), ShareText(w).c_str(),
-                      w.speedup > 0 ? Fmt("%.2fx", w.speedup).c_str() : "-");
+                      w.speedup > 0 ? Fmt("%.2fx", w.speedup).c_str() : "-", BaselineText(w).c_str());
       }
       out << line;
       if (w.present && w.profile)
@@ -437,7 +449,8 @@ std::string ComparisonTable(const Comparison& c) {
 std::string ComparisonCsv(const Comparison& c) {
   std::ostringstream out;
   out << "kind,op,dtype,shape,gpu_model,on_gpu_model,simulated,config,config_id,kernel_hash,status,"
-         "median_us,ci95_us,samples,throughput,unit,roofline_share,speedup,slowdown,bottleneck\n";
+         "median_us,ci95_us,samples,throughput,unit,roofline_share,speedup,slowdown,bottleneck,baseline,baseline_us,"
+         "vs_baseline\n";
   auto num = [](const char* format, double v) { return v > 0 ? Fmt(format, v) : std::string(); };
   for (const auto& row : c.rows) {
     const std::string key =
@@ -451,7 +464,10 @@ std::string ComparisonCsv(const Comparison& c) {
           << Fmt("%.3f", w.best.median_us) << "," << Fmt("%.3f", w.best.ci95_us) << ","
           << w.best.samples << "," << num("%.3f", w.throughput) << "," << w.unit << ","
           << num("%.4f", w.roofline_share) << "," << num("%.4f", w.speedup) << ","
-          << "," << (w.profile ? w.profile->bottleneck : "") << "\n";
+          << "," << (w.profile ? w.profile->bottleneck : "") << ","
+          << (w.baseline ? CsvField(w.baseline->baseline) : "") << ","
+          << (w.baseline && w.baseline->Valid() ? Fmt("%.3f", w.baseline->median_us) : "") << ","
+          << num("%.4f", w.vs_baseline) << "\n";
     }
     for (size_t from = 0; from < c.models.size(); ++from) {
       for (size_t on = 0; on < c.models.size(); ++on) {
@@ -466,7 +482,7 @@ std::string ComparisonCsv(const Comparison& c) {
             << CsvField(c.models[on].gpu_model) << "," << (sim ? "SIMULATED" : "") << ","
             << CsvField(a.best.config.Canonical()) << "," << a.best.config_id << ","
             << row.winners[on].best.kernel_hash << "," << status << ","
-            << num("%.3f", cell.median_us) << ",,,,,,," << num("%.4f", cell.slowdown) << ",\n";
+            << num("%.3f", cell.median_us) << ",,,,,,," << num("%.4f", cell.slowdown) << ",,,,\n";
       }
     }
   }
@@ -519,6 +535,11 @@ nlohmann::json ComparisonToJsonValue(const Comparison& c) {
                                             : nlohmann::json(nullptr);
         wj["roofline_share"] = NumberOrNull(w.roofline_share);
         wj["speedup"] = NumberOrNull(w.speedup);
+        if (w.baseline) {
+          wj["baseline"] = {{"library", w.baseline->baseline}, {"status", w.baseline->StatusName()},
+                            {"median_us", w.baseline->median_us}};
+          wj["vs_baseline"] = NumberOrNull(w.vs_baseline);
+        }
         if (w.profile)
           wj["profile"] = {{"bottleneck", w.profile->bottleneck}, {"why", w.profile->why},
                            {"compute_pct", w.profile->compute_pct}, {"memory_pct", w.profile->memory_pct},
@@ -619,20 +640,22 @@ std::string ComparisonHtml(const Comparison& c, const std::string& chart_js_path
     out << "<h2>" << HtmlEscape(row.op + "/" + row.dtype) << " <code>" << HtmlEscape(row.shape)
         << "</code></h2>\n<table>\n<tr><th class=\"text\">gpu_model</th><th class=\"text\">config</th>"
         << "<th>median us</th><th>ci95 us</th><th>samples</th><th>throughput</th><th>roofline</th>"
-        << "<th>speed-up</th><th class=\"text\">bound by</th></tr>\n";
+        << "<th>speed-up</th><th>vs baseline</th><th class=\"text\">bound by</th></tr>\n";
     for (size_t i = 0; i < c.models.size(); ++i) {
       const ModelWinner& w = row.winners[i];
       out << "<tr><td class=\"text\">" << HtmlEscape(c.models[i].gpu_model)
           << (c.models[i].simulated ? " <span class=\"tag\">SIMULATED</span>" : "")
           << (i == 0 ? " (ref)" : "") << "</td>";
       if (!w.present) {
-        out << "<td class=\"text\" colspan=\"8\">no valid result</td></tr>\n";
+        out << "<td class=\"text\" colspan=\"9\">no valid result</td></tr>\n";
         continue;
       }
       out << "<td class=\"text\">" << HtmlEscape(w.best.config.Canonical()) << "</td><td>"
           << Fmt("%.2f", w.best.median_us) << "</td><td>" << Fmt("%.2f", w.best.ci95_us) << "</td><td>"
           << w.best.samples << "</td><td>" << HtmlEscape(ThroughputText(w)) << "</td><td>"
-          << ShareText(w) << "</td><td>" << (w.speedup > 0 ? Fmt("%.2fx", w.speedup) : "-") << "</td><td class=\"text\">"
+          << ShareText(w) << "</td><td>" << (w.speedup > 0 ? Fmt("%.2fx", w.speedup) : "-") << "</td><td"
+          << (w.baseline ? " title=\"" + HtmlEscape(w.baseline->baseline + (w.baseline->Valid() ? Fmt(": %.2f us", w.baseline->median_us) : ": " + FirstLine(w.baseline->failure_message))) + "\"" : std::string())
+          << ">" << HtmlEscape(BaselineText(w)) << "</td><td class=\"text\">"
           << (w.profile ? "<span title=\"" + HtmlEscape(w.profile->why) + "\">" + HtmlEscape(w.profile->bottleneck) +
                               "</span> <small>" + HtmlEscape(w.profile->why) + "</small>"
                         : std::string("-"))

@@ -75,6 +75,11 @@ struct ModelWinner {
   std::optional<KernelProfile> profile;
   // What the farm measured of the key (nullopt: no record kept).
   std::optional<KeyCoverage> coverage;
+  // The op's [baseline] on this model and key (ResultStore::GetBaseline),
+  // and the baseline's median / the winner's (> 1: the winner is faster
+  // than the vendor library); 0 when either has no figure.
+  std::optional<Measurement> baseline;
+  double vs_baseline = 0;
 };
 
 // Model `from`'s winner as measured on model `on` (same op, dtype, shape,
