@@ -266,6 +266,8 @@
     roofline: { value: (x) => num(x.roofline_share) * 100, label: () => 'roofline share (%)',
                 fmt: (v) => v.toFixed(1) + '%', higher: true },
     latency: { value: (x) => num(x.median_us), label: () => 'median latency (\u00b5s)', fmt: (v) => fmtUs(v), higher: false },
+    baseline: { value: (x) => num(x.vs_baseline), label: () => 'vs the op\'s baseline (\u00d7, > 1: faster than the vendor library)',
+                fmt: (v, x) => v.toFixed(3) + '\u00d7' + (x && x.baseline ? ' ' + x.baseline : ''), higher: true },
   };
   let compareDoc = null;
   const opCards = new Map();
