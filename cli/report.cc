@@ -96,7 +96,8 @@ RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
 // "vs cublaslt 13.0.0: 1.05x (123.45 us)", or why the baseline has no figure.
 std::string DescribeBaseline(const Measurement& winner, const Measurement& b) {
   char buf[160];
-  if (!b.Valid()) return "vs " + b.baseline + ": not measured (" + b.StatusName() + ": " + FirstLine(b.failure_message) + ")";
+  if (!b.Valid())
+    return "vs " + b.baseline + ": not measured on " + b.worker + " (" + b.StatusName() + ": " + FirstLine(b.failure_message) + ")";
   const double ratio = VsBaseline(winner, &b);
   if (ratio > 0) std::snprintf(buf, sizeof buf, ": %.3fx (%.2f us)", ratio, b.median_us);
   else std::snprintf(buf, sizeof buf, ": %.2f us", b.median_us);

@@ -274,6 +274,25 @@ TEST_F(CudaGpu, TheGemmBaselineIsCheckedAndTimedOnTheOpsBuffers) {
   EXPECT_NE(m.failure_message.find("does not hold"), std::string::npos) << m.failure_message;
 }
 
+// A host without cuBLASLt measures no baseline and says why; its configs
+// are measured as ever.
+TEST_F(CudaGpu, AHostWithoutTheBaselineLibrarySaysSoAndMeasuresConfigs) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ::setenv("TUNEFARM_CUBLASLT", "/nonexistent/libcublasLt.so", 1);
+  auto backend = MakeCudaBackend(device_, Options());  // its runner starts with the variable set
+  const Shape shape{{{"M", 256}, {"N", 256}, {"K", 256}}};
+  Measurement b = backend->Measure(*spec, "f16", BaselineKernel(*spec, "test"), shape, QuickPolicy(), 0);
+  ::unsetenv("TUNEFARM_CUBLASLT");
+  EXPECT_EQ(b.failure, FailureClass::kLaunchError) << Describe(b);
+  EXPECT_NE(b.failure_message.find("cuBLASLt not available on this host (tried /nonexistent/libcublasLt.so)"),
+            std::string::npos)
+      << b.failure_message;
+  EXPECT_EQ(b.baseline, "cublaslt");
+  Measurement m = Run(*backend, *spec, "f16", spec->default_config, shape, QuickPolicy());
+  EXPECT_TRUE(m.Valid()) << Describe(m);
+}
+
 // Nsight Compute profiles one checked launch: a streaming kernel over 256 MiB
 // uses memory far more than compute, and the report comes back with its
 // figures.

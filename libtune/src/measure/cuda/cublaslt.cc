@@ -3,6 +3,9 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <vector>
+
 namespace tune::cuda {
 
 #define TUNE_LT_FUNCTIONS(X)                                                                                    \
@@ -41,11 +44,13 @@ struct CublasLt::Impl {
 
 Result<std::unique_ptr<CublasLt>> CublasLt::Open() {
   auto impl = std::make_unique<Impl>();
+  std::vector<std::string> names = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"};
+  if (const char* path = std::getenv("TUNEFARM_CUBLASLT"); path && *path) names = {path};
   std::string tried;
-  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"}) {
-    impl->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  for (const std::string& name : names) {
+    impl->lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (impl->lib) break;
-    tried += tried.empty() ? name : std::string(", ") + name;
+    tried += (tried.empty() ? "" : ", ") + name;
   }
   if (!impl->lib) return Status::Error("cuBLASLt not available on this host (tried " + tried + ")");
 #define TUNE_LT_LOAD(name)                                                                          \

@@ -16,7 +16,8 @@ namespace tune::cuda {
 class CublasLt {
  public:
   // Errors: the library is not on the host (libcublasLt.so.13, .12 or .11
-  // on the loader's path) or lacks a function this code calls.
+  // on the loader's path; $TUNEFARM_CUBLASLT, where set, is the one file
+  // tried) or lacks a function this code calls.
   static Result<std::unique_ptr<CublasLt>> Open();
   ~CublasLt();
   CublasLt(const CublasLt&) = delete;
