@@ -604,9 +604,8 @@ struct Worker::Impl : HttpStatusSource {
     }
   }
 
-  // Whether the unit's op has a baseline this worker times: a kernel op's
-  // [baseline] (program ops have none yet).
-  static bool HasBaseline(const UnitRun& run) { return run.spec.baseline.has_value() && !run.spec.program; }
+  // Whether the unit's op has a [baseline] to time beside its configs.
+  static bool HasBaseline(const UnitRun& run) { return run.spec.baseline.has_value(); }
 
   // The row of the op's baseline (`k`, BaselineKernel) measured as `got`.
   Measurement BaselineRow(UnitRun& run, const CompiledKernel& k, const Shape& s, const Measurement& got) {

@@ -19,6 +19,10 @@ defines:
     outputs(args) -> list                    optional: the outputs (default [args[-1]])
     warm(config, dtype, dims)                optional: compile without launching
                                              (runs in a pool process, ahead of timing)
+    baseline(dtype) -> fn                    optional: the op's [baseline] (a torch or
+                                             vendor call), timed and checked as a kernel
+    BASELINE_VERSION = "..."                 optional: its version in reports (default:
+                                             torch's, where torch is loaded)
 
 The discipline is the farm's own (docs/timing.md): inputs made from the
 request's seed (the same for every config of a shape), the reference computed
@@ -610,7 +614,8 @@ class Harness:
     def measure(self, req):
         answer = {"tunefarm": PROTOCOL, "id": req["id"]}
         config, dtype, dims = req["config"], req["dtype"], req["dims"]
-        key = (config_key(config), dtype)
+        baseline = req.get("baseline")  # the op's [baseline] instead of a config
+        key = ("baseline:%s" % baseline, dtype) if baseline else (config_key(config), dtype)
         warming = self.warming.pop(key, None)
         t0 = time.perf_counter()
         try:
@@ -639,7 +644,7 @@ class Harness:
             if fn is None:
                 if len(self.kernels) >= 256:
                     self.kernels.clear()
-                fn = self.kernels[key] = self.module.make_kernel(config, dtype)
+                fn = self.kernels[key] = self.make_baseline(dtype) if baseline else self.module.make_kernel(config, dtype)
             self.device.poison(outs)
             fn(*args)
             self.device.sync()
@@ -676,7 +681,20 @@ class Harness:
         if not skip_check:
             answer["check"] = "pass"
         answer.update(samples_us=samples, clock_mhz=self.device.clock_mhz())
+        if baseline:
+            version = getattr(self.module, "BASELINE_VERSION", None)
+            if version is None and "torch" in sys.modules:
+                version = sys.modules["torch"].__version__
+            if version:
+                answer["baseline_version"] = str(version)
         return answer, False
+
+    def make_baseline(self, dtype):
+        """The module's baseline(dtype): what the op's [baseline] names."""
+        make = getattr(self.module, "baseline", None)
+        if make is None:
+            raise LookupError("the op declares a [baseline] but its module defines no baseline(dtype)")
+        return make(dtype)
 
     def serve(self, stdin, stdout):
         for line in stdin:

@@ -129,6 +129,41 @@ class CompilePool(unittest.TestCase):
         self.assertEqual(h.read_line(seconds=20), b"", "stdout did not end: a pool process holds it")
 
 
+class Baseline(unittest.TestCase):
+    def test_the_modules_baseline_is_checked_and_timed_with_its_version(self):
+        h = Served(MODULE)
+        self.addCleanup(h.close)
+        req = measure(1, {"SCALE": 1, "UNROLL": 1})
+        req["baseline"] = "host_loop"
+        h.send(req)
+        got = h.answer()
+        self.assertEqual(got.get("check"), "pass", got)
+        self.assertTrue(got["samples_us"])
+        self.assertEqual(got["baseline_version"], "host-loop-1")
+        # A config of the same request shape still runs its own kernel.
+        h.send(measure(2, {"SCALE": 3, "UNROLL": 1}))
+        self.assertEqual(h.answer().get("check"), "fail")
+
+    def test_a_module_without_one_fails_the_baseline_only(self):
+        d = tempfile.mkdtemp(prefix="tunefarm-harness-nobase-")
+        self.addCleanup(shutil.rmtree, d, True)
+        module = os.path.join(d, "kernel.py")
+        with open(MODULE) as f:
+            text = f.read()
+        with open(module, "w") as f:
+            f.write(text.split("BASELINE_VERSION")[0])
+        h = Served(module)
+        self.addCleanup(h.close)
+        req = measure(1, {"SCALE": 1, "UNROLL": 1})
+        req["baseline"] = "host_loop"
+        h.send(req)
+        got = h.answer()
+        self.assertIn("failure", got)
+        self.assertIn("defines no baseline(dtype)", got["message"])
+        h.send(measure(2, {"SCALE": 1, "UNROLL": 1}))
+        self.assertEqual(h.answer().get("check"), "pass")
+
+
 class PoolWidth(unittest.TestCase):
     def width(self, **env):
         saved = {k: os.environ.pop(k, None) for k in ("TUNEFARM_CPUS", "TUNEFARM_HARNESS_JOBS")}

@@ -385,6 +385,13 @@ TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadIn
   EXPECT_NE(got[3].failure_message.find("outside rtol"), std::string::npos) << got[3].failure_message;
   EXPECT_EQ(got[4].failure, tune::FailureClass::kCompileError) << got[4].failure_message;
   EXPECT_NE(got[4].failure_message.find("SCALE=4: no such kernel"), std::string::npos);
+  // The op's [baseline]: the module's baseline(dtype), checked and timed on
+  // the same inputs, named with the version the module gives.
+  ASSERT_TRUE(spec->baseline.has_value());
+  tune::Measurement base = b->Measure(*spec, "f32", tune::BaselineKernel(*spec, "h"), N(2000), tune::TimingPolicy{}, 0);
+  ASSERT_TRUE(base.Valid()) << base.failure_message;
+  EXPECT_EQ(base.baseline, "host_loop host-loop-1");
+  EXPECT_EQ(got[1].baseline, "");
   // Every planned config was warmed, in the pool's processes, not the server's.
   const std::string warmed = tune::testing::ReadFile(log.string());
   for (int scale : {1, 2, 3, 4})

@@ -39,7 +39,9 @@ struct Axis {
 // the reference, stopping rule) on the same buffers and shapes. Not in the
 // kernel hash: it changes no config's figure.
 struct BaselineSpec {
-  std::string library;  // "cublaslt", loaded at run time on the worker
+  // "cublaslt", loaded at run time on the worker; for a program op any name
+  // ("torch"): its harness module's baseline(dtype) is what is timed.
+  std::string library;
   // cublaslt: C[M,N] = A[M,K] * B[N,K]^T, row-major, the sweep's dtype in
   // and out, fp32 accumulation (the farm's GEMM layout).
   std::string a, b, c;  // [[args]] buffer names

@@ -177,7 +177,14 @@ class ProgramBackend : public Backend {
     r.build_dir = BuildDir(*dir, dtype, kernel.config).string();
     r.timing = policy;
     r.best_so_far_us = best_so_far_us;
-    return spec.program->serve.empty() ? RunOnce(spec, *dir, r) : AskServe(spec, r);
+    r.baseline = kernel.baseline;
+    Measurement got = spec.program->serve.empty() ? RunOnce(spec, *dir, r) : AskServe(spec, r);
+    // ToMeasurement leaves the version a baseline's answer gave in
+    // `baseline`; a config's answer has none.
+    got.baseline = kernel.baseline.empty() ? ""
+                   : got.baseline.empty()  ? kernel.baseline
+                                           : kernel.baseline + " " + got.baseline;
+    return got;
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "measure/program/program_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -147,6 +148,13 @@ bool ReadJson(const json& j, uint64_t want_id, Outcome* out) {
     const double mhz = c->get<double>();
     if (std::isfinite(mhz) && mhz > 0 && mhz < 100000) out->sm_clock_mhz = static_cast<int>(mhz);
   }
+  // A version is a short printable word ("2.9.0+cu130"); anything else is dropped.
+  if (auto v = j.find("baseline_version"); v != j.end() && v->is_string()) {
+    const std::string text = v->get<std::string>();
+    if (!text.empty() && text.size() <= 64 &&
+        std::all_of(text.begin(), text.end(), [](char ch) { return ch > ' ' && ch < 127; }))
+      out->baseline_version = text;
+  }
   return true;
 }
 
@@ -233,6 +241,7 @@ std::vector<std::string> RequestEnvironment(const Request& r) {
   for (const auto& [k, v] : r.shape.dims) env.push_back("TUNEFARM_DIM_" + k + "=" + std::to_string(v));
   env.push_back("TUNEFARM_BUILD_DIR=" + r.build_dir);
   env.push_back("TUNEFARM_SEED=" + std::to_string(r.seed));
+  if (!r.baseline.empty()) env.push_back("TUNEFARM_BASELINE=" + r.baseline);
   env.push_back("TUNEFARM_RTOL=" + Number(r.check.rtol));
   env.push_back("TUNEFARM_ATOL=" + Number(r.check.atol));
   env.push_back("TUNEFARM_MAX_MISMATCH=" + Number(r.check.max_mismatch));
@@ -253,6 +262,7 @@ std::string MeasureLine(const Request& r) {
             {"seed", r.seed},
             {"timing", TimingJson(r)},
             {"check", CheckJson(r.check)}};
+  if (!r.baseline.empty()) j["baseline"] = r.baseline;
   return DumpJson(j);
 }
 
@@ -289,6 +299,7 @@ Measurement ToMeasurement(const Outcome& o, bool check_skipped, const std::strin
   if (o.failure != FailureClass::kNone) return fail(o.failure, o.message);
   m.max_abs_error = o.max_abs_error;
   m.mismatch_ratio = o.mismatch_ratio;
+  m.baseline = o.baseline_version;
   m.sm_clock_mhz = o.sm_clock_mhz;
   if (!o.checked && !check_skipped)
     return fail(FailureClass::kWrongResult, "the program printed no check result (check = pass | fail)");

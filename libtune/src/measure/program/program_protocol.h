@@ -29,6 +29,9 @@ struct Request {
   double best_so_far_us = 0;
   CheckSpec check;                // tolerances only
   uint64_t seed = 0;              // of the inputs: the same for every config of a shape
+  // Not empty: time the op's [baseline] (its library's name) instead of
+  // `config`, which is then the op's default.
+  std::string baseline;
 };
 
 // "NAME=value" entries of `request` for a run or build process (TUNEFARM_*,
@@ -55,6 +58,7 @@ struct Outcome {
   double max_abs_error = 0, mismatch_ratio = 0;
   std::vector<double> samples_us;
   int sm_clock_mhz = 0;
+  std::string baseline_version;   // a baseline's answer: its library's version ("2.9.0")
 };
 
 // Folds one line of a program's stdout into `out`. Lines that are neither
@@ -67,7 +71,8 @@ struct Outcome {
 bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out);
 
 // The row an outcome makes: a failure (with `log_tail` after its message),
-// a wrong result, or the figures of its samples. An answer without samples
+// a wrong result, or the figures of its samples; `baseline` holds the
+// answer's baseline_version, for the backend to prefix with the library. An answer without samples
 // is a failure that says so; so is one without a check result, unless the
 // op skips its check (`check_skipped`): then the row is unchecked.
 Measurement ToMeasurement(const Outcome& outcome, bool check_skipped, const std::string& log_tail);

@@ -38,3 +38,14 @@ def make_kernel(config, dtype):
             for i in range(len(x)):
                 y[i] = factor * x[i]
     return run
+
+
+BASELINE_VERSION = "host-loop-1"
+
+
+def baseline(dtype):
+    """The op's [baseline]: the plain loop a user would write first."""
+    def run(x, y):
+        for i in range(len(x)):
+            y[i] = 2 * x[i]
+    return run
