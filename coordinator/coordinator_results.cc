@@ -232,6 +232,9 @@ void Ingestion::ApplyOutcomes() {
           CoordinatorLog(o.kernel_conflicts ? log::Level::kWarn : log::Level::kInfo, o.kernel_note,
                          {{"sweep", o.head.sweep_id}, {"unit", o.head.unit_id},
                           {"worker", o.identity}});
+        if (!o.baseline_note.empty())
+          CoordinatorLog(log::Level::kWarn, o.baseline_note,
+                         {{"sweep", o.head.sweep_id}, {"unit", o.head.unit_id}, {"worker", o.identity}});
         if (o.head.final && unstored_batches_.erase({o.identity, o.head.unit_id})) {
           AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
           break;

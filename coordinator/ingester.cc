@@ -188,11 +188,15 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   auto rows = RowsToStore(job, *results);
   Status kernels = rows.ok() ? CheckKernels(job, *results) : Status::OK();
   if (kernels.ok() && rows.ok()) kernels = CheckProfiles(job, *results);
-  auto baselines = rows.ok() && kernels.ok() ? BaselinesToStore(job, *results) : std::vector<Measurement>{};
-  if (!rows.ok() || !kernels.ok() || !baselines.ok()) {
+  if (!rows.ok() || !kernels.ok()) {
     out.kind = IngestOutcome::Kind::kRefused;
-    out.error = !rows.ok() ? rows.status().message() : !kernels.ok() ? kernels.message() : baselines.status().message();
+    out.error = rows.ok() ? kernels.message() : rows.status().message();
     return out;
+  }
+  auto baselines = BaselinesToStore(job, *results);
+  if (!baselines.ok()) {
+    out.baseline_note = "baselines refused: " + baselines.status().message();
+    baselines = std::vector<Measurement>{};
   }
   out.rows = rows->size();
   int64_t newest = 0;

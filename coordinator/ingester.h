@@ -100,6 +100,9 @@ struct IngestOutcome {
   size_t stored = 0;      // new rows; the others were stored before
   size_t kernels = 0;     // cubins in the batch (stored, or stored before)
   std::string kernel_note;  // a cubin kept out of the store, and why (the rows are stored)
+  // The batch's baseline rows were refused, and why (BaselinesToStore): a
+  // baseline costs only itself, never the configs' rows beside it.
+  std::string baseline_note;
   // Cubins of this batch that differ from another worker's image of the same
   // key: an alarm (the stored image stays, and neither ships unverified).
   size_t kernel_conflicts = 0;
@@ -124,7 +127,7 @@ Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results
 
 // The baseline rows of `results` as they are stored (sweep, sender and the
 // op's default config stamped), or an error naming the first that `job`'s
-// sender may not report: the op must declare a [baseline] of that library
+// sender may not report (the batch's config rows are stored all the same): the op must declare a [baseline] of that library
 // (its row says "cublaslt" or "cublaslt <version>"), and each passes the
 // checks of a config's screening row (RowsToStore) as a row of the op's
 // default config.

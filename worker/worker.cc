@@ -506,7 +506,7 @@ struct Worker::Impl : HttpStatusSource {
     const double measure_start = NowSeconds();
     // The op's baseline is timed with the contenders, round by round.
     std::vector<CompiledKernel> timed = valid;
-    if (HasBaseline(run)) timed.push_back(BaselineKernel(run.spec, valid.empty() ? run.op_hash : valid[0].kernel_hash));
+    if (HasBaseline(run) && !valid.empty()) timed.push_back(BaselineOf(run, valid[0]));
     for (const auto& s : unit.shapes) {
       std::vector<Measurement> got = MeasureTogether(run.backend, run.spec, unit.dtype, timed, s, opts.timing,
                                                      unit.confirm_seconds, unit.confirm_timing);
@@ -551,12 +551,14 @@ struct Worker::Impl : HttpStatusSource {
     }
     double last_flush = NowSeconds();
     std::map<std::string, size_t> failed;  // by status, for the unit's summary line
+    std::optional<CompiledKernel> compiled_one;  // what the baseline's key takes its kernel hash from
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       // The last config: ask for the next unit now, so that it is here when
       // this one ends and the device never waits on a round trip.
       if (compiles_ahead ? i == 0 : i + 1 == unit.configs.size()) AskForNextUnit(run.push, run.dev.index);
       if (compiles_ahead) PlanQueued(slot, planned);
       CompiledKernel k = TakeCompiled(run, i);
+      if (!compiled_one && k.failure == FailureClass::kNone) compiled_one = k;
       for (const auto& s : unit.shapes) {
         Measurement m = k.failure != FailureClass::kNone ? CompileFailureRow(run, k, unit.configs[i], s)
                                                          : MeasureOne(run, k, unit.configs[i], s, policy);
@@ -577,7 +579,7 @@ struct Worker::Impl : HttpStatusSource {
         }
       }
     }
-    if (HasBaseline(run)) {
+    if (HasBaseline(run) && compiled_one) {
       for (const auto& s : unit.shapes) {
         const std::string key = unit.sweep_id + '\0' + run.dev.model + '\0' + unit.op + '\0' + unit.dtype + '\0' +
                                 s.Canonical();
@@ -585,7 +587,7 @@ struct Worker::Impl : HttpStatusSource {
           std::lock_guard<std::mutex> lock(best_mu);
           if (!baselined.insert(key).second) continue;
         }
-        const CompiledKernel k = BaselineKernel(run.spec, run.op_hash);
+        const CompiledKernel k = BaselineOf(run, *compiled_one);
         run.pending.baselines.push_back(BaselineRow(run, k, s, run.backend.Measure(run.spec, unit.dtype, k, s, policy, 0)));
       }
     }
@@ -606,6 +608,15 @@ struct Worker::Impl : HttpStatusSource {
 
   // Whether the unit's op has a [baseline] to time beside its configs.
   static bool HasBaseline(const UnitRun& run) { return run.spec.baseline.has_value(); }
+
+  // The op's baseline in the key of `compiled`, a config of the unit that
+  // compiled: its kernel hash and, where the host adds to it, the digest
+  // of what it added (the rows of a key share them).
+  static CompiledKernel BaselineOf(const UnitRun& run, const CompiledKernel& compiled) {
+    CompiledKernel k = BaselineKernel(run.spec, compiled.kernel_hash.empty() ? run.op_hash : compiled.kernel_hash);
+    k.include_digest = compiled.include_digest;
+    return k;
+  }
 
   // The row of the op's baseline (`k`, BaselineKernel) measured as `got`.
   Measurement BaselineRow(UnitRun& run, const CompiledKernel& k, const Shape& s, const Measurement& got) {

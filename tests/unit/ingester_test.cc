@@ -132,6 +132,39 @@ TEST_F(IngesterTest, StoresBatchesInOrderAndCountsDuplicatesOnce) {
   EXPECT_EQ(row->sweep_id, "s1");
 }
 
+TEST_F(IngesterTest, ABaselineIsStoredApartAndABadOneCostsOnlyItself) {
+  const Config def{{{"BM", 128}, {"STAGES", 3}}};
+  auto frame = [&](uint64_t batch, const std::string& library) {
+    Measurement b = Row("h100", 64);
+    b.config = def;
+    b.config_id = def.Id();
+    b.baseline = library;
+    Envelope env;
+    env.sender = "w";
+    env.command = Results{"s1", 7, batch, false, {Row("h100", 64 << batch)}, {}, {}, {b}};
+    const std::string bytes = EncodeEnvelope(env);
+    return zmq::message_t(bytes.data(), bytes.size());
+  };
+  for (auto [batch, library] : {std::pair<uint64_t, const char*>{0, "cublaslt 13.1.0"}, {1, "rocblas 6"}}) {
+    IngestJob job = Job(frame(batch, library));
+    job.baseline = "cublaslt";
+    job.baseline_config = def;
+    ingester_->Submit(std::move(job));
+  }
+  const auto out = Take(2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, IngestOutcome::Kind::kStored);
+  EXPECT_EQ(out[0].baseline_note, "");
+  EXPECT_EQ(out[1].kind, IngestOutcome::Kind::kStored);  // the rows of the batch stand
+  EXPECT_EQ(out[1].stored, 1u);
+  EXPECT_NE(out[1].baseline_note.find("not the op's 'cublaslt'"), std::string::npos) << out[1].baseline_note;
+  auto b = store_->GetBaseline("h100", "gemm", "f16", "N=1024");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->baseline, "cublaslt 13.1.0");
+  EXPECT_EQ(b->worker, "host:1");
+  EXPECT_EQ(*store_->CountResults(), 2u);  // the two configs' rows, not the baseline
+}
+
 TEST_F(IngesterTest, RefusesBatchesThatDoNotMatchTheLeaseAndStoresNothingOfThem) {
   ingester_->Submit(Job(Frame(0, {Row("h100", 64), Row("a100", 128)})));
   IngestJob unleased = Job(Frame(1, {Row("h100", 64)}));
@@ -284,6 +317,22 @@ TEST(BaselinesToStore, TakesTheOpsLibraryOnTheUnitsKeyAndRefusesTheRest) {
       {[](Measurement& m) { m.pass = Measurement::Pass::kConfirm; }, "refined or confirmed"},
       {[](Measurement& m) { m.kernel_hash = "other"; }, "kernel hash"},
   };
+  // An op whose hosts add to its hash: the baseline carries the digest its
+  // key's rows carry, as a config's row must.
+  {
+    IngestJob digested = Job(Frame(0, {}));
+    digested.baseline = "cublaslt";
+    digested.baseline_config = def;
+    digested.host_digested = true;
+    Measurement m = baseline();
+    auto without = BaselinesToStore(digested, Results{"s1", 7, 0, false, {}, {}, {}, {m}});
+    ASSERT_FALSE(without.ok());
+    EXPECT_NE(without.status().message().find("include digest"), std::string::npos) << without.status().message();
+    m.include_digest = std::string(32, 'a');
+    m.kernel_hash = KernelHashWithIncludes("kh", m.include_digest);
+    auto with = BaselinesToStore(digested, Results{"s1", 7, 0, false, {}, {}, {}, {m}});
+    EXPECT_TRUE(with.ok()) << with.status().message();
+  }
   for (const auto& [spoil, want] : bad) {
     Results b{"s1", 7, 0, false, {}, {}, {}, {baseline(), baseline()}};
     spoil(b.baselines[1]);
