@@ -30,3 +30,11 @@ timeout 250 $T tune --op gemm_sm90 --ops-dir ops --dtype f16 --shape M=4096,N=40
 $T best --store $W/db3 --format csv > $OUT/sm90_best.csv 2>&1
 $T best --store $W/db2 --format csv > $OUT/gemm_best.csv 2>&1
 fi
+if [ "${PART:-1}" = 3 ]; then
+echo "=== cuda_backend_test: baseline paths" >> $L
+timeout 120 $A/tests/cuda_backend_test --gtest_filter='*Baseline*' 2>&1 | grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |baseline |Failure|Expected|Which" >> $L
+echo "=== tune triton_matmul (program op) beside torch.matmul" >> $L
+timeout 400 $T tune --ops-dir examples --op triton_matmul --dtype f16 --shape M=4096,N=4096,K=4096 --shape M=128,N=4096,K=4096 \
+  --strategy random --budget 24 --store $W/db4 2>&1 | grep -v " info \| warning " | grep -B1 -A4 "triton_matmul/f16" >> $L
+$T best --store $W/db4 --format csv > $OUT/triton_best.csv 2>&1
+fi
