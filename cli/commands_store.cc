@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/store_transfer.h"
 #include "command_util.h"
 #include "commands.h"
 #include "report.h"
@@ -156,6 +157,33 @@ int RunPublish(const PublishArgs& args) {
   return 0;
 }
 
+std::string CountsText(const TransferCounts& n) {
+  return std::to_string(n.rows) + " rows, " + std::to_string(n.ops) + " op packages, " + std::to_string(n.kernels) +
+         " cubins, " + std::to_string(n.coverage) + " coverage records, " + std::to_string(n.profiles) + " profiles, " +
+         std::to_string(n.baselines) + " baselines";
+}
+
+int RunStoreExport(const std::string& store_path, const ResultFilter& filter, const std::string& out) {
+  auto store = OpenStore(store_path);
+  if (!store.ok()) return Fail(store.status().message());
+  TransferCounts n;
+  if (Status st = ExportStore(**store, filter, out, &n); !st.ok()) return Fail(st.message());
+  std::printf("%s: %s\n", out.c_str(), CountsText(n).c_str());
+  return 0;
+}
+
+int RunStoreImport(const std::string& store_path, const std::string& file) {
+  // A writer: the store is locked while the import runs (stop its
+  // coordinator, or import into a copy).
+  auto store = ResultStore::Open(store_path);
+  if (!store.ok()) return Fail(store.status().message());
+  TransferCounts n;
+  if (Status st = ImportStore(**store, file, &n); !st.ok()) return Fail(st.message());
+  if (Status st = (*store)->Close(); !st.ok()) return Fail(st.message());
+  std::printf("%s: %s; %zu rows new to %s\n", file.c_str(), CountsText(n).c_str(), n.rows_new, store_path.c_str());
+  return 0;
+}
+
 int RunBundleShow(const BundleArgs& args) {
   auto b = ReadBundleFile(args.file);
   if (!b.ok()) return Fail(b.status().message());
@@ -269,6 +297,8 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
     BundleArgs bshow, blookup, bverify;
     std::string diff_before, diff_after, diff_format = "table";
     double diff_noise = 0.02;
+    std::string export_store = "tunefarm.db", export_out, import_store = "tunefarm.db", import_file;
+    ResultFilter export_filter;
   };
   const auto parsed = std::make_shared<Parsed>();
 
@@ -320,6 +350,27 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "winners at least as fast as the vendor library (default 0: keep all)")
       ->check(CLI::NonNegativeNumber);
   out->push_back({.app = p, .run = [parsed](const std::atomic<bool>*) { return RunPublish(parsed->publish); }});
+
+  // store export / import
+  auto* st = app.add_subcommand("store", "Move measurements between farms' stores");
+  st->require_subcommand(1);
+  auto* se = st->add_subcommand("export", "Write the store's rows (with their op packages, cubins, coverage, "
+                                          "profiles and baselines) to a file another farm can import");
+  se->add_option("--store", parsed->export_store, "RocksDB store directory (opened read-only)")->capture_default_str();
+  se->add_option("--out", parsed->export_out, "Export file to write")->required();
+  se->add_option("--gpu", parsed->export_filter.gpu_model, "Only this GPU model");
+  se->add_option("--op", parsed->export_filter.op, "Only this op");
+  out->push_back({.app = se, .run = [parsed](const std::atomic<bool>*) {
+                    return RunStoreExport(parsed->export_store, parsed->export_filter, parsed->export_out);
+                  }});
+  auto* si = st->add_subcommand("import", "Merge an export file into a store: idempotent, a stored row of a key is "
+                                          "kept, other kernel hashes' rows sit beside it");
+  si->add_option("file", parsed->import_file, "Export file (store export --out)")->required();
+  si->add_option("--store", parsed->import_store, "RocksDB store directory (written; not one a running coordinator "
+                                                  "holds)")->capture_default_str();
+  out->push_back({.app = si, .run = [parsed](const std::atomic<bool>*) {
+                    return RunStoreImport(parsed->import_store, parsed->import_file);
+                  }});
 
   // bundle show / lookup
   auto* bundle = app.add_subcommand("bundle", "Inspect bundles");

@@ -1342,6 +1342,35 @@ Status ResultStore::PutBaseline(const Measurement& m) {
   return s.ok() ? Status::OK() : impl_->Error("write of the baseline of " + m.op + " " + m.shape + " failed", s);
 }
 
+Status ResultStore::ForEachKernel(const std::function<void(const KernelImage&)>& fn) {
+  if (!impl_->kernels) return Status::OK();
+  return impl_->ForPrefix(impl_->kernels, "", [&](rocksdb::Slice, rocksdb::Slice value, Status*) {
+    if (auto k = DecodeKernelImage(value.data(), value.size()); k.ok()) fn(*k);
+    return true;
+  });
+}
+
+Status ResultStore::ForEachCoverage(const std::function<void(const KeyCoverage&)>& fn) {
+  return impl_->ForPrefix(impl_->meta, kCoveragePrefix, [&](rocksdb::Slice, rocksdb::Slice value, Status*) {
+    if (auto c = DecodeCoverage(value.data(), value.size()); c.ok()) fn(*c);
+    return true;
+  });
+}
+
+Status ResultStore::ForEachProfile(const std::function<void(const KernelProfile&)>& fn) {
+  return impl_->ForPrefix(impl_->meta, std::string("profile") + kSep, [&](rocksdb::Slice, rocksdb::Slice value, Status*) {
+    if (auto p = DecodeProfile(value.data(), value.size()); p.ok()) fn(*p);
+    return true;
+  });
+}
+
+Status ResultStore::ForEachBaseline(const std::function<void(const Measurement&)>& fn) {
+  return impl_->ForPrefix(impl_->meta, std::string("baseline") + kSep, [&](rocksdb::Slice, rocksdb::Slice value, Status*) {
+    if (auto m = DecodeMeasurement(value.data(), value.size()); m.ok()) fn(*m);
+    return true;
+  });
+}
+
 Result<Measurement> ResultStore::GetBaseline(const std::string& gpu_model, const std::string& op,
                                              const std::string& dtype, const std::string& shape) {
   std::string stored;

@@ -219,6 +219,12 @@ class ResultStore {
   // stored one unless it failed where the stored one has a figure (a host
   // without the library does not erase another host's figure).
   Status PutBaseline(const Measurement& m);
+  // Every record of a kind, in key order, for `store export`; a record that
+  // does not decode is skipped (the store's checks admitted it once).
+  Status ForEachKernel(const std::function<void(const KernelImage&)>& fn);  // with its witnesses
+  Status ForEachCoverage(const std::function<void(const KeyCoverage&)>& fn);
+  Status ForEachProfile(const std::function<void(const KernelProfile&)>& fn);
+  Status ForEachBaseline(const std::function<void(const Measurement&)>& fn);
   // The baseline row of a key; NotFound when none was stored.
   Result<Measurement> GetBaseline(const std::string& gpu_model, const std::string& op, const std::string& dtype,
                                   const std::string& shape);

@@ -1,0 +1,248 @@
+#include "store/store_transfer.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <vector>
+
+#include "base/text.h"
+#include "opspec/op_spec.h"
+#include "store/records.h"
+
+namespace tune {
+namespace {
+
+constexpr char kMagic[] = "tunefarm store export\n";
+constexpr uint32_t kFormat = 1;
+// A record is at most a cubin's bound plus its key; a package far less.
+constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 30;
+
+enum Kind : uint8_t { kEnd = 0, kOp = 1, kRow = 2, kKernel = 3, kCoverage = 4, kProfile = 5, kBaseline = 6 };
+
+const char* KindName(uint8_t k) {
+  switch (k) {
+    case kOp: return "op package";
+    case kRow: return "row";
+    case kKernel: return "cubin";
+    case kCoverage: return "coverage record";
+    case kProfile: return "profile";
+    case kBaseline: return "baseline";
+  }
+  return "record";
+}
+
+void PutU64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+class Writer {
+ public:
+  explicit Writer(std::ofstream& f) : f_(f) {}
+  void Add(Kind kind, const std::string& bytes) {
+    std::string head(1, static_cast<char>(kind));
+    PutU64(&head, bytes.size());
+    f_.write(head.data(), static_cast<std::streamsize>(head.size()));
+    f_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    ++records_;
+  }
+  uint64_t records() const { return records_; }
+
+ private:
+  std::ofstream& f_;
+  uint64_t records_ = 0;
+};
+
+bool Matches(const ResultFilter& f, const std::string& gpu, const std::string& op) {
+  return (f.gpu_model.empty() || f.gpu_model == gpu) && (f.op.empty() || f.op == op);
+}
+
+// The value checks a worker's row gets at the coordinator's door.
+Status CheckRow(const Measurement& m) {
+  const std::pair<const char*, const std::string*> keys[] = {
+      {"gpu_model", &m.gpu_model}, {"op", &m.op},           {"dtype", &m.dtype},
+      {"shape", &m.shape},         {"kernel_hash", &m.kernel_hash}, {"config_id", &m.config_id}};
+  for (const auto& [field, value] : keys) {
+    if (value->empty()) return Status::InvalidArgument(std::string("empty ") + field);
+    TUNE_RETURN_IF_ERROR(CheckText(*value, field, kMaxNameBytes));
+    if (value->find('\0') != std::string::npos) return Status::InvalidArgument(std::string(field) + " holds a NUL byte");
+  }
+  if (m.config.Id() != m.config_id) return Status::InvalidArgument("config_id is not its config's id");
+  for (double v : {m.median_us, m.mean_us, m.stdev_us, m.min_us, m.max_us, m.ci95_us, m.screen_us})
+    if (!std::isfinite(v) || v < 0 || v > 3.6e9) return Status::InvalidArgument("a figure of " + std::to_string(v) + " us");
+  if (m.Valid() && !(m.median_us > 0)) return Status::InvalidArgument("a valid row without a median");
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::string& path, TransferCounts* counts) {
+  TransferCounts n;
+  const std::string tmp = path + ".tmp";
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  if (!f) return Status::Error(path + ": cannot write");
+  f.write(kMagic, sizeof kMagic - 1);
+  std::string version;
+  PutU64(&version, kFormat);
+  f.write(version.data(), 4);
+  Writer w(f);
+  // The rows first, noting what else they need.
+  std::set<std::string> hashes, ops;
+  TUNE_RETURN_IF_ERROR(store.Scan(filter, [&](const Measurement& m) {
+    w.Add(kRow, EncodeMeasurement(m));
+    hashes.insert(m.kernel_hash);
+    ops.insert(m.op);
+    ++n.rows;
+    return true;
+  }));
+  // Every package of the ops, whichever kernel hash: a few, and publish
+  // picks the one of each row's hash.
+  TUNE_RETURN_IF_ERROR(store.ForEachOp([&](const OpRecord& op) {
+    if (!ops.count(op.name)) return;
+    w.Add(kOp, EncodeOpRecord(op));
+    ++n.ops;
+  }));
+  TUNE_RETURN_IF_ERROR(store.ForEachKernel([&](const KernelImage& k) {
+    if (!hashes.count(k.kernel_hash)) return;
+    w.Add(kKernel, EncodeKernelImage(k));
+    ++n.kernels;
+  }));
+  TUNE_RETURN_IF_ERROR(store.ForEachCoverage([&](const KeyCoverage& c) {
+    if (!hashes.count(c.kernel_hash) || !Matches(filter, c.gpu_model, c.op)) return;
+    w.Add(kCoverage, EncodeCoverage(c));
+    ++n.coverage;
+  }));
+  TUNE_RETURN_IF_ERROR(store.ForEachProfile([&](const KernelProfile& p) {
+    if (!hashes.count(p.kernel_hash) || !Matches(filter, p.gpu_model, p.op)) return;
+    w.Add(kProfile, EncodeProfile(p));
+    ++n.profiles;
+  }));
+  TUNE_RETURN_IF_ERROR(store.ForEachBaseline([&](const Measurement& b) {
+    if (!ops.count(b.op) || !Matches(filter, b.gpu_model, b.op)) return;
+    w.Add(kBaseline, EncodeMeasurement(b));
+    ++n.baselines;
+  }));
+  // The end marker carries the record count: a truncated file is refused.
+  std::string end(1, static_cast<char>(kEnd));
+  PutU64(&end, w.records());
+  f.write(end.data(), static_cast<std::streamsize>(end.size()));
+  f.close();
+  if (!f) return Status::Error(path + ": write failed");
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Error(path + ": " + ec.message());
+  if (counts) *counts = n;
+  return Status::OK();
+}
+
+Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::Error(path + ": cannot read");
+  std::string magic(sizeof kMagic - 1, '\0');
+  f.read(magic.data(), static_cast<std::streamsize>(magic.size()));
+  if (!f || magic != kMagic) return Status::InvalidArgument(path + ": not a tunefarm store export");
+  unsigned char v[4];
+  f.read(reinterpret_cast<char*>(v), 4);
+  const uint32_t format = v[0] | (v[1] << 8) | (v[2] << 16) | (uint32_t(v[3]) << 24);
+  if (!f || format != kFormat)
+    return Status::InvalidArgument(path + ": export format " + std::to_string(format) + ", this tunefarm reads " +
+                                   std::to_string(kFormat));
+  // Everything is read and checked before anything is written.
+  std::vector<OpRecord> ops;
+  std::vector<Measurement> rows, baselines;
+  std::vector<KernelImage> kernels;
+  std::vector<KeyCoverage> coverage;
+  std::vector<KernelProfile> profiles;
+  uint64_t index = 0;
+  for (;; ++index) {
+    unsigned char head[9];
+    f.read(reinterpret_cast<char*>(head), 9);
+    if (!f) return Status::InvalidArgument(path + ": truncated after record " + std::to_string(index));
+    uint64_t size = 0;
+    for (int i = 7; i >= 0; --i) size = (size << 8) | head[1 + i];
+    if (head[0] == kEnd) {
+      if (size != index)
+        return Status::InvalidArgument(path + ": " + std::to_string(index) + " records where the file says " +
+                                       std::to_string(size));
+      break;
+    }
+    const std::string where = path + ": record " + std::to_string(index) + " (" + KindName(head[0]) + "): ";
+    if (size > kMaxRecordBytes) return Status::InvalidArgument(where + std::to_string(size) + " bytes, over the bound");
+    std::string bytes(size, '\0');
+    f.read(bytes.data(), static_cast<std::streamsize>(size));
+    if (!f) return Status::InvalidArgument(where + "truncated");
+    Status st;
+    switch (head[0]) {
+      case kOp: {
+        auto op = DecodeOpRecord(bytes.data(), bytes.size());
+        if (!op.ok()) return op.status().WithPrefix(where);
+        if (auto spec = ParseOpSpec(op->package, op->name); !spec.ok()) return spec.status().WithPrefix(where);
+        ops.push_back(std::move(*op));
+        break;
+      }
+      case kRow:
+      case kBaseline: {
+        auto m = DecodeMeasurement(bytes.data(), bytes.size());
+        if (!m.ok()) return m.status().WithPrefix(where);
+        st = CheckRow(*m);
+        if (st.ok() && head[0] == kBaseline && m->baseline.empty()) st = Status::InvalidArgument("no library named");
+        if (!st.ok()) return st.WithPrefix(where);
+        (head[0] == kRow ? rows : baselines).push_back(std::move(*m));
+        break;
+      }
+      case kKernel: {
+        auto k = DecodeKernelImage(bytes.data(), bytes.size());
+        if (!k.ok()) return k.status().WithPrefix(where);
+        if (st = CheckKernelImage(*k); !st.ok()) return st.WithPrefix(where);
+        kernels.push_back(std::move(*k));
+        break;
+      }
+      case kCoverage: {
+        auto c = DecodeCoverage(bytes.data(), bytes.size());
+        if (!c.ok()) return c.status().WithPrefix(where);
+        coverage.push_back(std::move(*c));
+        break;
+      }
+      case kProfile: {
+        auto p = DecodeProfile(bytes.data(), bytes.size());
+        if (!p.ok()) return p.status().WithPrefix(where);
+        if (st = CheckProfile(*p); !st.ok()) return st.WithPrefix(where);
+        profiles.push_back(std::move(*p));
+        break;
+      }
+      default:
+        return Status::InvalidArgument(where + "unknown kind " + std::to_string(head[0]) + " (a newer tunefarm's?)");
+    }
+  }
+  TransferCounts n;
+  for (const OpRecord& op : ops) TUNE_RETURN_IF_ERROR(store.PutOp(op.name, op.submitted_unix, op.package));
+  n.ops = ops.size();
+  TUNE_RETURN_IF_ERROR(store.PutBatch(rows, &n.rows_new));
+  n.rows = rows.size();
+  // After the rows: a cubin in the store always has its measured row. Each
+  // witness of the exporting farm vouches here too.
+  for (const KernelImage& k : kernels) {
+    if (k.witnesses.empty()) {
+      Status st = store.PutKernel(k, "");
+      if (!st.ok() && st.code() != StatusCode::kInvalidArgument) return st;
+    }
+    for (const std::string& w : k.witnesses) {
+      KernelPut put = KernelPut::kNew;
+      Status st = store.PutKernel(k, w, &put);
+      if (!st.ok() && put != KernelPut::kConflict) return st;  // a conflict is recorded, the stored image kept
+    }
+  }
+  n.kernels = kernels.size();
+  for (const KeyCoverage& c : coverage) TUNE_RETURN_IF_ERROR(store.PutCoverage(c));
+  n.coverage = coverage.size();
+  for (const KernelProfile& p : profiles) TUNE_RETURN_IF_ERROR(store.PutProfile(p));
+  n.profiles = profiles.size();
+  for (const Measurement& b : baselines) TUNE_RETURN_IF_ERROR(store.PutBaseline(b));
+  n.baselines = baselines.size();
+  if (counts) *counts = n;
+  return Status::OK();
+}
+
+}  // namespace tune
