@@ -84,9 +84,9 @@ std::map<std::string, Measurement> BaselinesOf(ResultStore& store, const std::ve
   return out;
 }
 
-double VsBaseline(const Measurement& m, const Measurement* baseline) {
-  if (!baseline || !baseline->Valid() || !m.Valid() || !(m.median_us > 0)) return 0;
-  return baseline->median_us / m.median_us;
+double VsBaselineRow(const Measurement& m, const Measurement* baseline) {
+  if (!baseline || !baseline->Valid() || !m.Valid()) return 0;
+  return VsBaseline(baseline->median_us, m.median_us);
 }
 
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
@@ -98,7 +98,7 @@ std::string DescribeBaseline(const Measurement& winner, const Measurement& b) {
   char buf[160];
   if (!b.Valid())
     return "vs " + b.baseline + ": not measured on " + b.worker + " (" + b.StatusName() + ": " + FirstLine(b.failure_message) + ")";
-  const double ratio = VsBaseline(winner, &b);
+  const double ratio = VsBaselineRow(winner, &b);
   if (ratio > 0) std::snprintf(buf, sizeof buf, ": %.3fx (%.2f us)", ratio, b.median_us);
   else std::snprintf(buf, sizeof buf, ": %.2f us", b.median_us);
   return "vs " + b.baseline + buf + (b.backend == "sim" ? " [SIMULATED]" : "");
@@ -165,7 +165,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
         j["baseline"] = {{"library", b->baseline}, {"status", b->StatusName()}, {"median_us", b->median_us},
                          {"ci95_us", b->ci95_us}, {"backend", b->backend}};
         if (!b->Valid()) j["baseline"]["reason"] = FirstLine(b->failure_message);
-        if (const double r = VsBaseline(m, b); r > 0) j["vs_baseline"] = r;
+        if (const double r = VsBaselineRow(m, b); r > 0) j["vs_baseline"] = r;
       }
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
@@ -195,7 +195,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       const KeyCoverage* c = coverage_of(m);
       const Measurement* b = baseline_of(m);
       char vs[32] = "", bus[32] = "";
-      if (const double r = VsBaseline(m, b); r > 0) std::snprintf(vs, sizeof vs, "%.4f", r);
+      if (const double r = VsBaselineRow(m, b); r > 0) std::snprintf(vs, sizeof vs, "%.4f", r);
       if (b && b->Valid()) std::snprintf(bus, sizeof bus, "%.3f", b->median_us);
       std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s,%s,%s,%s\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
@@ -268,7 +268,7 @@ void PrintBundle(FILE* out, const Bundle& b) {
   for (const auto& e : b.entries) {
     char def[32] = "-", vs[32] = "-";
     if (e.default_median_us > 0) std::snprintf(def, sizeof def, "%.2f", e.default_median_us);
-    if (e.baseline_median_us > 0 && e.median_us > 0) std::snprintf(vs, sizeof vs, "%.3fx", e.baseline_median_us / e.median_us);
+    if (const double r = VsBaseline(e.baseline_median_us, e.median_us); r > 0) std::snprintf(vs, sizeof vs, "%.3fx", r);
     std::string coverage = e.coverage.state.empty() ? "-" : e.coverage.state;
     if (!e.coverage.state.empty())
       coverage += " " + std::to_string(e.coverage.evaluated) + "/" + std::to_string(e.coverage.legal);

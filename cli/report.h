@@ -46,9 +46,9 @@ std::string DescribeCoverage(const KeyCoverage& c);
 // by BaselineKey (gpu_model, op, dtype, shape).
 std::map<std::string, Measurement> BaselinesOf(ResultStore& store, const std::vector<Measurement>& rows);
 std::string BaselineKey(const Measurement& m);
-// How many times faster than the baseline `m` is (baseline median over m's);
-// 0 when either has no figure.
-double VsBaseline(const Measurement& m, const Measurement* baseline);
+// VsBaseline of a row and its key's baseline row (0 when either has no
+// valid figure).
+double VsBaselineRow(const Measurement& m, const Measurement* baseline);
 
 // What the store keeps beside the rows it prints.
 struct RowNotes {

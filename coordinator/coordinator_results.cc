@@ -35,10 +35,13 @@ std::map<std::string, double> PhysicalFloors(const OpSpec& spec, const LeasedUni
                                    [&](const DeviceInfo& d) { return d.model == unit.gpu_model; });
   Shape shape;
   if (device == peer.devices.end() || !ParseNamedValues(unit.shape, &shape.dims)) return out;
-  for (const auto& [id, config] : unit.configs) {
+  auto floor = [&](const Config& config) {
     auto plan = PlanLaunch(spec, unit.dtype, config, shape, *device);
-    if (plan.ok()) out[id] = PhysicalFloorUs(plan->flops, plan->bytes, *device);
-  }
+    if (plan.ok()) out[config.Id()] = PhysicalFloorUs(plan->flops, plan->bytes, *device);
+  };
+  for (const auto& [id, config] : unit.configs) floor(config);
+  // A baseline's row is of the op's default config: no library beats the device either.
+  if (spec.baseline) floor(spec.default_config);
   return out;
 }
 

@@ -245,8 +245,8 @@ std::string StatusPages::CompareDocument() const {
         gpus.push_back({{"gpu_model", c->models[i].gpu_model}, {"median_us", w.best.median_us},
                         {"config", w.best.config.Canonical()}, {"backend", w.best.backend},
                         {"throughput", w.throughput}, {"unit", w.unit}, {"roofline_share", w.roofline_share},
-                        {"vs_baseline", w.vs_baseline},
-                        {"baseline", w.baseline ? w.baseline->baseline : std::string()}});
+                        {"vs_baseline", w.vs_baseline > 0 ? json(w.vs_baseline) : json(nullptr)},
+                        {"baseline", w.baseline ? json(w.baseline->baseline) : json(nullptr)}});
       }
       groups.push_back({{"op", row.op}, {"dtype", row.dtype}, {"shape", row.shape}, {"gpus", gpus}});
     }

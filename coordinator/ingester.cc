@@ -13,6 +13,7 @@ namespace {
 // A baseline's row is of the op's default config, which sized its buffers.
 std::string RowFault(const IngestJob& job, const Measurement& m, bool baseline = false) {
   const LeasedUnit& u = *job.unit;
+  if (!baseline && !m.baseline.empty()) return "a config's row that names a baseline library";
   if (m.gpu_model != u.gpu_model) return "GPU model '" + m.gpu_model + "' in a unit for '" + u.gpu_model + "'";
   if (m.op != u.op || m.dtype != u.dtype) {
     return m.op + "/" + m.dtype + " in a unit of " + u.op + "/" + u.dtype;

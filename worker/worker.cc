@@ -185,9 +185,9 @@ struct Worker::Impl : HttpStatusSource {
   // refinement compare against (TimingPolicy).
   std::mutex best_mu;
   std::map<std::string, double> best_us;
-  // Keys (sweep, model, op, dtype, shape) whose [baseline] this worker timed
-  // in a screening or refine unit: once each (a confirm unit times it again,
-  // with the contenders). Guarded by best_mu.
+  // Keys (sweep, model, op, dtype, shape) whose [baseline] this worker has a
+  // figure of from a screening or refine unit: timed once each (a confirm
+  // unit times it again, with the contenders). Guarded by best_mu.
   std::set<std::string> baselined;
 
   explicit Impl(WorkerOptions o) : opts(std::move(o)) {
@@ -585,10 +585,15 @@ struct Worker::Impl : HttpStatusSource {
                                 s.Canonical();
         {
           std::lock_guard<std::mutex> lock(best_mu);
-          if (!baselined.insert(key).second) continue;
+          if (baselined.count(key)) continue;
         }
         const CompiledKernel k = BaselineOf(run, *compiled_one);
-        run.pending.baselines.push_back(BaselineRow(run, k, s, run.backend.Measure(run.spec, unit.dtype, k, s, policy, 0)));
+        Measurement row = BaselineRow(run, k, s, run.backend.Measure(run.spec, unit.dtype, k, s, policy, 0));
+        if (row.Valid()) {  // a failure is tried again in the key's next unit
+          std::lock_guard<std::mutex> lock(best_mu);
+          baselined.insert(key);
+        }
+        run.pending.baselines.push_back(std::move(row));
       }
     }
     Flush(run.push, unit, &run.batch, &run.pending, true);
@@ -613,7 +618,7 @@ struct Worker::Impl : HttpStatusSource {
   // compiled: its kernel hash and, where the host adds to it, the digest
   // of what it added (the rows of a key share them).
   static CompiledKernel BaselineOf(const UnitRun& run, const CompiledKernel& compiled) {
-    CompiledKernel k = BaselineKernel(run.spec, compiled.kernel_hash.empty() ? run.op_hash : compiled.kernel_hash);
+    CompiledKernel k = BaselineKernel(run.spec, compiled.kernel_hash);  // StampKernel falls back to the op's hash
     k.include_digest = compiled.include_digest;
     return k;
   }

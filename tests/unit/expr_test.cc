@@ -152,6 +152,7 @@ TEST(Expr, StringParamsCompareWithTheirValuesOnly) {
       {"BM == \"stream_k\"", "BM is compared with the string \"stream_k\", but it is not a string param"},
       {"\"stream_k\" > 1", "is not compared with a string param"},
       {"SCHEDULE == \"stream_k\" + 1", "takes part in arithmetic"},
+      {"BM < SCHEDULE == \"stream_k\"", "or another comparison"},
       {"SCHEDULE == \"stream_k", "a string without its closing"},
   };
   for (const auto& [text, want] : bad) {

@@ -453,7 +453,9 @@ TEST(OpSpec, CategoricalMisusesAreOneLineErrorsNamingTheField) {
       {"\"grid_stride\", \"blocked\"]", "\"grid-stride\", \"blocked\"]",
        "[params] SCHEDULE: \"grid-stride\" is not a macro token"},
       {"STAGE_IN_SMEM = [false, true]", "STAGE_IN_SMEM = [false, true]\nSCHEDULE_direct = [1]",
-       "[params] SCHEDULE: value direct makes the macro SCHEDULE_direct, which is also the name of a param or dim"},
+       "[params] SCHEDULE: value direct makes the macro SCHEDULE_direct, which is also the name of a param, a dim"},
+      {"\"grid_stride\", \"blocked\"]", "\"grid_stride\", \"BLOCK\"]",
+       "[params] SCHEDULE: value BLOCK is also the name of a param or dim"},
   };
   for (const BadCase& c : cases) {
     ASSERT_NE(toml.find(c.from), std::string::npos) << c.from;

@@ -258,6 +258,13 @@ struct Measurement {
   void CopyOutcome(const Measurement& from);
 };
 
+// How many times faster a median is than its op's baseline (the baseline's
+// median over it): above 1 the farm's kernel wins. 0 when either figure is
+// missing (not positive).
+inline double VsBaseline(double baseline_us, double median_us) {
+  return baseline_us > 0 && median_us > 0 ? baseline_us / median_us : 0;
+}
+
 // The exact binary a worker measured, keyed by (kernel hash, config id,
 // dtype, arch). sha256 is of `image`, 64 lower-case hex digits.
 struct KernelImage {

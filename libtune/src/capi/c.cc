@@ -59,14 +59,9 @@ T Guard(char** errptr, T failed, Fn&& fn) {
 }
 
 Json NamedIntsJson(const runtime::NamedInts& v) {
-  Json j = Json::object();
-  for (size_t i = 0; i < v.size(); ++i) {
-    const std::string& text = v.text(i);  // a categorical param's spelling
-    if (text.empty()) j[v.name(i)] = v.value(i);
-    else if (text == "true" || text == "false") j[v.name(i)] = text == "true";
-    else j[v.name(i)] = text;
-  }
-  return j;
+  tune::ParamValues params;  // a categorical param's spelling makes it a string or boolean
+  for (size_t i = 0; i < v.size(); ++i) params.emplace_back(v.name(i), tune::ParamValue::Of(v.value(i), v.text(i)));
+  return tune::ParamsJson<Json>(params);
 }
 
 Json EntryJson(const runtime::Entry& entry) {

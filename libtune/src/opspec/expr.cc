@@ -231,13 +231,16 @@ Result<std::string> LowerCategorical(const std::string& text, const StringAxes& 
                                      Join(axis->second, ", ") + ")");
     // Neither side may take part in arithmetic: a string has no number.
     const size_t lo = std::min(i, name), hi = std::max(i, name);
-    const auto arithmetic = [&](size_t k) {
-      return k < t.size() && t[k].kind == Token::kOther && t[k].text.size() == 1 &&
-             std::string_view("+-*/%^").find(t[k].text[0]) != std::string_view::npos;
+    // Nor in another comparison, which muparser would take first
+    // (A < S == "x" reads (A < S) == "x").
+    const auto binds_tighter = [&](size_t k) {
+      return k < t.size() && (t[k].kind == Token::kCompare ||
+                              (t[k].kind == Token::kOther && t[k].text.size() == 1 &&
+                               std::string_view("+-*/%^<>").find(t[k].text[0]) != std::string_view::npos));
     };
-    if ((lo > 0 && arithmetic(lo - 1)) || arithmetic(hi + 1))
+    if ((lo > 0 && binds_tighter(lo - 1)) || binds_tighter(hi + 1))
       return Status::InvalidArgument(where + ": " + t[name].text + " == " + literal +
-                                     " takes part in arithmetic; put the comparison in parentheses");
+                                     " takes part in arithmetic or another comparison; put it in parentheses");
     replace[i] = std::to_string(CategoricalCode(t[i].text));
     compared.insert(name);
   }

@@ -429,15 +429,24 @@ class SpecParser {
       }
       spec_.axes.push_back(std::move(axis));
     }
-    // A string value's macro NAME_value (ParamMacros) must not redefine
-    // another param or a dim.
+    // A string value's macros (ParamMacros: NAME=value, NAME_value) must
+    // not meet another param, a dim or another value's macro: NAME=BM would
+    // expand to BM's value.
+    std::set<std::string> macros;
+    for (const Axis& a : spec_.axes) macros.insert(a.name);
+    const auto named = [&](const std::string& n) {
+      return macros.count(n) || std::find(spec_.dims.begin(), spec_.dims.end(), n) != spec_.dims.end();
+    };
     for (const Axis& a : spec_.axes) {
       if (a.kind() != ParamValue::Kind::kString) continue;
       for (const ParamValue& v : a.values) {
+        if (named(v.text()))
+          return Err("[params] " + a.name, "value " + v.text() + " is also the name of a param or dim");
         const std::string macro = a.name + "_" + v.text();
-        if (spec_.FindAxis(macro) || std::find(spec_.dims.begin(), spec_.dims.end(), macro) != spec_.dims.end())
+        if (named(macro))
           return Err("[params] " + a.name, "value " + v.text() + " makes the macro " + macro +
-                                               ", which is also the name of a param or dim");
+                                               ", which is also the name of a param, a dim or another value's macro");
+        macros.insert(macro);
       }
     }
     return Status::OK();
@@ -808,6 +817,14 @@ class SpecParser {
       if (arg->dtype != "$dtype") return Err(field, "'" + *out + "' must have the sweep's dtype (\"$dtype\")");
       if (arg->shape.size() != 2) return Err(field, "'" + *out + "' must be a matrix (a shape of two dims)");
     }
+    // The check compares every output with the reference: the product is
+    // the op's only one.
+    for (const ArgSpec& arg : spec_.args)
+      if (arg.kind == ArgSpec::Kind::kBuffer && arg.dir != "in" && arg.name != b.c)
+        return Err("[baseline] c", "the op has another output, '" + arg.name + "', which the library does not write");
+    for (const std::string& d : spec_.dtypes)
+      if (d != "f16" && d != "bf16" && d != "f32")
+        return Err("[baseline] library", "cuBLASLt has no GEMM of the op's dtype " + d);
     const std::pair<const char*, std::string*> sizes[] = {{"m", &b.m}, {"n", &b.n}, {"k", &b.k}};
     for (const auto& [key, out] : sizes) {
       const toml::node* n = t->get(key);

@@ -352,10 +352,10 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
         if (Status st = PlanAgrees(*it->second, *found, *m); !st.ok()) it->second = st;
       }
     }
-    if (options.min_vs_baseline > 0 && e.baseline_median_us > 0 &&
-        e.baseline_median_us / e.median_us < options.min_vs_baseline) {
+    if (const double vs = VsBaseline(e.baseline_median_us, e.median_us);
+        options.min_vs_baseline > 0 && vs > 0 && vs < options.min_vs_baseline) {
       char ratio[32];
-      std::snprintf(ratio, sizeof ratio, "%.3fx", e.baseline_median_us / e.median_us);
+      std::snprintf(ratio, sizeof ratio, "%.3fx", vs);
       note(e.gpu_model + " " + e.op + "/" + e.dtype + " " + e.shape.Canonical() + " stays out: its winner is " + ratio +
            " of " + e.baseline + ", below --min-vs-baseline");
       continue;

@@ -324,7 +324,7 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
         w.coverage = *cov;
       if (auto b = store.GetBaseline(w.best.gpu_model, w.best.op, w.best.dtype, w.best.shape); b.ok()) {
         w.baseline = std::move(*b);
-        if (w.baseline->Valid() && w.best.median_us > 0) w.vs_baseline = w.baseline->median_us / w.best.median_us;
+        if (w.baseline->Valid()) w.vs_baseline = VsBaseline(w.baseline->median_us, w.best.median_us);
       }
     }
     if (row.winners[0].present) {

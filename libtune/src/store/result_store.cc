@@ -1332,9 +1332,9 @@ Status ResultStore::PutBaseline(const Measurement& m) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   if (m.baseline.empty()) return Status::InvalidArgument("a baseline row without its library");
   std::lock_guard<std::mutex> lock(impl_->put_mu);
-  if (!m.Valid()) {
-    auto stored = GetBaseline(m.gpu_model, m.op, m.dtype, m.shape);
-    if (stored.ok() && stored->Valid()) return Status::OK();
+  if (auto stored = GetBaseline(m.gpu_model, m.op, m.dtype, m.shape); stored.ok()) {
+    if (stored->Valid() && !m.Valid()) return Status::OK();   // a host without the library
+    if (stored->Valid() == m.Valid() && stored->unix_time > m.unix_time) return Status::OK();  // an older figure
   }
   rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta,
                                      BaselineKey(m.gpu_model, m.op, m.dtype, m.shape), EncodeMeasurement(m));

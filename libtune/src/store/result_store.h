@@ -217,7 +217,8 @@ class ResultStore {
   // one row per (gpu_model, op, dtype, shape), apart from the configs'
   // rows, which it never joins in a scan or a best. A row replaces the
   // stored one unless it failed where the stored one has a figure (a host
-  // without the library does not erase another host's figure).
+  // without the library does not erase another host's figure) or is older
+  // (an import of an old export does not roll the figure back).
   Status PutBaseline(const Measurement& m);
   // Every record of a kind, in key order, for `store export`; a record that
   // does not decode is skipped (the store's checks admitted it once).

@@ -59,6 +59,14 @@ bool Matches(const ResultFilter& f, const std::string& gpu, const std::string& o
   return (f.gpu_model.empty() || f.gpu_model == gpu) && (f.op.empty() || f.op == op);
 }
 
+// A key part: text without NUL bytes, not empty.
+Status CheckKeyText(const std::string& v) {
+  if (v.empty()) return Status::InvalidArgument("an empty key part");
+  TUNE_RETURN_IF_ERROR(CheckText(v, "key part", kMaxNameBytes));
+  if (v.find('\0') != std::string::npos) return Status::InvalidArgument("a key part with a NUL byte");
+  return Status::OK();
+}
+
 // The value checks a worker's row gets at the coordinator's door.
 Status CheckRow(const Measurement& m) {
   const std::pair<const char*, const std::string*> keys[] = {
@@ -129,8 +137,11 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
   PutU64(&end, w.records());
   f.write(end.data(), static_cast<std::streamsize>(end.size()));
   f.close();
-  if (!f) return Status::Error(path + ": write failed");
   std::error_code ec;
+  if (!f) {
+    std::filesystem::remove(tmp, ec);
+    return Status::Error(path + ": write failed");
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::Error(path + ": " + ec.message());
   if (counts) *counts = n;
@@ -138,8 +149,10 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
 }
 
 Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status::Error(path + ": cannot read");
+  const uint64_t file_bytes = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
   std::string magic(sizeof kMagic - 1, '\0');
   f.read(magic.data(), static_cast<std::streamsize>(magic.size()));
   if (!f || magic != kMagic) return Status::InvalidArgument(path + ": not a tunefarm store export");
@@ -170,6 +183,8 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
     }
     const std::string where = path + ": record " + std::to_string(index) + " (" + KindName(head[0]) + "): ";
     if (size > kMaxRecordBytes) return Status::InvalidArgument(where + std::to_string(size) + " bytes, over the bound");
+    // Nothing is allocated for bytes the file does not hold.
+    if (size > file_bytes - static_cast<uint64_t>(f.tellg())) return Status::InvalidArgument(where + "truncated");
     std::string bytes(size, '\0');
     f.read(bytes.data(), static_cast<std::streamsize>(size));
     if (!f) return Status::InvalidArgument(where + "truncated");
@@ -178,7 +193,10 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
       case kOp: {
         auto op = DecodeOpRecord(bytes.data(), bytes.size());
         if (!op.ok()) return op.status().WithPrefix(where);
-        if (auto spec = ParseOpSpec(op->package, op->name); !spec.ok()) return spec.status().WithPrefix(where);
+        auto spec = ParseOpSpec(op->package, op->name);
+        if (!spec.ok()) return spec.status().WithPrefix(where);
+        if (spec->name != op->name)
+          return Status::InvalidArgument(where + "a package of op '" + spec->name + "' filed as '" + op->name + "'");
         ops.push_back(std::move(*op));
         break;
       }
@@ -187,7 +205,9 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
         auto m = DecodeMeasurement(bytes.data(), bytes.size());
         if (!m.ok()) return m.status().WithPrefix(where);
         st = CheckRow(*m);
-        if (st.ok() && head[0] == kBaseline && m->baseline.empty()) st = Status::InvalidArgument("no library named");
+        if (st.ok() && (head[0] == kBaseline) == m->baseline.empty())
+          st = Status::InvalidArgument(head[0] == kBaseline ? "no library named" : "a config's row that names a baseline");
+        if (st.ok() && !m->baseline.empty()) st = CheckText(m->baseline, "baseline", 128);
         if (!st.ok()) return st.WithPrefix(where);
         (head[0] == kRow ? rows : baselines).push_back(std::move(*m));
         break;
@@ -202,6 +222,8 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
       case kCoverage: {
         auto c = DecodeCoverage(bytes.data(), bytes.size());
         if (!c.ok()) return c.status().WithPrefix(where);
+        for (const std::string* key : {&c->gpu_model, &c->op, &c->dtype, &c->shape, &c->kernel_hash})
+          if (st = CheckKeyText(*key); !st.ok()) return st.WithPrefix(where);
         coverage.push_back(std::move(*c));
         break;
       }
@@ -221,20 +243,19 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
   n.ops = ops.size();
   TUNE_RETURN_IF_ERROR(store.PutBatch(rows, &n.rows_new));
   n.rows = rows.size();
-  // After the rows: a cubin in the store always has its measured row. Each
-  // witness of the exporting farm vouches here too.
+  // After the rows: a cubin in the store always has its measured row. The
+  // file's word is one witness ("import:FILE"), whatever workers it names:
+  // an imported cubin ships once this farm recompiles it or one of its own
+  // workers sends the same bytes (publish's rule), and one the exporting
+  // farm saw contradicted is left out.
+  const std::string witness = "import:" + std::filesystem::path(path).filename().string();
   for (const KernelImage& k : kernels) {
-    if (k.witnesses.empty()) {
-      Status st = store.PutKernel(k, "");
-      if (!st.ok() && st.code() != StatusCode::kInvalidArgument) return st;
-    }
-    for (const std::string& w : k.witnesses) {
-      KernelPut put = KernelPut::kNew;
-      Status st = store.PutKernel(k, w, &put);
-      if (!st.ok() && put != KernelPut::kConflict) return st;  // a conflict is recorded, the stored image kept
-    }
+    if (!k.conflicts.empty()) continue;
+    KernelPut put = KernelPut::kNew;
+    Status st = store.PutKernel(k, witness, &put);
+    if (!st.ok() && put != KernelPut::kConflict) return st;  // a conflict is recorded, the stored image kept
+    ++n.kernels;
   }
-  n.kernels = kernels.size();
   for (const KeyCoverage& c : coverage) TUNE_RETURN_IF_ERROR(store.PutCoverage(c));
   n.coverage = coverage.size();
   for (const KernelProfile& p : profiles) TUNE_RETURN_IF_ERROR(store.PutProfile(p));

@@ -4,16 +4,19 @@
 // An export file holds, for the rows a filter selects, everything a store
 // keeps of them: the rows with their provenance (worker, sweep, time,
 // pass), the op packages their kernel hashes were measured from (publish
-// reads specs from the store), the cubins with the workers that vouched for
-// them, coverage records, profiles and baselines. Import is idempotent and
-// never doubles a row: a row whose key (GPU model, op, dtype, shape, kernel
-// hash, config) is stored already keeps the stored one (ResultStore::Put's
-// rules, refine and confirm passes included); two farms that measured a key
-// under different kernel hashes keep both, as one farm does across kernel
-// versions. An import re-checks every record as the coordinator checks a
-// worker's (text, finite figures, cubin checksums and ELF form, op packages
-// that parse) and refuses the file, naming the record, before it writes
-// anything.
+// reads specs from the store), the cubins, coverage records, profiles and
+// baselines. Import is idempotent and never doubles a row: a row whose key
+// (GPU model, op, dtype, shape, kernel hash, config) is stored already keeps
+// the stored one (ResultStore::Put's rules, refine and confirm passes
+// included); two farms that measured a key under different kernel hashes
+// keep both, as one farm does across kernel versions; coverage, profiles and
+// baselines follow their Put rules (a baseline: the newer figure). A file is
+// a peer's word: an imported cubin counts as one witness ("import:FILE"),
+// so it ships only once this farm recompiles it or its own workers send the
+// same bytes. An import checks every record first (key text, a config
+// that is its id's, finite figures, cubin checksums and ELF form, packages
+// that parse under their name) and refuses the file, naming the record,
+// before it writes anything.
 #pragma once
 
 #include <cstddef>

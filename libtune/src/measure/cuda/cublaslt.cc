@@ -46,13 +46,14 @@ Result<std::unique_ptr<CublasLt>> CublasLt::Open() {
   auto impl = std::make_unique<Impl>();
   std::vector<std::string> names = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"};
   if (const char* path = std::getenv("TUNEFARM_CUBLASLT"); path && *path) names = {path};
-  std::string tried;
+  std::string tried, why;
   for (const std::string& name : names) {
     impl->lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (impl->lib) break;
     tried += (tried.empty() ? "" : ", ") + name;
+    if (const char* e = dlerror()) why = e;
   }
-  if (!impl->lib) return Status::Error("cuBLASLt not available on this host (tried " + tried + ")");
+  if (!impl->lib) return Status::Error("cuBLASLt not available on this host (tried " + tried + "): " + why);
 #define TUNE_LT_LOAD(name)                                                                          \
   impl->name = reinterpret_cast<decltype(&::name)>(dlsym(impl->lib, #name));                      \
   if (!impl->name) return Status::Error(std::string("cuBLASLt on this host lacks ") + #name);

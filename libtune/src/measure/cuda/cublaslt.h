@@ -15,9 +15,10 @@ namespace tune::cuda {
 
 class CublasLt {
  public:
-  // Errors: the library is not on the host (libcublasLt.so.13, .12 or .11
-  // on the loader's path; $TUNEFARM_CUBLASLT, where set, is the one file
-  // tried) or lacks a function this code calls.
+  // Errors: the library is not on the host (libcublasLt.so.13, .12, .11,
+  // then libcublasLt.so on the loader's path; $TUNEFARM_CUBLASLT, where set,
+  // is the one file tried; the loader's reason follows) or lacks a function
+  // this code calls.
   static Result<std::unique_ptr<CublasLt>> Open();
   ~CublasLt();
   CublasLt(const CublasLt&) = delete;

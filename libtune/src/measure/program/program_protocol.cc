@@ -151,7 +151,7 @@ bool ReadJson(const json& j, uint64_t want_id, Outcome* out) {
   // A version is a short printable word ("2.9.0+cu130"); anything else is dropped.
   if (auto v = j.find("baseline_version"); v != j.end() && v->is_string()) {
     const std::string text = v->get<std::string>();
-    if (!text.empty() && text.size() <= 64 &&
+    if (!text.empty() && text.size() <= 63 &&
         std::all_of(text.begin(), text.end(), [](char ch) { return ch > ' ' && ch < 127; }))
       out->baseline_version = text;
   }
