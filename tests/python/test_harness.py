@@ -130,13 +130,17 @@ class CompilePool(unittest.TestCase):
 
 
 class Baseline(unittest.TestCase):
-    def test_the_modules_baseline_is_checked_and_timed_with_its_version(self):
-        h = Served(MODULE)
+    def ask_baseline(self, module):
+        """The harness serving `module`, and its answer to a baseline request."""
+        h = Served(module)
         self.addCleanup(h.close)
         req = measure(1, {"SCALE": 1, "UNROLL": 1})
         req["baseline"] = "host_loop"
         h.send(req)
-        got = h.answer()
+        return h, h.answer()
+
+    def test_the_modules_baseline_is_checked_and_timed_with_its_version(self):
+        h, got = self.ask_baseline(MODULE)
         self.assertEqual(got.get("check"), "pass", got)
         self.assertTrue(got["samples_us"])
         self.assertEqual(got["baseline_version"], "host-loop-1")
@@ -152,12 +156,7 @@ class Baseline(unittest.TestCase):
             text = f.read()
         with open(module, "w") as f:
             f.write(text.split("BASELINE_VERSION")[0])
-        h = Served(module)
-        self.addCleanup(h.close)
-        req = measure(1, {"SCALE": 1, "UNROLL": 1})
-        req["baseline"] = "host_loop"
-        h.send(req)
-        got = h.answer()
+        h, got = self.ask_baseline(module)
         self.assertIn("failure", got)
         self.assertIn("defines no baseline(dtype)", got["message"])
         h.send(measure(2, {"SCALE": 1, "UNROLL": 1}))
