@@ -54,6 +54,10 @@ void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out) {
   oc->add_option("--shape", opcheck.shapes,
                  "Count the configs legal at this shape too (rules that read dims), like M=128,N=4096,K=4096");
   oc->add_flag("--all", opcheck.all, "Compile every legal config, not a sample");
+  oc->add_option("--format", opcheck.format, "table, or json: one document with params, rules, legal configs per "
+                                             "GPU model and each compile's status")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
   oc->add_option("--sample", opcheck.sample, "Configs compiled per dtype and architecture")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

@@ -17,6 +17,7 @@ struct OpCheckArgs {
   std::vector<std::string> include_roots;      // NAME=PATH, as a worker's --include-root
   // A running coordinator: count legal configs on its live GPU models too.
   std::string coordinator, curve_key, coordinator_key;
+  std::string format = "table";                // table | json (one document with the same facts)
 };
 
 // Parses the op; counts its legal configs on each known GPU model, naming the

@@ -2,6 +2,7 @@
 // the farm's own enumeration, the rule that empties a space named, compile
 // failures with their whole log and a failing exit.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <stdio.h>
 #include <sys/wait.h>
 
@@ -57,6 +58,17 @@ TEST(OpCheck, CountsLegalConfigsAsTheFarmEnumeratesThemAndCompilesASample) {
   }
   EXPECT_EQ(r.output.find("a100-sxm4-80gb"), std::string::npos) << "--gpu limits the models";
   EXPECT_NE(r.output.find("prunes"), std::string::npos);
+  // --format json: the same counts and rules in one document.
+  const CommandRun j = OpCheck(kOps + "/gemm --sample 1 --gpu h100-80gb-hbm3 --format json");
+  EXPECT_EQ(j.exit_code, 0) << j.output;
+  const auto doc = nlohmann::json::parse(j.output, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << j.output;
+  EXPECT_EQ(doc["ok"], true);
+  ASSERT_EQ(doc["models"].size(), 1u);
+  EXPECT_EQ(doc["models"][0]["legal"].get<size_t>(), EnumerateConfigs(*spec, *FindKnownGpu("h100-80gb-hbm3"))->size());
+  EXPECT_FALSE(doc["models"][0]["pruned_by"].empty());
+  EXPECT_EQ(doc["params"][0]["name"], spec->axes[0].name);
+  EXPECT_EQ(doc["baseline"], "cublaslt");
 }
 
 // With --coordinator, the GPU models of a farm's live workers are counted
@@ -136,6 +148,19 @@ TEST(OpCheck, AnOpThatCannotRunFailsOpCheckAndItsSimTune) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("kernel 'gemm' takes"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[[args]] declares"), std::string::npos) << r.output;
+  // The same facts as one JSON document: each compile's status and message.
+  const CommandRun j = Tunefarm("op check " + op.string() + " --gpu h100-80gb-hbm3 --sample 1 --format json 2>/dev/null");
+  EXPECT_EQ(j.exit_code, 1);
+  const auto doc = nlohmann::json::parse(j.output, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << j.output;
+  EXPECT_EQ(doc["op"], "gemm");
+  EXPECT_EQ(doc["ok"], false);
+  EXPECT_EQ(doc["models"][0]["gpu_model"], "h100-80gb-hbm3");
+  EXPECT_GT(doc["models"][0]["legal"].get<int>(), 0);
+  bool named = false;
+  for (const auto& c : doc["compiles"])
+    named |= c["status"] == "compile_error" && c["message"].get<std::string>().find("[[args]] declares") != std::string::npos;
+  EXPECT_TRUE(named) << j.output;
 
   fs::copy(kOps + "/gemm/op.toml", op / "op.toml", fs::copy_options::overwrite_existing);
   std::ofstream(op / "gemm.cu", std::ios::app) << "\nthis_is_not_cuda x y z;\n";
