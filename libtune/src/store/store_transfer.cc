@@ -91,6 +91,15 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
   const std::string tmp = path + ".tmp";
   std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
   if (!f) return Status::Error(path + ": cannot write");
+  // A failed export leaves no half-written file behind.
+  struct RemoveUnlessKept {
+    const std::string& file;
+    bool keep = false;
+    ~RemoveUnlessKept() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove(file, ec);
+    }
+  } cleanup{tmp};
   f.write(kMagic, sizeof kMagic - 1);
   std::string version;
   PutU64(&version, kFormat);
@@ -137,13 +146,11 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
   PutU64(&end, w.records());
   f.write(end.data(), static_cast<std::streamsize>(end.size()));
   f.close();
+  if (!f) return Status::Error(path + ": write failed");
   std::error_code ec;
-  if (!f) {
-    std::filesystem::remove(tmp, ec);
-    return Status::Error(path + ": write failed");
-  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::Error(path + ": " + ec.message());
+  cleanup.keep = true;
   if (counts) *counts = n;
   return Status::OK();
 }
