@@ -24,39 +24,54 @@ void EnsureSodium() {
 
 }  // namespace
 
-std::string JoinNamedValues(const NamedValues& v) {
+namespace {
+
+// "A=x,B=y" in the given order, each value spelled by `text`.
+template <typename Pairs, typename Text>
+std::string JoinPairs(const Pairs& v, Text text) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) {
     if (i) out += ',';
     out += v[i].first;
     out += '=';
-    out += std::to_string(v[i].second);
+    out += text(v[i].second);
   }
   return out;
 }
 
-bool ParseNamedValues(const std::string& text, NamedValues* out) {
-  NamedValues parsed;
-  if (!text.empty()) {
-    size_t pos = 0;
-    while (true) {
-      size_t end = text.find(',', pos);
-      if (end == std::string::npos) end = text.size();
-      std::string_view item(text.data() + pos, end - pos);
-      size_t eq = item.find('=');
-      if (eq == std::string_view::npos || eq == 0) return false;
-      std::string_view num = item.substr(eq + 1);
-      int64_t value = 0;
-      auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
-      if (num.empty() || ec != std::errc() || ptr != num.data() + num.size()) return false;
-      parsed.emplace_back(std::string(item.substr(0, eq)), value);
-      if (end == text.size()) break;
-      pos = end + 1;
-    }
+// The inverse of JoinPairs: each value read by `read` (false: malformed);
+// empty text is no pairs. `*out` is left alone on failure.
+template <typename Value, typename Read>
+bool ParsePairs(const std::string& text, Read read, std::vector<std::pair<std::string, Value>>* out) {
+  std::vector<std::pair<std::string, Value>> parsed;
+  for (size_t pos = 0; !text.empty();) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view item(text.data() + pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) return false;
+    Value value;
+    if (!read(item.substr(eq + 1), &value)) return false;
+    parsed.emplace_back(std::string(item.substr(0, eq)), std::move(value));
+    if (end == text.size()) break;
+    pos = end + 1;
   }
   if (out) *out = std::move(parsed);
   return true;
 }
+
+bool ReadInt(std::string_view num, int64_t* value) {
+  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), *value);
+  return !num.empty() && ec == std::errc() && ptr == num.data() + num.size();
+}
+
+}  // namespace
+
+std::string JoinNamedValues(const NamedValues& v) {
+  return JoinPairs(v, [](int64_t n) { return std::to_string(n); });
+}
+
+bool ParseNamedValues(const std::string& text, NamedValues* out) { return ParsePairs<int64_t>(text, ReadInt, out); }
 
 int64_t ValueOf(const NamedValues& v, const std::string& name, int64_t fallback) {
   for (const auto& [n, value] : v)
@@ -120,42 +135,21 @@ Status CheckCategoricalText(std::string_view text) {
 }
 
 std::string JoinParamValues(const ParamValues& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) out += ',';
-    out += v[i].first;
-    out += '=';
-    out += v[i].second.ToString();
-  }
-  return out;
+  return JoinPairs(v, [](const ParamValue& p) { return p.ToString(); });
 }
 
 bool ParseParamValues(const std::string& text, ParamValues* out) {
-  ParamValues parsed;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(',', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) return false;
-    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    NamedValues number;
-    if (ParseNamedValues(item, &number)) {
-      parsed.emplace_back(name, number[0].second);
-    } else if (value == "true" || value == "false") {
-      parsed.emplace_back(name, ParamValue::Bool(value == "true"));
-    } else if (CheckCategoricalText(value).ok()) {
-      parsed.emplace_back(name, ParamValue::String(value));
-    } else {
-      return false;
-    }
-    if (end == text.size()) break;
-    pos = end + 1;
-    if (pos == text.size()) return false;  // a trailing ','
-  }
-  if (out) *out = std::move(parsed);
-  return true;
+  return ParsePairs<ParamValue>(
+      text,
+      [](std::string_view value, ParamValue* v) {
+        int64_t n = 0;
+        if (ReadInt(value, &n)) *v = ParamValue(n);
+        else if (value == "true" || value == "false") *v = ParamValue::Bool(value == "true");
+        else if (CheckCategoricalText(value).ok()) *v = ParamValue::String(std::string(value));
+        else return false;
+        return true;
+      },
+      out);
 }
 
 int64_t ValueOf(const ParamValues& v, const std::string& name, int64_t fallback) {
