@@ -362,6 +362,20 @@ TEST(OpSpec, EachBadInputNamesFileAndField) {
       {"scalar = \"i32\"", "scalar = \"u8\"", "[[args]] M scalar: unknown type 'u8' (expected i32 | i64 | f32)"},
       {"value = \"M\"", "value = \"M\"\ndir = \"in\"", "[[args]] M dir: does not apply to a scalar"},
       {"value = \"M\"", "", "[[args]] M value: missing"},
+      {"value = \"M\"", "value = \"M\"\n[[args]]\nname = \"tmA\"\ntensor_map = \"Q\"\nbox = [\"BM\", \"BK\"]",
+       "[[args]] tmA tensor_map: 'Q' is not a buffer declared before it in [[args]]"},
+      {"value = \"M\"", "value = \"M\"\n[[args]]\nname = \"tmA\"\ntensor_map = \"M\"\nbox = [\"BM\", \"BK\"]",
+       "[[args]] tmA tensor_map: 'M' is not a buffer declared before it in [[args]]"},
+      {"value = \"M\"", "value = \"M\"\n[[args]]\nname = \"tmA\"\ntensor_map = \"A\"\nbox = [\"BK\"]",
+       "[[args]] tmA box: needs one expression per dim of A's shape (2; at most 5)"},
+      {"value = \"M\"", "value = \"M\"\n[[args]]\nname = \"tmA\"\ntensor_map = \"A\"\nbox = [\"BM\", \"BQ\"]",
+       "[[args]] tmA box[1]: unknown variable 'BQ' in 'BQ'"},
+      {"value = \"M\"",
+       "value = \"M\"\n[[args]]\nname = \"tmA\"\ntensor_map = \"A\"\nbox = [\"BM\", \"BK\"]\nswizzle = 48",
+       "[[args]] tmA swizzle: expected 0, 32, 64 or 128 (bytes)"},
+      {"value = \"M\"",
+       "value = \"M\"\n[[args]]\nname = \"tmA\"\ntensor_map = \"A\"\nbox = [\"BM\", \"BK\"]\ndir = \"in\"",
+       "[[args]] tmA dir: "},
       {"name = \"C\"", "name = \"A\"", "[[args]] A name: 'A' appears twice"},
       {"reference = \"reference.cu:gemm_ref\"", "reference = \"reference.cu\"",
        "[check] reference: expected \"file:kernel\", got 'reference.cu'"},
@@ -385,6 +399,46 @@ TEST(OpSpec, EachBadInputNamesFileAndField) {
     EXPECT_EQ(msg.rfind(std::string("ops/gemm/op.toml: ") + c.expect, 0), 0u) << "got: " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
+}
+
+// A tensor-map argument describes a buffer declared before it; the plan
+// gives its box (and every buffer's extents) per config, and the kernel hash
+// moves with the box.
+TEST(OpSpec, TensorMapArgsPlanTheirBoxAndEnterTheKernelHash) {
+  const std::string with_map =
+      Replace(kGemmToml, "value = \"M\"",
+              "value = \"M\"\n[[args]]\nname = \"tmA\"\ntensor_map = \"A\"\nbox = [\"BM/2\", \"BK\"]\nswizzle = 64");
+  auto spec = ParseOpSpec(GemmPackage(with_map), "ops/gemm");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->args.size(), 4u);
+  const ArgSpec& map = spec->args[3];
+  EXPECT_EQ(map.kind, ArgSpec::Kind::kTensorMap);
+  EXPECT_EQ(map.map_of, "A");
+  EXPECT_EQ(map.swizzle, 64);
+  const DeviceInfo* h100 = FindKnownGpu("h100-80gb-hbm3");
+  ASSERT_NE(h100, nullptr);
+  Shape shape;
+  shape.dims = {{"M", 1000}, {"N", 512}, {"K", 72}};
+  auto plan = PlanLaunch(*spec, "f16", spec->default_config, shape, *h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->arg_extents[0], (std::vector<int64_t>{1000, 72}));  // A
+  EXPECT_EQ(plan->arg_extents[3], (std::vector<int64_t>{64, 32}));    // BM/2, BK
+  EXPECT_EQ(plan->arg_elems[3], 0);
+  EXPECT_TRUE(plan->arg_extents[2].empty());  // a scalar
+
+  // A box the copy engine cannot move is refused at planning, naming the field.
+  auto wide = ParseOpSpec(GemmPackage(Replace(with_map, "\"BM/2\"", "\"BM*4\"")), "ops/gemm");
+  ASSERT_TRUE(wide.ok()) << wide.status().message();
+  auto refused = PlanLaunch(*wide, "f16", wide->default_config, shape, *h100);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("[[args]] tmA box[0]"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("from 1 to 256"), std::string::npos) << refused.status().message();
+
+  auto plain = ParseOpSpec(GemmPackage(), "ops/gemm");
+  auto other_box = ParseOpSpec(GemmPackage(Replace(with_map, "\"BM/2\"", "\"BM\"")), "ops/gemm");
+  ASSERT_TRUE(plain.ok() && other_box.ok());
+  EXPECT_NE(KernelHash(*spec, "t"), KernelHash(*plain, "t"));
+  EXPECT_NE(KernelHash(*spec, "t"), KernelHash(*other_box, "t"));
 }
 
 const std::string kScheduledDir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/scheduled";

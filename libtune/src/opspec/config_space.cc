@@ -237,9 +237,9 @@ struct LaunchPlanner::Impl {
   std::map<std::string, std::string> written;  // OpSpec::written
   std::vector<Field> grid, block, ref_grid, ref_block;
   std::vector<Field> smem;
-  std::vector<std::vector<Field>> arg_shape;  // per arg; empty for scalars
+  std::vector<std::vector<Field>> arg_shape;  // per arg: a buffer's shape, a tensor map's box; empty for scalars
   std::vector<Field> arg_value;               // per arg; unused entries for buffers
-  std::vector<bool> arg_is_scalar;
+  std::vector<ArgSpec::Kind> arg_kind;
   std::vector<Field> metrics;                 // flops, bytes
 
   Status Add(std::vector<Field>* to, const std::string& name, const std::string& text) {
@@ -293,14 +293,14 @@ Result<LaunchPlanner> LaunchPlanner::Create(const OpSpec& spec, const std::strin
   for (const ArgSpec& arg : spec.args) {
     const std::string where = "[[args]] " + arg.name;
     const bool scalar = arg.kind == ArgSpec::Kind::kScalar;
-    p.arg_is_scalar.push_back(scalar);
+    const bool map = arg.kind == ArgSpec::Kind::kTensorMap;
+    p.arg_kind.push_back(arg.kind);
     p.arg_shape.emplace_back();
     TUNE_RETURN_IF_ERROR(p.Add(&p.arg_value, where + " value", scalar ? arg.value : "0"));
-    if (!scalar) {
-      for (size_t i = 0; i < arg.shape.size(); ++i)
-        TUNE_RETURN_IF_ERROR(
-            p.Add(&p.arg_shape.back(), where + " shape[" + std::to_string(i) + "]", arg.shape[i]));
-    }
+    const std::vector<std::string>& extents = map ? arg.box : arg.shape;
+    for (size_t i = 0; i < extents.size(); ++i)
+      TUNE_RETURN_IF_ERROR(p.Add(&p.arg_shape.back(), where + (map ? " box[" : " shape[") + std::to_string(i) + "]",
+                                 extents[i]));
   }
   TUNE_RETURN_IF_ERROR(p.Add(&p.metrics, "[metrics] flops", spec.flops));
   TUNE_RETURN_IF_ERROR(p.Add(&p.metrics, "[metrics] bytes", spec.bytes));
@@ -350,11 +350,22 @@ Result<LaunchPlan> LaunchPlanner::Plan(const Config& config, const Shape& shape)
     TUNE_RETURN_IF_ERROR(integer(p.ref_block[i], 1, "an integer >= 1", &plan.ref_block[i]));
   }
   TUNE_RETURN_IF_ERROR(integer(p.smem[0], 0, "an integer >= 0", &plan.smem_bytes));
-  const size_t nargs = p.arg_is_scalar.size();
+  const size_t nargs = p.arg_kind.size();
   plan.arg_elems.assign(nargs, 0);
   plan.scalar_values.assign(nargs, 0);
+  plan.arg_extents.assign(nargs, {});
   for (size_t a = 0; a < nargs; ++a) {
-    if (p.arg_is_scalar[a]) {
+    if (p.arg_kind[a] == ArgSpec::Kind::kTensorMap) {
+      // The copy engine moves boxes of 1 to 256 elements per dim.
+      for (const Impl::Field& f : p.arg_shape[a]) {
+        int64_t extent = 0;
+        TUNE_RETURN_IF_ERROR(integer(f, 1, "an integer from 1 to 256", &extent));
+        if (extent > 256) return fail(f, double(extent), "an integer from 1 to 256");
+        plan.arg_extents[a].push_back(extent);
+      }
+      continue;
+    }
+    if (p.arg_kind[a] == ArgSpec::Kind::kScalar) {
       const double v = p.arg_value[a].expr.Eval();
       if (!std::isfinite(v)) return fail(p.arg_value[a], v, "a finite number");
       plan.scalar_values[a] = v;
@@ -364,6 +375,7 @@ Result<LaunchPlan> LaunchPlanner::Plan(const Config& config, const Shape& shape)
     for (const Impl::Field& f : p.arg_shape[a]) {
       int64_t extent = 0;
       TUNE_RETURN_IF_ERROR(integer(f, 0, "an integer >= 0", &extent));
+      plan.arg_extents[a].push_back(extent);
       if (__builtin_mul_overflow(elems, extent, &elems))
         return Status::Error(p.file + ": " + f.name + ": buffer size overflows 64 bits (shape " +
                              shape.Canonical() + ")");
@@ -404,9 +416,10 @@ std::string PlannerKey(const OpSpec& spec, const std::string& dtype, const Devic
   add(spec.bytes);
   for (const ArgSpec& arg : spec.args) {
     add(arg.name);
-    add(arg.kind == ArgSpec::Kind::kScalar ? "s" : "b");
+    add(std::to_string(int(arg.kind)));
     add(arg.value);
     for (const std::string& e : arg.shape) add(e);
+    for (const std::string& e : arg.box) add(e);
     key += '\x1e';
   }
   return key;

@@ -72,6 +72,9 @@ struct LaunchPlan {
   int64_t smem_bytes = 0;
   std::vector<int64_t> arg_elems;      // elements per buffer arg (0 for scalars)
   std::vector<double> scalar_values;   // value per scalar arg (0 for buffers)
+  // Per arg: a buffer's extents (its shape), a tensor map's box; empty for
+  // scalars. Outermost dim first, as written in op.toml.
+  std::vector<std::vector<int64_t>> arg_extents;
   int64_t ref_grid[3] = {1, 1, 1};
   int64_t ref_block[3] = {1, 1, 1};
   double flops = 0, bytes = 0;         // metrics for this shape

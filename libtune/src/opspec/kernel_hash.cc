@@ -126,7 +126,7 @@ std::string OpSpec::MeasureDigest() const {
   d.Add(std::to_string(args.size()));
   for (const ArgSpec& a : args) {
     d.Add(a.name);
-    d.Add(a.kind == ArgSpec::Kind::kBuffer ? "buffer" : "scalar");
+    d.Add(a.kind == ArgSpec::Kind::kBuffer ? "buffer" : a.kind == ArgSpec::Kind::kScalar ? "scalar" : "tensormap");
     d.Add(a.dir);
     d.Add(a.dtype);
     list("shape", a.shape);
@@ -139,6 +139,11 @@ std::string OpSpec::MeasureDigest() const {
     }
     d.Add(a.scalar_type);
     d.Add(a.value);
+    if (a.kind == ArgSpec::Kind::kTensorMap) {  // only for maps: other ops' digests stay what they were
+      d.Add(a.map_of);
+      list("box", a.box);
+      d.Add(std::to_string(a.swizzle));
+    }
   }
   if (check.mode != CheckSpec::Mode::kReference)
     d.Add(check.mode == CheckSpec::Mode::kChecker ? "check-by-checker" : "check-skipped");

@@ -629,7 +629,25 @@ class SpecParser {
       const std::string where = "[[args]] " + arg.name;
       TUNE_RETURN_IF_ERROR(CheckVarName(where + " name", arg.name));
       if (!arg_names.insert(arg.name).second) return Err(where + " name", "'" + arg.name + "' appears twice");
-      if (t.get("scalar")) {
+      if (t.get("tensor_map")) {
+        arg.kind = ArgSpec::Kind::kTensorMap;
+        TUNE_RETURN_IF_ERROR(OnlyKeys(t, where, {"name", "tensor_map", "box", "swizzle"}));
+        TUNE_RETURN_IF_ERROR(String(t, where, "tensor_map", true, &arg.map_of));
+        const auto of = std::find_if(spec_.args.begin(), spec_.args.end(),
+                                     [&](const ArgSpec& b) { return b.name == arg.map_of; });
+        if (of == spec_.args.end() || of->kind != ArgSpec::Kind::kBuffer)
+          return Err(where + " tensor_map", "'" + arg.map_of + "' is not a buffer declared before it in [[args]]");
+        TUNE_RETURN_IF_ERROR(ExprList(t, where, "box", 0, true, &arg.box));
+        if (arg.box.size() != of->shape.size() || arg.box.size() > 5)
+          return Err(where + " box", "needs one expression per dim of " + arg.map_of + "'s shape (" +
+                                         std::to_string(of->shape.size()) + "; at most 5)");
+        if (const toml::node* sw = t.get("swizzle")) {
+          const auto* v = sw->as_integer();
+          if (!v || (v->get() != 0 && v->get() != 32 && v->get() != 64 && v->get() != 128))
+            return Err(where + " swizzle", "expected 0, 32, 64 or 128 (bytes)");
+          arg.swizzle = int(v->get());
+        }
+      } else if (t.get("scalar")) {
         arg.kind = ArgSpec::Kind::kScalar;
         for (const char* k : {"dir", "dtype", "shape", "init"})
           if (t.get(k)) return Err(where + " " + k, "does not apply to a scalar");
@@ -818,9 +836,10 @@ class SpecParser {
       if (arg->shape.size() != 2) return Err(field, "'" + *out + "' must be a matrix (a shape of two dims)");
     }
     // The check compares every output with the reference: the product is
-    // the op's only one.
+    // the op's only one. An inout buffer (a workspace) the library leaves as
+    // it found it, which is what the reference must do too.
     for (const ArgSpec& arg : spec_.args)
-      if (arg.kind == ArgSpec::Kind::kBuffer && arg.dir != "in" && arg.name != b.c)
+      if (arg.kind == ArgSpec::Kind::kBuffer && arg.dir == "out" && arg.name != b.c)
         return Err("[baseline] c", "the op has another output, '" + arg.name + "', which the library does not write");
     for (const std::string& d : spec_.dtypes)
       if (d != "f16" && d != "bf16" && d != "f32")
@@ -885,6 +904,9 @@ class SpecParser {
       const std::string where = "[[args]] " + arg.name;
       if (arg.kind == ArgSpec::Kind::kScalar) {
         TUNE_RETURN_IF_ERROR(compile(full, arg.value, where + " value", ""));
+      } else if (arg.kind == ArgSpec::Kind::kTensorMap) {
+        for (size_t i = 0; i < arg.box.size(); ++i)
+          TUNE_RETURN_IF_ERROR(compile(full, arg.box[i], where + " box[" + std::to_string(i) + "]", ""));
       } else {
         for (size_t i = 0; i < arg.shape.size(); ++i)
           TUNE_RETURN_IF_ERROR(compile(full, arg.shape[i], where + " shape[" + std::to_string(i) + "]", ""));

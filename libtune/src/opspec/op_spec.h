@@ -51,7 +51,7 @@ inline constexpr const char* kBaselineLibraries[] = {"cublaslt"};
 
 // One kernel parameter, in the kernel's parameter order.
 struct ArgSpec {
-  enum class Kind { kBuffer, kScalar };
+  enum class Kind { kBuffer, kScalar, kTensorMap };
   std::string name;
   Kind kind = Kind::kBuffer;
   // Buffers.
@@ -62,6 +62,14 @@ struct ArgSpec {
   // Scalars.
   std::string scalar_type;          // "i32" | "i64" | "f32"
   std::string value;                // expression over dims and params
+  // Tensor maps: a CUtensorMap (128 bytes, passed by value; the kernel
+  // declares `const __grid_constant__ CUtensorMap`) that the runner and the
+  // launcher encode for each launch from the buffer it describes, so that a
+  // kernel can use the copy engine (cp.async.bulk.tensor). Reference and
+  // checker kernels receive the arguments without the tensor maps.
+  std::string map_of;               // the [[args]] buffer described (its dtype and shape)
+  std::vector<std::string> box;     // tile copied per transfer, one expression per dim of the buffer's shape
+  int swizzle = 0;                  // bytes: 0 | 32 | 64 | 128 (shared-memory swizzle of each box)
 };
 
 struct CheckSpec {

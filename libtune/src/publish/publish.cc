@@ -121,6 +121,9 @@ Result<BundleLaunchPlan> MakeLaunchPlan(const OpSpec& spec, const std::string& k
   for (const ArgSpec& a : spec.args) {
     BundleLaunchArg arg;
     arg.name = a.name;
+    if (a.kind == ArgSpec::Kind::kTensorMap)
+      return Status::InvalidArgument(where + "[[args]] " + a.name +
+                                   ": a tensor map, which the launcher does not encode; publish this op config-only");
     arg.buffer = a.kind == ArgSpec::Kind::kBuffer;
     if (arg.buffer) {
       arg.dtype = a.dtype;

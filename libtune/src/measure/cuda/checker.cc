@@ -132,7 +132,9 @@ Failure Checker::RunChecker(const OpSpec& spec, const LaunchPlan& plan, const Pr
   unsigned long long bad = 0;
   if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(stats_, &bad, sizeof bad)); !st.ok()) return dev_.FromCu(st, who);
   // The kernel's own arguments, then the counter of failing elements.
-  std::vector<void*> args(params, params + spec.args.size());
+  std::vector<void*> args;
+  for (size_t i = 0; i < spec.args.size(); ++i)
+    if (spec.args[i].kind != ArgSpec::Kind::kTensorMap) args.push_back(params[i]);
   CUdeviceptr counter = stats_;
   args.push_back(&counter);
   auto failed = [&](const CuStatus& st, const char* step) {

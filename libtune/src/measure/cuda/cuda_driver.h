@@ -46,6 +46,7 @@ namespace tune::cuda {
   X(cuFuncSetAttribute)                           \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
   X(cuLaunchKernel)                               \
+  X(cuTensorMapEncodeTiled)                       \
   X(cuStreamCreate)                               \
   X(cuStreamDestroy)                              \
   X(cuStreamSynchronize)                          \

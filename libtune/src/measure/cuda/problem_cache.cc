@@ -195,6 +195,7 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
     const ArgSpec& as = spec.args[i];
     ArgData& a = p->args[i];
     a.spec = &as;
+    if (as.kind == ArgSpec::Kind::kTensorMap) continue;  // encoded per launch by the runner
     if (as.kind == ArgSpec::Kind::kScalar) {
       double v = plan.scalar_values[i];
       if (as.scalar_type == "i64") slots[i].i64 = std::llround(v);
@@ -244,8 +245,9 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
     }
   }
   if (!compares) return {};
-  std::vector<void*> params(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
+  std::vector<void*> params;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (spec.args[i].kind != ArgSpec::Kind::kTensorMap) params.push_back(&slots[i]);
   if (CuStatus st = dev_.Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {
     Failure f = dev_.FromCu(st, "reference launch");
     f.message = "reference " + spec.check.reference_kernel + ": " + f.message;

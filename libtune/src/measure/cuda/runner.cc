@@ -19,6 +19,7 @@
 #include "measure/cuda/device_discovery.h"
 #include "measure/cuda/nvrtc_compile.h"
 #include "measure/cuda/runner.h"
+#include "measure/cuda/tensor_map.h"
 #include "base/stats.h"
 #include "opspec/expr.h"
 
@@ -383,6 +384,17 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
       ParamSlot& slot = slots[k][i];
       if (as.kind == ArgSpec::Kind::kBuffer) {
         slot.ptr = k == 0 ? problem->args[i].dev : problem->spare[k - 1][i];
+      } else if (as.kind == ArgSpec::Kind::kTensorMap) {
+        // Maps follow the buffers they describe (declared before them).
+        const size_t of = size_t(std::find_if(spec.args.begin(), spec.args.end(),
+                                              [&](const ArgSpec& b) { return b.name == as.map_of; }) -
+                                 spec.args.begin());
+        const CUdeviceptr at = slots[k][of].ptr;
+        auto layout = LayTensorMap(as.name, problem->args[of].dtype, at, plan.arg_extents[of], plan.arg_extents[i],
+                                   as.swizzle);
+        if (!layout.ok()) return Fail(FailureClass::kLaunchError, layout.status().message());
+        if (CuStatus st = EncodeTensorMap(d_, *layout, at, &slot.map); !st.ok())
+          return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + st.message);
       } else if (as.scalar_type == "i64") {
         slot.i64 = std::llround(plan.scalar_values[i]);
       } else if (as.scalar_type == "f32") {

@@ -50,6 +50,7 @@ union ParamSlot {
   int32_t i32;
   int64_t i64;
   float f32;
+  CUtensorMap map;  // 128 bytes, 64-byte aligned
 };
 
 // One run of what a request measures, on `stream` (nullptr: the context's
