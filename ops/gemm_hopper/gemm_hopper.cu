@@ -12,8 +12,12 @@
 // barrier. With REALLOC the producer gives registers back (setmaxnreg) and
 // the consumers take them, which lets larger accumulator tiles fit.
 //
-// Tile: BM = 64*MT*CWG rows (each consumer warpgroup MT m64 tiles) by BN
-// columns, K advancing 64 (one swizzled 128-byte row) per stage.
+// Tile: BN columns by BM rows, K advancing 64 (one swizzled 128-byte row)
+// per stage. WARPGROUPS says how the consumers share the work:
+//   cooperative  they split one tile's rows: BM = 64*MT*CWG;
+//   pingpong     (two consumers) each takes every other unit, a tile of
+//                BM = 64*MT rows, so that one warpgroup's epilogue runs
+//                while the other's wgmma keeps the tensor cores busy.
 //
 // Clusters: CM x CN blocks (a cluster rank r is block (r % CM, r / CM) of
 // the cluster's tile patch). Blocks in one cluster row share A's tile and
@@ -26,8 +30,10 @@
 //   data_parallel  one cluster tile patch per cluster, all of K;
 //   persistent     as many clusters as fit the SMs, looping over patches;
 //   split_k        patches x SPLIT units, each a slice of K, persistent;
-//   stream_k       the patches' K iterations dealt out evenly to persistent
-//                  clusters, which cross tile boundaries.
+//   stream_k       persistent: whole waves of patches as above, then the
+//                  K iterations of the last, partial wave dealt out evenly
+//                  to all clusters, which cross tile boundaries (so no
+//                  cluster idles while the last patches finish).
 // A unit that covers part of a tile's K adds its partial sums to the fp32
 // workspace W (vector atomics) and counts its K iterations on the tile's
 // counter (after W's M*N floats); the unit that completes the count reads
@@ -48,7 +54,7 @@
 
 #if !defined(BN) || !defined(CWG) || !defined(MT) || !defined(STAGES) || !defined(CM) || !defined(CN) || \
     !defined(SPLIT) || !defined(GROUP) || !defined(TMA_STORE) || !defined(REALLOC) ||                  \
-    !defined(SCHEDULE_stream_k) || !defined(RASTER_along_m)
+    !defined(SCHEDULE_stream_k) || !defined(RASTER_along_m) || !defined(WARPGROUPS_pingpong)
 #error "gemm_hopper.cu needs the op's params as macros (op.toml)"
 #endif
 #if defined(TUNE_DTYPE_F16)
@@ -63,13 +69,16 @@
 
 typedef TUNE_T T;
 
-#define BM (64 * MT * CWG)
+#define PINGPONG WARPGROUPS_pingpong
+#define TILE_WGS (PINGPONG ? 1 : CWG)  // consumer warpgroups sharing one tile
+#define BM (64 * MT * TILE_WGS)
 #define BK 64
 #define CS (CM * CN)
 #define THREADS ((CWG + 1) * 128)
 #define CONSUMERS (CWG * 128)
 
 static_assert(BN % 32 == 0 && BN >= 64 && BN <= 256, "wgmma wrappers exist for N = 64..256 step 32");
+static_assert(!PINGPONG || CWG == 2, "pingpong alternates two consumer warpgroups");
 static_assert(!REALLOC || CWG == 2, "40 + 2 x 232 registers per thread fill the file for 384 threads");
 static_assert(STAGES >= 2, "a stage being read and one being filled");
 static_assert((BM / CN) % 8 == 0 && (BN / CM) % 8 == 0, "multicast slices are whole 8-row swizzle atoms");
@@ -141,7 +150,7 @@ __device__ __forceinline__ void named_sync(unsigned id, unsigned threads) {
 __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int c0, int c1, unsigned bar,
                                          unsigned short mask) {
   const unsigned long long m = reinterpret_cast<unsigned long long>(map);
-  if (CS == 1 || mask == 0) {
+  if (mask == 0) {
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
             "r"(dst),
@@ -197,6 +206,19 @@ __device__ __forceinline__ unsigned long long make_desc(unsigned addr) {
   return d;
 }
 
+// --- split-K and stream-K partial sums ---------------------------------------
+// Fire-and-forget vector add in L2.
+__device__ __forceinline__ void red_add2(float* p, float x, float y) {
+  asm volatile("red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y) : "memory");
+}
+// The counter's add releases the partial sums this block's consumers added
+// before their barrier, and acquires those of the units counted before it.
+__device__ __forceinline__ int count_add(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 #if defined(TUNE_DTYPE_F16)
   __half2 v = __floats2half2_rn(lo, hi);
@@ -218,8 +240,9 @@ struct Schedule {
   int tiles_m, tiles_n, pm, pn, patches, kt;  // patches of CM x CN tiles; kt K iterations per tile
   int cid, clusters;                          // this cluster, and how many there are
   int cm, cn;                                 // this block's place in its cluster
-  int next;                                   // data_parallel/persistent/split_k: next unit number
-  long long it, end;                          // stream_k: next and last K iteration (exclusive)
+  int next;                                   // next whole unit's number
+  int whole;                                  // units taken whole (stream_k: the full waves' patches)
+  long long it, end;                          // stream_k: next and last K iteration (exclusive) of the rest
 
   __device__ Schedule(int M, int N, int K, unsigned rank) {
     tiles_m = (M + BM - 1) / BM;
@@ -233,9 +256,10 @@ struct Schedule {
     cm = rank % CM;
     cn = rank / CM;
     next = cid;
-    const long long total = (long long)patches * kt;
-    it = total * cid / clusters;
-    end = total * (cid + 1) / clusters;
+    whole = SCHEDULE_stream_k ? patches - patches % clusters : patches;
+    const long long total = (long long)(patches - whole) * kt;
+    it = (long long)whole * kt + total * cid / clusters;
+    end = (long long)whole * kt + total * (cid + 1) / clusters;
   }
 
   __device__ void place(int patch, Unit* u) const {
@@ -259,6 +283,13 @@ struct Schedule {
 
   __device__ bool take(Unit* u) {
 #if SCHEDULE_stream_k
+    if (next < whole) {
+      u->kb = 0;
+      u->ke = kt;
+      place(next, u);
+      next += clusters;
+      return true;
+    }
     if (it >= end) return false;
     const int patch = int(it / kt);
     u->kb = int(it % kt);
@@ -306,7 +337,7 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
   unsigned char* smem = smem_raw + (base - raw);
   const unsigned epi = base + STAGES * kStage;
   const unsigned bars = epi + kEpiBytes;  // full[STAGES], empty[STAGES]
-  int* last_flag = reinterpret_cast<int*>(smem + STAGES * kStage + kEpiBytes + 2 * STAGES * 8);
+  int* last_flag = reinterpret_cast<int*>(smem + STAGES * kStage + kEpiBytes + 2 * STAGES * 8);  // one per warpgroup
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
@@ -324,7 +355,7 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       bar_init(full(s), 1);
-      bar_init(empty(s), CWG * 4 * (CM + CN - 1));
+      bar_init(empty(s), TILE_WGS * 4 * (CM + CN - 1));
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -347,8 +378,10 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
           bar_wait(empty(s), phase ^ 1);
           bar_expect_tx(full(s), kStage);
           const unsigned st = base + s * kStage;
-          tma_load(st + cn * (kTileA / CN), &tmA, k * BK, u.tm * BM + cn * (BM / CN), full(s), mask_a);
-          tma_load(st + kTileA + cm * (kTileB / CM), &tmB, k * BK, u.tn * BN + cm * (BN / CM), full(s), mask_b);
+          // A slice no peer shares is an ordinary load.
+          tma_load(st + cn * (kTileA / CN), &tmA, k * BK, u.tm * BM + cn * (BM / CN), full(s), CN > 1 ? mask_a : 0);
+          tma_load(st + kTileA + cm * (kTileB / CM), &tmB, k * BK, u.tn * BN + cm * (BN / CM), full(s),
+                   CM > 1 ? mask_b : 0);
           if (++s == STAGES) s = 0, phase ^= 1;
         }
       }
@@ -362,6 +395,12 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
     const int wg = ctid / 128;       // consumer warpgroup
     const int warp = (ctid % 128) / 32;
     const int lane = tid % 32;
+    // Pingpong: the warpgroups take alternate units, each reading its own
+    // stages of the ring and passing over the other's.
+    const int row_wg = PINGPONG ? 0 : wg;             // m64 tiles of the block tile before this warpgroup's
+    const unsigned sync_id = PINGPONG ? 2 + wg : 1;   // the threads that share a tile
+    const unsigned sync_threads = PINGPONG ? 128 : CONSUMERS;
+    const bool leader = (PINGPONG ? ctid % 128 : ctid) == 0;
     Schedule sched(M, N, K, rank);
     Unit u;
     int s = 0;
@@ -370,7 +409,12 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
 #if TMA_STORE
     int piece = 0;  // pieces this warpgroup has stored (buffer = piece % 2)
 #endif
-    while (sched.take(&u)) {
+    for (int taken = 0; sched.take(&u); ++taken) {
+      if (PINGPONG && taken % 2 != wg) {
+        for (int k = u.kb; k < u.ke; ++k)
+          if (++s == STAGES) s = 0, phase ^= 1;
+        continue;
+      }
 #pragma unroll
       for (int t = 0; t < MT; ++t)
 #pragma unroll
@@ -378,7 +422,7 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
       int prev = -1;
       for (int k = u.kb; k < u.ke; ++k) {
         bar_wait(full(s), phase);
-        const unsigned sa = base + s * kStage + wg * MT * 64 * 128;
+        const unsigned sa = base + s * kStage + row_wg * MT * 64 * 128;
         const unsigned long long da = make_desc(sa);
         const unsigned long long db = make_desc(base + s * kStage + kTileA);
 #pragma unroll
@@ -416,35 +460,31 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
         int* counters = reinterpret_cast<int*>(W + (size_t)M * N);
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const int r = m0 + (wg * MT + t) * 64 + row_in;
+          const int r = m0 + (row_wg * MT + t) * 64 + row_in;
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
             const int c = n0 + j * 8 + col_in;
             if (c < N) {
-              if (r < M) atomicAdd(reinterpret_cast<float2*>(W + (size_t)r * N + c), make_float2(acc[t][4 * j], acc[t][4 * j + 1]));
-              if (r + 8 < M)
-                atomicAdd(reinterpret_cast<float2*>(W + (size_t)(r + 8) * N + c),
-                          make_float2(acc[t][4 * j + 2], acc[t][4 * j + 3]));
+              if (r < M) red_add2(W + (size_t)r * N + c, acc[t][4 * j], acc[t][4 * j + 1]);
+              if (r + 8 < M) red_add2(W + (size_t)(r + 8) * N + c, acc[t][4 * j + 2], acc[t][4 * j + 3]);
             }
           }
         }
-        __threadfence();
-        named_sync(1, CONSUMERS);
-        if (ctid == 0) {
+        named_sync(sync_id, sync_threads);
+        if (leader) {
           const int tile = u.tm * sched.tiles_n + u.tn;
           const int mine = u.ke - u.kb;
-          const int before = atomicAdd(counters + tile, mine);
+          const int before = count_add(counters + tile, mine);
           const int last = before + mine == sched.kt;
           if (last) counters[tile] = 0;  // for the next launch
-          *last_flag = last;
+          last_flag[wg] = last;
         }
-        named_sync(1, CONSUMERS);
-        const bool last = *last_flag;
+        named_sync(sync_id, sync_threads);
+        const bool last = last_flag[PINGPONG ? wg : 0];
         if (!last) continue;
-        __threadfence();
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const int r = m0 + (wg * MT + t) * 64 + row_in;
+          const int r = m0 + (row_wg * MT + t) * 64 + row_in;
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
             const int c = n0 + j * 8 + col_in;
@@ -491,13 +531,13 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
           }
           fence_proxy_async();
           named_sync(2 + wg, 128);
-          if (ctid % 128 == 0) tma_store(&tmC, buf, n0 + cj * 32, m0 + (wg * MT + t) * 64);
+          if (ctid % 128 == 0) tma_store(&tmC, buf, n0 + cj * 32, m0 + (row_wg * MT + t) * 64);
         }
       }
 #else
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
-        const int r = m0 + (wg * MT + t) * 64 + row_in;
+        const int r = m0 + (row_wg * MT + t) * 64 + row_in;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           const int c = n0 + j * 8 + col_in;

@@ -732,7 +732,8 @@ TEST_F(CudaGpu, ShippedGemmsAgreeWithTheirReferencesOffTileMultiples) {
 
 // Every schedule of the Hopper family (split-K and stream-K through the
 // workspace, which the check holds to zeros after the run), cluster shapes
-// that multicast A, B or both, both epilogues, and more splits than K steps:
+// that multicast A, B or both, both epilogues, cooperative and pingpong
+// consumers, and more splits than K steps:
 // each agrees with the reference on shapes off every tile multiple.
 TEST_F(CudaGpu, TheHopperGemmsSchedulesClustersAndEpiloguesAgreeWithTheReference) {
   if (device_.cc_major != 9) GTEST_SKIP() << "gemm_hopper is for sm_90a";
@@ -752,7 +753,10 @@ TEST_F(CudaGpu, TheHopperGemmsSchedulesClustersAndEpiloguesAgreeWithTheReference
       with({{"SCHEDULE", P::String("stream_k")}, {"CN", 2}, {"RASTER", P::String("along_m")}, {"GROUP", 4}}),
       with({{"SCHEDULE", P::String("data_parallel")}, {"CWG", 1}, {"MT", 2}, {"BN", 96}, {"REALLOC", P::Bool(false)},
             {"STAGES", 3}, {"CM", 1}}),
-      with({{"SCHEDULE", P::String("split_k")}, {"SPLIT", 8}, {"BN", 160}, {"MT", 2}, {"STAGES", 3}}),
+      with({{"SCHEDULE", P::String("split_k")}, {"SPLIT", 8}, {"BN", 160}, {"MT", 2}, {"STAGES", 3}, {"CM", 2}}),
+      with({{"WARPGROUPS", P::String("pingpong")}, {"MT", 2}, {"BN", 128}}),
+      with({{"WARPGROUPS", P::String("pingpong")}, {"SCHEDULE", P::String("stream_k")}, {"CM", 2}, {"CN", 2},
+            {"TMA_STORE", P::Bool(false)}}),
   };
   TempDir cache;
   auto backend = MakeCudaBackend(device_, Options(cache.path()));
