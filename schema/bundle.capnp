@@ -74,8 +74,16 @@ struct LaunchArg @0xe2a9f4c6b8d13570 {
   buffer @1 :Bool;
   dtype @2 :Text;                 # buffers: "$dtype" (the entry's dtype) or a fixed one
   dir @3 :Text;                   # buffers: "in" | "out" | "inout"
-  scalarType @4 :Text;            # scalars: "i32" | "i64" | "f32"
+  scalarType @4 :Text;            # scalars: "i32" | "i64" | "f32"; tensor maps: "tensormap"
   value @5 :LaunchProgram;        # scalars
+  # Tensor maps (a CUtensorMap the launcher encodes per launch): the buffer
+  # described (its index among args), its extents and the box, outermost
+  # dim first, and the shared-memory swizzle in bytes. Readers before these
+  # fields see a scalar with no program and refuse the plan.
+  mapOf @6 :Int32 = -1;
+  extents @7 :List(LaunchProgram);
+  box @8 :List(LaunchProgram);
+  swizzle @9 :UInt16;
 }
 
 # How to launch an op's kernel (at one kernel hash) for any config and dims:

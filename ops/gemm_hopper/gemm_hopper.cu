@@ -118,17 +118,19 @@ __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
       "r"(parity)
       : "memory");
 }
-// Arrives on the barrier at the same offset in cluster block `rank`.
+__device__ __forceinline__ void bar_arrive_local(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Arrives on the barrier at the same offset in cluster block `rank`. No
+// cluster-scope release: it would wait for the wgmma still in flight, and
+// the stage it frees is only read by that wgmma's predecessors.
 __device__ __forceinline__ void bar_arrive_cluster(unsigned bar, unsigned rank) {
-  if (CS == 1) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-    return;
-  }
+  if (CS == 1) return bar_arrive_local(bar);
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(bar),
       "r"(rank)
       : "memory");
@@ -336,10 +338,11 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
   const unsigned base = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (base - raw);
   const unsigned epi = base + STAGES * kStage;
-  const unsigned bars = epi + kEpiBytes;  // full[STAGES], empty[STAGES]
-  int* last_flag = reinterpret_cast<int*>(smem + STAGES * kStage + kEpiBytes + 2 * STAGES * 8);  // one per warpgroup
+  const unsigned bars = epi + kEpiBytes;  // full[STAGES], empty[STAGES], turn[2]
+  int* last_flag = reinterpret_cast<int*>(smem + STAGES * kStage + kEpiBytes + (2 * STAGES + 2) * 8);  // per warpgroup
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  auto turn = [&](int wg) { return bars + 8u * (2 * STAGES + wg); };
 
   const int tid = threadIdx.x;
   const unsigned rank = CS > 1 ? cluster_rank() : 0;
@@ -357,6 +360,8 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
       bar_init(full(s), 1);
       bar_init(empty(s), TILE_WGS * 4 * (CM + CN - 1));
     }
+    bar_init(turn(0), 1);
+    bar_init(turn(1), 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   cluster_sync();
@@ -409,12 +414,19 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
 #if TMA_STORE
     int piece = 0;  // pieces this warpgroup has stored (buffer = piece % 2)
 #endif
+    // Their main loops take turns (turn[w] completes a phase when the other
+    // warpgroup's main loop has waited for all its stages): a warpgroup
+    // that passed over the other's stages must not wait on a stage whose
+    // earlier fill is still pending, which a barrier's phase parity alone
+    // cannot tell from the fill it wants.
+    int loops = 0;  // main loops this warpgroup has run
     for (int taken = 0; sched.take(&u); ++taken) {
       if (PINGPONG && taken % 2 != wg) {
         for (int k = u.kb; k < u.ke; ++k)
           if (++s == STAGES) s = 0, phase ^= 1;
         continue;
       }
+      if (PINGPONG && (wg == 1 || loops > 0)) bar_wait(turn(wg), (wg == 1 ? loops : loops - 1) & 1);
 #pragma unroll
       for (int t = 0; t < MT; ++t)
 #pragma unroll
@@ -443,6 +455,8 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
         prev = s;
         if (++s == STAGES) s = 0, phase ^= 1;
       }
+      if (PINGPONG && ctid % 128 == 0) bar_arrive_local(turn(1 - wg));
+      ++loops;
       wgmma_wait<0>();
 #pragma unroll
       for (int t = 0; t < MT; ++t) fence_regs(acc[t]);

@@ -46,6 +46,7 @@ class LauncherGpu : public ::testing::Test {
 
   KernelImage Compile(const Config& c) {
     CompiledKernel ck = CompileConfig(spec_, "f16", c, arch_, dir_.path() + "/cache");
+    arch_ = ck.arch.empty() ? arch_ : ck.arch;
     EXPECT_EQ(ck.failure, FailureClass::kNone) << ck.failure_message << ck.log;
     KernelImage k{ck.kernel_hash, c.Id(), "f16", arch_, "", ck.image, {}, {}};
     k.sha256 = Sha256Hex(k.image);
@@ -54,7 +55,7 @@ class LauncherGpu : public ::testing::Test {
 
   BundleEntry Entry(const Config& c, int64_t m, int64_t n, int64_t k, const std::string& hash) {
     BundleEntry e;
-    e.op = "gemm";
+    e.op = spec_.name;
     e.dtype = "f16";
     e.gpu_model = dev_.model;
     e.shape.dims = {{"M", m}, {"N", n}, {"K", k}};
@@ -75,8 +76,10 @@ class LauncherGpu : public ::testing::Test {
     return std::move(rb).value();
   }
 
-  // C = A * B^T through `kernel` on (m, n, k); the largest error against the host.
-  double RunGemm(launcher::Kernel& kernel, int64_t m, int64_t n, int64_t k) {
+  // C = A * B^T through `kernel` on (m, n, k); the largest error against the
+  // host. With `workspace`, a fourth buffer of M*N floats and a counter per
+  // 64 x 64 tile, zeroed (ops/gemm_hopper's W).
+  double RunGemm(launcher::Kernel& kernel, int64_t m, int64_t n, int64_t k, bool workspace = false) {
     auto a = cuda::MakeInput("f16", "uniform(-1,1)", m * k, 1);
     auto b = cuda::MakeInput("f16", "uniform(-1,1)", n * k, 2);
     EXPECT_TRUE(a.ok() && b.ok());
@@ -87,9 +90,19 @@ class LauncherGpu : public ::testing::Test {
     d_->cuMemcpyHtoD(da, a->data(), a->size());
     d_->cuMemcpyHtoD(db, b->data(), b->size());
     d_->cuMemsetD8(dc, 0xFF, size_t(m * n * 2));
-    Status st = kernel.launch({m, n, k}, {uint64_t(da), uint64_t(db), uint64_t(dc)});
+    CUdeviceptr dw = 0;
+    const size_t w_bytes = size_t(m * n + ((m + 63) / 64) * ((n + 63) / 64)) * 4;
+    if (workspace) {
+      EXPECT_EQ(d_->cuMemAlloc(&dw, w_bytes), CUDA_SUCCESS);
+      d_->cuMemsetD8(dw, 0, w_bytes);
+    }
+    std::vector<uint64_t> buffers = {uint64_t(da), uint64_t(db), uint64_t(dc)};
+    if (workspace) buffers.push_back(uint64_t(dw));
+    const std::vector<int64_t> dims = {m, n, k};
+    Status st = kernel.launch(dims, buffers);
     EXPECT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(d_->cuCtxSynchronize(), CUDA_SUCCESS);
+    if (dw) d_->cuMemFree(dw);
     std::string c(size_t(m * n * 2), '\0');
     d_->cuMemcpyDtoH(c.data(), dc, c.size());
     d_->cuMemFree(da);
@@ -174,6 +187,43 @@ TEST_F(LauncherGpu, LaunchesTheShippedCubinSkipsWhatTheDeviceCannotRunAndMissesW
   EXPECT_EQ(miss.code(), StatusCode::kNotFound);
   EXPECT_NE(miss.message().find("config-only"), std::string::npos) << miss.message();
   EXPECT_EQ(k2->last().level, runtime::Level::kMiss);
+}
+
+// A kernel that takes tensor maps (ops/gemm_hopper): the launcher encodes
+// them from the caller's buffers at each launch, and again when a buffer
+// moves.
+TEST_F(LauncherGpu, EncodesTheTensorMapsOfAHopperKernelFromTheCallersBuffers) {
+  if (dev_.cc_major != 9) GTEST_SKIP() << "gemm_hopper is for sm_90a";
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm_hopper");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  spec_ = *spec;
+  arch_ = CudaArchFor(spec_, dev_);
+  const Config def = spec_.default_config;
+  KernelImage image = Compile(def);
+  ASSERT_FALSE(image.image.empty());
+  Bundle b;
+  b.defaults[spec_.name] = def;
+  b.entries = {Entry(def, 1024, 1024, 512, image.kernel_hash)};
+  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  b.launch_plans = {*plan};
+  b.kernels = {image};
+  runtime::Bundle rb = Sign(b);
+  auto launcher = launcher::Launcher::Open(rb, 0);
+  ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+  auto gemm = launcher->prepare(spec_.name, "f16");
+  ASSERT_TRUE(gemm.ok()) << gemm.status().message();
+  EXPECT_EQ(gemm->buffer_names(), (std::vector<std::string>{"A", "B", "C", "W"}));
+  EXPECT_LT(RunGemm(*gemm, 1024, 1024, 512, true), 1e-2);
+  EXPECT_EQ(gemm->last().level, runtime::Level::kExact);
+  // Same dims, new buffers (the maps follow them); then other dims.
+  EXPECT_LT(RunGemm(*gemm, 1024, 1024, 512, true), 1e-2);
+  EXPECT_LT(RunGemm(*gemm, 136, 264, 72, true), 1e-2);
+  // A buffer the copy engine cannot address is a one-line error, not a launch.
+  Status odd = gemm->launch({64, 64, 64}, {8, 8, 8, 8});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.message().find("tensor map tmA: the buffer's address is not 16-byte aligned"), std::string::npos)
+      << odd.message();
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "support/temp_dir.h"
 #include "base/limits.h"
 #include "publish/signing.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {
@@ -303,6 +304,54 @@ TEST(BundleTest, ConfigsAndPlansOverTheBoundsAreRefusedAtLoad) {
     b.entries[1].config.params.emplace_back("P" + std::to_string(b.entries[1].config.params.size()), 1);
   const std::string bytes = EncodeSignedBundle(b, key);
   EXPECT_TRUE(DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()}).ok());
+}
+
+// A kernel that takes tensor maps ships a plan the launcher can encode them
+// from: the described buffer, its extents and the box, through both formats;
+// a map that describes no buffer is refused at load.
+TEST(BundleTest, TensorMapArgsRoundTripEvaluateAndAreCheckedAtLoad) {
+  auto spec = LoadOpSpec(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm_hopper");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto plan = MakeLaunchPlan(*spec, "0123456789abcdef0123456789abcdef");
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  Bundle b = MakeBundle();
+  b.launch_plans = {*plan};
+  for (const Bundle& got : {*DecodeBundle(EncodeBundle(b).data(), EncodeBundle(b).size()), *BundleFromJson(BundleToJson(b))}) {
+    ASSERT_EQ(got.launch_plans.size(), 1u);
+    const BundleLaunchPlan& p = got.launch_plans[0];
+    ASSERT_EQ(p.args.size(), 10u);
+    const BundleLaunchArg& tma = p.args[4];
+    EXPECT_EQ(tma.name, "tmA");
+    EXPECT_TRUE(tma.tensor_map());
+    EXPECT_EQ(tma.map_of, 0);
+    EXPECT_EQ(tma.swizzle, 128);
+    ASSERT_EQ(tma.extents.size(), 2u);
+    EXPECT_EQ(tma.extents[0].text, "M");
+    EXPECT_EQ(p.args[6].map_of, 2);  // tmC describes C
+    EXPECT_FALSE(p.args[7].tensor_map());
+
+    // The default's plan at M=1000, N=512, K=72: A is 1000 x 72, boxes of
+    // BM/CN = 128 rows by 64.
+    NamedValues dims = {{"M", 1000}, {"N", 512}, {"K", 72}};
+    auto vars = LaunchVariables(p, spec->default_config.params, dims, "f16", LaunchDevice{232448, 1024, 132, 90, 50 << 20});
+    ASSERT_TRUE(vars.ok()) << vars.status().message();
+    auto g = EvaluateLaunchPlan(p, *vars);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    EXPECT_EQ(g->map_extents[4], (std::vector<int64_t>{1000, 72}));
+    EXPECT_EQ(g->map_box[4], (std::vector<int64_t>{128, 64}));
+    EXPECT_EQ(g->map_box[6], (std::vector<int64_t>{64, 32}));
+    EXPECT_TRUE(g->map_extents[0].empty());
+  }
+
+  const SecretKey key = SecretKey::Generate();
+  for (int bad_of : {7, 99}) {  // a scalar; past the args
+    Bundle broken = b;
+    broken.launch_plans[0].args[4].map_of = bad_of;
+    const std::string bytes = EncodeSignedBundle(broken, key);
+    auto r = DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("tensor map tmA is malformed"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(BundleTest, NewerFormatIsRefused) {

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "publish/bundle.h"
+#include "base/tensor_map.h"
 #include "base/types.h"
 
 namespace tune::launcher {
@@ -50,6 +51,10 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  // Optional (drivers before CUDA 12 lack it): only kernels that take
+  // tensor maps need it, and they say so when it is missing.
+  CUresult (*cuTensorMapEncodeTiled)(void*, int, uint32_t, void*, const uint64_t*, const uint64_t*, const uint32_t*,
+                                     const uint32_t*, int, int, int, int) = nullptr;
 
   std::string Error(CUresult r, const char* call) const {
     const char* text = nullptr;
@@ -76,6 +81,7 @@ Result<Driver> OpenDriver() {
                   sym(&d.cuFuncGetAttribute, "cuFuncGetAttribute") && sym(&d.cuFuncSetAttribute, "cuFuncSetAttribute") &&
                   sym(&d.cuLaunchKernel, "cuLaunchKernel") && sym(&d.cuGetErrorString, "cuGetErrorString");
   if (!ok) return Status::Unavailable("CUDA driver lacks an entry point the launcher needs");
+  sym(&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
   return d;
 }
 
@@ -142,6 +148,16 @@ union Slot {
   int32_t i32;
   int64_t i64;
   float f32;
+  alignas(64) unsigned char map[128];  // a CUtensorMap
+};
+
+// A tensor-map argument of the resolved launch: encoded again whenever the
+// buffer it describes moves.
+struct MapSlot {
+  std::string name;
+  size_t slot = 0, buffer = 0;  // its slot; the slot of the buffer it describes
+  TensorMapLayout layout;
+  uint64_t encoded_for = 0;     // the buffer address of the current encoding (0: none)
 };
 
 struct Prepared {
@@ -157,6 +173,7 @@ struct Prepared {
   Choice choice;
   CUfunction function = nullptr;
   std::vector<size_t> buffer_slots;  // slot index of each buffer argument
+  std::vector<MapSlot> maps;
   std::vector<Slot> slots;
   std::vector<void*> params;
 
@@ -225,10 +242,22 @@ Status Prepared::Resolve(std::span<const int64_t> dims) {
   slots.assign(args.size(), Slot{0});
   params.resize(args.size());
   buffer_slots.clear();
+  maps.clear();
   for (size_t i = 0; i < args.size(); ++i) {
     params[i] = &slots[i];
     if (args[i].buffer) {
       buffer_slots.push_back(i);
+      continue;
+    }
+    if (args[i].tensor_map()) {
+      const BundleLaunchArg& of = args[size_t(args[i].map_of)];
+      const std::string buffer_dtype = of.dtype == "$dtype" ? dtype : of.dtype;
+      auto layout = LayTensorMap(args[i].name, buffer_dtype, g->map_extents[i], g->map_box[i], args[i].swizzle);
+      if (!layout.ok()) return layout.status().WithPrefix("launch " + op + ": ");
+      if (!s->d.cuTensorMapEncodeTiled)
+        return Status::Unavailable("launch " + op + ": the kernel takes tensor maps and this CUDA driver cannot "
+                                   "encode them (cuTensorMapEncodeTiled: CUDA 12 and later)");
+      maps.push_back(MapSlot{args[i].name, i, size_t(args[i].map_of), *layout, 0});
       continue;
     }
     // Rounded as the farm's runner passes them; a value the type cannot
@@ -282,6 +311,19 @@ Status Kernel::launch(std::span<const int64_t> dims, std::span<const uint64_t> b
     TUNE_RETURN_IF_ERROR(p.Resolve(dims));
   }
   for (size_t i = 0; i < p.buffer_slots.size(); ++i) p.slots[p.buffer_slots[i]].ptr = buffers[i];
+  for (detail::MapSlot& m : p.maps) {
+    const uint64_t address = p.slots[m.buffer].ptr;
+    if (address == m.encoded_for) continue;
+    TUNE_RETURN_IF_ERROR(CheckTensorMapAddress(m.name, address).WithPrefix("launch " + p.op + ": "));
+    const TensorMapLayout& l = m.layout;
+    if (detail::CUresult r = p.s->d.cuTensorMapEncodeTiled(
+            p.slots[m.slot].map, l.dtype, l.rank, reinterpret_cast<void*>(address), l.dims, l.strides, l.box,
+            l.element_strides, l.kInterleaveNone, l.swizzle, l.kL2Promotion256B, l.kOobFillZeros);
+        r != 0)
+      return Status::Error("launch " + p.op + ": tensor map " + m.name + ": " +
+                           p.s->d.Error(r, "cuTensorMapEncodeTiled"));
+    m.encoded_for = address;
+  }
   const Choice& c = p.choice;
   auto go = [&] {
     return p.s->d.cuLaunchKernel(p.function, unsigned(c.grid[0]), unsigned(c.grid[1]), unsigned(c.grid[2]),

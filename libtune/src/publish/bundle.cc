@@ -193,8 +193,23 @@ Status CheckBundleParts(const Bundle& b) {
     const std::string where = "launch plan " + plan.op + "@" + plan.kernel_hash + ": ";
     std::vector<const LaunchProgram*> programs = {&plan.smem};
     for (int i = 0; i < 3; ++i) programs.insert(programs.end(), {&plan.grid[i], &plan.block[i]});
-    for (const BundleLaunchArg& a : plan.args)
-      if (!a.buffer) programs.push_back(&a.value);
+    for (const BundleLaunchArg& a : plan.args) {
+      if (a.tensor_map()) {
+        // A map describes a buffer of the plan, one extent and box dim per
+        // dim of it, 1 to 5 of them.
+        const bool ok = a.scalar_type == kTensorMapArg && !a.buffer && size_t(a.map_of) < plan.args.size() &&
+                        plan.args[a.map_of].buffer && !a.extents.empty() && a.extents.size() <= 5 &&
+                        a.box.size() == a.extents.size() &&
+                        (a.swizzle == 0 || a.swizzle == 32 || a.swizzle == 64 || a.swizzle == 128);
+        if (!ok) return Status::Error(where + "tensor map " + a.name + " is malformed");
+        for (const auto* list : {&a.extents, &a.box})
+          for (const LaunchProgram& p : *list) programs.push_back(&p);
+      } else if (a.scalar_type == kTensorMapArg) {
+        return Status::Error(where + "tensor map " + a.name + " describes no buffer");
+      } else if (!a.buffer) {
+        programs.push_back(&a.value);
+      }
+    }
     for (const LaunchProgram* p : programs) TUNE_RETURN_IF_ERROR(CheckLaunchProgram(*p, plan.vars.size()).WithPrefix(where));
   }
   for (const KernelImage& k : b.kernels) TUNE_RETURN_IF_ERROR(CheckKernelImage(k));
@@ -294,7 +309,16 @@ std::string EncodeBundle(const Bundle& b) {
       wa.setDtype(TextOf(arg.dtype));
       wa.setDir(TextOf(arg.dir));
       wa.setScalarType(TextOf(arg.scalar_type));
-      if (!arg.buffer) SetProgram(wa.initValue(), arg.value);
+      if (arg.tensor_map()) {
+        wa.setMapOf(arg.map_of);
+        wa.setSwizzle(static_cast<uint16_t>(arg.swizzle));
+        auto extents = wa.initExtents(static_cast<unsigned>(arg.extents.size()));
+        auto box = wa.initBox(static_cast<unsigned>(arg.box.size()));
+        for (unsigned d = 0; d < arg.extents.size(); ++d) SetProgram(extents[d], arg.extents[d]);
+        for (unsigned d = 0; d < arg.box.size(); ++d) SetProgram(box[d], arg.box[d]);
+      } else if (!arg.buffer) {
+        SetProgram(wa.initValue(), arg.value);
+      }
     }
   }
   auto kernels = root.initKernels(static_cast<unsigned>(b.kernels.size()));
@@ -433,7 +457,15 @@ Result<BundleLaunchPlan> GetLaunchPlan(wire::LaunchPlan::Reader r, Budget& budge
     a.dtype = Str(ra.getDtype());
     a.dir = Str(ra.getDir());
     a.scalar_type = Str(ra.getScalarType());
-    if (!a.buffer) a.value = GetProgram(ra.getValue(), budget);
+    a.map_of = ra.getMapOf();
+    if (a.tensor_map()) {
+      a.swizzle = ra.getSwizzle();
+      budget.Charge(ra.getExtents().size() + ra.getBox().size(), sizeof(LaunchProgram));
+      for (auto e : ra.getExtents()) a.extents.push_back(GetProgram(e, budget));
+      for (auto e : ra.getBox()) a.box.push_back(GetProgram(e, budget));
+    } else if (!a.buffer) {
+      a.value = GetProgram(ra.getValue(), budget);
+    }
     p.args.push_back(std::move(a));
   }
   return p;

@@ -66,9 +66,16 @@ struct BundleLaunchArg {
   std::string name;
   bool buffer = true;
   std::string dtype, dir;           // buffers ("$dtype" is the entry's dtype)
-  std::string scalar_type;          // scalars: "i32" | "i64" | "f32"
+  std::string scalar_type;          // scalars: "i32" | "i64" | "f32"; tensor maps: "tensormap"
   LaunchProgram value;              // scalars
+  // Tensor maps (base/tensor_map.h): the buffer described (an index into
+  // the plan's args), its extents and the box, outermost dim first.
+  int map_of = -1;
+  std::vector<LaunchProgram> extents, box;
+  int swizzle = 0;                  // bytes
+  bool tensor_map() const { return map_of >= 0; }
 };
+inline constexpr char kTensorMapArg[] = "tensormap";
 
 // How to launch one op's kernel at one kernel hash: the op spec's launch
 // geometry and argument layout as programs over `vars` (the op's params,
@@ -112,6 +119,9 @@ struct LaunchGeometry {
   int64_t block[3] = {1, 1, 1};
   int64_t smem_bytes = 0;
   std::vector<double> scalars;
+  // Per tensor-map arg: the described buffer's extents and the box (empty
+  // for other args).
+  std::vector<std::vector<int64_t>> map_extents, map_box;
 };
 // The values of `plan`'s variables: each from `config`, then `dims`, then
 // dsize (of `dtype`) and `device`. Errors name a variable none of them has.

@@ -98,6 +98,15 @@ std::string BundleToJson(const Bundle& b) {
       if (a.buffer) {
         ja["dtype"] = a.dtype;
         ja["dir"] = a.dir;
+      } else if (a.tensor_map()) {
+        ja["scalar_type"] = a.scalar_type;
+        ja["map_of"] = a.map_of;
+        ja["swizzle"] = a.swizzle;
+        Json extents = Json::array(), box = Json::array();
+        for (const LaunchProgram& e : a.extents) extents.push_back(ProgramToJson(e));
+        for (const LaunchProgram& e : a.box) box.push_back(ProgramToJson(e));
+        ja["extents"] = std::move(extents);
+        ja["box"] = std::move(box);
       } else {
         ja["scalar_type"] = a.scalar_type;
         ja["value"] = ProgramToJson(a.value);
@@ -230,7 +239,14 @@ Result<Bundle> BundleFromJson(const std::string& text) {
         a.dtype = ja.value("dtype", std::string());
         a.dir = ja.value("dir", std::string());
         a.scalar_type = ja.value("scalar_type", std::string());
-        if (!a.buffer) a.value = ProgramFromJson(ja.at("value"));
+        a.map_of = ja.value("map_of", -1);
+        if (a.tensor_map()) {
+          a.swizzle = ja.value("swizzle", 0);
+          for (const Json& e : ja.at("extents")) a.extents.push_back(ProgramFromJson(e));
+          for (const Json& e : ja.at("box")) a.box.push_back(ProgramFromJson(e));
+        } else if (!a.buffer) {
+          a.value = ProgramFromJson(ja.at("value"));
+        }
         p.args.push_back(std::move(a));
       }
       b.launch_plans.push_back(std::move(p));

@@ -55,8 +55,26 @@ Result<LaunchGeometry> EvaluateLaunchPlan(const BundleLaunchPlan& plan, std::spa
     return Status::InvalidArgument("launch plan " + plan.op + ": shared memory " + std::to_string(smem));
   g.smem_bytes = ProgramValueToInt(smem);
   g.scalars.assign(plan.args.size(), 0);
+  g.map_extents.assign(plan.args.size(), {});
+  g.map_box.assign(plan.args.size(), {});
   for (size_t i = 0; i < plan.args.size(); ++i) {
     if (plan.args[i].buffer) continue;
+    if (plan.args[i].tensor_map()) {
+      // Extents of 1 and more, box dims of 1 to 256 (base/tensor_map.h
+      // checks the rest against the dtype).
+      const std::pair<const std::vector<LaunchProgram>*, std::vector<int64_t>*> lists[] = {
+          {&plan.args[i].extents, &g.map_extents[i]}, {&plan.args[i].box, &g.map_box[i]}};
+      for (const auto& [programs, out] : lists) {
+        for (const LaunchProgram& p : *programs) {
+          const double v = EvalLaunchProgram(p, vars);
+          if (!std::isfinite(v) || v < 1 || v >= 0x1p62)
+            return Status::InvalidArgument("launch plan " + plan.op + ": tensor map " + plan.args[i].name + ": '" +
+                                           p.text + "' gives " + std::to_string(v));
+          out->push_back(ProgramValueToInt(v));
+        }
+      }
+      continue;
+    }
     g.scalars[i] = EvalLaunchProgram(plan.args[i].value, vars);
     if (!std::isfinite(g.scalars[i]))
       return Status::InvalidArgument("launch plan " + plan.op + ": arg " + plan.args[i].name + " is not finite");

@@ -121,11 +121,23 @@ Result<BundleLaunchPlan> MakeLaunchPlan(const OpSpec& spec, const std::string& k
   for (const ArgSpec& a : spec.args) {
     BundleLaunchArg arg;
     arg.name = a.name;
-    if (a.kind == ArgSpec::Kind::kTensorMap)
-      return Status::InvalidArgument(where + "[[args]] " + a.name +
-                                   ": a tensor map, which the launcher does not encode; publish this op config-only");
     arg.buffer = a.kind == ArgSpec::Kind::kBuffer;
-    if (arg.buffer) {
+    if (a.kind == ArgSpec::Kind::kTensorMap) {
+      // op_spec.cc: a map follows the buffer it describes.
+      arg.buffer = false;
+      arg.scalar_type = kTensorMapArg;
+      arg.swizzle = a.swizzle;
+      for (size_t b = 0; b < plan.args.size(); ++b)
+        if (plan.args[b].name == a.map_of) arg.map_of = int(b);
+      const ArgSpec& of = spec.args[size_t(arg.map_of)];
+      const std::string field = "[[args]] " + a.name;
+      for (size_t d = 0; d < a.box.size(); ++d) {
+        arg.extents.emplace_back();
+        arg.box.emplace_back();
+        TUNE_RETURN_IF_ERROR(compile(of.shape[d], "[[args]] " + of.name + " shape", &arg.extents.back()));
+        TUNE_RETURN_IF_ERROR(compile(a.box[d], field + " box", &arg.box.back()));
+      }
+    } else if (arg.buffer) {
       arg.dtype = a.dtype;
       arg.dir = a.dir;
     } else {
@@ -160,6 +172,9 @@ Status PlanAgrees(const BundleLaunchPlan& plan, const OpSpec& spec, const Measur
   for (int i = 0; i < 3; ++i) same = same && got->grid[i] == want->grid[i] && got->block[i] == want->block[i];
   for (size_t i = 0; i < spec.args.size(); ++i) {
     if (spec.args[i].kind == ArgSpec::Kind::kScalar) same = same && got->scalars[i] == want->scalar_values[i];
+    if (spec.args[i].kind == ArgSpec::Kind::kTensorMap)
+      same = same && got->map_box[i] == want->arg_extents[i] &&
+             got->map_extents[i] == want->arg_extents[size_t(plan.args[i].map_of)];
   }
   if (!same) return Status::Error("its launch plan evaluates otherwise than the farm on " + m.shape + " " + m.config.Canonical());
   return Status::OK();

@@ -19,7 +19,7 @@
 #include "measure/cuda/device_discovery.h"
 #include "measure/cuda/nvrtc_compile.h"
 #include "measure/cuda/runner.h"
-#include "measure/cuda/tensor_map.h"
+#include "base/tensor_map.h"
 #include "base/stats.h"
 #include "opspec/expr.h"
 
@@ -390,11 +390,12 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
                                               [&](const ArgSpec& b) { return b.name == as.map_of; }) -
                                  spec.args.begin());
         const CUdeviceptr at = slots[k][of].ptr;
-        auto layout = LayTensorMap(as.name, problem->args[of].dtype, at, plan.arg_extents[of], plan.arg_extents[i],
+        auto layout = LayTensorMap(as.name, problem->args[of].dtype, plan.arg_extents[of], plan.arg_extents[i],
                                    as.swizzle);
-        if (!layout.ok()) return Fail(FailureClass::kLaunchError, layout.status().message());
-        if (CuStatus st = EncodeTensorMap(d_, *layout, at, &slot.map); !st.ok())
-          return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + st.message);
+        Status st = layout.ok() ? CheckTensorMapAddress(as.name, at) : layout.status();
+        if (!st.ok()) return Fail(FailureClass::kLaunchError, st.message());
+        if (CuStatus cs = EncodeTensorMap(d_, *layout, at, &slot.map); !cs.ok())
+          return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + cs.message);
       } else if (as.scalar_type == "i64") {
         slot.i64 = std::llround(plan.scalar_values[i]);
       } else if (as.scalar_type == "f32") {

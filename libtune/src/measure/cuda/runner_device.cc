@@ -33,3 +33,24 @@ CuStatus RunnerDevice::Launch(CUfunction f, const int64_t grid[3], const int64_t
 }
 
 }  // namespace tune::cuda::runner
+
+namespace tune::cuda::runner {
+
+// base/tensor_map.h speaks the driver ABI without cuda.h; these hold it to it.
+static_assert(TensorMapLayout::kF16 == CU_TENSOR_MAP_DATA_TYPE_FLOAT16 &&
+              TensorMapLayout::kBF16 == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 &&
+              TensorMapLayout::kF32 == CU_TENSOR_MAP_DATA_TYPE_FLOAT32 &&
+              TensorMapLayout::kI32 == CU_TENSOR_MAP_DATA_TYPE_INT32);
+static_assert(CU_TENSOR_MAP_SWIZZLE_128B == 3 && CU_TENSOR_MAP_SWIZZLE_64B == 2 && CU_TENSOR_MAP_SWIZZLE_32B == 1);
+static_assert(TensorMapLayout::kInterleaveNone == CU_TENSOR_MAP_INTERLEAVE_NONE &&
+              TensorMapLayout::kL2Promotion256B == CU_TENSOR_MAP_L2_PROMOTION_L2_256B &&
+              TensorMapLayout::kOobFillZeros == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+
+CuStatus EncodeTensorMap(const Driver& d, const TensorMapLayout& l, CUdeviceptr address, CUtensorMap* map) {
+  return TUNE_CU(d.cuTensorMapEncodeTiled(
+      map, CUtensorMapDataType(l.dtype), l.rank, reinterpret_cast<void*>(address), l.dims, l.strides, l.box,
+      l.element_strides, CUtensorMapInterleave(l.kInterleaveNone), CUtensorMapSwizzle(l.swizzle),
+      CUtensorMapL2promotion(l.kL2Promotion256B), CUtensorMapFloatOOBfill(l.kOobFillZeros)));
+}
+
+}  // namespace tune::cuda::runner

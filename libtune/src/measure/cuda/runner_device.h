@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 
+#include "base/tensor_map.h"
 #include "measure/cuda/cuda_driver.h"
 #include "measure/cuda/cuda_backend.h"
 
@@ -52,6 +53,9 @@ union ParamSlot {
   float f32;
   CUtensorMap map;  // 128 bytes, 64-byte aligned
 };
+
+// Encodes `layout` (base/tensor_map.h) for the buffer at `address`.
+CuStatus EncodeTensorMap(const Driver& d, const TensorMapLayout& layout, CUdeviceptr address, CUtensorMap* map);
 
 // One run of what a request measures, on `stream` (nullptr: the context's
 // default) with the parameter set `params`: a config's kernel, or a baseline

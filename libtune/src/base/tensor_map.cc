@@ -1,33 +1,32 @@
-#include "measure/cuda/tensor_map.h"
+#include "base/tensor_map.h"
 
-namespace tune::cuda {
+namespace tune {
 
-Result<TensorMapLayout> LayTensorMap(const std::string& what, const std::string& dtype, uint64_t address,
+Result<TensorMapLayout> LayTensorMap(const std::string& what, const std::string& dtype,
                                      std::span<const int64_t> extents, std::span<const int64_t> box, int swizzle) {
   auto bad = [&](const std::string& why) { return Status::InvalidArgument("tensor map " + what + ": " + why); };
   TensorMapLayout l;
   uint64_t width = 0;
   if (dtype == "f16") {
-    l.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT16, width = 2;
+    l.dtype = TensorMapLayout::kF16, width = 2;
   } else if (dtype == "bf16") {
-    l.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, width = 2;
+    l.dtype = TensorMapLayout::kBF16, width = 2;
   } else if (dtype == "f32") {
-    l.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32, width = 4;
+    l.dtype = TensorMapLayout::kF32, width = 4;
   } else if (dtype == "i32") {
-    l.dtype = CU_TENSOR_MAP_DATA_TYPE_INT32, width = 4;
+    l.dtype = TensorMapLayout::kI32, width = 4;
   } else {
     return bad("no tensor map of dtype '" + dtype + "'");
   }
   switch (swizzle) {
-    case 0: l.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE; break;
-    case 32: l.swizzle = CU_TENSOR_MAP_SWIZZLE_32B; break;
-    case 64: l.swizzle = CU_TENSOR_MAP_SWIZZLE_64B; break;
-    case 128: l.swizzle = CU_TENSOR_MAP_SWIZZLE_128B; break;
+    case 0: l.swizzle = 0; break;
+    case 32: l.swizzle = 1; break;
+    case 64: l.swizzle = 2; break;
+    case 128: l.swizzle = 3; break;
     default: return bad("swizzle " + std::to_string(swizzle) + " is not 0, 32, 64 or 128");
   }
   if (extents.empty() || extents.size() > 5 || box.size() != extents.size())
     return bad("needs 1 to 5 dims and a box dim for each");
-  if (address % 16 != 0) return bad("the buffer's address is not 16-byte aligned");
   l.rank = uint32_t(extents.size());
   uint64_t pitch = width;
   for (uint32_t i = 0; i < l.rank; ++i) {
@@ -51,10 +50,9 @@ Result<TensorMapLayout> LayTensorMap(const std::string& what, const std::string&
   return l;
 }
 
-CuStatus EncodeTensorMap(const Driver& d, const TensorMapLayout& l, CUdeviceptr address, CUtensorMap* map) {
-  return TUNE_CU(d.cuTensorMapEncodeTiled(map, l.dtype, l.rank, reinterpret_cast<void*>(address), l.dims, l.strides,
-                                          l.box, l.element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, l.swizzle,
-                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+Status CheckTensorMapAddress(const std::string& what, uint64_t address) {
+  if (address % 16 == 0) return Status::OK();
+  return Status::InvalidArgument("tensor map " + what + ": the buffer's address is not 16-byte aligned");
 }
 
-}  // namespace tune::cuda
+}  // namespace tune
