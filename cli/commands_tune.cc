@@ -19,6 +19,9 @@
 #include "report/nightly.h"
 #include "publish/publish.h"
 #include "opspec/sweep_file.h"
+#ifdef TUNEFARM_WITH_CUDA
+#include "measure/cuda/cuda_backend.h"
+#endif
 
 namespace tune {
 namespace {
@@ -49,6 +52,28 @@ void PrintShapeRules(const SweepSubmit& sweep, const std::vector<DeviceInfo>& de
   }
 }
 
+// The GEMM a tune without --op measures (the README's first command): the
+// sm_90a family where every GPU the run uses is a Hopper, the portable GEMM
+// elsewhere and on the sim backend.
+std::string DefaultGemm(const WorkerArgs& w) {
+#ifdef TUNEFARM_WITH_CUDA
+  if (w.opts.backend == "sim") return "gemm";
+  auto found = DiscoverCudaDevices();
+  if (!found.ok()) return "gemm";
+  bool any = false, hopper = true;
+  for (const DeviceInfo& d : *found) {
+    const auto& wanted = w.opts.cuda_devices;
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), d.index) == wanted.end()) continue;
+    any = true;
+    hopper = hopper && d.cc_major == 9 && d.cc_minor == 0;
+  }
+  return any && hopper ? "gemm_hopper" : "gemm";
+#else
+  (void)w;
+  return "gemm";
+#endif
+}
+
 }  // namespace
 
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
@@ -57,6 +82,11 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   Status st = FinishWorkerArgs(args.worker);
   if (!st.ok()) return Fail(st.message());
   if (args.ops_dir.empty()) args.ops_dir = DefaultOpsDir();
+  if (args.sweep_file.empty() && args.ops.empty()) {
+    args.ops = {DefaultGemm(args.worker)};
+    std::printf("tune: no --op: %s (%s)\n", args.ops[0].c_str(),
+                args.ops[0] == "gemm" ? "the portable GEMM" : "the sm_90a GEMM family, for the Hopper GPUs here");
+  }
   auto sweep = args.sweep_file.empty()
                    ? MakeSweep("tune-" + args.ops.front(), args.ops, args.dtypes, args.shapes, {"*"},
                                args.ops_dir)
@@ -207,7 +237,8 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
   TuneArgs& tune_args = parsed->tune_args;
   auto* t = app.add_subcommand("tune", "Run one sweep end to end on this host: coordinator, workers, store, bundle");
   t->add_option("--sweep", tune_args.sweep_file, "Sweep TOML file (instead of --op/--dtype/--shape)");
-  t->add_option("--op", tune_args.ops, "Op to tune")->capture_default_str();
+  t->add_option("--op", tune_args.ops,
+                "Op to tune (default: gemm_hopper where every GPU used is a Hopper, else gemm)");
   t->add_option("--dtype", tune_args.dtypes, "Dtype(s)")->capture_default_str();
   t->add_option("--shape", tune_args.shapes, "Shape(s), like M=4096,N=4096,K=4096")->capture_default_str();
   t->add_option("--ops-dir", tune_args.ops_dir, kOpsDirHelp);
