@@ -89,8 +89,21 @@ double VsBaselineRow(const Measurement& m, const Measurement* baseline) {
   return VsBaseline(baseline->median_us, m.median_us);
 }
 
+std::string WinnerKey(const Measurement& m) {
+  return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape + '\0' + m.kernel_hash + '\0' + m.config_id;
+}
+
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
-  return RowNotes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows)};
+  RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}};
+  std::vector<Measurement> best;
+  std::set<std::string> keys;
+  for (const Measurement& m : rows) {
+    if (!keys.insert(m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape).second) continue;
+    auto b = store.Best(ResultFilter{m.gpu_model, m.op, m.dtype, m.shape, ""});
+    if (b.ok()) best.insert(best.end(), b->begin(), b->end());
+  }
+  for (const Measurement& w : StableWinners(store, NewestKernelOnly(std::move(best)))) notes.winners.insert(WinnerKey(w));
+  return notes;
 }
 
 // "vs cublaslt 13.0.0: 1.05x (123.45 us)", or why the baseline has no figure.
@@ -131,9 +144,16 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     if (ranked(a)) return a.RanksAhead(b);  // the store's order of winners
     return a.config.Canonical() < b.config.Canonical();
   });
+  // The winner leads its key's rows: publish's pick where the notes have
+  // it, else the fastest.
   std::vector<bool> winner(rows.size(), false);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    winner[i] = ranked(rows[i]) && (i == 0 || group(rows[i - 1]) != group(rows[i]));
+  for (size_t first = 0, i = 0; i <= rows.size(); ++i) {
+    if (i < rows.size() && group(rows[i]) == group(rows[first])) continue;
+    const auto begin = rows.begin() + first, end = rows.begin() + i;
+    const auto pick = std::find_if(begin, end, [&](const Measurement& m) { return notes.winners.count(WinnerKey(m)); });
+    if (pick != end) std::rotate(begin, pick, pick + 1);
+    if (first < rows.size()) winner[first] = ranked(rows[first]);
+    first = i;
   }
   auto throughput = [&](const Measurement& m, std::string* unit) {
     auto it = ops.find(m.op);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -55,7 +56,12 @@ struct RowNotes {
   std::map<std::string, KernelProfile> profiles;  // ProfilesOf
   std::map<std::string, KeyCoverage> coverage;    // CoverageOf
   std::map<std::string, Measurement> baselines;   // BaselinesOf: a line per key in tables, vs_baseline per row
+  // Each key's winner as publish picks it (StableWinners: near-ties go to
+  // the smallest config id), by WinnerKey: the row marked winner, so that
+  // what a table stars is what the bundle ships.
+  std::set<std::string> winners;
 };
+std::string WinnerKey(const Measurement& m);
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows);
 
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
