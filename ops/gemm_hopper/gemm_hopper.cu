@@ -45,10 +45,6 @@
 // (along_n: down a band's rows first, then across) or GROUP patch columns
 // (along_m), so that blocks running together share operands in L2.
 //
-// PREFETCH: the producer also asks L2 for the operand slices PREFETCH K
-// steps ahead of each load (0: off), more bytes in flight than the ring
-// holds where DRAM bandwidth bounds the kernel (small M).
-//
 // Epilogue: TMA_STORE stages each 64 x 32 piece of a consumer's tile in
 // shared memory (64-byte swizzle, two buffers per warpgroup) and stores it
 // with the copy engine through tmC; otherwise threads store their fragment
@@ -57,7 +53,7 @@
 #include <cuda_bf16.h>
 
 #if !defined(BN) || !defined(CWG) || !defined(MT) || !defined(STAGES) || !defined(CM) || !defined(CN) || \
-    !defined(SPLIT) || !defined(GROUP) || !defined(TMA_STORE) || !defined(REALLOC) || !defined(PREFETCH) || \
+    !defined(SPLIT) || !defined(GROUP) || !defined(TMA_STORE) || !defined(REALLOC) ||                  \
     !defined(SCHEDULE_stream_k) || !defined(RASTER_along_m) || !defined(WARPGROUPS_pingpong)
 #error "gemm_hopper.cu needs the op's params as macros (op.toml)"
 #endif
@@ -169,13 +165,6 @@ __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int
         "l"(m), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
         : "memory");
   }
-}
-// Asks L2 for a box ahead of the ring (no shared memory, no barrier).
-__device__ __forceinline__ void tma_prefetch(const TensorMap* map, int c0, int c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                   reinterpret_cast<unsigned long long>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
 }
 #if TMA_STORE
 __device__ __forceinline__ void tma_store(const TensorMap* map, unsigned src, int c0, int c1) {
@@ -398,10 +387,6 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
           tma_load(st + cn * (kTileA / CN), &tmA, k * BK, u.tm * BM + cn * (BM / CN), full(s), CN > 1 ? mask_a : 0);
           tma_load(st + kTileA + cm * (kTileB / CM), &tmB, k * BK, u.tn * BN + cm * (BN / CM), full(s),
                    CM > 1 ? mask_b : 0);
-          if (PREFETCH > 0 && k + PREFETCH < u.ke) {
-            tma_prefetch(&tmA, (k + PREFETCH) * BK, u.tm * BM + cn * (BM / CN));
-            tma_prefetch(&tmB, (k + PREFETCH) * BK, u.tn * BN + cm * (BN / CM));
-          }
           if (++s == STAGES) s = 0, phase ^= 1;
         }
       }

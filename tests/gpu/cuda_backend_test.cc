@@ -754,7 +754,7 @@ TEST_F(CudaGpu, TheHopperGemmsSchedulesClustersAndEpiloguesAgreeWithTheReference
       with({{"SCHEDULE", P::String("data_parallel")}, {"CWG", 1}, {"MT", 2}, {"BN", 96}, {"REALLOC", P::Bool(false)},
             {"STAGES", 3}, {"CM", 1}}),
       with({{"SCHEDULE", P::String("split_k")}, {"SPLIT", 8}, {"BN", 160}, {"MT", 2}, {"STAGES", 3}, {"CM", 2}}),
-      with({{"WARPGROUPS", P::String("pingpong")}, {"MT", 2}, {"BN", 128}, {"PREFETCH", 8}}),
+      with({{"WARPGROUPS", P::String("pingpong")}, {"MT", 2}, {"BN", 128}}),
       with({{"WARPGROUPS", P::String("pingpong")}, {"SCHEDULE", P::String("stream_k")}, {"CM", 2}, {"CN", 2},
             {"TMA_STORE", P::Bool(false)}}),
   };
