@@ -184,30 +184,6 @@ __device__ __forceinline__ void fence_proxy_async() {
 }
 #endif
 
-// --- wgmma ------------------------------------------------------------------
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving accumulator reads or writes across the
-// asynchronous wgmma that owns them.
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-// Shared-memory matrix descriptor of a K-major tile with 128-byte rows and
-// the 128-byte swizzle: 8-row atoms 1024 bytes apart.
-__device__ __forceinline__ unsigned long long make_desc(unsigned addr) {
-  unsigned long long d = (unsigned long long)((addr & 0x3FFFF) >> 4);
-  d |= (unsigned long long)1 << 16;
-  d |= (unsigned long long)(1024 >> 4) << 32;
-  d |= (unsigned long long)1 << 62;
-  return d;
-}
-
 // --- split-K and stream-K partial sums ---------------------------------------
 // Fire-and-forget vector add in L2.
 __device__ __forceinline__ void red_add2(float* p, float x, float y) {

@@ -1,9 +1,35 @@
-// wgmma.mma_async wrappers: D[64 x N] += A[64 x 16] * B[N x 16]^T, both
+// wgmma for sm_90a: fence/commit/wait, the shared-memory descriptor, and
+// mma_async wrappers: D[64 x N] += A[64 x 16] * B[N x 16]^T, both
 // operands K-major in 128-byte-swizzled shared memory (matrix descriptors),
 // fp32 accumulators in registers, f16 or bf16 inputs (WGMMA_AB is "f16" or
 // "bf16"). Overloaded on the accumulator array's length (N/2). sm_90a only.
 // Written by scripts/gen_wgmma.py 64 96 128 160 192 224 256; edit that, not this.
 #pragma once
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across the
+// asynchronous wgmma that owns them.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Shared-memory matrix descriptor of a K-major tile with 128-byte rows and
+// the 128-byte swizzle: 8-row atoms 1024 bytes apart (stride byte offset);
+// the leading byte offset is unused for this layout and set to 1 by
+// convention.
+__device__ __forceinline__ unsigned long long make_desc(unsigned addr) {
+  unsigned long long d = (unsigned long long)((addr & 0x3FFFF) >> 4);
+  d |= (unsigned long long)1 << 16;
+  d |= (unsigned long long)(1024 >> 4) << 32;
+  d |= (unsigned long long)1 << 62;
+  return d;
+}
 
 __device__ __forceinline__ void wgmma(float (&d)[32], unsigned long long desc_a,
                                       unsigned long long desc_b) {

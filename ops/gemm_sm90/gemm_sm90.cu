@@ -53,9 +53,6 @@ typedef TUNE_T T;
 static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma wrappers exist for these N");
 static_assert(STAGES >= 3, "one stage in flight in wgmma, one being read, one or more loading");
 
-#define WGMMA_CAT2(a, b) a##b
-#define WGMMA_CAT(a, b) WGMMA_CAT2(a, b)
-#define WGMMA_N WGMMA_CAT(WGMMA_CAT(wgmma_m64n, BN), k16)
 
 namespace {
 
@@ -77,35 +74,6 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving accumulator reads or writes across the
-// asynchronous wgmma that owns them.
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// Shared-memory matrix descriptor of a K-major tile with 128-byte rows and
-// the 128-byte swizzle: 8-row atoms 1024 bytes apart (stride byte offset);
-// the leading byte offset is unused for this layout and set to 1 by
-// convention.
-__device__ __forceinline__ unsigned long long make_desc(unsigned addr) {
-  unsigned long long d = (unsigned long long)((addr & 0x3FFFF) >> 4);
-  d |= (unsigned long long)1 << 16;
-  d |= (unsigned long long)(1024 >> 4) << 32;
-  d |= (unsigned long long)1 << 62;
-  return d;
 }
 
 // Copies a ROWS x 64 tile (rows row0.., columns k0..) of a row-major matrix
@@ -208,7 +176,7 @@ gemm_sm90(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, i
         // +32 bytes per k16 step inside the swizzled row; the m64 tiles of
         // one warpgroup are 64 rows (8 KiB) apart. Both land in the
         // descriptor's address field (bytes / 16).
-        WGMMA_N(acc[t], da + (unsigned long long)(kk * 2 + t * 512), db + (unsigned long long)(kk * 2));
+        wgmma(acc[t], da + (unsigned long long)(kk * 2 + t * 512), db + (unsigned long long)(kk * 2));
       }
     }
     wgmma_commit();

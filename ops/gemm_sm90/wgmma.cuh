@@ -1,12 +1,38 @@
-// wgmma.mma_async wrappers: D[64 x N] += A[64 x 16] * B[N x 16]^T, both
+// wgmma for sm_90a: fence/commit/wait, the shared-memory descriptor, and
+// mma_async wrappers: D[64 x N] += A[64 x 16] * B[N x 16]^T, both
 // operands K-major in 128-byte-swizzled shared memory (matrix descriptors),
 // fp32 accumulators in registers, f16 or bf16 inputs (WGMMA_AB is "f16" or
-// "bf16"). One function per N, since the instruction names every accumulator
-// register. sm_90a only.
+// "bf16"). Overloaded on the accumulator array's length (N/2). sm_90a only.
+// Written by scripts/gen_wgmma.py 64 128 192 256; edit that, not this.
 #pragma once
 
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], unsigned long long desc_a,
-                                                 unsigned long long desc_b) {
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across the
+// asynchronous wgmma that owns them.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Shared-memory matrix descriptor of a K-major tile with 128-byte rows and
+// the 128-byte swizzle: 8-row atoms 1024 bytes apart (stride byte offset);
+// the leading byte offset is unused for this layout and set to 1 by
+// convention.
+__device__ __forceinline__ unsigned long long make_desc(unsigned addr) {
+  unsigned long long d = (unsigned long long)((addr & 0x3FFFF) >> 4);
+  d |= (unsigned long long)1 << 16;
+  d |= (unsigned long long)(1024 >> 4) << 32;
+  d |= (unsigned long long)1 << 62;
+  return d;
+}
+
+__device__ __forceinline__ void wgmma(float (&d)[32], unsigned long long desc_a,
+                                      unsigned long long desc_b) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -17,16 +43,15 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], unsigned long lo
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
       "}, %32, %33, p, 1, 1, 0, 0;\n"
       "}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long desc_a,
-                                                 unsigned long long desc_b) {
+__device__ __forceinline__ void wgmma(float (&d)[64], unsigned long long desc_a,
+                                      unsigned long long desc_b) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -39,8 +64,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
       "}, %64, %65, p, 1, 1, 0, 0;\n"
       "}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
@@ -51,8 +75,8 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], unsigned long long desc_a,
-                                                 unsigned long long desc_b) {
+__device__ __forceinline__ void wgmma(float (&d)[96], unsigned long long desc_a,
+                                      unsigned long long desc_b) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -67,8 +91,7 @@ __device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], unsigned long l
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
       "}, %96, %97, p, 1, 1, 0, 0;\n"
       "}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
@@ -83,8 +106,8 @@ __device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], unsigned long l
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
-                                                 unsigned long long desc_b) {
+__device__ __forceinline__ void wgmma(float (&d)[128], unsigned long long desc_a,
+                                      unsigned long long desc_b) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -101,8 +124,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long 
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
       "}, %128, %129, p, 1, 1, 0, 0;\n"
       "}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
