@@ -80,8 +80,8 @@ struct BundleArgs {
 };
 struct TuneArgs {
   std::string sweep_file;
-  std::vector<std::string> ops, dtypes = {"f16"};  // no op: DefaultGemm (commands_tune.cc)
-  std::vector<std::string>
+  std::vector<std::string> ops;  // none: DefaultGemm (commands_tune.cc)
+  std::vector<std::string> dtypes = {"f16"},
                            shapes = {"M=4096,N=4096,K=4096"};
   std::string ops_dir, store = "tunefarm.db", bundle, format = "table", sign_key;
   bool unsigned_bundle = false;  // write the bundle unsigned

@@ -84,7 +84,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (args.ops_dir.empty()) args.ops_dir = DefaultOpsDir();
   if (args.sweep_file.empty() && args.ops.empty()) {
     args.ops = {DefaultGemm(args.worker)};
-    std::printf("tune: no --op: %s (%s)\n", args.ops[0].c_str(),
+    std::fprintf(stderr, "tune: no --op: %s (%s)\n", args.ops[0].c_str(),
                 args.ops[0] == "gemm" ? "the portable GEMM" : "the sm_90a GEMM family, for the Hopper GPUs here");
   }
   auto sweep = args.sweep_file.empty()

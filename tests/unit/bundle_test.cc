@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <tuple>
@@ -316,7 +317,13 @@ TEST(BundleTest, TensorMapArgsRoundTripEvaluateAndAreCheckedAtLoad) {
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   Bundle b = MakeBundle();
   b.launch_plans = {*plan};
-  for (const Bundle& got : {*DecodeBundle(EncodeBundle(b).data(), EncodeBundle(b).size()), *BundleFromJson(BundleToJson(b))}) {
+  const std::string bytes = EncodeBundle(b);
+  auto binary = DecodeBundle(bytes.data(), bytes.size());
+  auto json = BundleFromJson(BundleToJson(b));
+  ASSERT_TRUE(binary.ok()) << binary.status().message();
+  ASSERT_TRUE(json.ok()) << json.status().message();
+  EXPECT_EQ(binary->format_version, 2u);  // readers of format 1 refuse it
+  for (const Bundle& got : {*binary, *json}) {
     ASSERT_EQ(got.launch_plans.size(), 1u);
     const BundleLaunchPlan& p = got.launch_plans[0];
     ASSERT_EQ(p.args.size(), 10u);
@@ -344,23 +351,30 @@ TEST(BundleTest, TensorMapArgsRoundTripEvaluateAndAreCheckedAtLoad) {
   }
 
   const SecretKey key = SecretKey::Generate();
-  for (int bad_of : {7, 99}) {  // a scalar; past the args
+  const std::pair<std::function<void(BundleLaunchArg&)>, std::string> broken_maps[] = {
+      {[](BundleLaunchArg& a) { a.map_of = 7; }, "tensor map tmA: map_of 7 is not a buffer of the plan"},
+      {[](BundleLaunchArg& a) { a.map_of = 99; }, "tensor map tmA: map_of 99 is not a buffer of the plan"},
+      {[](BundleLaunchArg& a) { a.swizzle = 48; }, "tensor map tmA: swizzle 48 is not 0, 32, 64 or 128"},
+      {[](BundleLaunchArg& a) { a.box.pop_back(); }, "tensor map tmA: 2 extents and 1 box dims"},
+      {[](BundleLaunchArg& a) { a.buffer = true; }, "tensor map tmA: buffer or scalar_type says otherwise"},
+  };
+  for (const auto& [breaks, message] : broken_maps) {
     Bundle broken = b;
-    broken.launch_plans[0].args[4].map_of = bad_of;
-    const std::string bytes = EncodeSignedBundle(broken, key);
-    auto r = DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()});
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("tensor map tmA is malformed"), std::string::npos) << r.status().message();
+    breaks(broken.launch_plans[0].args[4]);
+    const std::string signed_bytes = EncodeSignedBundle(broken, key);
+    auto r = DecodeVerifiedBundle(signed_bytes.data(), signed_bytes.size(), {key.public_key()});
+    ASSERT_FALSE(r.ok()) << message;
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
   }
 }
 
 TEST(BundleTest, NewerFormatIsRefused) {
   Bundle b = MakeBundle();
-  b.format_version = 2;
+  b.format_version = 3;
   const std::string bytes = EncodeBundle(b);
   auto r = DecodeBundle(bytes.data(), bytes.size());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("version 2"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("version 3"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

@@ -86,8 +86,11 @@ class Kernel {
 
   // Launches on `stream` (a CUstream; nullptr: the default stream). `buffers`
   // are device pointers, one per buffer_names() entry; scalar arguments come
-  // from the launch plan. Errors (one line): wrong counts, a miss, a
-  // geometry the device cannot run for these dims, the driver's error.
+  // from the launch plan, and tensor maps (kernels fed by the copy engine)
+  // are encoded from the buffers they describe, again whenever one moves:
+  // such a buffer must be non-null and 16-byte aligned. Errors (one line):
+  // wrong counts, a miss, a geometry the device cannot run for these dims,
+  // a buffer a tensor map cannot describe, the driver's error.
   Status launch(std::span<const int64_t> dims, std::span<const uint64_t> buffers, void* stream = nullptr);
   Status launch(std::initializer_list<int64_t> dims, std::initializer_list<uint64_t> buffers, void* stream = nullptr) {
     return launch(std::span<const int64_t>(dims.begin(), dims.size()),

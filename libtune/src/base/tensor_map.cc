@@ -36,11 +36,12 @@ Result<TensorMapLayout> LayTensorMap(const std::string& what, const std::string&
     l.dims[i] = uint64_t(e);
     l.box[i] = uint32_t(b);
     if (i > 0) {
-      if (pitch % 16 != 0 || pitch >= (uint64_t(1) << 40))
+      if (pitch % 16 != 0)
         return bad("a row of " + std::to_string(pitch) + " bytes is no multiple of 16 (the copy engine's pitch)");
       l.strides[i - 1] = pitch;
     }
-    pitch *= uint64_t(e);
+    if (__builtin_mul_overflow(pitch, uint64_t(e), &pitch) || (i + 1 < l.rank && pitch >= (uint64_t(1) << 40)))
+      return bad("a stride reaches 2^40 bytes, the copy engine's limit");
   }
   const uint64_t row = l.box[0] * width;
   if (row % 16 != 0) return bad("the box's innermost row of " + std::to_string(row) + " bytes is no multiple of 16");
@@ -51,6 +52,7 @@ Result<TensorMapLayout> LayTensorMap(const std::string& what, const std::string&
 }
 
 Status CheckTensorMapAddress(const std::string& what, uint64_t address) {
+  if (address == 0) return Status::InvalidArgument("tensor map " + what + ": the buffer is null");
   if (address % 16 == 0) return Status::OK();
   return Status::InvalidArgument("tensor map " + what + ": the buffer's address is not 16-byte aligned");
 }

@@ -38,7 +38,8 @@ struct TensorMapLayout {
 Result<TensorMapLayout> LayTensorMap(const std::string& what, const std::string& dtype,
                                      std::span<const int64_t> extents, std::span<const int64_t> box, int swizzle);
 
-// The address must be 16-byte aligned (else a one-line error naming `what`).
+// The address must be non-null and 16-byte aligned (else a one-line error
+// naming `what`).
 Status CheckTensorMapAddress(const std::string& what, uint64_t address);
 
 }  // namespace tune

@@ -188,6 +188,14 @@ Status CheckBundleBounds(const Bundle& b) {
   return Status::OK();
 }
 
+uint32_t FormatVersionOf(const Bundle& b) {
+  uint32_t v = b.format_version;
+  for (const BundleLaunchPlan& plan : b.launch_plans)
+    for (const BundleLaunchArg& a : plan.args)
+      if (a.tensor_map()) v = std::max(v, 2u);
+  return v;
+}
+
 Status CheckBundleParts(const Bundle& b) {
   for (const BundleLaunchPlan& plan : b.launch_plans) {
     const std::string where = "launch plan " + plan.op + "@" + plan.kernel_hash + ": ";
@@ -197,11 +205,15 @@ Status CheckBundleParts(const Bundle& b) {
       if (a.tensor_map()) {
         // A map describes a buffer of the plan, one extent and box dim per
         // dim of it, 1 to 5 of them.
-        const bool ok = a.scalar_type == kTensorMapArg && !a.buffer && size_t(a.map_of) < plan.args.size() &&
-                        plan.args[a.map_of].buffer && !a.extents.empty() && a.extents.size() <= 5 &&
-                        a.box.size() == a.extents.size() &&
-                        (a.swizzle == 0 || a.swizzle == 32 || a.swizzle == 64 || a.swizzle == 128);
-        if (!ok) return Status::Error(where + "tensor map " + a.name + " is malformed");
+        const std::string map = where + "tensor map " + a.name + ": ";
+        if (a.buffer || a.scalar_type != kTensorMapArg) return Status::Error(map + "buffer or scalar_type says otherwise");
+        if (size_t(a.map_of) >= plan.args.size() || !plan.args[a.map_of].buffer)
+          return Status::Error(map + "map_of " + std::to_string(a.map_of) + " is not a buffer of the plan");
+        if (a.extents.empty() || a.extents.size() > 5 || a.box.size() != a.extents.size())
+          return Status::Error(map + std::to_string(a.extents.size()) + " extents and " + std::to_string(a.box.size()) +
+                               " box dims (1 to 5 each, as many)");
+        if (a.swizzle != 0 && a.swizzle != 32 && a.swizzle != 64 && a.swizzle != 128)
+          return Status::Error(map + "swizzle " + std::to_string(a.swizzle) + " is not 0, 32, 64 or 128");
         for (const auto* list : {&a.extents, &a.box})
           for (const LaunchProgram& p : *list) programs.push_back(&p);
       } else if (a.scalar_type == kTensorMapArg) {
@@ -245,7 +257,7 @@ Status CheckBundleParts(const Bundle& b) {
 std::string EncodeBundle(const Bundle& b) {
   capnp::MallocMessageBuilder builder;
   auto root = builder.initRoot<wire::Bundle>();
-  root.setFormatVersion(b.format_version);
+  root.setFormatVersion(FormatVersionOf(b));
   root.setName(TextOf(b.name));
   root.setFarmVersion(TextOf(b.farm_version));
   root.setCreatedUnix(b.created_unix);

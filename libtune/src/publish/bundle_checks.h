@@ -7,10 +7,14 @@
 
 namespace tune {
 
-inline constexpr uint32_t kBundleFormatVersion = 1;
+// 2: launch plans may take tensor maps (a reader of 1 would see scalars
+// without a program); a bundle without them is still written as 1.
+inline constexpr uint32_t kBundleFormatVersion = 2;
 
 // A format version this libtune reads.
 Status CheckVersion(uint32_t v);
+// The version `b` is written as: its own, raised to what its parts need.
+uint32_t FormatVersionOf(const Bundle& b);
 // Values a deployment relies on: programs that evaluate safely over the
 // plan's variables, three of each geometry, images whose bytes match their
 // SHA-256. The message names the plan or image.

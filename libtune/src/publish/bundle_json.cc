@@ -46,7 +46,7 @@ LaunchProgram ProgramFromJson(const Json& j) {
 
 std::string BundleToJson(const Bundle& b) {
   Json j;
-  j["format_version"] = b.format_version;
+  j["format_version"] = FormatVersionOf(b);
   j["name"] = b.name;
   j["farm_version"] = b.farm_version;
   j["created_unix"] = b.created_unix;

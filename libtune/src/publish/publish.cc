@@ -123,19 +123,21 @@ Result<BundleLaunchPlan> MakeLaunchPlan(const OpSpec& spec, const std::string& k
     arg.name = a.name;
     arg.buffer = a.kind == ArgSpec::Kind::kBuffer;
     if (a.kind == ArgSpec::Kind::kTensorMap) {
-      // op_spec.cc: a map follows the buffer it describes.
-      arg.buffer = false;
       arg.scalar_type = kTensorMapArg;
       arg.swizzle = a.swizzle;
       for (size_t b = 0; b < plan.args.size(); ++b)
-        if (plan.args[b].name == a.map_of) arg.map_of = int(b);
+        if (plan.args[b].name == a.map_of && plan.args[b].buffer) arg.map_of = int(b);
+      // op_spec.cc: a map follows the buffer it describes, one box dim per dim.
+      if (!arg.tensor_map() || spec.args[size_t(arg.map_of)].shape.size() != a.box.size())
+        return Status::InvalidArgument(where + "[[args]] " + a.name + " tensor_map: '" + a.map_of +
+                                       "' is not a buffer before it with a dim per box dim");
       const ArgSpec& of = spec.args[size_t(arg.map_of)];
-      const std::string field = "[[args]] " + a.name;
       for (size_t d = 0; d < a.box.size(); ++d) {
+        const std::string ix = "[" + std::to_string(d) + "]";
         arg.extents.emplace_back();
         arg.box.emplace_back();
-        TUNE_RETURN_IF_ERROR(compile(of.shape[d], "[[args]] " + of.name + " shape", &arg.extents.back()));
-        TUNE_RETURN_IF_ERROR(compile(a.box[d], field + " box", &arg.box.back()));
+        TUNE_RETURN_IF_ERROR(compile(of.shape[d], "[[args]] " + of.name + " shape" + ix, &arg.extents.back()));
+        TUNE_RETURN_IF_ERROR(compile(a.box[d], "[[args]] " + a.name + " box" + ix, &arg.box.back()));
       }
     } else if (arg.buffer) {
       arg.dtype = a.dtype;

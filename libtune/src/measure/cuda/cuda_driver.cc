@@ -42,6 +42,8 @@ void LoadOnce(Loaded& out) {
   }
   TUNE_CU_FUNCTIONS(TUNE_CU_LOAD)
 #undef TUNE_CU_LOAD
+  out.driver.cuTensorMapEncodeTiled =
+      reinterpret_cast<decltype(out.driver.cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
   if (!missing.empty()) {
     out.status = Status::Error("CUDA driver too old: libcuda.so.1 lacks " + missing);
     return;

@@ -46,7 +46,6 @@ namespace tune::cuda {
   X(cuFuncSetAttribute)                           \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
   X(cuLaunchKernel)                               \
-  X(cuTensorMapEncodeTiled)                       \
   X(cuStreamCreate)                               \
   X(cuStreamDestroy)                              \
   X(cuStreamSynchronize)                          \
@@ -59,6 +58,9 @@ struct Driver {
 #define TUNE_CU_MEMBER(name) decltype(&::name) name = nullptr;
   TUNE_CU_FUNCTIONS(TUNE_CU_MEMBER)
 #undef TUNE_CU_MEMBER
+  // Optional (drivers before CUDA 12 lack it): only ops that take tensor
+  // maps need it, and their launches say so when it is missing.
+  decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
 };
 
 // The process-wide table, loaded and cuInit'ed once. Error when libcuda.so.1

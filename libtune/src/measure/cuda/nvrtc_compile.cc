@@ -438,12 +438,7 @@ Status CheckKernelParams(const OpSpec& spec, std::string_view cubin) {
   if (!sizes.ok()) return sizes.status();
   std::vector<uint32_t> declared;
   std::string listed;
-  // The reference (compiled like a config, with its file and kernel in
-  // place of the op's) receives the arguments without the tensor maps.
-  const bool reference =
-      spec.kernel == spec.check.reference_kernel && spec.source_file == spec.check.reference_file;
   for (const ArgSpec& a : spec.args) {
-    if (reference && a.kind == ArgSpec::Kind::kTensorMap) continue;
     const uint32_t bytes = a.kind == ArgSpec::Kind::kTensorMap ? 128
                            : a.kind == ArgSpec::Kind::kBuffer  ? 8
                            : a.scalar_type == "i64"            ? 8

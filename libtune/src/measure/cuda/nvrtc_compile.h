@@ -59,8 +59,7 @@ bool ParsePtxasResources(const std::string& log, const std::string& entry, Kerne
 
 // OK when the op's kernel in `cubin` takes the parameters its [[args]]
 // declare, in count and byte size (a buffer is a pointer: 8; i64 8; i32
-// and f32 4; a tensor map 128, which the reference does not take); else one
-// line with both lists. A kernel launched with other arguments reads
+// and f32 4; a tensor map 128); else one line with both lists. A kernel launched with other arguments reads
 // garbage, or faults only on some shapes.
 Status CheckKernelParams(const OpSpec& spec, std::string_view cubin);
 

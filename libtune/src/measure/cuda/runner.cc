@@ -384,7 +384,8 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
       ParamSlot& slot = slots[k][i];
       if (as.kind == ArgSpec::Kind::kBuffer) {
         slot.ptr = k == 0 ? problem->args[i].dev : problem->spare[k - 1][i];
-      } else if (as.kind == ArgSpec::Kind::kTensorMap) {
+      } else if (as.kind == ArgSpec::Kind::kTensorMap && req.baseline.empty()) {
+        // A baseline library reads the buffers: its map slots stay unused.
         // Maps follow the buffers they describe (declared before them).
         const size_t of = size_t(std::find_if(spec.args.begin(), spec.args.end(),
                                               [&](const ArgSpec& b) { return b.name == as.map_of; }) -
@@ -394,8 +395,12 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
                                    as.swizzle);
         Status st = layout.ok() ? CheckTensorMapAddress(as.name, at) : layout.status();
         if (!st.ok()) return Fail(FailureClass::kLaunchError, st.message());
+        if (!d_.cuTensorMapEncodeTiled)
+          return Fail(FailureClass::kLaunchError, "tensor map " + as.name +
+                                                       ": this CUDA driver cannot encode tensor maps (CUDA 12 and later)");
         if (CuStatus cs = EncodeTensorMap(d_, *layout, at, &slot.map); !cs.ok())
           return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + cs.message);
+      } else if (as.kind == ArgSpec::Kind::kTensorMap) {
       } else if (as.scalar_type == "i64") {
         slot.i64 = std::llround(plan.scalar_values[i]);
       } else if (as.scalar_type == "f32") {

@@ -32,10 +32,6 @@ CuStatus RunnerDevice::Launch(CUfunction f, const int64_t grid[3], const int64_t
                                    unsigned(block[1]), unsigned(block[2]), unsigned(smem), s, params, nullptr));
 }
 
-}  // namespace tune::cuda::runner
-
-namespace tune::cuda::runner {
-
 // base/tensor_map.h speaks the driver ABI without cuda.h; these hold it to it.
 static_assert(TensorMapLayout::kF16 == CU_TENSOR_MAP_DATA_TYPE_FLOAT16 &&
               TensorMapLayout::kBF16 == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 &&
