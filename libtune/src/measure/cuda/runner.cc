@@ -372,6 +372,27 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     };
   }
 
+  // Tensor maps' layouts, once: placements differ only in the addresses.
+  // Maps follow the buffers they describe (declared before them).
+  struct MapLayout {
+    size_t buffer = 0;
+    TensorMapLayout layout;
+  };
+  std::vector<MapLayout> maps(spec.args.size());
+  for (size_t i = 0; i < spec.args.size() && req.baseline.empty(); ++i) {
+    const ArgSpec& as = spec.args[i];
+    if (as.kind != ArgSpec::Kind::kTensorMap) continue;
+    const size_t of = size_t(std::find_if(spec.args.begin(), spec.args.end(),
+                                          [&](const ArgSpec& b) { return b.name == as.map_of; }) -
+                             spec.args.begin());
+    auto layout = LayTensorMap(as.name, problem->args[of].dtype, plan.arg_extents[of], plan.arg_extents[i], as.swizzle);
+    if (!layout.ok()) return Fail(FailureClass::kLaunchError, layout.status().message());
+    if (!d_.cuTensorMapEncodeTiled)
+      return Fail(FailureClass::kLaunchError,
+                  "tensor map " + as.name + ": this CUDA driver cannot encode tensor maps (CUDA 12 and later)");
+    maps[i] = MapLayout{of, *layout};
+  }
+
   // The kernel's parameters, one set per placement of its buffers.
   const size_t placements = 1 + problem->spare.size();
   placements_ = placements;
@@ -384,23 +405,15 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
       ParamSlot& slot = slots[k][i];
       if (as.kind == ArgSpec::Kind::kBuffer) {
         slot.ptr = k == 0 ? problem->args[i].dev : problem->spare[k - 1][i];
-      } else if (as.kind == ArgSpec::Kind::kTensorMap && req.baseline.empty()) {
-        // A baseline library reads the buffers: its map slots stay unused.
-        // Maps follow the buffers they describe (declared before them).
-        const size_t of = size_t(std::find_if(spec.args.begin(), spec.args.end(),
-                                              [&](const ArgSpec& b) { return b.name == as.map_of; }) -
-                                 spec.args.begin());
-        const CUdeviceptr at = slots[k][of].ptr;
-        auto layout = LayTensorMap(as.name, problem->args[of].dtype, plan.arg_extents[of], plan.arg_extents[i],
-                                   as.swizzle);
-        Status st = layout.ok() ? CheckTensorMapAddress(as.name, at) : layout.status();
-        if (!st.ok()) return Fail(FailureClass::kLaunchError, st.message());
-        if (!d_.cuTensorMapEncodeTiled)
-          return Fail(FailureClass::kLaunchError, "tensor map " + as.name +
-                                                       ": this CUDA driver cannot encode tensor maps (CUDA 12 and later)");
-        if (CuStatus cs = EncodeTensorMap(d_, *layout, at, &slot.map); !cs.ok())
-          return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + cs.message);
       } else if (as.kind == ArgSpec::Kind::kTensorMap) {
+        // A baseline library reads the buffers: its map slots stay unused.
+        const CUdeviceptr at = slots[k][maps[i].buffer].ptr;
+        if (req.baseline.empty()) {
+          if (Status st = CheckTensorMapAddress(as.name, at); !st.ok())
+            return Fail(FailureClass::kLaunchError, st.message());
+          if (CuStatus cs = EncodeTensorMap(d_, maps[i].layout, at, &slot.map); !cs.ok())
+            return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + cs.message);
+        }
       } else if (as.scalar_type == "i64") {
         slot.i64 = std::llround(plan.scalar_values[i]);
       } else if (as.scalar_type == "f32") {
