@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "farm_access.h"
 #include "publish/bundle.h"
 #include "codec/protocol.h"
 #include "publish/publish.h"
@@ -46,21 +47,5 @@ inline constexpr const char* kOpsDirHelp =
 // or cancel it.
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
                                    const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds = 0);
-
-// Writes the bundle's .tfb and .json at `path` (no extension), making its
-// folder: signed with `sign_key`, else the default key ($TUNEFARM_SIGN_KEY,
-// else $XDG_CONFIG_HOME/tunefarm/bundle.key, default ~/.config, made with
-// its .pub the first time it is needed), unless `unsigned_bundle`. Says on
-// stderr which key signed it and what deployments must trust. Returns the
-// first error of finding the key or writing the files.
-Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key, bool unsigned_bundle);
-
-// Opens the store at `path` read-only. Returns an error when it does not
-// exist or does not open.
-Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path);
-
-// What `publish` (and `tune`'s bundle) ships: kernels when `kernels`, their
-// cubins checked against this host's own compile where it has NVRTC.
-PublishOptions PublishOptionsHere(bool kernels);
 
 }  // namespace tune

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "coordinator.h"
+#include "coordinator_client.h"
 #include "store/result_store.h"
 #include "worker.h"
 
@@ -33,10 +34,6 @@ struct WorkerArgs {
   std::vector<std::string> include_roots;  // NAME=PATH
 };
 // How a client reaches the coordinator.
-struct ClientArgs {
-  std::string endpoint = "tcp://127.0.0.1:5555";
-  std::string curve_secret_key, coordinator_key;  // CURVE key files; empty = plaintext
-};
 struct SubmitArgs {
   std::string sweep_file, ops_dir;  // "" = DefaultOpsDir()
   ClientArgs client;
@@ -60,11 +57,13 @@ struct QueryArgs {
   std::string config;     // only this config: its id or its params ("BM=128,BN=64,...", any order)
   bool full_log = false;  // after the table, each failure's whole message (compile logs)
   std::string reports;    // write the profiles' report files under this folder
+  ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};  // read the store through this coordinator instead
 };
 struct CompareArgs {
   std::string store = "tunefarm.db", format = "table", out;
   std::string op, dtype, shape;
   std::vector<std::string> gpus;
+  ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};
 };
 struct PublishArgs {
   std::string store = "tunefarm.db", out, name, sign_key;
@@ -72,6 +71,7 @@ struct PublishArgs {
   bool no_kernels = false;      // a config-only bundle
   double min_vs_baseline = 0;   // PublishOptions::min_vs_baseline
   bool unsigned_bundle = false;  // write it unsigned (deployments refuse it)
+  ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};
 };
 struct BundleArgs {
   std::string file, op, dtype, gpu, shape;

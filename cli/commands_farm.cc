@@ -5,7 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "client.h"
+#include "coordinator_client.h"
+#include "report.h"
 #include "command_util.h"
 #include "commands.h"
 #include "progress.h"
@@ -206,14 +207,7 @@ int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
   if (args.format == "json") {
     nlohmann::json j = {{"workers", status->workers}, {"store_fault", status->store_fault},
                         {"sweeps", nlohmann::json::array()}};
-    for (const auto& p : status->sweeps) {
-      j["sweeps"].push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
-                             {"units_total", p.units_total}, {"units_done", p.units_done},
-                             {"pairs_total", p.pairs_total}, {"pairs_done", p.pairs_done},
-                             {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
-                             {"gpu_models", p.gpu_models}, {"error", p.error}, {"waiting_for", p.waiting_for},
-                             {"expanding", p.expanding}, {"waits", p.waits}, {"skipped", p.skipped}});
-    }
+    for (const auto& p : status->sweeps) j["sweeps"].push_back(ProgressJson(p));
     std::printf("%s\n", DumpJson(j, 2).c_str());
     return 0;
   }

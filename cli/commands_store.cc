@@ -25,8 +25,22 @@
 
 namespace tune {
 
+// --coordinator and its keys: read the store through a running coordinator
+// (a client key on its allow-list) instead of opening --store on this host.
+void AddRemoteReadOptions(CLI::App* app, ClientArgs* remote, CLI::Option* store) {
+  auto* c = app->add_option("--coordinator", remote->endpoint,
+                            "Read the store of the coordinator at this endpoint (remotely, as a client) instead of --store");
+  c->excludes(store);
+  app->add_option("--curve-key", remote->curve_secret_key, "With --coordinator: CURVE secret key file of this client")
+      ->needs(c);
+  app->add_option("--coordinator-key", remote->coordinator_key,
+                  "With --coordinator: CURVE public key file of the coordinator")
+      ->needs(c);
+}
+
 void AddQueryOptions(CLI::App* app, QueryArgs* args) {
-  app->add_option("--store", args->store, "RocksDB store directory")->capture_default_str();
+  AddRemoteReadOptions(app, &args->remote,
+                       app->add_option("--store", args->store, "RocksDB store directory")->capture_default_str());
   app->add_option("--gpu", args->filter.gpu_model, "Only this GPU model");
   app->add_option("--op", args->filter.op, "Only this op");
   app->add_option("--dtype", args->filter.dtype, "Only this dtype");
@@ -44,7 +58,7 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
 int RunResults(const QueryArgs& args, bool best_only) {
   OutputFormat format;
   if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
-  auto store = OpenStore(args.store);
+  auto store = OpenStoreOf(args.store, args.remote, args.filter);
   if (!store.ok()) return Fail(store.status().message());
   std::vector<Measurement> rows;
   if (best_only) {
@@ -115,7 +129,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
 }
 
 int RunCompare(const CompareArgs& args) {
-  auto store = OpenStore(args.store);
+  auto store = OpenStoreOf(args.store, args.remote, ResultFilter{"", args.op, args.dtype, args.shape, ""});
   if (!store.ok()) return Fail(store.status().message());
   CompareOptions o;
   o.op = args.op;
@@ -141,7 +155,7 @@ int RunCompare(const CompareArgs& args) {
 }
 
 int RunPublish(const PublishArgs& args) {
-  auto store = OpenStore(args.store);
+  auto store = OpenStoreOf(args.store, args.remote, args.filter);
   if (!store.ok()) return Fail(store.status().message());
   const std::string name =
       args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;
@@ -319,7 +333,9 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   CompareArgs& compare = parsed->compare;
   auto* cmp = app.add_subcommand("compare", "Compare GPU models side by side: best config, throughput, "
                                             "roofline share, ratios, portability matrix");
-  cmp->add_option("--store", compare.store, "RocksDB store directory (opened read-only)")->capture_default_str();
+  AddRemoteReadOptions(
+      cmp, &compare.remote,
+      cmp->add_option("--store", compare.store, "RocksDB store directory (opened read-only)")->capture_default_str());
   cmp->add_option("--op", compare.op, "Only this op");
   cmp->add_option("--dtype", compare.dtype, "Only this dtype");
   cmp->add_option("--shape", compare.shape, "Only this shape, like M=4096,N=4096,K=4096");
@@ -333,7 +349,8 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   // publish
   PublishArgs& publish = parsed->publish;
   auto* p = app.add_subcommand("publish", "Publish a best-config bundle (.tfb binary + .json) from the store");
-  p->add_option("--store", publish.store, "RocksDB store directory")->capture_default_str();
+  AddRemoteReadOptions(p, &publish.remote,
+                       p->add_option("--store", publish.store, "RocksDB store directory")->capture_default_str());
   p->add_option("--out", publish.out, "Output path without extension")->required();
   p->add_option("--name", publish.name, "Bundle name (default: the file name)");
   p->add_option("--sign-key", publish.sign_key,

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "client.h"
+#include "coordinator_client.h"
 #include "opspec/config_space.h"
 #include "base/known_gpus.h"
 #include "opspec/op_spec.h"

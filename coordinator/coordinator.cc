@@ -46,7 +46,8 @@ void StoreHealth::MaybeRecover(ResultStore& store, double now) {
 Status MayUse(PeerRole role, const Command& cmd) {
   const bool worker_only = std::holds_alternative<Hello>(cmd) || std::holds_alternative<Heartbeat>(cmd) ||
                            std::holds_alternative<RequestWork>(cmd) || std::holds_alternative<Results>(cmd);
-  const bool client_only = std::holds_alternative<SweepSubmit>(cmd) || std::holds_alternative<SweepCancel>(cmd);
+  const bool client_only = std::holds_alternative<SweepSubmit>(cmd) || std::holds_alternative<SweepCancel>(cmd) ||
+                           std::holds_alternative<StoreRead>(cmd);
   if ((role == PeerRole::kClient && worker_only) || (role == PeerRole::kWorker && client_only)) {
     return Status::Error(std::string("a ") + PeerRoleName(role) + " key may not send " + CommandName(cmd));
   }
@@ -130,6 +131,8 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           Send(identity, sweeps->Cancel(cmd.sweep_id));
         } else if constexpr (std::is_same_v<T, SweepStatusRequest>) {
           Send(identity, sweeps->StatusReply(cmd.sweep_id));
+        } else if constexpr (std::is_same_v<T, StoreRead>) {
+          reads->Handle(identity, cmd, now);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           if (!session) Disconnect(identity, "unknown worker: say hello first");
         } else if constexpr (std::is_same_v<T, RequestWork>) {
@@ -186,6 +189,7 @@ void Coordinator::Impl::Tick(double now) {
   sweeps->RecordEnded();
   if (store) health.MaybeRecover(*store, now);
   status->Tick(now);
+  reads->Tick(now);
 }
 
 Coordinator::Coordinator(CoordinatorOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
@@ -213,8 +217,10 @@ Status Coordinator::Start() {
   c.sweeps = std::make_unique<Sweeps>(&c.opts, c.store.get(), &c.scheduler, &c.sessions, c.ingestion.get(), &c.health);
   c.status = std::make_unique<StatusPages>(c.store.get(), &c.scheduler, &c.sessions, c.ingestion.get(), &c.health,
                                            &c.counters);
+  c.reads = std::make_unique<StoreReads>(c.store.get(), &c);
   TUNE_RETURN_IF_ERROR(c.sweeps->Start());
   TUNE_RETURN_IF_ERROR(c.ingestion->Start());
+  TUNE_RETURN_IF_ERROR(c.reads->Start());
   const auto& o = impl_->opts;
   std::optional<CurveKeyPair> keys;
   if (!o.curve_secret_key.empty()) {
@@ -265,9 +271,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     if (impl_->opts.alive) impl_->opts.alive();
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, impl_->ingestion->wake_fd(), ZMQ_POLLIN, 0},
-                               {nullptr, impl_->sweeps->wake_fd(), ZMQ_POLLIN, 0}};
+                               {nullptr, impl_->sweeps->wake_fd(), ZMQ_POLLIN, 0},
+                               {nullptr, impl_->reads->wake_fd(), ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 3, std::chrono::milliseconds(50));
+      zmq::poll(items, 4, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status::Error(std::string("coordinator: poll: ") + e.what());
@@ -348,6 +355,7 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     if (items[1].revents & ZMQ_POLLIN) impl_->ingestion->ApplyOutcomes();
     if (items[2].revents & ZMQ_POLLIN) impl_->sweeps->RunCompletions();
     if ((items[1].revents | items[2].revents) & ZMQ_POLLIN) impl_->sweeps->RecordEnded();
+    if (items[3].revents & ZMQ_POLLIN) impl_->reads->RunCompletions();
     const double now = impl_->opts.env->NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);

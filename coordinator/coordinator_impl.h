@@ -5,6 +5,7 @@
 //   sweeps.{h,cc}               submit, cancel, status answers, persistence
 //   coordinator_results.{h,cc}  ingestion: leases, results batches, outcomes
 //   coordinator_status.{h,cc}   status pages: HTTP documents and /metrics
+//   store_reads.{h,cc}          remote reads of the store (StoreRead)
 #pragma once
 
 #include <memory>
@@ -16,6 +17,7 @@
 #include "coordinator_results.h"
 #include "coordinator_status.h"
 #include "scheduler.h"
+#include "store_reads.h"
 #include "sweeps.h"
 #include "codec/protocol.h"
 #include "store/result_store.h"
@@ -39,6 +41,7 @@ struct Coordinator::Impl final : PeerLink {
   std::unique_ptr<Ingestion> ingestion;
   std::unique_ptr<Sweeps> sweeps;
   std::unique_ptr<StatusPages> status;
+  std::unique_ptr<StoreReads> reads;
   uint64_t seq = 0;
   double last_key_check = 0;
 

@@ -142,6 +142,28 @@ struct SweepCancel @0xb4f1f43930d409a1 {
   sweepId @0 :Text;
 }
 
+# Client -> coordinator: the store's rows a filter selects, read remotely
+# (`results --coordinator`, Python's Farm.connect), as a `store export`
+# file fetched in pieces. The first request (empty exportId) makes the
+# export; later ones page through it by offset.
+struct StoreRead @0xeeb39619ac4ee989 {
+  gpuModel @0 :Text;          # empty = any, like each filter field
+  op @1 :Text;
+  dtype @2 :Text;
+  shape @3 :Text;
+  kernelHash @4 :Text;
+  exportId @5 :Text;          # empty: make the export
+  offset @6 :UInt64;
+}
+
+# Coordinator -> client: a piece of an export (StoreRead).
+struct StoreChunk @0x8ddd9eeb12c2b5ce {
+  exportId @0 :Text;
+  offset @1 :UInt64;
+  totalBytes @2 :UInt64;      # the whole export's size
+  data @3 :Data;
+}
+
 # Client -> coordinator: progress of one sweep, or of all when empty.
 struct SweepStatusRequest @0xd742bc9eb7d74948 {
   sweepId @0 :Text;
@@ -233,5 +255,7 @@ struct Envelope @0xc9f1b97194c69d99 {
     error @16 :ErrorReply;
     disconnect @17 :Disconnect;
     sweepCancel @18 :SweepCancel;
+    storeRead @19 :StoreRead;
+    storeChunk @20 :StoreChunk;
   }
 }

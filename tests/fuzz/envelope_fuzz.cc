@@ -121,6 +121,12 @@ void MutateField(tune::Envelope& env, Rng& rng) {
         } else if constexpr (std::is_same_v<T, tune::SweepStatusRequest> || std::is_same_v<T, tune::SweepAccepted> ||
                              std::is_same_v<T, tune::SweepCancel>) {
           Hostile(c.sweep_id, rng);
+        } else if constexpr (std::is_same_v<T, tune::StoreRead>) {
+          if (rng() % 2) return Hostile(c.filter.op, rng);
+          Hostile(c.offset, rng);
+        } else if constexpr (std::is_same_v<T, tune::StoreChunk>) {
+          if (rng() % 2) return Hostile(c.data, rng);
+          Hostile(c.total_bytes, rng);
         } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
           Hostile(c.reason, rng);
         } else if constexpr (std::is_same_v<T, tune::ErrorReply>) {

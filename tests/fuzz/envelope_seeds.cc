@@ -141,6 +141,8 @@ int main(int argc, char** argv) {
   write("sweep_accepted", SweepAccepted{"6790a1b2-00ff"});
   write("sweep_status_request", SweepStatusRequest{""});
   write("sweep_cancel", SweepCancel{"0001-test"});
+  write("store_read", StoreRead{ResultFilter{"h100-80gb-hbm3", "gemm", "f16", "", ""}, "", 0});
+  write("store_chunk", StoreChunk{"6790a1b2-1", 0, 5, "tunef"});
 
   SweepProgress progress;
   progress.sweep_id = "6790a1b2-00ff";

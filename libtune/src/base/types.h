@@ -184,6 +184,12 @@ struct KernelResources {
   double occupancy = 0;     // active warps / max warps per SM, 0..1
 };
 
+// Which stored rows a read selects (ResultStore::Scan, `store export`, a
+// remote read): each part empty = any.
+struct ResultFilter {
+  std::string gpu_model, op, dtype, shape, kernel_hash;
+};
+
 // One (config, shape) outcome on one GPU model. Timing fields are in
 // microseconds; they are 0 when `failure != kNone`.
 struct Measurement {

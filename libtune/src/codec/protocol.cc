@@ -94,6 +94,23 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepCancel& r) { cmd.initSweepCancel().setSweepId(TextOf(r.sweep_id)); },
+          [&](const StoreRead& r) {
+            auto b = cmd.initStoreRead();
+            b.setGpuModel(TextOf(r.filter.gpu_model));
+            b.setOp(TextOf(r.filter.op));
+            b.setDtype(TextOf(r.filter.dtype));
+            b.setShape(TextOf(r.filter.shape));
+            b.setKernelHash(TextOf(r.filter.kernel_hash));
+            b.setExportId(TextOf(r.export_id));
+            b.setOffset(r.offset);
+          },
+          [&](const StoreChunk& c) {
+            auto b = cmd.initStoreChunk();
+            b.setExportId(TextOf(c.export_id));
+            b.setOffset(c.offset);
+            b.setTotalBytes(c.total_bytes);
+            b.setData(DataOf(c.data));
+          },
           [&](const SweepStatusRequest& r) {
             cmd.initSweepStatusRequest().setSweepId(TextOf(r.sweep_id));
           },
@@ -220,6 +237,30 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       return SweepAccepted{Txt(cmd.getSweepAccepted().getSweepId(), budget, "sweepId")};
     case wire::Envelope::Command::SWEEP_CANCEL:
       return SweepCancel{Txt(cmd.getSweepCancel().getSweepId(), budget, "sweepId")};
+    case wire::Envelope::Command::STORE_READ: {
+      auto r = cmd.getStoreRead();
+      StoreRead q;
+      q.filter.gpu_model = Txt(r.getGpuModel(), budget, "gpuModel");
+      q.filter.op = Txt(r.getOp(), budget, "op");
+      q.filter.dtype = Txt(r.getDtype(), budget, "dtype");
+      q.filter.shape = Txt(r.getShape(), budget, "shape");
+      q.filter.kernel_hash = Txt(r.getKernelHash(), budget, "kernelHash");
+      q.export_id = Txt(r.getExportId(), budget, "exportId");
+      q.offset = r.getOffset();
+      return q;
+    }
+    case wire::Envelope::Command::STORE_CHUNK: {
+      auto r = cmd.getStoreChunk();
+      StoreChunk c;
+      c.export_id = Txt(r.getExportId(), budget, "exportId");
+      c.offset = r.getOffset();
+      c.total_bytes = r.getTotalBytes();
+      c.data = Str(r.getData());
+      if (c.data.size() > kStoreChunkBytes) Fail("storeChunk: data over " + std::to_string(kStoreChunkBytes) + " bytes");
+      if (c.offset > c.total_bytes || c.data.size() > c.total_bytes - c.offset)
+        Fail("storeChunk: bytes past totalBytes");
+      return c;
+    }
     case wire::Envelope::Command::SWEEP_STATUS_REQUEST:
       return SweepStatusRequest{Txt(cmd.getSweepStatusRequest().getSweepId(), budget, "sweepId")};
     case wire::Envelope::Command::SWEEP_STATUS: {
@@ -324,7 +365,8 @@ const char* CommandName(const Command& c) {
       "hello",        "hello_ack",      "heartbeat",      "request_work",
       "no_work",      "work_unit",      "results",        "results_ack",
       "sweep_submit", "sweep_accepted", "sweep_status_request", "sweep_status",
-      "error",        "disconnect",     "sweep_cancel",
+      "error",        "disconnect",     "sweep_cancel",   "store_read",
+      "store_chunk",
   };
   static_assert(std::size(kNames) == std::variant_size_v<Command>,
                 "every command alternative needs a name");

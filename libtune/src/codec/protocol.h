@@ -117,6 +117,22 @@ struct SweepAccepted {
 struct SweepCancel {
   std::string sweep_id;
 };
+// From a client: the store's rows `filter` selects, as a `store export`
+// file (store/store_transfer.h) read in pieces. An empty export_id asks the
+// coordinator to make the export; the reply's id pages through it.
+struct StoreRead {
+  ResultFilter filter;
+  std::string export_id;
+  uint64_t offset = 0;
+};
+// A piece of an export: bytes [offset, offset + data.size()) of total_bytes.
+struct StoreChunk {
+  std::string export_id;
+  uint64_t offset = 0, total_bytes = 0;
+  std::string data;
+};
+// The most bytes of an export one StoreChunk carries.
+inline constexpr size_t kStoreChunkBytes = 16u << 20;
 struct SweepStatusRequest {
   std::string sweep_id;              // empty = all sweeps
 };
@@ -162,7 +178,7 @@ struct Disconnect {
 
 using Command = std::variant<Hello, HelloAck, Heartbeat, RequestWork, NoWork, WorkUnit, Results,
                              ResultsAck, SweepSubmit, SweepAccepted, SweepStatusRequest,
-                             SweepStatus, ErrorReply, Disconnect, SweepCancel>;
+                             SweepStatus, ErrorReply, Disconnect, SweepCancel, StoreRead, StoreChunk>;
 
 struct Envelope {
   uint16_t version = kProtocolVersion;

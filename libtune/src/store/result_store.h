@@ -94,10 +94,6 @@ struct StoreOpenOptions {
   bool recover = false;
 };
 
-struct ResultFilter {
-  std::string gpu_model, op, dtype, shape, kernel_hash;  // empty = any
-};
-
 // What PutKernel did with an image.
 enum class KernelPut { kNew, kWitnessed, kSame, kConflict };
 

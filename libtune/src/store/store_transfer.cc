@@ -155,7 +155,7 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
   return Status::OK();
 }
 
-Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts) {
+Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts, ImportTrust trust) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status::Error(path + ": cannot read");
   const uint64_t file_bytes = static_cast<uint64_t>(f.tellg());
@@ -258,9 +258,13 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
   const std::string witness = "import:" + std::filesystem::path(path).filename().string();
   for (const KernelImage& k : kernels) {
     if (!k.conflicts.empty()) continue;
-    KernelPut put = KernelPut::kNew;
-    Status st = store.PutKernel(k, witness, &put);
-    if (!st.ok() && put != KernelPut::kConflict) return st;  // a conflict is recorded, the stored image kept
+    std::vector<std::string> witnesses{witness};
+    if (trust == ImportTrust::kMirror) witnesses = k.witnesses.empty() ? std::vector<std::string>{""} : k.witnesses;
+    for (const std::string& w : witnesses) {
+      KernelPut put = KernelPut::kNew;
+      Status st = store.PutKernel(k, w, &put);
+      if (!st.ok() && put != KernelPut::kConflict) return st;  // a conflict is recorded, the stored image kept
+    }
     ++n.kernels;
   }
   for (const KeyCoverage& c : coverage) TUNE_RETURN_IF_ERROR(store.PutCoverage(c));

@@ -36,9 +36,16 @@ struct TransferCounts {
 // `path` (written beside and renamed into place). Errors name the file.
 Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::string& path, TransferCounts* counts);
 
+// Whose word an export file is. kPeer: another farm's (`store import`), its
+// cubins count as one witness, "import:FILE". kMirror: this farm's own
+// coordinator's, read over its authenticated channel (a remote read): the
+// cubins keep the witnesses the coordinator's store gave them.
+enum class ImportTrust { kPeer, kMirror };
+
 // Reads an export file into `store`. Errors: not an export file, a newer
 // format, a truncated file, a record that fails its checks (named by its
 // number and kind); nothing is written then.
-Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts);
+Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts,
+                   ImportTrust trust = ImportTrust::kPeer);
 
 }  // namespace tune

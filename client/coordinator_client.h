@@ -11,11 +11,19 @@
 
 namespace tune {
 
+// Where a coordinator is and how to reach it.
+struct ClientArgs {
+  std::string endpoint = "tcp://127.0.0.1:5555";
+  std::string curve_secret_key, coordinator_key;  // CURVE key files; empty = plaintext
+};
+
 class CoordinatorClient {
  public:
   // `curve_secret_key` and `coordinator_key` are key files; empty = plaintext.
   explicit CoordinatorClient(std::string endpoint, double timeout_seconds = 10,
                              std::string curve_secret_key = "", std::string coordinator_key = "");
+  CoordinatorClient(const ClientArgs& to, double timeout_seconds)
+      : CoordinatorClient(to.endpoint, timeout_seconds, to.curve_secret_key, to.coordinator_key) {}
   ~CoordinatorClient();
   Result<Command> Call(Command request);
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "client.h"
+#include "coordinator_client.h"
 
 namespace tune {
 
@@ -24,7 +24,7 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
     TUNE_RETURN_IF_ERROR(farm->workers_.back()->Start());
   }
   for (const auto& d : farm->devices()) {
-    std::fprintf(stderr, "tunefarm tune: device %d %s (%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
+    std::fprintf(stderr, "tunefarm: device %d %s (%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
                  d.backend == "sim" ? " [SIMULATED]" : "");
   }
   CoordinatorOptions copts;
@@ -43,10 +43,7 @@ Result<SweepProgress> LocalFarm::Run(const SweepSubmit& sweep, const WaitFn& wai
   threads_.emplace_back([this] { (void)coordinator_->Run(&stop_); });
   CoordinatorClient client(endpoint);
   auto reply = client.Call(sweep);
-  for (auto& w : workers_) {
-    w->set_endpoint(endpoint);
-    threads_.emplace_back([this, worker = w.get()] { (void)worker->Run(&stop_); });
-  }
+  StartWorkers(endpoint);
   if (!reply.ok()) return reply.status();
   const auto* accepted = std::get_if<SweepAccepted>(&*reply);
   if (!accepted) {
@@ -54,6 +51,18 @@ Result<SweepProgress> LocalFarm::Run(const SweepSubmit& sweep, const WaitFn& wai
     return Status::Error(error ? error->message : "coordinator sent an unexpected reply");
   }
   return wait(endpoint, accepted->sweep_id);
+}
+
+void LocalFarm::Serve() {
+  threads_.emplace_back([this] { (void)coordinator_->Run(&stop_); });
+  StartWorkers(endpoint());
+}
+
+void LocalFarm::StartWorkers(const std::string& endpoint) {
+  for (auto& w : workers_) {
+    w->set_endpoint(endpoint);
+    threads_.emplace_back([this, worker = w.get()] { (void)worker->Run(&stop_); });
+  }
 }
 
 void LocalFarm::Stop() {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
@@ -263,6 +265,31 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    FirstLine(m.failure_message).c_str());
     }
   }
+}
+
+std::string MeasurementsText(std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
+                             OutputFormat format, const RowNotes& notes) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&text, &size);
+  if (!f) return "";
+  PrintMeasurements(f, std::move(rows), ops, format, notes);
+  std::fclose(f);
+  std::string out(text, size);
+  std::free(text);
+  return out;
+}
+
+nlohmann::json ProgressJson(const SweepProgress& p) {
+  return {{"id", p.sweep_id},          {"name", p.name},
+          {"state", p.state},          {"units_total", p.units_total},
+          {"units_done", p.units_done}, {"pairs_total", p.pairs_total},
+          {"pairs_done", p.pairs_done}, {"pairs_failed", p.pairs_failed},
+          {"failed_by_class", p.failed_by_class}, {"gpu_models", p.gpu_models},
+          {"error", ToValidUtf8(p.error)}, {"waiting_for", p.waiting_for},
+          {"expanding", p.expanding},  {"waits", p.waits},
+          {"skipped", p.skipped},      {"started_unix", p.started_unix},
+          {"finished_unix", p.finished_unix}};
 }
 
 void PrintBundle(FILE* out, const Bundle& b) {

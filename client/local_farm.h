@@ -1,8 +1,9 @@
-// A farm in one process: the local workers (the GPUs of this host; sim
-// devices where there are none and the backend is "auto") and a coordinator
-// on loopback, running sweeps to their end. What `tunefarm tune` and
-// `tunefarm nightly` run; the same parts as a farm of many hosts, so that a
-// local tune is measured, checked and stored exactly as a farm's.
+// A farm in one process: the local workers (the GPUs of this host, or sim
+// devices when asked for) and a coordinator on loopback. What `tunefarm
+// tune` and `tunefarm nightly` run (a sweep to its end), and what Python's
+// Farm.local serves (sweeps submitted over the loopback endpoint); the same
+// parts as a farm of many hosts, so that a local tune is measured, checked
+// and stored exactly as a farm's.
 //
 // Thread safety: one thread drives a LocalFarm; it runs the coordinator and
 // each worker on threads of its own.
@@ -48,6 +49,11 @@ class LocalFarm {
   // delay), and waits with `wait`. Its final progress, or an error: the
   // sweep refused, the wait failed. Once per farm.
   Result<SweepProgress> Run(const SweepSubmit& sweep, const WaitFn& wait);
+  // Starts the loops and returns: clients submit to endpoint(). Once per
+  // farm, instead of Run.
+  void Serve();
+  // The coordinator's loopback endpoint (plaintext, this host only).
+  std::string endpoint() const { return coordinator_->bound_endpoint(); }
   // Ends the coordinator's and workers' loops and joins their threads.
   void Stop();
 
@@ -55,11 +61,13 @@ class LocalFarm {
   std::vector<DeviceInfo> devices() const;
   std::set<std::string> models() const;
   WorkerStats stats() const;
-  // The coordinator's store; read it after Stop.
+  // The coordinator's store (thread-safe: reads while the farm runs see
+  // what was stored so far).
   ResultStore& store() { return *coordinator_->store(); }
 
  private:
   LocalFarm() = default;
+  void StartWorkers(const std::string& endpoint);
 
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Coordinator> coordinator_;

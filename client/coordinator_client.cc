@@ -1,4 +1,4 @@
-#include "client.h"
+#include "coordinator_client.h"
 
 #include <unistd.h>
 

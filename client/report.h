@@ -66,7 +66,14 @@ RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows);
 
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
                        OutputFormat format, const RowNotes& notes = {});
+// What PrintMeasurements prints, as text (the farm C API's results).
+std::string MeasurementsText(std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
+                             OutputFormat format, const RowNotes& notes = {});
 
 void PrintBundle(FILE* out, const Bundle& b);
+
+// A sweep's progress as `status --format json` writes it ("id", "state",
+// counts, "failed_by_class", "waits", ...).
+nlohmann::json ProgressJson(const SweepProgress& p);
 
 }  // namespace tune

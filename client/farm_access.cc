@@ -1,0 +1,128 @@
+#include "farm_access.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <vector>
+#include <unistd.h>
+
+#include "publish/signing.h"
+#include "remote_store.h"
+#ifdef TUNEFARM_WITH_CUDA
+#include "measure/cuda/cuda_backend.h"
+#endif
+
+namespace tune {
+namespace {
+
+// The key bundles are signed with when no --sign-key is given:
+// $TUNEFARM_SIGN_KEY, else $XDG_CONFIG_HOME/tunefarm/bundle.key (default
+// ~/.config), made (with its .pub) the first time it is needed.
+Result<std::string> DefaultSignKey(bool* created) {
+  *created = false;
+  std::string path;
+  if (const char* env = std::getenv("TUNEFARM_SIGN_KEY"); env && *env) {
+    path = env;
+  } else {
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    const char* home = std::getenv("HOME");
+    if ((!xdg || !*xdg) && (!home || !*home))
+      return Status::InvalidArgument("no HOME to keep a signing key in: give --sign-key KEY or --unsigned");
+    path = (xdg && *xdg ? std::string(xdg) : std::string(home) + "/.config") + "/tunefarm/bundle.key";
+  }
+  if (std::filesystem::exists(path)) return path;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  auto pub = GenerateKeyPairFiles(path, path + ".pub");
+  if (!pub.ok()) return pub.status();
+  *created = true;
+  return path;
+}
+
+
+// The folders remote reads fetched into, removed at exit (after the stores
+// in them are closed: they are locals of the commands).
+class FetchFolders {
+ public:
+  ~FetchFolders() {
+    std::error_code ec;
+    for (const auto& f : folders_) std::filesystem::remove_all(f, ec);
+  }
+  std::string Make() {
+    std::error_code ec;
+    const auto base = std::filesystem::temp_directory_path(ec);
+    std::lock_guard<std::mutex> lock(mu_);
+    folders_.push_back(((ec ? std::filesystem::path("/tmp") : base) /
+                        ("tunefarm-fetch-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}())))
+                           .string());
+    return folders_.back();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> folders_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ResultStore>> OpenStoreOf(const std::string& path, const ClientArgs& remote,
+                                                 const ResultFilter& filter) {
+  if (remote.endpoint.empty()) return OpenStore(path);
+  static FetchFolders folders;
+  CoordinatorClient client(remote, kStoreReadTimeoutSeconds);
+  return FetchStore(client, filter, folders.Make());
+}
+
+Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key, bool unsigned_bundle) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (unsigned_bundle) {
+    std::fprintf(stderr, "bundle %s.tfb is unsigned: deployments (the runtime, launcher and Python package) refuse it\n",
+                 path.c_str());
+    return WriteBundleFiles(b, path);
+  }
+  std::string key_path = sign_key;
+  bool created = false;
+  if (key_path.empty()) {
+    auto def = DefaultSignKey(&created);
+    if (!def.ok()) return def.status();
+    key_path = *def;
+  }
+  auto key = ReadSecretKeyFile(key_path);
+  if (!key.ok()) return key.status();
+  TUNE_RETURN_IF_ERROR(WriteSignedBundleFiles(b, *key, path));
+  if (created) std::fprintf(stderr, "created the signing key %s (keep it secret)\n", key_path.c_str());
+  std::fprintf(stderr, "signed with key %s; deployments trust %s.pub (key id %s)\n", key_path.c_str(),
+               key_path.c_str(), key->public_key().Id().c_str());
+  return Status::OK();
+}
+
+// Reports open the store read-only: they take no lock, so they work while a
+// coordinator owns it.
+Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path) {
+  if (!std::filesystem::exists(path)) return Status::Error("store " + path + " does not exist");
+  return ResultStore::OpenReadOnly(path);
+}
+
+// One worker's image alone is not trusted: where this host has NVRTC, it
+// compiles each shipped config again and the images must agree.
+PublishOptions PublishOptionsHere(bool kernels) {
+  PublishOptions o;
+  o.kernels = kernels;
+#ifdef TUNEFARM_WITH_CUDA
+  o.recompile = [](const OpSpec& spec, const std::string& dtype, const Config& config, const std::string& arch,
+                   const std::string& kernel_hash) -> Result<std::string> {
+    // No cache: a cached image would be checked against itself.
+    CompiledKernel ck = CompileConfig(spec, dtype, config, arch, "");
+    if (ck.kernel_hash != kernel_hash)
+      return Status::Error("this host's NVRTC " + NvrtcVersionString() + " compiles another kernel than the measured one");
+    if (ck.failure != FailureClass::kNone) return Status::Error("its recompile here failed: " + ck.failure_message);
+    return ck.image;
+  };
+#endif
+  return o;
+}
+
+}  // namespace tune

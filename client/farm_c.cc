@@ -1,0 +1,359 @@
+// The farm's C API (tune/farm_c.h) over the client side: a LocalFarm or a
+// coordinator's endpoint, the coordinator protocol for sweeps, remote or
+// local store reads for results, publish as the CLI does it.
+#include "tune/farm_c.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
+#include "coordinator_client.h"
+#include "farm_access.h"
+#include "local_farm.h"
+#include "opspec/sweep_file.h"
+#include "publish/publish.h"
+#include "remote_store.h"
+#include "report.h"
+
+using tune::Result;
+using tune::Status;
+using Json = nlohmann::json;
+
+// `lhs = *expr`, or return expr's error.
+#define FARM_CONCAT_(a, b) a##b
+#define FARM_CONCAT(a, b) FARM_CONCAT_(a, b)
+#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_AS(FARM_CONCAT(result_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN_AS(tmp, lhs, expr) \
+  auto tmp = (expr);                        \
+  if (!tmp.ok()) return tmp.status();       \
+  lhs = std::move(*tmp)
+
+struct tunefarm_farm_t {
+  std::unique_ptr<tune::LocalFarm> local;  // null for a connected farm
+  tune::ClientArgs to;
+  double timeout = 10;
+  std::string store;                       // a local farm's
+  std::string fetch_root;                  // a connected farm's remote reads, removed with it
+  uint64_t fetches = 0;
+  ~tunefarm_farm_t() {
+    if (local) local->Stop();
+    std::error_code ec;
+    if (!fetch_root.empty()) std::filesystem::remove_all(fetch_root, ec);
+  }
+};
+
+namespace {
+
+char* CopyString(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out) std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+void SetError(char** errptr, const std::string& message) {
+  if (!errptr) return;
+  std::free(*errptr);
+  *errptr = CopyString(message);
+}
+
+// Runs `fn`, turning an error or an exception into *errptr: none may cross
+// the API.
+template <typename T, typename Fn>
+T Guard(char** errptr, T failed, Fn&& fn) {
+  try {
+    Result<T> r = fn();
+    if (r.ok()) return *r;
+    SetError(errptr, r.status().message());
+  } catch (const std::exception& e) {
+    SetError(errptr, std::string("tunefarm: ") + e.what());
+  } catch (...) {
+    SetError(errptr, "tunefarm: unknown error");
+  }
+  return failed;
+}
+
+Result<Json> ParseRequest(const char* text, const char* what) {
+  if (!text || !*text) return Json::object();
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(std::string(what) + ": not a JSON object");
+  return j;
+}
+
+// The value of `key` in `j` as T, `fallback` when absent; an error naming
+// the field when it has another type.
+template <typename T>
+Result<T> Field(const Json& j, const char* key, T fallback, const char* what) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const std::exception&) {
+    return Status::InvalidArgument(std::string(what) + ": \"" + key + "\" has the wrong type (" + it->type_name() + ")");
+  }
+}
+
+// Shapes as the CLI spells them: dicts {"M": 4096} or strings "M=4096,...".
+Result<std::vector<std::string>> ShapeTexts(const Json& j) {
+  std::vector<std::string> out;
+  auto it = j.find("shapes");
+  if (it == j.end()) return out;
+  if (!it->is_array()) return Status::InvalidArgument("submit: \"shapes\" must be a list");
+  for (const Json& s : *it) {
+    if (s.is_string()) {
+      out.push_back(s.get<std::string>());
+      continue;
+    }
+    if (!s.is_object() || s.empty())
+      return Status::InvalidArgument("submit: a shape must be a dict of dim to int, or \"M=4096,...\"");
+    std::string text;
+    for (const auto& [dim, value] : s.items()) {
+      if (!value.is_number_integer())
+        return Status::InvalidArgument("submit: shape dim " + dim + " must be an int, not " + value.type_name());
+      text += (text.empty() ? "" : ",") + dim + "=" + std::to_string(value.get<int64_t>());
+    }
+    out.push_back(text);
+  }
+  return out;
+}
+
+Result<tune::SweepSubmit> SweepOf(const Json& j) {
+  const char* what = "submit";
+  ASSIGN_OR_RETURN(std::string ops_dir, Field<std::string>(j, "ops_dir", "ops", what));
+  ASSIGN_OR_RETURN(std::string file, Field<std::string>(j, "sweep_file", "", what));
+  Result<tune::SweepSubmit> sweep = Status::Error("");
+  if (!file.empty()) {
+    sweep = tune::LoadSweepFile(file, ops_dir);
+  } else {
+    ASSIGN_OR_RETURN(auto ops, Field<std::vector<std::string>>(j, "ops", {}, what));
+    if (ops.empty()) return Status::InvalidArgument("submit: name \"ops\" (or a \"sweep_file\")");
+    ASSIGN_OR_RETURN(auto dtypes, Field<std::vector<std::string>>(j, "dtypes", {"f16"}, what));
+    ASSIGN_OR_RETURN(auto gpus, Field<std::vector<std::string>>(j, "gpus", {"*"}, what));
+    ASSIGN_OR_RETURN(auto shapes, ShapeTexts(j));
+    if (shapes.empty()) return Status::InvalidArgument("submit: name \"shapes\"");
+    ASSIGN_OR_RETURN(std::string name, Field<std::string>(j, "name", "py-" + ops.front(), what));
+    sweep = tune::MakeSweep(name, ops, dtypes, shapes, gpus, ops_dir);
+  }
+  if (!sweep.ok()) return sweep.status();
+  tune::SweepSubmit& s = *sweep;
+  ASSIGN_OR_RETURN(s.strategy, Field<std::string>(j, "strategy", s.strategy, what));
+  ASSIGN_OR_RETURN(s.seed, Field<uint64_t>(j, "seed", s.seed, what));
+  ASSIGN_OR_RETURN(s.budget, Field<uint64_t>(j, "budget", s.budget, what));
+  ASSIGN_OR_RETURN(s.budget_seconds, Field<double>(j, "budget_seconds", s.budget_seconds, what));
+  ASSIGN_OR_RETURN(s.confirm_top, Field<uint32_t>(j, "confirm_top", s.confirm_top, what));
+  if (s.confirm_top > tune::kMaxConfirmTop)
+    return Status::InvalidArgument("submit: \"confirm_top\" over " + std::to_string(tune::kMaxConfirmTop));
+  if (s.confirm_top > 0 && s.confirm_seconds == 0) s.confirm_seconds = tune::kDefaultConfirmSeconds;
+  ASSIGN_OR_RETURN(bool one_pass, Field<bool>(j, "one_pass", false, what));
+  if (one_pass) s.refine_pass = false;
+  TUNE_RETURN_IF_ERROR(tune::CheckSearchFields(s, "submit: "));
+  return sweep;
+}
+
+Result<tune::Command> Ask(tunefarm_farm_t* farm, tune::Command request) {
+  tune::CoordinatorClient client(farm->to, farm->timeout);
+  return client.Call(std::move(request));
+}
+
+Result<tune::SweepStatus> AskStatus(tunefarm_farm_t* farm, tune::Command request) {
+  ASSIGN_OR_RETURN(auto reply, Ask(farm, std::move(request)));
+  auto* status = std::get_if<tune::SweepStatus>(&reply);
+  if (!status) return Status::Error("coordinator " + farm->to.endpoint + " sent " + tune::CommandName(reply));
+  return *status;
+}
+
+// The store a read sees: a local farm's own (its coordinator's, which
+// takes reads from any thread), a connected farm's fetched from its
+// coordinator.
+Result<std::shared_ptr<tune::ResultStore>> StoreOf(tunefarm_farm_t* farm, const tune::ResultFilter& filter) {
+  if (farm->local) return std::shared_ptr<tune::ResultStore>(&farm->local->store(), [](tune::ResultStore*) {});
+  if (farm->fetch_root.empty()) {
+    std::error_code ec;
+    farm->fetch_root = (std::filesystem::temp_directory_path(ec) /
+                        ("tunefarm-farm-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}())))
+                           .string();
+  }
+  const std::string folder = farm->fetch_root + "/" + std::to_string(++farm->fetches);
+  tune::CoordinatorClient client(farm->to, tune::kStoreReadTimeoutSeconds);
+  ASSIGN_OR_RETURN(std::unique_ptr<tune::ResultStore> fetched, tune::FetchStore(client, filter, folder));
+  return std::shared_ptr<tune::ResultStore>(std::move(fetched));
+}
+
+void DropFetched(tunefarm_farm_t* farm) {
+  std::error_code ec;
+  if (!farm->local && !farm->fetch_root.empty())
+    std::filesystem::remove_all(farm->fetch_root + "/" + std::to_string(farm->fetches), ec);
+}
+
+Result<tune::ResultFilter> FilterOf(const Json& j, const char* what) {
+  tune::ResultFilter f;
+  ASSIGN_OR_RETURN(f.gpu_model, Field<std::string>(j, "gpu_model", "", what));
+  ASSIGN_OR_RETURN(f.op, Field<std::string>(j, "op", "", what));
+  ASSIGN_OR_RETURN(f.dtype, Field<std::string>(j, "dtype", "", what));
+  ASSIGN_OR_RETURN(f.shape, Field<std::string>(j, "shape", "", what));
+  return f;
+}
+
+}  // namespace
+
+extern "C" {
+
+tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr) {
+  return Guard<tunefarm_farm_t*>(errptr, nullptr, [&]() -> Result<tunefarm_farm_t*> {
+    const char* what = "local farm options";
+    ASSIGN_OR_RETURN(Json j, ParseRequest(options_json, what));
+    tune::LocalFarmOptions o;
+    ASSIGN_OR_RETURN(o.store, Field<std::string>(j, "store", "tunefarm.db", what));
+    ASSIGN_OR_RETURN(o.worker.backend, Field<std::string>(j, "backend", "auto", what));
+    if (o.worker.backend != "auto" && o.worker.backend != "cuda" && o.worker.backend != "sim")
+      return Status::InvalidArgument("local farm: backend '" + o.worker.backend + "': auto, cuda or sim");
+    ASSIGN_OR_RETURN(o.worker.sim_models, Field<std::vector<std::string>>(j, "sim_models", o.worker.sim_models, what));
+    ASSIGN_OR_RETURN(o.worker.cuda_devices, Field<std::vector<int>>(j, "devices", {}, what));
+    ASSIGN_OR_RETURN(o.sim_workers, Field<unsigned>(j, "workers", 1, what));
+    if (o.sim_workers < 1 || o.sim_workers > 64) return Status::InvalidArgument("local farm: workers must be 1..64");
+    // The CUDA backend's runner is a process of the `tunefarm` program (in
+    // Python, /proc/self/exe is the interpreter).
+    ASSIGN_OR_RETURN(o.worker.runner_exe, Field<std::string>(j, "tunefarm_binary", "", what));
+    ASSIGN_OR_RETURN(o.worker.allow_programs, Field<bool>(j, "allow_programs", false, what));
+    ASSIGN_OR_RETURN(auto farm, tune::LocalFarm::Start(o));
+    auto handle = std::make_unique<tunefarm_farm_t>();
+    handle->store = o.store;
+    handle->local = std::move(farm);
+    handle->local->Serve();
+    handle->to.endpoint = handle->local->endpoint();
+    return handle.release();
+  });
+}
+
+tunefarm_farm_t* tunefarm_farm_connect(const char* endpoint, const char* client_secret_key, const char* coordinator_key,
+                                       double timeout_seconds, char** errptr) {
+  return Guard<tunefarm_farm_t*>(errptr, nullptr, [&]() -> Result<tunefarm_farm_t*> {
+    if (!endpoint || !*endpoint) return Status::InvalidArgument("connect: no endpoint");
+    if (!client_secret_key != !coordinator_key)
+      return Status::InvalidArgument("connect: CURVE needs both this client's secret key and the coordinator's public key");
+    if (!(timeout_seconds >= 0 && timeout_seconds <= 3600))
+      return Status::InvalidArgument("connect: timeout must be 0..3600 s");
+    auto handle = std::make_unique<tunefarm_farm_t>();
+    handle->to.endpoint = endpoint;
+    handle->to.curve_secret_key = client_secret_key ? client_secret_key : "";
+    handle->to.coordinator_key = coordinator_key ? coordinator_key : "";
+    handle->timeout = timeout_seconds > 0 ? timeout_seconds : 10;
+    return handle.release();
+  });
+}
+
+void tunefarm_farm_destroy(tunefarm_farm_t* farm) { delete farm; }
+
+char* tunefarm_farm_info(tunefarm_farm_t* farm, char** errptr) {
+  return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
+    Json j = {{"endpoint", farm->to.endpoint}, {"local", farm->local != nullptr}};
+    if (farm->local) {
+      j["store"] = farm->store;
+      j["simulated"] = farm->local->simulated();
+      Json devices = Json::array();
+      for (const tune::DeviceInfo& d : farm->local->devices())
+        devices.push_back(Json{{"index", d.index},
+                               {"name", d.name},
+                               {"model", d.model},
+                               {"backend", d.backend},
+                               {"arch", "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor)}});
+      j["devices"] = devices;
+    }
+    return CopyString(tune::DumpJson(j));
+  });
+}
+
+char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char** errptr) {
+  return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
+    ASSIGN_OR_RETURN(Json j, ParseRequest(sweep_json, "submit"));
+    ASSIGN_OR_RETURN(auto sweep, SweepOf(j));
+    ASSIGN_OR_RETURN(auto reply, Ask(farm, std::move(sweep)));
+    auto* accepted = std::get_if<tune::SweepAccepted>(&reply);
+    if (!accepted) return Status::Error("coordinator " + farm->to.endpoint + " sent " + tune::CommandName(reply));
+    return CopyString(tune::DumpJson(Json{{"sweep_id", accepted->sweep_id}}));
+  });
+}
+
+char* tunefarm_farm_status(tunefarm_farm_t* farm, const char* sweep_id, char** errptr) {
+  return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
+    const std::string id = sweep_id ? sweep_id : "";
+    ASSIGN_OR_RETURN(auto status, AskStatus(farm, tune::SweepStatusRequest{id}));
+    if (!id.empty()) {
+      if (status.sweeps.empty()) return Status::Error("coordinator sent no status of sweep " + id);
+      return CopyString(tune::DumpJson(tune::ProgressJson(status.sweeps.front())));
+    }
+    Json j = {{"workers", status.workers}, {"store_fault", status.store_fault}, {"sweeps", Json::array()}};
+    for (const auto& p : status.sweeps) j["sweeps"].push_back(tune::ProgressJson(p));
+    return CopyString(tune::DumpJson(j));
+  });
+}
+
+char* tunefarm_farm_cancel(tunefarm_farm_t* farm, const char* sweep_id, char** errptr) {
+  return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
+    if (!sweep_id || !*sweep_id) return Status::InvalidArgument("cancel: no sweep id");
+    ASSIGN_OR_RETURN(auto status, AskStatus(farm, tune::SweepCancel{sweep_id}));
+    if (status.sweeps.empty()) return Status::Error("coordinator sent no status of sweep " + std::string(sweep_id));
+    return CopyString(tune::DumpJson(tune::ProgressJson(status.sweeps.front())));
+  });
+}
+
+char* tunefarm_farm_results(tunefarm_farm_t* farm, const char* query_json, char** errptr) {
+  return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
+    ASSIGN_OR_RETURN(Json j, ParseRequest(query_json, "results"));
+    ASSIGN_OR_RETURN(auto filter, FilterOf(j, "results"));
+    ASSIGN_OR_RETURN(bool best, Field<bool>(j, "best", false, "results"));
+    ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
+    std::vector<tune::Measurement> rows;
+    if (best) {
+      ASSIGN_OR_RETURN(auto winners, store->Best(filter));
+      rows = tune::StableWinners(*store, tune::NewestKernelOnly(std::move(winners)));
+    } else {
+      TUNE_RETURN_IF_ERROR(store->Scan(filter, [&](const tune::Measurement& m) {
+        rows.push_back(m);
+        return true;
+      }));
+    }
+    const tune::RowNotes notes = tune::NotesOf(*store, rows);
+    std::string text = tune::MeasurementsText(std::move(rows), tune::OpsFromStore(*store), tune::OutputFormat::kJson, notes);
+    store.reset();
+    DropFetched(farm);
+    return CopyString(text);
+  });
+}
+
+char* tunefarm_farm_publish(tunefarm_farm_t* farm, const char* request_json, char** errptr) {
+  return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
+    const char* what = "publish";
+    ASSIGN_OR_RETURN(Json j, ParseRequest(request_json, what));
+    ASSIGN_OR_RETURN(std::string out, Field<std::string>(j, "out", "", what));
+    if (out.empty()) return Status::InvalidArgument("publish: name \"out\" (the bundle's path without extension)");
+    ASSIGN_OR_RETURN(auto filter, FilterOf(j, what));
+    ASSIGN_OR_RETURN(std::string name, Field<std::string>(j, "name", std::filesystem::path(out).filename().string(), what));
+    ASSIGN_OR_RETURN(std::string sign_key, Field<std::string>(j, "sign_key", "", what));
+    ASSIGN_OR_RETURN(bool unsigned_bundle, Field<bool>(j, "unsigned", false, what));
+    tune::PublishOptions options = tune::PublishOptionsHere(true);
+    ASSIGN_OR_RETURN(options.min_vs_baseline, Field<double>(j, "min_vs_baseline", 0.0, what));
+    if (!(options.min_vs_baseline >= 0 && options.min_vs_baseline < 1e6))
+      return Status::InvalidArgument("publish: \"min_vs_baseline\" must be a number >= 0");
+    ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
+    std::vector<std::string> notes;
+    ASSIGN_OR_RETURN(auto bundle, tune::BuildBundle(*store, filter, name, options, &notes));
+    store.reset();
+    DropFetched(farm);
+    TUNE_RETURN_IF_ERROR(tune::WriteBundle(bundle, out, sign_key, unsigned_bundle));
+    return CopyString(tune::DumpJson(
+        Json{{"bundle", out + ".tfb"}, {"json", out + ".json"}, {"entries", bundle.entries.size()}, {"notes", notes}}));
+  });
+}
+
+void tunefarm_farm_free(void* ptr) { std::free(ptr); }
+
+}  // extern "C"

@@ -1,0 +1,32 @@
+// Reading a farm's store through its coordinator (StoreRead, StoreChunk):
+// the rows a filter selects, with the op packages, cubins, coverage,
+// profiles and baselines the store keeps of them, fetched as a `store
+// export` file and imported into a private store. What `results`, `best`,
+// `compare`, `publish` and `bundle` read with --coordinator, and Python's
+// Farm.connect: every report then reads the same ResultStore it reads on
+// the coordinator's host.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "coordinator_client.h"
+#include "store/result_store.h"
+#include "tune/status.h"
+
+namespace tune {
+
+// How long one piece of a remote read may take: the first waits for the
+// whole export to be made.
+inline constexpr double kStoreReadTimeoutSeconds = 300;
+
+// Fetches the rows `filter` selects from the coordinator `client` talks to
+// and imports them into a new store in `folder` (which must not hold one).
+// The coordinator's cubin witnesses are kept: the farm's own store, read
+// over its authenticated channel, is not a peer's word. Errors: the
+// coordinator's refusal or silence, a piece that does not continue the
+// export, the import's checks (store/store_transfer.h).
+Result<std::unique_ptr<ResultStore>> FetchStore(CoordinatorClient& client, const ResultFilter& filter,
+                                                const std::string& folder);
+
+}  // namespace tune
