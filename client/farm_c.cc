@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "base/log.h"
 #include "coordinator_client.h"
 #include "farm_access.h"
 #include "local_farm.h"
@@ -39,6 +40,7 @@ using Json = nlohmann::json;
 
 struct tunefarm_farm_t {
   std::unique_ptr<tune::LocalFarm> local;  // null for a connected farm
+  std::shared_ptr<tune::ResultStore> opened;  // a store-only farm's store
   tune::ClientArgs to;
   double timeout = 10;
   std::string store;                       // a local farm's
@@ -146,8 +148,15 @@ Result<tune::SweepSubmit> SweepOf(const Json& j) {
   tune::SweepSubmit& s = *sweep;
   ASSIGN_OR_RETURN(s.strategy, Field<std::string>(j, "strategy", s.strategy, what));
   ASSIGN_OR_RETURN(s.seed, Field<uint64_t>(j, "seed", s.seed, what));
-  ASSIGN_OR_RETURN(s.budget, Field<uint64_t>(j, "budget", s.budget, what));
+  // Given here, a budget is asked for: 0 is not "the default".
+  ASSIGN_OR_RETURN(int64_t budget, Field<int64_t>(j, "budget", int64_t(s.budget), what));
+  if (j.contains("budget") && (budget < 1 || uint64_t(budget) > tune::kMaxSearchBudget))
+    return Status::InvalidArgument("submit: \"budget\" " + std::to_string(budget) + ": evaluations per key, 1.." +
+                                   std::to_string(tune::kMaxSearchBudget));
+  s.budget = uint64_t(budget);
   ASSIGN_OR_RETURN(s.budget_seconds, Field<double>(j, "budget_seconds", s.budget_seconds, what));
+  if (j.contains("budget_seconds") && !(s.budget_seconds > 0))
+    return Status::InvalidArgument("submit: \"budget_seconds\" must be > 0");
   ASSIGN_OR_RETURN(s.confirm_top, Field<uint32_t>(j, "confirm_top", s.confirm_top, what));
   if (s.confirm_top > tune::kMaxConfirmTop)
     return Status::InvalidArgument("submit: \"confirm_top\" over " + std::to_string(tune::kMaxConfirmTop));
@@ -159,6 +168,9 @@ Result<tune::SweepSubmit> SweepOf(const Json& j) {
 }
 
 Result<tune::Command> Ask(tunefarm_farm_t* farm, tune::Command request) {
+  if (farm->opened)
+    return Status::InvalidArgument("a farm opened on a store (" + farm->store +
+                                   ") reads results only: open a local farm or connect to a coordinator to tune");
   tune::CoordinatorClient client(farm->to, farm->timeout);
   return client.Call(std::move(request));
 }
@@ -175,6 +187,7 @@ Result<tune::SweepStatus> AskStatus(tunefarm_farm_t* farm, tune::Command request
 // coordinator.
 Result<std::shared_ptr<tune::ResultStore>> StoreOf(tunefarm_farm_t* farm, const tune::ResultFilter& filter) {
   if (farm->local) return std::shared_ptr<tune::ResultStore>(&farm->local->store(), [](tune::ResultStore*) {});
+  if (farm->opened) return farm->opened;
   if (farm->fetch_root.empty()) {
     std::error_code ec;
     farm->fetch_root = (std::filesystem::temp_directory_path(ec) /
@@ -189,7 +202,7 @@ Result<std::shared_ptr<tune::ResultStore>> StoreOf(tunefarm_farm_t* farm, const 
 
 void DropFetched(tunefarm_farm_t* farm) {
   std::error_code ec;
-  if (!farm->local && !farm->fetch_root.empty())
+  if (!farm->local && !farm->opened && !farm->fetch_root.empty())
     std::filesystem::remove_all(farm->fetch_root + "/" + std::to_string(farm->fetches), ec);
 }
 
@@ -223,6 +236,9 @@ tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr) {
     // Python, /proc/self/exe is the interpreter).
     ASSIGN_OR_RETURN(o.worker.runner_exe, Field<std::string>(j, "tunefarm_binary", "", what));
     ASSIGN_OR_RETURN(o.worker.allow_programs, Field<bool>(j, "allow_programs", false, what));
+    // The farm's log lines on stderr: warnings and errors unless asked.
+    ASSIGN_OR_RETURN(std::string log_level, Field<std::string>(j, "log_level", "warn", what));
+    TUNE_RETURN_IF_ERROR(tune::log::Configure(log_level, "text"));
     ASSIGN_OR_RETURN(auto farm, tune::LocalFarm::Start(o));
     auto handle = std::make_unique<tunefarm_farm_t>();
     handle->store = o.store;
@@ -250,11 +266,23 @@ tunefarm_farm_t* tunefarm_farm_connect(const char* endpoint, const char* client_
   });
 }
 
+tunefarm_farm_t* tunefarm_farm_open_store(const char* path, char** errptr) {
+  return Guard<tunefarm_farm_t*>(errptr, nullptr, [&]() -> Result<tunefarm_farm_t*> {
+    if (!path || !*path) return Status::InvalidArgument("open store: no path");
+    ASSIGN_OR_RETURN(std::unique_ptr<tune::ResultStore> store, tune::OpenStore(path));
+    auto handle = std::make_unique<tunefarm_farm_t>();
+    handle->store = path;
+    handle->opened = std::move(store);
+    return handle.release();
+  });
+}
+
 void tunefarm_farm_destroy(tunefarm_farm_t* farm) { delete farm; }
 
 char* tunefarm_farm_info(tunefarm_farm_t* farm, char** errptr) {
   return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
     Json j = {{"endpoint", farm->to.endpoint}, {"local", farm->local != nullptr}};
+    if (farm->opened) j["store"] = farm->store;
     if (farm->local) {
       j["store"] = farm->store;
       j["simulated"] = farm->local->simulated();
@@ -275,10 +303,14 @@ char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char**
   return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
     ASSIGN_OR_RETURN(Json j, ParseRequest(sweep_json, "submit"));
     ASSIGN_OR_RETURN(auto sweep, SweepOf(j));
+    Json answer = {{"name", sweep.name}, {"ops", sweep.ops}, {"dtypes", sweep.dtypes}, {"shapes", Json::array()},
+                   {"strategy", sweep.strategy}};
+    for (const tune::Shape& shape : sweep.shapes) answer["shapes"].push_back(shape.Canonical());
     ASSIGN_OR_RETURN(auto reply, Ask(farm, std::move(sweep)));
     auto* accepted = std::get_if<tune::SweepAccepted>(&reply);
     if (!accepted) return Status::Error("coordinator " + farm->to.endpoint + " sent " + tune::CommandName(reply));
-    return CopyString(tune::DumpJson(Json{{"sweep_id", accepted->sweep_id}}));
+    answer["sweep_id"] = accepted->sweep_id;
+    return CopyString(tune::DumpJson(answer));
   });
 }
 

@@ -25,16 +25,16 @@ the loader's path.
 
 import ctypes
 import ctypes.util
-import json
 import os
 import weakref
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["Answer", "Bundle", "Kernel", "TunefarmError", "library_path"]
+from . import _native
+
+__all__ = ["Answer", "Bundle", "Farm", "Kernel", "Sweep", "TunefarmError", "autotune", "library_path", "to_dataframe"]
 
 
-class TunefarmError(Exception):
-    """A call into tunefarm failed; the message is tunefarm's one line."""
+from ._native import TunefarmError
 
 
 def _candidates():
@@ -49,19 +49,6 @@ def _candidates():
         yield found
 
 
-def _load():
-    tried = []
-    for path in _candidates():
-        if os.path.sep in path and not os.path.exists(path):
-            tried.append(path)
-            continue
-        try:
-            return path, ctypes.CDLL(path)
-        except OSError as e:
-            tried.append("%s (%s)" % (path, e))
-    raise TunefarmError("libtunefarm_c.so not found; set TUNEFARM_LIB to its path (tried: %s)" % ", ".join(tried))
-
-
 _lib = None
 library_path = None
 
@@ -71,9 +58,8 @@ def _c():
     global _lib, library_path
     if _lib is not None:
         return _lib
-    library_path, lib = _load()
     P, S, I64P, U64P = ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64)
-    err = ctypes.POINTER(ctypes.c_char_p)
+    err = _native.ERR
     sigs = {
         "tunefarm_bundle_load": (P, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), S, err]),
         "tunefarm_bundle_destroy": (None, [P]),
@@ -92,33 +78,19 @@ def _c():
         "tunefarm_kernel_last": (P, [P]),
         "tunefarm_free": (None, [P]),
     }
-    for name, (res, args) in sigs.items():
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
-    _lib = lib
-    return lib
+    _lib = _native.load_library("libtunefarm_c.so", "TUNEFARM_LIB", list(_candidates()), sigs, free="tunefarm_free")
+    library_path = _lib.tunefarm_path
+    return _lib
 
 
 def _call(fn, *args):
     """Calls a C function whose last argument is errptr; raises on error."""
-    errptr = ctypes.c_char_p(None)
-    out = fn(*args, ctypes.byref(errptr))
-    if errptr.value is not None:
-        message = errptr.value.decode("utf-8", "replace")
-        _c().tunefarm_free(ctypes.cast(errptr, ctypes.c_void_p))
-        raise TunefarmError(message)
-    return out
+    return _native.call(_c(), fn, *args)
 
 
 def _take_json(ptr):
     """The JSON text a C call returned, freed."""
-    if not ptr:
-        raise TunefarmError("tunefarm returned nothing")
-    try:
-        return json.loads(ctypes.string_at(ptr).decode("utf-8", "replace"))
-    finally:
-        _c().tunefarm_free(ptr)
+    return _native.take_json(_c(), ptr)
 
 
 class Answer:
@@ -370,3 +342,7 @@ class Bundle:
         if getattr(self, "_h", None):
             _c().tunefarm_bundle_destroy(self._h)
             self._h = None
+
+
+from .farm import Farm, Sweep, to_dataframe  # noqa: E402 (after the classes it does not need)
+from .autotuning import autotune  # noqa: E402

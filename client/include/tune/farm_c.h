@@ -34,7 +34,10 @@ typedef struct tunefarm_farm_t tunefarm_farm_t;
  *    "backend": "auto",             "auto" (CUDA; no silent simulation), "cuda" or "sim"
  *    "sim_models": ["sim-h100"],    sim: the simulated GPU models
  *    "devices": [0, 1],             cuda: which devices (default: all)
- *    "workers": 1}                  sim: workers
+ *    "workers": 1,                  sim: workers
+ *    "tunefarm_binary": path,       cuda: the `tunefarm` program, whose `runner` times kernels
+ *    "allow_programs": false,       run program ops (Triton, ...) as this user
+ *    "log_level": "warn"}           the farm's log lines on stderr: debug, info, warn, error
  * Every key may be left out. Its devices and store are said on stderr. */
 TUNEFARM_FARM_EXPORT tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr);
 
@@ -45,6 +48,10 @@ TUNEFARM_FARM_EXPORT tunefarm_farm_t* tunefarm_farm_local(const char* options_js
 TUNEFARM_FARM_EXPORT tunefarm_farm_t* tunefarm_farm_connect(const char* endpoint, const char* client_secret_key,
                                                             const char* coordinator_key, double timeout_seconds,
                                                             char** errptr);
+
+/* A store on this host, read-only (whether or not a coordinator owns it):
+ * results and publish work; submit, status and cancel are refused. */
+TUNEFARM_FARM_EXPORT tunefarm_farm_t* tunefarm_farm_open_store(const char* path, char** errptr);
 
 /* Stops a local farm's loops (a running sweep stays in its store and
  * resumes when a farm opens that store again) and frees the handle. */
@@ -61,10 +68,11 @@ TUNEFARM_FARM_EXPORT char* tunefarm_farm_info(tunefarm_farm_t* farm, char** errp
  *    "dtypes": ["f16"], "shapes": [{"M": 4096, "N": 4096, "K": 4096}, ...],
  *    "gpus": ["*"], "strategy": "auto", "seed": 0, "budget": 500,
  *    "budget_seconds": 0, "confirm_top": 0, "one_pass": false}
- * checked as `tunefarm tune` checks its flags. Answers {"sweep_id": ...}. */
+ * checked as `tunefarm tune` checks its flags. Answers {"sweep_id", "name",
+ * "ops", "dtypes", "shapes" (as "M=4096,N=4096,K=4096"), "strategy"}. */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char** errptr);
 
-/* A sweep's progress: {"sweep_id", "name", "state" ("running", "done",
+/* A sweep's progress: {"id", "name", "state" ("running", "done",
  * "failed", "cancelled"), "units_total", "units_done", "pairs_total",
  * "pairs_done", "pairs_failed", "failed_by_class": {...}, "gpu_models",
  * "waiting_for", "waits", "skipped", "error", "started_unix",

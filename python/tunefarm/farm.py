@@ -1,0 +1,369 @@
+"""Tuning from Python: a farm in this process, or a coordinator's farm.
+
+    farm = tunefarm.Farm.local(store="tunefarm.db")                  # this host's GPUs
+    farm = tunefarm.Farm.connect("tcp://farm:5555", client_key="me.key", coordinator_key="farm.pub")
+    sweep = farm.tune("gemm", shapes=[{"M": 4096, "N": 4096, "K": 4096}], budget=300)
+    sweep.wait()                      # progress on stderr; the final status dict
+    sweep.best()                      # [{"op", "dtype", "gpu_model", "shape", "config", "median_us", ...}]
+    farm.publish("bundles/gemm")      # a signed bundle of the winners
+
+Pure Python over libtunefarm_farm.so (tune/farm_c.h) through ctypes, as the
+rest of the package is over libtunefarm_c.so. Rows are plain dicts: "shape"
+and "config" as dicts ({"M": 4096}, {"BM": 128, "SCHEDULE": "stream_k"}),
+the rest as `tunefarm results --format json` writes them (median_us,
+ci95_us, status, winner, coverage, baseline, ...). `to_dataframe(rows)`
+gives a pandas DataFrame where pandas is installed.
+"""
+
+import ctypes
+import ctypes.util
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from . import _native
+
+Row = Dict[str, Any]
+ShapeLike = Union[Mapping[str, int], str]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_lib = None
+
+
+def _first_existing(paths):
+    for p in paths:
+        if p and os.path.exists(p):
+            return os.path.normpath(p)
+    return None
+
+
+def _farm_lib():
+    """libtunefarm_farm.so: $TUNEFARM_FARM_LIB, else beside the package in a
+    checkout (build/client/) or a packed artifact (lib/), else the loader's
+    path."""
+    candidates = [os.environ.get("TUNEFARM_FARM_LIB"),
+                  os.path.join(_HERE, "../../build/client/libtunefarm_farm.so"),
+                  os.path.join(_HERE, "../../lib/libtunefarm_farm.so")]
+    found = ctypes.util.find_library("tunefarm_farm")
+    global _lib
+    if _lib is None:
+        P, S, D, ERR = _native.P, _native.S, _native.D, _native.ERR
+        _lib = _native.load_library("libtunefarm_farm.so", "TUNEFARM_FARM_LIB",
+                                    [c for c in candidates if c] + ([found] if found else []), {
+            "tunefarm_farm_local": (P, [S, ERR]),
+            "tunefarm_farm_connect": (P, [S, S, S, D, ERR]),
+            "tunefarm_farm_open_store": (P, [S, ERR]),
+            "tunefarm_farm_destroy": (None, [P]),
+            "tunefarm_farm_info": (P, [P, ERR]),
+            "tunefarm_farm_submit": (P, [P, S, ERR]),
+            "tunefarm_farm_status": (P, [P, S, ERR]),
+            "tunefarm_farm_cancel": (P, [P, S, ERR]),
+            "tunefarm_farm_results": (P, [P, S, ERR]),
+            "tunefarm_farm_publish": (P, [P, S, ERR]),
+            "tunefarm_farm_free": (None, [P]),
+        }, free="tunefarm_farm_free")
+    return _lib
+
+
+def _default_ops_dir():
+    """$TUNEFARM_OPS_DIR, else the ops beside the package (a checkout's ops/,
+    a packed artifact's share/tunefarm/ops), else ./ops."""
+    return _first_existing([os.environ.get("TUNEFARM_OPS_DIR"), os.path.join(_HERE, "../../ops"),
+                            os.path.join(_HERE, "../../share/tunefarm/ops")]) or "ops"
+
+
+def _default_binary():
+    """The `tunefarm` program (a CUDA worker's runner processes are its own):
+    $TUNEFARM_BINARY, else beside the package (build/cli/, libexec/)."""
+    return _first_existing([os.environ.get("TUNEFARM_BINARY"), os.path.join(_HERE, "../../build/cli/tunefarm"),
+                            os.path.join(_HERE, "../../libexec/tunefarm")])
+
+
+def _value(text: str):
+    # A config's spelling (Config::Canonical): ints, true/false, or string
+    # tokens, which never look like either.
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _pairs(text: str) -> Dict[str, Any]:
+    """"BM=128,SCHEDULE=stream_k,TMA=true" -> {"BM": 128, "SCHEDULE": "stream_k", "TMA": True}."""
+    out = {}
+    for part in filter(None, text.split(",")):
+        name, _, value = part.partition("=")
+        out[name] = _value(value)
+    return out
+
+
+def _shape_text(shape: ShapeLike) -> str:
+    if isinstance(shape, str):
+        return shape
+    if not isinstance(shape, Mapping) or not shape:
+        raise TypeError("a shape is a dict of dim name to int, like {'M': 4096}, not %r" % (shape,))
+    for name, value in shape.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError("shape dim %s must be an int, not %s" % (name, type(value).__name__))
+    return ",".join("%s=%d" % (k, v) for k, v in shape.items())
+
+
+def _rows(text_rows: List[Row]) -> List[Row]:
+    for r in text_rows:
+        r["shape"] = _pairs(r["shape"])
+        r["config"] = _pairs(r["config"])
+    return text_rows
+
+
+def to_dataframe(rows: Iterable[Row]):
+    """Rows as a pandas DataFrame (pandas must be installed): one column per
+    key, "shape" and "config" flattened to dim and param columns."""
+    import pandas  # only here: the package needs nothing beyond the standard library
+    flat = []
+    for r in rows:
+        f = {k: v for k, v in r.items() if k not in ("shape", "config")}
+        f.update(r.get("shape", {}))
+        f.update(r.get("config", {}))
+        flat.append(f)
+    return pandas.DataFrame(flat)
+
+
+class Sweep:
+    """A submitted sweep: .id, .name, .ops, .dtypes, .shapes. wait() follows
+    it to its end, cancel() stops it, results() and best() read its keys'
+    rows (every row the store holds for its ops, dtypes and shapes)."""
+
+    def __init__(self, farm: "Farm", answer: Dict[str, Any]):
+        self.farm = farm
+        self.id = answer["sweep_id"]
+        self.name = answer["name"]
+        self.ops = list(answer["ops"])
+        self.dtypes = list(answer["dtypes"])
+        self.shapes = [_pairs(s) for s in answer["shapes"]]
+        self.strategy = answer.get("strategy")
+        self._last = None
+
+    def __repr__(self):
+        state = self._last["state"] if self._last else "submitted"
+        return "<tunefarm.Sweep %s %r: %s, %d shape(s), %s>" % (self.id, self.name, ",".join(self.ops),
+                                                                len(self.shapes), state)
+
+    def status(self) -> Dict[str, Any]:
+        """Its progress: state ("running", "done", "failed", "cancelled"),
+        units and pairs done and total, failures by class, what it waits for."""
+        self._last = self.farm._json("tunefarm_farm_status", self.id.encode())
+        return self._last
+
+    def wait(self, timeout: Optional[float] = None, progress: Optional[bool] = None, poll: float = 0.25) -> Dict[str, Any]:
+        """Waits for the sweep to end and returns its final status. Progress
+        goes to stderr (default: when it is a terminal). Raises TunefarmError
+        when it failed or was cancelled, or when `timeout` seconds pass (the
+        sweep goes on: wait again, or cancel())."""
+        if progress is None:
+            progress = sys.stderr.isatty()
+        start = time.monotonic()
+        told = False
+        while True:
+            s = self.status()
+            if progress:
+                sys.stderr.write("\rsweep %s: %s, %d/%d pairs, %d failed  " % (
+                    self.id, s["state"], s["pairs_done"], s["pairs_total"], s["pairs_failed"]))
+                sys.stderr.flush()
+            if s["state"] != "running":
+                if progress:
+                    sys.stderr.write("\n")
+                if s["state"] != "done":
+                    raise _native.TunefarmError("sweep %s %s%s" % (self.id, s["state"],
+                                                                   ": " + s["error"] if s.get("error") else ""))
+                return s
+            if s.get("waits") and not told:
+                told = True
+                sys.stderr.write("\nsweep %s waits for %s\n" % (self.id, "; ".join(s["waits"])))
+            if timeout is not None and time.monotonic() - start >= timeout:
+                raise _native.TunefarmError("sweep %s still running after %.0f s: it goes on (wait() again, or "
+                                            "cancel())" % (self.id, timeout))
+            time.sleep(poll)
+
+    def cancel(self) -> Dict[str, Any]:
+        """Stops the sweep: nothing more of it is measured; what is stored stays."""
+        self._last = self.farm._json("tunefarm_farm_cancel", self.id.encode())
+        return self._last
+
+    def _keys(self, best: bool) -> List[Row]:
+        shapes = [dict(s) for s in self.shapes]
+        out = []
+        for op in self.ops:
+            for dtype in self.dtypes:
+                out += [r for r in self.farm._query(best, op=op, dtype=dtype) if r["shape"] in shapes]
+        return out
+
+    def results(self) -> List[Row]:
+        """Every stored row of its keys (failures included, "status" says)."""
+        return self._keys(False)
+
+    def best(self) -> List[Row]:
+        """One winner per (GPU model, op, dtype, shape) of its keys, as publish picks it."""
+        return self._keys(True)
+
+
+class Farm:
+    """A farm to tune on: Farm.local(...) runs one in this process (as
+    `tunefarm tune` does), Farm.connect(...) talks to a running coordinator.
+    A context manager: leaving the `with` block closes it (a local farm's
+    loops stop; a running sweep resumes when a farm opens its store again)."""
+
+    def __init__(self, handle, description: str, ops_dir: Optional[str]):
+        self._h = handle
+        self._lib = _farm_lib()
+        self._description = description
+        self.ops_dir = ops_dir or _default_ops_dir()
+
+    @classmethod
+    def local(cls, store: Union[str, os.PathLike] = "tunefarm.db", backend: str = "auto",
+              sim_models: Optional[Sequence[str]] = None, devices: Optional[Sequence[int]] = None,
+              workers: int = 1, ops_dir: Optional[str] = None, tunefarm_binary: Optional[str] = None,
+              allow_programs: bool = False, log_level: str = "warn") -> "Farm":
+        """A coordinator on loopback and workers on this host's GPUs, storing
+        into `store`. backend "auto" (CUDA; raises where there is no GPU,
+        never simulates silently), "cuda" or "sim" (the cost model, every
+        figure labelled simulated; `sim_models`, `workers`). `devices`: CUDA
+        ordinals (default all). `allow_programs`: run program ops (Triton,
+        other Python DSLs) as this user. `log_level`: the farm's log lines on
+        stderr (debug, info, warn, error)."""
+        lib = _farm_lib()
+        opts = {"store": os.fspath(store), "backend": backend, "workers": int(workers),
+                "allow_programs": bool(allow_programs), "log_level": log_level}
+        if sim_models is not None:
+            opts["sim_models"] = list(sim_models)
+        if devices is not None:
+            opts["devices"] = [int(d) for d in devices]
+        binary = tunefarm_binary or _default_binary()
+        if binary:
+            opts["tunefarm_binary"] = binary
+        h = _native.call(lib, lib.tunefarm_farm_local, json.dumps(opts).encode())
+        return cls(h, "local, store %s" % os.fspath(store), ops_dir)
+
+    @classmethod
+    def connect(cls, endpoint: str, client_key: Optional[str] = None, coordinator_key: Optional[str] = None,
+                timeout: float = 10.0, ops_dir: Optional[str] = None) -> "Farm":
+        """The farm of the coordinator at `endpoint`; with CURVE, `client_key`
+        is this client's secret key file (its public key on the coordinator's
+        client allow-list) and `coordinator_key` the coordinator's public key
+        file. `timeout` bounds each request, in seconds."""
+        lib = _farm_lib()
+        enc = lambda s: os.fsencode(s) if s is not None else None
+        h = _native.call(lib, lib.tunefarm_farm_connect, endpoint.encode(), enc(client_key), enc(coordinator_key),
+                         float(timeout))
+        return cls(h, "coordinator %s%s" % (endpoint, ", CURVE" if client_key else ""), ops_dir)
+
+    @classmethod
+    def open_store(cls, store: Union[str, os.PathLike]) -> "Farm":
+        """A store on this host, read-only (a coordinator may own it):
+        results(), best() and publish() work; tune() raises."""
+        lib = _farm_lib()
+        h = _native.call(lib, lib.tunefarm_farm_open_store, os.fsencode(store))
+        return cls(h, "store %s (read-only)" % os.fspath(store), None)
+
+    def _handle(self):
+        if not self._h:
+            raise _native.TunefarmError("farm (%s) is closed" % self._description)
+        return self._h
+
+    def _json(self, fn: str, *args):
+        return _native.take_json(self._lib, _native.call(self._lib, getattr(self._lib, fn), self._handle(), *args))
+
+    @property
+    def info(self) -> Dict[str, Any]:
+        """endpoint, local; for a local farm also store, devices and simulated."""
+        return self._json("tunefarm_farm_info")
+
+    def __repr__(self):
+        if not self._h:
+            return "<tunefarm.Farm %s (closed)>" % self._description
+        return "<tunefarm.Farm %s>" % self._description
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        if self._h:
+            self._lib.tunefarm_farm_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            self.close()
+
+    def tune(self, ops: Union[str, Sequence[str], None] = None, shapes: Sequence[ShapeLike] = (),
+             dtypes: Union[str, Sequence[str]] = ("f16",), gpus: Sequence[str] = ("*",),
+             strategy: Optional[str] = None, budget: Optional[int] = None, budget_seconds: Optional[float] = None,
+             seed: Optional[int] = None, confirm_top: Optional[int] = None, one_pass: bool = False,
+             name: Optional[str] = None, sweep_file: Optional[str] = None, ops_dir: Optional[str] = None) -> Sweep:
+        """Submits a sweep and returns its Sweep (call wait()). `ops`: op
+        names under `ops_dir` (default: the farm's); `shapes`: dicts
+        {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: exhaustive,
+        random, evolution, model or auto, with an evaluation `budget` per key
+        and/or `budget_seconds`. Or `sweep_file`: a sweep TOML file. Bad
+        values raise TunefarmError naming the field."""
+        req: Dict[str, Any] = {"ops_dir": os.fspath(ops_dir or self.ops_dir)}
+        if sweep_file is not None:
+            req["sweep_file"] = os.fspath(sweep_file)
+        else:
+            if ops is None:
+                raise TypeError("tune: name the op(s), or give sweep_file")
+            req["ops"] = [ops] if isinstance(ops, str) else list(ops)
+            req["dtypes"] = [dtypes] if isinstance(dtypes, str) else list(dtypes)
+            req["shapes"] = [_shape_text(s) for s in shapes]
+            req["gpus"] = list(gpus)
+            if name is not None:
+                req["name"] = name
+        for key, value in (("strategy", strategy), ("budget", budget), ("budget_seconds", budget_seconds),
+                           ("seed", seed), ("confirm_top", confirm_top)):
+            if value is not None:
+                req[key] = value
+        if one_pass:
+            req["one_pass"] = True
+        return Sweep(self, self._json("tunefarm_farm_submit", json.dumps(req).encode()))
+
+    def sweeps(self) -> List[Dict[str, Any]]:
+        """Every sweep the coordinator knows, as status dicts."""
+        return self._json("tunefarm_farm_status", b"")["sweeps"]
+
+    def _query(self, best: bool, **filt) -> List[Row]:
+        q = {k: v for k, v in filt.items() if v is not None}
+        if "shape" in q:
+            q["shape"] = _shape_text(q["shape"])
+        q["best"] = best
+        return _rows(self._json("tunefarm_farm_results", json.dumps(q).encode()))
+
+    def results(self, op: Optional[str] = None, dtype: Optional[str] = None, gpu_model: Optional[str] = None,
+                shape: Optional[ShapeLike] = None) -> List[Row]:
+        """Stored rows (a connected farm's read from its coordinator), each a
+        dict with op, dtype, gpu_model, shape, config, median_us, ci95_us,
+        status, winner and more; filters as in `tunefarm results`."""
+        return self._query(False, op=op, dtype=dtype, gpu_model=gpu_model, shape=shape)
+
+    def best(self, op: Optional[str] = None, dtype: Optional[str] = None, gpu_model: Optional[str] = None,
+             shape: Optional[ShapeLike] = None) -> List[Row]:
+        """One winner per (GPU model, op, dtype, shape), as publish picks it."""
+        return self._query(True, op=op, dtype=dtype, gpu_model=gpu_model, shape=shape)
+
+    def publish(self, out: Union[str, os.PathLike], op: Optional[str] = None, dtype: Optional[str] = None,
+                gpu_model: Optional[str] = None, name: Optional[str] = None, sign_key: Optional[str] = None,
+                unsigned: bool = False, min_vs_baseline: float = 0.0) -> Dict[str, Any]:
+        """Writes a bundle of the winners at `out` (.tfb and .json), signed as
+        `tunefarm publish` signs; returns {"bundle", "json", "entries", "notes"}."""
+        req = {"out": os.fspath(out), "unsigned": bool(unsigned), "min_vs_baseline": float(min_vs_baseline)}
+        for key, value in (("op", op), ("dtype", dtype), ("gpu_model", gpu_model), ("name", name),
+                           ("sign_key", sign_key)):
+            if value is not None:
+                req[key] = os.fspath(value)
+        return self._json("tunefarm_farm_publish", json.dumps(req).encode())

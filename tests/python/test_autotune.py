@@ -1,0 +1,123 @@
+"""tunefarm.autotune on a host without a GPU (sim farm, host-timed Python kernel).
+
+The first process tunes the key on its first call and stores the rows; a
+second process answers from the store without tuning; the switches
+(TUNEFARM_FORCE_DEFAULTS, lookup mode), an edited kernel and bad
+declarations behave as documented.
+
+Run: TUNEFARM_BINARY=build/cli/tunefarm TUNEFARM_FARM_LIB=build/client/libtunefarm_farm.so \
+     PYTHONPATH=python python3 tests/python/test_autotune.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import tunefarm
+
+BINARY = os.path.abspath(os.environ["TUNEFARM_BINARY"])
+SOURCE = os.environ.get("TUNEFARM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+KERNEL_DIR = os.path.join(SOURCE, "tests", "data", "autotune")
+
+CALL = """
+import json, sys
+import host_kernel
+x = [float(i % 17) for i in range(256)]
+y = [0.0] * 256
+host_kernel.double(x, y)
+level, config = next(iter(host_kernel.double.answers.values()))
+print(json.dumps({"level": level, "config": config, "right": y == [2 * v for v in x],
+                  "farm_started": host_kernel.double._farm is not None,
+                  "misses": len(host_kernel.double.misses)}))
+host_kernel.double.close()
+"""
+
+
+class Autotune(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tunefarm-autotune.")
+        cls.store = os.path.join(cls.dir, "autotune.db")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def run_call(self, kernel_dir=KERNEL_DIR, **env):
+        e = dict(os.environ)
+        e["PYTHONPATH"] = kernel_dir + os.pathsep + e.get("PYTHONPATH", "")
+        e["AUTOTUNE_TEST_STORE"] = self.store
+        e.update(env)
+        out = subprocess.run([sys.executable, "-c", CALL], env=e, capture_output=True, text=True, timeout=240)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def test_1_the_first_call_tunes_and_a_new_process_reuses_the_store(self):
+        first = self.run_call()
+        self.assertTrue(first["right"])
+        self.assertEqual(first["level"], "tuned")
+        self.assertTrue(first["farm_started"])
+        # The rows are in a store `tunefarm results` reads: every legal config
+        # of the key (exhaustive), each checked against the reference.
+        rows = json.loads(subprocess.run([BINARY, "results", "--store", self.store, "--op", "double", "--format",
+                                          "json"], capture_output=True, text=True, check=True).stdout)
+        self.assertEqual(len({r["config"] for r in rows}), 12)
+        self.assertTrue(all(r["check_passed"] for r in rows))
+        winner = next(r for r in rows if r["winner"])
+        self.assertEqual(winner["shape"], "N=256")
+        # A new process: the store answers, nothing is tuned.
+        second = self.run_call(TUNEFARM_AUTOTUNE="lookup")
+        self.assertEqual(second["level"], "tuned")
+        self.assertFalse(second["farm_started"])
+        self.assertEqual(second["config"], first["config"])
+        self.assertEqual(tunefarm.autotuning._key_text({"N": 256}, "f32"), "f32 N=256")
+
+    def test_2_force_defaults_answers_the_default(self):
+        out = subprocess.run([sys.executable, "-c", "import host_kernel; print(host_kernel.double.config_for([1.0], [0.0]))"],
+                             env=dict(os.environ, PYTHONPATH=KERNEL_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                                      TUNEFARM_FORCE_DEFAULTS="1", AUTOTUNE_TEST_STORE=self.store),
+                             capture_output=True, text=True, check=True)
+        self.assertEqual(out.stdout.strip(), str({"UNROLL": 1, "SLOW": 1, "ORDER": "forward"}))
+
+    def test_3_an_edited_kernel_is_a_new_kernel(self):
+        edited = os.path.join(self.dir, "edited")
+        os.makedirs(edited, exist_ok=True)
+        with open(os.path.join(KERNEL_DIR, "host_kernel.py")) as f:
+            source = f.read()
+        with open(os.path.join(edited, "host_kernel.py"), "w") as f:
+            f.write(source + "\n# edited\n")
+        stale = self.run_call(kernel_dir=edited, TUNEFARM_AUTOTUNE="lookup")
+        self.assertEqual(stale["level"], "default")
+        self.assertEqual(stale["misses"], 1)
+        self.assertTrue(stale["right"])
+
+    def test_4_bad_declarations_and_keys_are_clear_errors(self):
+        ok = dict(key=lambda x: {"N": len(x)}, inputs=lambda d, t, s: [[0.0] * d["N"]])
+
+        def kern(config, x):
+            pass
+        with self.assertRaisesRegex(ValueError, "macro token"):
+            tunefarm.autotune(space={"ORDER": ["12abc"]}, **ok)(kern)
+        with self.assertRaisesRegex(ValueError, "all ints"):
+            tunefarm.autotune(space={"BM": [64, "wide"]}, **ok)(kern)
+        with self.assertRaisesRegex(ValueError, "default BM=96"):
+            tunefarm.autotune(space={"BM": [64, 128]}, default={"BM": 96}, **ok)(kern)
+
+        def broken_key(x):
+            raise KeyError("N")
+        k = tunefarm.autotune(space={"BM": [64]}, key=broken_key, inputs=ok["inputs"])(kern)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "key function raised KeyError"):
+            k([1.0])
+        k = tunefarm.autotune(space={"BM": [64]}, key=lambda x: {"N": "many"}, inputs=ok["inputs"])(kern)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "N = 'many'"):
+            k([1.0])
+        k = tunefarm.autotune(space={"BM": [64]}, dtype="fp16", **ok)(kern)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "unknown dtype 'fp16'"):
+            k([1.0])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,182 @@
+"""Tuning from Python (tunefarm.Farm) over the real farm library, with Debian's python3.
+
+A farm in this process (Farm.local, sim backend) and a farm of real processes
+(`tunefarm coordinator` and a sim `tunefarm worker` on loopback, reached with
+Farm.connect): sweeps submitted, watched, cancelled and read as plain dicts,
+winners published into a bundle the deployment side loads, and the CLI's
+remote reads (`results --coordinator`) agreeing with the store read in place.
+
+Run: TUNEFARM_BINARY=build/cli/tunefarm TUNEFARM_LIB=build/libtune/libtunefarm_c.so \
+     TUNEFARM_FARM_LIB=build/client/libtunefarm_farm.so PYTHONPATH=python python3 tests/python/test_farm.py
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import tunefarm
+
+BINARY = os.path.abspath(os.environ["TUNEFARM_BINARY"])
+SOURCE = os.environ.get("TUNEFARM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+OPS = os.path.join(SOURCE, "ops")
+SHAPE = {"M": 512, "N": 512, "K": 512}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalFarm(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tunefarm-farm.")
+        subprocess.run([BINARY, "keys", "sign", "--out", os.path.join(cls.dir, "farm.key")], check=True,
+                       capture_output=True)
+        cls.farm = tunefarm.Farm.local(store=os.path.join(cls.dir, "db"), backend="sim", sim_models=["h100"],
+                                       ops_dir=OPS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.farm.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_a_budgeted_sweep_is_tuned_watched_and_read_as_dicts(self):
+        self.assertTrue(self.farm.info["simulated"])
+        sweep = self.farm.tune("gemm", shapes=[SHAPE], strategy="random", budget=40, seed=3)
+        self.assertIn(sweep.id, repr(sweep))
+        final = sweep.wait(progress=False)
+        self.assertEqual(final["state"], "done")
+        self.assertEqual(final["id"], sweep.id)
+        rows = sweep.results()
+        self.assertEqual(len(rows), 40)  # the budget, per key
+        for r in rows:
+            for key in ("op", "dtype", "gpu_model", "shape", "config", "median_us"):
+                self.assertIn(key, r)
+            self.assertEqual(r["shape"], SHAPE)
+            self.assertIsInstance(r["config"]["BM"], int)
+        best = sweep.best()
+        self.assertEqual(len(best), 1)
+        self.assertEqual(best[0]["coverage"]["state"], "searched")
+        self.assertEqual(best[0]["coverage"]["evaluated"], 40)
+        self.assertLessEqual(best[0]["median_us"], min(r["median_us"] for r in rows if r["status"].startswith("ok")))
+        # The farm-wide reads see the same key.
+        self.assertIn(best[0]["config"], [b["config"] for b in self.farm.best(op="gemm", shape=SHAPE)])
+        self.assertIn(sweep.id, [s["id"] for s in self.farm.sweeps()])
+
+    def test_published_winners_load_on_the_deployment_side(self):
+        sweep = self.farm.tune("gemm", shapes=[{"M": 256, "N": 256, "K": 256}], strategy="random", budget=20)
+        sweep.wait(progress=False)
+        out = os.path.join(self.dir, "bundle")
+        made = self.farm.publish(out, op="gemm", sign_key=os.path.join(self.dir, "farm.key"))
+        self.assertEqual(made["bundle"], out + ".tfb")
+        self.assertGreaterEqual(made["entries"], 1)
+        with tunefarm.Bundle.load(made["bundle"], [os.path.join(self.dir, "farm.key.pub")]) as b:
+            winner = sweep.best()[0]
+            answer = b.lookup("gemm", "f16", winner["gpu_model"], {"M": 256, "N": 256, "K": 256})
+            self.assertEqual(answer.level, "exact")
+            self.assertEqual(answer.config, winner["config"])
+
+    def test_a_cancelled_sweep_stops_and_wait_says_so(self):
+        shapes = [{"M": m, "N": 4096, "K": 4096} for m in (64, 128, 192, 256, 320, 384, 448, 512)]
+        sweep = self.farm.tune("gemm", shapes=shapes, strategy="exhaustive")
+        status = sweep.cancel()
+        self.assertEqual(status["state"], "cancelled")
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "cancelled"):
+            sweep.wait(progress=False)
+        # Its keys are marked partial where anything of them was stored.
+        for r in sweep.best():
+            self.assertEqual(r["coverage"]["state"], "partial")
+
+    def test_bad_requests_name_the_field(self):
+        cases = [
+            (dict(ops="gemm", shapes=[SHAPE], strategy="annealing"), "strateg"),
+            (dict(ops="gemm", shapes=[SHAPE], budget=0), "budget"),
+            (dict(ops="gemm", shapes=[SHAPE], budget=-5), "budget"),
+            (dict(ops="gemm", shapes=[SHAPE], budget_seconds=0.0), "budget_seconds"),
+            (dict(ops="no_such_op", shapes=[SHAPE]), "no_such_op"),
+            (dict(ops="gemm", shapes=[]), "shapes"),
+            (dict(ops="gemm", shapes=[SHAPE], seed="seven"), "seed"),
+        ]
+        for kwargs, word in cases:
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaisesRegex(tunefarm.TunefarmError, word):
+                    self.farm.tune(**kwargs)
+        with self.assertRaisesRegex(TypeError, "dim M"):
+            self.farm.tune("gemm", shapes=[{"M": "big"}])
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "backend"):
+            tunefarm.Farm.local(store=os.path.join(self.dir, "x"), backend="fpga")
+
+    def test_dataframes_where_pandas_is_installed(self):
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            self.skipTest("pandas is not installed")
+        sweep = self.farm.tune("gemm", shapes=[SHAPE], strategy="random", budget=10, seed=9)
+        sweep.wait(progress=False)
+        frame = tunefarm.to_dataframe(sweep.results())
+        self.assertIn("median_us", frame.columns)
+        self.assertIn("BM", frame.columns)
+
+
+class ConnectedFarm(unittest.TestCase):
+    """A coordinator and a sim worker as processes; Python as a client."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tunefarm-connect.")
+        cls.endpoint = "tcp://127.0.0.1:%d" % free_port()
+        cls.store = os.path.join(cls.dir, "db")
+        cls.log = log = open(os.path.join(cls.dir, "farm.log"), "w")
+        cls.procs = [
+            subprocess.Popen([BINARY, "coordinator", "--bind", cls.endpoint, "--store", cls.store], stdout=log,
+                             stderr=log),
+            subprocess.Popen([BINARY, "worker", "--connect", cls.endpoint, "--backend", "sim", "--sim-models", "a100"],
+                             stdout=log, stderr=log),
+        ]
+        cls.farm = tunefarm.Farm.connect(cls.endpoint, timeout=20, ops_dir=OPS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.farm.close()
+        for p in cls.procs:
+            p.terminate()
+            p.wait(timeout=20)
+        cls.log.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_a_sweep_through_a_coordinator_reads_back_remotely(self):
+        sweep = self.farm.tune("gemm", shapes=[SHAPE], strategy="random", budget=30, seed=1)
+        final = sweep.wait(progress=False, timeout=120)
+        self.assertEqual(final["pairs_failed"], 0)
+        rows = sweep.results()
+        self.assertEqual(len(rows), 30)
+        self.assertEqual({r["gpu_model"] for r in rows}, {"sim-a100"})
+        # The CLI reads the same rows through the coordinator as from its
+        # store on this host.
+        cli = lambda *a: subprocess.run([BINARY, *a], check=True, capture_output=True, text=True).stdout
+        remote = json.loads(cli("results", "--coordinator", self.endpoint, "--format", "json"))
+        local = json.loads(cli("results", "--store", self.store, "--format", "json"))
+        self.assertEqual(remote, local)
+        self.assertEqual(len(remote), 30)
+        self.assertEqual(cli("best", "--coordinator", self.endpoint), cli("best", "--store", self.store))
+        out = os.path.join(self.dir, "remote-bundle")
+        made = self.farm.publish(out, unsigned=True)
+        self.assertEqual(made["entries"], 1)
+        self.assertTrue(os.path.exists(out + ".json"))
+
+    def test_a_coordinator_that_is_not_there_is_said_in_one_line(self):
+        with tunefarm.Farm.connect("tcp://127.0.0.1:%d" % free_port(), timeout=1) as nobody:
+            with self.assertRaisesRegex(tunefarm.TunefarmError, "did not answer"):
+                nobody.sweeps()
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "CURVE"):
+            tunefarm.Farm.connect(self.endpoint, client_key="only-one.key")
+
+
+if __name__ == "__main__":
+    unittest.main()
