@@ -104,6 +104,10 @@ struct NightlyArgs {
   TuneArgs tune;
   std::string history;         // one folder per night: store/, bundle.tfb, report.json
   double noise_floor = 0.02;   // smallest relative change that counts
+  // A farm's coordinator to run the sweep on (its store keeps the rows; the
+  // night's bundle is published from it remotely); empty: a farm on this host.
+  ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};
+  double timeout = 0;          // --coordinator: the longest wait for the sweep, seconds; 0 = none
 };
 // `nightly` exits with this when a winner got slower than the noise allows.
 inline constexpr int kExitRegressions = 3;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "command_util.h"
+#include "coordinator_client.h"
 #include "commands.h"
 #include "local_farm.h"
 #include "progress.h"
@@ -186,6 +187,39 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   return 0;
 }
 
+// A night on a farm: the sweep file submitted to its coordinator, waited
+// for, and the night's bundle published from the coordinator's store (read
+// remotely: the rows stay there).
+int RunNightOnFarm(NightlyArgs& args, const std::atomic<bool>* stop) {
+  if (args.tune.ops_dir.empty()) args.tune.ops_dir = DefaultOpsDir();
+  auto sweep = LoadSweepFile(args.tune.sweep_file, args.tune.ops_dir);
+  if (!sweep.ok()) return Fail(sweep.status().message());
+  CoordinatorClient client(args.remote, 10);
+  auto reply = client.Call(*sweep);
+  if (!reply.ok()) return Fail(reply.status().message());
+  const auto* accepted = std::get_if<SweepAccepted>(&*reply);
+  if (!accepted) return Fail("coordinator sent an unexpected reply");
+  std::printf("nightly: sweep %s on %s\n", accepted->sweep_id.c_str(), args.remote.endpoint.c_str());
+  std::fflush(stdout);
+  auto done = WaitForSweep(args.remote, accepted->sweep_id, /*quiet=*/true, stop, 2.0, args.timeout);
+  if (!done.ok()) return Fail(done.status().message());
+  if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state + ": no bundle tonight");
+  // One op: only its rows travel; several: the store's.
+  ResultFilter filter;
+  if (sweep->ops.size() == 1) filter.op = sweep->ops.front();
+  auto store = OpenStoreOf("", args.remote, filter);
+  if (!store.ok()) return Fail(store.status().message());
+  std::vector<std::string> notes;
+  auto bundle = BuildBundle(**store, filter, sweep->name, PublishOptionsHere(true), &notes);
+  if (!bundle.ok()) return Fail(bundle.status().message());
+  for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
+  Status st = WriteBundle(*bundle, args.tune.bundle, args.tune.sign_key, args.tune.unsigned_bundle);
+  if (!st.ok()) return Fail(st.message());
+  std::printf("nightly: %zu entries from the farm's store; bundle %s.tfb\n", bundle->entries.size(),
+              args.tune.bundle.c_str());
+  return 0;
+}
+
 int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   namespace fs = std::filesystem;
   if (args.history.empty()) return Usage("--history is required");
@@ -206,7 +240,7 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   args.tune.store = (night / "store").string();
   args.tune.bundle = (night / "bundle").string();
   args.tune.quiet = true;
-  const int rc = RunTune(args.tune, stop);
+  const int rc = args.remote.endpoint.empty() ? RunTune(args.tune, stop) : RunNightOnFarm(args, stop);
   if (rc != 0) return rc;
   if (previous.empty()) {
     std::printf("\nnightly: first run in %s: nothing to compare with\n", args.history.c_str());
@@ -301,6 +335,18 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "Ed25519 secret key file to sign the bundle with (default: as for publish)");
   n->add_flag("--unsigned", nightly.tune.unsigned_bundle, "Write the bundle unsigned");
   n->add_option("--workers", nightly.tune.sim_workers, "sim: local workers")->capture_default_str();
+  auto* on = n->add_option("--coordinator", nightly.remote.endpoint,
+                           "Run the sweep on the farm of this coordinator (its workers measure, its store keeps "
+                           "the rows; the night's bundle is published from it) instead of a farm on this host");
+  n->add_option("--curve-key", nightly.remote.curve_secret_key, "With --coordinator: CURVE secret key file of this client")
+      ->needs(on);
+  n->add_option("--coordinator-key", nightly.remote.coordinator_key,
+                "With --coordinator: CURVE public key file of the coordinator")
+      ->needs(on);
+  n->add_option("--sweep-timeout", nightly.timeout,
+                "With --coordinator: give up waiting for the sweep after this many seconds (0 = never)")
+      ->needs(on)
+      ->check(CLI::NonNegativeNumber);
   AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
   out->push_back({.app = n,
                   .run = [parsed](const std::atomic<bool>* stop) { return RunNightly(parsed->nightly, stop); },

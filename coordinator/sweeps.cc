@@ -86,6 +86,9 @@ Command Sweeps::StatusReply(const std::string& sweep_id) const {
 SweepStatus Sweeps::StatusOf(const std::string& sweep_id) const {
   SweepStatus st;
   st.sweeps = scheduler_->Progress(sweep_id, NowSeconds());
+  // Sweeps that ended before this coordinator started, from their records.
+  for (const auto& [id, progress] : history_)
+    if ((sweep_id.empty() || sweep_id == id) && !scheduler_->FindSweep(id)) st.sweeps.push_back(progress);
   st.workers = static_cast<uint32_t>(sessions_->size());
   st.store_fault = health_->fault();
   st.devices = sessions_->DevicesByModel();
@@ -95,10 +98,15 @@ SweepStatus Sweeps::StatusOf(const std::string& sweep_id) const {
 void Sweeps::Persist(const std::string& id) {
   const SweepState* s = scheduler_->FindSweep(id);
   if (!s) return;
-  SweepRecord record{RunStateName(s->state), s->submit};
+  SweepRecord record{RunStateName(s->state), s->submit, std::nullopt};
   // Only a running sweep is read back (to resume); an ended one's packages
-  // are in the op records, whose versions are bounded.
-  if (s->state != RunState::kRunning) record.submit.op_packages.clear();
+  // are in the op records, whose versions are bounded, and its progress is
+  // kept for `status` after a restart.
+  if (s->state != RunState::kRunning) {
+    record.submit.op_packages.clear();
+    auto progress = scheduler_->Progress(id, NowSeconds());
+    if (!progress.empty()) record.progress = std::move(progress.front());
+  }
   Status st = store_->PutSweep(id, EncodeSweepRecord(record));
   if (!st.ok()) health_->Failed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
 }
@@ -267,7 +275,10 @@ Status Sweeps::Resume() {
       return;
     }
     if (rec->state == "running") running.emplace_back(id, std::move(rec).value());
+    else if (rec->progress) history_[id] = std::move(*rec->progress);
   });
+  // The newest kHistory ended sweeps (ids begin with their submit time).
+  while (history_.size() > kHistory) history_.erase(history_.begin());
   TUNE_RETURN_IF_ERROR(st);
   for (auto& [id, rec] : running) {
     auto r = scheduler_->AddSweep(rec.submit, id, std::time(nullptr), Measured());
@@ -275,7 +286,7 @@ Status Sweeps::Resume() {
       // Failed for good rather than tried again on every start.
       CoordinatorLog(log::Level::kError, "sweep cannot resume; marked failed",
                      {{"sweep", id}, {"error", r.status().message()}});
-      Status st = store_->PutSweep(id, EncodeSweepRecord({"failed", rec.submit}));
+      Status st = store_->PutSweep(id, EncodeSweepRecord({"failed", rec.submit, std::nullopt}));
       if (!st.ok()) CoordinatorLog(log::Level::kError, "cannot mark the sweep failed",
                                    {{"sweep", id}, {"error", st.message()}});
     } else {

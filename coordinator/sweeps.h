@@ -112,6 +112,10 @@ class Sweeps {
   // versions the store must keep (PruneOpVersions).
   std::map<std::string, std::vector<std::string>> package_digests_;
   std::set<std::string> ended_;  // sweeps whose end is recorded
+  // Sweeps that ended before this coordinator started (their records'
+  // progress), newest kHistory, by id: `status` lists them.
+  static constexpr size_t kHistory = 1000;
+  std::map<std::string, SweepProgress> history_;
   std::unique_ptr<OffLoop> expander_;  // last: its thread stops before the rest goes
 };
 

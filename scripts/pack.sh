@@ -50,11 +50,16 @@ WRAP
 
 copy_program "$BUILD_DIR/cli/tunefarm" "$OUT/libexec"
 wrap_program tunefarm
-# The C API and the Python package over it (PYTHONPATH=OUT_DIR/python; the
-# library finds its dependencies beside it through its $ORIGIN run path).
+# The C APIs and the Python package over them (PYTHONPATH=OUT_DIR/python; the
+# libraries find their dependencies beside them through their $ORIGIN run path).
 if [[ -e "$BUILD_DIR/libtune/libtunefarm_c.so" ]]; then
   copy_program "$BUILD_DIR/libtune/libtunefarm_c.so" "$OUT/lib"
   chmod 0644 "$OUT/lib/libtunefarm_c.so"
+  # The farm's C API (Python's tunefarm.Farm and tunefarm.autotune).
+  if [[ -e "$BUILD_DIR/client/libtunefarm_farm.so" ]]; then
+    copy_program "$BUILD_DIR/client/libtunefarm_farm.so" "$OUT/lib"
+    chmod 0644 "$OUT/lib/libtunefarm_farm.so"
+  fi
   mkdir -p "$OUT/python" && cp -r python/tunefarm "$OUT/python/" && rm -rf "$OUT/python/tunefarm/__pycache__"
   mkdir -p "$OUT/share/tunefarm/examples" && cp -r examples/. "$OUT/share/tunefarm/examples/"
 fi

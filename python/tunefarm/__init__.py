@@ -31,7 +31,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _native
 
-__all__ = ["Answer", "Bundle", "Farm", "Kernel", "Sweep", "TunefarmError", "autotune", "library_path", "to_dataframe"]
+__all__ = ["Answer", "Bundle", "Farm", "Kernel", "Launch", "Sweep", "TunefarmError", "autotune", "library_path",
+           "register_torch_op", "to_dataframe"]
 
 
 from ._native import TunefarmError
@@ -75,6 +76,8 @@ def _c():
         "tunefarm_kernel_destroy": (None, [P]),
         "tunefarm_kernel_signature": (P, [P]),
         "tunefarm_kernel_launch": (ctypes.c_int, [P, I64P, S, U64P, S, P, err]),
+        "tunefarm_kernel_launch_fast": (ctypes.c_int, [P, I64P, U64P, P]),
+        "tunefarm_kernel_error": (P, [P]),
         "tunefarm_kernel_last": (P, [P]),
         "tunefarm_free": (None, [P]),
     }
@@ -172,6 +175,7 @@ class Kernel:
         self.device = launcher.device  # {"name", "model", "arch", ...}
         self.dims = list(sig["dims"])
         self.buffers = list(sig["buffers"])
+        self.dirs = list(sig.get("dirs", ["inout"] * len(self.buffers)))  # "in", "out" or "inout" per buffer
         self._dims = (ctypes.c_int64 * len(self.dims))()
         self._ptrs = (ctypes.c_uint64 * len(self.buffers))()
 
@@ -180,13 +184,7 @@ class Kernel:
         in .dims order; `buffers` in .buffers order (scalar arguments come
         from the bundle's launch plan); `stream` a torch/CuPy stream or a
         CUstream int (default: the current stream of the arrays' framework)."""
-        if isinstance(dims, dict):
-            missing = [n for n in self.dims if n not in dims]
-            if missing:
-                raise TunefarmError("launch %s: dims %s missing" % (self.op, ", ".join(missing)))
-            values = [dims[n] for n in self.dims]
-        else:
-            values = list(dims)
+        values = self._dim_values(dims)
         if len(values) != len(self.dims):
             raise TunefarmError("launch %s: %d dims for %d (%s)" % (self.op, len(values), len(self.dims),
                                                                       ", ".join(self.dims)))
@@ -199,6 +197,23 @@ class Kernel:
             self._ptrs[i] = _pointer(b, self.device["ordinal"])
         _call(_c().tunefarm_kernel_launch, self._h, self._dims, len(values), self._ptrs, len(buffers),
               ctypes.c_void_p(_stream(stream, buffers)))
+
+    def _dim_values(self, dims):
+        if isinstance(dims, dict):
+            missing = [n for n in self.dims if n not in dims]
+            if missing:
+                raise TunefarmError("launch %s: dims %s missing" % (self.op, ", ".join(missing)))
+            return [dims[n] for n in self.dims]
+        return list(dims)
+
+    def bind(self, dims, stream=None) -> "Launch":
+        """A launch of this kernel prepared for one shape: `launch = gemm.bind(
+        {"M": m, "N": n, "K": k})`, then `launch(a, b, c)` per call. What can be
+        done once is (dims, the answer's lookup, the stream's kind); a call
+        checks its tensors and launches. `stream`: as launch(); default: the
+        current stream of the tensors' framework at each call (so a CUDA graph
+        capture records the launch on its stream)."""
+        return Launch(self, self._dim_values(dims), stream)
 
     @property
     def last(self) -> Answer:
@@ -214,6 +229,94 @@ class Kernel:
         if getattr(self, "_h", None):
             _c().tunefarm_kernel_destroy(self._h)
             self._h = None
+
+
+class Launch:
+    """A Kernel's launch for one shape (Kernel.bind): call it with the
+    buffers, in the kernel's .buffers order. torch tensors must be contiguous
+    and on the kernel's device; CuPy arrays and device pointers (int) are
+    taken as Kernel.launch takes them. One thread at a time, as its Kernel."""
+
+    def __init__(self, kernel, values, stream):
+        if len(values) != len(kernel.dims):
+            raise TunefarmError("bind %s: %d dims for %d (%s)" % (kernel.op, len(values), len(kernel.dims),
+                                                                    ", ".join(kernel.dims)))
+        for name, v in zip(kernel.dims, values):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("bind %s: dim %s must be an int, not %s" % (kernel.op, name, type(v).__name__))
+        self.kernel = kernel
+        self.dims = dict(zip(kernel.dims, values))
+        self._dims = (ctypes.c_int64 * len(values))(*values)
+        self._ptrs = (ctypes.c_uint64 * len(kernel.buffers))()
+        self._ordinal = kernel.device["ordinal"]
+        self._bound_stream = None if stream is None else _stream(stream, ())
+        # The launch itself, one Python call shorter than calling the Launch.
+        self.call = self._fast_call()
+
+    def _fail(self):
+        ptr = _c().tunefarm_kernel_error(self.kernel._h)
+        try:
+            message = ctypes.string_at(ptr).decode("utf-8", "replace") if ptr else "launch failed"
+        finally:
+            _c().tunefarm_free(ptr)
+        raise TunefarmError(message)
+
+    def _general(self, *buffers):
+        """Any buffers: the checks and pointers of Kernel.launch."""
+        if len(buffers) != len(self._ptrs):
+            raise TunefarmError("launch %s: %d buffers for %d (%s)" % (self.kernel.op, len(buffers), len(self._ptrs),
+                                                                         ", ".join(self.kernel.buffers)))
+        for i, b in enumerate(buffers):
+            self._ptrs[i] = _pointer(b, self._ordinal)
+        stream = self._bound_stream if self._bound_stream is not None else _stream(None, buffers)
+        self._check_capture(buffers)
+        if _c().tunefarm_kernel_launch_fast(self.kernel._h, self._dims, self._ptrs, stream) != 0:
+            self._fail()
+
+    def _check_capture(self, buffers):
+        if self._bound_stream is None or not any(hasattr(b, "data_ptr") for b in buffers):
+            return
+        import torch
+        if torch.cuda.is_current_stream_capturing() and \
+                torch.cuda.current_stream(self._ordinal).cuda_stream != self._bound_stream:
+            raise TunefarmError("launch %s: a CUDA graph capture on another stream than the one this launch was "
+                                "bound to (bind without a stream to follow the current one)" % self.kernel.op)
+
+    def _fast_call(self):
+        """The call for torch tensors on the current stream, written out for
+        this buffer count: per tensor one device and one contiguity check and
+        its pointer, then one C call. Anything else takes _general."""
+        if self._bound_stream is not None:
+            return self._general
+        try:
+            import torch
+            raw_stream = torch._C._cuda_getCurrentRawStream
+        except (ImportError, AttributeError):
+            return self._general
+        names = ["b%d" % i for i in range(len(self._ptrs))]
+        lines = ["def call(*bs):",
+                 "    try:",
+                 "        %s, = bs" % ", ".join(names),
+                 "        if %s:" % " or ".join("%s.get_device() != o or not %s.is_contiguous()" % (n, n)
+                                             for n in names),
+                 "            return general(*bs)",
+                 ] + ["        p[%d] = %s.data_ptr()" % (i, n) for i, n in enumerate(names)] + [
+                 "    except (AttributeError, ValueError):  # not torch tensors, or not as many",
+                 "        return general(*bs)",
+                 "    if launch(h, d, p, raw_stream(o)) != 0:",
+                 "        fail()"]
+        scope = {"o": self._ordinal, "p": self._ptrs, "d": self._dims, "h": self.kernel._h,
+                 "launch": _c().tunefarm_kernel_launch_fast, "raw_stream": raw_stream, "general": self._general,
+                 "fail": self._fail}
+        exec("\n".join(lines), scope)
+        return scope["call"]
+
+    def __call__(self, *buffers):
+        return self.call(*buffers)
+
+    def __repr__(self):
+        return "Launch(%r, %r, %s)" % (self.kernel.op, self.kernel.dtype,
+                                       ",".join("%s=%d" % kv for kv in self.dims.items()))
 
 
 class _Launcher:
@@ -346,3 +449,4 @@ class Bundle:
 
 from .farm import Farm, Sweep, to_dataframe  # noqa: E402 (after the classes it does not need)
 from .autotuning import autotune  # noqa: E402
+from .torch_op import register_torch_op  # noqa: E402

@@ -101,6 +101,11 @@ try:
     RULE = load_rule()
 except ValueError as e:  # a broken installation: nothing can be timed
     raise SystemExit("tunefarm.harness: %s" % e)
+# The stream hold (TorchDevice.time): spin cycles, counted at a clock no
+# GPU exceeds, so a hold lasts at least as long as meant.
+HOLD_CLOCK_HZ = 2.2e9
+HOLD_MIN_CYCLES = int(20e-6 * HOLD_CLOCK_HZ)
+HOLD_MAX_CYCLES = int(50e-3 * HOLD_CLOCK_HZ)
 MAX_BATCH = RULE["max_batch"]  # samples between two synchronisations, as the farm's runner
 
 
@@ -287,6 +292,13 @@ class TorchDevice:
         self.flush = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
         self.events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                        for _ in range(MAX_BATCH)]
+        # The stream hold of time(): torch's spin kernel, where it has one.
+        self.held = torch.cuda.Event()
+        # TUNEFARM_HARNESS_HOLD=0 turns it off (to measure what it changes).
+        held = hasattr(torch.cuda, "_sleep") and os.environ.get("TUNEFARM_HARNESS_HOLD", "1") != "0"
+        self.hold_cycles = HOLD_MIN_CYCLES if held else 0
+        self.hold_retries = 0      # batches taken again, the hold too short
+        self.unheld_batches = 0    # batches the longest hold did not cover
 
     def sync(self):
         self.torch.cuda.synchronize()
@@ -322,13 +334,36 @@ class TorchDevice:
 
     def time(self, fn, args, timing):
         def batch_of(n):
-            for i in range(n):
-                start, end = self.events[i]
-                self.flush.max()
-                start.record()
-                fn(*args)
-                end.record()
-            self.events[n - 1][1].synchronize()
+            # The stream is held (a spin kernel) while the host enqueues the
+            # batch, so that the GPU runs flush, events and kernel back to
+            # back: a Python launch slower than the kernel never lands inside
+            # a sample (nvbench's blocking kernel). A batch whose hold ended
+            # before the host finished enqueuing is taken again, held longer.
+            while True:
+                if self.hold_cycles:
+                    self.torch.cuda._sleep(self.hold_cycles)
+                    self.held.record()
+                t0 = time.perf_counter()
+                for i in range(n):
+                    start, end = self.events[i]
+                    self.flush.max()
+                    start.record()
+                    fn(*args)
+                    end.record()
+                enqueue = time.perf_counter() - t0
+                still_held = self.hold_cycles and not self.held.query()
+                self.events[n - 1][1].synchronize()
+                if not self.hold_cycles or still_held:
+                    break
+                self.hold_retries += 1
+                if self.hold_cycles >= HOLD_MAX_CYCLES:
+                    self.unheld_batches += 1  # a host this slow: kept, and said in the row's note
+                    break
+                self.hold_cycles = min(HOLD_MAX_CYCLES, 2 * max(self.hold_cycles, int(enqueue * HOLD_CLOCK_HZ)))
+            if self.hold_cycles:
+                # Next batch: twice this one's enqueue time (per sample), at least the floor.
+                per_sample = enqueue / n
+                self.hold_cycles = min(HOLD_MAX_CYCLES, max(HOLD_MIN_CYCLES, int(2 * per_sample * HOLD_CLOCK_HZ) * n))
             # Event resolution is about half a microsecond: never 0.
             return [max(self.events[i][0].elapsed_time(self.events[i][1]) * 1000.0, 1e-3) for i in range(n)]
         return sample(fn, args, timing, batch_of)

@@ -216,6 +216,14 @@ TEST_F(RestartTest, ACancelledSweepLeasesNothingMoreAndStaysEndedAfterARestart) 
   worker->Send(RequestWork{0});
   EXPECT_TRUE(std::holds_alternative<NoWork>(worker->ReceiveAny().value_or(Command{})))
       << "a cancelled sweep was resumed";
+  // Its history survives the restart: `status` still lists it as it ended.
+  client = std::make_unique<Peer>(ctx_, endpoint_);
+  const SweepProgress after = Progress(*client, sweep_id);
+  EXPECT_EQ(after.sweep_id, sweep_id);
+  EXPECT_EQ(after.state, "cancelled");
+  EXPECT_EQ(after.name, "cancel");
+  EXPECT_EQ(after.pairs_done, cancelled.sweeps[0].pairs_done);
+  EXPECT_GT(after.finished_unix, 0);
   EXPECT_EQ(coordinator_->Stop(10), 0) << ReadFile(dir_.Sub("coordinator.log"));
   auto store = ResultStore::OpenReadOnly(dir_.Sub("store"));
   ASSERT_TRUE(store.ok()) << store.status().message();

@@ -717,6 +717,40 @@ TEST(ResultStoreTest, OpRecordsAndTheirMakingFromAnOlderStoresSweeps) {
   EXPECT_EQ(SweepSubmittedUnix("6b000000"), 0);
 }
 
+// A sweep record keeps an ended sweep's progress (for `status` after a
+// restart); records without one (running sweeps, older stores) still read,
+// and a state line that lies about the submit's size is refused.
+TEST(ResultStoreTest, SweepRecordsCarryAnEndedSweepsProgress) {
+  SweepRecord rec;
+  rec.state = "done";
+  rec.submit.name = "nightly";
+  rec.submit.ops = {"gemm"};
+  auto old_form = DecodeSweepRecord(EncodeSweepRecord(rec));
+  ASSERT_TRUE(old_form.ok()) << old_form.status().message();
+  EXPECT_EQ(old_form->state, "done");
+  EXPECT_FALSE(old_form->progress.has_value());
+  SweepProgress p;
+  p.sweep_id = "6b000000-abcd";
+  p.name = "nightly";
+  p.state = "done";
+  p.pairs_total = p.pairs_done = 296;
+  p.failed_by_class["timeout"] = 3;
+  rec.progress = p;
+  const std::string bytes = EncodeSweepRecord(rec);
+  auto back = DecodeSweepRecord(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->state, "done");
+  EXPECT_EQ(back->submit.name, "nightly");
+  ASSERT_TRUE(back->progress.has_value());
+  EXPECT_EQ(back->progress->pairs_done, 296u);
+  EXPECT_EQ(back->progress->failed_by_class.at("timeout"), 3u);
+  for (const std::string& bad : {std::string("done;99999999\n") + bytes.substr(bytes.find('\n') + 1),
+                                 std::string("done;x\n") + bytes.substr(bytes.find('\n') + 1),
+                                 bytes.substr(0, bytes.size() - 3)}) {
+    EXPECT_FALSE(DecodeSweepRecord(bad).ok());
+  }
+}
+
 TEST(ResultStoreTest, RecoverIsOkOnAWritableStore) {
   TempDir dir;
   auto store = OpenOrDie(dir.Sub("db"));

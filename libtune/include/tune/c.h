@@ -83,12 +83,22 @@ TUNEFARM_EXPORT char* tunefarm_launcher_device(const tunefarm_launcher_t* launch
 TUNEFARM_EXPORT tunefarm_kernel_t* tunefarm_kernel_prepare(tunefarm_launcher_t* launcher, const char* op, const char* dtype,
                                            char** errptr);
 TUNEFARM_EXPORT void tunefarm_kernel_destroy(tunefarm_kernel_t* kernel);
-/* {"dims": ["M", "N", "K"], "buffers": ["A", "B", "C"]} */
+/* {"dims": ["M", "N", "K"], "buffers": ["A", "B", "C"], "dirs": ["in", "in", "out"]}
+ * (each buffer's direction: "in", "out" or "inout") */
 TUNEFARM_EXPORT char* tunefarm_kernel_signature(const tunefarm_kernel_t* kernel);
 /* Launches on `stream` (a CUstream, or NULL). `dims` in the signature's
  * order, `buffers` device pointers in its order. 0 or -1. */
 TUNEFARM_EXPORT int tunefarm_kernel_launch(tunefarm_kernel_t* kernel, const int64_t* dims, size_t ndims, const uint64_t* buffers,
                            size_t nbuffers, void* stream, char** errptr);
+/* The launch of a hot loop (Python's bound launches): as
+ * tunefarm_kernel_launch with the signature's counts of `dims` and
+ * `buffers`, and no errptr: on failure it returns -1 and
+ * tunefarm_kernel_error() gives the message. Nothing is allocated on
+ * success. */
+TUNEFARM_EXPORT int tunefarm_kernel_launch_fast(tunefarm_kernel_t* kernel, const int64_t* dims,
+                                                const uint64_t* buffers, void* stream);
+/* The last failed tunefarm_kernel_launch_fast's message (free it). */
+TUNEFARM_EXPORT char* tunefarm_kernel_error(const tunefarm_kernel_t* kernel);
 /* What answered the last launch: JSON as above. */
 TUNEFARM_EXPORT char* tunefarm_kernel_last(const tunefarm_kernel_t* kernel);
 

@@ -83,6 +83,8 @@ class Kernel {
   // The dims launch() takes, in order (the op's), and its buffer arguments.
   const std::vector<std::string>& dim_names() const;
   const std::vector<std::string>& buffer_names() const;
+  // Each buffer's direction, as the op declares it: "in", "out" or "inout".
+  const std::vector<std::string>& buffer_dirs() const;
 
   // Launches on `stream` (a CUstream; nullptr: the default stream). `buffers`
   // are device pointers, one per buffer_names() entry; scalar arguments come

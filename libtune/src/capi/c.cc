@@ -29,6 +29,7 @@ struct tunefarm_launcher_t {
 };
 struct tunefarm_kernel_t {
   launcher::Kernel kernel;
+  std::string error;  // of the last tunefarm_kernel_launch_fast that failed
 };
 
 namespace {
@@ -237,7 +238,7 @@ tunefarm_kernel_t* tunefarm_kernel_prepare(tunefarm_launcher_t* l, const char* o
       SetError(errptr, k.status().message());
       return nullptr;
     }
-    return new tunefarm_kernel_t{std::move(k).value()};
+    return new tunefarm_kernel_t{std::move(k).value(), ""};
   });
 }
 
@@ -247,7 +248,9 @@ char* tunefarm_kernel_signature(const tunefarm_kernel_t* k) {
   return Guard(nullptr, static_cast<char*>(nullptr), [&]() -> char* {
     if (!k) return nullptr;
     return CopyString(
-        tune::DumpJson(Json{{"dims", k->kernel.dim_names()}, {"buffers", k->kernel.buffer_names()}}));
+        tune::DumpJson(Json{{"dims", k->kernel.dim_names()},
+                            {"buffers", k->kernel.buffer_names()},
+                            {"dirs", k->kernel.buffer_dirs()}}));
   });
 }
 
@@ -267,6 +270,23 @@ int tunefarm_kernel_launch(tunefarm_kernel_t* k, const int64_t* dims, size_t ndi
     return 0;
   });
 }
+
+int tunefarm_kernel_launch_fast(tunefarm_kernel_t* k, const int64_t* dims, const uint64_t* buffers, void* stream) {
+  // Guard's work without its string: nothing is allocated unless it fails.
+  try {
+    Status st = k->kernel.launch(std::span<const int64_t>(dims, k->kernel.dim_names().size()),
+                                 std::span<const uint64_t>(buffers, k->kernel.buffer_names().size()), stream);
+    if (st.ok()) return 0;
+    k->error = st.message();
+  } catch (const std::exception& e) {
+    k->error = std::string("tunefarm: ") + e.what();
+  } catch (...) {
+    k->error = "tunefarm: unknown error";
+  }
+  return -1;
+}
+
+char* tunefarm_kernel_error(const tunefarm_kernel_t* k) { return CopyString(k->error); }
 
 char* tunefarm_kernel_last(const tunefarm_kernel_t* k) {
   return Guard(nullptr, static_cast<char*>(nullptr), [&]() -> char* {

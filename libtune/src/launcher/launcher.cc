@@ -165,7 +165,7 @@ struct Prepared {
   std::string op, dtype;
   runtime::PreparedLookup lookup;
   std::unordered_map<const runtime::NamedInts*, Candidate> candidates;  // by Answer::config
-  std::vector<std::string> dim_names, buffer_names;
+  std::vector<std::string> dim_names, buffer_names, buffer_dirs;
   std::string skipped;  // why the first refused candidate was refused (for a miss)
   // The last launch, reused while the dims repeat.
   bool cached = false;
@@ -297,6 +297,7 @@ Kernel::~Kernel() = default;
 
 const std::vector<std::string>& Kernel::dim_names() const { return p_->dim_names; }
 const std::vector<std::string>& Kernel::buffer_names() const { return p_->buffer_names; }
+const std::vector<std::string>& Kernel::buffer_dirs() const { return p_->buffer_dirs; }
 const Choice& Kernel::last() const { return p_->choice; }
 
 Status Kernel::launch(std::span<const int64_t> dims, std::span<const uint64_t> buffers, void* stream) {
@@ -410,7 +411,11 @@ Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
       if (a.buffer) names.push_back(a.name);
     return names;
   };
-  if (signature) p->buffer_names = buffers_of(*signature);
+  if (signature) {
+    p->buffer_names = buffers_of(*signature);
+    for (const BundleLaunchArg& a : signature->args)
+      if (a.buffer) p->buffer_dirs.push_back(a.dir);
+  }
   if (const auto* dims = s.bundle->dims_of(op)) {
     p->dim_names = *dims;
   } else if (signature) {

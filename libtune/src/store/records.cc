@@ -154,22 +154,48 @@ int64_t SweepSubmittedUnix(const std::string& sweep_id) {
 }
 
 // A sweep record is its state line and the submit as a SweepSubmit envelope.
+// "STATE\n" and the submit's envelope; with a progress, "STATE;N\n", the
+// submit's envelope of N bytes and a SweepStatus envelope holding it.
 std::string EncodeSweepRecord(const SweepRecord& r) {
   Envelope env;
   env.command = r.submit;
-  return r.state + "\n" + EncodeEnvelope(env);
+  const std::string submit = EncodeEnvelope(env);
+  if (!r.progress) return r.state + "\n" + submit;
+  SweepStatus one;
+  one.sweeps = {*r.progress};
+  Envelope status;
+  status.command = std::move(one);
+  return r.state + ";" + std::to_string(submit.size()) + "\n" + submit + EncodeEnvelope(status);
 }
 
 Result<SweepRecord> DecodeSweepRecord(const std::string& bytes) {
   const auto nl = bytes.find('\n');
-  if (nl == std::string::npos || nl > 16) return Status::Error("sweep record: no state line");
+  if (nl == std::string::npos || nl > 32) return Status::Error("sweep record: no state line");
   SweepRecord r;
   r.state = bytes.substr(0, nl);
-  auto env = DecodeEnvelope(bytes.data() + nl + 1, bytes.size() - nl - 1);
+  size_t submit_size = bytes.size() - nl - 1;
+  if (const auto semi = r.state.find(';'); semi != std::string::npos) {
+    const std::string size = r.state.substr(semi + 1);
+    r.state.resize(semi);
+    if (size.empty() || size.size() > 12 || size.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoull(size) > submit_size)
+      return Status::Error("sweep record: a state line without the submit's size");
+    submit_size = std::stoull(size);
+  }
+  if (r.state.empty() || r.state.size() > 16) return Status::Error("sweep record: no state");
+  auto env = DecodeEnvelope(bytes.data() + nl + 1, submit_size);
   if (!env.ok()) return Status::Error("sweep record: " + env.status().message());
   auto* submit = std::get_if<SweepSubmit>(&env->command);
   if (!submit) return Status::Error("sweep record: not a sweep submit");
   r.submit = std::move(*submit);
+  const size_t rest = nl + 1 + submit_size;
+  if (rest < bytes.size()) {
+    auto status = DecodeEnvelope(bytes.data() + rest, bytes.size() - rest);
+    if (!status.ok()) return Status::Error("sweep record: progress: " + status.status().message());
+    auto* s = std::get_if<SweepStatus>(&status->command);
+    if (!s || s->sweeps.size() != 1) return Status::Error("sweep record: progress: not one sweep's");
+    r.progress = std::move(s->sweeps.front());
+  }
   return r;
 }
 

@@ -4,6 +4,7 @@
 // bytes).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ int64_t SweepSubmittedUnix(const std::string& sweep_id);
 struct SweepRecord {
   std::string state;
   SweepSubmit submit;
+  // An ended sweep's last progress, so that `status` still shows it after a
+  // restart. Absent in records of running sweeps (and older ended ones).
+  std::optional<SweepProgress> progress;
 };
 std::string EncodeSweepRecord(const SweepRecord& r);
 Result<SweepRecord> DecodeSweepRecord(const std::string& bytes);

@@ -1,0 +1,171 @@
+"""Host cost of launching a bundle's kernel from Python, beside torch's own
+ops, and the kernel inside torch.compile(fullgraph=True) and a CUDA graph.
+
+    PYTHONPATH=<tunefarm>/python python3 bench/python_launch.py BUNDLE.tfb FARM.pub \
+        [--op gemm] [--shape M,N,K] [--calls 200] [--rounds 30] [--json out.json]
+
+Host time per call is the enqueue time of `--calls` back-to-back calls
+(the GPU is synchronised between rounds, so no call waits for a full launch
+queue), median over `--rounds`. Printed for: Kernel.launch (dims and
+buffers checked per call), a bound Launch (Kernel.bind), the op registered
+with torch (tunefarm.register_torch_op, eager), torch.add on one-element
+tensors (torch's cheapest op) and torch.nn.functional.linear on the same
+shape. Then the registered op in torch.compile(fullgraph=True) and a
+captured CUDA graph, each checked against torch.nn.functional.linear
+(C = A @ B.T, rtol = atol = 1e-2), and the refusals: a tensor on the host,
+a non-contiguous tensor, a capture on a stream the launch was not bound to
+(nothing launched in each case).
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+import tunefarm
+
+
+def per_call_us(fn, calls, rounds):
+    times = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def close(c, want):
+    return bool(torch.allclose(c.float(), want.float(), rtol=1e-2, atol=1e-2))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bundle")
+    ap.add_argument("key")
+    ap.add_argument("--op", default="gemm")
+    ap.add_argument("--shape", default="128,4096,4096")
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    m, n, k = (int(x) for x in args.shape.split(","))
+    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "op": args.op, "shape": [m, n, k]}
+
+    bundle = tunefarm.Bundle.load(args.bundle, [args.key])
+    kernel = bundle.kernel(args.op, "f16")
+    print(kernel, file=sys.stderr)
+    a = torch.randn((m, k), device="cuda", dtype=torch.float16) / 8
+    b = torch.randn((n, k), device="cuda", dtype=torch.float16) / 8
+    c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+    extra = []
+    if len(kernel.buffers) > 3:  # a workspace (gemm_hopper's W): zeros, as the op declares it
+        extra = [torch.zeros(m * n + ((m + 63) // 64) * ((n + 63) // 64), device="cuda", dtype=torch.float32)]
+    bufs = [a, b, c] + extra
+    want = torch.nn.functional.linear(a, b)
+    dims = {"M": m, "N": n, "K": k}
+
+    kernel.launch(dims, *bufs)
+    torch.cuda.synchronize()
+    out["answer"] = {"level": kernel.last.level, "config": kernel.last.config}
+    out["launch_correct"] = close(c, want)
+    bound = kernel.bind(dims)
+    op = tunefarm.register_torch_op(kernel)
+    one_x, one_y = torch.ones(1, device="cuda"), torch.ones(1, device="cuda")
+    # The floor under any Python launch: one ctypes call into the launcher,
+    # pointers and stream already in hand.
+    c_launch = tunefarm._c().tunefarm_kernel_launch_fast
+    ptrs = (tunefarm.ctypes.c_uint64 * len(bufs))(*[t.data_ptr() for t in bufs])
+    dims_arr = (tunefarm.ctypes.c_int64 * 3)(m, n, k)
+    raw = torch.cuda.current_stream().cuda_stream
+    host = {
+        "kernel_launch": per_call_us(lambda: kernel.launch(dims, *bufs), args.calls, args.rounds),
+        "bound_launch": per_call_us(lambda: bound(*bufs), args.calls, args.rounds),
+        "bound_launch_call": per_call_us(lambda: bound.call(*bufs), args.calls, args.rounds),
+        "torch_op_eager": per_call_us(lambda: op([m, n, k], *bufs), args.calls, args.rounds),
+        "ctypes_floor": per_call_us(lambda: c_launch(kernel._h, dims_arr, ptrs, raw), args.calls, args.rounds),
+        "torch_add_1elem": per_call_us(lambda: torch.add(one_x, one_y), args.calls, args.rounds),
+        "torch_linear": per_call_us(lambda: torch.nn.functional.linear(a, b), args.calls, args.rounds),
+    }
+    out["host_us_per_call"] = host
+    for name, us in host.items():
+        print("host per call  %-16s %6.2f us" % (name, us))
+
+    c.zero_()
+    bound(*bufs)
+    torch.cuda.synchronize()
+    out["bound_correct"] = close(c, want)
+
+    def f(x, y, z, *w):
+        op([m, n, k], x, y, z, *w)
+        return z
+    compiled = torch.compile(f, fullgraph=True)
+    c.zero_()
+    got = compiled(a, b, c, *extra)
+    torch.cuda.synchronize()
+    out["compile_fullgraph_correct"] = close(got, want)
+    out["compiled_host_us_per_call"] = per_call_us(lambda: compiled(a, b, c, *extra), args.calls, args.rounds)
+
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        bound(*bufs)  # warm on the side stream, as torch's capture recipe asks
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        bound(*bufs)
+    c.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    out["cuda_graph_correct"] = close(c, want)
+    graph_op = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph_op):
+        op([m, n, k], *bufs)
+    c.zero_()
+    graph_op.replay()
+    torch.cuda.synchronize()
+    out["cuda_graph_torch_op_correct"] = close(c, want)
+
+    refusals = {}
+    sentinel = 7.0
+
+    def refused(name, fn):
+        c.fill_(sentinel)
+        torch.cuda.synchronize()
+        try:
+            fn()
+            refusals[name] = "NOT REFUSED"
+        except (tunefarm.TunefarmError, TypeError, RuntimeError) as e:
+            torch.cuda.synchronize()
+            untouched = bool((c == sentinel).all())
+            refusals[name] = "%s: %s%s" % (type(e).__name__, str(e).splitlines()[0],
+                                           "" if untouched else " [BUT C CHANGED]")
+    refused("host_tensor", lambda: bound(a.cpu(), b, c, *extra))
+    refused("non_contiguous", lambda: bound(a, b.t().contiguous().t(), c, *extra))
+    side = torch.cuda.Stream()
+    on_side = kernel.bind(dims, stream=side)
+
+    def capture_elsewhere():
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g):
+                on_side(*bufs)
+        finally:
+            torch.cuda.synchronize()
+    refused("capture_on_another_stream", capture_elsewhere)
+    out["refusals"] = refusals
+    for name, why in refusals.items():
+        print("refused  %-26s %s" % (name, why))
+    print(json.dumps({k: v for k, v in out.items() if k.endswith("correct")}))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
