@@ -160,13 +160,20 @@ int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeo
                 static_cast<unsigned long long>(done->pairs_done));
   } else if (done->state == "done") {
     const int64_t took = done->finished_unix > done->started_unix ? done->finished_unix - done->started_unix : 0;
+    // The coordinator's store is read through it (remote reads): the hint
+    // works from this host, whatever the store's path over there.
+    std::string from = "--coordinator " + c.endpoint;
+    if (!c.curve_secret_key.empty())
+      from += " --curve-key " + c.curve_secret_key + " --coordinator-key " + c.coordinator_key;
     std::printf("done: %llu pairs measured (%llu failed) on %s in %s\n"
                 "failures: %s\n"
-                "next: tunefarm results --store STORE --format table | tunefarm compare --store STORE | "
-                "tunefarm publish --store STORE --out bundles/%s\n",
+                "next: tunefarm results %s\n"
+                "      tunefarm compare %s\n"
+                "      tunefarm publish %s --out bundles/%s\n",
                 static_cast<unsigned long long>(done->pairs_done), static_cast<unsigned long long>(done->pairs_failed),
                 Join(done->gpu_models, ", ").c_str(), FormatDuration(double(took)).c_str(),
-                FormatFailures(done->failed_by_class).c_str(), done->name.c_str());
+                FormatFailures(done->failed_by_class).c_str(), from.c_str(), from.c_str(), from.c_str(),
+                done->name.c_str());
   }
   if (done->state == "done") return 0;
   return Fail("sweep " + sweep_id + " " + done->state + (done->error.empty() ? "" : ": " + done->error));

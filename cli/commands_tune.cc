@@ -241,7 +241,11 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   args.tune.bundle = (night / "bundle").string();
   args.tune.quiet = true;
   const int rc = args.remote.endpoint.empty() ? RunTune(args.tune, stop) : RunNightOnFarm(args, stop);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    std::error_code ec;
+    fs::remove(night, ec);  // a night that made nothing leaves no folder (one with files stays)
+    return rc;
+  }
   if (previous.empty()) {
     std::printf("\nnightly: first run in %s: nothing to compare with\n", args.history.c_str());
     return 0;

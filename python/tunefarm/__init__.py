@@ -303,10 +303,16 @@ class Launch:
                  ] + ["        p[%d] = %s.data_ptr()" % (i, n) for i, n in enumerate(names)] + [
                  "    except (AttributeError, ValueError):  # not torch tensors, or not as many",
                  "        return general(*bs)",
-                 "    if launch(h, d, p, raw_stream(o)) != 0:",
+                 "    s.value = raw_stream(o)",
+                 "    if launch(h, d, p, s) != 0:",
                  "        fail()"]
-        scope = {"o": self._ordinal, "p": self._ptrs, "d": self._dims, "h": self.kernel._h,
-                 "launch": _c().tunefarm_kernel_launch_fast, "raw_stream": raw_stream, "general": self._general,
+        # The C function without declared argument types, fed ctypes objects
+        # made here (the stream's value set per call): ctypes then converts
+        # nothing, which is most of its cost per call.
+        launch = _c()["tunefarm_kernel_launch_fast"]
+        launch.restype = ctypes.c_int
+        scope = {"o": self._ordinal, "p": self._ptrs, "d": self._dims, "h": ctypes.c_void_p(self.kernel._h),
+                 "s": ctypes.c_void_p(0), "launch": launch, "raw_stream": raw_stream, "general": self._general,
                  "fail": self._fail}
         exec("\n".join(lines), scope)
         return scope["call"]

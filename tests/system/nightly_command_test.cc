@@ -73,3 +73,57 @@ TEST(NightlyCommand, FlagsARegressionAboveNoiseOnly) {
   EXPECT_NE(lookup.find(",sim-h100,N="), std::string::npos) << lookup;
   if (!HasFailure()) fs::remove_all(dir);
 }
+
+// `nightly --coordinator`: the night's sweep runs on a farm (a coordinator
+// and a sim worker as processes), and its bundle is published from the
+// farm's store, read through the coordinator.
+TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-nightly-farm-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    std::ofstream sweep(dir / "sweep.toml");
+    sweep << "[sweep]\nname = \"farm-nightly\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+             "shapes = [ { N = 1048576 } ]\n";
+  }
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  Child coordinator({TUNEFARM_BINARY, "coordinator", "--bind", endpoint, "--store", (dir / "farm.db").string()},
+                    (dir / "coordinator.log").string());
+  Child worker({TUNEFARM_BINARY, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "l40s"},
+               (dir / "worker.log").string());
+  auto night = [&](const std::string& log) {
+    Child c({TUNEFARM_BINARY, "nightly", "--sweep", (dir / "sweep.toml").string(), "--history",
+             (dir / "history").string(), "--ops-dir", std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
+             "--coordinator", endpoint, "--sweep-timeout", "100"},
+            (dir / log).string());
+    const int rc = c.Wait(120);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // one night per second
+    return rc;
+  };
+  ASSERT_EQ(night("n1.log"), 0) << ReadFile((dir / "n1.log").string()) << ReadFile((dir / "coordinator.log").string());
+  const std::string first = ReadFile((dir / "n1.log").string());
+  EXPECT_NE(first.find("nothing to compare"), std::string::npos) << first;
+  EXPECT_NE(first.find("from the farm's store"), std::string::npos) << first;
+  ASSERT_EQ(night("n2.log"), 0) << ReadFile((dir / "n2.log").string());
+  EXPECT_NE(ReadFile((dir / "n2.log").string()).find(" 0 regression(s)"), std::string::npos);
+  size_t nights = 0;
+  for (const auto& e : fs::directory_iterator(dir / "history")) {
+    EXPECT_TRUE(fs::exists(e.path() / "bundle.tfb")) << e.path();
+    EXPECT_FALSE(fs::exists(e.path() / "store")) << "a farm's night keeps no store of its own";
+    const std::string json = ReadFile((e.path() / "bundle.json").string());
+    EXPECT_NE(json.find("sim-l40s"), std::string::npos) << "the farm's worker measured it";
+    ++nights;
+  }
+  EXPECT_EQ(nights, 2u);
+  // A farm that cannot be reached is one line, and no night is recorded.
+  Child nobody({TUNEFARM_BINARY, "nightly", "--sweep", (dir / "sweep.toml").string(), "--history",
+                (dir / "history").string(), "--ops-dir", std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
+                "--coordinator", "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort())},
+               (dir / "n3.log").string());
+  EXPECT_EQ(nobody.Wait(60), 1);
+  EXPECT_NE(ReadFile((dir / "n3.log").string()).find("did not answer"), std::string::npos)
+      << ReadFile((dir / "n3.log").string());
+  worker.Stop();
+  coordinator.Stop();
+  fs::remove_all(dir);
+}
