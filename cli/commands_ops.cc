@@ -1,5 +1,6 @@
 // Commands on op folders and keys: op check, keys curve, keys sign.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -11,7 +12,19 @@
 
 namespace tune {
 
+// The key's folder, made where missing (0700: it holds secret keys).
+Status MakeKeyFolder(const std::string& out) {
+  const auto parent = std::filesystem::path(out).parent_path();
+  std::error_code ec;
+  if (parent.empty() || std::filesystem::exists(parent, ec)) return Status::OK();
+  std::filesystem::create_directories(parent, ec);
+  if (ec) return Status::Error(parent.string() + ": " + ec.message());
+  std::filesystem::permissions(parent, std::filesystem::perms::owner_all, ec);
+  return Status::OK();
+}
+
 int RunKeysCurve(const KeysArgs& args) {
+  if (Status st = MakeKeyFolder(args.out); !st.ok()) return Fail(st.message());
   auto keys = GenerateCurveKeyPair();
   if (!keys.ok()) return Fail(keys.status().message());
   Status st = WriteCurveKeyPair(*keys, args.out, args.name.empty() ? args.out : args.name, args.force);
@@ -22,6 +35,7 @@ int RunKeysCurve(const KeysArgs& args) {
 }
 
 int RunKeysSign(const KeysArgs& args) {
+  if (Status st = MakeKeyFolder(args.out); !st.ok()) return Fail(st.message());
   auto key = GenerateKeyPairFiles(args.out, args.out + ".pub");
   if (!key.ok()) return Fail(key.status().message());
   std::printf("%s (secret, 0600)\n%s.pub (key id %s)\n", args.out.c_str(), args.out.c_str(),
