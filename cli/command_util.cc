@@ -56,6 +56,12 @@ Status FinishWorkerArgs(WorkerArgs& args) {
   return Status::OK();
 }
 
+Status ApplyRetry(const std::string& text, SweepSubmit* sweep) {
+  if (text.empty()) return Status::OK();
+  sweep->retry = SplitList(text);
+  return CheckRetryClasses(sweep->retry, "--retry");
+}
+
 std::string DefaultOpsDir() {
   std::error_code ec;
   const std::filesystem::path above = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().parent_path();

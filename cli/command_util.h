@@ -27,6 +27,15 @@ int Usage(const std::string& line);
 // "a,b,,c" -> {"a", "b", "c"}: empty items dropped.
 std::vector<std::string> SplitList(const std::string& text);
 
+// --retry CLASSES: stored failures of these classes are measured again.
+inline constexpr const char* kRetryHelp =
+    "Failure classes whose stored rows are measured again, like timeout,crash (compile_error, resources, "
+    "launch_error, crash, timeout, wrong_result, nan; default: the sweep file's retry, else none: a stored "
+    "failure is a result)";
+// Sets `sweep`'s retry classes from --retry's text (when given); an error
+// names the flag and the classes.
+Status ApplyRetry(const std::string& text, SweepSubmit* sweep);
+
 // Turns the worker flags' text (--sim-models, --devices, --include-root)
 // into args.opts. Returns an error naming the flag whose value is bad.
 Status FinishWorkerArgs(WorkerArgs& args);

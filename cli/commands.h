@@ -39,6 +39,7 @@ struct SubmitArgs {
   ClientArgs client;
   bool wait = false;
   double timeout = 0;  // --wait's bound, seconds; 0 = none
+  std::string retry;   // failure classes to measure again, "timeout,crash" (the sweep file's when empty)
 };
 struct StatusArgs {
   std::string sweep_id;
@@ -96,6 +97,7 @@ struct TuneArgs {
   std::optional<uint64_t> seed;    // unset = the sweep file's, else 0
   uint64_t budget = 0;             // 0 = the sweep file's, else the strategy's default
   double budget_seconds = 0;       // 0 = the sweep file's, else none
+  std::string retry;               // failure classes to measure again (the sweep file's when empty)
   bool quiet = false;
   WorkerArgs worker;
 };

@@ -182,6 +182,7 @@ int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeo
 int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir.empty() ? DefaultOpsDir() : args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
+  if (Status st = ApplyRetry(args.retry, &*sweep); !st.ok()) return Usage(st.message());
   const ClientArgs& c = args.client;
   CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
   auto reply = client.Call(*sweep);
@@ -371,6 +372,7 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
               "Wait for the sweep to finish, with a progress bar (Ctrl-C stops the waiting, not the sweep)");
   s->add_option("--timeout", submit.timeout, "--wait: give up waiting after this many seconds (the sweep goes on)")
       ->check(CLI::Range(0.0, 1e7));
+  s->add_option("--retry", submit.retry, kRetryHelp);
   out->push_back({.app = s, .run = [parsed](const std::atomic<bool>* stop) { return RunSubmit(parsed->submit, stop); }});
 
   // status

@@ -108,6 +108,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (args.seed) sweep->seed = *args.seed;
   if (args.budget) sweep->budget = args.budget;
   if (args.budget_seconds > 0) sweep->budget_seconds = args.budget_seconds;
+  if (Status st = ApplyRetry(args.retry, &*sweep); !st.ok()) return Usage(st.message());
   if (Status st = CheckSearchFields(*sweep, "--"); !st.ok()) return Usage(st.message());
 
   LocalFarmOptions fopts;
@@ -312,6 +313,7 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
   t->add_option("--budget-seconds", tune_args.budget_seconds,
                 "Seconds per (GPU model, op, dtype, shape) a search keeps proposing configs (default: the sweep file's, else no bound)")
       ->check(CLI::Range(0.001, kMaxBudgetSeconds));
+  t->add_option("--retry", tune_args.retry, kRetryHelp);
   t->add_flag("--one-pass", tune_args.one_pass,
               "No refine pass: judge contenders against the best so far while screening, so that which configs "
               "get timed to the CI target depends on the order they ran in and on the device count "

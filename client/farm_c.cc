@@ -161,6 +161,7 @@ Result<tune::SweepSubmit> SweepOf(const Json& j) {
   if (s.confirm_top > tune::kMaxConfirmTop)
     return Status::InvalidArgument("submit: \"confirm_top\" over " + std::to_string(tune::kMaxConfirmTop));
   if (s.confirm_top > 0 && s.confirm_seconds == 0) s.confirm_seconds = tune::kDefaultConfirmSeconds;
+  ASSIGN_OR_RETURN(s.retry, Field<std::vector<std::string>>(j, "retry", s.retry, what));
   ASSIGN_OR_RETURN(bool one_pass, Field<bool>(j, "one_pass", false, what));
   if (one_pass) s.refine_pass = false;
   TUNE_RETURN_IF_ERROR(tune::CheckSearchFields(s, "submit: "));

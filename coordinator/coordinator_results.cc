@@ -132,7 +132,8 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
     const auto& lessees = book->second.record.lessees;
     if (std::find(lessees.begin(), lessees.end(), peer.Lessee()) != lessees.end()) {
       job.unit = book->second.unit;
-      if (const SweepState* s = scheduler_->FindSweep(job.unit->sweep_id))
+      if (const SweepState* s = scheduler_->FindSweep(job.unit->sweep_id)) {
+        for (const std::string& c : s->submit.retry) job.retried.insert(FailureClassFromName(c));
         for (const auto& spec : s->specs) {
           if (spec.name != job.unit->op) continue;
           job.host_digested |= spec.HostDigested();
@@ -144,6 +145,7 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
           if (!book->second.floor_us) book->second.floor_us = PhysicalFloors(spec, *job.unit, peer);
           job.floor_us = *book->second.floor_us;
         }
+      }
       for (const auto& d : peer.devices) {
         if (d.model != job.unit->gpu_model) continue;
         job.backends.insert(d.backend);

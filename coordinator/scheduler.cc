@@ -466,7 +466,10 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
   if (key_rows_ && spec) {
     uint64_t stored = 0;
     std::set<SpacePoint> counted;
+    const auto& retry = sweep.submit.retry;
     for (const Measurement& m : key_rows_(device, *spec, pool.dtype, pool.shape)) {
+      // A failure the sweep retries is not a result: the strategy may propose it again.
+      if (!m.Valid() && std::find(retry.begin(), retry.end(), FailureClassName(m.failure)) != retry.end()) continue;
       const auto p = ks.space->PointOf(m.config);
       if (!p || !ks.space->Legal(*p) || !counted.insert(*p).second) continue;
       ks.strategy->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0

@@ -60,7 +60,7 @@ Command Sweeps::Submit(const SweepSubmit& submit, const std::string& client, dou
     return ErrorReply{st.message()};
   }
   const std::string id = NewSweepId();
-  auto r = scheduler_->AddSweep(submit, id, std::time(nullptr), Measured());
+  auto r = scheduler_->AddSweep(submit, id, std::time(nullptr), Measured(submit));
   if (!r.ok()) {
     CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", submit.name}, {"error", r.status().message()}});
     return ErrorReply{r.status().message()};
@@ -175,11 +175,13 @@ std::vector<PriorTrial> Sweeps::Priors(const DeviceInfo& dev, const OpSpec& spec
   return out;
 }
 
-MeasuredFn Sweeps::Measured() {
+MeasuredFn Sweeps::Measured(const SweepSubmit& submit) {
   ResultStore* db = store_;
+  std::set<FailureClass> retried;
+  for (const std::string& c : submit.retry) retried.insert(FailureClassFromName(c));
   // Each copy (one per expansion) hashes each (op, toolchain) once, not once
   // per config.
-  return [db, hashes = std::map<std::pair<std::string, std::string>, std::string>()](
+  return [db, retried, hashes = std::map<std::pair<std::string, std::string>, std::string>()](
              const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
              const Shape& shape) mutable -> std::optional<StoredPair> {
     // Rows of an op whose hosts add to its kernel hash (include roots, a
@@ -190,6 +192,7 @@ MeasuredFn Sweeps::Measured() {
     if (hash.empty()) hash = OpHash(spec, dev);
     const auto row = db->Get(dev.model, spec.name, dtype, shape.Canonical(), hash, config.Id());
     if (!row) return std::nullopt;
+    if (!row->Valid() && retried.count(row->failure)) return std::nullopt;  // asked to measure it again
     return StoredPair{!row->Valid(), row->failure};
   };
 }
@@ -281,7 +284,7 @@ Status Sweeps::Resume() {
   while (history_.size() > kHistory) history_.erase(history_.begin());
   TUNE_RETURN_IF_ERROR(st);
   for (auto& [id, rec] : running) {
-    auto r = scheduler_->AddSweep(rec.submit, id, std::time(nullptr), Measured());
+    auto r = scheduler_->AddSweep(rec.submit, id, std::time(nullptr), Measured(rec.submit));
     if (!r.ok()) {
       // Failed for good rather than tried again on every start.
       CoordinatorLog(log::Level::kError, "sweep cannot resume; marked failed",

@@ -75,7 +75,9 @@ class Sweeps {
   // Whether the store holds a config's shapes for a device (read on the
   // expander thread: the store is thread-safe): what a sweep need not
   // measure again.
-  MeasuredFn Measured();
+  // What the store holds, for `submit` (whose retry classes count as not
+  // measured).
+  MeasuredFn Measured(const SweepSubmit& submit);
   // The op packages of a sweep, as the store's op records (what publishing
   // and reports read op specs from), at the sweep's submit time.
   void RecordOps(const std::string& sweep_id, const SweepSubmit& submit);

@@ -129,6 +129,7 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   seed @13 :UInt64;                 # the strategy's seed
   budget @14 :UInt64;               # evaluations per key (0 = the default of a searching strategy)
   budgetSeconds @15 :Float64;       # seconds per key of proposing new configs (0 = no bound)
+  retry @16 :List(Text);            # failure classes whose stored rows are measured again
 }
 
 

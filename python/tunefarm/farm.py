@@ -306,13 +306,15 @@ class Farm:
              dtypes: Union[str, Sequence[str]] = ("f16",), gpus: Sequence[str] = ("*",),
              strategy: Optional[str] = None, budget: Optional[int] = None, budget_seconds: Optional[float] = None,
              seed: Optional[int] = None, confirm_top: Optional[int] = None, one_pass: bool = False,
+             retry: Optional[Sequence[str]] = None,
              name: Optional[str] = None, sweep_file: Optional[str] = None, ops_dir: Optional[str] = None) -> Sweep:
         """Submits a sweep and returns its Sweep (call wait()). `ops`: op
         names under `ops_dir` (default: the farm's); `shapes`: dicts
         {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: exhaustive,
         random, evolution, model or auto, with an evaluation `budget` per key
-        and/or `budget_seconds`. Or `sweep_file`: a sweep TOML file. Bad
-        values raise TunefarmError naming the field."""
+        and/or `budget_seconds`; `retry`: failure classes ("timeout", "crash",
+        ...) whose stored rows are measured again. Or `sweep_file`: a sweep
+        TOML file. Bad values raise TunefarmError naming the field."""
         req: Dict[str, Any] = {"ops_dir": os.fspath(ops_dir or self.ops_dir)}
         if sweep_file is not None:
             req["sweep_file"] = os.fspath(sweep_file)
@@ -326,7 +328,8 @@ class Farm:
             if name is not None:
                 req["name"] = name
         for key, value in (("strategy", strategy), ("budget", budget), ("budget_seconds", budget_seconds),
-                           ("seed", seed), ("confirm_top", confirm_top)):
+                           ("seed", seed), ("confirm_top", confirm_top),
+                           ("retry", list(retry) if retry is not None else None)):
             if value is not None:
                 req[key] = value
         if one_pass:

@@ -124,6 +124,47 @@ class LocalFarm(unittest.TestCase):
         self.assertIn("BM", frame.columns)
 
 
+class Retry(unittest.TestCase):
+    """`tune --retry CLASSES` (and Farm.tune(retry=...)): stored failures of
+    those classes are measured again and replaced; others stay results."""
+
+    def test_stored_failures_of_the_named_classes_are_measured_again(self):
+        with tempfile.TemporaryDirectory(prefix="tunefarm-retry.") as d:
+            def tune(*extra):
+                out = subprocess.run([BINARY, "tune", "--backend", "sim", "--op", "gemm", "--ops-dir", OPS, "--shape",
+                                      "M=512,N=512,K=512", "--store", os.path.join(d, "db"), "--unsigned", "--quiet",
+                                      "--bundle", os.path.join(d, "b"), "--strategy", "exhaustive", *extra],
+                                     capture_output=True, text=True)
+                return out.returncode, out.stdout + out.stderr
+
+            def failures():
+                rows = json.loads(subprocess.run([BINARY, "results", "--store", os.path.join(d, "db"), "--format",
+                                                  "json"], capture_output=True, text=True, check=True).stdout)
+                self.assertEqual(len(rows), 296)  # one row per config, whatever was retried
+                out = {}
+                for r in rows:
+                    if r["status"] not in ("ok", "ok, refined", "ok, confirmed"):
+                        kind = r["status"].split(":")[0].split(",")[0].strip()
+                        out[kind] = out.get(kind, 0) + 1
+                return out
+            rc, log = tune("--sim-faults", "hang=0.2,crash=0.1")
+            self.assertEqual(rc, 0, log)
+            before = failures()
+            self.assertGreater(before.get("timeout", 0), 0, before)
+            self.assertGreater(before.get("crash", 0), 0, before)
+            rc, log = tune()  # a stored failure is a result: nothing measured again
+            self.assertEqual(rc, 0, log)
+            self.assertEqual(failures(), before)
+            rc, log = tune("--retry", "timeout")
+            self.assertEqual(rc, 0, log)
+            after = failures()
+            self.assertNotIn("timeout", after)
+            self.assertEqual(after.get("crash"), before["crash"])
+            rc, log = tune("--retry", "timeout,bogus")
+            self.assertEqual(rc, 2)
+            self.assertIn("--retry: 'bogus' is not a failure class", log)
+
+
 class ConnectedFarm(unittest.TestCase):
     """A coordinator and a sim worker as processes; Python as a client."""
 
@@ -176,6 +217,46 @@ class ConnectedFarm(unittest.TestCase):
                 nobody.sweeps()
         with self.assertRaisesRegex(tunefarm.TunefarmError, "CURVE"):
             tunefarm.Farm.connect(self.endpoint, client_key="only-one.key")
+
+
+class CurveFarm(unittest.TestCase):
+    """Farm.connect with CURVE keys: the client's key on the coordinator's
+    client allow-list reads and tunes; a key not on it is told why."""
+
+    def test_a_client_key_on_the_list_tunes_and_one_off_it_is_told(self):
+        with tempfile.TemporaryDirectory(prefix="tunefarm-curve.") as d:
+            key = lambda name: os.path.join(d, "keys", name + ".key")
+            for name in ("coordinator", "worker", "me", "stranger"):
+                subprocess.run([BINARY, "keys", "curve", "--out", key(name), "--name", name], check=True,
+                               capture_output=True)
+            shutil.copy(key("worker") + ".pub", os.path.join(d, "workers.allow"))
+            shutil.copy(key("me") + ".pub", os.path.join(d, "clients.allow"))
+            endpoint = "tcp://127.0.0.1:%d" % free_port()
+            with open(os.path.join(d, "farm.log"), "w") as log:
+                procs = [
+                    subprocess.Popen([BINARY, "coordinator", "--bind", endpoint, "--store", os.path.join(d, "db"),
+                                      "--curve-key", key("coordinator"), "--allow-list",
+                                      os.path.join(d, "workers.allow"), "--client-allow-list",
+                                      os.path.join(d, "clients.allow")], stdout=log, stderr=log),
+                    subprocess.Popen([BINARY, "worker", "--connect", endpoint, "--backend", "sim", "--curve-key",
+                                      key("worker"), "--coordinator-key", key("coordinator") + ".pub"],
+                                     stdout=log, stderr=log),
+                ]
+                try:
+                    with tunefarm.Farm.connect(endpoint, client_key=key("me"), coordinator_key=key("coordinator") + ".pub",
+                                               timeout=20, ops_dir=OPS) as farm:
+                        sweep = farm.tune("gemm", shapes=[SHAPE], strategy="random", budget=12)
+                        sweep.wait(progress=False, timeout=120)
+                        self.assertEqual(len(sweep.results()), 12)
+                        self.assertIn("CURVE", repr(farm))
+                    with tunefarm.Farm.connect(endpoint, client_key=key("stranger"),
+                                               coordinator_key=key("coordinator") + ".pub", timeout=5) as farm:
+                        with self.assertRaisesRegex(tunefarm.TunefarmError, "allow-list"):
+                            farm.sweeps()
+                finally:
+                    for p in procs:
+                        p.terminate()
+                        p.wait(timeout=20)
 
 
 if __name__ == "__main__":

@@ -974,3 +974,43 @@ TEST_F(HostilePeerTest, AFullDiskStopsLeasingUntilWritesSucceedAgain) {
 
 }  // namespace
 }  // namespace tune
+
+namespace tune {
+namespace {
+
+// Remote reads (StoreRead): an export is its maker's to page through, and
+// gone once read to its end; another peer naming it is refused with a line;
+// reads arriving together each get a piece or a line to try again (the
+// bound on exports at once); the farm serves on.
+TEST_F(HostilePeerTest, RemoteReadsAreTheirMakersAndBounded) {
+  StartCoordinator();
+  StartHonestWorker();
+  ExpectAHonestSweepCompletes();
+  Peer reader(ctx_, endpoint_), other(ctx_, endpoint_);
+  reader.Send(StoreRead{});
+  const StoreChunk first = reader.Receive<StoreChunk>();
+  ASSERT_GT(first.total_bytes, 0u);
+  EXPECT_EQ(first.offset, 0u);
+  ASSERT_EQ(first.data.size(), first.total_bytes);  // a small store: one piece, and the export is dropped
+  reader.Send(StoreRead{ResultFilter{}, first.export_id, 0});
+  EXPECT_NE(reader.Receive<ErrorReply>().message.find("no export"), std::string::npos);
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 6; ++i) {
+    peers.push_back(std::make_unique<Peer>(ctx_, endpoint_));
+    peers.back()->Send(StoreRead{ResultFilter{"no-such-model", "", "", "", ""}, "", 0});
+  }
+  size_t chunks = 0, busy = 0;
+  for (auto& p : peers) {
+    auto reply = p->ReceiveAny();
+    ASSERT_TRUE(reply.has_value());
+    if (std::holds_alternative<StoreChunk>(*reply)) ++chunks;
+    if (const auto* e = std::get_if<ErrorReply>(&*reply)) busy += e->message.find("try again") != std::string::npos;
+  }
+  EXPECT_EQ(chunks + busy, 6u);
+  other.Send(StoreRead{ResultFilter{}, first.export_id, 1u << 30});
+  EXPECT_NE(other.Receive<ErrorReply>().message.find("no export"), std::string::npos);
+  ExpectAHonestSweepCompletes();
+}
+
+}  // namespace
+}  // namespace tune

@@ -282,7 +282,9 @@ TEST(ProtocolTest, SweepSubmitRoundTrip) {
   s.confirm_top = 4;
   s.confirm_seconds = 2.5;
   s.confirm_timing = ConfirmTiming::kBurst;
+  s.retry = {"timeout", "crash"};
   out = std::get<SweepSubmit>(RoundTrip(Wrap(s)).command);
+  EXPECT_EQ(out.retry, s.retry);
   EXPECT_EQ(out.confirm_top, 4u);
   EXPECT_EQ(out.confirm_seconds, 2.5);
   EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
@@ -591,6 +593,36 @@ TEST(ProtocolTest, RandomGarbageNeverCrashes) {
     if (!out.ok()) {
       EXPECT_FALSE(out.status().message().empty());
     }
+  }
+}
+
+}  // namespace
+}  // namespace tune
+
+namespace tune {
+namespace {
+
+// Remote reads: a StoreRead's filter and paging, a StoreChunk's bytes; a
+// chunk whose bytes run past its export's size, or over the piece bound, is
+// refused at decode.
+TEST(ProtocolTest, StoreReadsAndTheirPiecesRoundTripAndLiesAreRefused) {
+  StoreRead read{ResultFilter{"h100-80gb-hbm3", "gemm", "f16", "M=1,N=2,K=3", ""}, "7-123", 16u << 20};
+  auto r = std::get<StoreRead>(RoundTrip(Wrap(read)).command);
+  EXPECT_EQ(r.filter.gpu_model, "h100-80gb-hbm3");
+  EXPECT_EQ(r.filter.op, "gemm");
+  EXPECT_EQ(r.filter.shape, "M=1,N=2,K=3");
+  EXPECT_EQ(r.export_id, "7-123");
+  EXPECT_EQ(r.offset, 16u << 20);
+  StoreChunk chunk{"7-123", 10, 15, std::string("\0\1\2\3\4", 5)};
+  auto c = std::get<StoreChunk>(RoundTrip(Wrap(chunk)).command);
+  EXPECT_EQ(c.data, chunk.data);
+  EXPECT_EQ(c.total_bytes, 15u);
+  for (StoreChunk bad : {StoreChunk{"x", 12, 15, "abcde"}, StoreChunk{"x", 20, 15, ""},
+                         StoreChunk{"x", 0, ~uint64_t{0}, std::string(kStoreChunkBytes + 1, 'a')}}) {
+    Envelope env;
+    env.command = bad;
+    const std::string frame = EncodeEnvelope(env);
+    EXPECT_FALSE(DecodeEnvelope(frame.data(), frame.size()).ok()) << bad.offset;
   }
 }
 

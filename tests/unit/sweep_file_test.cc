@@ -80,8 +80,10 @@ TEST(SweepFileTest, SearchKeysDefaultToAutoAndBadOnesNameTheField) {
   ASSERT_TRUE(none.ok()) << none.status().message();
   EXPECT_EQ(none->strategy, "auto");
   EXPECT_EQ(none->budget, 0u);
-  auto set = Load(dir, "strategy = \"evolution\"\nseed = 7\nbudget = 120\nbudget_seconds = 60.5\n");
+  auto set = Load(dir, "strategy = \"evolution\"\nseed = 7\nbudget = 120\nbudget_seconds = 60.5\n"
+                       "retry = [\"timeout\", \"crash\"]\n");
   ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->retry, (std::vector<std::string>{"timeout", "crash"}));
   EXPECT_EQ(set->strategy, "evolution");
   EXPECT_EQ(set->seed, 7u);
   EXPECT_EQ(set->budget, 120u);
@@ -96,6 +98,10 @@ TEST(SweepFileTest, SearchKeysDefaultToAutoAndBadOnesNameTheField) {
            std::pair{"budget = 0\n", ": [sweep] budget: expected evaluations per key in 1..1000000"},
            std::pair{"budget = 1000001\n", ": [sweep] budget: expected evaluations per key in 1..1000000"},
            std::pair{"budget_seconds = nan\n", ": [sweep] budget_seconds: expected seconds per key in (0, 604800]"},
+           std::pair{"retry = \"timeout\"\n", ": [sweep] retry: expected a list of failure classes, like [\"timeout\"]"},
+           std::pair{"retry = [\"skipped\"]\n",
+                     ": [sweep] retry: 'skipped' is not a failure class (compile_error, resources, launch_error, crash, "
+                     "timeout, wrong_result, nan)"},
        }) {
     auto got = Load(dir, extra);
     ASSERT_FALSE(got.ok()) << extra;

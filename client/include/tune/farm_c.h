@@ -67,7 +67,8 @@ TUNEFARM_FARM_EXPORT char* tunefarm_farm_info(tunefarm_farm_t* farm, char** errp
  *   {"name": "py-gemm", "ops": ["gemm"], "ops_dir": "ops" (default: as the CLI),
  *    "dtypes": ["f16"], "shapes": [{"M": 4096, "N": 4096, "K": 4096}, ...],
  *    "gpus": ["*"], "strategy": "auto", "seed": 0, "budget": 500,
- *    "budget_seconds": 0, "confirm_top": 0, "one_pass": false}
+ *    "budget_seconds": 0, "confirm_top": 0, "one_pass": false,
+ *    "retry": ["timeout"]}           (stored failures of these classes are measured again)
  * checked as `tunefarm tune` checks its flags. Answers {"sweep_id", "name",
  * "ops", "dtypes", "shapes" (as "M=4096,N=4096,K=4096"), "strategy"}. */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char** errptr);

@@ -91,6 +91,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setSeed(s.seed);
             b.setBudget(s.budget);
             b.setBudgetSeconds(s.budget_seconds);
+            SetStrings(b.initRetry(s.retry.size()), s.retry);
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepCancel& r) { cmd.initSweepCancel().setSweepId(TextOf(r.sweep_id)); },
@@ -231,6 +232,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.seed = r.getSeed();
       s.budget = r.getBudget();
       s.budget_seconds = r.getBudgetSeconds();
+      s.retry = Strings(r.getRetry(), budget, "retry");
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

@@ -163,6 +163,15 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
       return Status::Error(path + ": [sweep] budget_seconds: expected seconds per key in (0, 604800]");
     s.budget_seconds = *v;
   }
+  if (auto n = sweep->get("retry")) {
+    const toml::array* a = n->as_array();
+    if (!a) return Status::Error(path + ": [sweep] retry: expected a list of failure classes, like [\"timeout\"]");
+    for (const auto& e : *a) {
+      auto v = e.value<std::string>();
+      if (!v) return Status::Error(path + ": [sweep] retry: expected a list of failure classes, like [\"timeout\"]");
+      s.retry.push_back(*v);
+    }
+  }
   TUNE_RETURN_IF_ERROR(CheckSearchFields(s, path + ": [sweep] "));
   const toml::array* shapes = sweep->get("shapes") ? sweep->get("shapes")->as_array() : nullptr;
   if (!shapes || shapes->empty()) return Status::Error(path + ": [sweep] shapes: expected a non-empty array of tables");
@@ -221,8 +230,19 @@ Status CheckStrategyName(const std::string& name, const std::string& field) {
   return Status::InvalidArgument(field + ": unknown strategy '" + name.substr(0, 64) + "' (known: " + known + ")");
 }
 
+Status CheckRetryClasses(const std::vector<std::string>& retry, const std::string& field) {
+  for (const std::string& name : retry) {
+    const FailureClass c = FailureClassFromName(name);
+    if (c == FailureClass::kNone || c == FailureClass::kSkipped)
+      return Status::InvalidArgument(field + ": '" + name + "' is not a failure class (compile_error, resources, "
+                                     "launch_error, crash, timeout, wrong_result, nan)");
+  }
+  return Status::OK();
+}
+
 Status CheckSearchFields(const SweepSubmit& s, const std::string& where) {
   TUNE_RETURN_IF_ERROR(CheckStrategyName(s.strategy, where + "strategy"));
+  TUNE_RETURN_IF_ERROR(CheckRetryClasses(s.retry, where + "retry"));
   if (s.budget > kMaxSearchBudget)
     return Status::InvalidArgument(where + "budget: " + std::to_string(s.budget) + " evaluations per key, more than " +
                                    std::to_string(kMaxSearchBudget));

@@ -72,6 +72,11 @@ struct SweepSubmit {
   uint64_t seed = 0;
   uint64_t budget = 0;
   double budget_seconds = 0;
+  // Failure classes ("timeout", "crash", ...: FailureClassName) whose stored
+  // rows are measured again: a stored failure of one of them counts as not
+  // measured, and the new row of its key replaces it. Empty: a stored
+  // failure is a result, never measured again.
+  std::vector<std::string> retry;
 };
 // The strategies' names, as sweep files, `tune` and scripts use them:
 // "exhaustive", "random", "evolution", "model", "auto".
@@ -83,6 +88,9 @@ Status CheckStrategyName(const std::string& name, const std::string& field);
 // budget of at most kMaxSearchBudget, budget_seconds finite in [0, a week]);
 // errors name the field, prefixed by `where`.
 Status CheckSearchFields(const SweepSubmit& s, const std::string& where);
+// OK when every name of `retry` is a failure class (not "skipped", which is
+// a verdict, not a failure); the error names `field` and the classes.
+Status CheckRetryClasses(const std::vector<std::string>& retry, const std::string& field);
 inline constexpr uint64_t kMaxSearchBudget = 1'000'000;      // evaluations per key
 inline constexpr uint64_t kDefaultSearchBudget = 300;        // evaluations per key
 inline constexpr uint64_t kAutoExhaustiveUpTo = 1000;        // legal configs

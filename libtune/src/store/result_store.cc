@@ -552,7 +552,7 @@ struct ResultStore::Impl {
   // Adds `m` to the staged write unless its key is stored or already
   // staged; a row of a later pass replaces a stored one of an earlier pass.
   // Caller holds put_mu.
-  Result<bool> Stage(const Measurement& m, Staging* staging) {
+  Result<bool> Stage(const Measurement& m, Staging* staging, const std::set<FailureClass>& retried = {}) {
     TUNE_RETURN_IF_ERROR(CheckKey(m));
     std::string key = ResultsKey(m);
     if (staging->rows.count(key)) return false;
@@ -566,7 +566,8 @@ struct ResultStore::Impl {
     const Measurement* row = &m;
     if (replaces) {
       auto stored = DecodeMeasurement(existing.data(), existing.size());
-      if (stored.ok() && stored->pass >= m.pass) return false;
+      const bool retry = stored.ok() && stored->pass == m.pass && !stored->Valid() && retried.count(stored->failure);
+      if (stored.ok() && stored->pass >= m.pass && !retry) return false;
       if (!stored.ok() && !m.ReplacesScreening()) return false;
       // The replaced row's screening figure stays with the config: the
       // refine pass weighs refined figures against screening ones by it.
@@ -894,14 +895,15 @@ Result<bool> ResultStore::Put(const Measurement& m) {
   return true;
 }
 
-Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored) {
+Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored,
+                             const std::set<FailureClass>& retried) {
   if (stored) *stored = 0;
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   Staging staging;
   size_t added = 0;
   for (const auto& m : ms) {
-    Result<bool> r = impl_->Stage(m, &staging);
+    Result<bool> r = impl_->Stage(m, &staging, retried);
     if (!r.ok()) return r.status();
     if (*r) ++added;
   }

@@ -136,8 +136,10 @@ class ResultStore {
   // empty or contains a NUL byte. Writes go to RocksDB's WAL without fsync:
   // they survive a crash of this process, not of the host.
   Result<bool> Put(const Measurement& m);
-  // Put for many; `*stored` counts the new ones. Atomic as a whole.
-  Status PutBatch(const std::vector<Measurement>& ms, size_t* stored);
+  // Put for many; `*stored` counts the new ones. Atomic as a whole. A row
+  // also replaces a stored row of its key and pass that failed with one of
+  // `retried` (a sweep's retry classes, SweepSubmit::retry).
+  Status PutBatch(const std::vector<Measurement>& ms, size_t* stored, const std::set<FailureClass>& retried = {});
 
   std::optional<Measurement> Get(const std::string& gpu_model, const std::string& op,
                                  const std::string& dtype, const std::string& shape,
