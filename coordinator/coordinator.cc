@@ -272,9 +272,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, impl_->ingestion->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->sweeps->wake_fd(), ZMQ_POLLIN, 0},
-                               {nullptr, impl_->reads->wake_fd(), ZMQ_POLLIN, 0}};
+                               {nullptr, impl_->reads->wake_fd(), ZMQ_POLLIN, 0},
+                               {nullptr, impl_->sweeps->proposals_fd(), ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 4, std::chrono::milliseconds(50));
+      zmq::poll(items, 5, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status::Error(std::string("coordinator: poll: ") + e.what());
@@ -356,6 +357,7 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     if (items[2].revents & ZMQ_POLLIN) impl_->sweeps->RunCompletions();
     if ((items[1].revents | items[2].revents) & ZMQ_POLLIN) impl_->sweeps->RecordEnded();
     if (items[3].revents & ZMQ_POLLIN) impl_->reads->RunCompletions();
+    if (items[4].revents & ZMQ_POLLIN) impl_->sweeps->RunProposals();
     const double now = impl_->opts.env->NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);

@@ -457,52 +457,57 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
   KeySearch& ks = *pool.search;
   SweepState::KeyPasses& passes = sweep.key_passes[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
   if (passes.open_screen_units > 0) return false;  // its figures are not all in
-  const OpSpec* spec = nullptr;
-  for (const OpSpec& s : sweep.specs)
-    if (s.name == pool.op) spec = &s;
-  const DeviceInfo& device = models_.at(model);
-  // What the key measured: this run's batches, and (once) what a run
-  // before a restart stored, which counts against the budget as done.
-  if (key_rows_ && spec) {
-    uint64_t stored = 0;
-    std::set<SpacePoint> counted;
-    const auto& retry = sweep.submit.retry;
-    for (const Measurement& m : key_rows_(device, *spec, pool.dtype, pool.shape)) {
-      // A failure the sweep retries is not a result: the strategy may propose it again.
-      if (!m.Valid() && std::find(retry.begin(), retry.end(), FailureClassName(m.failure)) != retry.end()) continue;
-      const auto p = ks.space->PointOf(m.config);
-      if (!p || !ks.space->Legal(*p) || !counted.insert(*p).second) continue;
-      ks.strategy->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0
-                                   ? std::optional<double>(m.median_us)
-                                   : std::nullopt);
-      ++stored;
-    }
-    if (!ks.resumed) {
-      ks.resumed = true;
-      const uint64_t done = std::min(stored, ks.budget - ks.proposed);
-      ks.proposed += done;
-      passes.unsliced -= done;
-      sweep.model_passes[model].unsliced -= done;
-      sweep.pairs_done += done;
-    }
-  }
-  for (const std::string& w : ks.strategy->TakeWarnings())
-    if (search_warning_) search_warning_(sweep.id, model + " " + pool.op + "/" + pool.dtype + " " +
-                                                       pool.shape.Canonical() + ": " + w);
-  if (ks.started < 0) ks.started = now;
-  const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
-  std::vector<Config> batch;
-  if (!out_of_time && ks.proposed < ks.budget) {
+  if (ks.proposing) return false;                   // its batch is being proposed
+  if (!ks.ready) {
+    if (ks.started < 0) ks.started = now;
+    const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
     // A batch of a fixed size, not one sized to the devices: what a seed
     // proposes must not depend on how many devices measure it. Other keys'
     // batches keep the devices busy while one waits for its figures.
     const size_t unit = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
-    const size_t want = std::min<uint64_t>(std::clamp<size_t>(unit, kSearchBatchMin, kSearchBatchMax),
-                                           ks.budget - ks.proposed);
-    for (const SpacePoint& p : ks.strategy->Propose(want)) batch.push_back(ks.space->ToConfig(p));
+    const size_t batch = out_of_time ? 0 : std::clamp<size_t>(unit, kSearchBatchMin, kSearchBatchMax);
+    const OpSpec* spec = nullptr;
+    for (const OpSpec& s : sweep.specs)
+      if (s.name == pool.op) spec = &s;
+    // What the proposal reads, by value: it may run on another thread.
+    std::function<std::vector<Measurement>()> rows;
+    if (key_rows_ && spec)
+      rows = [fn = key_rows_, device = models_.at(model), spec = *spec, dtype = pool.dtype, shape = pool.shape] {
+        return fn(device, spec, dtype, shape);
+      };
+    auto search = pool.search;
+    ProposeWork work = [search, rows = std::move(rows), batch, retry = sweep.submit.retry]() -> std::function<void()> {
+      auto out = std::make_shared<SearchBatch>(ProposeSearchBatch(*search, rows, batch, retry));
+      return [search, out] {
+        search->ready = std::move(*out);
+        search->proposing = false;
+      };
+    };
+    ks.proposing = true;
+    if (proposer_) proposer_(std::move(work));
+    else work()();
+    if (!ks.ready) return false;  // back on a later request
   }
-  ks.proposed += batch.size();
-  if (batch.empty() || out_of_time) {
+  SearchBatch got = std::move(*ks.ready);
+  ks.ready.reset();
+  // What a run before a restart stored counts against the budget as done
+  // (once, at the first proposal).
+  if (!ks.resumed) {
+    ks.resumed = true;
+    const uint64_t done = std::min(got.stored, ks.budget - ks.proposed);
+    ks.proposed += done;
+    passes.unsliced -= done;
+    sweep.model_passes[model].unsliced -= done;
+    sweep.pairs_done += done;
+  }
+  for (const std::string& w : got.warnings)
+    if (search_warning_) search_warning_(sweep.id, model + " " + pool.op + "/" + pool.dtype + " " +
+                                                       pool.shape.Canonical() + ": " + w);
+  if (got.configs.size() > ks.budget - ks.proposed) got.configs.resize(ks.budget - ks.proposed);
+  const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
+  if (out_of_time) got.configs.clear();
+  ks.proposed += got.configs.size();
+  if (got.configs.empty()) {
     // The search is over: what its budget did not spend leaves the counts.
     ks.ended = true;
     const uint64_t unspent = ks.budget - ks.proposed;
@@ -510,12 +515,40 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
     sweep.model_passes[model].unsliced -= unspent;
     sweep.pairs_total -= unspent;
   }
-  pool.configs = std::make_shared<const std::vector<Config>>(std::move(batch));
+  pool.configs = std::make_shared<const std::vector<Config>>(std::move(got.configs));
   pool.next = 0;
   // A search that ended with nothing in flight may be the sweep's last work
   // (Lease passes no wall time: the end is stamped with the host's).
   if (ks.ended) MaybeFinish(sweep, static_cast<int64_t>(std::time(nullptr)));
   return true;
+}
+
+SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
+                               const std::vector<std::string>& retry) {
+  SearchBatch out;
+  // What the key measured: this run's batches, and what a run before a
+  // restart stored.
+  if (rows) {
+    std::set<SpacePoint> counted;
+    for (const Measurement& m : rows()) {
+      // A failure the sweep retries is not a result: the strategy may propose it again.
+      if (!m.Valid() && std::find(retry.begin(), retry.end(), FailureClassName(m.failure)) != retry.end()) continue;
+      const auto p = ks.space->PointOf(m.config);
+      if (!p || !ks.space->Legal(*p) || !counted.insert(*p).second) continue;
+      ks.strategy->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0
+                                   ? std::optional<double>(m.median_us)
+                                   : std::nullopt);
+      ++out.stored;
+    }
+  }
+  // The budget left, as the scheduler will count it once the stored rows
+  // are taken off (on a first proposal).
+  const uint64_t proposed = ks.resumed ? ks.proposed : ks.proposed + std::min(out.stored, ks.budget - ks.proposed);
+  const size_t want = std::min<uint64_t>(batch, ks.budget - std::min(ks.budget, proposed));
+  if (want > 0)
+    for (const SpacePoint& p : ks.strategy->Propose(want)) out.configs.push_back(ks.space->ToConfig(p));
+  out.warnings = ks.strategy->TakeWarnings();
+  return out;
 }
 
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
@@ -526,11 +559,15 @@ Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
 }
 
 std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top) {
-  const size_t keep = std::min<size_t>(top, valid.size());
-  std::partial_sort(valid.begin(), valid.begin() + keep, valid.end(),
-                    [](const Measurement& a, const Measurement& b) { return a.RanksAhead(b); });
+  std::sort(valid.begin(), valid.end(), [](const Measurement& a, const Measurement& b) { return a.RanksAhead(b); });
+  const size_t most = std::min<size_t>({valid.size(), size_t{2} * top, kMaxConfirmTop});
   std::vector<Config> configs;
-  for (size_t i = 0; i < keep; ++i) configs.push_back(valid[i].config);
+  for (size_t i = 0; i < most; ++i) {
+    const Measurement& m = valid[i];
+    const bool near = m.pass == valid.front().pass && m.median_us <= (1 + kConfirmAlsoWithin) * valid.front().median_us;
+    if (i >= top && !near) break;
+    configs.push_back(m.config);
+  }
   return configs;
 }
 

@@ -112,7 +112,11 @@ using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device,
 
 // The confirm phase's contenders among `valid`, the valid rows of one key:
 // the `top` best in the store's order (Measurement::RanksAhead: a refined
-// figure before a screening one, then the faster).
+// figure before a screening one, then the faster), and after them every
+// config of the leader's pass within kConfirmAlsoWithin of its figure, up
+// to twice `top` in all: a near-tie just past the top N is settled by the
+// interleaved confirm timing too, not by where the screening put it.
+inline constexpr double kConfirmAlsoWithin = 0.02;
 std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top);
 
 // The refine pass of a sweep (SweepSubmit::refine_pass) for one (model, op,
@@ -157,6 +161,15 @@ using PriorsFn = std::function<std::vector<PriorTrial>(const DeviceInfo& device,
 // The configs a search proposes at a time: the sweep's unit size within
 // these bounds.
 inline constexpr size_t kSearchBatchMin = 16, kSearchBatchMax = 64;
+// A searched key's next batch as its proposal computed it (off the
+// scheduler's thread where a proposer runs it there): the configs, the rows
+// a resumed key found stored, the strategy's warnings.
+struct SearchBatch {
+  std::vector<Config> configs;
+  uint64_t stored = 0;
+  std::vector<std::string> warnings;
+};
+
 struct KeySearch {
   std::unique_ptr<SearchSpace> space;
   std::unique_ptr<SearchStrategy> strategy;  // refers to *space
@@ -167,7 +180,17 @@ struct KeySearch {
   double budget_seconds = 0, started = -1;   // started: the first proposal's time
   bool resumed = false;                      // stored rows observed (once, at the first proposal)
   bool ended = false;                        // proposes no more
+  // While a proposal runs, only it touches `space` and `strategy`.
+  bool proposing = false;
+  std::optional<SearchBatch> ready;          // a proposal's batch, not yet taken
 };
+
+// The work of a searched key's next batch: observes `rows` (the key's
+// stored rows; failures of `retry` classes left out) and proposes up to
+// `batch` configs within the budget. Touches `ks`'s strategy and space
+// only; reads its counts.
+SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
+                               const std::vector<std::string>& retry);
 
 // Configs of one (sweep, op, dtype, model, shape) waiting to be cut into
 // units. A searched key's pool holds its latest batch, and `search` gives
@@ -397,6 +420,14 @@ class Scheduler {
   // nothing of that model and cannot end.
   using ExpandFn = std::function<void(SpaceExpansion)>;
   void SetExpander(ExpandFn fn) { expander_ = std::move(fn); }
+  // Where searched keys' proposals run (the store scan of the key's rows
+  // and the strategy's model training). Unset, they run at once, inside the
+  // lease that needs the batch. Set, `fn` gets the work (which it may run
+  // on another thread) and must run the completion it returns on the
+  // scheduler's thread; the key leases its batch from the next request on.
+  using ProposeWork = std::function<std::function<void()>()>;
+  using ProposerFn = std::function<void(ProposeWork)>;
+  void SetProposer(ProposerFn fn) { proposer_ = std::move(fn); }
   // The outcome of ExpandSpace for (sweep_id, model): its pools become
   // units, or the sweep fails with the error. Ignored when the sweep is gone,
   // ended or expects no such expansion.
@@ -557,6 +588,7 @@ class Scheduler {
   ContendersFn contenders_;
   NearBestFn near_best_;
   KeyRowsFn key_rows_;
+  ProposerFn proposer_;
   PriorsFn priors_;
   SearchWarningFn search_warning_;
   ExpandFn expander_;

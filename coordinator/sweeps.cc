@@ -50,6 +50,11 @@ Status Sweeps::Start() {
   });
   expander_ = std::make_unique<OffLoop>("expand");
   TUNE_RETURN_IF_ERROR(expander_->Start());
+  searcher_ = std::make_unique<OffLoop>("search");
+  TUNE_RETURN_IF_ERROR(searcher_->Start());
+  scheduler_->SetProposer([this](Scheduler::ProposeWork work) {
+    searcher_->Post([work = std::move(work)]() -> OffLoop::Completion { return work(); });
+  });
   scheduler_->SetExpander([this](SpaceExpansion job) { Expand(std::move(job)); });
   return Resume();
 }

@@ -44,6 +44,11 @@ class Sweeps {
   // Readable while expansions wait to be applied (RunCompletions).
   int wake_fd() const { return expander_->wake_fd(); }
   void RunCompletions() { expander_->RunCompletions(); }
+  // Readable while searched keys' batches wait to be taken (RunProposals):
+  // their store scans and model training run on a thread of their own, so
+  // that leases and heartbeats never wait for them.
+  int proposals_fd() const { return searcher_->wake_fd(); }
+  void RunProposals() { searcher_->RunCompletions(); }
 
   // A client's sweep; `client` is who it counts against (SubmitRate).
   // Returns the reply: SweepAccepted, or ErrorReply saying why not.
@@ -118,6 +123,7 @@ class Sweeps {
   // progress), newest kHistory, by id: `status` lists them.
   static constexpr size_t kHistory = 1000;
   std::map<std::string, SweepProgress> history_;
+  std::unique_ptr<OffLoop> searcher_;  // after the state its work reads: its thread stops first
   std::unique_ptr<OffLoop> expander_;  // last: its thread stops before the rest goes
 };
 

@@ -228,10 +228,13 @@ TEST_F(MultiProcessSweep, ConfirmPhaseRetimesTheFastestConfigsOfEachShapeAndThey
   }).ok());
   ASSERT_EQ(shapes.size(), 2u);
   for (const auto& [shape, p] : shapes) {
-    EXPECT_EQ(p.confirmed.size(), 3u) << shape;
+    // The top 3, and the near-ties within 2% of the leader after them (at
+    // most twice the top: ContendersOf).
+    EXPECT_GE(p.confirmed.size(), 3u) << shape;
+    EXPECT_LE(p.confirmed.size(), 6u) << shape;
     // The confirmed configs were the fastest: timed again they moved by the
     // sim's 1% noise at most, nowhere near the rest.
-    EXPECT_LE(p.slowest_confirmed, 1.02 * p.fastest_other) << shape;
+    EXPECT_LE(p.slowest_confirmed, 1.04 * p.fastest_other) << shape;
   }
   db->reset();
 

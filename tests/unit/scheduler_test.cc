@@ -973,6 +973,22 @@ TEST(ContendersOf, RefinedFiguresComeFirstThenTheFaster) {
   EXPECT_EQ(ContendersOf(rows, 10).size(), 5u);
 }
 
+TEST(ContendersOf, NearTiesJustPastTheTopAreConfirmedToo) {
+  // Refined figures 100, 100.5, 101, 101.9, 103, 120: a top 2 takes the
+  // two within 2% after it (101, 101.9), not 103; never more than twice
+  // the top.
+  const std::vector<Measurement> rows = {KeyRow(0, 90, 100), KeyRow(1, 91, 100.5), KeyRow(2, 92, 101),
+                                         KeyRow(3, 93, 101.9), KeyRow(4, 94, 103), KeyRow(5, 95, 120),
+                                         KeyRow(6, 80)};
+  auto top = ContendersOf(rows, 2);
+  ASSERT_EQ(top.size(), 4u);
+  EXPECT_EQ(top[3].params.at(0).second, 3);
+  EXPECT_EQ(ContendersOf(rows, 1).size(), 2u);  // twice the top at most
+  // Screening figures never join a refined leader's near-ties.
+  const std::vector<Measurement> mixed = {KeyRow(0, 90, 100), KeyRow(1, 100.5)};
+  EXPECT_EQ(ContendersOf(mixed, 1).size(), 1u);
+}
+
 // Liveness is work done: a model whose device asked once, took a unit and
 // went quiet stops holding a `*` sweep model_idle_seconds after its lease
 // ran out (its pairs dropped, the sweep ends), while a model that keeps
