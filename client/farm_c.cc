@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/c_strings.h"
 #include "base/json_text.h"
 #include "base/log.h"
 #include "coordinator_client.h"
@@ -55,17 +56,8 @@ struct tunefarm_farm_t {
 
 namespace {
 
-char* CopyString(const std::string& s) {
-  char* out = static_cast<char*>(std::malloc(s.size() + 1));
-  if (out) std::memcpy(out, s.c_str(), s.size() + 1);
-  return out;
-}
-
-void SetError(char** errptr, const std::string& message) {
-  if (!errptr) return;
-  std::free(*errptr);
-  *errptr = CopyString(message);
-}
+using tune::CopyString;
+using tune::SetError;
 
 // Runs `fn`, turning an error or an exception into *errptr: none may cross
 // the API.

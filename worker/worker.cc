@@ -347,8 +347,10 @@ struct Worker::Impl : HttpStatusSource {
   }
 
   // Profiles the unit.profile_top fastest valid rows [first, last) of a
-  // confirm unit on `shape` (`kernels[i]` measured row first + i). A backend
-  // that cannot profile says why once per unit, in the log; the rows stand.
+  // confirm unit on `shape` (`kernels[i]` measured row first + i), and any
+  // within kTieWithin of the fastest (one of which may win the tie rule). A
+  // backend that cannot profile says why once per unit, in the log; the
+  // rows stand.
   void ProfileFastest(Backend& backend, const OpSpec& spec, const WorkUnit& unit, const Shape& shape,
                       const std::vector<CompiledKernel>& kernels,
                       std::vector<Measurement>::const_iterator first, std::vector<Measurement>::const_iterator last,
@@ -357,7 +359,9 @@ struct Worker::Impl : HttpStatusSource {
     for (auto it = first; it != last; ++it)
       if (it->Valid()) order.push_back(size_t(it - first));
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a].median_us < first[b].median_us; });
-    if (order.size() > unit.profile_top) order.resize(unit.profile_top);
+    size_t keep = std::min<size_t>(order.size(), unit.profile_top);
+    while (keep < order.size() && first[order[keep]].median_us <= (1 + kTieWithin) * first[order[0]].median_us) ++keep;
+    order.resize(keep);
     for (size_t i : order) {
       const Measurement& m = first[i];
       auto p = backend.ProfileKernel(spec, unit.dtype, kernels[i], shape);

@@ -219,7 +219,10 @@ TEST(ResultsCommand, ShowsTheProfilesOfASweepsFastest) {
   r = Tunefarm("results --store " + store);
   size_t profiles = 0;
   for (size_t at = r.output.find("profile: "); at != std::string::npos; at = r.output.find("profile: ", at + 1)) ++profiles;
-  EXPECT_EQ(profiles, 2u) << r.output;
+  // The fastest two, and those within the tie window of the fastest (one
+  // of them may be the winner): at most the confirm set (twice the top).
+  EXPECT_GE(profiles, 2u) << r.output;
+  EXPECT_LE(profiles, 4u) << r.output;
   EXPECT_NE(r.output.find("-bound: memory "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(SIMULATED)"), std::string::npos) << r.output;
   r = Tunefarm("best --store " + store + " --format json");

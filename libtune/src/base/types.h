@@ -184,6 +184,12 @@ struct KernelResources {
   double occupancy = 0;     // active warps / max warps per SM, 0..1
 };
 
+// Configs whose medians are within this of each other are a tie, which
+// publish breaks by a rule that holds from run to run (publish/publish.h,
+// StableWinners); a confirm unit's worker profiles every config within it
+// of the fastest, so that whichever wins has its profile.
+inline constexpr double kTieWithin = 0.01;
+
 // Which stored rows a read selects (ResultStore::Scan, `store export`, a
 // remote read): each part empty = any.
 struct ResultFilter {

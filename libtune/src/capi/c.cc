@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/c_strings.h"
 #include "base/json_text.h"
 #include "base/types.h"
 #include "tune/launcher.h"
@@ -34,17 +35,8 @@ struct tunefarm_kernel_t {
 
 namespace {
 
-char* CopyString(const std::string& s) {
-  char* out = static_cast<char*>(std::malloc(s.size() + 1));
-  if (out) std::memcpy(out, s.c_str(), s.size() + 1);
-  return out;
-}
-
-void SetError(char** errptr, const std::string& message) {
-  if (!errptr) return;
-  std::free(*errptr);
-  *errptr = CopyString(message);
-}
+using tune::CopyString;
+using tune::SetError;
 
 // Runs `fn`, turning an exception into an error: none may cross the API.
 template <typename T, typename Fn>

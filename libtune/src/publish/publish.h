@@ -34,7 +34,6 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 // still wins. Overlapping CIs make no tie: on small kernels, CIs of 2-3%
 // tied configs 3% apart, and each run published another of them. Keys
 // whose rows cannot be read keep their row.
-inline constexpr double kTieWithin = 0.01;
 inline constexpr double kTiePrecise = 0.05;
 std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best);
 
