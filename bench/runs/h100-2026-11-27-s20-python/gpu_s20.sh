@@ -72,4 +72,10 @@ if wa and wb:
         100 * (b.get(wa["config"], float("nan")) / wb["median_us"] - 1)))
 PY
 fi
+if want 6; then
+echo "=== a searched Hopper GEMM key (model strategy, proposals off the coordinator's loop)" >> $L
+/usr/bin/time -f "wall %e s" timeout 400 $T tune --op gemm_hopper --dtype f16 --shape M=32,N=4096,K=4096 --strategy model --budget 150 --seed 3 --store $W/gh.db --unsigned --bundle $W/gh --quiet > $W/gh.log 2>&1
+grep -E "wall|sweep:|failures:|vs cublas|\*" $W/gh.log | head -8 >> $L
+$T best --store $W/gh.db --format json > $OUT/gemm_hopper_m32_best.json
+fi
 echo "=== done" >> $L
