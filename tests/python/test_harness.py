@@ -163,6 +163,67 @@ class Baseline(unittest.TestCase):
         self.assertEqual(h.answer().get("check"), "pass")
 
 
+class StreamHold(unittest.TestCase):
+    """TorchDevice.time's stream hold, against a stand-in for torch's CUDA
+    side: a batch enqueued while the hold still ran is kept; one whose hold
+    ran out before the host finished is timed again with a longer hold."""
+
+    class FakeCuda:
+        def __init__(self, hold_runs_out):
+            self.hold_runs_out = list(hold_runs_out)  # per batch: the hold ended before the host finished
+            self.sleeps, self.ticks = [], 0
+
+        def _sleep(self, cycles):
+            self.sleeps.append(cycles)
+
+        def Event(self, enable_timing=False):
+            cuda = self
+
+            class E:
+                def record(self):
+                    cuda.ticks += 1
+                    self.t = cuda.ticks
+
+                def query(self):
+                    return cuda.hold_runs_out.pop(0) if cuda.hold_runs_out else False
+
+                def synchronize(self):
+                    pass
+
+                def elapsed_time(self, end):
+                    return 0.020  # ms: 20 us a sample
+            return E()
+
+    def device(self, hold_runs_out):
+        dev = harness.TorchDevice.__new__(harness.TorchDevice)
+        cuda = self.FakeCuda(hold_runs_out)
+        dev.torch = type("T", (), {"cuda": cuda})
+        dev.flush = type("F", (), {"max": lambda self: None})()
+        dev.events = [(cuda.Event(), cuda.Event()) for _ in range(harness.MAX_BATCH)]
+        dev.held = cuda.Event()
+        dev.hold_cycles, dev.hold_retries, dev.unheld_batches = harness.HOLD_MIN_CYCLES, 0, 0
+        return dev, cuda
+
+    def test_a_batch_whose_hold_ran_out_is_taken_again_held_longer(self):
+        dev, cuda = self.device([True, True])
+        calls = []
+        samples = dev.time(lambda: calls.append(1), (), {"max_samples": 5, "min_samples": 5, "warmup": 0})
+        self.assertEqual(len(samples), 5)
+        self.assertTrue(all(abs(s - 20.0) < 1e-9 for s in samples))
+        self.assertEqual(dev.hold_retries, 2)
+        self.assertEqual(len(calls), 15)  # two batches timed again
+        self.assertGreater(cuda.sleeps[1], cuda.sleeps[0])
+        self.assertGreater(cuda.sleeps[2], cuda.sleeps[1])
+
+    def test_without_the_spin_kernel_nothing_is_held(self):
+        dev, cuda = self.device([True])
+        dev.hold_cycles = 0  # a torch without torch.cuda._sleep, or TUNEFARM_HARNESS_HOLD=0
+        samples = dev.time(lambda: None, (), {"max_samples": 5, "min_samples": 5, "warmup": 0})
+        self.assertEqual(len(samples), 5)
+        self.assertEqual(cuda.sleeps, [])
+        self.assertEqual(dev.hold_retries, 0)
+
+
 class PoolWidth(unittest.TestCase):
     def width(self, **env):
         saved = {k: os.environ.pop(k, None) for k in ("TUNEFARM_CPUS", "TUNEFARM_HARNESS_JOBS")}
