@@ -58,7 +58,7 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
 int RunResults(const QueryArgs& args, bool best_only) {
   OutputFormat format;
   if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
-  auto store = OpenStoreOf(args.store, args.remote, args.filter);
+  auto store = OpenStoreOf(args.store, args.remote, {args.filter});
   if (!store.ok()) return Fail(store.status().message());
   std::vector<Measurement> rows;
   if (best_only) {
@@ -129,7 +129,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
 }
 
 int RunCompare(const CompareArgs& args) {
-  auto store = OpenStoreOf(args.store, args.remote, ResultFilter{"", args.op, args.dtype, args.shape, ""});
+  auto store = OpenStoreOf(args.store, args.remote, {ResultFilter{"", args.op, args.dtype, args.shape, ""}});
   if (!store.ok()) return Fail(store.status().message());
   CompareOptions o;
   o.op = args.op;
@@ -155,7 +155,7 @@ int RunCompare(const CompareArgs& args) {
 }
 
 int RunPublish(const PublishArgs& args) {
-  auto store = OpenStoreOf(args.store, args.remote, args.filter);
+  auto store = OpenStoreOf(args.store, args.remote, {args.filter});
   if (!store.ok()) return Fail(store.status().message());
   const std::string name =
       args.name.empty() ? std::filesystem::path(args.out).filename().string() : args.name;

@@ -190,7 +190,11 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
 
 // A night on a farm: the sweep file submitted to its coordinator, waited
 // for, and the night's bundle published from the coordinator's store (read
-// remotely: the rows stay there).
+// remotely: the rows stay there). The farm's store keeps one row per kernel
+// and config: a night measures what it lacks (a new version of an op, a new
+// GPU model, a new shape) and publishes the farm's winners; re-timing
+// unchanged kernels night after night takes a store of each night's own
+// (nightly without --coordinator).
 int RunNightOnFarm(NightlyArgs& args, const std::atomic<bool>* stop) {
   if (args.tune.ops_dir.empty()) args.tune.ops_dir = DefaultOpsDir();
   auto sweep = LoadSweepFile(args.tune.sweep_file, args.tune.ops_dir);
@@ -205,13 +209,13 @@ int RunNightOnFarm(NightlyArgs& args, const std::atomic<bool>* stop) {
   auto done = WaitForSweep(args.remote, accepted->sweep_id, /*quiet=*/true, stop, 2.0, args.timeout);
   if (!done.ok()) return Fail(done.status().message());
   if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state + ": no bundle tonight");
-  // One op: only its rows travel; several: the store's.
-  ResultFilter filter;
-  if (sweep->ops.size() == 1) filter.op = sweep->ops.front();
-  auto store = OpenStoreOf("", args.remote, filter);
+  // The sweep's ops' rows travel, and the bundle ships those.
+  std::vector<ResultFilter> filters;
+  for (const std::string& op : sweep->ops) filters.push_back(ResultFilter{"", op, "", "", ""});
+  auto store = OpenStoreOf("", args.remote, filters);
   if (!store.ok()) return Fail(store.status().message());
   std::vector<std::string> notes;
-  auto bundle = BuildBundle(**store, filter, sweep->name, PublishOptionsHere(true), &notes);
+  auto bundle = BuildBundle(**store, ResultFilter{}, sweep->name, PublishOptionsHere(true), &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   Status st = WriteBundle(*bundle, args.tune.bundle, args.tune.sign_key, args.tune.unsigned_bundle);
@@ -224,8 +228,9 @@ int RunNightOnFarm(NightlyArgs& args, const std::atomic<bool>* stop) {
 int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   namespace fs = std::filesystem;
   if (args.history.empty()) return Usage("--history is required");
-  // Each night gets its own store: re-measuring an unchanged kernel must
-  // land beside last night's figures, not be folded into them.
+  // Each night on this host gets its own store: re-measuring an unchanged
+  // kernel must land beside last night's figures, not be folded into them
+  // (a night on a farm uses the farm's: RunNightOnFarm).
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
@@ -354,6 +359,9 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
       ->needs(on)
       ->check(CLI::NonNegativeNumber);
   AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
+  // This host's workers run no night on a farm: their flags and --coordinator exclude each other.
+  for (const char* local : {"--backend", "--sim-models", "--sim-faults", "--devices", "--workers"})
+    if (CLI::Option* o = n->get_option_no_throw(local)) o->excludes(on);
   out->push_back({.app = n,
                   .run = [parsed](const std::atomic<bool>* stop) { return RunNightly(parsed->nightly, stop); },
                   .logs = true});

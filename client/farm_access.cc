@@ -68,11 +68,11 @@ class FetchFolders {
 }  // namespace
 
 Result<std::unique_ptr<ResultStore>> OpenStoreOf(const std::string& path, const ClientArgs& remote,
-                                                 const ResultFilter& filter) {
+                                                 const std::vector<ResultFilter>& filters) {
   if (remote.endpoint.empty()) return OpenStore(path);
   static FetchFolders folders;
   CoordinatorClient client(remote, kStoreReadTimeoutSeconds);
-  return FetchStore(client, filter, folders.Make());
+  return FetchStore(client, filters, !remote.curve_secret_key.empty(), folders.Make());
 }
 
 Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key, bool unsigned_bundle) {

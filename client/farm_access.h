@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "coordinator_client.h"
 #include "publish/bundle.h"
@@ -21,11 +22,11 @@ namespace tune {
 Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path);
 
 // The store a report reads: the coordinator's at `remote.endpoint` when
-// that is given (the rows `filter` selects, fetched into a private folder
+// that is given (the rows `filters` select, fetched into a private folder
 // that is removed when the process exits; remote_store.h), else the folder
 // `path`, read-only.
 Result<std::unique_ptr<ResultStore>> OpenStoreOf(const std::string& path, const ClientArgs& remote,
-                                                 const ResultFilter& filter);
+                                                 const std::vector<ResultFilter>& filters);
 
 // Writes the bundle's .tfb and .json at `path` (no extension), making its
 // folder: signed with `sign_key`, else the default key ($TUNEFARM_SIGN_KEY,

@@ -95,6 +95,18 @@ Result<T> Field(const Json& j, const char* key, T fallback, const char* what) {
   }
 }
 
+// An integer field in [lo, hi], `fallback` when absent; a float, a bool or
+// a value out of range is an error naming the field.
+Result<int64_t> IntField(const Json& j, const char* key, int64_t fallback, int64_t lo, int64_t hi, const char* what) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX)) ||
+      it->get<int64_t>() < lo || it->get<int64_t>() > hi)
+    return Status::InvalidArgument(std::string(what) + ": \"" + key + "\" must be an integer in " + std::to_string(lo) +
+                                   ".." + std::to_string(hi) + ", not " + it->dump());
+  return it->get<int64_t>();
+}
+
 // Shapes as the CLI spells them: dicts {"M": 4096} or strings "M=4096,...".
 Result<std::vector<std::string>> ShapeTexts(const Json& j) {
   std::vector<std::string> out;
@@ -139,19 +151,16 @@ Result<tune::SweepSubmit> SweepOf(const Json& j) {
   if (!sweep.ok()) return sweep.status();
   tune::SweepSubmit& s = *sweep;
   ASSIGN_OR_RETURN(s.strategy, Field<std::string>(j, "strategy", s.strategy, what));
-  ASSIGN_OR_RETURN(s.seed, Field<uint64_t>(j, "seed", s.seed, what));
+  ASSIGN_OR_RETURN(int64_t seed, IntField(j, "seed", int64_t(s.seed), 0, INT64_MAX, what));
+  s.seed = uint64_t(seed);
   // Given here, a budget is asked for: 0 is not "the default".
-  ASSIGN_OR_RETURN(int64_t budget, Field<int64_t>(j, "budget", int64_t(s.budget), what));
-  if (j.contains("budget") && (budget < 1 || uint64_t(budget) > tune::kMaxSearchBudget))
-    return Status::InvalidArgument("submit: \"budget\" " + std::to_string(budget) + ": evaluations per key, 1.." +
-                                   std::to_string(tune::kMaxSearchBudget));
+  ASSIGN_OR_RETURN(int64_t budget, IntField(j, "budget", int64_t(s.budget), 1, int64_t(tune::kMaxSearchBudget), what));
   s.budget = uint64_t(budget);
   ASSIGN_OR_RETURN(s.budget_seconds, Field<double>(j, "budget_seconds", s.budget_seconds, what));
   if (j.contains("budget_seconds") && !(s.budget_seconds > 0))
     return Status::InvalidArgument("submit: \"budget_seconds\" must be > 0");
-  ASSIGN_OR_RETURN(s.confirm_top, Field<uint32_t>(j, "confirm_top", s.confirm_top, what));
-  if (s.confirm_top > tune::kMaxConfirmTop)
-    return Status::InvalidArgument("submit: \"confirm_top\" over " + std::to_string(tune::kMaxConfirmTop));
+  ASSIGN_OR_RETURN(int64_t confirm_top, IntField(j, "confirm_top", s.confirm_top, 0, tune::kMaxConfirmTop, what));
+  s.confirm_top = uint32_t(confirm_top);
   if (s.confirm_top > 0 && s.confirm_seconds == 0) s.confirm_seconds = tune::kDefaultConfirmSeconds;
   ASSIGN_OR_RETURN(s.retry, Field<std::vector<std::string>>(j, "retry", s.retry, what));
   ASSIGN_OR_RETURN(bool one_pass, Field<bool>(j, "one_pass", false, what));
@@ -189,15 +198,21 @@ Result<std::shared_ptr<tune::ResultStore>> StoreOf(tunefarm_farm_t* farm, const 
   }
   const std::string folder = farm->fetch_root + "/" + std::to_string(++farm->fetches);
   tune::CoordinatorClient client(farm->to, tune::kStoreReadTimeoutSeconds);
-  ASSIGN_OR_RETURN(std::unique_ptr<tune::ResultStore> fetched, tune::FetchStore(client, filter, folder));
+  ASSIGN_OR_RETURN(std::unique_ptr<tune::ResultStore> fetched,
+                   tune::FetchStore(client, {filter}, !farm->to.curve_secret_key.empty(), folder));
   return std::shared_ptr<tune::ResultStore>(std::move(fetched));
 }
 
-void DropFetched(tunefarm_farm_t* farm) {
-  std::error_code ec;
-  if (!farm->local && !farm->opened && !farm->fetch_root.empty())
-    std::filesystem::remove_all(farm->fetch_root + "/" + std::to_string(farm->fetches), ec);
-}
+// Removes a read's fetched store when it goes out of scope (declared before
+// the store, so the store is closed first), whether the read succeeded.
+struct DropFetched {
+  tunefarm_farm_t* farm;
+  ~DropFetched() {
+    std::error_code ec;
+    if (!farm->local && !farm->opened && !farm->fetch_root.empty())
+      std::filesystem::remove_all(farm->fetch_root + "/" + std::to_string(farm->fetches), ec);
+  }
+};
 
 Result<tune::ResultFilter> FilterOf(const Json& j, const char* what) {
   tune::ResultFilter f;
@@ -222,9 +237,15 @@ tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr) {
     if (o.worker.backend != "auto" && o.worker.backend != "cuda" && o.worker.backend != "sim")
       return Status::InvalidArgument("local farm: backend '" + o.worker.backend + "': auto, cuda or sim");
     ASSIGN_OR_RETURN(o.worker.sim_models, Field<std::vector<std::string>>(j, "sim_models", o.worker.sim_models, what));
-    ASSIGN_OR_RETURN(o.worker.cuda_devices, Field<std::vector<int>>(j, "devices", {}, what));
-    ASSIGN_OR_RETURN(o.sim_workers, Field<unsigned>(j, "workers", 1, what));
-    if (o.sim_workers < 1 || o.sim_workers > 64) return Status::InvalidArgument("local farm: workers must be 1..64");
+    if (auto d = j.find("devices"); d != j.end() && !d->is_null()) {
+      if (!d->is_array()) return Status::InvalidArgument("local farm: \"devices\" must be a list of CUDA ordinals");
+      for (const Json& v : *d) {
+        ASSIGN_OR_RETURN(int64_t ordinal, IntField(Json{{"devices", v}}, "devices", 0, 0, 1023, what));
+        o.worker.cuda_devices.push_back(int(ordinal));
+      }
+    }
+    ASSIGN_OR_RETURN(int64_t workers, IntField(j, "workers", 1, 1, 64, what));
+    o.sim_workers = unsigned(workers);
     // The CUDA backend's runner is a process of the `tunefarm` program (in
     // Python, /proc/self/exe is the interpreter).
     ASSIGN_OR_RETURN(o.worker.runner_exe, Field<std::string>(j, "tunefarm_binary", "", what));
@@ -335,6 +356,7 @@ char* tunefarm_farm_results(tunefarm_farm_t* farm, const char* query_json, char*
     ASSIGN_OR_RETURN(Json j, ParseRequest(query_json, "results"));
     ASSIGN_OR_RETURN(auto filter, FilterOf(j, "results"));
     ASSIGN_OR_RETURN(bool best, Field<bool>(j, "best", false, "results"));
+    DropFetched drop{farm};
     ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
     std::vector<tune::Measurement> rows;
     if (best) {
@@ -347,10 +369,8 @@ char* tunefarm_farm_results(tunefarm_farm_t* farm, const char* query_json, char*
       }));
     }
     const tune::RowNotes notes = tune::NotesOf(*store, rows);
-    std::string text = tune::MeasurementsText(std::move(rows), tune::OpsFromStore(*store), tune::OutputFormat::kJson, notes);
-    store.reset();
-    DropFetched(farm);
-    return CopyString(text);
+    return CopyString(
+        tune::MeasurementsText(std::move(rows), tune::OpsFromStore(*store), tune::OutputFormat::kJson, notes));
   });
 }
 
@@ -368,11 +388,13 @@ char* tunefarm_farm_publish(tunefarm_farm_t* farm, const char* request_json, cha
     ASSIGN_OR_RETURN(options.min_vs_baseline, Field<double>(j, "min_vs_baseline", 0.0, what));
     if (!(options.min_vs_baseline >= 0 && options.min_vs_baseline < 1e6))
       return Status::InvalidArgument("publish: \"min_vs_baseline\" must be a number >= 0");
-    ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
     std::vector<std::string> notes;
-    ASSIGN_OR_RETURN(auto bundle, tune::BuildBundle(*store, filter, name, options, &notes));
-    store.reset();
-    DropFetched(farm);
+    tune::Bundle bundle;
+    {
+      DropFetched drop{farm};
+      ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
+      ASSIGN_OR_RETURN(bundle, tune::BuildBundle(*store, filter, name, options, &notes));
+    }
     TUNE_RETURN_IF_ERROR(tune::WriteBundle(bundle, out, sign_key, unsigned_bundle));
     return CopyString(tune::DumpJson(
         Json{{"bundle", out + ".tfb"}, {"json", out + ".json"}, {"entries", bundle.entries.size()}, {"notes", notes}}));

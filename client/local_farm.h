@@ -26,7 +26,7 @@
 namespace tune {
 
 struct LocalFarmOptions {
-  WorkerOptions worker;      // backend "auto": CUDA, else sim (said on stderr)
+  WorkerOptions worker;      // backend "auto": CUDA (an error without a GPU: no silent sim)
   unsigned sim_workers = 1;  // workers when simulated (each with its devices)
   std::string store;         // the result store's folder
 };

@@ -2,13 +2,14 @@
 // the rows a filter selects, with the op packages, cubins, coverage,
 // profiles and baselines the store keeps of them, fetched as a `store
 // export` file and imported into a private store. What `results`, `best`,
-// `compare`, `publish` and `bundle` read with --coordinator, and Python's
+// `compare`, `publish` and `nightly` read with --coordinator, and Python's
 // Farm.connect: every report then reads the same ResultStore it reads on
 // the coordinator's host.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "coordinator_client.h"
 #include "store/result_store.h"
@@ -20,13 +21,15 @@ namespace tune {
 // whole export to be made.
 inline constexpr double kStoreReadTimeoutSeconds = 300;
 
-// Fetches the rows `filter` selects from the coordinator `client` talks to
-// and imports them into a new store in `folder` (which must not hold one).
-// The coordinator's cubin witnesses are kept: the farm's own store, read
-// over its authenticated channel, is not a peer's word. Errors: the
-// coordinator's refusal or silence, a piece that does not continue the
-// export, the import's checks (store/store_transfer.h).
-Result<std::unique_ptr<ResultStore>> FetchStore(CoordinatorClient& client, const ResultFilter& filter,
-                                                const std::string& folder);
+// Fetches the rows each of `filters` selects from the coordinator `client`
+// talks to and imports them into a new store in `folder` (which must not
+// hold one; what was written there is removed on failure). Over CURVE
+// (`authenticated`) the coordinator's cubin witnesses are kept: the farm's
+// own store is not a peer's word; in plaintext an imported cubin counts as
+// one witness, as a `store import`'s. Errors: the coordinator's refusal or
+// silence, a piece that does not continue the export, the import's checks
+// (store/store_transfer.h).
+Result<std::unique_ptr<ResultStore>> FetchStore(CoordinatorClient& client, const std::vector<ResultFilter>& filters,
+                                                bool authenticated, const std::string& folder);
 
 }  // namespace tune

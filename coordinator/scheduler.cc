@@ -476,8 +476,15 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
         return fn(device, spec, dtype, shape);
       };
     auto search = pool.search;
-    ProposeWork work = [search, rows = std::move(rows), batch, retry = sweep.submit.retry]() -> std::function<void()> {
-      auto out = std::make_shared<SearchBatch>(ProposeSearchBatch(*search, rows, batch, retry));
+    ProposeWork work = [search, rows = std::move(rows), batch, retry = sweep.submit.retry,
+                        id = sweep.id]() -> std::function<void()> {
+      std::shared_ptr<SearchBatch> out;
+      try {
+        out = std::make_shared<SearchBatch>(ProposeSearchBatch(*search, rows, batch, retry, id));
+      } catch (const std::exception& e) {  // the search ends, the coordinator goes on
+        out = std::make_shared<SearchBatch>();
+        out->warnings.push_back(std::string("the search stops: its proposal failed: ") + e.what());
+      }
       return [search, out] {
         search->ready = std::move(*out);
         search->proposing = false;
@@ -524,15 +531,18 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
 }
 
 SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
-                               const std::vector<std::string>& retry) {
+                               const std::vector<std::string>& retry, const std::string& sweep_id) {
   SearchBatch out;
   // What the key measured: this run's batches, and what a run before a
   // restart stored.
   if (rows) {
     std::set<SpacePoint> counted;
     for (const Measurement& m : rows()) {
-      // A failure the sweep retries is not a result: the strategy may propose it again.
-      if (!m.Valid() && std::find(retry.begin(), retry.end(), FailureClassName(m.failure)) != retry.end()) continue;
+      // An earlier sweep's failure of a class this one retries is not a
+      // result: the strategy may propose it again (its own failures are).
+      if (!m.Valid() && m.sweep_id != sweep_id &&
+          std::find(retry.begin(), retry.end(), FailureClassName(m.failure)) != retry.end())
+        continue;
       const auto p = ks.space->PointOf(m.config);
       if (!p || !ks.space->Legal(*p) || !counted.insert(*p).second) continue;
       ks.strategy->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0

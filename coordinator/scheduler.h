@@ -114,7 +114,7 @@ using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device,
 // the `top` best in the store's order (Measurement::RanksAhead: a refined
 // figure before a screening one, then the faster), and after them every
 // config of the leader's pass within kConfirmAlsoWithin of its figure, up
-// to twice `top` in all: a near-tie just past the top N is settled by the
+// to twice `top` (and kMaxConfirmTop) in all: a near-tie just past the top N is settled by the
 // interleaved confirm timing too, not by where the screening put it.
 inline constexpr double kConfirmAlsoWithin = 0.02;
 std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top);
@@ -186,11 +186,11 @@ struct KeySearch {
 };
 
 // The work of a searched key's next batch: observes `rows` (the key's
-// stored rows; failures of `retry` classes left out) and proposes up to
-// `batch` configs within the budget. Touches `ks`'s strategy and space
-// only; reads its counts.
+// stored rows; other sweeps' failures of `retry` classes left out) and
+// proposes up to `batch` configs within the budget. Touches `ks`'s strategy
+// and space only; reads its counts.
 SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
-                               const std::vector<std::string>& retry);
+                               const std::vector<std::string>& retry, const std::string& sweep_id);
 
 // Configs of one (sweep, op, dtype, model, shape) waiting to be cut into
 // units. A searched key's pool holds its latest batch, and `search` gives

@@ -9,19 +9,19 @@
 
 namespace tune {
 
-StoreReads::~StoreReads() {
+StoreReads::Folder::~Folder() {
   std::error_code ec;
-  if (!folder_.empty()) std::filesystem::remove_all(folder_, ec);
+  if (!path.empty()) std::filesystem::remove_all(path, ec);
 }
 
 Status StoreReads::Start() {
   std::error_code ec;
   const auto base = std::filesystem::temp_directory_path(ec);
   if (ec) return Status::Error("coordinator: no temporary folder for remote reads: " + ec.message());
-  folder_ = (base / ("tunefarm-reads-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}())))
-                .string();
-  std::filesystem::create_directories(folder_, ec);
-  if (ec) return Status::Error("coordinator: " + folder_ + ": " + ec.message());
+  folder_.path =
+      (base / ("tunefarm-reads-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()))).string();
+  std::filesystem::create_directories(folder_.path, ec);
+  if (ec) return Status::Error("coordinator: " + folder_.path + ": " + ec.message());
   return exporter_.Start();
 }
 
@@ -33,17 +33,27 @@ void StoreReads::Handle(const std::string& identity, const StoreRead& read, doub
       return link_->Send(identity, ErrorReply{"store read: no export " + read.export_id +
                                               " of this client (idle ones are dropped after " +
                                               std::to_string(int(kIdleSeconds)) + " s): read again"});
-    if (read.offset > it->second.size)
-      return link_->Send(identity, ErrorReply{"store read: offset " + std::to_string(read.offset) + " past the export's " +
-                                              std::to_string(it->second.size) + " bytes"});
-    return SendPiece(it->first, it->second, read.offset, now);
+    Export& e = it->second;
+    if (read.offset != e.next && read.offset != e.last)
+      return link_->Send(identity, ErrorReply{"store read: offset " + std::to_string(read.offset) +
+                                              " is not the next piece (" + std::to_string(e.next) + ") of export " +
+                                              read.export_id});
+    return SendPiece(it->first, e, read.offset, now);
   }
-  if (making_ + exports_.size() >= kMaxExports)
+  bool has_one = making_.count(identity) > 0;
+  for (const auto& [id, e] : exports_) has_one = has_one || e.identity == identity;
+  if (has_one) return link_->Send(identity, ErrorReply{"store read: this client is reading an export already"});
+  if (making_.size() + exports_.size() >= kMaxExports)
     return link_->Send(identity, ErrorReply{"store read: " + std::to_string(kMaxExports) +
                                             " remote reads are in progress; try again shortly"});
+  std::error_code ec;
+  const auto space = std::filesystem::space(folder_.path, ec);
+  if (ec || space.available < kMinFreeBytes)
+    return link_->Send(identity, ErrorReply{"store read: the coordinator's temporary folder " + folder_.path +
+                                            " has too little free space for an export"});
   const std::string id = std::to_string(++next_) + "-" + std::to_string(std::random_device{}());
-  const std::string path = folder_ + "/" + id + ".tfx";
-  ++making_;
+  const std::string path = folder_.path + "/" + id + ".tfx";
+  making_.insert(identity);
   CoordinatorLog(log::Level::kDebug, "store read",
                  {{"op", read.filter.op}, {"gpu_model", read.filter.gpu_model}, {"export", id}});
   exporter_.Post([this, identity, id, path, filter = read.filter]() -> OffLoop::Completion {
@@ -52,8 +62,12 @@ void StoreReads::Handle(const std::string& identity, const StoreRead& read, doub
     std::error_code ec;
     const uint64_t size = st.ok() ? std::filesystem::file_size(path, ec) : 0;
     if (st.ok() && ec) st = Status::Error(path + ": " + ec.message());
+    if (st.ok() && size > kMaxExportBytes)
+      st = Status::Error("the rows the filter selects make " + std::to_string(size >> 20) + " MiB, over the " +
+                         std::to_string(kMaxExportBytes >> 20) + " MiB a read may take: narrow it (--op, --gpu, --dtype)");
+    if (!st.ok()) std::filesystem::remove(path, ec);
     return [this, identity, id, path, size, st] {
-      --making_;
+      making_.erase(identity);
       if (!st.ok()) {
         CoordinatorLog(log::Level::kWarn, "store read failed", {{"error", st.message()}});
         return link_->Send(identity, ErrorReply{"store read: " + st.message()});
@@ -81,7 +95,9 @@ void StoreReads::SendPiece(const std::string& id, Export& e, uint64_t offset, do
     return Drop(id);
   }
   e.last_read = now;
-  const bool last = offset + chunk.data.size() == e.size;
+  e.last = offset;
+  e.next = offset + chunk.data.size();
+  const bool last = e.next == e.size;
   const std::string identity = e.identity;
   if (last) Drop(id);  // the client has every byte once this piece is sent
   link_->Send(identity, std::move(chunk));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "coordinator_parts.h"
@@ -20,16 +21,18 @@ namespace tune {
 
 class StoreReads {
  public:
-  // At most this many exports are made or held at once; more are refused
-  // with a line saying to try again.
+  // At most this many exports are made or held at once (one per peer);
+  // more are refused with a line saying to try again.
   static constexpr size_t kMaxExports = 4;
+  // An export larger than this is refused (narrow the filter), and none is
+  // made while the temporary folder has less free space than this.
+  static constexpr uint64_t kMaxExportBytes = uint64_t{8} << 30;
+  static constexpr uint64_t kMinFreeBytes = uint64_t{256} << 20;
   // An export no client asked for a piece of this long is dropped.
   static constexpr double kIdleSeconds = 120;
 
   // `store` and `link` must outlive this object.
   StoreReads(ResultStore* store, PeerLink* link) : store_(store), link_(link), exporter_("export") {}
-  // Removes the exports' files.
-  ~StoreReads();
 
   // Makes the folder of the exports (under the system's temporary folder)
   // and starts the export thread.
@@ -48,15 +51,25 @@ class StoreReads {
     std::string identity, path;
     uint64_t size = 0;
     double last_read = 0;
+    // A peer reads its export in order: the next piece, or the last one
+    // again (its answer lost); so no peer queues more than the export.
+    uint64_t next = 0, last = 0;
   };
   void SendPiece(const std::string& id, Export& e, uint64_t offset, double now);
   void Drop(const std::string& id);
 
+  // Removes the exports' folder once the export thread has stopped
+  // (destroyed after exporter_, which is declared after it).
+  struct Folder {
+    std::string path;
+    ~Folder();
+  };
+
   ResultStore* store_;
   PeerLink* link_;
-  std::string folder_;
+  Folder folder_;
   uint64_t next_ = 0;
-  size_t making_ = 0;                   // exports posted, not yet made
+  std::set<std::string> making_;        // peers whose export is being made
   std::map<std::string, Export> exports_;
   OffLoop exporter_;                    // last: its thread stops first
 };

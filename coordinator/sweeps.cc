@@ -65,7 +65,7 @@ Command Sweeps::Submit(const SweepSubmit& submit, const std::string& client, dou
     return ErrorReply{st.message()};
   }
   const std::string id = NewSweepId();
-  auto r = scheduler_->AddSweep(submit, id, std::time(nullptr), Measured(submit));
+  auto r = scheduler_->AddSweep(submit, id, std::time(nullptr), Measured(submit, id));
   if (!r.ok()) {
     CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", submit.name}, {"error", r.status().message()}});
     return ErrorReply{r.status().message()};
@@ -91,9 +91,14 @@ Command Sweeps::StatusReply(const std::string& sweep_id) const {
 SweepStatus Sweeps::StatusOf(const std::string& sweep_id) const {
   SweepStatus st;
   st.sweeps = scheduler_->Progress(sweep_id, NowSeconds());
-  // Sweeps that ended before this coordinator started, from their records.
-  for (const auto& [id, progress] : history_)
-    if ((sweep_id.empty() || sweep_id == id) && !scheduler_->FindSweep(id)) st.sweeps.push_back(progress);
+  // Sweeps that ended before this coordinator started, from their records:
+  // the one asked for, or the newest kHistoryListed of them.
+  size_t listed = 0;
+  for (auto it = history_.rbegin(); it != history_.rend(); ++it) {
+    const auto& [id, progress] = *it;
+    if (scheduler_->FindSweep(id)) continue;
+    if (sweep_id == id || (sweep_id.empty() && listed++ < kHistoryListed)) st.sweeps.push_back(progress);
+  }
   st.workers = static_cast<uint32_t>(sessions_->size());
   st.store_fault = health_->fault();
   st.devices = sessions_->DevicesByModel();
@@ -180,13 +185,13 @@ std::vector<PriorTrial> Sweeps::Priors(const DeviceInfo& dev, const OpSpec& spec
   return out;
 }
 
-MeasuredFn Sweeps::Measured(const SweepSubmit& submit) {
+MeasuredFn Sweeps::Measured(const SweepSubmit& submit, const std::string& sweep_id) {
   ResultStore* db = store_;
   std::set<FailureClass> retried;
   for (const std::string& c : submit.retry) retried.insert(FailureClassFromName(c));
   // Each copy (one per expansion) hashes each (op, toolchain) once, not once
   // per config.
-  return [db, retried, hashes = std::map<std::pair<std::string, std::string>, std::string>()](
+  return [db, retried, sweep_id, hashes = std::map<std::pair<std::string, std::string>, std::string>()](
              const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
              const Shape& shape) mutable -> std::optional<StoredPair> {
     // Rows of an op whose hosts add to its kernel hash (include roots, a
@@ -197,7 +202,9 @@ MeasuredFn Sweeps::Measured(const SweepSubmit& submit) {
     if (hash.empty()) hash = OpHash(spec, dev);
     const auto row = db->Get(dev.model, spec.name, dtype, shape.Canonical(), hash, config.Id());
     if (!row) return std::nullopt;
-    if (!row->Valid() && retried.count(row->failure)) return std::nullopt;  // asked to measure it again
+    // An earlier sweep's failure of a retried class is measured again (one
+    // of this sweep's own, before a restart, is its result).
+    if (!row->Valid() && retried.count(row->failure) && row->sweep_id != sweep_id) return std::nullopt;
     return StoredPair{!row->Valid(), row->failure};
   };
 }
@@ -289,7 +296,7 @@ Status Sweeps::Resume() {
   while (history_.size() > kHistory) history_.erase(history_.begin());
   TUNE_RETURN_IF_ERROR(st);
   for (auto& [id, rec] : running) {
-    auto r = scheduler_->AddSweep(rec.submit, id, std::time(nullptr), Measured(rec.submit));
+    auto r = scheduler_->AddSweep(rec.submit, id, std::time(nullptr), Measured(rec.submit, id));
     if (!r.ok()) {
       // Failed for good rather than tried again on every start.
       CoordinatorLog(log::Level::kError, "sweep cannot resume; marked failed",

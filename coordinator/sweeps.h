@@ -80,9 +80,9 @@ class Sweeps {
   // Whether the store holds a config's shapes for a device (read on the
   // expander thread: the store is thread-safe): what a sweep need not
   // measure again.
-  // What the store holds, for `submit` (whose retry classes count as not
-  // measured).
-  MeasuredFn Measured(const SweepSubmit& submit);
+  // What the store holds, for sweep `sweep_id` of `submit` (other sweeps'
+  // failures of its retry classes count as not measured).
+  MeasuredFn Measured(const SweepSubmit& submit, const std::string& sweep_id);
   // The op packages of a sweep, as the store's op records (what publishing
   // and reports read op specs from), at the sweep's submit time.
   void RecordOps(const std::string& sweep_id, const SweepSubmit& submit);
@@ -120,8 +120,10 @@ class Sweeps {
   std::map<std::string, std::vector<std::string>> package_digests_;
   std::set<std::string> ended_;  // sweeps whose end is recorded
   // Sweeps that ended before this coordinator started (their records'
-  // progress), newest kHistory, by id: `status` lists them.
+  // progress), newest kHistory, by id: `status` finds them (a reply about
+  // every sweep lists the newest kHistoryListed).
   static constexpr size_t kHistory = 1000;
+  static constexpr size_t kHistoryListed = 50;  // in a reply about every sweep
   std::map<std::string, SweepProgress> history_;
   std::unique_ptr<OffLoop> searcher_;  // after the state its work reads: its thread stops first
   std::unique_ptr<OffLoop> expander_;  // last: its thread stops before the rest goes

@@ -286,7 +286,7 @@ class Launch:
         """The call for torch tensors on the current stream, written out for
         this buffer count: per tensor one device and one contiguity check and
         its pointer, then one C call. Anything else takes _general."""
-        if self._bound_stream is not None:
+        if self._bound_stream is not None or len(self._ptrs) == 0:
             return self._general
         try:
             import torch
@@ -297,12 +297,13 @@ class Launch:
         lines = ["def call(*bs):",
                  "    try:",
                  "        %s, = bs" % ", ".join(names),
-                 "        if %s:" % " or ".join("%s.get_device() != o or not %s.is_contiguous()" % (n, n)
-                                             for n in names),
-                 "            return general(*bs)",
-                 ] + ["        p[%d] = %s.data_ptr()" % (i, n) for i, n in enumerate(names)] + [
+                 "        fast = not (%s)" % " or ".join("%s.get_device() != o or not %s.is_contiguous()" % (n, n)
+                                                     for n in names),
                  "    except (AttributeError, ValueError):  # not torch tensors, or not as many",
+                 "        fast = False",
+                 "    if not fast:",
                  "        return general(*bs)",
+                 ] + ["    p[%d] = %s.data_ptr()" % (i, n) for i, n in enumerate(names)] + [
                  "    s.value = raw_stream(o)",
                  "    if launch(h, d, p, s) != 0:",
                  "        fail()"]

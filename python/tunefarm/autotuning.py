@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from ._native import TunefarmError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i32", "fp8e4m3", "fp8e5m2")
+_DTYPES = ("f16", "bf16", "f32")  # an op's dtypes (ops/README.md)
 
 
 def _forced_defaults():
@@ -223,7 +223,9 @@ class Autotuned:
             "    reference = _tuned.reference\n"
             "if _tuned.outputs is not None:\n"
             "    outputs = _tuned.outputs\n") % (attr, module_name, module_name, attr)
-        dtypes = self.dtypes or [dtype]
+        # Every dtype unless told: the package, and with it what was tuned,
+        # must not change with the dtype of a call.
+        dtypes = self.dtypes or list(_DTYPES)
         if dtype not in dtypes:
             raise TunefarmError("autotune %s: dtype %s is not among its dtypes %s" % (self.op, dtype, dtypes))
         toml = ["# Written by tunefarm.autotune for %s in %s; rewritten when either changes." % (attr, module_name),

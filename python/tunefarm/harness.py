@@ -101,9 +101,9 @@ try:
     RULE = load_rule()
 except ValueError as e:  # a broken installation: nothing can be timed
     raise SystemExit("tunefarm.harness: %s" % e)
-# The stream hold (TorchDevice.time): spin cycles, counted at a clock no
-# GPU exceeds, so a hold lasts at least as long as meant.
-HOLD_CLOCK_HZ = 2.2e9
+# The stream hold (TorchDevice.time): spin cycles, counted at a clock above
+# any GPU's boost clock, so a hold lasts at least as long as meant.
+HOLD_CLOCK_HZ = 3.5e9
 HOLD_MIN_CYCLES = int(20e-6 * HOLD_CLOCK_HZ)
 HOLD_MAX_CYCLES = int(50e-3 * HOLD_CLOCK_HZ)
 MAX_BATCH = RULE["max_batch"]  # samples between two synchronisations, as the farm's runner
@@ -357,7 +357,7 @@ class TorchDevice:
                     break
                 self.hold_retries += 1
                 if self.hold_cycles >= HOLD_MAX_CYCLES:
-                    self.unheld_batches += 1  # a host this slow: kept, and said in the row's note
+                    self.unheld_batches += 1  # a host this slow: the batch is kept, and counted
                     break
                 self.hold_cycles = min(HOLD_MAX_CYCLES, 2 * max(self.hold_cycles, int(enqueue * HOLD_CLOCK_HZ)))
             if self.hold_cycles:

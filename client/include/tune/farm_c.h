@@ -38,7 +38,7 @@ typedef struct tunefarm_farm_t tunefarm_farm_t;
  *    "tunefarm_binary": path,       cuda: the `tunefarm` program, whose `runner` times kernels
  *    "allow_programs": false,       run program ops (Triton, ...) as this user
  *    "log_level": "warn"}           the farm's log lines on stderr: debug, info, warn, error
- * Every key may be left out. Its devices and store are said on stderr. */
+ * Every key may be left out. Its devices are said on stderr. */
 TUNEFARM_FARM_EXPORT tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr);
 
 /* A running coordinator at `endpoint`; with CURVE, `client_secret_key` is
@@ -57,7 +57,7 @@ TUNEFARM_FARM_EXPORT tunefarm_farm_t* tunefarm_farm_open_store(const char* path,
  * resumes when a farm opens that store again) and frees the handle. */
 TUNEFARM_FARM_EXPORT void tunefarm_farm_destroy(tunefarm_farm_t* farm);
 
-/* {"endpoint": ..., "local": true, "store": ... (local only),
+/* {"endpoint": ..., "local": true, "store": ... (local and store-only farms),
  *  "devices": [{"index", "name", "model", "backend", "arch"}, ...] (local only),
  *  "simulated": bool (local only)} */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_info(tunefarm_farm_t* farm, char** errptr);
@@ -76,9 +76,9 @@ TUNEFARM_FARM_EXPORT char* tunefarm_farm_submit(tunefarm_farm_t* farm, const cha
 /* A sweep's progress: {"id", "name", "state" ("running", "done",
  * "failed", "cancelled"), "units_total", "units_done", "pairs_total",
  * "pairs_done", "pairs_failed", "failed_by_class": {...}, "gpu_models",
- * "waiting_for", "waits", "skipped", "error", "started_unix",
+ * "waiting_for", "waits", "skipped", "expanding", "error", "started_unix",
  * "finished_unix"}; "" = every sweep the coordinator knows, as
- * {"sweeps": [...], "workers": N}. */
+ * {"sweeps": [...], "workers": N, "store_fault": "..." or ""}. */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_status(tunefarm_farm_t* farm, const char* sweep_id, char** errptr);
 
 /* Cancels a running sweep (what is stored stays); answers its progress. */

@@ -566,7 +566,8 @@ struct ResultStore::Impl {
     const Measurement* row = &m;
     if (replaces) {
       auto stored = DecodeMeasurement(existing.data(), existing.size());
-      const bool retry = stored.ok() && stored->pass == m.pass && !stored->Valid() && retried.count(stored->failure);
+      // A failure of a retried class gives way, whatever pass stored it.
+      const bool retry = stored.ok() && !stored->Valid() && retried.count(stored->failure);
       if (stored.ok() && stored->pass >= m.pass && !retry) return false;
       if (!stored.ok() && !m.ReplacesScreening()) return false;
       // The replaced row's screening figure stays with the config: the

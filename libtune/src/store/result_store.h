@@ -137,8 +137,8 @@ class ResultStore {
   // they survive a crash of this process, not of the host.
   Result<bool> Put(const Measurement& m);
   // Put for many; `*stored` counts the new ones. Atomic as a whole. A row
-  // also replaces a stored row of its key and pass that failed with one of
-  // `retried` (a sweep's retry classes, SweepSubmit::retry).
+  // also replaces a stored row of its key that failed with one of `retried`
+  // (a sweep's retry classes, SweepSubmit::retry), of whatever pass.
   Status PutBatch(const std::vector<Measurement>& ms, size_t* stored, const std::set<FailureClass>& retried = {});
 
   std::optional<Measurement> Get(const std::string& gpu_model, const std::string& op,

@@ -38,8 +38,8 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
 
 // Whose word an export file is. kPeer: another farm's (`store import`), its
 // cubins count as one witness, "import:FILE". kMirror: this farm's own
-// coordinator's, read over its authenticated channel (a remote read): the
-// cubins keep the witnesses the coordinator's store gave them.
+// coordinator's, read over CURVE (a remote read, client/remote_store.h):
+// the cubins keep the witnesses the coordinator's store gave them.
 enum class ImportTrust { kPeer, kMirror };
 
 // Reads an export file into `store`. Errors: not an export file, a newer
