@@ -59,20 +59,16 @@ namespace {
 using tune::CopyString;
 using tune::SetError;
 
-// Runs `fn`, turning an error or an exception into *errptr: none may cross
-// the API.
+// Runs `fn` (which returns a Result<T>), turning its error or an exception
+// into *errptr: none may cross the API.
 template <typename T, typename Fn>
 T Guard(char** errptr, T failed, Fn&& fn) {
-  try {
+  return tune::Guard(errptr, failed, [&]() -> T {
     Result<T> r = fn();
     if (r.ok()) return *r;
     SetError(errptr, r.status().message());
-  } catch (const std::exception& e) {
-    SetError(errptr, std::string("tunefarm: ") + e.what());
-  } catch (...) {
-    SetError(errptr, "tunefarm: unknown error");
-  }
-  return failed;
+    return failed;
+  });
 }
 
 Result<Json> ParseRequest(const char* text, const char* what) {

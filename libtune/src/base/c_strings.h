@@ -1,10 +1,11 @@
-// The C APIs' strings (tune/c.h, tune/farm_c.h): what they hand out is
-// malloc'd, for the caller's tunefarm_free, and an error goes to `errptr`
-// as LevelDB's c.h does it.
+// The C APIs' strings and errors (tune/c.h, tune/farm_c.h): what they hand
+// out is malloc'd, for the caller's tunefarm_free, an error goes to
+// `errptr` as LevelDB's c.h does it, and no exception crosses them.
 #pragma once
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 
 namespace tune {
@@ -21,6 +22,19 @@ inline void SetError(char** errptr, const std::string& message) {
   if (!errptr) return;
   std::free(*errptr);
   *errptr = CopyString(message);
+}
+
+// Runs `fn`, turning an exception into an error: none may cross the API.
+template <typename T, typename Fn>
+T Guard(char** errptr, T failed, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    SetError(errptr, std::string("tunefarm: ") + e.what());
+  } catch (...) {
+    SetError(errptr, "tunefarm: unknown error");
+  }
+  return failed;
 }
 
 }  // namespace tune

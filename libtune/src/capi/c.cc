@@ -38,18 +38,7 @@ namespace {
 using tune::CopyString;
 using tune::SetError;
 
-// Runs `fn`, turning an exception into an error: none may cross the API.
-template <typename T, typename Fn>
-T Guard(char** errptr, T failed, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    SetError(errptr, std::string("tunefarm: ") + e.what());
-  } catch (...) {
-    SetError(errptr, "tunefarm: unknown error");
-  }
-  return failed;
-}
+using tune::Guard;
 
 Json NamedIntsJson(const runtime::NamedInts& v) {
   tune::ParamValues params;  // a categorical param's spelling makes it a string or boolean
