@@ -213,10 +213,7 @@ int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
   auto status = AskForStatus(args.client, SweepStatusRequest{args.sweep_id});
   if (!status.ok()) return Fail(status.status().message());
   if (args.format == "json") {
-    nlohmann::json j = {{"workers", status->workers}, {"store_fault", status->store_fault},
-                        {"sweeps", nlohmann::json::array()}};
-    for (const auto& p : status->sweeps) j["sweeps"].push_back(ProgressJson(p));
-    std::printf("%s\n", DumpJson(j, 2).c_str());
+    std::printf("%s\n", DumpJson(StatusJson(*status), 2).c_str());
     return 0;
   }
   if (args.format == "csv") {

@@ -332,9 +332,7 @@ char* tunefarm_farm_status(tunefarm_farm_t* farm, const char* sweep_id, char** e
       if (status.sweeps.empty()) return Status::Error("coordinator sent no status of sweep " + id);
       return CopyString(tune::DumpJson(tune::ProgressJson(status.sweeps.front())));
     }
-    Json j = {{"workers", status.workers}, {"store_fault", status.store_fault}, {"sweeps", Json::array()}};
-    for (const auto& p : status.sweeps) j["sweeps"].push_back(tune::ProgressJson(p));
-    return CopyString(tune::DumpJson(j));
+    return CopyString(tune::DumpJson(tune::StatusJson(status)));
   });
 }
 

@@ -292,6 +292,12 @@ nlohmann::json ProgressJson(const SweepProgress& p) {
           {"finished_unix", p.finished_unix}};
 }
 
+nlohmann::json StatusJson(const SweepStatus& s) {
+  nlohmann::json j = {{"workers", s.workers}, {"store_fault", s.store_fault}, {"sweeps", nlohmann::json::array()}};
+  for (const auto& p : s.sweeps) j["sweeps"].push_back(ProgressJson(p));
+  return j;
+}
+
 void PrintBundle(FILE* out, const Bundle& b) {
   std::fprintf(out, "bundle '%s' (format %u, tunefarm %s, %zu entries)\n", b.name.c_str(),
                b.format_version, b.farm_version.c_str(), b.entries.size());

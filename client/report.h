@@ -75,5 +75,8 @@ void PrintBundle(FILE* out, const Bundle& b);
 // A sweep's progress as `status --format json` writes it ("id", "state",
 // counts, "failed_by_class", "waits", ...).
 nlohmann::json ProgressJson(const SweepProgress& p);
+// A status answer as `status --format json` writes it: "workers",
+// "store_fault" and "sweeps" (each a ProgressJson).
+nlohmann::json StatusJson(const SweepStatus& s);
 
 }  // namespace tune
