@@ -23,6 +23,7 @@ std::shared_ptr<const LeasedUnit> LeasedUnitOf(const WorkUnit& unit, const std::
   for (const auto& c : unit.configs) u->configs.emplace(c.Id(), c);
   u->confirm = unit.confirm();
   u->refine = unit.refine();
+  u->reusable.insert(unit.reusable.begin(), unit.reusable.end());
   return u;
 }
 
@@ -229,6 +230,7 @@ void Ingestion::ApplyOutcomes() {
         if (!o.gpu_model.empty()) c.stored_per_model[o.gpu_model] += o.stored;
         for (const auto& [cls, n] : o.failed_by_class) c.failures_by_class[cls] += n;
         c.results_duplicate += o.rows - o.stored;
+        c.results_reused += o.reused;
         c.kernel_images += o.kernels;
         c.kernel_image_conflicts += o.kernel_conflicts;
         // Two workers' images of one kernel differ: one of them is not what

@@ -27,7 +27,7 @@ namespace tune {
 
 // What the results path counts, for /metrics.
 struct IngestCounters {
-  uint64_t results_stored = 0, results_duplicate = 0, kernel_images = 0;
+  uint64_t results_stored = 0, results_duplicate = 0, results_reused = 0, kernel_images = 0;
   uint64_t kernel_image_conflicts = 0;  // cubins that differ from another worker's (an alarm)
   uint64_t leases = 0, leases_retried = 0, batches_refused = 0;
   std::map<std::string, uint64_t> failures_by_class;  // stored failure rows, by FailureClassName

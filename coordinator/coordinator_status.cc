@@ -140,6 +140,8 @@ void StatusPages::AddFarmMetrics(std::vector<Metric>* metrics) const {
   add(Metric::Counter("tunefarm_results_stored_total", "measurements stored", ic.results_stored));
   add(Metric::Counter("tunefarm_results_duplicate_total", "measurements received again and not stored twice",
                       ic.results_duplicate));
+  add(Metric::Counter("tunefarm_results_reused_total",
+                      "configs a worker did not measure again: a row under its host digest was stored", ic.results_reused));
   add(Metric::Counter("tunefarm_kernel_images_total",
                       "Measured cubins received with results (each stored once per key)", ic.kernel_images));
   add(Metric::Counter("tunefarm_kernel_image_conflicts_total",

@@ -123,6 +123,21 @@ Status CheckProfiles(const IngestJob& job, const Results& results) {
   return Status::OK();
 }
 
+Status CheckReused(const IngestJob& job, const Results& results) {
+  std::set<std::string> measured, seen;
+  for (const Measurement& m : results.measurements) measured.insert(m.config_id);
+  for (size_t i = 0; i < results.reused.size(); ++i) {
+    const StoredDigest& d = results.reused[i];
+    const std::string where = "reused " + std::to_string(i) + ": ";
+    if (!job.unit->reusable.count(d))
+      return Status::Error(where + "config " + d.config_id + " under digest " + d.digest +
+                           ", a row the unit did not offer");
+    if (!seen.insert(d.config_id).second) return Status::Error(where + "config " + d.config_id + " twice");
+    if (measured.count(d.config_id)) return Status::Error(where + "config " + d.config_id + " measured as well");
+  }
+  return Status::OK();
+}
+
 Status CheckKernels(const IngestJob& job, const Results& results) {
   const LeasedUnit& u = *job.unit;
   // The checked rows of the batch, once: a batch of many cubins and rows
@@ -189,6 +204,7 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   auto rows = RowsToStore(job, *results);
   Status kernels = rows.ok() ? CheckKernels(job, *results) : Status::OK();
   if (kernels.ok() && rows.ok()) kernels = CheckProfiles(job, *results);
+  if (kernels.ok() && rows.ok()) kernels = CheckReused(job, *results);
   if (!rows.ok() || !kernels.ok()) {
     out.kind = IngestOutcome::Kind::kRefused;
     out.error = rows.ok() ? kernels.message() : rows.status().message();
@@ -200,6 +216,7 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
     baselines = std::vector<Measurement>{};
   }
   out.rows = rows->size();
+  out.reused = results->reused.size();
   int64_t newest = 0;
   for (const Measurement& m : results->measurements) newest = std::max(newest, m.unix_time);
   if (newest > 0 && job.received_unix > 0) out.clock_skew_seconds = double(newest - job.received_unix);

@@ -42,6 +42,7 @@ struct LeasedUnit {
   bool confirm = false;                  // only its rows may be confirmed
   bool refine = false;                   // only its rows may be refined
   std::string proposer;                  // the search strategy of its key, stamped on its rows
+  std::set<StoredDigest> reusable;       // the stored rows it offered (WorkUnit::reusable)
 };
 
 // Bounds on a reported figure: a kernel's median above an hour (or below a
@@ -101,6 +102,7 @@ struct IngestOutcome {
   std::string error;      // why, for kStoreFailed, kRejected and kRefused
   size_t rows = 0;        // rows in the batch
   size_t stored = 0;      // new rows; the others were stored before
+  size_t reused = 0;      // configs not measured again: their stored rows stand
   size_t kernels = 0;     // cubins in the batch (stored, or stored before)
   std::string kernel_note;  // a cubin kept out of the store, and why (the rows are stored)
   // The batch's baseline rows were refused, and why (BaselinesToStore): a
@@ -141,6 +143,11 @@ Result<std::vector<Measurement>> BaselinesToStore(const IngestJob& job, const Re
 // and dtype, with the kernel hash of a row of its config in the batch, and
 // values CheckProfile takes.
 Status CheckProfiles(const IngestJob& job, const Results& results);
+
+// Why the configs `results` says it reused may not be taken as done for
+// `job`; OK when they may: each is a row the unit offered under that digest
+// (LeasedUnit::reusable), once, and has no row in the batch as well.
+Status CheckReused(const IngestJob& job, const Results& results);
 
 // Why the cubins of `results` may not be stored for `job`; OK when they may.
 // Each must pass CheckKernelImage (an ELF whose SHA-256 is the one claimed,

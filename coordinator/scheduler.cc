@@ -236,7 +236,7 @@ Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std
       out->plans[PoolKey{job.device.model, spec.name, dtype, shape.Canonical()}] =
           KeyPlan{ks->legal, exact, ks->proposer, ks->budget, true};
       if (ks->budget == 0) continue;
-      ConfigPool pool{job.sweep_id, spec.name, dtype, shape, std::make_shared<const std::vector<Config>>(), 0, ks};
+      ConfigPool pool{job.sweep_id, spec.name, dtype, shape, std::make_shared<const std::vector<Config>>(), 0, ks, nullptr};
       out->pools.push_back(std::move(pool));
     }
   }
@@ -301,13 +301,15 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
           if (!kept.ok()) return Status::Error("op '" + spec.name + "': " + kept.status().message());
           legal_here = std::make_shared<const std::vector<Config>>(std::move(kept).value());
         }
-        ConfigPool pool{job.sweep_id, spec.name, dtype, shape, legal_here, 0, nullptr};
+        ConfigPool pool{job.sweep_id, spec.name, dtype, shape, legal_here, 0, nullptr, nullptr};
         if (job.measured) {
           std::vector<Config> unmeasured;
+          std::map<std::string, std::vector<std::string>> reusable;
           for (const auto& c : *legal_here) {
-            const std::optional<StoredPair> stored = job.measured(device, spec, dtype, c, shape);
-            if (!stored) {
+            std::optional<StoredPair> stored = job.measured(device, spec, dtype, c, shape);
+            if (!stored || !stored->host_digests.empty()) {
               unmeasured.push_back(c);
+              if (stored) reusable.emplace(c.Id(), std::move(stored->host_digests));
             } else if (stored->failed) {
               out.pairs_failed++;
               if (stored->failure != FailureClass::kNone) out.failed_by_class[FailureClassName(stored->failure)]++;
@@ -315,6 +317,8 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
           }
           out.pairs_done += legal_here->size() - unmeasured.size();
           pool.configs = std::make_shared<const std::vector<Config>>(std::move(unmeasured));
+          if (!reusable.empty())
+            pool.reusable = std::make_shared<const std::map<std::string, std::vector<std::string>>>(std::move(reusable));
         }
         const size_t left = pool.configs->size();
         out.pairs_total += legal_here->size();
@@ -443,6 +447,13 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     u.dtype = pool.dtype;
     u.gpu_model = gpu_model;
     u.configs.assign(pool.configs->begin() + pool.next, pool.configs->begin() + end);
+    if (pool.reusable) {
+      for (const Config& c : u.configs) {
+        auto stored = pool.reusable->find(c.Id());
+        if (stored == pool.reusable->end()) continue;
+        for (const std::string& digest : stored->second) u.reusable.push_back({c.Id(), digest});
+      }
+    }
     u.shape = pool.shape;
     u.shape_key = pool.shape.Canonical();
     sweep.model_passes[gpu_model].unsliced -= end - pool.next;
@@ -709,6 +720,7 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
   w.refine_best_us = u.refine_best_us;
   w.screen_only = u.kind == UnitKind::kScreen && sweep.submit.refine_pass && near_best_;
   if (u.kind == UnitKind::kConfirm) w.profile_top = sweep.submit.profile_top;
+  if (u.kind == UnitKind::kScreen) w.reusable = u.reusable;
   return w;
 }
 

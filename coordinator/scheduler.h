@@ -95,6 +95,12 @@ struct SchedulerOptions {
 struct StoredPair {
   bool failed = false;
   FailureClass failure = FailureClass::kNone;
+  // Non-empty for an op whose hosts add to its kernel hash
+  // (OpSpec::HostDigested): the host digests the store holds rows of the
+  // pair under. Whether they are of the host that measures it is that
+  // host's to say: the pair is leased with them (WorkUnit::reusable), and a
+  // worker of one of these digests reuses the row.
+  std::vector<std::string> host_digests;
 };
 // What the store holds for a config's shape on a model (nullopt: nothing),
 // so a resumed sweep leases only what is missing and counts what failed.
@@ -201,6 +207,9 @@ struct ConfigPool {
   std::shared_ptr<const std::vector<Config>> configs;
   size_t next = 0;
   std::shared_ptr<KeySearch> search;
+  // Config id -> StoredPair::host_digests of its stored rows, for the
+  // configs of `configs` that have some (null: none has).
+  std::shared_ptr<const std::map<std::string, std::vector<std::string>>> reusable;
 };
 
 // The screening of one (GPU model, op, dtype, shape): a config pool's key
@@ -295,6 +304,8 @@ struct Unit {
   // kRefine: `configs` came near this best screening figure of `shape`
   // (WorkUnit::refine_best_us).
   double refine_best_us = 0;
+  // kScreen: the stored rows its configs may reuse (WorkUnit::reusable).
+  std::vector<StoredDigest> reusable;
   UnitState state = UnitState::kPending;
   uint32_t attempts = 0;
   std::map<std::string, double> holders;  // worker -> lease deadline

@@ -189,23 +189,45 @@ MeasuredFn Sweeps::Measured(const SweepSubmit& submit, const std::string& sweep_
   ResultStore* db = store_;
   std::set<FailureClass> retried;
   for (const std::string& c : submit.retry) retried.insert(FailureClassFromName(c));
+  // An earlier sweep's failure of a retried class is measured again (one of
+  // this sweep's own, before a restart, is its result).
+  auto retry = [retried, sweep_id](const Measurement& row) {
+    return !row.Valid() && retried.count(row.failure) && row.sweep_id != sweep_id;
+  };
   // Each copy (one per expansion) hashes each (op, toolchain) once, not once
-  // per config.
-  return [db, retried, sweep_id, hashes = std::map<std::pair<std::string, std::string>, std::string>()](
+  // per config, and scans a host-digested key once.
+  using Digests = std::map<std::string, std::vector<std::string>>;  // config id -> host digests
+  return [db, retry, hashes = std::map<std::pair<std::string, std::string>, std::string>(),
+          digested = std::map<std::string, Digests>()](
              const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
              const Shape& shape) mutable -> std::optional<StoredPair> {
-    // Rows of an op whose hosts add to its kernel hash (include roots, a
-    // program's version) are kept under hashes the coordinator cannot know:
-    // such an op is measured again.
-    if (spec.HostDigested()) return std::nullopt;
     std::string& hash = hashes[{spec.name, dev.nvrtc_version}];
     if (hash.empty()) hash = OpHash(spec, dev);
+    if (spec.HostDigested()) {
+      // Rows of an op whose hosts add to its kernel hash (include roots, a
+      // program's version) are kept under a hash per host digest: the
+      // worker that is leased the pair tells whether one of them is its own.
+      const ResultFilter key{dev.model, spec.name, dtype, shape.Canonical(), ""};
+      const std::string at = key.gpu_model + '\0' + key.op + '\0' + key.dtype + '\0' + key.shape + '\0' + hash;
+      auto [it, fresh] = digested.try_emplace(at);
+      if (fresh) {
+        Status st = db->Scan(key, [&](const Measurement& m) {
+          if (!m.include_digest.empty() && MeasuresKernel(m, hash) && !retry(m))
+            it->second[m.config_id].push_back(m.include_digest);
+          return true;
+        });
+        if (!st.ok()) CoordinatorLog(log::Level::kWarn, "stored rows not reused: the store did not answer",
+                                     {{"shape", key.shape}, {"error", st.message()}});
+      }
+      auto stored = it->second.find(config.Id());
+      if (stored == it->second.end()) return std::nullopt;
+      StoredPair pair;
+      pair.host_digests = stored->second;
+      return pair;
+    }
     const auto row = db->Get(dev.model, spec.name, dtype, shape.Canonical(), hash, config.Id());
-    if (!row) return std::nullopt;
-    // An earlier sweep's failure of a retried class is measured again (one
-    // of this sweep's own, before a restart, is its result).
-    if (!row->Valid() && retried.count(row->failure) && row->sweep_id != sweep_id) return std::nullopt;
-    return StoredPair{!row->Valid(), row->failure};
+    if (!row || retry(*row)) return std::nullopt;
+    return StoredPair{!row->Valid(), row->failure, {}};
   };
 }
 

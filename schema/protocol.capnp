@@ -75,6 +75,18 @@ struct WorkUnit @0xc9207a1fbc05099f {
   screenOnly @13 :Bool;
   # A confirm unit: profile its fastest N configs once they are timed.
   profileTop @14 :UInt32;
+  # A screening unit of an op whose hosts add to its kernel hash (include
+  # roots, a program's version): the configs the store holds rows of, each
+  # with the host digest the rows were measured under. A worker whose own
+  # digest for the op is one of them reuses the row (Results.reused) rather
+  # than measure the config again.
+  reusable @15 :List(StoredDigest);
+}
+
+# A config's stored row under one host digest (Measurement.includeDigest).
+struct StoredDigest @0x8c576f422d62318d {
+  configId @0 :Text;
+  digest @1 :Text;
 }
 
 # Worker -> coordinator: a batch of measurements of one unit.
@@ -94,6 +106,9 @@ struct Results @0xb4c1ed0f8fb2828f {
   # baseline set): each of the unit's op, dtype and shapes on the sender's
   # GPU, kept apart from the configs' rows.
   baselines @7 :List(Records.Measurement);
+  # Configs of the unit not measured again: the sender's host digest for the
+  # op is the one the unit offered their stored rows under (WorkUnit.reusable).
+  reused @8 :List(StoredDigest);
 }
 
 # Coordinator -> worker: a batch is stored (duplicates counted once).

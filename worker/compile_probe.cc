@@ -30,6 +30,7 @@ class ProbedBackend final : public Backend {
     ck.failure_message = failed;
     return ck;
   }
+  Result<std::string> HostDigest(const OpSpec& spec) override { return sim_->HostDigest(spec); }
   Status Prepare() override { return sim_->Prepare(); }
   void Plan(const OpSpec& spec, const std::string& dtype, const std::vector<Config>& configs,
             const std::vector<Shape>& shapes) override {

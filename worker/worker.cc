@@ -26,10 +26,10 @@
 #include "base/text.h"
 #include "serve/metrics.h"
 #include "codec/protocol.h"
+#include "measure/program/program_backend.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "compile_probe.h"
 #include "measure/cuda/cuda_backend.h"
-#include "measure/program/program_backend.h"
 #endif
 
 namespace tune {
@@ -305,6 +305,7 @@ struct Worker::Impl : HttpStatusSource {
     std::vector<KernelImage> kernels;
     std::vector<KernelProfile> profiles;
     std::vector<Measurement> baselines;
+    std::vector<StoredDigest> reused;  // sent with the first batch
     size_t kernel_bytes = 0;
     std::set<std::string> kernels_taken;  // of this unit: each cubin travels once
 
@@ -338,6 +339,8 @@ struct Worker::Impl : HttpStatusSource {
     r.kernels = std::move(pending->kernels);
     r.profiles = std::move(pending->profiles);
     r.baselines = std::move(pending->baselines);
+    r.reused = std::move(pending->reused);
+    pending->reused.clear();
     pending->profiles.clear();
     pending->baselines.clear();
     pending->rows.clear();
@@ -393,9 +396,34 @@ struct Worker::Impl : HttpStatusSource {
     for (const WorkUnit& next : queues[slot]->TakeUnseen(planned)) {
       std::string ignored;
       auto spec = SpecFor(next, &ignored);
-      if (spec && spec->program && !next.confirm())
-        program_backends[slot]->Plan(*spec, next.dtype, next.configs, next.shapes);
+      if (!spec || !spec->program || next.confirm()) continue;
+      std::vector<StoredDigest> reused;
+      const auto trimmed = WithoutReused(next, *spec, *program_backends[slot], &reused);
+      program_backends[slot]->Plan(*spec, next.dtype, (trimmed ? *trimmed : next).configs, next.shapes);
     }
+  }
+
+  // `unit` without the configs whose stored rows this host may reuse: those
+  // the unit offers under this host's digest for the op (WorkUnit::reusable),
+  // listed in *reused. nullopt when none is left out: the unit as it came.
+  std::optional<WorkUnit> WithoutReused(const WorkUnit& unit, const OpSpec& spec, Backend& backend,
+                                        std::vector<StoredDigest>* reused) {
+    reused->clear();
+    if (unit.reusable.empty() || unit.confirm() || unit.refine()) return std::nullopt;
+    auto digest = backend.HostDigest(spec);
+    // A host that cannot say measures: its compiles fail with the reason.
+    if (!digest.ok() || digest->empty()) return std::nullopt;
+    std::set<std::string> mine;
+    for (const StoredDigest& d : unit.reusable)
+      if (d.digest == *digest) mine.insert(d.config_id);
+    if (mine.empty()) return std::nullopt;
+    WorkUnit out = unit;
+    out.configs.clear();
+    for (const Config& c : unit.configs) {
+      if (mine.count(c.Id())) reused->push_back({c.Id(), *digest});
+      else out.configs.push_back(c);
+    }
+    return out;
   }
 
   // A row of `unit` for (c, s) on `dev`, before its outcome.
@@ -454,18 +482,18 @@ struct Worker::Impl : HttpStatusSource {
     return k;
   }
 
-  void RunUnit(size_t slot, const WorkUnit& unit, zmq::socket_t& push, std::set<uint64_t>* planned) {
+  void RunUnit(size_t slot, const WorkUnit& given, zmq::socket_t& push, std::set<uint64_t>* planned) {
     Backend& device_backend = *backends[slot];
     const DeviceInfo& dev = device_backend.device();
     std::string error;
-    auto spec = SpecFor(unit, &error);
+    auto spec = SpecFor(given, &error);
     if (!spec) {
       // An op that does not parse here fails every pair of the unit with the
       // reason, so the sweep still completes and shows why.
       Pending pending;
-      for (const auto& c : unit.configs) {
-        for (const auto& s : unit.shapes) {
-          Measurement m = BaseRow(unit, dev, c, s);
+      for (const auto& c : given.configs) {
+        for (const auto& s : given.shapes) {
+          Measurement m = BaseRow(given, dev, c, s);
           m.kernel_hash = "invalid-spec";
           m.failure = FailureClass::kCompileError;
           m.failure_message = error;
@@ -473,15 +501,21 @@ struct Worker::Impl : HttpStatusSource {
         }
       }
       uint64_t batch = 0;
-      Flush(push, unit, &batch, &pending, true);
+      Flush(push, given, &batch, &pending, true);
       return;
     }
+    Backend& backend = spec->program ? *program_backends[slot] : device_backend;
+    // Configs measured before under this host's digest are reused, not
+    // measured again: the coordinator learns which with the first batch.
+    std::vector<StoredDigest> reused;
+    const std::optional<WorkUnit> trimmed = WithoutReused(given, *spec, backend, &reused);
+    const WorkUnit& unit = trimmed ? *trimmed : given;
     Log(log::Level::kDebug, "unit",
         {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", unit.unit_id}, {"op", unit.op},
          {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
-         {"configs", unit.configs.size()}, {"model", dev.model}});
-    Backend& backend = spec->program ? *program_backends[slot] : device_backend;
+         {"configs", unit.configs.size()}, {"reused", reused.size()}, {"model", dev.model}});
     UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0};
+    run.pending.reused = std::move(reused);
     // Planned units are forgotten when they start.
     planned->erase(planned->begin(), planned->lower_bound(unit.unit_id));
     run.compiled.reserve(unit.configs.size());
@@ -553,6 +587,8 @@ struct Worker::Impl : HttpStatusSource {
       policy.target_rel_ci = std::max(policy.target_rel_ci, policy.rank_rel_ci);
       policy.refine_seconds = 0;
     }
+    // Every config reused: nothing to time, the next unit may come now.
+    if (unit.configs.empty()) AskForNextUnit(run.push, run.dev.index);
     double last_flush = NowSeconds();
     std::map<std::string, size_t> failed;  // by status, for the unit's summary line
     std::optional<CompiledKernel> compiled_one;  // what the baseline's key takes its kernel hash from

@@ -178,7 +178,7 @@ TEST_F(HostilePeerTest, InvalidUtf8InAnyTextFieldIsAProtocolErrorNotACrash) {
   commands.emplace_back("sweepSubmit.name", submit);
   commands.emplace_back("sweepStatusRequest.sweepId", SweepStatusRequest{bad});
   commands.emplace_back("disconnect.reason", tune::Disconnect{bad});
-  commands.emplace_back("results.sweepId", Results{bad, 1, 0, true, {}, {}, {}, {}});
+  commands.emplace_back("results.sweepId", Results{bad, 1, 0, true, {}, {}, {}, {}, {}});
   for (auto& [what, cmd] : commands) {
     Peer hostile(ctx_, endpoint_);
     hostile.Send(cmd);
@@ -277,11 +277,11 @@ TEST_F(HostilePeerTest, ResultsThatDoNotMatchTheirLeaseAreRefusedAndNothingForge
     return m;
   };
   // A unit never leased, a -1 us winner, a config outside the space.
-  hostile.Send(Results{unit.sweep_id, 777, 0, true, {row(unit.configs[0], 1)}, {}, {}, {}});
+  hostile.Send(Results{unit.sweep_id, 777, 0, true, {row(unit.configs[0], 1)}, {}, {}, {}, {}});
   EXPECT_NE(hostile.Receive<ResultsAck>().refused.find("not leased"), std::string::npos);
-  hostile.Send(Results{unit.sweep_id, unit.unit_id, 0, false, {row(unit.configs[0], -1)}, {}, {}, {}});
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 0, false, {row(unit.configs[0], -1)}, {}, {}, {}, {}});
   EXPECT_NE(hostile.Receive<ResultsAck>().refused.find("median_us"), std::string::npos);
-  hostile.Send(Results{unit.sweep_id, unit.unit_id, 1, true, {row(Config{{{"TILE", 7}, {"UNROLL", 99}}}, 0.5)}, {}, {}, {}});
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 1, true, {row(Config{{{"TILE", 7}, {"UNROLL", 99}}}, 0.5)}, {}, {}, {}, {}});
   EXPECT_NE(hostile.Receive<ResultsAck>().refused.find("does not hold"), std::string::npos);
   // Three refusals: disconnected, and its lease went back to the queue.
   EXPECT_NE(hostile.Receive<tune::Disconnect>().reason.find("refused"), std::string::npos);
@@ -335,11 +335,11 @@ TEST_F(HostilePeerTest, ImpossibleFiguresAreRefusedAndRowsKeepTheCoordinatorsClo
     return m;
   };
   const int64_t now = std::time(nullptr);
-  hostile.Send(Results{unit.sweep_id, unit.unit_id, 0, false, {row(1e-6, now)}, {}, {}, {}});
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 0, false, {row(1e-6, now)}, {}, {}, {}, {}});
   const ResultsAck impossible = hostile.Receive<ResultsAck>();
   EXPECT_NE(impossible.refused.find("impossible"), std::string::npos) << impossible.refused;
   // A plausible row from a clock a year ahead.
-  hostile.Send(Results{unit.sweep_id, unit.unit_id, 1, false, {row(5, now + 365 * 86400)}, {}, {}, {}});
+  hostile.Send(Results{unit.sweep_id, unit.unit_id, 1, false, {row(5, now + 365 * 86400)}, {}, {}, {}, {}});
   const ResultsAck ack = hostile.Receive<ResultsAck>();
   EXPECT_TRUE(ack.refused.empty()) << ack.refused;
   EXPECT_GT(ack.clock_skew_seconds, 364 * 86400.0);
@@ -376,7 +376,7 @@ TEST_F(HostilePeerTest, AResultsFloodIsCutOffAtTheIngestQueueBoundAndNothingHone
   Peer flood(ctx_, endpoint_, 60000);
   flood.Send(Hello{"flood:1", "0.1", {Device(kModel)}});
   flood.Receive<HelloAck>();
-  Results batch{sweep_id, 777, 0, false, {}, {}, {}, {}};
+  Results batch{sweep_id, 777, 0, false, {}, {}, {}, {}, {}};
   for (int i = 0; i < 4000; ++i) {
     Measurement m;
     m.gpu_model = kModel;
@@ -552,7 +552,7 @@ TEST_F(HostilePeerTest, AChangedLaunchOrCheckStartsNewRows) {
     late.Send(Hello{"late:1", "0.1", {Device(kModel)}});
     late.Receive<HelloAck>();
     const std::string sweep_id = Rows().front().sweep_id;
-    late.Send(Results{sweep_id, 777, 0, true, {}, {}, {}, {}});
+    late.Send(Results{sweep_id, 777, 0, true, {}, {}, {}, {}, {}});
     const ResultsAck ack = late.Receive<ResultsAck>();
     EXPECT_EQ(ack.stored, 0u);
     EXPECT_EQ(ack.refused, "");

@@ -527,4 +527,82 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
   fs::remove_all(dir);
 }
 
+
+// Rows of an op whose hosts add to its kernel hash ([program] version) are
+// reused by a later sweep while the worker's digest is the one they were
+// measured under, and measured again once it is not.
+TEST(ProgramOpFarm, RowsUnderTheWorkersHostDigestAreReusedUntilItChanges) {
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-progreuse-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "ops");
+  fs::copy(kOps + "/program_sum", dir / "ops" / "program_sum", fs::copy_options::recursive);
+  {
+    std::string toml = tune::testing::ReadFile((dir / "ops/program_sum/op.toml").string());
+    toml.replace(toml.find("timeout = 20"), 12, "timeout = 20\nversion = \"cat \\\"$TUNEFARM_TEST_VERSION_FILE\\\"\"");
+    std::ofstream((dir / "ops/program_sum/op.toml").string()) << toml;
+  }
+  const std::string bin = TUNEFARM_BINARY;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  auto path = [&](const std::string& n) { return (dir / n).string(); };
+  std::ofstream(path("sweep.toml")) << "[sweep]\nname = \"reuse\"\nops = [\"program_sum\"]\ndtypes = [\"f32\"]\n"
+                                       "gpus = [\"*\"]\nshapes = [ { N = 1024 }, { N = 4096 } ]\n";
+  ::setenv("TUNEFARM_TEST_VERSION_FILE", path("version.txt").c_str(), 1);
+  // Each row's (digest, sweep) by (config, shape).
+  using Rows = std::map<std::string, std::pair<std::string, std::string>>;
+  auto rows = [&]() {
+    Rows out;
+    auto store = tune::ResultStore::OpenReadOnly(path("store"));
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    if (!store.ok()) return out;
+    EXPECT_TRUE((*store)->Scan({"sim-h100", "program_sum", "f32", "", ""}, [&](const tune::Measurement& m) {
+      out[m.config_id + " " + m.shape + " " + m.include_digest] = {m.include_digest, m.sweep_id};
+      return true;
+    }).ok());
+    return out;
+  };
+  // One sweep on a worker that prints `version`, through a coordinator on
+  // the same store.
+  auto sweep = [&](const std::string& version, int n) {
+    std::ofstream(path("version.txt")) << version;
+    const std::string tag = std::to_string(n);
+    Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--heartbeat-ms", "200",
+                       "--log-level", "debug"},
+                      path("coordinator" + tag + ".log"));
+    Child worker({bin, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "h100", "--cache-dir",
+                  path("cache"), "--allow-programs", "--log-level", "debug", "--log-format", "json"},
+                 path("worker" + tag + ".log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    Child submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir", path("ops"), "--wait"},
+                 path("submit" + tag + ".log"));
+    EXPECT_EQ(submit.Wait(120), 0) << tune::testing::ReadFile(path("submit" + tag + ".log"))
+                                   << tune::testing::ReadFile(path("worker" + tag + ".log"));
+    EXPECT_EQ(worker.Stop(), 0);
+    EXPECT_EQ(coordinator.Stop(), 0);
+    return tune::testing::ReadFile(path("worker" + tag + ".log"));
+  };
+  sweep("framework 1.0\n", 1);
+  const Rows first = rows();
+  ASSERT_EQ(first.size(), 16u);  // 8 configs x 2 shapes, under one digest
+  // The same host again: nothing is measured, every row stays the first sweep's.
+  const std::string log2 = sweep("framework 1.0\n", 2);
+  EXPECT_EQ(rows(), first);
+  size_t reused = 0;
+  std::stringstream lines(log2);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("message", "") == "unit") reused += j.value("reused", size_t(0));
+  }
+  EXPECT_EQ(reused, 16u) << log2;
+  // The host's framework changed: every pair is measured again under its new
+  // digest, beside the old rows.
+  sweep("framework 1.1\n", 3);
+  const Rows third = rows();
+  EXPECT_EQ(third.size(), 32u);
+  std::set<std::string> digests;
+  for (const auto& [key, row] : third) digests.insert(row.first);
+  EXPECT_EQ(digests.size(), 2u);
+  ::unsetenv("TUNEFARM_TEST_VERSION_FILE");
+  fs::remove_all(dir);
+}
+
 }  // namespace

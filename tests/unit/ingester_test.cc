@@ -43,7 +43,7 @@ Measurement Row(const std::string& gpu, int64_t bm, bool passed = true) {
 zmq::message_t Frame(uint64_t batch, std::vector<Measurement> rows, bool final = false) {
   Envelope env;
   env.sender = "w";
-  env.command = Results{"s1", 7, batch, final, std::move(rows), {}, {}, {}};
+  env.command = Results{"s1", 7, batch, final, std::move(rows), {}, {}, {}, {}};
   const std::string bytes = EncodeEnvelope(env);
   return zmq::message_t(bytes.data(), bytes.size());
 }
@@ -141,7 +141,7 @@ TEST_F(IngesterTest, ABaselineIsStoredApartAndABadOneCostsOnlyItself) {
     b.baseline = library;
     Envelope env;
     env.sender = "w";
-    env.command = Results{"s1", 7, batch, false, {Row("h100", 64 << batch)}, {}, {}, {b}};
+    env.command = Results{"s1", 7, batch, false, {Row("h100", 64 << batch)}, {}, {}, {b}, {}};
     const std::string bytes = EncodeEnvelope(env);
     return zmq::message_t(bytes.data(), bytes.size());
   };
@@ -219,7 +219,7 @@ TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
     KernelImage k{"kh", Cfg(64).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", tag), {}, {}};
     k.sha256 = Sha256Hex(k.image);
     k.witnesses = {"forged:1", "forged:2"};  // the sender's word on who vouches: ignored
-    env.command = Results{"s1", 7, n, false, {m}, {k}, {}, {}};
+    env.command = Results{"s1", 7, n, false, {m}, {k}, {}, {}, {}};
     const std::string bytes = EncodeEnvelope(env);
     IngestJob job = Job(zmq::message_t(bytes.data(), bytes.size()));
     job.worker = worker;
@@ -271,14 +271,14 @@ TEST(RowsToStore, RefusesEveryRowThatIsNotWhatWasLeased) {
   };
   IngestJob job = Job(Frame(0, {}));
   for (const auto& c : cases) {
-    Results r{"s1", 7, 0, false, {Row("h100", 64), Row("h100", 128)}, {}, {}, {}};
+    Results r{"s1", 7, 0, false, {Row("h100", 64), Row("h100", 128)}, {}, {}, {}, {}};
     c.spoil(r.measurements[1]);
     auto rows = RowsToStore(job, r);
     ASSERT_FALSE(rows.ok()) << c.what;
     EXPECT_NE(rows.status().message().find("row 1"), std::string::npos) << c.what << ": " << rows.status().message();
     EXPECT_NE(rows.status().message().find(c.names), std::string::npos) << c.what << ": " << rows.status().message();
   }
-  Results other_sweep{"s2", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
+  Results other_sweep{"s2", 7, 0, false, {Row("h100", 64)}, {}, {}, {}, {}};
   EXPECT_FALSE(RowsToStore(job, other_sweep).ok());
 }
 
@@ -292,7 +292,7 @@ TEST(BaselinesToStore, TakesTheOpsLibraryOnTheUnitsKeyAndRefusesTheRest) {
     m.baseline = "cublaslt 13.0.0";
     return m;
   };
-  Results r{"s1", 7, 0, false, {}, {}, {}, {baseline()}};
+  Results r{"s1", 7, 0, false, {}, {}, {}, {baseline()}, {}};
   // An op without a [baseline] takes none.
   auto none = BaselinesToStore(job, r);
   ASSERT_FALSE(none.ok());
@@ -325,16 +325,16 @@ TEST(BaselinesToStore, TakesTheOpsLibraryOnTheUnitsKeyAndRefusesTheRest) {
     digested.baseline_config = def;
     digested.host_digested = true;
     Measurement m = baseline();
-    auto without = BaselinesToStore(digested, Results{"s1", 7, 0, false, {}, {}, {}, {m}});
+    auto without = BaselinesToStore(digested, Results{"s1", 7, 0, false, {}, {}, {}, {m}, {}});
     ASSERT_FALSE(without.ok());
     EXPECT_NE(without.status().message().find("include digest"), std::string::npos) << without.status().message();
     m.include_digest = std::string(32, 'a');
     m.kernel_hash = KernelHashWithIncludes("kh", m.include_digest);
-    auto with = BaselinesToStore(digested, Results{"s1", 7, 0, false, {}, {}, {}, {m}});
+    auto with = BaselinesToStore(digested, Results{"s1", 7, 0, false, {}, {}, {}, {m}, {}});
     EXPECT_TRUE(with.ok()) << with.status().message();
   }
   for (const auto& [spoil, want] : bad) {
-    Results b{"s1", 7, 0, false, {}, {}, {}, {baseline(), baseline()}};
+    Results b{"s1", 7, 0, false, {}, {}, {}, {baseline(), baseline()}, {}};
     spoil(b.baselines[1]);
     auto got = BaselinesToStore(job, b);
     ASSERT_FALSE(got.ok()) << want;
@@ -348,7 +348,7 @@ TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
   auto unit = Leased();
   unit->refine = true;
   job.unit = unit;
-  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}, {}};
   r.measurements[0].pass = Measurement::Pass::kRefine;
   r.measurements[0].screen_us = 1;  // the store's to set, never a peer's
   auto rows = RowsToStore(job, r);
@@ -366,7 +366,7 @@ TEST(RowsToStore, StampsTheLeasedConfigAndTakesPassFlagsOfItsUnit) {
 TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoots) {
   IngestJob job = Job(Frame(0, {}));
   const std::string digest(32, 'a');
-  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}, {}};
   r.measurements[0].include_digest = digest;
   r.measurements[0].kernel_hash = KernelHashWithIncludes("kh", digest);
   // An op without include roots has no derived hashes.
@@ -394,12 +394,60 @@ TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoo
 }
 
 // A profile is of a row of the batch, on the unit's key, with values in range.
+// A worker may leave out only the configs the unit offered under its
+// digest; what it reused counts, and nothing of it is stored again.
+TEST(CheckReused, TakesOnlyWhatTheUnitOfferedOnceAndNotMeasuredAsWell) {
+  const std::string d1(32, 'a'), d2(32, 'b');
+  IngestJob job;
+  auto unit = Leased();
+  unit->reusable = {{Cfg(64).Id(), d1}, {Cfg(64).Id(), d2}, {Cfg(128).Id(), d1}};
+  job.unit = unit;
+  auto check = [&](std::vector<StoredDigest> reused, std::vector<Measurement> rows = {}) {
+    return CheckReused(job, Results{"s1", 7, 0, true, std::move(rows), {}, {}, {}, std::move(reused)});
+  };
+  EXPECT_TRUE(check({{Cfg(64).Id(), d2}, {Cfg(128).Id(), d1}}, {Row("h100", 256)}).ok());
+  const Status other_digest = check({{Cfg(128).Id(), d2}});
+  EXPECT_NE(other_digest.message().find("reused 0: config " + Cfg(128).Id() + " under digest " + d2 +
+                                        ", a row the unit did not offer"), std::string::npos)
+      << other_digest.message();
+  EXPECT_FALSE(check({{Cfg(256).Id(), d1}}).ok());  // nothing stored of it
+  EXPECT_NE(check({{Cfg(64).Id(), d1}, {Cfg(64).Id(), d2}}).message().find("twice"), std::string::npos);
+  EXPECT_NE(check({{Cfg(64).Id(), d1}}, {Row("h100", 64)}).message().find("measured as well"), std::string::npos);
+}
+
+TEST_F(IngesterTest, ReusedConfigsAreCountedAndAnOfferNotMadeRefusesTheBatch) {
+  const std::string d1(32, 'a');
+  auto frame = [&](uint64_t batch, std::vector<StoredDigest> reused) {
+    Envelope env;
+    env.sender = "w";
+    env.command = Results{"s1", 7, batch, false, {Row("h100", 256)}, {}, {}, {}, std::move(reused)};
+    const std::string bytes = EncodeEnvelope(env);
+    return zmq::message_t(bytes.data(), bytes.size());
+  };
+  auto job = [&](zmq::message_t f) {
+    IngestJob j = Job(std::move(f));
+    auto unit = Leased();
+    unit->reusable = {{Cfg(64).Id(), d1}};
+    j.unit = unit;
+    return j;
+  };
+  ingester_->Submit(job(frame(0, {{Cfg(64).Id(), d1}})));
+  ingester_->Submit(job(frame(1, {{Cfg(128).Id(), d1}})));
+  const auto out = Take(2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, IngestOutcome::Kind::kStored);
+  EXPECT_EQ(out[0].reused, 1u);
+  EXPECT_EQ(out[0].stored, 1u);
+  EXPECT_EQ(out[1].kind, IngestOutcome::Kind::kRefused);
+  EXPECT_NE(out[1].error.find("did not offer"), std::string::npos) << out[1].error;
+}
+
 TEST(CheckProfiles, RefusesProfilesThatAreNotOfTheBatchOrOutOfRange) {
   IngestJob job = Job(Frame(0, {}));
   auto unit = Leased();
   unit->confirm = true;  // profiles come from confirm units
   job.unit = unit;
-  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}};
+  Results r{"s1", 7, 0, false, {Row("h100", 64)}, {}, {}, {}, {}};
   KernelProfile p;
   p.gpu_model = "h100";
   p.op = "gemm";

@@ -184,6 +184,7 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   w.confirm_timing = ConfirmTiming::kBurst;
   w.refine_best_us = 12.5;
   w.screen_only = true;
+  w.reusable = {{w.configs[0].Id(), std::string(32, 'a')}, {w.configs[0].Id(), std::string(32, 'b')}};
   auto out = std::get<WorkUnit>(RoundTrip(Wrap(w)).command);
   EXPECT_EQ(out.sweep_id, w.sweep_id);
   EXPECT_EQ(out.unit_id, w.unit_id);
@@ -202,6 +203,7 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
   EXPECT_EQ(out.refine_best_us, 12.5);
   EXPECT_TRUE(out.screen_only);
+  EXPECT_EQ(out.reusable, w.reusable);
 }
 
 TEST(ProtocolTest, ResultsRoundTripEveryFailureClass) {
@@ -217,7 +219,9 @@ TEST(ProtocolTest, ResultsRoundTripEveryFailureClass) {
                                   FailureClass::kSkipped};
   int i = 0;
   for (FailureClass c : classes) r.measurements.push_back(MakeMeasurement(i++, c));
+  r.reused = {{"BM=64", std::string(32, 'c')}};
   auto out = std::get<Results>(RoundTrip(Wrap(r)).command);
+  EXPECT_EQ(out.reused, r.reused);
   EXPECT_EQ(out.sweep_id, r.sweep_id);
   EXPECT_EQ(out.unit_id, r.unit_id);
   EXPECT_EQ(out.batch, r.batch);
@@ -345,7 +349,7 @@ TEST(ProtocolTest, TextThatIsNotUtf8OrTooLongIsRefusedWithTheFieldNamed) {
   refused(Wrap(Hello{"w", "1", {d}}), "model is not valid UTF-8");
   refused(Wrap(SweepStatusRequest{bad}), "sweepId is not valid UTF-8");
   refused(Wrap(Disconnect{bad}), "reason is not valid UTF-8");
-  Results r{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kNone)}, {}, {}, {}};
+  Results r{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kNone)}, {}, {}, {}, {}};
   r.measurements[0].worker = bad;
   refused(Wrap(r), "worker is not valid UTF-8");
   Envelope env = Wrap(Heartbeat{});
@@ -353,7 +357,7 @@ TEST(ProtocolTest, TextThatIsNotUtf8OrTooLongIsRefusedWithTheFieldNamed) {
   refused(env, "sender is not valid UTF-8");
   refused(Wrap(Hello{std::string(kMaxNameBytes + 1, 'x'), "1", {}}), "workerName is 4097 bytes");
   // Long texts where they are meant to be: a compile log, a reason.
-  Results log{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kCompileError)}, {}, {}, {}};
+  Results log{"s", 1, 0, false, {MakeMeasurement(0, FailureClass::kCompileError)}, {}, {}, {}, {}};
   log.measurements[0].failure_message = std::string(100000, 'e');
   const std::string frame = EncodeEnvelope(Wrap(log));
   EXPECT_TRUE(DecodeEnvelope(frame.data(), frame.size()).ok());

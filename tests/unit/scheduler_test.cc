@@ -99,7 +99,7 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
                               if (shape.Canonical() == "N=4096") return StoredPair{};
                               if (first_100.size() < 100) first_100.insert(c.Id());
                               if (!first_100.count(c.Id())) return std::nullopt;
-                              return StoredPair{true, FailureClass::kCompileError};
+                              return StoredPair{true, FailureClass::kCompileError, {}};
                             })
                   .ok());
   s.AddDevice(Device("m"), 0);
@@ -118,6 +118,32 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
   EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
   s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
   EXPECT_EQ(sweep->state, RunState::kDone);
+}
+
+// Pairs stored under host digests are leased with them: the worker tells
+// whether one is its own. Refine and confirm units never offer any.
+TEST(Scheduler, PairsStoredUnderHostDigestsAreLeasedWithThem) {
+  Scheduler s(SchedulerOptions{});
+  SweepSubmit submit = MakeSubmit({"*"}, 600);
+  std::set<std::string> offered;
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0,
+                         [&](const DeviceInfo&, const OpSpec&, const std::string&, const Config& c,
+                             const Shape&) -> std::optional<StoredPair> {
+                           if (offered.size() >= 10 && !offered.count(c.Id())) return std::nullopt;
+                           offered.insert(c.Id());
+                           return StoredPair{false, FailureClass::kNone, {std::string(32, 'a'), std::string(32, 'b')}};
+                         })
+                  .ok());
+  s.AddDevice(Device("m"), 0);
+  const auto* sweep = s.FindSweep("s1");
+  EXPECT_EQ(sweep->pairs_done, 0u);  // whether they are done is the worker's to say
+  auto u = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->configs.size(), 600u);
+  ASSERT_EQ(u->reusable.size(), 20u);
+  for (const StoredDigest& d : u->reusable) EXPECT_TRUE(offered.count(d.config_id)) << d.config_id;
+  EXPECT_EQ(u->reusable[0].digest, std::string(32, 'a'));
+  EXPECT_EQ(u->reusable[1].digest, std::string(32, 'b'));
 }
 
 // With an expander set, a sweep's spaces are expanded elsewhere: until the
@@ -191,7 +217,7 @@ TEST(Scheduler, ExpandSpaceBoundsLegalConfigsAndSkipsStoredPairs) {
   job.measured = [](const DeviceInfo&, const OpSpec&, const std::string&, const Config& c,
                     const Shape& shape) -> std::optional<StoredPair> {
     if (shape.Canonical() != "N=4096") return std::nullopt;
-    if (std::hash<std::string>()(c.Id()) % 10 == 0) return StoredPair{true, FailureClass::kTimeout};
+    if (std::hash<std::string>()(c.Id()) % 10 == 0) return StoredPair{true, FailureClass::kTimeout, {}};
     return StoredPair{};
   };
   auto space = ExpandSpace(job);

@@ -42,6 +42,20 @@ void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w) {
   b.setRefineBestUs(w.refine_best_us);
   b.setScreenOnly(w.screen_only);
   b.setProfileTop(w.profile_top);
+  SetStoredDigests(b.initReusable(w.reusable.size()), w.reusable);
+}
+
+void SetStoredDigests(capnp::List<wire::StoredDigest>::Builder b, const std::vector<StoredDigest>& v) {
+  SetList(b, v, [](auto s, const StoredDigest& d) {
+    s.setConfigId(TextOf(d.config_id));
+    s.setDigest(TextOf(d.digest));
+  });
+}
+
+std::vector<StoredDigest> GetStoredDigests(capnp::List<wire::StoredDigest>::Reader r, Budget& budget) {
+  return GetList<StoredDigest>(r, budget, [&](wire::StoredDigest::Reader d) {
+    return StoredDigest{Txt(d.getConfigId(), budget, "configId"), Txt(d.getDigest(), budget, "digest")};
+  });
 }
 
 WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget) {
@@ -61,6 +75,7 @@ WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget) {
   w.refine_best_us = r.getRefineBestUs();
   w.screen_only = r.getScreenOnly();
   w.profile_top = r.getProfileTop();
+  w.reusable = GetStoredDigests(r.getReusable(), budget);
   return w;
 }
 

@@ -16,5 +16,7 @@ void SetOpPackage(wire::OpPackage::Builder b, const OpPackage& p);
 OpPackage GetOpPackage(wire::OpPackage::Reader r, Budget& budget);
 void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w);
 WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget);
+void SetStoredDigests(capnp::List<wire::StoredDigest>::Builder b, const std::vector<StoredDigest>& v);
+std::vector<StoredDigest> GetStoredDigests(capnp::List<wire::StoredDigest>::Reader r, Budget& budget);
 
 }  // namespace tune::codec

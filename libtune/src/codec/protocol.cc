@@ -61,6 +61,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                     [](auto s, const KernelProfile& v) { SetProfile(s, v); });
             SetList(b.initBaselines(r.baselines.size()), r.baselines,
                     [](auto s, const Measurement& v) { SetMeasurement(s, v); });
+            SetStoredDigests(b.initReused(r.reused.size()), r.reused);
           },
           [&](const ResultsAck& a) {
             auto b = cmd.initResultsAck();
@@ -196,6 +197,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
                                             [&](wire::KernelProfile::Reader p) { return GetProfile(p, budget); });
       res.baselines = GetList<Measurement>(r.getBaselines(), budget,
                                            [&](wire::Measurement::Reader m) { return GetMeasurement(m, budget); });
+      res.reused = GetStoredDigests(r.getReused(), budget);
       return res;
     }
     case wire::Envelope::Command::RESULTS_ACK: {

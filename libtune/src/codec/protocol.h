@@ -47,6 +47,12 @@ struct NoWork {
 // A work unit: chunk of configs of one (sweep, op, dtype, GPU model), timed
 // on `shapes`: one shape from this coordinator (sweeps screen shape by
 // shape); a worker times every shape it is given.
+// A config's stored row under one host digest (Measurement::include_digest).
+struct StoredDigest {
+  std::string config_id, digest;
+  bool operator==(const StoredDigest&) const = default;
+  auto operator<=>(const StoredDigest&) const = default;
+};
 struct WorkUnit {
   std::string sweep_id;
   uint64_t unit_id = 0;
@@ -72,6 +78,11 @@ struct WorkUnit {
   // A confirm unit of a sweep with profile_top: its fastest `profile_top`
   // configs are profiled (Backend::ProfileKernel) once timed.
   uint32_t profile_top = 0;
+  // A screening unit of an op whose hosts add to its kernel hash
+  // (OpSpec::HostDigested): its configs the store holds rows of, with the
+  // host digest of each row. A worker whose digest for the op is one of
+  // them reuses that row (Results::reused) instead of measuring the config.
+  std::vector<StoredDigest> reusable;
   bool confirm() const { return confirm_seconds > 0; }
   bool refine() const { return refine_best_us > 0; }
 };
@@ -90,6 +101,9 @@ struct Results {
   // The op's [baseline] timed on the unit's shapes (Measurement::baseline
   // set), each of the unit's op, dtype and shapes on the sender's GPU.
   std::vector<Measurement> baselines;
+  // Configs of the unit the sender did not measure: its host digest for the
+  // op is the one `reusable` offered their rows under.
+  std::vector<StoredDigest> reused;
 };
 // A worker whose rows are stamped this far from the coordinator's clock is
 // told so and flagged (its rows are stored with the coordinator's time).

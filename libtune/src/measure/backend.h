@@ -147,6 +147,16 @@ class Backend {
   virtual CompiledKernel Compile(const OpSpec& spec, const std::string& dtype,
                                  const Config& config) = 0;
 
+  // What this host adds to `spec`'s kernel hash (OpSpec::HostDigested): the
+  // include digest its rows of the op carry (Measurement::include_digest),
+  // the same for every config; empty where it adds nothing. An error: the
+  // host cannot say (and every config of the op fails to compile with it).
+  // Thread-safe.
+  virtual Result<std::string> HostDigest(const OpSpec& spec) {
+    (void)spec;
+    return std::string();
+  }
+
   // Starts what the first Measure would otherwise start, and waits until it
   // is ready (the CUDA backend's runner process and its context), so that a
   // worker pays for it once when it starts rather than inside its first

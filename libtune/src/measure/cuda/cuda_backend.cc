@@ -42,6 +42,11 @@ class CudaBackend final : public Backend {
     return CompileConfig(spec, dtype, config, CudaArchFor(spec, device_), opts_.cache_dir);
   }
 
+  Result<std::string> HostDigest(const OpSpec& spec) override {
+    if (spec.include_roots.empty()) return std::string();
+    return IncludeRootsDigest(spec, cuda::ConfiguredIncludeRoots());
+  }
+
   Status Prepare() override { return EnsureReady(); }
 
   Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,

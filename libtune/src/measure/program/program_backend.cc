@@ -75,6 +75,13 @@ class ProgramBackend : public Backend {
   const DeviceInfo& device() const override { return device_; }
   std::string toolchain() const override { return toolchain_; }
 
+  Result<std::string> HostDigest(const OpSpec& spec) override {
+    if (!spec.program || spec.program->version.empty() || !options_.allowed) return std::string();
+    auto dir = PackageDir(spec);
+    if (!dir.ok()) return dir.status();
+    return VersionDigest(spec, *dir);
+  }
+
   CompiledKernel Compile(const OpSpec& spec, const std::string& dtype, const Config& config) override {
     CompiledKernel k;
     k.config = config;
