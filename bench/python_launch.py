@@ -79,15 +79,17 @@ def main():
     # The floor under any Python launch: one ctypes call into the launcher,
     # pointers and stream already in hand.
     c_launch = tunefarm._c().tunefarm_kernel_launch_fast
-    ptrs = (tunefarm.ctypes.c_uint64 * len(bufs))(*[t.data_ptr() for t in bufs])
     dims_arr = (tunefarm.ctypes.c_int64 * 3)(m, n, k)
-    raw = torch.cuda.current_stream().cuda_stream
+    block = tunefarm._LaunchArgs(kernel._h, tunefarm.ctypes.addressof(dims_arr),
+                                 torch.cuda.current_stream().cuda_stream)
+    block.buffers[:len(bufs)] = [t.data_ptr() for t in bufs]
+    block_ref = tunefarm.ctypes.byref(block)
     host = {
         "kernel_launch": per_call_us(lambda: kernel.launch(dims, *bufs), args.calls, args.rounds),
         "bound_launch": per_call_us(lambda: bound(*bufs), args.calls, args.rounds),
         "bound_launch_call": per_call_us(lambda: bound.call(*bufs), args.calls, args.rounds),
         "torch_op_eager": per_call_us(lambda: op([m, n, k], *bufs), args.calls, args.rounds),
-        "ctypes_floor": per_call_us(lambda: c_launch(kernel._h, dims_arr, ptrs, raw), args.calls, args.rounds),
+        "ctypes_floor": per_call_us(lambda: c_launch(block_ref), args.calls, args.rounds),
         "torch_add_1elem": per_call_us(lambda: torch.add(one_x, one_y), args.calls, args.rounds),
         "torch_linear": per_call_us(lambda: torch.nn.functional.linear(a, b), args.calls, args.rounds),
     }

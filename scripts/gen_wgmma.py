@@ -5,7 +5,7 @@ swizzled shared-memory descriptor, and the mma_async wrappers (one per N).
 The instruction names every accumulator register, so each N needs its own
 asm statement; each op package carries its copy (a package is
 self-contained) and this script is their one home. Usage:
-    scripts/gen_wgmma.py 64 96 128 160 192 224 256 > ops/gemm_hopper/wgmma.cuh
+    scripts/gen_wgmma.py 32 64 96 128 160 192 224 256 > ops/gemm_hopper/wgmma.cuh
     scripts/gen_wgmma.py 64 128 192 256 > ops/gemm_sm90/wgmma.cuh
 """
 import sys

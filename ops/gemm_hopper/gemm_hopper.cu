@@ -77,7 +77,7 @@ typedef TUNE_T T;
 #define THREADS ((CWG + 1) * 128)
 #define CONSUMERS (CWG * 128)
 
-static_assert(BN % 32 == 0 && BN >= 64 && BN <= 256, "wgmma wrappers exist for N = 64..256 step 32");
+static_assert(BN % 32 == 0 && BN >= 32 && BN <= 256, "wgmma wrappers exist for N = 32..256 step 32");
 static_assert(!PINGPONG || CWG == 2, "pingpong alternates two consumer warpgroups");
 static_assert(!REALLOC || CWG == 2, "40 + 2 x 232 registers per thread fill the file for 384 threads");
 static_assert(STAGES >= 2, "a stage being read and one being filled");

@@ -3,7 +3,7 @@
 // operands K-major in 128-byte-swizzled shared memory (matrix descriptors),
 // fp32 accumulators in registers, f16 or bf16 inputs (WGMMA_AB is "f16" or
 // "bf16"). Overloaded on the accumulator array's length (N/2). sm_90a only.
-// Written by scripts/gen_wgmma.py 64 96 128 160 192 224 256; edit that, not this.
+// Written by scripts/gen_wgmma.py 32 64 96 128 160 192 224 256; edit that, not this.
 #pragma once
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -29,6 +29,22 @@ __device__ __forceinline__ unsigned long long make_desc(unsigned addr) {
   d |= (unsigned long long)(1024 >> 4) << 32;
   d |= (unsigned long long)1 << 62;
   return d;
+}
+
+__device__ __forceinline__ void wgmma(float (&d)[16], unsigned long long desc_a,
+                                      unsigned long long desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." WGMMA_AB "." WGMMA_AB "\n"
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
 __device__ __forceinline__ void wgmma(float (&d)[32], unsigned long long desc_a,

@@ -26,6 +26,7 @@ the loader's path.
 import ctypes
 import ctypes.util
 import os
+import struct
 import weakref
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -76,7 +77,7 @@ def _c():
         "tunefarm_kernel_destroy": (None, [P]),
         "tunefarm_kernel_signature": (P, [P]),
         "tunefarm_kernel_launch": (ctypes.c_int, [P, I64P, S, U64P, S, P, err]),
-        "tunefarm_kernel_launch_fast": (ctypes.c_int, [P, I64P, U64P, P]),
+        "tunefarm_kernel_launch_fast": (ctypes.c_int, [P]),
         "tunefarm_kernel_error": (P, [P]),
         "tunefarm_kernel_last": (P, [P]),
         "tunefarm_free": (None, [P]),
@@ -231,6 +232,17 @@ class Kernel:
             self._h = None
 
 
+class _LaunchArgs(ctypes.Structure):
+    """tunefarm_launch_args_t (tune/c.h): a launch's arguments, filled in place."""
+    MAX_BUFFERS = 16  # TUNEFARM_LAUNCH_MAX_BUFFERS
+    _fields_ = [("kernel", ctypes.c_void_p), ("dims", ctypes.c_void_p), ("stream", ctypes.c_void_p),
+                ("buffers", ctypes.c_uint64 * MAX_BUFFERS)]
+
+
+# A bound launch writes the stream and the buffers with one pack from here.
+assert _LaunchArgs.buffers.offset == _LaunchArgs.stream.offset + 8
+
+
 class Launch:
     """A Kernel's launch for one shape (Kernel.bind): call it with the
     buffers, in the kernel's .buffers order. torch tensors must be contiguous
@@ -244,10 +256,15 @@ class Launch:
         for name, v in zip(kernel.dims, values):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TypeError("bind %s: dim %s must be an int, not %s" % (kernel.op, name, type(v).__name__))
+        if len(kernel.buffers) > _LaunchArgs.MAX_BUFFERS:
+            raise TunefarmError("bind %s: %d buffers, more than a bound launch takes (%d): use Kernel.launch" % (
+                kernel.op, len(kernel.buffers), _LaunchArgs.MAX_BUFFERS))
         self.kernel = kernel
         self.dims = dict(zip(kernel.dims, values))
         self._dims = (ctypes.c_int64 * len(values))(*values)
-        self._ptrs = (ctypes.c_uint64 * len(kernel.buffers))()
+        self._args = _LaunchArgs(kernel._h, ctypes.addressof(self._dims), None)
+        self._args_ref = ctypes.byref(self._args)
+        self._nbuffers = len(kernel.buffers)
         self._ordinal = kernel.device["ordinal"]
         self._bound_stream = None if stream is None else _stream(stream, ())
         # The launch itself, one Python call shorter than calling the Launch.
@@ -263,14 +280,15 @@ class Launch:
 
     def _general(self, *buffers):
         """Any buffers: the checks and pointers of Kernel.launch."""
-        if len(buffers) != len(self._ptrs):
-            raise TunefarmError("launch %s: %d buffers for %d (%s)" % (self.kernel.op, len(buffers), len(self._ptrs),
+        if len(buffers) != self._nbuffers:
+            raise TunefarmError("launch %s: %d buffers for %d (%s)" % (self.kernel.op, len(buffers), self._nbuffers,
                                                                          ", ".join(self.kernel.buffers)))
-        for i, b in enumerate(buffers):
-            self._ptrs[i] = _pointer(b, self._ordinal)
+        ptrs = [_pointer(b, self._ordinal) for b in buffers]
         stream = self._bound_stream if self._bound_stream is not None else _stream(None, buffers)
         self._check_capture(buffers)
-        if _c().tunefarm_kernel_launch_fast(self.kernel._h, self._dims, self._ptrs, stream) != 0:
+        self._args.buffers[:len(ptrs)] = ptrs
+        self._args.stream = stream
+        if _c().tunefarm_kernel_launch_fast(self._args_ref) != 0:
             self._fail()
 
     def _check_capture(self, buffers):
@@ -286,14 +304,14 @@ class Launch:
         """The call for torch tensors on the current stream, written out for
         this buffer count: per tensor one device and one contiguity check and
         its pointer, then one C call. Anything else takes _general."""
-        if self._bound_stream is not None or len(self._ptrs) == 0:
+        if self._bound_stream is not None or self._nbuffers == 0:
             return self._general
         try:
             import torch
             raw_stream = torch._C._cuda_getCurrentRawStream
         except (ImportError, AttributeError):
             return self._general
-        names = ["b%d" % i for i in range(len(self._ptrs))]
+        names = ["b%d" % i for i in range(self._nbuffers)]
         lines = ["def call(*bs):",
                  "    try:",
                  "        %s, = bs" % ", ".join(names),
@@ -303,17 +321,18 @@ class Launch:
                  "        fast = False",
                  "    if not fast:",
                  "        return general(*bs)",
-                 ] + ["    p[%d] = %s.data_ptr()" % (i, n) for i, n in enumerate(names)] + [
-                 "    s.value = raw_stream(o)",
-                 "    if launch(h, d, p, s) != 0:",
+                 "    pack(block, %d, raw_stream(o), %s)" % (_LaunchArgs.stream.offset,
+                                                          ", ".join("%s.data_ptr()" % n for n in names)),
+                 "    if launch(args) != 0:",
                  "        fail()"]
-        # The C function without declared argument types, fed ctypes objects
-        # made here (the stream's value set per call): ctypes then converts
-        # nothing, which is most of its cost per call.
+        # The stream and the pointers go into the block with one call; the C
+        # function, without declared argument types, takes a reference made
+        # here: ctypes converts nothing per call, which is most of its cost.
         launch = _c()["tunefarm_kernel_launch_fast"]
         launch.restype = ctypes.c_int
-        scope = {"o": self._ordinal, "p": self._ptrs, "d": self._dims, "h": ctypes.c_void_p(self.kernel._h),
-                 "s": ctypes.c_void_p(0), "launch": launch, "raw_stream": raw_stream, "general": self._general,
+        pack = struct.Struct("=%dQ" % (1 + self._nbuffers)).pack_into
+        scope = {"o": self._ordinal, "block": memoryview(self._args).cast("B"), "pack": pack,
+                 "args": self._args_ref, "launch": launch, "raw_stream": raw_stream, "general": self._general,
                  "fail": self._fail}
         exec("\n".join(lines), scope)
         return scope["call"]

@@ -91,12 +91,20 @@ TUNEFARM_EXPORT char* tunefarm_kernel_signature(const tunefarm_kernel_t* kernel)
 TUNEFARM_EXPORT int tunefarm_kernel_launch(tunefarm_kernel_t* kernel, const int64_t* dims, size_t ndims, const uint64_t* buffers,
                            size_t nbuffers, void* stream, char** errptr);
 /* The launch of a hot loop (Python's bound launches): as
- * tunefarm_kernel_launch with the signature's counts of `dims` and
- * `buffers`, and no errptr: on failure it returns -1 and
- * tunefarm_kernel_error() gives the message. Nothing is allocated on
- * success. */
-TUNEFARM_EXPORT int tunefarm_kernel_launch_fast(tunefarm_kernel_t* kernel, const int64_t* dims,
-                                                const uint64_t* buffers, void* stream);
+ * tunefarm_kernel_launch, its arguments in one block that the caller fills
+ * in place between calls (a binding then converts one pointer per call, not
+ * four), with the signature's counts of `dims` and `buffers` and no
+ * errptr: on failure it returns -1 and tunefarm_kernel_error() gives the
+ * message. Nothing is allocated on success. A kernel with more than
+ * TUNEFARM_LAUNCH_MAX_BUFFERS buffers is launched by tunefarm_kernel_launch. */
+#define TUNEFARM_LAUNCH_MAX_BUFFERS 16
+typedef struct tunefarm_launch_args {
+  tunefarm_kernel_t* kernel;
+  const int64_t* dims;
+  void* stream; /* a CUstream, or NULL */
+  uint64_t buffers[TUNEFARM_LAUNCH_MAX_BUFFERS];
+} tunefarm_launch_args_t;
+TUNEFARM_EXPORT int tunefarm_kernel_launch_fast(const tunefarm_launch_args_t* args);
 /* The last failed tunefarm_kernel_launch_fast's message (free it). */
 TUNEFARM_EXPORT char* tunefarm_kernel_error(const tunefarm_kernel_t* kernel);
 /* What answered the last launch: JSON as above. */

@@ -252,11 +252,18 @@ int tunefarm_kernel_launch(tunefarm_kernel_t* k, const int64_t* dims, size_t ndi
   });
 }
 
-int tunefarm_kernel_launch_fast(tunefarm_kernel_t* k, const int64_t* dims, const uint64_t* buffers, void* stream) {
+int tunefarm_kernel_launch_fast(const tunefarm_launch_args_t* a) {
+  tunefarm_kernel_t* k = a->kernel;
   // Guard's work without its string: nothing is allocated unless it fails.
   try {
-    Status st = k->kernel.launch(std::span<const int64_t>(dims, k->kernel.dim_names().size()),
-                                 std::span<const uint64_t>(buffers, k->kernel.buffer_names().size()), stream);
+    const size_t nbuffers = k->kernel.buffer_names().size();
+    if (nbuffers > TUNEFARM_LAUNCH_MAX_BUFFERS) {
+      k->error = "launch: " + std::to_string(nbuffers) + " buffers, more than a launch block holds (" +
+                 std::to_string(TUNEFARM_LAUNCH_MAX_BUFFERS) + "): use tunefarm_kernel_launch";
+      return -1;
+    }
+    Status st = k->kernel.launch(std::span<const int64_t>(a->dims, k->kernel.dim_names().size()),
+                                 std::span<const uint64_t>(a->buffers, nbuffers), a->stream);
     if (st.ok()) return 0;
     k->error = st.message();
   } catch (const std::exception& e) {
