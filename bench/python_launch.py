@@ -78,7 +78,7 @@ def main():
     one_x, one_y = torch.ones(1, device="cuda"), torch.ones(1, device="cuda")
     # The floor under any Python launch: one ctypes call into the launcher,
     # pointers and stream already in hand.
-    c_launch = tunefarm._c().tunefarm_kernel_launch_fast
+    c_launch = tunefarm._c().tunefarm_kernel_launch_args
     dims_arr = (tunefarm.ctypes.c_int64 * 3)(m, n, k)
     block = tunefarm._LaunchArgs(kernel._h, tunefarm.ctypes.addressof(dims_arr),
                                  torch.cuda.current_stream().cuda_stream)

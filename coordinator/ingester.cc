@@ -124,6 +124,8 @@ Status CheckProfiles(const IngestJob& job, const Results& results) {
 }
 
 Status CheckReused(const IngestJob& job, const Results& results) {
+  if (!results.reused.empty() && results.batch != 0)
+    return Status::Error("reused configs in batch " + std::to_string(results.batch) + " (a unit says them in its first)");
   std::set<std::string> measured, seen;
   for (const Measurement& m : results.measurements) measured.insert(m.config_id);
   for (size_t i = 0; i < results.reused.size(); ++i) {

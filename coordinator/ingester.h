@@ -145,8 +145,10 @@ Result<std::vector<Measurement>> BaselinesToStore(const IngestJob& job, const Re
 Status CheckProfiles(const IngestJob& job, const Results& results);
 
 // Why the configs `results` says it reused may not be taken as done for
-// `job`; OK when they may: each is a row the unit offered under that digest
-// (LeasedUnit::reusable), once, and has no row in the batch as well.
+// `job`; OK when they may: said in the unit's first batch, each a row the
+// unit offered under that digest (LeasedUnit::reusable), once, and without
+// a row of its own in the batch. (A later batch's row of one of them is
+// stored as any row is: the worker measured it after all.)
 Status CheckReused(const IngestJob& job, const Results& results);
 
 // Why the cubins of `results` may not be stored for `job`; OK when they may.

@@ -850,6 +850,10 @@ void Scheduler::NoteProgress(Unit& u, double now) {
   leased_.emplace(u.last_progress, u.id);
 }
 
+void Scheduler::NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n) {
+  if (Unit* u = FindUnitOf(sweep_id, unit_id)) u->reused = std::min<uint64_t>(u->reused + n, u->Pairs());
+}
+
 double Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,
                              uint64_t unit_id, double now, int64_t now_unix) {
   Unit* found = FindUnitOf(sweep_id, unit_id);
@@ -861,7 +865,7 @@ double Scheduler::CompleteUnit(const std::string& worker, const std::string& swe
   // A confirm unit's length is set by the sweep, and a refine unit times
   // contenders to the CI target: neither is the worker's screening pace.
   if (started != u.started.end() && now > started->second && u.kind == UnitKind::kScreen) {
-    const double pairs = static_cast<double>(u.Pairs());
+    const double pairs = static_cast<double>(u.Pairs() - std::min<uint64_t>(u.reused, u.Pairs()));
     if (pairs > 0) {
       const double seconds = now - started->second;
       auto [slot, fresh] = pair_rate_.emplace(RateKey{worker, u.shape_key}, pairs / seconds);

@@ -313,6 +313,7 @@ struct Unit {
   double last_progress = 0;               // last (first) lease or results batch
   uint32_t batches_queued = 0;            // arrived, not yet ingested
   uint64_t pairs_counted = 0;             // of its pairs, those counted in its sweep's pairs_done
+  uint64_t reused = 0;                    // of its configs, those a worker reused (NoteReused)
   size_t Pairs() const { return configs.size(); }
 };
 
@@ -324,7 +325,8 @@ struct SweepState {
   std::string error;                         // why it failed
   std::set<std::string> models;              // models that have units
   std::set<std::string> expanding;           // of those, spaces being expanded
-  MeasuredFn measured;                       // what the store holds: pairs not leased again
+  MeasuredFn measured;                       // what the store holds: pairs not leased again, or leased with
+                                             // their host digests (StoredPair::host_digests)
   std::vector<uint64_t> units;               // unit ids, creation order
   uint64_t units_finished = 0;               // units done or failed
   // How long completed units took per (config, shape) pair, per model and
@@ -401,7 +403,9 @@ class Scheduler {
   // every already-known model it targets. Errors name the op/field. Pairs
   // for which `measured` (when given) says the store holds the config's
   // shape are counted as done instead of leased: a sweep resumed after a
-  // restart, or submitted again, measures only what is missing.
+  // restart, or submitted again, measures only what is missing. Pairs it
+  // holds under host digests are leased with them (WorkUnit::reusable): a
+  // worker of one of those digests leaves them out.
   Result<std::string> AddSweep(const SweepSubmit& submit, const std::string& sweep_id, int64_t now_unix,
                                MeasuredFn measured = nullptr);
   // Stops a running sweep: nothing of it is leased again, its leases run
@@ -472,9 +476,13 @@ class Scheduler {
   // or its write failed). Counts for progress.
   void BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
                      uint64_t stored_failed, const std::map<std::string, uint64_t>& failed_by_class, double now);
+  // A worker left `n` configs of the unit out, their stored rows its own
+  // (Results::reused): they are no part of its pace.
+  void NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n);
   // The final results batch of the unit is stored: it is done, and the
-  // worker's throughput is updated from how long it took. Returns that
-  // time, from the worker's lease to now (0 when it held no lease of it).
+  // worker's throughput is updated from how long it took over the configs
+  // it measured. Returns that time, from the worker's lease to now (0 when
+  // it held no lease of it).
   double CompleteUnit(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
                     double now, int64_t now_unix);
   // Configs the next fresh unit of `shape` for `worker` would hold

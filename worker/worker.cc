@@ -399,7 +399,8 @@ struct Worker::Impl : HttpStatusSource {
       if (!spec || !spec->program || next.confirm()) continue;
       std::vector<StoredDigest> reused;
       const auto trimmed = WithoutReused(next, *spec, *program_backends[slot], &reused);
-      program_backends[slot]->Plan(*spec, next.dtype, (trimmed ? *trimmed : next).configs, next.shapes);
+      const std::vector<Config>& configs = (trimmed ? *trimmed : next).configs;
+      if (!configs.empty()) program_backends[slot]->Plan(*spec, next.dtype, configs, next.shapes);
     }
   }
 
@@ -524,7 +525,7 @@ struct Worker::Impl : HttpStatusSource {
         return backend.Compile(*spec, dtype, c);
       }));
     }
-    if (!planned->count(unit.unit_id)) backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
+    if (!planned->count(unit.unit_id) && !unit.configs.empty()) backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
     if (unit.confirm()) RunConfirmUnit(run);
     else RunScreenOrRefineUnit(run, slot, planned);
   }

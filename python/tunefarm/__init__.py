@@ -77,7 +77,7 @@ def _c():
         "tunefarm_kernel_destroy": (None, [P]),
         "tunefarm_kernel_signature": (P, [P]),
         "tunefarm_kernel_launch": (ctypes.c_int, [P, I64P, S, U64P, S, P, err]),
-        "tunefarm_kernel_launch_fast": (ctypes.c_int, [P]),
+        "tunefarm_kernel_launch_args": (ctypes.c_int, [P]),
         "tunefarm_kernel_error": (P, [P]),
         "tunefarm_kernel_last": (P, [P]),
         "tunefarm_free": (None, [P]),
@@ -256,9 +256,6 @@ class Launch:
         for name, v in zip(kernel.dims, values):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TypeError("bind %s: dim %s must be an int, not %s" % (kernel.op, name, type(v).__name__))
-        if len(kernel.buffers) > _LaunchArgs.MAX_BUFFERS:
-            raise TunefarmError("bind %s: %d buffers, more than a bound launch takes (%d): use Kernel.launch" % (
-                kernel.op, len(kernel.buffers), _LaunchArgs.MAX_BUFFERS))
         self.kernel = kernel
         self.dims = dict(zip(kernel.dims, values))
         self._dims = (ctypes.c_int64 * len(values))(*values)
@@ -286,9 +283,13 @@ class Launch:
         ptrs = [_pointer(b, self._ordinal) for b in buffers]
         stream = self._bound_stream if self._bound_stream is not None else _stream(None, buffers)
         self._check_capture(buffers)
+        if len(ptrs) > _LaunchArgs.MAX_BUFFERS:  # more than a block holds: the checked call
+            _call(_c().tunefarm_kernel_launch, self.kernel._h, self._dims, len(self._dims),
+                  (ctypes.c_uint64 * len(ptrs))(*ptrs), len(ptrs), stream)
+            return
         self._args.buffers[:len(ptrs)] = ptrs
         self._args.stream = stream
-        if _c().tunefarm_kernel_launch_fast(self._args_ref) != 0:
+        if _c().tunefarm_kernel_launch_args(self._args_ref) != 0:
             self._fail()
 
     def _check_capture(self, buffers):
@@ -304,7 +305,7 @@ class Launch:
         """The call for torch tensors on the current stream, written out for
         this buffer count: per tensor one device and one contiguity check and
         its pointer, then one C call. Anything else takes _general."""
-        if self._bound_stream is not None or self._nbuffers == 0:
+        if self._bound_stream is not None or not 0 < self._nbuffers <= _LaunchArgs.MAX_BUFFERS:
             return self._general
         try:
             import torch
@@ -328,7 +329,7 @@ class Launch:
         # The stream and the pointers go into the block with one call; the C
         # function, without declared argument types, takes a reference made
         # here: ctypes converts nothing per call, which is most of its cost.
-        launch = _c()["tunefarm_kernel_launch_fast"]
+        launch = _c()["tunefarm_kernel_launch_args"]
         launch.restype = ctypes.c_int
         pack = struct.Struct("=%dQ" % (1 + self._nbuffers)).pack_into
         scope = {"o": self._ordinal, "block": memoryview(self._args).cast("B"), "pack": pack,

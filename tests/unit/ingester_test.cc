@@ -393,17 +393,17 @@ TEST(RowsToStore, TakesHashesDerivedFromTheIncludeDigestOnlyForOpsWithIncludeRoo
   }
 }
 
-// A profile is of a row of the batch, on the unit's key, with values in range.
 // A worker may leave out only the configs the unit offered under its
-// digest; what it reused counts, and nothing of it is stored again.
+// digest, and says so in the unit's first batch; what it reused counts, and
+// nothing of it is stored again.
 TEST(CheckReused, TakesOnlyWhatTheUnitOfferedOnceAndNotMeasuredAsWell) {
   const std::string d1(32, 'a'), d2(32, 'b');
   IngestJob job;
   auto unit = Leased();
   unit->reusable = {{Cfg(64).Id(), d1}, {Cfg(64).Id(), d2}, {Cfg(128).Id(), d1}};
   job.unit = unit;
-  auto check = [&](std::vector<StoredDigest> reused, std::vector<Measurement> rows = {}) {
-    return CheckReused(job, Results{"s1", 7, 0, true, std::move(rows), {}, {}, {}, std::move(reused)});
+  auto check = [&](std::vector<StoredDigest> reused, std::vector<Measurement> rows = {}, uint64_t batch = 0) {
+    return CheckReused(job, Results{"s1", 7, batch, true, std::move(rows), {}, {}, {}, std::move(reused)});
   };
   EXPECT_TRUE(check({{Cfg(64).Id(), d2}, {Cfg(128).Id(), d1}}, {Row("h100", 256)}).ok());
   const Status other_digest = check({{Cfg(128).Id(), d2}});
@@ -413,6 +413,7 @@ TEST(CheckReused, TakesOnlyWhatTheUnitOfferedOnceAndNotMeasuredAsWell) {
   EXPECT_FALSE(check({{Cfg(256).Id(), d1}}).ok());  // nothing stored of it
   EXPECT_NE(check({{Cfg(64).Id(), d1}, {Cfg(64).Id(), d2}}).message().find("twice"), std::string::npos);
   EXPECT_NE(check({{Cfg(64).Id(), d1}}, {Row("h100", 64)}).message().find("measured as well"), std::string::npos);
+  EXPECT_NE(check({{Cfg(64).Id(), d1}}, {}, 1).message().find("in batch 1"), std::string::npos);
 }
 
 TEST_F(IngesterTest, ReusedConfigsAreCountedAndAnOfferNotMadeRefusesTheBatch) {
@@ -432,7 +433,7 @@ TEST_F(IngesterTest, ReusedConfigsAreCountedAndAnOfferNotMadeRefusesTheBatch) {
     return j;
   };
   ingester_->Submit(job(frame(0, {{Cfg(64).Id(), d1}})));
-  ingester_->Submit(job(frame(1, {{Cfg(128).Id(), d1}})));
+  ingester_->Submit(job(frame(0, {{Cfg(128).Id(), d1}})));  // a resent first batch
   const auto out = Take(2);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].kind, IngestOutcome::Kind::kStored);
@@ -442,6 +443,7 @@ TEST_F(IngesterTest, ReusedConfigsAreCountedAndAnOfferNotMadeRefusesTheBatch) {
   EXPECT_NE(out[1].error.find("did not offer"), std::string::npos) << out[1].error;
 }
 
+// A profile is of a row of the batch, on the unit's key, with values in range.
 TEST(CheckProfiles, RefusesProfilesThatAreNotOfTheBatchOrOutOfRange) {
   IngestJob job = Job(Frame(0, {}));
   auto unit = Leased();

@@ -121,7 +121,7 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
 }
 
 // Pairs stored under host digests are leased with them: the worker tells
-// whether one is its own. Refine and confirm units never offer any.
+// whether one is its own.
 TEST(Scheduler, PairsStoredUnderHostDigestsAreLeasedWithThem) {
   Scheduler s(SchedulerOptions{});
   SweepSubmit submit = MakeSubmit({"*"}, 600);
@@ -319,6 +319,25 @@ TEST(Scheduler, LeasesAreCountedPerWorker) {
   s.CompleteUnit("w2", "s1", third->unit_id, 1, 1);
   s.DropWorker("w1", 1);
   EXPECT_TRUE(s.LeasesPerWorker().empty());
+}
+
+// Configs a worker reused took it no time: its pace is that of the ones it
+// measured.
+TEST(Scheduler, ReusedConfigsAreNoPartOfAWorkersPace) {
+  SchedulerOptions o;
+  o.configs_per_unit = 10;
+  o.target_unit_seconds = 20;
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 0), "s1", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  auto u = s.Lease("w", "m", 0);
+  ASSERT_TRUE(u);
+  s.NoteReused("s1", u->unit_id, 8);
+  s.NoteReused("s1", 999, 3);  // no such unit: nothing
+  // 2 pairs measured in 1 s -> 20 s = 40 configs (not 200).
+  s.CompleteUnit("w", "s1", u->unit_id, 1, 1);
+  EXPECT_EQ(s.UnitSizeFor("w", u->shapes[0]), 40u);
 }
 
 TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {

@@ -104,8 +104,8 @@ typedef struct tunefarm_launch_args {
   void* stream; /* a CUstream, or NULL */
   uint64_t buffers[TUNEFARM_LAUNCH_MAX_BUFFERS];
 } tunefarm_launch_args_t;
-TUNEFARM_EXPORT int tunefarm_kernel_launch_fast(const tunefarm_launch_args_t* args);
-/* The last failed tunefarm_kernel_launch_fast's message (free it). */
+TUNEFARM_EXPORT int tunefarm_kernel_launch_args(const tunefarm_launch_args_t* args);
+/* The last failed tunefarm_kernel_launch_args's message (free it). */
 TUNEFARM_EXPORT char* tunefarm_kernel_error(const tunefarm_kernel_t* kernel);
 /* What answered the last launch: JSON as above. */
 TUNEFARM_EXPORT char* tunefarm_kernel_last(const tunefarm_kernel_t* kernel);

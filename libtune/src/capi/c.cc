@@ -30,7 +30,7 @@ struct tunefarm_launcher_t {
 };
 struct tunefarm_kernel_t {
   launcher::Kernel kernel;
-  std::string error;  // of the last tunefarm_kernel_launch_fast that failed
+  std::string error;  // of the last tunefarm_kernel_launch_args that failed
 };
 
 namespace {
@@ -252,7 +252,8 @@ int tunefarm_kernel_launch(tunefarm_kernel_t* k, const int64_t* dims, size_t ndi
   });
 }
 
-int tunefarm_kernel_launch_fast(const tunefarm_launch_args_t* a) {
+int tunefarm_kernel_launch_args(const tunefarm_launch_args_t* a) {
+  if (!a || !a->kernel) return -1;
   tunefarm_kernel_t* k = a->kernel;
   // Guard's work without its string: nothing is allocated unless it fails.
   try {

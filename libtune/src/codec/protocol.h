@@ -44,15 +44,15 @@ struct RequestWork {
 struct NoWork {
   uint32_t retry_ms = 200;
 };
-// A work unit: chunk of configs of one (sweep, op, dtype, GPU model), timed
-// on `shapes`: one shape from this coordinator (sweeps screen shape by
-// shape); a worker times every shape it is given.
 // A config's stored row under one host digest (Measurement::include_digest).
 struct StoredDigest {
   std::string config_id, digest;
   bool operator==(const StoredDigest&) const = default;
   auto operator<=>(const StoredDigest&) const = default;
 };
+// A work unit: chunk of configs of one (sweep, op, dtype, GPU model), timed
+// on `shapes`: one shape from this coordinator (sweeps screen shape by
+// shape); a worker times every shape it is given.
 struct WorkUnit {
   std::string sweep_id;
   uint64_t unit_id = 0;
