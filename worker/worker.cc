@@ -55,7 +55,9 @@ std::string DefaultCacheRoot() {
   if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/tunefarm";
   return "/tmp/tunefarm-cache";
 }
+#ifdef TUNEFARM_WITH_CUDA
 std::string DefaultCacheDir() { return DefaultCacheRoot() + "/cubins"; }
+#endif
 
 // A unit handed from the socket thread to one device thread.
 class UnitQueue {
