@@ -7,6 +7,7 @@ where a CUDA device is present (else those tests skip).
 Run: TUNEFARM_BINARY=build/cli/tunefarm TUNEFARM_LIB=build/libtune/libtunefarm_c.so \
      PYTHONPATH=python python3 tests/python/test_tunefarm.py
 """
+import ctypes
 import json
 import os
 import shutil
@@ -200,6 +201,13 @@ class BundleFromPython(unittest.TestCase):
         self.assertEqual(unsigned.returncode, 0, unsigned.stderr)
         with self.assertRaisesRegex(tunefarm.TunefarmError, "not signed .*publish it again without --unsigned"):
             tunefarm.Bundle.load(os.path.join(self.dir, "u.tfb"), [key + ".pub"])
+
+    def test_the_launch_block_is_laid_out_as_the_c_header_says_and_an_empty_one_launches_nothing(self):
+        self.assertEqual(ctypes.sizeof(tunefarm._LaunchArgs), 24 + 8 * tunefarm._LaunchArgs.MAX_BUFFERS)
+        self.assertEqual((tunefarm._LaunchArgs.stream.offset, tunefarm._LaunchArgs.buffers.offset), (16, 24))
+        launch = tunefarm._c().tunefarm_kernel_launch_args
+        self.assertEqual(launch(ctypes.byref(tunefarm._LaunchArgs())), -1)  # no kernel
+        self.assertEqual(launch(None), -1)
 
     def test_launching_needs_a_device_and_says_so_otherwise(self):
         try:

@@ -2,6 +2,7 @@
 #include "tune/c.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -251,6 +252,10 @@ int tunefarm_kernel_launch(tunefarm_kernel_t* k, const int64_t* dims, size_t ndi
     return 0;
   });
 }
+
+// Python's ctypes mirror (tunefarm._LaunchArgs) lays the block out so.
+static_assert(offsetof(tunefarm_launch_args_t, stream) == 16 && offsetof(tunefarm_launch_args_t, buffers) == 24 &&
+              sizeof(tunefarm_launch_args_t) == 24 + 8 * TUNEFARM_LAUNCH_MAX_BUFFERS);
 
 int tunefarm_kernel_launch_args(const tunefarm_launch_args_t* a) {
   if (!a || !a->kernel) return -1;
