@@ -231,7 +231,8 @@ void Ingestion::ApplyOutcomes() {
         for (const auto& [cls, n] : o.failed_by_class) c.failures_by_class[cls] += n;
         c.results_duplicate += o.rows - o.stored;
         c.results_reused += o.reused;
-        if (o.reused) scheduler_->NoteReused(o.head.sweep_id, o.head.unit_id, o.reused);
+        if (o.reused)
+          scheduler_->NoteReused(o.head.sweep_id, o.head.unit_id, o.reused, o.reused_failed, o.reused_failed_by_class);
         c.kernel_images += o.kernels;
         c.kernel_image_conflicts += o.kernel_conflicts;
         // Two workers' images of one kernel differ: one of them is not what

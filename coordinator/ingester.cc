@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/text.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {
@@ -219,6 +220,18 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   }
   out.rows = rows->size();
   out.reused = results->reused.size();
+  for (const StoredDigest& d : results->reused) {
+    for (const std::string& hash : job.kernel_hashes) {
+      const auto row = store_->Get(job.unit->gpu_model, job.unit->op, job.unit->dtype, job.unit->shape,
+                                   KernelHashWithIncludes(hash, d.digest), d.config_id);
+      if (!row) continue;
+      if (!row->Valid()) {
+        ++out.reused_failed;
+        if (row->failure != FailureClass::kNone) ++out.reused_failed_by_class[FailureClassName(row->failure)];
+      }
+      break;
+    }
+  }
   int64_t newest = 0;
   for (const Measurement& m : results->measurements) newest = std::max(newest, m.unix_time);
   if (newest > 0 && job.received_unix > 0) out.clock_skew_seconds = double(newest - job.received_unix);

@@ -103,6 +103,10 @@ struct IngestOutcome {
   size_t rows = 0;        // rows in the batch
   size_t stored = 0;      // new rows; the others were stored before
   size_t reused = 0;      // configs not measured again: their stored rows stand
+  // Of those, the ones whose stored row records a failure, by class: the
+  // sweep's failures as a measured row's would be.
+  uint64_t reused_failed = 0;
+  std::map<std::string, uint64_t> reused_failed_by_class;
   size_t kernels = 0;     // cubins in the batch (stored, or stored before)
   std::string kernel_note;  // a cubin kept out of the store, and why (the rows are stored)
   // The batch's baseline rows were refused, and why (BaselinesToStore): a

@@ -850,8 +850,14 @@ void Scheduler::NoteProgress(Unit& u, double now) {
   leased_.emplace(u.last_progress, u.id);
 }
 
-void Scheduler::NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n) {
-  if (Unit* u = FindUnitOf(sweep_id, unit_id)) u->reused = std::min<uint64_t>(u->reused + n, u->Pairs());
+void Scheduler::NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n, uint64_t failed,
+                           const std::map<std::string, uint64_t>& failed_by_class) {
+  Unit* u = FindUnitOf(sweep_id, unit_id);
+  if (!u || u->reused > 0) return;
+  u->reused = std::min<uint64_t>(n, u->Pairs());
+  SweepState& sweep = sweeps_.at(sweep_id);
+  sweep.pairs_failed += failed;
+  for (const auto& [cls, count] : failed_by_class) sweep.failed_by_class[cls] += count;
 }
 
 double Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,

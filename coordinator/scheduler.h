@@ -313,7 +313,7 @@ struct Unit {
   double last_progress = 0;               // last (first) lease or results batch
   uint32_t batches_queued = 0;            // arrived, not yet ingested
   uint64_t pairs_counted = 0;             // of its pairs, those counted in its sweep's pairs_done
-  uint64_t reused = 0;                    // of its configs, those a worker reused (NoteReused)
+  uint64_t reused = 0;                    // of its configs, those a worker reused (NoteReused's first report)
   size_t Pairs() const { return configs.size(); }
 };
 
@@ -477,8 +477,12 @@ class Scheduler {
   void BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
                      uint64_t stored_failed, const std::map<std::string, uint64_t>& failed_by_class, double now);
   // A worker left `n` configs of the unit out, their stored rows its own
-  // (Results::reused): they are no part of its pace.
-  void NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n);
+  // (Results::reused): they are no part of its pace, and those rows'
+  // failures (`failed`, by class) count as the sweep's. Only the unit's
+  // first report counts them (a resent batch or a duplicate lease's says
+  // the same).
+  void NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n, uint64_t failed,
+                  const std::map<std::string, uint64_t>& failed_by_class);
   // The final results batch of the unit is stored: it is done, and the
   // worker's throughput is updated from how long it took over the configs
   // it measured. Returns that time, from the worker's lease to now (0 when

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "opspec/op_spec.h"
 #include "support/cubin.h"
 #include <poll.h>
 #include <unistd.h>
@@ -432,12 +433,20 @@ TEST_F(IngesterTest, ReusedConfigsAreCountedAndAnOfferNotMadeRefusesTheBatch) {
     j.unit = unit;
     return j;
   };
+  // Cfg(64)'s row under d1 is a stored wrong result: its reuse reports the failure.
+  Measurement stored = Row("h100", 64, /*passed=*/false);
+  stored.include_digest = d1;
+  stored.kernel_hash = KernelHashWithIncludes("kh", d1);
+  size_t put = 0;
+  ASSERT_TRUE(store_->PutBatch({stored}, &put).ok());
   ingester_->Submit(job(frame(0, {{Cfg(64).Id(), d1}})));
   ingester_->Submit(job(frame(0, {{Cfg(128).Id(), d1}})));  // a resent first batch
   const auto out = Take(2);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].kind, IngestOutcome::Kind::kStored);
   EXPECT_EQ(out[0].reused, 1u);
+  EXPECT_EQ(out[0].reused_failed, 1u);
+  EXPECT_EQ(out[0].reused_failed_by_class.at("wrong_result"), 1u);
   EXPECT_EQ(out[0].stored, 1u);
   EXPECT_EQ(out[1].kind, IngestOutcome::Kind::kRefused);
   EXPECT_NE(out[1].error.find("did not offer"), std::string::npos) << out[1].error;

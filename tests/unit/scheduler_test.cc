@@ -322,7 +322,7 @@ TEST(Scheduler, LeasesAreCountedPerWorker) {
 }
 
 // Configs a worker reused took it no time: its pace is that of the ones it
-// measured.
+// measured; their stored failures count as the sweep's, once.
 TEST(Scheduler, ReusedConfigsAreNoPartOfAWorkersPace) {
   SchedulerOptions o;
   o.configs_per_unit = 10;
@@ -333,11 +333,16 @@ TEST(Scheduler, ReusedConfigsAreNoPartOfAWorkersPace) {
   s.AddDevice(Device("m"), 0);
   auto u = s.Lease("w", "m", 0);
   ASSERT_TRUE(u);
-  s.NoteReused("s1", u->unit_id, 8);
-  s.NoteReused("s1", 999, 3);  // no such unit: nothing
+  s.NoteReused("s1", u->unit_id, 8, 1, {{"timeout", 1}});
+  s.NoteReused("s1", u->unit_id, 8, 1, {{"timeout", 1}});  // a resent first batch: counted once
+  s.NoteReused("s1", 999, 3, 0, {});                         // no such unit: nothing
   // 2 pairs measured in 1 s -> 20 s = 40 configs (not 200).
   s.CompleteUnit("w", "s1", u->unit_id, 1, 1);
   EXPECT_EQ(s.UnitSizeFor("w", u->shapes[0]), 40u);
+  // A reused row's failure is the sweep's, as a measured one's would be.
+  const SweepState* sweep = s.FindSweep("s1");
+  EXPECT_EQ(sweep->pairs_failed, 1u);
+  EXPECT_EQ(sweep->failed_by_class.at("timeout"), 1u);
 }
 
 TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
