@@ -321,14 +321,20 @@ TEST(Scheduler, LeasesAreCountedPerWorker) {
   EXPECT_TRUE(s.LeasesPerWorker().empty());
 }
 
-// Configs a worker reused took it no time: its pace is that of the ones it
-// measured; their stored failures count as the sweep's, once.
-TEST(Scheduler, ReusedConfigsAreNoPartOfAWorkersPace) {
+// Adaptive unit sizes: 10 configs until a worker's pace is known, then
+// units of about 20 s; no tail duplicates.
+SchedulerOptions PaceOptions() {
   SchedulerOptions o;
   o.configs_per_unit = 10;
   o.target_unit_seconds = 20;
   o.tail_duplicates = false;
-  Scheduler s(o);
+  return o;
+}
+
+// Configs a worker reused took it no time: its pace is that of the ones it
+// measured; their stored failures count as the sweep's, once.
+TEST(Scheduler, ReusedConfigsAreNoPartOfAWorkersPace) {
+  Scheduler s(PaceOptions());
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 0), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
   auto u = s.Lease("w", "m", 0);
@@ -346,11 +352,7 @@ TEST(Scheduler, ReusedConfigsAreNoPartOfAWorkersPace) {
 }
 
 TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
-  SchedulerOptions o;
-  o.configs_per_unit = 10;
-  o.target_unit_seconds = 20;
-  o.tail_duplicates = false;
-  Scheduler s(o);
+  Scheduler s(PaceOptions());
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 0), "s1", 0).ok());  // 0 = adaptive
   s.AddDevice(Device("m"), 0);
   auto fast = s.Lease("fast", "m", 0);
