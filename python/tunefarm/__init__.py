@@ -264,8 +264,11 @@ class Launch:
         self._nbuffers = len(kernel.buffers)
         self._ordinal = kernel.device["ordinal"]
         self._bound_stream = None if stream is None else _stream(stream, ())
-        # The launch itself, one Python call shorter than calling the Launch.
+        # The launch itself. Calling the Launch runs it with no Python frame
+        # in between: `__call__` is looked up on the type, so each Launch
+        # gets a class of its own whose `__call__` is this function.
         self.call = self._fast_call()
+        self.__class__ = type("Launch", (Launch,), {"__call__": staticmethod(self.call), "__slots__": ()})
 
     def _fail(self):
         ptr = _c().tunefarm_kernel_error(self.kernel._h)
@@ -338,7 +341,7 @@ class Launch:
         exec("\n".join(lines), scope)
         return scope["call"]
 
-    def __call__(self, *buffers):
+    def __call__(self, *buffers):  # replaced per instance in __init__
         return self.call(*buffers)
 
     def __repr__(self):
