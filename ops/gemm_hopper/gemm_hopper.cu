@@ -13,7 +13,7 @@
 // the consumers take them, which lets larger accumulator tiles fit.
 //
 // Tile: BN columns by BM rows, K advancing 64 (one swizzled 128-byte row)
-// per stage. WARPGROUPS says how the consumers share the work:
+// per stage. A shape of fewer rows than a tile loads only its rows of A. WARPGROUPS says how the consumers share the work:
 //   cooperative  they split one tile's rows: BM = 64*MT*CWG;
 //   pingpong     (two consumers) each takes every other unit, a tile of
 //                BM = 64*MT rows, so that one warpgroup's epilogue runs
@@ -351,13 +351,18 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&tmA)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
       Schedule sched(M, N, K, rank);
+      // Fewer rows than a tile (a decode step) and no peer sharing A: tmA's
+      // box is only M rows rounded up to 8 (op.toml), so the copy engine
+      // moves no zeros. The A tile's other rows keep whatever they held;
+      // they reach only accumulator rows past M, which are never stored.
+      const unsigned stage_bytes = CN == 1 && M < BM ? ((M + 7) & ~7) * BK * sizeof(T) + kTileB : kStage;
       Unit u;
       int s = 0;
       unsigned phase = 0;
       while (sched.take(&u)) {
         for (int k = u.kb; k < u.ke; ++k) {
           bar_wait(empty(s), phase ^ 1);
-          bar_expect_tx(full(s), kStage);
+          bar_expect_tx(full(s), stage_bytes);
           const unsigned st = base + s * kStage;
           // A slice no peer shares is an ordinary load.
           tma_load(st + cn * (kTileA / CN), &tmA, k * BK, u.tm * BM + cn * (BM / CN), full(s), CN > 1 ? mask_a : 0);

@@ -763,8 +763,9 @@ TEST_F(CudaGpu, TheHopperGemmsSchedulesClustersAndEpiloguesAgreeWithTheReference
   for (const std::string& dtype : spec->dtypes) {
     // The last shape has more tiles than an H100 has SMs: persistent
     // blocks (and pingpong's two warpgroups) take several units each.
+    // M = 36 and 32: fewer rows than a tile, loaded without the tile's rest.
     for (auto [m, n, k] : {std::tuple{136, 264, 72}, std::tuple{1000, 1032, 520}, std::tuple{32, 4096, 1024},
-                           std::tuple{2056, 1032, 200}}) {
+                           std::tuple{36, 520, 200}, std::tuple{2056, 1032, 200}}) {
       Shape shape;
       shape.dims = {{"M", m}, {"N", n}, {"K", k}};
       for (const Config& c : configs) {
