@@ -10,7 +10,8 @@ queue), median over `--rounds`. Printed for: Kernel.launch (dims and
 buffers checked per call), a bound Launch (Kernel.bind), the op registered
 with torch (tunefarm.register_torch_op, eager), torch.add on one-element
 tensors (torch's cheapest op) and torch.nn.functional.linear on the same
-shape. Then the registered op in torch.compile(fullgraph=True) and a
+shape; the bound launch, the floor and torch.add again on a stream torch
+made (not the legacy default stream). Then the registered op in torch.compile(fullgraph=True) and a
 captured CUDA graph, each checked against torch.nn.functional.linear
 (C = A @ B.T, rtol = atol = 1e-2), and the refusals: a tensor on the host,
 a non-contiguous tensor, a capture on a stream the launch was not bound to
@@ -93,9 +94,19 @@ def main():
         "torch_add_1elem": per_call_us(lambda: torch.add(one_x, one_y), args.calls, args.rounds),
         "torch_linear": per_call_us(lambda: torch.nn.functional.linear(a, b), args.calls, args.rounds),
     }
+    # The same on a stream of torch's own making: a launch on the legacy
+    # default stream (torch's default) may cost the driver more.
+    side = torch.cuda.Stream()
+    side_block = tunefarm._LaunchArgs(kernel._h, tunefarm.ctypes.addressof(dims_arr), side.cuda_stream)
+    side_block.buffers[:len(bufs)] = [t.data_ptr() for t in bufs]
+    side_ref = tunefarm.ctypes.byref(side_block)
+    with torch.cuda.stream(side):
+        host["bound_launch_side_stream"] = per_call_us(lambda: bound(*bufs), args.calls, args.rounds)
+        host["ctypes_floor_side_stream"] = per_call_us(lambda: c_launch(side_ref), args.calls, args.rounds)
+        host["torch_add_side_stream"] = per_call_us(lambda: torch.add(one_x, one_y), args.calls, args.rounds)
     out["host_us_per_call"] = host
     for name, us in host.items():
-        print("host per call  %-16s %6.2f us" % (name, us))
+        print("host per call  %-24s %6.2f us" % (name, us))
 
     c.zero_()
     bound(*bufs)

@@ -6,7 +6,7 @@
 #      K sub-tile study: pack with ksub.patch applied to ops/gemm_hopper)
 #   2  the six shapes of the GEMM issue searched with the default strategy
 #      (budget 500, confirm top 3) beside cuBLASLt, the shipped space
-#   3  the Python launch cost (bench/python_launch.py), on device 0
+#   3  the Python launch cost (bench/python_launch.py), on device 0, REPS times (2)
 #   4  gemm_hopper_decode3.op.toml (the decode winner and two neighbours) at
 #      M=32, N=4096 and K from 1024 to 16384 beside cuBLASLt: fixed cost
 #      against streaming rate
@@ -53,8 +53,9 @@ fi
 if want 3; then
 echo "=== python launch cost (gemm, M=128,N=4096,K=4096), device 0" >> $L
 python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)" >> $L 2>&1
+[ -x $A/tests/bench_launch_overhead ] && CUDA_VISIBLE_DEVICES=0 timeout 120 $A/tests/bench_launch_overhead --ops-dir $A/share/tunefarm/ops >> $L 2>&1
 timeout 200 $T tune --op gemm --dtype f16 --shape M=128,N=4096,K=4096 --devices 0 --strategy random --budget 30 --store $W/lb.db --bundle $W/lb --sign-key $W/k --quiet > $W/lb.log 2>&1 || tail -5 $W/lb.log >> $L
-for i in 1 2; do
+for i in $(seq ${REPS:-2}); do
 CUDA_VISIBLE_DEVICES=0 timeout 200 python3 $ROOT/bench/python_launch.py $W/lb.tfb $W/k.pub --op gemm --shape 128,4096,4096 --json $OUT/python_launch$i.json >> $L 2>&1
 done
 fi
