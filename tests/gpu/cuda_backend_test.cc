@@ -377,6 +377,12 @@ TEST_F(CudaGpu, PlantedFaultsAreClassifiedAndTheRunnerRecovers) {
   EXPECT_EQ(wrong.mismatch_ratio, 1.0);
   Measurement nan = planted("nan", FailureClass::kNan);
   EXPECT_NEAR(nan.mismatch_ratio, 1.0 / 7, 1e-3);
+  // Right values, and writes past its output's end into the allocation's
+  // slack: the guard after the buffer tells.
+  Measurement past = planted("past_the_end", FailureClass::kWrongResult);
+  EXPECT_NE(past.failure_message.find("wrote past the end of y (4194304 bytes): 256 of the 65536 guard bytes"),
+            std::string::npos)
+      << past.failure_message;
   // None of those cost the runner its life.
   CudaRunnerStats stats = GetCudaRunnerStats(*backend);
   EXPECT_EQ(stats.pid, pid);

@@ -21,12 +21,14 @@ Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const L
     } else if (a.IsOutput()) {
       st = TUNE_CU(d_.cuMemsetD8(a.dev, 0xFF, a.bytes));  // NaN in every float format
     }
+    if (st.ok()) st = TUNE_CU(d_.cuMemsetD8(a.dev + a.bytes, kGuardByte, kGuardBytes));
     if (!st.ok()) return dev_.FromCu(st, "preparing " + a.spec->name);
   }
   const Clock::time_point t0 = Clock::now();
   if (CuStatus st = launch(nullptr, params); !st.ok()) return dev_.FromCu(st, "launch");
   if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return dev_.FromCu(st, "checked run");
   *seconds = Seconds(t0);
+  if (Failure f = CheckGuards(*p); f.failed()) return f;
   if (spec.check.mode == CheckSpec::Mode::kSkip) {
     m->unchecked = true;
     return {};
@@ -72,6 +74,24 @@ Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const L
     return Fail(FailureClass::kWrongResult, buf + where());
   }
   m->check_passed = true;
+  return {};
+}
+
+Failure Checker::CheckGuards(const Problem& p) {
+  std::vector<unsigned char> guard(kGuardBytes);
+  for (const ArgData& a : p.args) {
+    if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
+    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(guard.data(), a.dev + a.bytes, kGuardBytes)); !st.ok())
+      return dev_.FromCu(st, "reading the guard after " + a.spec->name);
+    size_t changed = 0, first = 0;
+    for (size_t i = 0; i < guard.size(); ++i)
+      if (guard[i] != kGuardByte && changed++ == 0) first = i;
+    if (changed > 0)
+      return Fail(FailureClass::kWrongResult,
+                  "wrote past the end of " + a.spec->name + " (" + std::to_string(a.bytes) + " bytes): " +
+                      std::to_string(changed) + " of the " + std::to_string(kGuardBytes) +
+                      " guard bytes after it changed, the first at +" + std::to_string(first));
+  }
   return {};
 }
 

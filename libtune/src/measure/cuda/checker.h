@@ -38,9 +38,9 @@ class Checker {
   Checker(const Checker&) = delete;
   Checker& operator=(const Checker&) = delete;
 
-  // Runs `launch` once on `p` (inputs restored, outputs poisoned) and compares
-  // every output with the reference: NaN never passes, mismatches beyond
-  // spec.check.max_mismatch fail. Fills m's error figures and check_passed;
+  // Runs `launch` once on `p` (inputs restored, outputs poisoned, guards
+  // filled) and compares every output with the reference: a changed guard,
+  // NaN never pass, mismatches beyond spec.check.max_mismatch fail. Fills m's error figures and check_passed;
   // `*seconds` is the checked run's wall time.
   Failure Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
                 Measurement* m, double* seconds);
@@ -59,6 +59,8 @@ class Checker {
   // [check] checker: the op's checker kernel on the kernel's arguments
   // after its run, counting failing elements into a device word.
   Failure RunChecker(const OpSpec& spec, const LaunchPlan& plan, const Problem& p, void** params, Measurement* m);
+  // Each buffer's guard (problem_cache.h kGuardBytes) as it was filled.
+  Failure CheckGuards(const Problem& p);
   // Element `index` of a dtype buffer, as a float (for messages).
   double ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index);
 

@@ -46,7 +46,7 @@ Failure ProblemCache::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
   for (size_t i = 0; i < p->args.size() && !failed.failed() && !short_of_memory; ++i) {
     const ArgData& a = p->args[i];
     if (a.spec->kind != ArgSpec::Kind::kBuffer || a.dev == 0) continue;
-    if (d_.cuMemAlloc(&(*set)[i], std::max<size_t>(a.bytes, 1)) != CUDA_SUCCESS) {
+    if (d_.cuMemAlloc(&(*set)[i], a.bytes + kGuardBytes) != CUDA_SUCCESS) {
       (*set)[i] = 0;
       short_of_memory = true;
     } else if (a.IsInput()) {
@@ -209,8 +209,8 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
     a.elems = plan.arg_elems[i];
     a.bytes = size_t(a.elems) * width;
     std::string what = "arg " + as.name + " (" + std::to_string(a.bytes) + " bytes)";
-    if (CuStatus st = Alloc(a.bytes, &a.dev); !st.ok()) return dev_.FromCu(st, what);
-    p->device_bytes += a.bytes;
+    if (CuStatus st = Alloc(a.bytes + kGuardBytes, &a.dev); !st.ok()) return dev_.FromCu(st, what);
+    p->device_bytes += a.bytes + kGuardBytes;
     slots[i].ptr = a.dev;
     if (a.IsOutput() && compares) {
       // The reference writes fp32; an inout buffer starts from the same

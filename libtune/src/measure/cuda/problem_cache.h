@@ -18,12 +18,19 @@ namespace tune::cuda::runner {
 
 class Checker;
 
+// Every buffer a kernel gets (ArgData::dev and the spare placements) is
+// followed by this many guard bytes, filled with kGuardByte before each
+// checked run and compared after it: a kernel that writes past a buffer's
+// end fails its check instead of passing on the allocation's slack.
+constexpr size_t kGuardBytes = 64 << 10;
+constexpr unsigned char kGuardByte = 0xA5;
+
 struct ArgData {
   const ArgSpec* spec = nullptr;
   std::string dtype;        // resolved ("$dtype" -> the sweep's dtype)
   int64_t elems = 0;
   size_t bytes = 0;
-  CUdeviceptr dev = 0;      // what the kernel gets
+  CUdeviceptr dev = 0;      // what the kernel gets (bytes, then kGuardBytes of guard)
   CUdeviceptr pristine = 0; // initial contents of in/inout buffers, restored before each check
   CUdeviceptr ref = 0;      // reference output (fp32) of out/inout buffers
   bool IsInput() const { return spec->dir == "in" || spec->dir == "inout"; }
