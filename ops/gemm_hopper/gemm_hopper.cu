@@ -2,7 +2,7 @@
 //
 // Same contract as ops/gemm and ops/gemm_sm90 (A M x K and B N x K
 // row-major, C M x N row-major, f16 or bf16 in and out, fp32 accumulation;
-// M, N, K multiples of 8), so results compare directly.
+// N and K multiples of 8, any M), so results compare directly.
 //
 // Roles (warp specialization): warpgroup 0 is the producer, one thread of
 // which drives the copy engine (cp.async.bulk.tensor through the tensor maps
@@ -13,7 +13,8 @@
 // the consumers take them, which lets larger accumulator tiles fit.
 //
 // Tile: BN columns by BM rows, K advancing 64 (one swizzled 128-byte row)
-// per stage. A shape of fewer rows than a tile loads only its rows of A. WARPGROUPS says how the consumers share the work:
+// per stage. A shape of fewer rows than a tile loads only its rows of A
+// (rounded up to 8: a_rows). WARPGROUPS says how the consumers share the work:
 //   cooperative  they split one tile's rows: BM = 64*MT*CWG;
 //   pingpong     (two consumers) each takes every other unit, a tile of
 //                BM = 64*MT rows, so that one warpgroup's epilogue runs
@@ -306,7 +307,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #endif
 gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* __restrict__ W,
             const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
-            const __grid_constant__ TensorMap tmC, int M, int N, int K) {
+            const __grid_constant__ TensorMap tmC, int M, int N, int K, int a_rows) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Swizzle patterns are anchored to 1024-byte boundaries; the launch
   // reserves 1024 bytes for this round-up and 1024 for the barriers.
@@ -351,11 +352,12 @@ gemm_hopper(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&tmA)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&tmB)) : "memory");
       Schedule sched(M, N, K, rank);
-      // Fewer rows than a tile (a decode step) and no peer sharing A: tmA's
-      // box is only M rows rounded up to 8 (op.toml), so the copy engine
-      // moves no zeros. The A tile's other rows keep whatever they held;
-      // they reach only accumulator rows past M, which are never stored.
-      const unsigned stage_bytes = CN == 1 && M < BM ? ((M + 7) & ~7) * BK * sizeof(T) + kTileB : kStage;
+      // A stage's bytes: CN slices of tmA's box, a_rows rows each (op.toml
+      // says how tall the box is), and B's tile. With fewer rows than a
+      // tile (a decode step) and no peer sharing A, the box is only M rows
+      // rounded up to 8: the A tile's other rows keep whatever they held and
+      // reach only accumulator rows past M, which are never stored.
+      const unsigned stage_bytes = unsigned(a_rows) * CN * BK * sizeof(T) + kTileB;
       Unit u;
       int s = 0;
       unsigned phase = 0;

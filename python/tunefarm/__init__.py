@@ -268,7 +268,8 @@ class Launch:
         # in between: `__call__` is looked up on the type, so each Launch
         # gets a class of its own whose `__call__` is this function.
         self.call = self._fast_call()
-        self.__class__ = type("Launch", (Launch,), {"__call__": staticmethod(self.call), "__slots__": ()})
+        self.__class__ = type(type(self).__name__, (type(self),),
+                              {"__call__": staticmethod(self.call), "__slots__": ()})
 
     def _fail(self):
         ptr = _c().tunefarm_kernel_error(self.kernel._h)

@@ -80,7 +80,7 @@ class ModelGuided final : public StrategyBase {
       const auto best3 = Best(3);
       for (const auto& [us, p] : best3)
         for (SpacePoint& q : space_.Neighbours(p)) near.insert(std::move(q));
-      if (!best3.empty()) AddNearestRepairs(best3.front().second, [&](const SpacePoint& q) { near.insert(q); });
+      if (!best3.empty()) AddRepairedSteps(best3.front().second, true, [&](const SpacePoint& q) { near.insert(q); });
       for (size_t i : order)
         if (out.size() < n && near.count(candidates[i]) && Take(candidates[i])) out.push_back(candidates[i]);
     }
@@ -126,7 +126,7 @@ class ModelGuided final : public StrategyBase {
     const auto best = Best(8);
     for (size_t b = 0; b < best.size(); ++b) {
       for (const SpacePoint& q : space_.Neighbours(best[b].second)) add(q);
-      if (b < 1) AddRepairedSteps(best[b].second, add);
+      if (b < 1) AddRepairedSteps(best[b].second, false, add);
     }
     std::uniform_int_distribution<size_t> pick(0, best.size() - 1);
     std::uniform_real_distribution<double> u(0, 1);
@@ -151,49 +151,29 @@ class ModelGuided final : public StrategyBase {
     return {c.begin(), c.end()};
   }
 
-  // A step along one axis of `p`, with any value of one other axis: what
+  // Steps along one axis of `p` with one other axis changed too: what
   // reaches a config whose one-step neighbours are all illegal (a larger K
-  // tile needs fewer pipeline stages to fit in shared memory). The model
-  // ranks these among its candidates.
+  // tile needs fewer pipeline stages to fit in shared memory). `nearest`:
+  // only the steps illegal on their own, each with the nearest values of
+  // the other axis that make it legal (both sides at the same distance), a
+  // few dozen configs; else every value of the other axis, for the model to
+  // rank among its candidates.
   template <typename Add>
-  void AddRepairedSteps(const SpacePoint& p, const Add& add) const {
+  void AddRepairedSteps(const SpacePoint& p, bool nearest, const Add& add) const {
     for (size_t i = 0; i < p.size(); ++i) {
       for (int step : {-1, 1}) {
         const int v = static_cast<int>(p[i]) + step;
         if (v < 0 || v >= static_cast<int>(space_.AxisAt(i).values.size())) continue;
         SpacePoint q = p;
         q[i] = static_cast<uint16_t>(v);
+        if (nearest && space_.Legal(q)) continue;
         for (size_t j = 0; j < p.size(); ++j) {
           if (j == i) continue;
-          SpacePoint r = q;
-          for (size_t w = 0; w < space_.AxisAt(j).values.size(); ++w) {
-            r[j] = static_cast<uint16_t>(w);
-            if (space_.Legal(r)) add(r);
-          }
-        }
-      }
-    }
-  }
-
-  // For each one-axis step of `p` that is illegal, the nearest value of one
-  // other axis that makes it legal (both sides at the same distance): the
-  // smallest repair, so the best's neighbourhood stays a few dozen configs.
-  template <typename Add>
-  void AddNearestRepairs(const SpacePoint& p, const Add& add) const {
-    for (size_t i = 0; i < p.size(); ++i) {
-      for (int step : {-1, 1}) {
-        const int v = static_cast<int>(p[i]) + step;
-        if (v < 0 || v >= static_cast<int>(space_.AxisAt(i).values.size())) continue;
-        SpacePoint q = p;
-        q[i] = static_cast<uint16_t>(v);
-        if (space_.Legal(q)) continue;
-        for (size_t j = 0; j < p.size(); ++j) {
-          if (j == i) continue;
-          const int size = static_cast<int>(space_.AxisAt(j).values.size());
-          for (int d = 1; d < size; ++d) {
+          const int size = static_cast<int>(space_.AxisAt(j).values.size()), at = static_cast<int>(p[j]);
+          for (int d = 0; d < size; ++d) {  // the other axis's values by their distance from p's
             bool found = false;
-            for (int w : {static_cast<int>(p[j]) - d, static_cast<int>(p[j]) + d}) {
-              if (w < 0 || w >= size) continue;
+            for (int w : {at - d, at + d}) {
+              if (w < 0 || w >= size || (d == 0 && found)) continue;
               SpacePoint r = q;
               r[j] = static_cast<uint16_t>(w);
               if (space_.Legal(r)) {
@@ -201,7 +181,7 @@ class ModelGuided final : public StrategyBase {
                 found = true;
               }
             }
-            if (found) break;
+            if (nearest && found) break;
           }
         }
       }

@@ -39,8 +39,8 @@ class Checker {
   Checker& operator=(const Checker&) = delete;
 
   // Runs `launch` once on `p` (inputs restored, outputs poisoned, guards
-  // filled) and compares every output with the reference: a changed guard,
-  // NaN never pass, mismatches beyond spec.check.max_mismatch fail. Fills m's error figures and check_passed;
+  // filled) and compares every output with the reference. A changed guard
+  // or a NaN fails; so do mismatches beyond spec.check.max_mismatch. Fills m's error figures and check_passed;
   // `*seconds` is the checked run's wall time.
   Failure Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
                 Measurement* m, double* seconds);

@@ -67,7 +67,7 @@ Failure ProblemCache::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
 Failure ProblemCache::PlaceBuffers(Problem* p, int placements, bool move) {
   size_t set_bytes = 0;
   for (const ArgData& a : p->args)
-    if (a.spec->kind == ArgSpec::Kind::kBuffer && a.dev) set_bytes += a.bytes;
+    if (a.spec->kind == ArgSpec::Kind::kBuffer && a.dev) set_bytes += a.bytes + kGuardBytes;
   size_t want = size_t(std::max(1, placements));
   if (set_bytes > 0) want = std::min(want, 1 + budget_ / 4 / set_bytes);
   auto release = [&](const std::vector<CUdeviceptr>& set) {
@@ -157,8 +157,10 @@ Failure ProblemCache::Get(const OpSpec& spec, const std::string& digest, const s
   for (size_t i = 0; i < spec.args.size(); ++i) {
     if (spec.args[i].kind != ArgSpec::Kind::kBuffer) continue;
     std::string dt = spec.args[i].dtype == "$dtype" ? dtype : spec.args[i].dtype;
-    // Kernel buffer, plus the pristine copy of inputs and the fp32 reference of outputs.
-    need += plan.arg_elems[i] * (DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2) +
+    // Kernel buffer and its guard, plus the pristine copy of inputs and the
+    // fp32 reference of outputs.
+    need += int64_t(kGuardBytes) +
+            plan.arg_elems[i] * (DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2) +
                                  (spec.args[i].dir == "in" ? 0 : int64_t(sizeof(float))));
   }
   while (!problems_.empty() && bytes_ + size_t(need) > budget_) EvictOldest();

@@ -18,10 +18,11 @@ namespace tune::cuda::runner {
 
 class Checker;
 
-// Every buffer a kernel gets (ArgData::dev and the spare placements) is
-// followed by this many guard bytes, filled with kGuardByte before each
-// checked run and compared after it: a kernel that writes past a buffer's
-// end fails its check instead of passing on the allocation's slack.
+// Every buffer a kernel gets is followed by this many guard bytes. Those of
+// ArgData::dev, where the checked run happens, are filled with kGuardByte
+// before it and compared after it: a kernel that writes past a buffer's end
+// fails its check instead of passing on the allocation's slack. The spare
+// placements carry a guard so that one moved into ArgData::dev has it.
 constexpr size_t kGuardBytes = 64 << 10;
 constexpr unsigned char kGuardByte = 0xA5;
 
