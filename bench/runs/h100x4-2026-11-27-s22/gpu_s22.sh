@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 22 GPU runs on a 4x H100 host (from a packed farm:
 # scripts/pack.sh build .art/tunefarm --tests). PART picks:
-#   1  the Hopper GEMM tests
+#   1  the Hopper GEMM and planted-fault tests, the launcher's GPU tests
 #   5  gemm_hopper_skinny.op.toml exhaustive on the two skinny shapes (the
 #      K sub-tile study: pack with ksub.patch applied to ops/gemm_hopper)
 #   2  the six shapes of the GEMM issue searched with the default strategy
@@ -26,7 +26,8 @@ P=${PART:-1}
 want() { case ",$P," in *",$1,"*) return 0 ;; esac; return 1; }
 if want 1; then
 echo "=== cuda_backend_test Hopper" >> $L
-timeout 150 $A/tests/cuda_backend_test --gtest_filter='*Hopper*' 2>&1 | grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|tests ran" >> $L
+timeout 150 $A/tests/cuda_backend_test --gtest_filter='*Hopper*:*Planted*' 2>&1 | grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|tests ran" >> $L
+timeout 150 $A/tests/launcher_test 2>&1 | grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|tests ran" >> $L
 fi
 if want 5; then
 SUB=$W/skinny; rm -rf $SUB; mkdir -p $SUB; cp -r $A/share/tunefarm/ops/gemm_hopper $SUB/
