@@ -326,7 +326,7 @@ TEST(BundleTest, TensorMapArgsRoundTripEvaluateAndAreCheckedAtLoad) {
   for (const Bundle& got : {*binary, *json}) {
     ASSERT_EQ(got.launch_plans.size(), 1u);
     const BundleLaunchPlan& p = got.launch_plans[0];
-    ASSERT_EQ(p.args.size(), 10u);
+    ASSERT_EQ(p.args.size(), 11u);
     const BundleLaunchArg& tma = p.args[4];
     EXPECT_EQ(tma.name, "tmA");
     EXPECT_TRUE(tma.tensor_map());
@@ -348,6 +348,17 @@ TEST(BundleTest, TensorMapArgsRoundTripEvaluateAndAreCheckedAtLoad) {
     EXPECT_EQ(g->map_box[4], (std::vector<int64_t>{128, 64}));
     EXPECT_EQ(g->map_box[6], (std::vector<int64_t>{64, 32}));
     EXPECT_TRUE(g->map_extents[0].empty());
+    EXPECT_EQ(p.args[10].name, "a_rows");
+    EXPECT_EQ(g->scalars[10], 128);  // the kernel's count of A's box rows
+    // Fewer rows than a tile: A's box, and a_rows with it, shrink to M
+    // rounded up to 8.
+    dims = {{"M", 36}, {"N", 512}, {"K", 72}};
+    vars = LaunchVariables(p, spec->default_config.params, dims, "f16", LaunchDevice{232448, 1024, 132, 90, 50 << 20});
+    ASSERT_TRUE(vars.ok()) << vars.status().message();
+    g = EvaluateLaunchPlan(p, *vars);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    EXPECT_EQ(g->map_box[4], (std::vector<int64_t>{40, 64}));
+    EXPECT_EQ(g->scalars[10], 40);
   }
 
   const SecretKey key = SecretKey::Generate();
