@@ -2,7 +2,7 @@
 // costs over a bare cuLaunchKernel of the same function, geometry and
 // arguments, on a repeated shape; and the bare call on a stream of its own
 // (non-blocking) beside the legacy default stream, which a launch from torch
-// on its default stream uses. Both loops queue the same small gemm;
+// on its default stream uses; and the arguments packed in one buffer. Both loops queue the same small gemm;
 // the figure is the median host time of one call, over batches of launches
 // each followed by a synchronisation (so the queue never fills).
 //
@@ -12,6 +12,7 @@
 // bundle with it in memory and opens a launcher on it. Needs a GPU.
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -112,7 +113,19 @@ int main(int argc, char** argv) {
   CUstream own = nullptr;
   if (dr.cuStreamCreate(&own, CU_STREAM_NON_BLOCKING)) return Fail("cuStreamCreate failed");
   constexpr int kBatch = 200;
-  std::vector<double> bare, through, bare_own;
+  std::vector<double> bare, through, bare_own, bare_packed;
+  // The same arguments packed in one buffer (the `extra` form of the call):
+  // three pointers, then three ints.
+  struct {
+    CUdeviceptr a, b, c;
+    int32_t m, n, k;
+  } packed{a, bb, c, int32_t(n), int32_t(n), int32_t(n)};
+  size_t packed_size = offsetof(decltype(packed), k) + sizeof packed.k;  // the kernel's parameter bytes, no padding
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                   CU_LAUNCH_PARAM_END};
+  if (dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]), unsigned(ch.block[0]),
+                        unsigned(ch.block[1]), unsigned(ch.block[2]), unsigned(ch.smem_bytes), nullptr, nullptr, extra))
+    return Fail("the packed-argument launch failed");
   for (int round = 0; round < calls / kBatch; ++round) {
     for (int i = 0; i < kBatch; ++i) {
       const auto t0 = Clock::now();
@@ -135,6 +148,13 @@ int main(int argc, char** argv) {
       bare_own.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
     }
     dr.cuCtxSynchronize();
+    for (int i = 0; i < kBatch; ++i) {
+      const auto t0 = Clock::now();
+      dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]), unsigned(ch.block[0]),
+                        unsigned(ch.block[1]), unsigned(ch.block[2]), unsigned(ch.smem_bytes), nullptr, nullptr, extra);
+      bare_packed.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+    }
+    dr.cuCtxSynchronize();
   }
   const double mb = Median(bare), mt = Median(through);
   std::printf("device %s (%s), gemm f16 %lld^3, config %s, %zu calls each\n", dev->name.c_str(), arch.c_str(),
@@ -143,6 +163,7 @@ int main(int argc, char** argv) {
   std::printf("launcher launch()     median %8.1f ns\n", mt);
   std::printf("overhead              median %8.1f ns  (goal <= 1000 ns)\n", mt - mb);
   std::printf("bare, own stream      median %8.1f ns\n", Median(bare_own));
+  std::printf("bare, packed args     median %8.1f ns\n", Median(bare_packed));
   dr.cuStreamDestroy(own);
   dr.cuModuleUnload(module);
   return 0;
