@@ -14,7 +14,8 @@
 //
 // Tile: BN columns by BM rows, K advancing 64 (one swizzled 128-byte row)
 // per stage. A shape of fewer rows than a tile loads only its rows of A
-// (rounded up to 8: a_rows). WARPGROUPS says how the consumers share the work:
+// (rounded up to 8: a_rows). WARPGROUPS says how the consumers share the
+// work:
 //   cooperative  they split one tile's rows: BM = 64*MT*CWG;
 //   pingpong     (two consumers) each takes every other unit, a tile of
 //                BM = 64*MT rows, so that one warpgroup's epilogue runs

@@ -171,9 +171,11 @@ class ModelGuided final : public StrategyBase {
           if (j == i) continue;
           const int size = static_cast<int>(space_.AxisAt(j).values.size()), at = static_cast<int>(p[j]);
           for (int d = 0; d < size; ++d) {  // the other axis's values by their distance from p's
+            const int sides[2] = {at - d, at + d};
             bool found = false;
-            for (int w : {at - d, at + d}) {
-              if (w < 0 || w >= size || (d == 0 && found)) continue;
+            for (int k = 0; k < (d == 0 ? 1 : 2); ++k) {
+              const int w = sides[k];
+              if (w < 0 || w >= size) continue;
               SpacePoint r = q;
               r[j] = static_cast<uint16_t>(w);
               if (space_.Legal(r)) {

@@ -40,8 +40,9 @@ class Checker {
 
   // Runs `launch` once on `p` (inputs restored, outputs poisoned, guards
   // filled) and compares every output with the reference. A changed guard
-  // or a NaN fails; so do mismatches beyond spec.check.max_mismatch. Fills m's error figures and check_passed;
-  // `*seconds` is the checked run's wall time.
+  // or a NaN fails; so do mismatches beyond spec.check.max_mismatch. Fills
+  // m's error figures and check_passed; `*seconds` is the checked run's
+  // wall time.
   Failure Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
                 Measurement* m, double* seconds);
   // Fills an input buffer with its seeded draw (and, when as_f32 is set, a
