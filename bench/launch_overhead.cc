@@ -123,38 +123,26 @@ int main(int argc, char** argv) {
   size_t packed_size = offsetof(decltype(packed), k) + sizeof packed.k;  // the kernel's parameter bytes, no padding
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
                    CU_LAUNCH_PARAM_END};
-  if (dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]), unsigned(ch.block[0]),
-                        unsigned(ch.block[1]), unsigned(ch.block[2]), unsigned(ch.smem_bytes), nullptr, nullptr, extra))
-    return Fail("the packed-argument launch failed");
+  auto bare_launch = [&](CUstream stream, void** kernel_params, void** kernel_extra) {
+    return dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]),
+                             unsigned(ch.block[0]), unsigned(ch.block[1]), unsigned(ch.block[2]),
+                             unsigned(ch.smem_bytes), stream, kernel_params, kernel_extra);
+  };
+  if (bare_launch(nullptr, nullptr, extra)) return Fail("the packed-argument launch failed");
+  // One batch of `call`s, each timed into `out`, then a synchronisation.
+  auto batch = [&](std::vector<double>* out, const auto& call) {
+    for (int i = 0; i < kBatch; ++i) {
+      const auto t0 = Clock::now();
+      call();
+      out->push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+    }
+    dr.cuCtxSynchronize();
+  };
   for (int round = 0; round < calls / kBatch; ++round) {
-    for (int i = 0; i < kBatch; ++i) {
-      const auto t0 = Clock::now();
-      dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]), unsigned(ch.block[0]),
-                        unsigned(ch.block[1]), unsigned(ch.block[2]), unsigned(ch.smem_bytes), nullptr, params,
-                        nullptr);
-      bare.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-    }
-    dr.cuCtxSynchronize();
-    for (int i = 0; i < kBatch; ++i) {
-      const auto t0 = Clock::now();
-      (void)kernel->launch({n, n, n}, {uint64_t(a), uint64_t(bb), uint64_t(c)});
-      through.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-    }
-    dr.cuCtxSynchronize();
-    for (int i = 0; i < kBatch; ++i) {
-      const auto t0 = Clock::now();
-      dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]), unsigned(ch.block[0]),
-                        unsigned(ch.block[1]), unsigned(ch.block[2]), unsigned(ch.smem_bytes), own, params, nullptr);
-      bare_own.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-    }
-    dr.cuCtxSynchronize();
-    for (int i = 0; i < kBatch; ++i) {
-      const auto t0 = Clock::now();
-      dr.cuLaunchKernel(fn, unsigned(ch.grid[0]), unsigned(ch.grid[1]), unsigned(ch.grid[2]), unsigned(ch.block[0]),
-                        unsigned(ch.block[1]), unsigned(ch.block[2]), unsigned(ch.smem_bytes), nullptr, nullptr, extra);
-      bare_packed.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-    }
-    dr.cuCtxSynchronize();
+    batch(&bare, [&] { bare_launch(nullptr, params, nullptr); });
+    batch(&through, [&] { (void)kernel->launch({n, n, n}, {uint64_t(a), uint64_t(bb), uint64_t(c)}); });
+    batch(&bare_own, [&] { bare_launch(own, params, nullptr); });
+    batch(&bare_packed, [&] { bare_launch(nullptr, nullptr, extra); });
   }
   const double mb = Median(bare), mt = Median(through);
   std::printf("device %s (%s), gemm f16 %lld^3, config %s, %zu calls each\n", dev->name.c_str(), arch.c_str(),
