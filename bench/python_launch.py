@@ -2,42 +2,62 @@
 ops, and the kernel inside torch.compile(fullgraph=True) and a CUDA graph.
 
     PYTHONPATH=<tunefarm>/python python3 bench/python_launch.py BUNDLE.tfb FARM.pub \
-        [--op gemm] [--shape M,N,K] [--calls 200] [--rounds 30] [--json out.json]
+        [--op gemm] [--shape M,N,K] [--small-shape M,N,K] [--calls 200] [--rounds 30] [--json out.json]
 
-Host time per call is the enqueue time of `--calls` back-to-back calls
-(the GPU is synchronised between rounds, so no call waits for a full launch
-queue), median over `--rounds`. Printed for: Kernel.launch (dims and
-buffers checked per call), a bound Launch (Kernel.bind), the op registered
-with torch (tunefarm.register_torch_op, eager), torch.add on one-element
-tensors (torch's cheapest op) and torch.nn.functional.linear on the same
-shape; the bound launch, the floor and torch.add again on a stream torch
-made (not the legacy default stream). Then the registered op in torch.compile(fullgraph=True) and a
+Host time per call is the enqueue time of `--calls` back-to-back calls,
+each written as a user writes it and compiled into timeit's loop (the GPU
+is synchronised between rounds, so no call waits for a full launch queue),
+median over `--rounds`; the calls take turns a round each, so a slow spell
+of the host falls on all alike. Printed for: Kernel.launch (dims and buffers
+checked per call), a bound Launch (Kernel.bind), the op registered with
+torch (tunefarm.register_torch_op, eager), torch.add on one-element tensors
+(torch's cheapest op) and torch.nn.functional.linear on the same shape; the
+bound launch and linear again on --small-shape (a kernel shorter than its
+launch: the GPU keeps up with the host, as with torch.add); the bound
+launch, the floor and torch.add again on a stream torch made (not the
+legacy default stream). Then the registered op in torch.compile(fullgraph=True) and a
 captured CUDA graph, each checked against torch.nn.functional.linear
 (C = A @ B.T, rtol = atol = 1e-2), and the refusals: a tensor on the host,
-a non-contiguous tensor, a capture on a stream the launch was not bound to
-(nothing launched in each case).
+a non-contiguous tensor, a buffer left out, a capture on a stream the
+launch was not bound to (nothing launched in each case).
 """
 import argparse
 import json
 import statistics
 import sys
-import time
+import timeit
 
 import torch
 
 import tunefarm
 
 
-def per_call_us(fn, calls, rounds):
-    times = []
+def per_call_us(stmts, names, calls, rounds):
+    """{name: host µs per call} of each statement of `stmts` ({name: Python
+    source over `names`}), the median over `rounds` of `calls` runs compiled
+    into timeit's loop (no Python call stands between the loop and the
+    statement). The statements take turns, a round each, so that a slow
+    spell of the host falls on all of them alike. The GPU is synchronised,
+    untimed, before each round."""
+    g = dict(names, sync=torch.cuda.synchronize)
+    timers = {k: timeit.Timer(stmt, setup="sync()", globals=g) for k, stmt in stmts.items()}
+    times = {k: [] for k in stmts}
     for _ in range(rounds):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t0) / calls * 1e6)
+        for k, t in timers.items():
+            times[k].append(t.timeit(calls) / calls * 1e6)
     torch.cuda.synchronize()
-    return statistics.median(times)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def operands(kernel, m, n, k):
+    """A (m x k), B (n x k), C (m x n) in f16, and gemm_hopper's workspace W
+    (zeros, as the op declares it) where the kernel has one."""
+    a = torch.randn((m, k), device="cuda", dtype=torch.float16) / 8
+    b = torch.randn((n, k), device="cuda", dtype=torch.float16) / 8
+    c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+    if len(kernel.buffers) == 3:
+        return [a, b, c]
+    return [a, b, c, torch.zeros(m * n + ((m + 63) // 64) * ((n + 63) // 64), device="cuda", dtype=torch.float32)]
 
 
 def close(c, want):
@@ -50,6 +70,7 @@ def main():
     ap.add_argument("key")
     ap.add_argument("--op", default="gemm")
     ap.add_argument("--shape", default="128,4096,4096")
+    ap.add_argument("--small-shape", default="64,64,64", help="a shape whose kernel is shorter than its launch")
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--json")
@@ -60,12 +81,7 @@ def main():
     bundle = tunefarm.Bundle.load(args.bundle, [args.key])
     kernel = bundle.kernel(args.op, "f16")
     print(kernel, file=sys.stderr)
-    a = torch.randn((m, k), device="cuda", dtype=torch.float16) / 8
-    b = torch.randn((n, k), device="cuda", dtype=torch.float16) / 8
-    c = torch.empty((m, n), device="cuda", dtype=torch.float16)
-    extra = []
-    if len(kernel.buffers) > 3:  # a workspace (gemm_hopper's W): zeros, as the op declares it
-        extra = [torch.zeros(m * n + ((m + 63) // 64) * ((n + 63) // 64), device="cuda", dtype=torch.float32)]
+    a, b, c, *extra = operands(kernel, m, n, k)
     bufs = [a, b, c] + extra
     want = torch.nn.functional.linear(a, b)
     dims = {"M": m, "N": n, "K": k}
@@ -77,36 +93,55 @@ def main():
     bound = kernel.bind(dims)
     op = tunefarm.register_torch_op(kernel)
     one_x, one_y = torch.ones(1, device="cuda"), torch.ones(1, device="cuda")
-    # The floor under any Python launch: one ctypes call into the launcher,
-    # pointers and stream already in hand.
-    c_launch = tunefarm._c().tunefarm_kernel_launch_args
+    # The floor under any Python launch: one ctypes call into the launcher
+    # (the handle a bound launch calls), pointers and stream already in hand.
+    c_launch = tunefarm._c().launch_args_held
     dims_arr = (tunefarm.ctypes.c_int64 * 3)(m, n, k)
     block = tunefarm._LaunchArgs(kernel._h, tunefarm.ctypes.addressof(dims_arr),
                                  torch.cuda.current_stream().cuda_stream)
     block.buffers[:len(bufs)] = [t.data_ptr() for t in bufs]
-    block_ref = tunefarm.ctypes.byref(block)
-    host = {
-        "kernel_launch": per_call_us(lambda: kernel.launch(dims, *bufs), args.calls, args.rounds),
-        "bound_launch": per_call_us(lambda: bound(*bufs), args.calls, args.rounds),
-        "bound_launch_call": per_call_us(lambda: bound.call(*bufs), args.calls, args.rounds),
-        "torch_op_eager": per_call_us(lambda: op([m, n, k], *bufs), args.calls, args.rounds),
-        "ctypes_floor": per_call_us(lambda: c_launch(block_ref), args.calls, args.rounds),
-        "torch_add_1elem": per_call_us(lambda: torch.add(one_x, one_y), args.calls, args.rounds),
-        "torch_linear": per_call_us(lambda: torch.nn.functional.linear(a, b), args.calls, args.rounds),
-    }
+    # The same where the GPU keeps up with the host (a kernel shorter than
+    # its launch): on the shape above a kernel outlasts its launch and the
+    # queue grows through a round, as it does under torch.nn.functional.linear.
+    sm, sn, sk = (int(x) for x in args.small_shape.split(","))
+    small = operands(kernel, sm, sn, sk)
+    small_bound = kernel.bind({"M": sm, "N": sn, "K": sk})
+    small_bound(*small)
+    torch.cuda.synchronize()
+    out["small_shape"] = [sm, sn, sk]
+    out["small_correct"] = close(small[2], torch.nn.functional.linear(small[0], small[1]))
+    # Each statement as a user writes it, the buffers by name.
+    xs = ", ".join("x%d" % i for i in range(len(bufs)))
+    ss = ", ".join("s%d" % i for i in range(len(small)))
+    names = dict({"x%d" % i: t for i, t in enumerate(bufs)}, **{"s%d" % i: t for i, t in enumerate(small)},
+                 torch=torch, kernel=kernel, dims=dims, bound=bound, small=small_bound, op=op, mnk=[m, n, k],
+                 c_launch=c_launch, block_ref=tunefarm.ctypes.byref(block), one_x=one_x, one_y=one_y)
+    host = per_call_us({
+        "kernel_launch": "kernel.launch(dims, %s)" % xs,
+        "bound_launch": "bound(%s)" % xs,
+        "bound_launch_call": "bound.call(%s)" % xs,
+        "torch_op_eager": "op(mnk, %s)" % xs,
+        "ctypes_floor": "c_launch(block_ref)",
+        "torch_add_1elem": "torch.add(one_x, one_y)",
+        "torch_linear": "torch.nn.functional.linear(x0, x1)",
+        "bound_launch_small": "small(%s)" % ss,
+        "torch_linear_small": "torch.nn.functional.linear(s0, s1)",
+    }, names, args.calls, args.rounds)
     # The same on a stream of torch's own making: a launch on the legacy
     # default stream (torch's default) may cost the driver more.
     side = torch.cuda.Stream()
     side_block = tunefarm._LaunchArgs(kernel._h, tunefarm.ctypes.addressof(dims_arr), side.cuda_stream)
     side_block.buffers[:len(bufs)] = [t.data_ptr() for t in bufs]
-    side_ref = tunefarm.ctypes.byref(side_block)
+    names["side_ref"] = tunefarm.ctypes.byref(side_block)
     with torch.cuda.stream(side):
-        host["bound_launch_side_stream"] = per_call_us(lambda: bound(*bufs), args.calls, args.rounds)
-        host["ctypes_floor_side_stream"] = per_call_us(lambda: c_launch(side_ref), args.calls, args.rounds)
-        host["torch_add_side_stream"] = per_call_us(lambda: torch.add(one_x, one_y), args.calls, args.rounds)
+        host.update({k + "_side_stream": v for k, v in per_call_us({
+            "bound_launch": "bound(%s)" % xs,
+            "ctypes_floor": "c_launch(side_ref)",
+            "torch_add": "torch.add(one_x, one_y)",
+        }, names, args.calls, args.rounds).items()})
     out["host_us_per_call"] = host
-    for name, us in host.items():
-        print("host per call  %-24s %6.2f us" % (name, us))
+    for name, t in host.items():
+        print("host per call  %-24s %6.2f us" % (name, t))
 
     c.zero_()
     bound(*bufs)
@@ -121,7 +156,8 @@ def main():
     got = compiled(a, b, c, *extra)
     torch.cuda.synchronize()
     out["compile_fullgraph_correct"] = close(got, want)
-    out["compiled_host_us_per_call"] = per_call_us(lambda: compiled(a, b, c, *extra), args.calls, args.rounds)
+    names["compiled"] = compiled
+    out["compiled_host_us_per_call"] = per_call_us({"c": "compiled(%s)" % xs}, names, args.calls, args.rounds)["c"]
 
     graph = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
@@ -160,6 +196,7 @@ def main():
                                            "" if untouched else " [BUT C CHANGED]")
     refused("host_tensor", lambda: bound(a.cpu(), b, c, *extra))
     refused("non_contiguous", lambda: bound(a, b.t().contiguous().t(), c, *extra))
+    refused("a_buffer_missing", lambda: bound(a, b))
     side = torch.cuda.Stream()
     on_side = kernel.bind(dims, stream=side)
 

@@ -23,8 +23,10 @@ package in a checkout (build/libtune/) or a packed artifact (lib/), else on
 the loader's path.
 """
 
+import builtins
 import ctypes
 import ctypes.util
+import keyword
 import os
 import struct
 import weakref
@@ -84,6 +86,12 @@ def _c():
     }
     _lib = _native.load_library("libtunefarm_c.so", "TUNEFARM_LIB", list(_candidates()), sigs, free="tunefarm_free")
     library_path = _lib.tunefarm_path
+    # The bound launches' call (Launch._fast_call): without declared argument
+    # types (it takes a reference made once, so ctypes converts nothing per
+    # call) and holding the GIL (a PyDLL handle: no release and retake around
+    # a call of a few microseconds), as torch launches.
+    _lib.launch_args_held = ctypes.PyDLL(library_path)["tunefarm_kernel_launch_args"]
+    _lib.launch_args_held.restype = ctypes.c_int
     return _lib
 
 
@@ -245,9 +253,10 @@ assert _LaunchArgs.buffers.offset == _LaunchArgs.stream.offset + 8
 
 class Launch:
     """A Kernel's launch for one shape (Kernel.bind): call it with the
-    buffers, in the kernel's .buffers order. torch tensors must be contiguous
-    and on the kernel's device; CuPy arrays and device pointers (int) are
-    taken as Kernel.launch takes them. One thread at a time, as its Kernel."""
+    buffers, in the kernel's .buffers order (a missing one raises, naming
+    it). torch tensors must be contiguous and on the kernel's device; CuPy
+    arrays and device pointers (int) are taken as Kernel.launch takes them.
+    One thread at a time, as its Kernel."""
 
     def __init__(self, kernel, values, stream):
         if len(values) != len(kernel.dims):
@@ -307,8 +316,10 @@ class Launch:
 
     def _fast_call(self):
         """The call for torch tensors on the current stream, written out for
-        this buffer count: per tensor one device and one contiguity check and
-        its pointer, then one C call. Anything else takes _general."""
+        this kernel: one parameter per buffer (named as the kernel names it,
+        so a missing one is a TypeError naming it), per tensor one device and
+        one contiguity check and its pointer, then one C call. Anything else
+        takes _general."""
         if self._bound_stream is not None or not 0 < self._nbuffers <= _LaunchArgs.MAX_BUFFERS:
             return self._general
         try:
@@ -316,31 +327,33 @@ class Launch:
             raw_stream = torch._C._cuda_getCurrentRawStream
         except (ImportError, AttributeError):
             return self._general
-        names = ["b%d" % i for i in range(self._nbuffers)]
-        lines = ["def call(*bs):",
+        names = list(self.kernel.buffers)
+        if len(set(names)) != len(names) or not all(n.isidentifier() and not keyword.iskeyword(n) and
+                                                    not n.startswith("_") and not hasattr(builtins, n) for n in names):
+            names = ["b%d" % i for i in range(self._nbuffers)]
+        fname = "%s_%s" % (self.kernel.op, self.kernel.dtype)
+        if not fname.isidentifier() or fname.startswith("_"):
+            fname = "launch"
+        # The function's own names start with "_", the buffers' never do.
+        lines = ["def %s(%s):" % (fname, ", ".join(names)),
                  "    try:",
-                 "        %s, = bs" % ", ".join(names),
-                 "        fast = not (%s)" % " or ".join("%s.get_device() != o or not %s.is_contiguous()" % (n, n)
-                                                     for n in names),
-                 "    except (AttributeError, ValueError):  # not torch tensors, or not as many",
-                 "        fast = False",
-                 "    if not fast:",
-                 "        return general(*bs)",
-                 "    pack(block, %d, raw_stream(o), %s)" % (_LaunchArgs.stream.offset,
-                                                          ", ".join("%s.data_ptr()" % n for n in names)),
-                 "    if launch(args) != 0:",
-                 "        fail()"]
-        # The stream and the pointers go into the block with one call; the C
-        # function, without declared argument types, takes a reference made
-        # here: ctypes converts nothing per call, which is most of its cost.
-        launch = _c()["tunefarm_kernel_launch_args"]
-        launch.restype = ctypes.c_int
+                 "        _fast = not (%s)" % " or ".join("%s.get_device() != _o or not %s.is_contiguous()" % (n, n)
+                                                      for n in names),
+                 "    except AttributeError:  # not torch tensors",
+                 "        _fast = False",
+                 "    if not _fast:",
+                 "        return _general(%s)" % ", ".join(names),
+                 "    _pack(_block, %d, _raw_stream(_o), %s)" % (_LaunchArgs.stream.offset,
+                                                             ", ".join("%s.data_ptr()" % n for n in names)),
+                 "    if _launch(_args) != 0:",
+                 "        _fail()"]
+        # The stream and the pointers go into the block with one call.
         pack = struct.Struct("=%dQ" % (1 + self._nbuffers)).pack_into
-        scope = {"o": self._ordinal, "block": memoryview(self._args).cast("B"), "pack": pack,
-                 "args": self._args_ref, "launch": launch, "raw_stream": raw_stream, "general": self._general,
-                 "fail": self._fail}
+        scope = {"_o": self._ordinal, "_block": memoryview(self._args).cast("B"), "_pack": pack,
+                 "_args": self._args_ref, "_launch": _c().launch_args_held, "_raw_stream": raw_stream,
+                 "_general": self._general, "_fail": self._fail}
         exec("\n".join(lines), scope)
-        return scope["call"]
+        return scope[fname]
 
     def __call__(self, *buffers):  # replaced per instance in __init__
         return self.call(*buffers)

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 import tunefarm
@@ -230,6 +231,82 @@ class BundleFromPython(unittest.TestCase):
             kernel.launch([64, 64, 64], a, a.t(), a)
         with self.assertRaisesRegex(tunefarm.TunefarmError, "not on CUDA device 0"):
             kernel.launch([64, 64, 64], a, a.cpu(), a)
+
+
+class BoundLaunchCall(unittest.TestCase):
+    """A bound Launch's call, written out per kernel (Launch._fast_call), over
+    the real C library, with a stand-in for the few names of torch it uses:
+    torch is not installed where CI runs (the GPU host runs it with torch:
+    bench/python_launch.py). The stand-in Kernel has no C kernel, so each
+    launch that reaches C fails there with "no kernel", after the call has
+    filled the launch block: what it wrote is what the C function would get."""
+
+    class Tensor:
+        def __init__(self, ptr, device=0, contiguous=True):
+            self.ptr, self.index, self.contiguous = ptr, device, contiguous
+            self.device = types.SimpleNamespace(index=device)
+            self.is_cuda = device is not None
+
+        def get_device(self):
+            return -1 if self.index is None else self.index
+
+        def is_contiguous(self):
+            return self.contiguous
+
+        def data_ptr(self):
+            return self.ptr
+
+    def setUp(self):
+        fake = types.ModuleType("torch")
+        fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda ordinal: 0x5000 + ordinal)
+        fake.cuda = types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000))
+        self.saved = sys.modules.get("torch")
+        sys.modules["torch"] = fake
+
+    def tearDown(self):
+        if self.saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = self.saved
+
+    def bind(self, op="gemm", buffers=("A", "B", "C")):
+        kernel = types.SimpleNamespace(op=op, dtype="f16", dims=["M", "N", "K"], buffers=list(buffers), _h=None,
+                                       device={"ordinal": 0})
+        return tunefarm.Launch(kernel, [64, 64, 64], None)
+
+    def launched(self, launch, *args, **kwargs):
+        launch._args.stream = 0
+        launch._args.buffers[:] = [0] * tunefarm._LaunchArgs.MAX_BUFFERS
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            launch(*args, **kwargs)
+        return launch._args.stream or 0, list(launch._args.buffers[:len(launch.kernel.buffers)])
+
+    def test_tensors_fill_the_block_with_the_current_stream_and_their_pointers(self):
+        T = self.Tensor
+        launch = self.bind()
+        self.assertEqual(launch.call.__name__, "gemm_f16")
+        self.assertEqual(self.launched(launch, T(0x100), T(0x200), T(0x300)), (0x5000, [0x100, 0x200, 0x300]))
+        self.assertEqual(self.launched(launch, C=T(3), A=T(1), B=T(2)), (0x5000, [1, 2, 3]))
+        self.assertEqual(self.launched(launch, 7, 8, 9), (0, [7, 8, 9]))  # pointers: no framework, stream 0
+
+    def test_a_missing_buffer_is_named_and_bad_tensors_are_refused_before_the_block_is_touched(self):
+        T = self.Tensor
+        launch = self.bind()
+        with self.assertRaisesRegex(TypeError, "missing 1 required positional argument: 'C'"):
+            launch(T(1), T(2))
+        for bad, why in ((T(2, contiguous=False), "non-contiguous"), (T(2, device=1), "not on CUDA device 0"),
+                         (T(2, device=None), "not on CUDA device 0")):
+            launch._args.buffers[:3] = [0, 0, 0]
+            with self.assertRaisesRegex(tunefarm.TunefarmError, why):
+                launch(T(1), bad, T(3))
+            self.assertEqual(list(launch._args.buffers[:3]), [0, 0, 0])
+
+    def test_names_that_cannot_be_parameters_are_replaced(self):
+        T = self.Tensor
+        for buffers in (("in", "x", "y"), ("_w", "x", "y"), ("x", "x", "y"), ("len", "x", "y")):
+            launch = self.bind(buffers=buffers)
+            self.assertEqual(self.launched(launch, T(1), T(2), T(3)), (0x5000, [1, 2, 3]), buffers)
+        self.assertEqual(self.bind(op="gemm-x").call.__name__, "launch")
 
 
 class CategoricalParamsFromPython(unittest.TestCase):

@@ -105,7 +105,7 @@ typedef struct tunefarm_launch_args {
   uint64_t buffers[TUNEFARM_LAUNCH_MAX_BUFFERS];
 } tunefarm_launch_args_t;
 TUNEFARM_EXPORT int tunefarm_kernel_launch_args(const tunefarm_launch_args_t* args);
-/* The last failed tunefarm_kernel_launch_args's message (free it). */
+/* The last failed tunefarm_kernel_launch_args's message (free it); "no kernel" for NULL. */
 TUNEFARM_EXPORT char* tunefarm_kernel_error(const tunefarm_kernel_t* kernel);
 /* What answered the last launch: JSON as above. */
 TUNEFARM_EXPORT char* tunefarm_kernel_last(const tunefarm_kernel_t* kernel);

@@ -280,7 +280,7 @@ int tunefarm_kernel_launch_args(const tunefarm_launch_args_t* a) {
   return -1;
 }
 
-char* tunefarm_kernel_error(const tunefarm_kernel_t* k) { return CopyString(k->error); }
+char* tunefarm_kernel_error(const tunefarm_kernel_t* k) { return CopyString(k ? k->error : "no kernel"); }
 
 char* tunefarm_kernel_last(const tunefarm_kernel_t* k) {
   return Guard(nullptr, static_cast<char*>(nullptr), [&]() -> char* {
