@@ -14,8 +14,8 @@ torch (tunefarm.register_torch_op, eager), torch.add on one-element tensors
 (torch's cheapest op) and torch.nn.functional.linear on the same shape; the
 bound launch and linear again on --small-shape (a kernel shorter than its
 launch: the GPU keeps up with the host, as with torch.add); the bound
-launch, the floor and torch.add again on a stream torch made (not the
-legacy default stream). Then the registered op in torch.compile(fullgraph=True) and a
+launch (following the current stream, and bound to that stream), the floor
+and torch.add again on a stream torch made (not the legacy default stream). Then the registered op in torch.compile(fullgraph=True) and a
 captured CUDA graph, each checked against torch.nn.functional.linear
 (C = A @ B.T, rtol = atol = 1e-2), and the refusals: a tensor on the host,
 a non-contiguous tensor, a buffer left out, a capture on a stream the
@@ -133,9 +133,11 @@ def main():
     side_block = tunefarm._LaunchArgs(kernel._h, tunefarm.ctypes.addressof(dims_arr), side.cuda_stream)
     side_block.buffers[:len(bufs)] = [t.data_ptr() for t in bufs]
     names["side_ref"] = tunefarm.ctypes.byref(side_block)
+    names["bound_to_side"] = kernel.bind(dims, stream=side)  # bound to the stream: no stream query per call
     with torch.cuda.stream(side):
         host.update({k + "_side_stream": v for k, v in per_call_us({
             "bound_launch": "bound(%s)" % xs,
+            "bound_to_it": "bound_to_side(%s)" % xs,
             "ctypes_floor": "c_launch(side_ref)",
             "torch_add": "torch.add(one_x, one_y)",
         }, names, args.calls, args.rounds).items()})

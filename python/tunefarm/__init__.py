@@ -315,16 +315,18 @@ class Launch:
                                 "bound to (bind without a stream to follow the current one)" % self.kernel.op)
 
     def _fast_call(self):
-        """The call for torch tensors on the current stream, written out for
-        this kernel: one parameter per buffer (named as the kernel names it,
-        so a missing one is a TypeError naming it), per tensor one device and
-        one contiguity check and its pointer, then one C call. Anything else
-        takes _general."""
-        if self._bound_stream is not None or not 0 < self._nbuffers <= _LaunchArgs.MAX_BUFFERS:
+        """The call for torch tensors, written out for this kernel: one
+        parameter per buffer (named as the kernel names it, so a missing one
+        is a TypeError naming it), per tensor one device and one contiguity
+        check and its pointer, the current stream (or, bound to a stream, a
+        look at whether a capture runs elsewhere), then one C call. Anything
+        else takes _general."""
+        if not 0 < self._nbuffers <= _LaunchArgs.MAX_BUFFERS:
             return self._general
         try:
             import torch
             raw_stream = torch._C._cuda_getCurrentRawStream
+            capturing = torch._C._cuda_isCurrentStreamCapturing
         except (ImportError, AttributeError):
             return self._general
         names = list(self.kernel.buffers)
@@ -342,16 +344,23 @@ class Launch:
                  "    except AttributeError:  # not torch tensors",
                  "        _fast = False",
                  "    if not _fast:",
-                 "        return _general(%s)" % ", ".join(names),
-                 "    _pack(_block, %d, _raw_stream(_o), %s)" % (_LaunchArgs.stream.offset,
-                                                             ", ".join("%s.data_ptr()" % n for n in names)),
-                 "    if _launch(_args) != 0:",
-                 "        _fail()"]
+                 "        return _general(%s)" % ", ".join(names)]
+        if self._bound_stream is None:
+            stream = "_raw_stream(_o)"
+        else:  # _general refuses a capture on another stream
+            stream = "_stream"
+            lines += ["    if _capturing() and _raw_stream(_o) != _stream:",
+                      "        return _general(%s)" % ", ".join(names)]
+        lines += ["    _pack(_block, %d, %s, %s)" % (_LaunchArgs.stream.offset, stream,
+                                                  ", ".join("%s.data_ptr()" % n for n in names)),
+                  "    if _launch(_args) != 0:",
+                  "        _fail()"]
         # The stream and the pointers go into the block with one call.
         pack = struct.Struct("=%dQ" % (1 + self._nbuffers)).pack_into
         scope = {"_o": self._ordinal, "_block": memoryview(self._args).cast("B"), "_pack": pack,
                  "_args": self._args_ref, "_launch": _c().launch_args_held, "_raw_stream": raw_stream,
-                 "_general": self._general, "_fail": self._fail}
+                 "_capturing": capturing, "_stream": self._bound_stream, "_general": self._general,
+                 "_fail": self._fail}
         exec("\n".join(lines), scope)
         return scope[fname]
 

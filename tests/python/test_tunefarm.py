@@ -258,8 +258,11 @@ class BoundLaunchCall(unittest.TestCase):
 
     def setUp(self):
         fake = types.ModuleType("torch")
-        fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda ordinal: 0x5000 + ordinal)
-        fake.cuda = types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000))
+        self.capturing = False  # a CUDA graph capture on the current stream (0x5000 + device)
+        fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda ordinal: 0x5000 + ordinal,
+                                        _cuda_isCurrentStreamCapturing=lambda: self.capturing)
+        fake.cuda = types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000),
+                                          is_current_stream_capturing=lambda: self.capturing)
         self.saved = sys.modules.get("torch")
         sys.modules["torch"] = fake
 
@@ -269,10 +272,10 @@ class BoundLaunchCall(unittest.TestCase):
         else:
             sys.modules["torch"] = self.saved
 
-    def bind(self, op="gemm", buffers=("A", "B", "C")):
+    def bind(self, op="gemm", buffers=("A", "B", "C"), stream=None):
         kernel = types.SimpleNamespace(op=op, dtype="f16", dims=["M", "N", "K"], buffers=list(buffers), _h=None,
                                        device={"ordinal": 0})
-        return tunefarm.Launch(kernel, [64, 64, 64], None)
+        return tunefarm.Launch(kernel, [64, 64, 64], stream)
 
     def launched(self, launch, *args, **kwargs):
         launch._args.stream = 0
@@ -300,6 +303,18 @@ class BoundLaunchCall(unittest.TestCase):
             with self.assertRaisesRegex(tunefarm.TunefarmError, why):
                 launch(T(1), bad, T(3))
             self.assertEqual(list(launch._args.buffers[:3]), [0, 0, 0])
+
+    def test_a_launch_bound_to_a_stream_uses_it_and_refuses_a_capture_elsewhere(self):
+        T = self.Tensor
+        launch = self.bind(stream=0x7000)
+        self.assertEqual(launch.call.__name__, "gemm_f16")
+        self.assertEqual(self.launched(launch, T(1), T(2), T(3)), (0x7000, [1, 2, 3]))
+        self.capturing = True
+        launch._args.buffers[:3] = [0, 0, 0]
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "capture on another stream"):
+            launch(T(1), T(2), T(3))
+        self.assertEqual(list(launch._args.buffers[:3]), [0, 0, 0])
+        self.assertEqual(self.launched(self.bind(stream=0x5000), T(1), T(2), T(3)), (0x5000, [1, 2, 3]))
 
     def test_names_that_cannot_be_parameters_are_replaced(self):
         T = self.Tensor

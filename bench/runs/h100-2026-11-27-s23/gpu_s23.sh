@@ -3,6 +3,7 @@
 # PART picks:
 #   1  where a Python launch's host time goes (parts.py), unpinned and pinned
 #      to one core, REPS times each; the C++ bare launch at 64^3 and 2048^3
+#   4  the C++ bare launch alone (as in 1)
 #   3  torchless.py: the floor of a Python launch without torch, then with it
 #   2  tests/python/test_tunefarm.py where torch is installed, then
 #      bench/python_launch.py, REPS times
@@ -23,11 +24,13 @@ lscpu | grep -E "Model name|^CPU\(s\)|MHz|NUMA node" >> $L
 P=${PART:-1}
 want() { case ",$P," in *",$1,"*) return 0 ;; esac; return 1; }
 [ -f $W/lb.tfb ] || timeout 200 $T tune --op gemm --dtype f16 --shape M=128,N=4096,K=4096 --devices 0 --strategy random --budget 30 --store $W/lb.db --bundle $W/lb --sign-key $W/k --quiet > $W/lb.log 2>&1 || tail -5 $W/lb.log >> $L
-if want 1; then
+if want 1 || want 4; then
 for n in 64 2048; do
 echo "=== bench_launch_overhead --shape $n" >> $L
 timeout 100 $A/tests/bench_launch_overhead --ops-dir $A/share/tunefarm/ops --shape $n --calls 10000 >> $L 2>&1
 done
+fi
+if want 1; then
 for i in $(seq ${REPS:-2}); do
 echo "=== parts.py unpinned ($i)" >> $L
 timeout 200 python3 $D/parts.py $W/lb.tfb $W/k.pub >> $L 2>&1
