@@ -8,18 +8,20 @@ Host time per call is the enqueue time of `--calls` back-to-back calls,
 each written as a user writes it and compiled into timeit's loop (the GPU
 is synchronised between rounds, so no call waits for a full launch queue),
 median over `--rounds`; the calls take turns a round each, so a slow spell
-of the host falls on all alike. Printed for: Kernel.launch (dims and buffers
-checked per call), a bound Launch (Kernel.bind), the op registered with
-torch (tunefarm.register_torch_op, eager), torch.add on one-element tensors
-(torch's cheapest op) and torch.nn.functional.linear on the same shape; the
-bound launch and linear again on --small-shape (a kernel shorter than its
-launch: the GPU keeps up with the host, as with torch.add); the bound
-launch (following the current stream, and bound to that stream), the floor
-and torch.add again on a stream torch made (not the legacy default stream). Then the registered op in torch.compile(fullgraph=True) and a
-captured CUDA graph, each checked against torch.nn.functional.linear
-(C = A @ B.T, rtol = atol = 1e-2), and the refusals: a tensor on the host,
-a non-contiguous tensor, a buffer left out, a capture on a stream the
-launch was not bound to (nothing launched in each case).
+of the host falls on all alike. Printed for: Kernel.launch (its bound
+launch looked up by the dims per call), a bound Launch (Kernel.bind), the
+op registered with torch (tunefarm.register_torch_op, eager), torch.add on
+one-element tensors (torch's cheapest op) and torch.nn.functional.linear on
+the same shape; the bound launch and linear again on --small-shape (a
+kernel shorter than its launch: the GPU keeps up with the host, as with
+torch.add); the bound launch (following the current stream, and bound to
+that stream), the floor and torch.add again on a stream torch made (not
+the legacy default stream). Then the registered op in
+torch.compile(fullgraph=True) and a captured CUDA graph, each checked
+against torch.nn.functional.linear (C = A @ B.T, rtol = atol = 1e-2), and
+the refusals: a tensor on the host, a non-contiguous tensor, a buffer left
+out, a capture on a stream the launch was not bound to (nothing launched in
+each case).
 """
 import argparse
 import json

@@ -26,7 +26,9 @@ the loader's path.
 import builtins
 import ctypes
 import ctypes.util
+import gc
 import keyword
+import operator
 import os
 import struct
 import weakref
@@ -173,8 +175,19 @@ def _stream(stream, args):
     raise TypeError("tunefarm: cannot take a CUDA stream from %r" % type(stream).__name__)
 
 
+def _dim_ints(kernel, values):
+    """`values` as ints: int, or an integer type (numpy's); a bool or any
+    other type is a TypeError naming the dim."""
+    for name, v in zip(kernel.dims, values):
+        if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+            raise TypeError("%s: dim %s must be an int, not %s" % (kernel.op, name, type(v).__name__))
+    return [operator.index(v) for v in values]
+
+
 class Kernel:
     """An (op, dtype) prepared on a device; see Bundle.kernel. One thread at a time."""
+
+    BOUND_SHAPES = 64  # the shapes launch() keeps bound
 
     def __init__(self, launcher, op, dtype):
         self._launcher = launcher  # keeps the launcher (and bundle) alive
@@ -185,27 +198,38 @@ class Kernel:
         self.dims = list(sig["dims"])
         self.buffers = list(sig["buffers"])
         self.dirs = list(sig.get("dirs", ["inout"] * len(self.buffers)))  # "in", "out" or "inout" per buffer
-        self._dims = (ctypes.c_int64 * len(self.dims))()
-        self._ptrs = (ctypes.c_uint64 * len(self.buffers))()
+        self._bound = {}  # (dims, stream or None) -> Launch, for launch()
+        self._int_types = (int,) * len(self.dims)
 
     def launch(self, dims, *buffers, stream=None):
         """Launches the measured kernel: `dims` a dict by name or a sequence
         in .dims order; `buffers` in .buffers order (scalar arguments come
         from the bundle's launch plan); `stream` a torch/CuPy stream or a
-        CUstream int (default: the current stream of the arrays' framework)."""
-        values = self._dim_values(dims)
+        CUstream int (default: the current stream of the arrays' framework).
+        Each shape (and stream) is bound once (bind) and kept, the last
+        BOUND_SHAPES of them: a shape launched again costs a bound launch
+        and one lookup."""
+        values = tuple(self._dim_values(dims))
         if len(values) != len(self.dims):
             raise TunefarmError("launch %s: %d dims for %d (%s)" % (self.op, len(values), len(self.dims),
                                                                       ", ".join(self.dims)))
         if len(buffers) != len(self.buffers):
             raise TunefarmError("launch %s: %d buffers for %d (%s)" % (self.op, len(buffers), len(self.buffers),
                                                                          ", ".join(self.buffers)))
-        for i, v in enumerate(values):
-            self._dims[i] = int(v)
-        for i, b in enumerate(buffers):
-            self._ptrs[i] = _pointer(b, self.device["ordinal"])
-        _call(_c().tunefarm_kernel_launch, self._h, self._dims, len(values), self._ptrs, len(buffers),
-              ctypes.c_void_p(_stream(stream, buffers)))
+        if tuple(map(type, values)) != self._int_types:  # a float equal to a bound dim would find its Launch
+            values = tuple(_dim_ints(self, values))
+        self._launch_for(values, None if stream is None else _stream(stream, ())).call(*buffers)
+
+    def _launch_for(self, values, stream):
+        """The Launch of (dims, a tuple of ints; a CUstream int or None),
+        bound on first use and kept, the last BOUND_SHAPES of them."""
+        key = (values, stream)
+        bound = self._bound.get(key)
+        if bound is None:
+            if len(self._bound) >= self.BOUND_SHAPES:
+                self._bound.clear()
+            bound = self._bound[key] = Launch(self, values, stream)
+        return bound
 
     def _dim_values(self, dims):
         if isinstance(dims, dict):
@@ -262,9 +286,7 @@ class Launch:
         if len(values) != len(kernel.dims):
             raise TunefarmError("bind %s: %d dims for %d (%s)" % (kernel.op, len(values), len(kernel.dims),
                                                                     ", ".join(kernel.dims)))
-        for name, v in zip(kernel.dims, values):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError("bind %s: dim %s must be an int, not %s" % (kernel.op, name, type(v).__name__))
+        values = _dim_ints(kernel, values)
         self.kernel = kernel
         self.dims = dict(zip(kernel.dims, values))
         self._dims = (ctypes.c_int64 * len(values))(*values)
@@ -427,6 +449,8 @@ class Bundle:
     def close(self) -> None:
         """Frees the bundle now (its misses go to TUNEFARM_MISSES, if set).
         Refused while kernels of it are alive."""
+        if self._h and len(self._launchers) > 0:
+            gc.collect()  # kernels that only cycles hold (a Kernel and the launches it keeps bound) go first
         if self._h and len(self._launchers) > 0:
             raise TunefarmError("bundle %s: close: %d launcher(s) of it are still alive (drop its kernels first)"
                                 % (self.path, len(self._launchers)))

@@ -7,9 +7,9 @@ the current stream, the capturing one).
     op = tunefarm.register_torch_op(gemm)          # torch.ops.tunefarm.gemm_hopper_f16
     op([m, n, k], a, b, c, w)                      # dims in gemm.dims order, buffers in gemm.buffers order
 
-The schema marks the kernel's "out" and "inout" buffers as written. Each
-shape is bound once (Kernel.bind); a call is the dispatcher's and one
-launch. torch is imported only here, when this is called.
+The schema marks the kernel's "out" and "inout" buffers as written. A call
+is the dispatcher's and a Kernel.launch (each shape bound once). torch is
+imported only here, when this is called.
 """
 
 
@@ -34,14 +34,9 @@ def register_torch_op(kernel, name=None, namespace="tunefarm"):
             alias += 1
     lib = torch.library.Library(namespace, "FRAGMENT")
     lib.define("%s(%s) -> ()" % (name, ", ".join(params)))
-    launches = {}
 
-    def launch(dims, *buffers):
-        key = tuple(dims)
-        bound = launches.get(key)
-        if bound is None:
-            bound = launches[key] = kernel.bind(list(key)).call
-        bound(*buffers)
+    def launch(dims, *buffers):  # the schema's int[] and tensors: as Kernel.launch, without its checks
+        kernel._launch_for(tuple(dims), None)(*buffers)
 
     def fake(dims, *buffers):  # torch.compile traces the op's effect: none beyond its written buffers
         return None

@@ -316,6 +316,29 @@ class BoundLaunchCall(unittest.TestCase):
         self.assertEqual(list(launch._args.buffers[:3]), [0, 0, 0])
         self.assertEqual(self.launched(self.bind(stream=0x5000), T(1), T(2), T(3)), (0x5000, [1, 2, 3]))
 
+    def test_kernel_launch_binds_each_shape_and_stream_once(self):
+        T = self.Tensor
+        kernel = tunefarm.Kernel.__new__(tunefarm.Kernel)  # a stand-in: the real one needs a GPU
+        kernel.__dict__.update(op="gemm", dtype="f16", dims=["M", "N", "K"], buffers=["A", "B", "C"], _h=None,
+                               device={"ordinal": 0}, _bound={}, _int_types=(int,) * 3)
+        for dims in ({"M": 64, "N": 64, "K": 64}, (64, 64, 64), [64, 64, 64]):
+            with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+                kernel.launch(dims, T(1), T(2), T(3))
+        self.assertEqual(list(kernel._bound), [((64, 64, 64), None)])
+        launch = kernel._bound[(64, 64, 64), None]
+        self.assertEqual((launch._args.stream, list(launch._args.buffers[:3])), (0x5000, [1, 2, 3]))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            kernel.launch((64, 64, 128), T(4), T(5), T(6), stream=types.SimpleNamespace(cuda_stream=0x7000))
+        self.assertEqual(kernel._bound[(64, 64, 128), 0x7000]._args.stream, 0x7000)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "2 buffers for 3"):
+            kernel.launch((64, 64, 64), T(1), T(2))
+        with self.assertRaisesRegex(TypeError, "dim K must be an int, not float"):
+            kernel.launch((64, 64, 64.0), T(1), T(2), T(3))
+        for m in range(kernel.BOUND_SHAPES + 1):
+            with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+                kernel.launch((m, 64, 64), T(1), T(2), T(3))
+        self.assertLessEqual(len(kernel._bound), kernel.BOUND_SHAPES)
+
     def test_names_that_cannot_be_parameters_are_replaced(self):
         T = self.Tensor
         for buffers in (("in", "x", "y"), ("_w", "x", "y"), ("x", "x", "y"), ("len", "x", "y")):

@@ -4,6 +4,7 @@
 #   1  where a Python launch's host time goes (parts.py), unpinned and pinned
 #      to one core, REPS times each; the C++ bare launch at 64^3 and 2048^3
 #   4  the C++ bare launch alone (as in 1)
+#   5  pin_scan.py: the launch figures with the process pinned to each CPU in turn
 #   3  torchless.py: the floor of a Python launch without torch, then with it
 #   2  tests/python/test_tunefarm.py where torch is installed, then
 #      bench/python_launch.py, REPS times
@@ -43,6 +44,16 @@ for i in $(seq ${REPS:-2}); do
 echo "=== torchless.py ($i)" >> $L
 timeout 200 python3 $D/torchless.py $W/lb.tfb $W/k.pub >> $L 2>&1
 done
+fi
+if want 5; then
+echo "=== pin_scan.py: the process pinned to each CPU in turn (64^3, us per call)" >> $L
+nvidia-smi topo -m >> $L 2>&1
+for cpu in $(seq 0 $(( $(nproc) - 1 ))); do
+timeout 60 taskset -c $cpu python3 $D/pin_scan.py $W/lb.tfb $W/k.pub >> $L 2>&1
+done
+echo "--- unpinned, twice" >> $L
+timeout 60 python3 $D/pin_scan.py $W/lb.tfb $W/k.pub >> $L 2>&1
+timeout 60 python3 $D/pin_scan.py $W/lb.tfb $W/k.pub >> $L 2>&1
 fi
 if want 2; then
 echo "=== test_tunefarm.py (python $(python3 -V 2>&1), torch importable)" >> $L
