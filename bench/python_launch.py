@@ -2,7 +2,8 @@
 ops, and the kernel inside torch.compile(fullgraph=True) and a CUDA graph.
 
     PYTHONPATH=<tunefarm>/python python3 bench/python_launch.py BUNDLE.tfb FARM.pub \
-        [--op gemm] [--shape M,N,K] [--small-shape M,N,K] [--calls 200] [--rounds 30] [--json out.json]
+        [--op gemm] [--shape M,N,K] [--small-shape M,N,K] [--calls 200] [--rounds 30]
+        [--pin none|quietest] [--json out.json]
 
 Host time per call is the enqueue time of `--calls` back-to-back calls,
 each written as a user writes it and compiled into timeit's loop (the GPU
@@ -25,6 +26,7 @@ each case).
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import timeit
@@ -75,6 +77,9 @@ def main():
     ap.add_argument("--small-shape", default="64,64,64", help="a shape whose kernel is shorter than its launch")
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--pin", choices=["none", "quietest"], default="none",
+                    help="quietest: first pin the process to the CPU (of those it may use) where the floor costs "
+                         "least, as a latency-bound process is pinned to a quiet core; none: leave it where it runs")
     ap.add_argument("--json")
     args = ap.parse_args()
     m, n, k = (int(x) for x in args.shape.split(","))
@@ -118,6 +123,16 @@ def main():
     names = dict({"x%d" % i: t for i, t in enumerate(bufs)}, **{"s%d" % i: t for i, t in enumerate(small)},
                  torch=torch, kernel=kernel, dims=dims, bound=bound, small=small_bound, op=op, mnk=[m, n, k],
                  c_launch=c_launch, block_ref=tunefarm.ctypes.byref(block), one_x=one_x, one_y=one_y)
+    if args.pin == "quietest":
+        floor = {}
+        for cpu in sorted(os.sched_getaffinity(0)):
+            os.sched_setaffinity(0, {cpu})
+            floor[cpu] = per_call_us({"f": "c_launch(block_ref)"}, names, args.calls, 10)["f"]
+        out["pinned_cpu"] = min(floor, key=floor.get)
+        out["floor_us_by_cpu"] = floor
+        os.sched_setaffinity(0, {out["pinned_cpu"]})
+        print("pinned to CPU %d; the floor by CPU: %s" % (
+            out["pinned_cpu"], " ".join("%d:%.2f" % kv for kv in floor.items())))
     host = per_call_us({
         "kernel_launch": "kernel.launch(dims, %s)" % xs,
         "bound_launch": "bound(%s)" % xs,

@@ -5,6 +5,7 @@
 #      to one core, REPS times each; the C++ bare launch at 64^3 and 2048^3
 #   4  the C++ bare launch alone (as in 1)
 #   5  pin_scan.py: the launch figures with the process pinned to each CPU in turn
+#   6  python_launch.py pinned to the quietest CPU, then unpinned, REPS times
 #   3  torchless.py: the floor of a Python launch without torch, then with it
 #   2  tests/python/test_tunefarm.py where torch is installed, then
 #      bench/python_launch.py, REPS times
@@ -59,6 +60,14 @@ if want 2; then
 echo "=== test_tunefarm.py (python $(python3 -V 2>&1), torch importable)" >> $L
 timeout 120 python3 $ROOT/tests/python/test_tunefarm.py 2>&1 | tail -3 >> $L
 for i in $(seq ${REPS:-2}); do
+echo "=== python_launch.py ($i)" >> $L
+timeout 200 python3 $ROOT/bench/python_launch.py $W/lb.tfb $W/k.pub --op gemm --shape 128,4096,4096 --json $OUT/python_launch$i.json >> $L 2>&1
+done
+fi
+if want 6; then
+for i in $(seq ${REPS:-2}); do
+echo "=== python_launch.py --pin quietest ($i)" >> $L
+timeout 200 python3 $ROOT/bench/python_launch.py $W/lb.tfb $W/k.pub --op gemm --shape 128,4096,4096 --pin quietest --json $OUT/python_launch_pinned$i.json >> $L 2>&1
 echo "=== python_launch.py ($i)" >> $L
 timeout 200 python3 $ROOT/bench/python_launch.py $W/lb.tfb $W/k.pub --op gemm --shape 128,4096,4096 --json $OUT/python_launch$i.json >> $L 2>&1
 done
