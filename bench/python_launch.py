@@ -11,13 +11,14 @@ is synchronised between rounds, so no call waits for a full launch queue),
 median over `--rounds`; the calls take turns a round each, so a slow spell
 of the host falls on all alike. Printed for: Kernel.launch (its bound
 launch looked up by the dims per call), a bound Launch (Kernel.bind), the
-op registered with torch (tunefarm.register_torch_op, eager), torch.add on
-one-element tensors (torch's cheapest op) and torch.nn.functional.linear on
-the same shape; the bound launch and linear again on --small-shape (a
-kernel shorter than its launch: the GPU keeps up with the host, as with
-torch.add); the bound launch (following the current stream, and bound to
-that stream), the floor and torch.add again on a stream torch made (not
-the legacy default stream). Then the registered op in
+launch bound to its buffers too (Kernel.bind(dims, a, b, c), called with
+none), the op registered with torch (tunefarm.register_torch_op, eager),
+torch.add on one-element tensors (torch's cheapest op) and
+torch.nn.functional.linear on the same shape; the bound launch and linear
+again on --small-shape (a kernel shorter than its launch: the GPU keeps up
+with the host, as with torch.add); the bound launch (following the current
+stream, and bound to that stream), the floor and torch.add again on a
+stream torch made (not the legacy default stream). Then the registered op in
 torch.compile(fullgraph=True) and a captured CUDA graph, each checked
 against torch.nn.functional.linear (C = A @ B.T, rtol = atol = 1e-2), and
 the refusals: a tensor on the host, a non-contiguous tensor, a buffer left
@@ -122,6 +123,7 @@ def main():
     ss = ", ".join("s%d" % i for i in range(len(small)))
     names = dict({"x%d" % i: t for i, t in enumerate(bufs)}, **{"s%d" % i: t for i, t in enumerate(small)},
                  torch=torch, kernel=kernel, dims=dims, bound=bound, small=small_bound, op=op, mnk=[m, n, k],
+                 fixed=kernel.bind(dims, *bufs),
                  c_launch=c_launch, block_ref=tunefarm.ctypes.byref(block), one_x=one_x, one_y=one_y)
     if args.pin == "quietest":
         floor = {}
@@ -137,6 +139,7 @@ def main():
         "kernel_launch": "kernel.launch(dims, %s)" % xs,
         "bound_launch": "bound(%s)" % xs,
         "bound_launch_call": "bound.call(%s)" % xs,
+        "bound_to_its_buffers": "fixed()",
         "torch_op_eager": "op(mnk, %s)" % xs,
         "ctypes_floor": "c_launch(block_ref)",
         "torch_add_1elem": "torch.add(one_x, one_y)",
@@ -166,6 +169,10 @@ def main():
     bound(*bufs)
     torch.cuda.synchronize()
     out["bound_correct"] = close(c, want)
+    c.zero_()
+    names["fixed"]()
+    torch.cuda.synchronize()
+    out["bound_to_its_buffers_correct"] = close(c, want)
 
     def f(x, y, z, *w):
         op([m, n, k], x, y, z, *w)
@@ -191,6 +198,13 @@ def main():
     graph.replay()
     torch.cuda.synchronize()
     out["cuda_graph_correct"] = close(c, want)
+    graph_fixed = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph_fixed):
+        names["fixed"]()
+    c.zero_()
+    graph_fixed.replay()
+    torch.cuda.synchronize()
+    out["cuda_graph_bound_to_its_buffers_correct"] = close(c, want)
     graph_op = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph_op):
         op([m, n, k], *bufs)

@@ -239,14 +239,20 @@ class Kernel:
             return [dims[n] for n in self.dims]
         return list(dims)
 
-    def bind(self, dims, stream=None) -> "Launch":
+    def bind(self, dims, *buffers, stream=None) -> "Launch":
         """A launch of this kernel prepared for one shape: `launch = gemm.bind(
         {"M": m, "N": n, "K": k})`, then `launch(a, b, c)` per call. What can be
         done once is (dims, the answer's lookup, the stream's kind); a call
         checks its tensors and launches. `stream`: as launch(); default: the
         current stream of the tensors' framework at each call (so a CUDA graph
-        capture records the launch on its stream)."""
-        return Launch(self, self._dim_values(dims), stream)
+        capture records the launch on its stream).
+
+        With `buffers` (all of them, in .buffers order) the launch is bound
+        to them too, as a CUDA graph is to its addresses: they are checked
+        once, here, and held (a torch tensor's storage with it, so its memory
+        outlives any later set_ or resize_ of the tensor), and `launch()`
+        takes no argument: the current stream and the launch."""
+        return Launch(self, self._dim_values(dims), stream, buffers)
 
     @property
     def last(self) -> Answer:
@@ -278,11 +284,12 @@ assert _LaunchArgs.buffers.offset == _LaunchArgs.stream.offset + 8
 class Launch:
     """A Kernel's launch for one shape (Kernel.bind): call it with the
     buffers, in the kernel's .buffers order (a missing one raises, naming
-    it). torch tensors must be contiguous and on the kernel's device; CuPy
-    arrays and device pointers (int) are taken as Kernel.launch takes them.
-    One thread at a time, as its Kernel."""
+    it), or with none where it was bound to its buffers. torch tensors must
+    be contiguous and on the kernel's device; CuPy arrays and device
+    pointers (int) are taken as Kernel.launch takes them. One thread at a
+    time, as its Kernel."""
 
-    def __init__(self, kernel, values, stream):
+    def __init__(self, kernel, values, stream, buffers=()):
         if len(values) != len(kernel.dims):
             raise TunefarmError("bind %s: %d dims for %d (%s)" % (kernel.op, len(values), len(kernel.dims),
                                                                     ", ".join(kernel.dims)))
@@ -295,10 +302,11 @@ class Launch:
         self._nbuffers = len(kernel.buffers)
         self._ordinal = kernel.device["ordinal"]
         self._bound_stream = None if stream is None else _stream(stream, ())
+        self._held = None  # the buffers a launch is bound to, and their storage
         # The launch itself. Calling the Launch runs it with no Python frame
         # in between: `__call__` is looked up on the type, so each Launch
         # gets a class of its own whose `__call__` is this function.
-        self.call = self._fast_call()
+        self.call = self._buffers_bound_call(buffers) if buffers else self._fast_call()
         self.__class__ = type(type(self).__name__, (type(self),),
                               {"__call__": staticmethod(self.call), "__slots__": ()})
 
@@ -335,6 +343,51 @@ class Launch:
                 torch.cuda.current_stream(self._ordinal).cuda_stream != self._bound_stream:
             raise TunefarmError("launch %s: a CUDA graph capture on another stream than the one this launch was "
                                 "bound to (bind without a stream to follow the current one)" % self.kernel.op)
+
+    def _buffers_bound_call(self, buffers):
+        """The call of a Launch bound to its buffers (Kernel.bind): they are
+        checked and written into the launch block once, here, and held; a
+        call writes the stream (the current one, or none to write where the
+        stream is bound too) and launches."""
+        if len(buffers) != self._nbuffers:
+            raise TunefarmError("bind %s: %d buffers for %d (%s)" % (self.kernel.op, len(buffers), self._nbuffers,
+                                                                       ", ".join(self.kernel.buffers)))
+        ptrs = [_pointer(b, self._ordinal) for b in buffers]
+        if len(ptrs) > _LaunchArgs.MAX_BUFFERS:  # more than a block holds: the general call, buffers fixed
+            return lambda: self._general(*buffers)
+        self._held = [(b, b.untyped_storage()) if hasattr(b, "untyped_storage") else b for b in buffers]
+        self._args.buffers[:len(ptrs)] = ptrs
+        launch, args, fail, o, bound = _c().launch_args_held, self._args_ref, self._fail, self._ordinal, \
+            self._bound_stream
+        try:
+            import torch
+            raw_stream = torch._C._cuda_getCurrentRawStream if any(hasattr(b, "data_ptr") for b in buffers) else None
+            capturing = torch._C._cuda_isCurrentStreamCapturing
+        except (ImportError, AttributeError):
+            raw_stream = None
+        if raw_stream is None:  # CuPy arrays or pointers: the stream as Kernel.launch takes it
+            def call():
+                self._check_capture(buffers)
+                self._args.stream = bound if bound is not None else _stream(None, buffers)
+                if launch(args) != 0:
+                    fail()
+        elif bound is None:
+            block, pack = memoryview(self._args).cast("B"), struct.Struct("=Q").pack_into
+
+            def call():
+                pack(block, _LaunchArgs.stream.offset, raw_stream(o))
+                if launch(args) != 0:
+                    fail()
+        else:
+            self._args.stream = bound
+
+            def call():
+                if capturing() and raw_stream(o) != bound:
+                    self._check_capture(buffers)  # refuses it
+                if launch(args) != 0:
+                    fail()
+        call.__name__ = call.__qualname__ = "%s_%s" % (self.kernel.op, self.kernel.dtype)
+        return call
 
     def _fast_call(self):
         """The call for torch tensors, written out for this kernel: one
@@ -390,8 +443,9 @@ class Launch:
         return self.call(*buffers)
 
     def __repr__(self):
-        return "Launch(%r, %r, %s)" % (self.kernel.op, self.kernel.dtype,
-                                       ",".join("%s=%d" % kv for kv in self.dims.items()))
+        return "Launch(%r, %r, %s%s)" % (self.kernel.op, self.kernel.dtype,
+                                         ",".join("%s=%d" % kv for kv in self.dims.items()),
+                                         ", its buffers bound" if self._held is not None else "")
 
 
 class _Launcher:

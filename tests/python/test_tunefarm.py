@@ -256,6 +256,9 @@ class BoundLaunchCall(unittest.TestCase):
         def data_ptr(self):
             return self.ptr
 
+        def untyped_storage(self):
+            return ("storage of", self.ptr)
+
     def setUp(self):
         fake = types.ModuleType("torch")
         self.capturing = False  # a CUDA graph capture on the current stream (0x5000 + device)
@@ -272,10 +275,10 @@ class BoundLaunchCall(unittest.TestCase):
         else:
             sys.modules["torch"] = self.saved
 
-    def bind(self, op="gemm", buffers=("A", "B", "C"), stream=None):
+    def bind(self, op="gemm", buffers=("A", "B", "C"), stream=None, bound=()):
         kernel = types.SimpleNamespace(op=op, dtype="f16", dims=["M", "N", "K"], buffers=list(buffers), _h=None,
                                        device={"ordinal": 0})
-        return tunefarm.Launch(kernel, [64, 64, 64], stream)
+        return tunefarm.Launch(kernel, [64, 64, 64], stream, bound)
 
     def launched(self, launch, *args, **kwargs):
         launch._args.stream = 0
@@ -338,6 +341,35 @@ class BoundLaunchCall(unittest.TestCase):
             with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
                 kernel.launch((m, 64, 64), T(1), T(2), T(3))
         self.assertLessEqual(len(kernel._bound), kernel.BOUND_SHAPES)
+
+    def test_a_launch_bound_to_its_buffers_checks_them_once_holds_them_and_takes_no_argument(self):
+        T = self.Tensor
+        launch = self.bind(bound=(T(1), T(2), T(3)))
+        self.assertEqual(launch.call.__name__, "gemm_f16")
+        self.assertIn("its buffers bound", repr(launch))
+        self.assertIn(("storage of", 2), launch._held[1])  # the storage too: memory outlives a set_ of the tensor
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            launch()
+        self.assertEqual((launch._args.stream, list(launch._args.buffers[:3])), (0x5000, [1, 2, 3]))
+        with self.assertRaisesRegex(TypeError, "gemm_f16"):
+            launch(T(1), T(2), T(3))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^bind gemm: 2 buffers for 3"):
+            self.bind(bound=(T(1), T(2)))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "non-contiguous"):
+            self.bind(bound=(T(1), T(2, contiguous=False), T(3)))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "not on CUDA device 0"):
+            self.bind(bound=(T(1), T(2, device=1), T(3)))
+        on_stream = self.bind(stream=0x7000, bound=(T(1), T(2), T(3)))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            on_stream()
+        self.assertEqual((on_stream._args.stream, list(on_stream._args.buffers[:3])), (0x7000, [1, 2, 3]))
+        self.capturing = True
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "capture on another stream"):
+            on_stream()
+        pointers = self.bind(bound=(7, 8, 9))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            pointers()
+        self.assertEqual((pointers._args.stream or 0, list(pointers._args.buffers[:3])), (0, [7, 8, 9]))
 
     def test_names_that_cannot_be_parameters_are_replaced(self):
         T = self.Tensor
