@@ -353,11 +353,11 @@ class Launch:
             raise TunefarmError("bind %s: %d buffers for %d (%s)" % (self.kernel.op, len(buffers), self._nbuffers,
                                                                        ", ".join(self.kernel.buffers)))
         ptrs = [_pointer(b, self._ordinal) for b in buffers]
+        self._held = [(b, b.untyped_storage()) if hasattr(b, "untyped_storage") else b for b in buffers]
         if len(ptrs) > _LaunchArgs.MAX_BUFFERS:  # more than a block holds: the general call, buffers fixed
             return lambda: self._general(*buffers)
-        self._held = [(b, b.untyped_storage()) if hasattr(b, "untyped_storage") else b for b in buffers]
         self._args.buffers[:len(ptrs)] = ptrs
-        launch, args, fail, o, bound = _c().launch_args_held, self._args_ref, self._fail, self._ordinal, \
+        launch, args, fail, o, fixed = _c().launch_args_held, self._args_ref, self._fail, self._ordinal, \
             self._bound_stream
         try:
             import torch
@@ -368,10 +368,10 @@ class Launch:
         if raw_stream is None:  # CuPy arrays or pointers: the stream as Kernel.launch takes it
             def call():
                 self._check_capture(buffers)
-                self._args.stream = bound if bound is not None else _stream(None, buffers)
+                self._args.stream = fixed if fixed is not None else _stream(None, buffers)
                 if launch(args) != 0:
                     fail()
-        elif bound is None:
+        elif fixed is None:
             block, pack = memoryview(self._args).cast("B"), struct.Struct("=Q").pack_into
 
             def call():
@@ -379,10 +379,10 @@ class Launch:
                 if launch(args) != 0:
                     fail()
         else:
-            self._args.stream = bound
+            self._args.stream = fixed
 
             def call():
-                if capturing() and raw_stream(o) != bound:
+                if capturing() and raw_stream(o) != fixed:
                     self._check_capture(buffers)  # refuses it
                 if launch(args) != 0:
                     fail()
