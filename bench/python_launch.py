@@ -11,8 +11,8 @@ is synchronised between rounds, so no call waits for a full launch queue),
 median over `--rounds`; the calls take turns a round each, so a slow spell
 of the host falls on all alike. Printed for: Kernel.launch (its bound
 launch looked up by the dims per call), a bound Launch (Kernel.bind), the
-launch bound to its buffers too (Kernel.bind(dims, a, b, c), called with
-none), the op registered with torch (tunefarm.register_torch_op, eager),
+launch bound to its buffers too (Kernel.bind(dims, buffers=(a, b, c)),
+called with none), the op registered with torch (tunefarm.register_torch_op, eager),
 torch.add on one-element tensors (torch's cheapest op) and
 torch.nn.functional.linear on the same shape; the bound launch and linear
 again on --small-shape (a kernel shorter than its launch: the GPU keeps up
@@ -123,7 +123,7 @@ def main():
     ss = ", ".join("s%d" % i for i in range(len(small)))
     names = dict({"x%d" % i: t for i, t in enumerate(bufs)}, **{"s%d" % i: t for i, t in enumerate(small)},
                  torch=torch, kernel=kernel, dims=dims, bound=bound, small=small_bound, op=op, mnk=[m, n, k],
-                 fixed=kernel.bind(dims, *bufs),
+                 fixed=kernel.bind(dims, buffers=bufs),
                  c_launch=c_launch, block_ref=tunefarm.ctypes.byref(block), one_x=one_x, one_y=one_y)
     if args.pin == "quietest":
         floor = {}

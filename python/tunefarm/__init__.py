@@ -26,6 +26,7 @@ the loader's path.
 import builtins
 import ctypes
 import ctypes.util
+import functools
 import gc
 import keyword
 import operator
@@ -207,15 +208,14 @@ class Kernel:
         from the bundle's launch plan); `stream` a torch/CuPy stream or a
         CUstream int (default: the current stream of the arrays' framework).
         Each shape (and stream) is bound once (bind) and kept, the last
-        BOUND_SHAPES of them: a shape launched again costs a bound launch
-        and one lookup."""
+        BOUND_SHAPES bound: a shape launched again costs a bound launch and
+        one lookup."""
         values = tuple(self._dim_values(dims))
         if len(values) != len(self.dims):
             raise TunefarmError("launch %s: %d dims for %d (%s)" % (self.op, len(values), len(self.dims),
                                                                       ", ".join(self.dims)))
         if len(buffers) != len(self.buffers):
-            raise TunefarmError("launch %s: %d buffers for %d (%s)" % (self.op, len(buffers), len(self.buffers),
-                                                                         ", ".join(self.buffers)))
+            raise TunefarmError(_buffer_count(self, "launch", len(buffers)))
         if tuple(map(type, values)) != self._int_types:  # a float equal to a bound dim would find its Launch
             values = tuple(_dim_ints(self, values))
         self._launch_for(values, None if stream is None else _stream(stream, ())).call(*buffers)
@@ -227,8 +227,8 @@ class Kernel:
         bound = self._bound.get(key)
         if bound is None:
             if len(self._bound) >= self.BOUND_SHAPES:
-                self._bound.clear()
-            bound = self._bound[key] = Launch(self, values, stream)
+                del self._bound[next(iter(self._bound))]  # the first bound of those kept
+            bound = self._bound[key] = Launch(self, values, stream, own_class=False)
         return bound
 
     def _dim_values(self, dims):
@@ -239,20 +239,24 @@ class Kernel:
             return [dims[n] for n in self.dims]
         return list(dims)
 
-    def bind(self, dims, *buffers, stream=None) -> "Launch":
+    def bind(self, dims, stream=None, *, buffers=None) -> "Launch":
         """A launch of this kernel prepared for one shape: `launch = gemm.bind(
         {"M": m, "N": n, "K": k})`, then `launch(a, b, c)` per call. What can be
-        done once is (dims, the answer's lookup, the stream's kind); a call
-        checks its tensors and launches. `stream`: as launch(); default: the
-        current stream of the tensors' framework at each call (so a CUDA graph
-        capture records the launch on its stream).
+        done once is (dims, the stream's kind); a call checks its tensors and
+        launches. The answer's lookup is remembered for the Kernel's last
+        shape: launches of two shapes taking turns on one Kernel look it up
+        again at each turn (a Kernel per shape does not). `stream`: as
+        launch(); default: the current stream of the tensors' framework at
+        each call (so a CUDA graph capture records the launch on its stream).
 
         With `buffers` (all of them, in .buffers order) the launch is bound
         to them too, as a CUDA graph is to its addresses: they are checked
-        once, here, and held (a torch tensor's storage with it, so its memory
-        outlives any later set_ or resize_ of the tensor), and `launch()`
-        takes no argument: the current stream and the launch."""
-        return Launch(self, self._dim_values(dims), stream, buffers)
+        once, here, and held (a torch tensor with its storage, which outlives
+        a later set_ of the tensor), and `launch()` takes no argument: the
+        current stream and the launch. Like a CUDA graph it then launches on
+        those addresses: a storage resized since (resize_ that grows it)
+        has moved, and the launch must be bound again."""
+        return Launch(self, self._dim_values(dims), stream, buffers or ())
 
     @property
     def last(self) -> Answer:
@@ -268,6 +272,29 @@ class Kernel:
         if getattr(self, "_h", None):
             _c().tunefarm_kernel_destroy(self._h)
             self._h = None
+
+
+def _buffer_count(kernel, verb, given):
+    """The message for `given` buffers where `kernel` takes others."""
+    return "%s %s: %d buffers for %d (%s)" % (verb, kernel.op, given, len(kernel.buffers), ", ".join(kernel.buffers))
+
+
+def _plain_name(name):
+    """An ASCII identifier that is no keyword and does not start with "_"."""
+    return name.isascii() and name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+
+
+def _launch_name(kernel):
+    """What a launch function is called: <op>_<dtype>, else "launch"."""
+    name = "%s_%s" % (kernel.op, kernel.dtype)
+    return name if _plain_name(name) else "launch"
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(source):
+    """A launch function's code, compiled once per source: the source is the
+    same for every shape of a kernel (the values are in the scope)."""
+    return compile(source, "<tunefarm launch>", "exec")
 
 
 class _LaunchArgs(ctypes.Structure):
@@ -289,7 +316,7 @@ class Launch:
     pointers (int) are taken as Kernel.launch takes them. One thread at a
     time, as its Kernel."""
 
-    def __init__(self, kernel, values, stream, buffers=()):
+    def __init__(self, kernel, values, stream, buffers=(), own_class=True):
         if len(values) != len(kernel.dims):
             raise TunefarmError("bind %s: %d dims for %d (%s)" % (kernel.op, len(values), len(kernel.dims),
                                                                     ", ".join(kernel.dims)))
@@ -305,10 +332,13 @@ class Launch:
         self._held = None  # the buffers a launch is bound to, and their storage
         # The launch itself. Calling the Launch runs it with no Python frame
         # in between: `__call__` is looked up on the type, so each Launch
-        # gets a class of its own whose `__call__` is this function.
+        # gets a class of its own whose `__call__` is this function (not
+        # those Kernel.launch keeps, which it calls by .call: a class costs
+        # more to make than the rest of a Launch).
         self.call = self._buffers_bound_call(buffers) if buffers else self._fast_call()
-        self.__class__ = type(type(self).__name__, (type(self),),
-                              {"__call__": staticmethod(self.call), "__slots__": ()})
+        if own_class:
+            self.__class__ = type(type(self).__name__, (type(self),),
+                                  {"__call__": staticmethod(self.call), "__slots__": ()})
 
     def _fail(self):
         ptr = _c().tunefarm_kernel_error(self.kernel._h)
@@ -321,8 +351,7 @@ class Launch:
     def _general(self, *buffers):
         """Any buffers: the checks and pointers of Kernel.launch."""
         if len(buffers) != self._nbuffers:
-            raise TunefarmError("launch %s: %d buffers for %d (%s)" % (self.kernel.op, len(buffers), self._nbuffers,
-                                                                         ", ".join(self.kernel.buffers)))
+            raise TypeError(_buffer_count(self.kernel, "launch", len(buffers)))  # as a missing argument is
         ptrs = [_pointer(b, self._ordinal) for b in buffers]
         stream = self._bound_stream if self._bound_stream is not None else _stream(None, buffers)
         self._check_capture(buffers)
@@ -350,13 +379,9 @@ class Launch:
         call writes the stream (the current one, or none to write where the
         stream is bound too) and launches."""
         if len(buffers) != self._nbuffers:
-            raise TunefarmError("bind %s: %d buffers for %d (%s)" % (self.kernel.op, len(buffers), self._nbuffers,
-                                                                       ", ".join(self.kernel.buffers)))
+            raise TunefarmError(_buffer_count(self.kernel, "bind", len(buffers)))
         ptrs = [_pointer(b, self._ordinal) for b in buffers]
         self._held = [(b, b.untyped_storage()) if hasattr(b, "untyped_storage") else b for b in buffers]
-        if len(ptrs) > _LaunchArgs.MAX_BUFFERS:  # more than a block holds: the general call, buffers fixed
-            return lambda: self._general(*buffers)
-        self._args.buffers[:len(ptrs)] = ptrs
         launch, args, fail, o, fixed = _c().launch_args_held, self._args_ref, self._fail, self._ordinal, \
             self._bound_stream
         try:
@@ -365,13 +390,19 @@ class Launch:
             capturing = torch._C._cuda_isCurrentStreamCapturing
         except (ImportError, AttributeError):
             raw_stream = None
-        if raw_stream is None:  # CuPy arrays or pointers: the stream as Kernel.launch takes it
+        if len(ptrs) > _LaunchArgs.MAX_BUFFERS:  # more than a block holds: the general call, buffers fixed
+            def call():
+                self._general(*buffers)
+        elif raw_stream is None:  # CuPy arrays or pointers: the stream as Kernel.launch takes it
+            self._args.buffers[:len(ptrs)] = ptrs
+
             def call():
                 self._check_capture(buffers)
                 self._args.stream = fixed if fixed is not None else _stream(None, buffers)
                 if launch(args) != 0:
                     fail()
         elif fixed is None:
+            self._args.buffers[:len(ptrs)] = ptrs
             block, pack = memoryview(self._args).cast("B"), struct.Struct("=Q").pack_into
 
             def call():
@@ -379,6 +410,7 @@ class Launch:
                 if launch(args) != 0:
                     fail()
         else:
+            self._args.buffers[:len(ptrs)] = ptrs
             self._args.stream = fixed
 
             def call():
@@ -386,7 +418,7 @@ class Launch:
                     self._check_capture(buffers)  # refuses it
                 if launch(args) != 0:
                     fail()
-        call.__name__ = call.__qualname__ = "%s_%s" % (self.kernel.op, self.kernel.dtype)
+        call.__name__ = call.__qualname__ = _launch_name(self.kernel)
         return call
 
     def _fast_call(self):
@@ -405,13 +437,11 @@ class Launch:
         except (ImportError, AttributeError):
             return self._general
         names = list(self.kernel.buffers)
-        if len(set(names)) != len(names) or not all(n.isidentifier() and not keyword.iskeyword(n) and
-                                                    not n.startswith("_") and not hasattr(builtins, n) for n in names):
+        if len(set(names)) != len(names) or not all(_plain_name(n) and not hasattr(builtins, n) for n in names):
             names = ["b%d" % i for i in range(self._nbuffers)]
-        fname = "%s_%s" % (self.kernel.op, self.kernel.dtype)
-        if not fname.isidentifier() or fname.startswith("_"):
-            fname = "launch"
-        # The function's own names start with "_", the buffers' never do.
+        fname = _launch_name(self.kernel)
+        # The function's own names start with "_", the buffers' never do, nor
+        # name a builtin (the code names AttributeError).
         lines = ["def %s(%s):" % (fname, ", ".join(names)),
                  "    try:",
                  "        _fast = not (%s)" % " or ".join("%s.get_device() != _o or not %s.is_contiguous()" % (n, n)
@@ -436,7 +466,7 @@ class Launch:
                  "_args": self._args_ref, "_launch": _c().launch_args_held, "_raw_stream": raw_stream,
                  "_capturing": capturing, "_stream": self._bound_stream, "_general": self._general,
                  "_fail": self._fail}
-        exec("\n".join(lines), scope)
+        exec(_compiled("\n".join(lines)), scope)
         return scope[fname]
 
     def __call__(self, *buffers):  # replaced per instance in __init__
@@ -449,8 +479,10 @@ class Launch:
 
 
 class _Launcher:
-    # Holds its bundle (kernels hold their launcher): the bundle keeps its
-    # launchers only weakly, so that nothing cycles and each is freed in order.
+    # Holds its bundle (kernels hold their launcher); the bundle keeps its
+    # launchers only weakly. Where a garbage collector frees a kernel, its
+    # launcher and bundle together, in no order, each C handle keeps the
+    # bundle it was made from (tune/c.h).
     def __init__(self, bundle, device):
         self._bundle = bundle
         self._h = _call(_c().tunefarm_launcher_open, bundle._h, int(device))

@@ -8,8 +8,10 @@ the current stream, the capturing one).
     op([m, n, k], a, b, c, w)                      # dims in gemm.dims order, buffers in gemm.buffers order
 
 The schema marks the kernel's "out" and "inout" buffers as written. A call
-is the dispatcher's and a Kernel.launch (each shape bound once). torch is
-imported only here, when this is called.
+is the dispatcher's and a Kernel.launch (each shape bound once). The op
+shares the Kernel, which is for one thread at a time: register a Kernel
+per thread that launches it. torch is imported only here, when this is
+called.
 """
 
 
@@ -36,7 +38,7 @@ def register_torch_op(kernel, name=None, namespace="tunefarm"):
     lib.define("%s(%s) -> ()" % (name, ", ".join(params)))
 
     def launch(dims, *buffers):  # the schema's int[] and tensors: as Kernel.launch, without its checks
-        kernel._launch_for(tuple(dims), None)(*buffers)
+        kernel._launch_for(tuple(dims), None).call(*buffers)
 
     def fake(dims, *buffers):  # torch.compile traces the op's effect: none beyond its written buffers
         return None

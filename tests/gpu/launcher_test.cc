@@ -1,7 +1,8 @@
 // The launcher on a GPU: a signed bundle with cubins made here by NVRTC, the
 // gemm launched through it on device buffers and checked against the host;
 // a config the device cannot run is skipped; a bundle without a cubin for
-// the device misses with a line. Skips without a CUDA device.
+// the device misses with a line; the C API's handles outlive each other in
+// any order. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #ifndef TUNEFARM_WITH_CUDA
@@ -9,6 +10,7 @@ TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA
 #else
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@ TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA
 #include "support/temp_dir.h"
 #include "publish/bundle.h"
 #include "measure/cuda/cuda_backend.h"
+#include "tune/c.h"
 #include "tune/launcher.h"
 #include "publish/publish.h"
 #include "tune/runtime.h"
@@ -76,10 +79,17 @@ class LauncherGpu : public ::testing::Test {
     return std::move(rb).value();
   }
 
-  // C = A * B^T through `kernel` on (m, n, k); the largest error against the
+  using LaunchFn = std::function<Status(const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers)>;
+
+  double RunGemm(launcher::Kernel& kernel, int64_t m, int64_t n, int64_t k, bool workspace = false) {
+    return RunGemmWith([&](const auto& dims, const auto& buffers) { return kernel.launch(dims, buffers); }, m, n,
+                       k, workspace);
+  }
+
+  // C = A * B^T through `launch` on (m, n, k); the largest error against the
   // host. With `workspace`, a fourth buffer of M*N floats and a counter per
   // 64 x 64 tile, zeroed (ops/gemm_hopper's W).
-  double RunGemm(launcher::Kernel& kernel, int64_t m, int64_t n, int64_t k, bool workspace = false) {
+  double RunGemmWith(const LaunchFn& launch, int64_t m, int64_t n, int64_t k, bool workspace = false) {
     auto a = cuda::MakeInput("f16", "uniform(-1,1)", m * k, 1);
     auto b = cuda::MakeInput("f16", "uniform(-1,1)", n * k, 2);
     EXPECT_TRUE(a.ok() && b.ok());
@@ -99,7 +109,7 @@ class LauncherGpu : public ::testing::Test {
     std::vector<uint64_t> buffers = {uint64_t(da), uint64_t(db), uint64_t(dc)};
     if (workspace) buffers.push_back(uint64_t(dw));
     const std::vector<int64_t> dims = {m, n, k};
-    Status st = kernel.launch(dims, buffers);
+    Status st = launch(dims, buffers);
     EXPECT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(d_->cuCtxSynchronize(), CUDA_SUCCESS);
     if (dw) d_->cuMemFree(dw);
@@ -187,6 +197,45 @@ TEST_F(LauncherGpu, LaunchesTheShippedCubinSkipsWhatTheDeviceCannotRunAndMissesW
   EXPECT_EQ(miss.code(), StatusCode::kNotFound);
   EXPECT_NE(miss.message().find("config-only"), std::string::npos) << miss.message();
   EXPECT_EQ(k2->last().level, runtime::Level::kMiss);
+}
+
+// The C API's launchers and kernels keep the bundle they were made from:
+// destroyed in any order (as a garbage collector may destroy them), a kernel
+// still looks up and launches new shapes.
+TEST_F(LauncherGpu, TheCApisHandlesMayBeDestroyedInAnyOrder) {
+  const Config def = spec_.default_config;
+  KernelImage image = Compile(def);
+  Bundle b;
+  b.defaults["gemm"] = def;
+  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash)};
+  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  b.launch_plans = {*plan};
+  b.kernels = {image};
+  const SecretKey key = SecretKey::Generate();
+  ASSERT_TRUE(WriteSignedBundleFiles(b, key, dir_.path() + "/c").ok());
+  const std::string pub = FormatPublicKey(key.public_key());
+  const char* trusted[] = {pub.c_str()};
+  char* err = nullptr;
+  tunefarm_bundle_t* bundle = tunefarm_bundle_load((dir_.path() + "/c.tfb").c_str(), trusted, 1, &err);
+  ASSERT_NE(bundle, nullptr) << err;
+  tunefarm_launcher_t* launcher = tunefarm_launcher_open(bundle, 0, &err);
+  ASSERT_NE(launcher, nullptr) << err;
+  tunefarm_kernel_t* kernel = tunefarm_kernel_prepare(launcher, "gemm", "f16", &err);
+  ASSERT_NE(kernel, nullptr) << err;
+  tunefarm_bundle_destroy(bundle);
+  tunefarm_launcher_destroy(launcher);
+  auto launch = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
+    char* e = nullptr;
+    if (tunefarm_kernel_launch(kernel, dims.data(), dims.size(), buffers.data(), buffers.size(), nullptr, &e) == 0)
+      return Status::OK();
+    Status st = Status::Error(e ? e : "launch failed");
+    tunefarm_free(e);
+    return st;
+  };
+  EXPECT_LT(RunGemmWith(launch, 256, 192, 128), 1e-2);
+  EXPECT_LT(RunGemmWith(launch, 136, 264, 72), 1e-2);  // another shape: a lookup in the bundle it keeps
+  tunefarm_kernel_destroy(kernel);
 }
 
 // A kernel that takes tensor maps (ops/gemm_hopper): the launcher encodes

@@ -264,8 +264,8 @@ class BoundLaunchCall(unittest.TestCase):
         self.capturing = False  # a CUDA graph capture on the current stream (0x5000 + device)
         fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda ordinal: 0x5000 + ordinal,
                                         _cuda_isCurrentStreamCapturing=lambda: self.capturing)
-        fake.cuda = types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000),
-                                          is_current_stream_capturing=lambda: self.capturing)
+        current = lambda device: types.SimpleNamespace(cuda_stream=0x5000 + getattr(device, "index", device))
+        fake.cuda = types.SimpleNamespace(current_stream=current, is_current_stream_capturing=lambda: self.capturing)
         self.saved = sys.modules.get("torch")
         sys.modules["torch"] = fake
 
@@ -275,9 +275,9 @@ class BoundLaunchCall(unittest.TestCase):
         else:
             sys.modules["torch"] = self.saved
 
-    def bind(self, op="gemm", buffers=("A", "B", "C"), stream=None, bound=()):
+    def bind(self, op="gemm", buffers=("A", "B", "C"), stream=None, bound=(), ordinal=0):
         kernel = types.SimpleNamespace(op=op, dtype="f16", dims=["M", "N", "K"], buffers=list(buffers), _h=None,
-                                       device={"ordinal": 0})
+                                       device={"ordinal": ordinal})
         return tunefarm.Launch(kernel, [64, 64, 64], stream, bound)
 
     def launched(self, launch, *args, **kwargs):
@@ -294,6 +294,10 @@ class BoundLaunchCall(unittest.TestCase):
         self.assertEqual(self.launched(launch, T(0x100), T(0x200), T(0x300)), (0x5000, [0x100, 0x200, 0x300]))
         self.assertEqual(self.launched(launch, C=T(3), A=T(1), B=T(2)), (0x5000, [1, 2, 3]))
         self.assertEqual(self.launched(launch, 7, 8, 9), (0, [7, 8, 9]))  # pointers: no framework, stream 0
+        on_1 = self.bind(ordinal=1)  # the current stream of the kernel's device
+        self.assertEqual(self.launched(on_1, T(1, device=1), T(2, device=1), T(3, device=1)), (0x5001, [1, 2, 3]))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "not on CUDA device 1"):
+            on_1(T(1, device=1), T(2, device=0), T(3, device=1))
 
     def test_a_missing_buffer_is_named_and_bad_tensors_are_refused_before_the_block_is_touched(self):
         T = self.Tensor
@@ -306,6 +310,8 @@ class BoundLaunchCall(unittest.TestCase):
             with self.assertRaisesRegex(tunefarm.TunefarmError, why):
                 launch(T(1), bad, T(3))
             self.assertEqual(list(launch._args.buffers[:3]), [0, 0, 0])
+        with self.assertRaisesRegex(TypeError, "launch gemm: 2 buffers for 3 \\(A, B, C\\)"):
+            launch._general(T(1), T(2))  # the path of CuPy arrays and pointers, without torch
 
     def test_a_launch_bound_to_a_stream_uses_it_and_refuses_a_capture_elsewhere(self):
         T = self.Tensor
@@ -337,10 +343,21 @@ class BoundLaunchCall(unittest.TestCase):
             kernel.launch((64, 64, 64), T(1), T(2))
         with self.assertRaisesRegex(TypeError, "dim K must be an int, not float"):
             kernel.launch((64, 64, 64.0), T(1), T(2), T(3))
-        for m in range(kernel.BOUND_SHAPES + 1):
+        class Dim:  # an integer type that is not int (as numpy's)
+            def __index__(self):
+                return 32
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            kernel.launch((Dim(), 64, 64), T(1), T(2), T(3))
+        self.assertIn(((32, 64, 64), None), kernel._bound)
+        for m in range(kernel.BOUND_SHAPES):
             with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
                 kernel.launch((m, 64, 64), T(1), T(2), T(3))
-        self.assertLessEqual(len(kernel._bound), kernel.BOUND_SHAPES)
+        self.assertEqual(len(kernel._bound), kernel.BOUND_SHAPES)  # the first bound went first
+        self.assertNotIn(((64, 64, 64), None), kernel._bound)
+        self.assertIn(((kernel.BOUND_SHAPES - 1, 64, 64), None), kernel._bound)
+        step = kernel.bind((64, 64, 64), buffers=(T(1), T(2), T(3)))
+        self.assertIn("its buffers bound", repr(step))
+        self.assertEqual(kernel.bind((64, 64, 64), 0x7000)._bound_stream, 0x7000)  # the stream, as before
 
     def test_a_launch_bound_to_its_buffers_checks_them_once_holds_them_and_takes_no_argument(self):
         T = self.Tensor
@@ -366,6 +383,10 @@ class BoundLaunchCall(unittest.TestCase):
         self.capturing = True
         with self.assertRaisesRegex(tunefarm.TunefarmError, "capture on another stream"):
             on_stream()
+        on_current = self.bind(stream=0x5000, bound=(T(1), T(2), T(3)))  # the capturing stream itself
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            on_current()
+        self.capturing = False
         pointers = self.bind(bound=(7, 8, 9))
         with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
             pointers()
@@ -373,10 +394,23 @@ class BoundLaunchCall(unittest.TestCase):
 
     def test_names_that_cannot_be_parameters_are_replaced(self):
         T = self.Tensor
-        for buffers in (("in", "x", "y"), ("_w", "x", "y"), ("x", "x", "y"), ("len", "x", "y")):
+        for buffers in (("in", "x", "y"), ("_o", "x", "y"), ("_general", "x", "y"), ("x", "x", "y"),
+                        ("AttributeError", "x", "y"), ("\ufb01x", "fix", "y")):
             launch = self.bind(buffers=buffers)
+            self.assertEqual(launch.call.__code__.co_varnames[:3], ("b0", "b1", "b2"), buffers)
             self.assertEqual(self.launched(launch, T(1), T(2), T(3)), (0x5000, [1, 2, 3]), buffers)
+        self.assertEqual(self.bind(buffers=("a", "b", "c")).call.__code__.co_varnames[:3], ("a", "b", "c"))
         self.assertEqual(self.bind(op="gemm-x").call.__name__, "launch")
+        self.assertEqual(self.bind(op="g\u00e9mm").call.__name__, "launch")
+
+    def test_more_buffers_than_a_launch_block_holds_take_the_checked_call(self):
+        many = ["b%d" % i for i in range(tunefarm._LaunchArgs.MAX_BUFFERS + 1)]
+        launch = self.bind(buffers=many)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "tunefarm_kernel_launch: a required argument is NULL"):
+            launch(*range(1, len(many) + 1))
+        step = self.bind(buffers=many, bound=tuple(range(1, len(many) + 1)))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "tunefarm_kernel_launch: a required argument is NULL"):
+            step()
 
 
 class CategoricalParamsFromPython(unittest.TestCase):

@@ -6,6 +6,7 @@
 #   4  the C++ bare launch alone (as in 1)
 #   5  pin_scan.py: the launch figures with the process pinned to each CPU in turn
 #   6  python_launch.py pinned to the quietest CPU, then unpinned, REPS times
+#   7  the launcher's GPU tests (launcher_test)
 #   3  torchless.py: the floor of a Python launch without torch, then with it
 #   2  tests/python/test_tunefarm.py where torch is installed, then
 #      bench/python_launch.py, REPS times
@@ -45,6 +46,10 @@ for i in $(seq ${REPS:-2}); do
 echo "=== torchless.py ($i)" >> $L
 timeout 200 python3 $D/torchless.py $W/lb.tfb $W/k.pub >> $L 2>&1
 done
+fi
+if want 7; then
+echo "=== launcher_test" >> $L
+timeout 120 $A/tests/launcher_test 2>&1 | grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|tests ran" >> $L
 fi
 if want 5; then
 echo "=== pin_scan.py: the process pinned to each CPU in turn (64^3, us per call)" >> $L

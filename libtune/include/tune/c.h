@@ -5,8 +5,9 @@
  *
  * Conventions (LevelDB's c.h):
  * - Objects are opaque handles, made by a *_load / *_open / *_prepare call
- *   and released by the matching *_destroy. A handle must outlive none of
- *   those it was made from: destroy kernels, then launchers, then bundles.
+ *   and released by the matching *_destroy. A launcher or kernel keeps the
+ *   bundle it was made from: handles may be destroyed in any order (the
+ *   bundle is freed with the last of them).
  * - A call that can fail takes `char** errptr`. On failure it stores a
  *   malloc'd one-line message there (freeing any message already there) and
  *   returns NULL or -1; on success it leaves *errptr alone. Free messages and

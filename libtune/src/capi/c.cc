@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -23,13 +24,18 @@ namespace launcher = tune::launcher;
 namespace runtime = tune::runtime;
 using Json = nlohmann::ordered_json;
 
+// A launcher and a kernel keep the bundle they were made from (declared
+// first, released last), so that handles may be destroyed in any order: a
+// garbage collector finalises what it collects in no order of ours.
 struct tunefarm_bundle_t {
-  runtime::Bundle bundle;
+  std::shared_ptr<runtime::Bundle> bundle;
 };
 struct tunefarm_launcher_t {
+  std::shared_ptr<runtime::Bundle> bundle;
   launcher::Launcher launcher;
 };
 struct tunefarm_kernel_t {
+  std::shared_ptr<runtime::Bundle> bundle;
   launcher::Kernel kernel;
   std::string error;  // of the last tunefarm_kernel_launch_args that failed
 };
@@ -92,7 +98,7 @@ tunefarm_bundle_t* tunefarm_bundle_load(const char* path, const char* const* tru
       SetError(errptr, b.status().message());
       return nullptr;
     }
-    return new tunefarm_bundle_t{std::move(b).value()};
+    return new tunefarm_bundle_t{std::make_shared<runtime::Bundle>(std::move(b).value())};
   });
 }
 
@@ -114,7 +120,7 @@ char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, co
       }
       dims.push_back(runtime::Dim{dim_names[i], dim_values[i]});
     }
-    const runtime::Answer a = bundle->bundle.lookup(op, dtype, gpu_model, dims, arch ? arch : "");
+    const runtime::Answer a = bundle->bundle->lookup(op, dtype, gpu_model, dims, arch ? arch : "");
     return CopyString(tune::DumpJson(AnswerJson(a.level, a.config, a.entry, a.candidates)));
   });
 }
@@ -125,7 +131,7 @@ char* tunefarm_bundle_info(const tunefarm_bundle_t* bundle, char** errptr) {
       SetError(errptr, "tunefarm_bundle_info: no bundle");
       return nullptr;
     }
-    const runtime::Bundle& b = bundle->bundle;
+    const runtime::Bundle& b = *bundle->bundle;
     Json ops = Json::object();
     for (const runtime::Entry& e : b.entries()) {
       Json& op = ops[e.op];
@@ -156,7 +162,7 @@ char* tunefarm_bundle_misses(const tunefarm_bundle_t* bundle, char** errptr) {
     }
     uint64_t dropped = 0;
     Json list = Json::array();
-    for (const runtime::Miss& m : bundle->bundle.misses(&dropped)) {
+    for (const runtime::Miss& m : bundle->bundle->misses(&dropped)) {
       list.push_back(Json{{"op", m.op},
                           {"dtype", m.dtype},
                           {"gpu_model", m.gpu_model},
@@ -174,7 +180,7 @@ int tunefarm_bundle_write_misses(const tunefarm_bundle_t* bundle, const char* pa
       SetError(errptr, "tunefarm_bundle_write_misses: a required argument is NULL");
       return -1;
     }
-    if (Status st = bundle->bundle.WriteMisses(path); !st.ok()) {
+    if (Status st = bundle->bundle->WriteMisses(path); !st.ok()) {
       SetError(errptr, st.message());
       return -1;
     }
@@ -188,12 +194,12 @@ tunefarm_launcher_t* tunefarm_launcher_open(const tunefarm_bundle_t* bundle, int
       SetError(errptr, "tunefarm_launcher_open: no bundle");
       return nullptr;
     }
-    auto l = launcher::Launcher::Open(bundle->bundle, ordinal);
+    auto l = launcher::Launcher::Open(*bundle->bundle, ordinal);
     if (!l.ok()) {
       SetError(errptr, l.status().message());
       return nullptr;
     }
-    return new tunefarm_launcher_t{std::move(l).value()};
+    return new tunefarm_launcher_t{bundle->bundle, std::move(l).value()};
   });
 }
 
@@ -220,7 +226,7 @@ tunefarm_kernel_t* tunefarm_kernel_prepare(tunefarm_launcher_t* l, const char* o
       SetError(errptr, k.status().message());
       return nullptr;
     }
-    return new tunefarm_kernel_t{std::move(k).value(), ""};
+    return new tunefarm_kernel_t{l->bundle, std::move(k).value(), ""};
   });
 }
 
