@@ -9,9 +9,9 @@ the current stream, the capturing one).
 
 The schema marks the kernel's "out" and "inout" buffers as written. A call
 is the dispatcher's and a Kernel.launch (each shape bound once). The op
-shares the Kernel, which is for one thread at a time: register a Kernel
-per thread that launches it. torch is imported only here, when this is
-called.
+shares the Kernel, which is for one thread at a time: a thread of its own
+launching the kernel wants a Kernel (and an op name) of its own. torch is
+imported only here, when this is called.
 """
 
 
