@@ -469,7 +469,7 @@ class Launch:
         exec(_compiled("\n".join(lines)), scope)
         return scope[fname]
 
-    def __call__(self, *buffers):  # replaced per instance in __init__
+    def __call__(self, *buffers):  # replaced per instance in __init__ (where own_class)
         return self.call(*buffers)
 
     def __repr__(self):
