@@ -1,10 +1,12 @@
 // Launch overhead (bench/launcher.md): what tune::launcher::Kernel::launch
-// costs over a bare cuLaunchKernel of the same function, geometry and
-// arguments, on a repeated shape; and the bare call on a stream of its own
-// (non-blocking) beside the legacy default stream, which a launch from torch
-// on its default stream uses; and the arguments packed in one buffer. Both loops queue the same small gemm;
-// the figure is the median host time of one call, over batches of launches
-// each followed by a synchronisation (so the queue never fills).
+// costs beside a bare cuLaunchKernel of the same function, geometry and
+// arguments, on a repeated shape (the launcher replaying the kernel's graph,
+// and with TUNEFARM_LAUNCH_GRAPHS=0 launching it); and the bare call on a
+// stream of its own (non-blocking) beside the legacy default stream, which a
+// launch from torch on its default stream uses; the arguments packed in one
+// buffer; the bare graph calls. All loops queue the same small gemm; the
+// figures are the median and mean host time of one call, over batches of
+// launches each followed by a synchronisation (so the queue never fills).
 //
 //   bench_launch_overhead [--ops-dir ops] [--shape 64] [--calls 20000]
 //
@@ -14,7 +16,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -96,6 +100,12 @@ int main(int argc, char** argv) {
   auto launcher = launcher::Launcher::Open(*rb, 0);
   if (!launcher.ok()) return Fail(launcher.status().message());
   auto kernel = launcher->prepare("gemm", "f16");
+  ::setenv("TUNEFARM_LAUNCH_GRAPHS", "0", 1);
+  auto kernels_only_launcher = launcher::Launcher::Open(*rb, 0);
+  ::unsetenv("TUNEFARM_LAUNCH_GRAPHS");
+  if (!kernels_only_launcher.ok()) return Fail(kernels_only_launcher.status().message());
+  auto kernels_only = kernels_only_launcher->prepare("gemm", "f16");
+  if (!kernels_only.ok()) return Fail(kernels_only.status().message());
   if (!kernel.ok()) return Fail(kernel.status().message());
 
   CUdeviceptr a = 0, bb = 0, c = 0;
@@ -120,7 +130,7 @@ int main(int argc, char** argv) {
   CUstream own = nullptr;
   if (dr.cuStreamCreate(&own, CU_STREAM_NON_BLOCKING)) return Fail("cuStreamCreate failed");
   constexpr int kBatch = 200;
-  std::vector<double> bare, through, bare_own, bare_packed;
+  std::vector<double> bare, through, through_kernels, bare_own, bare_packed;
   // The same arguments packed in one buffer (the `extra` form of the call):
   // three pointers, then three ints.
   struct {
@@ -145,20 +155,101 @@ int main(int argc, char** argv) {
     }
     dr.cuCtxSynchronize();
   };
+  // The same launch as a graph of one kernel node, replayed per call: as
+  // is (its arguments unchanged), and with the node's arguments set before
+  // each replay (C alternating between two buffers); and the capture query
+  // a launch that replays graphs makes first. The graph calls come from the
+  // driver library itself (the farm's driver table leaves them out).
+  using GraphCreateFn = CUresult (*)(CUgraph*, unsigned);
+  using AddKernelNodeFn = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                       const CUDA_KERNEL_NODE_PARAMS_v2*);
+  using InstantiateFn = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
+  using SetParamsFn = CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2*);
+  using GraphLaunchFn = CUresult (*)(CUgraphExec, CUstream);
+  using IsCapturingFn = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+  void* libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  auto get = [&](const char* name) { return libcuda ? dlsym(libcuda, name) : nullptr; };
+  auto graph_create = reinterpret_cast<GraphCreateFn>(get("cuGraphCreate"));
+  auto add_node = reinterpret_cast<AddKernelNodeFn>(get("cuGraphAddKernelNode_v2"));
+  auto instantiate = reinterpret_cast<InstantiateFn>(get("cuGraphInstantiateWithFlags"));
+  auto set_params = reinterpret_cast<SetParamsFn>(get("cuGraphExecKernelNodeSetParams_v2"));
+  auto graph_launch = reinterpret_cast<GraphLaunchFn>(get("cuGraphLaunch"));
+  auto is_capturing = reinterpret_cast<IsCapturingFn>(get("cuStreamIsCapturing"));
+  CUgraph graph = nullptr;
+  CUgraphNode node = nullptr;
+  CUgraphExec graph_exec = nullptr;
+  CUDA_KERNEL_NODE_PARAMS_v2 np{};
+  np.func = fn;
+  np.gridDimX = unsigned(ch.grid[0]), np.gridDimY = unsigned(ch.grid[1]), np.gridDimZ = unsigned(ch.grid[2]);
+  np.blockDimX = unsigned(ch.block[0]), np.blockDimY = unsigned(ch.block[1]), np.blockDimZ = unsigned(ch.block[2]);
+  np.sharedMemBytes = unsigned(ch.smem_bytes);
+  np.kernelParams = params;
+  if (graph_create && add_node && instantiate && set_params && graph_launch && is_capturing &&
+      (graph_create(&graph, 0) != 0 || add_node(&node, graph, nullptr, 0, &np) != 0 ||
+       instantiate(&graph_exec, graph, 0) != 0))
+    graph_exec = nullptr;
+  CUdeviceptr c2 = 0;
+  if (dr.cuMemAlloc(&c2, bytes_each)) return Fail("cuMemAlloc failed");
+  CUdeviceptr c_now = c;
+  void* params_c[] = {&a, &bb, &c_now, &dims32[0], &dims32[1], &dims32[2]};
+  CUDA_KERNEL_NODE_PARAMS_v2 np_c = np;
+  np_c.kernelParams = params_c;
+  std::vector<double> graph_default, graph_own, graph_set, capture_query;
   for (int round = 0; round < calls / kBatch; ++round) {
+    if (graph_exec) {
+      batch(&graph_default, [&] { graph_launch(graph_exec, nullptr); });
+      batch(&graph_own, [&] { graph_launch(graph_exec, own); });
+      batch(&graph_set, [&] {
+        c_now = c_now == c ? c2 : c;
+        set_params(graph_exec, node, &np_c);
+        graph_launch(graph_exec, nullptr);
+      });
+      batch(&capture_query, [&] {
+        CUstreamCaptureStatus status;
+        is_capturing(nullptr, &status);
+      });
+    }
     batch(&bare, [&] { bare_launch(nullptr, params, nullptr); });
     batch(&through, [&] { (void)kernel->launch({n, n, n}, {uint64_t(a), uint64_t(bb), uint64_t(c)}); });
+    batch(&through_kernels, [&] { (void)kernels_only->launch({n, n, n}, {uint64_t(a), uint64_t(bb), uint64_t(c)}); });
     batch(&bare_own, [&] { bare_launch(own, params, nullptr); });
     batch(&bare_packed, [&] { bare_launch(nullptr, nullptr, extra); });
   }
-  const double mb = Median(bare), mt = Median(through);
+  // The GPU's side: a batch of launches from its first call until the GPU
+  // has run them all, through the launcher replaying its graph and
+  // launching the kernel (a replayed graph must not run the queue slower).
+  std::vector<double> queue_graphs, queue_kernels;
+  auto queue = [&](std::vector<double>* out, launcher::Kernel& k) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kBatch; ++i) (void)k.launch({n, n, n}, {uint64_t(a), uint64_t(bb), uint64_t(c)});
+    dr.cuCtxSynchronize();
+    out->push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kBatch);
+  };
+  for (int round = 0; round < calls / kBatch; ++round) {
+    queue(&queue_graphs, *kernel);
+    queue(&queue_kernels, *kernels_only);
+  }
+  const double mb = Median(bare), mt = Median(through_kernels);
   std::printf("device %s (%s), gemm f16 %lld^3, config %s, %zu calls each\n", dev->name.c_str(), arch.c_str(),
               (long long)n, ch.config->ToString().c_str(), bare.size());
   std::printf("bare cuLaunchKernel   median %8.1f ns  mean %8.1f ns\n", mb, Mean(bare));
-  std::printf("launcher launch()     median %8.1f ns  mean %8.1f ns\n", mt, Mean(through));
-  std::printf("overhead              median %8.1f ns  (goal <= 1000 ns)\n", mt - mb);
+  std::printf("launcher launch()     median %8.1f ns  mean %8.1f ns  (replaying its graph: %s)\n", Median(through),
+              Mean(through), kernel->last().replayed ? "yes" : "no");
+  std::printf("launcher, kernels     median %8.1f ns  mean %8.1f ns  (TUNEFARM_LAUNCH_GRAPHS=0)\n", mt,
+              Mean(through_kernels));
+  std::printf("overhead              median %8.1f ns  (kernels launched, over bare; goal <= 1000 ns)\n", mt - mb);
   std::printf("bare, own stream      median %8.1f ns  mean %8.1f ns\n", Median(bare_own), Mean(bare_own));
   std::printf("bare, packed args     median %8.1f ns  mean %8.1f ns\n", Median(bare_packed), Mean(bare_packed));
+  if (graph_exec) {
+    std::printf("graph of it           median %8.1f ns  mean %8.1f ns\n", Median(graph_default), Mean(graph_default));
+    std::printf("graph, own stream     median %8.1f ns  mean %8.1f ns\n", Median(graph_own), Mean(graph_own));
+    std::printf("graph, args set       median %8.1f ns  mean %8.1f ns\n", Median(graph_set), Mean(graph_set));
+    std::printf("capture query         median %8.1f ns  mean %8.1f ns\n", Median(capture_query), Mean(capture_query));
+  } else {
+    std::printf("graph of it           (not timed: the driver could not make the graph)\n");
+  }
+  std::printf("queue run, graphs     median %8.1f ns per launch until the GPU is done\n", Median(queue_graphs));
+  std::printf("queue run, kernels    median %8.1f ns per launch until the GPU is done\n", Median(queue_kernels));
   dr.cuStreamDestroy(own);
   dr.cuModuleUnload(module);
   return 0;

@@ -8,8 +8,9 @@ ops, and the kernel inside torch.compile(fullgraph=True) and a CUDA graph.
 Host time per call is the enqueue time of `--calls` back-to-back calls,
 each written as a user writes it and compiled into timeit's loop (the GPU
 is synchronised between rounds, so no call waits for a full launch queue),
-median over `--rounds`; the calls take turns a round each, so a slow spell
-of the host falls on all alike. Printed for: Kernel.launch (its bound
+median over `--rounds` (and the least round, timeit's figure for the host
+alone); the calls take turns a round each, so a slow spell of the host
+falls on all alike. Printed for: Kernel.launch (its bound
 launch looked up by the dims per call), a bound Launch (Kernel.bind), the
 launch bound to its buffers too (Kernel.bind(dims, buffers=(a, b, c)),
 called with none), the op registered with torch (tunefarm.register_torch_op, eager),
@@ -37,13 +38,15 @@ import torch
 import tunefarm
 
 
-def per_call_us(stmts, names, calls, rounds):
+def per_call_us(stmts, names, calls, rounds, least=None):
     """{name: host µs per call} of each statement of `stmts` ({name: Python
     source over `names`}), the median over `rounds` of `calls` runs compiled
     into timeit's loop (no Python call stands between the loop and the
     statement). The statements take turns, a round each, so that a slow
     spell of the host falls on all of them alike. The GPU is synchronised,
-    untimed, before each round."""
+    untimed, before each round. Where `least` is a dict, the least round of
+    each goes there too (timeit's own figure: what the host costs when
+    nothing else runs on its CPU; the median has the neighbours in it)."""
     g = dict(names, sync=torch.cuda.synchronize)
     timers = {k: timeit.Timer(stmt, setup="sync()", globals=g) for k, stmt in stmts.items()}
     times = {k: [] for k in stmts}
@@ -51,6 +54,8 @@ def per_call_us(stmts, names, calls, rounds):
         for k, t in timers.items():
             times[k].append(t.timeit(calls) / calls * 1e6)
     torch.cuda.synchronize()
+    if least is not None:
+        least.update({k: min(v) for k, v in times.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -96,7 +101,7 @@ def main():
 
     kernel.launch(dims, *bufs)
     torch.cuda.synchronize()
-    out["answer"] = {"level": kernel.last.level, "config": kernel.last.config}
+    out["answer"] = {"level": kernel.last.level, "config": kernel.last.config, "replayed": kernel.last.replayed}
     out["launch_correct"] = close(c, want)
     bound = kernel.bind(dims)
     op = tunefarm.register_torch_op(kernel)
@@ -135,6 +140,7 @@ def main():
         os.sched_setaffinity(0, {out["pinned_cpu"]})
         print("pinned to CPU %d; the floor by CPU: %s" % (
             out["pinned_cpu"], " ".join("%d:%.2f" % kv for kv in floor.items())))
+    least = {}
     host = per_call_us({
         "kernel_launch": "kernel.launch(dims, %s)" % xs,
         "bound_launch": "bound(%s)" % xs,
@@ -146,7 +152,7 @@ def main():
         "torch_linear": "torch.nn.functional.linear(x0, x1)",
         "bound_launch_small": "small(%s)" % ss,
         "torch_linear_small": "torch.nn.functional.linear(s0, s1)",
-    }, names, args.calls, args.rounds)
+    }, names, args.calls, args.rounds, least)
     # The same on a stream of torch's own making: a launch on the legacy
     # default stream (torch's default) may cost the driver more.
     side = torch.cuda.Stream()
@@ -155,15 +161,18 @@ def main():
     names["side_ref"] = tunefarm.ctypes.byref(side_block)
     names["bound_to_side"] = kernel.bind(dims, stream=side)  # bound to the stream: no stream query per call
     with torch.cuda.stream(side):
+        side_least = {}
         host.update({k + "_side_stream": v for k, v in per_call_us({
             "bound_launch": "bound(%s)" % xs,
             "bound_to_it": "bound_to_side(%s)" % xs,
             "ctypes_floor": "c_launch(side_ref)",
             "torch_add": "torch.add(one_x, one_y)",
-        }, names, args.calls, args.rounds).items()})
+        }, names, args.calls, args.rounds, side_least).items()})
+        least.update({k + "_side_stream": v for k, v in side_least.items()})
     out["host_us_per_call"] = host
+    out["host_us_per_call_least_round"] = least
     for name, t in host.items():
-        print("host per call  %-24s %6.2f us" % (name, t))
+        print("host per call  %-24s %6.2f us  (least round %.2f)" % (name, t, least[name]))
 
     c.zero_()
     bound(*bufs)
@@ -194,6 +203,7 @@ def main():
     torch.cuda.synchronize()
     with torch.cuda.graph(graph):
         bound(*bufs)
+    out["captured_replayed"] = kernel.last.replayed  # False: the capture records the kernel itself
     c.zero_()
     graph.replay()
     torch.cuda.synchronize()
@@ -245,6 +255,8 @@ def main():
     for name, why in refusals.items():
         print("refused  %-26s %s" % (name, why))
     print(json.dumps({k: v for k, v in out.items() if k.endswith("correct")}))
+    print("launched by replaying the kernel's graph: %s; into a capture: %s" % (
+        out["answer"]["replayed"], out["captured_replayed"]))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)

@@ -126,6 +126,7 @@ class Answer:
         self.grid = tuple(d["grid"]) if "grid" in d else None
         self.block = tuple(d["block"]) if "block" in d else None
         self.smem_bytes = d.get("smem_bytes")
+        self.replayed = d.get("replayed")
 
     def __repr__(self):
         more = ", candidates=%d" % len(self.candidates) if self.candidates else ""

@@ -2,14 +2,18 @@
 // gemm launched through it on device buffers and checked against the host;
 // a config the device cannot run is skipped; a bundle without a cubin for
 // the device misses with a line; the C API's handles outlive each other in
-// any order. Skips without a CUDA device.
+// any order; launches replay the kernel's graph, one per stream, and
+// launch the kernel itself into a capture. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #ifndef TUNEFARM_WITH_CUDA
 TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA toolkit"; }
 #else
 
+#include <dlfcn.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -236,6 +240,116 @@ TEST_F(LauncherGpu, TheCApisHandlesMayBeDestroyedInAnyOrder) {
   EXPECT_LT(RunGemmWith(launch, 256, 192, 128), 1e-2);
   EXPECT_LT(RunGemmWith(launch, 136, 264, 72), 1e-2);  // another shape: a lookup in the bundle it keeps
   tunefarm_kernel_destroy(kernel);
+}
+
+// A launch replays the kernel's graph (one per stream, its arguments updated
+// when buffers or dims change); into a stream being captured it launches the
+// kernel, which the capture records as a kernel node; past four streams, and
+// with TUNEFARM_LAUNCH_GRAPHS=0, it launches kernels. Each answer is checked.
+TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture) {
+  // The graph calls the capture needs, from the driver (the farm's table
+  // has none).
+  void* libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libcuda, nullptr);
+  auto begin_capture = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureMode)>(
+      dlsym(libcuda, "cuStreamBeginCapture_v2"));
+  auto end_capture = reinterpret_cast<CUresult (*)(CUstream, CUgraph*)>(dlsym(libcuda, "cuStreamEndCapture"));
+  auto get_nodes = reinterpret_cast<CUresult (*)(CUgraph, CUgraphNode*, size_t*)>(dlsym(libcuda, "cuGraphGetNodes"));
+  auto node_type = reinterpret_cast<CUresult (*)(CUgraphNode, CUgraphNodeType*)>(dlsym(libcuda, "cuGraphNodeGetType"));
+  auto instantiate = reinterpret_cast<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>(
+      dlsym(libcuda, "cuGraphInstantiateWithFlags"));
+  auto graph_launch = reinterpret_cast<CUresult (*)(CUgraphExec, CUstream)>(dlsym(libcuda, "cuGraphLaunch"));
+  auto exec_destroy = reinterpret_cast<CUresult (*)(CUgraphExec)>(dlsym(libcuda, "cuGraphExecDestroy"));
+  auto graph_destroy = reinterpret_cast<CUresult (*)(CUgraph)>(dlsym(libcuda, "cuGraphDestroy"));
+  ASSERT_TRUE(begin_capture && end_capture && get_nodes && node_type && instantiate && graph_launch &&
+              exec_destroy && graph_destroy);
+
+  const Config def = spec_.default_config;
+  KernelImage image = Compile(def);
+  Bundle b;
+  b.defaults["gemm"] = def;
+  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash)};
+  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  b.launch_plans = {*plan};
+  b.kernels = {image};
+  runtime::Bundle rb = Sign(b);
+  auto launcher = launcher::Launcher::Open(rb, 0);
+  ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+  auto gemm = launcher->prepare("gemm", "f16");
+  ASSERT_TRUE(gemm.ok()) << gemm.status().message();
+
+  EXPECT_LT(RunGemm(*gemm, 256, 192, 128), 1e-2);
+  EXPECT_TRUE(gemm->last().replayed);
+  // The same dims into another C first: the graph's arguments updated twice.
+  CUdeviceptr scratch = 0;
+  ASSERT_EQ(d_->cuMemAlloc(&scratch, 256 * 192 * 2), CUDA_SUCCESS);
+  auto via_scratch = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
+    const std::vector<uint64_t> first = {buffers[0], buffers[1], uint64_t(scratch)};
+    Status st = gemm->launch(dims, first);
+    return st.ok() ? gemm->launch(dims, buffers) : st;
+  };
+  EXPECT_LT(RunGemmWith(via_scratch, 256, 192, 128), 1e-2);
+  EXPECT_TRUE(gemm->last().replayed);
+  EXPECT_LT(RunGemm(*gemm, 136, 264, 72), 1e-2);  // other dims: another grid
+  EXPECT_TRUE(gemm->last().replayed);
+
+  // Four more streams: the default stream's graph and three more, then the
+  // kernel launched.
+  std::vector<CUstream> streams(4);
+  for (CUstream& s : streams) ASSERT_EQ(d_->cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    auto on_stream = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
+      return gemm->launch(dims, buffers, streams[i]);
+    };
+    EXPECT_LT(RunGemmWith(on_stream, 256, 192, 128), 1e-2) << "stream " << i;
+    EXPECT_EQ(gemm->last().replayed, i < 3) << "stream " << i;
+  }
+
+  // A capture on a stream that has a graph: the kernel is recorded, and the
+  // captured graph computes C.
+  auto captured = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
+    CUstream s = streams[0];
+    if (begin_capture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return Status::Error("capture");
+    Status st = gemm->launch(dims, buffers, s);
+    CUgraph g = nullptr;
+    if (end_capture(s, &g) != CUDA_SUCCESS || !st.ok()) return st.ok() ? Status::Error("end capture") : st;
+    EXPECT_FALSE(gemm->last().replayed);
+    size_t count = 0;
+    EXPECT_EQ(get_nodes(g, nullptr, &count), CUDA_SUCCESS);
+    EXPECT_EQ(count, 1u);
+    CUgraphNode node = nullptr;
+    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+    count = 1;
+    EXPECT_EQ(get_nodes(g, &node, &count), CUDA_SUCCESS);
+    EXPECT_EQ(node_type(node, &type), CUDA_SUCCESS);
+    EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+    CUgraphExec exec = nullptr;
+    const bool ran = instantiate(&exec, g, 0) == CUDA_SUCCESS && graph_launch(exec, s) == CUDA_SUCCESS &&
+                     d_->cuStreamSynchronize(s) == CUDA_SUCCESS;
+    if (exec) exec_destroy(exec);
+    graph_destroy(g);
+    return ran ? Status::OK() : Status::Error("the captured graph did not run");
+  };
+  EXPECT_LT(RunGemmWith(captured, 256, 192, 128), 1e-2);
+  // And after the capture, the stream's graph again.
+  auto after = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
+    return gemm->launch(dims, buffers, streams[0]);
+  };
+  EXPECT_LT(RunGemmWith(after, 256, 192, 128), 1e-2);
+  EXPECT_TRUE(gemm->last().replayed);
+  for (CUstream s : streams) d_->cuStreamDestroy(s);
+  d_->cuMemFree(scratch);
+
+  // Switched off: kernel launches, the same answers.
+  ::setenv("TUNEFARM_LAUNCH_GRAPHS", "0", 1);
+  auto plain = launcher::Launcher::Open(rb, 0);
+  ::unsetenv("TUNEFARM_LAUNCH_GRAPHS");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  auto kernels_only = plain->prepare("gemm", "f16");
+  ASSERT_TRUE(kernels_only.ok()) << kernels_only.status().message();
+  EXPECT_LT(RunGemm(*kernels_only, 256, 192, 128), 1e-2);
+  EXPECT_FALSE(kernels_only->last().replayed);
 }
 
 // A kernel that takes tensor maps (ops/gemm_hopper): the launcher encodes

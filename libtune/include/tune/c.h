@@ -20,8 +20,9 @@
  *                "arch": ..., "median_us": ...} or null}
  *   with, at the "predicted" level (a shape never tuned, answered by the
  *   bundle's shape selector), "candidates": [{"config": ..., "entry": ...}]
- *   the configs it chose from; and, for a launch, "arch", "grid", "block"
- *   and "smem_bytes" besides. A config's params are numbers, except those
+ *   the configs it chose from; and, for a launch, "arch", "grid", "block",
+ *   "smem_bytes" and "replayed" (true: the kernel's graph was replayed,
+ *   tune/launcher.h) besides. A config's params are numbers, except those
  *   of an op's string axes (JSON strings, "SCHEDULE": "stream_k") and
  *   boolean axes (JSON true/false).
  * - Threads: a bundle and a launcher may be used from several threads; a

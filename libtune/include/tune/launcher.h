@@ -13,9 +13,17 @@
 // What launch() does: the runtime's lookup for the device's GPU model (its
 // fallback chain, runtime.h), then the cubin the farm measured for that
 // answer and the device's architecture (loaded once), the geometry from the
-// bundle's launch plan evaluated for the config and dims, and cuLaunchKernel.
+// bundle's launch plan evaluated for the config and dims, and the launch.
 // A repeated shape reuses all of it: one compare of the dims, the buffer
 // pointers copied into the parameters, the launch.
+//
+// The launch replays a graph of the one kernel (cuGraphLaunch), which costs
+// the driver about half of a cuLaunchKernel: a Kernel makes one per stream,
+// for up to 4 streams, on first use, and updates its arguments when they
+// change. Into a stream being captured (a CUDA graph the caller records)
+// and on further streams it launches the kernel itself. The work queued and
+// its order are the same either way. TUNEFARM_LAUNCH_GRAPHS=0 launches
+// kernels only (as do drivers before CUDA 12).
 //
 // Levels: those of the runtime (exact, nearest_shape, family, default), or
 // miss. A candidate of the chain is skipped, and the next level answers,
@@ -67,6 +75,7 @@ struct Choice {
   std::span<const runtime::Entry* const> candidates;  // as runtime::Answer
   std::string arch;                            // of the cubin launched
   int64_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, smem_bytes = 0;
+  bool replayed = false;  // launched by replaying the kernel's graph (else cuLaunchKernel)
 };
 
 namespace detail {

@@ -297,6 +297,7 @@ char* tunefarm_kernel_last(const tunefarm_kernel_t* k) {
     j["grid"] = {c.grid[0], c.grid[1], c.grid[2]};
     j["block"] = {c.block[0], c.block[1], c.block[2]};
     j["smem_bytes"] = c.smem_bytes;
+    j["replayed"] = c.replayed;
     return CopyString(tune::DumpJson(j));
   });
 }

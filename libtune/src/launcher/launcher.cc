@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -27,11 +29,26 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphNode = struct CUgraphNode_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 constexpr int kAttrMaxThreadsPerBlock = 1, kAttrSmCount = 16, kAttrL2 = 38, kAttrCcMajor = 75, kAttrCcMinor = 76,
               kAttrSmemOptin = 97;
 constexpr int kFuncMaxThreads = 0, kFuncStaticSmem = 1, kFuncMaxDynamicSmem = 8;
 constexpr CUresult kErrorInvalidContext = 201;  // no current context on the calling thread
+constexpr int kCaptureStatusNone = 0, kCaptureModeRelaxed = 2;
+
+// CUDA_KERNEL_NODE_PARAMS_v2: a graph's kernel node.
+struct KernelNodeParams {
+  CUfunction func = nullptr;
+  unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, smem_bytes = 0;
+  void** kernel_params = nullptr;
+  void** extra = nullptr;
+  void* kernel = nullptr;  // a CUkernel, used where func is null
+  CUcontext ctx = nullptr;
+};
+static_assert(sizeof(KernelNodeParams) == 72 && offsetof(KernelNodeParams, kernel_params) == 40);
 
 struct Driver {
   void* lib = nullptr;
@@ -55,6 +72,19 @@ struct Driver {
   // tensor maps need it, and they say so when it is missing.
   CUresult (*cuTensorMapEncodeTiled)(void*, int, uint32_t, void*, const uint64_t*, const uint64_t*, const uint32_t*,
                                      const uint32_t*, int, int, int, int) = nullptr;
+  // Optional (CUDA 12 and later): a launch replayed as a graph of one kernel
+  // node (Prepared::GraphFor); without them every launch is cuLaunchKernel.
+  CUresult (*cuStreamIsCapturing)(CUstream, int*) = nullptr;
+  CUresult (*cuThreadExchangeStreamCaptureMode)(int*) = nullptr;
+  CUresult (*cuGraphCreate)(CUgraph*, unsigned) = nullptr;
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                   const KernelNodeParams*) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const KernelNodeParams*) = nullptr;
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
+  CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
+  bool graphs = false;  // all of the above found
 
   std::string Error(CUresult r, const char* call) const {
     const char* text = nullptr;
@@ -82,6 +112,13 @@ Result<Driver> OpenDriver() {
                   sym(&d.cuLaunchKernel, "cuLaunchKernel") && sym(&d.cuGetErrorString, "cuGetErrorString");
   if (!ok) return Status::Unavailable("CUDA driver lacks an entry point the launcher needs");
   sym(&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
+  d.graphs = sym(&d.cuStreamIsCapturing, "cuStreamIsCapturing") &&
+             sym(&d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode") &&
+             sym(&d.cuGraphCreate, "cuGraphCreate") && sym(&d.cuGraphAddKernelNode, "cuGraphAddKernelNode_v2") &&
+             sym(&d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
+             sym(&d.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2") &&
+             sym(&d.cuGraphLaunch, "cuGraphLaunch") && sym(&d.cuGraphExecDestroy, "cuGraphExecDestroy") &&
+             sym(&d.cuGraphDestroy, "cuGraphDestroy");
   return d;
 }
 
@@ -102,6 +139,7 @@ struct Shared {
   Device device;
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
+  bool graphs = false;  // launches replay graphs: the driver has them and TUNEFARM_LAUNCH_GRAPHS is not 0
   std::mutex mu;                                   // modules
   std::map<std::string, std::unique_ptr<Module>> modules;  // KernelImage::Key()
 
@@ -151,6 +189,19 @@ union Slot {
   alignas(64) unsigned char map[128];  // a CUtensorMap
 };
 
+// The launch as a graph of one kernel node, for one stream: the driver
+// replays it for about half of what cuLaunchKernel costs (bench/launcher.md).
+// A graph's launches are ordered behind its earlier ones whatever their
+// stream, so each stream has its own, lest launches on two streams wait on
+// each other.
+struct GraphSlot {
+  CUstream stream = nullptr;
+  CUgraph graph = nullptr;
+  CUgraphNode node = nullptr;
+  CUgraphExec exec = nullptr;
+  uint64_t arguments = 0;  // the Prepared::arguments its node launches
+};
+
 // A tensor-map argument of the resolved launch: encoded again whenever the
 // buffer it describes moves.
 struct MapSlot {
@@ -176,9 +227,89 @@ struct Prepared {
   std::vector<MapSlot> maps;
   std::vector<Slot> slots;
   std::vector<void*> params;
+  // Bumped whenever the function, geometry or an argument changes: a graph
+  // whose node launched other arguments is updated before it is replayed.
+  uint64_t arguments = 1;
+  bool graphs = false;  // launches replay graphs (Launcher::Open; off after a graph cannot be made)
+  std::vector<GraphSlot> graph_slots;  // by stream, at most kGraphStreams
 
+  static constexpr size_t kGraphStreams = 4;  // more streams take cuLaunchKernel
+
+  ~Prepared() {
+    for (GraphSlot& g : graph_slots) DestroyGraph(g);
+  }
   Status Resolve(std::span<const int64_t> dims);
+  // The stream's graph of the launch as resolved, its arguments current;
+  // nullptr where none serves (a capture runs on the stream, too many
+  // streams, graphs off or the driver refusing): launch the kernel.
+  CUgraphExec GraphFor(CUstream stream);
+
+ private:
+  KernelNodeParams NodeParams() {
+    KernelNodeParams np;
+    np.func = function;
+    for (int i = 0; i < 3; ++i) np.grid[i] = unsigned(choice.grid[i]), np.block[i] = unsigned(choice.block[i]);
+    np.smem_bytes = unsigned(choice.smem_bytes);
+    np.kernel_params = params.data();
+    return np;
+  }
+  CUresult MakeGraph(GraphSlot* g);
+  void DestroyGraph(GraphSlot& g) {
+    if (g.exec) s->d.cuGraphExecDestroy(g.exec);  // one still running is freed when it completes
+    if (g.graph) s->d.cuGraphDestroy(g.graph);
+    g = GraphSlot{g.stream};
+  }
 };
+
+CUresult Prepared::MakeGraph(GraphSlot* g) {
+  const Driver& d = s->d;
+  // Relaxed: a capture running in another thread neither refuses the
+  // making nor is spoiled by it.
+  int mode = kCaptureModeRelaxed;
+  CUresult r = d.cuThreadExchangeStreamCaptureMode(&mode);
+  if (r != 0) return r;
+  const KernelNodeParams np = NodeParams();
+  r = d.cuGraphCreate(&g->graph, 0);
+  if (r == 0) r = d.cuGraphAddKernelNode(&g->node, g->graph, nullptr, 0, &np);
+  if (r == 0) r = d.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+  d.cuThreadExchangeStreamCaptureMode(&mode);
+  if (r != 0) DestroyGraph(*g);
+  g->arguments = arguments;
+  return r;
+}
+
+CUgraphExec Prepared::GraphFor(CUstream stream) {
+  if (!graphs) return nullptr;
+  const Driver& d = s->d;
+  // A capture records the kernel itself. An error (no current context on
+  // this thread) the kernel's launch mends.
+  int capture = kCaptureStatusNone;
+  if (d.cuStreamIsCapturing(stream, &capture) != 0 || capture != kCaptureStatusNone) return nullptr;
+  GraphSlot* g = nullptr;
+  for (GraphSlot& x : graph_slots)
+    if (x.stream == stream) g = &x;
+  CUresult r = 0;
+  if (!g) {
+    if (graph_slots.size() >= kGraphStreams) return nullptr;
+    GraphSlot made{stream};
+    r = MakeGraph(&made);
+    if (r == 0) g = &graph_slots.emplace_back(made);
+  } else if (g->arguments != arguments) {
+    const KernelNodeParams np = NodeParams();
+    if (d.cuGraphExecKernelNodeSetParams(g->exec, g->node, &np) == 0) {
+      g->arguments = arguments;
+    } else {  // an update the driver refuses: made anew
+      DestroyGraph(*g);
+      r = MakeGraph(g);
+      if (r != 0) graph_slots.erase(graph_slots.begin() + (g - graph_slots.data()));
+    }
+  }
+  if (r == 0) return g->exec;
+  // Made once the kernel's launch has made the context current; any other
+  // refusal: kernel launches from now on.
+  if (r != kErrorInvalidContext) graphs = false;
+  return nullptr;
+}
 
 // The geometry of `config` on `dims` under `plan`, checked against what the
 // device and the loaded function allow.
@@ -281,6 +412,7 @@ Status Prepared::Resolve(std::span<const int64_t> dims) {
                               " buffers, the kernel " + std::to_string(buffer_names.size()));
   last_dims.assign(dims.begin(), dims.end());
   cached = true;
+  ++arguments;
   return Status::OK();
 }
 
@@ -311,7 +443,13 @@ Status Kernel::launch(std::span<const int64_t> dims, std::span<const uint64_t> b
   if (!p.cached || !std::equal(dims.begin(), dims.end(), p.last_dims.begin(), p.last_dims.end())) {
     TUNE_RETURN_IF_ERROR(p.Resolve(dims));
   }
-  for (size_t i = 0; i < p.buffer_slots.size(); ++i) p.slots[p.buffer_slots[i]].ptr = buffers[i];
+  bool moved = false;
+  for (size_t i = 0; i < p.buffer_slots.size(); ++i) {
+    uint64_t& ptr = p.slots[p.buffer_slots[i]].ptr;
+    moved |= ptr != buffers[i];
+    ptr = buffers[i];
+  }
+  if (moved) ++p.arguments;  // a tensor map encoded below moved with its buffer
   for (detail::MapSlot& m : p.maps) {
     const uint64_t address = p.slots[m.buffer].ptr;
     if (address == m.encoded_for) continue;
@@ -325,16 +463,19 @@ Status Kernel::launch(std::span<const int64_t> dims, std::span<const uint64_t> b
                            p.s->d.Error(r, "cuTensorMapEncodeTiled"));
     m.encoded_for = address;
   }
+  const auto cu_stream = static_cast<detail::CUstream>(stream);
+  const detail::CUgraphExec graph = p.GraphFor(cu_stream);
+  p.choice.replayed = graph != nullptr;
   const Choice& c = p.choice;
   auto go = [&] {
+    if (graph) return p.s->d.cuGraphLaunch(graph, cu_stream);
     return p.s->d.cuLaunchKernel(p.function, unsigned(c.grid[0]), unsigned(c.grid[1]), unsigned(c.grid[2]),
                                  unsigned(c.block[0]), unsigned(c.block[1]), unsigned(c.block[2]),
-                                 unsigned(c.smem_bytes), static_cast<detail::CUstream>(stream), p.params.data(),
-                                 nullptr);
+                                 unsigned(c.smem_bytes), cu_stream, p.params.data(), nullptr);
   };
   detail::CUresult r = go();
   if (r == detail::kErrorInvalidContext && p.s->d.cuCtxSetCurrent(p.s->ctx) == 0) r = go();  // another thread
-  if (r != 0) return Status::Error("launch " + p.op + ": " + p.s->d.Error(r, "cuLaunchKernel"));
+  if (r != 0) return Status::Error("launch " + p.op + ": " + p.s->d.Error(r, graph ? "cuGraphLaunch" : "cuLaunchKernel"));
   return Status::OK();
 }
 
@@ -356,6 +497,8 @@ Result<Launcher> Launcher::Open(const runtime::Bundle& bundle, int ordinal) {
   if (!d.ok()) return d.status().WithPrefix("launcher: ");
   s->d = *d;
   const detail::Driver& dr = s->d;
+  const char* graphs = std::getenv("TUNEFARM_LAUNCH_GRAPHS");
+  s->graphs = dr.graphs && !(graphs && std::string_view(graphs) == "0");
   auto fail = [&](detail::CUresult r, const char* call) { return Status::Unavailable("launcher: " + dr.Error(r, call)); };
   if (detail::CUresult r = dr.cuInit(0); r != 0) return fail(r, "cuInit");
   int count = 0;
@@ -393,6 +536,7 @@ Result<Launcher> Launcher::Open(const runtime::Bundle& bundle, int ordinal) {
 Result<Kernel> Launcher::prepare(std::string_view op, std::string_view dtype) {
   auto p = std::make_unique<Prepared>();
   p->s = s_;
+  p->graphs = s_->graphs;
   p->op = std::string(op);
   p->dtype = std::string(dtype);
   Shared& s = *s_;
