@@ -24,7 +24,9 @@ torch.compile(fullgraph=True) and a captured CUDA graph, each checked
 against torch.nn.functional.linear (C = A @ B.T, rtol = atol = 1e-2), and
 the refusals: a tensor on the host, a non-contiguous tensor, a buffer left
 out, a capture on a stream the launch was not bound to (nothing launched in
-each case).
+each case). Last, whether the launch replayed the kernel's graph (it does
+outside a capture) and whether the captured launch did (it must not: the
+capture records the kernel).
 """
 import argparse
 import json

@@ -243,7 +243,7 @@ TEST_F(LauncherGpu, TheCApisHandlesMayBeDestroyedInAnyOrder) {
 }
 
 // A launch replays the kernel's graph (one per stream, its arguments updated
-// when buffers or dims change); into a stream being captured it launches the
+// when buffers, dims or the config answering change); into a stream being captured it launches the
 // kernel, which the capture records as a kernel node; past four streams, and
 // with TUNEFARM_LAUNCH_GRAPHS=0, it launches kernels. Each answer is checked.
 TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture) {
@@ -264,15 +264,23 @@ TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture
   ASSERT_TRUE(begin_capture && end_capture && get_nodes && node_type && instantiate && graph_launch &&
               exec_destroy && graph_destroy);
 
+  // Two configs, two cubins: a shape of each.
   const Config def = spec_.default_config;
-  KernelImage image = Compile(def);
+  Config two_stages = def;
+  for (auto& [name, value] : two_stages.params)
+    if (name == "STAGES") value = 2;
+  ASSERT_NE(two_stages.Id(), def.Id());
+  KernelImage image = Compile(def), other = Compile(two_stages);
+  ASSERT_NE(image.kernel_hash, other.kernel_hash);
   Bundle b;
   b.defaults["gemm"] = def;
-  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash)};
-  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  b.launch_plans = {*plan};
-  b.kernels = {image};
+  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash), Entry(two_stages, 512, 512, 512, other.kernel_hash)};
+  for (const KernelImage* k : {&image, &other}) {
+    auto plan = MakeLaunchPlan(spec_, k->kernel_hash);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    b.launch_plans.push_back(*plan);
+  }
+  b.kernels = {image, other};
   runtime::Bundle rb = Sign(b);
   auto launcher = launcher::Launcher::Open(rb, 0);
   ASSERT_TRUE(launcher.ok()) << launcher.status().message();
@@ -281,6 +289,18 @@ TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture
 
   EXPECT_LT(RunGemm(*gemm, 256, 192, 128), 1e-2);
   EXPECT_TRUE(gemm->last().replayed);
+  // The shapes in turn: the graph's kernel, grid and shared memory change
+  // with its arguments.
+  for (int turn = 0; turn < 2; ++turn) {
+    EXPECT_LT(RunGemm(*gemm, 512, 512, 512), 1e-2);
+    EXPECT_TRUE(gemm->last().replayed);
+    ASSERT_NE(gemm->last().entry, nullptr);
+    EXPECT_EQ(gemm->last().entry->config_id, two_stages.Id());
+    EXPECT_LT(RunGemm(*gemm, 256, 192, 128), 1e-2);
+    EXPECT_TRUE(gemm->last().replayed);
+    ASSERT_NE(gemm->last().entry, nullptr);
+    EXPECT_EQ(gemm->last().entry->config_id, def.Id());
+  }
   // The same dims into another C first: the graph's arguments updated twice.
   CUdeviceptr scratch = 0;
   ASSERT_EQ(d_->cuMemAlloc(&scratch, 256 * 192 * 2), CUDA_SUCCESS);
