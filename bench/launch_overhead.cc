@@ -100,13 +100,17 @@ int main(int argc, char** argv) {
   auto launcher = launcher::Launcher::Open(*rb, 0);
   if (!launcher.ok()) return Fail(launcher.status().message());
   auto kernel = launcher->prepare("gemm", "f16");
+  if (!kernel.ok()) return Fail(kernel.status().message());
+  // The same launcher launching kernels (the setting is read when a launcher opens).
+  const char* graphs_setting = std::getenv("TUNEFARM_LAUNCH_GRAPHS");
+  const std::string graphs_was = graphs_setting ? graphs_setting : "";
   ::setenv("TUNEFARM_LAUNCH_GRAPHS", "0", 1);
   auto kernels_only_launcher = launcher::Launcher::Open(*rb, 0);
-  ::unsetenv("TUNEFARM_LAUNCH_GRAPHS");
+  if (graphs_setting) ::setenv("TUNEFARM_LAUNCH_GRAPHS", graphs_was.c_str(), 1);
+  else ::unsetenv("TUNEFARM_LAUNCH_GRAPHS");
   if (!kernels_only_launcher.ok()) return Fail(kernels_only_launcher.status().message());
   auto kernels_only = kernels_only_launcher->prepare("gemm", "f16");
   if (!kernels_only.ok()) return Fail(kernels_only.status().message());
-  if (!kernel.ok()) return Fail(kernel.status().message());
 
   CUdeviceptr a = 0, bb = 0, c = 0;
   const size_t bytes_each = size_t(n * n * 2);
@@ -250,6 +254,11 @@ int main(int argc, char** argv) {
   }
   std::printf("queue run, graphs     median %8.1f ns per launch until the GPU is done\n", Median(queue_graphs));
   std::printf("queue run, kernels    median %8.1f ns per launch until the GPU is done\n", Median(queue_kernels));
+  dr.cuCtxSynchronize();
+  if (graph_exec) reinterpret_cast<CUresult (*)(CUgraphExec)>(get("cuGraphExecDestroy"))(graph_exec);
+  if (graph) reinterpret_cast<CUresult (*)(CUgraph)>(get("cuGraphDestroy"))(graph);
+  if (libcuda) dlclose(libcuda);
+  for (CUdeviceptr p : {a, bb, c, c2}) dr.cuMemFree(p);
   dr.cuStreamDestroy(own);
   dr.cuModuleUnload(module);
   return 0;

@@ -13,9 +13,14 @@ TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA
 #include <dlfcn.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "measure/cuda/cuda_driver.h"
@@ -33,6 +38,51 @@ namespace tune {
 namespace {
 
 using tune::testing::TempDir;
+
+// The driver's capture and graph calls the tests make themselves (the
+// farm's driver table has none).
+struct GraphCalls {
+  CUresult (*begin_capture)(CUstream, CUstreamCaptureMode) = nullptr;
+  CUresult (*end_capture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
+  CUresult (*node_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
+  CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*graph_launch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*exec_destroy)(CUgraphExec) = nullptr;
+  CUresult (*graph_destroy)(CUgraph) = nullptr;
+  CUresult (*ctx_create)(CUcontext*, unsigned, CUdevice) = nullptr;
+  CUresult (*ctx_destroy)(CUcontext) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+
+  bool Load() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) return false;
+    auto get = [&](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
+      return *fn != nullptr;
+    };
+    return get(&begin_capture, "cuStreamBeginCapture_v2") && get(&end_capture, "cuStreamEndCapture") &&
+           get(&get_nodes, "cuGraphGetNodes") && get(&node_type, "cuGraphNodeGetType") &&
+           get(&instantiate, "cuGraphInstantiateWithFlags") && get(&graph_launch, "cuGraphLaunch") &&
+           get(&exec_destroy, "cuGraphExecDestroy") && get(&graph_destroy, "cuGraphDestroy") &&
+           get(&ctx_create, "cuCtxCreate_v2") && get(&ctx_destroy, "cuCtxDestroy_v2") &&
+           get(&ctx_set_current, "cuCtxSetCurrent") && get(&ctx_get_current, "cuCtxGetCurrent");
+  }
+  // The kernel nodes of `g` (every node of it is one, and there are `count`).
+  void ExpectKernelNodes(CUgraph g, size_t count) const {
+    size_t n = 0;
+    EXPECT_EQ(get_nodes(g, nullptr, &n), CUDA_SUCCESS);
+    EXPECT_EQ(n, count);
+    std::vector<CUgraphNode> nodes(n);
+    EXPECT_EQ(get_nodes(g, nodes.data(), &n), CUDA_SUCCESS);
+    for (CUgraphNode node : nodes) {
+      CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+      EXPECT_EQ(node_type(node, &type), CUDA_SUCCESS);
+      EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+    }
+  }
+};
 
 class LauncherGpu : public ::testing::Test {
  protected:
@@ -247,22 +297,8 @@ TEST_F(LauncherGpu, TheCApisHandlesMayBeDestroyedInAnyOrder) {
 // kernel, which the capture records as a kernel node; past four streams, and
 // with TUNEFARM_LAUNCH_GRAPHS=0, it launches kernels. Each answer is checked.
 TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture) {
-  // The graph calls the capture needs, from the driver (the farm's table
-  // has none).
-  void* libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  ASSERT_NE(libcuda, nullptr);
-  auto begin_capture = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureMode)>(
-      dlsym(libcuda, "cuStreamBeginCapture_v2"));
-  auto end_capture = reinterpret_cast<CUresult (*)(CUstream, CUgraph*)>(dlsym(libcuda, "cuStreamEndCapture"));
-  auto get_nodes = reinterpret_cast<CUresult (*)(CUgraph, CUgraphNode*, size_t*)>(dlsym(libcuda, "cuGraphGetNodes"));
-  auto node_type = reinterpret_cast<CUresult (*)(CUgraphNode, CUgraphNodeType*)>(dlsym(libcuda, "cuGraphNodeGetType"));
-  auto instantiate = reinterpret_cast<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>(
-      dlsym(libcuda, "cuGraphInstantiateWithFlags"));
-  auto graph_launch = reinterpret_cast<CUresult (*)(CUgraphExec, CUstream)>(dlsym(libcuda, "cuGraphLaunch"));
-  auto exec_destroy = reinterpret_cast<CUresult (*)(CUgraphExec)>(dlsym(libcuda, "cuGraphExecDestroy"));
-  auto graph_destroy = reinterpret_cast<CUresult (*)(CUgraph)>(dlsym(libcuda, "cuGraphDestroy"));
-  ASSERT_TRUE(begin_capture && end_capture && get_nodes && node_type && instantiate && graph_launch &&
-              exec_destroy && graph_destroy);
+  GraphCalls calls;
+  ASSERT_TRUE(calls.Load());
 
   // Two configs, two cubins: a shape of each.
   const Config def = spec_.default_config;
@@ -328,25 +364,17 @@ TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture
   // captured graph computes C.
   auto captured = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
     CUstream s = streams[0];
-    if (begin_capture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return Status::Error("capture");
+    if (calls.begin_capture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return Status::Error("capture");
     Status st = gemm->launch(dims, buffers, s);
     CUgraph g = nullptr;
-    if (end_capture(s, &g) != CUDA_SUCCESS || !st.ok()) return st.ok() ? Status::Error("end capture") : st;
+    if (calls.end_capture(s, &g) != CUDA_SUCCESS || !st.ok()) return st.ok() ? Status::Error("end capture") : st;
     EXPECT_FALSE(gemm->last().replayed);
-    size_t count = 0;
-    EXPECT_EQ(get_nodes(g, nullptr, &count), CUDA_SUCCESS);
-    EXPECT_EQ(count, 1u);
-    CUgraphNode node = nullptr;
-    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
-    count = 1;
-    EXPECT_EQ(get_nodes(g, &node, &count), CUDA_SUCCESS);
-    EXPECT_EQ(node_type(node, &type), CUDA_SUCCESS);
-    EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+    calls.ExpectKernelNodes(g, 1);
     CUgraphExec exec = nullptr;
-    const bool ran = instantiate(&exec, g, 0) == CUDA_SUCCESS && graph_launch(exec, s) == CUDA_SUCCESS &&
+    const bool ran = calls.instantiate(&exec, g, 0) == CUDA_SUCCESS && calls.graph_launch(exec, s) == CUDA_SUCCESS &&
                      d_->cuStreamSynchronize(s) == CUDA_SUCCESS;
-    if (exec) exec_destroy(exec);
-    graph_destroy(g);
+    if (exec) calls.exec_destroy(exec);
+    calls.graph_destroy(g);
     return ran ? Status::OK() : Status::Error("the captured graph did not run");
   };
   EXPECT_LT(RunGemmWith(captured, 256, 192, 128), 1e-2);
@@ -368,6 +396,140 @@ TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture
   ASSERT_TRUE(kernels_only.ok()) << kernels_only.status().message();
   EXPECT_LT(RunGemm(*kernels_only, 256, 192, 128), 1e-2);
   EXPECT_FALSE(kernels_only->last().replayed);
+}
+
+// A capture in another thread in global mode (as torch captures): a Kernel
+// that makes its graph, replays it, updates it and is destroyed meanwhile
+// leaves the capture whole. A thread with no context current: the first
+// launch makes the launcher's current (a kernel launch), the next replays.
+// Another context current: the launch fails as a kernel launch does.
+TEST_F(LauncherGpu, GraphsLeaveOtherThreadsCapturesAndOtherContextsAlone) {
+  GraphCalls calls;
+  ASSERT_TRUE(calls.Load());
+  const Config def = spec_.default_config;
+  KernelImage image = Compile(def);
+  Bundle b;
+  b.defaults["gemm"] = def;
+  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash)};
+  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  b.launch_plans = {*plan};
+  b.kernels = {image};
+  runtime::Bundle rb = Sign(b);
+  auto launcher = launcher::Launcher::Open(rb, 0);
+  ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+  auto gemm = launcher->prepare("gemm", "f16");
+  ASSERT_TRUE(gemm.ok()) << gemm.status().message();
+  EXPECT_LT(RunGemm(*gemm, 256, 192, 128), 1e-2);  // resolved (and its shared memory allowed) before any capture
+  std::optional<launcher::Kernel> other;
+  {
+    auto k = launcher->prepare("gemm", "f16");
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    other.emplace(std::move(*k));
+  }
+  CUcontext primary = nullptr;
+  ASSERT_EQ(calls.ctx_get_current(&primary), CUDA_SUCCESS);
+  CUstream capturing = nullptr, side = nullptr;
+  ASSERT_EQ(d_->cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(d_->cuStreamCreate(&side, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const size_t c_bytes = 256 * 192 * 2;
+  CUdeviceptr c1 = 0, c2 = 0;
+  ASSERT_EQ(d_->cuMemAlloc(&c1, c_bytes), CUDA_SUCCESS);
+  ASSERT_EQ(d_->cuMemAlloc(&c2, c_bytes), CUDA_SUCCESS);
+
+  auto in_capture = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
+    std::mutex mu;
+    std::condition_variable cv;
+    int stage = 0;  // 1: the capture has its launch; 2: the other Kernel is done
+    CUresult begun = CUDA_ERROR_UNKNOWN, ended = CUDA_ERROR_UNKNOWN;
+    Status captured_launch;
+    bool captured_replayed = true;
+    CUgraph g = nullptr;
+    std::thread capturer([&] {
+      calls.ctx_set_current(primary);
+      begun = calls.begin_capture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL);
+      captured_launch = gemm->launch(dims, buffers, capturing);
+      captured_replayed = gemm->last().replayed;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stage = 1;
+      }
+      cv.notify_all();
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stage == 2; });
+      ended = calls.end_capture(capturing, &g);
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stage == 1; });
+    }
+    const std::vector<uint64_t> into_c1 = {buffers[0], buffers[1], uint64_t(c1)},
+                                into_c2 = {buffers[0], buffers[1], uint64_t(c2)};
+    const Status made = other->launch(dims, into_c1, side);  // its graph made
+    const bool made_replayed = other->last().replayed;
+    const Status updated = other->launch(dims, into_c2, side);  // its graph updated
+    const bool updated_replayed = other->last().replayed;
+    other.reset();  // its graph destroyed
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stage = 2;
+    }
+    cv.notify_all();
+    capturer.join();
+    EXPECT_TRUE(made.ok()) << made.message();
+    EXPECT_TRUE(updated.ok()) << updated.message();
+    EXPECT_TRUE(made_replayed && updated_replayed);
+    EXPECT_EQ(begun, CUDA_SUCCESS);
+    EXPECT_TRUE(captured_launch.ok()) << captured_launch.message();
+    EXPECT_FALSE(captured_replayed);
+    EXPECT_EQ(ended, CUDA_SUCCESS) << "the capture was spoiled";
+    if (ended != CUDA_SUCCESS || !g) return Status::Error("no captured graph");
+    calls.ExpectKernelNodes(g, 1);
+    CUgraphExec exec = nullptr;
+    const bool ran = calls.instantiate(&exec, g, 0) == CUDA_SUCCESS &&
+                     calls.graph_launch(exec, capturing) == CUDA_SUCCESS && d_->cuCtxSynchronize() == CUDA_SUCCESS;
+    if (exec) calls.exec_destroy(exec);
+    calls.graph_destroy(g);
+    // The other Kernel's two replays computed what the captured launch did.
+    std::string c(c_bytes, '\0'), got1(c_bytes, '\0'), got2(c_bytes, '\0');
+    d_->cuMemcpyDtoH(c.data(), buffers[2], c_bytes);
+    d_->cuMemcpyDtoH(got1.data(), c1, c_bytes);
+    d_->cuMemcpyDtoH(got2.data(), c2, c_bytes);
+    EXPECT_TRUE(got1 == c && got2 == c);
+    return ran ? Status::OK() : Status::Error("the captured graph did not run");
+  };
+  EXPECT_LT(RunGemmWith(in_capture, 256, 192, 128), 1e-2);
+
+  auto from_a_new_thread = [&](const std::vector<int64_t>& dims, const std::vector<uint64_t>& buffers) {
+    Status first, second;
+    bool first_replayed = true, second_replayed = false;
+    std::thread([&] {
+      const std::vector<uint64_t> into_c1 = {buffers[0], buffers[1], uint64_t(c1)};
+      first = gemm->launch(dims, into_c1);
+      first_replayed = gemm->last().replayed;
+      second = gemm->launch(dims, buffers);
+      second_replayed = gemm->last().replayed;
+    }).join();
+    EXPECT_TRUE(first.ok()) << first.message();
+    EXPECT_FALSE(first_replayed);  // no context current: the kernel's launch made it current
+    EXPECT_TRUE(second_replayed);
+    return second;
+  };
+  EXPECT_LT(RunGemmWith(from_a_new_thread, 256, 192, 128), 1e-2);
+
+  CUcontext mine = nullptr;
+  CUdevice device = 0;
+  ASSERT_EQ(d_->cuDeviceGet(&device, 0), CUDA_SUCCESS);
+  ASSERT_EQ(calls.ctx_create(&mine, 0, device), CUDA_SUCCESS);  // current now
+  const Status elsewhere = gemm->launch({256, 192, 128}, {uint64_t(c1), uint64_t(c1), uint64_t(c2)});
+  EXPECT_FALSE(elsewhere.ok());
+  EXPECT_FALSE(gemm->last().replayed);
+  EXPECT_EQ(calls.ctx_set_current(primary), CUDA_SUCCESS);
+  EXPECT_EQ(calls.ctx_destroy(mine), CUDA_SUCCESS);
+  d_->cuMemFree(c1);
+  d_->cuMemFree(c2);
+  d_->cuStreamDestroy(capturing);
+  d_->cuStreamDestroy(side);
 }
 
 // A kernel that takes tensor maps (ops/gemm_hopper): the launcher encodes
@@ -397,9 +559,13 @@ TEST_F(LauncherGpu, EncodesTheTensorMapsOfAHopperKernelFromTheCallersBuffers) {
   EXPECT_EQ(gemm->buffer_names(), (std::vector<std::string>{"A", "B", "C", "W"}));
   EXPECT_LT(RunGemm(*gemm, 1024, 1024, 512, true), 1e-2);
   EXPECT_EQ(gemm->last().level, runtime::Level::kExact);
-  // Same dims, new buffers (the maps follow them); then other dims.
+  EXPECT_TRUE(gemm->last().replayed);
+  // Same dims, new buffers (the maps follow them); then other dims: the
+  // graph's maps with them.
   EXPECT_LT(RunGemm(*gemm, 1024, 1024, 512, true), 1e-2);
+  EXPECT_TRUE(gemm->last().replayed);
   EXPECT_LT(RunGemm(*gemm, 136, 264, 72, true), 1e-2);
+  EXPECT_TRUE(gemm->last().replayed);
   // A buffer the copy engine cannot address is a one-line error, not a launch.
   Status odd = gemm->launch({64, 64, 64}, {8, 8, 8, 8});
   ASSERT_FALSE(odd.ok());

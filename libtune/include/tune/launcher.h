@@ -18,12 +18,21 @@
 // pointers copied into the parameters, the launch.
 //
 // The launch replays a graph of the one kernel (cuGraphLaunch), which costs
-// the driver about half of a cuLaunchKernel: a Kernel makes one per stream,
-// for up to 4 streams, on first use, and updates its arguments when they
-// change. Into a stream being captured (a CUDA graph the caller records)
-// and on further streams it launches the kernel itself. The work queued and
-// its order are the same either way. TUNEFARM_LAUNCH_GRAPHS=0 launches
-// kernels only (as do drivers before CUDA 12).
+// the driver about half of a cuLaunchKernel: a Kernel makes one for each of
+// the first 4 stream handles it launches on, at the first launch there, and
+// updates its arguments when they change. It launches the kernel itself into
+// a stream being captured (so a captured graph holds the kernel), on further
+// streams, on the per-thread default stream, and where the launcher's
+// context is not current on the calling thread (as a kernel launch, it then
+// fails where another context is current, and makes the launcher's current
+// where none is). The kernel runs with the same arguments in the same stream
+// order either way; a replay is also ordered behind the graph's previous
+// replay, which differs only where a stream handle is reused after its
+// stream was destroyed (the new stream's first launch waits for the old
+// one's last). Graphs are made and destroyed with the thread's capture mode
+// relaxed, so a capture in another thread is not disturbed.
+// TUNEFARM_LAUNCH_GRAPHS=0 launches kernels only (as do drivers before CUDA
+// 12).
 //
 // Levels: those of the runtime (exact, nearest_shape, family, default), or
 // miss. A candidate of the chain is skipped, and the next level answers,

@@ -37,7 +37,9 @@ constexpr int kAttrMaxThreadsPerBlock = 1, kAttrSmCount = 16, kAttrL2 = 38, kAtt
               kAttrSmemOptin = 97;
 constexpr int kFuncMaxThreads = 0, kFuncStaticSmem = 1, kFuncMaxDynamicSmem = 8;
 constexpr CUresult kErrorInvalidContext = 201;  // no current context on the calling thread
+constexpr CUresult kErrorNotSupported = 801;
 constexpr int kCaptureStatusNone = 0, kCaptureModeRelaxed = 2;
+const CUstream kStreamPerThread = reinterpret_cast<CUstream>(uintptr_t{2});  // CU_STREAM_PER_THREAD
 
 // CUDA_KERNEL_NODE_PARAMS_v2: a graph's kernel node.
 struct KernelNodeParams {
@@ -74,6 +76,7 @@ struct Driver {
                                      const uint32_t*, int, int, int, int) = nullptr;
   // Optional (CUDA 12 and later): a launch replayed as a graph of one kernel
   // node (Prepared::GraphFor); without them every launch is cuLaunchKernel.
+  CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*cuStreamIsCapturing)(CUstream, int*) = nullptr;
   CUresult (*cuThreadExchangeStreamCaptureMode)(int*) = nullptr;
   CUresult (*cuGraphCreate)(CUgraph*, unsigned) = nullptr;
@@ -112,7 +115,7 @@ Result<Driver> OpenDriver() {
                   sym(&d.cuLaunchKernel, "cuLaunchKernel") && sym(&d.cuGetErrorString, "cuGetErrorString");
   if (!ok) return Status::Unavailable("CUDA driver lacks an entry point the launcher needs");
   sym(&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
-  d.graphs = sym(&d.cuStreamIsCapturing, "cuStreamIsCapturing") &&
+  d.graphs = sym(&d.cuCtxGetCurrent, "cuCtxGetCurrent") && sym(&d.cuStreamIsCapturing, "cuStreamIsCapturing") &&
              sym(&d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode") &&
              sym(&d.cuGraphCreate, "cuGraphCreate") && sym(&d.cuGraphAddKernelNode, "cuGraphAddKernelNode_v2") &&
              sym(&d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
@@ -230,21 +233,38 @@ struct Prepared {
   // Bumped whenever the function, geometry or an argument changes: a graph
   // whose node launched other arguments is updated before it is replayed.
   uint64_t arguments = 1;
-  bool graphs = false;  // launches replay graphs (Launcher::Open; off after a graph cannot be made)
-  std::vector<GraphSlot> graph_slots;  // by stream, at most kGraphStreams
+  bool graphs = false;  // launches replay graphs (Launcher::Open; off after kMakeAttempts graphs failed)
+  int failed_makes = 0;
+  std::vector<GraphSlot> graph_slots;  // by stream handle: the first kGraphStreams streams launched on
 
-  static constexpr size_t kGraphStreams = 4;  // more streams take cuLaunchKernel
+  static constexpr size_t kGraphStreams = 4;  // further streams take cuLaunchKernel
+  static constexpr int kMakeAttempts = 4;
 
   ~Prepared() {
+    if (graph_slots.empty()) return;
+    Relaxed relaxed(s->d);
     for (GraphSlot& g : graph_slots) DestroyGraph(g);
   }
   Status Resolve(std::span<const int64_t> dims);
   // The stream's graph of the launch as resolved, its arguments current;
-  // nullptr where none serves (a capture runs on the stream, too many
-  // streams, graphs off or the driver refusing): launch the kernel.
+  // nullptr where none serves (another context current, a capture on the
+  // stream, the per-thread default stream, too many streams, graphs off, the
+  // driver refusing): launch the kernel.
   CUgraphExec GraphFor(CUstream stream);
 
  private:
+  // Graphs are made and destroyed with this thread's capture mode relaxed:
+  // a capture running in another thread (torch captures in global mode)
+  // neither refuses these calls nor is spoiled by them.
+  struct Relaxed {
+    const Driver& d;
+    int mode = kCaptureModeRelaxed;
+    bool exchanged;
+    explicit Relaxed(const Driver& driver) : d(driver), exchanged(d.cuThreadExchangeStreamCaptureMode(&mode) == 0) {}
+    ~Relaxed() {
+      if (exchanged) d.cuThreadExchangeStreamCaptureMode(&mode);
+    }
+  };
   KernelNodeParams NodeParams() {
     KernelNodeParams np;
     np.func = function;
@@ -254,7 +274,7 @@ struct Prepared {
     return np;
   }
   CUresult MakeGraph(GraphSlot* g);
-  void DestroyGraph(GraphSlot& g) {
+  void DestroyGraph(GraphSlot& g) {  // under Relaxed
     if (g.exec) s->d.cuGraphExecDestroy(g.exec);  // one still running is freed when it completes
     if (g.graph) s->d.cuGraphDestroy(g.graph);
     g = GraphSlot{g.stream};
@@ -263,16 +283,12 @@ struct Prepared {
 
 CUresult Prepared::MakeGraph(GraphSlot* g) {
   const Driver& d = s->d;
-  // Relaxed: a capture running in another thread neither refuses the
-  // making nor is spoiled by it.
-  int mode = kCaptureModeRelaxed;
-  CUresult r = d.cuThreadExchangeStreamCaptureMode(&mode);
-  if (r != 0) return r;
+  Relaxed relaxed(d);
+  if (!relaxed.exchanged) return kErrorNotSupported;
   const KernelNodeParams np = NodeParams();
-  r = d.cuGraphCreate(&g->graph, 0);
+  CUresult r = d.cuGraphCreate(&g->graph, 0);
   if (r == 0) r = d.cuGraphAddKernelNode(&g->node, g->graph, nullptr, 0, &np);
   if (r == 0) r = d.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
-  d.cuThreadExchangeStreamCaptureMode(&mode);
   if (r != 0) DestroyGraph(*g);
   g->arguments = arguments;
   return r;
@@ -281,34 +297,39 @@ CUresult Prepared::MakeGraph(GraphSlot* g) {
 CUgraphExec Prepared::GraphFor(CUstream stream) {
   if (!graphs) return nullptr;
   const Driver& d = s->d;
-  // A capture records the kernel itself. An error (no current context on
-  // this thread) the kernel's launch mends.
+  // Another context current (a caller on another device's context) or none
+  // (a new thread): the kernel's launch refuses the first as it did, and
+  // makes the launcher's context current for the second. A replay would run
+  // the kernel on the other context's default stream instead.
+  CUcontext current = nullptr;
+  if (d.cuCtxGetCurrent(&current) != 0 || current != s->ctx) return nullptr;
+  // The per-thread default stream is one handle for every thread: one
+  // graph would order the threads' launches behind each other.
+  if (stream == kStreamPerThread) return nullptr;
+  // A capture records the kernel itself.
   int capture = kCaptureStatusNone;
   if (d.cuStreamIsCapturing(stream, &capture) != 0 || capture != kCaptureStatusNone) return nullptr;
   GraphSlot* g = nullptr;
   for (GraphSlot& x : graph_slots)
     if (x.stream == stream) g = &x;
-  CUresult r = 0;
   if (!g) {
     if (graph_slots.size() >= kGraphStreams) return nullptr;
     GraphSlot made{stream};
-    r = MakeGraph(&made);
-    if (r == 0) g = &graph_slots.emplace_back(made);
-  } else if (g->arguments != arguments) {
-    const KernelNodeParams np = NodeParams();
-    if (d.cuGraphExecKernelNodeSetParams(g->exec, g->node, &np) == 0) {
-      g->arguments = arguments;
-    } else {  // an update the driver refuses: made anew
-      DestroyGraph(*g);
-      r = MakeGraph(g);
-      if (r != 0) graph_slots.erase(graph_slots.begin() + (g - graph_slots.data()));
+    if (MakeGraph(&made) != 0) {
+      // This call launches the kernel (which says what is wrong, if
+      // anything is); a driver that keeps refusing gets kernels only.
+      if (++failed_makes >= kMakeAttempts) graphs = false;
+      return nullptr;
     }
+    g = &graph_slots.emplace_back(made);
+  } else if (g->arguments != arguments) {
+    // A refused update (arguments the kernel's launch refuses too) leaves
+    // the graph as it was, to be updated at the next call.
+    const KernelNodeParams np = NodeParams();
+    if (d.cuGraphExecKernelNodeSetParams(g->exec, g->node, &np) != 0) return nullptr;
+    g->arguments = arguments;
   }
-  if (r == 0) return g->exec;
-  // Made once the kernel's launch has made the context current; any other
-  // refusal: kernel launches from now on.
-  if (r != kErrorInvalidContext) graphs = false;
-  return nullptr;
+  return g->exec;
 }
 
 // The geometry of `config` on `dims` under `plan`, checked against what the
