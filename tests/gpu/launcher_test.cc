@@ -125,6 +125,19 @@ class LauncherGpu : public ::testing::Test {
     return e;
   }
 
+  // A bundle of the op's entries answered by `kernels`, cubins of one
+  // source (one launch plan), with the op's default.
+  Bundle OneSourceBundle(std::vector<BundleEntry> entries, std::vector<KernelImage> kernels) {
+    Bundle b;
+    b.defaults[spec_.name] = spec_.default_config;
+    b.entries = std::move(entries);
+    auto plan = MakeLaunchPlan(spec_, kernels.front().kernel_hash);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    if (plan.ok()) b.launch_plans = {*plan};
+    b.kernels = std::move(kernels);
+    return b;
+  }
+
   runtime::Bundle Sign(const Bundle& b) {
     const SecretKey key = SecretKey::Generate();
     EXPECT_TRUE(WriteSignedBundleFiles(b, key, dir_.path() + "/b").ok());
@@ -205,13 +218,9 @@ TEST_F(LauncherGpu, LaunchesTheShippedCubinSkipsWhatTheDeviceCannotRunAndMissesW
   KernelImage huge_image = image;
   huge_image.config_id = huge.Id();
 
-  Bundle b;
-  b.defaults["gemm"] = def;
-  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash), Entry(huge, 512, 512, 512, image.kernel_hash)};
-  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  b.launch_plans = {*plan};
-  b.kernels = {image, huge_image};
+  Bundle b = OneSourceBundle(
+      {Entry(def, 256, 192, 128, image.kernel_hash), Entry(huge, 512, 512, 512, image.kernel_hash)},
+      {image, huge_image});
   runtime::Bundle rb = Sign(b);
 
   auto launcher = launcher::Launcher::Open(rb, 0);
@@ -259,13 +268,7 @@ TEST_F(LauncherGpu, LaunchesTheShippedCubinSkipsWhatTheDeviceCannotRunAndMissesW
 TEST_F(LauncherGpu, TheCApisHandlesMayBeDestroyedInAnyOrder) {
   const Config def = spec_.default_config;
   KernelImage image = Compile(def);
-  Bundle b;
-  b.defaults["gemm"] = def;
-  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash)};
-  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  b.launch_plans = {*plan};
-  b.kernels = {image};
+  Bundle b = OneSourceBundle({Entry(def, 256, 192, 128, image.kernel_hash)}, {image});
   const SecretKey key = SecretKey::Generate();
   ASSERT_TRUE(WriteSignedBundleFiles(b, key, dir_.path() + "/c").ok());
   const std::string pub = FormatPublicKey(key.public_key());
@@ -308,13 +311,9 @@ TEST_F(LauncherGpu, LaunchesReplayTheKernelsGraphPerStreamAndKernelsIntoACapture
   ASSERT_NE(two_stages.Id(), def.Id());
   KernelImage image = Compile(def), other = Compile(two_stages);
   ASSERT_NE(image.image, other.image);  // one source (one kernel hash and plan), two cubins
-  Bundle b;
-  b.defaults["gemm"] = def;
-  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash), Entry(two_stages, 512, 512, 512, other.kernel_hash)};
-  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  b.launch_plans = {*plan};
-  b.kernels = {image, other};
+  Bundle b = OneSourceBundle(
+      {Entry(def, 256, 192, 128, image.kernel_hash), Entry(two_stages, 512, 512, 512, other.kernel_hash)},
+      {image, other});
   runtime::Bundle rb = Sign(b);
   auto launcher = launcher::Launcher::Open(rb, 0);
   ASSERT_TRUE(launcher.ok()) << launcher.status().message();
@@ -408,13 +407,7 @@ TEST_F(LauncherGpu, GraphsLeaveOtherThreadsCapturesAndOtherContextsAlone) {
   ASSERT_TRUE(calls.Load());
   const Config def = spec_.default_config;
   KernelImage image = Compile(def);
-  Bundle b;
-  b.defaults["gemm"] = def;
-  b.entries = {Entry(def, 256, 192, 128, image.kernel_hash)};
-  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  b.launch_plans = {*plan};
-  b.kernels = {image};
+  Bundle b = OneSourceBundle({Entry(def, 256, 192, 128, image.kernel_hash)}, {image});
   runtime::Bundle rb = Sign(b);
   auto launcher = launcher::Launcher::Open(rb, 0);
   ASSERT_TRUE(launcher.ok()) << launcher.status().message();
@@ -544,13 +537,7 @@ TEST_F(LauncherGpu, EncodesTheTensorMapsOfAHopperKernelFromTheCallersBuffers) {
   const Config def = spec_.default_config;
   KernelImage image = Compile(def);
   ASSERT_FALSE(image.image.empty());
-  Bundle b;
-  b.defaults[spec_.name] = def;
-  b.entries = {Entry(def, 1024, 1024, 512, image.kernel_hash)};
-  auto plan = MakeLaunchPlan(spec_, image.kernel_hash);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  b.launch_plans = {*plan};
-  b.kernels = {image};
+  Bundle b = OneSourceBundle({Entry(def, 1024, 1024, 512, image.kernel_hash)}, {image});
   runtime::Bundle rb = Sign(b);
   auto launcher = launcher::Launcher::Open(rb, 0);
   ASSERT_TRUE(launcher.ok()) << launcher.status().message();
