@@ -496,7 +496,8 @@ Status Kernel::launch(std::span<const int64_t> dims, std::span<const uint64_t> b
   };
   detail::CUresult r = go();
   if (r == detail::kErrorInvalidContext && p.s->d.cuCtxSetCurrent(p.s->ctx) == 0) r = go();  // another thread
-  if (r != 0) return Status::Error("launch " + p.op + ": " + p.s->d.Error(r, graph ? "cuGraphLaunch" : "cuLaunchKernel"));
+  if (r != 0)
+    return Status::Error("launch " + p.op + ": " + p.s->d.Error(r, graph ? "cuGraphLaunch" : "cuLaunchKernel"));
   return Status::OK();
 }
 
