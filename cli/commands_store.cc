@@ -194,7 +194,10 @@ int RunStoreImport(const std::string& store_path, const std::string& file) {
   TransferCounts n;
   if (Status st = ImportStore(**store, file, &n); !st.ok()) return Fail(st.message());
   if (Status st = (*store)->Close(); !st.ok()) return Fail(st.message());
-  std::printf("%s: %s; %zu rows new to %s\n", file.c_str(), CountsText(n).c_str(), n.rows_new, store_path.c_str());
+  std::printf("%s: %s; rows: %zu new to %s, %zu already there, %zu refused\n", file.c_str(), CountsText(n).c_str(),
+              n.rows_new, store_path.c_str(), n.rows_present, n.rows_refused);
+  for (const std::string& why : n.refusals) std::printf("  refused: %s\n", why.c_str());
+  if (n.rows_refused > n.refusals.size()) std::printf("  refused: %zu more\n", n.rows_refused - n.refusals.size());
   return 0;
 }
 

@@ -25,8 +25,8 @@ inline constexpr double kStoreReadTimeoutSeconds = 300;
 // talks to and imports them into a new store in `folder` (which must not
 // hold one; what was written there is removed on failure). Over CURVE
 // (`authenticated`) the coordinator's cubin witnesses are kept: the farm's
-// own store is not a peer's word; in plaintext an imported cubin counts as
-// one witness, as a `store import`'s. Errors: the coordinator's refusal or
+// own store is not a peer's word; in plaintext an imported cubin has no
+// witness, as a `store import`'s. Errors: the coordinator's refusal or
 // silence, a piece that does not continue the export, the import's checks
 // (store/store_transfer.h).
 Result<std::unique_ptr<ResultStore>> FetchStore(CoordinatorClient& client, const std::vector<ResultFilter>& filters,

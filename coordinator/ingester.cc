@@ -247,10 +247,10 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
     k.witnesses.clear();
     k.conflicts.clear();
     KernelPut put = KernelPut::kNew;
-    st = store_->PutKernel(k, job.worker, &put);
+    st = store_->PutKernel(k, job.witness, &put);
     if (put == KernelPut::kConflict) {
       ++out.kernel_conflicts;
-      out.kernel_note = st.message();
+      out.kernel_note = st.message() + " (from worker " + job.worker + ")";
     } else if (!st.ok()) {
       out.kind = IngestOutcome::Kind::kStoreFailed;
       out.error = st.message();

@@ -53,6 +53,10 @@ inline constexpr double kMinFigureUs = 1e-6;
 struct IngestJob {
   std::string identity;              // the sender's routing identity
   std::string worker;                // its name, stamped on every row
+  // Who vouches for the batch's cubins: WitnessOfKey of the CURVE key the
+  // sender proved it holds, "" without CURVE (its cubins are stored, and
+  // vouch for nothing). Never its name: one key may say many names.
+  std::string witness;
   // The unit, when it was leased to this sender (or duplicated to it), in
   // this run of the coordinator or in the one before (LeaseRecord); null
   // otherwise, and the batch is refused.

@@ -913,11 +913,24 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   MaybeFinish(sweep, now_unix);
 }
 
-void Scheduler::ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix) {
+void Scheduler::ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix, const std::string& why) {
   u.holders.erase(worker);
   u.started.erase(worker);
-  if (u.state != UnitState::kLeased || !u.holders.empty()) return;
+  if (u.state != UnitState::kLeased) return;
+  u.lost_lease = why;
+  if (!u.holders.empty()) return;
   if (u.attempts >= opts_.max_attempts) {
+    // Its pairs will not be measured: they count as failed, and the sweep
+    // says why when it ends (MaybeFinish), not "done" with nothing measured.
+    SweepState& sweep = sweeps_.at(u.sweep_id);
+    const uint64_t lost = u.Pairs() - std::min<uint64_t>(u.pairs_counted, u.Pairs());
+    u.pairs_counted += lost;
+    sweep.pairs_done += lost;
+    sweep.pairs_failed += lost;
+    if (lost) sweep.failed_by_class["unit_failed"] += lost;
+    sweep.units_failed++;
+    sweep.unit_failure = "unit " + std::to_string(u.id) + " (" + u.op + " " + u.dtype + " " + u.shape_key + " on " +
+                         u.gpu_model + ") after " + std::to_string(u.attempts) + " leases: " + u.lost_lease;
     Finish(u, UnitState::kFailed, now_unix);
     return;
   }
@@ -949,13 +962,14 @@ void Scheduler::DropWorker(const std::string& worker, int64_t now_unix) {
   const auto leased = LeasedIds();
   for (uint64_t id : leased) {
     Unit& u = units_.at(id);
-    if (u.holders.count(worker)) ReleaseHolder(u, worker, now_unix);
+    if (u.holders.count(worker)) ReleaseHolder(u, worker, now_unix, "its worker left");
   }
 }
 
-void Scheduler::GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix) {
+void Scheduler::GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix, const std::string& why) {
   auto it = units_.find(unit_id);
-  if (it != units_.end() && it->second.holders.count(worker)) ReleaseHolder(it->second, worker, now_unix);
+  if (it != units_.end() && it->second.holders.count(worker))
+    ReleaseHolder(it->second, worker, now_unix, "results refused: " + why);
 }
 
 size_t Scheduler::ExpireLeases(double now, int64_t now_unix) {
@@ -968,7 +982,7 @@ size_t Scheduler::ExpireLeases(double now, int64_t now_unix) {
       if (deadline < now) late.push_back(w);
     }
     for (const auto& w : late) {
-      ReleaseHolder(u, w, now_unix);
+      ReleaseHolder(u, w, now_unix, "its lease expired");
       ++expired;
     }
   }
@@ -991,8 +1005,15 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
     if (passes.unsliced > 0) return;
   }
   if (sweep.units_finished < sweep.units.size()) return;
-  sweep.state = RunState::kDone;
   sweep.finished_unix = now_unix;
+  if (sweep.units_failed == 0) {
+    sweep.state = RunState::kDone;
+    return;
+  }
+  sweep.state = RunState::kFailed;
+  sweep.error = std::to_string(sweep.units_failed) + " of " + std::to_string(sweep.units.size()) +
+                " units failed, their pairs unmeasured (last: " + sweep.unit_failure + "); " +
+                std::to_string(sweep.pairs_done - std::min(sweep.pairs_done, sweep.pairs_failed)) + " pairs measured and stored";
 }
 
 std::string Scheduler::ProposerOf(const std::string& sweep_id, const PoolKey& key) const {

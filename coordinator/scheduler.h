@@ -314,6 +314,9 @@ struct Unit {
   uint32_t batches_queued = 0;            // arrived, not yet ingested
   uint64_t pairs_counted = 0;             // of its pairs, those counted in its sweep's pairs_done
   uint64_t reused = 0;                    // of its configs, those a worker reused (NoteReused's first report)
+  // Why its last lease ended without its results (a refused batch, an
+  // expired lease, a worker gone): what the sweep says when its leases run out.
+  std::string lost_lease;
   size_t Pairs() const { return configs.size(); }
 };
 
@@ -329,6 +332,11 @@ struct SweepState {
                                              // their host digests (StoredPair::host_digests)
   std::vector<uint64_t> units;               // unit ids, creation order
   uint64_t units_finished = 0;               // units done or failed
+  // Units failed after SchedulerOptions::max_attempts leases (their pairs
+  // count as failed, class "unit_failed"), and the last one's reason: a
+  // sweep with any ends failed, saying so, whatever else it stored.
+  uint64_t units_failed = 0;
+  std::string unit_failure;
   // How long completed units took per (config, shape) pair, per model and
   // shape: the median sets how long a unit of that model and shape may go
   // without progress.
@@ -510,10 +518,10 @@ class Scheduler {
     std::string sweep_id, model, why;
   };
   std::vector<SkippedModel> SkipQuietModels(double now, int64_t now_unix);
-  // `worker` no longer holds `unit_id` (its results were refused): the unit
-  // goes back to the queue unless another worker holds it. No-op when it
-  // holds no such lease.
-  void GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix);
+  // `worker` no longer holds `unit_id` (its results were refused, `why`):
+  // the unit goes back to the queue unless another worker holds it, or
+  // fails when its leases are spent. No-op when it holds no such lease.
+  void GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix, const std::string& why);
   // Leases past their deadline go back to the queue; returns how many.
   size_t ExpireLeases(double now, int64_t now_unix);
 
@@ -544,7 +552,7 @@ class Scheduler {
   // units are done. False while they run; true with the pool refilled, or
   // with its search ended (its unspent budget leaves the sweep's counts).
   bool NextSearchBatch(SweepState& sweep, const std::string& model, ConfigPool& pool, double now);
-  void ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix);
+  void ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix, const std::string& why);
   // Moves a unit out of kPending/kLeased for good.
   void Finish(Unit& u, UnitState state, int64_t now_unix);
   void MaybeFinish(SweepState& sweep, int64_t now_unix);

@@ -212,7 +212,7 @@ TEST_F(IngesterTest, RowsKeepTheCoordinatorsTimeAndImpossibleFiguresAreRefused) 
 // Two workers' different images of one kernel: the first stays, the second
 // is an alarm (counted in the outcome), and neither is corroborated.
 TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
-  auto batch = [&](uint64_t n, const std::string& worker, const std::string& tag) {
+  auto batch = [&](uint64_t n, const std::string& worker, const std::string& tag, const std::string& key = "") {
     Envelope env;
     env.sender = "w";
     Measurement m = Row("h100", 64);
@@ -224,6 +224,7 @@ TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
     const std::string bytes = EncodeEnvelope(env);
     IngestJob job = Job(zmq::message_t(bytes.data(), bytes.size()));
     job.worker = worker;
+    job.witness = WitnessOfKey(key.empty() ? worker + "-key" : key);
     job.kernel_entries = {"gemm"};
     return job;
   };
@@ -238,8 +239,49 @@ TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
   auto k = store_->GetKernel("kh", Cfg(64).Id(), "f16", "sm_90a");
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_EQ(k->image, testing::SyntheticCubin("sm_90a", "gemm", "honest"));
-  EXPECT_EQ(k->witnesses, std::vector<std::string>{"host-a:1"});
+  EXPECT_EQ(k->witnesses, std::vector<std::string>{"key:host-a:1-key"});
   EXPECT_FALSE(k->Corroborated());
+}
+
+// A witness is a key: one key answering under two worker names vouches
+// once; two keys corroborate; a peer without a key vouches for nothing.
+TEST_F(IngesterTest, AWitnessIsTheSendersKeyWhateverItsName) {
+  auto batch = [&](uint64_t n, const std::string& worker, const std::string& key, const std::string& config_tag) {
+    Envelope env;
+    env.sender = "w";
+    const int tile = config_tag == "a" ? 64 : 128;
+    Measurement m = Row("h100", tile);
+    m.arch = "sm_90a";
+    KernelImage k{"kh", Cfg(tile).Id(), "f16", "sm_90a", "", testing::SyntheticCubin("sm_90a", "gemm", "x"), {}, {}};
+    k.sha256 = Sha256Hex(k.image);
+    env.command = Results{"s1", 7, n, false, {m}, {k}, {}, {}, {}};
+    const std::string bytes = EncodeEnvelope(env);
+    IngestJob job = Job(zmq::message_t(bytes.data(), bytes.size()));
+    job.worker = worker;
+    job.witness = WitnessOfKey(key);
+    job.kernel_entries = {"gemm"};
+    return job;
+  };
+  // Config a: one key, two names.
+  ingester_->Submit(batch(0, "evil-a:1", "K1", "a"));
+  ingester_->Submit(batch(1, "evil-b:1", "K1", "a"));
+  // Config b: two keys; then a plaintext peer adds nothing.
+  ingester_->Submit(batch(2, "host-a:1", "K1", "b"));
+  ingester_->Submit(batch(3, "host-b:1", "K2", "b"));
+  ingester_->Submit(batch(4, "plain:1", "", "b"));
+  ASSERT_EQ(Take(5).size(), 5u);
+  auto one = store_->GetKernel("kh", Cfg(64).Id(), "f16", "sm_90a");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->witnesses, std::vector<std::string>{"key:K1"});
+  EXPECT_FALSE(one->Corroborated());
+  auto two = store_->GetKernel("kh", Cfg(128).Id(), "f16", "sm_90a");
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(two->witnesses, (std::vector<std::string>{"key:K1", "key:K2"}));
+  EXPECT_TRUE(two->Corroborated());
+  // A store's older witnesses, worker names, count for nothing.
+  KernelImage named = *two;
+  named.witnesses = {"host-a:1", "host-b:1"};
+  EXPECT_FALSE(named.Corroborated());
 }
 
 // Each way a row can fail to match its lease, alone in an otherwise honest

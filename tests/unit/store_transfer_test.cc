@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "base/types.h"
+#include "opspec/op_spec.h"
 #include "store/records.h"
 #include "support/cubin.h"
 #include "support/temp_dir.h"
@@ -84,7 +87,10 @@ TEST(StoreTransfer, TwoFarmsMergeAndMergeAgainWithNothingDoubled) {
     for (const char* file : {"lab.tfx", "cloud.tfx"}) {
       TransferCounts in;
       ASSERT_TRUE(ImportStore(*merged, dir.Sub(file), &in).ok()) << file;
-      EXPECT_EQ(in.rows_new, round == 0 ? (std::string(file) == "lab.tfx" ? 2u : 1u) : 0u) << file << " " << round;
+      const size_t fresh = round == 0 ? (std::string(file) == "lab.tfx" ? 2u : 1u) : 0u;
+      EXPECT_EQ(in.rows_new, fresh) << file << " " << round;
+      EXPECT_EQ(in.rows_present, 2u - fresh) << file << " " << round;
+      EXPECT_EQ(in.rows_refused, 0u);
     }
   }
   const auto rows = All(*merged);
@@ -102,15 +108,82 @@ TEST(StoreTransfer, TwoFarmsMergeAndMergeAgainWithNothingDoubled) {
   auto got = merged->GetKernel("kh1", k.config_id, "f16", "sm_90");
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(got->image, k.image);
-  // The file's word is one witness: the cubin ships here once recompiled or
-  // sent by this farm's own workers.
-  EXPECT_EQ(got->witnesses, (std::vector<std::string>{"import:lab.tfx"}));
+  // A file is no witness: the cubin ships here once recompiled or sent by
+  // two of this farm's own workers' keys.
+  EXPECT_TRUE(got->witnesses.empty());
   auto b = merged->GetBaseline("h200", "gemm", "f16", "M=64,N=64,K=64");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->median_us, 12);
   // An export of one GPU model carries only its rows.
   ASSERT_TRUE(ExportStore(*merged, ResultFilter{"h200", "", "", "", ""}, dir.Sub("h200.tfx"), &n).ok());
   EXPECT_EQ(n.rows, 1u);
+}
+
+// An import is insert-only and held to the door: a "confirmed" row never
+// replaces the farm's own, a row faster than its config's physical floor or
+// dated 2100 is refused and counted, and the same cubin imported under two
+// file names is still nobody's witness.
+TEST(StoreTransfer, AnImportNeverOverridesForgesAWitnessOrDatesARowAhead) {
+  TempDir dir;
+  auto farm = Open(dir.Sub("farm")), peer = Open(dir.Sub("peer"));
+  ASSERT_TRUE(farm && peer);
+  auto package = ReadOpPackage(std::string(TUNEFARM_SOURCE_DIR) + "/ops/gemm");
+  ASSERT_TRUE(package.ok()) << package.status().message();
+  auto spec = ParseOpSpec(*package, "gemm");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const std::string hash = OpHash(*spec, "13.0");
+  auto row = [&](int64_t bm, double us, const std::string& worker) {
+    Measurement m = Row("h100-80gb-hbm3", hash, bm, us, worker);
+    m.config = spec->default_config;
+    for (auto& [name, value] : m.config.params)
+      if (name == "GROUP_M") value = ParamValue(bm);  // a config per bm
+    m.config_id = m.config.Id();
+    m.shape = "M=4096,N=4096,K=4096";
+    m.nvrtc_version = "13.0";
+    m.unix_time = std::time(nullptr) - 60;
+    return m;
+  };
+  for (ResultStore* s : {farm.get(), peer.get()}) ASSERT_TRUE(s->PutOp("gemm", 1764000000, *package).ok());
+  ASSERT_TRUE(farm->Put(row(1, 900, "farm-1")).ok());
+  Measurement confirmed = row(1, 0.05 * 1e6, "evil");  // a plausible figure, but the farm's key
+  confirmed.pass = Measurement::Pass::kConfirm;
+  ASSERT_TRUE(peer->Put(confirmed).ok());
+  ASSERT_TRUE(peer->Put(row(2, 1e-3, "evil")).ok());  // 4096^3 in a nanosecond: below any floor
+  Measurement ahead = row(3, 800, "evil");
+  ahead.unix_time = 4102444800;  // 2100-01-01
+  ASSERT_TRUE(peer->Put(ahead).ok());
+  ASSERT_TRUE(peer->Put(row(4, 700, "evil")).ok());  // the one honest-looking new row
+  KernelImage k{hash, row(4, 700, "x").config_id, "f16", "sm_90", "", testing::SyntheticCubin("sm_90", "gemm", "p"), {}, {}};
+  k.sha256 = Sha256Hex(k.image);
+  ASSERT_TRUE(peer->PutKernel(k, WitnessOfKey("K1")).ok());
+  ASSERT_TRUE(peer->PutKernel(k, WitnessOfKey("K2")).ok());
+  ASSERT_TRUE(ExportStore(*peer, ResultFilter{}, dir.Sub("a.tfx"), nullptr).ok());
+  std::filesystem::copy_file(dir.Sub("a.tfx"), dir.Sub("b.tfx"));
+
+  TransferCounts n;
+  ASSERT_TRUE(ImportStore(*farm, dir.Sub("a.tfx"), &n).ok());
+  EXPECT_EQ(n.rows, 4u);
+  EXPECT_EQ(n.rows_new, 1u);
+  EXPECT_EQ(n.rows_present, 1u);
+  EXPECT_EQ(n.rows_refused, 2u);
+  ASSERT_EQ(n.refusals.size(), 2u);
+  const std::string refusals = n.refusals[0] + "\n" + n.refusals[1];
+  EXPECT_NE(refusals.find("physical floor"), std::string::npos) << refusals;
+  EXPECT_NE(refusals.find("after this host's clock"), std::string::npos) << refusals;
+  ASSERT_TRUE(ImportStore(*farm, dir.Sub("b.tfx"), &n).ok());
+  EXPECT_EQ(n.rows_new, 0u);
+  EXPECT_EQ(n.rows_present, 2u);
+
+  auto kept = farm->Get("h100-80gb-hbm3", "gemm", "f16", "M=4096,N=4096,K=4096", hash, row(1, 0, "").config_id);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->worker, "farm-1");
+  EXPECT_EQ(kept->median_us, 900);
+  EXPECT_FALSE(farm->Get("h100-80gb-hbm3", "gemm", "f16", "M=4096,N=4096,K=4096", hash, row(2, 0, "").config_id));
+  EXPECT_FALSE(farm->Get("h100-80gb-hbm3", "gemm", "f16", "M=4096,N=4096,K=4096", hash, row(3, 0, "").config_id));
+  auto image = farm->GetKernel(hash, k.config_id, "f16", "sm_90");
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  EXPECT_TRUE(image->witnesses.empty());
+  EXPECT_FALSE(image->Corroborated());
 }
 
 TEST(StoreTransfer, HostileFilesAreRefusedBeforeAnythingIsWritten) {

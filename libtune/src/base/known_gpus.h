@@ -24,6 +24,9 @@ const DeviceInfo* FindKnownGpu(std::string_view model);
 // memory). A measured median below it is no measurement. 0 when `d` lacks
 // its SM count or clock.
 double PhysicalFloorUs(double flops, double bytes, const DeviceInfo& d);
+// A clock above every NVIDIA GPU's boost clock: the floor of a model whose
+// device is not at hand (KnownGpus() carry no clock) is taken at it.
+inline constexpr int kMaxSmClockMhz = 3000;
 
 // A GPU model of the sim backend: the limits of a known GPU and the peaks its
 // cost model reaches. One table for the backend that simulates the model and

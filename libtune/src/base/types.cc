@@ -218,6 +218,20 @@ Status CheckKernelImage(const KernelImage& k) {
 }
 
 namespace {
+constexpr std::string_view kKeyWitness = "key:";
+}  // namespace
+
+std::string WitnessOfKey(const std::string& z85_key) {
+  return z85_key.empty() ? std::string() : std::string(kKeyWitness) + z85_key;
+}
+
+bool KernelImage::Corroborated() const {
+  const auto keys = std::count_if(witnesses.begin(), witnesses.end(),
+                                  [](const std::string& w) { return w.starts_with(kKeyWitness); });
+  return keys >= 2 && conflicts.empty();
+}
+
+namespace {
 
 // ELF64 fields, read little-endian at `off` (the caller checked the bounds).
 uint64_t Le(std::string_view b, size_t off, int bytes) {

@@ -282,9 +282,10 @@ inline double VsBaseline(double baseline_us, double median_us) {
 struct KernelImage {
   std::string kernel_hash, config_id, dtype, arch, sha256;
   std::string image;
-  // Kept by the store, never taken from a peer: the workers that sent this
-  // very image, and "worker sha256" of each that sent another one for the
-  // same key (at most kMaxKernelWitnesses each).
+  // Kept by the store, never taken from a peer: who sent this very image
+  // (WitnessOfKey: the key the sender proved it holds), and "witness sha256"
+  // of each that sent another one for the same key (at most
+  // kMaxKernelWitnesses each).
   std::vector<std::string> witnesses, conflicts;
   // "kernel_hash/config_id/dtype/arch": the store's key.
   std::string Key() const { return KeyOf(kernel_hash, config_id, dtype, arch); }
@@ -292,10 +293,16 @@ struct KernelImage {
                            const std::string& arch) {
     return kernel_hash + "/" + config_id + "/" + dtype + "/" + arch;
   }
-  // Two workers or more sent this image and none another one: no single
-  // worker's word.
-  bool Corroborated() const { return witnesses.size() >= 2 && conflicts.empty(); }
+  // Two keys or more sent this image and none another one: no single
+  // peer's word. A witness is a key, whatever names its peer gave: only
+  // witnesses of WitnessOfKey's form count (a store's older witnesses,
+  // worker names, count for nothing).
+  bool Corroborated() const;
 };
+// The witness a peer's image gets: its CURVE public key (Z85), the one
+// identity a peer cannot choose twice. "" (no witness) for an empty key: a
+// peer without CURVE vouches for nothing.
+std::string WitnessOfKey(const std::string& z85_key);
 inline constexpr size_t kMaxKernelWitnesses = 16;
 // The largest cubin the farm accepts from a peer or a bundle.
 inline constexpr size_t kMaxKernelImageBytes = size_t(16) << 20;

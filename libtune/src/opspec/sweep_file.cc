@@ -231,11 +231,16 @@ Status CheckStrategyName(const std::string& name, const std::string& field) {
 }
 
 Status CheckRetryClasses(const std::vector<std::string>& retry, const std::string& field) {
+  // Each class once: the list is read for every batch of results, so its
+  // length is bounded by the classes there are.
+  std::set<FailureClass> seen;
   for (const std::string& name : retry) {
     const FailureClass c = FailureClassFromName(name);
     if (c == FailureClass::kNone || c == FailureClass::kSkipped)
-      return Status::InvalidArgument(field + ": '" + name + "' is not a failure class (compile_error, resources, "
+      return Status::InvalidArgument(field + ": '" + name.substr(0, 64) +
+                                     "' is not a failure class (compile_error, resources, "
                                      "launch_error, crash, timeout, wrong_result, nan)");
+    if (!seen.insert(c).second) return Status::InvalidArgument(field + ": '" + name + "' listed twice");
   }
   return Status::OK();
 }

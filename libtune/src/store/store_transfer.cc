@@ -8,7 +8,10 @@
 #include <set>
 #include <vector>
 
+#include "base/known_gpus.h"
 #include "base/text.h"
+#include "opspec/config_space.h"
+#include "opspec/kernel_hash.h"
 #include "opspec/op_spec.h"
 #include "store/records.h"
 
@@ -84,6 +87,68 @@ Status CheckRow(const Measurement& m) {
   return Status::OK();
 }
 
+// A peer's rows are held to what a worker's row is held to at the
+// coordinator's door, beyond their form: no time in the future (a row
+// dated ahead would pass for the newest kernel), and no median below the
+// physical floor of its config on its GPU model, where the model is known
+// and a package of the row's kernel hash (the file's or the store's) plans
+// the config at its shape.
+class ImportDoor {
+ public:
+  ImportDoor(ResultStore& store, const std::vector<OpRecord>& file_ops, const std::vector<Measurement>& rows,
+             int64_t now_unix)
+      : now_unix_(now_unix) {
+    std::set<std::string> names, toolchains;
+    for (const Measurement& m : rows) {
+      names.insert(m.op);
+      toolchains.insert(m.nvrtc_version);
+    }
+    auto add = [&](const OpRecord& op) {
+      if (!names.count(op.name)) return;
+      if (auto spec = ParseOpSpec(op.package, op.name); spec.ok()) specs_.push_back(std::move(*spec));
+    };
+    for (const OpRecord& op : file_ops) add(op);
+    (void)store.ForEachOp(add);  // a store that cannot list its packages: the floors the file's give
+    std::vector<const OpSpec*> pointers;
+    for (const OpSpec& spec : specs_) pointers.push_back(&spec);
+    by_hash_ = std::make_unique<SpecsByOpHash>(pointers, toolchains);
+  }
+
+  // Why `m` is refused; "" when it is admitted.
+  std::string Refusal(const Measurement& m) const {
+    if (m.unix_time > now_unix_ + kMaxImportedClockAheadSeconds)
+      return "dated " + std::to_string(m.unix_time - now_unix_) + " s after this host's clock";
+    if (!m.Valid()) return "";
+    const DeviceInfo* known = FindKnownGpu(m.gpu_model);
+    const OpSpec* spec = by_hash_->Find(m.op, m.kernel_hash);
+    Shape shape;
+    if (!known || !spec || !ParseNamedValues(m.shape, &shape.dims)) return "";
+    DeviceInfo device = *known;
+    if (device.sm_clock_mhz <= 0) device.sm_clock_mhz = kMaxSmClockMhz;
+    auto plan = PlanLaunch(*spec, m.dtype, m.config, shape, device);
+    if (!plan.ok()) return "";
+    const double floor = PhysicalFloorUs(plan->flops, plan->bytes, device);
+    if (m.median_us >= floor) return "";
+    return "a median of " + std::to_string(m.median_us) + " us, below the physical floor of " +
+           std::to_string(floor) + " us on " + m.gpu_model + ": impossible";
+  }
+
+ private:
+  // A farm's clock may run a little ahead of this host's.
+  static constexpr int64_t kMaxImportedClockAheadSeconds = 3600;
+  int64_t now_unix_;
+  std::vector<OpSpec> specs_;
+  std::unique_ptr<SpecsByOpHash> by_hash_;
+};
+
+// A row's store key as one string (key parts hold no NUL: CheckRow).
+std::string RowKey(const Measurement& m) {
+  std::string key;
+  for (const std::string* part : {&m.gpu_model, &m.op, &m.dtype, &m.shape, &m.kernel_hash, &m.config_id})
+    key.append(*part).push_back('\0');
+  return key;
+}
+
 }  // namespace
 
 Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::string& path, TransferCounts* counts) {
@@ -155,7 +220,7 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
   return Status::OK();
 }
 
-Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts, ImportTrust trust) {
+Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts, ImportTrust trust, Env& env) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status::Error(path + ": cannot read");
   const uint64_t file_bytes = static_cast<uint64_t>(f.tellg());
@@ -248,18 +313,40 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
   TransferCounts n;
   for (const OpRecord& op : ops) TUNE_RETURN_IF_ERROR(store.PutOp(op.name, op.submitted_unix, op.package));
   n.ops = ops.size();
-  TUNE_RETURN_IF_ERROR(store.PutBatch(rows, &n.rows_new));
   n.rows = rows.size();
-  // After the rows: a cubin in the store always has its measured row. The
-  // file's word is one witness ("import:FILE"), whatever workers it names:
-  // an imported cubin ships once this farm recompiles it or one of its own
-  // workers sends the same bytes (publish's rule), and one the exporting
+  if (trust == ImportTrust::kPeer) {
+    // Insert-only: a peer's row never replaces a stored one (a pass rule
+    // would let a "confirmed" row of the file override the farm's own), the
+    // file's first row of a key is its word, and each row passes the door.
+    const ImportDoor door(store, ops, rows, env.NowUnixSeconds());
+    std::vector<Measurement> admitted;
+    std::set<std::string> keys;
+    for (Measurement& m : rows) {
+      if (!keys.insert(RowKey(m)).second || store.Get(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash, m.config_id)) {
+        ++n.rows_present;
+        continue;
+      }
+      if (std::string why = door.Refusal(m); !why.empty()) {
+        if (n.refusals.size() < kMaxReportedRefusals)
+          n.refusals.push_back(m.gpu_model + " " + m.op + " " + m.dtype + " " + m.shape + " " + m.config_id + ": " + why);
+        ++n.rows_refused;
+        continue;
+      }
+      admitted.push_back(std::move(m));
+    }
+    rows = std::move(admitted);
+  }
+  TUNE_RETURN_IF_ERROR(store.PutBatch(rows, &n.rows_new));
+  if (trust == ImportTrust::kPeer) n.rows_present += rows.size() - n.rows_new;
+  // After the rows: a cubin in the store always has its measured row. A
+  // file is no witness, whatever workers it names: a peer's cubin is stored
+  // without one and ships once this farm recompiles it or two of its own
+  // workers' keys send the same bytes (publish's rule); one the exporting
   // farm saw contradicted is left out.
-  const std::string witness = "import:" + std::filesystem::path(path).filename().string();
   for (const KernelImage& k : kernels) {
     if (!k.conflicts.empty()) continue;
-    std::vector<std::string> witnesses{witness};
-    if (trust == ImportTrust::kMirror) witnesses = k.witnesses.empty() ? std::vector<std::string>{""} : k.witnesses;
+    std::vector<std::string> witnesses{""};
+    if (trust == ImportTrust::kMirror && !k.witnesses.empty()) witnesses = k.witnesses;
     for (const std::string& w : witnesses) {
       KernelPut put = KernelPut::kNew;
       Status st = store.PutKernel(k, w, &put);
