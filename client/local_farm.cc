@@ -1,10 +1,64 @@
 #include "local_farm.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <vector>
 
 #include "coordinator_client.h"
 
 namespace tune {
+
+namespace {
+
+// The coordinator socket's name inside the farm's folder.
+constexpr char kSocketName[] = "coordinator";
+
+// A folder that only this user may enter, for the coordinator's socket: a
+// fresh mkdtemp folder (mode 0700) under $XDG_RUNTIME_DIR (when it is an
+// absolute folder of this user that nobody else may write) or /tmp. Its
+// mode and owner are checked after it is made: connect(2) on a Unix socket
+// needs search permission on every folder of its path, so another user's
+// connect fails with EACCES and no client of theirs reaches the farm.
+Result<std::string> MakePrivateSocketFolder() {
+  std::vector<std::string> bases;
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && xdg[0] == '/') {
+    struct stat st {};
+    if (::stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 022) == 0)
+      bases.emplace_back(xdg);
+  }
+  bases.emplace_back("/tmp");
+  std::string why;
+  for (const std::string& base : bases) {
+    std::string folder = base + "/tunefarm-local-XXXXXX";
+    // A Unix socket's path must fit sockaddr_un (108 bytes with its NUL).
+    if (folder.size() + 1 + sizeof(kSocketName) > sizeof(sockaddr_un{}.sun_path)) {
+      why = base + ": path too long for a Unix socket";
+      continue;
+    }
+    if (!::mkdtemp(folder.data())) {
+      why = base + ": " + std::strerror(errno);
+      continue;
+    }
+    struct stat st {};
+    if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        (st.st_mode & 0777) != 0700) {
+      ::rmdir(folder.c_str());
+      why = folder + ": not a folder of mode 0700 owned by this user";
+      continue;
+    }
+    return folder;
+  }
+  return Status::Error("local farm: cannot make a private folder for the coordinator's socket (" + why + ")");
+}
+
+}  // namespace
 
 Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts) {
   std::unique_ptr<LocalFarm> farm(new LocalFarm());
@@ -27,8 +81,15 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
     std::fprintf(stderr, "tunefarm: device %d %s (%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
                  d.backend == "sim" ? " [SIMULATED]" : "");
   }
+  // The farm is private to this process: its coordinator listens on a Unix
+  // socket in a folder only this user can enter, never on a TCP port that
+  // any local user could reach (and submit program ops to, or pose as its
+  // workers on). No HTTP status port either (http_port stays off).
+  auto folder = MakePrivateSocketFolder();
+  if (!folder.ok()) return folder.status();
+  farm->socket_folder_ = *folder;
   CoordinatorOptions copts;
-  copts.endpoint = "tcp://127.0.0.1:*";
+  copts.endpoint = "ipc://" + *folder + "/" + kSocketName;
   copts.store_path = opts.store;
   copts.scheduler.refine_within = opts.worker.timing.refine_within;
   farm->coordinator_ = std::make_unique<Coordinator>(copts);
@@ -69,6 +130,14 @@ void LocalFarm::Stop() {
   stop_ = true;
   for (auto& t : threads_) t.join();
   threads_.clear();
+  // With the socket's folder gone nobody can connect again; the socket
+  // itself closes with the coordinator.
+  if (!socket_folder_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(socket_folder_, ec);
+    if (ec) std::fprintf(stderr, "tunefarm: cannot remove %s: %s\n", socket_folder_.c_str(), ec.message().c_str());
+    socket_folder_.clear();
+  }
 }
 
 std::vector<DeviceInfo> LocalFarm::devices() const {

@@ -1,9 +1,16 @@
 // A farm in one process: the local workers (the GPUs of this host, or sim
-// devices when asked for) and a coordinator on loopback. What `tunefarm
-// tune` and `tunefarm nightly` run (a sweep to its end), and what Python's
-// Farm.local serves (sweeps submitted over the loopback endpoint); the same
+// devices when asked for) and a coordinator on a private Unix socket. What
+// `tunefarm tune` and `tunefarm nightly` run (a sweep to its end), and what
+// Python's Farm.local serves (sweeps submitted over that endpoint); the same
 // parts as a farm of many hosts, so that a local tune is measured, checked
 // and stored exactly as a farm's.
+//
+// Private: the coordinator listens on ipc://<folder>/coordinator, <folder> a
+// fresh mkdtemp folder (mode 0700) under $XDG_RUNTIME_DIR or /tmp, removed by
+// Stop. Only this user's processes can connect (another user's connect(2)
+// fails with EACCES); there is no TCP port and no HTTP port. A loopback port
+// would let any local user submit program ops that run as this user, or pose
+// as workers whose cubins the farm signs.
 //
 // Thread safety: one thread drives a LocalFarm; it runs the coordinator and
 // each worker on threads of its own.
@@ -37,7 +44,7 @@ class LocalFarm {
   using WaitFn = std::function<Result<SweepProgress>(const std::string& endpoint, const std::string& sweep_id)>;
 
   // Starts the workers' devices and the coordinator (not their loops).
-  // Errors: no device, the store, the coordinator's socket.
+  // Errors: no device, the store, the socket's folder, the coordinator's socket.
   static Result<std::unique_ptr<LocalFarm>> Start(const LocalFarmOptions& opts);
   // Stops the loops (Stop).
   ~LocalFarm();
@@ -52,9 +59,11 @@ class LocalFarm {
   // Starts the loops and returns: clients submit to endpoint(). Once per
   // farm, instead of Run.
   void Serve();
-  // The coordinator's loopback endpoint (plaintext, this host only).
+  // The coordinator's endpoint: "ipc://<private folder>/coordinator"
+  // (plaintext; this user's processes only).
   std::string endpoint() const { return coordinator_->bound_endpoint(); }
-  // Ends the coordinator's and workers' loops and joins their threads.
+  // Ends the coordinator's and workers' loops, joins their threads and
+  // removes the socket's folder.
   void Stop();
 
   bool simulated() const { return simulated_; }
@@ -72,6 +81,7 @@ class LocalFarm {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Coordinator> coordinator_;
   bool simulated_ = false;
+  std::string socket_folder_;  // the coordinator socket's private folder; empty once removed
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };

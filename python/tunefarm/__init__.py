@@ -177,13 +177,27 @@ def _stream(stream, args):
     raise TypeError("tunefarm: cannot take a CUDA stream from %r" % type(stream).__name__)
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
+def _dim_int(what, name, v):
+    """A dim's value as an int64 the C API takes: an int or an integer type
+    (numpy's). A bool or any other type is a TypeError, a value beyond int64
+    an OverflowError (ctypes would wrap it: 2**64 + 4096 is 4096 to C), a
+    negative one a TunefarmError (a dim is a size); each names the dim."""
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        raise TypeError("%s: dim %s must be an int, not %s" % (what, name, type(v).__name__))
+    v = operator.index(v)
+    if v > _INT64_MAX or v < -_INT64_MAX - 1:
+        raise OverflowError("%s: dim %s = %d is beyond int64 (at most 2**63 - 1)" % (what, name, v))
+    if v < 0:
+        raise TunefarmError("%s: dim %s = %d is negative (a dim is a size, >= 0)" % (what, name, v))
+    return v
+
+
 def _dim_ints(kernel, values):
-    """`values` as ints: int, or an integer type (numpy's); a bool or any
-    other type is a TypeError naming the dim."""
-    for name, v in zip(kernel.dims, values):
-        if isinstance(v, bool) or not hasattr(type(v), "__index__"):
-            raise TypeError("%s: dim %s must be an int, not %s" % (kernel.op, name, type(v).__name__))
-    return [operator.index(v) for v in values]
+    """`values` as int64s, checked by _dim_int (kernel.dims names them)."""
+    return [_dim_int(kernel.op, name, v) for name, v in zip(kernel.dims, values)]
 
 
 class Kernel:
@@ -576,12 +590,14 @@ class Bundle:
                 raise TunefarmError("lookup %s: %s (its dims are %s)" % (
                     op, "; ".join(filter(None, ["missing " + ", ".join(missing) if missing else "",
                                                 "no dim " + ", ".join(extra) if extra else ""])), ", ".join(dims)))
+        values = []
         for name, value in shape.items():
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError("lookup %s: dim %s must be an int, not %s" % (op, name, type(value).__name__))
+            values.append(_dim_int("lookup " + op, name, value))
         names = [str(n).encode() for n in shape]
         arr = (ctypes.c_char_p * len(names))(*names)
-        vals = (ctypes.c_int64 * len(names))(*[int(v) for v in shape.values()])
+        vals = (ctypes.c_int64 * len(names))(*values)
         return Answer(_take_json(_call(_c().tunefarm_bundle_lookup, self._handle(), op.encode(), dtype.encode(),
                                        gpu.encode(), arr, vals, len(names), arch.encode() if arch else None)))
 

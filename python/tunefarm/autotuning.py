@@ -30,6 +30,11 @@ Where an answer comes from, per key (dims and dtype):
   4. the store, where this kernel was tuned for the key;
   5. mode "tune" (default; TUNEFARM_AUTOTUNE=tune|lookup overrides): tune now;
      mode "lookup": the default config, counted in .misses.
+A config from the bundle or the store that is not a point of the declared
+space (other axes, a value off an axis's list) is ignored with a warning
+naming it: the next source answers. A tuning runs on a local farm that is
+private to this process (tunefarm.Farm.local) and is closed when the tuning
+ends.
 """
 
 import hashlib
@@ -38,12 +43,14 @@ import json
 import os
 import re
 import threading
+import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ._native import TunefarmError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DTYPES = ("f16", "bf16", "f32")  # an op's dtypes (ops/README.md)
+_INT64_MAX = (1 << 63) - 1  # a dim's largest value (the C API's int64)
 
 
 def _forced_defaults():
@@ -67,7 +74,8 @@ def _toml_value(v):
 class Autotuned:
     """The decorated kernel: call it as the function without its config.
     .op (the op's name), .space, .default, .answers ({key: (level, config)}),
-    .misses (keys answered by the default in lookup mode), .store."""
+    .misses (keys answered by the default in lookup mode), .tunes (keys
+    tuned in this process), .store."""
 
     def __init__(self, fn, space, key, dtype, inputs, reference, outputs, rules, default, op, dtypes, rtol,
                  atol, bundle, gpu_model, store, mode, strategy, budget, farm_options):
@@ -116,6 +124,7 @@ class Autotuned:
         self.farm_options = dict(farm_options or {})
         self.answers: Dict[Any, Any] = {}
         self.misses: Dict[Any, int] = {}
+        self.tunes = 0
         self._farm = None
         self._lock = threading.Lock()
         self.__name__ = getattr(fn, "__name__", self.op)
@@ -152,6 +161,9 @@ class Autotuned:
                 raise TunefarmError("autotune %s: key dim %r is not a name" % (self.op, name))
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise TunefarmError("autotune %s: key dim %s = %r is not a positive int" % (self.op, name, value))
+            if value > _INT64_MAX:
+                raise OverflowError("autotune %s: key dim %s = %d is beyond int64 (at most 2**63 - 1)"
+                                    % (self.op, name, value))
         dtype = self.dtype(*args, **kwargs) if callable(self.dtype) else self.dtype
         if dtype not in _DTYPES:
             raise TunefarmError("autotune %s: unknown dtype %r (known: %s)" % (self.op, dtype, ", ".join(_DTYPES)))
@@ -172,10 +184,37 @@ class Autotuned:
                 self.answers[key] = self._answer(dims, dtype)
         return self.answers[key][1]
 
+    def _off_space(self, config):
+        """Why `config` is not a point of the declared space (its axes, each
+        value one of its axis's list, of the same type: True is not 1), or
+        None when it is one."""
+        if not isinstance(config, Mapping):
+            return "not a dict"
+        extra = sorted(str(a) for a in config if a not in self.space)
+        missing = [a for a in self.space if a not in config]
+        if extra or missing:
+            return "; ".join(filter(None, ["no axis " + ", ".join(extra) if extra else "",
+                                           "missing " + ", ".join(missing) if missing else ""]))
+        for axis, values in self.space.items():
+            v = config[axis]
+            if not any(type(v) is type(x) and v == x for x in values):
+                return "%s=%r is not one of %r" % (axis, v, values)
+        return None
+
+    def _in_space(self, config, source, dims, dtype):
+        """True when `config` (from `source`) is a point of the space; else
+        warns, naming it and why, and answers False."""
+        why = self._off_space(config)
+        if why is None:
+            return True
+        warnings.warn("autotune %s: ignoring the config %r from %s for %s: not in the declared space (%s)"
+                      % (self.op, config, source, _key_text(dims, dtype), why), RuntimeWarning, stacklevel=2)
+        return False
+
     def _answer(self, dims, dtype):
         if self.bundle is not None:
             a = self.bundle.lookup(self.op, dtype, self.gpu_model or "", dims)
-            if a.level in ("exact", "predicted"):
+            if a.level in ("exact", "predicted") and self._in_space(a.config, "the bundle", dims, dtype):
                 return a.level, a.config
         package = self._package(dims, dtype)
         tuned = self._tuned(package).get(_key_text(dims, dtype))
@@ -183,7 +222,7 @@ class Autotuned:
             from .farm import Farm
             with Farm.open_store(self.store) as store:
                 rows = store.best(op=self.op, dtype=dtype, gpu_model=tuned["gpu_model"], shape=dims)
-            if rows:
+            if rows and self._in_space(rows[0]["config"], "the store " + self.store, dims, dtype):
                 return "tuned", rows[0]["config"]
         mode = os.environ.get("TUNEFARM_AUTOTUNE") or self.mode
         if mode not in ("tune", "lookup"):
@@ -192,7 +231,10 @@ class Autotuned:
             k = _key_text(dims, dtype)
             self.misses[k] = self.misses.get(k, 0) + 1
             return "default", dict(self.default)
-        return "tuned", self._tune(package, dims, dtype)
+        config = self._tune(package, dims, dtype)
+        if not self._in_space(config, "its tuning", dims, dtype):
+            return "default", dict(self.default)
+        return "tuned", config
 
     def _package(self, dims, dtype):
         """Writes the op's package beside the store (ops/<op>/): the kernel's
@@ -277,21 +319,27 @@ class Autotuned:
         os.replace(tmp, path)
 
     def _tuned(self, package):
-        return self._read_index(self._index_path(package))["tuned"]
+        return self._read_index(self._index_path(package)).get("tuned", {})
 
     def _tune(self, package, dims, dtype):
+        """Tunes the key on a local farm started for it and closed when it
+        ends (a farm runs program ops as this user: none is left serving)."""
         from .farm import Farm
-        if self._farm is None:
-            opts = dict(allow_programs=True)
-            opts.update(self.farm_options)
-            self._farm = Farm.local(store=self.store, ops_dir=os.path.dirname(package), **opts)
-        sweep = self._farm.tune(self.op, shapes=[dims], dtypes=[dtype], strategy=self.strategy, budget=self.budget,
-                                name="autotune-" + self.op)
-        sweep.wait()
-        best = sweep.best()
+        opts = dict(allow_programs=True)
+        opts.update(self.farm_options)
+        self._farm = Farm.local(store=self.store, ops_dir=os.path.dirname(package), **opts)
+        try:
+            sweep = self._farm.tune(self.op, shapes=[dims], dtypes=[dtype], strategy=self.strategy,
+                                    budget=self.budget, name="autotune-" + self.op)
+            sweep.wait()
+            best = sweep.best()
+            results = sweep.results() if not best else []
+        finally:
+            self.close()
+        self.tunes += 1
         if not best:
             failures = {}
-            for r in sweep.results():
+            for r in results:
                 failures[r["status"]] = failures.get(r["status"], 0) + 1
             raise TunefarmError("autotune %s: no config of %s %s passed its check (%s)" % (
                 self.op, dtype, _key_text(dims, dtype), ", ".join("%s: %d" % kv for kv in sorted(failures.items()))
@@ -303,7 +351,8 @@ class Autotuned:
         return best[0]["config"]
 
     def close(self):
-        """Stops the local farm a tuning started (later tunes start another)."""
+        """Stops the local farm of a tuning under way, if any (each tuning
+        closes its own when it ends)."""
         if self._farm is not None:
             self._farm.close()
             self._farm = None

@@ -109,6 +109,8 @@ def _shape_text(shape: ShapeLike) -> str:
     for name, value in shape.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError("shape dim %s must be an int, not %s" % (name, type(value).__name__))
+        if not -(1 << 63) <= value < (1 << 63):
+            raise OverflowError("shape dim %s = %d is beyond int64 (at most 2**63 - 1)" % (name, value))
     return ",".join("%s=%d" % (k, v) for k, v in shape.items())
 
 
@@ -227,8 +229,10 @@ class Farm:
               sim_models: Optional[Sequence[str]] = None, devices: Optional[Sequence[int]] = None,
               workers: int = 1, ops_dir: Optional[str] = None, tunefarm_binary: Optional[str] = None,
               allow_programs: bool = False, log_level: str = "warn") -> "Farm":
-        """A coordinator on loopback and workers on this host's GPUs, storing
-        into `store`. backend "auto" (CUDA; raises where there is no GPU,
+        """A coordinator and workers on this host's GPUs, storing into
+        `store`. The farm is private to this process: its coordinator listens
+        on a Unix socket in a fresh folder of mode 0700 (removed by close()),
+        so no other user can submit to it or pose as its workers. backend "auto" (CUDA; raises where there is no GPU,
         never simulates silently), "cuda" or "sim" (the cost model, every
         figure labelled simulated; `sim_models`, `workers`). `devices`: CUDA
         ordinals (default all). `allow_programs`: run program ops (Triton,

@@ -14,7 +14,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
+import warnings
 
 import tunefarm
 
@@ -30,7 +32,7 @@ y = [0.0] * 256
 host_kernel.double(x, y)
 level, config = next(iter(host_kernel.double.answers.values()))
 print(json.dumps({"level": level, "config": config, "right": y == [2 * v for v in x],
-                  "farm_started": host_kernel.double._farm is not None,
+                  "tunes": host_kernel.double.tunes, "farm_left_open": host_kernel.double._farm is not None,
                   "misses": len(host_kernel.double.misses)}))
 host_kernel.double.close()
 """
@@ -59,7 +61,10 @@ class Autotune(unittest.TestCase):
         first = self.run_call()
         self.assertTrue(first["right"])
         self.assertEqual(first["level"], "tuned")
-        self.assertTrue(first["farm_started"])
+        self.assertEqual(first["tunes"], 1)
+        # The farm that tuned it (it runs program ops as this user) is closed
+        # once the tuning ends, not kept for the life of the process.
+        self.assertFalse(first["farm_left_open"])
         # The rows are in a store `tunefarm results` reads: every legal config
         # of the key (exhaustive), each checked against the reference.
         rows = json.loads(subprocess.run([BINARY, "results", "--store", self.store, "--op", "double", "--format",
@@ -71,7 +76,7 @@ class Autotune(unittest.TestCase):
         # A new process: the store answers, nothing is tuned.
         second = self.run_call(TUNEFARM_AUTOTUNE="lookup")
         self.assertEqual(second["level"], "tuned")
-        self.assertFalse(second["farm_started"])
+        self.assertEqual(second["tunes"], 0)
         self.assertEqual(second["config"], first["config"])
         self.assertEqual(tunefarm.autotuning._key_text({"N": 256}, "f32"), "f32 N=256")
 
@@ -117,6 +122,54 @@ class Autotune(unittest.TestCase):
         k = tunefarm.autotune(space={"BM": [64]}, dtype="fp16", **ok)(kern)
         with self.assertRaisesRegex(tunefarm.TunefarmError, "unknown dtype 'fp16'"):
             k([1.0])
+
+    def test_5_a_config_off_the_declared_space_is_ignored_with_a_warning(self):
+        class Answering:  # a bundle's lookup (tunefarm.Bundle.lookup) answering `config`
+            def __init__(self, config):
+                self.config = config
+
+            def lookup(self, op, dtype, gpu, dims):
+                return types.SimpleNamespace(level="exact", config=self.config)
+
+        def kern(config, x):
+            return config
+        space = {"BM": [64, 128], "WIDE": [False, True], "ORDER": ["forward", "backward"]}
+        good = {"BM": 128, "WIDE": True, "ORDER": "backward"}
+        for config, why in (({"BM": 96, "WIDE": True, "ORDER": "forward"}, "BM=96 is not one of \\[64, 128\\]"),
+                            ({"BM": 64, "WIDE": 1, "ORDER": "forward"}, "WIDE=1 is not one of"),
+                            ({"BM": True, "WIDE": True, "ORDER": "forward"}, "BM=True is not one of"),
+                            ({"BM": 64, "WIDE": True, "ORDER": "sideways"}, "ORDER='sideways'"),
+                            ({"BM": 64, "WIDE": True}, "missing ORDER"),
+                            ({"BM": 64, "WIDE": True, "ORDER": "forward", "BK": 32}, "no axis BK"),
+                            (["BM", 64], "not a dict")):
+            k = tunefarm.autotune(space=space, key=lambda x: {"N": len(x)}, inputs=lambda d, t, s: [[0.0] * d["N"]],
+                                  dtype="f32", bundle=Answering(config), mode="lookup", store=self.store + "-off",
+                                  op="off_space")(kern)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                answer = k([1.0, 2.0])
+            self.assertEqual(answer, {"BM": 64, "WIDE": False, "ORDER": "forward"}, config)  # the default
+            self.assertEqual(k.misses, {"f32 N=2": 1})
+            self.assertEqual(len(caught), 1, [str(w.message) for w in caught])
+            message = str(caught[0].message)
+            self.assertIn("ignoring the config %r from the bundle" % (config,), message)
+            self.assertRegex(message, why)
+        k = tunefarm.autotune(space=space, key=lambda x: {"N": len(x)}, inputs=lambda d, t, s: [[0.0] * d["N"]],
+                              dtype="f32", bundle=Answering(good), mode="lookup", store=self.store + "-off",
+                              op="off_space")(kern)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            self.assertEqual(k([1.0, 2.0]), good)
+        self.assertEqual(k.answers[("f32", ("N", 2))], ("exact", good))
+
+    def test_6_key_dims_beyond_int64_are_refused_naming_the_dim(self):
+        def kern(config, x):
+            return config
+        k = tunefarm.autotune(space={"BM": [64]}, key=lambda x: {"N": x}, inputs=lambda d, t, s: [],
+                              mode="lookup", store=self.store + "-big")(kern)
+        with self.assertRaisesRegex(OverflowError, "key dim N = %d is beyond int64" % (2**64 + 4096)):
+            k(2**64 + 4096)
+        self.assertEqual(k.answers, {})
 
 
 if __name__ == "__main__":

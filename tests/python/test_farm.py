@@ -11,9 +11,12 @@ Run: TUNEFARM_BINARY=build/cli/tunefarm TUNEFARM_LIB=build/libtune/libtunefarm_c
 """
 import json
 import os
+import errno
 import shutil
 import socket
+import stat
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -30,6 +33,46 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def tcp_listeners(pid="self"):
+    """The TCP (v4 and v6) sockets of process `pid` that listen: their local
+    addresses as /proc/net/tcp writes them."""
+    inodes = set()
+    fd_dir = "/proc/%s/fd" % pid
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    out = []
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%s/net/%s" % (pid, table)) as f:
+                lines = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue  # no IPv6 here
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # st == TCP_LISTEN
+                out.append("%s %s" % (table, fields[1]))
+    return out
+
+
+# Run as another user: connects a Unix socket to argv[1], prints the uid and
+# the outcome ("connected" or the errno's name).
+CONNECT_AS_ANOTHER_USER = """
+import errno, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    outcome = "connected"
+except OSError as e:
+    outcome = errno.errorcode.get(e.errno, str(e.errno))
+print(os.getuid(), outcome)
+"""
 
 
 class LocalFarm(unittest.TestCase):
@@ -111,6 +154,79 @@ class LocalFarm(unittest.TestCase):
             self.farm.tune("gemm", shapes=[{"M": "big"}])
         with self.assertRaisesRegex(tunefarm.TunefarmError, "backend"):
             tunefarm.Farm.local(store=os.path.join(self.dir, "x"), backend="fpga")
+
+    def socket_path(self):
+        endpoint = self.farm.info["endpoint"]
+        self.assertTrue(endpoint.startswith("ipc://"), "the local farm listens on %s, not a private socket" % endpoint)
+        return endpoint[len("ipc://"):]
+
+    def test_the_farm_listens_only_on_a_socket_in_a_folder_of_its_own(self):
+        path = self.socket_path()
+        self.assertTrue(stat.S_ISSOCK(os.stat(path).st_mode))
+        folder = os.lstat(os.path.dirname(path))
+        self.assertTrue(stat.S_ISDIR(folder.st_mode))
+        self.assertEqual(stat.S_IMODE(folder.st_mode), 0o700)
+        self.assertEqual(folder.st_uid, os.geteuid())
+        # No TCP port of this process that another local user could reach
+        # (the farm has no HTTP port either).
+        self.assertEqual(tcp_listeners(), [])
+        # This user's processes do reach it (a plain connect, then closed).
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+
+    def test_another_user_cannot_connect(self):
+        path = self.socket_path()
+        if os.geteuid() != 0:
+            self.skipTest("not root: cannot run a process as another user (uid 65534) here; the folder's mode and "
+                          "owner are checked by test_the_farm_listens_only_on_a_socket_in_a_folder_of_its_own")
+        # Debian's interpreter: one under root's home would not run as nobody.
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        out = subprocess.run([python, "-c", CONNECT_AS_ANOTHER_USER, path], user=65534, group=65534,
+                             extra_groups=[], cwd="/", capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.split(), ["65534", "EACCES"])
+
+    def test_closing_the_farm_removes_its_socket_folder(self):
+        with tempfile.TemporaryDirectory(prefix="tunefarm-xdg.") as runtime:
+            os.chmod(runtime, 0o700)
+            saved = os.environ.get("XDG_RUNTIME_DIR")
+            os.environ["XDG_RUNTIME_DIR"] = runtime
+            try:
+                farm = tunefarm.Farm.local(store=os.path.join(self.dir, "db-closed"), backend="sim",
+                                           sim_models=["h100"], ops_dir=OPS)
+            finally:
+                if saved is None:
+                    del os.environ["XDG_RUNTIME_DIR"]
+                else:
+                    os.environ["XDG_RUNTIME_DIR"] = saved
+            endpoint = farm.info["endpoint"]
+            self.assertTrue(endpoint.startswith("ipc://" + runtime + "/tunefarm-local-"), endpoint)
+            self.assertEqual(len(os.listdir(runtime)), 1)
+            farm.close()
+            self.assertEqual(os.listdir(runtime), [])
+
+    def test_tune_runs_its_farm_privately_and_removes_its_folder(self):
+        with tempfile.TemporaryDirectory(prefix="tunefarm-xdg.") as runtime:
+            os.chmod(runtime, 0o700)
+            env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+            proc = subprocess.Popen([BINARY, "tune", "--backend", "sim", "--sim-models", "h100", "--op", "gemm",
+                                     "--dtype", "f16", "--shape", "M=512,N=512,K=512", "--strategy", "random",
+                                     "--budget", "40", "--ops-dir", OPS, "--store", os.path.join(self.dir, "db-tune"),
+                                     "--bundle", os.path.join(self.dir, "tune-bundle"), "--unsigned", "--quiet"],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            folders, listeners = set(), []
+            while proc.poll() is None:
+                time.sleep(0.01)
+                try:
+                    folders.update(os.listdir(runtime))
+                    listeners += tcp_listeners(proc.pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    pass  # it ended meanwhile
+            log = proc.communicate()[0]
+            self.assertEqual(proc.returncode, 0, log)
+            self.assertEqual(listeners, [])
+            self.assertTrue(all(f.startswith("tunefarm-local-") for f in folders), folders)
+            self.assertEqual(os.listdir(runtime), [])
 
     def test_dataframes_where_pandas_is_installed(self):
         try:

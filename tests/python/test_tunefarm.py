@@ -154,6 +154,23 @@ class BundleFromPython(unittest.TestCase):
         self.assertIn("predicted", repr(b.lookup("gemm", "f16", self.gpu, {"M": 900, "N": 1100, "K": 1000})))
         self.assertTrue(set(tunefarm.__all__) <= set(dir(tunefarm)))
 
+    def test_dims_beyond_int64_or_negative_are_refused_naming_the_dim(self):
+        b = self.bundle
+        self.assertEqual(b.lookup("gemm", "f16", self.gpu, {"M": 256, "N": 256, "K": 256}).level, "exact")
+        # 2**64 + 256 is 256 to a C int64: it must not answer 256's entry.
+        with self.assertRaisesRegex(OverflowError, "^lookup gemm: dim N = %d is beyond int64" % (2**64 + 256)):
+            b.lookup("gemm", "f16", self.gpu, {"M": 256, "N": 2**64 + 256, "K": 256})
+        with self.assertRaisesRegex(OverflowError, "dim M = %d is beyond int64" % -(2**64 - 256)):
+            b.lookup("gemm", "f16", self.gpu, {"M": -(2**64 - 256), "N": 256, "K": 256})
+        with self.assertRaisesRegex(OverflowError, "dim K = %d" % 2**63):
+            b.lookup("gemm", "f16", self.gpu, {"M": 256, "N": 256, "K": 2**63})
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^lookup gemm: dim K = -1 is negative"):
+            b.lookup("gemm", "f16", self.gpu, {"M": 256, "N": 256, "K": -1})
+        self.assertNotEqual(b.lookup("gemm", "f16", self.gpu, {"M": 256, "N": 256, "K": 2**63 - 1}).level, "exact")
+        # A sweep's shape, before any C call.
+        with self.assertRaisesRegex(OverflowError, "shape dim M = %d is beyond int64" % 2**64):
+            tunefarm.farm._shape_text({"M": 2**64, "N": 1})
+
     def test_a_model_without_tuned_shapes_gets_its_family_then_the_default(self):
         # Another model of no known family: the op default, or where its
         # architecture is given and op.toml declares one, the default for it.
@@ -358,6 +375,33 @@ class BoundLaunchCall(unittest.TestCase):
         step = kernel.bind((64, 64, 64), buffers=(T(1), T(2), T(3)))
         self.assertIn("its buffers bound", repr(step))
         self.assertEqual(kernel.bind((64, 64, 64), 0x7000)._bound_stream, 0x7000)  # the stream, as before
+
+    def test_dims_beyond_int64_or_negative_are_refused_before_the_launch_block(self):
+        T = self.Tensor
+        kernel = tunefarm.Kernel.__new__(tunefarm.Kernel)  # a stand-in, as above
+        kernel.__dict__.update(op="gemm", dtype="f16", dims=["M", "N", "K"], buffers=["A", "B", "C"], _h=None,
+                               device={"ordinal": 0}, _bound={}, _int_types=(int,) * 3)
+        # 2**64 + 64 would reach C as 64 (ctypes wraps): refused, nothing bound.
+        with self.assertRaisesRegex(OverflowError, "^gemm: dim M = %d is beyond int64" % (2**64 + 64)):
+            kernel.launch((2**64 + 64, 64, 64), T(1), T(2), T(3))
+        with self.assertRaisesRegex(OverflowError, "^gemm: dim K = %d is beyond int64" % -(2**63 + 1)):
+            kernel.launch({"M": 64, "N": 64, "K": -(2**63 + 1)}, T(1), T(2), T(3))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^gemm: dim N = -64 is negative"):
+            kernel.launch((64, -64, 64), T(1), T(2), T(3))
+        self.assertEqual(kernel._bound, {})
+        with self.assertRaisesRegex(OverflowError, "dim N = %d" % 2**64):
+            kernel.bind((64, 2**64, 64))
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "dim K = -1 is negative"):
+            kernel.bind((64, 64, -1), buffers=(T(1), T(2), T(3)))
+        class Huge:  # an integer type that is not int, beyond int64
+            def __index__(self):
+                return 2**64 + 32
+        with self.assertRaisesRegex(OverflowError, "dim M = %d" % (2**64 + 32)):
+            kernel.launch((Huge(), 64, 64), T(1), T(2), T(3))
+        # The largest int64 passes the check and reaches C (the stand-in's "no kernel").
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "^no kernel$"):
+            kernel.launch((2**63 - 1, 64, 64), T(1), T(2), T(3))
+        self.assertEqual(list(kernel._bound[(2**63 - 1, 64, 64), None]._dims), [2**63 - 1, 64, 64])
 
     def test_a_launch_bound_to_its_buffers_checks_them_once_holds_them_and_takes_no_argument(self):
         T = self.Tensor
