@@ -2,8 +2,12 @@
 // exhaustive sweeps, with no GPU (search/replay.h).
 #include <zlib.h>
 
+#include <atomic>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -12,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/limits.h"
 #include "command_util.h"
 #include "commands.h"
 #include "search/features.h"
@@ -32,33 +37,129 @@ struct ReplayArgs {
   ResultFilter filter;
 };
 
-// Lines of a text file, gzip-compressed or not (zlib reads both). Errors
-// name the file; a line over `max_line` bytes is refused.
-Result<std::vector<std::string>> ReadLines(const std::string& path) {
-  constexpr size_t kMaxLine = 64 * 1024;
-  constexpr size_t kMaxLines = 20'000'000;
-  constexpr size_t kMaxBytes = size_t{2} << 30;  // uncompressed: a gzip bomb stops here
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) return Status::IOError(path + ": cannot open");
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(f, gzclose);
-  std::vector<std::string> lines;
-  size_t bytes = 0;
-  std::string line;
-  std::vector<char> buf(kMaxLine + 2);
-  while (gzgets(f, buf.data(), static_cast<int>(buf.size())) != nullptr) {
-    line.assign(buf.data());
-    if (line.size() > kMaxLine) return Status::InvalidArgument(path + ":" + std::to_string(lines.size() + 1) +
-                                                               ": a line over 64 KiB");
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-    bytes += line.size();
-    lines.push_back(line);
-    if (lines.size() > kMaxLines || bytes > kMaxBytes)
-      return Status::InvalidArgument(path + ": over 20M lines or 2 GiB of text");
+// The lines of a text file, gzip-compressed or not (zlib reads both), one
+// at a time. Decompressed bytes are counted as they are inflated and
+// refused past kMaxReplayInputBytes; a line past kMaxInputLineBytes is
+// refused by its number. Memory is one buffer and one line, whatever the
+// file holds. Errors name the file (and the line), and say so on a stop.
+class InputLines {
+ public:
+  InputLines(std::string path, const std::atomic<bool>* stop) : path_(std::move(path)), stop_(stop) {}
+  ~InputLines() {
+    if (f_) gzclose(f_);
   }
-  int err = 0;
-  gzerror(f, &err);
-  if (err != Z_OK && err != Z_STREAM_END) return Status::IOError(path + ": not a readable text or gzip file");
-  return lines;
+  InputLines(const InputLines&) = delete;
+  InputLines& operator=(const InputLines&) = delete;
+
+  Status Open() {
+    f_ = gzopen(path_.c_str(), "rb");
+    return f_ ? Status::OK() : Status::IOError(path_ + ": cannot open");
+  }
+
+  // The next line, without its end, into `*line`; false at the end of the
+  // file or on an error (status() says which).
+  bool Next(std::string* line) {
+    line->clear();
+    for (;;) {
+      if (pos_ == len_ && !Fill()) {
+        if (!status_.ok() || line->empty()) return false;
+        break;  // a last line with no end
+      }
+      const char* begin = buf_.data() + pos_;
+      const void* nl = std::memchr(begin, '\n', len_ - pos_);
+      const size_t take = nl ? static_cast<const char*>(nl) - begin : len_ - pos_;
+      if (line->size() + take > kMaxInputLineBytes) {
+        status_ = Status::InvalidArgument(path_ + ":" + std::to_string(number_ + 1) + ": a line over " +
+                                          std::to_string(kMaxInputLineBytes) + " bytes (kMaxInputLineBytes)");
+        return false;
+      }
+      line->append(begin, take);
+      pos_ += take;
+      if (nl) {
+        ++pos_;
+        break;
+      }
+    }
+    ++number_;
+    if (!line->empty() && line->back() == '\r') line->pop_back();
+    return true;
+  }
+
+  size_t number() const { return number_; }  // of the line Next gave last
+  const Status& status() const { return status_; }
+
+ private:
+  // Inflates the next buffer; false at the end or on an error.
+  bool Fill() {
+    if (done_) return false;
+    if (stop_ && stop_->load()) {
+      status_ = Status::Error(path_ + ": stopped (SIGINT or SIGTERM) while reading");
+      return false;
+    }
+    const int n = gzread(f_, buf_.data(), static_cast<unsigned>(buf_.size()));
+    int err = Z_OK;
+    gzerror(f_, &err);
+    if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
+      status_ = Status::IOError(path_ + ": not a readable text or gzip file");
+      return false;
+    }
+    if (n == 0) {
+      done_ = true;
+      return false;
+    }
+    bytes_ += static_cast<uint64_t>(n);
+    if (bytes_ > kMaxReplayInputBytes) {
+      status_ = Status::InvalidArgument(path_ + ": over " + std::to_string(kMaxReplayInputBytes) +
+                                        " bytes decompressed (kMaxReplayInputBytes); refused at line " +
+                                        std::to_string(number_ + 1));
+      return false;
+    }
+    pos_ = 0;
+    len_ = static_cast<size_t>(n);
+    return true;
+  }
+
+  const std::string path_;
+  const std::atomic<bool>* const stop_;
+  gzFile f_ = nullptr;
+  std::vector<char> buf_ = std::vector<char>(size_t(64) << 10);
+  size_t pos_ = 0, len_ = 0, number_ = 0;
+  uint64_t bytes_ = 0;
+  bool done_ = false;
+  Status status_;
+};
+
+// A shape as `results --format csv` writes it: NAME=VALUE parts joined by
+// ',', each name an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 64 bytes)
+// given once, each value a positive integer, at most kMaxOpDims parts. An
+// error names the part.
+Status ParseShapeText(const std::string& text, Shape* out) {
+  out->dims.clear();
+  if (text.empty()) return Status::InvalidArgument("empty");
+  for (size_t pos = 0;;) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string part = text.substr(pos, end - pos);
+    const size_t eq = part.find('=');
+    const std::string name = part.substr(0, eq);
+    bool ident = !name.empty() && name.size() <= 64 && !std::isdigit(static_cast<unsigned char>(name[0]));
+    for (char c : name) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (eq == std::string::npos || !ident)
+      return Status::InvalidArgument("'" + part.substr(0, 80) + "' is not NAME=VALUE with an identifier NAME");
+    int64_t v = 0;
+    const char* first = part.data() + eq + 1;
+    const char* last = part.data() + part.size();
+    const auto [ptr, ec] = std::from_chars(first, last, v);
+    if (first == last || ec != std::errc() || ptr != last || v < 1)
+      return Status::InvalidArgument(name + ": '" + part.substr(eq + 1, 80) + "' is not a positive integer");
+    for (const auto& [n, _] : out->dims)
+      if (n == name) return Status::InvalidArgument(name + " given twice");
+    if (out->dims.size() >= kMaxOpDims)
+      return Status::InvalidArgument("over " + std::to_string(kMaxOpDims) + " dims (kMaxOpDims)");
+    out->dims.emplace_back(name, v);
+    if (end == text.size()) return Status::OK();
+    pos = end + 1;
+  }
 }
 
 // One CSV record (RFC 4180 quoting); false on an unclosed quote.
@@ -88,24 +189,36 @@ bool SplitCsv(const std::string& line, std::vector<std::string>* out) {
 using KeyOf = std::tuple<std::string, std::string, std::string, std::string>;  // model, op, dtype, shape
 
 // Adds a row to its key's ground truth; a config seen twice keeps its
-// faster valid figure (a refined row beside a screening one).
-void AddRow(std::map<KeyOf, GroundTruth>& keys, std::map<KeyOf, std::map<std::string, size_t>>& index,
-            const KeyOf& key, const Config& config, std::optional<double> us) {
-  GroundTruth& t = keys[key];
-  if (t.key.empty()) {
+// faster valid figure (a refined row beside a screening one). Errors: a
+// shape that ParseShapeText refuses, a key past kMaxReplayKeyConfigs
+// configs (each message without the file or line; the caller adds them).
+Status AddRow(std::map<KeyOf, GroundTruth>& keys, std::map<KeyOf, std::map<std::string, size_t>>& index,
+              const KeyOf& key, const Config& config, std::optional<double> us) {
+  auto found = keys.find(key);
+  if (found == keys.end()) {
+    GroundTruth t;
+    if (Status st = ParseShapeText(std::get<3>(key), &t.shape); !st.ok())
+      return Status::InvalidArgument("shape: " + st.message());
     t.key = std::get<0>(key) + " " + std::get<1>(key) + "/" + std::get<2>(key) + " " + std::get<3>(key);
     t.gpu_model = std::get<0>(key);
     t.op = std::get<1>(key);
     t.dtype = std::get<2>(key);
-    ParseNamedValues(std::get<3>(key), &t.shape.dims);
+    found = keys.emplace(key, std::move(t)).first;
   }
+  GroundTruth& t = found->second;
   auto [it, fresh] = index[key].emplace(config.Canonical(), t.configs.size());
   if (fresh) {
+    if (t.configs.size() >= kMaxReplayKeyConfigs) {
+      index[key].erase(it);
+      return Status::InvalidArgument("key " + t.key.substr(0, 200) + ": over " + std::to_string(kMaxReplayKeyConfigs) +
+                                     " configs (kMaxReplayKeyConfigs)");
+    }
     t.configs.push_back(config);
     t.us.push_back(us);
   } else if (us && (!t.us[it->second] || *us < *t.us[it->second])) {
     t.us[it->second] = us;
   }
+  return Status::OK();
 }
 
 bool Matches(const ResultFilter& f, const KeyOf& k) {
@@ -113,13 +226,17 @@ bool Matches(const ResultFilter& f, const KeyOf& k) {
          (f.dtype.empty() || f.dtype == std::get<2>(k)) && (f.shape.empty() || f.shape == std::get<3>(k));
 }
 
-// Ground truth from `tunefarm results --format csv` output (gzip or not).
-Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const ResultFilter& filter) {
-  auto lines = ReadLines(path);
-  if (!lines.ok()) return lines.status();
-  if (lines->empty()) return Status::InvalidArgument(path + ": empty");
+// Ground truth from `tunefarm results --format csv` output (gzip or not),
+// read a line at a time within the bounds of InputLines; a config of more
+// than kMaxOpParams params is refused by its line.
+Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const ResultFilter& filter,
+                                              const std::atomic<bool>* stop) {
+  InputLines lines(path, stop);
+  if (Status st = lines.Open(); !st.ok()) return st;
+  std::string line;
+  if (!lines.Next(&line)) return lines.status().ok() ? Status::InvalidArgument(path + ": empty") : lines.status();
   std::vector<std::string> header, f;
-  SplitCsv((*lines)[0], &header);
+  SplitCsv(line, &header);
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
   for (const char* need : {"gpu_model", "op", "dtype", "shape", "config", "status", "median_us"})
@@ -128,16 +245,19 @@ Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const Res
                                      "' (expected `tunefarm results --format csv` output)");
   std::map<KeyOf, GroundTruth> keys;
   std::map<KeyOf, std::map<std::string, size_t>> index;
-  for (size_t n = 1; n < lines->size(); ++n) {
-    const std::string where = path + ":" + std::to_string(n + 1) + ": ";
-    if ((*lines)[n].empty()) continue;
-    if (!SplitCsv((*lines)[n], &f) || f.size() != header.size())
+  while (lines.Next(&line)) {
+    const std::string where = path + ":" + std::to_string(lines.number()) + ": ";
+    if (line.empty()) continue;
+    if (!SplitCsv(line, &f) || f.size() != header.size())
       return Status::InvalidArgument(where + "not a record of " + std::to_string(header.size()) + " fields");
     const KeyOf key{f[col["gpu_model"]], f[col["op"]], f[col["dtype"]], f[col["shape"]]};
     if (!Matches(filter, key)) continue;
     Config config;
     if (!ParseParamValues(f[col["config"]], &config.params) || config.params.empty())
       return Status::InvalidArgument(where + "config: not NAME=VALUE,... ('" + f[col["config"]].substr(0, 80) + "')");
+    if (config.params.size() > kMaxOpParams)
+      return Status::InvalidArgument(where + "config: " + std::to_string(config.params.size()) +
+                                     " params, over the bound of " + std::to_string(kMaxOpParams) + " (kMaxOpParams)");
     std::optional<double> us;
     // "ok" and "unchecked" rows have a figure ("none": files written before
     // the outputs shared one status vocabulary).
@@ -149,8 +269,9 @@ Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const Res
         return Status::InvalidArgument(where + "median_us: not a finite positive number");
       us = v;
     }
-    AddRow(keys, index, key, config, us);
+    if (Status st = AddRow(keys, index, key, config, us); !st.ok()) return Status::InvalidArgument(where + st.message());
   }
+  if (!lines.status().ok()) return lines.status();
   std::vector<GroundTruth> out;
   for (auto& [k, t] : keys) out.push_back(std::move(t));
   return out;
@@ -182,7 +303,9 @@ Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const R
     const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
     if (!exhausted[key]) continue;
     const bool valid = m.Valid() && m.median_us > 0;
-    AddRow(keys, index, key, m.config, valid ? std::optional<double>(m.median_us) : std::nullopt);
+    if (Status st = AddRow(keys, index, key, m.config, valid ? std::optional<double>(m.median_us) : std::nullopt);
+        !st.ok())
+      return Status::InvalidArgument(path + ": " + st.message());
   }
   std::vector<GroundTruth> out;
   for (auto& [k, t] : keys) out.push_back(std::move(t));
@@ -213,13 +336,14 @@ std::string Evals(uint64_t n, bool reached, uint64_t legal) {
   return buf;
 }
 
-int RunReplay(const ReplayArgs& args) {
+int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
   if (args.store.empty() == args.results.empty()) return Usage("search replay: name one of --store and --results");
   for (const std::string& s : args.strategies)
     if (Status st = CheckStrategyName(s, "--strategy"); !st.ok()) return Usage(st.message());
   if (args.budget > kMaxSearchBudget)
     return Usage("--budget: at most " + std::to_string(kMaxSearchBudget) + " evaluations per key");
-  auto truth = args.results.empty() ? TruthFromStore(args.store, args.filter) : TruthFromCsv(args.results, args.filter);
+  auto truth = args.results.empty() ? TruthFromStore(args.store, args.filter)
+                                      : TruthFromCsv(args.results, args.filter, stop);
   if (!truth.ok()) return Fail(truth.status().message());
   if (truth->empty() && !args.store.empty())
     return Fail(args.store + ": no exhaustive key to replay (coverage 'exhausted': a sweep that measured every legal "
@@ -227,7 +351,7 @@ int RunReplay(const ReplayArgs& args) {
   if (truth->empty()) return Fail(args.results + ": no key to replay (none matches the filter)");
   std::vector<GroundTruth> warm;
   if (!args.warm_from.empty()) {
-    auto w = TruthFromCsv(args.warm_from, ResultFilter{});
+    auto w = TruthFromCsv(args.warm_from, ResultFilter{}, stop);
     if (!w.ok()) return Fail(w.status().message());
     warm = std::move(w).value();
   }
@@ -254,6 +378,7 @@ int RunReplay(const ReplayArgs& args) {
       o.search.seed = args.seed;
       o.seeds = args.seeds;
       o.batch = args.batch;
+      o.stop = stop;
       auto r = Replay(t, o);
       if (!r.ok()) return Fail(r.status().message());
       for (const std::string& w : r->warnings) std::fprintf(stderr, "tunefarm: warning: %s: %s\n", t.key.c_str(), w.c_str());
@@ -299,24 +424,35 @@ int RunReplay(const ReplayArgs& args) {
 // the others answers it; its config's figure there against the shape's
 // best, and against the nearest tuned shape's own winner (what lookups
 // answered before), in geometric mean.
-int RunPredict(const std::string& results, uint32_t top) {
-  auto truth = TruthFromCsv(results, ResultFilter{});
+int RunPredict(const std::string& results, uint32_t top, const std::atomic<bool>* stop) {
+  auto truth = TruthFromCsv(results, ResultFilter{}, stop);
   if (!truth.ok()) return Fail(truth.status().message());
   std::map<std::string, std::vector<const GroundTruth*>> groups;  // model op/dtype
   for (const GroundTruth& t : *truth) groups[t.gpu_model + " " + t.op + "/" + t.dtype].push_back(&t);
-  auto figure = [](const GroundTruth& t, const Config& c) {
-    for (size_t i = 0; i < t.configs.size(); ++i)
-      if (t.configs[i].Canonical() == c.Canonical() && t.us[i]) return *t.us[i];
-    return std::numeric_limits<double>::infinity();
+  // Each group's fits cost its shapes cubed in all: refused before any runs.
+  for (const auto& [name, keys] : groups)
+    if (keys.size() > kMaxFitShapes)
+      return Fail(results + ": " + name.substr(0, 200) + ": " + std::to_string(keys.size()) +
+                  " tuned shapes, over the bound of " + std::to_string(kMaxFitShapes) +
+                  " a shape selector is fitted on (kMaxFitShapes)");
+  // Per key, once: its valid figures by config, and its configs fastest first.
+  struct Figures {
+    std::map<std::string, double> us;  // canonical config -> figure
+    std::vector<const Config*> fastest;
   };
-  auto winners = [](const GroundTruth& t, size_t k) {
+  std::map<const GroundTruth*, Figures> figures;
+  for (const GroundTruth& t : *truth) {
+    Figures& f = figures[&t];
     std::vector<std::pair<double, size_t>> v;
     for (size_t i = 0; i < t.configs.size(); ++i)
-      if (t.us[i]) v.emplace_back(*t.us[i], i);
+      if (t.us[i]) v.emplace_back(*t.us[i], i), f.us.emplace(t.configs[i].Canonical(), *t.us[i]);
     std::sort(v.begin(), v.end());
-    std::vector<Config> out;
-    for (size_t i = 0; i < std::min(k, v.size()); ++i) out.push_back(t.configs[v[i].second]);
-    return out;
+    for (size_t i = 0; i < std::min<size_t>(top, v.size()); ++i) f.fastest.push_back(&t.configs[v[i].second]);
+  }
+  auto figure = [&](const GroundTruth* t, const std::string& canonical) {
+    const auto& us = figures[t].us;
+    const auto it = us.find(canonical);
+    return it == us.end() ? std::numeric_limits<double>::infinity() : it->second;
   };
   std::printf("%-36s %-22s %-52s %10s %12s\n", "group", "held-out shape", "predicted config", "vs best", "nearest's");
   double log_pred = 0, log_near = 0;
@@ -324,29 +460,36 @@ int RunPredict(const std::string& results, uint32_t top) {
   for (const auto& [name, keys] : groups) {
     if (keys.size() < 2) continue;
     for (size_t h = 0; h < keys.size(); ++h) {
+      if (stop && stop->load()) return Fail("search predict: stopped (SIGINT or SIGTERM)");
+      if (figures[keys[h]].fastest.empty()) continue;  // nothing valid to score against
       SelectorInput in;
       std::vector<const GroundTruth*> train;
       for (size_t s = 0; s < keys.size(); ++s)
         if (s != h) train.push_back(keys[s]), in.shapes.push_back(keys[s]->shape);
+      std::vector<std::string> canonical;
       std::set<std::string> have;
       for (const GroundTruth* t : train)
-        for (const Config& c : winners(*t, top))
-          if (have.insert(c.Canonical()).second) in.candidates.push_back(c);
-      for (const Config& c : in.candidates) {
+        for (const Config* c : figures[t].fastest)
+          if (have.insert(c->Canonical()).second) in.candidates.push_back(*c), canonical.push_back(c->Canonical());
+      if (in.candidates.size() > kMaxSelectorCandidates) continue;  // more than a selector takes: no fit
+      for (const std::string& c : canonical) {
         in.us.emplace_back();
-        for (const GroundTruth* t : train) in.us.back().push_back(figure(*t, c));
+        for (const GroundTruth* t : train) in.us.back().push_back(figure(t, c));
       }
-      if (winners(*keys[h], 1).empty()) continue;  // nothing valid to score against
       const ShapeSelector sel = FitShapeSelector(in);
       const size_t near = NearestShape(in.shapes, keys[h]->shape);
       if (near == SIZE_MAX || sel.nodes.empty()) continue;
       const std::vector<double> features = ShapeFeatures(sel.dims, keys[h]->shape);
-      const Config& predicted = in.candidates[sel.candidates[SelectorAnswer(sel.nodes, features.data())]];
-      const double best = figure(*keys[h], winners(*keys[h], 1).front());
-      const double pred = figure(*keys[h], predicted) / best;
-      const double nearest = figure(*keys[h], winners(*train[near], 1).front()) / best;
+      const size_t answer = sel.candidates[SelectorAnswer(sel.nodes, features.data())];
+      const Config& predicted = in.candidates[answer];
+      const double best = figure(keys[h], figures[keys[h]].fastest.front()->Canonical());
+      const double pred = figure(keys[h], canonical[answer]) / best;
+      const double nearest = figures[train[near]].fastest.empty()
+                                 ? std::numeric_limits<double>::infinity()
+                                 : figure(keys[h], figures[train[near]].fastest.front()->Canonical()) / best;
       std::printf("%-36s %-22s %-52s %9.3fx %11.3fx\n", name.c_str(), keys[h]->shape.Canonical().c_str(),
                   predicted.Canonical().c_str(), pred, nearest);
+      std::fflush(stdout);
       log_pred += std::log(pred);
       log_near += std::log(nearest);
       ++cases;
@@ -390,7 +533,7 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   replay->add_option("--dtype", args->filter.dtype, "Only this dtype");
   replay->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
   replay->add_option("--format", args->format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
-  out->push_back({.app = replay, .run = [args](const std::atomic<bool>*) { return RunReplay(*args); }});
+  out->push_back({.app = replay, .run = [args](const std::atomic<bool>* stop) { return RunReplay(*args, stop); }});
 
   struct PredictArgs {
     std::string results;
@@ -406,7 +549,9 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   predict->add_option("--top", pargs->top, "Candidates per tuned shape: its fastest N configs")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  out->push_back({.app = predict, .run = [pargs](const std::atomic<bool>*) { return RunPredict(pargs->results, pargs->top); }});
+  out->push_back({.app = predict, .run = [pargs](const std::atomic<bool>* stop) {
+                     return RunPredict(pargs->results, pargs->top, stop);
+                   }});
 }
 
 }  // namespace tune

@@ -3,6 +3,7 @@
 // sweep file, most asked first.
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
+#include "base/limits.h"
 #include "base/text.h"
 #include "base/types.h"
 #include "command_util.h"
@@ -37,8 +39,35 @@ bool IsName(const std::string& s) {
   return true;
 }
 
-constexpr size_t kMaxMissLines = 1'000'000;
+// A dim name as the sweep file writes it, a bare TOML key that the op's
+// expressions also read: [A-Za-z_][A-Za-z0-9_]*, at most 64 bytes. A '.'
+// would make a dotted key (a table), a '-' no expression name.
+bool IsDimName(const std::string& s) {
+  if (s.empty() || s.size() > 64 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
 constexpr int64_t kMaxDim = int64_t(1) << 40;
+
+// The next line of `f`, without its end, into `*line`: false at the end of
+// the file. A line over kMaxInputLineBytes is not read on (`*too_long`), so
+// memory stays one line's bound whatever the file holds.
+bool ReadLine(std::FILE* f, std::string* line, bool* too_long) {
+  line->clear();
+  *too_long = false;
+  int c;
+  while ((c = getc_unlocked(f)) != EOF) {
+    if (c == '\n') return true;
+    if (line->size() == kMaxInputLineBytes) {
+      *too_long = true;
+      return true;
+    }
+    line->push_back(static_cast<char>(c));
+  }
+  return !line->empty();
+}
 
 struct Asked {
   uint64_t count = 0;
@@ -53,13 +82,16 @@ int RunFromMisses(const FromMissesArgs& args) {
   std::map<std::string, Asked> shapes;  // canonical shape -> asked
   size_t lines = 0;
   for (const std::string& file : args.files) {
-    std::ifstream in(file);
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(file.c_str(), "rb"), std::fclose);
     if (!in) return Fail("misses file " + file + ": cannot read it");
     std::string line;
-    for (size_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    bool too_long = false;
+    for (size_t n = 1; ReadLine(in.get(), &line, &too_long); ++n) {
       const std::string at = file + ":" + std::to_string(n) + ": ";
-      if (++lines > kMaxMissLines) return Fail(at + "more than " + std::to_string(kMaxMissLines) + " lines");
+      if (too_long) return Fail(at + "a line over " + std::to_string(kMaxInputLineBytes) + " bytes (kMaxInputLineBytes)");
+      if (++lines > kMaxMissLines)
+        return Fail(at + "more than " + std::to_string(kMaxMissLines) + " lines (kMaxMissLines)");
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const auto j = nlohmann::ordered_json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object()) return Fail(at + "not a JSON object");
       std::string fields[4];
@@ -76,12 +108,13 @@ int RunFromMisses(const FromMissesArgs& args) {
           count->get<uint64_t>() > (uint64_t(1) << 53))
         return Fail(at + "field 'count': expected a whole number from 1 to 2^53");
       const auto shape = j.find("shape");
-      if (shape == j.end() || !shape->is_object() || shape->empty() || shape->size() > 16)
+      if (shape == j.end() || !shape->is_object() || shape->empty() || shape->size() > kMaxOpDims)
         return Fail(at + "field 'shape': expected an object of 1 to 16 dims");
       Shape s;
       for (const auto& [dim, value] : shape->items()) {
-        if (!IsName(dim) || !std::isalpha(static_cast<unsigned char>(dim[0])))
-          return Fail(at + "field 'shape': a dim name '" + dim + "' that is no identifier");
+        if (!IsDimName(dim))
+          return Fail(at + "field 'shape': dim name '" + dim.substr(0, 80) +
+                      "' is not an identifier (letters, digits and '_', not first a digit)");
         if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > kMaxDim)
           return Fail(at + "field 'shape." + dim + "': expected a whole number from 1 to 2^40");
         s.dims.emplace_back(dim, value.get<int64_t>());
@@ -90,7 +123,9 @@ int RunFromMisses(const FromMissesArgs& args) {
       dtypes.insert(fields[1]);
       models.insert(fields[2]);
       Asked& a = shapes[s.Canonical()];
-      a.count += count->get<uint64_t>();
+      // Saturating: a shape asked past UINT64_MAX times is printed "or more".
+      const uint64_t add = count->get<uint64_t>();
+      a.count = a.count > UINT64_MAX - add ? UINT64_MAX : a.count + add;
       a.by.insert(fields[0] + " " + fields[1] + " " + fields[2] + " (" + fields[3] + ")");
     }
   }
@@ -116,7 +151,8 @@ int RunFromMisses(const FromMissesArgs& args) {
     std::string row = "  {";
     for (size_t i = 0; i < s.dims.size(); ++i)
       row += std::string(i ? ", " : " ") + s.dims[i].first + " = " + std::to_string(s.dims[i].second);
-    text += row + " },  # asked " + std::to_string(asked->count) + " times: " + Join({asked->by.begin(), asked->by.end()}, "; ") + "\n";
+    text += row + " },  # asked " + std::to_string(asked->count) + (asked->count == UINT64_MAX ? " or more" : "") +
+            " times: " + Join({asked->by.begin(), asked->by.end()}, "; ") + "\n";
   }
   text += "]\n";
   if (args.out.empty()) {

@@ -4,14 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "base/known_gpus.h"
+#include "base/limits.h"
 #include "search/replay.h"
 #include "search/search_space.h"
 #include "search/strategy.h"
 #include "opspec/config_space.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace tune {
 namespace {
@@ -260,6 +266,162 @@ TEST(Replay, CountsEvaluationsToComeNearTheBest) {
   EXPECT_FALSE(tight->figures[0].median_reached);
   t.us.assign(t.us.size(), std::nullopt);
   EXPECT_FALSE(Replay(t, o).ok());
+}
+
+
+// The offline commands (`search replay`, `search predict`, `sweep
+// from-misses`) on hostile files, as processes: each refusal is one line
+// naming the file, the line or the bound.
+
+constexpr char kCsvHeader[] = "gpu_model,op,dtype,shape,config,status,median_us\n";
+
+// Runs the tunefarm command `args` to its end; its exit code, and its
+// stdout and stderr in `*log`.
+int RunTunefarm(const testing::TempDir& dir, std::vector<std::string> args, std::string* log) {
+  static int runs = 0;
+  const std::string path = dir.Sub("run" + std::to_string(++runs) + ".log");
+  args.insert(args.begin(), TUNEFARM_BINARY);
+  testing::Child c(args, path);
+  const int rc = c.Wait(3600);
+  *log = testing::ReadFile(path);
+  return rc;
+}
+
+// Rows of one (GPU model, op, dtype) per `models`, over `shapes` shapes and
+// `configs` configs each (every config on every shape, figures varying with
+// both), for `search predict`.
+std::string PredictRows(const std::vector<std::string>& models, size_t shapes, size_t configs) {
+  std::string out = kCsvHeader;
+  for (const std::string& model : models)
+    for (size_t s = 0; s < shapes; ++s)
+      for (size_t c = 0; c < configs; ++c) {
+        const size_t m = 64 * (1 + s % 16), n = 64 * (1 + s / 16);
+        const double us = 10.0 + static_cast<double>((s * 7 + c * 13) % 23) + 0.1 * static_cast<double>(c);
+        out += model + ",gemm,f16,\"M=" + std::to_string(m) + ",N=" + std::to_string(n) + ",K=1024\",\"BM=" +
+               std::to_string(16 << (c % 4)) + ",BN=" + std::to_string(16 << (c / 4)) + "\",ok," +
+               std::to_string(us) + "\n";
+      }
+  return out;
+}
+
+TEST(SearchInputs, AGzipBombIsRefusedAtTheDecompressedBound) {
+  testing::TempDir dir;
+  const std::string bomb = dir.Sub("bomb.csv.gz");
+  // Rows of another GPU model (filtered out) past the bound: a MiB or so
+  // compressed.
+  FILE* gz = ::popen(("gzip -1 > '" + bomb + "'").c_str(), "w");
+  ASSERT_NE(gz, nullptr);
+  std::fputs(kCsvHeader, gz);
+  const std::string row = "a100,gemm,f16,M=64,\"BM=" + std::string(60'000, '1') + "\",ok,1.0\n";
+  std::string chunk;
+  while (chunk.size() < (size_t(1) << 20)) chunk += row;
+  for (uint64_t written = 0; written <= kMaxReplayInputBytes; written += chunk.size())
+    ASSERT_EQ(std::fwrite(chunk.data(), 1, chunk.size(), gz), chunk.size());
+  ASSERT_EQ(::pclose(gz), 0);
+  std::string log;
+  EXPECT_EQ(RunTunefarm(dir, {"search", "replay", "--results", bomb, "--gpu", "h100"}, &log), 1) << log;
+  EXPECT_NE(log.find(bomb + ": over " + std::to_string(kMaxReplayInputBytes) +
+                     " bytes decompressed (kMaxReplayInputBytes)"),
+            std::string::npos)
+      << log;
+}
+
+TEST(SearchInputs, AConfigOfMoreParamsThanAnOpHasIsRefusedByItsLine) {
+  testing::TempDir dir;
+  std::string config;
+  for (int p = 0; p < 6000; ++p) config += (p ? ",P" : "P") + std::to_string(p) + "=1";
+  dir.Write("wide.csv", std::string(kCsvHeader) + "h100,gemm,f16,\"M=64\",\"BM=16\",ok,1.5\n" +
+                            "h100,gemm,f16,\"M=64\",\"" + config + "\",ok,1.0\n");
+  std::string log;
+  EXPECT_EQ(RunTunefarm(dir, {"search", "replay", "--results", dir.Sub("wide.csv"), "--seeds", "1"}, &log), 1) << log;
+  EXPECT_NE(log.find("wide.csv:3: config: 6000 params, over the bound of " + std::to_string(kMaxOpParams)),
+            std::string::npos)
+      << log;
+}
+
+TEST(SearchInputs, AShapeThatIsNotNamedPositiveIntegersIsRefusedByItsLine) {
+  testing::TempDir dir;
+  for (const char* shape : {"M=abc,,=", "M=64,,N=2", "M=0", "M=64,M=64", "1M=64", "M.x=64", ""}) {
+    dir.Write("bad.csv", std::string(kCsvHeader) + "h100,gemm,f16,\"M=64\",\"BM=16\",ok,1.5\n" +
+                             "h100,gemm,f16,\"" + shape + "\",\"BM=16\",ok,1.0\n");
+    std::string log;
+    EXPECT_EQ(RunTunefarm(dir, {"search", "replay", "--results", dir.Sub("bad.csv"), "--seeds", "1"}, &log), 1)
+        << shape << ": " << log;
+    EXPECT_NE(log.find("bad.csv:3: shape: "), std::string::npos) << shape << ": " << log;
+  }
+}
+
+TEST(SearchInputs, PredictRefusesAGroupOfMoreShapesThanAFitTakes) {
+  testing::TempDir dir;
+  dir.Write("many.csv", PredictRows({"h100"}, kMaxFitShapes + 1, 2));
+  std::string log;
+  EXPECT_EQ(RunTunefarm(dir, {"search", "predict", "--results", dir.Sub("many.csv")}, &log), 1) << log;
+  EXPECT_NE(log.find("h100 gemm/f16: " + std::to_string(kMaxFitShapes + 1) + " tuned shapes, over the bound of " +
+                     std::to_string(kMaxFitShapes)),
+            std::string::npos)
+      << log;
+  // Within it, it runs.
+  dir.Write("bound.csv", PredictRows({"h100"}, 16, 2));
+  EXPECT_EQ(RunTunefarm(dir, {"search", "predict", "--results", dir.Sub("bound.csv")}, &log), 0) << log;
+  EXPECT_NE(log.find("geometric mean over 16 held-out shapes"), std::string::npos) << log;
+}
+
+// SIGTERM while predict fits (groups at the bound, many of them: minutes
+// of work) ends it with a line and a failing status.
+TEST(SearchInputs, PredictStopsOnSigterm) {
+  testing::TempDir dir;
+  std::vector<std::string> models;
+  for (int m = 0; m < 16; ++m) models.push_back("gpu" + std::to_string(m));
+  dir.Write("big.csv", PredictRows(models, kMaxFitShapes, 16));
+  const std::string path = dir.Sub("predict.log");
+  testing::Child c({TUNEFARM_BINARY, "search", "predict", "--results", dir.Sub("big.csv")}, path);
+  // Started: its first held-out shape is printed.
+  while (testing::ReadFile(path).find("gpu0 gemm/f16") == std::string::npos) {
+    ASSERT_EQ(c.Wait(0.05), -1) << "ended before it was signalled: " << testing::ReadFile(path);
+  }
+  c.Signal(SIGTERM);
+  const int rc = c.Wait(3600);
+  EXPECT_EQ(rc, 1) << testing::ReadFile(path);
+  EXPECT_NE(testing::ReadFile(path).find("search predict: stopped (SIGINT or SIGTERM)"), std::string::npos)
+      << testing::ReadFile(path);
+}
+
+std::string Miss(const std::string& shape, uint64_t count, const std::string& extra = "") {
+  return R"({"op": "gemm", "dtype": "f16", "gpu_model": "h100", "level": "predicted", "count": )" +
+         std::to_string(count) + R"(, "shape": )" + shape + extra + "}\n";
+}
+
+TEST(FromMisses, ADimNameThatIsNoIdentifierIsRefusedByItsLine) {
+  testing::TempDir dir;
+  dir.Write("m.jsonl", Miss(R"({"M": 64})", 1) + Miss(R"({"M.x": 64})", 1));
+  std::string log;
+  EXPECT_EQ(RunTunefarm(dir, {"sweep", "from-misses", dir.Sub("m.jsonl"), "--out", dir.Sub("next.toml")}, &log), 1)
+      << log;
+  EXPECT_NE(log.find("m.jsonl:2: field 'shape': dim name 'M.x' is not an identifier"), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("next.toml")));
+}
+
+TEST(FromMisses, CountsSaturateInsteadOfWrapping) {
+  testing::TempDir dir;
+  const uint64_t most = uint64_t(1) << 53;  // a line's largest count
+  std::string text = Miss(R"({"M": 64})", 3 * (uint64_t(1) << 32));
+  for (int i = 0; i < 2048; ++i) text += Miss(R"({"M": 128})", most);  // 2^64 in all
+  dir.Write("m.jsonl", text);
+  std::string log;
+  EXPECT_EQ(RunTunefarm(dir, {"sweep", "from-misses", dir.Sub("m.jsonl")}, &log), 0) << log;
+  EXPECT_NE(log.find("{ M = 128 },  # asked 18446744073709551615 or more times"), std::string::npos) << log;
+  EXPECT_NE(log.find("{ M = 64 },  # asked 12884901888 times"), std::string::npos) << log;
+  EXPECT_LT(log.find("M = 128"), log.find("M = 64")) << "most asked first: " << log;
+}
+
+TEST(FromMisses, ALineOverTheBoundIsRefusedByItsNumber) {
+  testing::TempDir dir;
+  const std::string pad = R"(, "pad": ")" + std::string(kMaxInputLineBytes, 'x') + "\"";
+  dir.Write("m.jsonl", Miss(R"({"M": 64})", 1) + Miss(R"({"M": 128})", 1, pad));
+  std::string log;
+  EXPECT_EQ(RunTunefarm(dir, {"sweep", "from-misses", dir.Sub("m.jsonl")}, &log), 1) << log;
+  EXPECT_NE(log.find("m.jsonl:2: a line over " + std::to_string(kMaxInputLineBytes) + " bytes"), std::string::npos)
+      << log;
 }
 
 }  // namespace

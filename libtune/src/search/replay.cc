@@ -55,6 +55,8 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
     uint64_t evaluations = 0;
     double best = std::numeric_limits<double>::infinity();
     while (evaluations < budget) {
+      if (options.stop && options.stop->load())
+        return Status::Error(truth.key + ": stopped (SIGINT or SIGTERM)");
       const size_t n = static_cast<size_t>(std::min<uint64_t>(options.batch, budget - evaluations));
       const std::vector<SpacePoint> batch = s.Propose(n);
       if (batch.empty()) break;

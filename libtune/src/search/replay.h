@@ -5,6 +5,7 @@
 // evaluations it took to come within 1%, 2% and 5% of the exhaustive best.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@ struct ReplayOptions {
   uint32_t seeds = 20;
   uint32_t batch = 16;        // configs proposed at a time, as a farm's unit
   std::vector<double> within = {0.01, 0.02, 0.05};
+  // Turns true on SIGINT or SIGTERM (null: never): Replay returns an error
+  // saying so before its next batch.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Evaluations a strategy needed to come within each `within` of the best,
@@ -57,7 +61,7 @@ struct ReplayResult {
 };
 
 // Errors: a key with no valid figure, a space the configs do not make, a
-// strategy that cannot be made (MakeStrategy's errors).
+// strategy that cannot be made (MakeStrategy's errors), a stop.
 Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& options);
 
 }  // namespace tune
