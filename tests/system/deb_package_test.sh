@@ -2,8 +2,9 @@
 # The Debian package: cpack makes it, its control data names the libraries
 # the farm links and what it loads at run time, and, installed (as root,
 # with dpkg), its tunefarm runs a sweep on the shipped ops, its units and
-# configuration are in place, the Python package finds libtunefarm_c.so, and
-# it removes cleanly. Without root the package is unpacked and run from there.
+# configuration are in place (the workers' home apart from the state folder
+# that holds the coordinator's store, which program ops cannot write), the
+# Python package finds libtunefarm_c.so, and it removes cleanly. Without root the package is unpacked and run from there.
 #   deb_package_test.sh BUILD_DIR     (exit 77: no cpack/dpkg-deb)
 set -uo pipefail
 build=$1
@@ -36,6 +37,16 @@ for want in ./usr/bin/tunefarm ./usr/include/tune/c.h ./usr/include/tune/launche
 done
 if command -v python3 > /dev/null && python3 -c "import jinja2" 2>/dev/null; then
   grep -q ./lib/systemd/system/tunefarm-worker@.service <<<"$contents" || fail "the package lacks the worker unit"
+  # Workers have a home apart from the state folder (the service user's
+  # home, which holds the coordinator's store), and cannot reach that folder.
+  unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./lib/systemd/system/tunefarm-worker@.service)
+  worker_home=$(sed -n 's/^Environment=HOME=//p' <<<"$unit")
+  [[ -n "$worker_home" ]] || fail "the worker unit sets no HOME"
+  [[ "$worker_home" != /var/lib/tunefarm && "$worker_home" != /var/lib/tunefarm/* ]] \
+    || fail "the workers' home $worker_home is in the state folder"
+  grep '^ReadWritePaths=' <<<"$unit" | grep -q /var/lib/tunefarm && fail "the worker unit may write /var/lib/tunefarm"
+  grep -qx 'InaccessiblePaths=-/var/lib/tunefarm' <<<"$unit" || fail "the worker unit can reach /var/lib/tunefarm"
+  dpkg-deb -I "$deb" postinst | grep -q "$worker_home" || fail "postinst does not make the workers' home $worker_home"
 fi
 
 if [[ $(id -u) == 0 && "${TUNEFARM_TEST_DEB_INSTALL:-1}" != 0 ]] &&
@@ -45,6 +56,10 @@ if [[ $(id -u) == 0 && "${TUNEFARM_TEST_DEB_INSTALL:-1}" != 0 ]] &&
   root=""
   getent passwd tunefarm > /dev/null || fail "postinst made no tunefarm user"
   [[ -d /var/lib/tunefarm ]] || fail "postinst made no /var/lib/tunefarm"
+  if [[ -n "${worker_home:-}" ]]; then
+    [[ "$(stat -c %U:%a "$worker_home" 2>/dev/null)" == tunefarm:700 ]] \
+      || fail "postinst made no workers' home $worker_home owned by tunefarm, mode 0700"
+  fi
   echo "installed with dpkg"
 else
   dpkg-deb -x "$deb" "$work/root"
@@ -69,6 +84,37 @@ a = b.lookup("rmsnorm", "f16", "sim-h100", {"ROWS": 1024, "N": 1024})
 assert a.level == "exact", a.level
 print("python: lookup", a.level, a.config)
 PY
+if [[ -n "$installed" ]] && grep -qw landlock /sys/kernel/security/lsm 2>/dev/null; then
+  # A program op run as a packaged worker would be, with the service user's
+  # home: it writes neither the coordinator's store nor that home.
+  made_store=""
+  [[ -d /var/lib/tunefarm/store ]] || made_store=1
+  mkdir -p /var/lib/tunefarm/store "$work/ops/planter"
+  cat > "$work/ops/planter/op.toml" <<'TOML'
+[op]
+name = "planter"
+dims = ["N"]
+dtypes = ["f32"]
+default = { X = 1 }
+[params]
+X = [1]
+[program]
+files = ["run.sh"]
+run = "sh run.sh"
+timeout = 20
+TOML
+  cat > "$work/ops/planter/run.sh" <<'SH'
+for f in /var/lib/tunefarm/store/planted "$HOME/planted"; do (echo x > "$f") 2>/dev/null; done
+echo '{"tunefarm": 1, "check": "pass", "samples_us": [3, 1, 2]}'
+SH
+  HOME=/var/lib/tunefarm XDG_CONFIG_HOME="$work/config" "$tf" tune --backend sim --ops-dir "$work/ops" --op planter \
+    --dtype f32 --shape N=1024 --store "$work/db2" --bundle "$work/b2" --quiet > "$work/planter.log" 2>&1 \
+    || { cat "$work/planter.log"; fail "tune of a program op from the package"; }
+  [[ ! -e /var/lib/tunefarm/store/planted && ! -e /var/lib/tunefarm/planted ]] \
+    || fail "a program op wrote into /var/lib/tunefarm"
+  [[ -n "$made_store" ]] && rmdir /var/lib/tunefarm/store
+  echo "a program op could not write the state folder"
+fi
 if [[ -n "$installed" ]]; then
   [[ -f /lib/systemd/system/tunefarm-coordinator.service || ! -d "$build/packaging/units" ]] || fail "no coordinator unit installed"
   dpkg -P tunefarm > "$work/dpkg-p.log" 2>&1 || { cat "$work/dpkg-p.log"; fail "dpkg -P"; }

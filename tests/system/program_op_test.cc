@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -12,7 +15,15 @@
 #include <fstream>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "support/http_get.h"
 #include "support/process.h"
+#include "measure/confine.h"
 #include "publish/bundle.h"
 #include "opspec/op_spec.h"
 #include "measure/program/program_backend.h"
@@ -39,14 +50,17 @@ class ProgramBackendTest : public ::testing::Test {
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);
   }
-  std::unique_ptr<tune::Backend> Backend(bool allowed = true, std::vector<std::string> protect = {}) {
+  tune::ProgramBackendOptions Options(bool allowed = true, std::vector<std::string> protect = {}) {
     tune::ProgramBackendOptions o;
     o.work_dir = (dir_ / "work").string();
     o.allowed = allowed;
     o.cpus = 3;
     o.protected_paths = std::move(protect);
     o.allow_unconfined = true;  // confined where the kernel can; the box tests say when it cannot
-    return tune::MakeProgramBackend(device_, "sim", o);
+    return o;
+  }
+  std::unique_ptr<tune::Backend> Backend(bool allowed = true, std::vector<std::string> protect = {}) {
+    return tune::MakeProgramBackend(device_, "sim", Options(allowed, std::move(protect)));
   }
   // An op of `files` (op.toml and the rest) written to a folder and loaded.
   tune::OpSpec Op(const std::map<std::string, std::string>& files) {
@@ -181,7 +195,7 @@ TEST_F(ProgramBackendTest, AnOpThatSkipsItsCheckGetsUncheckedRowsFromAProgramWit
 
 TEST_F(ProgramBackendTest, ARunPastItsTimeoutIsKilledWithEverythingItStarted) {
   auto b = Backend();
-  const fs::path pidfile = dir_ / "child.pid";
+  const fs::path pidfile = dir_ / "work" / "child.pid";
   tune::OpSpec spec = Op({{"op.toml", RunOp()},
                           {"run.sh", "sleep 300 &\necho $! > " + pidfile.string() + "\nsleep 300\n"}});
   const auto start = std::chrono::steady_clock::now();
@@ -203,7 +217,7 @@ TEST_F(ProgramBackendTest, ARunPastItsTimeoutIsKilledWithEverythingItStarted) {
 TEST_F(ProgramBackendTest, WhatAProgramDetachesDiesWithItsRunAndItsTimeout) {
   auto b = Backend();
   for (bool times_out : {false, true}) {
-    const fs::path pidfile = dir_ / (times_out ? "late.pid" : "done.pid");
+    const fs::path pidfile = dir_ / "work" / (times_out ? "late.pid" : "done.pid");
     const std::string answer =
         "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
     tune::OpSpec spec = Op({{"op.toml", RunOp()},
@@ -234,8 +248,9 @@ TEST_F(ProgramBackendTest, AProgramCannotReachTheWorkersKeysOrProcess) {
   const std::string worker = std::to_string(getpid());
   // run.sh runs in a second sh (run = "sh run.sh"): the box is its
   // parent's parent.
+  const fs::path tries_file = dir_ / "work" / "tries.txt";  // the work folder: writable
   const std::string script =
-      "out=$TMPDIR/tries.txt\n"
+      "out=" + tries_file.string() + "\n"
       "box=$(awk '{print $4}' /proc/$PPID/stat)\n"
       "for f in " + key.string() + " /proc/$box/environ /proc/" + worker + "/environ /proc/" + worker +
       "/fd/0 /proc/" + worker + "/root" + key.string() + "; do\n"
@@ -246,12 +261,203 @@ TEST_F(ProgramBackendTest, AProgramCannotReachTheWorkersKeysOrProcess) {
   tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", script}});
   tune::Measurement m = Run(*b, spec, 1);
   ASSERT_TRUE(m.Valid()) << m.failure_message;
-  std::ifstream in(dir_ / "work" / "tmp" / "tries.txt");
+  std::ifstream in(tries_file);
   const std::string tries((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(tries.find("TUNEFARM-SECRET-KEY"), std::string::npos) << tries;
   EXPECT_EQ(tries.find("read "), tries.find("read host")) << tries;  // nothing but the host's plain files
   EXPECT_NE(tries.find("read host"), std::string::npos) << tries;
   EXPECT_NE(tries.find("denied /proc/" + worker + "/fd/0"), std::string::npos) << tries;
+}
+
+// The box grants what a run needs, not the home folder: a program writes
+// its frameworks' caches there, but neither the home itself nor a store in
+// it (the Debian package's service user has its home above the
+// coordinator's store), and it can neither read nor write the store of the
+// install it runs from (a relocatable install's var/lib/tunefarm).
+TEST_F(ProgramBackendTest, AProgramWritesTheFrameworkCachesButNotTheHomeOrTheStore) {
+  if (tune::ProgramBackendConfinement() != "landlock") GTEST_SKIP() << "no Landlock in this kernel";
+  const fs::path home = dir_ / "home";
+  fs::create_directories(home / "store");
+  std::ofstream(home / "store" / "MANIFEST-000001") << "rows\n";
+  // The running binary's prefix: build/tests/program_op_test -> build/.
+  const fs::path prefix = fs::read_symlink("/proc/self/exe").parent_path().parent_path();
+  const fs::path state = prefix / "var" / "lib" / "tunefarm";
+  if (fs::exists(state)) GTEST_SKIP() << state << " exists: this test makes (and removes) a store there";
+  // Removed afterwards, with the folders above it this test made.
+  std::vector<fs::path> made;
+  for (const fs::path& p : {prefix / "var", prefix / "var" / "lib", state, state / "store"})
+    if (!fs::exists(p)) made.push_back(p);
+  fs::create_directories(state / "store");
+  std::ofstream(state / "store" / "MANIFEST-000001") << "STORE-ROWS-5c1e\n";
+  const char* old_home = std::getenv("HOME");
+  const std::string saved_home = old_home ? old_home : "";
+  ::setenv("HOME", home.c_str(), 1);
+  ::unsetenv("XDG_CACHE_HOME");
+  auto b = Backend();
+  const fs::path tries_file = dir_ / "work" / "tries.txt";
+  const std::string script =
+      "out=" + tries_file.string() + "\n"
+      "for f in \"$HOME/planted\" \"$HOME/store/planted\" " + (state / "store" / "planted").string() + "; do\n"
+      "  if (echo x > \"$f\") 2>/dev/null; then echo \"wrote $f\" >> $out; else echo \"refused $f\" >> $out; fi\n"
+      "done\n"
+      "cat " + (state / "store" / "MANIFEST-000001").string() + " >> $out 2>/dev/null\n"
+      "echo cached > \"$HOME/.triton/probe\" && echo 'wrote cache' >> $out\n"
+      "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+  tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", script}});
+  tune::Measurement m = Run(*b, spec, 1);
+  // Every framework cache of the list was made, so that its grant holds.
+  const std::vector<std::string> caches = tune::ProgramCacheFolders();
+  if (old_home) ::setenv("HOME", saved_home.c_str(), 1);
+  else ::unsetenv("HOME");
+  const std::string tries = tune::testing::ReadFile(tries_file.string());
+  fs::remove(state / "store" / "MANIFEST-000001");
+  for (auto p = made.rbegin(); p != made.rend(); ++p) fs::remove_all(*p);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_FALSE(fs::exists(home / "planted")) << tries;
+  EXPECT_FALSE(fs::exists(home / "store" / "planted")) << tries;
+  EXPECT_EQ(tries.find("wrote "), tries.find("wrote cache")) << tries;
+  EXPECT_EQ(tries.find("STORE-ROWS"), std::string::npos) << tries;
+  EXPECT_TRUE(fs::exists(home / ".triton" / "probe")) << tries;
+  for (const std::string& cache : caches) {
+    EXPECT_EQ(cache.rfind(home.string(), 0), 0u) << cache;
+    EXPECT_TRUE(fs::is_directory(cache)) << cache;
+  }
+}
+
+// Each process gets a TMPDIR of its own (0700, TMP and TEMP too), removed
+// with what it holds once the process is gone; one a killed worker left is
+// removed when the next backend starts.
+TEST_F(ProgramBackendTest, AProgramsTmpdirIsItsOwnAndGoesWithIt) {
+  const fs::path leftover = dir_ / "work" / "tmp" / "999999999-AbCdEf";  // no such pid
+  fs::create_directories(leftover / "deep");
+  std::ofstream(leftover / "deep" / "big") << std::string(4096, 'x');
+  auto b = Backend();
+  EXPECT_FALSE(fs::exists(leftover));
+  const fs::path seen = dir_ / "work" / "seen.txt";
+  const std::string script =
+      "test \"$TMP\" = \"$TMPDIR\" && test \"$TEMP\" = \"$TMPDIR\" || exit 7\n"
+      "echo \"$TMPDIR $(stat -c %a \"$TMPDIR\")\" >> " + seen.string() + "\n"
+      "mkdir -p \"$TMPDIR/a/b\" && head -c 100000 /dev/zero > \"$TMPDIR/a/b/file\" && chmod 000 \"$TMPDIR/a\"\n"
+      "(sleep 30 > \"$TMPDIR/held\" &)\n"
+      "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+  tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", script}});
+  ASSERT_TRUE(Run(*b, spec, 1).Valid());
+  ASSERT_TRUE(Run(*b, spec, 2).Valid());
+  std::ifstream in(seen);
+  std::string first, second, mode;
+  ASSERT_TRUE(in >> first >> mode) << "the program saw no TMPDIR";
+  EXPECT_EQ(mode, "700");
+  ASSERT_TRUE(in >> second >> mode);
+  EXPECT_NE(first, second);
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_FALSE(fs::exists(second));
+  EXPECT_TRUE(fs::is_empty(dir_ / "work" / "tmp"));
+}
+
+// A program that forks without end, takes too much memory or writes too
+// large a file is stopped, and the run's error says which bound it passed.
+TEST_F(ProgramBackendTest, AProgramPastItsBoundsIsStopped) {
+  tune::ProgramBackendOptions o = Options();
+  o.limits.max_processes = 16;
+  o.limits.max_memory_bytes = 64 << 20;
+  o.limits.max_file_bytes = 1 << 20;
+  auto b = tune::MakeProgramBackend(device_, "sim", o);
+  const std::string answer = "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+  const std::string slow = RunOp();
+  std::string op = slow;
+  op.replace(op.find("timeout = 2"), 11, "timeout = 20");
+
+  tune::OpSpec forks = Op({{"op.toml", op},
+                           {"run.sh", "i=0\nwhile [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done\nwait\n" + answer}});
+  tune::Measurement m = Run(*b, forks, 1);
+  EXPECT_EQ(m.failure, tune::FailureClass::kCrash) << m.failure_message;
+  EXPECT_NE(m.failure_message.find("processes or more (the box allows 16)"), std::string::npos) << m.failure_message;
+
+  tune::OpSpec memory = Op({{"op.toml", op},
+                            {"run.sh", "python3 -c \"import time; b = b'x' * (256 << 20); time.sleep(30)\"\n" + answer}});
+  m = Run(*b, memory, 1);
+  EXPECT_EQ(m.failure, tune::FailureClass::kCrash) << m.failure_message;
+  EXPECT_NE(m.failure_message.find("pages resident"), std::string::npos) << m.failure_message;
+
+  const fs::path big = dir_ / "work" / "big";
+  tune::OpSpec file = Op({{"op.toml", op},
+                          {"run.sh", "if head -c 3000000 /dev/zero > " + big.string() +
+                                         "; then exit 5; fi\n" + answer}});
+  m = Run(*b, file, 1);
+  EXPECT_TRUE(m.Valid()) << m.failure_message;  // the write failed, the program went on
+  EXPECT_EQ(fs::file_size(big), uint64_t(1) << 20);
+}
+
+// No TCP (Landlock ABI 4+) and no abstract unix socket of another process
+// (ABI 6+): a listener of the worker's host is out of a program's reach.
+TEST_F(ProgramBackendTest, AProgramCannotConnectToALocalListener) {
+  const int abi = tune::confine::LandlockAbi();
+  if (abi < 4) GTEST_SKIP() << "Landlock ABI " << abi << " < 4: this kernel cannot refuse programs TCP";
+  const int tcp = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(tcp, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(tcp, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(tcp, 8), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(tcp, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  const std::string abstract = "tunefarm-test-" + std::to_string(getpid());
+  const int unix_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(unix_fd, 0);
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  std::memcpy(un.sun_path + 1, abstract.data(), abstract.size());
+  ASSERT_EQ(::bind(unix_fd, reinterpret_cast<sockaddr*>(&un), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + abstract.size())), 0);
+  ASSERT_EQ(::listen(unix_fd, 8), 0);
+  auto b = Backend();
+  const fs::path tries_file = dir_ / "work" / "tries.txt";
+  const std::string script =
+      "python3 - > " + tries_file.string() + " <<'PY'\n"
+      "import socket\n"
+      "for name, family, address in [('tcp', socket.AF_INET, ('127.0.0.1', " + std::to_string(port) + ")),\n"
+      "                              ('abstract', socket.AF_UNIX, '\\0" + abstract + "')]:\n"
+      "    s = socket.socket(family, socket.SOCK_STREAM)\n"
+      "    try:\n"
+      "        s.connect(address)\n"
+      "        print(name, 'connected')\n"
+      "    except OSError as e:\n"
+      "        print(name, 'refused', e)\n"
+      "PY\n"
+      "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+  tune::OpSpec spec = Op({{"op.toml", RunOp("")}, {"run.sh", script}});
+  tune::Measurement m = Run(*b, spec, 1);
+  ::close(tcp);
+  ::close(unix_fd);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  const std::string tries = tune::testing::ReadFile(tries_file.string());
+  EXPECT_NE(tries.find("tcp refused"), std::string::npos) << tries;
+  if (abi >= 6) EXPECT_NE(tries.find("abstract refused"), std::string::npos) << tries;
+  else std::cout << "Landlock ABI " << abi << " < 6: abstract unix sockets stay reachable\n";
+}
+
+// A program sees the allow-listed part of the worker's environment (and
+// what the operator names in TUNEFARM_PROGRAM_ENV), never the rest.
+TEST_F(ProgramBackendTest, AProgramDoesNotSeeTheWorkersEnvironment) {
+  ::setenv("WORKER_SECRET_TOKEN", "marker-9f3e", 1);
+  ::setenv("OPERATOR_PASSED", "passed-41", 1);
+  ::setenv("TUNEFARM_PROGRAM_ENV", "OPERATOR_PASSED", 1);
+  auto b = Backend();
+  const fs::path env_file = dir_ / "work" / "env.txt";
+  tune::OpSpec spec = Op({{"op.toml", RunOp()},
+                          {"run.sh", "env > " + env_file.string() + "\n"
+                                     "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n"}});
+  tune::Measurement m = Run(*b, spec, 1);
+  ::unsetenv("WORKER_SECRET_TOKEN");
+  ::unsetenv("OPERATOR_PASSED");
+  ::unsetenv("TUNEFARM_PROGRAM_ENV");
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  const std::string env = tune::testing::ReadFile(env_file.string());
+  EXPECT_EQ(env.find("marker-9f3e"), std::string::npos) << env;
+  EXPECT_NE(env.find("OPERATOR_PASSED=passed-41"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nPATH="), std::string::npos) << env;
+  EXPECT_NE(env.find("TUNEFARM_PARAM_X=1"), std::string::npos) << env;
 }
 
 TEST_F(ProgramBackendTest, AProgramThatNeverStopsPrintingStillTimesOut) {
@@ -294,13 +500,13 @@ TEST_F(ProgramBackendTest, ABuildRunsOncePerConfigAndItsFailureIsACompileErrorWi
 // the kernel hash; two hosts that print differently measure two kernels.
 TEST_F(ProgramBackendTest, WhatTheVersionCommandPrintsIsPartOfTheKernelHash) {
   std::string toml = RunOp();
-  toml.replace(toml.find("timeout = 2"), 11, "timeout = 2\nversion = \"cat \\\"$TUNEFARM_TEST_VERSION_FILE\\\"\"");
+  const fs::path version_file = dir_ / "version.txt";
+  toml.replace(toml.find("timeout = 2"), 11, "timeout = 2\nversion = \"cat '" + version_file.string() + "'\"");
   tune::OpSpec spec = Op({{"op.toml", toml}, {"run.sh", "echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\n"}});
   ASSERT_TRUE(spec.HostDigested());
   const std::string op_hash = tune::KernelHash(spec, "sim");
   auto hash_with = [&](const std::string& version) {
-    std::ofstream(dir_ / "version.txt") << version;
-    ::setenv("TUNEFARM_TEST_VERSION_FILE", (dir_ / "version.txt").c_str(), 1);
+    std::ofstream(version_file) << version;
     tune::CompiledKernel k = Backend()->Compile(spec, "f32", X(1));  // a new backend: a new host
     EXPECT_EQ(k.failure, tune::FailureClass::kNone) << k.failure_message;
     EXPECT_EQ(k.kernel_hash, tune::KernelHashWithIncludes(op_hash, k.include_digest));
@@ -309,7 +515,7 @@ TEST_F(ProgramBackendTest, WhatTheVersionCommandPrintsIsPartOfTheKernelHash) {
   const std::string a = hash_with("torch 2.11 triton 3.6\n");
   EXPECT_EQ(hash_with("torch 2.11 triton 3.6\n"), a);
   EXPECT_NE(hash_with("torch 2.11 triton 3.7\n"), a);
-  ::unsetenv("TUNEFARM_TEST_VERSION_FILE");
+  fs::remove(version_file);
   // A version command that fails fails the configs with its reason.
   tune::CompiledKernel k = Backend()->Compile(spec, "f32", X(1));
   EXPECT_EQ(k.failure, tune::FailureClass::kCompileError);
@@ -359,8 +565,10 @@ TEST_F(ProgramBackendTest, AServeProcessAnswersByIdAndIsRestartedAfterACrashOrAT
 TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadInItsPool) {
   auto spec = tune::LoadOpSpec(kOps + "/harness_host");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
-  const fs::path log = dir_ / "warm.log";
+  const fs::path log = dir_ / "work" / "warm.log";  // the work folder: writable
+  fs::create_directories(log.parent_path());
   setenv("HARNESS_WARM_LOG", log.c_str(), 1);
+  setenv("TUNEFARM_PROGRAM_ENV", "HARNESS_WARM_LOG", 1);  // the operator's way to pass a variable
   unsetenv("TUNEFARM_HARNESS_JOBS");  // the pool's width from the device's share below
   tune::ProgramBackendOptions o;
   o.work_dir = (dir_ / "work").string();
@@ -411,6 +619,7 @@ TEST_F(ProgramBackendTest, TheHarnessServesAPythonKernelModuleAndCompilesAheadIn
   for (const std::string& pid : warmers) EXPECT_NE(pid, server) << warmed;
   EXPECT_EQ(std::set<std::string>(warmers.begin(), warmers.end()).size(), 1u) << warmed;
   unsetenv("HARNESS_WARM_LOG");
+  unsetenv("TUNEFARM_PROGRAM_ENV");
 }
 
 TEST(ProgramOpSpec, ParsesAndRefusesWhatDoesNotApply) {
@@ -538,7 +747,8 @@ TEST(ProgramOpFarm, RowsUnderTheWorkersHostDigestAreReusedUntilItChanges) {
   fs::copy(kOps + "/program_sum", dir / "ops" / "program_sum", fs::copy_options::recursive);
   {
     std::string toml = tune::testing::ReadFile((dir / "ops/program_sum/op.toml").string());
-    toml.replace(toml.find("timeout = 20"), 12, "timeout = 20\nversion = \"cat \\\"$TUNEFARM_TEST_VERSION_FILE\\\"\"");
+    toml.replace(toml.find("timeout = 20"), 12,
+                 "timeout = 20\nversion = \"cat '" + (dir / "version.txt").string() + "'\"");
     std::ofstream((dir / "ops/program_sum/op.toml").string()) << toml;
   }
   const std::string bin = TUNEFARM_BINARY;
@@ -546,7 +756,6 @@ TEST(ProgramOpFarm, RowsUnderTheWorkersHostDigestAreReusedUntilItChanges) {
   auto path = [&](const std::string& n) { return (dir / n).string(); };
   std::ofstream(path("sweep.toml")) << "[sweep]\nname = \"reuse\"\nops = [\"program_sum\"]\ndtypes = [\"f32\"]\n"
                                        "gpus = [\"*\"]\nshapes = [ { N = 1024 }, { N = 4096 } ]\n";
-  ::setenv("TUNEFARM_TEST_VERSION_FILE", path("version.txt").c_str(), 1);
   // Each row's (digest, sweep) by (config, shape).
   using Rows = std::map<std::string, std::pair<std::string, std::string>>;
   auto rows = [&]() {
@@ -562,20 +771,34 @@ TEST(ProgramOpFarm, RowsUnderTheWorkersHostDigestAreReusedUntilItChanges) {
   };
   // One sweep on a worker that prints `version`, through a coordinator on
   // the same store.
+  // The coordinator's count of configs reused on each worker's word, as
+  // /api/workers and /metrics show it once the sweep is done.
+  std::string reuse_status, reuse_metrics;
   auto sweep = [&](const std::string& version, int n) {
     std::ofstream(path("version.txt")) << version;
     const std::string tag = std::to_string(n);
+    const int http = tune::testing::FreePort();
     Child coordinator({bin, "coordinator", "--bind", endpoint, "--store", path("store"), "--heartbeat-ms", "200",
-                       "--log-level", "debug"},
+                       "--log-level", "debug", "--http-port", std::to_string(http)},
                       path("coordinator" + tag + ".log"));
     Child worker({bin, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "h100", "--cache-dir",
-                  path("cache"), "--allow-programs", "--log-level", "debug", "--log-format", "json"},
+                  path("cache"), "--allow-programs", "--log-level", "debug", "--log-format", "json", "--name",
+                  "reuser"},
                  path("worker" + tag + ".log"));
     std::this_thread::sleep_for(std::chrono::milliseconds(800));
     Child submit({bin, "submit", path("sweep.toml"), "--coordinator", endpoint, "--ops-dir", path("ops"), "--wait"},
                  path("submit" + tag + ".log"));
     EXPECT_EQ(submit.Wait(120), 0) << tune::testing::ReadFile(path("submit" + tag + ".log"))
                                    << tune::testing::ReadFile(path("worker" + tag + ".log"));
+    // The pages are rebuilt every second: polled until they show the
+    // reuse (a sweep without any never does; 40 tries at most).
+    reuse_status = reuse_metrics = "";
+    for (int i = 0; i < 40; ++i) {
+      reuse_status = tune::testing::HttpGet(http, "/api/workers");
+      reuse_metrics = tune::testing::HttpGet(http, "/metrics");
+      if (reuse_metrics.find("tunefarm_rows_reused_total{") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
     EXPECT_EQ(worker.Stop(), 0);
     EXPECT_EQ(coordinator.Stop(), 0);
     return tune::testing::ReadFile(path("worker" + tag + ".log"));
@@ -593,6 +816,19 @@ TEST(ProgramOpFarm, RowsUnderTheWorkersHostDigestAreReusedUntilItChanges) {
     if (!j.is_discarded() && j.value("message", "") == "unit") reused += j.value("reused", size_t(0));
   }
   EXPECT_EQ(reused, 16u) << log2;
+  // Reuse rests on the worker's word for its host digest: the coordinator
+  // counts it by worker.
+  EXPECT_NE(reuse_metrics.find("tunefarm_rows_reused_total{worker=\"reuser\"} 16"), std::string::npos)
+      << reuse_metrics;
+  {
+    const size_t body = reuse_status.find("\r\n\r\n");
+    const auto j = nlohmann::json::parse(body == std::string::npos ? reuse_status : reuse_status.substr(body + 4),
+                                         nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << reuse_status;
+    EXPECT_EQ(j["reused_by_worker"].value("reuser", 0), 16) << reuse_status;
+    ASSERT_EQ(j["workers"].size(), 1u) << reuse_status;
+    EXPECT_EQ(j["workers"][0].value("reused", 0), 16) << reuse_status;
+  }
   // The host's framework changed: every pair is measured again under its new
   // digest, beside the old rows.
   sweep("framework 1.1\n", 3);
@@ -601,7 +837,6 @@ TEST(ProgramOpFarm, RowsUnderTheWorkersHostDigestAreReusedUntilItChanges) {
   std::set<std::string> digests;
   for (const auto& [key, row] : third) digests.insert(row.first);
   EXPECT_EQ(digests.size(), 2u);
-  ::unsetenv("TUNEFARM_TEST_VERSION_FILE");
   fs::remove_all(dir);
 }
 

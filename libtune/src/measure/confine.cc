@@ -26,7 +26,8 @@ constexpr unsigned long long kExecute = 1ULL << 0, kWriteFile = 1ULL << 1, kRead
                              kIoctlDev = 1ULL << 15;
 constexpr unsigned long long kAbi1All = (1ULL << 13) - 1;  // EXECUTE .. MAKE_SYM
 constexpr unsigned long long kFileRights = kExecute | kWriteFile | kReadFile | kTruncate | kIoctlDev;
-constexpr unsigned long long kScopeSignal = 1ULL << 1;     // ABI 6
+constexpr unsigned long long kScopeAbstractUnix = 1ULL << 0, kScopeSignal = 1ULL << 1;  // ABI 6
+constexpr unsigned long long kNetBindTcp = 1ULL << 0, kNetConnectTcp = 1ULL << 1;    // ABI 4
 
 // The kernel's struct, whatever this header knows of it; its size tells
 // the kernel which fields are there.
@@ -70,13 +71,15 @@ int LandlockAbi() {
   return abi;
 }
 
-Result<FsRuleset> FsRuleset::Create() {
+Result<FsRuleset> FsRuleset::Create(const RulesetOptions& options) {
   const int abi = LandlockAbi();
   if (abi < 1) return Status::Unavailable("Landlock is not available in this kernel (Linux 5.13+ with lsm=landlock)");
   RulesetAttr attr;
   attr.handled_access_fs = HandledFs(abi);
+  // Handled with no rule that allows them: refused to every port.
+  if (abi >= 4 && options.deny_tcp) attr.handled_access_net = kNetBindTcp | kNetConnectTcp;
   // Signals to processes outside the domain (the worker) are refused too.
-  if (abi >= 6) attr.scoped = kScopeSignal;
+  if (abi >= 6) attr.scoped = kScopeSignal | (options.scope_abstract_unix ? kScopeAbstractUnix : 0);
   const size_t size = abi >= 6 ? sizeof(RulesetAttr) : abi >= 4 ? 2 * sizeof(unsigned long long)
                                                                  : sizeof(unsigned long long);
   const long fd = syscall(__NR_landlock_create_ruleset, &attr, size, 0);

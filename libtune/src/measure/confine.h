@@ -25,13 +25,25 @@ namespace tune::confine {
 // it is disabled, or a seccomp filter hides it).
 int LandlockAbi();
 
+// What a ruleset restricts beyond the filesystem, each where the kernel's
+// Landlock ABI has it (older kernels silently leave it open: LandlockAbi()
+// says which apply).
+struct RulesetOptions {
+  // TCP bind and connect refused, to every address (ABI 4+). UDP and other
+  // socket families are not covered by Landlock.
+  bool deny_tcp = false;
+  // Connecting to abstract unix sockets made outside the domain refused
+  // (ABI 6+): the worker's, other programs', a desktop bus's.
+  bool scope_abstract_unix = false;
+};
+
 // A Landlock ruleset under construction. Movable, not copyable; closes its
 // descriptor when destroyed.
 class FsRuleset {
  public:
   // A ruleset that handles every filesystem right the kernel knows: what
   // no rule allows is denied. Error when Landlock is unavailable.
-  static Result<FsRuleset> Create();
+  static Result<FsRuleset> Create(const RulesetOptions& options = {});
   FsRuleset(FsRuleset&& other) noexcept;
   FsRuleset& operator=(FsRuleset&& other) noexcept;
   FsRuleset(const FsRuleset&) = delete;

@@ -14,11 +14,15 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "measure/package_dir.h"
 #include "base/clock.h"
 #include "measure/program/program_process.h"
 #include "measure/program/program_protocol.h"
+
+extern char** environ;
 
 namespace tune {
 namespace {
@@ -218,35 +222,49 @@ class ProgramBackend : public Backend {
     return fs::path(package_dir) / ".tunefarm" / "build" / (dtype + "-" + config.Id());
   }
 
-  // The confinement of every program this backend starts: it reads the
-  // whole filesystem but the protected paths (the worker's keys and
-  // configuration), and writes only its work folder (packages, builds, a
-  // private TMPDIR), the user's home, the shared temporary folders and
-  // devices, never a protected path. (Frameworks create their caches in
-  // the home folder, ~/.triton, on first use: a rule can only grant a whole
-  // folder, so the home folder stays writable, the cubin cache with it. A
-  // cubin planted there is checked as every image is (CheckCubin) and never
-  // ships on this worker's word alone: publish recompiles or corroborates.)
-  // Without Landlock, programs are refused unless the operator allows them
-  // unconfined.
+  // The box of every program this backend starts: it reads the whole
+  // filesystem but the protected paths (the worker's keys and
+  // configuration, the coordinator's store and state), and writes only its
+  // work folder (packages, builds, the per-process TMPDIRs), the framework
+  // caches of the home folder (not the home itself: a service user's home
+  // may hold a store), /dev/shm (POSIX semaphores: Python's multiprocessing
+  // needs them) and the existing files of /dev, never a protected path; no
+  // TCP, no abstract unix socket of another domain, no signal to the worker
+  // where the kernel's Landlock has them (no op declares network use, so
+  // none gets it). A cubin planted in a cache is checked as every image is
+  // (CheckCubin) and never ships on this worker's word alone: publish
+  // recompiles or corroborates. Without Landlock, programs are refused
+  // unless the operator allows them unconfined.
   void MakeBox() {
-    const fs::path tmp = fs::path(options_.work_dir) / "tmp";
+    tmp_dir_ = (fs::path(options_.work_dir) / "tmp").string();
     std::error_code ec;
-    fs::create_directories(tmp, ec);
-    ::chmod(tmp.c_str(), 0700);
-    tmp_dir_ = tmp.string();
-    auto rules = confine::FsRuleset::Create();
+    fs::create_directories(tmp_dir_, ec);
+    ::chmod(tmp_dir_.c_str(), 0700);
+    program::RemoveLeftoverTmp(tmp_dir_);  // a worker killed mid-run left these
+    std::vector<std::string> no_access = options_.protected_paths;
+    for (std::string& p : DefaultProtectedPaths()) no_access.push_back(std::move(p));
+    // Made before the ruleset: a grant is of an existing folder.
+    const std::vector<std::string> caches = ProgramCacheFolders();
+    for (const std::string& dir : caches) fs::create_directories(dir, ec);
+    confine::RulesetOptions net;
+    net.deny_tcp = true;
+    net.scope_abstract_unix = true;
+    auto rules = confine::FsRuleset::Create(net);
     if (!rules.ok()) {
       if (options_.allow_unconfined) return;
       box_status_ = Status::Unavailable("program ops need confinement and " + rules.status().message() +
                                         " (a worker may run them unconfined with --allow-unconfined-programs)");
       return;
     }
-    const std::vector<std::string>& no_write = options_.protected_paths;
-    Status st = rules->AllowExcept("/", no_write, false);
-    if (const char* home = std::getenv("HOME"); st.ok() && home && *home) st = rules->AllowExcept(home, no_write, true);
-    for (const std::string& dir : {std::string("/tmp"), std::string("/var/tmp"), std::string("/dev"), options_.work_dir})
-      if (st.ok()) st = rules->AllowExcept(dir, no_write, true);
+    Status st = rules->AllowExcept("/", no_access, false);
+    std::vector<std::string> writable = caches;
+    writable.push_back(options_.work_dir);
+    writable.push_back("/dev/shm");
+    for (const std::string& dir : writable)
+      if (st.ok()) st = rules->AllowExcept(dir, no_access, true);
+    // Devices: the GPU's nodes are opened read-write and driven by ioctl;
+    // nothing is created in /dev.
+    if (st.ok()) st = rules->AllowWriteFiles("/dev");
     // The CUDA driver writes its threads' names through /proc (a process's
     // own entries, which come and go with it, so no narrower rule holds
     // them). Another process's entries stay behind ptrace checks, which
@@ -260,11 +278,16 @@ class ProgramBackend : public Backend {
     box_ = std::move(*rules);
   }
 
-  Status Start(ProgramProcess& p, const std::string& command, const std::string& dir, std::vector<std::string> env,
-               bool keep_stdin) {
+  Status Start(ProgramProcess& p, const std::string& command, const std::string& dir,
+               const std::vector<std::string>& farm_env, bool keep_stdin) {
     TUNE_RETURN_IF_ERROR(box_status_);
-    env.push_back("TMPDIR=" + tmp_dir_);
-    return p.Start(command, dir, env, keep_stdin, box_ ? &*box_ : nullptr);
+    std::vector<std::string> env = ProgramEnvironment();
+    env.insert(env.end(), farm_env.begin(), farm_env.end());
+    program::Box box;
+    box.rules = box_ ? &*box_ : nullptr;
+    box.tmp_parent = tmp_dir_;
+    box.limits = options_.limits;
+    return p.Start(command, dir, env, keep_stdin, box);
   }
 
   // The op's package unpacked once per digest under the work folder.
@@ -457,6 +480,84 @@ std::unique_ptr<Backend> MakeProgramBackend(const DeviceInfo& device, const std:
 }
 
 std::string ProgramBackendConfinement() { return confine::LandlockAbi() >= 1 ? "landlock" : "none"; }
+
+program::BoxLimits DefaultProgramLimits() {
+  program::BoxLimits l;
+  l.max_file_bytes = uint64_t(4) << 30;
+  l.max_open_files = 65536;
+  l.max_processes = 1024;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  l.max_memory_bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : 0;
+  return l;
+}
+
+std::vector<std::string> DefaultProtectedPaths() {
+  std::vector<std::string> paths = {"/etc/tunefarm", "/var/lib/tunefarm"};
+  std::error_code ec;
+  const fs::path prefix = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  if (!ec && !prefix.empty() && prefix != "/" && prefix != "/usr") {
+    paths.push_back((prefix / "etc" / "tunefarm").string());
+    paths.push_back((prefix / "var" / "lib" / "tunefarm").string());
+  }
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const char* home = std::getenv("HOME");
+  if (xdg && *xdg) paths.push_back(std::string(xdg) + "/tunefarm");
+  if (home && *home) paths.push_back(std::string(home) + "/.config/tunefarm");
+  if (const char* key = std::getenv("TUNEFARM_SIGN_KEY"); key && *key) paths.push_back(key);
+  return paths;
+}
+
+std::vector<std::string> ProgramCacheFolders() {
+  // The frameworks' own cache folders: Triton, TileLang, cuTile, TVM, torch
+  // (inductor keeps its cache under TMPDIR), and CUDA's JIT cache.
+  static const char* const kHome[] = {".triton", ".tilelang", ".nv"};
+  static const char* const kCache[] = {"triton", "tilelang", "cutile", "tvm", "torch"};
+  const char* home = std::getenv("HOME");
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  std::vector<std::string> dirs;
+  if (home && *home && std::string(home) != "/") {
+    for (const char* d : kHome) dirs.push_back(std::string(home) + "/" + d);
+  }
+  std::string cache = xdg && *xdg ? std::string(xdg) : home && *home && std::string(home) != "/" ? std::string(home) + "/.cache" : "";
+  if (!cache.empty()) {
+    for (const char* d : kCache) dirs.push_back(cache + "/" + d);
+  }
+  return dirs;
+}
+
+std::vector<std::string> ProgramEnvironment() {
+  // Names, and prefixes ending in '*'. What programs need to find their
+  // tools and devices, their locale, and their frameworks' settings.
+  static const char* const kAllowed[] = {
+      "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM",
+      "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "XDG_CACHE_HOME",
+      "CC", "CXX", "OMP_NUM_THREADS", "CUDA_*", "NVIDIA_*", "TRITON_*", "TILELANG_*", "TVM_*", "CUTILE_*",
+      "TORCH_*", "TORCHINDUCTOR_*", "PYTORCH_*", "TUNEFARM_HARNESS_*"};
+  std::set<std::string> extra;
+  if (const char* more = std::getenv("TUNEFARM_PROGRAM_ENV"); more && *more) {
+    std::string names(more);
+    for (char& c : names)
+      if (c == ',') c = ' ';
+    std::istringstream list(names);
+    for (std::string n; list >> n;) extra.insert(n);
+  }
+  auto allowed = [&](const std::string& name) {
+    if (extra.count(name)) return true;
+    for (const char* a : kAllowed) {
+      const std::string rule(a);
+      if (rule.back() == '*' ? name.compare(0, rule.size() - 1, rule, 0, rule.size() - 1) == 0 : name == rule)
+        return true;
+    }
+    return false;
+  };
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv(*e);
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos && eq > 0 && allowed(kv.substr(0, eq))) env.push_back(kv);
+  }
+  return env;
+}
 
 std::string TunefarmPythonPath() {
   auto holds = [](const fs::path& dir) {

@@ -6,10 +6,16 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "measure/backend.h"
+#include "measure/program/program_process.h"
 
 namespace tune {
+
+// The bounds a program gets unless told otherwise: files of 4 GiB at most,
+// 65536 open files, 1024 processes, and half the host's memory resident.
+program::BoxLimits DefaultProgramLimits();
 
 struct ProgramBackendOptions {
   // Where packages are unpacked (one folder per package digest) and builds
@@ -27,15 +33,22 @@ struct ProgramBackendOptions {
   // process sizes its compile pool by it: TUNEFARM_CPUS): a worker shares
   // its host's cores among its devices. 0 = not said.
   unsigned cpus = 0;
-  // Programs run confined (Landlock): they can neither read nor write the
-  // `protected_paths` (files or folders: the worker's key files, its
-  // configuration), write nothing outside their work folder, the home
-  // folder, /tmp, /var/tmp and /dev, and cannot reach the worker's process
-  // (/proc/<worker>/{mem,environ,fd}). Whatever they start dies with them.
-  // On a kernel without Landlock they are refused (a compile error that
-  // says so) unless `allow_unconfined`.
+  // Programs run in a box (program_process.h, docs/program-ops.md), confined
+  // by Landlock: they read the host's files but the protected paths (the
+  // worker's key files, its configuration: `protected_paths`, and always
+  // DefaultProtectedPaths()), write only their work folder, the framework
+  // caches of the home folder (ProgramCacheFolders()), their own TMPDIR
+  // (removed after each process) and devices, never a protected path;
+  // they cannot reach the worker's process (/proc/<worker>/{mem,environ,
+  // fd}), TCP (Landlock ABI 4+) or abstract unix sockets made outside the
+  // box (ABI 6+). They see an allow-listed part of the worker's
+  // environment only (ProgramEnvironment). Whatever they start dies with
+  // them. On a kernel without Landlock they are refused (a compile error
+  // that says so) unless `allow_unconfined`.
   std::vector<std::string> protected_paths;
   bool allow_unconfined = false;
+  // Bounds on each program's processes, memory, files (DefaultProgramLimits).
+  program::BoxLimits limits = DefaultProgramLimits();
 };
 
 // A backend for program ops on `device` (the CUDA or sim device it shares):
@@ -55,6 +68,27 @@ std::unique_ptr<Backend> MakeProgramBackend(const DeviceInfo& device, const std:
 // How this host confines programs: "landlock", or "none" (the kernel has
 // no Landlock: programs run only where allow_unconfined says so).
 std::string ProgramBackendConfinement();
+
+// The paths every program box protects (neither read nor written), beside
+// a worker's own: the package's configuration and keys (/etc/tunefarm) and
+// state, the coordinator's store among it (/var/lib/tunefarm), the same
+// under the running binary's prefix (a relocatable install), the user's
+// tunefarm configuration ($XDG_CONFIG_HOME/tunefarm or ~/.config/tunefarm)
+// and $TUNEFARM_SIGN_KEY.
+std::vector<std::string> DefaultProtectedPaths();
+
+// The folders of the home folder that programs may write: the caches of
+// the frameworks program ops are written in (created when missing, so that
+// the grant holds). ~/.cache stands for $XDG_CACHE_HOME when it is set.
+std::vector<std::string> ProgramCacheFolders();
+
+// The environment of a program, before the farm's own variables: the
+// worker's variables whose names the allow-list in program_backend.cc
+// names (PATH, HOME, locale, CUDA_*, TRITON_*, ...), and those named in
+// $TUNEFARM_PROGRAM_ENV (space- or comma-separated), which is how an
+// operator passes another one through. The rest (tokens, key paths, the
+// worker's own settings) stays with the worker.
+std::vector<std::string> ProgramEnvironment();
 
 // The folder holding the tunefarm Python package that ships with the running
 // binary: $TUNEFARM_PYTHON, else python/ or share/tunefarm/python/ above the
