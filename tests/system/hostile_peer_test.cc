@@ -25,6 +25,7 @@
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
 #include "opspec/op_spec.h"
+#include "opspec/sweep_file.h"
 #include "codec/protocol.h"
 #include "store/records.h"
 #include "store/result_store.h"
@@ -698,6 +699,76 @@ TEST_F(HostilePeerTest, SubmitsOverTheBoundsAreRefusedFastAndStatusIsAnsweredMea
   EXPECT_LT(probe.slowest(), 0.5) << CoordinatorLog();
   EXPECT_LT(PeakRssMib(coordinator_->pid()), 1024);
   ExpectAHonestSweepCompletes();
+}
+
+// A peer whose every batch is refused spends each unit's leases: the units
+// fail with the refusal as their reason, the sweep ends failed (not "done"
+// with nothing measured), and `status --wait` exits non-zero saying why.
+TEST_F(HostilePeerTest, ASweepWhoseEveryBatchIsRefusedEndsFailedSayingWhy) {
+  EditOp("tiny", "name    = \"synthetic\"", "name    = \"tiny\"");
+  EditOp("tiny", "TILE   = [32, 64, 128, 256, 512, 1024]", "TILE   = [64, 128]");
+  EditOp("tiny", "UNROLL = [1, 2, 4, 8, 16]", "UNROLL = [1]");
+  EditOp("tiny", "SPLIT  = [1, 2, 3, 4, 5]", "SPLIT  = [1]");
+  EditOp("tiny", "PAD    = [0, 1, 2, 3]", "PAD    = [0]");
+  dir_.Write("tiny.toml", "[sweep]\nname = \"tiny\"\nops = [\"tiny\"]\ndtypes = [\"f32\"]\nshapes = [ { N = 4096 } ]\n");
+  StartCoordinator({"--max-attempts", "2"});
+  std::string submitted;
+  ASSERT_EQ(Submit(dir_.Sub("tiny.toml"), false, &submitted), 0) << submitted;
+  const std::string sweep_id = submitted.substr(0, submitted.find('\n'));
+  Peer client(ctx_, endpoint_);
+  auto state = [&] {
+    client.Send(SweepStatusRequest{sweep_id});
+    const auto status = client.Receive<SweepStatus>();
+    return status.sweeps.empty() ? SweepProgress{} : status.sweeps[0];
+  };
+  // A fresh connection each time (three refusals disconnect a peer): every
+  // unit it is leased comes back refused, a row of a config no unit holds.
+  for (int i = 0; i < 40 && state().state == "running"; ++i) {
+    Peer hostile(ctx_, endpoint_);
+    hostile.Send(Hello{"refused:" + std::to_string(i), "0.1", {Device(kModel)}});
+    hostile.Receive<HelloAck>();
+    const WorkUnit unit = hostile.RequestUnit();
+    if (unit.configs.empty()) break;
+    Measurement m;
+    m.gpu_model = kModel;
+    m.op = unit.op;
+    m.dtype = unit.dtype;
+    m.shape = unit.shapes.at(0).Canonical();
+    m.kernel_hash = "kh";
+    m.config = Config{{{"TILE", 7}}};
+    m.config_id = m.config.Id();
+    m.median_us = m.mean_us = m.min_us = m.max_us = 5;
+    m.samples = 5;
+    m.check_passed = true;
+    m.backend = "sim";
+    hostile.Send(Results{unit.sweep_id, unit.unit_id, 0, true, {m}, {}, {}, {}, {}});
+    EXPECT_FALSE(hostile.Receive<ResultsAck>().refused.empty());
+  }
+  const SweepProgress end = state();
+  EXPECT_EQ(end.state, "failed") << CoordinatorLog();
+  EXPECT_NE(end.error.find("units failed"), std::string::npos) << end.error;
+  EXPECT_NE(end.error.find("results refused"), std::string::npos) << end.error;
+  EXPECT_EQ(end.pairs_failed, end.pairs_total);
+  EXPECT_TRUE(Rows().empty());
+  Child wait({TUNEFARM_BINARY, "status", sweep_id, "--wait", "--coordinator", endpoint_}, dir_.Sub("wait.log"));
+  EXPECT_NE(wait.Wait(60), 0);
+  EXPECT_NE(ReadFile(dir_.Sub("wait.log")).find("units failed"), std::string::npos) << ReadFile(dir_.Sub("wait.log"));
+}
+
+// A sweep's retry list names each failure class once: 1.5 million copies of
+// one class (read for every batch of results) are refused at submit.
+TEST_F(HostilePeerTest, ARetryListOfRepeatedClassesIsRefusedAtSubmit) {
+  StartCoordinator();
+  auto sweep = LoadSweepFile(dir_.Sub("sweep.toml"), dir_.Sub("ops"));
+  ASSERT_TRUE(sweep.ok()) << sweep.status().message();
+  sweep->retry.assign(1'500'000, "timeout");
+  Peer client(ctx_, endpoint_);
+  client.Send(*sweep);
+  const std::string refused = client.Receive<ErrorReply>().message;
+  EXPECT_NE(refused.find("listed twice"), std::string::npos) << refused;
+  sweep->retry = {"timeout", "crash"};
+  client.Send(*sweep);
+  EXPECT_FALSE(client.Receive<SweepAccepted>().sweep_id.empty()) << CoordinatorLog();
 }
 
 // A client may submit so many sweeps a minute, refused ones included; past

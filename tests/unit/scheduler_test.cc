@@ -458,10 +458,16 @@ TEST(Scheduler, UnitFailsAfterMaxAttempts) {
   ASSERT_TRUE(s.Lease("w2", "m", 0));
   s.DropWorker("w2", 0);
   EXPECT_FALSE(s.Lease("w3", "m", 0).has_value());
-  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);  // finished, with a failed unit
+  // Ended, failed: its one unit's pairs count as failed, and it says why.
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kFailed);
+  EXPECT_NE(s.FindSweep("s1")->error.find("1 of 1 units failed"), std::string::npos) << s.FindSweep("s1")->error;
+  EXPECT_NE(s.FindSweep("s1")->error.find("after 2 leases: its worker left"), std::string::npos)
+      << s.FindSweep("s1")->error;
   auto p = s.Progress("s1");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].units_done, 1u);
+  EXPECT_EQ(p[0].pairs_failed, p[0].pairs_total);
+  EXPECT_EQ(p[0].failed_by_class.at("unit_failed"), p[0].pairs_total);
 }
 
 TEST(Scheduler, TailDuplicatesStragglersAndFirstCompletionWins) {
@@ -565,7 +571,7 @@ TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);
   s.CompleteUnit("w3", "s1", c->unit_id, 4, 4);
   EXPECT_EQ(s.Progress("s1")[0].units_done, 3u);
-  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
+  EXPECT_EQ(s.FindSweep("s1")->state, RunState::kFailed);  // one unit failed: the sweep says so
 }
 
 TEST(Scheduler, UnitsAreNumberedFromTheGivenFirstIdAndBelongToTheirSweep) {
