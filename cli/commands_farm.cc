@@ -72,6 +72,10 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
   app->add_option("--compile-threads", args->opts.compile_threads, "NVRTC threads (0 = one per core)")
       ->capture_default_str();
   app->add_option("--cache-dir", args->opts.cache_dir, "On-disk cubin cache (default ~/.cache/tunefarm)");
+  app->add_option("--max-package-cache-bytes", args->opts.max_package_cache_bytes,
+                  "Bytes of op packages kept unpacked under the cache; past it the least recently used go")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app->add_option("--include-root", args->include_roots,
                   "NAME=PATH: where ops that name include root NAME (a CUTLASS checkout) find it; repeatable");
   app->add_option("--timeout", args->opts.timing.timeout_seconds, "Wall-clock limit per config, seconds")
@@ -329,6 +333,14 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   c->add_option("--max-sweeps-per-minute", coord.opts.max_sweeps_per_minute,
                 "Sweeps a client (CURVE key, or address without CURVE) may submit in any 60 s; 0: no limit")
       ->capture_default_str();
+  c->add_option("--max-package-store-bytes", coord.opts.max_stored_package_bytes,
+                "Op package bytes the store keeps in all; past it, unneeded ones are pruned, then submits refused")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-read-bytes", coord.opts.max_read_bytes,
+                "Bytes one remote read (results/publish --coordinator) may export; a larger one is refused")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("--curve-key", coord.opts.curve_secret_key, "CURVE secret key file (see `keys curve`)");
   c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker CURVE public keys to admit");
   c->add_option("--client-allow-list", coord.opts.curve_client_allow_list,

@@ -66,6 +66,38 @@ static std::string PeerAddress(zmq::message_t& frame) {
   return "local";
 }
 
+// Whether the store has room for `submit`'s op packages (limits.h
+// kDefaultMaxStoredPackageBytes, kMaxSubmitNewPackageBytes), pruning those
+// no running sweep and no stored row needs when it has not: the line a
+// refused submit is answered with otherwise. Before the sweep is accepted,
+// so that a refused one leaves nothing behind.
+static Status AdmitOpPackages(ResultStore& store, const Scheduler& scheduler, const SweepSubmit& submit,
+                              uint64_t bound) {
+  std::vector<std::pair<std::string, OpPackage>> incoming;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < submit.ops.size() && i < submit.op_packages.size(); ++i) {
+    incoming.emplace_back(submit.ops[i], submit.op_packages[i]);
+    for (const auto& [name, text] : submit.op_packages[i]) bytes += name.size() + text.size();
+  }
+  // A package stored already is no new bytes: only the per-submit bound
+  // counts them all, which is what a client can send anyway.
+  if (bytes > kMaxSubmitNewPackageBytes)
+    return Status::InvalidArgument("op packages: the sweep brings " + std::to_string(bytes >> 20) +
+                                   " MiB of op packages, over the " + std::to_string(kMaxSubmitNewPackageBytes >> 20) +
+                                   " MiB one submit may bring");
+  std::set<std::string> needed;
+  for (const auto& [id, sweep] : scheduler.sweeps()) {
+    if (sweep.state != RunState::kRunning) continue;
+    for (const OpPackage& p : sweep.submit.op_packages) needed.insert(PackageDigest(p));
+  }
+  auto removed = store.MakeRoomForOps(incoming, bound, needed);
+  if (!removed.ok()) return removed.status();
+  if (*removed > 0)
+    CoordinatorLog(log::Level::kInfo, "op packages pruned to make room", {{"packages", *removed},
+                                                                          {"bound_mib", bound >> 20}});
+  return Status::OK();
+}
+
 uint32_t NoWorkRetryMs(size_t workers) {
   // About 5,000 idle requests/s over the farm at most (coordinator.h).
   constexpr double kIdleRequestsPerSecond = 5000;
@@ -126,13 +158,17 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
                          {{"worker", cmd.worker_name}, {"devices", cmd.devices.size()}});
           Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
         } else if constexpr (std::is_same_v<T, SweepSubmit>) {
+          if (Status st = AdmitOpPackages(*store, scheduler, cmd, opts.max_stored_package_bytes); !st.ok()) {
+            CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", cmd.name}, {"error", st.message()}});
+            return Send(identity, ErrorReply{st.message()});
+          }
           Send(identity, sweeps->Submit(cmd, client, now));
         } else if constexpr (std::is_same_v<T, SweepCancel>) {
           Send(identity, sweeps->Cancel(cmd.sweep_id));
         } else if constexpr (std::is_same_v<T, SweepStatusRequest>) {
           Send(identity, sweeps->StatusReply(cmd.sweep_id));
         } else if constexpr (std::is_same_v<T, StoreRead>) {
-          reads->Handle(identity, cmd, now);
+          reads->Handle(identity, client, cmd, now);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           if (!session) Disconnect(identity, "unknown worker: say hello first");
         } else if constexpr (std::is_same_v<T, RequestWork>) {
@@ -217,7 +253,10 @@ Status Coordinator::Start() {
   c.sweeps = std::make_unique<Sweeps>(&c.opts, c.store.get(), &c.scheduler, &c.sessions, c.ingestion.get(), &c.health);
   c.status = std::make_unique<StatusPages>(c.store.get(), &c.scheduler, &c.sessions, c.ingestion.get(), &c.health,
                                            &c.counters);
-  c.reads = std::make_unique<StoreReads>(c.store.get(), &c);
+  StoreReadsOptions read_options;
+  read_options.folder = StoreReadsFolder(c.opts.store_path);
+  read_options.max_read_bytes = c.opts.max_read_bytes;
+  c.reads = std::make_unique<StoreReads>(c.store.get(), &c, read_options);
   TUNE_RETURN_IF_ERROR(c.sweeps->Start());
   TUNE_RETURN_IF_ERROR(c.ingestion->Start());
   TUNE_RETURN_IF_ERROR(c.reads->Start());

@@ -48,6 +48,12 @@ struct CoordinatorOptions {
   // Sweeps one client (CURVE key, or address without CURVE) may submit in
   // any 60 s; 0: no limit (SubmitRate).
   uint32_t max_sweeps_per_minute = kDefaultMaxSweepsPerMinute;
+  // Op package bytes the store keeps in all; a submit past it is refused
+  // once what nothing needs is pruned (ResultStore::MakeRoomForOps).
+  uint64_t max_stored_package_bytes = kDefaultMaxStoredPackageBytes;
+  // The bytes one remote read's export may take, counted while it is
+  // written (StoreReads).
+  uint64_t max_read_bytes = kDefaultMaxReadBytes;
   // CURVE: on when a secret key is given; required (unless insecure) for
   // endpoints other than loopback. Workers must be on the allow-list.
   std::string curve_secret_key;     // file written by `tunefarm keys curve`

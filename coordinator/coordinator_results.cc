@@ -129,6 +129,7 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
   IngestJob job;
   job.identity = identity;
   job.worker = peer.name;
+  job.witness = WitnessOfKey(peer.key);
   if (book != lease_book_.end()) {
     const auto& lessees = book->second.record.lessees;
     if (std::find(lessees.begin(), lessees.end(), peer.Lessee()) != lessees.end()) {
@@ -198,7 +199,7 @@ void Ingestion::Refuse(const IngestOutcome& o) {
                  {{"sweep", o.head.sweep_id}, {"unit", o.head.unit_id}, {"worker", who},
                   {"error", o.error}});
   link_->Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch, 0, o.error});
-  scheduler_->GiveUpLease(o.identity, o.head.unit_id, opts_->env->NowUnixSeconds());
+  scheduler_->GiveUpLease(o.identity, o.head.unit_id, opts_->env->NowUnixSeconds(), o.error);
   if (sessions_->NoteViolation(o.identity)) {
     link_->Disconnect(o.identity, std::to_string(kMaxViolations) + " results batches refused");
   }
@@ -231,6 +232,13 @@ void Ingestion::ApplyOutcomes() {
         for (const auto& [cls, n] : o.failed_by_class) c.failures_by_class[cls] += n;
         c.results_duplicate += o.rows - o.stored;
         c.results_reused += o.reused;
+        if (o.reused) {
+          const WorkerSession* s = sessions_->Find(o.identity);
+          std::string name = s ? s->name : Printable(o.identity);
+          if (!c.reused_per_worker.count(name) && c.reused_per_worker.size() >= kMaxReuseWorkerLabels)
+            name = IngestCounters::kOtherWorkers;
+          c.reused_per_worker[name] += o.reused;
+        }
         if (o.reused)
           scheduler_->NoteReused(o.head.sweep_id, o.head.unit_id, o.reused, o.reused_failed, o.reused_failed_by_class);
         c.kernel_images += o.kernels;

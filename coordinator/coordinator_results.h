@@ -32,6 +32,12 @@ struct IngestCounters {
   uint64_t leases = 0, leases_retried = 0, batches_refused = 0;
   std::map<std::string, uint64_t> failures_by_class;  // stored failure rows, by FailureClassName
   std::map<std::string, uint64_t> stored_per_model;   // rows stored, by GPU model
+  // Configs reported reused (not measured again: a row under the worker's
+  // host digest stands), by worker name. The digest is the worker's word,
+  // so an operator sees whose word each reuse was; at most
+  // kMaxReuseWorkerLabels names, the rest under kOtherWorkers.
+  std::map<std::string, uint64_t> reused_per_worker;
+  static constexpr char kOtherWorkers[] = "(others)";
   // From a results frame's arrival to its outcome on the loop (the ack).
   Histogram ingest_seconds{Histogram::SecondsBounds()};
   std::map<std::string, Histogram> unit_seconds;  // lease to stored final batch, by GPU model

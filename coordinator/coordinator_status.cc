@@ -92,6 +92,7 @@ void StatusPages::AddWorkers(double now, std::map<std::string, std::string>* doc
   size_t devices = 0;
   std::map<std::string, size_t> per_model;  // devices by GPU model
   const std::map<std::string, size_t> leases_held = scheduler_->LeasesPerWorker();
+  const std::map<std::string, uint64_t>& reused = ingestion_->counters().reused_per_worker;
   for (const auto& [id, peer] : sessions_->all()) {
     json devs = json::array();
     for (const auto& d : peer.devices) {
@@ -115,9 +116,17 @@ void StatusPages::AddWorkers(double now, std::map<std::string, std::string>* doc
                   {"clock_skew_seconds", peer.clock_skew_seconds},
                   {"clock_off", std::abs(peer.clock_skew_seconds) > kClockSkewWarnSeconds},
                   {"leases", held == leases_held.end() ? 0 : held->second},
+                  {"reused", reused.count(peer.name) ? reused.at(peer.name) : 0},
                   {"devices", devs}});
   }
-  (*docs)["workers"] = DumpJson(json{{"workers", ws}});
+  // Reuse rests on each worker's word for its host digest: counted by
+  // worker, gone ones included, so an operator sees whose word it was.
+  (*docs)["workers"] = DumpJson(json{{"workers", ws}, {"reused_by_worker", reused}});
+  for (const auto& [name, n] : reused)
+    metrics->push_back(Metric::Counter("tunefarm_rows_reused_total",
+                                       "configs not measured again on a worker's word that its host digest has "
+                                       "stored rows, by worker",
+                                       n, {{"worker", name}}));
   metrics->push_back(Metric::Gauge("tunefarm_workers", "workers connected", sessions_->size()));
   metrics->push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
   for (const auto& [model, n] : per_model)

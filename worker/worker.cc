@@ -18,6 +18,7 @@
 #include <zmq.hpp>
 
 #include "compile_pool.h"
+#include "package_cache.h"
 #include "coordinator_link.h"
 #include "base/clock.h"
 #include "wire/curve.h"
@@ -164,6 +165,12 @@ struct Worker::Impl : HttpStatusSource {
   std::vector<std::unique_ptr<Backend>> program_backends;  // one beside each device's backend
   std::vector<DeviceInfo> devices;
   std::unique_ptr<CompilePool> pool;
+  // The op packages unpacked on disk, under their byte bound; looked at
+  // after a unit at most every kPackageEvictSeconds.
+  std::unique_ptr<PackageCache> packages;
+  std::mutex evict_mu;
+  double last_evict = -1e9;
+  static constexpr double kPackageEvictSeconds = 30;
   std::optional<CurveKeyPair> curve_keys;
   std::string coordinator_key;
   std::vector<std::unique_ptr<UnitQueue>> queues;
@@ -182,6 +189,7 @@ struct Worker::Impl : HttpStatusSource {
   std::atomic<bool> stop_devices{false};
   std::mutex spec_mu;
   std::map<std::string, std::shared_ptr<const OpSpec>> spec_cache;  // by package digest
+  size_t spec_cache_bytes = 0;  // of its keys
   // Fastest valid median measured on this host per (GPU model, op, dtype,
   // kernel hash, shape), across units and devices: what early stopping and
   // refinement compare against (TimingPolicy).
@@ -273,6 +281,13 @@ struct Worker::Impl : HttpStatusSource {
       return nullptr;
     }
     auto ptr = std::make_shared<const OpSpec>(std::move(spec).value());
+    // Keyed by whole packages: bounded like the disk's copies (the units
+    // that hold a spec keep it alive).
+    spec_cache_bytes += key.size();
+    if (spec_cache_bytes > opts.max_package_cache_bytes) {
+      spec_cache.clear();
+      spec_cache_bytes = key.size();
+    }
     spec_cache.emplace(key, ptr);
     return ptr;
   }
@@ -286,11 +301,38 @@ struct Worker::Impl : HttpStatusSource {
     std::set<uint64_t> planned;  // units whose configs the program backend was told of
     while (auto unit = queues[slot]->Pop(&stop_devices)) {
       const double start = NowSeconds();
+      UsePackage(slot, *unit);
       RunUnit(slot, *unit, push, &planned);
+      ReleasePackage(*unit);
       std::lock_guard<std::mutex> lock(stats_mu);
       auto [h, added] = unit_seconds.try_emplace(devices[slot].model, Histogram::SecondsBounds());
       h->second.Observe(NowSeconds() - start);
     }
+  }
+
+  // `unit`'s package is in use until ReleasePackage: kept on disk (and
+  // unpacked again where the cache removed it).
+  void UsePackage(size_t slot, const WorkUnit& unit) {
+    if (!packages) return;
+    const std::string digest = PackageDigest(unit.op_package);
+    packages->Pin(unit.unit_id, digest);
+    if (Status st = packages->Touch(slot, unit.op, unit.op_package, digest); !st.ok())
+      Log(log::Level::kWarn, "op package not unpacked again", {{"op", unit.op}, {"error", st.message()}});
+  }
+  void ReleasePackage(const WorkUnit& unit) {
+    if (!packages) return;
+    packages->Unpin(unit.unit_id);
+    {
+      std::lock_guard<std::mutex> lock(evict_mu);
+      const double now = NowSeconds();
+      if (now - last_evict < kPackageEvictSeconds) return;
+      last_evict = now;
+    }
+    const PackageCache::Eviction e = packages->Evict();
+    if (!e.removed.empty())
+      Log(log::Level::kInfo, "op package cache over its bound: least recently used removed",
+          {{"worker", opts.name}, {"folders", e.removed.size()}, {"mib_before", e.bytes_before >> 20},
+           {"mib_after", e.bytes_after >> 20}, {"bound_mib", opts.max_package_cache_bytes >> 20}});
   }
 
   // Hands a command to the socket thread over the device's inproc pipe.
@@ -399,6 +441,7 @@ struct Worker::Impl : HttpStatusSource {
       std::string ignored;
       auto spec = SpecFor(next, &ignored);
       if (!spec || !spec->program || next.confirm()) continue;
+      UsePackage(slot, next);  // its serve process may unpack and build it now
       std::vector<StoredDigest> reused;
       const auto trimmed = WithoutReused(next, *spec, *program_backends[slot], &reused);
       const std::vector<Config>& configs = (trimmed ? *trimmed : next).configs;
@@ -822,6 +865,12 @@ Status Worker::Start() {
     }
   }
   impl_->pool = std::make_unique<CompilePool>(impl_->opts.compile_threads);
+  // Where the backends unpack op packages (UnpackedPackage's roots): the
+  // cubin cache's and the program ops' folders.
+  impl_->packages = std::make_unique<PackageCache>(
+      std::vector<std::string>{(o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir) + "/packages",
+                               programs.work_dir + "/packages"},
+      o.max_package_cache_bytes, PackageCache::kDefaultGraceSeconds);
   if (o.http_port >= 0) {
     HttpServerOptions ho;
     ho.address = o.http_address;

@@ -10,12 +10,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "base/limits.h"
 #include "measure/backend.h"
 #include "opspec/op_spec.h"
 #include "tune/status.h"
@@ -32,6 +34,8 @@ struct WorkerOptions {
   IncludeRoots include_roots;                // cuda: where ops' include roots are (--include-root)
   unsigned compile_threads = 0;              // 0 = one per core
   std::string cache_dir;                     // cubin cache (cuda); program ops unpack beside it
+  // Bytes of the op packages unpacked under cache_dir (package_cache.h).
+  uint64_t max_package_cache_bytes = kDefaultMaxWorkerPackageCacheBytes;
   std::string runner_exe;                    // cuda: binary with the `runner` command
   TimingPolicy timing;
   // CURVE: this worker's key pair and the coordinator's public key; both or

@@ -1096,3 +1096,67 @@ TEST(StableWinners, NearTiesGoToTheSmallerConfigIdAndRealGainsWin) {
 
 }  // namespace
 }  // namespace tune
+
+namespace tune {
+namespace {
+
+// The bound on op package bytes in all (MakeRoomForOps): a submit past it
+// has the packages that nothing needs pruned, oldest first, and is refused
+// with a line when what stays is still too much. A package stays while a
+// running sweep uses it and once a row was measured with it (publish finds
+// a row's spec by kernel hash).
+TEST(ResultStoreTest, OpPackagesAreBoundInAllKeepingWhatSweepsAndRowsNeed) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("store"));
+  ASSERT_TRUE(store);
+  auto base = ReadOpPackage(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/synthetic");
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  auto version = [&](char c) {
+    OpPackage p = *base;
+    p["data.bin"] = std::string(100 << 10, c);
+    p["synthetic.cu"] += std::string("\n// version ") + c + "\n";  // another kernel hash
+    return p;
+  };
+  const OpPackage a = version('a'), b = version('b'), c = version('c'), d = version('d'), e = version('e');
+  ASSERT_TRUE(store->PutOp("synthetic", 1, a).ok());
+  ASSERT_TRUE(store->PutOp("synthetic", 2, b).ok());
+  ASSERT_TRUE(store->PutOp("synthetic", 3, c).ok());
+  // A row measured with `a`, on the sim toolchain.
+  auto spec_a = ParseOpSpec(a, "a");
+  ASSERT_TRUE(spec_a.ok()) << spec_a.status().message();
+  Measurement row = M("sim-h100", "synthetic", "N=4096", "BLOCK=128", 10, FailureClass::kNone, OpHash(*spec_a, "sim"));
+  row.dtype = "f32";
+  row.config_id = row.config.Id();
+  row.nvrtc_version = "sim";
+  ASSERT_TRUE(store->Put(row).ok());
+  auto stored = [&] {
+    std::set<char> out;
+    EXPECT_TRUE(store->ForEachOp([&](const OpRecord& op) { out.insert(op.package.at("data.bin")[0]); }).ok());
+    return out;
+  };
+  const std::set<std::string> running = {PackageDigest(b)};
+  // Room under the bound: nothing goes.
+  auto room = store->MakeRoomForOps({{"synthetic", d}}, 1 << 20, running);
+  ASSERT_TRUE(room.ok()) << room.status().message();
+  EXPECT_EQ(*room, 0u);
+  // 4 x ~100 KiB over 350 KiB: `c` (neither measured nor running) goes.
+  room = store->MakeRoomForOps({{"synthetic", d}}, 350 << 10, running);
+  ASSERT_TRUE(room.ok()) << room.status().message();
+  EXPECT_EQ(*room, 1u);
+  EXPECT_EQ(stored(), (std::set<char>{'a', 'b'}));
+  ASSERT_TRUE(store->PutOp("synthetic", 4, d).ok());
+  // Past 250 KiB even once `d` went: refused with the bound named; what
+  // rows and running sweeps need stays.
+  room = store->MakeRoomForOps({{"synthetic", e}}, 250 << 10, running);
+  ASSERT_FALSE(room.ok());
+  EXPECT_NE(room.status().message().find("over the bound of 250 KiB"), std::string::npos) << room.status().message();
+  EXPECT_EQ(stored(), (std::set<char>{'a', 'b'}));
+  // A package stored already is no new bytes.
+  room = store->MakeRoomForOps({{"synthetic", a}}, 250 << 10, running);
+  EXPECT_TRUE(room.ok()) << room.status().message();
+  // Publish still finds the measured row's spec.
+  EXPECT_EQ(OpsFromStore(*store).count("synthetic"), 1u);
+}
+
+}  // namespace
+}  // namespace tune

@@ -38,6 +38,34 @@ inline constexpr size_t kMaxPackageBytes = size_t(32) << 20;
 // removed version stay; publishing them needs their package again.
 inline constexpr size_t kMaxRetainedOpVersions = 8;
 
+// Op package bytes the store keeps over every op name (--max-package-store-
+// bytes), and the new package bytes one sweep submit may bring (the bound
+// per client: a submit is one client's, and submits per client are rate-
+// bound). A submit that would take the store past the bound first has
+// packages pruned that nothing needs (ResultStore::MakeRoomForOps), then is
+// refused with a line. 12 op names of 30 MB each once made a 430 MB store.
+inline constexpr uint64_t kDefaultMaxStoredPackageBytes = uint64_t{256} << 20;
+inline constexpr uint64_t kMaxSubmitNewPackageBytes = uint64_t{64} << 20;
+
+// Unpacked op packages a worker keeps on disk (its cache folder's
+// packages/ and programs/packages/), in bytes: past it the least recently
+// used folders are removed, never one a queued or running unit uses.
+inline constexpr uint64_t kDefaultMaxWorkerPackageCacheBytes = uint64_t{256} << 20;
+
+// Remote reads (StoreRead): the bytes one export may take, counted while it
+// is written (--max-read-bytes), the bytes of every export made or held at
+// once, and the exports one client (CURVE key, else address) may have made
+// or held at once, so that no client locks the others out.
+inline constexpr uint64_t kDefaultMaxReadBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kMaxHeldReadBytes = uint64_t{4} << 30;
+inline constexpr size_t kMaxReadsPerClient = 2;
+
+// Worker names the coordinator counts reused rows by (/api/workers'
+// reused_by_worker, tunefarm_rows_reused_total{worker}): names are the
+// workers' own, and a farm that restarts unnamed workers (host:pid) would
+// make a label per start; past this many the rest count as "(others)".
+inline constexpr size_t kMaxReuseWorkerLabels = 256;
+
 // (config, shape) pairs one sweep may queue on one GPU model: legal configs
 // x shapes x dtypes, summed over its ops (--max-sweep-pairs). A pair costs
 // the coordinator a config's worth of memory until it is leased.
@@ -50,5 +78,33 @@ inline constexpr uint64_t kDefaultMaxFarmPairs = 16'000'000;
 // Sweeps one client (its CURVE key; without CURVE, its address) may submit
 // in any 60 s, refused ones included (--max-sweeps-per-minute).
 inline constexpr uint32_t kDefaultMaxSweepsPerMinute = 30;
+
+// Decompressed bytes of one `search replay` / `search predict` input (a
+// `tunefarm results --format csv` file, gzip or plain), counted while it is
+// inflated: a gzip bomb is refused here, having cost one buffer. 256 MiB is
+// about a million rows, 30 times the largest exhaustive sweep in
+// tests/data/search.
+inline constexpr uint64_t kMaxReplayInputBytes = uint64_t(256) << 20;
+
+// Bytes of one line of such a file, or of a misses file (`sweep
+// from-misses`): a row names one config and one shape, a miss one shape. A
+// longer line is refused by its number without being held whole.
+inline constexpr size_t kMaxInputLineBytes = size_t(64) << 10;
+
+// Configs of one key that `search replay` replays: the strategies list at
+// most this many legal points (kListLegalUpTo, search/strategy_base.h).
+inline constexpr size_t kMaxReplayKeyConfigs = 1'000'000;
+
+// Tuned shapes of one (GPU model, op, dtype) that `search predict` fits
+// shape selectors on. A fit costs shapes^2 (every threshold of every
+// feature partitions the shapes), and predict fits once per shape held
+// out: at 256 shapes a fit is milliseconds and a group a few seconds. A
+// group with more is refused, naming it.
+inline constexpr size_t kMaxFitShapes = 256;
+
+// Lines of the misses files one `sweep from-misses` reads. A line's count
+// is at most 2^53 (a JSON number's exact range); a shape's counts add up
+// saturating at UINT64_MAX, printed as "or more".
+inline constexpr size_t kMaxMissLines = 1'000'000;
 
 }  // namespace tune

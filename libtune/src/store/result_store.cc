@@ -30,14 +30,17 @@
 #include <filesystem>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <tuple>
 #include <functional>
 #include <unordered_map>
 
 #include "base/log.h"
 #include "codec/protocol.h"
+#include "opspec/op_spec.h"
 
 namespace tune {
 namespace {
@@ -352,6 +355,14 @@ struct ResultStore::Impl {
   uint64_t marked_sequence = 0;
   bool marker_written = false;  // by this handle: a recovery may lower the file's
   std::atomic<int64_t> last_mark_ns{0};
+  // Op records' bytes by key, read on first need (MakeRoomForOps) and kept
+  // by PutOp and PruneOps, so that a submit does not read every package;
+  // and the keys known to have measured rows (a row is never unmeasured).
+  // Guarded by ops_mu.
+  std::mutex ops_mu;
+  bool op_bytes_loaded = false;
+  std::map<std::string, uint64_t> op_bytes;
+  std::set<std::string> ops_measured;
 
   ~Impl() { CloseDb(); }
 
@@ -1146,15 +1157,19 @@ std::vector<OpRecord> OpsOfSweep(const std::string& sweep_id, const std::string&
 Status ResultStore::PutOp(const std::string& name, int64_t submitted_unix, const OpPackage& package) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   if (name.empty()) return impl_->Error("op record without a name");
-  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, OpKey(name, package),
-                                     EncodeOpRecord(OpRecord{name, submitted_unix, package}));
+  const std::string key = OpKey(name, package);
+  const std::string value = EncodeOpRecord(OpRecord{name, submitted_unix, package});
+  std::lock_guard<std::mutex> lock(impl_->ops_mu);
+  rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), impl_->meta, key, value);
   if (s.ok()) impl_->MaybeMarkDurable();
+  if (s.ok() && impl_->op_bytes_loaded) impl_->op_bytes[key] = value.size();
   return s.ok() ? Status::OK() : impl_->Error("write of op " + name + " failed", s);
 }
 
 Result<size_t> ResultStore::PruneOps(const std::string& name, size_t keep, const std::set<std::string>& needed) {
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   const std::string prefix = kOpPrefix + name + kSep;
+  std::lock_guard<std::mutex> lock(impl_->ops_mu);
   std::vector<std::pair<int64_t, std::string>> versions;  // (submitted, key)
   TUNE_RETURN_IF_ERROR(impl_->ForPrefix(impl_->meta, prefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
     auto op = DecodeOpRecord(value.data(), value.size());
@@ -1168,8 +1183,112 @@ Result<size_t> ResultStore::PruneOps(const std::string& name, size_t keep, const
     if (needed.count(versions[i].second.substr(prefix.size()))) continue;
     rocksdb::Status s = impl_->db->Delete(rocksdb::WriteOptions(), impl_->meta, versions[i].second);
     if (!s.ok()) return impl_->Error("delete of an old version of op " + name + " failed", s);
+    impl_->op_bytes.erase(versions[i].second);
+    impl_->ops_measured.erase(versions[i].second);
     ++removed;
   }
+  return removed;
+}
+
+namespace {
+
+// Bytes for a line: KiB below a MiB, rounded up.
+std::string Mib(uint64_t bytes) {
+  if (bytes < (1u << 20)) return std::to_string((bytes + 1023) >> 10) + " KiB";
+  return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
+}
+
+}  // namespace
+
+Result<size_t> ResultStore::MakeRoomForOps(const std::vector<std::pair<std::string, OpPackage>>& incoming,
+                                           uint64_t bound, const std::set<std::string>& needed) {
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
+  std::lock_guard<std::mutex> lock(impl_->ops_mu);
+  if (!impl_->op_bytes_loaded) {
+    // Records written before the index of ops (IndexOps) are counted once
+    // made; until then a store has none to count.
+    std::map<std::string, uint64_t> sizes;
+    TUNE_RETURN_IF_ERROR(impl_->ForPrefix(impl_->meta, kOpPrefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
+      sizes[key.ToString()] = value.size();
+      return true;
+    }));
+    impl_->op_bytes = std::move(sizes);
+    impl_->op_bytes_loaded = true;
+  }
+  uint64_t stored = 0, added = 0;
+  for (const auto& [key, bytes] : impl_->op_bytes) stored += bytes;
+  std::set<std::string> incoming_keys;
+  for (const auto& [name, package] : incoming) {
+    const std::string key = OpKey(name, package);
+    if (impl_->op_bytes.count(key) || !incoming_keys.insert(key).second) continue;  // stored already: a new time only
+    added += EncodeOpRecord(OpRecord{name, 0, package}).size();
+  }
+  if (stored + added <= bound) return size_t{0};
+  // What may go. A package stays while a running sweep uses it (`needed`)
+  // and while a stored row was measured with it: publish finds a row's spec
+  // by its kernel hash among the stored packages (publish.h, SpecsByOpHash),
+  // so removing one would leave its rows without a launch plan or cubin
+  // check. The newest package of a name is no exception: a name is the
+  // submitter's choice, so keeping each name's newest would let names
+  // without rows hold the bound; publish's defaults then come from the
+  // newest package that remains (OpsFromStore). Candidates go oldest first.
+  struct Candidate {
+    int64_t submitted;
+    std::string key, name;
+  };
+  std::vector<Candidate> candidates;
+  std::map<std::string, std::vector<std::pair<std::string, OpPackage>>> unchecked;  // by op name
+  TUNE_RETURN_IF_ERROR(impl_->ForPrefix(impl_->meta, kOpPrefix, [&](rocksdb::Slice key, rocksdb::Slice value, Status*) {
+    const std::string k = key.ToString();
+    const std::string digest = k.substr(k.rfind(kSep) + 1);
+    if (needed.count(digest) || impl_->ops_measured.count(k) || incoming_keys.count(k)) return true;
+    auto op = DecodeOpRecord(value.data(), value.size());
+    const std::string name = op.ok() ? op->name : std::string();
+    candidates.push_back({op.ok() ? op->submitted_unix : INT64_MIN, k, name});  // unreadable: oldest
+    if (op.ok()) unchecked[name].emplace_back(k, std::move(op->package));
+    return true;
+  }));
+  // Which candidates rows were measured with: one scan of each op's rows,
+  // only when room is short; a key found measured is remembered.
+  for (const auto& [name, packages] : unchecked) {
+    std::set<std::tuple<std::string, std::string, std::string>> seen;  // (toolchain, hash, include digest)
+    std::vector<Measurement> rows;
+    TUNE_RETURN_IF_ERROR(Scan(ResultFilter{"", name, "", "", ""}, [&](const Measurement& m) {
+      if (seen.emplace(m.nvrtc_version, m.kernel_hash, m.include_digest).second) rows.push_back(m);
+      return true;
+    }));
+    if (rows.empty()) continue;
+    for (const auto& [key, package] : packages) {
+      auto spec = ParseOpSpec(package, "stored op '" + name + "'");
+      if (!spec.ok()) continue;  // no row can have been measured with what does not parse
+      std::map<std::string, std::string> hashes;  // toolchain -> op hash
+      for (const Measurement& m : rows) {
+        auto [it, fresh] = hashes.try_emplace(m.nvrtc_version);
+        if (fresh) it->second = OpHash(*spec, m.nvrtc_version);
+        if (MeasuresKernel(m, it->second)) {
+          impl_->ops_measured.insert(key);
+          break;
+        }
+      }
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.submitted < b.submitted; });
+  size_t removed = 0;
+  for (const Candidate& c : candidates) {
+    if (stored + added <= bound) break;
+    if (impl_->ops_measured.count(c.key)) continue;
+    rocksdb::Status s = impl_->db->Delete(rocksdb::WriteOptions(), impl_->meta, c.key);
+    if (!s.ok()) return impl_->Error("delete of an unused package of op " + c.name + " failed", s);
+    stored -= std::min(stored, impl_->op_bytes[c.key]);
+    impl_->op_bytes.erase(c.key);
+    ++removed;
+  }
+  if (stored + added > bound)
+    return Status::Unavailable("op packages: the sweep's new packages (" + Mib(added) + ") would take the store's to " +
+                               Mib(stored + added) + ", over the bound of " + Mib(bound) +
+                               " (--max-package-store-bytes); every stored package is used by a running sweep "
+                               "or by stored rows");
   return removed;
 }
 
@@ -1275,7 +1394,7 @@ Status ResultStore::PutKernel(const KernelImage& image, const std::string& witne
         if (put == KernelPut::kSame) return Status::OK();
       } else {
         put = KernelPut::kConflict;
-        refusal = Status::InvalidArgument("kernel image " + key + ": worker " + witness + " sent sha256 " + k.sha256 +
+        refusal = Status::InvalidArgument("kernel image " + key + ": " + (witness.empty() ? std::string("a peer without a key") : witness) + " sent sha256 " + k.sha256 +
                                           ", which differs from the stored " + old->sha256 +
                                           " (kept; neither ships unverified)");
         if (!note(&old->conflicts, witness + " " + k.sha256)) return refusal;

@@ -188,10 +188,23 @@ class ResultStore {
   // running sweeps); returns how many it removed. Reads every record of the
   // op. Thread-safe, like every call here.
   Result<size_t> PruneOps(const std::string& name, size_t keep, const std::set<std::string>& needed);
+  // Makes room for the `incoming` (name, package) pairs of a submit under
+  // `bound` bytes of op records in all (base/limits.h
+  // kDefaultMaxStoredPackageBytes): a package stored already counts once.
+  // When the new ones would pass the bound, stored packages that nothing
+  // needs are removed, oldest first, until they fit; a package is needed
+  // while its PackageDigest is in `needed` (running sweeps') and once a
+  // stored row was measured with it (publish finds a row's spec by kernel
+  // hash). Returns how many it removed; Unavailable, with a line naming the
+  // bound, when even then they would not fit (nothing is written then but
+  // the removals). Reads every op record's size once per handle, and the
+  // rows of ops with candidates only when room is short. Thread-safe.
+  Result<size_t> MakeRoomForOps(const std::vector<std::pair<std::string, OpPackage>>& incoming, uint64_t bound,
+                                const std::set<std::string>& needed);
 
   // The cubins workers measured (types.h KernelImage), kept for bundles,
   // with who vouches for them. The first image of a key is stored with
-  // `witness` (the sending worker; "" for none); the same image again adds
+  // `witness` (WitnessOfKey of the sender's key; "" for none); the same image again adds
   // its witness (kWitnessed, or kSame when already known); another image
   // under a stored key (which NVRTC's determinism rules out for one kernel
   // hash: one of the two is not what the config compiles to) is recorded
