@@ -127,8 +127,9 @@ struct ZapAuthenticator::State {
   // and emptying the file would revoke nobody. So an empty file admits
   // nobody of its role; a malformed line is skipped and logged with its
   // file and line, the other lines count; a key on both lists is admitted
-  // as neither. A file that cannot be read at all (deleted, permissions)
-  // counts as empty too: on a security list a missing answer must not mean
+  // as neither. A file that cannot be read at all (deleted, permissions,
+  // not a regular file: a FIFO is refused, never waited on) counts as
+  // empty too: on a security list a missing answer must not mean
   // "as before", and the cost (the role's peers reconnect once the file is
   // back, after the next check) is an outage the operator can see and end,
   // while a revocation that silently does not happen is not. Replace the

@@ -91,7 +91,9 @@ class ZapAuthenticator {
   // Re-reads both allow-list files now and puts what they hold in force, for
   // the next handshake and the next RoleOf(): an empty file admits nobody of
   // its role; a malformed line is skipped (logged with file and line) and
-  // the rest applied; a file that cannot be read counts as empty (logged);
+  // the rest applied; a file that cannot be read counts as empty (logged),
+  // and so does one that is not a regular file (a FIFO, a device, a
+  // folder), which is refused without waiting on it;
   // a key on both lists is admitted as neither. Returns OK when nothing was
   // skipped, else the first problem (the list is in force all the same).
   Status Reload();

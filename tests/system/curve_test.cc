@@ -405,6 +405,67 @@ TEST_F(CurveLinkTest, ReloadedAllowListAdmitsNewKey) {
   EXPECT_EQ(zap_->allowed_count(), 0u);
 }
 
+// A list replaced by a FIFO (or a device, a folder) is refused at once, not
+// waited on: a re-read runs on the handler's thread, and an open() blocked
+// on a FIFO with no writer would hold every handshake for good. Refused, the
+// list counts as empty (fails closed), and a good list later applies.
+TEST_F(CurveLinkTest, AnAllowListReplacedByAFifoIsRefusedNotWaitedOn) {
+  ASSERT_EQ(zap_->allowed_count(), 1u);
+  fs::remove(allow_list_);
+  ASSERT_EQ(::mkfifo(allow_list_.c_str(), 0644), 0);
+  Status st = zap_->Reload();  // before the fix: blocked in open() for good
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(allow_list_ + " is not a regular file"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
+  EXPECT_EQ(zap_->allowed_count(), 0u);
+  SendHello(Dealer(&allowed_, server_.public_z85), "host-a:30");
+  EXPECT_FALSE(RecvWithin(*router_, kNothingArrives).has_value()) << "a key of the refused list got in";
+
+  // A folder in its place is refused the same way.
+  fs::remove(allow_list_);
+  fs::create_directory(allow_list_);
+  st = zap_->Reload();
+  EXPECT_NE(st.message().find(allow_list_ + " is not a regular file"), std::string::npos) << st.message();
+
+  // The handler still answers, and a good list applies again.
+  fs::remove(allow_list_);
+  WriteFile(allow_list_, allowed_.public_z85 + " worker-a\n");
+  ASSERT_TRUE(zap_->Reload().ok());
+  EXPECT_EQ(zap_->allowed_count(), 1u);
+  SendHello(Dealer(&allowed_, server_.public_z85), "host-a:31");
+  auto got = RecvWithin(*router_, kArrives);
+  ASSERT_TRUE(got.has_value()) << "the handler no longer answers";
+  EXPECT_EQ(AdmittedKey((*got)[1]), allowed_.public_z85);
+}
+
+// The watching handler meets the FIFO on its own thread and still answers.
+TEST_F(CurveLinkTest, AWatchedAllowListReplacedByAFifoLeavesTheHandlerAnswering) {
+  zap_->Stop();
+  ZapAuthenticatorOptions opts;
+  opts.log = log_.fn();
+  opts.reload_check_seconds = 0.05;
+  auto watching = ZapAuthenticator::FromFile(ctx_, allow_list_, opts);
+  ASSERT_TRUE(watching.ok());
+  ZapAuthenticator& zap = **watching;
+  ASSERT_TRUE(zap.Start().ok());
+
+  fs::remove(allow_list_);
+  ASSERT_EQ(::mkfifo(allow_list_.c_str(), 0644), 0);
+  ASSERT_TRUE(WaitFor([&] { return log_.Contains(allow_list_ + " is not a regular file"); }, 3000ms))
+      << "the FIFO was never refused";
+  EXPECT_EQ(zap.allowed_count(), 0u);
+
+  fs::remove(allow_list_);
+  WriteFile(allow_list_ + ".new", allowed_.public_z85 + " worker-a\n");
+  fs::rename(allow_list_ + ".new", allow_list_);
+  ASSERT_TRUE(WaitFor([&] { return zap.allowed_count() == 1; }, 3000ms)) << "the handler stopped re-reading";
+  SendHello(Dealer(&allowed_, server_.public_z85), "host-a:32");
+  EXPECT_TRUE(RecvWithin(*router_, kArrives).has_value()) << "the handler no longer answers";
+  router_->close();
+  router_.reset();
+  zap.Stop();
+}
+
 // The coordinator's per-message rule, for a frame from a live connection:
 // a key whose role is gone is disconnected.
 bool Admitted(const ZapAuthenticator& zap, zmq::socket_t& router, zmq::socket_t& dealer, const std::string& key,

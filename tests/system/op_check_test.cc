@@ -133,6 +133,34 @@ TEST(OpCheck, NamesTheRuleThatEmptiesASpaceAndFailsOnABrokenOp) {
   EXPECT_NE(r.output.find("op.toml: "), std::string::npos) << r.output;
 }
 
+// A header the source includes that is a link to a file of the host (a
+// key) is refused by `op check` and by `submit`, which read the op folder
+// the same way: one line naming the link, and the key is never read.
+TEST(OpCheck, ASymbolicLinkInTheOpFolderIsRefusedByOpCheckAndSubmit) {
+  tune::testing::TempDir dir;
+  const fs::path op = fs::path(dir.path()) / "ops" / "gemm";
+  fs::create_directories(op.parent_path());
+  fs::copy(kOps + "/gemm", op, fs::copy_options::recursive);
+  std::ofstream(op / "gemm.cu", std::ios::app) << "\n#include \"helper.cuh\"\n";
+  dir.Write("id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY----- host secret\n");
+  fs::create_symlink(dir.Sub("id_ed25519"), op / "helper.cuh");
+  const std::string refusal = "'" + (op / "helper.cuh").string() + "' is a symbolic link";
+
+  CommandRun r = OpCheck(op.string() + " --gpu h100-80gb-hbm3");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(refusal), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("host secret"), std::string::npos) << r.output;
+
+  // submit reads the package before it reaches for a coordinator.
+  dir.Write("sweep.toml", "[sweep]\nname = \"s\"\nops = [\"gemm\"]\ndtypes = [\"f16\"]\ngpus = [\"*\"]\n"
+                          "shapes = [{ M = 128, N = 128, K = 128 }]\n");
+  r = Tunefarm("submit " + dir.Sub("sweep.toml") + " --ops-dir " + (fs::path(dir.path()) / "ops").string() +
+               " --coordinator tcp://127.0.0.1:" + std::to_string(testing::FreePort()));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(refusal), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("host secret"), std::string::npos) << r.output;
+}
+
 // A kernel whose parameters are not the [[args]] fails op check with both
 // lists; a source that does not compile fails a sim `tune` too, as on a GPU,
 // where this build has NVRTC.

@@ -1,6 +1,7 @@
 #include "opspec/op_spec.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -298,6 +299,63 @@ TEST(OpSpec, ReadOpPackageNamesAMissingSource) {
   auto none = ReadOpPackage(empty.path());
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find(empty.path() + "/op.toml: cannot read"), std::string::npos);
+}
+
+// A package goes to every worker and into the store: a symbolic link
+// anywhere in the op folder (a header a source includes, the source, the
+// reference, an init file, op.toml, a folder on the way) is refused by its
+// name in one line, and what it points at is never read.
+TEST(OpSpec, ReadOpPackageRefusesEverySymbolicLink) {
+  TempDir host;
+  host.Write("id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY----- host secret\n");
+  host.Write("lib/tile.h", "// a header of the host\n");
+  const std::string secret = host.Sub("id_ed25519");
+  const std::string init = "init = \"uniform(-1,1)\"";
+  struct Case {
+    std::string what, link, target;
+    std::string toml = kGemmToml;
+    std::string source = "extern \"C\" __global__ void gemm() {}\n";
+  };
+  const std::vector<Case> cases = {
+      {"a header the source includes", "helper.cuh", secret, kGemmToml,
+       "#include \"helper.cuh\"\nextern \"C\" __global__ void gemm() {}\n"},
+      {"a header the reference includes, beside it", "ref/util.h", secret,
+       Replace(kGemmToml, "reference.cu:gemm_ref", "ref/reference.cu:gemm_ref")},
+      {"a folder on a header's way", "detail", host.Sub("lib"), kGemmToml,
+       "#include \"detail/tile.h\"\nextern \"C\" __global__ void gemm() {}\n"},
+      {"[op] source", "gemm.cu", secret},
+      {"[check] reference", "reference.cu", secret},
+      {"init = file(...)", "a.npy", secret, Replace(kGemmToml, init, "init = \"file(a.npy)\"")},
+      {"op.toml", "op.toml", secret},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    dir.Write("op.toml", c.toml);
+    dir.Write("gemm.cu", c.source);
+    dir.Write("reference.cu", "extern \"C\" __global__ void gemm_ref() {}\n");
+    dir.Write("ref/reference.cu", "#include \"util.h\"\nextern \"C\" __global__ void gemm_ref() {}\n");
+    dir.Write("a.npy", "\x93NUMPY");
+    fs::remove(dir.Sub(c.link));
+    fs::create_symlink(c.target, dir.Sub(c.link));
+    auto pkg = ReadOpPackage(dir.path());
+    ASSERT_FALSE(pkg.ok()) << c.what << ": a link was read into the package";
+    const std::string& m = pkg.status().message();
+    EXPECT_NE(m.find("'" + dir.Sub(c.link) + "' is a symbolic link"), std::string::npos) << c.what << ": " << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << c.what << ": " << m;
+    EXPECT_EQ(m.find("host secret"), std::string::npos) << c.what << ": " << m;
+    EXPECT_FALSE(LoadOpSpec(dir.path()).ok()) << c.what;
+  }
+
+  // A FIFO where a header is looked for is refused, not waited on.
+  TempDir dir;
+  dir.Write("op.toml", kGemmToml);
+  dir.Write("gemm.cu", "#include \"pipe.h\"\n");
+  dir.Write("reference.cu", "");
+  ASSERT_EQ(::mkfifo(dir.Sub("pipe.h").c_str(), 0644), 0);
+  auto pkg = ReadOpPackage(dir.path());
+  ASSERT_FALSE(pkg.ok());
+  EXPECT_NE(pkg.status().message().find("'" + dir.Sub("pipe.h") + "' is not a regular file"), std::string::npos)
+      << pkg.status().message();
 }
 
 TEST(OpSpec, TomlSyntaxErrorGivesLineAndColumn) {

@@ -1,6 +1,12 @@
 #include "op_confine.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cctype>
 #include <filesystem>
 #include <optional>
@@ -197,6 +203,95 @@ std::vector<std::pair<std::string, bool>> IncludeTargets(const std::string& text
     out.emplace_back(line.substr(i + 1, end - i - 1), angled);
   }
   return out;
+}
+
+namespace {
+
+// Closes a descriptor when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+// Why `name` (in the open folder `dir`, shown as `shown`) could not be
+// opened with O_NOFOLLOW: a link says so, whatever errno the open gave.
+Status OpenRefusal(int dir, const std::string& name, const std::string& shown, int err) {
+  struct stat st {};
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+    return Status::InvalidArgument("'" + shown + "' is a symbolic link; packages hold files only");
+  const std::string why = "cannot read '" + shown + "': " + std::strerror(err);
+  return err == ENOENT || err == ENOTDIR ? Status::NotFound(why) : Status::IOError(why);
+}
+
+}  // namespace
+
+Status ReadOpFolderFile(const std::string& root, const std::string& rel, size_t max_bytes, std::string* out) {
+  const std::filesystem::path root_path(root);
+  std::vector<std::string> parts;
+  for (const auto& part : std::filesystem::path(rel)) parts.push_back(part.string());
+  const std::string whole = (root_path / rel).string();
+  if (parts.empty() || !InFolder(rel) || *InFolder(rel) != rel)
+    return Status::InvalidArgument("'" + whole + "' is not a file name inside the op folder");
+  Fd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.fd < 0) {
+    const int err = errno;
+    const std::string why = "cannot read '" + root + "': " + std::strerror(err);
+    return err == ENOENT || err == ENOTDIR ? Status::NotFound(why) : Status::IOError(why);
+  }
+  std::filesystem::path shown = root_path;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    shown /= parts[i];
+    const int sub = ::openat(dir.fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) {
+      const int err = errno;
+      return OpenRefusal(dir.fd, parts[i], shown.string(), err);
+    }
+    ::close(dir.fd);
+    dir.fd = sub;
+  }
+  const std::string& leaf = parts.back();
+  // Looked at before it is opened, so that a device or a FIFO is never
+  // opened at all; checked again on the descriptor, which is what is read.
+  struct stat st {};
+  if (::fstatat(dir.fd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    const int err = errno;
+    return OpenRefusal(dir.fd, leaf, whole, err);
+  }
+  if (S_ISLNK(st.st_mode)) return Status::InvalidArgument("'" + whole + "' is a symbolic link; packages hold files only");
+  // A folder where a file was looked for is no file of that name (an
+  // #include candidate); a FIFO, device or socket is refused.
+  if (S_ISDIR(st.st_mode)) return Status::NotFound("cannot read '" + whole + "': " + std::strerror(EISDIR));
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("'" + whole + "' is not a regular file");
+  Fd file(::openat(dir.fd, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (file.fd < 0) {
+    const int err = errno;
+    return OpenRefusal(dir.fd, leaf, whole, err);
+  }
+  if (::fstat(file.fd, &st) != 0) return Status::IOError("cannot read '" + whole + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("'" + whole + "' is not a regular file");
+  auto too_large = [&] {
+    return Status::InvalidArgument("'" + whole + "' holds more than the limit of " + std::to_string(max_bytes) +
+                                   " bytes per package");
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) return too_large();
+  // Read to the end, not to the size seen: the file may grow meanwhile.
+  std::string data;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(file.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError("cannot read '" + whole + "': " + std::strerror(errno));
+    if (n == 0) break;
+    if (data.size() + static_cast<size_t>(n) > max_bytes) return too_large();
+    data.append(buf, static_cast<size_t>(n));
+  }
+  *out = std::move(data);
+  return Status::OK();
 }
 
 std::optional<std::string> InFolder(const std::filesystem::path& p) {

@@ -48,6 +48,24 @@ Status CheckCompileOption(const std::string& option);
 Status CheckIncludes(const std::string& file, const std::string& text,
                      const std::function<bool(const std::string& includer, const std::string& target)>& resolves);
 
+// Reads the file `rel` of the op folder `root` into *out: the one way a
+// file of an op folder enters a package (ReadOpPackage: op.toml, sources,
+// the headers they include, reference, init files, [program] files,
+// [op] include), so that what `submit`, `op check` and the kernel hash see
+// is what this allows. A package goes to every worker and into the store,
+// so a symbolic link anywhere under `root` is refused (it could take a file
+// of the submitter's host, a key, into it): `rel` is walked one component
+// at a time with openat(O_NOFOLLOW) from the folder above, so no link is
+// ever followed, not even one swapped in after a check. `root` itself may
+// be a link: the user named it. A FIFO, device or socket is refused without
+// being opened for a blocking read, and a file of more than `max_bytes`.
+// `rel` is a name InFolder() returns. Errors are one line naming the path
+// (for a link, the link itself): NotFound ("cannot read '...': ...") when
+// a component does not exist or is not a folder (the include closure takes
+// that as "not a package file"), InvalidArgument for a link, a file that is
+// not regular, or one too large; IOError when the system refuses the read.
+Status ReadOpFolderFile(const std::string& root, const std::string& rel, size_t max_bytes, std::string* out);
+
 // #include discovery, shared by ReadOpPackage, the parser, SourceDigest and
 // IncludeRootsDigest.
 //

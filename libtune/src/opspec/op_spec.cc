@@ -19,7 +19,6 @@
 #include <toml++/toml.h>
 #include <unordered_set>
 
-#include "base/env.h"
 #include "opspec/expr.h"
 #include "base/limits.h"
 #include "base/text.h"
@@ -939,20 +938,21 @@ class SpecParser {
 // What a program op's [program] files and an op's [op] include name:
 // files, and folders read whole (hidden entries left out: .git, editor
 // files, caches). Bounded so that a package still fits a unit's frame
-// (a whole library belongs in an include root).
+// (a whole library belongs in an include root). Every file is read by
+// ReadOpFolderFile, so a link, named or met in a folder, is refused.
 Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const toml::array* files,
                       const std::string& what, OpPackage* package) {
   if (!files) return Status::OK();  // missing or odd: ParseOpSpec says so
   const std::string field = spec_file + ": " + what + ": ";
   size_t bytes = 0;
   for (const auto& [name, text] : *package) bytes += text.size();
-  auto add = [&](const fs::path& path, const std::string& rel) -> Status {
+  auto add = [&](const std::string& rel) -> Status {
     if (package->count(rel)) return Status::OK();
     if (package->size() >= kMaxPackageFiles)
       return Status::Error(field + "more than the limit of " + std::to_string(kMaxPackageFiles) + " files per package");
     std::string contents;
-    if (Status st = Env::Default()->ReadFile(path.string(), &contents); !st.ok())
-      return Status::Error(field + "cannot read '" + path.string() + "': " + st.message());
+    if (Status st = ReadOpFolderFile(root.string(), rel, kMaxPackageBytes, &contents); !st.ok())
+      return Status::Error(field + st.message());
     bytes += contents.size();
     if (bytes > kMaxPackageBytes)
       return Status::Error(field + "the files hold more than the limit of " + std::to_string(kMaxPackageBytes) +
@@ -967,29 +967,27 @@ Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const 
     if (!rel) return Status::Error(field + "'" + *name + "' is outside the op folder");
     const fs::path path = root / *rel;
     std::error_code ec;
-    // A link could take a file of the submitter's host (a key) into a
-    // package that every worker receives.
-    if (fs::is_symlink(fs::symlink_status(path, ec)))
-      return Status::Error(field + "'" + path.string() + "' is a symbolic link; packages hold files only");
-    if (fs::is_regular_file(path, ec)) {
-      TUNE_RETURN_IF_ERROR(add(path, *rel));
+    // Anything but a folder (itself no link) is a file to read, and
+    // ReadOpFolderFile refuses it if it is a link or not a regular file.
+    if (!fs::is_directory(fs::symlink_status(path, ec))) {
+      TUNE_RETURN_IF_ERROR(add(*rel));
       continue;
     }
-    if (!fs::is_directory(path, ec)) return Status::Error(field + "'" + path.string() + "' does not exist");
-    std::vector<std::pair<fs::path, std::string>> found;
+    // The iterator does not enter linked folders; a link it lists, to a
+    // folder or a file, is read as a file and so refused.
+    std::vector<std::string> found;
     for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec)) {
+      const bool folder = fs::is_directory(it->symlink_status(ec));
       if (it->path().filename().string().front() == '.' || it->path().filename() == "__pycache__") {
-        if (it->is_directory(ec)) it.disable_recursion_pending();
+        if (folder) it.disable_recursion_pending();
         continue;
       }
-      if (it->is_symlink(ec))
-        return Status::Error(field + "'" + it->path().string() + "' is a symbolic link; packages hold files only");
-      if (it->is_regular_file(ec)) found.emplace_back(it->path(), fs::relative(it->path(), root).generic_string());
+      if (!folder) found.push_back(it->path().lexically_relative(root).generic_string());
     }
     if (ec) return Status::Error(field + "cannot list '" + path.string() + "': " + ec.message());
     std::sort(found.begin(), found.end());
-    for (const auto& [p, r] : found) TUNE_RETURN_IF_ERROR(add(p, r));
+    for (const std::string& r : found) TUNE_RETURN_IF_ERROR(add(r));
   }
   return Status::OK();
 }
@@ -1001,8 +999,8 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
   const std::string spec_file = (root / kSpecFile).string();
   OpPackage package;
   std::string text;
-  if (Status st = Env::Default()->ReadFile(spec_file, &text); !st.ok())
-    return Status::Error(spec_file + ": cannot read: " + st.message());
+  if (Status st = ReadOpFolderFile(dir, kSpecFile, kMaxPackageBytes, &text); !st.ok())
+    return Status::Error(spec_file + ": " + st.message());
   package[kSpecFile] = text;
   auto doc = ParseToml(text, spec_file);
   if (!doc.ok()) return doc.status();
@@ -1032,8 +1030,8 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     if (!rel) return Status::Error(spec_file + ": " + field + ": '" + name + "' is outside the op folder");
     if (package.count(*rel)) continue;
     std::string contents;
-    if (Status st = Env::Default()->ReadFile((root / *rel).string(), &contents); !st.ok())
-      return Status::Error(spec_file + ": " + field + ": cannot read '" + (root / *rel).string() + "': " + st.message());
+    if (Status st = ReadOpFolderFile(dir, *rel, kMaxPackageBytes, &contents); !st.ok())
+      return Status::Error(spec_file + ": " + field + ": " + st.message());
     package[*rel] = std::move(contents);
     if (i < sources) roots.push_back(*rel);
   }
@@ -1046,21 +1044,24 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
       if (auto rel = d.value<std::string>() ? InFolder(fs::path(*d.value<std::string>())) : std::nullopt)
         include_dirs.push_back(*rel);
 
-  std::map<std::string, bool> on_disk;
+  // A candidate that is not there is a toolkit or include-root header; one
+  // that is there but may not be read (a link) refuses the package.
+  std::set<std::string> absent;
+  Status refused;
   auto get = [&](const std::string& name) -> const std::string* {
     auto it = package.find(name);
     if (it != package.end()) return &it->second;
-    auto known = on_disk.find(name);
-    if (known != on_disk.end() && !known->second) return nullptr;
+    if (absent.count(name)) return nullptr;
     std::string contents;
-    const fs::path p = root / name;
-    std::error_code ec;
-    const bool ok = fs::is_regular_file(p, ec) && Env::Default()->ReadFile(p.string(), &contents).ok();
-    on_disk[name] = ok;
-    if (!ok) return nullptr;
+    if (Status st = ReadOpFolderFile(dir, name, kMaxPackageBytes, &contents); !st.ok()) {
+      absent.insert(name);
+      if (st.code() != StatusCode::kNotFound && refused.ok()) refused = st;
+      return nullptr;
+    }
     return &(package[name] = std::move(contents));
   };
   IncludeClosure(roots, get, include_dirs);
+  if (!refused.ok()) return Status::Error(spec_file + ": an included header: " + refused.message());
   return package;
 }
 

@@ -23,7 +23,9 @@ using OpPackage = std::map<std::string, std::string>;
 
 // Reads op.toml from `dir` and every file it names or #includes (quoted, same
 // folder), and for a program op every file [program] files names (a folder:
-// its files, hidden ones left out). Errors name the file.
+// its files, hidden ones left out). Every file is read through
+// ReadOpFolderFile (opspec/op_confine.h): a symbolic link under `dir`, or a
+// FIFO or device, refuses the package. Errors are one line naming the file.
 Result<OpPackage> ReadOpPackage(const std::string& dir);
 
 // One named, typed axis of the config space (nvbench style).

@@ -67,11 +67,20 @@ struct TextFile {
   std::vector<Line> lines;
 };
 
-// Reads a small text file as lines.
+// Reads a small text file as lines. A running coordinator re-reads its
+// allow-lists on its ZAP thread, so nothing here may block for good: the
+// file is opened without waiting (O_NONBLOCK: a FIFO with no writer, a
+// device, would otherwise hold open() forever and with it every handshake)
+// and must then be a regular file, read to at most kMaxKeyFileBytes. It is
+// looked at before it is opened too, so that a device is not even opened.
+// A link is followed: deployments link lists into place.
 Result<TextFile> ReadLines(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Error(Errno("cannot open", path));
   struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status::Error("curve: " + path + " is not a regular file");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return Status::Error(Errno("cannot open", path));
   if (::fstat(fd, &st) != 0) {
     Status s = Status::Error(Errno("cannot stat", path));
     ::close(fd);
@@ -86,10 +95,12 @@ Result<TextFile> ReadLines(const std::string& path) {
     return Status::Error("curve: " + path + " is " + std::to_string(st.st_size) +
                          " bytes, too large for a key file");
   }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+  // Read to the end, to one byte past the limit whatever the size said: a
+  // file that grows meanwhile is still read to a bound.
+  std::string data;
+  char buf[4096];
+  while (data.size() <= static_cast<size_t>(kMaxKeyFileBytes)) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       Status s = Status::Error(Errno("cannot read", path));
@@ -97,10 +108,13 @@ Result<TextFile> ReadLines(const std::string& path) {
       return s;
     }
     if (n == 0) break;
-    got += static_cast<size_t>(n);
+    data.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  data.resize(got);
+  if (data.size() > static_cast<size_t>(kMaxKeyFileBytes)) {
+    return Status::Error("curve: " + path + " is more than " + std::to_string(kMaxKeyFileBytes) +
+                         " bytes, too large for a key file");
+  }
 
   TextFile file;
   file.mode = st.st_mode & 07777;
