@@ -74,6 +74,38 @@ TEST(SweepFileTest, BadConfirmKeysNameTheFileAndField) {
   }
 }
 
+// A misspelt key is refused naming the file, its line and the key, with the
+// key it most likely meant; a table the format lacks likewise.
+TEST(SweepFileTest, UnknownKeysAreRefusedNamingTheLineAndTheNearestKey) {
+  TempDir dir;
+  const std::string file = dir.path() + "/sweep.toml";
+  for (auto [extra, want] : {
+           std::pair{"budgt = 10\n", ":6: [sweep] unknown key 'budgt' (did you mean 'budget'?)"},
+           std::pair{"stratgy = \"random\"\n", ":6: [sweep] unknown key 'stratgy' (did you mean 'strategy'?)"},
+           std::pair{"colour = \"blue\"\n", ":6: [sweep] unknown key 'colour'"},
+           std::pair{"[sweeps]\nbudget = 3\n", ":6: unknown key 'sweeps' (did you mean 'sweep'?)"},
+       }) {
+    auto got = Load(dir, extra);
+    ASSERT_FALSE(got.ok()) << extra;
+    EXPECT_EQ(got.status().message(), file + want) << extra;
+  }
+  EXPECT_TRUE(Load(dir, "budget = 10\nstrategy = \"random\"\n").ok());
+}
+
+// A shape that gives no op its dims says which dim is missing, extra or
+// misspelt.
+TEST(SweepFileTest, AShapeErrorNamesTheDim) {
+  TempDir dir;
+  auto load = [&](const std::string& shape) {
+    dir.Write("s.toml", "[sweep]\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\nshapes = [ " + shape + " ]\n");
+    auto got = LoadSweepFile(dir.path() + "/s.toml", kOpsDir);
+    return got.ok() ? std::string() : got.status().message();
+  };
+  EXPECT_NE(load("{ n = 4096 }").find("shape n=4096 has 'n' (did you mean 'N'?)"), std::string::npos) << load("{ n = 4096 }");
+  EXPECT_NE(load("{ N = 4096, L = 2 }").find("has 'L', no dim of the op"), std::string::npos);
+  EXPECT_NE(load("{ M = 4096 }").find("has 'M'"), std::string::npos);
+}
+
 TEST(SweepFileTest, SearchKeysDefaultToAutoAndBadOnesNameTheField) {
   TempDir dir;
   auto none = Load(dir, "");

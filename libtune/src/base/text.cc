@@ -1,5 +1,8 @@
 #include "base/text.h"
 
+#include <algorithm>
+#include <cctype>
+
 namespace tune {
 namespace {
 
@@ -105,6 +108,37 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
     out += p;
   }
   return out;
+}
+
+std::string NearestName(std::string_view name, const std::vector<std::string>& known) {
+  // Levenshtein distance, one row at a time; names are short.
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t above = row[j];
+        const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                          std::tolower(static_cast<unsigned char>(b[j - 1]));
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = name.size() / 3 + 1;  // case counts for nothing
+  for (const std::string& k : known) {
+    if (name.size() > 64) break;  // no typo of a known name
+    const size_t d = distance(name, k);
+    if (d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  return best;
 }
 
 }  // namespace tune

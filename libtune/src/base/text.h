@@ -48,6 +48,11 @@ std::string FirstLine(const std::string& s);
 
 // `parts` separated by `sep`: "a,b,c".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep = ",");
+
+// The name of `known` nearest to `name` by edit distance, ignoring case,
+// when it is near enough to be a typo of it (fewer edits than a third of
+// its letters, plus one), else "": what a "did you mean" names.
+std::string NearestName(std::string_view name, const std::vector<std::string>& known);
 // One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line
 // break, quotes doubled; line breaks become spaces, so a row is one line.
 std::string CsvField(std::string_view s);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <toml++/toml.h>
 
+#include "base/text.h"
 #include "opspec/op_spec.h"
 
 namespace tune {
@@ -20,6 +22,21 @@ Status AddOps(SweepSubmit* s, const std::vector<std::string>& ops, const std::st
   return Status::OK();
 }
 
+// Why `shape` does not give `spec`'s dims, naming the dim: "lacks K",
+// "has 'L', no dim of the op", "has 'k' (did you mean 'K'?)".
+std::string ShapeMismatch(const Shape& shape, const OpSpec& spec) {
+  for (const auto& [name, value] : shape.dims) {
+    if (std::find(spec.dims.begin(), spec.dims.end(), name) != spec.dims.end()) continue;
+    const std::string near = NearestName(name, spec.dims);
+    return "has '" + name + "'" + (near.empty() ? ", no dim of the op" : " (did you mean '" + near + "'?)");
+  }
+  for (const std::string& d : spec.dims) {
+    const bool given = std::any_of(shape.dims.begin(), shape.dims.end(), [&](const auto& kv) { return kv.first == d; });
+    if (!given) return "lacks " + d;
+  }
+  return "";
+}
+
 // Every op needs a shape; every shape must fit some op.
 Status CheckShapes(const SweepSubmit& s, const std::string& where) {
   std::vector<OpSpec> specs;
@@ -29,7 +46,9 @@ Status CheckShapes(const SweepSubmit& s, const std::string& where) {
     if (ShapesForOp(s, *spec).empty()) {
       std::string dims;
       for (const auto& d : spec->dims) dims += (dims.empty() ? "" : ",") + d;
-      return Status::Error(where + ": no shape gives the dims of op '" + s.ops[i] + "' (" + dims + ")");
+      std::string why;
+      if (!s.shapes.empty()) why = ": shape " + s.shapes[0].Canonical() + " " + ShapeMismatch(s.shapes[0], *spec);
+      return Status::Error(where + ": no shape gives the dims of op '" + s.ops[i] + "' (" + dims + ")" + why);
     }
     specs.push_back(std::move(spec).value());
   }
@@ -75,6 +94,23 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   }
   const toml::table* sweep = root["sweep"].as_table();
   if (!sweep) return Status::Error(path + ": missing [sweep] table");
+  // A misspelt key would run something else every night, silently.
+  static const std::vector<std::string> kTables = {"sweep"};
+  static const std::vector<std::string> kKeys = {
+      "name",         "ops",        "dtypes",        "gpus",         "shapes",          "configs_per_unit",
+      "confirm_top",  "profile_top", "confirm_timing", "refine_pass", "confirm_seconds", "strategy",
+      "seed",         "budget",     "budget_seconds", "retry"};
+  using Known = std::tuple<const char*, const std::vector<std::string>*, const toml::table*>;
+  for (const auto& [table, keys, node] : {Known{"", &kTables, &root}, Known{"[sweep] ", &kKeys, sweep}}) {
+    for (const auto& [key, value] : *node) {
+      const std::string k(key.str());
+      if (std::find(keys->begin(), keys->end(), k) != keys->end()) continue;
+      const std::string near = NearestName(k, *keys);
+      return Status::InvalidArgument(path + ":" + std::to_string(key.source().begin.line) + ": " + table +
+                                     "unknown key '" + ToValidUtf8(k.substr(0, 64)) + "'" +
+                                     (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+    }
+  }
   SweepSubmit s;
   auto strings = [&](const char* field, std::vector<std::string>* out, bool required) -> Status {
     const toml::node* n = sweep->get(field);
