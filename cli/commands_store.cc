@@ -230,6 +230,19 @@ int RunBundleLookup(const BundleArgs& args) {
   if (!b.ok()) return Fail(b.status().message());
   std::vector<runtime::Dim> dims;
   for (const auto& [name, value] : shape.dims) dims.push_back({name, value});
+  // A shape that does not give the op's dims is the caller's mistake, not
+  // a miss to answer with the default (as Python's lookup raises).
+  if (const std::vector<std::string>* op_dims = b->dims_of(args.op)) {
+    for (const auto& [name, value] : shape.dims)
+      if (std::find(op_dims->begin(), op_dims->end(), name) == op_dims->end()) {
+        const std::string near = NearestName(name, *op_dims);
+        return Fail("--shape: '" + name + "' is no dim of op " + args.op + " (" + Join(*op_dims) + ")" +
+                    (near.empty() ? "" : "; did you mean '" + near + "'?"));
+      }
+    for (const std::string& d : *op_dims)
+      if (std::none_of(shape.dims.begin(), shape.dims.end(), [&](const auto& kv) { return kv.first == d; }))
+        return Fail("--shape: lacks " + d + " (op " + args.op + " takes " + Join(*op_dims) + ")");
+  }
   const runtime::Answer a = b->lookup(args.op, args.dtype, args.gpu, dims);
   if (a.level == runtime::Level::kMiss) return Fail("no entry and no default for op '" + args.op + "'");
   Config config;  // printed in the farm's canonical form, as `results` prints configs
@@ -239,15 +252,9 @@ int RunBundleLookup(const BundleArgs& args) {
     why = "TUNEFARM_FORCE_DEFAULTS is set";
   } else if (a.level == runtime::Level::kDefault) {
     const std::vector<std::string>* op_dims = b->dims_of(args.op);
-    std::vector<std::string> asked;
-    for (const auto& [name, value] : shape.dims) asked.push_back(name);
-    std::vector<std::string> want = op_dims ? *op_dims : std::vector<std::string>{};
-    std::sort(asked.begin(), asked.end());
-    std::sort(want.begin(), want.end());
     bool dtype_tuned = false;
     for (const auto& e : b->entries()) dtype_tuned = dtype_tuned || (e.op == args.op && e.dtype == args.dtype);
     if (!op_dims) why = "no tuned entry of op " + args.op;
-    else if (asked != want) why = "the op's dims are " + Join(*op_dims);
     else if (!dtype_tuned) why = "no tuned entry of " + args.op + "/" + args.dtype;
     else why = "no tuned entry for " + args.gpu + " or its GPU family";
   }

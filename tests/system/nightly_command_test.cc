@@ -71,6 +71,12 @@ TEST(NightlyCommand, FlagsARegressionAboveNoiseOnly) {
   // selector answers with a config tuned on one of them.
   EXPECT_NE(lookup.find("\npredicted,\"PAD="), std::string::npos) << lookup;
   EXPECT_NE(lookup.find(",sim-h100,N="), std::string::npos) << lookup;
+  // A shape that does not give the op's dims is refused naming the dim, not
+  // answered with the default.
+  const std::string typo = run({"bundle", "lookup", bundles[2].string(), "--op", "synthetic", "--dtype", "f32",
+                                "--gpu", "sim-h100", "--shape", "n=1000000"},
+                               "typo.txt", 1);
+  EXPECT_NE(typo.find("'n' is no dim of op synthetic (N); did you mean 'N'?"), std::string::npos) << typo;
   if (!HasFailure()) fs::remove_all(dir);
 }
 
