@@ -45,6 +45,11 @@ Status FinishWorkerArgs(WorkerArgs& args) {
   auto roots = ParseIncludeRoots(args.include_roots);
   if (!roots.ok()) return Status::Error("--include-root: " + roots.status().message());
   args.opts.include_roots = *roots;
+  if (!args.sim_truth.empty()) {
+    auto truth = SimTruthFromCsv(args.sim_truth);
+    if (!truth.ok()) return Status::Error("--sim-truth: " + truth.status().message());
+    args.opts.sim_truth = *truth;
+  }
   args.opts.cuda_devices.clear();
   for (const auto& d : SplitList(args.devices)) {
     try {
@@ -75,7 +80,7 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
   const double start = NowSeconds();
   const std::string goes_on = "sweep " + sweep_id + " goes on at the coordinator: `tunefarm status " + sweep_id +
                               " --wait` waits again, `tunefarm cancel " + sweep_id + "` stops it";
-  bool told_waiting = false;
+  bool told_waiting = false, told_gone = false;
   double last_answer = start;
   ProgressLine progress(stderr);
   SweepProgress last;
@@ -88,9 +93,22 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
       // request the old one never answered.
       client.reset();
       // The coordinator may be restarting; sweeps survive that.
-      if (NowSeconds() - last_answer > kCoordinatorPatienceSeconds) return reply.status();
+      if (NowSeconds() - last_answer > kCoordinatorPatienceSeconds)
+        return Status::Unavailable(reply.status().message() + "; no answer for " +
+                                   FormatDuration(kCoordinatorPatienceSeconds) + ": sweep " + sweep_id +
+                                   " is kept in the coordinator's store and resumes when it starts again");
+      if (!told_gone) {
+        told_gone = true;
+        std::fprintf(stderr, "\n%s; waiting up to %s for it to come back (a restarted coordinator resumes its "
+                     "sweeps; Ctrl-C stops the waiting)\n",
+                     reply.status().message().c_str(), FormatDuration(kCoordinatorPatienceSeconds).c_str());
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;
+    }
+    if (told_gone) {
+      told_gone = false;
+      std::fprintf(stderr, "\ncoordinator %s answers again\n", c.endpoint.c_str());
     }
     last_answer = NowSeconds();
     auto* status = std::get_if<SweepStatus>(&*reply);

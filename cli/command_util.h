@@ -36,9 +36,15 @@ inline constexpr const char* kRetryHelp =
 // names the flag and the classes.
 Status ApplyRetry(const std::string& text, SweepSubmit* sweep);
 
-// Turns the worker flags' text (--sim-models, --devices, --include-root)
-// into args.opts. Returns an error naming the flag whose value is bad.
+// Turns the worker flags' text (--sim-models, --devices, --include-root,
+// --sim-truth: the file read) into args.opts. Returns an error naming the flag whose value is bad.
 Status FinishWorkerArgs(WorkerArgs& args);
+
+// The figures of a `tunefarm results --format csv` file (gzip or not, read
+// as `search replay` reads ground truth) as a sim backend's table
+// (--sim-truth): each key's valid rows, the faster of a config seen twice.
+// Errors name the file and line; a file with no valid row is refused.
+Result<std::shared_ptr<const SimTruth>> SimTruthFromCsv(const std::string& path);
 
 // Where op folders are when --ops-dir is not given: the installed
 // share/tunefarm/ops beside this binary (a package, a packed farm), else

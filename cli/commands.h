@@ -32,6 +32,7 @@ struct WorkerArgs {
   std::string sim_models = "h100";
   std::string devices;
   std::vector<std::string> include_roots;  // NAME=PATH
+  std::string sim_truth;                   // --sim-truth FILE
 };
 // How a client reaches the coordinator.
 struct SubmitArgs {

@@ -68,6 +68,15 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
       ->capture_default_str();
   app->add_option("--sim-faults", args->opts.sim_faults,
                   "sim: injected faults, e.g. compile=0.02,crash=0.01,hang=0.01,wrong=0.01,nan=0.01,busy=0.001");
+  app->add_option("--sim-compile", args->opts.sim_compile,
+                  "sim: how configs compile: sim (at once, no image) or nvrtc (for real with this host's NVRTC "
+                  "for the simulated model's architecture, cubin cache included; only the timing is simulated)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sim", "nvrtc"}));
+  app->add_option("--sim-truth", args->sim_truth,
+                  "sim: a `tunefarm results --format csv` file (.csv or .csv.gz): a config it has a figure for "
+                  "(same op, dtype, shape; GPU model sim-<model> or the one simulated, h100-80gb-hbm3) times "
+                  "at its median, any other at the cost model's; rows stay SIMULATED");
   app->add_option("--devices", args->devices, "cuda: device ordinals to use, e.g. 0,1 (default all)");
   app->add_option("--compile-threads", args->opts.compile_threads, "NVRTC threads (0 = one per core)")
       ->capture_default_str();

@@ -503,6 +503,17 @@ int RunPredict(const std::string& results, uint32_t top, const std::atomic<bool>
 
 }  // namespace
 
+Result<std::shared_ptr<const SimTruth>> SimTruthFromCsv(const std::string& path) {
+  auto truth = TruthFromCsv(path, ResultFilter{}, nullptr);
+  if (!truth.ok()) return truth.status();
+  auto table = std::make_shared<SimTruth>();
+  for (const GroundTruth& t : *truth)
+    for (size_t i = 0; i < t.configs.size(); ++i)
+      if (t.us[i]) table->Add(t.gpu_model, t.op, t.dtype, t.shape, t.configs[i], *t.us[i]);
+  if (table->size() == 0) return Status::InvalidArgument(path + ": no row with a figure (status ok or unchecked)");
+  return std::shared_ptr<const SimTruth>(std::move(table));
+}
+
 void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   const auto args = std::make_shared<ReplayArgs>();
   auto* search = app.add_subcommand("search", "Search strategies: replay them against stored exhaustive sweeps");

@@ -155,19 +155,21 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   PrintMeasurements(stdout, std::move(rows), ops, format, row_notes);
   std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
               "%.2f s = %.2f configs/s on %zu device(s)\n"
-              "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache; "
+              "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache, %llu fetched; "
               "device threads waited %.1f s for compiles\n"
               "busy: devices were checking/timing %.1f s = %.0f%% of wall time\n",
               (unsigned long long)total.screened.size(), (unsigned long long)total.measured,
               (unsigned long long)total.measured_again, sweep_seconds,
               sweep_seconds > 0 ? double(total.screened.size()) / sweep_seconds : 0.0, devices,
               (unsigned long long)total.compiled, total.compile_seconds,
-              (unsigned long long)total.compile_cache_hits, total.compile_wait_seconds,
+              (unsigned long long)total.compile_cache_hits, (unsigned long long)total.fetched,
+              total.compile_wait_seconds,
               total.measure_seconds,
               sweep_seconds > 0 && devices ? 100.0 * total.measure_seconds / (sweep_seconds * devices) : 0.0);
   PrintShapeRules(*sweep, (*farm)->devices());
   if ((*farm)->simulated()) {
-    std::printf("\nSIMULATED: these figures come from the sim backend's cost model, not a GPU.\n");
+    std::printf("\nSIMULATED: these figures come from the sim backend's %s, not a GPU.\n",
+                args.worker.opts.sim_truth ? "ground-truth file (--sim-truth) and cost model" : "cost model");
   }
 
   const std::string out = args.bundle.empty() ? "bundles/" + sweep->name : args.bundle;
@@ -360,7 +362,8 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
       ->check(CLI::NonNegativeNumber);
   AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
   // This host's workers run no night on a farm: their flags and --coordinator exclude each other.
-  for (const char* local : {"--backend", "--sim-models", "--sim-faults", "--devices", "--workers"})
+  for (const char* local : {"--backend", "--sim-models", "--sim-faults", "--sim-compile", "--sim-truth", "--devices",
+                            "--workers"})
     if (CLI::Option* o = n->get_option_no_throw(local)) o->excludes(on);
   out->push_back({.app = n,
                   .run = [parsed](const std::atomic<bool>* stop) { return RunNightly(parsed->nightly, stop); },

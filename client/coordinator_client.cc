@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <zmq.hpp>
 
@@ -15,14 +16,16 @@ struct CoordinatorClient::Impl {
   double timeout;
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::dealer};
-  // With CURVE: the socket's handshake events, so that a coordinator that
-  // refuses this client's key is told apart from one that is not there.
+  // The socket's connection and handshake events, so that a coordinator
+  // that is not there, went away or refuses this client's key is said at
+  // once, each in its words, instead of after the whole timeout.
   zmq::socket_t monitor{ctx, zmq::socket_type::pair};
   bool monitoring = false;
+  bool connected = false;
   uint64_t seq = 0;
   std::string curve_secret_key, coordinator_key;
 
-  // The refusal a handshake event tells of, or "".
+  // The refusal or loss an event tells of, or "".
   std::string Refusal() {
     std::string why;
     zmq::message_t event, address;
@@ -33,6 +36,10 @@ struct CoordinatorClient::Impl {
       uint32_t value = 0;
       std::memcpy(&id, event.data(), 2);
       std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
+      if (id == ZMQ_EVENT_CONNECTED) connected = true;
+      // A refused handshake closes the connection too: the refusal says more.
+      if (id == ZMQ_EVENT_DISCONNECTED && connected && why.empty())
+        why = "closed the connection while this request waited (stopped or restarted?)";
       if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         why = "refused this client's key (CURVE status " + std::to_string(value) +
               "): its public key is not on the coordinator's allow-list, or was taken off it";
@@ -66,13 +73,13 @@ Result<Command> CoordinatorClient::Call(Command request) {
         auto server = LoadCurvePublicKey(impl_->coordinator_key);
         if (!server.ok()) return server.status();
         TUNE_RETURN_IF_ERROR(ConfigureCurveClient(impl_->sock, *keys, *server));
-        const std::string inproc = "inproc://client-monitor";
-        if (zmq_socket_monitor(impl_->sock.handle(), inproc.c_str(),
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                   ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
-          impl_->monitor.connect(inproc);
-          impl_->monitoring = true;
-        }
+      }
+      const std::string inproc = "inproc://client-monitor";
+      if (zmq_socket_monitor(impl_->sock.handle(), inproc.c_str(),
+                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+        impl_->monitor.connect(inproc);
+        impl_->monitoring = true;
       }
       impl_->sock.connect(impl_->endpoint);
     }
@@ -82,13 +89,22 @@ Result<Command> CoordinatorClient::Call(Command request) {
     env.command = std::move(request);
     const std::string frame = EncodeEnvelope(env);
     impl_->sock.send(zmq::buffer(frame), zmq::send_flags::none);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration<double>(impl_->timeout);
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::duration<double>(impl_->timeout);
+    // Without a connection after this long nothing listens there: said
+    // now, not after a long request's whole timeout.
+    const auto connect_deadline =
+        start + std::chrono::duration<double>(std::min(impl_->timeout, kClientConnectSeconds));
     while (std::chrono::steady_clock::now() < deadline) {
       zmq::pollitem_t items[] = {{impl_->sock.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(100));
       if (const std::string why = impl_->Refusal(); !why.empty())
-        return Status::Error("coordinator " + impl_->endpoint + " " + why);
+        return Status::Unavailable("coordinator " + impl_->endpoint + " " + why);
+      if (impl_->monitoring && !impl_->connected && !(items[0].revents & ZMQ_POLLIN) &&
+          std::chrono::steady_clock::now() >= connect_deadline)
+        return Status::Unavailable("coordinator " + impl_->endpoint + " did not answer: no connection in " +
+                                   std::to_string(static_cast<int>(std::ceil(std::min(impl_->timeout, kClientConnectSeconds)))) + " s" +
+                                   " (is it running, and is this its address?)");
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       zmq::message_t msg;
       (void)impl_->sock.recv(msg);
@@ -104,7 +120,7 @@ Result<Command> CoordinatorClient::Call(Command request) {
   } catch (const zmq::error_t& e) {
     return Status::Error("coordinator " + impl_->endpoint + ": " + e.what());
   }
-  return Status::Error("coordinator " + impl_->endpoint + " did not answer within " +
+  return Status::Unavailable("coordinator " + impl_->endpoint + " did not answer within " +
                        std::to_string(static_cast<int>(impl_->timeout)) + " s");
 }
 

@@ -1,6 +1,9 @@
 // A DEALER client for one request/reply exchange with the coordinator
-// (submit, status). Fails with a clear error when the coordinator does not
-// answer within the timeout.
+// (submit, status). Fails with a clear error (kUnavailable) when the
+// coordinator does not answer within the timeout, and sooner when it can
+// tell why: no connection within kClientConnectSeconds (nothing listens
+// there), the connection closed while the request waited (the coordinator
+// stopped), or a CURVE handshake refused (the keys).
 #pragma once
 
 #include <memory>
@@ -10,6 +13,9 @@
 #include "tune/status.h"
 
 namespace tune {
+
+// How long a client waits for a connection before saying nothing listens.
+inline constexpr double kClientConnectSeconds = 10;
 
 // Where a coordinator is and how to reach it.
 struct ClientArgs {

@@ -45,7 +45,8 @@ void StoreHealth::MaybeRecover(ResultStore& store, double now) {
 // clients sweeps; both may ask for status and say goodbye.
 Status MayUse(PeerRole role, const Command& cmd) {
   const bool worker_only = std::holds_alternative<Hello>(cmd) || std::holds_alternative<Heartbeat>(cmd) ||
-                           std::holds_alternative<RequestWork>(cmd) || std::holds_alternative<Results>(cmd);
+                           std::holds_alternative<RequestWork>(cmd) || std::holds_alternative<Results>(cmd) ||
+                           std::holds_alternative<ImageRequest>(cmd);
   const bool client_only = std::holds_alternative<SweepSubmit>(cmd) || std::holds_alternative<SweepCancel>(cmd) ||
                            std::holds_alternative<StoreRead>(cmd);
   if ((role == PeerRole::kClient && worker_only) || (role == PeerRole::kWorker && client_only)) {
@@ -174,6 +175,9 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
         } else if constexpr (std::is_same_v<T, RequestWork>) {
           if (!session) return Disconnect(identity, "unknown worker: say hello first");
           HandleRequestWork(identity, *session, cmd.device_index, now);
+        } else if constexpr (std::is_same_v<T, ImageRequest>) {
+          if (!session) return Disconnect(identity, "unknown worker: say hello first");
+          images->Handle(identity, *session, cmd, now);
         } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
           CoordinatorLog(log::Level::kInfo, "worker left",
                          {{"worker", session ? session->name : Printable(identity)}, {"reason", cmd.reason}});
@@ -226,6 +230,7 @@ void Coordinator::Impl::Tick(double now) {
   if (store) health.MaybeRecover(*store, now);
   status->Tick(now);
   reads->Tick(now);
+  images->Tick();
 }
 
 Coordinator::Coordinator(CoordinatorOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
@@ -260,6 +265,8 @@ Status Coordinator::Start() {
   TUNE_RETURN_IF_ERROR(c.sweeps->Start());
   TUNE_RETURN_IF_ERROR(c.ingestion->Start());
   TUNE_RETURN_IF_ERROR(c.reads->Start());
+  c.images = std::make_unique<ImageService>(c.store.get(), c.ingestion.get(), &c.sessions, &c, &c.counters);
+  TUNE_RETURN_IF_ERROR(c.images->Start());
   const auto& o = impl_->opts;
   std::optional<CurveKeyPair> keys;
   if (!o.curve_secret_key.empty()) {
@@ -312,9 +319,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
                                {nullptr, impl_->ingestion->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->sweeps->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->reads->wake_fd(), ZMQ_POLLIN, 0},
-                               {nullptr, impl_->sweeps->proposals_fd(), ZMQ_POLLIN, 0}};
+                               {nullptr, impl_->sweeps->proposals_fd(), ZMQ_POLLIN, 0},
+                               {nullptr, impl_->images->wake_fd(), ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 5, std::chrono::milliseconds(50));
+      zmq::poll(items, 6, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status::Error(std::string("coordinator: poll: ") + e.what());
@@ -397,6 +405,7 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     if ((items[1].revents | items[2].revents) & ZMQ_POLLIN) impl_->sweeps->RecordEnded();
     if (items[3].revents & ZMQ_POLLIN) impl_->reads->RunCompletions();
     if (items[4].revents & ZMQ_POLLIN) impl_->sweeps->RunProposals();
+    if (items[5].revents & ZMQ_POLLIN) impl_->images->RunCompletions();
     const double now = impl_->opts.env->NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);

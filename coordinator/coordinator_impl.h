@@ -6,6 +6,7 @@
 //   coordinator_results.{h,cc}  ingestion: leases, results batches, outcomes
 //   coordinator_status.{h,cc}   status pages: HTTP documents and /metrics
 //   store_reads.{h,cc}          remote reads of the store (StoreRead)
+//   image_service.{h,cc}        stored cubins served to workers (ImageRequest)
 #pragma once
 
 #include <memory>
@@ -16,6 +17,7 @@
 #include "coordinator_parts.h"
 #include "coordinator_results.h"
 #include "coordinator_status.h"
+#include "image_service.h"
 #include "scheduler.h"
 #include "store_reads.h"
 #include "sweeps.h"
@@ -42,6 +44,7 @@ struct Coordinator::Impl final : PeerLink {
   std::unique_ptr<Sweeps> sweeps;
   std::unique_ptr<StatusPages> status;
   std::unique_ptr<StoreReads> reads;
+  std::unique_ptr<ImageService> images;
   uint64_t seq = 0;
   double last_key_check = 0;
 

@@ -57,6 +57,8 @@ struct LoopCounters {
   uint64_t dropped_messages = 0;  // peers disconnected for bad or unexpected messages
   uint64_t protocol_errors = 0;   // frames that failed to decode or check
   uint64_t leases_expired = 0;
+  uint64_t images_served = 0;            // stored cubins sent to workers (ImageReply)
+  uint64_t image_requests_refused = 0;   // ImageRequests that broke a rule
 };
 
 }  // namespace tune

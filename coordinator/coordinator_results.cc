@@ -148,14 +148,7 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
           job.floor_us = *book->second.floor_us;
         }
       }
-      for (const auto& d : peer.devices) {
-        if (d.model != job.unit->gpu_model) continue;
-        job.backends.insert(d.backend);
-        job.kernel_hashes.insert(OpHashOf(job.unit->sweep_id, job.unit->op, d));
-        const std::string arch = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
-        job.archs.insert(arch);
-        job.archs.insert(arch + "a");
-      }
+      DeviceKeys(*job.unit, peer, &job.kernel_hashes, &job.archs, &job.backends);
     }
   }
   job.head = head;
@@ -163,6 +156,31 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
   job.received_unix = opts_->env->NowUnixSeconds();
   job.frame = std::move(frame);
   ingester_->Submit(std::move(job));
+}
+
+void Ingestion::DeviceKeys(const LeasedUnit& unit, const WorkerSession& peer, std::set<std::string>* kernel_hashes,
+                           std::set<std::string>* archs, std::set<std::string>* backends) {
+  for (const auto& d : peer.devices) {
+    if (d.model != unit.gpu_model) continue;
+    backends->insert(d.backend);
+    kernel_hashes->insert(OpHashOf(unit.sweep_id, unit.op, d));
+    const std::string arch = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+    archs->insert(arch);
+    archs->insert(arch + "a");
+  }
+}
+
+std::optional<Ingestion::ImageGrant> Ingestion::GrantImages(uint64_t unit_id, const WorkerSession& peer) {
+  auto book = lease_book_.find(unit_id);
+  if (book == lease_book_.end()) return std::nullopt;
+  const auto& lessees = book->second.record.lessees;
+  if (std::find(lessees.begin(), lessees.end(), peer.Lessee()) == lessees.end()) return std::nullopt;
+  ImageGrant grant;
+  grant.unit = book->second.unit;
+  std::set<std::string> backends;
+  DeviceKeys(*grant.unit, peer, &grant.kernel_hashes, &grant.archs, &backends);
+  grant.kernel_hashes.erase("");  // a sweep or op this coordinator does not know
+  return grant;
 }
 
 Status Ingestion::LoadLeases() {

@@ -84,6 +84,17 @@ class Ingestion {
   // unstored (SubmitResults): every row of an ended sweep is stored already.
   void ForgetLeases(const std::string& sweep_id);
 
+  // What `peer` may ask stored images of for unit `unit_id` (ImageRequest):
+  // the unit as leased, when it was leased to this peer (in this run or the
+  // one before; dropped with its sweep), with the op hashes and
+  // architectures of the peer's devices of the unit's model, as a results
+  // batch of it would be held to. nullopt when the unit is not leased to it.
+  struct ImageGrant {
+    std::shared_ptr<const LeasedUnit> unit;
+    std::set<std::string> kernel_hashes, archs;
+  };
+  std::optional<ImageGrant> GrantImages(uint64_t unit_id, const WorkerSession& peer);
+
   const IngestCounters& counters() const { return counters_; }
 
  private:
@@ -112,6 +123,10 @@ class Ingestion {
   // The op hash (OpHash) that `device`'s rows of the sweep's op carry; ""
   // for a sweep or op this coordinator does not know.
   std::string OpHashOf(const std::string& sweep_id, const std::string& op, const DeviceInfo& device);
+  // The op hashes, architectures and backends of `peer`'s devices of
+  // `unit`'s model: what its rows and cubins of the unit may name.
+  void DeviceKeys(const LeasedUnit& unit, const WorkerSession& peer, std::set<std::string>* kernel_hashes,
+                  std::set<std::string>* archs, std::set<std::string>* backends);
   // A batch of `unit_id` from this worker is not in the store: a reconnect
   // makes the worker send every batch it holds unacknowledged again.
   void AskToResend(const std::string& identity, uint64_t unit_id);

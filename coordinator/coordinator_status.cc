@@ -82,7 +82,8 @@ void StatusPages::AddSweeps(double now, std::map<std::string, std::string>* docs
   (*docs)["sweeps"] = DumpJson(json{{"now_unix", now_unix},
                                     {"sweeps", sweeps},
                                     {"store_fault", health_->fault()},
-                                    {"kernel_image_conflicts", ingestion_->counters().kernel_image_conflicts}});
+                                    {"kernel_image_conflicts", ingestion_->counters().kernel_image_conflicts},
+                                    {"images_served", counters_->images_served}});
 }
 
 void StatusPages::AddWorkers(double now, std::map<std::string, std::string>* docs,
@@ -157,6 +158,12 @@ void StatusPages::AddFarmMetrics(std::vector<Metric>* metrics) const {
                       "cubins that differ from another worker's image of the same kernel, config "
                       "and arch (none of them ships unverified)",
                       ic.kernel_image_conflicts));
+  add(Metric::Counter("tunefarm_kernel_images_served_total",
+                      "stored cubins (two worker keys' word) sent to workers instead of a compile",
+                      counters_->images_served));
+  add(Metric::Counter("tunefarm_image_requests_refused_total",
+                      "image requests refused: not of a unit leased to the sender, or over its rate",
+                      counters_->image_requests_refused));
   add(Metric::Counter("tunefarm_leases_total", "work units leased", ic.leases));
   add(Metric::Counter("tunefarm_leases_retried_total", "leases of units that went back to the queue once or more",
                       ic.leases_retried));

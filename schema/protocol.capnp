@@ -230,6 +230,34 @@ struct Disconnect @0xb6915457d2ce13fc {
   reason @0 :Text;
 }
 
+# Worker -> coordinator: before compiling configs of a unit leased to it,
+# the stored images of those it lacks (a config compiles once per fleet).
+struct ImageRequest @0xd3a1c7e95b2f4068 {
+  sweepId @0 :Text;
+  unitId @1 :UInt64;
+  wants @2 :List(ImageWant);
+}
+
+# One image asked for: the key of a KernelImage (Records.KernelImage).
+struct ImageWant @0xe8b4f2a17c6d3915 {
+  kernelHash @0 :Text;
+  configId @1 :Text;
+  dtype @2 :Text;
+  arch @3 :Text;
+}
+
+# Coordinator -> worker: the answer to an ImageRequest. `images` are stored
+# images two worker keys vouch for (without their witnesses); the wants
+# not among them are `missing` (the worker compiles those).
+struct ImageReply @0x9c5e2d7b4a1f8036 {
+  sweepId @0 :Text;
+  unitId @1 :UInt64;
+  images @2 :List(Records.KernelImage);
+  missing @3 :UInt32;
+  # Non-empty: the request was refused (why, naming the peer); no images.
+  refused @4 :Text;
+}
+
 # Stored by the coordinator (ResultStore leases), not sent: a unit as it was
 # leased (without its op package) and the peers it was leased to, so that a
 # restarted coordinator still accepts their honest resends.
@@ -273,5 +301,7 @@ struct Envelope @0xc9f1b97194c69d99 {
     sweepCancel @18 :SweepCancel;
     storeRead @19 :StoreRead;
     storeChunk @20 :StoreChunk;
+    imageRequest @21 :ImageRequest;
+    imageReply @22 :ImageReply;
   }
 }

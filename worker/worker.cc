@@ -18,6 +18,7 @@
 #include <zmq.hpp>
 
 #include "compile_pool.h"
+#include "image_fetch.h"
 #include "package_cache.h"
 #include "coordinator_link.h"
 #include "base/clock.h"
@@ -93,6 +94,51 @@ class UnitQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<WorkUnit> q_;
+};
+
+// The coordinator's ImageReplies, handed from the socket thread to the device
+// thread that waits for its unit's: the socket thread only drops a reply in
+// (never waits), a device thread waits a bounded time.
+class ImageMailbox {
+ public:
+  // A device thread will wait for `unit_id`'s reply.
+  void Expect(uint64_t unit_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.insert(unit_id);
+    replies_.erase(unit_id);
+  }
+  // From the socket thread: a reply no device waits for is dropped.
+  void Deliver(ImageReply reply) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!waiting_.count(reply.unit_id)) return;
+      const uint64_t id = reply.unit_id;
+      replies_.insert_or_assign(id, std::move(reply));
+    }
+    cv_.notify_all();
+  }
+  // The reply for `unit_id`, or nullopt after `seconds` (or on *stop); the
+  // unit is no longer waited for either way.
+  std::optional<ImageReply> Await(uint64_t unit_id, double seconds, const std::atomic<bool>* stop) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+    // Woken every 100 ms at most, to see a stop.
+    while (!replies_.count(unit_id) && !stop->load() && std::chrono::steady_clock::now() < until)
+      cv_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+    waiting_.erase(unit_id);
+    auto it = replies_.find(unit_id);
+    if (it == replies_.end()) return std::nullopt;
+    ImageReply r = std::move(it->second);
+    replies_.erase(it);
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<uint64_t> waiting_;
+  std::map<uint64_t, ImageReply> replies_;
 };
 
 }  // namespace
@@ -174,6 +220,10 @@ struct Worker::Impl : HttpStatusSource {
   std::optional<CurveKeyPair> curve_keys;
   std::string coordinator_key;
   std::vector<std::unique_ptr<UnitQueue>> queues;
+  // Stored images asked of the coordinator before compiling (image_fetch.h),
+  // and those taken, kept beside the cubin cache.
+  ImageMailbox images;
+  std::unique_ptr<FetchedImageCache> fetched_images;
   mutable std::mutex stats_mu;
   WorkerStats stats;
   // For /metrics, beside `stats` (under stats_mu): rows by (GPU model,
@@ -225,6 +275,8 @@ struct Worker::Impl : HttpStatusSource {
 
   Status CreateBackends() {
     std::string kind = opts.backend;
+    if (kind != "sim" && (opts.sim_compile != "sim" || opts.sim_truth))
+      return Status::Error("worker: --sim-compile and --sim-truth are for --backend sim");
 #ifdef TUNEFARM_WITH_CUDA
     if (kind == "auto" || kind == "cuda") {
       auto found = DiscoverCudaDevices();
@@ -260,10 +312,26 @@ struct Worker::Impl : HttpStatusSource {
     auto faults = SimFaults::Parse(opts.sim_faults);
     if (!faults.ok()) return faults.status();
     if (opts.sim_models.empty()) return Status::Error("worker: --sim-models is empty");
-    for (size_t i = 0; i < opts.sim_models.size(); ++i) {
-      backends.push_back(MakeSimBackend(opts.sim_models[i], static_cast<int>(i), *faults));
+    SimOptions sim;
+    sim.faults = *faults;
+    sim.truth = opts.sim_truth;
+    if (opts.sim_compile == "nvrtc") {
 #ifdef TUNEFARM_WITH_CUDA
-      backends.back() = WithCompileProbe(std::move(backends.back()), opts.cache_dir);
+      if (faults->compile_error > 0)
+        return Status::Error("worker: --sim-faults compile=: the configs compile for real with --sim-compile nvrtc");
+      SetIncludeRoots(opts.include_roots);
+      sim.compiler = NvrtcSimCompiler(opts.cache_dir.empty() ? DefaultCacheDir() : opts.cache_dir);
+#else
+      return Status::Error("worker: --sim-compile nvrtc: built without the CUDA toolkit");
+#endif
+    } else if (opts.sim_compile != "sim") {
+      return Status::Error("worker: unknown --sim-compile '" + opts.sim_compile + "' (sim, nvrtc)");
+    }
+    for (size_t i = 0; i < opts.sim_models.size(); ++i) {
+      backends.push_back(MakeSimBackend(opts.sim_models[i], static_cast<int>(i), sim));
+#ifdef TUNEFARM_WITH_CUDA
+      // Compiling every config tells what the probe would.
+      if (!sim.compiler) backends.back() = WithCompileProbe(std::move(backends.back()), opts.cache_dir);
 #endif
     }
     return Status::OK();
@@ -511,7 +579,73 @@ struct Worker::Impl : HttpStatusSource {
     std::vector<std::future<CompiledKernel>> compiled;
     Pending pending;
     uint64_t batch = 0;
+    std::vector<char> fetched;  // by config: taken from the coordinator, not compiled
   };
+
+  // The configs of `unit` that need no compile here, by index: images the
+  // worker took before (its image cache) and those the coordinator serves
+  // now (one ImageRequest for the rest, answered within
+  // kImageFetchWaitSeconds), each checked (CheckFetchedImage); *fetched
+  // marks the latter. Only for ops whose configs compile to a cubin of the
+  // op's hash (not program ops, not ops whose hosts add to their hash) on
+  // a CUDA device. The rest compile as before: a bad image is logged and
+  // dropped.
+  std::map<size_t, CompiledKernel> ImagesFor(const WorkUnit& unit, const OpSpec& spec, const Backend& backend,
+                                             const std::string& op_hash, zmq::socket_t& push,
+                                             std::vector<char>* fetched) {
+    std::map<size_t, CompiledKernel> out;
+    fetched->assign(unit.configs.size(), 0);
+#ifdef TUNEFARM_WITH_CUDA
+    const DeviceInfo& dev = backend.device();
+    if (!fetched_images || spec.program || spec.HostDigested() || dev.backend != "cuda" || unit.configs.empty())
+      return out;
+    const std::string arch = CudaArchFor(spec, dev);
+    const std::vector<std::string> entries = {spec.kernel};
+    auto kernel = [&](size_t i, std::string image) {
+      CompiledKernel k;
+      k.config = unit.configs[i];
+      k.config_id = unit.configs[i].Id();
+      k.kernel_hash = op_hash;
+      k.arch = arch;
+      k.image = std::move(image);
+      return k;
+    };
+    std::vector<ImageWant> wants;
+    std::map<std::string, size_t> index;  // want key -> config index
+    for (size_t i = 0; i < unit.configs.size(); ++i) {
+      ImageWant w{op_hash, unit.configs[i].Id(), unit.dtype, arch};
+      if (auto cached = fetched_images->Get(w, entries)) {
+        out[i] = kernel(i, std::move(*cached));
+        out[i].from_cache = true;
+      } else if (index.emplace(w.Key(), i).second) {
+        wants.push_back(std::move(w));
+      }
+    }
+    if (wants.empty()) return out;
+    images.Expect(unit.unit_id);
+    Post(push, ImageRequest{unit.sweep_id, unit.unit_id, wants});
+    auto reply = images.Await(unit.unit_id, kImageFetchWaitSeconds, &stop_devices);
+    if (!reply) return out;
+    if (!reply->refused.empty()) {
+      Log(log::Level::kWarn, "image request refused", {{"worker", opts.name}, {"coordinator", opts.endpoint},
+                                                        {"unit", unit.unit_id}, {"why", reply->refused}});
+      return out;
+    }
+    FetchedImages got = TakeFetchedImages(*reply, wants, entries);
+    for (const std::string& why : got.refused)
+      Log(log::Level::kWarn, "image from the coordinator refused; the config compiles here",
+          {{"worker", opts.name}, {"coordinator", opts.endpoint}, {"unit", unit.unit_id}, {"error", why}});
+    for (auto& [key, image] : got.good) {
+      const size_t i = index.at(key);
+      fetched_images->Put(ImageWant{image.kernel_hash, image.config_id, image.dtype, image.arch}, image.image);
+      out[i] = kernel(i, std::move(image.image));
+      (*fetched)[i] = 1;
+    }
+#else
+    (void)unit, (void)spec, (void)backend, (void)op_hash, (void)push;
+#endif
+    return out;
+  }
 
   // Waits for config i's compile and counts it.
   CompiledKernel TakeCompiled(UnitRun& run, size_t i) {
@@ -521,10 +655,12 @@ struct Worker::Impl : HttpStatusSource {
     if (!run.unit.confirm() && !run.unit.refine())
       stats.screened.insert(run.unit.op + '\0' + run.unit.dtype + '\0' + run.unit.configs[i].Id());
     stats.compile_wait_seconds += NowSeconds() - wait_start;
-    stats.compiled += k.from_cache ? 0 : 1;
+    const bool fetched = i < run.fetched.size() && run.fetched[i];
+    stats.fetched += fetched ? 1 : 0;
+    stats.compiled += k.from_cache || fetched ? 0 : 1;
     stats.compile_cache_hits += k.from_cache ? 1 : 0;
     stats.compile_seconds += k.compile_seconds;
-    if (!k.from_cache) compile_seconds.Observe(k.compile_seconds);
+    if (!k.from_cache && !fetched) compile_seconds.Observe(k.compile_seconds);
     return k;
   }
 
@@ -560,13 +696,20 @@ struct Worker::Impl : HttpStatusSource {
         {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", unit.unit_id}, {"op", unit.op},
          {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
          {"configs", unit.configs.size()}, {"reused", reused.size()}, {"model", dev.model}});
-    UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0};
+    UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0, {}};
     run.pending.reused = std::move(reused);
     // Planned units are forgotten when they start.
     planned->erase(planned->begin(), planned->lower_bound(unit.unit_id));
     run.compiled.reserve(unit.configs.size());
-    for (const auto& c : unit.configs) {
-      run.compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c] {
+    std::map<size_t, CompiledKernel> ready = ImagesFor(unit, *spec, backend, run.op_hash, push, &run.fetched);
+    for (size_t i = 0; i < unit.configs.size(); ++i) {
+      if (auto it = ready.find(i); it != ready.end()) {
+        std::promise<CompiledKernel> done;
+        done.set_value(std::move(it->second));
+        run.compiled.push_back(done.get_future());
+        continue;
+      }
+      run.compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c = unit.configs[i]] {
         return backend.Compile(*spec, dtype, c);
       }));
     }
@@ -787,6 +930,9 @@ std::string Worker::Impl::Metrics() {
   m.push_back(Metric::Counter("tunefarm_worker_compiles_total", "kernels compiled (cache misses)", stats.compiled));
   m.push_back(Metric::Counter("tunefarm_worker_compile_cache_hits_total", "kernels found in the cubin cache",
                               stats.compile_cache_hits));
+  m.push_back(Metric::Counter("tunefarm_worker_images_fetched_total",
+                              "kernels taken from the coordinator's stored images instead of compiled",
+                              stats.fetched));
   m.push_back(Metric::Counter("tunefarm_worker_compile_wait_seconds_total",
                               "time devices waited for a compile (the compile pool is behind the GPUs)",
                               stats.compile_wait_seconds));
@@ -871,6 +1017,8 @@ Status Worker::Start() {
       std::vector<std::string>{(o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir) + "/packages",
                                programs.work_dir + "/packages"},
       o.max_package_cache_bytes, PackageCache::kDefaultGraceSeconds);
+  impl_->fetched_images = std::make_unique<FetchedImageCache>(
+      (o.cache_dir.empty() ? DefaultCacheRoot() + "/cubins" : o.cache_dir) + "/fetched");
   if (o.http_port >= 0) {
     HttpServerOptions ho;
     ho.address = o.http_address;
@@ -945,6 +1093,12 @@ Status Worker::Run(const std::atomic<bool>* stop) {
             if (size_t d = slot_of(ask->device_index); d != DeviceSlots::npos) slots.WantsNext(d);
             continue;
           }
+          if (auto* req = std::get_if<ImageRequest>(&env->command)) {
+            // Without a link the device compiles at once.
+            if (link.greeted()) link.Send(std::move(*req));
+            else w.images.Deliver(ImageReply{req->sweep_id, req->unit_id, {}, uint32_t(req->wants.size()), "no link"});
+            continue;
+          }
           auto& r = std::get<Results>(env->command);
           if (r.final) slots.Finished(r.unit_id);
           link.SendResults(std::move(r));
@@ -963,6 +1117,8 @@ Status Worker::Run(const std::atomic<bool>* stop) {
               w.stats.units_queued += slots.held(d) > 1 ? 1 : 0;
             }
             w.queues[d]->Push(std::move(*unit));
+          } else if (auto* reply = std::get_if<ImageReply>(&*cmd)) {
+            w.images.Deliver(std::move(*reply));
           } else if (auto* none = std::get_if<NoWork>(&*cmd)) {
             slots.NoWork(NowSeconds() + none->retry_ms / 1000.0 * retry_jitter(retry_rng));
           }

@@ -30,6 +30,12 @@ struct WorkerOptions {
   std::string backend = "auto";              // auto | cuda | sim
   std::vector<std::string> sim_models = {"h100"};  // sim: one device per entry
   std::string sim_faults;                    // see SimFaults::Parse
+  // sim: how configs compile: "sim" (at once, no image) or "nvrtc" (for
+  // real with this host's NVRTC, as on a GPU worker, cubin cache included:
+  // needs a build with the CUDA toolkit).
+  std::string sim_compile = "sim";
+  // sim: measured medians to time the configs they hold at (SimOptions::truth); null = the cost model.
+  std::shared_ptr<const SimTruth> sim_truth;
   std::vector<int> cuda_devices;             // empty = every device
   IncludeRoots include_roots;                // cuda: where ops' include roots are (--include-root)
   unsigned compile_threads = 0;              // 0 = one per core
@@ -70,6 +76,7 @@ struct WorkerStats {
   uint64_t measured = 0;              // (config, shape) results produced
   uint64_t measured_again = 0;        // of those, from refine and confirm units
   uint64_t compiled = 0, compile_cache_hits = 0;
+  uint64_t fetched = 0;                // kernels taken from the coordinator's stored images, not compiled
   double compile_seconds = 0;         // summed over compile threads
   double compile_wait_seconds = 0;    // device threads waiting for a compile
   double measure_seconds = 0;         // device threads inside Measure (check + timing)
@@ -82,6 +89,7 @@ struct WorkerStats {
     measured_again += o.measured_again;
     compiled += o.compiled;
     compile_cache_hits += o.compile_cache_hits;
+    fetched += o.fetched;
     compile_seconds += o.compile_seconds;
     compile_wait_seconds += o.compile_wait_seconds;
     measure_seconds += o.measure_seconds;

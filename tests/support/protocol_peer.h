@@ -12,15 +12,29 @@
 #include <zmq.hpp>
 
 #include "codec/protocol.h"
+#include "wire/curve.h"
 
 namespace tune::testing {
 
+// A peer's CURVE identity: its key pair and the coordinator's public key.
+struct PeerCurve {
+  CurveKeyPair mine;
+  std::string server_public_z85;
+};
+
 class ProtocolPeer {
  public:
-  ProtocolPeer(zmq::context_t& ctx, const std::string& endpoint, int receive_timeout_ms = 10000)
+  // With `curve`, the DEALER is a CURVE client of that identity (a
+  // coordinator run with --curve-key admits it by its allow-lists).
+  ProtocolPeer(zmq::context_t& ctx, const std::string& endpoint, int receive_timeout_ms = 10000,
+               const std::optional<PeerCurve>& curve = std::nullopt)
       : socket_(ctx, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::rcvtimeo, receive_timeout_ms);
+    if (curve) {
+      Status st = ConfigureCurveClient(socket_, curve->mine, curve->server_public_z85);
+      EXPECT_TRUE(st.ok()) << st.message();
+    }
     socket_.connect(endpoint);
   }
   void Send(Command cmd, std::string sender = "test-peer") {

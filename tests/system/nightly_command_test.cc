@@ -129,6 +129,15 @@ TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
   EXPECT_EQ(nobody.Wait(60), 1);
   EXPECT_NE(ReadFile((dir / "n3.log").string()).find("did not answer"), std::string::npos)
       << ReadFile((dir / "n3.log").string());
+  // A remote read (which may wait minutes for an export) says within
+  // seconds that nothing listens there, and how to tell why.
+  Child read({TUNEFARM_BINARY, "results", "--coordinator",
+              "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort())},
+             (dir / "read.log").string());
+  EXPECT_EQ(read.Wait(60), 1);
+  EXPECT_NE(ReadFile((dir / "read.log").string()).find("did not answer: no connection in 10 s (is it running"),
+            std::string::npos)
+      << ReadFile((dir / "read.log").string());
   worker.Stop();
   coordinator.Stop();
   fs::remove_all(dir);

@@ -60,6 +60,13 @@ inline constexpr uint64_t kDefaultMaxReadBytes = uint64_t{1} << 30;
 inline constexpr uint64_t kMaxHeldReadBytes = uint64_t{4} << 30;
 inline constexpr size_t kMaxReadsPerClient = 2;
 
+// Bytes of cubins one ImageReply carries (the coordinator serving stored
+// images to a worker before it compiles): the images past it count as
+// missing and the worker compiles them. Below the frame bound (protocol.h
+// kMaxFrameBytes, 64 MiB) with room for the envelope, so that a reply of
+// whole kMaxKernelImageBytes images always fits one frame.
+inline constexpr uint64_t kMaxImageReplyBytes = uint64_t{48} << 20;
+
 // Worker names the coordinator counts reused rows by (/api/workers'
 // reused_by_worker, tunefarm_rows_reused_total{worker}): names are the
 // workers' own, and a farm that restarts unnamed workers (host:pid) would

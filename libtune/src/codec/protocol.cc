@@ -113,6 +113,27 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setTotalBytes(c.total_bytes);
             b.setData(DataOf(c.data));
           },
+          [&](const ImageRequest& r) {
+            auto b = cmd.initImageRequest();
+            b.setSweepId(TextOf(r.sweep_id));
+            b.setUnitId(r.unit_id);
+            SetList(b.initWants(r.wants.size()), r.wants, [](auto w, const ImageWant& v) {
+              w.setKernelHash(TextOf(v.kernel_hash));
+              w.setConfigId(TextOf(v.config_id));
+              w.setDtype(TextOf(v.dtype));
+              w.setArch(TextOf(v.arch));
+            });
+          },
+          [&](const ImageReply& r) {
+            auto b = cmd.initImageReply();
+            b.setSweepId(TextOf(r.sweep_id));
+            b.setUnitId(r.unit_id);
+            // Who vouched for an image is the coordinator's bookkeeping.
+            SetList(b.initImages(r.images.size()), r.images,
+                    [](auto k, const KernelImage& v) { SetKernelImage(k, v, /*with_witnesses=*/false); });
+            b.setMissing(r.missing);
+            b.setRefused(TextOf(r.refused));
+          },
           [&](const SweepStatusRequest& r) {
             cmd.initSweepStatusRequest().setSweepId(TextOf(r.sweep_id));
           },
@@ -265,6 +286,28 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
         Fail("storeChunk: bytes past totalBytes");
       return c;
     }
+    case wire::Envelope::Command::IMAGE_REQUEST: {
+      auto r = cmd.getImageRequest();
+      ImageRequest q;
+      q.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+      q.unit_id = r.getUnitId();
+      q.wants = GetList<ImageWant>(r.getWants(), budget, [&](wire::ImageWant::Reader w) {
+        return ImageWant{Txt(w.getKernelHash(), budget, "wants.kernelHash"), Txt(w.getConfigId(), budget, "wants.configId"),
+                         Txt(w.getDtype(), budget, "wants.dtype"), Txt(w.getArch(), budget, "wants.arch")};
+      });
+      return q;
+    }
+    case wire::Envelope::Command::IMAGE_REPLY: {
+      auto r = cmd.getImageReply();
+      ImageReply a;
+      a.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+      a.unit_id = r.getUnitId();
+      a.images = GetList<KernelImage>(r.getImages(), budget,
+                                      [&](wire::KernelImage::Reader k) { return GetKernelImage(k, budget); });
+      a.missing = r.getMissing();
+      a.refused = Txt(r.getRefused(), budget, "refused", kMaxMessageBytes);
+      return a;
+    }
     case wire::Envelope::Command::SWEEP_STATUS_REQUEST:
       return SweepStatusRequest{Txt(cmd.getSweepStatusRequest().getSweepId(), budget, "sweepId")};
     case wire::Envelope::Command::SWEEP_STATUS: {
@@ -370,7 +413,7 @@ const char* CommandName(const Command& c) {
       "no_work",      "work_unit",      "results",        "results_ack",
       "sweep_submit", "sweep_accepted", "sweep_status_request", "sweep_status",
       "error",        "disconnect",     "sweep_cancel",   "store_read",
-      "store_chunk",
+      "store_chunk",  "image_request",  "image_reply",
   };
   static_assert(std::size(kNames) == std::variant_size_v<Command>,
                 "every command alternative needs a name");

@@ -183,6 +183,29 @@ struct SweepStatus {
   // models with their limits (`op check --coordinator` counts spaces on them).
   std::vector<DeviceInfo> devices;
 };
+// From a worker, before it compiles configs of a unit leased to it: the
+// stored images of those (each by its KernelImage key) it lacks.
+struct ImageWant {
+  std::string kernel_hash, config_id, dtype, arch;
+  std::string Key() const { return KernelImage::KeyOf(kernel_hash, config_id, dtype, arch); }
+  bool operator==(const ImageWant&) const = default;
+};
+struct ImageRequest {
+  std::string sweep_id;
+  uint64_t unit_id = 0;
+  std::vector<ImageWant> wants;
+};
+// The coordinator's answer: the wanted images two worker keys vouch for
+// (KernelImage::Corroborated), without their witnesses; `missing` of the
+// wants are not among them (the worker compiles those). A non-empty
+// `refused` says why the request broke a rule (naming the peer): no images.
+struct ImageReply {
+  std::string sweep_id;
+  uint64_t unit_id = 0;
+  std::vector<KernelImage> images;
+  uint32_t missing = 0;
+  std::string refused;
+};
 struct ErrorReply {
   std::string message;
 };
@@ -192,7 +215,8 @@ struct Disconnect {
 
 using Command = std::variant<Hello, HelloAck, Heartbeat, RequestWork, NoWork, WorkUnit, Results,
                              ResultsAck, SweepSubmit, SweepAccepted, SweepStatusRequest,
-                             SweepStatus, ErrorReply, Disconnect, SweepCancel, StoreRead, StoreChunk>;
+                             SweepStatus, ErrorReply, Disconnect, SweepCancel, StoreRead, StoreChunk,
+                             ImageRequest, ImageReply>;
 
 struct Envelope {
   uint16_t version = kProtocolVersion;

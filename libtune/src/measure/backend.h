@@ -7,8 +7,11 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "opspec/op_spec.h"
@@ -232,8 +235,60 @@ struct SimFaults {
   static Result<SimFaults> Parse(const std::string& text);
 };
 
+// A real compiler for a sim backend (SimOptions::compiler): the CUDA
+// backend's NVRTC compile (measure/cuda/cuda_backend.h NvrtcSimCompiler),
+// handed in by a program that links both, so that this stage needs no CUDA.
+struct SimCompiler {
+  // Enters the kernel hash (Backend::toolchain) and the device's and rows'
+  // nvrtc_version: "13.0".
+  std::string toolchain;
+  // Compiles one config for `device`, whose compute capability picks the
+  // architecture, exactly as a CUDA backend on such a device would.
+  // Thread-safe; never fails as a call (Backend::Compile).
+  std::function<CompiledKernel(const OpSpec& spec, const std::string& dtype, const Config& config,
+                               const DeviceInfo& device)>
+      compile;
+  // Backend::HostDigest of that compiler (the include roots' digest).
+  std::function<Result<std::string>(const OpSpec& spec)> host_digest;
+};
+
+// Measured medians a sim backend answers with instead of its cost model
+// (`--sim-truth`, filled from `tunefarm results --format csv` output by the
+// CLI's reader): keyed by GPU model, op, dtype, shape and config, each in
+// its canonical text. Immutable once shared; Find is thread-safe.
+class SimTruth {
+ public:
+  // A later figure of the same key replaces an earlier one.
+  void Add(const std::string& gpu_model, const std::string& op, const std::string& dtype, const Shape& shape,
+           const Config& config, double median_us);
+  // The median of the key, or 0 when the table has none.
+  double Find(const std::string& gpu_model, const std::string& op, const std::string& dtype, const Shape& shape,
+              const Config& config) const;
+  size_t size() const { return median_us_.size(); }
+
+ private:
+  std::unordered_map<std::string, double> median_us_;
+};
+
+struct SimOptions {
+  SimFaults faults;
+  // Set: every config is compiled for real with it (image = the cubin, arch
+  // = the simulated model's, its resources, compile time, errors with
+  // their log; the kernel hash's toolchain is the compiler's), and only the
+  // timing is simulated. Unset: Compile returns at once with no image
+  // (arch "sim", toolchain "sim").
+  std::optional<SimCompiler> compiler;
+  // Set: a config that the table holds for the simulated model (its
+  // "sim-<model>" name, or the model it stands for, "h100-80gb-hbm3") times
+  // at the table's median; any other at the cost model's. Either way the
+  // rows stay backend "sim".
+  std::shared_ptr<const SimTruth> truth;
+};
+
 // A simulated device of the given model: "h100-sxm", "h200", "a100-sxm",
-// "l40s", or any other name (a generic mid-range model).
+// "l40s", or any other name (a generic mid-range model). Every row it
+// measures says backend "sim", its device name says simulated.
+std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index, const SimOptions& options);
 std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index,
                                         const SimFaults& faults);
 

@@ -2,7 +2,10 @@
 // injectable faults. It exists for tests without a GPU, chaos tests and fleet
 // scale studies. Every measurement it makes says backend = "sim" and its
 // models are named "sim-<model>", so that no simulated figure can pass for a
-// hardware result.
+// hardware result. Given a real compiler (SimOptions::compiler) it compiles
+// every config for real, so that a farm's compile side (pool, cubin cache,
+// images) runs as on GPUs while only the timing is simulated; given a
+// ground-truth table, it times the configs the table holds at its figures.
 #include <sodium.h>
 
 #include <algorithm>
@@ -34,8 +37,8 @@ double Unit01(const std::string& key) {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(const SimGpu& m, const std::string& model_key, int index, SimFaults faults)
-      : model_(m), faults_(faults) {
+  SimBackend(const SimGpu& m, const std::string& model_key, int index, SimOptions options)
+      : model_(m), faults_(options.faults), compiler_(std::move(options.compiler)), truth_(std::move(options.truth)) {
     device_ = *FindKnownGpu(m.known);
     device_.index = index;
     device_.name = m.name;
@@ -44,14 +47,24 @@ class SimBackend final : public Backend {
     device_.sm_clock_mhz = 1700;
     device_.mem_clock_mhz = 2600;
     device_.driver_version = "sim";
-    device_.nvrtc_version = "sim";
+    // The toolchain of the kernel hash: the coordinator expects a device's
+    // rows under OpHash(spec, its nvrtc_version).
+    device_.nvrtc_version = toolchain();
   }
 
   const DeviceInfo& device() const override { return device_; }
-  std::string toolchain() const override { return "sim"; }
+  std::string toolchain() const override { return compiler_ ? compiler_->toolchain : "sim"; }
+
+  Result<std::string> HostDigest(const OpSpec& spec) override {
+    if (compiler_ && compiler_->host_digest) return compiler_->host_digest(spec);
+    return std::string();
+  }
 
   CompiledKernel Compile(const OpSpec& spec, const std::string& dtype,
                          const Config& config) override {
+    // The real compile: its image, arch, resources, time and errors as a
+    // GPU worker's; only the simulated compile faults are not drawn.
+    if (compiler_) return compiler_->compile(spec, dtype, config, device_);
     CompiledKernel k;
     k.config = config;
     k.config_id = config.Id();
@@ -94,7 +107,7 @@ class SimBackend final : public Backend {
     Measurement m;
     m.backend = "sim";
     m.device_name = device_.name;
-    m.nvrtc_version = "sim";
+    m.nvrtc_version = toolchain();
     m.driver_version = "sim";
     m.resources = kernel.resources;
     m.sm_clock_mhz = device_.sm_clock_mhz;
@@ -102,6 +115,11 @@ class SimBackend final : public Backend {
     // drawn from its library's name.
     m.baseline = kernel.baseline;
     const std::string id = kernel.baseline.empty() ? kernel.config_id : "baseline|" + kernel.baseline;
+    // A real compile's kernel is measured as the CUDA backend would take it.
+    if (compiler_ && kernel.baseline.empty()) {
+      if (kernel.failure != FailureClass::kNone) return Fail(m, kernel.failure, kernel.failure_message);
+      if (kernel.image.empty()) return Fail(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
+    }
     if (faults_.seconds_per_measure > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(
           faults_.seconds_per_measure * std::max(1.0, faults_.slow_factor)));
@@ -129,7 +147,10 @@ class SimBackend final : public Backend {
       return Fail(m, FailureClass::kWrongResult, "simulated wrong result: 50% of elements off");
     }
 
-    const double base = ModelTimeUs(*plan, id, shape);
+    // The ground truth's median where it has the config (a baseline is
+    // never in it), else the cost model's.
+    const double truth_us = truth_ && kernel.baseline.empty() ? TruthUs(spec.name, dtype, shape, kernel.config) : 0;
+    const double base = truth_us > 0 ? truth_us : ModelTimeUs(*plan, id, shape);
     // Samples in batches until the device's stopping rule says stop; the
     // simulated time of the samples counts against the time cap.
     std::vector<double> samples;
@@ -145,6 +166,13 @@ class SimBackend final : public Backend {
       }
       progress.stats = ComputeStats(samples);
     }
+    if (truth_us > 0 && progress.stats.median > 0) {
+      // The noise moved the median: scaled back so that the row's median is
+      // the table's (times a slow node's factor), its spread kept.
+      const double scale = truth_us * faults_.slow_factor / progress.stats.median;
+      for (double& v : samples) v *= scale;
+      progress.stats = ComputeStats(samples);
+    }
     SetFigures(progress.stats, &m);
     // An op that skips its check gets unchecked rows here as on a GPU.
     m.unchecked = spec.check.mode == CheckSpec::Mode::kSkip;
@@ -153,6 +181,13 @@ class SimBackend final : public Backend {
   }
 
  private:
+  // The table's median of (this model, op, dtype, shape, config): under the
+  // sim model's own name or the model it simulates; 0 when it has none.
+  double TruthUs(const std::string& op, const std::string& dtype, const Shape& shape, const Config& config) const {
+    const double own = truth_->Find(device_.model, op, dtype, shape, config);
+    return own > 0 ? own : truth_->Find(model_.known, op, dtype, shape, config);
+  }
+
   double Fault(const char* kind, const std::string& config_id) const {
     return Unit01(std::string(kind) + "|" + device_.model + "|" + config_id);
   }
@@ -180,6 +215,8 @@ class SimBackend final : public Backend {
 
   SimGpu model_;
   SimFaults faults_;
+  std::optional<SimCompiler> compiler_;
+  std::shared_ptr<const SimTruth> truth_;
   DeviceInfo device_;
 };
 
@@ -215,10 +252,36 @@ Result<SimFaults> SimFaults::Parse(const std::string& text) {
   return f;
 }
 
+namespace {
+
+std::string TruthKey(const std::string& gpu_model, const std::string& op, const std::string& dtype,
+                     const Shape& shape, const Config& config) {
+  return gpu_model + '\0' + op + '\0' + dtype + '\0' + shape.Canonical() + '\0' + config.Canonical();
+}
+
+}  // namespace
+
+void SimTruth::Add(const std::string& gpu_model, const std::string& op, const std::string& dtype, const Shape& shape,
+                   const Config& config, double median_us) {
+  median_us_[TruthKey(gpu_model, op, dtype, shape, config)] = median_us;
+}
+
+double SimTruth::Find(const std::string& gpu_model, const std::string& op, const std::string& dtype,
+                      const Shape& shape, const Config& config) const {
+  auto it = median_us_.find(TruthKey(gpu_model, op, dtype, shape, config));
+  return it == median_us_.end() ? 0 : it->second;
+}
+
+std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index, const SimOptions& options) {
+  std::string key = gpu_model.rfind("sim-", 0) == 0 ? gpu_model.substr(4) : gpu_model;
+  return std::make_unique<SimBackend>(FindSimGpu(key), key, index, options);
+}
+
 std::unique_ptr<Backend> MakeSimBackend(const std::string& gpu_model, int index,
                                         const SimFaults& faults) {
-  std::string key = gpu_model.rfind("sim-", 0) == 0 ? gpu_model.substr(4) : gpu_model;
-  return std::make_unique<SimBackend>(FindSimGpu(key), key, index, faults);
+  SimOptions options;
+  options.faults = faults;
+  return MakeSimBackend(gpu_model, index, options);
 }
 
 }  // namespace tune

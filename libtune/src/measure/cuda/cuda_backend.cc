@@ -30,6 +30,18 @@ constexpr size_t kMaxLogInMessage = 8000;
 
 std::string Clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "\n[log clipped]"; }
 
+// One config for `device`: what a CUDA backend and a sim backend that
+// compiles for real (NvrtcSimCompiler) both do.
+CompiledKernel CompileFor(const OpSpec& spec, const std::string& dtype, const Config& config, const DeviceInfo& device,
+                          const std::string& cache_dir) {
+  return CompileConfig(spec, dtype, config, CudaArchFor(spec, device), cache_dir);
+}
+
+Result<std::string> HostDigestOf(const OpSpec& spec) {
+  if (spec.include_roots.empty()) return std::string();
+  return IncludeRootsDigest(spec, cuda::ConfiguredIncludeRoots());
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts)
@@ -39,13 +51,10 @@ class CudaBackend final : public Backend {
   std::string toolchain() const override { return NvrtcVersionString(); }
 
   CompiledKernel Compile(const OpSpec& spec, const std::string& dtype, const Config& config) override {
-    return CompileConfig(spec, dtype, config, CudaArchFor(spec, device_), opts_.cache_dir);
+    return CompileFor(spec, dtype, config, device_, opts_.cache_dir);
   }
 
-  Result<std::string> HostDigest(const OpSpec& spec) override {
-    if (spec.include_roots.empty()) return std::string();
-    return IncludeRootsDigest(spec, cuda::ConfiguredIncludeRoots());
-  }
+  Result<std::string> HostDigest(const OpSpec& spec) override { return HostDigestOf(spec); }
 
   Status Prepare() override { return EnsureReady(); }
 
@@ -430,6 +439,15 @@ Result<KernelProfile> CudaBackend::ProfileKernel(const OpSpec& spec, const std::
 
 std::unique_ptr<Backend> MakeCudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts) {
   return std::make_unique<CudaBackend>(device, opts);
+}
+
+SimCompiler NvrtcSimCompiler(const std::string& cache_dir) {
+  SimCompiler c;
+  c.toolchain = NvrtcVersionString();
+  c.compile = [cache_dir](const OpSpec& spec, const std::string& dtype, const Config& config,
+                          const DeviceInfo& device) { return CompileFor(spec, dtype, config, device, cache_dir); };
+  c.host_digest = HostDigestOf;
+  return c;
 }
 
 CudaRunnerStats GetCudaRunnerStats(const Backend& backend) {

@@ -81,6 +81,12 @@ struct CudaBackendOptions {
 // the caller may overwrite them.
 std::unique_ptr<Backend> MakeCudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts);
 
+// The compile of a backend made by MakeCudaBackend for a sim backend
+// (SimOptions::compiler): each config compiled by CompileConfig for
+// CudaArchFor(spec, device) with `cache_dir` (empty: no cache), toolchain
+// NvrtcVersionString(), HostDigest as the CUDA backend's. No GPU needed.
+SimCompiler NvrtcSimCompiler(const std::string& cache_dir);
+
 // Counters of a backend made by MakeCudaBackend (zeros for any other
 // backend), for worker metrics and tests.
 struct CudaRunnerStats {

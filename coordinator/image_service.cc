@@ -1,0 +1,107 @@
+#include "image_service.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "base/limits.h"
+
+namespace tune {
+
+std::string ImageService::Fault(const std::string& identity, const WorkerSession& session,
+                                const ImageRequest& request, double now, Ingestion::ImageGrant* grant) {
+  const double devices = double(std::max<size_t>(session.devices.size(), 1));
+  const double burst = kImageRequestBurstPerDevice * devices;
+  auto [it, added] = buckets_.try_emplace(identity, Bucket{burst, now});
+  Bucket& b = it->second;
+  b.tokens = std::min(burst, b.tokens + (now - b.at) * kImageRequestsPerSecondPerDevice * devices);
+  b.at = now;
+  if (b.tokens < 1)
+    return "more than " + std::to_string(int(kImageRequestsPerSecondPerDevice * devices)) +
+           " image requests a second";
+  b.tokens -= 1;
+  if (in_flight_.count({identity, request.unit_id}))
+    return "a request for unit " + std::to_string(request.unit_id) + " is still being answered";
+  auto granted = ingestion_->GrantImages(request.unit_id, session);
+  if (!granted) return "unit " + std::to_string(request.unit_id) + " is not leased to it";
+  const LeasedUnit& unit = *granted->unit;
+  if (request.sweep_id != unit.sweep_id)
+    return "sweep '" + request.sweep_id + "' for unit " + std::to_string(request.unit_id) + " of sweep '" +
+           unit.sweep_id + "'";
+  if (request.wants.size() > unit.configs.size())
+    return std::to_string(request.wants.size()) + " images asked for a unit of " +
+           std::to_string(unit.configs.size()) + " configs";
+  for (size_t i = 0; i < request.wants.size(); ++i) {
+    const ImageWant& w = request.wants[i];
+    const std::string where = "want " + std::to_string(i) + ": ";
+    if (!unit.configs.count(w.config_id)) return where + "config " + w.config_id + " that the unit does not hold";
+    if (w.dtype != unit.dtype) return where + "dtype " + w.dtype + " in a unit of " + unit.dtype;
+    if (!granted->archs.count(w.arch)) return where + "arch '" + w.arch + "' that its devices are not";
+    if (!granted->kernel_hashes.count(w.kernel_hash))
+      return where + "kernel hash '" + w.kernel_hash + "' of another op or toolchain";
+  }
+  *grant = std::move(*granted);
+  return "";
+}
+
+void ImageService::Refuse(const std::string& identity, const WorkerSession& session, const ImageRequest& request,
+                          const std::string& why) {
+  counters_->image_requests_refused++;
+  const std::string who = "worker " + session.name + " (" + session.Lessee() + ")";
+  CoordinatorLog(log::Level::kWarn, "refused image request",
+                 {{"sweep", request.sweep_id}, {"unit", request.unit_id}, {"worker", who}, {"error", why}});
+  ImageReply reply;
+  reply.sweep_id = request.sweep_id;
+  reply.unit_id = request.unit_id;
+  reply.missing = static_cast<uint32_t>(std::min<size_t>(request.wants.size(), UINT32_MAX));
+  reply.refused = "image request of " + who + " refused: " + why;
+  link_->Send(identity, std::move(reply));
+  if (sessions_->NoteViolation(identity))
+    link_->Disconnect(identity, std::to_string(kMaxViolations) + " requests refused (results or images)");
+}
+
+void ImageService::Handle(const std::string& identity, const WorkerSession& session, const ImageRequest& request,
+                          double now) {
+  Ingestion::ImageGrant grant;
+  if (std::string why = Fault(identity, session, request, now, &grant); !why.empty())
+    return Refuse(identity, session, request, why);
+  // Each key once, in the order asked.
+  std::vector<ImageWant> wants;
+  std::set<std::string> keys;
+  for (const ImageWant& w : request.wants)
+    if (keys.insert(w.Key()).second) wants.push_back(w);
+  in_flight_.insert({identity, request.unit_id});
+  reader_.Post([this, identity, sweep_id = request.sweep_id, unit_id = request.unit_id, asked = request.wants.size(),
+                wants = std::move(wants)]() -> OffLoop::Completion {
+    auto reply = std::make_shared<ImageReply>();
+    reply->sweep_id = sweep_id;
+    reply->unit_id = unit_id;
+    uint64_t bytes = 0;
+    for (const ImageWant& w : wants) {
+      auto k = store_->GetKernel(w.kernel_hash, w.config_id, w.dtype, w.arch);
+      // Two keys' word, no conflict: never one peer's alone (the asker's
+      // included), and never past the reply's bound (compiled instead).
+      if (!k.ok() || !k->Corroborated() || bytes + k->image.size() > kMaxImageReplyBytes) continue;
+      bytes += k->image.size();
+      KernelImage served = std::move(k).value();
+      served.witnesses.clear();
+      served.conflicts.clear();
+      reply->images.push_back(std::move(served));
+    }
+    reply->missing = static_cast<uint32_t>(std::min<size_t>(asked - reply->images.size(), UINT32_MAX));
+    return [this, identity, unit_id, reply] {
+      in_flight_.erase({identity, unit_id});
+      counters_->images_served += reply->images.size();
+      link_->Send(identity, std::move(*reply));
+    };
+  });
+}
+
+void ImageService::Tick() {
+  for (auto it = buckets_.begin(); it != buckets_.end();) {
+    if (sessions_->Find(it->first)) ++it;
+    else it = buckets_.erase(it);
+  }
+}
+
+}  // namespace tune

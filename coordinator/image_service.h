@@ -1,0 +1,87 @@
+// The coordinator serving stored kernel images to workers, so that a config
+// compiles once per fleet: a worker leased a unit asks (ImageRequest) for
+// the cubins of the unit's configs it lacks before it compiles them, and is
+// answered (ImageReply) with those the store holds on the word of two
+// worker keys (KernelImage::Corroborated); it checks each again and
+// compiles the rest. Private to coordinator/; loop thread only (the reader
+// thread runs only the work this class posts).
+//
+// The rules, each broken one answered with a refusal line that names the
+// peer (ImageReply::refused), logged, and counted as a violation as a
+// refused results batch is (WorkerSessions::NoteViolation: disconnected at
+// kMaxViolations): the unit is leased to the peer (Ingestion::GrantImages)
+// and of that sweep; each want names one of its configs, its dtype, an
+// architecture of the peer's devices of its model and their op hash; at
+// most as many wants as the unit has configs; one request of a peer's unit
+// in flight at once; and a peer's requests stay within a token bucket
+// (kImageRequestBurstPerDevice, kImageRequestsPerSecondPerDevice). Nothing
+// stored changes either way.
+//
+// Store reads run on a thread of their own: a reply carries up to
+// kMaxImageReplyBytes (base/limits.h) of cubins, each hashed again on its
+// way out of the store, far more than the loop may spend.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "coordinator_parts.h"
+#include "coordinator_results.h"
+#include "off_loop.h"
+#include "codec/protocol.h"
+#include "store/result_store.h"
+#include "worker_sessions.h"
+
+namespace tune {
+
+// A peer's ImageRequests: a burst of this many per device it announced,
+// refilled at this rate per device. An honest worker asks once per unit
+// (at most two units per device in hand), far below either.
+inline constexpr double kImageRequestBurstPerDevice = 8;
+inline constexpr double kImageRequestsPerSecondPerDevice = 4;
+
+class ImageService {
+ public:
+  // Every pointer must outlive this object.
+  ImageService(ResultStore* store, Ingestion* ingestion, WorkerSessions* sessions, PeerLink* link,
+               LoopCounters* counters)
+      : store_(store), ingestion_(ingestion), sessions_(sessions), link_(link), counters_(counters), reader_("images") {}
+
+  // Starts the reader thread; its error.
+  Status Start() { return reader_.Start(); }
+  int wake_fd() const { return reader_.wake_fd(); }
+  // Sends the replies whose images were read.
+  void RunCompletions() { reader_.RunCompletions(); }
+
+  // `session`'s (`identity`'s) request: refused at once when it breaks a
+  // rule (see above), else answered once its images are read.
+  void Handle(const std::string& identity, const WorkerSession& session, const ImageRequest& request, double now);
+
+  // Forgets the rate of peers that are gone.
+  void Tick();
+
+ private:
+  struct Bucket {
+    double tokens = 0;
+    double at = 0;  // when `tokens` was counted
+  };
+  // Why `request` breaks a rule ("" when it keeps them); takes a token.
+  std::string Fault(const std::string& identity, const WorkerSession& session, const ImageRequest& request,
+                    double now, Ingestion::ImageGrant* grant);
+  void Refuse(const std::string& identity, const WorkerSession& session, const ImageRequest& request,
+              const std::string& why);
+
+  ResultStore* store_;
+  Ingestion* ingestion_;
+  WorkerSessions* sessions_;
+  PeerLink* link_;
+  LoopCounters* counters_;
+  std::map<std::string, Bucket> buckets_;                  // by routing identity
+  std::set<std::pair<std::string, uint64_t>> in_flight_;  // (identity, unit) being read
+  OffLoop reader_;  // last: its thread stops first
+};
+
+}  // namespace tune
