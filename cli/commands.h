@@ -41,6 +41,7 @@ struct SubmitArgs {
   bool wait = false;
   double timeout = 0;  // --wait's bound, seconds; 0 = none
   std::string retry;   // failure classes to measure again, "timeout,crash" (the sweep file's when empty)
+  std::optional<int64_t> priority;  // unset = the sweep file's, else kDefaultSweepPriority
 };
 struct StatusArgs {
   std::string sweep_id;
@@ -99,6 +100,10 @@ struct TuneArgs {
   uint64_t budget = 0;             // 0 = the sweep file's, else the strategy's default
   double budget_seconds = 0;       // 0 = the sweep file's, else none
   std::string retry;               // failure classes to measure again (the sweep file's when empty)
+  uint64_t max_raw_configs = SchedulerOptions{}.max_raw_configs;  // the local coordinator's bound
+  // --config, repeatable: "BM=128,BN=256,...", measured instead of the op's
+  // space (SweepSubmit::configs); none = the sweep file's list, else the space.
+  std::vector<std::string> configs;
   bool quiet = false;
   WorkerArgs worker;
 };

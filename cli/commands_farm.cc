@@ -196,6 +196,10 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   auto sweep = LoadSweepFile(args.sweep_file, args.ops_dir.empty() ? DefaultOpsDir() : args.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
   if (Status st = ApplyRetry(args.retry, &*sweep); !st.ok()) return Usage(st.message());
+  if (args.priority) {
+    if (Status st = CheckSweepPriority(*args.priority, "--priority"); !st.ok()) return Usage(st.message());
+    sweep->priority = static_cast<uint32_t>(*args.priority);
+  }
   const ClientArgs& c = args.client;
   CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
   auto reply = client.Call(*sweep);
@@ -231,14 +235,14 @@ int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
   }
   if (args.format == "csv") {
     std::printf("sweep,name,state,units_done,units_total,pairs_done,pairs_total,pairs_failed,gpu_models,waiting_for,"
-                "error\n");
+                "error,priority\n");
     for (const auto& p : status->sweeps) {
-      std::printf("%s,%s,%s,%llu,%llu,%llu,%llu,%llu,%s,%s,%s\n", CsvField(p.sweep_id).c_str(),
+      std::printf("%s,%s,%s,%llu,%llu,%llu,%llu,%llu,%s,%s,%s,%u\n", CsvField(p.sweep_id).c_str(),
                   CsvField(p.name).c_str(), p.state.c_str(), (unsigned long long)p.units_done,
                   (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
                   (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
                   CsvField(Join(p.gpu_models, " ")).c_str(), CsvField(Join(p.waiting_for, " ")).c_str(),
-                  CsvField(ToValidUtf8(p.error)).c_str());
+                  CsvField(ToValidUtf8(p.error)).c_str(), p.priority);
     }
     return 0;
   }
@@ -246,11 +250,11 @@ int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
   if (!status->store_fault.empty()) {
     std::printf("store writes fail, no leasing until they succeed: %s\n", ToValidUtf8(status->store_fault).c_str());
   }
-  std::printf("%-16s %-20s %-8s %12s %18s %8s  %s\n", "sweep", "name", "state", "units",
+  std::printf("%-16s %-20s %-8s %8s %12s %18s %8s  %s\n", "sweep", "name", "state", "priority", "units",
               "pairs", "failed", "gpu models");
   for (const auto& p : status->sweeps) {
-    std::printf("%-16s %-20s %-8s %5llu/%-6llu %8llu/%-9llu %8llu  %s\n", p.sweep_id.c_str(),
-                p.name.c_str(), p.state.c_str(), (unsigned long long)p.units_done,
+    std::printf("%-16s %-20s %-8s %8u %5llu/%-6llu %8llu/%-9llu %8llu  %s\n", p.sweep_id.c_str(),
+                p.name.c_str(), p.state.c_str(), p.priority, (unsigned long long)p.units_done,
                 (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
                 (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
                 Join(p.gpu_models).c_str());
@@ -391,6 +395,10 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   s->add_option("--timeout", submit.timeout, "--wait: give up waiting after this many seconds (the sweep goes on)")
       ->check(CLI::Range(0.0, 1e7));
   s->add_option("--retry", submit.retry, kRetryHelp);
+  s->add_option("--priority", submit.priority,
+                "The sweep's priority, " + std::to_string(kMinSweepPriority) + ".." +
+                    std::to_string(kMaxSweepPriority) + ": the coordinator leases the work of higher ones first "
+                    "(default: the sweep file's, else " + std::to_string(kDefaultSweepPriority) + ")");
   out->push_back({.app = s, .run = [parsed](const std::atomic<bool>* stop) { return RunSubmit(parsed->submit, stop); }});
 
   // status

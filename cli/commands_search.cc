@@ -22,6 +22,7 @@
 #include "search/features.h"
 #include "search/replay.h"
 #include "publish/shape_selector.h"
+#include "report/t4.h"
 
 namespace tune {
 namespace {
@@ -277,6 +278,77 @@ Result<std::vector<GroundTruth>> TruthFromCsv(const std::string& path, const Res
   return out;
 }
 
+// The whole of a file, gzip-compressed or not (zlib reads both), refused
+// past kMaxReplayInputBytes decompressed; at most `limit` bytes when given
+// (a peek at the head). Errors name the file, and say so on a stop.
+Result<std::string> ReadInput(const std::string& path, const std::atomic<bool>* stop, uint64_t limit = 0) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return Status::IOError(path + ": cannot open");
+  std::string out;
+  std::vector<char> buf(size_t(64) << 10);
+  Status st;
+  for (;;) {
+    if (stop && stop->load()) {
+      st = Status::Error(path + ": stopped (SIGINT or SIGTERM) while reading");
+      break;
+    }
+    const int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
+    int err = Z_OK;
+    gzerror(f, &err);
+    if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
+      st = Status::IOError(path + ": not a readable text or gzip file");
+      break;
+    }
+    if (n == 0) break;
+    out.append(buf.data(), static_cast<size_t>(n));
+    if (limit && out.size() >= limit) break;
+    if (out.size() > kMaxReplayInputBytes) {
+      st = Status::InvalidArgument(path + ": over " + std::to_string(kMaxReplayInputBytes) +
+                                   " bytes decompressed (kMaxReplayInputBytes)");
+      break;
+    }
+  }
+  gzclose(f);
+  if (!st.ok()) return st;
+  return out;
+}
+
+// Ground truth from a T4 results document (report/t4.h: Kernel Tuner's
+// format, or `tunefarm results --format t4`), gzip or not. A result without
+// tunefarm metadata belongs to the key `defaults` names.
+Result<std::vector<GroundTruth>> TruthFromT4(const std::string& path, const ResultFilter& filter, const T4Key& defaults,
+                                             const std::atomic<bool>* stop) {
+  auto text = ReadInput(path, stop);
+  if (!text.ok()) return text.status();
+  std::map<KeyOf, GroundTruth> keys;
+  std::map<KeyOf, std::map<std::string, size_t>> index;
+  Status st = ReadT4Results(*text, path, defaults, [&](const T4Row& r) {
+    const KeyOf key{r.gpu_model, r.op, r.dtype, r.shape};
+    if (!Matches(filter, key)) return Status::OK();
+    return AddRow(keys, index, key, r.config, r.us);
+  });
+  if (!st.ok()) return st;
+  std::vector<GroundTruth> out;
+  for (auto& [k, t] : keys) out.push_back(std::move(t));
+  return out;
+}
+
+// Ground truth from a file, by its content: a T4 document (JSON) or
+// `tunefarm results --format csv` output.
+Result<std::vector<GroundTruth>> TruthFromFile(const std::string& path, const ResultFilter& filter,
+                                               const std::atomic<bool>* stop) {
+  auto head = ReadInput(path, stop, 4096);
+  if (!head.ok()) return head.status();
+  if (!LooksLikeT4(*head)) return TruthFromCsv(path, filter, stop);
+  // A T4 result without tunefarm metadata is of the key the filter names.
+  T4Key defaults;
+  if (!filter.gpu_model.empty()) defaults.gpu_model = filter.gpu_model;
+  if (!filter.op.empty()) defaults.op = filter.op;
+  if (!filter.dtype.empty()) defaults.dtype = filter.dtype;
+  if (!filter.shape.empty()) defaults.shape = filter.shape;
+  return TruthFromT4(path, filter, defaults, stop);
+}
+
 // Ground truth from a store: the rows of each key's newest kernel, for the
 // keys whose coverage says exhausted.
 Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const ResultFilter& filter) {
@@ -343,7 +415,7 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
   if (args.budget > kMaxSearchBudget)
     return Usage("--budget: at most " + std::to_string(kMaxSearchBudget) + " evaluations per key");
   auto truth = args.results.empty() ? TruthFromStore(args.store, args.filter)
-                                      : TruthFromCsv(args.results, args.filter, stop);
+                                      : TruthFromFile(args.results, args.filter, stop);
   if (!truth.ok()) return Fail(truth.status().message());
   if (truth->empty() && !args.store.empty())
     return Fail(args.store + ": no exhaustive key to replay (coverage 'exhausted': a sweep that measured every legal "
@@ -351,7 +423,7 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
   if (truth->empty()) return Fail(args.results + ": no key to replay (none matches the filter)");
   std::vector<GroundTruth> warm;
   if (!args.warm_from.empty()) {
-    auto w = TruthFromCsv(args.warm_from, ResultFilter{}, stop);
+    auto w = TruthFromFile(args.warm_from, ResultFilter{}, stop);
     if (!w.ok()) return Fail(w.status().message());
     warm = std::move(w).value();
   }
@@ -425,7 +497,7 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
 // best, and against the nearest tuned shape's own winner (what lookups
 // answered before), in geometric mean.
 int RunPredict(const std::string& results, uint32_t top, const std::atomic<bool>* stop) {
-  auto truth = TruthFromCsv(results, ResultFilter{}, stop);
+  auto truth = TruthFromFile(results, ResultFilter{}, stop);
   if (!truth.ok()) return Fail(truth.status().message());
   std::map<std::string, std::vector<const GroundTruth*>> groups;  // model op/dtype
   for (const GroundTruth& t : *truth) groups[t.gpu_model + " " + t.op + "/" + t.dtype].push_back(&t);
@@ -523,8 +595,10 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
       "Run strategies against exhaustive sweeps with no GPU: evaluations each needs to come within 1%, 2% and 5% "
       "of the exhaustive best (median and p90 over seeds), and how many fewer than random search");
   replay->add_option("--store", args->store, "RocksDB store of exhaustive sweeps (opened read-only)");
-  replay->add_option("--results", args->results,
-                     "Or: `tunefarm results --format csv` output of exhaustive sweeps (gzip or plain)");
+  replay->add_option("--results,--truth", args->results,
+                     "Or: exhaustive sweeps as `tunefarm results --format csv` output or a T4 results document "
+                     "(JSON: `results --format t4`, Kernel Tuner's); gzip or plain. A T4 result without tunefarm "
+                     "metadata is of the key --gpu, --op, --dtype and --shape name (default t4, t4, t4, problem=1)");
   replay->add_option("--strategy", args->strategies, "Strategies to score (exhaustive, random, evolution, model, auto)")
       ->delimiter(',')
       ->capture_default_str();

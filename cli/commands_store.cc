@@ -18,6 +18,7 @@
 #include "report/compare.h"
 #include "base/json_text.h"
 #include "report/nightly.h"
+#include "report/t4.h"
 #include "publish/publish.h"
 #include "tune/runtime.h"
 #include "publish/signing.h"
@@ -50,14 +51,17 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
   app->add_option("--reports", args->reports,
                   "Write the Nsight Compute reports of the rows' profiles under this folder "
                   "(GPU/op/dtype/shape/kernel hash/config.ncu-rep; open with ncu-ui)");
-  app->add_option("--format", args->format, "table, csv or json")
+  app->add_option("--format", args->format,
+                  "table, csv, json or t4 (Kernel Tuner's T4 results document: its tools read it, "
+                  "`search replay --results` replays it)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"table", "csv", "json"}));
+      ->check(CLI::IsMember({"table", "csv", "json", "t4"}));
 }
 
 int RunResults(const QueryArgs& args, bool best_only) {
-  OutputFormat format;
-  if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
+  OutputFormat format = OutputFormat::kJson;
+  const bool t4 = args.format == "t4";
+  if (!t4 && !ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
   auto store = OpenStoreOf(args.store, args.remote, {args.filter});
   if (!store.ok()) return Fail(store.status().message());
   std::vector<Measurement> rows;
@@ -100,7 +104,12 @@ int RunResults(const QueryArgs& args, bool best_only) {
     for (const Measurement& m : rows)
       if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
   const RowNotes notes = NotesOf(**store, rows);
-  PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, notes);
+  if (t4) {
+    const std::string doc = T4ResultsJson(rows);  // stdout holds the one document; --log goes to stderr
+    std::fwrite(doc.data(), 1, doc.size(), stdout);
+  } else {
+    PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, notes);
+  }
   if (!args.reports.empty()) {
     size_t written = 0;
     for (const auto& [key, p] : notes.profiles) {
@@ -122,7 +131,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
     std::fprintf(stderr, "%zu profile report(s) under %s\n", written, args.reports.c_str());
   }
   for (const Measurement& m : failed) {
-    std::printf("\n== %s %s %s %s %s: %s\n%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), m.shape.c_str(),
+    std::fprintf(t4 ? stderr : stdout, "\n== %s %s %s %s %s: %s\n%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), m.shape.c_str(),
                 m.config.Canonical().c_str(), FailureClassName(m.failure), m.failure_message.c_str());
   }
   return 0;

@@ -16,6 +16,7 @@
 #include "progress.h"
 #include "report.h"
 #include "base/clock.h"
+#include "base/json_text.h"
 #include "opspec/config_space.h"
 #include "report/nightly.h"
 #include "publish/publish.h"
@@ -29,7 +30,7 @@ namespace {
 
 // What the ops' shape rules (rules that read dims) left out of each shape:
 // configs never timed there, not failures.
-void PrintShapeRules(const SweepSubmit& sweep, const std::vector<DeviceInfo>& devices) {
+void PrintShapeRules(FILE* out, const SweepSubmit& sweep, const std::vector<DeviceInfo>& devices) {
   std::set<std::string> models;
   for (size_t i = 0; i < sweep.op_packages.size(); ++i) {
     auto spec = ParseOpSpec(sweep.op_packages[i], sweep.ops[i]);
@@ -45,7 +46,7 @@ void PrintShapeRules(const SweepSubmit& sweep, const std::vector<DeviceInfo>& de
         std::string why;
         for (size_t r = 0; r < rejected.size(); ++r)
           if (rejected[r]) why += (why.empty() ? "" : "; ") + spec->shape_constraints[r];
-        std::printf("shape rules: %s at %s on %s: %zu of %zu configs legal (%zu never timed there: %s)\n",
+        std::fprintf(out, "shape rules: %s at %s on %s: %zu of %zu configs legal (%zu never timed there: %s)\n",
                     spec->name.c_str(), shape.Canonical().c_str(), d.model.c_str(), legal->size(), all->size(),
                     all->size() - legal->size(), why.c_str());
       }
@@ -73,6 +74,49 @@ std::string DefaultGemm(const WorkerArgs& w) {
   (void)w;
   return "gemm";
 #endif
+}
+
+// Where a sweep's time went, from its workers' counters over its wall time.
+struct Pipeline {
+  double wall_seconds = 0;
+  size_t devices = 0;
+  // Fractions in [0, 1]: device threads inside check and timing over the
+  // devices' wall time; compiler time over the compile pools' threads' wall
+  // time.
+  double devices_busy = 0, compile_busy = 0;
+};
+Pipeline PipelineOf(const WorkerStats& total, size_t devices, double wall_seconds) {
+  Pipeline p;
+  p.wall_seconds = wall_seconds;
+  p.devices = devices;
+  auto fraction = [&](double busy, double lanes) {
+    return wall_seconds > 0 && lanes > 0 ? std::clamp(busy / (wall_seconds * lanes), 0.0, 1.0) : 0.0;
+  };
+  p.devices_busy = fraction(total.measure_seconds, double(devices));
+  p.compile_busy = fraction(total.compile_seconds, double(total.compile_threads));
+  return p;
+}
+
+// The sweep's figures as `tune --format json` writes them ("sweep").
+nlohmann::ordered_json SweepJson(const WorkerStats& total, const Pipeline& p, bool simulated) {
+  nlohmann::ordered_json pipeline = {{"devices_busy", p.devices_busy},
+                                     {"compile_busy", p.compile_busy},
+                                     {"compiled", total.compiled},
+                                     {"fetched", total.fetched},
+                                     {"cached", total.compile_cache_hits},
+                                     {"compile_seconds", total.compile_seconds},
+                                     {"compile_threads", total.compile_threads},
+                                     {"device_wait_seconds", total.compile_wait_seconds},
+                                     {"measure_seconds", total.measure_seconds},
+                                     {"wall_seconds", p.wall_seconds}};
+  return {{"configs", total.screened.size()},
+          {"results", total.measured},
+          {"results_again", total.measured_again},
+          {"wall_seconds", p.wall_seconds},
+          {"configs_per_second", p.wall_seconds > 0 ? double(total.screened.size()) / p.wall_seconds : 0.0},
+          {"devices", p.devices},
+          {"pipeline", std::move(pipeline)},
+          {"simulated", simulated}};
 }
 
 }  // namespace
@@ -110,11 +154,25 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (args.budget_seconds > 0) sweep->budget_seconds = args.budget_seconds;
   if (Status st = ApplyRetry(args.retry, &*sweep); !st.ok()) return Usage(st.message());
   if (Status st = CheckSearchFields(*sweep, "--"); !st.ok()) return Usage(st.message());
+  if (!args.configs.empty()) {
+    sweep->configs.clear();
+    for (size_t i = 0; i < args.configs.size(); ++i) {
+      Config c;
+      if (!ParseParamValues(args.configs[i], &c.params) || c.params.empty())
+        return Usage("--config[" + std::to_string(i) + "] '" + args.configs[i] +
+                     "': expected NAME=VALUE,... like BM=128,BN=256");
+      sweep->configs.push_back(std::move(c));
+    }
+  }
+  if (Status st = CheckListedSweep(&*sweep, args.configs.empty() ? args.sweep_file + ": [sweep] configs" : "--config");
+      !st.ok())
+    return Usage(st.message());
 
   LocalFarmOptions fopts;
   fopts.worker = args.worker.opts;
   fopts.sim_workers = args.sim_workers;
   fopts.store = args.store;
+  fopts.max_raw_configs = args.max_raw_configs;
   auto farm = LocalFarm::Start(fopts);
   if (!farm.ok()) return Fail(farm.status().message());
   const double sweep_start = NowSeconds();
@@ -152,8 +210,23 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   for (const Measurement& m : rows)
     if (m.failure != FailureClass::kNone) ++failures[FailureClassName(m.failure)];
   const RowNotes row_notes = NotesOf(store, rows);
-  PrintMeasurements(stdout, std::move(rows), ops, format, row_notes);
-  std::printf("\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
+  const Pipeline pipeline = PipelineOf(total, devices, sweep_seconds);
+  // --format json: stdout holds one document (rows, the sweep's figures,
+  // failures, paths), written once the bundle is; the lines for people go
+  // to stderr.
+  const bool json = format == OutputFormat::kJson;
+  FILE* text = json ? stderr : stdout;
+  nlohmann::ordered_json doc;
+  if (json) {
+    // The rows exactly as `results --format json` writes them.
+    doc["results"] = nlohmann::ordered_json::parse(MeasurementsText(std::move(rows), ops, format, row_notes),
+                                                   nullptr, /*allow_exceptions=*/false);
+    if (doc["results"].is_discarded()) return Fail("tune: the rows did not make a JSON document");
+    doc["sweep"] = SweepJson(total, pipeline, (*farm)->simulated());
+  } else {
+    PrintMeasurements(stdout, std::move(rows), ops, format, row_notes);
+  }
+  std::fprintf(text, "\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
               "%.2f s = %.2f configs/s on %zu device(s)\n"
               "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache, %llu fetched; "
               "device threads waited %.1f s for compiles\n"
@@ -164,11 +237,10 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
               (unsigned long long)total.compiled, total.compile_seconds,
               (unsigned long long)total.compile_cache_hits, (unsigned long long)total.fetched,
               total.compile_wait_seconds,
-              total.measure_seconds,
-              sweep_seconds > 0 && devices ? 100.0 * total.measure_seconds / (sweep_seconds * devices) : 0.0);
-  PrintShapeRules(*sweep, (*farm)->devices());
+              total.measure_seconds, 100.0 * pipeline.devices_busy);
+  PrintShapeRules(text, *sweep, (*farm)->devices());
   if ((*farm)->simulated()) {
-    std::printf("\nSIMULATED: these figures come from the sim backend's %s, not a GPU.\n",
+    std::fprintf(text, "\nSIMULATED: these figures come from the sim backend's %s, not a GPU.\n",
                 args.worker.opts.sim_truth ? "ground-truth file (--sim-truth) and cost model" : "cost model");
   }
 
@@ -180,10 +252,17 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
-  std::printf("failures: %s\n", FormatFailures(failures).c_str());
-  std::printf("\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
+  if (json) {
+    doc["failures"] = failures;
+    doc["store"] = args.store;
+    doc["bundle"] = out + ".tfb";
+    std::printf("%s\n", DumpJson(doc, 2).c_str());
+  } else {
+    std::printf("failures: %s\n", FormatFailures(failures).c_str());
+  }
+  std::fprintf(text, "\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
               out.c_str());
-  std::printf("next:   tunefarm results --store %s --log      (every row; failures with their whole log)\n"
+  std::fprintf(text, "next:   tunefarm results --store %s --log      (every row; failures with their whole log)\n"
               "        tunefarm bundle show %s.tfb\n"
               "        deploy it: README, \"After the first tune\" (C++ tunefarm::launcher, Python tunefarm)\n",
               args.store.c_str(), out.c_str());
@@ -321,6 +400,14 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "Seconds per (GPU model, op, dtype, shape) a search keeps proposing configs (default: the sweep file's, else no bound)")
       ->check(CLI::Range(0.001, kMaxBudgetSeconds));
   t->add_option("--retry", tune_args.retry, kRetryHelp);
+  t->add_option("--config", tune_args.configs,
+                "Measure just this config, like BM=128,BN=256,... (repeatable; every param of the op, values from "
+                "its [params] lists): the op's space is not searched (default: the sweep file's configs, else the space)");
+  t->add_option("--max-raw-configs,--max-raw-points", tune_args.max_raw_configs,
+                "Refuse ops with more raw config points (product of their axes' sizes) than this; a large space "
+                "with a searching --strategy and --budget needs it raised")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, kMaxRawConfigPoints));
   t->add_flag("--one-pass", tune_args.one_pass,
               "No refine pass: judge contenders against the best so far while screening, so that which configs "
               "get timed to the CI target depends on the order they ran in and on the device count "

@@ -21,6 +21,7 @@
 #include "coordinator_client.h"
 #include "farm_access.h"
 #include "local_farm.h"
+#include "opspec/config_space.h"
 #include "opspec/sweep_file.h"
 #include "publish/publish.h"
 #include "remote_store.h"
@@ -127,6 +128,42 @@ Result<std::vector<std::string>> ShapeTexts(const Json& j) {
   return out;
 }
 
+// A config list (SweepSubmit::configs): dicts {"BM": 128, "SCHEDULE":
+// "stream_k", "TMA": True} or strings "BM=128,...", each checked against
+// the op by CheckListedSweep.
+Result<std::vector<tune::Config>> ConfigsOf(const Json& j) {
+  std::vector<tune::Config> out;
+  auto it = j.find("configs");
+  if (it == j.end()) return out;
+  if (!it->is_array() || it->empty()) return Status::InvalidArgument("submit: \"configs\" must be a non-empty list");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& c = (*it)[i];
+    const std::string where = "submit: configs[" + std::to_string(i) + "]";
+    tune::Config config;
+    if (c.is_string()) {
+      if (!tune::ParseParamValues(c.get<std::string>(), &config.params) || config.params.empty())
+        return Status::InvalidArgument(where + ": expected \"NAME=VALUE,...\" like \"BM=128,BN=256\"");
+    } else if (c.is_object() && !c.empty()) {
+      for (const auto& [param, value] : c.items()) {
+        if (value.is_boolean()) {
+          config.params.emplace_back(param, tune::ParamValue::Bool(value.get<bool>()));
+        } else if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX))) {
+          config.params.emplace_back(param, tune::ParamValue(value.get<int64_t>()));
+        } else if (value.is_string() && tune::CheckCategoricalText(value.get<std::string>()).ok()) {
+          config.params.emplace_back(param, tune::ParamValue::String(value.get<std::string>()));
+        } else {
+          return Status::InvalidArgument(where + " " + param + ": expected an int, a bool or a token string, not " +
+                                         value.dump());
+        }
+      }
+    } else {
+      return Status::InvalidArgument(where + ": expected a dict of param to value, or \"BM=128,...\"");
+    }
+    out.push_back(std::move(config));
+  }
+  return out;
+}
+
 Result<tune::SweepSubmit> SweepOf(const Json& j) {
   const char* what = "submit";
   ASSIGN_OR_RETURN(std::string ops_dir, Field<std::string>(j, "ops_dir", "ops", what));
@@ -161,7 +198,14 @@ Result<tune::SweepSubmit> SweepOf(const Json& j) {
   ASSIGN_OR_RETURN(s.retry, Field<std::vector<std::string>>(j, "retry", s.retry, what));
   ASSIGN_OR_RETURN(bool one_pass, Field<bool>(j, "one_pass", false, what));
   if (one_pass) s.refine_pass = false;
+  ASSIGN_OR_RETURN(int64_t priority, IntField(j, "priority", s.priority, tune::kMinSweepPriority,
+                                              tune::kMaxSweepPriority, what));
+  s.priority = uint32_t(priority);
   TUNE_RETURN_IF_ERROR(tune::CheckSearchFields(s, "submit: "));
+  if (j.contains("configs")) {
+    ASSIGN_OR_RETURN(s.configs, ConfigsOf(j));
+  }
+  TUNE_RETURN_IF_ERROR(tune::CheckListedSweep(&s, j.contains("configs") ? "submit: configs" : file + ": [sweep] configs"));
   return sweep;
 }
 
@@ -242,6 +286,9 @@ tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr) {
     }
     ASSIGN_OR_RETURN(int64_t workers, IntField(j, "workers", 1, 1, 64, what));
     o.sim_workers = unsigned(workers);
+    ASSIGN_OR_RETURN(int64_t max_raw, IntField(j, "max_raw_configs", int64_t(o.max_raw_configs), 1,
+                                               int64_t(tune::kMaxRawConfigPoints), what));
+    o.max_raw_configs = uint64_t(max_raw);
     // The CUDA backend's runner is a process of the `tunefarm` program (in
     // Python, /proc/self/exe is the interpreter).
     ASSIGN_OR_RETURN(o.worker.runner_exe, Field<std::string>(j, "tunefarm_binary", "", what));

@@ -92,6 +92,7 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
   copts.endpoint = "ipc://" + *folder + "/" + kSocketName;
   copts.store_path = opts.store;
   copts.scheduler.refine_within = opts.worker.timing.refine_within;
+  copts.scheduler.max_raw_configs = opts.max_raw_configs;
   farm->coordinator_ = std::make_unique<Coordinator>(copts);
   TUNE_RETURN_IF_ERROR(farm->coordinator_->Start());
   return farm;

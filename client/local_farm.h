@@ -36,6 +36,9 @@ struct LocalFarmOptions {
   WorkerOptions worker;      // backend "auto": CUDA (an error without a GPU: no silent sim)
   unsigned sim_workers = 1;  // workers when simulated (each with its devices)
   std::string store;         // the result store's folder
+  // The coordinator's bound on an op's raw config points
+  // (SchedulerOptions::max_raw_configs, `tune --max-raw-configs`).
+  uint64_t max_raw_configs = SchedulerOptions{}.max_raw_configs;
 };
 
 class LocalFarm {

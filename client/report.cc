@@ -105,7 +105,39 @@ RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
     if (b.ok()) best.insert(best.end(), b->begin(), b->end());
   }
   for (const Measurement& w : StableWinners(store, NewestKernelOnly(std::move(best)))) notes.winners.insert(WinnerKey(w));
+  // Each key's default row, where the op's package is stored.
+  std::map<std::string, OpSpec> ops;
+  bool ops_read = false;
+  for (const Measurement& m : rows) {
+    if (notes.defaults.count(CoverageKey(m))) continue;
+    if (!ops_read) {
+      ops = OpsFromStore(store);
+      ops_read = true;
+    }
+    auto spec = ops.find(m.op);
+    if (spec == ops.end() || spec->second.default_config.params.empty()) continue;
+    auto def = store.Get(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash, spec->second.default_config.Id());
+    if (def) notes.defaults.emplace(CoverageKey(m), std::move(*def));
+  }
   return notes;
+}
+
+double VsDefault(const Measurement& winner, const Measurement* def) {
+  if (!def || !def->Valid() || !winner.Valid() || !(def->median_us > 0) || !(winner.median_us > 0)) return 0;
+  return def->median_us / winner.median_us;
+}
+
+// "default 123.45 us, winner 100.00 us = 1.23x", or that the default has no
+// figure.
+std::string DescribeDefault(const Measurement& winner, const Measurement& def) {
+  char buf[160];
+  if (!def.Valid()) {
+    std::snprintf(buf, sizeof buf, "default %s: %s", def.config.Canonical().c_str(), def.StatusName());
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "default %.2f us, winner %.2f us = %.2fx", def.median_us, winner.median_us,
+                VsDefault(winner, &def));
+  return buf;
 }
 
 // "vs cublaslt 13.0.0: 1.05x (123.45 us)", or why the baseline has no figure.
@@ -132,6 +164,10 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
   auto baseline_of = [&notes](const Measurement& m) -> const Measurement* {
     auto it = notes.baselines.find(BaselineKey(m));
     return it == notes.baselines.end() ? nullptr : &it->second;
+  };
+  auto default_of = [&notes](const Measurement& m) -> const Measurement* {
+    auto it = notes.defaults.find(CoverageKey(m));
+    return it == notes.defaults.end() ? nullptr : &it->second;
   };
   auto group = [](const Measurement& m) {
     return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
@@ -189,6 +225,10 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
         if (!b->Valid()) j["baseline"]["reason"] = FirstLine(b->failure_message);
         if (const double r = VsBaselineRow(m, b); r > 0) j["vs_baseline"] = r;
       }
+      if (const Measurement* d = winner[i] ? default_of(m) : nullptr; d && d->Valid()) {
+        j["default_us"] = d->median_us;
+        if (const double r = VsDefault(m, d); r > 0) j["vs_default"] = r;
+      }
       if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
       if (!m.failure_message.empty()) j["reason"] = m.failure_message;
       if (const KernelProfile* p = profile_of(m)) {
@@ -208,7 +248,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
                       "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason,"
                       "confirmed,confirm_timing,refined,screen_us,bottleneck,compute_pct,memory_pct,proposer,coverage,"
-                      "baseline,baseline_us,vs_baseline\n");
+                      "baseline,baseline_us,vs_baseline,default_us,vs_default\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
@@ -219,7 +259,12 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       char vs[32] = "", bus[32] = "";
       if (const double r = VsBaselineRow(m, b); r > 0) std::snprintf(vs, sizeof vs, "%.4f", r);
       if (b && b->Valid()) std::snprintf(bus, sizeof bus, "%.3f", b->median_us);
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s,%s,%s,%s\n",
+      char dus[32] = "", vsd[32] = "";
+      if (const Measurement* d = winner[i] ? default_of(m) : nullptr; d && d->Valid()) {
+        std::snprintf(dus, sizeof dus, "%.3f", d->median_us);
+        if (const double r = VsDefault(m, d); r > 0) std::snprintf(vsd, sizeof vsd, "%.4f", r);
+      }
+      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
                    m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
                    CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), m.StatusName(), m.median_us, m.stdev_us,
@@ -230,7 +275,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    int(m.pass == Measurement::Pass::kRefine),
                    m.screen_us, p ? p->bottleneck.c_str() : "", p ? std::to_string(p->compute_pct).c_str() : "",
                    p ? std::to_string(p->memory_pct).c_str() : "", m.proposer.c_str(),
-                   c ? CoverageStateName(c->state) : "", b ? CsvField(b->baseline).c_str() : "", bus, vs);
+                   c ? CoverageStateName(c->state) : "", b ? CsvField(b->baseline).c_str() : "", bus, vs, dus, vsd);
     }
     return;
   }
@@ -243,6 +288,8 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    m.shape.c_str(), m.backend == "sim" ? "  [SIMULATED - not a hardware result]" : "");
       if (const KeyCoverage* c = coverage_of(m)) std::fprintf(out, "  %s\n", DescribeCoverage(*c).c_str());
       if (const Measurement* b = baseline_of(m)) std::fprintf(out, "  %s\n", DescribeBaseline(m, *b).c_str());
+      if (const Measurement* d = default_of(m); d && winner[i])
+        std::fprintf(out, "  %s\n", DescribeDefault(m, *d).c_str());
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s\n", "", "config", "median_us",
                    "ci95_%", "samples", "throughput", "status");
     }
@@ -288,7 +335,8 @@ nlohmann::json ProgressJson(const SweepProgress& p) {
           {"failed_by_class", p.failed_by_class}, {"gpu_models", p.gpu_models},
           {"error", ToValidUtf8(p.error)}, {"waiting_for", p.waiting_for},
           {"expanding", p.expanding},  {"waits", p.waits},
-          {"skipped", p.skipped},      {"started_unix", p.started_unix},
+          {"skipped", p.skipped},      {"priority", p.priority},
+          {"started_unix", p.started_unix},
           {"finished_unix", p.finished_unix}};
 }
 
@@ -316,16 +364,19 @@ void PrintBundle(FILE* out, const Bundle& b) {
     std::fprintf(out, "  default %-12s %s on %s: %s\n", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
                  d.config.Canonical().c_str());
   }
-  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %11s %11s %-16s %s\n", "gpu_model", "op", "dtype",
-               "shape", "config", "median_us", "default_us", "vs_baseline", "backend", "coverage");
+  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %16s %11s %-16s %s\n", "gpu_model", "op", "dtype",
+               "shape", "config", "median_us", "default_us/x", "vs_baseline", "backend", "coverage");
   for (const auto& e : b.entries) {
-    char def[32] = "-", vs[32] = "-";
-    if (e.default_median_us > 0) std::snprintf(def, sizeof def, "%.2f", e.default_median_us);
+    char def[48] = "-", vs[32] = "-";
+    // The default's figure and what the winner gains on it: "123.45/1.23x".
+    if (e.default_median_us > 0)
+      std::snprintf(def, sizeof def, e.median_us > 0 ? "%.2f/%.2fx" : "%.2f", e.default_median_us,
+                    e.median_us > 0 ? e.default_median_us / e.median_us : 0.0);
     if (const double r = VsBaseline(e.baseline_median_us, e.median_us); r > 0) std::snprintf(vs, sizeof vs, "%.3fx", r);
     std::string coverage = e.coverage.state.empty() ? "-" : e.coverage.state;
     if (!e.coverage.state.empty())
       coverage += " " + std::to_string(e.coverage.evaluated) + "/" + std::to_string(e.coverage.legal);
-    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %11s %11s %-16s %s\n", e.gpu_model.c_str(),
+    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %16s %11s %-16s %s\n", e.gpu_model.c_str(),
                  e.op.c_str(), e.dtype.c_str(), e.shape.Canonical().c_str(),
                  e.config.Canonical().c_str(), e.median_us, def, vs,
                  e.backend == "sim" ? "sim (simulated)" : e.backend.c_str(), coverage.c_str());

@@ -60,7 +60,16 @@ struct RowNotes {
   // the smallest config id), by WinnerKey: the row marked winner, so that
   // what a table stars is what the bundle ships.
   std::set<std::string> winners;
+  // The op's default config (OpSpec::default_config of the newest package
+  // in the store, as publish takes it) measured on each key of the rows,
+  // by CoverageKey: a line "default X us, winner Y us = Z.ZZx" per key in
+  // tables, "default_us" and "vs_default" on the winner in JSON and CSV.
+  std::map<std::string, Measurement> defaults;
 };
+// The default's figure over the winner's (how much faster tuning made the
+// key: > 1 when the winner beats the default); 0 when either has no valid
+// figure.
+double VsDefault(const Measurement& winner, const Measurement* def);
 std::string WinnerKey(const Measurement& m);
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows);
 

@@ -65,7 +65,8 @@ void StatusPages::AddSweeps(double now, std::map<std::string, std::string>* docs
                       {"units_total", p.units_total}, {"gpu_models", p.gpu_models},
                       {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
                       {"error", p.error}, {"waiting_for", p.waiting_for},
-                      {"expanding", p.expanding}, {"waits", p.waits}, {"skipped", p.skipped}});
+                      {"expanding", p.expanding}, {"waits", p.waits}, {"skipped", p.skipped},
+                      {"priority", p.priority}});
     // A finished sweep's series go an hour after it ended: a long-lived
     // coordinator's /metrics does not grow with every sweep it ever ran.
     if (p.finished_unix > 0 && now_unix - p.finished_unix > kFinishedSweepSeriesSeconds) continue;

@@ -100,6 +100,9 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
     return Status::Error("sweep '" + submit.name + "': confirm_seconds must be in (0, 3600] when confirm_top is set");
   }
   if (Status s = CheckSearchFields(submit, "sweep '" + submit.name + "': "); !s.ok()) return s;
+  SweepSubmit listed = submit;  // its configs in the op's axis order
+  if (Status s = CheckListedSweep(&listed, "sweep '" + submit.name + "': configs"); !s.ok()) return s;
+  if (Status s = CheckSweepPriority(submit.priority, "sweep '" + submit.name + "': priority"); !s.ok()) return s;
   if (const uint64_t queued = PairsQueued(sweeps_); queued >= opts_.max_farm_pairs) {
     return Status::Error("sweep '" + submit.name + "': the farm has " + std::to_string(queued) +
                          " (config, shape) pairs queued, at the limit of " + std::to_string(opts_.max_farm_pairs) +
@@ -107,7 +110,7 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   }
   SweepState sweep;
   sweep.id = sweep_id;
-  sweep.submit = submit;
+  sweep.submit = std::move(listed);
   sweep.started_unix = now_unix;
   sweep.measured = std::move(measured);
   for (size_t i = 0; i < submit.ops.size(); ++i) {
@@ -135,12 +138,13 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
         }
       }
     }
+    // A config list is measured as given: its op's space is never enumerated.
     const uint64_t raw = RawSpaceSize(*spec);
-    if (raw > opts_.max_raw_configs) {
+    if (raw > opts_.max_raw_configs && submit.configs.empty()) {
       return Status::Error("sweep '" + submit.name + "': op '" + spec->name + "' has a config space of " +
                            (raw == UINT64_MAX ? std::string("over 2^64") : std::to_string(raw)) +
                            " raw points, more than this coordinator's limit of " +
-                           std::to_string(opts_.max_raw_configs));
+                           std::to_string(opts_.max_raw_configs) + " (--max-raw-configs)");
     }
     sweep.specs.push_back(std::move(spec).value());
   }
@@ -192,6 +196,59 @@ bool Scheduler::ModelLive(const std::string& model) const { return live_devices_
 
 namespace {
 
+// A sweep's config list (SweepSubmit::configs, checked against the op by
+// CheckListedSweep) on `device`: each config must pass the op's
+// constraints there. Errors name the config's index and the model; a list
+// over `max_legal` configs is over the sweep's pairs bound.
+Result<std::vector<Config>> ListedConfigsOn(const std::vector<Config>& listed, const OpSpec& spec,
+                                            const DeviceInfo& device, uint64_t max_legal, uint64_t max_pairs) {
+  if (listed.size() > max_legal)
+    return Status::Error("op '" + spec.name + "' on " + device.model + ": " + std::to_string(listed.size()) +
+                         " listed configs, over the limit of " + std::to_string(max_pairs) +
+                         " (config, shape) pairs per sweep and GPU model (--max-sweep-pairs)");
+  auto space = SearchSpace::Create(spec, device, spec.dtypes.empty() ? std::string() : spec.dtypes.front());
+  if (!space.ok()) return Status::Error("op '" + spec.name + "': " + space.status().message());
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const std::optional<SpacePoint> p = space->PointOf(listed[i]);
+    if (!p) return Status::Error("configs[" + std::to_string(i) + "] " + listed[i].Canonical() + " is no config of op '" +
+                                 spec.name + "'");
+    if (!space->Legal(*p))
+      return Status::Error("configs[" + std::to_string(i) + "] " + listed[i].Canonical() + " breaks a constraint of op '" +
+                           spec.name + "' on " + device.model + " (`tunefarm op check` lists them)");
+  }
+  return listed;
+}
+
+// The plan of a key measured from a config list: `listed` of the key's
+// legal configs, so that its coverage says "searched" (a part of the
+// space, never ground truth for `search replay`) rather than "exhausted".
+KeyPlan ListedPlan(const OpSpec& spec, const DeviceInfo& device, const std::string& dtype, const Shape& shape,
+                   uint64_t listed) {
+  KeyPlan plan{listed, true, "listed/1", listed, true};
+  auto space = SearchSpace::Create(spec, device, dtype, &shape);
+  if (space.ok()) plan.legal = std::max(listed, space->LegalCount(&plan.legal_exact));
+  return plan;
+}
+
+// The defaults a searched key measures first (SearchOptions::first): the
+// op's, which publish sets beside the winner (BundleEntry::
+// default_median_us), and the one its [arch_defaults] declares for the
+// device's architecture ("sm_90" or "sm_90a"), which a deployment there
+// falls back to.
+std::vector<Config> DefaultsOn(const OpSpec& spec, const DeviceInfo& device) {
+  std::vector<Config> out;
+  if (!spec.default_config.params.empty()) out.push_back(spec.default_config);
+  const std::string arch = "sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor);
+  for (const std::string& a : {arch, arch + "a"}) {
+    auto it = spec.arch_defaults.find(a);
+    if (it != spec.arch_defaults.end() && it->second.Id() != spec.default_config.Id()) {
+      out.push_back(it->second);
+      break;
+    }
+  }
+  return out;
+}
+
 // The keys of `spec` that a searching strategy serves (SpaceExpansion::
 // search): a pool with a KeySearch per (dtype, shape), added to `out`.
 // False when the op's keys are measured whole instead: the strategy is
@@ -224,6 +281,7 @@ Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std
       ks->budget_seconds = job.budget_seconds;
       SearchOptions key_options = options;
       key_options.budget = ks->budget;
+      key_options.first = DefaultsOn(spec, job.device);
       std::vector<PriorTrial> priors;
       if (job.priors) priors = job.priors(job.device, spec, dtype, shape);
       auto strategy = MakeStrategy(*ks->space, key_options, std::move(priors),
@@ -259,7 +317,8 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
   for (size_t i = 0; i < job.specs.size(); ++i) {
     const OpSpec& spec = job.specs[i];
     const uint64_t pairs_before = out.pairs_total;
-    auto searched = SearchKeys(job, spec, job.shapes[i], &out);
+    const bool listed = !job.listed.empty();
+    auto searched = listed ? Result<bool>(false) : SearchKeys(job, spec, job.shapes[i], &out);
     if (!searched.ok()) return searched.status();
     if (*searched) {
       pairs += out.pairs_total - pairs_before;
@@ -274,8 +333,10 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
     const uint64_t pairs_left = job.max_pairs > pairs ? job.max_pairs - pairs : 0;
     const uint64_t max_legal = std::min(job.max_legal_configs, pairs_left / per_config);
     SpaceStats stats;
-    auto enumerated = EnumerateConfigs(spec, device, &stats, max_legal);
+    auto enumerated = listed ? ListedConfigsOn(job.listed, spec, device, max_legal, job.max_pairs)
+                             : EnumerateConfigs(spec, device, &stats, max_legal);
     if (!enumerated.ok()) {
+      if (listed) return enumerated.status();
       if (stats.legal > max_legal && max_legal < job.max_legal_configs) {
         return Status::Error("op '" + spec.name + "' on " + device.model + ": over " +
                              std::to_string(pairs + stats.legal * per_config) + " (config, shape) pairs (" +
@@ -324,7 +385,8 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
         out.pairs_total += legal_here->size();
         out.pool_unsliced[PoolKey{device.model, spec.name, dtype, shape.Canonical()}] += left;
         out.plans[PoolKey{device.model, spec.name, dtype, shape.Canonical()}] =
-            KeyPlan{legal_here->size(), true, "exhaustive/1", 0, false};
+            listed ? ListedPlan(spec, device, dtype, shape, legal_here->size())
+                   : KeyPlan{legal_here->size(), true, "exhaustive/1", 0, false};
         if (left > 0) out.pools.push_back(std::move(pool));
       }
     }
@@ -348,6 +410,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t
   job.search.budget = sweep.submit.budget;
   job.budget_seconds = sweep.submit.budget_seconds;
   job.priors = priors_;
+  job.listed = sweep.submit.configs;
   job.max_legal_configs = opts_.max_legal_configs;
   job.max_pairs = opts_.max_sweep_pairs;
   sweep.expanding.insert(device.model);
@@ -401,13 +464,17 @@ uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) c
                                                   opts_.max_configs_per_unit));
 }
 
-Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model, double now) {
+Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now) {
   auto& pools = pools_[gpu_model];
   for (auto it = pools.begin(); it != pools.end();) {
     ConfigPool& pool = *it;
     SweepState& sweep = sweeps_.at(pool.sweep_id);
     if (sweep.state != RunState::kRunning) {
       it = pools.erase(it);
+      continue;
+    }
+    if (sweep.submit.priority != priority) {  // another level's (Lease)
+      ++it;
       continue;
     }
     if (pool.next >= pool.configs->size()) {
@@ -429,7 +496,10 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
                                              : UnitSizeFor(worker, pool.shape);
     if (opts_.shrink_tail_units) {
       size_t left = 0;
-      for (const auto& p : pools) left += p.configs->size() - std::min(p.next, p.configs->size());
+      for (const auto& p : pools) {  // the level's: its devices end together
+        if (sweeps_.at(p.sweep_id).submit.priority != priority) continue;
+        left += p.configs->size() - std::min(p.next, p.configs->size());
+      }
       // The model's units in flight (a device holds its next unit while it
       // runs one) and the asker's. A model with one device has nothing to
       // balance: halving its units would only cut a program op's compiles
@@ -626,10 +696,11 @@ void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
   });
 }
 
-bool Scheduler::RefineEarly(const std::string& model) {
+bool Scheduler::RefineEarly(const std::string& model, uint32_t priority) {
   if (!near_best_) return false;
   bool created = false;
   for (auto& [id, sweep] : sweeps_) {
+    if (sweep.submit.priority != priority) continue;
     if (!sweep.submit.refine_pass || sweep.state != RunState::kRunning || !sweep.models.count(model) ||
         sweep.expanding.count(model) || sweep.skipped.count(model)) {
       continue;  // a model being expanded has no keys screened yet
@@ -724,26 +795,52 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
   return w;
 }
 
+std::vector<uint32_t> Scheduler::PriorityLevels(const std::string& gpu_model) const {
+  std::set<uint32_t, std::greater<>> levels;
+  for (const auto& [id, sweep] : sweeps_) {
+    if (sweep.state == RunState::kRunning && sweep.models.count(gpu_model)) levels.insert(sweep.submit.priority);
+  }
+  return {levels.begin(), levels.end()};
+}
+
 std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::string& gpu_model,
                                          double now) {
   NoteActive(gpu_model, now);
-  // Units that went back to the queue (and refine and confirm units) first,
-  // then fresh ones, then early refine units.
+  // Sweeps by priority (SweepSubmit::priority), highest first, each level
+  // in full before the next: a farm shared by a long sweep and an urgent
+  // one serves the urgent one first, down to its tail duplicates. Within a
+  // level, units that went back to the queue (and refine and confirm units)
+  // first, then fresh ones, then early refine units, then a duplicate of a
+  // straggler; sweeps of a level in submission order.
+  for (const uint32_t level : PriorityLevels(gpu_model)) {
+    if (auto unit = LeaseAt(worker, gpu_model, level, now)) return unit;
+  }
+  return std::nullopt;
+}
+
+std::optional<WorkUnit> Scheduler::LeaseAt(const std::string& worker, const std::string& gpu_model,
+                                           uint32_t priority, double now) {
   auto& queue = pending_[gpu_model];
   auto take_pending = [&]() -> Unit* {
-    while (!queue.empty()) {
-      const uint64_t id = queue.front();
-      queue.pop_front();
-      auto it = units_.find(id);
-      if (it == units_.end() || it->second.state != UnitState::kPending) continue;
-      if (sweeps_.at(it->second.sweep_id).state != RunState::kRunning) continue;
+    for (auto at = queue.begin(); at != queue.end();) {
+      auto it = units_.find(*at);
+      if (it == units_.end() || it->second.state != UnitState::kPending ||
+          sweeps_.at(it->second.sweep_id).state != RunState::kRunning) {
+        at = queue.erase(at);
+        continue;
+      }
+      if (sweeps_.at(it->second.sweep_id).submit.priority != priority) {
+        ++at;
+        continue;
+      }
+      queue.erase(at);
       return &it->second;
     }
     return nullptr;
   };
   Unit* next = take_pending();
-  if (!next) next = CutUnit(worker, gpu_model, now);
-  if (!next && RefineEarly(gpu_model)) next = take_pending();
+  if (!next) next = CutUnit(worker, gpu_model, priority, now);
+  if (!next && RefineEarly(gpu_model, priority)) next = take_pending();
   if (next) {
     Unit& u = *next;
     // A worker asks for a device's next unit while it runs its last one: the
@@ -762,7 +859,7 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
   if (!opts_.tail_duplicates) return std::nullopt;
   // Tail of the sweep: duplicate a straggler. Ingestion is idempotent, so
   // whichever copy finishes first wins and the other's rows are ignored.
-  Unit* straggler = FindStraggler(worker, gpu_model, now);
+  Unit* straggler = FindStraggler(worker, gpu_model, priority, now);
   if (!straggler) return std::nullopt;
   const double lease = LeaseSeconds(*straggler);
   straggler->holders[worker] = now + lease;
@@ -794,7 +891,7 @@ double Scheduler::StragglerAge(const Unit& u) {
                   opts_.tail_slow_factor * seconds_per_pair * static_cast<double>(u.Pairs()));
 }
 
-Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu_model,
+Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu_model, uint32_t priority,
                                double now) {
   // The unit of this model, held by one other worker, that has gone longest
   // without progress, if that is longer than its units usually take. Idle
@@ -804,6 +901,7 @@ Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu
     if (now - progress < opts_.tail_min_age_seconds) break;  // the rest are younger
     Unit& u = units_.at(id);
     if (u.gpu_model != gpu_model || u.holders.size() != 1 || u.holders.count(worker)) continue;
+    if (sweeps_.at(u.sweep_id).submit.priority != priority) continue;
     // Confirm units are long by design, and one device's figures must not
     // mix in; refine units time contenders to the CI target, several times
     // a screening unit's pace.
@@ -1187,6 +1285,7 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id, std:
     p.sweep_id = id;
     p.name = s.submit.name;
     p.state = RunStateName(s.state);
+    p.priority = s.submit.priority;
     p.units_total = s.units.size();
     p.units_done = s.units_finished;
     p.pairs_total = s.pairs_total;

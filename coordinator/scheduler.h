@@ -246,6 +246,9 @@ struct SpaceExpansion {
   SearchOptions search;
   double budget_seconds = 0;
   PriorsFn priors;                         // may be null: every search starts cold
+  // SweepSubmit::configs: measured instead of each op's space (the sweep
+  // has one op then), every key "listed".
+  std::vector<Config> listed;
   uint64_t max_legal_configs = 0;
   uint64_t max_pairs = UINT64_MAX;         // legal configs x shapes x dtypes, over the specs
 };
@@ -255,7 +258,7 @@ struct SpaceExpansion {
 struct KeyPlan {
   uint64_t legal = 0;
   bool legal_exact = true;
-  std::string strategy;  // the proposer's name, "exhaustive/1" for a key measured whole
+  std::string strategy;  // the proposer's name, "exhaustive/1" for a key measured whole, "listed/1" for a config list
   uint64_t budget = 0;   // evaluations a search may take; 0 for exhaustive
   bool searched = false;
 };
@@ -470,6 +473,9 @@ class Scheduler {
 
   // Gives `worker` a unit for `gpu_model`: a pending one, or at the tail of a
   // sweep a duplicate lease of a straggler. nullopt when there is none.
+  // Sweeps of higher SweepSubmit::priority go first, each level in full (its
+  // stragglers' duplicates included) before any unit of a lower one; sweeps
+  // of equal priority in submission order.
   // Asking counts as work for the quiet-model rule: with work queued, an
   // ask is always given a unit.
   std::optional<WorkUnit> Lease(const std::string& worker, const std::string& gpu_model,
@@ -547,7 +553,14 @@ class Scheduler {
   // Expands the sweep's spaces for the device's model (at once, or through
   // the expander).
   void CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t now_unix);
-  Unit* CutUnit(const std::string& worker, const std::string& gpu_model, double now);
+  // The priorities of the running sweeps with units of `gpu_model`,
+  // highest first.
+  std::vector<uint32_t> PriorityLevels(const std::string& gpu_model) const;
+  // Lease's work for the sweeps of one priority.
+  std::optional<WorkUnit> LeaseAt(const std::string& worker, const std::string& gpu_model, uint32_t priority,
+                                  double now);
+  // A fresh unit from the pools of the sweeps of `priority`.
+  Unit* CutUnit(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now);
   // A searched pool that has run dry: its next batch, once the last one's
   // units are done. False while they run; true with the pool refilled, or
   // with its search ended (its unspent budget leaves the sweep's counts).
@@ -563,7 +576,7 @@ class Scheduler {
   // of every (op, dtype, shape) whose configs are all cut, once each, so that the
   // devices that run dry at the end of the screening have work. True when
   // it created units.
-  bool RefineEarly(const std::string& model);
+  bool RefineEarly(const std::string& model, uint32_t priority);
   // Refine units for the configs of op `i` and `dtype` near `shape`'s best
   // stored figure that have none yet.
   void CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
@@ -577,7 +590,7 @@ class Scheduler {
   void QueueShapeUnit(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
                       const Shape& shape, std::vector<Config> configs, UnitKind kind, double confirm_seconds,
                       double refine_best_us);
-  Unit* FindStraggler(const std::string& worker, const std::string& gpu_model, double now);
+  Unit* FindStraggler(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now);
   // How long `u` (with one holder) may go without progress before it counts
   // as a straggler.
   double StragglerAge(const Unit& u);

@@ -145,6 +145,8 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   budget @14 :UInt64;               # evaluations per key (0 = the default of a searching strategy)
   budgetSeconds @15 :Float64;       # seconds per key of proposing new configs (0 = no bound)
   retry @16 :List(Text);            # failure classes whose stored rows are measured again
+  priority @17 :UInt32 = 50;        # 0..100, higher leased first; absent (older clients): 50
+  configs @18 :List(Records.Config);  # an explicit config list measured instead of the op's space; empty: the space
 }
 
 
@@ -204,6 +206,7 @@ struct SweepProgress @0xe65b164663caf056 {
   failedByClass @14 :List(ClassCount);  # pairsFailed by failure class
   waits @15 :List(Text);      # what it waits for, a line per model
   skipped @16 :List(Text);    # models a "*" sweep stopped waiting for, a line each
+  priority @17 :UInt32 = 50;  # SweepSubmit.priority
 }
 
 # A count of one failure class ("compile_error", "timeout", ...).

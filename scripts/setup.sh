@@ -38,6 +38,7 @@ TEST_PACKAGES=(
   ansible ansible-lint
   prometheus                      # promtool: /metrics, alert rules and scrape config checked in CI
   chromium chromium-driver python3-selenium
+  python3-jsonschema              # T4 exports validated against Kernel Tuner's published schema
   adduser                         # the Debian package's postinst (deb_package test installs it)
 )
 [[ $TESTS == ON ]] && PACKAGES+=("${TEST_PACKAGES[@]}")

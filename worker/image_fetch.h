@@ -26,7 +26,7 @@ namespace tune {
 
 // How long a device thread waits for the coordinator's ImageReply before it
 // compiles the configs itself.
-inline constexpr double kImageFetchWaitSeconds = 2.0;
+inline constexpr double kImageFetchWaitSeconds = 5.0;
 
 // OK when `got` may stand in for compiling `want`: its key fields are the
 // want's, its image at most kMaxKernelImageBytes hashes to its sha256, is a

@@ -224,6 +224,8 @@ struct Worker::Impl : HttpStatusSource {
   // and those taken, kept beside the cubin cache.
   ImageMailbox images;
   std::unique_ptr<FetchedImageCache> fetched_images;
+  // The NVRTC cubin cache of this worker's CUDA backends and sim compiler.
+  std::string CubinCacheDir() const { return opts.cache_dir.empty() ? DefaultCacheDir() : opts.cache_dir; }
   mutable std::mutex stats_mu;
   WorkerStats stats;
   // For /metrics, beside `stats` (under stats_mu): rows by (GPU model,
@@ -283,7 +285,7 @@ struct Worker::Impl : HttpStatusSource {
       if (found.ok() && !found->empty()) {
         SetIncludeRoots(opts.include_roots);
         CudaBackendOptions co;
-        co.cache_dir = opts.cache_dir.empty() ? DefaultCacheDir() : opts.cache_dir;
+        co.cache_dir = CubinCacheDir();
         if (!opts.runner_exe.empty()) co.runner_exe = opts.runner_exe;
         for (const auto& d : *found) {
           if (!opts.cuda_devices.empty() &&
@@ -320,7 +322,7 @@ struct Worker::Impl : HttpStatusSource {
       if (faults->compile_error > 0)
         return Status::Error("worker: --sim-faults compile=: the configs compile for real with --sim-compile nvrtc");
       SetIncludeRoots(opts.include_roots);
-      sim.compiler = NvrtcSimCompiler(opts.cache_dir.empty() ? DefaultCacheDir() : opts.cache_dir);
+      sim.compiler = NvrtcSimCompiler(CubinCacheDir());
 #else
       return Status::Error("worker: --sim-compile nvrtc: built without the CUDA toolkit");
 #endif
@@ -424,7 +426,7 @@ struct Worker::Impl : HttpStatusSource {
     // Adds the cubin `m` was measured with when m passed its check.
     void AddKernel(const Measurement& m, const CompiledKernel& k) {
       // An image over the coordinator's bound would cost the batch its rows.
-      if (!m.Valid() || k.image.empty() || k.image.size() > kMaxKernelImageBytes || m.arch.empty()) return;
+      if (!m.Valid() || k.fetched || k.image.empty() || k.image.size() > kMaxKernelImageBytes || m.arch.empty()) return;
       KernelImage img;
       img.kernel_hash = m.kernel_hash;
       img.config_id = m.config_id;
@@ -586,10 +588,14 @@ struct Worker::Impl : HttpStatusSource {
   // worker took before (its image cache) and those the coordinator serves
   // now (one ImageRequest for the rest, answered within
   // kImageFetchWaitSeconds), each checked (CheckFetchedImage); *fetched
-  // marks the latter. Only for ops whose configs compile to a cubin of the
-  // op's hash (not program ops, not ops whose hosts add to their hash) on
-  // a CUDA device. The rest compile as before: a bad image is logged and
-  // dropped.
+  // marks the latter. A config whose cubin the NVRTC cache holds is not
+  // asked for: its compile is a cache hit, so that each config counts once,
+  // as compiled, fetched or from the cubin cache. Only for ops whose
+  // configs compile to a cubin of the op's hash (not program ops, not ops
+  // whose hosts add to their hash) on a device that compiles with NVRTC (a
+  // CUDA device, or a sim device with --sim-compile nvrtc: the same cubins
+  // for its model's architecture). The rest compile as before: a bad image
+  // is logged and dropped.
   std::map<size_t, CompiledKernel> ImagesFor(const WorkUnit& unit, const OpSpec& spec, const Backend& backend,
                                              const std::string& op_hash, zmq::socket_t& push,
                                              std::vector<char>* fetched) {
@@ -597,8 +603,8 @@ struct Worker::Impl : HttpStatusSource {
     fetched->assign(unit.configs.size(), 0);
 #ifdef TUNEFARM_WITH_CUDA
     const DeviceInfo& dev = backend.device();
-    if (!fetched_images || spec.program || spec.HostDigested() || dev.backend != "cuda" || unit.configs.empty())
-      return out;
+    const bool nvrtc = dev.backend == "cuda" || (dev.backend == "sim" && opts.sim_compile == "nvrtc");
+    if (!fetched_images || spec.program || spec.HostDigested() || !nvrtc || unit.configs.empty()) return out;
     const std::string arch = CudaArchFor(spec, dev);
     const std::vector<std::string> entries = {spec.kernel};
     auto kernel = [&](size_t i, std::string image) {
@@ -608,11 +614,13 @@ struct Worker::Impl : HttpStatusSource {
       k.kernel_hash = op_hash;
       k.arch = arch;
       k.image = std::move(image);
+      k.fetched = true;
       return k;
     };
     std::vector<ImageWant> wants;
     std::map<std::string, size_t> index;  // want key -> config index
     for (size_t i = 0; i < unit.configs.size(); ++i) {
+      if (CubinCached(spec, unit.dtype, unit.configs[i], arch, CubinCacheDir())) continue;
       ImageWant w{op_hash, unit.configs[i].Id(), unit.dtype, arch};
       if (auto cached = fetched_images->Get(w, entries)) {
         out[i] = kernel(i, std::move(*cached));
@@ -954,7 +962,9 @@ std::string Worker::Metrics() const { return impl_->Metrics(); }
 std::string Worker::http_url() const { return impl_->http ? impl_->http->url() : ""; }
 WorkerStats Worker::stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
-  return impl_->stats;
+  WorkerStats s = impl_->stats;
+  s.compile_threads = impl_->pool ? impl_->pool->threads() : 0;
+  return s;
 }
 
 Status Worker::Start() {

@@ -82,6 +82,9 @@ struct WorkerStats {
   double measure_seconds = 0;         // device threads inside Measure (check + timing)
   uint64_t units = 0;                 // work units received
   uint64_t units_queued = 0;          // of those, received while their device was still busy
+  // Threads of the compile pool (summed over workers): compile_seconds over
+  // wall time times this is how busy the compilers were.
+  unsigned compile_threads = 0;
 
   WorkerStats& operator+=(const WorkerStats& o) {
     screened.insert(o.screened.begin(), o.screened.end());
@@ -95,6 +98,7 @@ struct WorkerStats {
     measure_seconds += o.measure_seconds;
     units += o.units;
     units_queued += o.units_queued;
+    compile_threads += o.compile_threads;
     return *this;
   }
 };

@@ -228,7 +228,8 @@ class Farm:
     def local(cls, store: Union[str, os.PathLike] = "tunefarm.db", backend: str = "auto",
               sim_models: Optional[Sequence[str]] = None, devices: Optional[Sequence[int]] = None,
               workers: int = 1, ops_dir: Optional[str] = None, tunefarm_binary: Optional[str] = None,
-              allow_programs: bool = False, log_level: str = "warn") -> "Farm":
+              allow_programs: bool = False, log_level: str = "warn",
+              max_raw_configs: Optional[int] = None) -> "Farm":
         """A coordinator and workers on this host's GPUs, storing into
         `store`. The farm is private to this process: its coordinator listens
         on a Unix socket in a fresh folder of mode 0700 (removed by close()),
@@ -237,7 +238,9 @@ class Farm:
         figure labelled simulated; `sim_models`, `workers`). `devices`: CUDA
         ordinals (default all). `allow_programs`: run program ops (Triton,
         other Python DSLs) as this user. `log_level`: the farm's log lines on
-        stderr (debug, info, warn, error)."""
+        stderr (debug, info, warn, error). `max_raw_configs`: the bound on an
+        op's raw config points (the product of its axes' sizes; default
+        4,000,000), as `tune --max-raw-configs`."""
         lib = _farm_lib()
         opts = {"store": os.fspath(store), "backend": backend, "workers": int(workers),
                 "allow_programs": bool(allow_programs), "log_level": log_level}
@@ -245,6 +248,8 @@ class Farm:
             opts["sim_models"] = list(sim_models)
         if devices is not None:
             opts["devices"] = [int(d) for d in devices]
+        if max_raw_configs is not None:
+            opts["max_raw_configs"] = max_raw_configs
         binary = tunefarm_binary or _default_binary()
         if binary:
             opts["tunefarm_binary"] = binary
@@ -310,15 +315,22 @@ class Farm:
              dtypes: Union[str, Sequence[str]] = ("f16",), gpus: Sequence[str] = ("*",),
              strategy: Optional[str] = None, budget: Optional[int] = None, budget_seconds: Optional[float] = None,
              seed: Optional[int] = None, confirm_top: Optional[int] = None, one_pass: bool = False,
-             retry: Optional[Sequence[str]] = None,
-             name: Optional[str] = None, sweep_file: Optional[str] = None, ops_dir: Optional[str] = None) -> Sweep:
+             retry: Optional[Sequence[str]] = None, priority: Optional[int] = None,
+             name: Optional[str] = None, sweep_file: Optional[str] = None, ops_dir: Optional[str] = None,
+             configs: Optional[Sequence[Union[Mapping[str, Any], str]]] = None) -> Sweep:
         """Submits a sweep and returns its Sweep (call wait()). `ops`: op
         names under `ops_dir` (default: the farm's); `shapes`: dicts
         {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: exhaustive,
         random, evolution, model or auto, with an evaluation `budget` per key
         and/or `budget_seconds`; `retry`: failure classes ("timeout", "crash",
-        ...) whose stored rows are measured again. Or `sweep_file`: a sweep
-        TOML file. Bad values raise TunefarmError naming the field."""
+        ...) whose stored rows are measured again; `priority`: 0..100 (default
+        the sweep file's, else 50), the coordinator leases the work of higher
+        ones first. `configs`: an explicit config list (dicts {"BM": 128,
+        ...} or "BM=128,..." strings; every param of the op, values from its
+        [params] lists, none twice), measured instead of the op's space, as
+        Triton's `configs=[...]`; the strategy is then "listed". Or
+        `sweep_file`: a sweep TOML file. Bad values raise TunefarmError
+        naming the field (and a config's index)."""
         req: Dict[str, Any] = {"ops_dir": os.fspath(ops_dir or self.ops_dir)}
         if sweep_file is not None:
             req["sweep_file"] = os.fspath(sweep_file)
@@ -332,8 +344,10 @@ class Farm:
             if name is not None:
                 req["name"] = name
         for key, value in (("strategy", strategy), ("budget", budget), ("budget_seconds", budget_seconds),
-                           ("seed", seed), ("confirm_top", confirm_top),
-                           ("retry", list(retry) if retry is not None else None)):
+                           ("seed", seed), ("confirm_top", confirm_top), ("priority", priority),
+                           ("retry", list(retry) if retry is not None else None),
+                           ("configs", [c if isinstance(c, str) else dict(c) for c in configs]
+                            if configs is not None else None)):
             if value is not None:
                 req[key] = value
         if one_pass:

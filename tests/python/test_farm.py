@@ -125,6 +125,23 @@ class LocalFarm(unittest.TestCase):
             self.assertEqual(answer.level, "exact")
             self.assertEqual(answer.config, winner["config"])
 
+    def test_a_config_list_is_measured_exactly_and_a_bad_one_names_its_index(self):
+        listed = [{"BM": 128, "BN": 128, "BK": 32, "WM": 2, "WN": 2, "STAGES": 3, "GROUP_M": 8},
+                  "BM=64,BN=64,BK=32,WM=1,WN=2,STAGES=2,GROUP_M=1"]
+        shape = {"M": 192, "N": 192, "K": 192}
+        sweep = self.farm.tune("gemm", shapes=[shape], configs=listed)
+        self.assertEqual(sweep.wait(progress=False)["state"], "done")
+        rows = sweep.results()
+        self.assertEqual(sorted(sorted(r["config"].items()) for r in rows),
+                         sorted([sorted(listed[0].items()),
+                                 sorted(dict(BM=64, BN=64, BK=32, WM=1, WN=2, STAGES=2, GROUP_M=1).items())]))
+        self.assertEqual(sweep.best()[0]["coverage"]["strategy"], "listed/1")
+        with self.assertRaisesRegex(tunefarm.TunefarmError, r"configs\[1\]: no value for param 'GROUP_M'"):
+            self.farm.tune("gemm", shapes=[shape], configs=[listed[0], {"BM": 64, "BN": 64, "BK": 32, "WM": 1,
+                                                                          "WN": 2, "STAGES": 2}])
+        with self.assertRaisesRegex(tunefarm.TunefarmError, r"configs\[1\]: .* listed twice"):
+            self.farm.tune("gemm", shapes=[shape], configs=[listed[0], dict(listed[0])])
+
     def test_a_cancelled_sweep_stops_and_wait_says_so(self):
         shapes = [{"M": m, "N": 4096, "K": 4096} for m in (64, 128, 192, 256, 320, 384, 448, 512)]
         sweep = self.farm.tune("gemm", shapes=shapes, strategy="exhaustive")
@@ -145,6 +162,7 @@ class LocalFarm(unittest.TestCase):
             (dict(ops="no_such_op", shapes=[SHAPE]), "no_such_op"),
             (dict(ops="gemm", shapes=[]), "shapes"),
             (dict(ops="gemm", shapes=[SHAPE], seed="seven"), "seed"),
+            (dict(ops="gemm", shapes=[SHAPE], priority=101), "priority"),
         ]
         for kwargs, word in cases:
             with self.subTest(kwargs=kwargs):
@@ -154,6 +172,14 @@ class LocalFarm(unittest.TestCase):
             self.farm.tune("gemm", shapes=[{"M": "big"}])
         with self.assertRaisesRegex(tunefarm.TunefarmError, "backend"):
             tunefarm.Farm.local(store=os.path.join(self.dir, "x"), backend="fpga")
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "max_raw_configs"):
+            tunefarm.Farm.local(store=os.path.join(self.dir, "x"), backend="sim", max_raw_configs=0)
+
+    def test_a_sweeps_priority_is_kept_and_shown(self):
+        sweep = self.farm.tune("gemm", shapes=[{"M": 128, "N": 128, "K": 128}], strategy="random", budget=4,
+                               priority=80)
+        self.assertEqual(sweep.wait(progress=False)["priority"], 80)
+        self.assertEqual([s["priority"] for s in self.farm.sweeps() if s["id"] == sweep.id], [80])
 
     def socket_path(self):
         endpoint = self.farm.info["endpoint"]

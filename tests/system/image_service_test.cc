@@ -246,6 +246,48 @@ TEST_F(ImageServiceTest, ImagesTwoKeysSentAreServedOthersAreMissingAndStrayReque
   EXPECT_EQ(MetricValue(metrics, "tunefarm_image_requests_refused_total"), 2) << metrics;
 }
 
+// A witness is a key: one worker key answering as "evil-a" and then as
+// "evil-b" plants the same cubin twice, and it is one witness: not served
+// to another worker, and `publish` ships the config without it.
+TEST_F(ImageServiceTest, OneKeyUnderTwoNamesIsOneWitnessAndPublishShipsTheConfigOnly) {
+  Config planted;
+  for (const char* name : {"evil-a:1", "evil-b:1"}) {
+    Peer evil(ctx_, endpoint_, 10000, Curve("a"));
+    DeviceInfo d;
+    d.name = "Simulated a100";
+    d.model = kModel;
+    d.backend = "sim";
+    d.nvrtc_version = "sim";
+    d.max_threads_per_block = 1024;
+    d.cc_major = 9;
+    evil.Send(Hello{name, "0.1", {d}});
+    evil.Receive<HelloAck>();
+    const WorkUnit unit = evil.RequestUnit();
+    ASSERT_FALSE(unit.configs.empty()) << CoordinatorLog();
+    if (planted.params.empty()) planted = unit.configs[0];
+    ASSERT_TRUE(std::any_of(unit.configs.begin(), unit.configs.end(),
+                            [&](const Config& c) { return c.Id() == planted.Id(); }));
+    evil.Send(Report(unit, {planted}));
+    ASSERT_EQ(evil.Receive<ResultsAck>().refused, "") << CoordinatorLog();
+    evil.Send(Disconnect{"done"});
+  }
+  auto c = Worker("c");
+  const WorkUnit unit_c = c->RequestUnit();
+  c->Send(ImageRequest{unit_c.sweep_id, unit_c.unit_id, {Want(planted)}});
+  const ImageReply reply = c->Receive<ImageReply>();
+  EXPECT_TRUE(reply.images.empty()) << "one key's word was served";
+  EXPECT_EQ(reply.missing, 1u);
+  Child publish({TUNEFARM_BINARY, "publish", "--coordinator", endpoint_, "--curve-key", dir_.Sub("client"),
+                 "--coordinator-key", dir_.Sub("coordinator.pub"), "--out", dir_.Sub("bundle"), "--unsigned"},
+                dir_.Sub("publish.log"));
+  ASSERT_EQ(publish.Wait(120), 0) << ReadFile(dir_.Sub("publish.log"));
+  const std::string json = ReadFile(dir_.Sub("bundle.json"));
+  EXPECT_NE(json.find("\"config_id\": \"" + planted.Id() + "\""), std::string::npos) << json;  // the config ships
+  EXPECT_EQ(json.find(Sha256Hex(Cubin(planted))), std::string::npos) << json;  // its cubin does not
+  EXPECT_NE(ReadFile(dir_.Sub("publish.log")).find("config-only"), std::string::npos)
+      << ReadFile(dir_.Sub("publish.log"));
+}
+
 TEST_F(ImageServiceTest, AFloodOfImageRequestsIsCutOffAndStatusIsAnsweredMeanwhile) {
   auto d = Worker("d");
   const WorkUnit unit = d->RequestUnit();

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "support/process.h"
@@ -258,6 +259,51 @@ TEST(ResultsCommand, ShowsTheProfilesOfASweepsFastest) {
   EXPECT_NE(r.output.find("\"tool\": \"sim\""), std::string::npos) << r.output;
   r = Tunefarm("compare --store " + store);
   EXPECT_NE(r.output.find("-bound: "), std::string::npos) << r.output;
+}
+
+// A space over the coordinator's bound on raw config points (4,000,000) is
+// refused by `tune` naming the op, its size and the flag; --max-raw-configs
+// raises the bound, and a searching strategy measures a few of its configs.
+TEST(TuneCommand, ASpaceOverTheRawPointsBoundIsRefusedUnlessTheFlagRaisesIt) {
+  tune::testing::TempDir dir;
+  const fs::path ops = fs::path(dir.path()) / "ops";
+  const fs::path op = ops / "wide";
+  fs::create_directories(ops);
+  fs::copy(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/synthetic", op, fs::copy_options::recursive);
+  // 600 points of the synthetic op's axes times two axes of 100: 6,000,000.
+  std::ifstream in(op / "op.toml");
+  std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  std::string axis;
+  for (int i = 0; i < 100; ++i) axis += (i ? ", " : "") + std::to_string(i);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"name    = \"synthetic\"", "name    = \"wide\""},
+                          {"PAD = 0 }", "PAD = 0, X = 0, Y = 0 }"},
+                          {"PAD    = [0, 1, 2, 3]\n", "PAD    = [0, 1, 2, 3]\nX = [" + axis + "]\nY = [" + axis + "]\n"}}) {
+    const size_t at = toml.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    toml.replace(at, from.size(), to);
+  }
+  std::ofstream(op / "op.toml", std::ios::trunc) << toml;
+  auto spec = LoadOpSpec(op.string());
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(RawSpaceSize(*spec), 6'000'000u);
+
+  const std::string tune = "tune --backend sim --ops-dir " + ops.string() +
+                           " --op wide --dtype f32 --shape N=1024 --strategy random --budget 4 --unsigned --quiet" +
+                           " --store " + dir.path() + "/db --bundle " + dir.path() + "/b --cache-dir " + dir.path() +
+                           "/cache";
+  CommandRun r = Tunefarm(tune);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("op 'wide' has a config space of 6000000 raw points, more than this coordinator's limit "
+                          "of 4000000 (--max-raw-configs)"),
+            std::string::npos)
+      << r.output;
+  r = Tunefarm(tune + " --max-raw-configs 10000000");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("failures: none"), std::string::npos) << r.output;
+  r = Tunefarm("results --store " + dir.path() + "/db --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("wide"), std::string::npos) << r.output;
 }
 
 }  // namespace

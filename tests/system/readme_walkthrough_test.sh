@@ -14,6 +14,10 @@ ln -s "$src/sweeps" "$work/sweeps"
 sed -n '/<!-- walkthrough: begin -->/,/<!-- walkthrough: end -->/p' "$src/README.md" | sed '/^<!--/d;/^```/d' \
   > "$work/walkthrough.sh"
 [ -s "$work/walkthrough.sh" ] || { echo "FAIL: no walkthrough block in README.md"; exit 1; }
+# The README's port may be taken on a shared host: the walkthrough runs on a
+# free one, as written otherwise.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+sed -i "s/:5555\b/:$port/g" "$work/walkthrough.sh"
 cd "$work"
 cat > run.sh <<'RUN'
 set -e

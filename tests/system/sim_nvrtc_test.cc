@@ -2,19 +2,26 @@
 // host without a GPU: every config is compiled with the host's NVRTC (the
 // store holds its cubins, for the simulated model's architecture), timing
 // stays simulated and labelled so; a second run on the same cubin cache
-// compiles nothing; `--sim-truth` times a config at the file's median.
-// Built only with the CUDA toolkit; needs no GPU.
+// compiles nothing; `--sim-truth` times a config at the file's median;
+// `--format json` counts each config once. And the fleet image cache over
+// CURVE with such workers as processes (FleetImages). Built only with the
+// CUDA toolkit; needs no GPU.
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/types.h"
 #include "store/result_store.h"
+#include "support/http_get.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 namespace tune {
@@ -48,15 +55,16 @@ std::string Tune(const testing::TempDir& dir, const std::string& store, const st
 // The `compile:` line's figures.
 struct CompileLine {
   bool found = false;
-  unsigned long long compiled = 0, cached = 0;
+  unsigned long long compiled = 0, cached = 0, fetched = 0;
   double seconds = -1;
 };
 CompileLine ParseCompileLine(const std::string& output) {
   CompileLine c;
   const size_t at = output.find("\ncompile: ");
   if (at == std::string::npos) return c;
-  c.found = std::sscanf(output.c_str() + at + 1, "compile: %llu compiled (%lf s of compiler time), %llu from the cubin cache",
-                        &c.compiled, &c.seconds, &c.cached) == 3;
+  c.found = std::sscanf(output.c_str() + at + 1,
+                        "compile: %llu compiled (%lf s of compiler time), %llu from the cubin cache, %llu fetched",
+                        &c.compiled, &c.seconds, &c.cached, &c.fetched) == 4;
   return c;
 }
 
@@ -167,6 +175,182 @@ TEST(SimNvrtc, AGroundTruthFileTimesItsConfigsAtItsMedians) {
   const CommandRun bad = Tunefarm(Tune(dir, "s4", "--sim-truth " + dir.Sub("bad.csv")));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--sim-truth: " + dir.Sub("bad.csv")), std::string::npos) << bad.output;
+}
+
+// `tune --format json` with real compiles: stdout is one document whose
+// pipeline figures count each config once, compiled on the first run and
+// from the cubin cache on the second.
+TEST(SimNvrtc, TuneJsonCountsEachConfigOnceAsCompiledFetchedOrCached) {
+  testing::TempDir dir;
+  for (const char* store : {"j1", "j2"}) {
+    FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " " + Tune(dir, store, "--format json") + " 2>" +
+                       dir.Sub(std::string(store) + ".err")).c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int status = ::pclose(p);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << testing::ReadFile(dir.Sub(std::string(store) + ".err"));
+    const nlohmann::json doc = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded()) << "stdout is not one JSON document:\n" << out;
+    ASSERT_TRUE(doc["results"].is_array());
+    EXPECT_EQ(doc["results"].size(), 4u) << out;
+    const nlohmann::json& pipe = doc["sweep"]["pipeline"];
+    const bool first = std::string(store) == "j1";
+    EXPECT_EQ(pipe["compiled"].get<uint64_t>(), first ? 4u : 0u) << out;
+    EXPECT_EQ(pipe["cached"].get<uint64_t>(), first ? 0u : 4u) << out;
+    EXPECT_EQ(pipe["fetched"].get<uint64_t>(), 0u) << out;
+    EXPECT_EQ(pipe["compiled"].get<uint64_t>() + pipe["cached"].get<uint64_t>() + pipe["fetched"].get<uint64_t>(),
+              doc["sweep"]["configs"].get<uint64_t>())
+        << out;
+    for (const char* f : {"devices_busy", "compile_busy"}) {
+      EXPECT_GE(pipe[f].get<double>(), 0.0) << f;
+      EXPECT_LE(pipe[f].get<double>(), 1.0) << f;
+    }
+    if (first) {
+      EXPECT_GT(pipe["compile_busy"].get<double>(), 0.0) << out;
+    }
+    EXPECT_TRUE(doc["sweep"]["simulated"].get<bool>());
+  }
+}
+
+// The fleet image cache end to end over CURVE: sim workers that compile
+// with NVRTC, each key with a cache folder of its own. Each config's cubin
+// sent by two worker keys is served to a third, which compiles nothing; an
+// image one key sent is not served, and the third key compiles it all.
+class FleetImages : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+    for (const char* who : {"coordinator", "a1", "a2", "b", "client"}) {
+      testing::Child keygen({TUNEFARM_BINARY, "keys", "curve", "--out", dir_.Sub(who), "--name", who},
+                            dir_.Sub("keys.log"));
+      ASSERT_EQ(keygen.Wait(20), 0) << testing::ReadFile(dir_.Sub("keys.log"));
+    }
+    dir_.Write("allowed", testing::ReadFile(dir_.Sub("a1.pub")) + testing::ReadFile(dir_.Sub("a2.pub")) +
+                              testing::ReadFile(dir_.Sub("b.pub")));
+    dir_.Write("clients", testing::ReadFile(dir_.Sub("client.pub")));
+    // The small test op cut to four configs.
+    namespace fs = std::filesystem;
+    fs::create_directories(dir_.Sub("ops"));
+    fs::copy(std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/tiny", dir_.Sub("ops/tiny"), fs::copy_options::recursive);
+    std::string toml = testing::ReadFile(dir_.Sub("ops/tiny/op.toml"));
+    for (auto [from, to] : {std::pair<std::string, std::string>{"BLOCK = [64, 128, 256, 512, 1024]", "BLOCK = [128, 256]"},
+                            {"VEC   = [1, 2, 4]", "VEC   = [1, 2]"}}) {
+      const size_t at = toml.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      toml.replace(at, from.size(), to);
+    }
+    dir_.Write("ops/tiny/op.toml", toml);
+    coordinator_ = std::make_unique<testing::Child>(
+        std::vector<std::string>{TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store", dir_.Sub("store"),
+                                 "--curve-key", dir_.Sub("coordinator"), "--allow-list", dir_.Sub("allowed"),
+                                 "--client-allow-list", dir_.Sub("clients"), "-v"},
+        dir_.Sub("coordinator.log"));
+  }
+  void TearDown() override {
+    if (coordinator_) coordinator_->Stop(10);
+  }
+
+  // Worker `who` (its key, its own fresh cache folder) on one simulated
+  // H100 (sm_90) that compiles with NVRTC; /metrics on *http_port.
+  std::unique_ptr<testing::Child> StartWorker(const std::string& who, int* http_port) {
+    *http_port = testing::FreePort();
+    return std::make_unique<testing::Child>(
+        std::vector<std::string>{TUNEFARM_BINARY, "worker", "--connect", endpoint_, "--name", who, "--curve-key",
+                                 dir_.Sub(who), "--coordinator-key", dir_.Sub("coordinator.pub"), "--backend", "sim",
+                                 "--sim-models", "h100", "--sim-compile", "nvrtc", "--compile-threads", "1",
+                                 "--cache-dir", dir_.Sub(who + "-cache"), "--http-port", std::to_string(*http_port)},
+        dir_.Sub(who + ".log"));
+  }
+  // Submits a sweep of the op's four configs on shape N=`n` and waits for it.
+  void RunSweep(const std::string& name, int n) {
+    dir_.Write(name + ".toml", "[sweep]\nname = \"" + name + "\"\nops = [\"tiny\"]\ndtypes = [\"f32\"]\n"
+                               "strategy = \"exhaustive\"\nshapes = [ { N = " + std::to_string(n) + " } ]\n");
+    testing::Child submit({TUNEFARM_BINARY, "submit", dir_.Sub(name + ".toml"), "--coordinator", endpoint_,
+                           "--ops-dir", dir_.Sub("ops"), "--curve-key", dir_.Sub("client"), "--coordinator-key",
+                           dir_.Sub("coordinator.pub"), "--wait"},
+                          dir_.Sub(name + ".log"));
+    ASSERT_EQ(submit.Wait(240), 0) << testing::ReadFile(dir_.Sub(name + ".log"))
+                                   << testing::ReadFile(dir_.Sub("coordinator.log"));
+  }
+  // A counter of a worker's /metrics; -1 when it has none.
+  static double Metric(int port, const std::string& name) {
+    const std::string metrics = testing::HttpGet(port, "/metrics");
+    const size_t at = metrics.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(metrics.substr(at + name.size() + 2));
+  }
+  struct Counts {
+    double compiled = -1, fetched = -1, cached = -1;
+  };
+  static Counts CountsOf(int port) {
+    return {Metric(port, "tunefarm_worker_compiles_total"), Metric(port, "tunefarm_worker_images_fetched_total"),
+            Metric(port, "tunefarm_worker_compile_cache_hits_total")};
+  }
+  // One sweep measured by worker `who` alone: its counts once it is done.
+  Counts SweepOn(const std::string& who, const std::string& sweep, int n) {
+    int port = 0;
+    auto worker = StartWorker(who, &port);
+    RunSweep(sweep, n);
+    const Counts c = CountsOf(port);
+    EXPECT_EQ(worker->Stop(10), 0) << testing::ReadFile(dir_.Sub(who + ".log"));
+    return c;
+  }
+  // The rows of shape N=`n`, read once the coordinator has stopped.
+  std::vector<Measurement> RowsOf(int n) {
+    EXPECT_EQ(coordinator_->Stop(10), 0) << testing::ReadFile(dir_.Sub("coordinator.log"));
+    coordinator_.reset();
+    std::vector<Measurement> out;
+    for (const Measurement& m : Rows(dir_.Sub("store")))
+      if (m.shape == "N=" + std::to_string(n)) out.push_back(m);
+    return out;
+  }
+
+  testing::TempDir dir_;
+  std::string endpoint_;
+  std::unique_ptr<testing::Child> coordinator_;
+};
+
+TEST_F(FleetImages, ImagesOfTwoKeysAreServedAndTheThirdKeyCompilesNothing) {
+  const Counts a1 = SweepOn("a1", "s1", 4096);
+  EXPECT_EQ(a1.compiled, 4) << testing::ReadFile(dir_.Sub("a1.log"));
+  EXPECT_EQ(a1.fetched, 0);
+  // One key's word: a2 is served nothing and compiles every config itself.
+  const Counts a2 = SweepOn("a2", "s2", 8192);
+  EXPECT_EQ(a2.compiled, 4) << testing::ReadFile(dir_.Sub("a2.log"));
+  EXPECT_EQ(a2.fetched, 0) << testing::ReadFile(dir_.Sub("a2.log"));
+  // Two keys' word: b takes every image and compiles none; configs its
+  // later units take again come from its own cache, not asked for twice.
+  const Counts b = SweepOn("b", "s3", 16384);
+  EXPECT_EQ(b.compiled, 0) << testing::ReadFile(dir_.Sub("b.log"));
+  EXPECT_EQ(b.fetched, 4) << testing::ReadFile(dir_.Sub("b.log"));
+  EXPECT_GE(b.cached, 0);
+  // a1 again: its own cubin cache has every config, so it asks for none
+  // (served though they would be) and counts each as a cache hit.
+  const Counts again = SweepOn("a1", "s4", 32768);
+  EXPECT_EQ(again.compiled, 0) << testing::ReadFile(dir_.Sub("a1.log"));
+  EXPECT_EQ(again.fetched, 0) << testing::ReadFile(dir_.Sub("a1.log"));
+  EXPECT_GE(again.cached, 4) << testing::ReadFile(dir_.Sub("a1.log"));
+  const std::vector<Measurement> rows = RowsOf(16384);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const Measurement& m : rows) {
+    EXPECT_TRUE(m.Valid()) << m.config.Canonical() << ": " << m.failure_message;
+    EXPECT_EQ(m.worker, "b");
+    EXPECT_EQ(m.arch, "sm_90");
+  }
+}
+
+TEST_F(FleetImages, AnImageOfOneKeyIsNotServed) {
+  const Counts a1 = SweepOn("a1", "s1", 4096);
+  EXPECT_EQ(a1.compiled, 4) << testing::ReadFile(dir_.Sub("a1.log"));
+  const Counts b = SweepOn("b", "s3", 16384);
+  EXPECT_EQ(b.fetched, 0) << testing::ReadFile(dir_.Sub("b.log"));
+  EXPECT_EQ(b.compiled, 4) << testing::ReadFile(dir_.Sub("b.log"));
+  const std::vector<Measurement> rows = RowsOf(16384);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const Measurement& m : rows) EXPECT_TRUE(m.Valid()) << m.config.Canonical() << ": " << m.failure_message;
 }
 
 }  // namespace

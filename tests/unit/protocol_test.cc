@@ -293,6 +293,13 @@ TEST(ProtocolTest, SweepSubmitRoundTrip) {
   EXPECT_EQ(out.confirm_seconds, 2.5);
   EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
   EXPECT_TRUE(out.refine_pass);
+  EXPECT_EQ(out.priority, kDefaultSweepPriority);
+  // The wire's default is 50 (what an older client's message reads as):
+  // 0, the lowest, must still come through as 0.
+  for (uint32_t p : {0u, 80u, 100u}) {
+    s.priority = p;
+    EXPECT_EQ(std::get<SweepSubmit>(RoundTrip(Wrap(s)).command).priority, p);
+  }
 }
 
 TEST(ProtocolTest, SweepStatusRoundTrip) {
@@ -628,6 +635,31 @@ TEST(ProtocolTest, StoreReadsAndTheirPiecesRoundTripAndLiesAreRefused) {
     const std::string frame = EncodeEnvelope(env);
     EXPECT_FALSE(DecodeEnvelope(frame.data(), frame.size()).ok()) << bad.offset;
   }
+}
+
+}  // namespace
+}  // namespace tune
+
+namespace tune {
+namespace {
+
+// A sweep's config list (SweepSubmit::configs) crosses the wire whole, and
+// a message without one (an older client's) has none.
+TEST(ProtocolTest, SweepSubmitCarriesItsConfigList) {
+  SweepSubmit s;
+  s.name = "listed";
+  s.ops = {"gemm"};
+  s.op_packages = {MakePackage()};
+  s.dtypes = {"f16"};
+  s.shapes = {Shape{{{"M", 64}, {"N", 64}, {"K", 64}}}};
+  s.gpu_models = {"*"};
+  EXPECT_TRUE(std::get<SweepSubmit>(RoundTrip(Wrap(s)).command).configs.empty());
+  s.configs = {Config{{{"BM", 128}, {"BN", 256}}},
+               Config{{{"BM", 64}, {"SCHEDULE", ParamValue::String("stream_k")}, {"TMA", ParamValue::Bool(true)}}}};
+  const auto out = std::get<SweepSubmit>(RoundTrip(Wrap(s)).command);
+  ASSERT_EQ(out.configs.size(), 2u);
+  EXPECT_EQ(out.configs[0].params, s.configs[0].params);
+  EXPECT_EQ(out.configs[1].params, s.configs[1].params);
 }
 
 }  // namespace

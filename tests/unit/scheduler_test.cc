@@ -1233,8 +1233,11 @@ TEST(Scheduler, ASearchStartsFromItsNeighboursBestWhenTheStoreHasThem) {
   auto u = s.Lease("w", "m", 1);
   ASSERT_TRUE(u.has_value());
   EXPECT_EQ(asked, std::vector<std::string>{"m N=1024"});
-  ASSERT_FALSE(u->configs.empty());
-  EXPECT_EQ(u->configs[0].Canonical(), best.Canonical());
+  ASSERT_GE(u->configs.size(), 2u);
+  // The op's default first (what the winner is weighed against), then the
+  // neighbour's best.
+  EXPECT_EQ(u->configs[0].Canonical(), "PAD=0,SPLIT=1,TILE=128,UNROLL=1");
+  EXPECT_EQ(u->configs[1].Canonical(), best.Canonical());
   // The neighbour's slow config is not measured first.
   for (const Config& c : u->configs) EXPECT_NE(c.params[0].second.Number() * 100 + c.params[1].second.Number(), 3201);
 }
@@ -1254,6 +1257,176 @@ TEST(Scheduler, SearchFieldsOutOfRangeAreRefusedNamingTheField) {
   submit.budget = 10;
   submit.budget_seconds = -1;
   EXPECT_FALSE(s.AddSweep(submit, "s3", 0).ok());
+}
+
+// A shared farm serves urgent work first: once a small sweep of higher
+// priority is added behind a big one, every unit of the small one is leased
+// before any further unit of the big one (a retry of the big one's
+// included), and the small one ends first.
+TEST(Scheduler, AHigherPrioritySweepIsLeasedWholeBeforeAnyFurtherUnitOfALowerOne) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;  // fixed unit sizes
+  o.tail_duplicates = false;
+  Scheduler s(o);
+  SweepSubmit big = MakeSubmit({"*"}, 10);
+  big.shapes = kTwoShapes;  // 120 units
+  ASSERT_TRUE(s.AddSweep(big, "big", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  std::vector<WorkUnit> held;
+  for (const char* w : {"w1", "w2", "w3"}) {
+    auto u = s.Lease(w, "m", 0);
+    ASSERT_TRUE(u);
+    EXPECT_EQ(u->sweep_id, "big");
+    held.push_back(*u);
+  }
+  SweepSubmit urgent = MakeSubmit({"*"}, 100);  // 6 units
+  urgent.name = "urgent";
+  urgent.priority = 80;
+  ASSERT_TRUE(s.AddSweep(urgent, "urgent", 1).ok());
+  EXPECT_EQ(s.Progress("urgent").at(0).priority, 80u);
+  EXPECT_EQ(s.Progress("big").at(0).priority, kDefaultSweepPriority);
+  s.DropWorker("w3", 1);  // the big one's unit goes back to the queue, first in line for it
+  size_t urgent_units = 0;
+  for (int i = 0; i < 6; ++i) {
+    const std::string worker = i % 2 ? "w1" : "w2";
+    auto u = s.Lease(worker, "m", 2 + i);
+    ASSERT_TRUE(u);
+    EXPECT_EQ(u->sweep_id, "urgent") << "lease " << i;
+    if (u->sweep_id != "urgent") continue;
+    ++urgent_units;
+    s.CompleteUnit(worker, "urgent", u->unit_id, 3 + i, 3 + i);
+  }
+  EXPECT_EQ(urgent_units, 6u);
+  EXPECT_EQ(s.FindSweep("urgent")->state, RunState::kDone);
+  EXPECT_EQ(s.FindSweep("big")->state, RunState::kRunning);
+  // Then the big one, from its retried unit.
+  auto next = s.Lease("w4", "m", 10);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->sweep_id, "big");
+  EXPECT_EQ(next->unit_id, held[2].unit_id);
+}
+
+// Sweeps of equal priority keep their submission order, and a lower one
+// waits for the higher one's tail: an idle device duplicates a straggler of
+// the higher one rather than take the lower one's fresh units.
+TEST(Scheduler, EqualPrioritiesKeepSubmissionOrderAndStragglersOfAHigherOneComeFirst) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  o.tail_min_age_seconds = 2;
+  Scheduler s(o);
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 300), "first", 0).ok());
+  ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 300), "second", 0).ok());
+  SweepSubmit urgent = MakeSubmit({"*"}, 600);  // one unit
+  urgent.priority = 90;
+  ASSERT_TRUE(s.AddSweep(urgent, "urgent", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  auto a = s.Lease("w1", "m", 0);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->sweep_id, "urgent");
+  auto b = s.Lease("w2", "m", 1);  // the urgent unit is too young to duplicate
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->sweep_id, "first");
+  auto dup = s.Lease("w3", "m", 3);
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->sweep_id, "urgent");
+  EXPECT_EQ(dup->unit_id, a->unit_id);
+  s.CompleteUnit("w3", "urgent", dup->unit_id, 4, 4);
+  EXPECT_EQ(s.FindSweep("urgent")->state, RunState::kDone);
+  std::vector<std::string> order;
+  for (int i = 0; i < 3; ++i) {
+    auto u = s.Lease("w4", "m", 5);
+    ASSERT_TRUE(u);
+    order.push_back(u->sweep_id);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"first", "second", "second"}));
+}
+
+TEST(Scheduler, APriorityOutOfRangeIsRefusedNamingTheField) {
+  Scheduler s;
+  SweepSubmit submit = MakeSubmit({"*"}, 8);
+  submit.priority = kMaxSweepPriority + 1;
+  auto r = s.AddSweep(submit, "s1", 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sweep 't': priority: 101 is out of range: expected an integer in 0..100"),
+            std::string::npos)
+      << r.status().message();
+  submit.priority = kMaxSweepPriority;
+  EXPECT_TRUE(s.AddSweep(submit, "s2", 0).ok());
+}
+
+}  // namespace
+}  // namespace tune
+
+namespace tune {
+namespace {
+
+// A searched key measures the op's default config in its first batch,
+// within its budget, so that its winner has the default's figure beside it
+// as an exhaustive key's has.
+TEST(Scheduler, ASearchedKeyMeasuresTheOpsDefaultFirstWithinItsBudget) {
+  for (const char* strategy : {"random", "evolution", "model"}) {
+    SweepSubmit submit = MakeSubmit({"*"}, 8);
+    submit.strategy = strategy;
+    submit.budget = 5;
+    const auto order = RunSearchedSweep(submit, 1);
+    ASSERT_EQ(order.size(), 5u) << strategy;
+    EXPECT_EQ(order[0], "PAD=0,SPLIT=1,TILE=128,UNROLL=1") << strategy;
+  }
+}
+
+// A config list (SweepSubmit::configs) is what a listed sweep measures, on
+// every shape, and nothing else; its keys' coverage says "listed", a part
+// of the op's space.
+TEST(Scheduler, AListedSweepMeasuresExactlyItsConfigsOnEveryShape) {
+  SchedulerOptions o;
+  o.shrink_tail_units = false;
+  Scheduler s(o);
+  SweepSubmit submit = MakeSubmit({"*"}, 100);
+  submit.shapes = kTwoShapes;
+  submit.strategy = "auto";
+  submit.configs = {Config{{{"PAD", 0}, {"SPLIT", 1}, {"UNROLL", 2}, {"TILE", 64}}},  // any param order
+                    Config{{{"TILE", 256}, {"UNROLL", 1}, {"SPLIT", 3}, {"PAD", 2}}},
+                    Config{{{"TILE", 1024}, {"UNROLL", 16}, {"SPLIT", 5}, {"PAD", 3}}}};
+  ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+  s.AddDevice(Device("m"), 0);
+  const SweepState* sweep = s.FindSweep("s1");
+  ASSERT_NE(sweep, nullptr);
+  EXPECT_EQ(sweep->pairs_total, 6u);
+  std::set<std::string> leased;
+  while (auto u = s.Lease("w", "m", 1)) {
+    for (const Config& c : u->configs) EXPECT_TRUE(leased.insert(c.Canonical() + " " + u->shapes[0].Canonical()).second);
+  }
+  const std::set<std::string> want = {
+      "PAD=0,SPLIT=1,TILE=64,UNROLL=2 N=1024",  "PAD=2,SPLIT=3,TILE=256,UNROLL=1 N=1024",
+      "PAD=3,SPLIT=5,TILE=1024,UNROLL=16 N=1024", "PAD=0,SPLIT=1,TILE=64,UNROLL=2 N=4096",
+      "PAD=2,SPLIT=3,TILE=256,UNROLL=1 N=4096",  "PAD=3,SPLIT=5,TILE=1024,UNROLL=16 N=4096"};
+  EXPECT_EQ(leased, want);
+  ASSERT_EQ(sweep->plans.size(), 2u);
+  for (const auto& [key, plan] : sweep->plans) {
+    EXPECT_EQ(plan.strategy, "listed/1");
+    EXPECT_EQ(plan.legal, 600u);  // of the op's space: 3 listed are not the whole of it
+    EXPECT_TRUE(plan.searched);
+  }
+
+  // On a model whose limits a listed config breaks, the sweep fails naming
+  // the config's index.
+  Scheduler small;
+  ASSERT_TRUE(small.AddSweep(submit, "s2", 0).ok());
+  DeviceInfo d = Device("small");
+  d.max_threads_per_block = 512;
+  small.AddDevice(d, 0);
+  ASSERT_EQ(small.FindSweep("s2")->state, RunState::kFailed);
+  EXPECT_NE(small.FindSweep("s2")->error.find("configs[2] PAD=3,SPLIT=5,TILE=1024,UNROLL=16 breaks a constraint of op "
+                                              "'synthetic' on small"),
+            std::string::npos)
+      << small.FindSweep("s2")->error;
+
+  // A peer's list is checked at the door, as a sweep file's is.
+  submit.configs.push_back(Config{{{"TILE", 64}, {"UNROLL", 2}, {"SPLIT", 1}}});
+  auto r = s.AddSweep(submit, "s3", 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sweep 't': configs[3]: no value for param 'PAD'"), std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

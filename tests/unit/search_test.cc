@@ -3,6 +3,7 @@
 // twice or outside the space, and replay's figures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -10,12 +11,15 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/known_gpus.h"
 #include "base/limits.h"
 #include "search/replay.h"
 #include "search/search_space.h"
 #include "search/strategy.h"
 #include "opspec/config_space.h"
+#include "report/t4.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -422,6 +426,178 @@ TEST(FromMisses, ALineOverTheBoundIsRefusedByItsNumber) {
   EXPECT_EQ(RunTunefarm(dir, {"sweep", "from-misses", dir.Sub("m.jsonl")}, &log), 1) << log;
   EXPECT_NE(log.find("m.jsonl:2: a line over " + std::to_string(kMaxInputLineBytes) + " bytes"), std::string::npos)
       << log;
+}
+
+// T4 (report/t4.h): Kernel Tuner's results documents as ground truth, the
+// farm's own export among them, and hostile ones refused naming the field.
+
+// An exhaustive key of 24 configs on an H100, two of them failed.
+std::vector<Measurement> T4Rows() {
+  std::vector<Measurement> rows;
+  for (int bm : {16, 32, 64, 128})
+    for (int bn : {16, 32, 64})
+      for (const char* order : {"row", "col"}) {
+        Measurement m;
+        m.gpu_model = "h100-80gb-hbm3";
+        m.op = "gemm";
+        m.dtype = "f16";
+        m.shape = "M=512,N=512";
+        m.backend = "sim";
+        m.config.params = {{"BM", ParamValue(bm)}, {"BN", ParamValue(bn)}, {"ORDER", ParamValue::String(order)}};
+        m.config_id = m.config.Id();
+        m.unix_time = 1'790'000'000;
+        if (bm == 128 && bn == 64) {
+          m.failure = std::string(order) == "row" ? FailureClass::kResources : FailureClass::kWrongResult;
+        } else {
+          m.check_passed = true;
+          m.samples = 30;
+          m.median_us = 10 + std::abs(bm - 64) * 0.25 + std::abs(bn - 32) * 0.5 + (order[0] == 'c' ? 0.75 : 0.0);
+          m.mean_us = m.median_us * 1.01, m.stdev_us = 0.1, m.min_us = m.median_us * 0.99, m.max_us = m.median_us * 1.1;
+          m.ci95_us = 0.05;
+        }
+        rows.push_back(m);
+      }
+  return rows;
+}
+
+std::string CsvOf(const std::vector<Measurement>& rows) {
+  std::string out = kCsvHeader;
+  for (const Measurement& m : rows) {
+    char us[64];
+    std::snprintf(us, sizeof us, "%.17g", m.median_us);
+    out += m.gpu_model + "," + m.op + "," + m.dtype + ",\"" + m.shape + "\",\"" + m.config.Canonical() + "\"," +
+           m.StatusName() + "," + us + "\n";
+  }
+  return out;
+}
+
+TEST(T4, TheFarmsExportReadsBackRowForRow) {
+  const std::vector<Measurement> rows = T4Rows();
+  std::vector<T4Row> read;
+  Status st = ReadT4Results(T4ResultsJson(rows), "x.json", T4Key{}, [&](const T4Row& r) {
+    read.push_back(r);
+    return Status::OK();
+  });
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(read.size(), rows.size());
+  // The failure classes as T4's invalidity; a sim row says it is one.
+  const nlohmann::json doc = nlohmann::json::parse(T4ResultsJson(rows));
+  std::map<std::string, std::string> invalidity;
+  for (const auto& r : doc["results"]) {
+    const std::string status = r["metadata"]["status"];
+    invalidity[status] = r["invalidity"];
+    EXPECT_EQ(r["correctness"], status == "wrong_result" ? 0 : 1) << status;
+    EXPECT_EQ(r["metadata"]["simulated"], true);
+  }
+  EXPECT_EQ(invalidity, (std::map<std::string, std::string>{
+                            {"ok", "correct"}, {"resources", "runtime"}, {"wrong_result", "correctness"}}));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(read[i].index, i);
+    EXPECT_EQ(read[i].gpu_model, rows[i].gpu_model);
+    EXPECT_EQ(read[i].op, "gemm");
+    EXPECT_EQ(read[i].dtype, "f16");
+    EXPECT_EQ(read[i].shape, "M=512,N=512");
+    EXPECT_EQ(read[i].config.Canonical(), rows[i].config.Canonical());
+    EXPECT_EQ(read[i].config.params[2].second.text(), rows[i].config.params[2].second.text());
+    ASSERT_EQ(read[i].us.has_value(), rows[i].Valid()) << i;
+    if (read[i].us) EXPECT_NEAR(*read[i].us, rows[i].median_us, 1e-9 * rows[i].median_us);
+  }
+}
+
+TEST(T4, AnExportReplaysAsTheSameRowsAsCsvDo) {
+  testing::TempDir dir;
+  const std::vector<Measurement> rows = T4Rows();
+  dir.Write("truth.json", T4ResultsJson(rows));
+  dir.Write("truth.csv", CsvOf(rows));
+  std::string from_t4, from_csv;
+  const std::vector<std::string> common = {"search", "replay", "--strategy", "evolution,random", "--seeds", "3",
+                                           "--format", "json"};
+  auto with = [&](const std::string& flag, const std::string& file) {
+    std::vector<std::string> a = common;
+    a.push_back(flag);
+    a.push_back(dir.Sub(file));
+    return a;
+  };
+  ASSERT_EQ(RunTunefarm(dir, with("--truth", "truth.json"), &from_t4), 0) << from_t4;
+  ASSERT_EQ(RunTunefarm(dir, with("--results", "truth.csv"), &from_csv), 0) << from_csv;
+  EXPECT_EQ(from_t4, from_csv);
+  EXPECT_NE(from_t4.find("\"key\": \"h100-80gb-hbm3 gemm/f16 M=512,N=512\""), std::string::npos) << from_t4;
+  EXPECT_NE(from_t4.find("\"legal\": 24"), std::string::npos) << from_t4;
+  EXPECT_NE(from_t4.find("\"valid\": 22"), std::string::npos) << from_t4;
+}
+
+// As Kernel Tuner writes a file: no tunefarm metadata, runtimes in ms, a
+// "time" measurement, failed configs with their invalidity.
+constexpr char kKernelTunerT4[] = R"({"results": [
+  {"timestamp": "2026-01-01 10:00:00+00:00", "configuration": {"block_size_x": 32, "tile": 1},
+   "times": {"compilation": 120.5, "benchmark": 30.0, "framework": 0.1, "search_algorithm": 0.01,
+             "validation": 0.0, "runtimes": [1.5, 1.25, 1.75]},
+   "invalidity": "correct", "correctness": 1,
+   "measurements": [{"name": "time", "value": 1.5, "unit": "ms"}], "objectives": ["time"]},
+  {"timestamp": "2026-01-01 10:00:01+00:00", "configuration": {"block_size_x": 64, "tile": 1},
+   "times": {"runtimes": [0.5, 0.75, 0.25]}, "invalidity": "correct", "correctness": 1,
+   "objectives": ["time"]},
+  {"timestamp": "2026-01-01 10:00:02+00:00", "configuration": {"block_size_x": 128, "tile": 1},
+   "times": {"compilation": 99.0, "runtimes": []}, "invalidity": "compile", "correctness": 1,
+   "measurements": [], "objectives": ["time"]}],
+ "schema_version": "1.0.0"})";
+
+TEST(T4, AKernelTunerFileReplaysAsTheKeyTheFlagsName) {
+  testing::TempDir dir;
+  dir.Write("kt.json", kKernelTunerT4);
+  std::vector<T4Row> read;
+  ASSERT_TRUE(ReadT4Results(kKernelTunerT4, "kt.json", T4Key{}, [&](const T4Row& r) {
+                read.push_back(r);
+                return Status::OK();
+              }).ok());
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_DOUBLE_EQ(*read[0].us, 1500.0);  // the "time" measurement, ms
+  EXPECT_DOUBLE_EQ(*read[1].us, 500.0);   // else the runtimes' median
+  EXPECT_FALSE(read[2].us.has_value());
+  EXPECT_EQ(read[0].op, "t4");
+  EXPECT_EQ(read[0].shape, "problem=1");
+  std::string log;
+  EXPECT_EQ(RunTunefarm(dir, {"search", "replay", "--results", dir.Sub("kt.json"), "--gpu", "a100", "--op", "conv",
+                              "--shape", "N=4096", "--seeds", "1", "--format", "json"},
+                        &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("\"key\": \"a100 conv/t4 N=4096\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"best_us\": 500"), std::string::npos) << log;
+}
+
+TEST(T4, AHostileFileIsRefusedByOneLineNamingTheField) {
+  testing::TempDir dir;
+  auto edit = [](const std::string& from, const std::string& to) {
+    std::string s = kKernelTunerT4;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {edit("[0.5, 0.75, 0.25]", "[0.5, NaN, 0.25]"), "results[1].times.runtimes[1]: NaN, not a finite number"},
+      {edit("\"value\": 1.5", "\"value\": Infinity"), "results[0].measurements[0].value: Infinity, not a finite number"},
+      {edit("\"compilation\": 99.0", "\"compilation\": -Infinity"), "results[2].times.compilation: -Infinity"},
+      {edit("\"times\": {\"runtimes\": [0.5, 0.75, 0.25]}, ", ""), "results[1].times: missing (required by T4)"},
+      {edit("\"configuration\": {\"block_size_x\": 64, \"tile\": 1},", ""), "results[1].configuration: missing"},
+      {edit("\"tile\": 1}", "\"tile\": 1.5}"), "results[0].configuration.tile must be an integer"},
+      {edit("[0.5, 0.75, 0.25]", "[0.5, -0.75, 0.25]"), "results[1].times.runtimes[1]: not a positive number"},
+      {edit("\"invalidity\": \"compile\"", "\"invalidity\": \"broken\""), "results[2].invalidity: not one of"},
+      {edit("\"invalidity\": \"correct\", \"correctness\": 1,\n   \"objectives\"", "\"invalidity\": \"correct\",\n   \"objectives\""),
+       "results[1].correctness: missing"},
+      {edit("\"1.0.0\"", "\"2.0.0\""), "schema_version: '2.0.0': this reader takes T4 version 1.x.y"},
+      {edit("\"schema_version\": \"1.0.0\"", "\"version\": 1"), "schema_version: missing"},
+      {edit("\"runtimes\": [0.5, 0.75, 0.25]", "\"runtimes\": []"), "results[1].times.runtimes: empty"},
+      {std::string("{\"schema_version\": \"1.0.0\", \"results\": [") + std::string(100, '[') , "nested over 32 deep"},
+  };
+  for (const auto& [text, want] : cases) {
+    dir.Write("bad.json", text);
+    std::string log;
+    EXPECT_EQ(RunTunefarm(dir, {"search", "replay", "--results", dir.Sub("bad.json"), "--seeds", "1"}, &log), 1)
+        << want << ": " << log;
+    EXPECT_NE(log.find(dir.Sub("bad.json") + ": " + want), std::string::npos) << want << ": " << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << want << ": " << log;
+  }
 }
 
 }  // namespace

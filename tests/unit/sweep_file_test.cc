@@ -74,6 +74,31 @@ TEST(SweepFileTest, BadConfirmKeysNameTheFileAndField) {
   }
 }
 
+// A sweep's priority: 50 unless named, any integer of 0..100; out of range
+// or not an integer, one line naming the file and the key.
+TEST(SweepFileTest, PriorityDefaultsToFiftyAndOutOfRangeIsRefusedNamingTheKey) {
+  TempDir dir;
+  const std::string file = dir.path() + "/sweep.toml";
+  auto plain = Load(dir, "");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->priority, kDefaultSweepPriority);
+  EXPECT_EQ(kDefaultSweepPriority, 50u);
+  for (uint32_t p : {0u, 80u, 100u}) {
+    auto got = Load(dir, "priority = " + std::to_string(p) + "\n");
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(got->priority, p);
+  }
+  for (auto [extra, want] : {
+           std::pair{"priority = 101\n", ": [sweep] priority: 101 is out of range: expected an integer in 0..100"},
+           std::pair{"priority = -1\n", ": [sweep] priority: -1 is out of range: expected an integer in 0..100"},
+           std::pair{"priority = \"high\"\n", ": [sweep] priority: expected an integer in 0..100"},
+       }) {
+    auto got = Load(dir, extra);
+    ASSERT_FALSE(got.ok()) << extra;
+    EXPECT_EQ(got.status().message().substr(0, file.size() + std::string(want).size()), file + want) << extra;
+  }
+}
+
 // A misspelt key is refused naming the file, its line and the key, with the
 // key it most likely meant; a table the format lacks likewise.
 TEST(SweepFileTest, UnknownKeysAreRefusedNamingTheLineAndTheNearestKey) {
@@ -139,6 +164,57 @@ TEST(SweepFileTest, SearchKeysDefaultToAutoAndBadOnesNameTheField) {
     ASSERT_FALSE(got.ok()) << extra;
     EXPECT_EQ(got.status().message(), file + want) << extra;
   }
+}
+
+}  // namespace
+}  // namespace tune
+
+namespace tune {
+namespace {
+
+// A config list ([sweep] configs): the configs as listed, in the op's axis
+// order; a bad one refused in one line naming the file and its index.
+TEST(SweepFileTest, AConfigListIsTakenAsGivenAndABadConfigIsRefusedNamingItsIndex) {
+  TempDir dir;
+  auto listed = Load(dir,
+                     "configs = [ { PAD = 0, TILE = 64, UNROLL = 2, SPLIT = 1 },\n"
+                     "            { TILE = 256, UNROLL = 1, SPLIT = 3, PAD = 2 } ]\n");
+  ASSERT_TRUE(listed.ok()) << listed.status().message();
+  ASSERT_EQ(listed->configs.size(), 2u);
+  EXPECT_EQ(listed->configs[0].params.front().first, "TILE");  // the op's order, not the file's
+  EXPECT_EQ(listed->configs[0].Canonical(), "PAD=0,SPLIT=1,TILE=64,UNROLL=2");
+  EXPECT_EQ(listed->configs[1].Canonical(), "PAD=2,SPLIT=3,TILE=256,UNROLL=1");
+  EXPECT_TRUE(Load(dir, "")->configs.empty());
+
+  const std::string good = "{ TILE = 64, UNROLL = 2, SPLIT = 1, PAD = 0 }";
+  const std::string path = dir.path() + "/sweep.toml";
+  struct Case {
+    std::string configs, want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"[ " + good + ", { TILE = 64, UNROLL = 2, SPLIT = 1 } ]", "configs[1]: no value for param 'PAD'"},
+           {"[ " + good + ", { TILE = 64, UNROLL = 2, SPLIT = 1, PAD = 0, TILES = 2 } ]",
+            "configs[1]: 'TILES' is not a param of op 'synthetic' (did you mean 'TILE'?)"},
+           {"[ { TILE = 96, UNROLL = 2, SPLIT = 1, PAD = 0 } ]",
+            "configs[0]: TILE = 96 is not one of the values in [params] TILE"},
+           {"[ " + good + ", { PAD = 0, SPLIT = 1, UNROLL = 2, TILE = 64 } ]",
+            "configs[1]: PAD=0,SPLIT=1,TILE=64,UNROLL=2 is listed twice (as [0] too)"},
+           {"[ " + good + ", { TILE = 1.5, UNROLL = 2, SPLIT = 1, PAD = 0 } ]",
+            "configs[1] TILE: expected an integer, a string or a boolean"},
+           {"[ ]", "configs: expected a non-empty array of tables"},
+       }) {
+    auto r = Load(dir, "configs = " + c.configs + "\n");
+    ASSERT_FALSE(r.ok()) << c.configs;
+    EXPECT_EQ(r.status().message().rfind(path + ": [sweep] ", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  }
+  // A searching strategy has nothing to search in a list.
+  auto random = Load(dir, "strategy = \"random\"\nconfigs = [ " + good + " ]\n");
+  ASSERT_FALSE(random.ok());
+  EXPECT_NE(random.status().message().find("[sweep] configs: a config list is measured whole; strategy 'random'"),
+            std::string::npos)
+      << random.status().message();
 }
 
 }  // namespace

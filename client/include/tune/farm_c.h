@@ -37,6 +37,7 @@ typedef struct tunefarm_farm_t tunefarm_farm_t;
  *    "workers": 1,                  sim: workers
  *    "tunefarm_binary": path,       cuda: the `tunefarm` program, whose `runner` times kernels
  *    "allow_programs": false,       run program ops (Triton, ...) as this user
+ *    "max_raw_configs": 4000000,    the bound on an op's raw config points (tune --max-raw-configs)
  *    "log_level": "warn"}           the farm's log lines on stderr: debug, info, warn, error
  * Every key may be left out. Its devices are said on stderr. */
 TUNEFARM_FARM_EXPORT tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr);
@@ -68,7 +69,8 @@ TUNEFARM_FARM_EXPORT char* tunefarm_farm_info(tunefarm_farm_t* farm, char** errp
  *    "dtypes": ["f16"], "shapes": [{"M": 4096, "N": 4096, "K": 4096}, ...],
  *    "gpus": ["*"], "strategy": "auto", "seed": 0, "budget": 500,
  *    "budget_seconds": 0, "confirm_top": 0, "one_pass": false,
- *    "retry": ["timeout"]}           (stored failures of these classes are measured again)
+ *    "retry": ["timeout"],           (stored failures of these classes are measured again)
+ *    "priority": 50}                 0..100, higher leased first (default: the sweep file's, else 50)
  * checked as `tunefarm tune` checks its flags. Answers {"sweep_id", "name",
  * "ops", "dtypes", "shapes" (as "M=4096,N=4096,K=4096"), "strategy"}. */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char** errptr);
@@ -76,7 +78,7 @@ TUNEFARM_FARM_EXPORT char* tunefarm_farm_submit(tunefarm_farm_t* farm, const cha
 /* A sweep's progress: {"id", "name", "state" ("running", "done",
  * "failed", "cancelled"), "units_total", "units_done", "pairs_total",
  * "pairs_done", "pairs_failed", "failed_by_class": {...}, "gpu_models",
- * "waiting_for", "waits", "skipped", "expanding", "error", "started_unix",
+ * "waiting_for", "waits", "skipped", "expanding", "priority", "error", "started_unix",
  * "finished_unix"}; "" = every sweep the coordinator knows, as
  * {"sweeps": [...], "workers": N, "store_fault": "..." or ""}. */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_status(tunefarm_farm_t* farm, const char* sweep_id, char** errptr);

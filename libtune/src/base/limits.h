@@ -86,6 +86,13 @@ inline constexpr uint64_t kDefaultMaxFarmPairs = 16'000'000;
 // in any 60 s, refused ones included (--max-sweeps-per-minute).
 inline constexpr uint32_t kDefaultMaxSweepsPerMinute = 30;
 
+// A sweep's priority (SweepSubmit::priority): an integer in
+// [kMinSweepPriority, kMaxSweepPriority], higher leased first. A sweep that
+// names none (an older client's message too) is kDefaultSweepPriority.
+inline constexpr uint32_t kMinSweepPriority = 0;
+inline constexpr uint32_t kMaxSweepPriority = 100;
+inline constexpr uint32_t kDefaultSweepPriority = 50;
+
 // Decompressed bytes of one `search replay` / `search predict` input (a
 // `tunefarm results --format csv` file, gzip or plain), counted while it is
 // inflated: a gzip bomb is refused here, having cost one buffer. 256 MiB is

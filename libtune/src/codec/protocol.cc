@@ -93,6 +93,9 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setBudget(s.budget);
             b.setBudgetSeconds(s.budget_seconds);
             SetStrings(b.initRetry(s.retry.size()), s.retry);
+            b.setPriority(s.priority);
+            SetList(b.initConfigs(s.configs.size()), s.configs,
+                    [](auto p, const Config& v) { SetConfig(p, v); });
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepCancel& r) { cmd.initSweepCancel().setSweepId(TextOf(r.sweep_id)); },
@@ -161,6 +164,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                       SetStrings(p.initExpanding(v.expanding.size()), v.expanding);
                       SetStrings(p.initWaits(v.waits.size()), v.waits);
                       SetStrings(p.initSkipped(v.skipped.size()), v.skipped);
+                      p.setPriority(v.priority);
                       auto classes = p.initFailedByClass(v.failed_by_class.size());
                       size_t i = 0;
                       for (const auto& [name, count] : v.failed_by_class) {
@@ -256,6 +260,12 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.budget = r.getBudget();
       s.budget_seconds = r.getBudgetSeconds();
       s.retry = Strings(r.getRetry(), budget, "retry");
+      // Range-checked where the sweep is added (Scheduler::AddSweep), which
+      // names the sweep.
+      s.priority = r.getPriority();
+      // Checked against the op where the sweep is added (CheckListedSweep).
+      s.configs = GetList<Config>(r.getConfigs(), budget,
+                                  [&](wire::Config::Reader c) { return GetConfig(c, budget); });
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:
@@ -335,6 +345,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
         v.expanding = Strings(p.getExpanding(), budget, "expanding");
         v.waits = Strings(p.getWaits(), budget, "waits");
         v.skipped = Strings(p.getSkipped(), budget, "skipped");
+        v.priority = p.getPriority();
         for (const auto& c : GetList<std::pair<std::string, uint64_t>>(
                  p.getFailedByClass(), budget, [&](wire::ClassCount::Reader c) {
                    return std::make_pair(Txt(c.getName(), budget, "failedByClass.name"), c.getCount());

@@ -172,6 +172,7 @@ struct SweepProgress {
   // device took work while work was queued; their unmeasured pairs are
   // dropped from pairs_total.
   std::vector<std::string> skipped;
+  uint32_t priority = kDefaultSweepPriority;  // SweepSubmit::priority
 };
 struct SweepStatus {
   std::vector<SweepProgress> sweeps;

@@ -37,6 +37,10 @@ struct CompiledKernel {
   FailureClass failure = FailureClass::kNone;  // kCompileError / kResources
   std::string failure_message;
   bool from_cache = false;
+  // Taken from the fleet's store (the coordinator served it), not compiled
+  // by this host: its cubin is not sent back, so a worker never vouches
+  // for an image it did not build.
+  bool fetched = false;
   double compile_seconds = 0;
   // Not empty: no compiled config but the op's [baseline] library
   // ("cublaslt"), measured on the buffers `config` (the op's default)

@@ -1,6 +1,7 @@
 #include "opspec/sweep_file.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 #include <toml++/toml.h>
@@ -62,7 +63,84 @@ Status CheckShapes(const SweepSubmit& s, const std::string& where) {
   return Status::OK();
 }
 
+// One table of a sweep file's config list, its values as they are written:
+// integers, booleans or categorical strings (CheckListedSweep checks them
+// against the op).
+Result<Config> ListedConfigOf(const toml::node& n, const std::string& field) {
+  const toml::table* t = n.as_table();
+  if (!t || t->empty()) return Status::InvalidArgument(field + ": expected a table of param values, like { BM = 128 }");
+  Config c;
+  for (const auto& [k, v] : *t) {
+    const std::string name(k.str());
+    if (auto i = v.value_exact<int64_t>()) {
+      c.params.emplace_back(name, ParamValue(*i));
+    } else if (auto b = v.value_exact<bool>()) {
+      c.params.emplace_back(name, ParamValue::Bool(*b));
+    } else if (auto str = v.value_exact<std::string>()) {
+      if (Status st = CheckCategoricalText(*str); !st.ok())
+        return Status::InvalidArgument(field + " " + ToValidUtf8(name.substr(0, 64)) + ": " + st.message());
+      c.params.emplace_back(name, ParamValue::String(*str));
+    } else {
+      return Status::InvalidArgument(field + " " + ToValidUtf8(name.substr(0, 64)) +
+                                     ": expected an integer, a string or a boolean");
+    }
+  }
+  return c;
+}
+
 }  // namespace
+
+Status CheckListedSweep(SweepSubmit* s, const std::string& field) {
+  if (s->configs.empty()) return Status::OK();
+  if (s->ops.size() != 1 || s->op_packages.size() != 1)
+    return Status::InvalidArgument(field + ": a config list names the params of one op; the sweep has " +
+                                   std::to_string(s->ops.size()) + " ops");
+  if (s->strategy != "auto" && s->strategy != "exhaustive")
+    return Status::InvalidArgument(field + ": a config list is measured whole; strategy '" + s->strategy.substr(0, 64) +
+                                   "' does not apply");
+  if (s->configs.size() > kMaxListedConfigs)
+    return Status::InvalidArgument(field + ": " + std::to_string(s->configs.size()) + " configs, more than " +
+                                   std::to_string(kMaxListedConfigs));
+  auto spec = ParseOpSpec(s->op_packages[0], "op '" + s->ops[0] + "'");
+  if (!spec.ok()) return spec.status();
+  std::vector<std::string> names;
+  for (const Axis& axis : spec->axes) names.push_back(axis.name);
+  std::map<std::string, size_t> seen;  // canonical text -> index
+  for (size_t i = 0; i < s->configs.size(); ++i) {
+    const std::string where = field + "[" + std::to_string(i) + "]";
+    Config& c = s->configs[i];
+    for (const auto& [name, value] : c.params) {
+      (void)value;
+      if (spec->FindAxis(name)) continue;
+      const std::string near = NearestName(name, names);
+      return Status::InvalidArgument(where + ": '" + ToValidUtf8(name.substr(0, 64)) + "' is not a param of op '" +
+                                     spec->name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+    }
+    Config ordered;
+    for (const Axis& axis : spec->axes) {
+      size_t given = 0;
+      const ParamValue* v = nullptr;
+      for (const auto& [name, value] : c.params) {
+        if (name != axis.name) continue;
+        ++given;
+        v = &value;
+      }
+      if (given == 0) return Status::InvalidArgument(where + ": no value for param '" + axis.name + "'");
+      if (given > 1) return Status::InvalidArgument(where + ": param '" + axis.name + "' given twice");
+      if (std::find(axis.values.begin(), axis.values.end(), *v) == axis.values.end())
+        return Status::InvalidArgument(where + ": " + axis.name + " = " + v->ToString() +
+                                       " is not one of the values in [params] " + axis.name + " of op '" +
+                                       spec->name + "'");
+      ordered.params.emplace_back(axis.name, *v);
+    }
+    auto [it, fresh] = seen.emplace(ordered.Canonical(), i);
+    if (!fresh)
+      return Status::InvalidArgument(where + ": " + ordered.Canonical() + " is listed twice (as [" +
+                                     std::to_string(it->second) + "] too)");
+    c = std::move(ordered);
+  }
+  return Status::OK();
+}
 
 std::vector<Shape> ShapesForOp(const SweepSubmit& submit, const OpSpec& spec) {
   std::vector<Shape> out;
@@ -99,7 +177,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   static const std::vector<std::string> kKeys = {
       "name",         "ops",        "dtypes",        "gpus",         "shapes",          "configs_per_unit",
       "confirm_top",  "profile_top", "confirm_timing", "refine_pass", "confirm_seconds", "strategy",
-      "seed",         "budget",     "budget_seconds", "retry"};
+      "seed",         "budget",     "budget_seconds", "retry",       "priority",        "configs"};
   using Known = std::tuple<const char*, const std::vector<std::string>*, const toml::table*>;
   for (const auto& [table, keys, node] : {Known{"", &kTables, &root}, Known{"[sweep] ", &kKeys, sweep}}) {
     for (const auto& [key, value] : *node) {
@@ -208,7 +286,30 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
       s.retry.push_back(*v);
     }
   }
+  if (auto n = sweep->get("priority")) {
+    auto v = n->value<int64_t>();
+    const std::string field = path + ": [sweep] priority";
+    if (!v) {
+      return Status::InvalidArgument(field + ": expected an integer in " + std::to_string(kMinSweepPriority) + ".." +
+                                     std::to_string(kMaxSweepPriority));
+    }
+    TUNE_RETURN_IF_ERROR(CheckSweepPriority(*v, field));
+    s.priority = static_cast<uint32_t>(*v);
+  }
   TUNE_RETURN_IF_ERROR(CheckSearchFields(s, path + ": [sweep] "));
+  if (auto n = sweep->get("configs")) {
+    const std::string field = path + ": [sweep] configs";
+    const toml::array* a = n->as_array();
+    if (!a || a->empty()) return Status::InvalidArgument(field + ": expected a non-empty array of tables, like [ { BM = 128 } ]");
+    if (a->size() > kMaxListedConfigs)
+      return Status::InvalidArgument(field + ": " + std::to_string(a->size()) + " configs, more than " +
+                                     std::to_string(kMaxListedConfigs));
+    for (size_t i = 0; i < a->size(); ++i) {
+      auto c = ListedConfigOf((*a)[i], field + "[" + std::to_string(i) + "]");
+      if (!c.ok()) return c.status();
+      s.configs.push_back(std::move(c).value());
+    }
+  }
   const toml::array* shapes = sweep->get("shapes") ? sweep->get("shapes")->as_array() : nullptr;
   if (!shapes || shapes->empty()) return Status::Error(path + ": [sweep] shapes: expected a non-empty array of tables");
   for (size_t i = 0; i < shapes->size(); ++i) {
@@ -225,6 +326,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   }
   TUNE_RETURN_IF_ERROR(AddOps(&s, ops, ops_dir, path));
   TUNE_RETURN_IF_ERROR(CheckShapes(s, path));
+  TUNE_RETURN_IF_ERROR(CheckListedSweep(&s, path + ": [sweep] configs"));
   return s;
 }
 
@@ -279,6 +381,13 @@ Status CheckRetryClasses(const std::vector<std::string>& retry, const std::strin
     if (!seen.insert(c).second) return Status::InvalidArgument(field + ": '" + name + "' listed twice");
   }
   return Status::OK();
+}
+
+Status CheckSweepPriority(int64_t priority, const std::string& field) {
+  if (priority >= int64_t{kMinSweepPriority} && priority <= int64_t{kMaxSweepPriority}) return Status::OK();
+  return Status::InvalidArgument(field + ": " + std::to_string(priority) + " is out of range: expected an integer in " +
+                                 std::to_string(kMinSweepPriority) + ".." + std::to_string(kMaxSweepPriority) +
+                                 " (higher is leased first)");
 }
 
 Status CheckSearchFields(const SweepSubmit& s, const std::string& where) {

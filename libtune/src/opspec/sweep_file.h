@@ -11,6 +11,8 @@
 //   confirm_seconds = 2.0               # optional, per shape (default 2)
 //   confirm_timing = "auto"             # optional: or "burst", "sustained" (ConfirmTiming)
 //   profile_top = 2                     # optional: profile the 2 fastest of each key (ncu)
+//   priority = 80                       # optional: 0..100, higher leased first (default 50)
+//   configs = [ { BM = 128, BN = 256, BK = 64 }, ... ]  # optional: measure just these
 //
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/limits.h"
 #include "opspec/op_spec.h"
 #include "tune/status.h"
 #include "base/types.h"
@@ -77,6 +80,24 @@ struct SweepSubmit {
   // measured, and the new row of its key replaces it. Empty: a stored
   // failure is a result, never measured again.
   std::vector<std::string> retry;
+  // Which running sweep's work is leased first (base/limits.h
+  // kMinSweepPriority..kMaxSweepPriority, higher first): on each GPU model
+  // the scheduler leases the units of the highest-priority sweep with work
+  // for it (retries, refine and confirm units, fresh units, then tail
+  // duplicates), and those of lower ones only when it has none; sweeps of
+  // equal priority go in submission order. A message without the field (an
+  // older client) has kDefaultSweepPriority.
+  uint32_t priority = kDefaultSweepPriority;
+  // An explicit config list (what a Triton user's `configs=[...]` is): the
+  // sweep measures exactly these configs of its one op on every shape and
+  // GPU model, instead of the op's space; its keys' strategy is "listed"
+  // (each config once, as exhaustive over the list), and a searching
+  // strategy does not apply. Each config names every param of the op with
+  // a value from its [params] list, none twice (CheckListedSweep); one that
+  // breaks a constraint of the op on a GPU model fails the sweep there,
+  // naming its index. Empty: the op's space. A message without the field
+  // (an older client) has none.
+  std::vector<Config> configs;
 };
 // The strategies' names, as sweep files, `tune` and scripts use them:
 // "exhaustive", "random", "evolution", "model", "auto".
@@ -88,9 +109,22 @@ Status CheckStrategyName(const std::string& name, const std::string& field);
 // budget of at most kMaxSearchBudget, budget_seconds finite in [0, a week]);
 // errors name the field, prefixed by `where`.
 Status CheckSearchFields(const SweepSubmit& s, const std::string& where);
+// OK when `priority` is in kMinSweepPriority..kMaxSweepPriority; the error
+// names `field` (a file and key, a flag, a message's field), the value and
+// the range.
+Status CheckSweepPriority(int64_t priority, const std::string& field);
 // OK when every name of `retry` is a failure class (not "skipped", which is
 // a verdict, not a failure); the error names `field` and the classes.
 Status CheckRetryClasses(const std::vector<std::string>& retry, const std::string& field);
+// OK when `s`'s config list (SweepSubmit::configs; none is OK) fits it: one
+// op, no searching strategy (auto and exhaustive measure the list whole),
+// at most kMaxListedConfigs configs, each naming every param of the op and
+// no other, with a value from the param's [params] list, and no config
+// twice. Puts each config's params in the op's axis order. Errors are one
+// line naming `field` and the config's index: "<field>[2]: no value for
+// param 'BN'".
+Status CheckListedSweep(SweepSubmit* s, const std::string& field);
+inline constexpr size_t kMaxListedConfigs = 100'000;
 inline constexpr uint64_t kMaxSearchBudget = 1'000'000;      // evaluations per key
 inline constexpr uint64_t kDefaultSearchBudget = 300;        // evaluations per key
 inline constexpr uint64_t kAutoExhaustiveUpTo = 1000;        // legal configs

@@ -19,8 +19,13 @@ StrategyBase::StrategyBase(const SearchSpace& space, const SearchOptions& option
   constexpr double kFirstWithin = 1.05;
   constexpr size_t kFirstAtMost = 16;
   std::set<SpacePoint> have;
+  for (const Config& c : options.first) {
+    const std::optional<SpacePoint> p = space_.PointOf(c);
+    if (p && space_.Legal(*p) && have.insert(*p).second) priors_best_.push_back(*p);
+  }
+  const size_t firsts = priors_best_.size();
   for (const PriorTrial* t : order) {
-    if (t->relative > kFirstWithin || priors_best_.size() >= kFirstAtMost) break;
+    if (t->relative > kFirstWithin || priors_best_.size() - firsts >= kFirstAtMost) break;
     const std::optional<SpacePoint> p = space_.PointOf(t->config);
     if (p && space_.Legal(*p) && have.insert(*p).second) priors_best_.push_back(*p);
   }

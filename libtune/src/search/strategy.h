@@ -36,6 +36,12 @@ struct SearchOptions {
   // `auto` measures every config at or below this many legal configs (or
   // when the budget covers the space), and searches with `model` above.
   uint64_t exhaustive_up_to = kAutoExhaustiveUpTo;
+  // Configs every strategy proposes first, before the priors' best: the
+  // op's default (and its architecture's default), so that a searched key
+  // has the figure a tuned config is weighed against, as an exhaustive one
+  // has. They count against the budget like any proposal; those not legal
+  // in the space are left out.
+  std::vector<Config> first;
 };
 
 // What a key measured for a config elsewhere (another shape, another GPU

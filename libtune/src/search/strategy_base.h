@@ -26,7 +26,8 @@ class StrategyBase : public SearchStrategy {
   bool Fresh(const SpacePoint& p) const { return seen_.count(p) == 0; }
   // Marks `p` proposed; false when it was seen already.
   bool Take(const SpacePoint& p) { return seen_.insert(p).second; }
-  // Takes the priors' best configs not seen yet, up to n.
+  // Takes SearchOptions::first, then the priors' best configs, those not
+  // seen yet, up to n.
   std::vector<SpacePoint> TakePriors(size_t n);
   // A fresh legal point drawn uniformly; nullopt when none is found (the
   // space is spent, or too sparse for rejection sampling). Not taken.
@@ -45,7 +46,7 @@ class StrategyBase : public SearchStrategy {
 
  private:
   std::set<SpacePoint> seen_;
-  std::vector<SpacePoint> priors_best_;  // legal here, best first
+  std::vector<SpacePoint> priors_best_;  // legal here: SearchOptions::first, then the priors' best first
   size_t priors_taken_ = 0;
   // Small spaces are listed once and shuffled, so sampling without
   // replacement ends exactly when the space is spent.

@@ -39,6 +39,7 @@
 #include <unordered_map>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "codec/protocol.h"
 #include "opspec/op_spec.h"
 
@@ -219,28 +220,25 @@ struct WalDrops {
   size_t count = 0;
 };
 
+// RocksDB's info log, kept in memory: it notes WAL drops in `drops` and
+// passes warnings and errors on to the farm's log. No LOG file is written:
+// RocksDB's file logger that meets a full disk asserts on its next line
+// (Debian's build keeps assertions), which would abort the process at the
+// close that follows, whatever the store's own reserve check did.
 class WalDropLogger : public rocksdb::Logger {
  public:
-  WalDropLogger(std::shared_ptr<rocksdb::Logger> inner, std::shared_ptr<WalDrops> drops)
-      : rocksdb::Logger(inner->GetInfoLogLevel()), inner_(std::move(inner)), drops_(std::move(drops)) {}
+  explicit WalDropLogger(std::shared_ptr<WalDrops> drops)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL), drops_(std::move(drops)) {}
   using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override { Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap); }
   void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
-    va_list copy;
-    va_copy(copy, ap);
     char line[2048];
-    const int n = std::vsnprintf(line, sizeof line, format, copy);
-    va_end(copy);
-    if (n > 0) Note(std::string_view(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1)));
-    inner_->Logv(level, format, ap);
+    const int n = std::vsnprintf(line, sizeof line, format, ap);
+    if (n <= 0) return;
+    const std::string_view text(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+    Note(text);
+    if (level >= rocksdb::InfoLogLevel::WARN_LEVEL) log::Warn("rocksdb", ToValidUtf8(text));
   }
-  void LogHeader(const char* format, va_list ap) override { inner_->LogHeader(format, ap); }
-  size_t GetLogFileSize() const override { return inner_->GetLogFileSize(); }
-  void Flush() override { inner_->Flush(); }
-  rocksdb::InfoLogLevel GetInfoLogLevel() const override { return inner_->GetInfoLogLevel(); }
-  void SetInfoLogLevel(const rocksdb::InfoLogLevel level) override { inner_->SetInfoLogLevel(level); }
-
- protected:
-  rocksdb::Status CloseImpl() override { return inner_->Close(); }
 
  private:
   void Note(std::string_view line) {
@@ -261,17 +259,12 @@ class WalDropLogger : public rocksdb::Logger {
     }
     drops_->bytes += bytes;
   }
-  std::shared_ptr<rocksdb::Logger> inner_;
   std::shared_ptr<WalDrops> drops_;
 };
 
-// Gives `options` an info log that records WAL drops in `drops`. Without
-// it (the LOG file cannot be made) RocksDB makes its own and a corrupt WAL
-// is still refused, only without its file name.
-void WatchWalDrops(const std::string& path, rocksdb::Options* options, const std::shared_ptr<WalDrops>& drops) {
-  std::shared_ptr<rocksdb::Logger> inner;
-  if (!rocksdb::CreateLoggerFromOptions(path, rocksdb::DBOptions(*options), &inner).ok() || !inner) return;
-  options->info_log = std::make_shared<WalDropLogger>(std::move(inner), drops);
+// Gives `options` the in-memory info log above.
+void WatchWalDrops(rocksdb::Options* options, const std::shared_ptr<WalDrops>& drops) {
+  options->info_log = std::make_shared<WalDropLogger>(drops);
 }
 
 // The durable-sequence marker (kStoreDurableMarker): one line,
@@ -389,6 +382,10 @@ struct ResultStore::Impl {
   // marker has lost writes that were durable: Open refuses it.
   Status MarkDurable() {
     if (read_only || db == nullptr) return Status::OK();
+    // A WAL writer that met a full disk must not be synced (RocksDB asserts
+    // on a sync after a failed append, aborting the process): below the
+    // reserve the marker waits for room.
+    TUNE_RETURN_IF_ERROR(CheckWritable());
     std::lock_guard<std::mutex> lock(mark_mu);
     const uint64_t sequence = db->GetLatestSequenceNumber();
     rocksdb::Status s = db->SyncWAL();
@@ -697,9 +694,10 @@ Status ResultStore::Close() {
       if (!s.ok()) result = impl.Error("cannot flush at close (the rows stay in the write-ahead log)", s);
     } else {
       result = Status::Unavailable(room.message() +
-                                   "; not flushed at close, the rows stay in the synced write-ahead log");
+                                   "; not flushed or synced at close, the rows stay in the write-ahead log");
     }
-    if (Status marked = impl.MarkDurable(); !marked.ok() && result.ok()) result = marked;
+    if (room.ok())
+      if (Status marked = impl.MarkDurable(); !marked.ok() && result.ok()) result = marked;
   }
   impl.CloseDb();
   return result;
@@ -725,7 +723,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::OpenReadOnly(const std::string
   rocksdb::Status s = rocksdb::DB::ListColumnFamilies(options, path, &names);
   if (!s.ok()) return impl->Error("cannot open read-only: no store at this path", s);
   auto drops = std::make_shared<WalDrops>();
-  WatchWalDrops(path, &options, drops);
+  WatchWalDrops(&options, drops);
   for (const char* want : {kResultsCf, kByShapeCf, kBestCf, kSweepsCf, kMetaCf}) {
     bool found = false;
     for (const auto& n : names) found = found || n == want;
@@ -778,9 +776,6 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path,
   rocksdb::Options options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
-  // The store lives as long as the farm; keep its log files bounded.
-  options.keep_log_file_num = 5;
-  options.max_log_file_size = 16u << 20;
   // RocksDB's default (point in time) replays a WAL up to its first bad
   // record and silently drops the rest: a flipped byte would cost every row
   // after it. kTolerateCorruptedTailRecords refuses a record that fails its
@@ -808,7 +803,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path,
     if (!found) names.emplace_back(want);
   }
 
-  WatchWalDrops(path, &options, drops);
+  WatchWalDrops(&options, drops);
   const rocksdb::ColumnFamilyOptions cf_options = StoreColumnFamilyOptions(options);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : names) descriptors.emplace_back(n, cf_options);
@@ -1202,7 +1197,6 @@ std::string Mib(uint64_t bytes) {
 
 Result<size_t> ResultStore::MakeRoomForOps(const std::vector<std::pair<std::string, OpPackage>>& incoming,
                                            uint64_t bound, const std::set<std::string>& needed) {
-  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->ops_mu);
   if (!impl_->op_bytes_loaded) {
     // Records written before the index of ops (IndexOps) are counted once
@@ -1224,6 +1218,9 @@ Result<size_t> ResultStore::MakeRoomForOps(const std::vector<std::pair<std::stri
     added += EncodeOpRecord(OpRecord{name, 0, package}).size();
   }
   if (stored + added <= bound) return size_t{0};
+  // Only removing writes: a store below its reserve still takes a submit
+  // that fits (its sweep waits for the disk, as every write does).
+  TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   // What may go. A package stays while a running sweep uses it (`needed`)
   // and while a stored row was measured with it: publish finds a row's spec
   // by its kernel hash among the stored packages (publish.h, SpecsByOpHash),

@@ -120,8 +120,9 @@ class ResultStore {
   // Flushes every memory table to table files, syncs the WAL, records the
   // durable sequence number and closes the database. Every other call is
   // invalid afterwards; a second Close is OK. When the disk is below the
-  // reserve, the memory tables are not flushed (a flush meeting a full disk
-  // would abort the process): the WAL is synced and Unavailable says so.
+  // reserve, the memory tables are neither flushed nor the WAL synced (a
+  // flush or sync after the log met a full disk would abort the process):
+  // the rows stay in the WAL file and Unavailable says so.
   // Not thread-safe: call it once no other thread uses the store.
   Status Close();
 

@@ -120,6 +120,14 @@ void SetIncludeRoots(IncludeRoots roots);
 CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const Config& config,
                              const std::string& arch, const std::string& cache_dir);
 
+// Whether CompileConfig(spec, dtype, config, arch, cache_dir) would take its
+// cubin from the cache (a whole entry under the same key) rather than run
+// NVRTC, without compiling: a worker asks its coordinator only for the
+// images it lacks. False for an empty `cache_dir`, or an op whose include
+// roots are not configured here. Thread-safe.
+bool CubinCached(const OpSpec& spec, const std::string& dtype, const Config& config, const std::string& arch,
+                 const std::string& cache_dir);
+
 // Compiles the op's reference kernel for (dtype, arch): no params, the op's
 // options without fast-math (the reference is the accurate side). Cached like
 // configs under the id "reference". Thread-safe.

@@ -512,6 +512,17 @@ std::string CudaArchFor(const OpSpec& spec, const DeviceInfo& device) {
   return arch;
 }
 
+bool CubinCached(const OpSpec& spec, const std::string& dtype, const Config& config, const std::string& arch,
+                 const std::string& cache_dir) {
+  if (cache_dir.empty()) return false;
+  CompiledKernel ck;
+  if (!cuda::StampKernelHash(spec, &ck)) return false;
+  // Read as CompileCached reads it: a torn or foreign entry is a miss there too.
+  KernelResources resources;
+  return cuda::ReadCacheEntry(cuda::CacheFile(cache_dir, ck.kernel_hash, config.Id(), dtype, arch), &ck.image,
+                              &resources);
+}
+
 CompiledKernel CompileConfig(const OpSpec& spec, const std::string& dtype, const Config& config,
                              const std::string& arch, const std::string& cache_dir) {
   CompiledKernel ck;

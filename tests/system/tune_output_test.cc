@@ -1,0 +1,101 @@
+// What `tunefarm tune` prints: with --format json, stdout is one JSON
+// document (the rows, the sweep's figures with where its time went, the
+// failures, the store and bundle paths) and the lines for people go to
+// stderr; a table keeps its summary lines on stdout.
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tune {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// `tunefarm tune` on one simulated device: the small test op, two shapes.
+Output Tune(const testing::TempDir& dir, const std::string& format) {
+  Output r;
+  const std::string cmd = std::string(TUNEFARM_BINARY) + " tune --backend sim --sim-models h100 --ops-dir " +
+                          TUNEFARM_SOURCE_DIR + "/tests/data/ops --op tiny --dtype f32 --shape N=65536 --shape N=4096" +
+                          " --quiet --unsigned --store " + dir.Sub(format + "-store") + " --bundle " +
+                          dir.Sub(format + "-bundle") + " --cache-dir " + dir.Sub("cache") + " --format " + format +
+                          " 2>" + dir.Sub(format + ".err");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = testing::ReadFile(dir.Sub(format + ".err"));
+  return r;
+}
+
+TEST(TuneOutput, JsonIsOneDocumentWithTheRowsAndWhereTheSweepsTimeWent) {
+  testing::TempDir dir;
+  const Output r = Tune(dir, "json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << "stdout is not one JSON document:\n" << r.out;
+  ASSERT_TRUE(doc.is_object());
+
+  ASSERT_TRUE(doc["results"].is_array());
+  ASSERT_FALSE(doc["results"].empty());
+  for (const auto& row : doc["results"]) {
+    EXPECT_EQ(row["op"], "tiny");
+    EXPECT_EQ(row["backend"], "sim");
+    EXPECT_TRUE(row["median_us"].is_number());
+  }
+
+  const nlohmann::json& sweep = doc["sweep"];
+  ASSERT_TRUE(sweep.is_object()) << r.out;
+  EXPECT_GT(sweep["configs"].get<uint64_t>(), 0u);
+  EXPECT_GE(sweep["results"].get<uint64_t>(), doc["results"].size());
+  EXPECT_GT(sweep["wall_seconds"].get<double>(), 0.0);
+  EXPECT_TRUE(sweep["simulated"].get<bool>());
+  const nlohmann::json& pipe = sweep["pipeline"];
+  ASSERT_TRUE(pipe.is_object()) << r.out;
+  for (const char* f : {"devices_busy", "compile_busy"}) {
+    ASSERT_TRUE(pipe[f].is_number()) << f;
+    EXPECT_GE(pipe[f].get<double>(), 0.0) << f;
+    EXPECT_LE(pipe[f].get<double>(), 1.0) << f;
+  }
+  EXPECT_GT(pipe["devices_busy"].get<double>(), 0.0) << "the device measured something";
+  for (const char* f : {"compiled", "fetched", "cached"}) EXPECT_TRUE(pipe[f].is_number_unsigned()) << f;
+  for (const char* f : {"compile_seconds", "device_wait_seconds", "wall_seconds"}) {
+    ASSERT_TRUE(pipe[f].is_number()) << f;
+    EXPECT_GE(pipe[f].get<double>(), 0.0) << f;
+  }
+  EXPECT_EQ(pipe["wall_seconds"], sweep["wall_seconds"]);
+  // A sim compile is one per config in a unit: the counts cover every config.
+  EXPECT_GE(pipe["compiled"].get<uint64_t>() + pipe["fetched"].get<uint64_t>() + pipe["cached"].get<uint64_t>(),
+            sweep["configs"].get<uint64_t>());
+
+  EXPECT_TRUE(doc["failures"].is_object());
+  EXPECT_EQ(doc["store"], dir.Sub("json-store"));
+  EXPECT_EQ(doc["bundle"], dir.Sub("json-bundle") + ".tfb");
+  // The lines for people went to stderr.
+  EXPECT_NE(r.err.find("\nsweep: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SIMULATED"), std::string::npos) << r.err;
+}
+
+TEST(TuneOutput, TableKeepsItsSummaryLinesOnStdout) {
+  testing::TempDir dir;
+  const Output r = Tune(dir, "table");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* line : {"\nsweep: ", "\ncompile: ", "\nbusy: ", "\nfailures: ", "\nstore:  ", "SIMULATED"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  EXPECT_NE(r.out.find(" fetched; "), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tune
