@@ -1,13 +1,12 @@
 #include "image_fetch.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <system_error>
+
+#include "base/env.h"
 
 namespace tune {
 
@@ -73,25 +72,11 @@ std::optional<std::string> FetchedImageCache::Get(const ImageWant& want, const s
 }
 
 void FetchedImageCache::Put(const ImageWant& want, const std::string& image) const {
-  static std::atomic<uint64_t> counter{0};
   const std::string path = PathOf(want);
   if (path.empty()) return;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return;
-    out.write(image.data(), static_cast<std::streamsize>(image.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
+  (void)Env::Default()->WriteFileAtomically(path, image);  // a cache that cannot be written: fetched again next time
 }
 
 }  // namespace tune

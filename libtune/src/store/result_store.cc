@@ -39,7 +39,6 @@
 #include <unordered_map>
 
 #include "base/log.h"
-#include "base/text.h"
 #include "codec/protocol.h"
 #include "opspec/op_spec.h"
 
@@ -220,24 +219,23 @@ struct WalDrops {
   size_t count = 0;
 };
 
-// RocksDB's info log, kept in memory: it notes WAL drops in `drops` and
-// passes warnings and errors on to the farm's log. No LOG file is written:
-// RocksDB's file logger that meets a full disk asserts on its next line
-// (Debian's build keeps assertions), which would abort the process at the
-// close that follows, whatever the store's own reserve check did.
+// RocksDB's info log, read and dropped: it notes WAL drops in `drops`
+// (every failure that matters reaches the store as a status). No LOG file
+// is written: RocksDB's file logger that meets a full disk asserts on its
+// next line (Debian's build keeps assertions), which would abort the
+// process at the close that follows, whatever the reserve check did.
 class WalDropLogger : public rocksdb::Logger {
  public:
   explicit WalDropLogger(std::shared_ptr<WalDrops> drops)
       : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL), drops_(std::move(drops)) {}
   using rocksdb::Logger::Logv;
   void Logv(const char* format, va_list ap) override { Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap); }
-  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+  void Logv(const rocksdb::InfoLogLevel, const char* format, va_list ap) override {
     char line[2048];
     const int n = std::vsnprintf(line, sizeof line, format, ap);
     if (n <= 0) return;
     const std::string_view text(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
     Note(text);
-    if (level >= rocksdb::InfoLogLevel::WARN_LEVEL) log::Warn("rocksdb", ToValidUtf8(text));
   }
 
  private:

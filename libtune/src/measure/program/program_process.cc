@@ -145,6 +145,33 @@ long ParseLong(const char*& p) {
   return v;
 }
 
+char* PutText(char* p, const char* text) {
+  while (*text) *p++ = *text++;
+  return p;
+}
+
+// The fields of /proc/NAME/stat after "pid (comm) " (the state, then the
+// ppid), read into `stat` (of `cap` bytes); nullptr when the process is
+// gone or the line is not one. comm may hold anything, ')' included.
+// Async-signal-safe: open, read and close only.
+const char* ProcStatFields(const char* name, char* stat, size_t cap) {
+  char path[64];
+  char* e = PutText(PutText(path, "/proc/"), name);
+  if (e - path > 40) return nullptr;
+  *PutText(e, "/stat") = 0;
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  const ssize_t got = read(fd, stat, cap - 1);
+  close(fd);
+  if (got <= 0) return nullptr;
+  stat[got] = 0;
+  const char* close_paren = nullptr;
+  for (const char* c = stat; *c; ++c)
+    if (*c == ')') close_paren = c;
+  if (!close_paren || close_paren[1] != ' ' || !close_paren[2] || close_paren[3] != ' ') return nullptr;
+  return close_paren + 2;
+}
+
 // SIGKILL to every child of this process, found in /proc. Returns how
 // many were signalled.
 int KillChildren(pid_t self) {
@@ -162,24 +189,10 @@ int KillChildren(pid_t self) {
       if (*name < '1' || *name > '9') continue;
       const char* q = name;
       const long pid = ParseLong(q);
-      char path[64] = "/proc/";
-      size_t len = 6;
-      for (const char* c = name; *c && len < 40; ++c) path[len++] = *c;
-      const char tail[] = "/stat";
-      for (char c : tail) path[len++] = c;
-      const int fd = open(path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
       char stat[512];
-      const ssize_t got = read(fd, stat, sizeof stat - 1);
-      close(fd);
-      if (got <= 0) continue;
-      stat[got] = 0;
-      // "pid (comm) state ppid ...": comm may hold anything, ')' included.
-      const char* close_paren = nullptr;
-      for (const char* c = stat; *c; ++c)
-        if (*c == ')') close_paren = c;
-      if (!close_paren || close_paren[1] != ' ' || !close_paren[2] || close_paren[3] != ' ') continue;
-      const char* pp = close_paren + 4;
+      const char* fields = ProcStatFields(name, stat, sizeof stat);
+      if (!fields) continue;
+      const char* pp = fields + 2;  // past the state
       if (ParseLong(pp) == self) {
         kill(pid_t(pid), SIGKILL);
         ++killed;
@@ -263,11 +276,6 @@ char* PutNumber(char* p, uint64_t v) {
   return p;
 }
 
-char* PutText(char* p, const char* text) {
-  while (*text) *p++ = *text++;
-  return p;
-}
-
 struct ProcEntry {
   int pid, ppid;
   uint64_t rss_pages;
@@ -290,23 +298,11 @@ bool WatchTree(const BoxPlan& plan, pid_t self, ProcEntry* tab) {
       off += d->d_reclen;
       const char* name = d->d_name;
       if (*name < '1' || *name > '9') continue;
-      char path[64];
-      char* e = PutText(PutText(path, "/proc/"), name);
-      if (e - path > 40) continue;
-      *PutText(e, "/stat") = 0;
-      const int fd = open(path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
       char stat[1024];
-      const ssize_t got = read(fd, stat, sizeof stat - 1);
-      close(fd);
-      if (got <= 0) continue;
-      stat[got] = 0;
-      const char* close_paren = nullptr;
-      for (const char* c = stat; *c; ++c)
-        if (*c == ')') close_paren = c;
-      if (!close_paren || close_paren[1] != ' ' || !close_paren[2] || close_paren[3] != ' ') continue;
+      const char* fields = ProcStatFields(name, stat, sizeof stat);
+      if (!fields) continue;
       // Fields from the 3rd (state): ppid is the 4th, rss the 24th.
-      const char* q = close_paren + 4;
+      const char* q = fields + 2;
       const long ppid = ParseLong(q);
       for (int field = 5; field < 24 && *q; ++field) {  // past 5..23
         while (*q == ' ') ++q;
