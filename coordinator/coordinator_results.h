@@ -94,6 +94,11 @@ class Ingestion {
     std::set<std::string> kernel_hashes, archs;
   };
   std::optional<ImageGrant> GrantImages(uint64_t unit_id, const WorkerSession& peer);
+  // Whether `identity` holds a live lease of `unit_id` now, and whether
+  // sweep `sweep_id` runs (a request of an ended sweep's unit is late, not
+  // hostile).
+  bool HoldsNow(const std::string& identity, uint64_t unit_id) const { return scheduler_->Holds(identity, unit_id); }
+  bool SweepRunning(const std::string& sweep_id) const { return scheduler_->Running(sweep_id); }
 
   const IngestCounters& counters() const { return counters_; }
 

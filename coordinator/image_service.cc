@@ -20,8 +20,6 @@ std::string ImageService::Fault(const std::string& identity, const WorkerSession
     return "more than " + std::to_string(int(kImageRequestsPerSecondPerDevice * devices)) +
            " image requests a second";
   b.tokens -= 1;
-  if (in_flight_.count({identity, request.unit_id}))
-    return "a request for unit " + std::to_string(request.unit_id) + " is still being answered";
   auto granted = ingestion_->GrantImages(request.unit_id, session);
   if (!granted) return "unit " + std::to_string(request.unit_id) + " is not leased to it";
   const LeasedUnit& unit = *granted->unit;
@@ -60,11 +58,30 @@ void ImageService::Refuse(const std::string& identity, const WorkerSession& sess
     link_->Disconnect(identity, std::to_string(kMaxViolations) + " requests refused (results or images)");
 }
 
+void ImageService::AnswerNothing(const std::string& identity, const ImageRequest& request) {
+  ImageReply reply;
+  reply.sweep_id = request.sweep_id;
+  reply.unit_id = request.unit_id;
+  reply.missing = static_cast<uint32_t>(std::min<size_t>(request.wants.size(), UINT32_MAX));
+  link_->Send(identity, std::move(reply));
+}
+
 void ImageService::Handle(const std::string& identity, const WorkerSession& session, const ImageRequest& request,
                           double now) {
+  // Late, not hostile: the unit's sweep ended (its leases are forgotten).
+  if (!ingestion_->SweepRunning(request.sweep_id) && !ingestion_->GrantImages(request.unit_id, session))
+    return AnswerNothing(identity, request);
   Ingestion::ImageGrant grant;
   if (std::string why = Fault(identity, session, request, now, &grant); !why.empty())
     return Refuse(identity, session, request, why);
+  // Answered only for a lease held now, a few times at most, one at a time:
+  // a peer cannot make the coordinator read and hold a unit's images over
+  // and over.
+  const std::pair<std::string, uint64_t> key{identity, request.unit_id};
+  if (!ingestion_->HoldsNow(identity, request.unit_id) || in_flight_.count(key) ||
+      replies_[key] >= kMaxImageRepliesPerLease)
+    return AnswerNothing(identity, request);
+  ++replies_[key];
   // Each key once, in the order asked.
   std::vector<ImageWant> wants;
   std::set<std::string> keys;
@@ -101,6 +118,10 @@ void ImageService::Tick() {
   for (auto it = buckets_.begin(); it != buckets_.end();) {
     if (sessions_->Find(it->first)) ++it;
     else it = buckets_.erase(it);
+  }
+  for (auto it = replies_.begin(); it != replies_.end();) {
+    if (ingestion_->HoldsNow(it->first.first, it->first.second)) ++it;
+    else it = replies_.erase(it);
   }
 }
 

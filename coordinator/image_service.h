@@ -42,6 +42,9 @@ namespace tune {
 // (at most two units per device in hand), far below either.
 inline constexpr double kImageRequestBurstPerDevice = 8;
 inline constexpr double kImageRequestsPerSecondPerDevice = 4;
+// Replies one lease of a unit gets: one per device that may run it again
+// after an expired lease, no more (each may carry kMaxImageReplyBytes).
+inline constexpr int kMaxImageRepliesPerLease = 2;
 
 class ImageService {
  public:
@@ -73,6 +76,9 @@ class ImageService {
                     double now, Ingestion::ImageGrant* grant);
   void Refuse(const std::string& identity, const WorkerSession& session, const ImageRequest& request,
               const std::string& why);
+  // Answers `request` with every image missing, as no violation: a late
+  // request (its sweep ended, its lease went), a repeated one.
+  void AnswerNothing(const std::string& identity, const ImageRequest& request);
 
   ResultStore* store_;
   Ingestion* ingestion_;
@@ -81,6 +87,7 @@ class ImageService {
   LoopCounters* counters_;
   std::map<std::string, Bucket> buckets_;                  // by routing identity
   std::set<std::pair<std::string, uint64_t>> in_flight_;  // (identity, unit) being read
+  std::map<std::pair<std::string, uint64_t>, int> replies_;  // (identity, unit) -> replies sent (live leases)
   OffLoop reader_;  // last: its thread stops first
 };
 

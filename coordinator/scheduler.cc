@@ -986,6 +986,17 @@ double Scheduler::CompleteUnit(const std::string& worker, const std::string& swe
   }
   u.holders.erase(worker);
   if (u.state == UnitState::kDone) return took;
+  if (u.state == UnitState::kFailed && u.leases_ran_out) {
+    // Its last holder's results came after all: not failed.
+    sweep.pairs_failed -= std::min(sweep.pairs_failed, u.lost_pairs);
+    if (auto c = sweep.failed_by_class.find("unit_failed"); c != sweep.failed_by_class.end()) {
+      c->second -= std::min(c->second, u.lost_pairs);
+      if (c->second == 0) sweep.failed_by_class.erase(c);
+    }
+    sweep.units_failed -= std::min<uint64_t>(sweep.units_failed, 1);
+    u.lost_pairs = 0;
+    u.leases_ran_out = false;
+  }
   // Its pairs are stored now, whoever stored them: rows a late batch of the
   // last run stored first came back as duplicates and counted nothing.
   if (u.pairs_counted < u.Pairs()) sweep.pairs_done += u.Pairs() - u.pairs_counted;
@@ -1023,6 +1034,8 @@ void Scheduler::ReleaseHolder(Unit& u, const std::string& worker, int64_t now_un
     SweepState& sweep = sweeps_.at(u.sweep_id);
     const uint64_t lost = u.Pairs() - std::min<uint64_t>(u.pairs_counted, u.Pairs());
     u.pairs_counted += lost;
+    u.lost_pairs = lost;
+    u.leases_ran_out = true;
     sweep.pairs_done += lost;
     sweep.pairs_failed += lost;
     if (lost) sweep.failed_by_class["unit_failed"] += lost;
@@ -1062,6 +1075,16 @@ void Scheduler::DropWorker(const std::string& worker, int64_t now_unix) {
     Unit& u = units_.at(id);
     if (u.holders.count(worker)) ReleaseHolder(u, worker, now_unix, "its worker left");
   }
+}
+
+bool Scheduler::Holds(const std::string& worker, uint64_t unit_id) const {
+  auto it = units_.find(unit_id);
+  return it != units_.end() && it->second.state == UnitState::kLeased && it->second.holders.count(worker);
+}
+
+bool Scheduler::Running(const std::string& id) const {
+  auto it = sweeps_.find(id);
+  return it != sweeps_.end() && it->second.state == RunState::kRunning;
 }
 
 void Scheduler::GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix, const std::string& why) {

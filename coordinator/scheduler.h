@@ -320,6 +320,8 @@ struct Unit {
   // Why its last lease ended without its results (a refused batch, an
   // expired lease, a worker gone): what the sweep says when its leases run out.
   std::string lost_lease;
+  bool leases_ran_out = false;  // failed so: counted in its sweep's units_failed
+  uint64_t lost_pairs = 0;      // counted as failed then
   size_t Pairs() const { return configs.size(); }
 };
 
@@ -528,6 +530,10 @@ class Scheduler {
   // the unit goes back to the queue unless another worker holds it, or
   // fails when its leases are spent. No-op when it holds no such lease.
   void GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix, const std::string& why);
+  // Whether `worker` holds a live lease of `unit_id` now.
+  bool Holds(const std::string& worker, uint64_t unit_id) const;
+  // Whether sweep `id` is known and running.
+  bool Running(const std::string& id) const;
   // Leases past their deadline go back to the queue; returns how many.
   size_t ExpireLeases(double now, int64_t now_unix);
 

@@ -51,4 +51,8 @@ inline std::string SyntheticCubin(const std::string& arch, const std::string& en
   return b;
 }
 
+// A stand-in CURVE public key (40 Z85 characters) named after `name`, for
+// witnesses (WitnessOfKey) in tests without a real key pair.
+inline std::string TestKey(const std::string& name) { return (name + std::string(40, '0')).substr(0, 40); }
+
 }  // namespace tune::testing

@@ -103,8 +103,8 @@ TEST_F(PublishKernelsTest, ABundleCarriesPlansDefaultsAndTheMeasuredCubinsAndThe
   Put(Row(spec_, hash_, other, big, 450));
   // Two workers' keys sent each image: no single worker's word.
   for (const char* key : {"host-a", "host-b"}) {
-    ASSERT_TRUE(store_->PutKernel(Image(hash_, def, "sm_90"), WitnessOfKey(key)).ok());
-    ASSERT_TRUE(store_->PutKernel(Image(hash_, other, "sm_90"), WitnessOfKey(key)).ok());
+    ASSERT_TRUE(store_->PutKernel(Image(hash_, def, "sm_90"), WitnessOfKey(testing::TestKey(key))).ok());
+    ASSERT_TRUE(store_->PutKernel(Image(hash_, other, "sm_90"), WitnessOfKey(testing::TestKey(key))).ok());
   }
 
   std::vector<std::string> notes;
@@ -250,26 +250,26 @@ TEST_F(PublishKernelsTest, TheStoreKeepsTheFirstImageOfAKeyAndRefusesDamagedOnes
   const Config def = spec_.default_config;
   KernelImage k = Image(hash_, def, "sm_90");
   KernelPut put;
-  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey("host-a"), &put).ok());
+  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey(testing::TestKey("host-a")), &put).ok());
   EXPECT_EQ(put, KernelPut::kNew);
-  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey("host-a"), &put).ok());  // the same again: a no-op
+  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey(testing::TestKey("host-a")), &put).ok());  // the same again: a no-op
   EXPECT_EQ(put, KernelPut::kSame);
   k.witnesses = {"forged:1", "forged:2"};  // a sender's say is not taken
-  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey("host-b"), &put).ok());
+  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey(testing::TestKey("host-b")), &put).ok());
   EXPECT_EQ(put, KernelPut::kWitnessed);
   KernelImage other = k;
   other.image += "x";
   other.sha256 = Sha256Hex(other.image);
-  Status st = store_->PutKernel(other, WitnessOfKey("host-c"), &put);
+  Status st = store_->PutKernel(other, WitnessOfKey(testing::TestKey("host-c")), &put);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
   EXPECT_EQ(put, KernelPut::kConflict);
-  EXPECT_NE(st.message().find(WitnessOfKey("host-c")), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(WitnessOfKey(testing::TestKey("host-c"))), std::string::npos) << st.message();
   auto got = store_->GetKernel(hash_, def.Id(), "f16", "sm_90");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->image, k.image);
-  EXPECT_EQ(got->witnesses, (std::vector<std::string>{WitnessOfKey("host-a"), WitnessOfKey("host-b")}));
+  EXPECT_EQ(got->witnesses, (std::vector<std::string>{WitnessOfKey(testing::TestKey("host-a")), WitnessOfKey(testing::TestKey("host-b"))}));
   ASSERT_EQ(got->conflicts.size(), 1u);
-  EXPECT_EQ(got->conflicts[0], WitnessOfKey("host-c") + " " + other.sha256);
+  EXPECT_EQ(got->conflicts[0], WitnessOfKey(testing::TestKey("host-c")) + " " + other.sha256);
   EXPECT_FALSE(got->Corroborated());
   KernelImage lying = k;
   lying.sha256 = Sha256Hex("else");
@@ -289,7 +289,7 @@ TEST_F(PublishKernelsTest, OneWorkersCubinShipsOnlyWhenRecompiledOrCorroborated)
   const Config def = spec_.default_config;
   Put(Row(spec_, hash_, def, "K=1024,M=1024,N=1024", 30));
   const KernelImage k = Image(hash_, def, "sm_90");
-  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey("host-a")).ok());
+  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey(testing::TestKey("host-a"))).ok());
   auto publish = [&](PublishOptions o, std::vector<std::string>* notes) {
     auto b = BuildBundle(*store_, ResultFilter{}, "t", o, notes);
     EXPECT_TRUE(b.ok()) << b.status().message();
@@ -318,13 +318,13 @@ TEST_F(PublishKernelsTest, OneWorkersCubinShipsOnlyWhenRecompiledOrCorroborated)
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("differs from the worker's image"), std::string::npos) << notes[0];
 
-  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey("host-b")).ok());
+  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey(testing::TestKey("host-b"))).ok());
   notes.clear();
   EXPECT_EQ(publish(PublishOptions{}, &notes), 1u) << "two workers agree";
   KernelImage other = Image(hash_, def, "sm_90");
   other.image = testing::SyntheticCubin("sm_90", "gemm", "planted");
   other.sha256 = Sha256Hex(other.image);
-  EXPECT_FALSE(store_->PutKernel(other, WitnessOfKey("host-c")).ok());
+  EXPECT_FALSE(store_->PutKernel(other, WitnessOfKey(testing::TestKey("host-c"))).ok());
   notes.clear();
   EXPECT_EQ(publish(same, &notes), 0u) << "a contradicted image never ships";
   ASSERT_EQ(notes.size(), 1u);
@@ -344,7 +344,7 @@ TEST_F(PublishKernelsTest, NvrtcCubinsTravelFromTheStoreIntoASignedBundleByteFor
   row.nvrtc_version = NvrtcVersionString();
   Put(row);
   KernelImage k{hash, def.Id(), "f16", "sm_90", Sha256Hex(ck.image), ck.image, {}, {}};
-  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey("host-a")).ok());
+  ASSERT_TRUE(store_->PutKernel(k, WitnessOfKey(testing::TestKey("host-a"))).ok());
   EXPECT_TRUE(CheckCubinEntries(k.image, {spec_.kernel}).ok());
   EXPECT_FALSE(CheckCubinEntries(k.image, {spec_.kernel + "_x"}).ok());
   // One worker's image ships once this host compiles the same bytes (no

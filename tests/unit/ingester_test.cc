@@ -224,7 +224,7 @@ TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
     const std::string bytes = EncodeEnvelope(env);
     IngestJob job = Job(zmq::message_t(bytes.data(), bytes.size()));
     job.worker = worker;
-    job.witness = WitnessOfKey(key.empty() ? worker + "-key" : key);
+    job.witness = WitnessOfKey(testing::TestKey(key.empty() ? worker : key));
     job.kernel_entries = {"gemm"};
     return job;
   };
@@ -239,7 +239,7 @@ TEST_F(IngesterTest, AConflictingCubinFromAnotherWorkerRaisesTheAlarm) {
   auto k = store_->GetKernel("kh", Cfg(64).Id(), "f16", "sm_90a");
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_EQ(k->image, testing::SyntheticCubin("sm_90a", "gemm", "honest"));
-  EXPECT_EQ(k->witnesses, std::vector<std::string>{"key:host-a:1-key"});
+  EXPECT_EQ(k->witnesses, std::vector<std::string>{WitnessOfKey(testing::TestKey("host-a:1"))});
   EXPECT_FALSE(k->Corroborated());
 }
 
@@ -258,7 +258,7 @@ TEST_F(IngesterTest, AWitnessIsTheSendersKeyWhateverItsName) {
     const std::string bytes = EncodeEnvelope(env);
     IngestJob job = Job(zmq::message_t(bytes.data(), bytes.size()));
     job.worker = worker;
-    job.witness = WitnessOfKey(key);
+    job.witness = WitnessOfKey(key.empty() ? "" : testing::TestKey(key));
     job.kernel_entries = {"gemm"};
     return job;
   };
@@ -272,15 +272,17 @@ TEST_F(IngesterTest, AWitnessIsTheSendersKeyWhateverItsName) {
   ASSERT_EQ(Take(5).size(), 5u);
   auto one = store_->GetKernel("kh", Cfg(64).Id(), "f16", "sm_90a");
   ASSERT_TRUE(one.ok()) << one.status().message();
-  EXPECT_EQ(one->witnesses, std::vector<std::string>{"key:K1"});
+  EXPECT_EQ(one->witnesses, std::vector<std::string>{WitnessOfKey(testing::TestKey("K1"))});
   EXPECT_FALSE(one->Corroborated());
   auto two = store_->GetKernel("kh", Cfg(128).Id(), "f16", "sm_90a");
   ASSERT_TRUE(two.ok()) << two.status().message();
-  EXPECT_EQ(two->witnesses, (std::vector<std::string>{"key:K1", "key:K2"}));
+  EXPECT_EQ(two->witnesses, (std::vector<std::string>{WitnessOfKey(testing::TestKey("K1")), WitnessOfKey(testing::TestKey("K2"))}));
   EXPECT_TRUE(two->Corroborated());
   // A store's older witnesses, worker names, count for nothing.
   KernelImage named = *two;
   named.witnesses = {"host-a:1", "host-b:1"};
+  EXPECT_FALSE(named.Corroborated());
+  named.witnesses = {"key:evil-a", "key:evil-b"};  // names of that prefix, not keys
   EXPECT_FALSE(named.Corroborated());
 }
 

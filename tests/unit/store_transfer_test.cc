@@ -153,10 +153,18 @@ TEST(StoreTransfer, AnImportNeverOverridesForgesAWitnessOrDatesARowAhead) {
   ahead.unix_time = 4102444800;  // 2100-01-01
   ASSERT_TRUE(peer->Put(ahead).ok());
   ASSERT_TRUE(peer->Put(row(4, 700, "evil")).ok());  // the one honest-looking new row
+  // A baseline keeps the newer figure: the farm's, and the file's dated 2100.
+  Measurement own = row(1, 1000, "farm-1");
+  own.baseline = "cublaslt 13.1.0";
+  ASSERT_TRUE(farm->PutBaseline(own).ok());
+  Measurement forged_baseline = row(1, 1, "evil");
+  forged_baseline.baseline = "cublaslt 13.1.0";
+  forged_baseline.unix_time = 4102444800;
+  ASSERT_TRUE(peer->PutBaseline(forged_baseline).ok());
   KernelImage k{hash, row(4, 700, "x").config_id, "f16", "sm_90", "", testing::SyntheticCubin("sm_90", "gemm", "p"), {}, {}};
   k.sha256 = Sha256Hex(k.image);
-  ASSERT_TRUE(peer->PutKernel(k, WitnessOfKey("K1")).ok());
-  ASSERT_TRUE(peer->PutKernel(k, WitnessOfKey("K2")).ok());
+  ASSERT_TRUE(peer->PutKernel(k, WitnessOfKey(testing::TestKey("K1"))).ok());
+  ASSERT_TRUE(peer->PutKernel(k, WitnessOfKey(testing::TestKey("K2"))).ok());
   ASSERT_TRUE(ExportStore(*peer, ResultFilter{}, dir.Sub("a.tfx"), nullptr).ok());
   std::filesystem::copy_file(dir.Sub("a.tfx"), dir.Sub("b.tfx"));
 
@@ -165,9 +173,9 @@ TEST(StoreTransfer, AnImportNeverOverridesForgesAWitnessOrDatesARowAhead) {
   EXPECT_EQ(n.rows, 4u);
   EXPECT_EQ(n.rows_new, 1u);
   EXPECT_EQ(n.rows_present, 1u);
-  EXPECT_EQ(n.rows_refused, 2u);
-  ASSERT_EQ(n.refusals.size(), 2u);
-  const std::string refusals = n.refusals[0] + "\n" + n.refusals[1];
+  EXPECT_EQ(n.rows_refused, 3u);  // two rows and the baseline
+  ASSERT_EQ(n.refusals.size(), 3u);
+  const std::string refusals = n.refusals[0] + "\n" + n.refusals[1] + "\n" + n.refusals[2];
   EXPECT_NE(refusals.find("physical floor"), std::string::npos) << refusals;
   EXPECT_NE(refusals.find("after this host's clock"), std::string::npos) << refusals;
   ASSERT_TRUE(ImportStore(*farm, dir.Sub("b.tfx"), &n).ok());
@@ -180,6 +188,9 @@ TEST(StoreTransfer, AnImportNeverOverridesForgesAWitnessOrDatesARowAhead) {
   EXPECT_EQ(kept->median_us, 900);
   EXPECT_FALSE(farm->Get("h100-80gb-hbm3", "gemm", "f16", "M=4096,N=4096,K=4096", hash, row(2, 0, "").config_id));
   EXPECT_FALSE(farm->Get("h100-80gb-hbm3", "gemm", "f16", "M=4096,N=4096,K=4096", hash, row(3, 0, "").config_id));
+  auto baseline = farm->GetBaseline("h100-80gb-hbm3", "gemm", "f16", "M=4096,N=4096,K=4096");
+  ASSERT_TRUE(baseline.ok()) << baseline.status().message();
+  EXPECT_EQ(baseline->median_us, 1000);
   auto image = farm->GetKernel(hash, k.config_id, "f16", "sm_90");
   ASSERT_TRUE(image.ok()) << image.status().message();
   EXPECT_TRUE(image->witnesses.empty());

@@ -226,8 +226,14 @@ std::string WitnessOfKey(const std::string& z85_key) {
 }
 
 bool KernelImage::Corroborated() const {
-  const auto keys = std::count_if(witnesses.begin(), witnesses.end(),
-                                  [](const std::string& w) { return w.starts_with(kKeyWitness); });
+  // "key:" and a 40-character Z85 key exactly (a worker name of a store
+  // older than this rule is none, short of that very form).
+  static constexpr std::string_view kZ85 =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+  const auto keys = std::count_if(witnesses.begin(), witnesses.end(), [](const std::string& w) {
+    return w.size() == kKeyWitness.size() + 40 && w.starts_with(kKeyWitness) &&
+           w.find_first_not_of(kZ85, kKeyWitness.size()) == std::string::npos;
+  });
   return keys >= 2 && conflicts.empty();
 }
 

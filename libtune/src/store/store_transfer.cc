@@ -311,30 +311,58 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
     }
   }
   TransferCounts n;
-  for (const OpRecord& op : ops) TUNE_RETURN_IF_ERROR(store.PutOp(op.name, op.submitted_unix, op.package));
+  const int64_t now = env.NowUnixSeconds();
+  // A peer's package dated ahead would stay its op's newest (publish's
+  // defaults) and be pruned last: it is dated no later than now.
+  for (const OpRecord& op : ops)
+    TUNE_RETURN_IF_ERROR(store.PutOp(op.name, trust == ImportTrust::kPeer ? std::min(op.submitted_unix, now)
+                                                                          : op.submitted_unix,
+                                     op.package));
   n.ops = ops.size();
   n.rows = rows.size();
+  // The (kernel hash, config, dtype) of rows refused, and of rows stored or
+  // admitted: a cubin comes in only beside a row of its own.
+  std::set<std::string> refused_kernels, kept_kernels;
+  auto kernel_of = [](const std::string& hash, const std::string& config_id, const std::string& dtype) {
+    return hash + '\0' + config_id + '\0' + dtype;
+  };
   if (trust == ImportTrust::kPeer) {
     // Insert-only: a peer's row never replaces a stored one (a pass rule
     // would let a "confirmed" row of the file override the farm's own), the
     // file's first row of a key is its word, and each row passes the door.
-    const ImportDoor door(store, ops, rows, env.NowUnixSeconds());
+    const ImportDoor door(store, ops, rows, now);
+    auto refuse = [&](const Measurement& m, const std::string& why) {
+      if (n.refusals.size() < kMaxReportedRefusals)
+        n.refusals.push_back(m.gpu_model + " " + m.op + " " + m.dtype + " " + m.shape + " " +
+                             (m.baseline.empty() ? m.config_id : m.baseline) + ": " + why);
+      ++n.rows_refused;
+    };
     std::vector<Measurement> admitted;
     std::set<std::string> keys;
     for (Measurement& m : rows) {
+      const std::string kernel = kernel_of(m.kernel_hash, m.config_id, m.dtype);
       if (!keys.insert(RowKey(m)).second || store.Get(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash, m.config_id)) {
         ++n.rows_present;
+        kept_kernels.insert(kernel);
         continue;
       }
       if (std::string why = door.Refusal(m); !why.empty()) {
-        if (n.refusals.size() < kMaxReportedRefusals)
-          n.refusals.push_back(m.gpu_model + " " + m.op + " " + m.dtype + " " + m.shape + " " + m.config_id + ": " + why);
-        ++n.rows_refused;
+        refuse(m, why);
+        refused_kernels.insert(kernel);
         continue;
       }
+      kept_kernels.insert(kernel);
       admitted.push_back(std::move(m));
     }
     rows = std::move(admitted);
+    // A baseline keeps the newer figure: one dated ahead or below the
+    // floor would replace this farm's for good.
+    std::vector<Measurement> fair;
+    for (Measurement& b : baselines) {
+      if (std::string why = door.Refusal(b); !why.empty()) refuse(b, why);
+      else fair.push_back(std::move(b));
+    }
+    baselines = std::move(fair);
   }
   TUNE_RETURN_IF_ERROR(store.PutBatch(rows, &n.rows_new));
   if (trust == ImportTrust::kPeer) n.rows_present += rows.size() - n.rows_new;
@@ -345,6 +373,8 @@ Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* 
   // farm saw contradicted is left out.
   for (const KernelImage& k : kernels) {
     if (!k.conflicts.empty()) continue;
+    const std::string kernel = kernel_of(k.kernel_hash, k.config_id, k.dtype);
+    if (refused_kernels.count(kernel) && !kept_kernels.count(kernel)) continue;
     std::vector<std::string> witnesses{""};
     if (trust == ImportTrust::kMirror && !k.witnesses.empty()) witnesses = k.witnesses;
     for (const std::string& w : witnesses) {

@@ -16,7 +16,8 @@
 // new row passes what a worker's row passes at the coordinator's door: a
 // row dated ahead of this host's clock (by more than an hour) or faster
 // than its config's physical floor on a known GPU model is refused, and
-// counted. A file is a peer's word and no witness: an imported cubin is
+// counted, as is a baseline (which keeps the newer figure); the cubins of
+// refused rows stay out, and a package is dated no later than the import. A file is a peer's word and no witness: an imported cubin is
 // stored without one, so it ships only once this farm recompiles it or two
 // of its own workers' keys send the same bytes. An import checks every
 // record's form first (key text, a config that is its id's, finite
