@@ -350,6 +350,10 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "Op package bytes the store keeps in all; past it, unneeded ones are pruned, then submits refused")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  c->add_option("--max-package-bytes-per-client-hour", coord.opts.max_package_bytes_per_client_hour,
+                "New op package bytes a client (CURVE key, or address) may bring to the store per hour")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("--max-read-bytes", coord.opts.max_read_bytes,
                 "Bytes one remote read (results/publish --coordinator) may export; a larger one is refused")
       ->capture_default_str()

@@ -96,7 +96,7 @@ std::string WinnerKey(const Measurement& m) {
 }
 
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
-  RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}};
+  RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}, {}};
   std::vector<Measurement> best;
   std::set<std::string> keys;
   for (const Measurement& m : rows) {

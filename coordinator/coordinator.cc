@@ -73,7 +73,7 @@ static std::string PeerAddress(zmq::message_t& frame) {
 // refused submit is answered with otherwise. Before the sweep is accepted,
 // so that a refused one leaves nothing behind.
 static Status AdmitOpPackages(ResultStore& store, const Scheduler& scheduler, const SweepSubmit& submit,
-                              uint64_t bound) {
+                              uint64_t bound, uint64_t budget, uint64_t* new_bytes) {
   std::vector<std::pair<std::string, OpPackage>> incoming;
   uint64_t bytes = 0;
   for (size_t i = 0; i < submit.ops.size() && i < submit.op_packages.size(); ++i) {
@@ -91,7 +91,7 @@ static Status AdmitOpPackages(ResultStore& store, const Scheduler& scheduler, co
     if (sweep.state != RunState::kRunning) continue;
     for (const OpPackage& p : sweep.submit.op_packages) needed.insert(PackageDigest(p));
   }
-  auto removed = store.MakeRoomForOps(incoming, bound, needed);
+  auto removed = store.MakeRoomForOps(incoming, bound, needed, budget, new_bytes);
   if (!removed.ok()) return removed.status();
   if (*removed > 0)
     CoordinatorLog(log::Level::kInfo, "op packages pruned to make room", {{"packages", *removed},
@@ -159,10 +159,23 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
                          {{"worker", cmd.worker_name}, {"devices", cmd.devices.size()}});
           Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
         } else if constexpr (std::is_same_v<T, SweepSubmit>) {
-          if (Status st = AdmitOpPackages(*store, scheduler, cmd, opts.max_stored_package_bytes); !st.ok()) {
-            CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", cmd.name}, {"error", st.message()}});
-            return Send(identity, ErrorReply{st.message()});
+          // A client's share of new package bytes over the last hour.
+          auto& brought = package_bytes_by_client[client];
+          while (!brought.empty() && now - brought.front().first > 3600) brought.pop_front();
+          uint64_t used = 0;
+          for (const auto& [when, bytes] : brought) used += bytes;
+          const uint64_t limit = opts.max_package_bytes_per_client_hour;
+          uint64_t added = 0;
+          if (Status st = AdmitOpPackages(*store, scheduler, cmd, opts.max_stored_package_bytes,
+                                          limit - std::min(used, limit), &added);
+              !st.ok()) {
+            const std::string why = st.message() + (added > limit - std::min(used, limit)
+                                                        ? " (--max-package-bytes-per-client-hour)" : "");
+            CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", cmd.name}, {"error", why}});
+            return Send(identity, ErrorReply{why});
           }
+          if (added) brought.emplace_back(now, added);
+          if (brought.empty()) package_bytes_by_client.erase(client);
           Send(identity, sweeps->Submit(cmd, client, now));
         } else if constexpr (std::is_same_v<T, SweepCancel>) {
           Send(identity, sweeps->Cancel(cmd.sweep_id));

@@ -51,6 +51,8 @@ struct CoordinatorOptions {
   // Op package bytes the store keeps in all; a submit past it is refused
   // once what nothing needs is pruned (ResultStore::MakeRoomForOps).
   uint64_t max_stored_package_bytes = kDefaultMaxStoredPackageBytes;
+  // New op package bytes one client may bring per hour.
+  uint64_t max_package_bytes_per_client_hour = kDefaultMaxPackageBytesPerClientHour;
   // The bytes one remote read's export may take, counted while it is
   // written (StoreReads).
   uint64_t max_read_bytes = kDefaultMaxReadBytes;

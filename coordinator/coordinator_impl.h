@@ -9,6 +9,8 @@
 //   image_service.{h,cc}        stored cubins served to workers (ImageRequest)
 #pragma once
 
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <zmq.hpp>
@@ -47,6 +49,8 @@ struct Coordinator::Impl final : PeerLink {
   std::unique_ptr<ImageService> images;
   uint64_t seq = 0;
   double last_key_check = 0;
+  // New package bytes each client brought in the last hour: (when, bytes).
+  std::map<std::string, std::deque<std::pair<double, uint64_t>>> package_bytes_by_client;
 
   explicit Impl(CoordinatorOptions o) : opts(std::move(o)), scheduler(opts.scheduler) {}
 

@@ -777,6 +777,46 @@ TEST_F(HostilePeerTest, SweepsPerClientPerMinuteAreBounded) {
   EXPECT_TRUE(again.Receive<SweepStatus>().sweeps.empty());
 }
 
+// A client may bring so many new package bytes to the store an hour: past
+// its share the submit is refused naming the bound, nothing is stored of
+// it, and a package stored already costs nothing again.
+TEST_F(HostilePeerTest, NewPackageBytesPerClientPerHourAreBounded) {
+  StartCoordinator({"--max-package-bytes-per-client-hour", std::to_string(7u << 19)});  // 3.5 MiB
+  Peer client(ctx_, endpoint_);
+  auto sized = [&](char tag) {
+    OpPackage pkg = Package();
+    pkg["data.bin"] = std::string(1u << 20, tag);  // 1 MiB, a new package per tag
+    return SweepOf(pkg);
+  };
+  for (char tag : {'a', 'b'}) {
+    client.Send(sized(tag));
+    EXPECT_FALSE(client.Receive<SweepAccepted>().sweep_id.empty()) << CoordinatorLog();
+  }
+  client.Send(sized('a'));  // stored already: no new bytes
+  auto again = client.ReceiveAny();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_TRUE(std::holds_alternative<SweepAccepted>(*again))
+      << (std::holds_alternative<ErrorReply>(*again) ? std::get<ErrorReply>(*again).message : CommandName(*again));
+  client.Send(sized('c'));
+  client.Send(sized('d'));
+  EXPECT_FALSE(client.Receive<SweepAccepted>().sweep_id.empty()) << CoordinatorLog();
+  const std::string error = client.Receive<ErrorReply>().message;
+  EXPECT_NE(error.find("this client may still bring this hour (--max-package-bytes-per-client-hour)"),
+            std::string::npos)
+      << error;
+  size_t stored = 0;
+  {
+    auto store = ResultStore::OpenReadOnly(Store());
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    ASSERT_TRUE((*store)->ForEachOp([&](const OpRecord& op) {
+      auto data = op.package.find("data.bin");
+      if (data != op.package.end() && data->second[0] == 'd') ADD_FAILURE() << "the refused package was stored";
+      ++stored;
+    }).ok());
+  }
+  EXPECT_EQ(stored, 3u);
+}
+
 // Each new version of an op is kept in the store while a sweep may need it;
 // beyond the newest eight, versions of sweeps that ended are removed.
 TEST_F(HostilePeerTest, OldOpVersionsAreRemovedFromTheStoreOnceNoSweepNeedsThem) {

@@ -46,6 +46,9 @@ inline constexpr size_t kMaxRetainedOpVersions = 8;
 // refused with a line. 12 op names of 30 MB each once made a 430 MB store.
 inline constexpr uint64_t kDefaultMaxStoredPackageBytes = uint64_t{256} << 20;
 inline constexpr uint64_t kMaxSubmitNewPackageBytes = uint64_t{64} << 20;
+// New op package bytes one client (CURVE key, else address) may bring to the
+// store per hour: a client cannot churn the store's bound alone.
+inline constexpr uint64_t kDefaultMaxPackageBytesPerClientHour = uint64_t{128} << 20;
 
 // Unpacked op packages a worker keeps on disk (its cache folder's
 // packages/ and programs/packages/), in bytes: past it the least recently

@@ -1194,7 +1194,8 @@ std::string Mib(uint64_t bytes) {
 }  // namespace
 
 Result<size_t> ResultStore::MakeRoomForOps(const std::vector<std::pair<std::string, OpPackage>>& incoming,
-                                           uint64_t bound, const std::set<std::string>& needed) {
+                                           uint64_t bound, const std::set<std::string>& needed, uint64_t budget,
+                                           uint64_t* new_bytes) {
   std::lock_guard<std::mutex> lock(impl_->ops_mu);
   if (!impl_->op_bytes_loaded) {
     // Records written before the index of ops (IndexOps) are counted once
@@ -1215,6 +1216,10 @@ Result<size_t> ResultStore::MakeRoomForOps(const std::vector<std::pair<std::stri
     if (impl_->op_bytes.count(key) || !incoming_keys.insert(key).second) continue;  // stored already: a new time only
     added += EncodeOpRecord(OpRecord{name, 0, package}).size();
   }
+  if (new_bytes) *new_bytes = added;
+  if (added > budget)
+    return Status::InvalidArgument("op packages: " + std::to_string(added) + " new bytes, more than the " +
+                                   std::to_string(budget) + " this client may still bring this hour");
   if (stored + added <= bound) return size_t{0};
   // Only removing writes: a store below its reserve still takes a submit
   // that fits (its sweep waits for the disk, as every write does).

@@ -200,8 +200,13 @@ class ResultStore {
   // bound, when even then they would not fit (nothing is written then but
   // the removals). Reads every op record's size once per handle, and the
   // rows of ops with candidates only when room is short. Thread-safe.
+  // `budget`: the most new package bytes these may bring (a client's share,
+  // coordinator/coordinator.cc); past it nothing is removed and the call
+  // fails with InvalidArgument naming both. *new_bytes (when given): the
+  // bytes of packages not stored before.
   Result<size_t> MakeRoomForOps(const std::vector<std::pair<std::string, OpPackage>>& incoming, uint64_t bound,
-                                const std::set<std::string>& needed);
+                                const std::set<std::string>& needed, uint64_t budget = UINT64_MAX,
+                                uint64_t* new_bytes = nullptr);
 
   // The cubins workers measured (types.h KernelImage), kept for bundles,
   // with who vouches for them. The first image of a key is stored with
