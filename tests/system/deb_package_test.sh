@@ -39,7 +39,8 @@ if command -v python3 > /dev/null && python3 -c "import jinja2" 2>/dev/null; the
   grep -q ./lib/systemd/system/tunefarm-worker@.service <<<"$contents" || fail "the package lacks the worker unit"
   # Workers have a home apart from the state folder (the service user's
   # home, which holds the coordinator's store), and cannot reach that folder.
-  unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./lib/systemd/system/tunefarm-worker@.service)
+  unit_path=$(grep -o '\./[^ ]*lib/systemd/system/tunefarm-worker@\.service' <<<"$contents" | head -1)
+  unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO "$unit_path")
   worker_home=$(sed -n 's/^Environment=HOME=//p' <<<"$unit")
   [[ -n "$worker_home" ]] || fail "the worker unit sets no HOME"
   [[ "$worker_home" != /var/lib/tunefarm && "$worker_home" != /var/lib/tunefarm/* ]] \
