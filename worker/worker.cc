@@ -57,9 +57,7 @@ std::string DefaultCacheRoot() {
   if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/tunefarm";
   return "/tmp/tunefarm-cache";
 }
-#ifdef TUNEFARM_WITH_CUDA
 std::string DefaultCacheDir() { return DefaultCacheRoot() + "/cubins"; }
-#endif
 
 // A unit handed from the socket thread to one device thread.
 class UnitQueue {
@@ -1028,7 +1026,7 @@ Status Worker::Start() {
                                programs.work_dir + "/packages"},
       o.max_package_cache_bytes, PackageCache::kDefaultGraceSeconds);
   impl_->fetched_images = std::make_unique<FetchedImageCache>(
-      (o.cache_dir.empty() ? DefaultCacheRoot() + "/cubins" : o.cache_dir) + "/fetched");
+      (o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir) + "/fetched");
   if (o.http_port >= 0) {
     HttpServerOptions ho;
     ho.address = o.http_address;
