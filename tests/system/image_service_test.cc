@@ -116,7 +116,8 @@ class ImageServiceTest : public ::testing::Test {
   }
   // A worker key `who` that said hello with one device of compute
   // capability 9.0 (its cubins are sm_90 or sm_90a).
-  std::unique_ptr<Peer> Worker(const std::string& who) {
+  // `name`: what its hello says (default "who:1").
+  std::unique_ptr<Peer> Worker(const std::string& who, const std::string& name = "") {
     auto peer = std::make_unique<Peer>(ctx_, endpoint_, 10000, Curve(who));
     DeviceInfo d;
     d.index = 0;
@@ -127,7 +128,7 @@ class ImageServiceTest : public ::testing::Test {
     d.max_threads_per_block = 1024;
     d.cc_major = 9;
     d.cc_minor = 0;
-    peer->Send(Hello{who + ":1", "0.1", {d}});
+    peer->Send(Hello{name.empty() ? who + ":1" : name, "0.1", {d}});
     peer->Receive<HelloAck>();
     return peer;
   }
@@ -252,16 +253,8 @@ TEST_F(ImageServiceTest, ImagesTwoKeysSentAreServedOthersAreMissingAndStrayReque
 TEST_F(ImageServiceTest, OneKeyUnderTwoNamesIsOneWitnessAndPublishShipsTheConfigOnly) {
   Config planted;
   for (const char* name : {"evil-a:1", "evil-b:1"}) {
-    Peer evil(ctx_, endpoint_, 10000, Curve("a"));
-    DeviceInfo d;
-    d.name = "Simulated a100";
-    d.model = kModel;
-    d.backend = "sim";
-    d.nvrtc_version = "sim";
-    d.max_threads_per_block = 1024;
-    d.cc_major = 9;
-    evil.Send(Hello{name, "0.1", {d}});
-    evil.Receive<HelloAck>();
+    auto evil_peer = Worker("a", name);
+    Peer& evil = *evil_peer;
     const WorkUnit unit = evil.RequestUnit();
     ASSERT_FALSE(unit.configs.empty()) << CoordinatorLog();
     if (planted.params.empty()) planted = unit.configs[0];
