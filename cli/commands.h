@@ -101,6 +101,7 @@ struct TuneArgs {
   double budget_seconds = 0;       // 0 = the sweep file's, else none
   std::string retry;               // failure classes to measure again (the sweep file's when empty)
   uint64_t max_raw_configs = SchedulerOptions{}.max_raw_configs;  // the local coordinator's bound
+  uint32_t search_in_flight = 0;                                   // SchedulerOptions::search_in_flight
   // --config, repeatable: "BM=128,BN=256,...", measured instead of the op's
   // space (SweepSubmit::configs); none = the sweep file's list, else the space.
   std::vector<std::string> configs;

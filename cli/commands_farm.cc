@@ -13,6 +13,7 @@
 #include "service_notify.h"
 #include "base/json_text.h"
 #include "opspec/sweep_file.h"
+#include "report/pipeline.h"
 #include "base/text.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
@@ -267,6 +268,8 @@ int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
     }
     for (const auto& why : p.skipped) std::printf("  skipped %s\n", ToValidUtf8(why).c_str());
     if (!p.expanding.empty()) std::printf("  expanding the config spaces for %s\n", Join(p.expanding).c_str());
+    if (const std::string line = PipelineLine(p.pipeline, p.in_flight, p.in_flight_depth); !line.empty())
+      std::printf("  pipeline: %s\n", line.c_str());
   }
   return 0;
 }
@@ -290,6 +293,11 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   c->add_option("--heartbeat-ms", coord.opts.heartbeat_ms, "Heartbeat interval")->capture_default_str();
   c->add_option("--liveness", coord.opts.liveness, "Missed heartbeats before a worker is dead")->capture_default_str();
   c->add_option("--configs-per-unit", coord.opts.scheduler.configs_per_unit, "Default work unit size")->capture_default_str();
+  c->add_option("--search-in-flight", coord.opts.scheduler.search_in_flight,
+                "Configs a searched key keeps in flight, proposed and not yet measured (0: sized from the "
+                "model's devices and their pace; one batch of 16-64 is lock-step)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 65536u));
   c->add_option("--lease-base", coord.opts.scheduler.lease_base_seconds, "Lease seconds per unit, fixed part")->capture_default_str();
   c->add_option("--lease-per-pair", coord.opts.scheduler.lease_per_pair_seconds, "Lease seconds per (config, shape)")->capture_default_str();
   c->add_option("--max-attempts", coord.opts.scheduler.max_attempts,

@@ -34,6 +34,7 @@ struct ReplayArgs {
   std::vector<std::string> strategies = {"model", "evolution", "random"};
   uint64_t budget = 0;
   uint32_t seeds = 20, batch = 16;
+  uint32_t in_flight = 0;  // 0: lock-step
   uint64_t seed = 0;
   ResultFilter filter;
 };
@@ -414,6 +415,9 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
     if (Status st = CheckStrategyName(s, "--strategy"); !st.ok()) return Usage(st.message());
   if (args.budget > kMaxSearchBudget)
     return Usage("--budget: at most " + std::to_string(kMaxSearchBudget) + " evaluations per key");
+  if (args.in_flight != 0 && args.in_flight < args.batch)
+    return Usage("--in-flight: " + std::to_string(args.in_flight) + " is fewer than a batch (--batch " +
+                 std::to_string(args.batch) + ")");
   auto truth = args.results.empty() ? TruthFromStore(args.store, args.filter)
                                       : TruthFromFile(args.results, args.filter, stop);
   if (!truth.ok()) return Fail(truth.status().message());
@@ -429,9 +433,16 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
   }
 
   nlohmann::json out = nlohmann::json::array();
-  if (args.format == "table")
+  if (args.format == "table") {
+    if (args.in_flight > args.batch)
+      std::printf("batch %u, %u in flight (%u units measured at a time, finishing in a seeded order), %u seeds\n",
+                  args.batch, args.in_flight, args.in_flight / args.batch, args.seeds);
+    else
+      std::printf("batch %u, lock-step (each batch proposed once the one before is measured), %u seeds\n",
+                  args.batch, args.seeds);
     std::printf("%-58s %6s  %-13s %-22s %-22s %-22s %s\n", "key", "legal", "strategy", "to 1%: median / p90",
                 "to 2%: median / p90", "to 5%: median / p90", "vs random (2%)");
+  }
   for (const GroundTruth& t : *truth) {
     std::map<std::string, ReplayResult> by_name;
     std::vector<std::string> names = args.strategies;
@@ -450,6 +461,7 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
       o.search.seed = args.seed;
       o.seeds = args.seeds;
       o.batch = args.batch;
+      o.in_flight = args.in_flight;
       o.stop = stop;
       auto r = Replay(t, o);
       if (!r.ok()) return Fail(r.status().message());
@@ -477,7 +489,8 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
       } else {
         nlohmann::json j = {{"key", r.key},           {"legal", r.legal},      {"valid", r.valid},
                             {"best_us", r.best_us},   {"strategy", r.strategy}, {"seeds", args.seeds},
-                            {"batch", args.batch},    {"budget", args.budget}, {"vs_random_at_2pct", ratio}};
+                            {"batch", args.batch},    {"in_flight", std::max(args.in_flight, args.batch)},
+                            {"budget", args.budget},  {"vs_random_at_2pct", ratio}};
         for (const ReplayFigure& f : r.figures) {
           j["within"].push_back({{"within", f.within},
                                  {"reached", f.reached},
@@ -607,6 +620,11 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   replay->add_option("--seed", args->seed, "First seed")->capture_default_str();
   replay->add_option("--batch", args->batch, "Configs proposed at a time, as a unit of a farm")
       ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  replay->add_option("--in-flight", args->in_flight,
+                     "Configs proposed and not yet measured, at most, as a farm's pipeline: a batch is proposed "
+                     "whenever that leaves room for one, and units finish in an order seeded per seed (at least "
+                     "--batch; default: lock-step, each batch proposed once the one before is measured)")
       ->check(CLI::Range(1, 4096));
   replay->add_option("--warm-from", args->warm_from,
                      "Warm start: what this file's keys of the same op and dtype measured (other GPU models, other "

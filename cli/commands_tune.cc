@@ -107,6 +107,8 @@ nlohmann::ordered_json SweepJson(const WorkerStats& total, const Pipeline& p, bo
                                      {"compile_seconds", total.compile_seconds},
                                      {"compile_threads", total.compile_threads},
                                      {"device_wait_seconds", total.compile_wait_seconds},
+                                     {"units", total.units},
+                                     {"units_compiled_ahead", total.units_ahead},
                                      {"measure_seconds", total.measure_seconds},
                                      {"wall_seconds", p.wall_seconds}};
   return {{"configs", total.screened.size()},
@@ -173,6 +175,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   fopts.sim_workers = args.sim_workers;
   fopts.store = args.store;
   fopts.max_raw_configs = args.max_raw_configs;
+  fopts.search_in_flight = args.search_in_flight;
   auto farm = LocalFarm::Start(fopts);
   if (!farm.ok()) return Fail(farm.status().message());
   const double sweep_start = NowSeconds();
@@ -403,6 +406,11 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
   t->add_option("--config", tune_args.configs,
                 "Measure just this config, like BM=128,BN=256,... (repeatable; every param of the op, values from "
                 "its [params] lists): the op's space is not searched (default: the sweep file's configs, else the space)");
+  t->add_option("--in-flight", tune_args.search_in_flight,
+                "Configs a searched key keeps in flight, proposed and not yet measured (0: sized from the devices "
+                "and their pace; 16 is lock-step: each batch waits for the one before)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 65536u));
   t->add_option("--max-raw-configs,--max-raw-points", tune_args.max_raw_configs,
                 "Refuse ops with more raw config points (product of their axes' sizes) than this; a large space "
                 "with a searching --strategy and --budget needs it raised")

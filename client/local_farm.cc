@@ -93,6 +93,7 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
   copts.store_path = opts.store;
   copts.scheduler.refine_within = opts.worker.timing.refine_within;
   copts.scheduler.max_raw_configs = opts.max_raw_configs;
+  copts.scheduler.search_in_flight = opts.search_in_flight;
   farm->coordinator_ = std::make_unique<Coordinator>(copts);
   TUNE_RETURN_IF_ERROR(farm->coordinator_->Start());
   return farm;

@@ -39,6 +39,7 @@ struct LocalFarmOptions {
   // The coordinator's bound on an op's raw config points
   // (SchedulerOptions::max_raw_configs, `tune --max-raw-configs`).
   uint64_t max_raw_configs = SchedulerOptions{}.max_raw_configs;
+  uint32_t search_in_flight = 0;  // SchedulerOptions::search_in_flight (`tune --in-flight`)
 };
 
 class LocalFarm {

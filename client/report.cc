@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include "report/compare.h"
+#include "report/pipeline.h"
 
 #include <set>
 
@@ -336,6 +337,7 @@ nlohmann::json ProgressJson(const SweepProgress& p) {
           {"error", ToValidUtf8(p.error)}, {"waiting_for", p.waiting_for},
           {"expanding", p.expanding},  {"waits", p.waits},
           {"skipped", p.skipped},      {"priority", p.priority},
+          {"pipeline", PipelineJson(p.pipeline, p.in_flight, p.in_flight_depth)},
           {"started_unix", p.started_unix},
           {"finished_unix", p.finished_unix}};
 }

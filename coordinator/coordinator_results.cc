@@ -270,6 +270,9 @@ void Ingestion::ApplyOutcomes() {
         if (!o.baseline_note.empty())
           CoordinatorLog(log::Level::kWarn, o.baseline_note,
                          {{"sweep", o.head.sweep_id}, {"unit", o.head.unit_id}, {"worker", o.identity}});
+        if (!o.pipeline_note.empty())
+          CoordinatorLog(log::Level::kWarn, o.pipeline_note,
+                         {{"sweep", o.head.sweep_id}, {"unit", o.head.unit_id}, {"worker", o.identity}});
         if (o.head.final && unstored_batches_.erase({o.identity, o.head.unit_id})) {
           AskToResend(o.identity, o.head.unit_id);  // the final batch stays unacknowledged
           break;
@@ -278,6 +281,7 @@ void Ingestion::ApplyOutcomes() {
         link_->Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
                                     static_cast<uint32_t>(o.stored), "", o.clock_skew_seconds});
         if (!o.head.final) break;
+        if (o.pipeline.units) scheduler_->AddPipeline(o.head.sweep_id, o.head.unit_id, o.pipeline);
         if (const double took = scheduler_->CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, now,
                                                          opts_->env->NowUnixSeconds());
             took > 0) {

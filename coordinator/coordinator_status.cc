@@ -8,6 +8,7 @@
 
 #include "dashboard.h"
 #include "report/compare.h"
+#include "report/pipeline.h"
 #include "serve/metrics.h"
 #include "base/json_text.h"
 
@@ -66,7 +67,8 @@ void StatusPages::AddSweeps(double now, std::map<std::string, std::string>* docs
                       {"started_unix", p.started_unix}, {"finished_unix", p.finished_unix},
                       {"error", p.error}, {"waiting_for", p.waiting_for},
                       {"expanding", p.expanding}, {"waits", p.waits}, {"skipped", p.skipped},
-                      {"priority", p.priority}});
+                      {"priority", p.priority},
+                      {"pipeline", PipelineJson(p.pipeline, p.in_flight, p.in_flight_depth)}});
     // A finished sweep's series go an hour after it ended: a long-lived
     // coordinator's /metrics does not grow with every sweep it ever ran.
     if (p.finished_unix > 0 && now_unix - p.finished_unix > kFinishedSweepSeriesSeconds) continue;
@@ -77,6 +79,24 @@ void StatusPages::AddSweeps(double now, std::map<std::string, std::string>* docs
                                      p.pairs_total, labels));
     metrics->push_back(Metric::Gauge("tunefarm_sweep_pairs_failed", "pairs stored as failures",
                                      p.pairs_failed, labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_configs_compiled", "configs its units compiled",
+                                     p.pipeline.compiled, labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_configs_fetched",
+                                     "configs its units took from the coordinator's stored images", p.pipeline.fetched,
+                                     labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_configs_cached", "configs its units found in the cubin cache",
+                                     p.pipeline.cached, labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_compile_seconds", "compiler time of its units' configs",
+                                     p.pipeline.compile_seconds, labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_device_wait_seconds", "seconds its devices waited for compiles",
+                                     p.pipeline.device_wait_seconds, labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_devices_busy",
+                                     "fraction of its devices' time on its units spent checking and timing",
+                                     DevicesBusy(p.pipeline), labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_in_flight", "searched configs proposed and not yet measured",
+                                     p.in_flight, labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_in_flight_depth", "the most its searched keys keep in flight",
+                                     p.in_flight_depth, labels));
     metrics->push_back(Metric::Gauge("tunefarm_sweep_running", "1 while the sweep runs; 0 once done, cancelled or failed",
                                      p.state == "running" ? 1 : 0, labels));
   }

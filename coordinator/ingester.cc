@@ -218,6 +218,15 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
     out.baseline_note = "baselines refused: " + baselines.status().message();
     baselines = std::vector<Measurement>{};
   }
+  if (results->pipeline.units) {
+    // No figure of a unit takes longer than this: a week, over every thread.
+    constexpr double kMaxPipelineSeconds = 7 * 86400.0;
+    const std::string why = !results->final ? "pipeline figures on a batch that is not the unit's last"
+                            : !job.unit     ? "pipeline figures for a unit not leased to the sender"
+                                            : results->pipeline.Invalid(job.unit->configs.size(), kMaxPipelineSeconds);
+    if (why.empty()) out.pipeline = results->pipeline;
+    else out.pipeline_note = why + " (left out of the sweep's figures)";
+  }
   out.rows = rows->size();
   out.reused = results->reused.size();
   for (const StoredDigest& d : results->reused) {

@@ -116,6 +116,10 @@ struct IngestOutcome {
   // The batch's baseline rows were refused, and why (BaselinesToStore): a
   // baseline costs only itself, never the configs' rows beside it.
   std::string baseline_note;
+  // A final batch's pipeline figures (Results::pipeline) where they fit the
+  // unit (units = 1), else zero and pipeline_note says why (the rows stand).
+  PipelineFigures pipeline;
+  std::string pipeline_note;
   // Cubins of this batch that differ from another worker's image of the same
   // key: an alarm (the stored image stays, and neither ships unverified).
   size_t kernel_conflicts = 0;

@@ -483,7 +483,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
         it = pools.erase(it);
         continue;
       }
-      if (!NextSearchBatch(sweep, gpu_model, pool, now)) {
+      if (!NextSearchBatch(sweep, worker, gpu_model, pool, now)) {
         ++it;
         continue;
       }
@@ -534,19 +534,23 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
   return nullptr;
 }
 
-bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, ConfigPool& pool, double now) {
+bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model,
+                                ConfigPool& pool, double now) {
   KeySearch& ks = *pool.search;
   SweepState::KeyPasses& passes = sweep.key_passes[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
-  if (passes.open_screen_units > 0) return false;  // its figures are not all in
-  if (ks.proposing) return false;                   // its batch is being proposed
+  if (ks.proposing) return false;  // its batch is being proposed
+  // A batch of a fixed size, not one sized to the devices: what a seed
+  // proposes must not depend on how many devices measure it (the depth
+  // does: how many batches are out while their figures come in).
+  const size_t unit = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
+  const size_t batch = std::clamp<size_t>(unit, kSearchBatchMin, kSearchBatchMax);
+  ks.depth = SearchDepth(worker, model, pool.shape, batch);
+  // The pool is dry here: what is in flight is in the key's open units.
+  if (!ks.ready && ProposalNow(passes.open_screen_configs, ks.depth, batch) == 0) return false;
   if (!ks.ready) {
     if (ks.started < 0) ks.started = now;
     const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
-    // A batch of a fixed size, not one sized to the devices: what a seed
-    // proposes must not depend on how many devices measure it. Other keys'
-    // batches keep the devices busy while one waits for its figures.
-    const size_t unit = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
-    const size_t batch = out_of_time ? 0 : std::clamp<size_t>(unit, kSearchBatchMin, kSearchBatchMax);
+    const size_t want = out_of_time ? 0 : batch;
     const OpSpec* spec = nullptr;
     for (const OpSpec& s : sweep.specs)
       if (s.name == pool.op) spec = &s;
@@ -557,11 +561,11 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
         return fn(device, spec, dtype, shape);
       };
     auto search = pool.search;
-    ProposeWork work = [search, rows = std::move(rows), batch, retry = sweep.submit.retry,
+    ProposeWork work = [search, rows = std::move(rows), want, retry = sweep.submit.retry,
                         id = sweep.id]() -> std::function<void()> {
       std::shared_ptr<SearchBatch> out;
       try {
-        out = std::make_shared<SearchBatch>(ProposeSearchBatch(*search, rows, batch, retry, id));
+        out = std::make_shared<SearchBatch>(ProposeSearchBatch(*search, rows, want, retry, id));
       } catch (const std::exception& e) {  // the search ends, the coordinator goes on
         out = std::make_shared<SearchBatch>();
         out->warnings.push_back(std::string("the search stops: its proposal failed: ") + e.what());
@@ -611,6 +615,18 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& model, Con
   return true;
 }
 
+size_t Scheduler::SearchDepth(const std::string& worker, const std::string& model, const Shape& shape,
+                              size_t batch) const {
+  if (opts_.search_in_flight > 0) return std::max<size_t>(opts_.search_in_flight, batch);
+  // Enough for every device of the model to hold its units, each compiling
+  // ahead of its timing, were this key the only one: the devices' pace is
+  // in the unit size (configs a unit takes to last target_unit_seconds).
+  auto live = live_devices_.find(model);
+  const size_t devices = live == live_devices_.end() ? 1 : std::max<size_t>(live->second, 1);
+  const size_t want = devices * kUnitsHeldPerDevice * UnitSizeFor(worker, shape);
+  return std::clamp<size_t>(want, 2 * batch, std::max(kMaxSearchInFlight, 2 * batch));
+}
+
 SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
                                const std::vector<std::string>& retry, const std::string& sweep_id) {
   SearchBatch out;
@@ -645,7 +661,11 @@ SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Me
 Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
   sweep.units.push_back(u.id);
   sweep.model_passes[u.gpu_model].open_units++;
-  if (u.kind == UnitKind::kScreen) sweep.key_passes[PoolKey{u.gpu_model, u.op, u.dtype, u.shape_key}].open_screen_units++;
+  if (u.kind == UnitKind::kScreen) {
+    SweepState::KeyPasses& k = sweep.key_passes[PoolKey{u.gpu_model, u.op, u.dtype, u.shape_key}];
+    k.open_screen_units++;
+    k.open_screen_configs += u.configs.size();
+  }
   return units_.emplace(u.id, std::move(u)).first->second;
 }
 
@@ -958,6 +978,28 @@ void Scheduler::NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64
   for (const auto& [cls, count] : failed_by_class) sweep.failed_by_class[cls] += count;
 }
 
+void Scheduler::AddPipeline(const std::string& sweep_id, uint64_t unit_id, const PipelineFigures& figures) {
+  const Unit* u = FindUnitOf(sweep_id, unit_id);
+  if (!u || u->state == UnitState::kDone) return;
+  sweeps_.at(sweep_id).pipeline += figures;
+}
+
+std::pair<uint64_t, uint64_t> Scheduler::InFlight(const std::string& sweep_id) const {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.state != RunState::kRunning) return {0, 0};
+  uint64_t in_flight = 0, depth = 0;
+  for (const auto& [model, pools] : pools_) {
+    for (const ConfigPool& pool : pools) {
+      if (pool.sweep_id != sweep_id || !pool.search || pool.search->ended) continue;
+      const auto passes = it->second.key_passes.find(PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()});
+      in_flight += pool.configs->size() - std::min(pool.next, pool.configs->size());
+      if (passes != it->second.key_passes.end()) in_flight += passes->second.open_screen_configs;
+      depth += pool.search->depth;
+    }
+  }
+  return {in_flight, depth};
+}
+
 double Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,
                              uint64_t unit_id, double now, int64_t now_unix) {
   Unit* found = FindUnitOf(sweep_id, unit_id);
@@ -1011,7 +1053,10 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
     sweep.units_finished++;
     sweep.model_passes[u.gpu_model].open_units--;
     SweepState::KeyPasses& k = sweep.key_passes[PoolKey{u.gpu_model, u.op, u.dtype, u.shape_key}];
-    if (u.kind == UnitKind::kScreen) k.open_screen_units--;
+    if (u.kind == UnitKind::kScreen) {
+      k.open_screen_units--;
+      k.open_screen_configs -= std::min<uint64_t>(k.open_screen_configs, u.configs.size());
+    }
     if (u.kind == UnitKind::kRefine) k.refine_stale = true;
   }
   if (u.state == UnitState::kLeased) {
@@ -1309,6 +1354,8 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id, std:
     p.name = s.submit.name;
     p.state = RunStateName(s.state);
     p.priority = s.submit.priority;
+    p.pipeline = s.pipeline;
+    std::tie(p.in_flight, p.in_flight_depth) = InFlight(id);
     p.units_total = s.units.size();
     p.units_done = s.units_finished;
     p.pairs_total = s.pairs_total;

@@ -73,6 +73,11 @@ struct SchedulerOptions {
   // submit; one with more legal configs on a model fails with the reason.
   uint64_t max_raw_configs = 4'000'000;
   uint64_t max_legal_configs = 1'000'000;
+  // Configs a searched key keeps in flight (proposed, not yet measured);
+  // 0: sized from the model's live devices, the units each holds
+  // (kUnitsHeldPerDevice) and their measured size (UnitSizeFor), at least
+  // two batches, at most kMaxSearchInFlight. One batch is lock-step.
+  uint32_t search_in_flight = 0;
   // A GPU model is live for a sweep while its devices do work. One with
   // work queued whose devices have neither asked for, taken nor finished
   // any for this long (and held no lease meanwhile) stops holding the
@@ -161,12 +166,18 @@ using PriorsFn = std::function<std::vector<PriorTrial>(const DeviceInfo& device,
 
 // The search of one (sweep, model, op, dtype, shape) key by a strategy
 // other than exhaustive (SweepSubmit::strategy): its configs are proposed a
-// batch at a time, each once the batch before is measured (so a search is
-// the same for a seed and results, whatever the number of devices), up to
-// `budget` evaluations or `budget_seconds` of proposing.
+// batch at a time, up to `budget` evaluations or `budget_seconds` of
+// proposing. A key keeps configs in flight: it proposes its next batch as
+// soon as fewer than `depth - batch` of its configs wait to be measured
+// (ProposalNow), so that its devices and the workers' compile pools never
+// wait for its slowest unit. Batches keep one size whatever the devices: a
+// seed and an order in which results arrive give the same search.
 // The configs a search proposes at a time: the sweep's unit size within
 // these bounds.
 inline constexpr size_t kSearchBatchMin = 16, kSearchBatchMax = 64;
+// The most configs one key keeps in flight, however many devices measure it
+// (replay's bar holds at this depth: bench/search.md).
+inline constexpr size_t kMaxSearchInFlight = 256;
 // A searched key's next batch as its proposal computed it (off the
 // scheduler's thread where a proposer runs it there): the configs, the rows
 // a resumed key found stored, the strategy's warnings.
@@ -183,6 +194,7 @@ struct KeySearch {
   uint64_t legal = 0;                        // legal configs of the key (estimated above 2M raw points)
   uint64_t budget = 0;                       // evaluations the key may take: min(budget, legal)
   uint64_t proposed = 0;                     // of those, proposed or found stored
+  size_t depth = 0;                          // configs it may keep in flight (last sized)
   double budget_seconds = 0, started = -1;   // started: the first proposal's time
   bool resumed = false;                      // stored rows observed (once, at the first proposal)
   bool ended = false;                        // proposes no more
@@ -336,6 +348,7 @@ struct SweepState {
   MeasuredFn measured;                       // what the store holds: pairs not leased again, or leased with
                                              // their host digests (StoredPair::host_digests)
   std::vector<uint64_t> units;               // unit ids, creation order
+  PipelineFigures pipeline;                  // its units' (Scheduler::AddPipeline)
   uint64_t units_finished = 0;               // units done or failed
   // Units failed after SchedulerOptions::max_attempts leases (their pairs
   // count as failed, class "unit_failed"), and the last one's reason: a
@@ -379,6 +392,7 @@ struct SweepState {
   // still run rather than in a round after its slowest one.
   struct KeyPasses {
     uint64_t unsliced = 0, open_screen_units = 0;
+    uint64_t open_screen_configs = 0;  // the configs of those units: a search's proposals in flight
     bool refine_early = false, refine_created = false, refine_stale = false;
     std::set<std::string> refine_queued;  // Config::Id()s that have a refine unit
     bool Screened() const { return unsliced == 0 && open_screen_units == 0; }
@@ -499,6 +513,13 @@ class Scheduler {
   // the same).
   void NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n, uint64_t failed,
                   const std::map<std::string, uint64_t>& failed_by_class);
+  // A worker's pipeline figures of the unit (with its final batch, checked
+  // by the ingester), added to its sweep's once: a unit already done (a
+  // resent batch, a duplicate lease's) adds nothing.
+  void AddPipeline(const std::string& sweep_id, uint64_t unit_id, const PipelineFigures& figures);
+  // What a sweep's searched keys keep in flight now: configs proposed and
+  // not yet measured, and the most they may (KeySearch::depth), summed.
+  std::pair<uint64_t, uint64_t> InFlight(const std::string& sweep_id) const;
   // The final results batch of the unit is stored: it is done, and the
   // worker's throughput is updated from how long it took over the configs
   // it measured. Returns that time, from the worker's lease to now (0 when
@@ -570,7 +591,11 @@ class Scheduler {
   // A searched pool that has run dry: its next batch, once the last one's
   // units are done. False while they run; true with the pool refilled, or
   // with its search ended (its unspent budget leaves the sweep's counts).
-  bool NextSearchBatch(SweepState& sweep, const std::string& model, ConfigPool& pool, double now);
+  bool NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model, ConfigPool& pool,
+                       double now);
+  // The configs a searched key of `model` may keep in flight, proposing
+  // `batch` at a time (SchedulerOptions::search_in_flight).
+  size_t SearchDepth(const std::string& worker, const std::string& model, const Shape& shape, size_t batch) const;
   void ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix, const std::string& why);
   // Moves a unit out of kPending/kLeased for good.
   void Finish(Unit& u, UnitState state, int64_t now_unix);

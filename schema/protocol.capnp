@@ -109,6 +109,25 @@ struct Results @0xb4c1ed0f8fb2828f {
   # Configs of the unit not measured again: the sender's host digest for the
   # op is the one the unit offered their stored rows under (WorkUnit.reusable).
   reused @8 :List(StoredDigest);
+  # With the final batch: what the worker's pipeline spent on the unit
+  # (units = 1); absent (all zero) from older workers and other batches.
+  pipeline @9 :PipelineFigures;
+}
+
+# Where a pipeline's time went: a unit's (Results.pipeline) or a sweep's
+# sum (SweepProgress.pipeline). Counts of configs, each once: compiled
+# here, fetched from the coordinator's stored images, or from the cubin
+# cache; seconds of compiler time, of devices waiting for compiles, of
+# devices checking and timing, and of devices holding the units.
+struct PipelineFigures @0x9e79fee032540128 {
+  units @0 :UInt64;
+  compiled @1 :UInt64;
+  fetched @2 :UInt64;
+  cached @3 :UInt64;
+  compileSeconds @4 :Float64;
+  deviceWaitSeconds @5 :Float64;
+  measureSeconds @6 :Float64;
+  unitSeconds @7 :Float64;
 }
 
 # Coordinator -> worker: a batch is stored (duplicates counted once).
@@ -207,6 +226,9 @@ struct SweepProgress @0xe65b164663caf056 {
   waits @15 :List(Text);      # what it waits for, a line per model
   skipped @16 :List(Text);    # models a "*" sweep stopped waiting for, a line each
   priority @17 :UInt32 = 50;  # SweepSubmit.priority
+  pipeline @18 :PipelineFigures;  # summed over its units' final batches
+  inFlight @19 :UInt64;       # searched keys' configs proposed, not yet measured
+  inFlightDepth @20 :UInt64;  # the most its searched keys may keep in flight, summed
 }
 
 # A count of one failure class ("compile_error", "timeout", ...).

@@ -59,23 +59,38 @@ std::string DefaultCacheRoot() {
 }
 std::string DefaultCacheDir() { return DefaultCacheRoot() + "/cubins"; }
 
-// A unit handed from the socket thread to one device thread.
+// A unit as its device takes it: where its configs compile on the pool
+// ahead of the device (CompilesAhead), they were handed to the pool when
+// the unit came, and `compiled` holds them (`fetched` marks those the
+// coordinator served); otherwise the device starts them.
+struct StagedUnit {
+  WorkUnit unit;
+  bool staged = false;  // its package is in use and its compiles started
+  std::vector<std::future<CompiledKernel>> compiled;
+  std::vector<char> fetched;
+};
+const WorkUnit& UnitOf(const WorkUnit& u) { return u; }
+const WorkUnit& UnitOf(const StagedUnit& s) { return s.unit; }
+
+// Units handed from one thread to another (the socket thread to a device's
+// stager, the stager to its device thread), in order.
+template <class T>
 class UnitQueue {
  public:
-  void Push(WorkUnit u) {
+  void Push(T u) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       q_.push_back(std::move(u));
     }
     cv_.notify_one();
   }
-  std::optional<WorkUnit> Pop(const std::atomic<bool>* stop) {
+  std::optional<T> Pop(const std::atomic<bool>* stop) {
     std::unique_lock<std::mutex> lock(mu_);
     while (q_.empty()) {
       if (stop->load()) return std::nullopt;
       cv_.wait_for(lock, std::chrono::milliseconds(100));
     }
-    WorkUnit u = std::move(q_.front());
+    T u = std::move(q_.front());
     q_.pop_front();
     return u;
   }
@@ -83,15 +98,15 @@ class UnitQueue {
   std::vector<WorkUnit> TakeUnseen(std::set<uint64_t>* seen) {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<WorkUnit> out;
-    for (const WorkUnit& u : q_)
-      if (seen->insert(u.unit_id).second) out.push_back(u);
+    for (const T& u : q_)
+      if (seen->insert(UnitOf(u).unit_id).second) out.push_back(UnitOf(u));
     return out;
   }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<WorkUnit> q_;
+  std::deque<T> q_;
 };
 
 // The coordinator's ImageReplies, handed from the socket thread to the device
@@ -142,30 +157,35 @@ class ImageMailbox {
 }  // namespace
 
 // What the socket thread knows of each device: the units it holds (the one
-// it runs and at most one queued behind it), whether it asked for its next
-// unit while running its last config, and when it may ask again after a
-// NoWork; and which device's RequestWork awaits a reply (one at a time).
+// it runs and up to kUnitsHeldPerDevice - 1 queued behind it), whether it
+// would take more now, and when it may ask again after a NoWork; and which
+// device's RequestWork awaits a reply (one at a time).
 class DeviceSlots {
  public:
   static constexpr size_t npos = static_cast<size_t>(-1);
-  explicit DeviceSlots(size_t devices) : held_(devices, 0), wants_next_(devices, false), next_ask_(devices, 0) {}
+  explicit DeviceSlots(size_t devices)
+      : held_(devices, 0), wants_next_(devices, false), fills_(devices, false), next_ask_(devices, 0) {}
 
   size_t held(size_t d) const { return held_[d]; }
-  // Device `d` runs its last config and would take its next unit now.
-  void WantsNext(size_t d) {
-    if (held_[d] == 1) wants_next_[d] = true;
+  // Device `d`, running a unit, would take its next unit now; `fill`: and
+  // more, up to kUnitsHeldPerDevice, so that their configs compile while it
+  // times (until its next call says otherwise).
+  void WantsNext(size_t d, bool fill) {
+    if (held_[d] == 0) return;
+    wants_next_[d] = true;
+    fills_[d] = fill;
   }
   // A unit for `d`; false (the unit is dropped, its lease expires) when `d`
-  // holds two already.
+  // holds its most already.
   bool Take(size_t d, uint64_t unit_id) {
-    if (held_[d] >= 2) return false;
+    if (held_[d] >= kUnitsHeldPerDevice) return false;
     held_[d]++;
-    wants_next_[d] = false;
+    if (!fills_[d] || held_[d] >= kUnitsHeldPerDevice) wants_next_[d] = false;
     unit_slot_[unit_id] = d;
     return true;
   }
   // The final results batch of `unit_id` went out: its device holds one
-  // unit less.
+  // unit less (it says whether it would take more when it starts the next).
   void Finished(uint64_t unit_id) {
     auto it = unit_slot_.find(unit_id);
     if (it == unit_slot_.end()) return;
@@ -173,12 +193,12 @@ class DeviceSlots {
     unit_slot_.erase(it);
   }
   // The device that may ask for work now, or npos: one with nothing to do,
-  // or one finishing its last config, past its NoWork retry time; none while
-  // a request awaits its reply.
+  // or one that would take more, past its NoWork retry time; none while a
+  // request awaits its reply.
   size_t NextToAsk(double now) const {
     if (asking_ != npos) return npos;
     for (size_t d = 0; d < held_.size(); ++d) {
-      const bool ready = held_[d] == 0 || (held_[d] == 1 && wants_next_[d]);
+      const bool ready = held_[d] == 0 || (held_[d] < kUnitsHeldPerDevice && wants_next_[d]);
       if (ready && now >= next_ask_[d]) return d;
     }
     return npos;
@@ -196,7 +216,7 @@ class DeviceSlots {
 
  private:
   std::vector<size_t> held_;
-  std::vector<bool> wants_next_;
+  std::vector<bool> wants_next_, fills_;
   std::vector<double> next_ask_;
   std::map<uint64_t, size_t> unit_slot_;  // unit in progress -> device slot
   size_t asking_ = npos;
@@ -217,7 +237,13 @@ struct Worker::Impl : HttpStatusSource {
   static constexpr double kPackageEvictSeconds = 30;
   std::optional<CurveKeyPair> curve_keys;
   std::string coordinator_key;
-  std::vector<std::unique_ptr<UnitQueue>> queues;
+  // Per device: units as they come (to its stager) and staged (to its
+  // device thread); whether its last RequestWork asked to fill up
+  // (DeviceSlots::WantsNext), read by the socket thread.
+  std::vector<std::unique_ptr<UnitQueue<WorkUnit>>> arrivals;
+  std::vector<std::unique_ptr<UnitQueue<StagedUnit>>> queues;
+  std::deque<std::atomic<bool>> fills_ahead;
+  std::deque<std::atomic<bool>> timing;  // per device: its thread runs a unit
   // Stored images asked of the coordinator before compiling (image_fetch.h),
   // and those taken, kept beside the cubin cache.
   ImageMailbox images;
@@ -367,15 +393,79 @@ struct Worker::Impl : HttpStatusSource {
     push.set(zmq::sockopt::linger, 0);
     push.connect("inproc://results");
     std::set<uint64_t> planned;  // units whose configs the program backend was told of
-    while (auto unit = queues[slot]->Pop(&stop_devices)) {
+    while (auto staged = queues[slot]->Pop(&stop_devices)) {
       const double start = NowSeconds();
-      UsePackage(slot, *unit);
-      RunUnit(slot, *unit, push, &planned);
-      ReleasePackage(*unit);
+      if (!staged->staged) UsePackage(slot, staged->unit);
+      timing[slot] = true;
+      RunUnit(slot, *staged, push, &planned);
+      timing[slot] = false;
+      ReleasePackage(staged->unit);
       std::lock_guard<std::mutex> lock(stats_mu);
       auto [h, added] = unit_seconds.try_emplace(devices[slot].model, Histogram::SecondsBounds());
       h->second.Observe(NowSeconds() - start);
     }
+  }
+
+  // Stager thread of one device: hands the configs of each unit that comes
+  // to the compile pool at once (after asking the coordinator for the
+  // images it serves), so that they compile while the device times the
+  // units before it; then queues the unit for the device. Units whose
+  // configs do not compile on the pool go through as they came.
+  void StageLoop(size_t slot) {
+    zmq::socket_t push(ctx, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, 0);
+    push.connect("inproc://results");
+    while (auto unit = arrivals[slot]->Pop(&stop_devices)) {
+      StagedUnit staged{std::move(*unit), false, {}, {}};
+      std::string error;
+      auto spec = SpecFor(staged.unit, &error);
+      if (spec && CompilesAhead(*spec, *backends[slot])) {
+        UsePackage(slot, staged.unit);
+        staged.staged = true;
+        staged.compiled = StartCompiles(staged.unit, spec, *backends[slot], push, &staged.fetched);
+        if (timing[slot]) {
+          std::lock_guard<std::mutex> lock(stats_mu);
+          stats.units_ahead++;
+        }
+      }
+      queues[slot]->Push(std::move(staged));
+    }
+  }
+
+  // Whether `spec`'s configs compile to cubins of the op's hash on the
+  // worker's pool with NVRTC on `backend`'s device (a CUDA device, or a sim
+  // device with --sim-compile nvrtc): those compile ahead of the device,
+  // and the coordinator may serve their images. Not program ops (they build
+  // in their own process) nor ops whose hosts add to their hash (a unit of
+  // theirs loses the configs the host may reuse only when it starts).
+  bool CompilesAhead(const OpSpec& spec, const Backend& backend) const {
+    const DeviceInfo& dev = backend.device();
+    return !spec.program && !spec.HostDigested() &&
+           (dev.backend == "cuda" || (dev.backend == "sim" && opts.sim_compile == "nvrtc"));
+  }
+
+  // The compiles of `unit`'s configs, started on the pool: images the
+  // worker or the coordinator has (ImagesFor; *fetched marks the served
+  // ones) are ready at once.
+  std::vector<std::future<CompiledKernel>> StartCompiles(const WorkUnit& unit, std::shared_ptr<const OpSpec> spec,
+                                                         Backend& backend, zmq::socket_t& push,
+                                                         std::vector<char>* fetched) {
+    std::vector<std::future<CompiledKernel>> compiled;
+    compiled.reserve(unit.configs.size());
+    std::map<size_t, CompiledKernel> ready =
+        ImagesFor(unit, *spec, backend, OpHash(*spec, backend.toolchain()), push, fetched);
+    for (size_t i = 0; i < unit.configs.size(); ++i) {
+      if (auto it = ready.find(i); it != ready.end()) {
+        std::promise<CompiledKernel> done;
+        done.set_value(std::move(it->second));
+        compiled.push_back(done.get_future());
+        continue;
+      }
+      compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c = unit.configs[i]] {
+        return backend.Compile(*spec, dtype, c);
+      }));
+    }
+    return compiled;
   }
 
   // `unit`'s package is in use until ReleasePackage: kept on disk (and
@@ -418,6 +508,7 @@ struct Worker::Impl : HttpStatusSource {
     std::vector<KernelProfile> profiles;
     std::vector<Measurement> baselines;
     std::vector<StoredDigest> reused;  // sent with the first batch
+    PipelineFigures pipeline;          // the unit's, sent with the final batch
     size_t kernel_bytes = 0;
     std::set<std::string> kernels_taken;  // of this unit: each cubin travels once
 
@@ -452,6 +543,7 @@ struct Worker::Impl : HttpStatusSource {
     r.profiles = std::move(pending->profiles);
     r.baselines = std::move(pending->baselines);
     r.reused = std::move(pending->reused);
+    if (final) r.pipeline = pending->pipeline;
     pending->reused.clear();
     pending->profiles.clear();
     pending->baselines.clear();
@@ -499,7 +591,12 @@ struct Worker::Impl : HttpStatusSource {
 
   // Tells the socket thread that the device may take its next unit while it
   // finishes the current one.
-  void AskForNextUnit(zmq::socket_t& push, int device_index) { Post(push, RequestWork{device_index}); }
+  // Device `slot` would take its next unit now (`fill`: and more, up to
+  // kUnitsHeldPerDevice; DeviceSlots::WantsNext).
+  void AskForNextUnit(zmq::socket_t& push, size_t slot, bool fill) {
+    fills_ahead[slot] = fill;
+    Post(push, RequestWork{devices[slot].index});
+  }
 
   // A serve-mode program op compiles in its serve process, ahead of timing
   // when told what comes: the queued units of its device are planned as
@@ -580,6 +677,12 @@ struct Worker::Impl : HttpStatusSource {
     Pending pending;
     uint64_t batch = 0;
     std::vector<char> fetched;  // by config: taken from the coordinator, not compiled
+    double started = 0;  // when its device took it
+    // Before the final batch: the unit's pipeline figures are complete.
+    void Close() {
+      pending.pipeline.units = 1;
+      pending.pipeline.unit_seconds = NowSeconds() - started;
+    }
   };
 
   // The configs of `unit` that need no compile here, by index: images the
@@ -588,22 +691,18 @@ struct Worker::Impl : HttpStatusSource {
   // kImageFetchWaitSeconds), each checked (CheckFetchedImage); *fetched
   // marks the latter. A config whose cubin the NVRTC cache holds is not
   // asked for: its compile is a cache hit, so that each config counts once,
-  // as compiled, fetched or from the cubin cache. Only for ops whose
-  // configs compile to a cubin of the op's hash (not program ops, not ops
-  // whose hosts add to their hash) on a device that compiles with NVRTC (a
-  // CUDA device, or a sim device with --sim-compile nvrtc: the same cubins
-  // for its model's architecture). The rest compile as before: a bad image
-  // is logged and dropped.
+  // as compiled, fetched or from the cubin cache. Only for ops that
+  // CompilesAhead (a sim device with --sim-compile nvrtc takes the same
+  // cubins as a CUDA device of its model's architecture). The rest compile
+  // as before: a bad image is logged and dropped.
   std::map<size_t, CompiledKernel> ImagesFor(const WorkUnit& unit, const OpSpec& spec, const Backend& backend,
                                              const std::string& op_hash, zmq::socket_t& push,
                                              std::vector<char>* fetched) {
     std::map<size_t, CompiledKernel> out;
     fetched->assign(unit.configs.size(), 0);
 #ifdef TUNEFARM_WITH_CUDA
-    const DeviceInfo& dev = backend.device();
-    const bool nvrtc = dev.backend == "cuda" || (dev.backend == "sim" && opts.sim_compile == "nvrtc");
-    if (!fetched_images || spec.program || spec.HostDigested() || !nvrtc || unit.configs.empty()) return out;
-    const std::string arch = CudaArchFor(spec, dev);
+    if (!fetched_images || !CompilesAhead(spec, backend) || unit.configs.empty()) return out;
+    const std::string arch = CudaArchFor(spec, backend.device());
     const std::vector<std::string> entries = {spec.kernel};
     auto kernel = [&](size_t i, std::string image) {
       CompiledKernel k;
@@ -667,10 +766,17 @@ struct Worker::Impl : HttpStatusSource {
     stats.compile_cache_hits += k.from_cache ? 1 : 0;
     stats.compile_seconds += k.compile_seconds;
     if (!k.from_cache && !fetched) compile_seconds.Observe(k.compile_seconds);
+    PipelineFigures& p = run.pending.pipeline;
+    p.device_wait_seconds += NowSeconds() - wait_start;
+    p.fetched += fetched ? 1 : 0;
+    p.compiled += k.from_cache || fetched ? 0 : 1;
+    p.cached += k.from_cache ? 1 : 0;
+    p.compile_seconds += k.compile_seconds;
     return k;
   }
 
-  void RunUnit(size_t slot, const WorkUnit& given, zmq::socket_t& push, std::set<uint64_t>* planned) {
+  void RunUnit(size_t slot, StagedUnit& staged, zmq::socket_t& push, std::set<uint64_t>* planned) {
+    const WorkUnit& given = staged.unit;
     Backend& device_backend = *backends[slot];
     const DeviceInfo& dev = device_backend.device();
     std::string error;
@@ -702,30 +808,24 @@ struct Worker::Impl : HttpStatusSource {
         {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", unit.unit_id}, {"op", unit.op},
          {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
          {"configs", unit.configs.size()}, {"reused", reused.size()}, {"model", dev.model}});
-    UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0, {}};
+    UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0, {},
+                NowSeconds()};
     run.pending.reused = std::move(reused);
     // Planned units are forgotten when they start.
     planned->erase(planned->begin(), planned->lower_bound(unit.unit_id));
-    run.compiled.reserve(unit.configs.size());
-    std::map<size_t, CompiledKernel> ready = ImagesFor(unit, *spec, backend, run.op_hash, push, &run.fetched);
-    for (size_t i = 0; i < unit.configs.size(); ++i) {
-      if (auto it = ready.find(i); it != ready.end()) {
-        std::promise<CompiledKernel> done;
-        done.set_value(std::move(it->second));
-        run.compiled.push_back(done.get_future());
-        continue;
-      }
-      run.compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c = unit.configs[i]] {
-        return backend.Compile(*spec, dtype, c);
-      }));
+    if (staged.staged) {  // a staged unit is never trimmed: it is not a program op's
+      run.compiled = std::move(staged.compiled);
+      run.fetched = std::move(staged.fetched);
+    } else {
+      run.compiled = StartCompiles(unit, spec, backend, push, &run.fetched);
     }
     if (!planned->count(unit.unit_id) && !unit.configs.empty()) backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
-    if (unit.confirm()) RunConfirmUnit(run);
+    if (unit.confirm()) RunConfirmUnit(run, slot);
     else RunScreenOrRefineUnit(run, slot, planned);
   }
 
   // The fastest configs of one shape, timed again together.
-  void RunConfirmUnit(UnitRun& run) {
+  void RunConfirmUnit(UnitRun& run, size_t slot) {
     const WorkUnit& unit = run.unit;
     std::vector<CompiledKernel> valid;
     for (size_t i = 0; i < unit.configs.size(); ++i) {
@@ -760,9 +860,11 @@ struct Worker::Impl : HttpStatusSource {
       std::lock_guard<std::mutex> lock(stats_mu);
       stats.measure_seconds += NowSeconds() - measure_start;
     }
+    run.pending.pipeline.measure_seconds += NowSeconds() - measure_start;
     // Asked for only now: a unit fetched ahead would wait out the whole
     // confirm run while its lease runs down.
-    AskForNextUnit(run.push, run.dev.index);
+    AskForNextUnit(run.push, slot, false);
+    run.Close();
     Flush(run.push, unit, &run.batch, &run.pending, true);
   }
 
@@ -771,8 +873,11 @@ struct Worker::Impl : HttpStatusSource {
   void RunScreenOrRefineUnit(UnitRun& run, size_t slot, std::set<uint64_t>* planned) {
     const WorkUnit& unit = run.unit;
     // A serve-mode program op asks for its next unit at once, so that its
-    // configs compile while this unit's are timed.
+    // configs compile while this unit's are timed; a device whose configs
+    // compile on the pool (CompilesAhead) fills up to kUnitsHeldPerDevice
+    // units, so that the pool compiles what it times next.
     const bool compiles_ahead = run.spec.program && !run.spec.program->serve.empty();
+    const bool fills = CompilesAhead(run.spec, run.backend);
     // A screening unit of a sweep with a refine pass ranks every config
     // only; a refine unit's configs are contenders by the coordinator's
     // choice, timed to the CI target (and in the refine window) whatever
@@ -783,14 +888,15 @@ struct Worker::Impl : HttpStatusSource {
       policy.refine_seconds = 0;
     }
     // Every config reused: nothing to time, the next unit may come now.
-    if (unit.configs.empty()) AskForNextUnit(run.push, run.dev.index);
+    if (unit.configs.empty()) AskForNextUnit(run.push, slot, false);
     double last_flush = NowSeconds();
     std::map<std::string, size_t> failed;  // by status, for the unit's summary line
     std::optional<CompiledKernel> compiled_one;  // what the baseline's key takes its kernel hash from
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       // The last config: ask for the next unit now, so that it is here when
       // this one ends and the device never waits on a round trip.
-      if (compiles_ahead ? i == 0 : i + 1 == unit.configs.size()) AskForNextUnit(run.push, run.dev.index);
+      if (fills ? i == 0 : compiles_ahead ? i == 0 : i + 1 == unit.configs.size())
+        AskForNextUnit(run.push, slot, fills);
       if (compiles_ahead) PlanQueued(slot, planned);
       CompiledKernel k = TakeCompiled(run, i);
       if (!compiled_one && k.failure == FailureClass::kNone) compiled_one = k;
@@ -831,6 +937,7 @@ struct Worker::Impl : HttpStatusSource {
         run.pending.baselines.push_back(std::move(row));
       }
     }
+    run.Close();
     Flush(run.push, unit, &run.batch, &run.pending, true);
     if (!failed.empty()) {
       std::string classes;
@@ -898,6 +1005,7 @@ struct Worker::Impl : HttpStatusSource {
       stats.measure_seconds += NowSeconds() - measure_start;
       measure_seconds.Observe(NowSeconds() - measure_start);
     }
+    run.pending.pipeline.measure_seconds += NowSeconds() - measure_start;
     Measurement m = BaseRow(unit, run.dev, c, s);
     m.CopyOutcome(got);
     if (unit.refine() && ReplacesFirstFigure(m)) m.pass = Measurement::Pass::kRefine;
@@ -930,6 +1038,9 @@ std::string Worker::Impl::Metrics() {
   m.push_back(Metric::Counter("tunefarm_worker_units_total", "work units received", stats.units));
   m.push_back(Metric::Counter("tunefarm_worker_units_queued_total",
                               "work units received while their device was still busy", stats.units_queued));
+  m.push_back(Metric::Counter("tunefarm_worker_units_compiled_ahead_total",
+                              "work units whose configs went to the compile pool while their device timed another",
+                              stats.units_ahead));
   for (const auto& [key, n] : results_by_class)
     m.push_back(Metric::Counter("tunefarm_worker_results_total", "(config, shape) rows produced, by GPU model and class",
                                 n, {{"gpu_model", key.first}, {"class", key.second}}));
@@ -1044,10 +1155,18 @@ Status Worker::Run(const std::atomic<bool>* stop) {
   pull.bind("inproc://results");
   w.stop_devices = false;
   std::vector<std::thread> device_threads;
+  w.arrivals.clear();
+  w.queues.clear();
+  w.fills_ahead.clear();
+  w.timing.clear();
   for (size_t i = 0; i < w.backends.size(); ++i) {
-    w.queues.push_back(std::make_unique<UnitQueue>());
+    w.arrivals.push_back(std::make_unique<UnitQueue<WorkUnit>>());
+    w.queues.push_back(std::make_unique<UnitQueue<StagedUnit>>());
+    w.fills_ahead.emplace_back(false);
+    w.timing.emplace_back(false);
   }
   for (size_t i = 0; i < w.backends.size(); ++i) {
+    device_threads.emplace_back([&w, i] { w.StageLoop(i); });
     device_threads.emplace_back([&w, i] { w.DeviceLoop(i); });
   }
 
@@ -1098,7 +1217,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
           auto env = DecodeEnvelope(msg.data(), msg.size());
           if (!env.ok()) continue;
           if (auto* ask = std::get_if<RequestWork>(&env->command)) {
-            if (size_t d = slot_of(ask->device_index); d != DeviceSlots::npos) slots.WantsNext(d);
+            if (size_t d = slot_of(ask->device_index); d != DeviceSlots::npos) slots.WantsNext(d, w.fills_ahead[d]);
             continue;
           }
           if (auto* req = std::get_if<ImageRequest>(&env->command)) {
@@ -1124,7 +1243,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
               w.stats.units++;
               w.stats.units_queued += slots.held(d) > 1 ? 1 : 0;
             }
-            w.queues[d]->Push(std::move(*unit));
+            w.arrivals[d]->Push(std::move(*unit));
           } else if (auto* reply = std::get_if<ImageReply>(&*cmd)) {
             w.images.Deliver(std::move(*reply));
           } else if (auto* none = std::get_if<NoWork>(&*cmd)) {

@@ -82,6 +82,7 @@ struct WorkerStats {
   double measure_seconds = 0;         // device threads inside Measure (check + timing)
   uint64_t units = 0;                 // work units received
   uint64_t units_queued = 0;          // of those, received while their device was still busy
+  uint64_t units_ahead = 0;           // of those, whose configs went to the compile pool while it timed
   // Threads of the compile pool (summed over workers): compile_seconds over
   // wall time times this is how busy the compilers were.
   unsigned compile_threads = 0;
@@ -98,6 +99,7 @@ struct WorkerStats {
     measure_seconds += o.measure_seconds;
     units += o.units;
     units_queued += o.units_queued;
+    units_ahead += o.units_ahead;
     compile_threads += o.compile_threads;
     return *this;
   }

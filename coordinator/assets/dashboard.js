@@ -82,6 +82,13 @@
     if (list(s.expanding).length) bits.push('expanding the config spaces for ' + list(s.expanding).join(', '));
     if (s.error) bits.push(String(s.error));
     if (s.units_total !== undefined) bits.push(`units ${fmtInt(s.units_done)}/${fmtInt(s.units_total)}`);
+    const pipe = s.pipeline || {};
+    if (num(pipe.units) > 0) {
+      bits.push(`devices busy ${(num(pipe.devices_busy) * 100).toFixed(0)}% (waited ${num(pipe.device_wait_seconds).toFixed(1)} s for compiles)`);
+      bits.push(`configs ${fmtInt(pipe.compiled)} compiled (${num(pipe.compile_seconds).toFixed(1)} s), ` +
+                `${fmtInt(pipe.fetched)} fetched, ${fmtInt(pipe.cached)} cached`);
+    }
+    if (num(pipe.in_flight_depth) > 0) bits.push(`in flight ${fmtInt(pipe.in_flight)}/${fmtInt(pipe.in_flight_depth)}`);
     const started = num(s.started_unix), finished = num(s.finished_unix);
     if (started > 0) {
       const elapsed = (finished || now) - started;

@@ -215,6 +215,34 @@ TEST(SimNvrtc, TuneJsonCountsEachConfigOnceAsCompiledFetchedOrCached) {
   }
 }
 
+// A device fills up to kUnitsHeldPerDevice units while it times one: the
+// configs of the units behind it go to the compile pool as they come, so
+// the pool compiles what the device times next. Each config still counts
+// once, and the search in flight measures its whole budget.
+TEST(SimNvrtc, ADeviceCompilesTheUnitsBehindTheOneItTimes) {
+  testing::TempDir dir;
+  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " " +
+                     Tune(dir, "a", "--format json --configs-per-unit 2 --in-flight 64") + " 2>" + dir.Sub("a.err"))
+                        .c_str(),
+                    "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << testing::ReadFile(dir.Sub("a.err"));
+  const nlohmann::json doc = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << out;
+  const nlohmann::json& pipe = doc["sweep"]["pipeline"];
+  EXPECT_EQ(doc["results"].size(), 4u) << out;
+  EXPECT_EQ(pipe["compiled"].get<uint64_t>(), 4u) << out;
+  // Budget 4 in units of 2 (the default first): the second unit came while
+  // the first was timed, and its configs compiled meanwhile.
+  EXPECT_GE(pipe["units"].get<uint64_t>(), 2u) << out;
+  EXPECT_GE(pipe["units_compiled_ahead"].get<uint64_t>(), 1u) << out;
+}
+
 // The fleet image cache end to end over CURVE: sim workers that compile
 // with NVRTC, each key with a cache folder of its own. Each config's cubin
 // sent by two worker keys is served to a third, which compiles nothing; an
@@ -298,6 +326,21 @@ class FleetImages : public ::testing::Test {
     EXPECT_EQ(worker->Stop(10), 0) << testing::ReadFile(dir_.Sub(who + ".log"));
     return c;
   }
+  // The pipeline figures `status --format json` gives for sweep `name`.
+  nlohmann::json PipelineOf(const std::string& name) {
+    testing::Child status({TUNEFARM_BINARY, "status", "--coordinator", endpoint_, "--format", "json", "--curve-key",
+                           dir_.Sub("client"), "--coordinator-key", dir_.Sub("coordinator.pub")},
+                          dir_.Sub("status-" + name + ".json"));
+    EXPECT_EQ(status.Wait(60), 0) << testing::ReadFile(dir_.Sub("status-" + name + ".json"));
+    const std::string text = testing::ReadFile(dir_.Sub("status-" + name + ".json"));
+    const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+    EXPECT_FALSE(doc.is_discarded()) << text;
+    if (doc.is_discarded()) return {};
+    for (const auto& s : doc["sweeps"])
+      if (s["name"] == name) return s["pipeline"];
+    ADD_FAILURE() << "no sweep named " << name << ": " << text;
+    return {};
+  }
   // The rows of shape N=`n`, read once the coordinator has stopped.
   std::vector<Measurement> RowsOf(int n) {
     EXPECT_EQ(coordinator_->Stop(10), 0) << testing::ReadFile(dir_.Sub("coordinator.log"));
@@ -327,6 +370,17 @@ TEST_F(FleetImages, ImagesOfTwoKeysAreServedAndTheThirdKeyCompilesNothing) {
   EXPECT_EQ(b.compiled, 0) << testing::ReadFile(dir_.Sub("b.log"));
   EXPECT_EQ(b.fetched, 4) << testing::ReadFile(dir_.Sub("b.log"));
   EXPECT_GE(b.cached, 0);
+  // The coordinator says where each sweep's time went, from its units'
+  // reports: s1 compiled its four configs, s3 fetched them.
+  const nlohmann::json p1 = PipelineOf("s1"), p3 = PipelineOf("s3");
+  ASSERT_TRUE(p1.is_object() && p3.is_object());
+  EXPECT_GE(p1["units"].get<uint64_t>(), 1u) << p1;
+  EXPECT_EQ(p1["compiled"].get<uint64_t>(), 4u) << p1;
+  EXPECT_GT(p1["compile_seconds"].get<double>(), 0.0) << p1;
+  EXPECT_EQ(p3["compiled"].get<uint64_t>(), 0u) << p3;
+  EXPECT_EQ(p3["fetched"].get<uint64_t>(), 4u) << p3;
+  EXPECT_GE(p3["devices_busy"].get<double>(), 0.0);
+  EXPECT_LE(p3["devices_busy"].get<double>(), 1.0);
   // a1 again: its own cubin cache has every config, so it asks for none
   // (served though they would be) and counts each as a cache hit.
   const Counts again = SweepOn("a1", "s4", 32768);

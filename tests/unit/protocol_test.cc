@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <tuple>
@@ -230,6 +232,54 @@ TEST(ProtocolTest, ResultsRoundTripEveryFailureClass) {
   for (size_t k = 0; k < r.measurements.size(); ++k) {
     EXPECT_EQ(Tie(out.measurements[k]), Tie(r.measurements[k])) << "measurement " << k;
   }
+}
+
+// A unit's pipeline figures travel with its final batch and a sweep's sum
+// with its progress; the coordinator refuses figures no unit could have.
+TEST(ProtocolTest, PipelineFiguresRoundTripAndAreJudgedAgainstTheUnit) {
+  Results r;
+  r.sweep_id = "s";
+  r.unit_id = 4;
+  r.final = true;
+  r.pipeline = {1, 5, 2, 1, 12.5, 3.25, 7.5, 11.0};
+  const auto out = std::get<Results>(RoundTrip(Wrap(r)).command);
+  EXPECT_EQ(out.pipeline.units, 1u);
+  EXPECT_EQ(out.pipeline.compiled, 5u);
+  EXPECT_EQ(out.pipeline.fetched, 2u);
+  EXPECT_EQ(out.pipeline.cached, 1u);
+  EXPECT_EQ(out.pipeline.compile_seconds, 12.5);
+  EXPECT_EQ(out.pipeline.device_wait_seconds, 3.25);
+  EXPECT_EQ(out.pipeline.measure_seconds, 7.5);
+  EXPECT_EQ(out.pipeline.unit_seconds, 11.0);
+  EXPECT_EQ(r.pipeline.Invalid(8, 1e6), "");
+  EXPECT_NE(r.pipeline.Invalid(7, 1e6).find("exceed the unit's 7 configs"), std::string::npos);
+  PipelineFigures bad = r.pipeline;
+  bad.measure_seconds = std::nan("");
+  EXPECT_NE(bad.Invalid(8, 1e6).find("pipeline.measureSeconds"), std::string::npos);
+  bad = r.pipeline;
+  bad.compile_seconds = -1;
+  EXPECT_NE(bad.Invalid(8, 1e6).find("pipeline.compileSeconds"), std::string::npos);
+  bad = r.pipeline;
+  bad.units = 2;
+  EXPECT_NE(bad.Invalid(8, 1e6), "");
+  bad = r.pipeline;
+  bad.compiled = UINT64_MAX;  // no wrap-around past the sum's check
+  EXPECT_NE(bad.Invalid(8, 1e6), "");
+
+  SweepStatus s;
+  SweepProgress p;
+  p.sweep_id = "s";
+  p.pipeline = r.pipeline;
+  p.pipeline += r.pipeline;
+  p.in_flight = 48;
+  p.in_flight_depth = 64;
+  s.sweeps.push_back(p);
+  const auto back = std::get<SweepStatus>(RoundTrip(Wrap(s)).command);
+  ASSERT_EQ(back.sweeps.size(), 1u);
+  EXPECT_EQ(back.sweeps[0].pipeline.units, 2u);
+  EXPECT_EQ(back.sweeps[0].pipeline.compiled, 10u);
+  EXPECT_EQ(back.sweeps[0].in_flight, 48u);
+  EXPECT_EQ(back.sweeps[0].in_flight_depth, 64u);
 }
 
 TEST(ProtocolTest, PeekResultsReadsTheHeadOnly) {

@@ -1143,8 +1143,9 @@ namespace {
 // Runs a searched sweep to its end with `workers` workers (a device each)
 // taking units in turn and the store answering with made-up figures;
 // returns the configs measured, in the order first leased.
-std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_t* max_open = nullptr) {
-  Scheduler s;
+std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_t* max_open = nullptr,
+                                          SchedulerOptions options = {}) {
+  Scheduler s(options);
   std::map<std::string, Measurement> stored;  // config id -> row
   s.SetKeyRows([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&) {
     std::vector<Measurement> rows;
@@ -1196,8 +1197,14 @@ TEST(Scheduler, ASearchedKeyMeasuresItsBudgetOnceEachBatchAfterTheLastOnesFigure
   const auto one = RunSearchedSweep(submit, 1, &max_open);
   EXPECT_EQ(one.size(), 100u);
   EXPECT_EQ(std::set<std::string>(one.begin(), one.end()).size(), 100u);
-  // Two workers lease the same configs: a batch waits for the last one's figures.
-  EXPECT_EQ(RunSearchedSweep(submit, 2), one);
+  // Lock-step (one batch in flight), two workers lease the same configs as
+  // one: a batch waits for the last one's figures.
+  SchedulerOptions lock_step;
+  lock_step.search_in_flight = 16;
+  const auto lone = RunSearchedSweep(submit, 1, nullptr, lock_step);
+  EXPECT_EQ(RunSearchedSweep(submit, 2, nullptr, lock_step), lone);
+  // In flight, a seed and an order in which figures arrive give one search.
+  EXPECT_EQ(RunSearchedSweep(submit, 1), one);
   submit.seed = 6;
   EXPECT_NE(RunSearchedSweep(submit, 1), one);
   // A search out of time ends early, and so does its sweep (with its refine
@@ -1216,6 +1223,45 @@ TEST(Scheduler, ASearchedKeyMeasuresItsBudgetOnceEachBatchAfterTheLastOnesFigure
   submit.strategy = "auto";
   submit.budget = 0;
   EXPECT_EQ(RunSearchedSweep(submit, 1).size(), 600u);
+}
+
+// A searched key proposes its next batch while the figures of the last come
+// in: up to its in-flight depth of configs wait to be measured, never more,
+// and a batch goes out as soon as the depth has room for a whole one.
+TEST(Scheduler, ASearchedKeyKeepsConfigsInFlightUpToItsDepth) {
+  for (const uint32_t depth : {16u, 64u}) {
+    SchedulerOptions o;
+    o.search_in_flight = depth;
+    o.shrink_tail_units = false;
+    Scheduler s(o);
+    s.SetKeyRows([](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&) {
+      return std::vector<Measurement>{};
+    });
+    SweepSubmit submit = MakeSubmit({"*"}, 8);  // units of 8, batches of 16 (kSearchBatchMin)
+    submit.strategy = "random";
+    submit.budget = 400;
+    ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
+    s.AddDevice(Device("m"), 0);
+    std::vector<WorkUnit> open;
+    auto lease_all = [&] {
+      size_t configs = 0;
+      while (auto u = s.Lease("w", "m", 1)) {
+        configs += u->configs.size();
+        open.push_back(*u);
+      }
+      return configs;
+    };
+    auto complete_oldest = [&] {
+      s.CompleteUnit("w", "s1", open.front().unit_id, 1, 1);
+      open.erase(open.begin());
+    };
+    EXPECT_EQ(lease_all(), depth) << "a key takes its depth in flight, then waits";
+    complete_oldest();  // 8 configs measured: no room for a batch of 16 yet (but lock-step's other unit is open)
+    EXPECT_EQ(lease_all(), 0u) << depth;
+    complete_oldest();  // 16 measured: room for one batch
+    EXPECT_EQ(lease_all(), 16u) << depth;
+    EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);
+  }
 }
 
 TEST(Scheduler, ASearchStartsFromItsNeighboursBestWhenTheStoreHasThem) {

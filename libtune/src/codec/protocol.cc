@@ -28,6 +28,30 @@ struct Overloaded : Ts... {
 template <class... Ts>
 Overloaded(Ts...) -> Overloaded<Ts...>;
 
+void SetPipeline(wire::PipelineFigures::Builder b, const PipelineFigures& p) {
+  b.setUnits(p.units);
+  b.setCompiled(p.compiled);
+  b.setFetched(p.fetched);
+  b.setCached(p.cached);
+  b.setCompileSeconds(p.compile_seconds);
+  b.setDeviceWaitSeconds(p.device_wait_seconds);
+  b.setMeasureSeconds(p.measure_seconds);
+  b.setUnitSeconds(p.unit_seconds);
+}
+// Values as they came: the coordinator judges a unit's (Invalid).
+PipelineFigures GetPipeline(wire::PipelineFigures::Reader r) {
+  PipelineFigures p;
+  p.units = r.getUnits();
+  p.compiled = r.getCompiled();
+  p.fetched = r.getFetched();
+  p.cached = r.getCached();
+  p.compile_seconds = r.getCompileSeconds();
+  p.device_wait_seconds = r.getDeviceWaitSeconds();
+  p.measure_seconds = r.getMeasureSeconds();
+  p.unit_seconds = r.getUnitSeconds();
+  return p;
+}
+
 void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
   std::visit(
       Overloaded{
@@ -62,6 +86,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             SetList(b.initBaselines(r.baselines.size()), r.baselines,
                     [](auto s, const Measurement& v) { SetMeasurement(s, v); });
             SetStoredDigests(b.initReused(r.reused.size()), r.reused);
+            if (r.pipeline.units) SetPipeline(b.initPipeline(), r.pipeline);
           },
           [&](const ResultsAck& a) {
             auto b = cmd.initResultsAck();
@@ -165,6 +190,9 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
                       SetStrings(p.initWaits(v.waits.size()), v.waits);
                       SetStrings(p.initSkipped(v.skipped.size()), v.skipped);
                       p.setPriority(v.priority);
+                      SetPipeline(p.initPipeline(), v.pipeline);
+                      p.setInFlight(v.in_flight);
+                      p.setInFlightDepth(v.in_flight_depth);
                       auto classes = p.initFailedByClass(v.failed_by_class.size());
                       size_t i = 0;
                       for (const auto& [name, count] : v.failed_by_class) {
@@ -223,6 +251,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       res.baselines = GetList<Measurement>(r.getBaselines(), budget,
                                            [&](wire::Measurement::Reader m) { return GetMeasurement(m, budget); });
       res.reused = GetStoredDigests(r.getReused(), budget);
+      if (r.hasPipeline()) res.pipeline = GetPipeline(r.getPipeline());
       return res;
     }
     case wire::Envelope::Command::RESULTS_ACK: {
@@ -346,6 +375,9 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
         v.waits = Strings(p.getWaits(), budget, "waits");
         v.skipped = Strings(p.getSkipped(), budget, "skipped");
         v.priority = p.getPriority();
+        if (p.hasPipeline()) v.pipeline = GetPipeline(p.getPipeline());
+        v.in_flight = p.getInFlight();
+        v.in_flight_depth = p.getInFlightDepth();
         for (const auto& c : GetList<std::pair<std::string, uint64_t>>(
                  p.getFailedByClass(), budget, [&](wire::ClassCount::Reader c) {
                    return std::make_pair(Txt(c.getName(), budget, "failedByClass.name"), c.getCount());
@@ -377,6 +409,34 @@ Status CheckVersion(uint16_t version) {
 }
 
 }  // namespace
+
+PipelineFigures& PipelineFigures::operator+=(const PipelineFigures& o) {
+  units += o.units;
+  compiled += o.compiled;
+  fetched += o.fetched;
+  cached += o.cached;
+  compile_seconds += o.compile_seconds;
+  device_wait_seconds += o.device_wait_seconds;
+  measure_seconds += o.measure_seconds;
+  unit_seconds += o.unit_seconds;
+  return *this;
+}
+
+std::string PipelineFigures::Invalid(size_t configs, double bound) const {
+  if (units != 1) return "pipeline.units is " + std::to_string(units) + ", not 1";
+  if (compiled > configs || fetched > configs || cached > configs || compiled + fetched + cached > configs)
+    return "pipeline counts " + std::to_string(compiled) + "+" + std::to_string(fetched) + "+" +
+           std::to_string(cached) + " exceed the unit's " + std::to_string(configs) + " configs";
+  for (const auto& [name, v] : {std::pair<const char*, double>{"compileSeconds", compile_seconds},
+                                {"deviceWaitSeconds", device_wait_seconds},
+                                {"measureSeconds", measure_seconds},
+                                {"unitSeconds", unit_seconds}}) {
+    if (!std::isfinite(v) || v < 0 || v > bound)
+      return std::string("pipeline.") + name + " " + std::to_string(v) + " is not within [0, " +
+             std::to_string(bound) + "] s";
+  }
+  return "";
+}
 
 std::string EncodeEnvelope(const Envelope& env) {
   capnp::MallocMessageBuilder builder(kFirstSegmentWords);

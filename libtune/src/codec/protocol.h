@@ -38,8 +38,13 @@ struct HelloAck {
   uint32_t liveness = 5;             // missed intervals before a peer is dead
 };
 struct Heartbeat {};
+// A device asks for work while it holds fewer units than this: the one it
+// times and those whose configs compile meanwhile (the worker's compile
+// pool works ahead of its devices). The coordinator sizes a search's
+// configs in flight by it.
+inline constexpr size_t kUnitsHeldPerDevice = 3;
 struct RequestWork {
-  int device_index = 0;              // which of the worker's devices is idle
+  int device_index = 0;              // which of the worker's devices may take a unit
 };
 struct NoWork {
   uint32_t retry_ms = 200;
@@ -86,6 +91,20 @@ struct WorkUnit {
   bool confirm() const { return confirm_seconds > 0; }
   bool refine() const { return refine_best_us > 0; }
 };
+// Where a pipeline's time went (schema PipelineFigures): a unit's, sent by
+// its worker with the final batch, or a sweep's sum of them.
+struct PipelineFigures {
+  uint64_t units = 0;                   // units summed (1 for a unit's)
+  uint64_t compiled = 0, fetched = 0, cached = 0;  // configs, each once
+  double compile_seconds = 0;           // compiler time
+  double device_wait_seconds = 0;       // devices waiting for compiles
+  double measure_seconds = 0;           // devices checking and timing
+  double unit_seconds = 0;              // devices holding the units, first config to last row
+  PipelineFigures& operator+=(const PipelineFigures& o);
+  // Why a unit's figures cannot be so (`configs` the unit's), or "": counts
+  // over the unit's configs, seconds not finite, negative or over `bound`.
+  std::string Invalid(size_t configs, double bound) const;
+};
 struct Results {
   std::string sweep_id;
   uint64_t unit_id = 0;
@@ -104,6 +123,7 @@ struct Results {
   // Configs of the unit the sender did not measure: its host digest for the
   // op is the one `reusable` offered their rows under.
   std::vector<StoredDigest> reused;
+  PipelineFigures pipeline;          // with the final batch (units = 1)
 };
 // A worker whose rows are stamped this far from the coordinator's clock is
 // told so and flagged (its rows are stored with the coordinator's time).
@@ -173,6 +193,8 @@ struct SweepProgress {
   // dropped from pairs_total.
   std::vector<std::string> skipped;
   uint32_t priority = kDefaultSweepPriority;  // SweepSubmit::priority
+  PipelineFigures pipeline;                  // summed over its units
+  uint64_t in_flight = 0, in_flight_depth = 0;  // its searched keys' configs, summed
 };
 struct SweepStatus {
   std::vector<SweepProgress> sweeps;

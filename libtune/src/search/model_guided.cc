@@ -15,6 +15,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <cstdlib>
 
 #include "search/boosted_model.h"
 #include "search/strategy_base.h"
@@ -29,6 +30,7 @@ constexpr size_t kChildCandidates = 256;
 constexpr float kPriorWeight = 0.5f;
 constexpr float kPriorFadeOver = 100.f;  // own observations after which priors weigh a tenth
 constexpr double kPriorNear = 1.10;      // a prior within 10% of its key's best is labelled 1
+static const size_t kBelieved = getenv("TF_BELIEVED") ? atoi(getenv("TF_BELIEVED")) : 1;          // configs in flight whose neighbourhoods are searched now
 
 // An integer reads on a log scale (tile sizes double); a boolean as 0 or 1;
 // a string as its place among the axis's values (-1 when the axis lacks it,
@@ -54,11 +56,52 @@ class ModelGuided final : public StrategyBase {
     std::vector<SpacePoint> out = TakePriors(std::min<size_t>(n, 8));
     if (out.size() >= n) return out;
     const size_t want = n - out.size();
-    if (ValidObserved() < InitialSamples()) return Fill(std::move(out), want, {});
+    // The initial samples are paced by what is proposed, not by what came
+    // back: with configs in flight, waiting for their figures would make
+    // every batch proposed meanwhile random too. With no valid figure yet
+    // there is nothing to train on either. (This call's priors are pending
+    // too, and not counted.)
+    const size_t in_flight = Pending() - out.size();
+    if (ValidObserved() + in_flight < InitialSamples() || ValidObserved() == 0) return Fill(std::move(out), want, {});
     std::vector<SpacePoint> local;
     std::vector<SpacePoint> candidates = Candidates(&local);
+    auto model = Train();
+    if (!model.ok()) {
+      warnings_.push_back("search model: " + model.status().message() + "; this batch is random");
+      return Fill(std::move(out), want, {});
+    }
+    // Configs in flight, believed as good as the model predicts (a kriging
+    // believer): the neighbourhoods of those it likes best are searched now
+    // as if they were measured bests, rather than a pipeline's depth later.
+    std::vector<SpacePoint> believed;
+    if (in_flight > 0) {
+      std::vector<SpacePoint> pending = PendingPoints();
+      const std::set<SpacePoint> taken_now(out.begin(), out.end());
+      std::erase_if(pending, [&](const SpacePoint& p) { return taken_now.count(p) > 0; });
+      std::vector<float> pending_scores;
+      if (Status s = Predict(model.value(), pending, &pending_scores); !s.ok()) {
+        warnings_.push_back("search model: " + s.message() + "; this batch is random");
+        return Fill(std::move(out), want, {});
+      }
+      std::vector<size_t> by_score(pending.size());
+      for (size_t i = 0; i < by_score.size(); ++i) by_score[i] = i;
+      std::stable_sort(by_score.begin(), by_score.end(),
+                       [&](size_t a, size_t b) { return pending_scores[a] > pending_scores[b]; });
+      std::set<SpacePoint> more;
+      for (size_t k = 0; k < by_score.size() && k < kBelieved; ++k) {
+        believed.push_back(pending[by_score[k]]);
+        for (SpacePoint& q : space_.Neighbours(believed.back()))
+          if (Fresh(q)) more.insert(std::move(q));
+        AddRepairedSteps(believed.back(), true, [&](const SpacePoint& q) {
+          if (Fresh(q)) more.insert(q);
+        });
+      }
+      const std::set<SpacePoint> have(candidates.begin(), candidates.end());
+      for (const SpacePoint& q : more)
+        if (!have.count(q)) candidates.push_back(q);
+    }
     std::vector<float> scores;
-    if (Status s = Score(candidates, &scores); !s.ok()) {
+    if (Status s = Predict(model.value(), candidates, &scores); !s.ok()) {
       warnings_.push_back("search model: " + s.message() + "; this batch is random");
       return Fill(std::move(out), want, {});
     }
@@ -81,10 +124,14 @@ class ModelGuided final : public StrategyBase {
       for (const auto& [us, p] : best3)
         for (SpacePoint& q : space_.Neighbours(p)) near.insert(std::move(q));
       if (!best3.empty()) AddRepairedSteps(best3.front().second, true, [&](const SpacePoint& q) { near.insert(q); });
+      for (const SpacePoint& b : believed) {
+        for (SpacePoint& q : space_.Neighbours(b)) near.insert(std::move(q));
+        AddRepairedSteps(b, true, [&](const SpacePoint& q) { near.insert(q); });
+      }
       for (size_t i : order)
         if (out.size() < n && near.count(candidates[i]) && Take(candidates[i])) out.push_back(candidates[i]);
     }
-    const size_t by_model = out.size() + static_cast<size_t>(std::ceil((n - out.size()) * (1 - kExploreFraction)));
+    const size_t by_model = out.size() + static_cast<size_t>(std::ceil((n - out.size()) * (1 - (in_flight > 0 && getenv("TF_EXPLORE") ? atof(getenv("TF_EXPLORE")) : kExploreFraction))));
     for (size_t i : order) {
       if (out.size() >= by_model) break;
       if (Take(candidates[i])) out.push_back(candidates[i]);
@@ -202,7 +249,8 @@ class ModelGuided final : public StrategyBase {
     return f;
   }
 
-  Status Score(const std::vector<SpacePoint>& candidates, std::vector<float>* scores) {
+  // The model over what is observed (and the priors).
+  Result<BoostedClassifier> Train() const {
     std::vector<std::vector<float>> rows;
     std::vector<float> labels, weights;
     // The fastest tenth of the valid figures (at least one) are positives.
@@ -238,16 +286,23 @@ class ModelGuided final : public StrategyBase {
         weights.push_back(prior_weight);
       }
     }
-    auto model = BoostedClassifier::Train(rows, labels, weights, options_.seed);
-    if (!model.ok()) return model.status();
+    return BoostedClassifier::Train(rows, labels, weights, options_.seed);
+  }
+
+  // The model's score of each of `points` (P(among the fastest)).
+  Status Predict(const BoostedClassifier& model, const std::vector<SpacePoint>& points,
+                 std::vector<float>* scores) const {
+    scores->clear();
+    if (points.empty()) return Status::OK();
+    const bool with_key = !priors_.empty() && !key_features_.empty();
     std::vector<std::vector<float>> x;
-    x.reserve(candidates.size());
-    for (const SpacePoint& p : candidates) {
+    x.reserve(points.size());
+    for (const SpacePoint& p : points) {
       std::vector<float> f = Features(space_.ToConfig(p));
       if (with_key) f.insert(f.end(), key_features_.begin(), key_features_.end());
       x.push_back(std::move(f));
     }
-    auto predicted = model.value().Predict(x);
+    auto predicted = model.Predict(x);
     if (!predicted.ok()) return predicted.status();
     *scores = std::move(predicted).value();
     return Status::OK();

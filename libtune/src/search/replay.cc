@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <deque>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 
 namespace tune {
@@ -42,6 +45,14 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
   if (out.valid == 0) return Status::InvalidArgument(truth.key + ": no valid figure to search for");
   const uint64_t budget = options.search.budget > 0 ? options.search.budget : out.legal;
 
+  if (options.batch == 0) return Status::InvalidArgument(truth.key + ": a batch of 0 configs");
+  if (options.in_flight != 0 && options.in_flight < options.batch)
+    return Status::InvalidArgument(truth.key + ": " + std::to_string(options.in_flight) +
+                                   " configs in flight, fewer than a batch of " + std::to_string(options.batch));
+  const size_t batch_size = options.batch;
+  const size_t depth = options.in_flight == 0 ? batch_size : options.in_flight;
+  const size_t devices = std::max<size_t>(1, depth / batch_size);
+
   std::vector<std::vector<uint64_t>> needed(options.within.size());
   std::set<std::string> warnings;
   for (uint32_t seed = 0; seed < options.seeds; ++seed) {
@@ -51,24 +62,58 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
     if (!strategy.ok()) return Status::InvalidArgument(truth.key + ": " + strategy.status().message());
     SearchStrategy& s = *strategy.value();
     out.strategy = s.Name();
+    // The modelled finishing order: its own generator, so that the
+    // strategy's draws stay what they are in lock-step.
+    std::mt19937_64 finishing(so.seed ^ 0x9e3779b97f4a7c15ULL);
     std::vector<uint64_t> first(options.within.size(), kUnreached);
-    uint64_t evaluations = 0;
+    size_t unreached = options.within.size();
+    uint64_t proposed = 0, evaluations = 0;
+    size_t in_flight = 0;
     double best = std::numeric_limits<double>::infinity();
-    while (evaluations < budget) {
+    std::deque<std::vector<SpacePoint>> units;  // proposed, not measured; in proposal order
+    std::set<SpacePoint> asked;                 // every point proposed
+    while (unreached > 0) {
       if (options.stop && options.stop->load())
         return Status::Error(truth.key + ": stopped (SIGINT or SIGTERM)");
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(options.batch, budget - evaluations));
-      const std::vector<SpacePoint> batch = s.Propose(n);
-      if (batch.empty()) break;
-      for (const SpacePoint& p : batch) {
+      // Propose while the depth leaves room for a batch. A strategy with
+      // nothing to propose now is asked again when the next unit finishes;
+      // with nothing in flight either, it is done.
+      while (proposed < budget) {
+        const size_t now = ProposalNow(in_flight, depth, batch_size);
+        if (now == 0) break;
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(now, budget - proposed));
+        std::vector<SpacePoint> unit = s.Propose(n);
+        for (std::string& w : s.TakeWarnings()) warnings.insert(std::move(w));
+        if (unit.empty()) break;
+        if (unit.size() > n)
+          return Status::Error(truth.key + ": strategy " + s.Name() + " proposed " + std::to_string(unit.size()) +
+                               " configs when asked for " + std::to_string(n));
+        for (const SpacePoint& p : unit)
+          if (!asked.insert(p).second)
+            return Status::Error(truth.key + ": strategy " + s.Name() + " proposed " +
+                                 space.value().ToConfig(p).Canonical() + " a second time");
+        proposed += unit.size();
+        in_flight += unit.size();
+        units.push_back(std::move(unit));
+      }
+      if (units.empty()) break;
+      const size_t measuring = std::min(units.size(), devices);
+      const size_t next = measuring == 1 ? 0 : static_cast<size_t>(finishing() % measuring);
+      const std::vector<SpacePoint> unit = std::move(units[next]);
+      units.erase(units.begin() + static_cast<std::ptrdiff_t>(next));
+      in_flight -= unit.size();
+      for (const SpacePoint& p : unit) {
         const auto it = table.find(p);
         const std::optional<double> us = it == table.end() ? std::nullopt : it->second;
         ++evaluations;
         if (us) best = std::min(best, *us);
         for (size_t w = 0; w < options.within.size(); ++w)
-          if (first[w] == kUnreached && best <= out.best_us * (1 + options.within[w])) first[w] = evaluations;
+          if (first[w] == kUnreached && best <= out.best_us * (1 + options.within[w])) {
+            first[w] = evaluations;
+            --unreached;
+          }
       }
-      for (const SpacePoint& p : batch) {
+      for (const SpacePoint& p : unit) {
         const auto it = table.find(p);
         s.Observe(p, it == table.end() ? std::nullopt : it->second);
       }

@@ -3,6 +3,20 @@
 // config has a figure (or a failure); a strategy proposes in batches, each
 // proposal is answered from the table, and what counts is how many
 // evaluations it took to come within 1%, 2% and 5% of the exhaustive best.
+//
+// Proposals in flight (ReplayOptions::in_flight above the batch) replay the
+// farm's pipeline: the key proposes a batch whenever ProposalNow
+// (search/strategy.h) leaves room for one, before the batches proposed
+// earlier are measured. The farm is modelled thus: each proposed batch is a
+// unit; `in_flight / batch` devices each measure one unit at a time, taking
+// waiting units in proposal order; the unit that finishes next is drawn
+// uniformly among those being measured by a generator seeded with the
+// seed, so a seed and the options give one finishing order. A finished
+// unit's configs count as evaluations in their proposal order (what the farm
+// has measured by then: results are counted as they arrive, not as they were
+// proposed), the strategy observes them, and is asked again. With in_flight
+// 0 or equal to the batch this is lock-step: one unit at a time, each batch
+// proposed once the one before is measured.
 #pragma once
 
 #include <atomic>
@@ -35,6 +49,9 @@ struct ReplayOptions {
   std::vector<float> key_features;
   uint32_t seeds = 20;
   uint32_t batch = 16;        // configs proposed at a time, as a farm's unit
+  // Configs proposed and not yet measured, at most (0, or the batch:
+  // lock-step); at least the batch. See the model above.
+  uint32_t in_flight = 0;
   std::vector<double> within = {0.01, 0.02, 0.05};
   // Turns true on SIGINT or SIGTERM (null: never): Replay returns an error
   // saying so before its next batch.
@@ -42,8 +59,9 @@ struct ReplayOptions {
 };
 
 // Evaluations a strategy needed to come within each `within` of the best,
-// over seeds. A seed that never came within (budget spent, or the strategy
-// ran dry) counts as unreached: `reached` says how many did; median and p90
+// over seeds. A seed ends once it came within every `within` (later
+// evaluations change no figure). A seed that never came within (budget
+// spent, or the strategy ran dry with nothing in flight) counts as unreached: `reached` says how many did; median and p90
 // are over every seed, with an unreached one taken as infinite (reported as
 // 0 and `median_reached` false then).
 struct ReplayFigure {
@@ -61,7 +79,9 @@ struct ReplayResult {
 };
 
 // Errors: a key with no valid figure, a space the configs do not make, a
-// strategy that cannot be made (MakeStrategy's errors), a stop.
+// strategy that cannot be made (MakeStrategy's errors), an in_flight below
+// the batch, a strategy that breaks its contract (more points than asked, or
+// a point it proposed before, pending or measured), a stop.
 Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& options);
 
 }  // namespace tune

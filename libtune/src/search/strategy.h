@@ -15,6 +15,7 @@
 // "auto". One file per strategy in this folder; MakeStrategy picks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -72,6 +73,15 @@ class SearchStrategy {
   // fallback taken), to log once; cleared by the call.
   virtual std::vector<std::string> TakeWarnings() { return {}; }
 };
+
+// How many configs a key proposes now, with `in_flight` of its proposals
+// not yet measured: a whole batch once the in-flight depth leaves room for
+// one, none otherwise. Batches keep one size whatever the devices, so that
+// a seed and an order in which results arrive give the same proposals; a
+// depth of one batch is lock-step (each batch waits for the one before).
+inline size_t ProposalNow(size_t in_flight, size_t depth, size_t batch) {
+  return in_flight + batch <= std::max(depth, batch) ? batch : 0;
+}
 
 // The strategy named options.strategy over `space` (which must outlive it).
 // `priors` warm-start it: strategies that learn train on them, and every

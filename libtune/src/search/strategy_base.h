@@ -35,6 +35,14 @@ class StrategyBase : public SearchStrategy {
   // The k best valid observations, fastest first (ties: the smaller point).
   std::vector<std::pair<double, SpacePoint>> Best(size_t k) const;
   size_t Observed() const { return observed_.size(); }
+  // Proposed and not observed yet: in flight (0 in lock-step).
+  size_t Pending() const { return seen_.size() - observed_.size(); }
+  std::vector<SpacePoint> PendingPoints() const {
+    std::vector<SpacePoint> out;
+    for (const SpacePoint& p : seen_)
+      if (!observed_.count(p)) out.push_back(p);
+    return out;
+  }
   size_t ValidObserved() const { return valid_.size(); }
 
   const SearchSpace& space_;
