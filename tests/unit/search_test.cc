@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -273,6 +277,149 @@ TEST(Replay, CountsEvaluationsToComeNearTheBest) {
 }
 
 
+// The synthetic bowl as ground truth (A=64 fails).
+GroundTruth BowlTruth(const SearchSpace& space) {
+  GroundTruth t;
+  t.key = "synthetic";
+  auto all = space.Enumerate(100'000);
+  EXPECT_TRUE(all.ok());
+  for (const SpacePoint& p : all.value()) {
+    const Config c = space.ToConfig(p);
+    t.configs.push_back(c);
+    t.us.push_back(c.params[0].second == 64 ? std::nullopt : std::optional<double>(Bowl(c)));
+  }
+  return t;
+}
+
+std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool, bool>> Figures(const ReplayResult& r) {
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool, bool>> out;
+  for (const ReplayFigure& f : r.figures) out.emplace_back(f.reached, f.median, f.p90, f.median_reached, f.p90_reached);
+  return out;
+}
+
+// In flight as deep as a batch is lock-step, to the figure; deeper, the
+// seeded finishing order gives the same figures run after run, and other
+// figures than lock-step's (results come back later and out of order).
+TEST(Replay, InFlightOfOneBatchIsLockStepAndDeeperIsDeterministic) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  const GroundTruth t = BowlTruth(*space);
+  for (const char* name : {"model", "evolution"}) {
+    SCOPED_TRACE(name);
+    ReplayOptions o;
+    o.seeds = 6;
+    o.search.strategy = name;
+    o.search.budget = 400;
+    auto lock = Replay(t, o);
+    ASSERT_TRUE(lock.ok()) << lock.status().message();
+    o.in_flight = o.batch;
+    auto one = Replay(t, o);
+    ASSERT_TRUE(one.ok()) << one.status().message();
+    EXPECT_EQ(Figures(*lock), Figures(*one));
+    o.in_flight = 64;
+    auto a = Replay(t, o), b = Replay(t, o);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(Figures(*a), Figures(*b));
+    EXPECT_NE(Figures(*a), Figures(*lock));
+    EXPECT_EQ(a->figures[2].reached, 6u) << "within 5% inside the budget, every seed";
+  }
+  ReplayOptions bad;
+  bad.in_flight = 8;  // under a batch of 16
+  auto refused = Replay(t, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("fewer than a batch of 16"), std::string::npos)
+      << refused.status().message();
+}
+
+// A farm's pipeline asks a strategy again while earlier proposals are still
+// unmeasured, and results come back out of order: no strategy proposes a
+// pending (or measured) point twice, and none stalls: each keeps proposing
+// whole batches until the budget is spent.
+TEST(SearchStrategy, ProposalsInFlightNeverRepeatAPendingPointNorStall) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  constexpr size_t kBatch = 16, kDepth = 64, kBudget = 640;
+  for (const std::string& name : StrategyNames()) {
+    SCOPED_TRACE(name);
+    SearchOptions o;
+    o.strategy = name;
+    o.seed = 3;
+    o.budget = kBudget;
+    auto s = MakeStrategy(*space, o);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    std::set<SpacePoint> proposed;
+    std::vector<std::vector<SpacePoint>> units;
+    size_t in_flight = 0, total = 0, turn = 0;
+    while (total < kBudget) {
+      while (total < kBudget && ProposalNow(in_flight, kDepth, kBatch) > 0) {
+        const auto batch = (*s)->Propose(kBatch);
+        ASSERT_EQ(batch.size(), kBatch) << "stalled after " << total << " proposals, " << in_flight << " in flight";
+        for (const SpacePoint& p : batch) {
+          EXPECT_TRUE(proposed.insert(p).second) << space->ToConfig(p).Canonical() << " proposed twice";
+          EXPECT_TRUE(space->Legal(p));
+        }
+        total += batch.size();
+        in_flight += batch.size();
+        units.push_back(batch);
+      }
+      // The units finish out of order: every third turn the newest first,
+      // else the oldest; each unit's results last to first.
+      const size_t next = ++turn % 3 == 0 ? units.size() - 1 : 0;
+      const std::vector<SpacePoint> unit = units[next];
+      units.erase(units.begin() + static_cast<std::ptrdiff_t>(next));
+      in_flight -= unit.size();
+      for (auto it = unit.rbegin(); it != unit.rend(); ++it) {
+        const Config c = space->ToConfig(*it);
+        (*s)->Observe(*it, c.params[0].second == 64 ? std::nullopt : std::optional<double>(Bowl(c)));
+      }
+    }
+    EXPECT_EQ(proposed.size(), kBudget);
+    // Replay holds every strategy to the same contract, in its finishing order.
+    ReplayOptions ro;
+    ro.seeds = 3;
+    ro.search.strategy = name;
+    ro.search.budget = 300;
+    ro.in_flight = 128;
+    auto r = Replay(BowlTruth(*space), ro);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+  }
+}
+
+// With configs in flight, the model's initial samples are counted as they
+// are proposed: once a batch's figures are in and enough configs are
+// pending, the next batch searches the best's neighbourhood rather than
+// sampling at random while the samples already proposed are measured.
+TEST(SearchStrategy, TheModelSearchesOnceItHasFiguresWhileItsSamplesAreInFlight) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  SearchOptions o;
+  o.strategy = "model";
+  o.seed = 5;
+  auto s = MakeStrategy(*space, o);
+  ASSERT_TRUE(s.ok());
+  const auto first = (*s)->Propose(16);
+  ASSERT_EQ(first.size(), 16u);
+  const SpacePoint* best = nullptr;
+  double best_us = INFINITY;
+  for (const SpacePoint& p : first) {
+    const Config c = space->ToConfig(p);
+    const std::optional<double> us = c.params[0].second == 64 ? std::nullopt : std::optional<double>(Bowl(c));
+    (*s)->Observe(p, us);
+    if (us && *us < best_us) best_us = *us, best = &p;
+  }
+  ASSERT_NE(best, nullptr);
+  // 16 figures in, 16 more samples in flight: the initial 24 are proposed.
+  ASSERT_EQ((*s)->Propose(16).size(), 16u);
+  const auto guided = (*s)->Propose(16);
+  ASSERT_EQ(guided.size(), 16u);
+  const auto steps = space->Neighbours(*best);
+  const std::set<SpacePoint> near(steps.begin(), steps.end());
+  size_t by_best = 0;
+  for (const SpacePoint& p : guided) by_best += near.count(p);
+  EXPECT_GE(by_best, 6u) << "of the " << near.size() << " one-axis steps of the best, in a batch of 16";
+}
+
 // The offline commands (`search replay`, `search predict`, `sweep
 // from-misses`) on hostile files, as processes: each refusal is one line
 // naming the file, the line or the bound.
@@ -353,6 +500,47 @@ TEST(SearchInputs, AShapeThatIsNotNamedPositiveIntegersIsRefusedByItsLine) {
         << shape << ": " << log;
     EXPECT_NE(log.find("bad.csv:3: shape: "), std::string::npos) << shape << ": " << log;
   }
+}
+
+// `search replay --in-flight`: the model search of a committed ground truth
+// (the shipped gemm, 296 configs of an H100 shape) comes within 2% of the
+// exhaustive best inside a budget of a third of the space, every seed, with 64 configs
+// in flight; the table's header says the depth; a depth under a batch, or
+// past the bound, or not a number, is refused in one line naming the flag.
+TEST(SearchInputs, ReplayInFlightReachesTheBestAndRefusesABadDepth) {
+  testing::TempDir dir;
+  const std::string truth = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/search/gemm_shapes.h100.results.csv.gz";
+  std::string log;
+  ASSERT_EQ(RunTunefarm(dir, {"search", "replay", "--results", truth, "--shape", "M=1024,N=1024,K=4096", "--strategy",
+                              "model", "--seeds", "10", "--budget", "100", "--in-flight", "64", "--format", "json"},
+                        &log),
+            0)
+      << log;
+  const auto json = nlohmann::json::parse(log.substr(log.find('[')), nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << log;
+  bool model = false;
+  for (const auto& r : json) {
+    if (r["strategy"] != "model/1") continue;
+    model = true;
+    EXPECT_EQ(r["in_flight"], 64) << r.dump();
+    EXPECT_EQ(r["within"][1]["within"], 0.02) << r.dump();
+    EXPECT_EQ(r["within"][1]["reached"], 10) << r.dump();
+  }
+  EXPECT_TRUE(model) << log;
+  ASSERT_EQ(RunTunefarm(dir, {"search", "replay", "--results", truth, "--shape", "M=1024,N=1024,K=1024", "--strategy",
+                              "random", "--seeds", "1", "--in-flight", "48"},
+                        &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("batch 16, 48 in flight (3 units measured at a time"), std::string::npos) << log;
+  for (const char* depth : {"8", "5000", "many", "-16"}) {
+    EXPECT_EQ(RunTunefarm(dir, {"search", "replay", "--results", truth, "--seeds", "1", "--in-flight", depth}, &log),
+              2)
+        << depth << ": " << log;
+    EXPECT_NE(log.find("--in-flight"), std::string::npos) << depth << ": " << log;
+  }
+  EXPECT_EQ(RunTunefarm(dir, {"search", "replay", "--results", truth, "--seeds", "1", "--in-flight", "8"}, &log), 2);
+  EXPECT_NE(log.find("--in-flight: 8 is fewer than a batch (--batch 16)"), std::string::npos) << log;
 }
 
 TEST(SearchInputs, PredictRefusesAGroupOfMoreShapesThanAFitTakes) {

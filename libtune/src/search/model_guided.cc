@@ -10,12 +10,14 @@
 // the rest random candidates, for diversity. Priors (other shapes, other GPU
 // models) join the training rows with their key's features and a lower
 // weight. A model that fails to train makes that batch random, with a
-// warning.
+// warning. With configs in flight (proposed, not yet measured), the initial
+// samples are counted as proposed, and the pending config the model likes
+// best is believed a measured best: its neighbourhood joins the best's
+// (bench/search.md, "Proposals in flight").
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
-#include <cstdlib>
 
 #include "search/boosted_model.h"
 #include "search/strategy_base.h"
@@ -30,7 +32,7 @@ constexpr size_t kChildCandidates = 256;
 constexpr float kPriorWeight = 0.5f;
 constexpr float kPriorFadeOver = 100.f;  // own observations after which priors weigh a tenth
 constexpr double kPriorNear = 1.10;      // a prior within 10% of its key's best is labelled 1
-static const size_t kBelieved = getenv("TF_BELIEVED") ? atoi(getenv("TF_BELIEVED")) : 1;          // configs in flight whose neighbourhoods are searched now
+constexpr size_t kBelieved = 1;          // configs in flight whose neighbourhoods are searched now
 
 // An integer reads on a log scale (tile sizes double); a boolean as 0 or 1;
 // a string as its place among the axis's values (-1 when the axis lacks it,
@@ -131,7 +133,7 @@ class ModelGuided final : public StrategyBase {
       for (size_t i : order)
         if (out.size() < n && near.count(candidates[i]) && Take(candidates[i])) out.push_back(candidates[i]);
     }
-    const size_t by_model = out.size() + static_cast<size_t>(std::ceil((n - out.size()) * (1 - (in_flight > 0 && getenv("TF_EXPLORE") ? atof(getenv("TF_EXPLORE")) : kExploreFraction))));
+    const size_t by_model = out.size() + static_cast<size_t>(std::ceil((n - out.size()) * (1 - kExploreFraction)));
     for (size_t i : order) {
       if (out.size() >= by_model) break;
       if (Take(candidates[i])) out.push_back(candidates[i]);
