@@ -546,7 +546,9 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
   const size_t batch = std::clamp<size_t>(unit, kSearchBatchMin, kSearchBatchMax);
   ks.depth = SearchDepth(worker, model, pool.shape, batch);
   // The pool is dry here: what is in flight is in the key's open units.
-  if (!ks.ready && ProposalNow(passes.open_screen_configs, ks.depth, batch) == 0) return false;
+  const uint64_t in_flight = passes.open_screen_configs;
+  if (!ks.ready && ProposalNow(in_flight, ks.proposed - std::min(ks.proposed, in_flight), ks.depth, batch) == 0)
+    return false;
   if (!ks.ready) {
     if (ks.started < 0) ks.started = now;
     const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;

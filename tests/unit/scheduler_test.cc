@@ -1226,10 +1226,12 @@ TEST(Scheduler, ASearchedKeyMeasuresItsBudgetOnceEachBatchAfterTheLastOnesFigure
 }
 
 // A searched key proposes its next batch while the figures of the last come
-// in: up to its in-flight depth of configs wait to be measured, never more,
-// and a batch goes out as soon as the depth has room for a whole one.
+// in: up to its in-flight depth of configs wait to be measured, never more
+// than half what it has measured (one batch at first: a slow start), and a
+// batch goes out as soon as the depth has room for a whole one.
 TEST(Scheduler, ASearchedKeyKeepsConfigsInFlightUpToItsDepth) {
   for (const uint32_t depth : {16u, 64u}) {
+    SCOPED_TRACE(depth);
     SchedulerOptions o;
     o.search_in_flight = depth;
     o.shrink_tail_units = false;
@@ -1251,15 +1253,27 @@ TEST(Scheduler, ASearchedKeyKeepsConfigsInFlightUpToItsDepth) {
       }
       return configs;
     };
-    auto complete_oldest = [&] {
-      s.CompleteUnit("w", "s1", open.front().unit_id, 1, 1);
-      open.erase(open.begin());
+    auto complete_oldest = [&](size_t units) {
+      for (size_t i = 0; i < units; ++i) {
+        s.CompleteUnit("w", "s1", open.front().unit_id, 1, 1);
+        open.erase(open.begin());
+      }
     };
-    EXPECT_EQ(lease_all(), depth) << "a key takes its depth in flight, then waits";
-    complete_oldest();  // 8 configs measured: no room for a batch of 16 yet (but lock-step's other unit is open)
-    EXPECT_EQ(lease_all(), 0u) << depth;
-    complete_oldest();  // 16 measured: room for one batch
-    EXPECT_EQ(lease_all(), 16u) << depth;
+    // Each round the oldest unit's figures come in: what is in flight never
+    // passes the open depth, and a batch goes out as soon as it has room.
+    size_t measured = 0, most = 0;
+    for (int round = 0; round < 40; ++round) {
+      lease_all();
+      size_t in_flight = 0;
+      for (const WorkUnit& u : open) in_flight += u.configs.size();
+      const size_t room = std::max<size_t>(16, std::min<size_t>(depth, measured / 2));
+      EXPECT_LE(in_flight, room) << "round " << round;
+      EXPECT_GT(in_flight + 16, room) << "round " << round << ": room for a batch left unproposed";
+      most = std::max(most, in_flight);
+      complete_oldest(1);
+      measured += 8;
+    }
+    EXPECT_EQ(most, depth) << "the whole depth once enough is measured";
     EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);
   }
 }

@@ -352,7 +352,7 @@ TEST(SearchStrategy, ProposalsInFlightNeverRepeatAPendingPointNorStall) {
     std::vector<std::vector<SpacePoint>> units;
     size_t in_flight = 0, total = 0, turn = 0;
     while (total < kBudget) {
-      while (total < kBudget && ProposalNow(in_flight, kDepth, kBatch) > 0) {
+      while (total < kBudget && ProposalNow(in_flight, total - in_flight, kDepth, kBatch) > 0) {
         const auto batch = (*s)->Propose(kBatch);
         ASSERT_EQ(batch.size(), kBatch) << "stalled after " << total << " proposals, " << in_flight << " in flight";
         for (const SpacePoint& p : batch) {

@@ -79,7 +79,7 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
       // nothing to propose now is asked again when the next unit finishes;
       // with nothing in flight either, it is done.
       while (proposed < budget) {
-        const size_t now = ProposalNow(in_flight, depth, batch_size);
+        const size_t now = ProposalNow(in_flight, static_cast<size_t>(evaluations), depth, batch_size);
         if (now == 0) break;
         const size_t n = static_cast<size_t>(std::min<uint64_t>(now, budget - proposed));
         std::vector<SpacePoint> unit = s.Propose(n);

@@ -75,12 +75,18 @@ class SearchStrategy {
 };
 
 // How many configs a key proposes now, with `in_flight` of its proposals
-// not yet measured: a whole batch once the in-flight depth leaves room for
-// one, none otherwise. Batches keep one size whatever the devices, so that
-// a seed and an order in which results arrive give the same proposals; a
-// depth of one batch is lock-step (each batch waits for the one before).
-inline size_t ProposalNow(size_t in_flight, size_t depth, size_t batch) {
-  return in_flight + batch <= std::max(depth, batch) ? batch : 0;
+// not yet measured and `measured` measured: a whole batch once the
+// in-flight depth leaves room for one, none otherwise. Batches keep one
+// size whatever the devices, so that a seed and an order in which results
+// arrive give the same proposals; a depth of one batch is lock-step (each
+// batch waits for the one before). The depth opens as figures come in (a
+// slow start): no more configs are in flight than half what the key has
+// measured (one batch at first), so that its proposals are made on
+// figures, nearly as in lock-step, rather than blind while its first
+// batches are out (bench/search.md, "Proposals in flight").
+inline size_t ProposalNow(size_t in_flight, size_t measured, size_t depth, size_t batch) {
+  const size_t open = std::min(std::max(depth, batch), std::max(measured / 2, batch));
+  return in_flight + batch <= open ? batch : 0;
 }
 
 // The strategy named options.strategy over `space` (which must outlive it).
