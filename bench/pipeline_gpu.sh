@@ -6,6 +6,7 @@
 #
 #   PART=1 bash bench/pipeline_gpu.sh   # the six gemm_hopper shapes cold: base, then this farm
 #   PART=2 bash bench/pipeline_gpu.sh   # the same, fresh store, warm cubin cache; the README's first command
+#   PART=3 bash bench/pipeline_gpu.sh   # the base alone, cold (when PART=1's base did not run)
 #
 # Each tune writes its log and `--format json` document under $OUT; the
 # lines that matter go to $OUT/log.txt.
@@ -28,10 +29,10 @@ echo "cores: $(nproc)" >> $L
 # budget 500, confirm top 3, a fresh store, the given cubin cache.
 six() {
   local name=$1 bin=$2 cache=$3; shift 3
-  rm -rf $W/$name.db $W/$name
+  rm -rf $W/runs/$name.db $W/runs/$name && mkdir -p $W/runs
   echo "=== $name ($(date -u +%T))" >> $L
   timeout ${LIMIT:-330} $bin tune --op gemm_hopper --ops-dir $OPS --dtype f16 $SHAPES --budget 500 --confirm-top 3 \
-    --store $W/$name.db --cache-dir $cache --unsigned --bundle $W/$name "$@" > $OUT/$name.log 2> $OUT/$name.err
+    --store $W/runs/$name.db --cache-dir $cache --unsigned --bundle $W/runs/$name "$@" > $OUT/$name.log 2> $OUT/$name.err
   echo "tune rc=$? ($(date -u +%T))" >> $L
   grep -aE "^h100|searched:|vs cublaslt|default .* winner|^  \* |^sweep:|^compile:|^busy:|^failures" \
     $OUT/$name.log $OUT/$name.err | cut -c1-260 | head -60 >> $L
@@ -43,9 +44,16 @@ if want 1; then
   LIMIT=240 six cold $A/libexec/tunefarm $W/cache-new --format json
   cp $W/cache-new -r $W/cache-warm
 fi
+if want 3; then
+  rm -rf $W/cache-base
+  LIMIT=${BASE_LIMIT:-330} six base $W/base/libexec/tunefarm $W/cache-base
+fi
 if want 2; then
-  [ -d $W/cache-warm ] || echo "no warm cache: PART=1 first" >> $L
-  LIMIT=200 six warm $A/libexec/tunefarm $W/cache-warm --format json
+  if [ ! -d $W/cache-warm ]; then  # a fresh machine: warm the cache with a cold run of this farm first
+    rm -rf $W/cache-warm
+    LIMIT=240 six cold2 $A/libexec/tunefarm $W/cache-warm --format json
+  fi
+  LIMIT=${WARM_LIMIT:-200} six warm $A/libexec/tunefarm $W/cache-warm --format json
   echo "=== README first command, cold ($(date -u +%T))" >> $L
   rm -rf $W/readme $W/cache-readme && mkdir -p $W/readme
   (cd $W/readme && /usr/bin/time -f "wall %e s" timeout 200 $A/bin/tunefarm tune --dtype f16 --shape M=4096,N=4096,K=4096 \
