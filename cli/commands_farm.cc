@@ -15,6 +15,7 @@
 #include "opspec/sweep_file.h"
 #include "report/pipeline.h"
 #include "base/text.h"
+#include "builder.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
 #endif
@@ -156,6 +157,41 @@ int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
   return st.ok() ? 0 : Fail(st.message());
 }
 
+// `worker --compile-only --arch ...`: a builder (worker/builder.h). Only
+// the options a builder uses may be given; the rest are a GPU worker's.
+int RunBuilder(WorkerArgs& args, const std::vector<std::string>& archs, CLI::App* app,
+               const std::atomic<bool>* stop) {
+  for (const char* gpu_only : {"--backend", "--sim-models", "--sim-faults", "--sim-compile", "--sim-truth", "--devices",
+                               "--include-root", "--allow-programs", "--timeout", "--max-seconds"}) {
+    if (app->get_option(gpu_only)->count() > 0)
+      return Usage(std::string("worker --compile-only: ") + gpu_only + " is for a worker with devices");
+  }
+  auto parsed = ParseBuilderArchs(SplitList(Join(archs, ",")));
+  if (!parsed.ok()) return Usage("worker --compile-only: " + parsed.status().message());
+  BuilderOptions o;
+  o.endpoint = args.opts.endpoint;
+  o.name = args.opts.name;
+  o.archs = *parsed;
+  o.compile_threads = args.opts.compile_threads;
+  o.cache_dir = args.opts.cache_dir;
+  o.curve_secret_key = args.opts.curve_secret_key;
+  o.coordinator_public_key = args.opts.coordinator_public_key;
+  o.insecure_plaintext = args.opts.insecure_plaintext;
+  o.http_address = args.opts.http_address;
+  o.http_port = args.opts.http_port;
+  ServiceWatchdog watchdog;
+  o.alive = [&watchdog] { watchdog.Alive(); };
+  Builder builder(o);
+  Status st = builder.Start();
+  if (!st.ok()) return Fail(st.message());
+  std::fprintf(stderr, "tunefarm builder: compiles for %s (no devices)\n", Join(o.archs, ", ").c_str());
+  if (!builder.http_url().empty()) std::fprintf(stderr, "metrics: %smetrics\n", builder.http_url().c_str());
+  NotifyServiceManager("READY=1\nSTATUS=builder for " + Join(o.archs, ","));
+  st = builder.Run(stop);
+  NotifyServiceManager("STOPPING=1");
+  return st.ok() ? 0 : Fail(st.message());
+}
+
 int RunRunner(int device) {
 #ifdef TUNEFARM_WITH_CUDA
   return RunnerMain(device, 0, 1);
@@ -279,6 +315,8 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   struct Parsed {
     CoordinatorArgs coord;
     WorkerArgs work;
+    bool compile_only = false;        // worker --compile-only: a builder
+    std::vector<std::string> archs;   // its --arch
     int runner_device = 0;
     SubmitArgs submit;
     StatusArgs status, cancel;
@@ -370,6 +408,9 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   c->add_option("--allow-list", coord.opts.curve_allow_list, "File of worker CURVE public keys to admit");
   c->add_option("--client-allow-list", coord.opts.curve_client_allow_list,
                 "File of client CURVE public keys to admit (submit, status); a key has one role");
+  c->add_option("--builder-allow-list", coord.opts.curve_builder_allow_list,
+                "File of builder CURVE public keys to admit (worker --compile-only): they compile what the "
+                "GPU workers time next, and their images are served on their key's word; a key has one role");
   c->add_flag("--insecure-plaintext", coord.opts.insecure_plaintext, "Allow a non-loopback bind without CURVE");
   c->add_option("--http-port", coord.opts.http_port,
                 "Serve the dashboard, JSON API and /metrics on this port (0 = any free port; off by default)");
@@ -384,8 +425,20 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   WorkerArgs& work = parsed->work;
   auto* w = app.add_subcommand("worker", "Run a worker: measure units on this host's GPUs (or a simulated one)");
   AddWorkerOptions(w, &work);
+  w->add_flag("--compile-only", parsed->compile_only,
+              "Run as a builder: no devices; compile what the GPU workers will time next for the --arch "
+              "architectures with this host's NVRTC, on --compile-threads, and send the cubins to the "
+              "coordinator (this key on its --builder-allow-list; needs the CUDA toolkit)");
+  w->add_option("--arch", parsed->archs,
+                "--compile-only: the architectures to compile for, e.g. sm_90a,sm_100a (sm_90 and sm_90a "
+                "both build either target of compute capability 9.0, as each op needs)")
+      ->delimiter(',');
   out->push_back({.app = w,
-                  .run = [parsed](const std::atomic<bool>* stop) { return RunWorker(parsed->work, stop); },
+                  .run = [parsed, w](const std::atomic<bool>* stop) {
+                    if (parsed->compile_only) return RunBuilder(parsed->work, parsed->archs, w, stop);
+                    if (!parsed->archs.empty()) return Usage("worker: --arch is for --compile-only (a builder)");
+                    return RunWorker(parsed->work, stop);
+                  },
                   .logs = true,
                   .verbose = [parsed] { return parsed->work.opts.verbose; }});
 

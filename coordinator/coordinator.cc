@@ -42,17 +42,41 @@ void StoreHealth::MaybeRecover(ResultStore& store, double now) {
 }
 
 // What a peer of `role` may send: workers what keeps a worker going,
-// clients sweeps; both may ask for status and say goodbye.
+// clients sweeps, builders what keeps a builder going (hello, heartbeats,
+// build requests and their images) and nothing else; workers and clients
+// may ask for status, and any may say goodbye.
 Status MayUse(PeerRole role, const Command& cmd) {
-  const bool worker_only = std::holds_alternative<Hello>(cmd) || std::holds_alternative<Heartbeat>(cmd) ||
-                           std::holds_alternative<RequestWork>(cmd) || std::holds_alternative<Results>(cmd) ||
+  const bool session = std::holds_alternative<Hello>(cmd) || std::holds_alternative<Heartbeat>(cmd);
+  const bool worker_only = std::holds_alternative<RequestWork>(cmd) || std::holds_alternative<Results>(cmd) ||
                            std::holds_alternative<ImageRequest>(cmd);
+  const bool builder_only = std::holds_alternative<BuildRequest>(cmd) || std::holds_alternative<BuiltImages>(cmd);
   const bool client_only = std::holds_alternative<SweepSubmit>(cmd) || std::holds_alternative<SweepCancel>(cmd) ||
                            std::holds_alternative<StoreRead>(cmd);
-  if ((role == PeerRole::kClient && worker_only) || (role == PeerRole::kWorker && client_only)) {
-    return Status::Error(std::string("a ") + PeerRoleName(role) + " key may not send " + CommandName(cmd));
+  bool may = true;
+  switch (role) {
+    case PeerRole::kWorker: may = !client_only && !builder_only; break;
+    case PeerRole::kClient: may = !session && !worker_only && !builder_only; break;
+    case PeerRole::kBuilder:
+      may = session || builder_only || std::holds_alternative<tune::Disconnect>(cmd);
+      break;
   }
+  if (!may) return Status::Error(std::string("a ") + PeerRoleName(role) + " key may not send " + CommandName(cmd));
   return Status::OK();
+}
+
+// Why a hello does not fit the role of its key (`role`, nullopt without
+// CURVE), or "": a builder key says hello as a builder and a worker key as
+// a worker; a builder needs CURVE, since its images are served on its
+// key's word.
+static std::string HelloFault(const std::optional<PeerRole>& role, const Hello& hello) {
+  if (!role && hello.builder())
+    return "builders need CURVE: their images are served on the word of a key on the builder allow-list";
+  if (role == PeerRole::kBuilder && !hello.builder())
+    return "a builder key says hello as a builder (worker --compile-only --arch ...)";
+  if (role == PeerRole::kWorker && hello.builder())
+    return "a worker key may not say hello as a builder: put it on the builder allow-list";
+  if (hello.builder()) return CheckBuilderHello(hello);
+  return "";
 }
 
 // Who sent `frame` when no CURVE key says so: its TCP peer's address (all
@@ -155,8 +179,13 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           }
           for (const std::string& other : stale) sessions.Drop(other);
           sessions.Start(identity, cmd, key, now);
-          CoordinatorLog(log::Level::kInfo, "hello",
-                         {{"worker", cmd.worker_name}, {"devices", cmd.devices.size()}});
+          if (cmd.builder())
+            CoordinatorLog(log::Level::kInfo, "hello",
+                           {{"builder", cmd.worker_name}, {"archs", Join(cmd.builder_archs, ",")},
+                            {"toolchain", cmd.builder_toolchain}});
+          else
+            CoordinatorLog(log::Level::kInfo, "hello",
+                           {{"worker", cmd.worker_name}, {"devices", cmd.devices.size()}});
           Send(identity, HelloAck{opts.heartbeat_ms, opts.liveness});
         } else if constexpr (std::is_same_v<T, SweepSubmit>) {
           // A client's share of new package bytes over the last hour.
@@ -191,6 +220,12 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
         } else if constexpr (std::is_same_v<T, ImageRequest>) {
           if (!session) return Disconnect(identity, "unknown worker: say hello first");
           images->Handle(identity, *session, cmd, now);
+        } else if constexpr (std::is_same_v<T, BuildRequest>) {
+          if (!session || !session->builder()) return Disconnect(identity, "not a builder: say hello as one first");
+          builds->Request(identity, *session, cmd, now);
+        } else if constexpr (std::is_same_v<T, BuiltImages>) {
+          if (!session || !session->builder()) return Disconnect(identity, "not a builder: say hello as one first");
+          builds->Built(identity, *session, std::move(cmd), now);
         } else if constexpr (std::is_same_v<T, tune::Disconnect>) {
           CoordinatorLog(log::Level::kInfo, "worker left",
                          {{"worker", session ? session->name : Printable(identity)}, {"reason", cmd.reason}});
@@ -218,13 +253,19 @@ void Coordinator::Impl::Tick(double now) {
   std::function<bool(const std::string&)> still_worker;
   if (zap && now - last_key_check >= 1.0) {
     last_key_check = now;
-    still_worker = [this](const std::string& key) { return zap->RoleOf(key) == PeerRole::kWorker; };
+    // A builder's session is a builder key's (its hello said so, and its
+    // commands are checked against its key's role as they come).
+    still_worker = [this](const std::string& key) {
+      const auto role = zap->RoleOf(key);
+      return role == PeerRole::kWorker || role == PeerRole::kBuilder;
+    };
   }
   const WorkerSessions::Due due = sessions.Check(now, opts.heartbeat_ms / 1000.0, opts.liveness, still_worker);
   for (const auto& id : due.quiet) Send(id, Heartbeat{});
   for (const auto& id : due.revoked) {
     const WorkerSession* s = sessions.Find(id);
-    Disconnect(id, "key " + (s ? s->key : std::string()) + " is no longer on the worker allow-list");
+    Disconnect(id, "key " + (s ? s->key : std::string()) + " is no longer on the " +
+                       (s && s->builder() ? "builder" : "worker") + " allow-list");
   }
   for (const auto& id : due.dead) {
     const WorkerSession* s = sessions.Find(id);
@@ -244,6 +285,7 @@ void Coordinator::Impl::Tick(double now) {
   status->Tick(now);
   reads->Tick(now);
   images->Tick();
+  builds->Tick(now);
 }
 
 Coordinator::Coordinator(CoordinatorOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
@@ -278,8 +320,15 @@ Status Coordinator::Start() {
   TUNE_RETURN_IF_ERROR(c.sweeps->Start());
   TUNE_RETURN_IF_ERROR(c.ingestion->Start());
   TUNE_RETURN_IF_ERROR(c.reads->Start());
-  c.images = std::make_unique<ImageService>(c.store.get(), c.ingestion.get(), &c.sessions, &c, &c.counters);
+  // The builder allow-list as it is now: read on the image reader's thread
+  // (ZapAuthenticator is thread-safe; `zap` is set below, before Run).
+  c.images = std::make_unique<ImageService>(c.store.get(), c.ingestion.get(), &c.sessions, &c, &c.counters,
+                                            [&c](const std::string& key) {
+                                              return c.zap && c.zap->RoleOf(key) == PeerRole::kBuilder;
+                                            });
   TUNE_RETURN_IF_ERROR(c.images->Start());
+  c.builds = std::make_unique<BuildService>(c.store.get(), &c.scheduler, &c.sessions, &c, &c.counters);
+  TUNE_RETURN_IF_ERROR(c.builds->Start());
   const auto& o = impl_->opts;
   std::optional<CurveKeyPair> keys;
   if (!o.curve_secret_key.empty()) {
@@ -292,11 +341,14 @@ Status Coordinator::Start() {
     ZapAuthenticatorOptions zo;
     zo.allow_list_path = o.curve_allow_list;
     zo.client_allow_list_path = o.curve_client_allow_list;
+    zo.builder_allow_list_path = o.curve_builder_allow_list;
     zo.log_accepted = o.verbose;
     auto zap = ZapAuthenticator::FromFile(impl_->ctx, o.curve_allow_list, zo);
     if (!zap.ok()) return zap.status();
     impl_->zap = std::move(zap).value();
     TUNE_RETURN_IF_ERROR(impl_->zap->Start());
+  } else if (!o.curve_builder_allow_list.empty()) {
+    return Status::Error("coordinator: --builder-allow-list needs --curve-key and --allow-list (builders are keys)");
   } else if (!IsLoopbackEndpoint(o.endpoint) && !o.insecure_plaintext) {
     return Status::Error("coordinator: " + o.endpoint +
                          " is not loopback: give --curve-key and --allow-list "
@@ -333,9 +385,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
                                {nullptr, impl_->sweeps->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->reads->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->sweeps->proposals_fd(), ZMQ_POLLIN, 0},
-                               {nullptr, impl_->images->wake_fd(), ZMQ_POLLIN, 0}};
+                               {nullptr, impl_->images->wake_fd(), ZMQ_POLLIN, 0},
+                               {nullptr, impl_->builds->wake_fd(), ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 6, std::chrono::milliseconds(50));
+      zmq::poll(items, 7, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status::Error(std::string("coordinator: poll: ") + e.what());
@@ -386,8 +439,9 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
           // rows is the ingester's work, and leases must not wait for it.
           auto head = PeekResults(parts[0].data(), parts[0].size());
           if (head.ok() && head->has_value()) {
-            if (role == PeerRole::kClient) {
-              impl_->Disconnect(id, "a client key may not send results");
+            if (role == PeerRole::kClient || role == PeerRole::kBuilder) {
+              impl_->Disconnect(id, std::string("a ") + PeerRoleName(*role) + " key may not send results (key " +
+                                        key + ")");
               continue;
             }
             impl_->ingestion->SubmitResults(id, std::move(parts[0]), **head);
@@ -400,7 +454,14 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
           }
           if (role) {
             if (Status may = MayUse(*role, env->command); !may.ok()) {
-              impl_->Disconnect(id, may.message());
+              impl_->Disconnect(id, may.message() + " (key " + key + ")");
+              continue;
+            }
+          }
+          if (const auto* hello = std::get_if<Hello>(&env->command)) {
+            if (std::string why = HelloFault(role, *hello); !why.empty()) {
+              impl_->Disconnect(id, "hello of '" + hello->worker_name + "' refused: " + why +
+                                        (key.empty() ? "" : " (key " + key + ")"));
               continue;
             }
           }
@@ -419,6 +480,7 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
     if (items[3].revents & ZMQ_POLLIN) impl_->reads->RunCompletions();
     if (items[4].revents & ZMQ_POLLIN) impl_->sweeps->RunProposals();
     if (items[5].revents & ZMQ_POLLIN) impl_->images->RunCompletions();
+    if (items[6].revents & ZMQ_POLLIN) impl_->builds->RunCompletions();
     const double now = impl_->opts.env->NowSeconds();
     if (now - last_tick >= 0.05) {
       impl_->Tick(now);

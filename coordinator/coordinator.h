@@ -65,6 +65,11 @@ struct CoordinatorOptions {
   // that sends what its role may not is disconnected. Both lists are
   // re-read when they change: a key taken off loses its connection.
   std::string curve_client_allow_list;
+  // Optional: one builder public key per line (`worker --compile-only`):
+  // builder keys say hello, ask for configs to compile and send their
+  // images, which are served on the key's word while it is on this list
+  // (coordinator/build_service.h).
+  std::string curve_builder_allow_list;
   bool insecure_plaintext = false;  // allow a non-loopback endpoint without CURVE
   // Dashboard, JSON API and /metrics (HttpServer); off when http_port < 0.
   std::string http_address = "127.0.0.1";

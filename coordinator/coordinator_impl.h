@@ -7,6 +7,7 @@
 //   coordinator_status.{h,cc}   status pages: HTTP documents and /metrics
 //   store_reads.{h,cc}          remote reads of the store (StoreRead)
 //   image_service.{h,cc}        stored cubins served to workers (ImageRequest)
+//   build_service.{h,cc}        configs handed to builders, their images stored
 #pragma once
 
 #include <deque>
@@ -15,6 +16,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "build_service.h"
 #include "coordinator.h"
 #include "coordinator_parts.h"
 #include "coordinator_results.h"
@@ -47,6 +49,7 @@ struct Coordinator::Impl final : PeerLink {
   std::unique_ptr<StatusPages> status;
   std::unique_ptr<StoreReads> reads;
   std::unique_ptr<ImageService> images;
+  std::unique_ptr<BuildService> builds;
   uint64_t seq = 0;
   double last_key_check = 0;
   // New package bytes each client brought in the last hour: (when, bytes).

@@ -59,6 +59,11 @@ struct LoopCounters {
   uint64_t leases_expired = 0;
   uint64_t images_served = 0;            // stored cubins sent to workers (ImageReply)
   uint64_t image_requests_refused = 0;   // ImageRequests that broke a rule
+  uint64_t build_works = 0;              // BuildWorks handed to builders
+  uint64_t builder_images_stored = 0;    // builders' images stored (new, or a new witness)
+  uint64_t builder_image_conflicts = 0;  // builders' images that differ from the stored one of their key
+  uint64_t builder_configs_failed = 0;   // configs builders could not compile
+  uint64_t builds_refused = 0;           // BuiltImages refused
 };
 
 }  // namespace tune

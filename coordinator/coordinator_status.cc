@@ -180,11 +180,23 @@ void StatusPages::AddFarmMetrics(std::vector<Metric>* metrics) const {
                       "and arch (none of them ships unverified)",
                       ic.kernel_image_conflicts));
   add(Metric::Counter("tunefarm_kernel_images_served_total",
-                      "stored cubins (two worker keys' word) sent to workers instead of a compile",
+                      "stored cubins (two worker keys' word, or a builder's) sent to workers instead of a compile",
                       counters_->images_served));
   add(Metric::Counter("tunefarm_image_requests_refused_total",
                       "image requests refused: not of a unit leased to the sender, or over its rate",
                       counters_->image_requests_refused));
+  add(Metric::Counter("tunefarm_build_works_total", "works handed to builders (configs of one op, dtype and arch each)",
+                      counters_->build_works));
+  add(Metric::Counter("tunefarm_builder_images_total", "builders' cubins stored (new, or a new witness of one)",
+                      counters_->builder_images_stored));
+  add(Metric::Counter("tunefarm_builder_image_conflicts_total",
+                      "builders' cubins that differ from the stored image of their key (the stored one stays)",
+                      counters_->builder_image_conflicts));
+  add(Metric::Counter("tunefarm_builder_configs_failed_total", "configs builders could not compile",
+                      counters_->builder_configs_failed));
+  add(Metric::Counter("tunefarm_builds_refused_total",
+                      "builders' image batches refused: not of work handed to them, or images that fail a check",
+                      counters_->builds_refused));
   add(Metric::Counter("tunefarm_leases_total", "work units leased", ic.leases));
   add(Metric::Counter("tunefarm_leases_retried_total", "leases of units that went back to the queue once or more",
                       ic.leases_retried));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/limits.h"
+#include "build_service.h"
 
 namespace tune {
 
@@ -96,9 +97,16 @@ void ImageService::Handle(const std::string& identity, const WorkerSession& sess
     uint64_t bytes = 0;
     for (const ImageWant& w : wants) {
       auto k = store_->GetKernel(w.kernel_hash, w.config_id, w.dtype, w.arch);
-      // Two keys' word, no conflict: never one peer's alone (the asker's
-      // included), and never past the reply's bound (compiled instead).
-      if (!k.ok() || !k->Corroborated() || bytes + k->image.size() > kMaxImageReplyBytes) continue;
+      // Two keys' word, or a builder's on the builder allow-list now, and no
+      // conflict: never one worker's alone (the asker's included), and
+      // never past the reply's bound (compiled instead).
+      if (!k.ok() || bytes + k->image.size() > kMaxImageReplyBytes) continue;
+      const bool built = is_builder_ && k->conflicts.empty() &&
+                         std::any_of(k->witnesses.begin(), k->witnesses.end(), [&](const std::string& w) {
+                           const std::string key = BuilderKeyOf(w);
+                           return !key.empty() && is_builder_(key);
+                         });
+      if (!k->Corroborated() && !built) continue;
       bytes += k->image.size();
       KernelImage served = std::move(k).value();
       served.witnesses.clear();

@@ -2,8 +2,9 @@
 // compiles once per fleet: a worker leased a unit asks (ImageRequest) for
 // the cubins of the unit's configs it lacks before it compiles them, and is
 // answered (ImageReply) with those the store holds on the word of two
-// worker keys (KernelImage::Corroborated); it checks each again and
-// compiles the rest. Private to coordinator/; loop thread only (the reader
+// worker keys (KernelImage::Corroborated) or of a builder whose key is on
+// the builder allow-list now (BuilderWitness, build_service.h), with no
+// conflicting image either way; it checks each again and compiles the rest. Private to coordinator/; loop thread only (the reader
 // thread runs only the work this class posts).
 //
 // The rules, each broken one answered with a refusal line that names the
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -48,10 +50,15 @@ inline constexpr int kMaxImageRepliesPerLease = 2;
 
 class ImageService {
  public:
-  // Every pointer must outlive this object.
+  // Whether a CURVE key is on the builder allow-list now; called on the
+  // reader thread, so it must be thread-safe.
+  using IsBuilderFn = std::function<bool(const std::string& key)>;
+  // Every pointer must outlive this object. `is_builder` may be empty (no
+  // builder's word counts).
   ImageService(ResultStore* store, Ingestion* ingestion, WorkerSessions* sessions, PeerLink* link,
-               LoopCounters* counters)
-      : store_(store), ingestion_(ingestion), sessions_(sessions), link_(link), counters_(counters), reader_("images") {}
+               LoopCounters* counters, IsBuilderFn is_builder = nullptr)
+      : store_(store), ingestion_(ingestion), sessions_(sessions), link_(link), counters_(counters),
+        is_builder_(std::move(is_builder)), reader_("images") {}
 
   // Starts the reader thread; its error.
   Status Start() { return reader_.Start(); }
@@ -85,6 +92,7 @@ class ImageService {
   WorkerSessions* sessions_;
   PeerLink* link_;
   LoopCounters* counters_;
+  IsBuilderFn is_builder_;
   std::map<std::string, Bucket> buckets_;                  // by routing identity
   std::set<std::pair<std::string, uint64_t>> in_flight_;  // (identity, unit) being read
   std::map<std::pair<std::string, uint64_t>, int> replies_;  // (identity, unit) -> replies sent (live leases)

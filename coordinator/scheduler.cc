@@ -15,7 +15,14 @@
 #include "opspec/sweep_file.h"
 
 namespace tune {
+
 namespace {
+
+// The key of configs that compile to one kernel in a sweep: every shape of
+// a (GPU model, op, dtype) takes the same cubin for a config.
+std::string KernelKey(const std::string& model, const ConfigPool& pool) {
+  return model + '\0' + pool.op + '\0' + pool.dtype;
+}
 
 // How much work a shape is, to order the screening: the product of its dims
 // (M*N*K for a GEMM, ROWS*N for a row-wise op).
@@ -563,11 +570,13 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
         return fn(device, spec, dtype, shape);
       };
     auto search = pool.search;
-    ProposeWork work = [search, rows = std::move(rows), want, retry = sweep.submit.retry,
-                        id = sweep.id]() -> std::function<void()> {
+    auto compiled = sweep.proposed_by_kernel[KernelKey(model, pool)];
+    ProposeWork work = [search, rows = std::move(rows), want, retry = sweep.submit.retry, id = sweep.id,
+                        compiled]() -> std::function<void()> {
       std::shared_ptr<SearchBatch> out;
       try {
-        out = std::make_shared<SearchBatch>(ProposeSearchBatch(*search, rows, want, retry, id));
+        out = std::make_shared<SearchBatch>(ProposeSearchBatch(*search, rows, want, retry, id,
+                                                               compiled ? *compiled : std::vector<Config>{}));
       } catch (const std::exception& e) {  // the search ends, the coordinator goes on
         out = std::make_shared<SearchBatch>();
         out->warnings.push_back(std::string("the search stops: its proposal failed: ") + e.what());
@@ -601,6 +610,12 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
   const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
   if (out_of_time) got.configs.clear();
   ks.proposed += got.configs.size();
+  if (!got.configs.empty()) {  // copied, not changed: a proposal running meanwhile holds the last one
+    auto& kernel = sweep.proposed_by_kernel[KernelKey(model, pool)];
+    auto more = std::make_shared<std::vector<Config>>(kernel ? *kernel : std::vector<Config>{});
+    more->insert(more->end(), got.configs.begin(), got.configs.end());
+    kernel = std::move(more);
+  }
   if (got.configs.empty()) {
     // The search is over: what its budget did not spend leaves the counts.
     ks.ended = true;
@@ -630,8 +645,11 @@ size_t Scheduler::SearchDepth(const std::string& worker, const std::string& mode
 }
 
 SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
-                               const std::vector<std::string>& retry, const std::string& sweep_id) {
+                               const std::vector<std::string>& retry, const std::string& sweep_id,
+                               const std::vector<Config>& compiled) {
   SearchBatch out;
+  for (const Config& c : compiled)
+    if (const auto p = ks.space->PointOf(c); p && ks.space->Legal(*p)) ks.strategy->NoteCompiled(*p);
   // What the key measured: this run's batches, and what a run before a
   // restart stored.
   if (rows) {

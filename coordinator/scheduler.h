@@ -207,8 +207,11 @@ struct KeySearch {
 // stored rows; other sweeps' failures of `retry` classes left out) and
 // proposes up to `batch` configs within the budget. Touches `ks`'s strategy
 // and space only; reads its counts.
+// `compiled`: configs whose kernels exist (other shapes' proposals), told
+// to the strategy (NoteCompiled) before it proposes.
 SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
-                               const std::vector<std::string>& retry, const std::string& sweep_id);
+                               const std::vector<std::string>& retry, const std::string& sweep_id,
+                               const std::vector<Config>& compiled = {});
 
 // Configs of one (sweep, op, dtype, model, shape) waiting to be cut into
 // units. A searched key's pool holds its latest batch, and `search` gives
@@ -349,6 +352,10 @@ struct SweepState {
                                              // their host digests (StoredPair::host_digests)
   std::vector<uint64_t> units;               // unit ids, creation order
   PipelineFigures pipeline;                  // its units' (Scheduler::AddPipeline)
+  // Configs its searches proposed, by (model, op, dtype): kernels that
+  // exist (or will) for every shape of the key, which a search of another
+  // shape may take without a compile (SearchStrategy::NoteCompiled).
+  std::map<std::string, std::shared_ptr<const std::vector<Config>>> proposed_by_kernel;
   uint64_t units_finished = 0;               // units done or failed
   // Units failed after SchedulerOptions::max_attempts leases (their pairs
   // count as failed, class "unit_failed"), and the last one's reason: a
@@ -575,6 +582,14 @@ class Scheduler {
   std::vector<SweepProgress> Progress(const std::string& sweep_id,
                                       std::optional<double> now = std::nullopt) const;
   const std::map<std::string, SweepState>& sweeps() const { return sweeps_; }
+
+  // Read-only views for builders (coordinator/build_service.h), which
+  // compile what the devices will take next: per GPU model, the config
+  // pools in creation order (each config from ConfigPool::next on is not
+  // yet cut into a unit), and the first device seen of each model the
+  // scheduler keeps (its compute capability and toolchain).
+  const std::map<std::string, std::deque<ConfigPool>>& pools() const { return pools_; }
+  const std::map<std::string, DeviceInfo>& models() const { return models_; }
 
  private:
   // Expands the sweep's spaces for the device's model (at once, or through

@@ -44,6 +44,8 @@ WorkerSession& WorkerSessions::Start(const std::string& identity, const Hello& h
   s.name = hello.worker_name;
   s.key = key;
   s.devices = hello.devices;
+  s.builder_archs = hello.builder_archs;
+  s.builder_toolchain = hello.builder_toolchain;
   s.last_seen = now;
   return sessions_[identity] = std::move(s);
 }

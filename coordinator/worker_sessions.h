@@ -1,5 +1,5 @@
-// The coordinator's peer registry: one WorkerSession per worker that said
-// hello, from its hello to its disconnect. Private to coordinator/; loop
+// The coordinator's peer registry: one WorkerSession per worker (or
+// builder) that said hello, from its hello to its disconnect. Private to coordinator/; loop
 // thread only, not thread-safe.
 #pragma once
 
@@ -33,6 +33,9 @@ struct WorkerSession {
   // device ever serves makes no sweep wait for it.
   std::set<int> serving;
   std::vector<DeviceInfo> devices;
+  // A builder's (Hello::builder_archs, builder_toolchain): no devices.
+  std::vector<std::string> builder_archs;
+  std::string builder_toolchain;
   double last_seen = 0;
   double last_sent = 0;
   // Its rows' clock less ours, from its last stored batch (NoteClockSkew).
@@ -42,6 +45,7 @@ struct WorkerSession {
   // Who a lease is booked to: the CURVE key the peer proved it holds, or
   // its name where the coordinator runs without CURVE.
   const std::string& Lessee() const { return key.empty() ? name : key; }
+  bool builder() const { return !builder_archs.empty(); }
   // The device of that index from its hello; nullptr when it named none.
   const DeviceInfo* Device(int index) const;
 };

@@ -67,7 +67,7 @@ struct ZapAuthenticator::State {
 
   mutable std::mutex mu;
   std::map<std::string, AllowedKey> allowed;  // Z85 key -> its entry
-  FileStamp stamp, client_stamp;              // of the lists in force
+  FileStamp stamp, client_stamp, builder_stamp;  // of the lists in force
 
   std::mutex lifecycle_mu;  // serialises Start/Stop
   std::thread thread;
@@ -92,7 +92,8 @@ struct ZapAuthenticator::State {
     for (auto& k : keys) {
       auto [it, inserted] = m.emplace(k.public_z85, k);
       if (!inserted && it->second.role != k.role) {
-        return Status::Error("zap: key " + k.public_z85 + " is on both the worker and the client allow-list");
+        return Status::Error("zap: key " + k.public_z85 + " is on both the " + PeerRoleName(it->second.role) +
+                             " and the " + PeerRoleName(k.role) + " allow-list");
       }
     }
     std::lock_guard lock(mu);
@@ -107,17 +108,21 @@ struct ZapAuthenticator::State {
     if (path.empty()) return Status::Error("zap: no allow-list file to load");
     const FileStamp before = StampOf(path);
     const FileStamp client_before = StampOf(options.client_allow_list_path);
+    const FileStamp builder_before = StampOf(options.builder_allow_list_path);
     auto keys = LoadCurveAllowList(path, PeerRole::kWorker);
     if (!keys.ok()) return keys.status();
-    if (!options.client_allow_list_path.empty()) {
-      auto clients = LoadCurveAllowList(options.client_allow_list_path, PeerRole::kClient);
-      if (!clients.ok()) return clients.status();
-      keys->insert(keys->end(), clients->begin(), clients->end());
+    for (const auto& [file, role] : {std::pair{&options.client_allow_list_path, PeerRole::kClient},
+                                     std::pair{&options.builder_allow_list_path, PeerRole::kBuilder}}) {
+      if (file->empty()) continue;
+      auto more = LoadCurveAllowList(*file, role);
+      if (!more.ok()) return more.status();
+      keys->insert(keys->end(), more->begin(), more->end());
     }
     TUNE_RETURN_IF_ERROR(Set(std::move(*keys)));
     std::lock_guard lock(mu);
     stamp = before;
     client_stamp = client_before;
+    builder_stamp = builder_before;
     return Status::OK();
   }
 
@@ -140,6 +145,7 @@ struct ZapAuthenticator::State {
     if (path.empty()) return Status::Error("zap: no allow-list file to reload");
     const FileStamp before = StampOf(path);
     const FileStamp client_before = StampOf(options.client_allow_list_path);
+    const FileStamp builder_before = StampOf(options.builder_allow_list_path);
     std::vector<std::string> problems;
     std::vector<AllowedKey> keys;
     auto read = [&](const std::string& file, PeerRole role) {
@@ -154,15 +160,17 @@ struct ZapAuthenticator::State {
     };
     read(path, PeerRole::kWorker);
     if (!options.client_allow_list_path.empty()) read(options.client_allow_list_path, PeerRole::kClient);
+    if (!options.builder_allow_list_path.empty()) read(options.builder_allow_list_path, PeerRole::kBuilder);
     std::map<std::string, AllowedKey> m;
-    std::vector<std::string> both;
+    std::map<std::string, std::string> both;  // key -> "the worker and the client"
     for (auto& k : keys) {
       auto [it, inserted] = m.emplace(k.public_z85, k);
-      if (!inserted && it->second.role != k.role) both.push_back(k.public_z85);
+      if (!inserted && it->second.role != k.role)
+        both.emplace(k.public_z85, std::string("the ") + PeerRoleName(it->second.role) + " and the " + PeerRoleName(k.role));
     }
-    for (const auto& key : both) {
+    for (const auto& [key, lists] : both) {
       if (m.erase(key)) {
-        problems.push_back("zap: key " + key + " is on both the worker and the client allow-list; admitted as neither");
+        problems.push_back("zap: key " + key + " is on both " + lists + " allow-list; admitted as neither");
       }
     }
     const size_t n = m.size();
@@ -171,10 +179,12 @@ struct ZapAuthenticator::State {
       allowed = std::move(m);
       stamp = before;
       client_stamp = client_before;
+      builder_stamp = builder_before;
     }
     for (const auto& p : problems) options.log(p);
     options.log("allow-list " + path +
                 (options.client_allow_list_path.empty() ? "" : " and " + options.client_allow_list_path) +
+                (options.builder_allow_list_path.empty() ? "" : " and " + options.builder_allow_list_path) +
                 " loaded: " + std::to_string(n) + " key(s)" +
                 (problems.empty() ? "" : ", " + std::to_string(problems.size()) + " problem(s) logged"));
     if (problems.empty()) return Status::OK();
@@ -186,12 +196,14 @@ struct ZapAuthenticator::State {
     if (options.allow_list_path.empty()) return;
     const FileStamp now = StampOf(options.allow_list_path);
     const FileStamp client_now = StampOf(options.client_allow_list_path);
+    const FileStamp builder_now = StampOf(options.builder_allow_list_path);
     {
       std::lock_guard lock(mu);
-      if (now == stamp && client_now == client_stamp) return;
+      if (now == stamp && client_now == client_stamp && builder_now == builder_stamp) return;
       // Whatever the outcome, do not retry until a file changes again.
       stamp = now;
       client_stamp = client_now;
+      builder_stamp = builder_now;
     }
     (void)Reread();  // it logs what it could not apply
   }
@@ -311,6 +323,7 @@ ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx, std::vector<AllowedKey> 
   if (!state_->options.allow_list_path.empty()) {
     state_->stamp = StampOf(state_->options.allow_list_path);
     state_->client_stamp = StampOf(state_->options.client_allow_list_path);
+    state_->builder_stamp = StampOf(state_->options.builder_allow_list_path);
   }
 }
 

@@ -1,8 +1,9 @@
 // The coordinator's gatekeeper: a ZAP handler (ZeroMQ RFC 27) that admits a
-// CURVE client only when its public key is on the allow-list of worker keys
-// or on that of client keys. The list a key is on is its role (PeerRole):
+// CURVE client only when its public key is on the allow-list of worker keys,
+// on that of client keys or on that of builder keys. The list a key is on is its role (PeerRole):
 // the coordinator asks RoleOf() for every message, so a client key cannot
-// lease work or send results, a worker key cannot submit, and a key taken off
+// lease work or send results, a worker key cannot submit, a builder key can
+// only ask for configs to compile and send their images, and a key taken off
 // a list (and reloaded) loses its live connection with its next message.
 //
 // libzmq asks the ZAP handler of a socket's context about every CURVE
@@ -58,6 +59,8 @@ struct ZapAuthenticatorOptions {
   // Optional: the client keys (PeerRole::kClient), watched likewise. Keys of
   // allow_list_path are workers.
   std::string client_allow_list_path;
+  // Optional: the builder keys (PeerRole::kBuilder), watched likewise.
+  std::string builder_allow_list_path;
   double reload_check_seconds = 2.0;
   // Receives one line per decision worth logging; default: stderr, "zap: ".
   // Called from the handler thread and from Reload()'s caller, so it must be
@@ -88,13 +91,13 @@ class ZapAuthenticator {
   // here on libzmq would admit any client key. Idempotent.
   void Stop();
 
-  // Re-reads both allow-list files now and puts what they hold in force, for
+  // Re-reads the allow-list files now and puts what they hold in force, for
   // the next handshake and the next RoleOf(): an empty file admits nobody of
   // its role; a malformed line is skipped (logged with file and line) and
   // the rest applied; a file that cannot be read counts as empty (logged),
   // and so does one that is not a regular file (a FIFO, a device, a
   // folder), which is refused without waiting on it;
-  // a key on both lists is admitted as neither. Returns OK when nothing was
+  // a key on two lists is admitted as none of them. Returns OK when nothing was
   // skipped, else the first problem (the list is in force all the same).
   Status Reload();
   // The role of `key` under the list in force; nullopt when it is on none

@@ -22,7 +22,8 @@ VALUES = dict(ansible_managed="installed by the tunefarm package; /etc/tunefarm/
               tunefarm_install_stop_timeout=60, tunefarm_install_state_dir="/var/lib/tunefarm",
               tunefarm_install_cache_dir="/var/cache/tunefarm")
 UNITS = {"tunefarm-coordinator.service": "tunefarm_coordinator/templates/tunefarm-coordinator.service.j2",
-         "tunefarm-worker@.service": "tunefarm_worker/templates/tunefarm-worker@.service.j2"}
+         "tunefarm-worker@.service": "tunefarm_worker/templates/tunefarm-worker@.service.j2",
+         "tunefarm-builder.service": "tunefarm_builder/templates/tunefarm-builder.service.j2"}
 
 os.makedirs(out, exist_ok=True)
 env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)

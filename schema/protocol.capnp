@@ -1,4 +1,4 @@
-# The wire protocol between coordinator, workers and clients: one Envelope per
+# The wire protocol between coordinator, workers, builders and clients: one Envelope per
 # ZeroMQ frame. Mirrors libtune/src/codec/protocol.h; only the codec in
 # libtune/src/protocol.cc sees these types.
 #
@@ -31,6 +31,12 @@ struct Hello @0xe63c5d3714a13fda {
   workerName @0 :Text;        # host:pid
   farmVersion @1 :Text;
   devices @2 :List(Records.DeviceInfo);
+  # A builder's hello (`worker --compile-only`, a key of the builder
+  # allow-list): no devices; the architectures it compiles for ("sm_90",
+  # "sm_90a") and its toolchain (the NVRTC version, as a device's
+  # nvrtcVersion says it): both enter the kernel hash of what it builds.
+  builderArchs @3 :List(Text);
+  builderToolchain @4 :Text;
 }
 
 # Coordinator -> worker: accepted; the heartbeat contract both sides keep.
@@ -272,7 +278,8 @@ struct ImageWant @0xe8b4f2a17c6d3915 {
 }
 
 # Coordinator -> worker: the answer to an ImageRequest. `images` are stored
-# images two worker keys vouch for (without their witnesses); the wants
+# images two worker keys vouch for, or a key of the builder allow-list
+# (without their witnesses); the wants
 # not among them are `missing` (the worker compiles those).
 struct ImageReply @0x9c5e2d7b4a1f8036 {
   sweepId @0 :Text;
@@ -281,6 +288,37 @@ struct ImageReply @0x9c5e2d7b4a1f8036 {
   missing @3 :UInt32;
   # Non-empty: the request was refused (why, naming the peer); no images.
   refused @4 :Text;
+}
+
+# Builder -> coordinator: configs to compile, please (answered with a
+# BuildWork, or NoWork when there is nothing to build).
+struct BuildRequest @0x85bdaa2bf84e21d6 {
+  maxConfigs @0 :UInt32;      # the most configs it takes in one BuildWork
+}
+
+# Coordinator -> builder: configs of one (sweep, op, dtype, arch) whose
+# images the store lacks, handed to this builder alone for a while. Each
+# image it sends back must be of one of them, under `kernelHash` (the op's
+# hash for the builder's toolchain).
+struct BuildWork @0x9a2524acf6520470 {
+  sweepId @0 :Text;
+  workId @1 :UInt64;
+  op @2 :Text;
+  opPackage @3 :OpPackage;
+  dtype @4 :Text;
+  arch @5 :Text;
+  kernelHash @6 :Text;
+  configs @7 :List(Records.Config);
+}
+
+# Builder -> coordinator: the images of a BuildWork's configs that
+# compiled (without witnesses: the coordinator records the sender's key);
+# `failed` of its configs did not (the GPU workers compile those, and
+# record why).
+struct BuiltImages @0xdcebb2700ea2cea4 {
+  workId @0 :UInt64;
+  images @1 :List(Records.KernelImage);
+  failed @2 :UInt32;
 }
 
 # Stored by the coordinator (ResultStore leases), not sent: a unit as it was
@@ -328,5 +366,8 @@ struct Envelope @0xc9f1b97194c69d99 {
     storeChunk @20 :StoreChunk;
     imageRequest @21 :ImageRequest;
     imageReply @22 :ImageReply;
+    buildRequest @23 :BuildRequest;
+    buildWork @24 :BuildWork;
+    builtImages @25 :BuiltImages;
   }
 }

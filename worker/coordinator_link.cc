@@ -20,7 +20,7 @@ Status CoordinatorLink::Connect() {
   socket_->connect(opts_.endpoint);
   greeted_ = false;
   last_heard_ = NowSeconds();
-  Send(Hello{opts_.name, TUNEFARM_VERSION, opts_.devices});
+  Send(Hello{opts_.name, TUNEFARM_VERSION, opts_.devices, opts_.builder_archs, opts_.builder_toolchain});
   log::Info("worker", "connecting", {{"worker", opts_.name}, {"endpoint", opts_.endpoint}});
   return Status::OK();
 }

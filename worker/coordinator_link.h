@@ -30,6 +30,10 @@ class CoordinatorLink {
     std::vector<DeviceInfo> devices;         // announced in the hello
     std::optional<CurveKeyPair> curve_keys;  // set: CURVE to coordinator_key
     std::string coordinator_key;
+    // A builder's hello (Hello::builder_archs, builder_toolchain); empty
+    // for a GPU worker.
+    std::vector<std::string> builder_archs;
+    std::string builder_toolchain;
   };
 
   // `ctx` must outlive the link.

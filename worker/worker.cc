@@ -1062,6 +1062,9 @@ std::string Worker::Impl::Metrics() {
   return RenderMetrics(m);
 }
 
+std::string WorkerDefaultName() { return DefaultName(); }
+std::string WorkerDefaultCacheDir() { return DefaultCacheDir(); }
+
 Worker::Worker(WorkerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
 Worker::~Worker() = default;
 

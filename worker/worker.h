@@ -105,6 +105,12 @@ struct WorkerStats {
   }
 };
 
+// A worker's name unless --name says otherwise (host:pid), and its cubin
+// cache unless --cache-dir says otherwise (under $XDG_CACHE_HOME or
+// ~/.cache/tunefarm): a builder's too (builder.h).
+std::string WorkerDefaultName();
+std::string WorkerDefaultCacheDir();
+
 class Worker {
  public:
   explicit Worker(WorkerOptions opts);

@@ -37,6 +37,14 @@ for want in ./usr/bin/tunefarm ./usr/include/tune/c.h ./usr/include/tune/launche
 done
 if command -v python3 > /dev/null && python3 -c "import jinja2" 2>/dev/null; then
   grep -q ./lib/systemd/system/tunefarm-worker@.service <<<"$contents" || fail "the package lacks the worker unit"
+  # The builder (worker --compile-only) has a unit of its own, as confined
+  # as the workers', and its configuration file.
+  grep -q ./lib/systemd/system/tunefarm-builder.service <<<"$contents" || fail "the package lacks the builder unit"
+  grep -q ./etc/tunefarm/builder.env <<<"$contents" || fail "the package lacks /etc/tunefarm/builder.env"
+  builder_path=$(grep -o '\./[^ ]*lib/systemd/system/tunefarm-builder\.service' <<<"$contents" | head -1)
+  builder_unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO "$builder_path")
+  grep -q 'worker --compile-only' <<<"$builder_unit" || fail "the builder unit does not run worker --compile-only"
+  grep -qx 'InaccessiblePaths=-/var/lib/tunefarm' <<<"$builder_unit" || fail "the builder unit can reach /var/lib/tunefarm"
   # Workers have a home apart from the state folder (the service user's
   # home, which holds the coordinator's store), and cannot reach that folder.
   unit_path=$(grep -o '\./[^ ]*lib/systemd/system/tunefarm-worker@\.service' <<<"$contents" | head -1)

@@ -10,10 +10,13 @@
 #include <stdio.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -271,11 +274,11 @@ class FleetImages : public ::testing::Test {
       toml.replace(at, from.size(), to);
     }
     dir_.Write("ops/tiny/op.toml", toml);
-    coordinator_ = std::make_unique<testing::Child>(
-        std::vector<std::string>{TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store", dir_.Sub("store"),
-                                 "--curve-key", dir_.Sub("coordinator"), "--allow-list", dir_.Sub("allowed"),
-                                 "--client-allow-list", dir_.Sub("clients"), "-v"},
-        dir_.Sub("coordinator.log"));
+    std::vector<std::string> args{TUNEFARM_BINARY, "coordinator", "--bind", endpoint_, "--store", dir_.Sub("store"),
+                                  "--curve-key", dir_.Sub("coordinator"), "--allow-list", dir_.Sub("allowed"),
+                                  "--client-allow-list", dir_.Sub("clients"), "-v"};
+    args.insert(args.end(), coordinator_extra_.begin(), coordinator_extra_.end());
+    coordinator_ = std::make_unique<testing::Child>(args, dir_.Sub("coordinator.log"));
   }
   void TearDown() override {
     if (coordinator_) coordinator_->Stop(10);
@@ -353,6 +356,7 @@ class FleetImages : public ::testing::Test {
 
   testing::TempDir dir_;
   std::string endpoint_;
+  std::vector<std::string> coordinator_extra_;  // more coordinator options (a fixture's below)
   std::unique_ptr<testing::Child> coordinator_;
 };
 
@@ -405,6 +409,94 @@ TEST_F(FleetImages, AnImageOfOneKeyIsNotServed) {
   const std::vector<Measurement> rows = RowsOf(16384);
   ASSERT_EQ(rows.size(), 4u);
   for (const Measurement& m : rows) EXPECT_TRUE(m.Valid()) << m.config.Canonical() << ": " << m.failure_message;
+}
+
+// A builder (`worker --compile-only`, a key of the builder allow-list) on
+// a farm of one sim GPU worker that compiles with NVRTC: the builder
+// compiles a sweep's configs for sm_90 before the device takes them, and
+// the device fetches every one and compiles none.
+class BuilderFarm : public FleetImages {
+ protected:
+  void SetUp() override {
+    testing::Child keygen({TUNEFARM_BINARY, "keys", "curve", "--out", dir_.Sub("builder"), "--name", "builder"},
+                          dir_.Sub("keys.log"));
+    ASSERT_EQ(keygen.Wait(20), 0) << testing::ReadFile(dir_.Sub("keys.log"));
+    dir_.Write("builders", testing::ReadFile(dir_.Sub("builder.pub")));
+    http_ = testing::FreePort();
+    // A stopped worker stays live (its device keeps its model's pools).
+    coordinator_extra_ = {"--builder-allow-list", dir_.Sub("builders"), "--http-port", std::to_string(http_),
+                          "--liveness", "600"};
+    FleetImages::SetUp();
+  }
+  // The coordinator's `name` counter once it reaches `want`, polled (its
+  // /metrics is a snapshot a second), or what it is once `watched` exits.
+  double CoordinatorMetricOnce(const std::string& name, double want, testing::Child& watched) {
+    double v = -1;
+    for (int i = 0; i < 3000; ++i) {
+      v = Metric(http_, name);
+      if (v >= want || watched.Wait(0.001) != -1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return v;
+  }
+  int http_ = 0;
+};
+
+TEST_F(BuilderFarm, TheBuilderCompilesAheadAndTheDeviceCompilesNothing) {
+  int port = 0;
+  auto worker = StartWorker("a1", &port);
+  // A first sweep (another dtype: other cubins) makes the worker's model
+  // live, so that the next sweep's configs wait in the model's pools.
+  dir_.Write("s0.toml", "[sweep]\nname = \"s0\"\nops = [\"tiny\"]\ndtypes = [\"f16\"]\n"
+                        "strategy = \"exhaustive\"\nshapes = [ { N = 4096 } ]\n");
+  {
+    testing::Child submit({TUNEFARM_BINARY, "submit", dir_.Sub("s0.toml"), "--coordinator", endpoint_, "--ops-dir",
+                           dir_.Sub("ops"), "--curve-key", dir_.Sub("client"), "--coordinator-key",
+                           dir_.Sub("coordinator.pub"), "--wait"},
+                          dir_.Sub("s0.log"));
+    ASSERT_EQ(submit.Wait(240), 0) << testing::ReadFile(dir_.Sub("s0.log"))
+                                   << testing::ReadFile(dir_.Sub("coordinator.log"));
+  }
+  const Counts before = CountsOf(port);
+  ASSERT_EQ(before.compiled, 4) << testing::ReadFile(dir_.Sub("a1.log"));
+  // The device takes nothing while the builder works.
+  worker->Signal(SIGSTOP);
+  dir_.Write("s1.toml", "[sweep]\nname = \"s1\"\nops = [\"tiny\"]\ndtypes = [\"f32\"]\ngpus = [\"sim-h100\"]\n"
+                        "strategy = \"exhaustive\"\nshapes = [ { N = 8192 } ]\n");
+  testing::Child submit({TUNEFARM_BINARY, "submit", dir_.Sub("s1.toml"), "--coordinator", endpoint_, "--ops-dir",
+                         dir_.Sub("ops"), "--curve-key", dir_.Sub("client"), "--coordinator-key",
+                         dir_.Sub("coordinator.pub")},
+                        dir_.Sub("s1.log"));
+  ASSERT_EQ(submit.Wait(60), 0) << testing::ReadFile(dir_.Sub("s1.log"));
+  const std::string sweep_id = testing::ReadFile(dir_.Sub("s1.log")).substr(0, testing::ReadFile(dir_.Sub("s1.log")).find('\n'));
+  testing::Child builder({TUNEFARM_BINARY, "worker", "--compile-only", "--arch", "sm_90", "--connect", endpoint_,
+                          "--name", "builder", "--curve-key", dir_.Sub("builder"), "--coordinator-key",
+                          dir_.Sub("coordinator.pub"), "--compile-threads", "1", "--cache-dir",
+                          dir_.Sub("builder-cache"), "-v"},
+                         dir_.Sub("builder.log"));
+  EXPECT_EQ(CoordinatorMetricOnce("tunefarm_builder_images_total", 4, builder), 4)
+      << testing::ReadFile(dir_.Sub("builder.log")) << testing::ReadFile(dir_.Sub("coordinator.log"));
+  worker->Signal(SIGCONT);
+  testing::Child wait({TUNEFARM_BINARY, "status", sweep_id, "--wait", "--coordinator", endpoint_, "--curve-key",
+                       dir_.Sub("client"), "--coordinator-key", dir_.Sub("coordinator.pub")},
+                      dir_.Sub("s1-wait.log"));
+  ASSERT_EQ(wait.Wait(240), 0) << testing::ReadFile(dir_.Sub("s1-wait.log"))
+                               << testing::ReadFile(dir_.Sub("coordinator.log"));
+  const Counts after = CountsOf(port);
+  EXPECT_EQ(after.compiled - before.compiled, 0) << testing::ReadFile(dir_.Sub("a1.log"));
+  EXPECT_EQ(after.fetched - before.fetched, 4) << testing::ReadFile(dir_.Sub("a1.log"));
+  const nlohmann::json p1 = PipelineOf("s1");
+  ASSERT_TRUE(p1.is_object());
+  EXPECT_EQ(p1["compiled"].get<uint64_t>(), 0u) << p1;
+  EXPECT_EQ(p1["fetched"].get<uint64_t>(), 4u) << p1;
+  EXPECT_EQ(builder.Stop(10), 0) << testing::ReadFile(dir_.Sub("builder.log"));
+  EXPECT_EQ(worker->Stop(10), 0) << testing::ReadFile(dir_.Sub("a1.log"));
+  const std::vector<Measurement> rows = RowsOf(8192);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const Measurement& m : rows) {
+    EXPECT_TRUE(m.Valid()) << m.config.Canonical() << ": " << m.failure_message;
+    EXPECT_EQ(m.arch, "sm_90");
+  }
 }
 
 }  // namespace

@@ -714,3 +714,88 @@ TEST(ProtocolTest, SweepSubmitCarriesItsConfigList) {
 
 }  // namespace
 }  // namespace tune
+
+namespace tune {
+namespace {
+
+// A builder's hello, its requests, the work it is handed and the images it
+// sends back cross the wire whole; counts past their bounds, a builder
+// hello with devices and a request for no configs are refused at the door.
+TEST(ProtocolTest, BuilderCommandsRoundTripAndTheirBoundsAreChecked) {
+  Hello hello{"builder-1:77", "0.1.0", {}, {"sm_90a", "sm_100a"}, "13.0"};
+  auto h = std::get<Hello>(RoundTrip(Wrap(hello)).command);
+  EXPECT_EQ(h.builder_archs, hello.builder_archs);
+  EXPECT_EQ(h.builder_toolchain, "13.0");
+  EXPECT_TRUE(h.builder());
+  EXPECT_FALSE(std::get<Hello>(RoundTrip(Wrap(Hello{"w", "v", {MakeDevice(0)}})).command).builder());
+
+  EXPECT_EQ(std::get<BuildRequest>(RoundTrip(Wrap(BuildRequest{12})).command).max_configs, 12u);
+
+  BuildWork work;
+  work.sweep_id = "s-9";
+  work.work_id = 41;
+  work.op = "gemm";
+  work.op_package = MakePackage();
+  work.dtype = "f16";
+  work.arch = "sm_90a";
+  work.kernel_hash = std::string(32, 'c');
+  for (int i = 0; i < 3; ++i) {
+    Config c;
+    c.params = {{"BM", 64 << i}, {"BN", 128}};
+    work.configs.push_back(c);
+  }
+  auto w = std::get<BuildWork>(RoundTrip(Wrap(work)).command);
+  EXPECT_EQ(w.sweep_id, "s-9");
+  EXPECT_EQ(w.work_id, 41u);
+  EXPECT_EQ(w.op, "gemm");
+  EXPECT_EQ(w.op_package, work.op_package);
+  EXPECT_EQ(w.dtype, "f16");
+  EXPECT_EQ(w.arch, "sm_90a");
+  EXPECT_EQ(w.kernel_hash, work.kernel_hash);
+  ASSERT_EQ(w.configs.size(), 3u);
+  EXPECT_EQ(w.configs[2].Id(), work.configs[2].Id());
+
+  BuiltImages built;
+  built.work_id = 41;
+  built.failed = 1;
+  KernelImage k;
+  k.kernel_hash = work.kernel_hash;
+  k.config_id = work.configs[0].Id();
+  k.dtype = "f16";
+  k.arch = "sm_90a";
+  k.image = std::string("\x7f" "ELF\0\1", 6);
+  k.sha256 = Sha256Hex(k.image);
+  k.witnesses = {"key:forged"};
+  built.images = {k, k};
+  auto b = std::get<BuiltImages>(RoundTrip(Wrap(built)).command);
+  EXPECT_EQ(b.work_id, 41u);
+  EXPECT_EQ(b.failed, 1u);
+  ASSERT_EQ(b.images.size(), 2u);
+  EXPECT_EQ(b.images[0].image, k.image);
+  EXPECT_EQ(b.images[0].sha256, k.sha256);
+  EXPECT_TRUE(b.images[0].witnesses.empty()) << "who vouches is the coordinator's to record";
+
+  auto refused = [](const Command& c, const std::string& field) {
+    const std::string frame = EncodeEnvelope(Wrap(c));
+    auto out = DecodeEnvelope(frame.data(), frame.size());
+    ASSERT_FALSE(out.ok()) << field;
+    EXPECT_NE(out.status().message().find(field), std::string::npos) << out.status().message();
+  };
+  refused(BuildRequest{0}, "maxConfigs");
+  refused(BuildRequest{uint32_t(kMaxBuildConfigs + 1)}, "maxConfigs");
+  BuildWork many = work;
+  many.configs.assign(kMaxBuildConfigs + 1, work.configs[0]);
+  refused(many, "configs");
+  BuiltImages flood = built;
+  flood.images.assign(kMaxBuildConfigs + 1, k);
+  refused(flood, "images");
+  BuiltImages lies = built;
+  lies.failed = kMaxBuildConfigs + 1;
+  refused(lies, "failed");
+  refused(Hello{"b", "v", {MakeDevice(0)}, {"sm_90"}, "13.0"}, "builder");
+  refused(Hello{"b", "v", {}, std::vector<std::string>(kMaxBuilderArchs + 1, "sm_90"), "13.0"}, "builderArchs");
+  refused(Hello{"b", "v", {}, {"sm_90\xff"}, "13.0"}, "builderArchs");
+}
+
+}  // namespace
+}  // namespace tune

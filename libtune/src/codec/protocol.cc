@@ -61,6 +61,8 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setFarmVersion(TextOf(h.farm_version));
             SetList(b.initDevices(h.devices.size()), h.devices,
                     [](auto d, const DeviceInfo& v) { SetDevice(d, v); });
+            SetStrings(b.initBuilderArchs(h.builder_archs.size()), h.builder_archs);
+            b.setBuilderToolchain(TextOf(h.builder_toolchain));
           },
           [&](const HelloAck& h) {
             auto b = cmd.initHelloAck();
@@ -162,6 +164,26 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setMissing(r.missing);
             b.setRefused(TextOf(r.refused));
           },
+          [&](const BuildRequest& r) { cmd.initBuildRequest().setMaxConfigs(r.max_configs); },
+          [&](const BuildWork& w) {
+            auto b = cmd.initBuildWork();
+            b.setSweepId(TextOf(w.sweep_id));
+            b.setWorkId(w.work_id);
+            b.setOp(TextOf(w.op));
+            SetOpPackage(b.initOpPackage(), w.op_package);
+            b.setDtype(TextOf(w.dtype));
+            b.setArch(TextOf(w.arch));
+            b.setKernelHash(TextOf(w.kernel_hash));
+            SetList(b.initConfigs(w.configs.size()), w.configs, [](auto c, const Config& v) { SetConfig(c, v); });
+          },
+          [&](const BuiltImages& r) {
+            auto b = cmd.initBuiltImages();
+            b.setWorkId(r.work_id);
+            // Who vouches for an image is the coordinator's to record.
+            SetList(b.initImages(r.images.size()), r.images,
+                    [](auto k, const KernelImage& v) { SetKernelImage(k, v, /*with_witnesses=*/false); });
+            b.setFailed(r.failed);
+          },
           [&](const SweepStatusRequest& r) {
             cmd.initSweepStatusRequest().setSweepId(TextOf(r.sweep_id));
           },
@@ -217,6 +239,12 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       h.farm_version = Txt(r.getFarmVersion(), budget, "farmVersion");
       h.devices = GetList<DeviceInfo>(r.getDevices(), budget,
                                       [&](wire::DeviceInfo::Reader d) { return GetDevice(d, budget); });
+      if (r.getBuilderArchs().size() > kMaxBuilderArchs)
+        Fail("hello: " + std::to_string(r.getBuilderArchs().size()) + " builderArchs, over " +
+             std::to_string(kMaxBuilderArchs));
+      h.builder_archs = Strings(r.getBuilderArchs(), budget, "builderArchs");
+      h.builder_toolchain = Txt(r.getBuilderToolchain(), budget, "builderToolchain");
+      if (h.builder() && !h.devices.empty()) Fail("hello: a builder (builderArchs) with devices");
       return h;
     }
     case wire::Envelope::Command::HELLO_ACK: {
@@ -346,6 +374,43 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       a.missing = r.getMissing();
       a.refused = Txt(r.getRefused(), budget, "refused", kMaxMessageBytes);
       return a;
+    }
+    case wire::Envelope::Command::BUILD_REQUEST: {
+      const uint32_t n = cmd.getBuildRequest().getMaxConfigs();
+      if (n == 0 || n > kMaxBuildConfigs)
+        Fail("buildRequest: maxConfigs " + std::to_string(n) + " is not within [1, " +
+             std::to_string(kMaxBuildConfigs) + "]");
+      return BuildRequest{n};
+    }
+    case wire::Envelope::Command::BUILD_WORK: {
+      auto r = cmd.getBuildWork();
+      BuildWork w;
+      w.sweep_id = Txt(r.getSweepId(), budget, "sweepId");
+      w.work_id = r.getWorkId();
+      w.op = Txt(r.getOp(), budget, "op");
+      w.op_package = GetOpPackage(r.getOpPackage(), budget);
+      w.dtype = Txt(r.getDtype(), budget, "dtype");
+      w.arch = Txt(r.getArch(), budget, "arch");
+      w.kernel_hash = Txt(r.getKernelHash(), budget, "kernelHash");
+      if (r.getConfigs().size() > kMaxBuildConfigs)
+        Fail("buildWork: " + std::to_string(r.getConfigs().size()) + " configs, over " +
+             std::to_string(kMaxBuildConfigs));
+      w.configs = GetList<Config>(r.getConfigs(), budget, [&](wire::Config::Reader c) { return GetConfig(c, budget); });
+      return w;
+    }
+    case wire::Envelope::Command::BUILT_IMAGES: {
+      auto r = cmd.getBuiltImages();
+      BuiltImages b;
+      b.work_id = r.getWorkId();
+      if (r.getImages().size() > kMaxBuildConfigs)
+        Fail("builtImages: " + std::to_string(r.getImages().size()) + " images, over " +
+             std::to_string(kMaxBuildConfigs));
+      b.images = GetList<KernelImage>(r.getImages(), budget,
+                                      [&](wire::KernelImage::Reader k) { return GetKernelImage(k, budget); });
+      b.failed = r.getFailed();
+      if (b.failed > kMaxBuildConfigs)
+        Fail("builtImages: failed " + std::to_string(b.failed) + ", over " + std::to_string(kMaxBuildConfigs));
+      return b;
     }
     case wire::Envelope::Command::SWEEP_STATUS_REQUEST:
       return SweepStatusRequest{Txt(cmd.getSweepStatusRequest().getSweepId(), budget, "sweepId")};
@@ -484,7 +549,8 @@ const char* CommandName(const Command& c) {
       "no_work",      "work_unit",      "results",        "results_ack",
       "sweep_submit", "sweep_accepted", "sweep_status_request", "sweep_status",
       "error",        "disconnect",     "sweep_cancel",   "store_read",
-      "store_chunk",  "image_request",  "image_reply",
+      "store_chunk",  "image_request",  "image_reply",    "build_request",
+      "build_work",   "built_images",
   };
   static_assert(std::size(kNames) == std::variant_size_v<Command>,
                 "every command alternative needs a name");

@@ -1,4 +1,4 @@
-// The wire protocol between coordinator, workers and clients, as plain C++
+// The wire protocol between coordinator, workers, builders and clients, as plain C++
 // structs. The codec stage (codec/protocol.cc, which with the record and
 // bundle codecs alone sees the generated Cap'n Proto types) turns them into
 // frames; it speaks no transport, and libtune's wire stage carries the frames
@@ -32,7 +32,15 @@ struct Hello {
   std::string worker_name;           // host:pid
   std::string farm_version;
   std::vector<DeviceInfo> devices;
+  // A builder's (`worker --compile-only`): no devices; the architectures it
+  // compiles for ("sm_90", "sm_90a"; at most kMaxBuilderArchs) and its
+  // toolchain (NvrtcVersionString), which enters the kernel hash of what
+  // it builds. Empty for a GPU worker.
+  std::vector<std::string> builder_archs;
+  std::string builder_toolchain;
+  bool builder() const { return !builder_archs.empty(); }
 };
+inline constexpr size_t kMaxBuilderArchs = 16;
 struct HelloAck {
   uint32_t heartbeat_ms = 1000;      // both sides send at this interval
   uint32_t liveness = 5;             // missed intervals before a peer is dead
@@ -219,7 +227,8 @@ struct ImageRequest {
   std::vector<ImageWant> wants;
 };
 // The coordinator's answer: the wanted images two worker keys vouch for
-// (KernelImage::Corroborated), without their witnesses; `missing` of the
+// (KernelImage::Corroborated) or a key on the builder allow-list built,
+// without their witnesses; `missing` of the
 // wants are not among them (the worker compiles those). A non-empty
 // `refused` says why the request broke a rule (naming the peer): no images.
 struct ImageReply {
@@ -228,6 +237,33 @@ struct ImageReply {
   std::vector<KernelImage> images;
   uint32_t missing = 0;
   std::string refused;
+};
+// The most configs one BuildWork hands out (and one BuiltImages brings
+// images of): a frame of them stays far below kMaxFrameBytes.
+inline constexpr size_t kMaxBuildConfigs = 64;
+// From a builder: configs to compile, please; answered with a BuildWork,
+// or NoWork when nothing waits to be built for its architectures.
+struct BuildRequest {
+  uint32_t max_configs = 8;          // the most it takes at once (1..kMaxBuildConfigs)
+};
+// To a builder: configs of one (sweep, op, dtype, arch) whose images the
+// store lacks, handed to it alone for a while (coordinator/build_service.h).
+// Each image it sends back must be of one of them, under `kernel_hash`:
+// the op's hash for the builder's toolchain.
+struct BuildWork {
+  std::string sweep_id;
+  uint64_t work_id = 0;
+  std::string op;
+  OpPackage op_package;
+  std::string dtype, arch, kernel_hash;
+  std::vector<Config> configs;       // at most kMaxBuildConfigs
+};
+// From a builder: the images of a BuildWork's configs that compiled
+// (witnesses are the coordinator's to record); `failed` did not.
+struct BuiltImages {
+  uint64_t work_id = 0;
+  std::vector<KernelImage> images;   // at most kMaxBuildConfigs
+  uint32_t failed = 0;
 };
 struct ErrorReply {
   std::string message;
@@ -239,7 +275,7 @@ struct Disconnect {
 using Command = std::variant<Hello, HelloAck, Heartbeat, RequestWork, NoWork, WorkUnit, Results,
                              ResultsAck, SweepSubmit, SweepAccepted, SweepStatusRequest,
                              SweepStatus, ErrorReply, Disconnect, SweepCancel, StoreRead, StoreChunk,
-                             ImageRequest, ImageReply>;
+                             ImageRequest, ImageReply, BuildRequest, BuildWork, BuiltImages>;
 
 struct Envelope {
   uint16_t version = kProtocolVersion;

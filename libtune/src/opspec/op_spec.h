@@ -228,6 +228,13 @@ std::string OpHash(const OpSpec& spec, const DeviceInfo& device);
 // The same for a device known by its toolchain only.
 std::string OpHash(const OpSpec& spec, const std::string& toolchain);
 
+// The target a config of `spec` compiles for on a device of compute
+// capability cc_major.cc_minor: "sm_90", or "sm_90a" when spec.arch_specific
+// and the device has arch-specific features (9.0 and later). One rule for
+// the workers (CudaArchFor) and the coordinator, which hands builders the
+// configs of a GPU model's target without linking the CUDA backend.
+std::string CudaArchOf(const OpSpec& spec, int cc_major, int cc_minor);
+
 // Where a compiling host keeps the include roots that ops name: name ->
 // folder. Set by the host's operator (`tunefarm worker --include-root
 // NAME=PATH`), never by a package.

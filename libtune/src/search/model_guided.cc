@@ -4,7 +4,11 @@
 // learns where configs break too). Candidates are the unmeasured neighbours
 // of the best (one step along an axis, two around the very best), children
 // of the best by crossover and mutation, and uniform samples; the model
-// ranks them. A batch takes the best's unmeasured neighbourhood (one-axis
+// ranks them, and a config whose kernel exists already (compiled for another
+// shape: NoteCompiled) is a candidate too and goes first where the model
+// scores it about as high as another (it costs no compile, so a multi-shape
+// sweep compiles fewer distinct configs). A batch takes the best's
+// unmeasured neighbourhood (one-axis
 // steps, and the nearest repair of an illegal one) first, in the model's
 // order; what it leaves is mostly what the model likes best,
 // the rest random candidates, for diversity. Priors (other shapes, other GPU
@@ -33,6 +37,12 @@ constexpr float kPriorWeight = 0.5f;
 constexpr float kPriorFadeOver = 100.f;  // own observations after which priors weigh a tenth
 constexpr double kPriorNear = 1.10;      // a prior within 10% of its key's best is labelled 1
 constexpr size_t kBelieved = 1;          // configs in flight whose neighbourhoods are searched now
+// A config whose kernel exists (NoteCompiled) costs no compile: among
+// candidates the model scores within this of each other (a probability of
+// being among the fastest tenth), it goes first. At most kCompiledCandidates
+// of them join the candidates.
+constexpr float kCompiledBonus = 0.03f;
+constexpr size_t kCompiledCandidates = 1024;
 
 // An integer reads on a log scale (tile sizes double); a boolean as 0 or 1;
 // a string as its place among the axis's values (-1 when the axis lacks it,
@@ -53,6 +63,8 @@ class ModelGuided final : public StrategyBase {
       : StrategyBase(space, options, priors), priors_(std::move(priors)), key_features_(std::move(key_features)) {}
 
   std::string Name() const override { return "model/1"; }
+
+  void NoteCompiled(const SpacePoint& p) override { compiled_.insert(p); }
 
   std::vector<SpacePoint> Propose(size_t n) override {
     std::vector<SpacePoint> out = TakePriors(std::min<size_t>(n, 8));
@@ -102,11 +114,24 @@ class ModelGuided final : public StrategyBase {
       for (const SpacePoint& q : more)
         if (!have.count(q)) candidates.push_back(q);
     }
+    {
+      const std::set<SpacePoint> have(candidates.begin(), candidates.end());
+      size_t added = 0;
+      for (const SpacePoint& q : compiled_) {
+        if (added >= kCompiledCandidates) break;
+        if (Fresh(q) && !have.count(q)) {
+          candidates.push_back(q);
+          ++added;
+        }
+      }
+    }
     std::vector<float> scores;
     if (Status s = Predict(model.value(), candidates, &scores); !s.ok()) {
       warnings_.push_back("search model: " + s.message() + "; this batch is random");
       return Fill(std::move(out), want, {});
     }
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (compiled_.count(candidates[i])) scores[i] += kCompiledBonus;
     std::vector<size_t> order(candidates.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
@@ -312,6 +337,7 @@ class ModelGuided final : public StrategyBase {
 
   std::vector<PriorTrial> priors_;
   std::vector<float> key_features_;
+  std::set<SpacePoint> compiled_;  // NoteCompiled
 };
 
 }  // namespace

@@ -72,6 +72,11 @@ class SearchStrategy {
   // Warnings the strategy met (a model that failed to train, and the
   // fallback taken), to log once; cleared by the call.
   virtual std::vector<std::string> TakeWarnings() { return {}; }
+  // A point whose kernel exists already (compiled for another key of the
+  // same kernel: another shape, in the fleet): it costs no compile, so a
+  // strategy may prefer it where it promises as much as another. Only
+  // `model` uses it; the others ignore it.
+  virtual void NoteCompiled(const SpacePoint&) {}
 };
 
 // How many configs a key proposes now, with `in_flight` of its proposals

@@ -307,7 +307,14 @@ Result<std::string> LoadCurvePublicKey(const std::string& path) {
   return Status::Error("curve: " + path + ": no public key in the file");
 }
 
-const char* PeerRoleName(PeerRole r) { return r == PeerRole::kClient ? "client" : "worker"; }
+const char* PeerRoleName(PeerRole r) {
+  switch (r) {
+    case PeerRole::kClient: return "client";
+    case PeerRole::kBuilder: return "builder";
+    case PeerRole::kWorker: break;
+  }
+  return "worker";
+}
 
 Result<CurveAllowListRead> ReadCurveAllowList(const std::string& path, PeerRole role) {
   auto file = ReadLines(path);

@@ -43,10 +43,11 @@ struct CurveKeyPair {
 // One allow-list entry. `name` is the free text after the key ("" if none),
 // used in logs only: the key is the identity.
 // What an admitted key may do on the coordinator's socket. Workers say
-// hello, lease units and send results; clients submit sweeps. Either may ask
-// for status.
-enum class PeerRole { kWorker, kClient };
-const char* PeerRoleName(PeerRole r);  // "worker", "client"
+// hello, lease units and send results; clients submit sweeps; builders
+// (`worker --compile-only`) say hello, ask for configs to compile and send
+// their images. Any may ask for status.
+enum class PeerRole { kWorker, kClient, kBuilder };
+const char* PeerRoleName(PeerRole r);  // "worker", "client", "builder"
 
 struct AllowedKey {
   std::string public_z85;

@@ -507,9 +507,7 @@ std::string NvrtcVersionString() {
 }
 
 std::string CudaArchFor(const OpSpec& spec, const DeviceInfo& device) {
-  std::string arch = "sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor);
-  if (spec.arch_specific && device.cc_major >= 9) arch += "a";
-  return arch;
+  return CudaArchOf(spec, device.cc_major, device.cc_minor);
 }
 
 bool CubinCached(const OpSpec& spec, const std::string& dtype, const Config& config, const std::string& arch,
