@@ -31,4 +31,11 @@ inline std::string HttpGet(int port, const std::string& path) {
   return resp;
 }
 
+// The unlabelled series `name` of a /metrics page, or -1 when it has none.
+inline double MetricValue(const std::string& metrics, const std::string& name) {
+  const size_t at = metrics.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(metrics.substr(at + name.size() + 2));
+}
+
 }  // namespace tune::testing

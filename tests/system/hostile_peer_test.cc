@@ -158,12 +158,7 @@ class HostilePeerTest : public ::testing::Test {
   std::string store_override_;
 };
 
-// The counter `name` of /metrics (unlabelled), or -1.
-double MetricValue(const std::string& metrics, const std::string& name) {
-  const size_t at = metrics.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(metrics.substr(at + name.size() + 2));
-}
+using testing::MetricValue;
 
 TEST_F(HostilePeerTest, InvalidUtf8InAnyTextFieldIsAProtocolErrorNotACrash) {
   StartCoordinator();

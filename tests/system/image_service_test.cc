@@ -42,11 +42,7 @@ constexpr char kSweep[] =
     "[sweep]\nname = \"images\"\nops = [\"tiny\"]\ndtypes = [\"f32\"]\nconfigs_per_unit = 2\n"
     "shapes = [ { N = 4096 }, { N = 2048 }, { N = 1024 }, { N = 512 } ]\n";
 
-double MetricValue(const std::string& metrics, const std::string& name) {
-  const size_t at = metrics.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(metrics.substr(at + name.size() + 2));
-}
+using testing::MetricValue;
 
 class ImageServiceTest : public ::testing::Test {
  protected:

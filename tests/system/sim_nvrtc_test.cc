@@ -308,10 +308,7 @@ class FleetImages : public ::testing::Test {
   }
   // A counter of a worker's /metrics; -1 when it has none.
   static double Metric(int port, const std::string& name) {
-    const std::string metrics = testing::HttpGet(port, "/metrics");
-    const size_t at = metrics.find("\n" + name + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(metrics.substr(at + name.size() + 2));
+    return testing::MetricValue(testing::HttpGet(port, "/metrics"), name);
   }
   struct Counts {
     double compiled = -1, fetched = -1, cached = -1;
