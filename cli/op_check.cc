@@ -10,6 +10,7 @@
 
 #include "coordinator_client.h"
 #include "opspec/config_space.h"
+#include "search/search_space.h"
 #include "base/known_gpus.h"
 #include "opspec/op_spec.h"
 #include "measure/program/program_backend.h"
@@ -94,6 +95,7 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
   out.doc["raw_configs"] = RawSpaceSize(spec);
   out.doc["models"] = Json::array();
   bool ok = true;
+  size_t models_checked = 0, models_empty = 0;
   const size_t known = KnownGpus().size();
   for (size_t i = 0; i < models.size(); ++i) {
     const DeviceInfo& d = models[i];
@@ -110,6 +112,19 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
     }
     out.Say("  %-22s sm_%d%d  %8llu legal%s\n", d.model.c_str(), d.cc_major, d.cc_minor,
             static_cast<unsigned long long>(ex->legal), i >= known ? "  (live in the farm)" : "");
+    ++models_checked;
+    models_empty += ex->legal == 0 ? 1 : 0;
+    // A default the rules prune here: no searched key can measure it first,
+    // and a bundle falls back to a config no device of the model can run.
+    if (!spec.dtypes.empty()) {
+      auto space = SearchSpace::Create(spec, d, spec.dtypes.back());
+      const auto point = space.ok() ? space->PointOf(spec.default_config) : std::nullopt;
+      if (space.ok() && (!point || !space->Legal(*point))) {
+        out.Say("      the default config %s is outside the space here: the rules reject it\n",
+                spec.default_config.Canonical().c_str());
+        model["default_legal"] = false;
+      }
+    }
     model["legal"] = ex->legal;
     model["pruned_by"] = Json::array();
     for (size_t r = 0; r < spec.constraints.size(); ++r) {
@@ -134,6 +149,10 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
     model["shapes"] = Json::array();
     ok &= CheckShapes(spec, args, d, out, &model);
     out.doc["models"].push_back(std::move(model));
+  }
+  if (models_checked > 0 && models_empty == models_checked) {
+    out.Say("no GPU model checked has a legal config: the op cannot be tuned (the rules above say why)\n");
+    ok = false;
   }
   return ok;
 }

@@ -117,6 +117,26 @@ TEST(OpCheck, NamesTheRuleThatEmptiesASpaceAndFailsOnABrokenOp) {
   CommandRun r = OpCheck(op.string() + " --gpu h100-80gb-hbm3");
   EXPECT_NE(r.output.find("the space is empty: rule[0] 'BM >= 1024' rejects every config here"), std::string::npos)
       << r.output;
+  // No model checked has a config: the check fails, saying so.
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no GPU model checked has a legal config"), std::string::npos) << r.output;
+
+  // A default the rules reject on a model is named there.
+  {
+    std::string shipped;
+    std::ifstream in(kOps + "/gemm/op.toml");
+    shipped.assign(std::istreambuf_iterator<char>(in), {});
+    const size_t d = shipped.find(rules);
+    ASSERT_NE(d, std::string::npos);
+    shipped.insert(d + rules.size(), "\"BM <= 64\", ");  // the default has BM = 128
+    std::ofstream(op / "op.toml") << shipped;
+  }
+  r = OpCheck(op.string() + " --gpu h100-80gb-hbm3 --sample 1");
+  EXPECT_NE(r.output.find("the default config BK=64,BM=128,BN=256,GROUP_M=8,STAGES=3,WM=2,WN=4 is outside the space "
+                          "here: the rules reject it"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("no GPU model checked has a legal config"), std::string::npos) << r.output;
 
   // A source that does not compile: every compile fails with its whole log.
   std::ofstream(op / "gemm.cu", std::ios::app) << "\nthis_is_not_cuda x y z;\n";
