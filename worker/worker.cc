@@ -69,7 +69,6 @@ struct StagedUnit {
   std::vector<std::future<CompiledKernel>> compiled;
   std::vector<char> fetched;
 };
-const WorkUnit& UnitOf(const WorkUnit& u) { return u; }
 const WorkUnit& UnitOf(const StagedUnit& s) { return s.unit; }
 
 // Units handed from one thread to another (the socket thread to a device's
@@ -94,7 +93,8 @@ class UnitQueue {
     q_.pop_front();
     return u;
   }
-  // Copies of the queued units not yet in `seen` (whose ids are added).
+  // Copies of the queued units not yet in `seen` (whose ids are added);
+  // of a queue of StagedUnits.
   std::vector<WorkUnit> TakeUnseen(std::set<uint64_t>* seen) {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<WorkUnit> out;
@@ -1173,7 +1173,7 @@ Status Worker::Run(const std::atomic<bool>* stop) {
     device_threads.emplace_back([&w, i] { w.DeviceLoop(i); });
   }
 
-  CoordinatorLink link(w.ctx, {w.opts.endpoint, w.opts.name, w.devices, w.curve_keys, w.coordinator_key});
+  CoordinatorLink link(w.ctx, {w.opts.endpoint, w.opts.name, w.devices, w.curve_keys, w.coordinator_key, {}, {}});
   DeviceSlots slots(w.devices.size());
   // NoWork retries spread over +-25 % of the coordinator's retry_ms: idle
   // workers told "no work" together would otherwise ask again together.
