@@ -8,6 +8,8 @@
 #
 #   BUILDER=0 bash bench/pipeline_builder.sh [OUT_DIR]
 #   BUILDER=1 bash bench/pipeline_builder.sh [OUT_DIR]
+#
+# BUDGET (100) and SHAPES (how many of the six, 6) make a shorter run.
 set -eu
 T=${TUNEFARM:-$(cd "$(dirname "$0")/.." && pwd)/build/cli/tunefarm}
 OPS=$(cd "$(dirname "$0")/.." && pwd)/ops
@@ -32,16 +34,18 @@ if [ "${BUILDER:-0}" = 1 ]; then
     --compile-threads 1 --cache-dir builder-cache > builder.log 2>&1 &
   B=$!
 fi
-cat > six.toml <<'TOML'
+ALL=("{ M = 32, N = 4096, K = 4096 }" "{ M = 256, N = 6144, K = 4096 }" "{ M = 1024, N = 4096, K = 14336 }"
+     "{ M = 2048, N = 28672, K = 4096 }" "{ M = 4096, N = 4096, K = 4096 }" "{ M = 16384, N = 1024, K = 1024 }")
+SHAPE_LIST=$(IFS=,; echo "${ALL[*]:0:${SHAPES:-6}}")
+cat > six.toml <<TOML
 [sweep]
 name = "six"
 ops = ["gemm_hopper"]
 dtypes = ["f16"]
 gpus = ["*"]
-budget = 100
+budget = ${BUDGET:-100}
 confirm_top = 3
-shapes = [ { M = 32, N = 4096, K = 4096 }, { M = 256, N = 6144, K = 4096 }, { M = 1024, N = 4096, K = 14336 },
-           { M = 2048, N = 28672, K = 4096 }, { M = 4096, N = 4096, K = 4096 }, { M = 16384, N = 1024, K = 1024 } ]
+shapes = [ $SHAPE_LIST ]
 TOML
 FARM="--coordinator $E --curve-key client $K"
 start=$(date +%s.%N)
