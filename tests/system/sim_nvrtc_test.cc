@@ -35,9 +35,12 @@ struct CommandRun {
   std::string output;
 };
 
-CommandRun Tunefarm(const std::string& args) {
+// `stderr_path`: where its stderr goes (empty: into the output).
+CommandRun Tunefarm(const std::string& args, const std::string& stderr_path = "") {
   CommandRun r;
-  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " " + args + " 2>" + (stderr_path.empty() ? "&1" : stderr_path))
+                        .c_str(),
+                    "r");
   if (!p) return r;
   char buf[4096];
   size_t n;
@@ -186,15 +189,9 @@ TEST(SimNvrtc, AGroundTruthFileTimesItsConfigsAtItsMedians) {
 TEST(SimNvrtc, TuneJsonCountsEachConfigOnceAsCompiledFetchedOrCached) {
   testing::TempDir dir;
   for (const char* store : {"j1", "j2"}) {
-    FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " " + Tune(dir, store, "--format json") + " 2>" +
-                       dir.Sub(std::string(store) + ".err")).c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = ::pclose(p);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << testing::ReadFile(dir.Sub(std::string(store) + ".err"));
+    const CommandRun run = Tunefarm(Tune(dir, store, "--format json"), dir.Sub(std::string(store) + ".err"));
+    const std::string& out = run.output;
+    ASSERT_EQ(run.exit_code, 0) << out << testing::ReadFile(dir.Sub(std::string(store) + ".err"));
     const nlohmann::json doc = nlohmann::json::parse(out, nullptr, false);
     ASSERT_FALSE(doc.is_discarded()) << "stdout is not one JSON document:\n" << out;
     ASSERT_TRUE(doc["results"].is_array());
@@ -224,17 +221,9 @@ TEST(SimNvrtc, TuneJsonCountsEachConfigOnceAsCompiledFetchedOrCached) {
 // once, and the search in flight measures its whole budget.
 TEST(SimNvrtc, ADeviceCompilesTheUnitsBehindTheOneItTimes) {
   testing::TempDir dir;
-  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " " +
-                     Tune(dir, "a", "--format json --configs-per-unit 2 --in-flight 64") + " 2>" + dir.Sub("a.err"))
-                        .c_str(),
-                    "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << testing::ReadFile(dir.Sub("a.err"));
+  const CommandRun run = Tunefarm(Tune(dir, "a", "--format json --configs-per-unit 2 --in-flight 64"), dir.Sub("a.err"));
+  const std::string& out = run.output;
+  ASSERT_EQ(run.exit_code, 0) << out << testing::ReadFile(dir.Sub("a.err"));
   const nlohmann::json doc = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(doc.is_discarded()) << out;
   const nlohmann::json& pipe = doc["sweep"]["pipeline"];
