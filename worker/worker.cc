@@ -28,6 +28,7 @@
 #include "base/text.h"
 #include "serve/metrics.h"
 #include "codec/protocol.h"
+#include "measure/confine.h"
 #include "measure/program/program_backend.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "compile_probe.h"
@@ -1106,6 +1107,9 @@ Status Worker::Start() {
   if (o.allow_programs && geteuid() == 0)
     log::Warn("worker", "program ops run as root: without capabilities, but root-owned files (/proc/sys among "
                         "them) stay writable to them; run the worker as a user of its own");
+  if (o.allow_programs && confine::LandlockAbi() >= 1 && !confine::CanMakePrivateShm())
+    log::Warn("worker", "program ops get no /dev/shm (POSIX semaphores and shared memory fail in them): this "
+                        "kernel refuses the unprivileged user namespace that gives each its own");
   programs.python_path = TunefarmPythonPath();
   // One serve process per device, each with a compile pool: together they
   // keep the worker's cores busy, not each of them all the cores.

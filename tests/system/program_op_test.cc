@@ -418,8 +418,8 @@ TEST_F(ProgramBackendTest, AProgramCannotConnectToALocalListener) {
       "import socket\n"
       "for name, family, address in [('tcp', socket.AF_INET, ('127.0.0.1', " + std::to_string(port) + ")),\n"
       "                              ('abstract', socket.AF_UNIX, '\\0" + abstract + "')]:\n"
-      "    s = socket.socket(family, socket.SOCK_STREAM)\n"
       "    try:\n"
+      "        s = socket.socket(family, socket.SOCK_STREAM)\n"
       "        s.connect(address)\n"
       "        print(name, 'connected')\n"
       "    except OSError as e:\n"
@@ -435,6 +435,81 @@ TEST_F(ProgramBackendTest, AProgramCannotConnectToALocalListener) {
   EXPECT_NE(tries.find("tcp refused"), std::string::npos) << tries;
   if (abi >= 6) EXPECT_NE(tries.find("abstract refused"), std::string::npos) << tries;
   else std::cout << "Landlock ABI " << abi << " < 6: abstract unix sockets stay reachable\n";
+}
+
+// No socket of any family (seccomp): UDP and the host's path unix sockets
+// too, which Landlock does not cover; and a /dev/shm of the program's own
+// where the kernel allows it (none otherwise): the host's shared memory
+// objects out of sight, nothing the program leaves there outlives it.
+TEST_F(ProgramBackendTest, AProgramHasNoSocketAndNoSightOfTheHostsSharedMemory) {
+  if (tune::ProgramBackendConfinement() != "landlock") GTEST_SKIP() << "no Landlock in this kernel";
+  const int udp = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  ASSERT_GE(udp, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(udp, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string path = (dir_ / "host.sock").string();
+  const int unix_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(unix_fd, 0);
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof un.sun_path);
+  std::memcpy(un.sun_path, path.data(), path.size());
+  ASSERT_EQ(::bind(unix_fd, reinterpret_cast<sockaddr*>(&un), sizeof un), 0);
+  ASSERT_EQ(::listen(unix_fd, 8), 0);
+  const std::string tag = std::to_string(getpid());
+  const fs::path secret = "/dev/shm/tunefarm-secret-" + tag, left = "/dev/shm/tunefarm-left-" + tag;
+  std::ofstream(secret) << "host secret";
+  auto b = Backend();
+  const fs::path tries_file = dir_ / "work" / "tries.txt";
+  const std::string script =
+      "python3 - > " + tries_file.string() + " <<'PY'\n"
+      "import multiprocessing, socket\n"
+      "for name, family, kind, address in [\n"
+      "        ('udp', socket.AF_INET, socket.SOCK_DGRAM, ('127.0.0.1', " + std::to_string(ntohs(addr.sin_port)) + ")),\n"
+      "        ('path', socket.AF_UNIX, socket.SOCK_STREAM, '" + path + "')]:\n"
+      "    try:\n"
+      "        s = socket.socket(family, kind)\n"
+      "        s.connect(address)\n"
+      "        s.send(b'x')\n"
+      "        print(name, 'reached')\n"
+      "    except OSError as e:\n"
+      "        print(name, 'refused', e)\n"
+      "try:\n"
+      "    print('secret read', open('" + secret.string() + "').read())\n"
+      "except OSError as e:\n"
+      "    print('secret unseen', e)\n"
+      "try:\n"
+      "    open('" + left.string() + "', 'w').write('left')\n"
+      "    multiprocessing.Semaphore().release()\n"
+      "    print('shm usable')\n"
+      "except OSError as e:\n"
+      "    print('shm refused', e)\n"
+      "PY\n"
+      "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+  tune::OpSpec spec = Op({{"op.toml", RunOp("")}, {"run.sh", script}});
+  tune::Measurement m = Run(*b, spec, 1);
+  char byte = 0;
+  const ssize_t got = ::recv(udp, &byte, 1, 0);
+  ::close(udp);
+  ::close(unix_fd);
+  const bool left_behind = fs::exists(left);
+  fs::remove(secret);
+  fs::remove(left);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  const std::string tries = tune::testing::ReadFile(tries_file.string());
+  EXPECT_NE(tries.find("udp refused"), std::string::npos) << tries;
+  EXPECT_NE(tries.find("path refused"), std::string::npos) << tries;
+  EXPECT_EQ(got, -1) << "a datagram reached the host";
+  EXPECT_NE(tries.find("secret unseen"), std::string::npos) << tries;
+  EXPECT_FALSE(left_behind) << "what a program wrote in /dev/shm outlived it on the host";
+  if (tune::confine::CanMakePrivateShm())
+    EXPECT_NE(tries.find("shm usable"), std::string::npos) << tries;
+  else
+    std::cout << "no unprivileged user namespace here: programs get no /dev/shm\n" << tries;
 }
 
 // A program sees the allow-listed part of the worker's environment (and

@@ -65,6 +65,12 @@ class FsRuleset {
   // denied path grants nothing.
   Status AllowExcept(const std::string& root, const std::vector<std::string>& denied, bool write);
 
+  // AllowReadWrite of one folder, for a child between fork and exec (a
+  // folder it mounted: a rule made before the mount would name the folder
+  // the mount hides). Async-signal-safe; -1 and errno on failure. The
+  // ruleset is shared with the parent: it should not be used again there.
+  int AllowReadWriteRaw(const char* path) const;
+
   // Enforces the ruleset on the calling thread (and everything it starts
   // from now on), after setting no_new_privs on it. Irreversible.
   Status RestrictThisThread() const;
@@ -81,6 +87,31 @@ class FsRuleset {
   int fd_ = -1;
   unsigned long long handled_ = 0;
 };
+
+// For a child between fork and exec (async-signal-safe; -1 and errno on
+// failure; no_new_privs must be set): a seccomp filter under which
+// socket() fails with EACCES for every family, as does io_uring_setup
+// (whose requests would open sockets beside the filter), and the
+// process is killed on a system call of another ABI (32-bit, x32).
+// Landlock covers TCP and abstract unix sockets at best; this closes UDP,
+// raw and netlink sockets and the path unix sockets of the host (a
+// desktop bus, a container runtime's, another user's agent) too.
+// socketpair() stays: it connects the caller to itself.
+int DenySocketsRaw();
+
+// For a child between fork and exec (async-signal-safe; false and errno
+// on failure, and /dev/shm is then the host's): moves the process into a user and mount namespace of its own
+// (mapping only its own uid and gid) with a fresh tmpfs of `shm_bytes`
+// on /dev/shm, so that what it and its children make there (POSIX
+// semaphores, shared memory) is theirs and the host's shared memory
+// objects are out of sight. Fails where the kernel refuses unprivileged
+// user namespaces (a sysctl, an AppArmor policy).
+// 0: tmpfs's default size. Decide with CanMakePrivateShm first: after a
+// failure the process may be left in a namespace of its own with no ids
+// mapped, fit only to exit.
+bool PrivateShmRaw(unsigned long long shm_bytes);
+// Whether PrivateShmRaw succeeds on this host (tried in a child process).
+bool CanMakePrivateShm();
 
 // Runs `fn` on a new thread confined by `ruleset`, waits for it and
 // returns OK; the calling thread is not restricted. Error (and `fn` not

@@ -227,13 +227,16 @@ class ProgramBackend : public Backend {
   // configuration, the coordinator's store and state), and writes only its
   // work folder (packages, builds, the per-process TMPDIRs), the framework
   // caches of the home folder (not the home itself: a service user's home
-  // may hold a store), /dev/shm (POSIX semaphores: Python's multiprocessing
-  // needs them) and the existing files of /dev, never a protected path; no
-  // TCP, no abstract unix socket of another domain, no signal to the worker
-  // where the kernel's Landlock has them (no op declares network use, so
-  // none gets it). A cubin planted in a cache is checked as every image is
-  // (CheckCubin) and never ships on this worker's word alone: publish
-  // recompiles or corroborates. Without Landlock, programs are refused
+  // may hold a store), a /dev/shm of its own (POSIX semaphores: Python's
+  // multiprocessing needs them; a fresh tmpfs in a user and mount namespace
+  // of the program's, so the host's shared memory objects stay out of
+  // sight; where the kernel refuses such namespaces, no /dev/shm at all)
+  // and the existing files of /dev, never a protected path; no socket of
+  // any family (seccomp: no TCP or UDP, no unix socket of the host, path or
+  // abstract), no signal to the worker where the kernel's Landlock has it
+  // (no op declares network use, so none gets it). A cubin planted in a
+  // cache is checked as every image is (CheckCubin) and never ships on
+  // this worker's word alone: publish recompiles or corroborates. Without Landlock, programs are refused
   // unless the operator allows them unconfined.
   void MakeBox() {
     tmp_dir_ = (fs::path(options_.work_dir) / "tmp").string();
@@ -241,41 +244,44 @@ class ProgramBackend : public Backend {
     fs::create_directories(tmp_dir_, ec);
     ::chmod(tmp_dir_.c_str(), 0700);
     program::RemoveLeftoverTmp(tmp_dir_);  // a worker killed mid-run left these
-    std::vector<std::string> no_access = options_.protected_paths;
-    for (std::string& p : DefaultProtectedPaths()) no_access.push_back(std::move(p));
+    no_access_ = options_.protected_paths;
+    for (std::string& p : DefaultProtectedPaths()) no_access_.push_back(std::move(p));
     // Made before the ruleset: a grant is of an existing folder.
-    const std::vector<std::string> caches = ProgramCacheFolders();
-    for (const std::string& dir : caches) fs::create_directories(dir, ec);
-    confine::RulesetOptions net;
-    net.deny_tcp = true;
-    net.scope_abstract_unix = true;
-    auto rules = confine::FsRuleset::Create(net);
-    if (!rules.ok()) {
+    writable_ = ProgramCacheFolders();
+    for (const std::string& dir : writable_) fs::create_directories(dir, ec);
+    writable_.push_back(options_.work_dir);
+    auto rules = BoxRules();
+    if (!rules.ok() && confine::LandlockAbi() < 1) {
       if (options_.allow_unconfined) return;
       box_status_ = Status::Unavailable("program ops need confinement and " + rules.status().message() +
                                         " (a worker may run them unconfined with --allow-unconfined-programs)");
       return;
     }
-    Status st = rules->AllowExcept("/", no_access, false);
-    std::vector<std::string> writable = caches;
-    writable.push_back(options_.work_dir);
-    writable.push_back("/dev/shm");
-    for (const std::string& dir : writable)
-      if (st.ok()) st = rules->AllowExcept(dir, no_access, true);
+    box_status_ = rules.status();
+    confined_ = rules.ok();
+    private_shm_ = confined_ && confine::CanMakePrivateShm();
+  }
+
+  // A fresh ruleset per program: the program adds its own /dev/shm to it.
+  Result<confine::FsRuleset> BoxRules() const {
+    confine::RulesetOptions net;
+    net.deny_tcp = true;
+    net.scope_abstract_unix = true;
+    auto created = confine::FsRuleset::Create(net);
+    if (!created.ok()) return created.status();
+    confine::FsRuleset rules = std::move(*created);
+    TUNE_RETURN_IF_ERROR(rules.AllowExcept("/", no_access_, false));
+    for (const std::string& dir : writable_) TUNE_RETURN_IF_ERROR(rules.AllowExcept(dir, no_access_, true));
     // Devices: the GPU's nodes are opened read-write and driven by ioctl;
     // nothing is created in /dev.
-    if (st.ok()) st = rules->AllowWriteFiles("/dev");
+    TUNE_RETURN_IF_ERROR(rules.AllowWriteFiles("/dev"));
     // The CUDA driver writes its threads' names through /proc (a process's
     // own entries, which come and go with it, so no narrower rule holds
     // them). Another process's entries stay behind ptrace checks, which
     // the Landlock domain fails; root-owned ones behind the uid (workers
     // run as a user of their own: docs/program-ops.md).
-    if (st.ok()) st = rules->AllowWriteFiles("/proc");
-    if (!st.ok()) {
-      box_status_ = st;
-      return;
-    }
-    box_ = std::move(*rules);
+    TUNE_RETURN_IF_ERROR(rules.AllowWriteFiles("/proc"));
+    return rules;
   }
 
   Status Start(ProgramProcess& p, const std::string& command, const std::string& dir,
@@ -284,7 +290,14 @@ class ProgramBackend : public Backend {
     std::vector<std::string> env = ProgramEnvironment();
     env.insert(env.end(), farm_env.begin(), farm_env.end());
     program::Box box;
-    box.rules = box_ ? &*box_ : nullptr;
+    std::optional<confine::FsRuleset> rules;
+    if (confined_) {
+      auto made = BoxRules();
+      if (!made.ok()) return made.status();
+      rules.emplace(std::move(*made));
+      box.rules = &*rules;
+    }
+    box.private_shm = private_shm_;
     box.tmp_parent = tmp_dir_;
     box.limits = options_.limits;
     return p.Start(command, dir, env, keep_stdin, box);
@@ -460,7 +473,10 @@ class ProgramBackend : public Backend {
   std::string toolchain_;
   ProgramBackendOptions options_;
   Status box_status_ = Status::OK();
-  std::optional<confine::FsRuleset> box_;
+  // What programs read and write (MakeBox, BoxRules).
+  std::vector<std::string> no_access_, writable_;
+  bool confined_ = false;
+  bool private_shm_ = false;  // programs get a /dev/shm of their own
   std::string tmp_dir_;
   std::mutex dir_mu_;
   std::map<std::string, std::string> dirs_;  // package digest -> folder

@@ -85,7 +85,9 @@ std::string Reap(pid_t pid, bool* clean) {
 //     the box's child, however it detached;
 //   - forks the program, which confines itself (Landlock: the worker's key
 //     files and caches out of reach, and ptrace-level access to the box and
-//     the worker refused, as they lie outside its domain) and execs
+//     the worker refused, as they lie outside its domain; seccomp: no
+//     socket of any family; a user and mount namespace: a /dev/shm of its
+//     own) and execs
 //     /bin/sh -c COMMAND in a session of its own;
 //   - forks the program with its resource limits set (BoxLimits), and
 //     counts the program's whole tree (its processes and their resident
@@ -118,6 +120,8 @@ struct BoxPlan {
   const char* cwd;
   int in, out, err;  // the program's stdin (-1: /dev/null), stdout, stderr
   const confine::FsRuleset* rules;  // null: not confined
+  bool private_shm;
+  unsigned long long shm_bytes;
   pid_t worker;
   // rlimits of the program; 0: left as they are.
   rlim_t fsize, nofile, nproc;
@@ -245,6 +249,14 @@ int KillChildren(pid_t self) {
     const rlimit l{plan.nproc, plan.nproc};
     setrlimit(RLIMIT_NPROC, &l);
   }
+  // Before the capabilities go: mounting its /dev/shm takes those the
+  // new user namespace grants.
+  if (plan.private_shm &&
+      (!confine::PrivateShmRaw(plan.shm_bytes) || plan.rules->AllowReadWriteRaw("/dev/shm") != 0)) {
+    static const char kMsg[] = "tunefarm: cannot give the program a /dev/shm of its own (unshare or mount failed)\n";
+    (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    _exit(126);
+  }
   // A worker run as root would hand the program CAP_SYS_PTRACE, which
   // reaches the worker's /proc beside Landlock: none cross the exec.
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -252,8 +264,8 @@ int KillChildren(pid_t self) {
   __user_cap_header_struct cap_header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct no_caps[2] = {};
   syscall(SYS_capset, &cap_header, no_caps);
-  if (plan.rules && plan.rules->RestrictThisThreadRaw() != 0) {
-    static const char kMsg[] = "tunefarm: cannot confine the program (landlock_restrict_self failed)\n";
+  if (plan.rules && (confine::DenySocketsRaw() != 0 || plan.rules->RestrictThisThreadRaw() != 0)) {
+    static const char kMsg[] = "tunefarm: cannot confine the program (seccomp or landlock_restrict_self failed)\n";
     (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
     _exit(126);
   }
@@ -543,7 +555,8 @@ Status ProgramProcess::Start(const std::string& command, const std::string& cwd,
   char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
   const BoxLimits& l = box.limits;
   const long page = sysconf(_SC_PAGESIZE);
-  BoxPlan plan{argv, envp.data(), cwd.c_str(), keep_stdin ? in[0] : -1, out[1], err[1], box.rules, getpid(),
+  BoxPlan plan{argv, envp.data(), cwd.c_str(), keep_stdin ? in[0] : -1, out[1], err[1], box.rules,
+               box.rules && box.private_shm, l.max_memory_bytes, getpid(),
                rlim_t(l.max_file_bytes), rlim_t(l.max_open_files),
                rlim_t(l.max_processes && getuid() != 0 ? TasksOfThisUser() + kTasksPerProcess * l.max_processes : 0),
                l.max_processes, l.max_memory_bytes ? std::max<uint64_t>(1, l.max_memory_bytes / uint64_t(page > 0 ? page : 4096)) : 0};

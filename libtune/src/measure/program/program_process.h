@@ -40,6 +40,12 @@ struct BoxLimits {
 struct Box {
   // Enforced by the program on itself before its exec; null: unconfined.
   const confine::FsRuleset* rules = nullptr;
+  // With `rules`: socket() refused (confine::DenySocketsRaw), and, when
+  // set, a /dev/shm of the program's own (confine::PrivateShmRaw, of at
+  // most limits.max_memory_bytes) that the program adds to `rules`, which
+  // are then spent: one ruleset per Start. A program that cannot have its
+  // /dev/shm is not started. The caller checks CanMakePrivateShm() once.
+  bool private_shm = false;
   // A fresh 0700 folder is made here for each process (named after the
   // worker's pid, see RemoveLeftoverTmp) and given as TMPDIR, TMP and
   // TEMP; it is removed with everything in it once the process is gone.
