@@ -32,6 +32,7 @@ import keyword
 import operator
 import os
 import struct
+import threading
 import weakref
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -72,6 +73,9 @@ def _c():
         "tunefarm_bundle_destroy": (None, [P]),
         "tunefarm_bundle_lookup": (P, [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                        ctypes.POINTER(ctypes.c_char_p), I64P, S, ctypes.c_char_p, err]),
+        "tunefarm_lookup_prepare": (P, [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                        ctypes.POINTER(ctypes.c_char_p), S, err]),
+        "tunefarm_lookup_destroy": (None, [P]),
         "tunefarm_bundle_info": (P, [P, err]),
         "tunefarm_bundle_misses": (P, [P, err]),
         "tunefarm_bundle_write_misses": (ctypes.c_int, [P, ctypes.c_char_p, err]),
@@ -95,6 +99,11 @@ def _c():
     # a call of a few microseconds), as torch launches.
     _lib.launch_args_held = ctypes.PyDLL(library_path)["tunefarm_kernel_launch_args"]
     _lib.launch_args_held.restype = ctypes.c_int
+    # Bundle.lookup's call (_PreparedLookup.answer), holding the GIL for the
+    # same reason; its arguments are addresses made once.
+    _lib.lookup_held = ctypes.PyDLL(library_path)["tunefarm_lookup"]
+    _lib.lookup_held.restype = ctypes.c_int
+    _lib.lookup_held.argtypes = [P, P, S, P, P]
     return _lib
 
 
@@ -493,6 +502,117 @@ class Launch:
                                          ", its buffers bound" if self._held is not None else "")
 
 
+class _Params(ctypes.Structure):
+    """tunefarm_params_t (tune/c.h)."""
+    _fields_ = [("n", ctypes.c_size_t), ("names", ctypes.c_void_p), ("values", ctypes.c_void_p),
+                ("texts", ctypes.c_void_p), ("kinds", ctypes.c_void_p)]
+
+
+class _Entry(ctypes.Structure):
+    """tunefarm_entry_t (tune/c.h)."""
+    _fields_ = [("gpu_model", ctypes.c_char_p), ("shape", _Params), ("config", _Params),
+                ("config_id", ctypes.c_char_p), ("kernel_hash", ctypes.c_char_p), ("arch", ctypes.c_char_p),
+                ("backend", ctypes.c_char_p), ("median_us", ctypes.c_double), ("baseline", ctypes.c_char_p),
+                ("baseline_median_us", ctypes.c_double)]
+
+
+class _AnswerFields(ctypes.Structure):
+    """tunefarm_answer_t (tune/c.h)."""
+    _fields_ = [("level", ctypes.c_int), ("level_name", ctypes.c_char_p), ("config", _Params),
+                ("entry", ctypes.c_void_p), ("ncandidates", ctypes.c_size_t), ("candidates", ctypes.c_void_p)]
+
+
+_LEVEL_MISS, _PARAM_BOOL, _PARAM_STRING = 4, 1, 2  # TUNEFARM_LEVEL_MISS, TUNEFARM_PARAM_* (tune/c.h)
+
+
+def _params_dict(p):
+    """A tunefarm_params_t as the JSON answer has it: {name: int, bool or str}."""
+    if not p.n:
+        return {}
+    names = ctypes.cast(p.names, ctypes.POINTER(ctypes.c_char_p))
+    values = ctypes.cast(p.values, ctypes.POINTER(ctypes.c_int64))
+    texts = ctypes.cast(p.texts, ctypes.POINTER(ctypes.c_char_p))
+    kinds = ctypes.cast(p.kinds, ctypes.POINTER(ctypes.c_int))
+    out = {}
+    for i in range(p.n):
+        kind = kinds[i]
+        out[names[i].decode("utf-8", "replace")] = (
+            values[i] != 0 if kind == _PARAM_BOOL else
+            texts[i].decode("utf-8", "replace") if kind == _PARAM_STRING else values[i])
+    return out
+
+
+def _entry_dict(address):
+    """The tunefarm_entry_t at `address` as the JSON answer has it, or None."""
+    if not address:
+        return None
+    e = _Entry.from_address(address)
+    text = lambda b: b.decode("utf-8", "replace")  # noqa: E731
+    d = {"gpu_model": text(e.gpu_model), "shape": _params_dict(e.shape), "config_id": text(e.config_id),
+         "kernel_hash": text(e.kernel_hash), "arch": text(e.arch), "backend": text(e.backend),
+         "median_us": e.median_us}
+    if e.baseline:
+        d["baseline"] = text(e.baseline)
+        d["baseline_median_us"] = e.baseline_median_us
+    return d
+
+
+def _entry_copy(e):
+    return None if e is None else dict(e, shape=dict(e["shape"]))
+
+
+class _PreparedLookup:
+    """A tunefarm_lookup_t of Bundle.lookup: (op, dtype, GPU model, arch, dim
+    names) bound once; a lookup fills its dims in place and reads plain
+    fields, no JSON either way. What an answer points to stays where it is
+    while the handle lives (tune/c.h), so each answer is decoded once, kept
+    by those addresses, and copied out (a caller may change its Answer)."""
+
+    def __init__(self, bundle, op, dtype, gpu, arch, names):
+        encoded = [n.encode() for n in names]
+        arr = (ctypes.c_char_p * len(encoded))(*encoded)
+        self._h = _call(_c().tunefarm_lookup_prepare, bundle, op.encode(), dtype.encode(), gpu.encode(),
+                        arch.encode() if arch else None, arr, len(encoded))
+        self._dims = (ctypes.c_int64 * max(len(names), 1))()
+        self._fields = _AnswerFields()
+        self._err = ctypes.c_char_p(None)
+        self._args = (self._h, ctypes.addressof(self._dims), len(names), ctypes.addressof(self._fields),
+                      ctypes.addressof(self._err))
+        self._decoded = {}  # (level, config, entry, candidates addresses) -> (level, config, entry, candidates)
+        self._lock = threading.Lock()  # one lookup at a time fills the dims and reads the fields (tune/c.h)
+
+    def answer(self, values):
+        with self._lock:
+            self._dims[:len(values)] = values
+            if _c().lookup_held(*self._args) != 0:
+                message = self._err.value.decode("utf-8", "replace") if self._err.value else "lookup failed"
+                _c().tunefarm_free(ctypes.cast(self._err, ctypes.c_void_p))
+                self._err.value = None
+                raise TunefarmError(message)
+            f = self._fields
+            key = (f.level, f.config.names, f.entry, f.candidates)
+            decoded = self._decoded.get(key)
+            if decoded is None:
+                candidates = [{"config": _params_dict(_Entry.from_address(c).config), "entry": _entry_dict(c)}
+                              for c in (ctypes.cast(f.candidates, ctypes.POINTER(ctypes.c_void_p))[i]
+                                        for i in range(f.ncandidates))]
+                decoded = self._decoded[key] = (
+                    f.level_name.decode(), None if f.level == _LEVEL_MISS else _params_dict(f.config),
+                    _entry_dict(f.entry), candidates)
+        level, config, entry, candidates = decoded
+        return Answer({"level": level, "config": None if config is None else dict(config),
+                       "entry": _entry_copy(entry),
+                       "candidates": [{"config": dict(c["config"]), "entry": _entry_copy(c["entry"])}
+                                      for c in candidates]})
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _c().tunefarm_lookup_destroy(self._h)
+            self._h = None
+
+    __del__ = close
+
+
 class _Launcher:
     # Holds its bundle (kernels hold their launcher); the bundle keeps its
     # launchers only weakly. Where a garbage collector frees a kernel, its
@@ -518,6 +638,9 @@ class Bundle:
         self.path = path
         self._launchers = weakref.WeakValueDictionary()
         self._info = None
+        self._lookups = {}  # (op, dtype, gpu, arch, dim names) -> _PreparedLookup, the last LOOKUPS of them
+
+    LOOKUPS = 64  # the (op, dtype, GPU model, arch, dim names) that lookup() keeps prepared
 
     def _handle(self):
         if not self._h:
@@ -556,8 +679,17 @@ class Bundle:
             raise TunefarmError("bundle %s: close: %d launcher(s) of it are still alive (drop its kernels first)"
                                 % (self.path, len(self._launchers)))
         if self._h:
+            self._close_lookups()
             _c().tunefarm_bundle_destroy(self._h)
             self._h = None
+
+    def _close_lookups(self):
+        # Prepared lookups keep the bundle: they go first, so that it is freed
+        # (and its misses written) now.
+        lookups = getattr(self, "_lookups", {})
+        for p in lookups.values():
+            p.close()
+        lookups.clear()
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike], trusted_keys: Union[str, os.PathLike, Sequence[str]]) -> "Bundle":
@@ -595,11 +727,15 @@ class Bundle:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError("lookup %s: dim %s must be an int, not %s" % (op, name, type(value).__name__))
             values.append(_dim_int("lookup " + op, name, value))
-        names = [str(n).encode() for n in shape]
-        arr = (ctypes.c_char_p * len(names))(*names)
-        vals = (ctypes.c_int64 * len(names))(*values)
-        return Answer(_take_json(_call(_c().tunefarm_bundle_lookup, self._handle(), op.encode(), dtype.encode(),
-                                       gpu.encode(), arr, vals, len(names), arch.encode() if arch else None)))
+        key = (op, dtype, gpu, arch or None, tuple(shape))
+        prepared = self._lookups.get(key)
+        if prepared is None:
+            handle = self._handle()
+            if len(self._lookups) >= self.LOOKUPS:
+                self._lookups.pop(next(iter(self._lookups))).close()  # the first prepared of those kept
+            prepared = self._lookups[key] = _PreparedLookup(handle, op, dtype, gpu, arch,
+                                                            [str(n) for n in shape])
+        return prepared.answer(values)
 
     def misses(self) -> List[Dict[str, Any]]:
         """The lookups and launches answered below "exact" so far, most asked
@@ -623,6 +759,7 @@ class Bundle:
 
     def __del__(self):
         if getattr(self, "_h", None):
+            self._close_lookups()
             _c().tunefarm_bundle_destroy(self._h)
             self._h = None
 

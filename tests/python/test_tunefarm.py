@@ -89,6 +89,41 @@ class BundleFromPython(unittest.TestCase):
         self.assertEqual(miss.level, "miss")
         self.assertIsNone(miss.config)
 
+    def test_lookups_answer_as_the_json_call_without_json_and_each_answer_is_the_callers(self):
+        c = tunefarm._c()
+
+        def json_call(op, dtype, gpu, shape, arch=None):
+            names = [n.encode() for n in shape]
+            ptr = tunefarm._call(c.tunefarm_bundle_lookup, self.bundle._handle(), op.encode(), dtype.encode(),
+                                 gpu.encode(), (ctypes.c_char_p * len(names))(*names),
+                                 (ctypes.c_int64 * len(names))(*shape.values()), len(names),
+                                 arch.encode() if arch else None)
+            return tunefarm._take_json(ptr)
+
+        queries = [("gemm", "f16", self.gpu, {"M": 256, "N": 256, "K": 256}, None),          # exact
+                   ("gemm", "f16", self.gpu, {"K": 1024, "M": 1024, "N": 1024}, None),       # exact, another order
+                   ("gemm", "f16", self.gpu, {"M": 900, "N": 1100, "K": 1000}, None),        # predicted
+                   ("gemm", "f16", "l40s", {"M": 256, "N": 256, "K": 256}, "sm_89"),         # default
+                   ("gemm", "bf16", self.gpu, {"M": 256, "N": 256, "K": 256}, None),         # no bf16: default
+                   ("softmax", "f16", self.gpu, {"N": 4}, None)]                             # miss
+        self.bundle.info  # noqa: B018 (cached before the JSON readers are taken away)
+        want = [json_call(*q) for q in queries]
+        taken = tunefarm._take_json
+        tunefarm._take_json = None  # Bundle.lookup reads no JSON answer
+        try:
+            for _ in range(2):  # first answers, then those kept
+                for q, w in zip(queries, want):
+                    a = self.bundle.lookup(*q[:4], arch=q[4])
+                    self.assertEqual((a.level, a.config, a.entry, a.candidates),
+                                     (w["level"], w["config"], w["entry"], w.get("candidates", [])), q)
+                    if a.config is not None:  # the caller's own: changing it changes no later answer
+                        a.config["BM"] = -1
+                    if a.entry is not None:
+                        a.entry["shape"]["M"] = -1
+        finally:
+            tunefarm._take_json = taken
+        self.assertEqual({w["level"] for w in want}, {"exact", "predicted", "default", "miss"})
+
     def test_misses_are_counted_written_and_become_the_next_sweep(self):
         import tomllib
         ask = {"M": 900, "N": 1100, "K": 1000}

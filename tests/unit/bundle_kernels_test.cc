@@ -170,15 +170,10 @@ TEST_F(PublishKernelsTest, ABundleCarriesPlansDefaultsAndTheMeasuredCubinsAndThe
   EXPECT_NE(corrupt.status().message().find("sha256 does not match"), std::string::npos)
       << corrupt.status().message();
 
-  // JSON lists the cubins without their bytes; read back it is config-only.
+  // JSON lists the cubins without their bytes.
   const std::string json = BundleToJson(*b);
   EXPECT_NE(json.find("\"sha256\""), std::string::npos);
   EXPECT_EQ(json.find(FakeCubin(other.Canonical()).substr(4)), std::string::npos);
-  auto from_json = BundleFromJson(json);
-  ASSERT_TRUE(from_json.ok()) << from_json.status().message();
-  EXPECT_TRUE(from_json->kernels.empty());
-  EXPECT_EQ(from_json->launch_plans.size(), 1u);
-  EXPECT_EQ(from_json->model_defaults.size(), 1u);
 
   // Config-only on request.
   PublishOptions no_kernels;
@@ -226,13 +221,10 @@ TEST_F(PublishKernelsTest, EntriesCarryTheBaselineAndMayBeHeldToIt) {
     EXPECT_EQ(e.baseline_median_us, e.shape.Canonical() == small ? 25.0 : 300.0)
         << e.shape.Canonical();
   }
-  // The binary and JSON forms keep them, and the runtime answers with them.
+  // The binary form keeps them, and the runtime answers with them.
   auto decoded = DecodeBundle(EncodeBundle(*all).data(), EncodeBundle(*all).size());
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(decoded->entries[0].baseline_median_us, all->entries[0].baseline_median_us);
-  auto from_json = BundleFromJson(BundleToJson(*all));
-  ASSERT_TRUE(from_json.ok());
-  EXPECT_EQ(from_json->entries[1].baseline, "cublaslt 13.1.0");
 
   PublishOptions held;
   held.min_vs_baseline = 1.0;

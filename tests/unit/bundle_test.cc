@@ -165,29 +165,13 @@ TEST(BundleTest, MisalignedBytesDecodeAndTrailingBytesAreCorrupt) {
   EXPECT_EQ(bad.status().message(), "bundle is corrupt: 8 trailing bytes after the message");
 }
 
-TEST(BundleTest, JsonRoundTripAndStableText) {
+TEST(BundleTest, JsonTextIsStableAndReadable) {
   const Bundle b = MakeBundle();
   const std::string json = BundleToJson(b);
   EXPECT_EQ(json, BundleToJson(b));
   // People read it: header first, params in spec order, not alphabetical.
   EXPECT_EQ(json.find("\"format_version\""), json.find('"'));
   EXPECT_LT(json.find("\"BM\": 128"), json.find("\"BK\": 32"));
-  auto out = BundleFromJson(json);
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  ExpectSameBundle(*out, b);
-  EXPECT_EQ(BundleToJson(*out), json);
-}
-
-TEST(BundleTest, JsonErrorsNameTheField) {
-  EXPECT_FALSE(BundleFromJson("{not json").ok());
-  auto r = BundleFromJson(R"({"format_version": 1, "entries": [{"op": "gemm"}]})");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("dtype"), std::string::npos) << r.status().message();
-  for (const char* bad : {"1.5", "\"two words\"", "null"}) {
-    r = BundleFromJson(std::string(R"({"format_version": 1, "defaults": {"gemm": {"BM": )") + bad + "}}}");
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("defaults.gemm.BM"), std::string::npos) << r.status().message();
-  }
 }
 
 TEST(BundleTest, FilesRoundTripWithoutLeftovers) {
@@ -205,9 +189,7 @@ TEST(BundleTest, FilesRoundTripWithoutLeftovers) {
   std::ifstream json_in(dir.Sub("gemm.json"));
   std::stringstream json;
   json << json_in.rdbuf();
-  auto from_json = BundleFromJson(json.str());
-  ASSERT_TRUE(from_json.ok()) << from_json.status().message();
-  ExpectSameBundle(*from_json, b);
+  EXPECT_EQ(json.str(), BundleToJson(b));
 }
 
 TEST(BundleTest, MissingOrCorruptFileNamesTheFile) {
@@ -263,27 +245,21 @@ TEST(BundleTest, MutatedBytesNeverCrash) {
 // A signed bundle whose config has more params than an op may have is
 // refused at load, naming the entry and the bound, rather than loaded for
 // every lookup to bind 100,000 params; so are defaults and launch plans
-// over their bounds, in the binary form and the JSON one.
+// over their bounds.
 TEST(BundleTest, ConfigsAndPlansOverTheBoundsAreRefusedAtLoad) {
   const SecretKey key = SecretKey::Generate();
-  // `json`: the JSON form too (for people: its objects keep their keys'
-  // order, which costs a scan per key, so the huge cases skip it).
-  auto refused = [&](const Bundle& b, const std::string& names, bool json = true) {
+  auto refused = [&](const Bundle& b, const std::string& names) {
     const auto start = std::chrono::steady_clock::now();
     const std::string bytes = EncodeSignedBundle(b, key);
     auto r = DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()});
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
     ASSERT_FALSE(r.ok()) << names;
     EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().message();
-    if (!json) return;
-    auto j = BundleFromJson(BundleToJson(b));
-    ASSERT_FALSE(j.ok()) << names;
-    EXPECT_NE(j.status().message().find(names), std::string::npos) << j.status().message();
   };
   Bundle b = MakeBundle();
   for (int i = 0; i < 100000; ++i) b.entries[1].config.params.emplace_back("P" + std::to_string(i), 1);
   refused(b, "entry gemm f16 h100: a config of 100003 params, more than the limit of " +
-                 std::to_string(kMaxOpParams) + " params per config", false);
+                 std::to_string(kMaxOpParams) + " params per config");
 
   b = MakeBundle();
   for (size_t i = 0; i <= kMaxOpParams; ++i) b.defaults["gemm"].params.emplace_back("P" + std::to_string(i), 1);
@@ -319,11 +295,9 @@ TEST(BundleTest, TensorMapArgsRoundTripEvaluateAndAreCheckedAtLoad) {
   b.launch_plans = {*plan};
   const std::string bytes = EncodeBundle(b);
   auto binary = DecodeBundle(bytes.data(), bytes.size());
-  auto json = BundleFromJson(BundleToJson(b));
   ASSERT_TRUE(binary.ok()) << binary.status().message();
-  ASSERT_TRUE(json.ok()) << json.status().message();
   EXPECT_EQ(binary->format_version, 2u);  // readers of format 1 refuse it
-  for (const Bundle& got : {*binary, *json}) {
+  for (const Bundle& got : {*binary}) {
     ASSERT_EQ(got.launch_plans.size(), 1u);
     const BundleLaunchPlan& p = got.launch_plans[0];
     ASSERT_EQ(p.args.size(), 11u);

@@ -341,10 +341,6 @@ TEST_F(RuntimeTest, BucketedDimsFindTheConfigTunedAtTheirBucket) {
   PreparedLookup prepared = b->prepare("gemm", "f16", "h100-80gb-hbm3", order);
   EXPECT_EQ(prepared.lookup({2000, 4096, 100}).entry, &b->entries().at(1));
   EXPECT_EQ(prepared.lookup({4096, 4096, 200}).entry, &b->entries().at(2));
-  // The JSON form keeps them.
-  auto round = tune::BundleFromJson(tune::BundleToJson(src));
-  ASSERT_TRUE(round.ok()) << round.status().message();
-  EXPECT_EQ(round->buckets.at("gemm").at("K").values, list.values);
   // A bucket list that does not ascend is refused at the door.
   src.buckets["gemm"]["K"].values = {4096, 1024};
   const std::string bad = EncodeSignedBundle(src, key_);
@@ -406,10 +402,7 @@ TEST_F(RuntimeTest, ANearestShapeAnswerHoldsToTheOpsShapeRules) {
   EXPECT_EQ(with->lookup("norm", "f16", "h100-80gb-hbm3", {{"N", 1024}}).level, Level::kExact);
   PreparedLookup prepared = with->prepare("norm", "f16", "h100-80gb-hbm3");
   EXPECT_EQ(prepared.lookup({900}).entry, &with->entries().at(0));
-  // The JSON form keeps them; a rule over a variable the rules lack is refused at decode.
-  auto round = tune::BundleFromJson(tune::BundleToJson(src));
-  ASSERT_TRUE(round.ok()) << round.status().message();
-  EXPECT_EQ(round->shape_rules.at("norm").rules.size(), 1u);
+  // A rule over a variable the rules lack is refused at decode.
   src.shape_rules["norm"].vars = {"TPR", "VEC"};
   const std::string bad = EncodeSignedBundle(src, key_);
   EXPECT_FALSE(Bundle::LoadFromMemory(bad.data(), bad.size(), {key_file_}, "bad").ok());
@@ -472,12 +465,6 @@ TEST_F(RuntimeTest, PredictedAnswersShapesNeverTunedFromTheSelector) {
   // Another model has no selector: its nearest shape answers.
   EXPECT_EQ(bundle_->lookup("gemm", "f16", "h100-80gb-hbm3", {{"M", 1000}, {"N", 1000}, {"K", 1000}}).level,
             Level::kNearestShape);
-  // The JSON form keeps the selector.
-  auto round = tune::BundleFromJson(tune::BundleToJson(src));
-  ASSERT_TRUE(round.ok()) << round.status().message();
-  ASSERT_EQ(round->selectors.size(), 1u);
-  EXPECT_EQ(round->selectors[0].nodes.size(), sel.nodes.size());
-  EXPECT_EQ(round->selectors[0].entries, sel.entries);
   // Hostile selectors are refused at load, naming the selector: a child
   // before its parent (a walk that never ends), an entry of another key, an
   // entry out of range, a leaf naming no candidate.
@@ -568,13 +555,10 @@ TEST(RuntimeCategorical, StringAndBooleanParamsAnswerWithTheirSpelling) {
   b.entries[0].config.params = params;
   b.defaults["gemm"].params = {
       {"BM", 64}, {"SCHEDULE", tune::ParamValue::String("persistent")}, {"TMA", tune::ParamValue::Bool(false)}};
-  // The JSON form spells them as JSON strings and booleans, and reads them back.
+  // The JSON form spells them as JSON strings and booleans.
   const std::string json = tune::BundleToJson(b);
   EXPECT_NE(json.find("\"SCHEDULE\": \"stream_k\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"TMA\": true"), std::string::npos);
-  auto from_json = tune::BundleFromJson(json);
-  ASSERT_TRUE(from_json.ok()) << from_json.status().message();
-  EXPECT_EQ(from_json->entries[0].config.params, params);
 
   TempDir dir;
   const tune::SecretKey key = Key(3);

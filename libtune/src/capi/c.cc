@@ -9,7 +9,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <map>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/c_strings.h"
@@ -34,6 +38,94 @@ struct tunefarm_launcher_t {
   std::shared_ptr<runtime::Bundle> bundle;
   launcher::Launcher launcher;
 };
+
+namespace {
+
+// A NamedInts laid out as tunefarm_params_t: arrays of pointers into the
+// bundle's strings, which never move (a Bundle is immutable).
+struct ParamsView {
+  std::vector<const char*> names, texts;
+  std::vector<int64_t> values;
+  std::vector<int> kinds;
+  tunefarm_params_t c{};
+
+  explicit ParamsView(const runtime::NamedInts& v) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      names.push_back(v.name(i).c_str());
+      texts.push_back(v.text(i).c_str());
+      values.push_back(v.value(i));
+      switch (tune::ParamValue::Of(v.value(i), v.text(i)).kind()) {
+        case tune::ParamValue::Kind::kBool: kinds.push_back(TUNEFARM_PARAM_BOOL); break;
+        case tune::ParamValue::Kind::kString: kinds.push_back(TUNEFARM_PARAM_STRING); break;
+        default: kinds.push_back(TUNEFARM_PARAM_INT); break;
+      }
+    }
+    c = tunefarm_params_t{v.size(), names.data(), values.data(), texts.data(), kinds.data()};
+  }
+};
+
+struct EntryView {
+  ParamsView shape, config;
+  tunefarm_entry_t c{};
+
+  explicit EntryView(const runtime::Entry& e) : shape(e.shape), config(e.config) {
+    c = tunefarm_entry_t{e.gpu_model.c_str(), shape.c,          config.c,         e.config_id.c_str(),
+                         e.kernel_hash.c_str(), e.arch.c_str(), e.backend.c_str(), e.median_us,
+                         e.baseline.c_str(),    e.baseline_median_us};
+  }
+};
+
+}  // namespace
+
+// Answers laid out once per config, entry and candidate list, kept by their
+// address in the bundle: a lookup that answers as before allocates nothing,
+// and an answer's pointers live as long as the handle.
+struct tunefarm_lookup_t {
+  std::shared_ptr<runtime::Bundle> bundle;
+  runtime::PreparedLookup prepared;
+  std::vector<std::string> dim_names;  // as bound, for errors
+  // What tunefarm_bundle_lookup answers where the chain ends at the op's
+  // default: the arch's default when the bundle has one (Bundle::lookup
+  // with `arch`), which a PreparedLookup by dim order does not consult.
+  runtime::Answer op_default;
+  // Whether the bound names are the op's dims: otherwise every lookup
+  // answers op_default, uncounted, as a plain lookup of those names does.
+  bool names_are_ops = false;
+  // The prepared lookup takes dims in the op's order, so that misses are
+  // counted under the key a plain lookup counts them: dims[from[j]] is the
+  // op's dim j.
+  std::vector<size_t> from;
+  std::unordered_map<const runtime::NamedInts*, std::unique_ptr<ParamsView>> configs;
+  std::unordered_map<const runtime::Entry*, std::unique_ptr<EntryView>> entries;
+  std::map<std::pair<const void*, size_t>, std::vector<const tunefarm_entry_t*>> candidates;
+
+  const tunefarm_params_t& ConfigOf(const runtime::NamedInts* c) {
+    auto& v = configs[c];
+    if (!v) v = std::make_unique<ParamsView>(*c);
+    return v->c;
+  }
+  const tunefarm_entry_t* EntryOf(const runtime::Entry* e) {
+    if (!e) return nullptr;
+    auto& v = entries[e];
+    if (!v) v = std::make_unique<EntryView>(*e);
+    return &v->c;
+  }
+  void Fill(const runtime::Answer& a, tunefarm_answer_t* out) {
+    out->level = static_cast<int>(a.level);
+    out->level_name = runtime::LevelName(a.level);
+    out->config = a.config ? ConfigOf(a.config) : tunefarm_params_t{};
+    out->entry = EntryOf(a.entry);
+    out->ncandidates = a.candidates.size();
+    out->candidates = nullptr;
+    if (!a.candidates.empty()) {
+      auto [it, fresh] = candidates.try_emplace({a.candidates.data(), a.candidates.size()});
+      if (fresh)
+        for (const runtime::Entry* e : a.candidates) it->second.push_back(EntryOf(e));
+      out->candidates = it->second.data();
+    }
+  }
+};
+
 struct tunefarm_kernel_t {
   std::shared_ptr<runtime::Bundle> bundle;
   launcher::Kernel kernel;
@@ -122,6 +214,86 @@ char* tunefarm_bundle_lookup(const tunefarm_bundle_t* bundle, const char* op, co
     }
     const runtime::Answer a = bundle->bundle->lookup(op, dtype, gpu_model, dims, arch ? arch : "");
     return CopyString(tune::DumpJson(AnswerJson(a.level, a.config, a.entry, a.candidates)));
+  });
+}
+
+tunefarm_lookup_t* tunefarm_lookup_prepare(const tunefarm_bundle_t* bundle, const char* op, const char* dtype,
+                                           const char* gpu_model, const char* arch, const char* const* dim_names,
+                                           size_t ndims, char** errptr) {
+  return Guard(errptr, static_cast<tunefarm_lookup_t*>(nullptr), [&]() -> tunefarm_lookup_t* {
+    if (!bundle || !op || !dtype || !gpu_model || (ndims > 0 && !dim_names)) {
+      SetError(errptr, "tunefarm_lookup_prepare: a required argument is NULL");
+      return nullptr;
+    }
+    if (ndims > runtime::kMaxDims) {
+      SetError(errptr, "tunefarm_lookup_prepare: " + std::string(op) + ": " + std::to_string(ndims) +
+                           " dims, more than a shape has (at most " + std::to_string(runtime::kMaxDims) + ")");
+      return nullptr;
+    }
+    std::vector<std::string_view> order;
+    for (size_t i = 0; i < ndims; ++i) {
+      if (!dim_names[i]) {
+        SetError(errptr, "tunefarm_lookup_prepare: " + std::string(op) + ": dim name " + std::to_string(i) + " is NULL");
+        return nullptr;
+      }
+      if (std::find(order.begin(), order.end(), dim_names[i]) != order.end()) {
+        SetError(errptr, "tunefarm_lookup_prepare: " + std::string(op) + ": dim " + dim_names[i] + " named twice");
+        return nullptr;
+      }
+      order.emplace_back(dim_names[i]);
+    }
+    const runtime::Bundle& b = *bundle->bundle;
+    auto h = std::make_unique<tunefarm_lookup_t>();
+    h->bundle = bundle->bundle;
+    h->prepared = b.prepare(op, dtype, gpu_model);
+    h->dim_names.assign(order.begin(), order.end());
+    // A shape of a count no op has answers the chain's default, uncounted
+    // (Bundle::lookup): that default, with `arch` taken into account.
+    const std::vector<std::string>* op_dims = b.dims_of(op);
+    const std::vector<runtime::Dim> none((op_dims ? op_dims->size() : 0) + 1, runtime::Dim{"", 0});
+    h->op_default = b.lookup(op, dtype, gpu_model, none, arch ? arch : "");
+    h->names_are_ops = op_dims && op_dims->size() == ndims && h->prepared.dim_names() == *op_dims;
+    for (size_t j = 0; h->names_are_ops && j < ndims; ++j) {
+      const auto at = std::find(order.begin(), order.end(), (*op_dims)[j]);
+      h->names_are_ops = at != order.end();
+      h->from.push_back(static_cast<size_t>(at - order.begin()));
+    }
+    return h.release();
+  });
+}
+
+void tunefarm_lookup_destroy(tunefarm_lookup_t* lookup) { delete lookup; }
+
+int tunefarm_lookup(tunefarm_lookup_t* h, const int64_t* dims, size_t ndims, tunefarm_answer_t* answer,
+                    char** errptr) {
+  return Guard(errptr, -1, [&]() -> int {
+    if (!h || !answer || (ndims > 0 && !dims)) {
+      SetError(errptr, "tunefarm_lookup: a required argument is NULL");
+      return -1;
+    }
+    if (ndims != h->dim_names.size()) {
+      std::string names;
+      for (const std::string& n : h->dim_names) names += (names.empty() ? "" : ", ") + n;
+      SetError(errptr, "tunefarm_lookup: " + std::to_string(ndims) + " dims for " +
+                           std::to_string(h->dim_names.size()) + " (" + names + ")");
+      return -1;
+    }
+    for (size_t i = 0; i < ndims; ++i) {
+      if (dims[i] < 0) {
+        SetError(errptr, "tunefarm_lookup: dim " + h->dim_names[i] + " = " + std::to_string(dims[i]) +
+                             " is negative (a dim is a size, >= 0)");
+        return -1;
+      }
+    }
+    runtime::Answer a = h->op_default;
+    if (h->names_are_ops) {
+      int64_t in_order[runtime::kMaxDims];
+      for (size_t j = 0; j < ndims; ++j) in_order[j] = dims[h->from[j]];
+      a = h->prepared.lookup(std::span<const int64_t>(in_order, ndims));
+      if (a.level == runtime::Level::kDefault && !a.entry) a = h->op_default;
+    }
+    h->Fill(a, answer);
+    return 0;
   });
 }
 

@@ -254,6 +254,136 @@ Status CheckBundleParts(const Bundle& b) {
   return Status::OK();
 }
 
+namespace {
+
+// EncodeBundle's parts, one list each, in the order of the message: the
+// order in which lists are initialised is the order of their bytes, and a
+// bundle's bytes (and so its signature) must not depend on the code.
+
+void SetEntry(wire::BundleEntry::Builder w, const BundleEntry& e) {
+  w.setOp(TextOf(e.op));
+  w.setDtype(TextOf(e.dtype));
+  w.setGpuModel(TextOf(e.gpu_model));
+  SetShape(w.initShape(), e.shape);
+  SetConfig(w.initConfig(), e.config);
+  w.setConfigId(TextOf(e.config_id));
+  w.setKernelHash(TextOf(e.kernel_hash));
+  w.setMedianUs(e.median_us);
+  w.setStdevUs(e.stdev_us);
+  w.setCi95Us(e.ci95_us);
+  w.setSamples(e.samples);
+  w.setDefaultMedianUs(e.default_median_us);
+  w.setBaseline(TextOf(e.baseline));
+  w.setBaselineMedianUs(e.baseline_median_us);
+  w.setBackend(TextOf(e.backend));
+  w.setDeviceName(TextOf(e.device_name));
+  w.setNvrtcVersion(TextOf(e.nvrtc_version));
+  w.setDriverVersion(TextOf(e.driver_version));
+  w.setArch(TextOf(e.arch));
+  w.setCoverageState(TextOf(e.coverage.state));
+  w.setCoverageLegal(e.coverage.legal);
+  w.setCoverageEvaluated(e.coverage.evaluated);
+  w.setCoverageStrategy(TextOf(e.coverage.strategy));
+  w.setCoverageBudget(e.coverage.budget);
+}
+
+void SetLaunchArg(wire::LaunchArg::Builder wa, const BundleLaunchArg& arg) {
+  wa.setName(TextOf(arg.name));
+  wa.setBuffer(arg.buffer);
+  wa.setDtype(TextOf(arg.dtype));
+  wa.setDir(TextOf(arg.dir));
+  wa.setScalarType(TextOf(arg.scalar_type));
+  if (arg.tensor_map()) {
+    wa.setMapOf(arg.map_of);
+    wa.setSwizzle(static_cast<uint16_t>(arg.swizzle));
+    auto extents = wa.initExtents(static_cast<unsigned>(arg.extents.size()));
+    auto box = wa.initBox(static_cast<unsigned>(arg.box.size()));
+    for (unsigned d = 0; d < arg.extents.size(); ++d) SetProgram(extents[d], arg.extents[d]);
+    for (unsigned d = 0; d < arg.box.size(); ++d) SetProgram(box[d], arg.box[d]);
+  } else if (!arg.buffer) {
+    SetProgram(wa.initValue(), arg.value);
+  }
+}
+
+void SetLaunchPlan(wire::LaunchPlan::Builder w, const BundleLaunchPlan& p) {
+  w.setOp(TextOf(p.op));
+  w.setKernelHash(TextOf(p.kernel_hash));
+  w.setFunction(TextOf(p.function));
+  auto vars = w.initVars(static_cast<unsigned>(p.vars.size()));
+  for (size_t v = 0; v < p.vars.size(); ++v) vars.set(static_cast<unsigned>(v), TextOf(p.vars[v]));
+  auto grid = w.initGrid(3), block = w.initBlock(3);
+  for (unsigned d = 0; d < 3; ++d) {
+    SetProgram(grid[d], p.grid[d]);
+    SetProgram(block[d], p.block[d]);
+  }
+  SetProgram(w.initSmem(), p.smem);
+  auto args = w.initArgs(static_cast<unsigned>(p.args.size()));
+  for (size_t a = 0; a < p.args.size(); ++a) SetLaunchArg(args[static_cast<unsigned>(a)], p.args[a]);
+}
+
+void SetModelDefault(wire::ModelDefault::Builder w, const ModelDefault& d) {
+  w.setOp(TextOf(d.op));
+  w.setDtype(TextOf(d.dtype));
+  w.setGpuModel(TextOf(d.gpu_model));
+  SetConfig(w.initConfig(), d.config);
+  w.setConfigId(TextOf(d.config_id));
+  w.setKernelHash(TextOf(d.kernel_hash));
+  w.setArch(TextOf(d.arch));
+  w.setMedianUs(d.median_us);
+}
+
+// Every (op, dim) bucket, ops then dims in their maps' order.
+void SetBuckets(wire::Bundle::Builder root, const Bundle& b) {
+  size_t n_buckets = 0;
+  for (const auto& [op, dims] : b.buckets) n_buckets += dims.size();
+  auto buckets = root.initBuckets(static_cast<unsigned>(n_buckets));
+  size_t i = 0;
+  for (const auto& [op, dims] : b.buckets) {
+    for (const auto& [dim, bucket] : dims) {
+      auto w = buckets[static_cast<unsigned>(i++)];
+      w.setOp(TextOf(op));
+      w.setDim(TextOf(dim));
+      w.setKind(bucket.kind == DimBucket::Kind::kPow2   ? wire::BucketKind::POW2
+                : bucket.kind == DimBucket::Kind::kList ? wire::BucketKind::LIST
+                                                        : wire::BucketKind::EXACT);
+      auto values = w.initValues(static_cast<unsigned>(bucket.values.size()));
+      for (size_t v = 0; v < bucket.values.size(); ++v) values.set(static_cast<unsigned>(v), bucket.values[v]);
+    }
+  }
+}
+
+void SetShapeRules(wire::ShapeRules::Builder w, const std::string& op, const BundleShapeRules& r) {
+  w.setOp(TextOf(op));
+  auto vars = w.initVars(static_cast<unsigned>(r.vars.size()));
+  for (size_t v = 0; v < r.vars.size(); ++v) vars.set(static_cast<unsigned>(v), TextOf(r.vars[v]));
+  w.setParams(static_cast<uint32_t>(r.params));
+  auto programs = w.initRules(static_cast<unsigned>(r.rules.size()));
+  for (size_t p = 0; p < r.rules.size(); ++p) SetProgram(programs[static_cast<unsigned>(p)], r.rules[p]);
+}
+
+void SetSelector(wire::ShapeSelector::Builder w, const BundleSelector& s) {
+  w.setOp(TextOf(s.op));
+  w.setDtype(TextOf(s.dtype));
+  w.setGpuModel(TextOf(s.gpu_model));
+  auto dims = w.initDims(static_cast<unsigned>(s.dims.size()));
+  for (size_t d = 0; d < s.dims.size(); ++d) dims.set(static_cast<unsigned>(d), TextOf(s.dims[d]));
+  auto entries = w.initEntries(static_cast<unsigned>(s.entries.size()));
+  for (size_t e = 0; e < s.entries.size(); ++e) entries.set(static_cast<unsigned>(e), s.entries[e]);
+  auto nodes = w.initNodes(static_cast<unsigned>(s.nodes.size()));
+  for (size_t n = 0; n < s.nodes.size(); ++n) {
+    auto node = nodes[static_cast<unsigned>(n)];
+    const SelectorNode& from = s.nodes[n];
+    node.setLeaf(from.leaf);
+    node.setFeature(from.feature);
+    node.setThreshold(from.threshold);
+    node.setLeft(from.left);
+    node.setRight(from.right);
+    node.setCandidate(from.candidate);
+  }
+}
+
+}  // namespace
+
 std::string EncodeBundle(const Bundle& b) {
   capnp::MallocMessageBuilder builder;
   auto root = builder.initRoot<wire::Bundle>();
@@ -269,87 +399,13 @@ std::string EncodeBundle(const Bundle& b) {
     ++i;
   }
   auto entries = root.initEntries(b.entries.size());
-  for (i = 0; i < b.entries.size(); ++i) {
-    const BundleEntry& e = b.entries[i];
-    auto w = entries[i];
-    w.setOp(TextOf(e.op));
-    w.setDtype(TextOf(e.dtype));
-    w.setGpuModel(TextOf(e.gpu_model));
-    SetShape(w.initShape(), e.shape);
-    SetConfig(w.initConfig(), e.config);
-    w.setConfigId(TextOf(e.config_id));
-    w.setKernelHash(TextOf(e.kernel_hash));
-    w.setMedianUs(e.median_us);
-    w.setStdevUs(e.stdev_us);
-    w.setCi95Us(e.ci95_us);
-    w.setSamples(e.samples);
-    w.setDefaultMedianUs(e.default_median_us);
-    w.setBaseline(TextOf(e.baseline));
-    w.setBaselineMedianUs(e.baseline_median_us);
-    w.setBackend(TextOf(e.backend));
-    w.setDeviceName(TextOf(e.device_name));
-    w.setNvrtcVersion(TextOf(e.nvrtc_version));
-    w.setDriverVersion(TextOf(e.driver_version));
-    w.setArch(TextOf(e.arch));
-    w.setCoverageState(TextOf(e.coverage.state));
-    w.setCoverageLegal(e.coverage.legal);
-    w.setCoverageEvaluated(e.coverage.evaluated);
-    w.setCoverageStrategy(TextOf(e.coverage.strategy));
-    w.setCoverageBudget(e.coverage.budget);
-  }
+  for (i = 0; i < b.entries.size(); ++i) SetEntry(entries[i], b.entries[i]);
   auto plans = root.initLaunchPlans(static_cast<unsigned>(b.launch_plans.size()));
-  for (i = 0; i < b.launch_plans.size(); ++i) {
-    const BundleLaunchPlan& p = b.launch_plans[i];
-    auto w = plans[i];
-    w.setOp(TextOf(p.op));
-    w.setKernelHash(TextOf(p.kernel_hash));
-    w.setFunction(TextOf(p.function));
-    auto vars = w.initVars(static_cast<unsigned>(p.vars.size()));
-    for (size_t v = 0; v < p.vars.size(); ++v) vars.set(static_cast<unsigned>(v), TextOf(p.vars[v]));
-    auto grid = w.initGrid(3), block = w.initBlock(3);
-    for (unsigned d = 0; d < 3; ++d) {
-      SetProgram(grid[d], p.grid[d]);
-      SetProgram(block[d], p.block[d]);
-    }
-    SetProgram(w.initSmem(), p.smem);
-    auto args = w.initArgs(static_cast<unsigned>(p.args.size()));
-    for (size_t a = 0; a < p.args.size(); ++a) {
-      const BundleLaunchArg& arg = p.args[a];
-      auto wa = args[static_cast<unsigned>(a)];
-      wa.setName(TextOf(arg.name));
-      wa.setBuffer(arg.buffer);
-      wa.setDtype(TextOf(arg.dtype));
-      wa.setDir(TextOf(arg.dir));
-      wa.setScalarType(TextOf(arg.scalar_type));
-      if (arg.tensor_map()) {
-        wa.setMapOf(arg.map_of);
-        wa.setSwizzle(static_cast<uint16_t>(arg.swizzle));
-        auto extents = wa.initExtents(static_cast<unsigned>(arg.extents.size()));
-        auto box = wa.initBox(static_cast<unsigned>(arg.box.size()));
-        for (unsigned d = 0; d < arg.extents.size(); ++d) SetProgram(extents[d], arg.extents[d]);
-        for (unsigned d = 0; d < arg.box.size(); ++d) SetProgram(box[d], arg.box[d]);
-      } else if (!arg.buffer) {
-        SetProgram(wa.initValue(), arg.value);
-      }
-    }
-  }
+  for (i = 0; i < b.launch_plans.size(); ++i) SetLaunchPlan(plans[i], b.launch_plans[i]);
   auto kernels = root.initKernels(static_cast<unsigned>(b.kernels.size()));
-  for (i = 0; i < b.kernels.size(); ++i) {
-    SetKernelImage(kernels[i], b.kernels[i], /*with_witnesses=*/false);
-  }
+  for (i = 0; i < b.kernels.size(); ++i) SetKernelImage(kernels[i], b.kernels[i], /*with_witnesses=*/false);
   auto model_defaults = root.initModelDefaults(static_cast<unsigned>(b.model_defaults.size()));
-  for (i = 0; i < b.model_defaults.size(); ++i) {
-    const ModelDefault& d = b.model_defaults[i];
-    auto w = model_defaults[i];
-    w.setOp(TextOf(d.op));
-    w.setDtype(TextOf(d.dtype));
-    w.setGpuModel(TextOf(d.gpu_model));
-    SetConfig(w.initConfig(), d.config);
-    w.setConfigId(TextOf(d.config_id));
-    w.setKernelHash(TextOf(d.kernel_hash));
-    w.setArch(TextOf(d.arch));
-    w.setMedianUs(d.median_us);
-  }
+  for (i = 0; i < b.model_defaults.size(); ++i) SetModelDefault(model_defaults[i], b.model_defaults[i]);
   auto arch_defaults = root.initArchDefaults(static_cast<unsigned>(b.arch_defaults.size()));
   for (i = 0; i < b.arch_defaults.size(); ++i) {
     const ArchDefault& d = b.arch_defaults[i];
@@ -357,56 +413,12 @@ std::string EncodeBundle(const Bundle& b) {
     arch_defaults[i].setArch(TextOf(d.arch));
     SetConfig(arch_defaults[i].initConfig(), d.config);
   }
-  size_t n_buckets = 0;
-  for (const auto& [op, dims] : b.buckets) n_buckets += dims.size();
-  auto buckets = root.initBuckets(static_cast<unsigned>(n_buckets));
-  i = 0;
-  for (const auto& [op, dims] : b.buckets) {
-    for (const auto& [dim, bucket] : dims) {
-      auto w = buckets[static_cast<unsigned>(i++)];
-      w.setOp(TextOf(op));
-      w.setDim(TextOf(dim));
-      w.setKind(bucket.kind == DimBucket::Kind::kPow2   ? wire::BucketKind::POW2
-                : bucket.kind == DimBucket::Kind::kList ? wire::BucketKind::LIST
-                                                        : wire::BucketKind::EXACT);
-      auto values = w.initValues(static_cast<unsigned>(bucket.values.size()));
-      for (size_t v = 0; v < bucket.values.size(); ++v) values.set(static_cast<unsigned>(v), bucket.values[v]);
-    }
-  }
+  SetBuckets(root, b);
   auto rules = root.initShapeRules(static_cast<unsigned>(b.shape_rules.size()));
   i = 0;
-  for (const auto& [op, r] : b.shape_rules) {
-    auto w = rules[static_cast<unsigned>(i++)];
-    w.setOp(TextOf(op));
-    auto vars = w.initVars(static_cast<unsigned>(r.vars.size()));
-    for (size_t v = 0; v < r.vars.size(); ++v) vars.set(static_cast<unsigned>(v), TextOf(r.vars[v]));
-    w.setParams(static_cast<uint32_t>(r.params));
-    auto programs = w.initRules(static_cast<unsigned>(r.rules.size()));
-    for (size_t p = 0; p < r.rules.size(); ++p) SetProgram(programs[static_cast<unsigned>(p)], r.rules[p]);
-  }
+  for (const auto& [op, r] : b.shape_rules) SetShapeRules(rules[static_cast<unsigned>(i++)], op, r);
   auto selectors = root.initSelectors(static_cast<unsigned>(b.selectors.size()));
-  for (size_t k = 0; k < b.selectors.size(); ++k) {
-    const BundleSelector& s = b.selectors[k];
-    auto w = selectors[static_cast<unsigned>(k)];
-    w.setOp(TextOf(s.op));
-    w.setDtype(TextOf(s.dtype));
-    w.setGpuModel(TextOf(s.gpu_model));
-    auto dims = w.initDims(static_cast<unsigned>(s.dims.size()));
-    for (size_t d = 0; d < s.dims.size(); ++d) dims.set(static_cast<unsigned>(d), TextOf(s.dims[d]));
-    auto entries = w.initEntries(static_cast<unsigned>(s.entries.size()));
-    for (size_t e = 0; e < s.entries.size(); ++e) entries.set(static_cast<unsigned>(e), s.entries[e]);
-    auto nodes = w.initNodes(static_cast<unsigned>(s.nodes.size()));
-    for (size_t n = 0; n < s.nodes.size(); ++n) {
-      auto node = nodes[static_cast<unsigned>(n)];
-      const SelectorNode& from = s.nodes[n];
-      node.setLeaf(from.leaf);
-      node.setFeature(from.feature);
-      node.setThreshold(from.threshold);
-      node.setLeft(from.left);
-      node.setRight(from.right);
-      node.setCandidate(from.candidate);
-    }
-  }
+  for (size_t k = 0; k < b.selectors.size(); ++k) SetSelector(selectors[static_cast<unsigned>(k)], b.selectors[k]);
   return ToBytes(builder);
 }
 

@@ -178,10 +178,6 @@ struct Bundle {
 std::string EncodeBundle(const Bundle& b);                         // Cap'n Proto binary
 Result<Bundle> DecodeBundle(const void* data, size_t size);
 std::string BundleToJson(const Bundle& b);                         // pretty, stable order
-// Inverse of BundleToJson, for bundles edited or assembled by hand. Errors
-// name the offending field. The JSON form carries no cubins: a bundle read
-// from it is config-only (its launch plans and model defaults are kept).
-Result<Bundle> BundleFromJson(const std::string& json);
 // Unsigned .tfb (bare Cap'n Proto) + .json; for tests and tools. Deployments
 // should get signed files (WriteSignedBundleFiles).
 Status WriteBundleFiles(const Bundle& b, const std::string& path_without_ext);

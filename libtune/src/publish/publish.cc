@@ -296,100 +296,107 @@ std::optional<BundleSelector> FitBundleSelector(const Bundle& b, const std::stri
   return out;
 }
 
-Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
-                           const PublishOptions& options, std::vector<std::string>* notes) {
-  auto note = [&](std::string line) {
-    if (notes) notes->push_back(std::move(line));
-  };
-  auto best = store.Best(filter);
-  if (!best.ok()) return best.status();
-  // Each stored package parsed once for the whole bundle.
-  const auto stored = StoredSpecs(store);
-  const auto ops = Latest(stored);
-  std::map<GroupKey, const Measurement*> pick;  // one best row per key
-  const std::vector<Measurement> newest = StableWinners(store, NewestKernelOnly(std::move(best).value()));
-  for (const auto& m : newest) pick.emplace(GroupKey(m), &m);
-  if (pick.empty()) return Status::Error("publish: no valid measurement matches the filter");
-  Bundle b;
-  b.name = name;
-  b.farm_version = TUNEFARM_VERSION;
-  b.created_unix = std::time(nullptr);
+namespace {
+
+using Note = std::function<void(const std::string&)>;
+
+// What each op's newest package gives the bundle besides entries: its
+// default, buckets, shape rules and architecture defaults.
+void AddOpParts(const std::map<std::string, OpSpec>& ops, Bundle* b, const Note& note) {
   for (const auto& [op, spec] : ops) {
-    b.defaults[op] = spec.default_config;
-    if (!spec.buckets.empty()) b.buckets[op] = spec.buckets;
+    b->defaults[op] = spec.default_config;
+    if (!spec.buckets.empty()) b->buckets[op] = spec.buckets;
     if (!spec.shape_constraints.empty()) {
       auto rules = ShapeRulesOf(spec, note);
-      if (!rules.rules.empty()) b.shape_rules[op] = std::move(rules);
+      if (!rules.rules.empty()) b->shape_rules[op] = std::move(rules);
     }
-    for (const auto& [arch, config] : spec.arch_defaults) b.arch_defaults.push_back(ArchDefault{op, arch, config});
+    for (const auto& [arch, config] : spec.arch_defaults) b->arch_defaults.push_back(ArchDefault{op, arch, config});
   }
-  const SpecsByOpHash specs = SpecsOfRows(stored, newest);
+}
+
+// The entry of a key's winner `m`, with what the store says beside it: its
+// coverage, the op default's median and the vendor baseline's on that key.
+BundleEntry EntryOf(ResultStore& store, const Measurement& m, const std::map<std::string, OpSpec>& ops) {
+  BundleEntry e;
+  e.op = m.op;
+  e.dtype = m.dtype;
+  e.gpu_model = m.gpu_model;
+  ParseNamedValues(m.shape, &e.shape.dims);
+  e.config = m.config;
+  e.config_id = m.config_id;
+  e.kernel_hash = m.kernel_hash;
+  e.median_us = m.median_us;
+  e.stdev_us = m.stdev_us;
+  e.ci95_us = m.ci95_us;
+  e.samples = m.samples;
+  e.backend = m.backend;
+  e.device_name = m.device_name;
+  e.nvrtc_version = m.nvrtc_version;
+  e.driver_version = m.driver_version;
+  e.arch = m.arch;
+  if (auto c = store.GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash); c.ok() && *c) {
+    e.coverage = {CoverageStateName((*c)->state), (*c)->strategy, (*c)->legal, (*c)->evaluated, (*c)->budget};
+  }
+  auto spec = ops.find(m.op);
+  if (spec != ops.end()) {
+    auto def = store.Get(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash, spec->second.default_config.Id());
+    // The default is one of the candidates the winner beat (or is the
+    // winner), so the bundle never ships a config slower than it.
+    if (def && def->Valid()) e.default_median_us = def->median_us;
+  }
+  if (auto b = store.GetBaseline(m.gpu_model, m.op, m.dtype, m.shape); b.ok() && b->Valid()) {
+    e.baseline = b->baseline;
+    e.baseline_median_us = b->median_us;
+  }
+  return e;
+}
+
+// The launch plans of the winners' kernels, one per (op, kernel hash), or
+// why there is none; a program op's entries are configs only.
+struct PlanTable {
   std::map<std::pair<std::string, std::string>, Result<BundleLaunchPlan>> plans;  // (op, kernel hash)
   std::set<std::string> program_ops;
-  for (const auto& [key, m] : pick) {
-    BundleEntry e;
-    e.op = m->op;
-    e.dtype = m->dtype;
-    e.gpu_model = m->gpu_model;
-    ParseNamedValues(m->shape, &e.shape.dims);
-    e.config = m->config;
-    e.config_id = m->config_id;
-    e.kernel_hash = m->kernel_hash;
-    e.median_us = m->median_us;
-    e.stdev_us = m->stdev_us;
-    e.ci95_us = m->ci95_us;
-    e.samples = m->samples;
-    e.backend = m->backend;
-    e.device_name = m->device_name;
-    e.nvrtc_version = m->nvrtc_version;
-    e.driver_version = m->driver_version;
-    e.arch = m->arch;
-    if (auto c = store.GetCoverage(m->gpu_model, m->op, m->dtype, m->shape, m->kernel_hash); c.ok() && *c) {
-      e.coverage = {CoverageStateName((*c)->state), (*c)->strategy, (*c)->legal, (*c)->evaluated, (*c)->budget};
-    }
-    auto spec = ops.find(m->op);
-    if (spec != ops.end()) {
-      auto def = store.Get(m->gpu_model, m->op, m->dtype, m->shape, m->kernel_hash,
-                           spec->second.default_config.Id());
-      // The default is one of the candidates the winner beat (or is the
-      // winner), so the bundle never ships a config slower than it.
-      if (def && def->Valid()) e.default_median_us = def->median_us;
-    }
-    if (auto b = store.GetBaseline(m->gpu_model, m->op, m->dtype, m->shape); b.ok() && b->Valid()) {
-      e.baseline = b->baseline;
-      e.baseline_median_us = b->median_us;
-    }
-    const auto plan_key = std::make_pair(m->op, m->kernel_hash);
-    const OpSpec* found = specs.Find(m->op, m->kernel_hash);
+
+  void Add(const SpecsByOpHash& specs, const Measurement& m, const Note& note) {
+    const auto plan_key = std::make_pair(m.op, m.kernel_hash);
+    const OpSpec* found = specs.Find(m.op, m.kernel_hash);
     if (found && found->program) {
       // Its own program launches a program op's kernel: the entry is its config.
-      if (program_ops.insert(m->op).second) note(m->op + " is a program op: its entries are configs only");
+      if (program_ops.insert(m.op).second) note(m.op + " is a program op: its entries are configs only");
     } else if (!found) {
       plans.emplace(plan_key, Status::NotFound("the store holds no package of this kernel hash"));
     } else {
-      auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(*found, m->kernel_hash));
+      auto [it, fresh] = plans.emplace(plan_key, MakeLaunchPlan(*found, m.kernel_hash));
       if (it->second.ok()) {
-        if (Status st = PlanAgrees(*it->second, *found, *m); !st.ok()) it->second = st;
+        if (Status st = PlanAgrees(*it->second, *found, m); !st.ok()) it->second = st;
       }
     }
-    if (const double vs = VsBaseline(e.baseline_median_us, e.median_us);
-        options.min_vs_baseline > 0 && vs > 0 && vs < options.min_vs_baseline) {
-      char ratio[32];
-      std::snprintf(ratio, sizeof ratio, "%.3fx", vs);
-      note(e.gpu_model + " " + e.op + "/" + e.dtype + " " + e.shape.Canonical() + " stays out: its winner is " + ratio +
-           " of " + e.baseline + ", below --min-vs-baseline");
-      continue;
-    }
-    b.entries.push_back(std::move(e));
-  }
-  for (auto& [key, plan] : plans) {
-    if (plan.ok()) b.launch_plans.push_back(std::move(plan).value());
-    else note("no launch plan for " + key.first + " (kernel " + key.second + "): " + plan.status().message());
   }
 
-  // A default per (op, dtype, GPU model) of the entries.
+  void MoveInto(Bundle* b, const Note& note) {
+    for (auto& [key, plan] : plans) {
+      if (plan.ok()) b->launch_plans.push_back(std::move(plan).value());
+      else note("no launch plan for " + key.first + " (kernel " + key.second + "): " + plan.status().message());
+    }
+  }
+};
+
+// Whether `e` stays out of the bundle for --min-vs-baseline (noted so).
+bool BelowBaseline(const BundleEntry& e, const PublishOptions& options, const Note& note) {
+  const double vs = VsBaseline(e.baseline_median_us, e.median_us);
+  if (!(options.min_vs_baseline > 0 && vs > 0 && vs < options.min_vs_baseline)) return false;
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.3fx", vs);
+  note(e.gpu_model + " " + e.op + "/" + e.dtype + " " + e.shape.Canonical() + " stays out: its winner is " + ratio +
+       " of " + e.baseline + ", below --min-vs-baseline");
+  return true;
+}
+
+// A default per (op, dtype, GPU model) of the entries, and the shape
+// selector fitted on that key's rows.
+Status AddModelDefaults(ResultStore& store, const std::map<std::string, OpSpec>& ops, Bundle* b) {
   std::set<std::tuple<std::string, std::string, std::string>> models;
-  for (const BundleEntry& e : b.entries) models.emplace(e.gpu_model, e.op, e.dtype);
+  for (const BundleEntry& e : b->entries) models.emplace(e.gpu_model, e.op, e.dtype);
   for (const auto& [model, op, dtype] : models) {
     std::vector<Measurement> rows;
     Status st = store.Scan(ResultFilter{model, op, dtype, "", ""}, [&](const Measurement& m) {
@@ -401,11 +408,17 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
     ModelDefault d;
     auto spec = ops.find(op);
     if (PickModelDefault(rows, spec != ops.end() ? spec->second.default_config : Config{}, &d))
-      b.model_defaults.push_back(std::move(d));
-    if (auto sel = FitBundleSelector(b, model, op, dtype, rows)) b.selectors.push_back(std::move(*sel));
+      b->model_defaults.push_back(std::move(d));
+    if (auto sel = FitBundleSelector(*b, model, op, dtype, rows)) b->selectors.push_back(std::move(*sel));
   }
+  return Status::OK();
+}
 
-  if (!options.kernels) return b;
+// The cubins of the entries and model defaults that the store holds and
+// that two workers (or this host, recompiling) agree on; the others ship
+// config-only, counted in the notes by why.
+Status AddKernels(ResultStore& store, const SpecsByOpHash& specs, const PublishOptions& options, Bundle* b,
+                  const Note& note) {
   std::set<std::string> taken;
   size_t missing = 0, contradicted = 0, recompiled = 0;
   std::map<std::string, size_t> unverified;  // why -> cubins
@@ -440,12 +453,12 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
       }
       ++recompiled;
     }
-    b.kernels.push_back(std::move(k).value());
+    b->kernels.push_back(std::move(k).value());
     return Status::OK();
   };
-  for (const BundleEntry& e : b.entries)
+  for (const BundleEntry& e : b->entries)
     TUNE_RETURN_IF_ERROR(add_kernel(e.op, e.config, e.kernel_hash, e.config_id, e.dtype, e.arch));
-  for (const ModelDefault& d : b.model_defaults)
+  for (const ModelDefault& d : b->model_defaults)
     TUNE_RETURN_IF_ERROR(add_kernel(d.op, d.config, d.kernel_hash, d.config_id, d.dtype, d.arch));
   if (missing > 0)
     note(std::to_string(missing) + " measured configs have no cubin in the store (measured before cubins were kept)");
@@ -455,6 +468,42 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   for (const auto& [why, n] : unverified)
     note(std::to_string(n) + " cubins ship config-only: " + why);
   if (recompiled > 0) note(std::to_string(recompiled) + " cubins recompiled here and found byte-identical");
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
+                           const PublishOptions& options, std::vector<std::string>* notes) {
+  const Note note = [&](const std::string& line) {
+    if (notes) notes->push_back(line);
+  };
+  auto best = store.Best(filter);
+  if (!best.ok()) return best.status();
+  // Each stored package parsed once for the whole bundle.
+  const auto stored = StoredSpecs(store);
+  const auto ops = Latest(stored);
+  std::map<GroupKey, const Measurement*> pick;  // one best row per key
+  const std::vector<Measurement> newest = StableWinners(store, NewestKernelOnly(std::move(best).value()));
+  for (const auto& m : newest) pick.emplace(GroupKey(m), &m);
+  if (pick.empty()) return Status::Error("publish: no valid measurement matches the filter");
+  Bundle b;
+  b.name = name;
+  b.farm_version = TUNEFARM_VERSION;
+  b.created_unix = std::time(nullptr);
+  AddOpParts(ops, &b, note);
+  const SpecsByOpHash specs = SpecsOfRows(stored, newest);
+  PlanTable plans;
+  for (const auto& [key, m] : pick) {
+    BundleEntry e = EntryOf(store, *m, ops);
+    plans.Add(specs, *m, note);
+    if (BelowBaseline(e, options, note)) continue;
+    b.entries.push_back(std::move(e));
+  }
+  plans.MoveInto(&b, note);
+  TUNE_RETURN_IF_ERROR(AddModelDefaults(store, ops, &b));
+  if (!options.kernels) return b;
+  TUNE_RETURN_IF_ERROR(AddKernels(store, specs, options, &b, note));
   return b;
 }
 
