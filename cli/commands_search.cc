@@ -20,6 +20,7 @@
 #include "command_util.h"
 #include "commands.h"
 #include "search/features.h"
+#include "search/registry.h"
 #include "search/replay.h"
 #include "publish/shape_selector.h"
 #include "report/t4.h"
@@ -31,7 +32,7 @@ struct ReplayArgs {
   std::string store, results, format = "table";
   std::string warm_from;     // priors from this file's keys of the same op and dtype
   bool warm_shapes = false;  // priors from the other shapes of the same GPU model
-  std::vector<std::string> strategies = {"model", "evolution", "random"};
+  std::vector<std::string> strategies = SearchingStrategyNames();
   uint64_t budget = 0;
   uint32_t seeds = 20, batch = 16;
   uint32_t in_flight = 0;  // 0: lock-step
@@ -446,7 +447,7 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
   for (const GroundTruth& t : *truth) {
     std::map<std::string, ReplayResult> by_name;
     std::vector<std::string> names = args.strategies;
-    if (std::find(names.begin(), names.end(), "random") == names.end()) names.push_back("random");
+    if (std::find(names.begin(), names.end(), kBaselineStrategy) == names.end()) names.push_back(kBaselineStrategy);
     for (const std::string& name : names) {
       ReplayOptions o;
       if (!args.warm_from.empty() || args.warm_shapes) {
@@ -468,7 +469,7 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
       for (const std::string& w : r->warnings) std::fprintf(stderr, "tunefarm: warning: %s: %s\n", t.key.c_str(), w.c_str());
       by_name[name] = std::move(r).value();
     }
-    const ReplayFigure& random2 = by_name["random"].figures[1];
+    const ReplayFigure& random2 = by_name[kBaselineStrategy].figures[1];
     for (const std::string& name : args.strategies) {
       const ReplayResult& r = by_name[name];
       const ReplayFigure& f2 = r.figures[1];
@@ -612,7 +613,7 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
                      "Or: exhaustive sweeps as `tunefarm results --format csv` output or a T4 results document "
                      "(JSON: `results --format t4`, Kernel Tuner's); gzip or plain. A T4 result without tunefarm "
                      "metadata is of the key --gpu, --op, --dtype and --shape name (default t4, t4, t4, problem=1)");
-  replay->add_option("--strategy", args->strategies, "Strategies to score (exhaustive, random, evolution, model, auto)")
+  replay->add_option("--strategy", args->strategies, "Strategies to score: " + StrategyHelp())
       ->delimiter(',')
       ->capture_default_str();
   replay->add_option("--budget", args->budget, "Evaluations per key and seed (default: the whole space)");

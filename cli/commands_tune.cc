@@ -19,6 +19,7 @@
 #include "base/json_text.h"
 #include "opspec/config_space.h"
 #include "report/nightly.h"
+#include "search/registry.h"
 #include "publish/publish.h"
 #include "opspec/sweep_file.h"
 #ifdef TUNEFARM_WITH_CUDA
@@ -390,9 +391,8 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "auto (bursts where sustained load slows the configs, else sustained); "
                 "default: the sweep file's, else auto");
   t->add_option("--strategy", tune_args.strategy,
-                "Which configs to measure per (GPU model, op, dtype, shape): exhaustive, random, evolution, model "
-                "(a gradient-boosted model proposes, from what was measured) or auto (exhaustive up to " +
-                    std::to_string(kAutoExhaustiveUpTo) + " legal configs, model above); default: the sweep file's, else auto")
+                "Which configs to measure per (GPU model, op, dtype, shape): " + StrategyHelp() +
+                    "; default: the sweep file's, else " + kDefaultStrategy)
       ->check(CLI::IsMember(StrategyNames()));
   t->add_option("--seed", tune_args.seed, "The search's seed: the same seed and results give the same proposals (default: the sweep file's, else 0)");
   t->add_option("--budget", tune_args.budget,

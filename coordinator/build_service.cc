@@ -54,7 +54,7 @@ bool BuilderBuildsFor(const std::vector<std::string>& archs, const std::string& 
   return std::any_of(archs.begin(), archs.end(), [&](const std::string& a) { return Capability(a) == Capability(arch); });
 }
 
-std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSession& builder) {
+std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSession& builder, double now) {
   std::vector<Candidate> out;
   std::set<std::string> keys;
   // The pools of one (sweep, op, dtype) share their configs over shapes:
@@ -71,6 +71,9 @@ std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSessio
       // Another toolchain makes another kernel hash: no device of the
       // model would ever ask for the image.
       if (device == scheduler_->models().end() || device->second.nvrtc_version != builder.builder_toolchain) continue;
+      // A searched key proposes only as its devices lease: ask it now, so
+      // that what it proposes next waits uncut for a builder.
+      scheduler_->ProposeAhead(model, now);
       for (const ConfigPool& pool : pools) {
         const SweepState* sweep = scheduler_->FindSweep(pool.sweep_id);
         if (!sweep || sweep->state != RunState::kRunning || sweep->submit.priority != level || !pool.configs) continue;
@@ -84,8 +87,12 @@ std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSessio
         if (!BuilderBuildsFor(builder.builder_archs, arch)) continue;
         const std::string& hash = hashes_[pool.sweep_id].Of(*spec, builder.builder_toolchain);
         if (!scanned_pools.emplace(pool.configs.get(), pool.next, pool.dtype).second) continue;
-        for (size_t i = pool.next; i < pool.configs->size(); ++i) {
+        // A searched pool is a batch that devices lease from its front:
+        // builders take it from the back, where they are furthest ahead.
+        const size_t left = pool.configs->size() - std::min(pool.next, pool.configs->size());
+        for (size_t j = 0; j < left; ++j) {
           if (++scanned > kMaxScannedPerRequest) return out;
+          const size_t i = pool.search ? pool.configs->size() - 1 - j : pool.next + j;
           Candidate c{pool.sweep_id, pool.op, pool.dtype, arch, hash, (*pool.configs)[i]};
           const std::string key = c.Key();
           if (handed_.count(key) || settled_.count(key) || !keys.insert(key).second) continue;
@@ -106,7 +113,7 @@ void BuildService::Request(const std::string& identity, const WorkerSession& bui
   // One read at a time per builder, and a bounded hand: a builder cannot
   // make the coordinator read the store over and over, or hoard configs.
   if (asking_.count(identity) || held >= kMaxBuildWorksPerBuilder) return link_->Send(identity, NoWork{retry});
-  std::vector<Candidate> candidates = Candidates(builder);
+  std::vector<Candidate> candidates = Candidates(builder, now);
   if (candidates.empty()) return link_->Send(identity, NoWork{retry});
   asking_.insert(identity);
   auto shared = std::make_shared<std::vector<Candidate>>(std::move(candidates));

@@ -2,7 +2,9 @@
 // (`tunefarm worker --compile-only --arch sm_90a`, keys of the builder
 // allow-list). A builder asks (BuildRequest) and is handed (BuildWork)
 // configs that the GPU workers will time next and whose images the store
-// lacks: configs of the scheduler's pools not yet cut into units, of GPU
+// lacks: configs of the scheduler's pools not yet cut into units (a
+// searched key is asked for its next batch ahead of its devices:
+// Scheduler::ProposeAhead), of GPU
 // models whose target (CudaArchOf) is one of the builder's and whose
 // toolchain is the builder's (else the kernel hash differs and no device
 // would ask for the image). It compiles them and sends the images back
@@ -104,7 +106,7 @@ class BuildService {
     Config config;
     std::string Key() const { return KernelImage::KeyOf(kernel_hash, config.Id(), dtype, arch); }
   };
-  std::vector<Candidate> Candidates(const WorkerSession& builder);
+  std::vector<Candidate> Candidates(const WorkerSession& builder, double now);
   // Hands `builder` the first group of `missing` (one sweep, op, dtype and
   // arch) not handed meanwhile, or NoWork.
   void Hand(const std::string& identity, uint32_t max_configs, const std::vector<Candidate>& missing, double now);

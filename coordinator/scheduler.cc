@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "search/features.h"
+#include "search/registry.h"
 #include "search/search_space.h"
 #include "opspec/config_space.h"
 #include "base/stats.h"
@@ -257,50 +258,46 @@ std::vector<Config> DefaultsOn(const OpSpec& spec, const DeviceInfo& device) {
 }
 
 // The keys of `spec` that a searching strategy serves (SpaceExpansion::
-// search): a pool with a KeySearch per (dtype, shape), added to `out`.
-// False when the op's keys are measured whole instead: the strategy is
-// exhaustive, or auto over a space of at most kAutoExhaustiveUpTo legal
-// configs (or one the budget covers).
+// search): a pool with a SearchedKey per (dtype, shape), added to `out`.
+// False when the op's keys are measured whole instead: the strategy
+// measures whole (search/registry.h MeasuresWhole), or auto resolves to one
+// over the op's space on the device (ResolveAuto, with the budget the keys
+// would get).
 Result<bool> SearchKeys(const SpaceExpansion& job, const OpSpec& spec, const std::vector<Shape>& shapes,
                         ExpandedSpace* out) {
   SearchOptions options = job.search;
-  if (options.strategy == "exhaustive" || job.dtypes.empty()) return false;
-  const uint64_t budget = options.budget > 0 ? options.budget : kDefaultSearchBudget;
-  if (options.strategy == "auto") {
-    auto whole = SearchSpace::Create(spec, job.device, job.dtypes.front());
-    if (!whole.ok()) return Status::Error("op '" + spec.name + "': " + whole.status().message());
-    const uint64_t legal = whole->LegalCount();
-    if (legal <= options.exhaustive_up_to || budget >= legal) return false;
-    options.strategy = "model";
-  }
+  if (MeasuresWhole(options.strategy) || job.dtypes.empty()) return false;
+  options.budget = options.budget > 0 ? options.budget : kDefaultSearchBudget;
+  auto strategy = ResolveStrategy(options.strategy, options.budget, options.exhaustive_up_to,
+                                  [&]() -> Result<uint64_t> {
+                                    auto whole = SearchSpace::Create(spec, job.device, job.dtypes.front());
+                                    if (!whole.ok())
+                                      return Status::Error("op '" + spec.name + "': " + whole.status().message());
+                                    return whole->LegalCount();
+                                  });
+  if (!strategy.ok()) return strategy.status();
+  if (MeasuresWhole(*strategy)) return false;
+  options.strategy = *strategy;
   for (const std::string& dtype : job.dtypes) {
     for (const Shape& shape : shapes) {
-      auto ks = std::make_shared<KeySearch>();
       auto space = SearchSpace::Create(spec, job.device, dtype, &shape);
       if (!space.ok()) return Status::Error("op '" + spec.name + "': " + space.status().message());
-      ks->space = std::make_unique<SearchSpace>(std::move(space).value());
-      bool exact = true;
-      ks->legal = ks->space->LegalCount(&exact);
-      // An estimate (sampled raw points) may miss a sparse space's legal
-      // configs: only an exact count caps the budget; the strategy ends the
-      // search early where the space runs out.
-      ks->budget = exact ? std::min(budget, ks->legal) : budget;
-      ks->budget_seconds = job.budget_seconds;
       SearchOptions key_options = options;
-      key_options.budget = ks->budget;
       key_options.first = DefaultsOn(spec, job.device);
       std::vector<PriorTrial> priors;
       if (job.priors) priors = job.priors(job.device, spec, dtype, shape);
-      auto strategy = MakeStrategy(*ks->space, key_options, std::move(priors),
-                                   KeyFeatures(shape, job.device.model, &job.device));
-      if (!strategy.ok()) return Status::Error("op '" + spec.name + "': " + strategy.status().message());
-      ks->strategy = std::move(strategy).value();
-      ks->proposer = ks->strategy->Name();
-      out->pairs_total += ks->budget;
-      out->pool_unsliced[PoolKey{job.device.model, spec.name, dtype, shape.Canonical()}] += ks->budget;
+      auto key = KeySearch::Create(std::make_shared<const SearchSpace>(std::move(space).value()), key_options,
+                                   std::move(priors), KeyFeatures(shape, job.device.model, &job.device));
+      if (!key.ok()) return Status::Error("op '" + spec.name + "': " + key.status().message());
+      auto ks = std::make_shared<SearchedKey>();
+      ks->key = std::move(key).value();
+      ks->budget_seconds = job.budget_seconds;
+      const KeySearch& k = *ks->key;
+      out->pairs_total += k.budget();
+      out->pool_unsliced[PoolKey{job.device.model, spec.name, dtype, shape.Canonical()}] += k.budget();
       out->plans[PoolKey{job.device.model, spec.name, dtype, shape.Canonical()}] =
-          KeyPlan{ks->legal, exact, ks->proposer, ks->budget, true};
-      if (ks->budget == 0) continue;
+          KeyPlan{k.legal(), k.legal_exact(), k.proposer(), k.budget(), true};
+      if (k.budget() == 0) continue;
       ConfigPool pool{job.sweep_id, spec.name, dtype, shape, std::make_shared<const std::vector<Config>>(), 0, ks, nullptr};
       out->pools.push_back(std::move(pool));
     }
@@ -393,7 +390,7 @@ Result<ExpandedSpace> ExpandSpace(const SpaceExpansion& job) {
         out.pool_unsliced[PoolKey{device.model, spec.name, dtype, shape.Canonical()}] += left;
         out.plans[PoolKey{device.model, spec.name, dtype, shape.Canonical()}] =
             listed ? ListedPlan(spec, device, dtype, shape, legal_here->size())
-                   : KeyPlan{legal_here->size(), true, "exhaustive/1", 0, false};
+                   : KeyPlan{legal_here->size(), true, WholeProposer(), 0, false};
         if (left > 0) out.pools.push_back(std::move(pool));
       }
     }
@@ -541,9 +538,21 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
   return nullptr;
 }
 
+void Scheduler::ProposeAhead(const std::string& model, double now) {
+  auto found = pools_.find(model);
+  if (found == pools_.end()) return;
+  for (ConfigPool& pool : found->second) {
+    if (!pool.search || pool.search->ended || pool.next < pool.configs->size()) continue;
+    auto sweep = sweeps_.find(pool.sweep_id);
+    if (sweep == sweeps_.end() || sweep->second.state != RunState::kRunning) continue;
+    // The model's pace (RateKey's `who` may be a model) sizes the depth.
+    NextSearchBatch(sweep->second, model, model, pool, now);
+  }
+}
+
 bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model,
                                 ConfigPool& pool, double now) {
-  KeySearch& ks = *pool.search;
+  SearchedKey& ks = *pool.search;
   SweepState::KeyPasses& passes = sweep.key_passes[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
   if (ks.proposing) return false;  // its batch is being proposed
   // A batch of a fixed size, not one sized to the devices: what a seed
@@ -597,7 +606,7 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
   // (once, at the first proposal).
   if (!ks.resumed) {
     ks.resumed = true;
-    const uint64_t done = std::min(got.stored, ks.budget - ks.proposed);
+    const uint64_t done = std::min(got.stored, ks.budget() - ks.proposed);
     ks.proposed += done;
     passes.unsliced -= done;
     sweep.model_passes[model].unsliced -= done;
@@ -606,7 +615,7 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
   for (const std::string& w : got.warnings)
     if (search_warning_) search_warning_(sweep.id, model + " " + pool.op + "/" + pool.dtype + " " +
                                                        pool.shape.Canonical() + ": " + w);
-  if (got.configs.size() > ks.budget - ks.proposed) got.configs.resize(ks.budget - ks.proposed);
+  if (got.configs.size() > ks.budget() - ks.proposed) got.configs.resize(ks.budget() - ks.proposed);
   const bool out_of_time = ks.budget_seconds > 0 && now - ks.started >= ks.budget_seconds;
   if (out_of_time) got.configs.clear();
   ks.proposed += got.configs.size();
@@ -619,7 +628,7 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
   if (got.configs.empty()) {
     // The search is over: what its budget did not spend leaves the counts.
     ks.ended = true;
-    const uint64_t unspent = ks.budget - ks.proposed;
+    const uint64_t unspent = ks.budget() - ks.proposed;
     passes.unsliced -= unspent;
     sweep.model_passes[model].unsliced -= unspent;
     sweep.pairs_total -= unspent;
@@ -644,37 +653,35 @@ size_t Scheduler::SearchDepth(const std::string& worker, const std::string& mode
   return std::clamp<size_t>(want, 2 * batch, std::max(kMaxSearchInFlight, 2 * batch));
 }
 
-SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
+SearchBatch ProposeSearchBatch(SearchedKey& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
                                const std::vector<std::string>& retry, const std::string& sweep_id,
                                const std::vector<Config>& compiled) {
   SearchBatch out;
-  for (const Config& c : compiled)
-    if (const auto p = ks.space->PointOf(c); p && ks.space->Legal(*p)) ks.strategy->NoteCompiled(*p);
+  for (const Config& c : compiled) ks.key->NoteCompiled(c);
   // What the key measured: this run's batches, and what a run before a
   // restart stored.
   if (rows) {
-    std::set<SpacePoint> counted;
-    for (const Measurement& m : rows()) {
-      // An earlier sweep's failure of a class this one retries is not a
-      // result: the strategy may propose it again (its own failures are).
-      if (!m.Valid() && m.sweep_id != sweep_id &&
-          std::find(retry.begin(), retry.end(), FailureClassName(m.failure)) != retry.end())
-        continue;
-      const auto p = ks.space->PointOf(m.config);
-      if (!p || !ks.space->Legal(*p) || !counted.insert(*p).second) continue;
-      ks.strategy->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0
-                                   ? std::optional<double>(m.median_us)
-                                   : std::nullopt);
-      ++out.stored;
-    }
+    std::vector<Measurement> observed = rows();
+    // An earlier sweep's failure of a class this one retries is not a
+    // result: the strategy may propose it again (its own failures are).
+    std::erase_if(observed, [&](const Measurement& m) {
+      return !m.Valid() && m.sweep_id != sweep_id &&
+             std::find(retry.begin(), retry.end(), FailureClassName(m.failure)) != retry.end();
+    });
+    out.stored = ks.key->ObserveRows(observed);
   }
   // The budget left, as the scheduler will count it once the stored rows
   // are taken off (on a first proposal).
-  const uint64_t proposed = ks.resumed ? ks.proposed : ks.proposed + std::min(out.stored, ks.budget - ks.proposed);
-  const size_t want = std::min<uint64_t>(batch, ks.budget - std::min(ks.budget, proposed));
-  if (want > 0)
-    for (const SpacePoint& p : ks.strategy->Propose(want)) out.configs.push_back(ks.space->ToConfig(p));
-  out.warnings = ks.strategy->TakeWarnings();
+  const uint64_t proposed = ks.resumed ? ks.proposed : ks.proposed + std::min(out.stored, ks.budget() - ks.proposed);
+  const size_t want = std::min<uint64_t>(batch, ks.key->Left(proposed));
+  std::string broken;
+  if (want > 0) {
+    auto got = ks.key->ProposeConfigs(want);
+    if (got.ok()) out.configs = std::move(got).value();
+    else broken = "the search stops: " + got.status().message();
+  }
+  out.warnings = ks.key->TakeWarnings();
+  if (!broken.empty()) out.warnings.push_back(std::move(broken));
   return out;
 }
 
@@ -1340,7 +1347,7 @@ void Scheduler::SkipModel(SweepState& sweep, const std::string& model, const std
     }
     dropped += it->configs->size() - std::min(it->next, it->configs->size());
     if (it->search && !it->search->ended) {
-      dropped += it->search->budget - it->search->proposed;  // what the search would still have proposed
+      dropped += it->search->budget() - it->search->proposed;  // what the search would still have proposed
       it->search->ended = true;
     }
     it = pools.erase(it);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "measure/backend.h"
+#include "search/key_search.h"
 #include "search/strategy.h"
 #include "base/limits.h"
 #include "opspec/op_spec.h"
@@ -164,8 +165,8 @@ using KeyRowsFn = std::function<std::vector<Measurement>(const DeviceInfo& devic
 using PriorsFn = std::function<std::vector<PriorTrial>(const DeviceInfo& device, const OpSpec& spec,
                                                          const std::string& dtype, const Shape& shape)>;
 
-// The search of one (sweep, model, op, dtype, shape) key by a strategy
-// other than exhaustive (SweepSubmit::strategy): its configs are proposed a
+// The search of one (sweep, model, op, dtype, shape) key by a searching
+// strategy (SweepSubmit::strategy; search/registry.h): its configs are proposed a
 // batch at a time, up to `budget` evaluations or `budget_seconds` of
 // proposing. A key keeps configs in flight: it proposes its next batch as
 // soon as fewer than `depth - batch` of its configs wait to be measured
@@ -187,29 +188,29 @@ struct SearchBatch {
   std::vector<std::string> warnings;
 };
 
-struct KeySearch {
-  std::unique_ptr<SearchSpace> space;
-  std::unique_ptr<SearchStrategy> strategy;  // refers to *space
-  std::string proposer;                      // strategy->Name()
-  uint64_t legal = 0;                        // legal configs of the key (estimated above 2M raw points)
-  uint64_t budget = 0;                       // evaluations the key may take: min(budget, legal)
-  uint64_t proposed = 0;                     // of those, proposed or found stored
+// A searched key as the scheduler drives it: its search (search/
+// key_search.h: strategy, space, budget) and the farm's side of it.
+struct SearchedKey {
+  std::unique_ptr<KeySearch> key;            // refers to nothing of the scheduler's
+  uint64_t proposed = 0;                     // evaluations proposed or found stored, of key->budget()
   size_t depth = 0;                          // configs it may keep in flight (last sized)
   double budget_seconds = 0, started = -1;   // started: the first proposal's time
   bool resumed = false;                      // stored rows observed (once, at the first proposal)
   bool ended = false;                        // proposes no more
-  // While a proposal runs, only it touches `space` and `strategy`.
+  // While a proposal runs, only it touches `key`.
   bool proposing = false;
   std::optional<SearchBatch> ready;          // a proposal's batch, not yet taken
+
+  uint64_t budget() const { return key->budget(); }
 };
 
 // The work of a searched key's next batch: observes `rows` (the key's
 // stored rows; other sweeps' failures of `retry` classes left out) and
-// proposes up to `batch` configs within the budget. Touches `ks`'s strategy
-// and space only; reads its counts.
+// proposes up to `batch` configs within the budget. Touches `ks.key` only;
+// reads its counts.
 // `compiled`: configs whose kernels exist (other shapes' proposals), told
-// to the strategy (NoteCompiled) before it proposes.
-SearchBatch ProposeSearchBatch(KeySearch& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
+// to the search (KeySearch::NoteCompiled) before it proposes.
+SearchBatch ProposeSearchBatch(SearchedKey& ks, const std::function<std::vector<Measurement>()>& rows, size_t batch,
                                const std::vector<std::string>& retry, const std::string& sweep_id,
                                const std::vector<Config>& compiled = {});
 
@@ -221,7 +222,7 @@ struct ConfigPool {
   Shape shape;
   std::shared_ptr<const std::vector<Config>> configs;
   size_t next = 0;
-  std::shared_ptr<KeySearch> search;
+  std::shared_ptr<SearchedKey> search;
   // Config id -> StoredPair::host_digests of its stored rows, for the
   // configs of `configs` that have some (null: none has).
   std::shared_ptr<const std::map<std::string, std::vector<std::string>>> reusable;
@@ -257,7 +258,7 @@ struct SpaceExpansion {
   std::vector<std::vector<Shape>> shapes;  // per spec: ShapesForOp
   MeasuredFn measured;                     // may be null: nothing stored yet
   // The sweep's strategy, seed and budgets (SweepSubmit): keys of a
-  // searching strategy get a KeySearch instead of their configs listed.
+  // searching strategy get a SearchedKey instead of their configs listed.
   SearchOptions search;
   double budget_seconds = 0;
   PriorsFn priors;                         // may be null: every search starts cold
@@ -525,7 +526,7 @@ class Scheduler {
   // resent batch, a duplicate lease's) adds nothing.
   void AddPipeline(const std::string& sweep_id, uint64_t unit_id, const PipelineFigures& figures);
   // What a sweep's searched keys keep in flight now: configs proposed and
-  // not yet measured, and the most they may (KeySearch::depth), summed.
+  // not yet measured, and the most they may (SearchedKey::depth), summed.
   std::pair<uint64_t, uint64_t> InFlight(const std::string& sweep_id) const;
   // The final results batch of the unit is stored: it is done, and the
   // worker's throughput is updated from how long it took over the configs
@@ -589,6 +590,12 @@ class Scheduler {
   // yet cut into a unit), and the first device seen of each model the
   // scheduler keeps (its compute capability and toolchain).
   const std::map<std::string, std::deque<ConfigPool>>& pools() const { return pools_; }
+  // Proposes the next batch of each searched key of `model` whose pool is
+  // dry, where its in-flight depth leaves room (as a device's lease would):
+  // a builder compiles it while the devices time what they hold, and the
+  // devices fetch its images when they lease it. A proposal may complete
+  // later (off the loop).
+  void ProposeAhead(const std::string& model, double now);
   const std::map<std::string, DeviceInfo>& models() const { return models_; }
 
  private:

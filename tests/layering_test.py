@@ -13,6 +13,19 @@ include headers of the stages in ALLOWED[stage] only, and the programs keep
 DESIGN.md's rules: the coordinator never sees the CUDA backend, the worker
 never owns the store.
 
+Search strategies have one home, libtune/src/search/ (search/registry.h):
+no production source outside it names a strategy. The names are the
+registry table's (search/strategy_table.h); outside search/, code (comments
+left out) may not hold the literals "exhaustive", "random" or "evolution",
+a proposer such as "model/1", nor compare or assign a literal to a strategy
+(`strategy == "..."`, `strategy = "..."`): it asks the registry
+(MeasuresWhole, ResolveStrategy, kDefaultStrategy, ...). A bare "model" or
+"auto" is not checked: "model" is also a GPU model's JSON key and "auto" a
+backend's and a timing's name. search/strategy_table.h is the one header
+every stage may include (opspec validates sweep files' names, codec gives
+old clients their default): it must stay code-free, a table and constants
+with no include of a stage's header and no function.
+
 Usage: layering_test.py SOURCE_DIR   (exit 0: clean; 1: violations, listed)
 """
 import pathlib
@@ -53,6 +66,13 @@ FORBIDDEN = {
     "worker": {"store/result_store.h": "the worker never owns the store"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# The strategies' table: includable from every stage (see the docstring).
+STRATEGY_TABLE = "search/strategy_table.h"
+# Production sources that may not name a strategy (the search stage aside).
+PROGRAMS = ("coordinator", "worker", "cli", "client")
+STRATEGY_LITERAL = re.compile(r'"(?:exhaustive|random|evolution)"|"(?:exhaustive|random|evolution|model)/\d+"'
+                              r'|\bstrategy\w*\s*(?:==|!=|=)\s*"')
+FUNCTION_BODY = re.compile(r"\)\s*(?:const\s*)?\{")
 INSTALL_FILES = re.compile(r"\binstall\s*\(\s*FILES\b([^)]*)\)")
 INSTALLED_HEADER = re.compile(r"\binclude/tune/([\w.-]+\.h)\b")
 
@@ -61,6 +81,34 @@ def installed_headers(root: pathlib.Path) -> set:
     """The header names that libtune/CMakeLists.txt installs from include/tune/."""
     text = (root / "libtune" / "CMakeLists.txt").read_text(encoding="utf-8")
     return {h for rule in INSTALL_FILES.findall(text) for h in INSTALLED_HEADER.findall(rule)}
+
+
+def strategy_problems(root: pathlib.Path) -> list:
+    """Strategy names outside libtune/src/search/, and a table that grew code."""
+    problems = []
+    table = root / "libtune" / "src" / STRATEGY_TABLE
+    if not table.exists():
+        return [f"libtune/src/{STRATEGY_TABLE}: missing (the strategies' table)"]
+    text = table.read_text(encoding="utf-8")
+    for inc in INCLUDE.findall(text):
+        problems.append(f"libtune/src/{STRATEGY_TABLE}: includes \"{inc}\"; every stage includes it, so it "
+                        "includes no stage's header")
+    if FUNCTION_BODY.search(text):
+        problems.append(f"libtune/src/{STRATEGY_TABLE}: defines a function; it holds the table and constants only")
+    src = root / "libtune" / "src"
+    folders = [d for d in src.iterdir() if d.is_dir() and d.name != "search"]
+    folders += [root / "libtune" / "include"] + [root / p for p in PROGRAMS]
+    for folder in folders:
+        for f in sorted(folder.rglob("*")):
+            if f.suffix not in (".cc", ".h"):
+                continue
+            for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+                code = line.split("//", 1)[0]
+                m = STRATEGY_LITERAL.search(code)
+                if m:
+                    problems.append(f"{f.relative_to(root)}:{n}: names a strategy ({m.group(0).strip()}): "
+                                    "strategies have one home, libtune/src/search/ (search/registry.h)")
+    return problems
 
 
 def main(root: pathlib.Path) -> int:
@@ -101,6 +149,8 @@ def main(root: pathlib.Path) -> int:
             continue
         for inc in INCLUDE.findall(f.read_text(encoding="utf-8")):
             to = stage_of(inc)
+            if inc == STRATEGY_TABLE:
+                continue
             if f.parent == public_dir and to is not None and not inc.startswith("tune/"):
                 # A deployment's compiler has the installed headers only.
                 problems.append(f"{f.relative_to(root)}: installed header includes \"{inc}\", which is not installed")
@@ -114,6 +164,7 @@ def main(root: pathlib.Path) -> int:
                 for prefix, why in rules.items():
                     if inc.startswith(prefix):
                         problems.append(f"{f.relative_to(root)}: includes \"{inc}\": {why}")
+    problems += strategy_problems(root)
     for p in problems:
         print(p)
     print(f"layering: {len(files)} files of {len(stages)} stages, {len(problems)} violation(s)")

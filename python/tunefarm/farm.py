@@ -320,9 +320,10 @@ class Farm:
              configs: Optional[Sequence[Union[Mapping[str, Any], str]]] = None) -> Sweep:
         """Submits a sweep and returns its Sweep (call wait()). `ops`: op
         names under `ops_dir` (default: the farm's); `shapes`: dicts
-        {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: exhaustive,
-        random, evolution, model or auto, with an evaluation `budget` per key
-        and/or `budget_seconds`; `retry`: failure classes ("timeout", "crash",
+        {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: a name of
+        the farm's strategy registry (`tunefarm tune --help` lists them;
+        default: the sweep file's, else auto), with an evaluation `budget`
+        per key and/or `budget_seconds`; `retry`: failure classes ("timeout", "crash",
         ...) whose stored rows are measured again; `priority`: 0..100 (default
         the sweep file's, else 50), the coordinator leases the work of higher
         ones first. `configs`: an explicit config list (dicts {"BM": 128,

@@ -19,6 +19,8 @@
 
 #include "base/known_gpus.h"
 #include "base/limits.h"
+#include "search/key_search.h"
+#include "search/registry.h"
 #include "search/replay.h"
 #include "search/search_space.h"
 #include "search/strategy.h"
@@ -214,6 +216,121 @@ TEST(SearchStrategy, AutoIsExhaustiveForSmallSpacesAndPriorsComeFirst) {
   SearchOptions bad;
   bad.strategy = "annealing";
   EXPECT_FALSE(MakeStrategy(*space, bad).ok());
+}
+
+// The registry is the one table: the names sweep files accept, what each
+// entry makes and calls itself, the help texts, the auto rule and the
+// defaults all come from it.
+TEST(StrategyRegistry, OneTableNamesMakesAndResolvesEveryStrategy) {
+  auto space = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(space.ok());
+  std::vector<std::string> names;
+  for (const StrategyEntry& e : Strategies()) {
+    names.push_back(e.name);
+    SearchOptions o;
+    o.strategy = e.name;
+    auto s = MakeStrategy(*space, o);
+    ASSERT_TRUE(s.ok()) << e.name << ": " << s.status().message();
+    EXPECT_EQ((*s)->Name(), e.Proposer());
+    EXPECT_NE(StrategyHelp().find(e.name + " (" + e.help + ")"), std::string::npos) << StrategyHelp();
+    EXPECT_EQ(MeasuresWhole(e.name), !e.searches);
+  }
+  names.push_back(kAutoStrategy);
+  EXPECT_EQ(StrategyNames(), names);
+  EXPECT_FALSE(MeasuresWhole(kAutoStrategy));
+  EXPECT_EQ(FindStrategy(kAutoStrategy), nullptr);
+  // Auto: whole at or below the bound or where the budget covers the space.
+  EXPECT_TRUE(MeasuresWhole(ResolveAuto(100, 0, 100)));
+  EXPECT_EQ(ResolveAuto(101, 0, 100), kAutoSearches);
+  EXPECT_EQ(ResolveAuto(101, 50, 100), kAutoSearches);
+  EXPECT_TRUE(MeasuresWhole(ResolveAuto(101, 101, 100)));
+  EXPECT_NE(FindStrategy(kAutoSearches), nullptr);
+  EXPECT_EQ(WholeProposer(), FindStrategy(ResolveAuto(1, 0, 1))->Proposer());
+  // The count is asked for only where auto needs it.
+  int counted = 0;
+  const auto legal = [&]() -> Result<uint64_t> { return ++counted, uint64_t{5}; };
+  EXPECT_EQ(*ResolveStrategy(kAutoSearches, 0, 100, legal), kAutoSearches);
+  EXPECT_EQ(counted, 0);
+  EXPECT_TRUE(MeasuresWhole(*ResolveStrategy(kAutoStrategy, 0, 100, legal)));
+  EXPECT_EQ(counted, 1);
+  EXPECT_FALSE(ResolveStrategy("genetic", 0, 100, legal).ok());
+  // The defaults' one home.
+  EXPECT_EQ(SearchOptions{}.strategy, kDefaultStrategy);
+  EXPECT_EQ(SweepSubmit{}.strategy, kStrategyForOldClients);
+  EXPECT_TRUE(MeasuresWhole(kStrategyForOldClients));
+  const std::vector<std::string> searching = SearchingStrategyNames();
+  EXPECT_NE(std::find(searching.begin(), searching.end(), kBaselineStrategy), searching.end());
+  for (const std::string& n : searching) EXPECT_FALSE(MeasuresWhole(n)) << n;
+}
+
+// KeySearch drives a strategy for one key as MakeStrategy's strategy would
+// be driven by hand, and holds the key's budget, its in-flight rule and the
+// strategy contract.
+TEST(KeySearch, DrivesOneKeyWithinItsBudgetAndTheContract) {
+  auto made = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(made.ok());
+  const auto space = std::make_shared<const SearchSpace>(std::move(made).value());
+  bool exact = false;
+  const uint64_t legal = space->LegalCount(&exact);
+  ASSERT_TRUE(exact);
+  SearchOptions o;
+  o.strategy = kAutoSearches;
+  o.seed = 5;
+  o.budget = legal + 1000;  // capped at the exact legal count
+  auto ks = KeySearch::Create(space, o);
+  ASSERT_TRUE(ks.ok()) << ks.status().message();
+  EXPECT_EQ((*ks)->budget(), legal);
+  EXPECT_EQ((*ks)->legal(), legal);
+  EXPECT_EQ((*ks)->proposer(), FindStrategy(kAutoSearches)->Proposer());
+  o.budget = 40;
+  ks = KeySearch::Create(space, o);
+  ASSERT_TRUE(ks.ok());
+  KeySearch& k = **ks;
+  EXPECT_EQ(k.budget(), 40u);
+  // The in-flight rule and the budget size what is asked for.
+  EXPECT_EQ(k.Want(0, 0, 16, 16, 0), 16u);
+  EXPECT_EQ(k.Want(16, 0, 64, 16, 16), 0u);  // one batch out before any figure
+  EXPECT_EQ(k.Want(0, 0, 16, 16, 35), 5u);
+  EXPECT_EQ(k.Want(0, 0, 16, 16, 40), 0u);
+  // Stored rows: each legal config once; an illegal one (A*B > 512) is left out.
+  Measurement good, again, illegal;
+  good.config = Config{{{"A", 8}, {"B", 16}, {"C", 2}, {"D", 32}, {"E", 4}}};
+  good.samples = 10;
+  good.check_passed = true;
+  good.median_us = 10;
+  again = good;
+  illegal.config = Config{{{"A", 64}, {"B", 64}, {"C", 2}, {"D", 32}, {"E", 4}}};
+  EXPECT_EQ(k.ObserveRows({good, again, illegal}), 1u);
+
+  // Same seed, same proposals as the strategy driven by hand.
+  SearchOptions by_hand = o;
+  by_hand.strategy = "random";
+  auto ks2 = KeySearch::Create(space, by_hand);
+  auto s = MakeStrategy(*space, by_hand);
+  ASSERT_TRUE(ks2.ok() && s.ok());
+  for (int batch = 0; batch < 3; ++batch) {
+    auto got = (*ks2)->ProposeConfigs(8);
+    ASSERT_TRUE(got.ok());
+    std::vector<Config> want;
+    for (const SpacePoint& p : (*s)->Propose(8)) want.push_back(space->ToConfig(p));
+    ASSERT_EQ(got->size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ((*got)[i].Canonical(), want[i].Canonical());
+  }
+  EXPECT_EQ((*ks2)->proposed(), 24u);
+  EXPECT_FALSE((*ks2)->dry());
+  // Run dry: every legal point once, then none.
+  uint64_t total = (*ks2)->proposed();
+  for (;;) {
+    auto got = (*ks2)->Propose(4096);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    if (got->empty()) break;
+    total += got->size();
+  }
+  EXPECT_EQ(total, legal);
+  EXPECT_TRUE((*ks2)->dry());
+  SearchOptions bad = o;
+  bad.strategy = "annealing";
+  EXPECT_FALSE(KeySearch::Create(space, bad).ok());
 }
 
 // A model that cannot train (here: priors whose features are not finite,

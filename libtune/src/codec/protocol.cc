@@ -312,7 +312,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.refine_pass = r.getRefinePass();
       s.profile_top = r.getProfileTop();
       s.strategy = Txt(r.getStrategy(), budget, "strategy");
-      if (s.strategy.empty()) s.strategy = "exhaustive";
+      if (s.strategy.empty()) s.strategy = kStrategyForOldClients;  // what such a client expects (strategy_table.h)
       s.seed = r.getSeed();
       s.budget = r.getBudget();
       s.budget_seconds = r.getBudgetSeconds();

@@ -88,6 +88,17 @@ Result<Config> ListedConfigOf(const toml::node& n, const std::string& field) {
   return c;
 }
 
+// A config list is measured whole: by auto or a strategy that measures a
+// space whole (search/strategy_table.h), never searched.
+bool MeasuresListWhole(const std::string& name) {
+  if (name == kAutoStrategy) return true;
+#define TUNE_WHOLE(n, version, searches, factory, help) \
+  if (!(searches) && name == n) return true;
+  TUNE_SEARCH_STRATEGIES(TUNE_WHOLE)
+#undef TUNE_WHOLE
+  return false;
+}
+
 }  // namespace
 
 Status CheckListedSweep(SweepSubmit* s, const std::string& field) {
@@ -95,7 +106,7 @@ Status CheckListedSweep(SweepSubmit* s, const std::string& field) {
   if (s->ops.size() != 1 || s->op_packages.size() != 1)
     return Status::InvalidArgument(field + ": a config list names the params of one op; the sweep has " +
                                    std::to_string(s->ops.size()) + " ops");
-  if (s->strategy != "auto" && s->strategy != "exhaustive")
+  if (!MeasuresListWhole(s->strategy))
     return Status::InvalidArgument(field + ": a config list is measured whole; strategy '" + s->strategy.substr(0, 64) +
                                    "' does not apply");
   if (s->configs.size() > kMaxListedConfigs)
@@ -253,7 +264,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     }
     s.confirm_seconds = *v;
   }
-  s.strategy = "auto";
+  s.strategy = kDefaultStrategy;
   if (auto n = sweep->get("strategy")) {
     auto v = n->value<std::string>();
     if (!v) return Status::Error(path + ": [sweep] strategy: expected a string");
@@ -336,7 +347,7 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
                               const std::vector<std::string>& gpus, const std::string& ops_dir) {
   SweepSubmit s;
   s.name = name;
-  s.strategy = "auto";
+  s.strategy = kDefaultStrategy;
   s.confirm_timing = kDefaultConfirmTiming;
   s.refine_pass = true;
   s.dtypes = dtypes;
@@ -356,7 +367,11 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
 }
 
 const std::vector<std::string>& StrategyNames() {
-  static const std::vector<std::string> names = {"exhaustive", "random", "evolution", "model", "auto"};
+  static const std::vector<std::string> names = {
+#define TUNE_NAME(name, version, searches, factory, help) name,
+      TUNE_SEARCH_STRATEGIES(TUNE_NAME)
+#undef TUNE_NAME
+      kAutoStrategy};
   return names;
 }
 

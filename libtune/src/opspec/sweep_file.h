@@ -25,6 +25,7 @@
 #include "opspec/op_spec.h"
 #include "tune/status.h"
 #include "base/types.h"
+#include "search/strategy_table.h"
 
 namespace tune {
 
@@ -64,14 +65,16 @@ struct SweepSubmit {
   // profile_top alone gets confirm_top = profile_top. 0 = none.
   uint32_t profile_top = 0;
   // Search (search/strategy.h): which configs of each (GPU model, op,
-  // dtype, shape) to measure. A message without the field (an older
-  // client) asks for "exhaustive", what sweeps did before; sweep files and
-  // `tune` default to "auto" (exhaustive up to kAutoExhaustiveUpTo legal
-  // configs, the model-guided search above). `budget`: evaluations per key
-  // for a searching strategy (0: kDefaultSearchBudget); `budget_seconds`:
-  // how long a key may keep asking for new configs (0: no bound). Both
-  // bound searches only: an exhaustive key measures its whole space.
-  std::string strategy = "exhaustive";
+  // dtype, shape) to measure, a name of the registry's table
+  // (search/strategy_table.h). A message without the field (an older
+  // client) asks for kStrategyForOldClients, what sweeps did before; sweep
+  // files and `tune` default to kDefaultStrategy (auto: the whole space up
+  // to kAutoExhaustiveUpTo legal configs, a search above). `budget`:
+  // evaluations per key for a searching strategy (0: kDefaultSearchBudget);
+  // `budget_seconds`: how long a key may keep asking for new configs (0: no
+  // bound). Both bound searches only: a key measured whole measures its
+  // whole space.
+  std::string strategy = kStrategyForOldClients;
   uint64_t seed = 0;
   uint64_t budget = 0;
   double budget_seconds = 0;
@@ -99,8 +102,8 @@ struct SweepSubmit {
   // (an older client) has none.
   std::vector<Config> configs;
 };
-// The strategies' names, as sweep files, `tune` and scripts use them:
-// "exhaustive", "random", "evolution", "model", "auto".
+// The strategies' names, as sweep files, `tune` and scripts use them: the
+// registry's table (search/strategy_table.h) in its order, then auto.
 const std::vector<std::string>& StrategyNames();
 // OK when `name` is one of StrategyNames(); the error names `field` and the
 // known names.
@@ -127,7 +130,6 @@ Status CheckListedSweep(SweepSubmit* s, const std::string& field);
 inline constexpr size_t kMaxListedConfigs = 100'000;
 inline constexpr uint64_t kMaxSearchBudget = 1'000'000;      // evaluations per key
 inline constexpr uint64_t kDefaultSearchBudget = 300;        // evaluations per key
-inline constexpr uint64_t kAutoExhaustiveUpTo = 1000;        // legal configs
 inline constexpr double kMaxBudgetSeconds = 7 * 24 * 3600.0;
 inline constexpr uint32_t kMaxConfirmTop = 64;
 inline constexpr ConfirmTiming kDefaultConfirmTiming = ConfirmTiming::kAuto;

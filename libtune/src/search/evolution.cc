@@ -16,9 +16,7 @@ constexpr int kBreedTries = 64;
 
 class Evolution final : public StrategyBase {
  public:
-  Evolution(const SearchSpace& space, const SearchOptions& options, const std::vector<PriorTrial>& priors)
-      : StrategyBase(space, options, priors) {}
-  std::string Name() const override { return "evolution/1"; }
+  explicit Evolution(const StrategyInputs& in) : StrategyBase(in) {}
 
   std::vector<SpacePoint> Propose(size_t n) override {
     std::vector<SpacePoint> out = TakePriors(n);
@@ -72,9 +70,8 @@ class Evolution final : public StrategyBase {
 
 }  // namespace
 
-std::unique_ptr<SearchStrategy> MakeEvolution(const SearchSpace& space, const SearchOptions& options,
-                                              const std::vector<PriorTrial>& priors) {
-  return std::make_unique<Evolution>(space, options, priors);
+Result<std::unique_ptr<SearchStrategy>> MakeEvolution(StrategyInputs in) {
+  return std::unique_ptr<SearchStrategy>(std::make_unique<Evolution>(in));
 }
 
 }  // namespace tune::search_detail

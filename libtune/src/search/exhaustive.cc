@@ -8,11 +8,7 @@ namespace {
 
 class Exhaustive final : public StrategyBase {
  public:
-  Exhaustive(const SearchSpace& space, const SearchOptions& options, const std::vector<PriorTrial>& priors,
-             std::vector<SpacePoint> all)
-      : StrategyBase(space, options, priors), all_(std::move(all)) {}
-
-  std::string Name() const override { return "exhaustive/1"; }
+  Exhaustive(const StrategyInputs& in, std::vector<SpacePoint> all) : StrategyBase(in), all_(std::move(all)) {}
 
   std::vector<SpacePoint> Propose(size_t n) override {
     std::vector<SpacePoint> out = TakePriors(n);
@@ -30,14 +26,12 @@ class Exhaustive final : public StrategyBase {
 
 }  // namespace
 
-std::unique_ptr<SearchStrategy> MakeExhaustive(const SearchSpace& space, const SearchOptions& options,
-                                               const std::vector<PriorTrial>& priors, std::string* error) {
-  auto all = space.Enumerate(kListLegalUpTo);
-  if (!all.ok()) {
-    *error = "strategy exhaustive: " + all.status().message() + "; name a budget and another strategy";
-    return nullptr;
-  }
-  return std::make_unique<Exhaustive>(space, options, priors, std::move(all).value());
+Result<std::unique_ptr<SearchStrategy>> MakeExhaustive(StrategyInputs in) {
+  auto all = in.space.Enumerate(kListLegalUpTo);
+  if (!all.ok())
+    return Status::InvalidArgument("strategy exhaustive: " + all.status().message() +
+                                   "; name a budget and another strategy");
+  return std::unique_ptr<SearchStrategy>(std::make_unique<Exhaustive>(in, std::move(all).value()));
 }
 
 }  // namespace tune::search_detail

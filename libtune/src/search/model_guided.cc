@@ -58,11 +58,8 @@ float ValueFeature(const ParamValue& v, const Axis& axis) {
 
 class ModelGuided final : public StrategyBase {
  public:
-  ModelGuided(const SearchSpace& space, const SearchOptions& options, std::vector<PriorTrial> priors,
-              std::vector<float> key_features)
-      : StrategyBase(space, options, priors), priors_(std::move(priors)), key_features_(std::move(key_features)) {}
-
-  std::string Name() const override { return "model/1"; }
+  explicit ModelGuided(StrategyInputs in)
+      : StrategyBase(in), priors_(std::move(in.priors)), key_features_(std::move(in.key_features)) {}
 
   void NoteCompiled(const SpacePoint& p) override { compiled_.insert(p); }
 
@@ -342,9 +339,8 @@ class ModelGuided final : public StrategyBase {
 
 }  // namespace
 
-std::unique_ptr<SearchStrategy> MakeModelGuided(const SearchSpace& space, const SearchOptions& options,
-                                                std::vector<PriorTrial> priors, std::vector<float> key_features) {
-  return std::make_unique<ModelGuided>(space, options, std::move(priors), std::move(key_features));
+Result<std::unique_ptr<SearchStrategy>> MakeModelGuided(StrategyInputs in) {
+  return std::unique_ptr<SearchStrategy>(std::make_unique<ModelGuided>(std::move(in)));
 }
 
 }  // namespace tune::search_detail

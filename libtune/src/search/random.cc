@@ -7,9 +7,7 @@ namespace {
 
 class Random final : public StrategyBase {
  public:
-  Random(const SearchSpace& space, const SearchOptions& options, const std::vector<PriorTrial>& priors)
-      : StrategyBase(space, options, priors) {}
-  std::string Name() const override { return "random/1"; }
+  explicit Random(const StrategyInputs& in) : StrategyBase(in) {}
 
   std::vector<SpacePoint> Propose(size_t n) override {
     std::vector<SpacePoint> out = TakePriors(n);
@@ -25,9 +23,8 @@ class Random final : public StrategyBase {
 
 }  // namespace
 
-std::unique_ptr<SearchStrategy> MakeRandom(const SearchSpace& space, const SearchOptions& options,
-                                           const std::vector<PriorTrial>& priors) {
-  return std::make_unique<Random>(space, options, priors);
+Result<std::unique_ptr<SearchStrategy>> MakeRandom(StrategyInputs in) {
+  return std::unique_ptr<SearchStrategy>(std::make_unique<Random>(in));
 }
 
 }  // namespace tune::search_detail

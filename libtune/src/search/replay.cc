@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include "search/key_search.h"
+
 namespace tune {
 namespace {
 
@@ -26,14 +28,15 @@ uint64_t Quantile(std::vector<uint64_t>& v, double q) {
 Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& options) {
   if (truth.configs.size() != truth.us.size())
     return Status::InvalidArgument(truth.key + ": figures do not match configs");
-  auto space = SearchSpace::OfConfigs(truth.configs);
-  if (!space.ok()) return Status::InvalidArgument(truth.key + ": " + space.status().message());
+  auto made = SearchSpace::OfConfigs(truth.configs);
+  if (!made.ok()) return Status::InvalidArgument(truth.key + ": " + made.status().message());
+  const auto space = std::make_shared<const SearchSpace>(std::move(made).value());
   std::map<SpacePoint, std::optional<double>> table;
   ReplayResult out;
   out.key = truth.key;
   out.best_us = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < truth.configs.size(); ++i) {
-    const std::optional<SpacePoint> p = space.value().PointOf(truth.configs[i]);
+    const std::optional<SpacePoint> p = space->PointOf(truth.configs[i]);
     if (!p) return Status::InvalidArgument(truth.key + ": config " + truth.configs[i].Canonical() + " fits no point");
     table[*p] = truth.us[i];
     if (truth.us[i]) {
@@ -43,7 +46,6 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
   }
   out.legal = table.size();
   if (out.valid == 0) return Status::InvalidArgument(truth.key + ": no valid figure to search for");
-  const uint64_t budget = options.search.budget > 0 ? options.search.budget : out.legal;
 
   if (options.batch == 0) return Status::InvalidArgument(truth.key + ": a batch of 0 configs");
   if (options.in_flight != 0 && options.in_flight < options.batch)
@@ -58,43 +60,35 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
   for (uint32_t seed = 0; seed < options.seeds; ++seed) {
     SearchOptions so = options.search;
     so.seed = options.search.seed + seed;
-    auto strategy = MakeStrategy(space.value(), so, options.priors, options.key_features);
-    if (!strategy.ok()) return Status::InvalidArgument(truth.key + ": " + strategy.status().message());
-    SearchStrategy& s = *strategy.value();
-    out.strategy = s.Name();
+    // The key's search as the farm runs it (search/key_search.h).
+    auto made_search = KeySearch::Create(space, so, options.priors, options.key_features, KeyCount{out.legal, true});
+    if (!made_search.ok()) return Status::InvalidArgument(truth.key + ": " + made_search.status().message());
+    KeySearch& ks = *made_search.value();
+    out.strategy = ks.proposer();
     // The modelled finishing order: its own generator, so that the
     // strategy's draws stay what they are in lock-step.
     std::mt19937_64 finishing(so.seed ^ 0x9e3779b97f4a7c15ULL);
     std::vector<uint64_t> first(options.within.size(), kUnreached);
     size_t unreached = options.within.size();
-    uint64_t proposed = 0, evaluations = 0;
+    uint64_t evaluations = 0;
     size_t in_flight = 0;
     double best = std::numeric_limits<double>::infinity();
     std::deque<std::vector<SpacePoint>> units;  // proposed, not measured; in proposal order
-    std::set<SpacePoint> asked;                 // every point proposed
     while (unreached > 0) {
       if (options.stop && options.stop->load())
         return Status::Error(truth.key + ": stopped (SIGINT or SIGTERM)");
-      // Propose while the depth leaves room for a batch. A strategy with
-      // nothing to propose now is asked again when the next unit finishes;
-      // with nothing in flight either, it is done.
-      while (proposed < budget) {
-        const size_t now = ProposalNow(in_flight, static_cast<size_t>(evaluations), depth, batch_size);
-        if (now == 0) break;
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(now, budget - proposed));
-        std::vector<SpacePoint> unit = s.Propose(n);
-        for (std::string& w : s.TakeWarnings()) warnings.insert(std::move(w));
-        if (unit.empty()) break;
-        if (unit.size() > n)
-          return Status::Error(truth.key + ": strategy " + s.Name() + " proposed " + std::to_string(unit.size()) +
-                               " configs when asked for " + std::to_string(n));
-        for (const SpacePoint& p : unit)
-          if (!asked.insert(p).second)
-            return Status::Error(truth.key + ": strategy " + s.Name() + " proposed " +
-                                 space.value().ToConfig(p).Canonical() + " a second time");
-        proposed += unit.size();
-        in_flight += unit.size();
-        units.push_back(std::move(unit));
+      // Propose while the depth leaves room for a batch within the budget.
+      // A strategy with nothing to propose now is asked again when the next
+      // unit finishes; with nothing in flight either, it is done.
+      for (;;) {
+        const size_t n = ks.Want(in_flight, static_cast<size_t>(evaluations), depth, batch_size, ks.proposed());
+        if (n == 0) break;
+        auto unit = ks.Propose(n);
+        for (std::string& w : ks.TakeWarnings()) warnings.insert(std::move(w));
+        if (!unit.ok()) return Status::Error(truth.key + ": " + unit.status().message());
+        if (unit->empty()) break;
+        in_flight += unit->size();
+        units.push_back(std::move(unit).value());
       }
       if (units.empty()) break;
       const size_t measuring = std::min(units.size(), devices);
@@ -115,9 +109,9 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
       }
       for (const SpacePoint& p : unit) {
         const auto it = table.find(p);
-        s.Observe(p, it == table.end() ? std::nullopt : it->second);
+        ks.Observe(p, it == table.end() ? std::nullopt : it->second);
       }
-      for (std::string& w : s.TakeWarnings()) warnings.insert(std::move(w));
+      for (std::string& w : ks.TakeWarnings()) warnings.insert(std::move(w));
     }
     for (size_t w = 0; w < options.within.size(); ++w) needed[w].push_back(first[w]);
   }

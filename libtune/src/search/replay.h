@@ -4,6 +4,9 @@
 // proposal is answered from the table, and what counts is how many
 // evaluations it took to come within 1%, 2% and 5% of the exhaustive best.
 //
+// A seed runs the key's search as the farm does: a KeySearch
+// (search/key_search.h), the object the coordinator's scheduler drives too.
+//
 // Proposals in flight (ReplayOptions::in_flight above the batch) replay the
 // farm's pipeline: the key proposes a batch whenever ProposalNow
 // (search/strategy.h) leaves room for one, before the batches proposed
@@ -42,7 +45,7 @@ struct GroundTruth {
 };
 
 struct ReplayOptions {
-  SearchOptions search;       // strategy, budget (0: the whole space); seeds from 0
+  SearchOptions search;       // strategy, budget (0: the whole space; capped at it); seeds from 0
   // Warm start (MakeStrategy): what neighbour keys measured, and this key's
   // features in the same terms.
   std::vector<PriorTrial> priors;
@@ -79,9 +82,9 @@ struct ReplayResult {
 };
 
 // Errors: a key with no valid figure, a space the configs do not make, a
-// strategy that cannot be made (MakeStrategy's errors), an in_flight below
-// the batch, a strategy that breaks its contract (more points than asked, or
-// a point it proposed before, pending or measured), a stop.
+// strategy that cannot be made (KeySearch::Create's errors), an in_flight
+// below the batch, a strategy that breaks its contract (KeySearch::Propose's
+// errors), a stop.
 Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& options);
 
 }  // namespace tune

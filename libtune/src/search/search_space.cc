@@ -223,6 +223,4 @@ uint64_t SearchSpace::LegalCount(bool* exact, uint64_t exact_below, uint32_t sam
   return static_cast<uint64_t>(std::llround(static_cast<double>(m.raw) * hits / samples));
 }
 
-std::string PointText(const SearchSpace& space, const SpacePoint& p) { return space.ToConfig(p).Canonical(); }
-
 }  // namespace tune

@@ -76,7 +76,4 @@ class SearchSpace {
   std::unique_ptr<Impl> impl_;
 };
 
-// A point's text for logs and errors: the config's canonical text.
-std::string PointText(const SearchSpace& space, const SpacePoint& p);
-
 }  // namespace tune

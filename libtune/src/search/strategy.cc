@@ -7,11 +7,11 @@
 namespace tune {
 namespace search_detail {
 
-StrategyBase::StrategyBase(const SearchSpace& space, const SearchOptions& options,
-                           const std::vector<PriorTrial>& priors)
-    : space_(space), options_(options), rng_(options.seed) {
+StrategyBase::StrategyBase(const StrategyInputs& in)
+    : space_(in.space), options_(in.options), rng_(in.options.seed), name_(in.proposer) {
+  const SearchOptions& options = in.options;
   std::vector<const PriorTrial*> order;
-  for (const PriorTrial& t : priors) order.push_back(&t);
+  for (const PriorTrial& t : in.priors) order.push_back(&t);
   std::stable_sort(order.begin(), order.end(),
                    [](const PriorTrial* a, const PriorTrial* b) { return a->relative < b->relative; });
   // The neighbours' winners and near-winners are measured first: on a new
@@ -80,28 +80,5 @@ std::vector<std::pair<double, SpacePoint>> StrategyBase::Best(size_t k) const {
 }
 
 }  // namespace search_detail
-
-Result<std::unique_ptr<SearchStrategy>> MakeStrategy(const SearchSpace& space, const SearchOptions& options,
-                                                     std::vector<PriorTrial> priors,
-                                                     std::vector<float> key_features) {
-  if (Status s = CheckStrategyName(options.strategy, "strategy"); !s.ok()) return s;
-  std::string name = options.strategy;
-  if (name == "auto") {
-    // Exhaustive where it is cheap or the budget covers the space anyway.
-    bool exact = false;
-    const uint64_t legal = space.LegalCount(&exact);
-    const bool covered = options.budget > 0 && options.budget >= legal;
-    name = legal <= options.exhaustive_up_to || covered ? "exhaustive" : "model";
-  }
-  if (name == "exhaustive") {
-    std::string error;
-    auto s = search_detail::MakeExhaustive(space, options, priors, &error);
-    if (!s) return Status::InvalidArgument(error);
-    return s;
-  }
-  if (name == "random") return search_detail::MakeRandom(space, options, priors);
-  if (name == "evolution") return search_detail::MakeEvolution(space, options, priors);
-  return search_detail::MakeModelGuided(space, options, std::move(priors), std::move(key_features));
-}
 
 }  // namespace tune

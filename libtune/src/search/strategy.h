@@ -11,8 +11,10 @@
 // <random> distributions are the library's own). Observations are kept by point, so the
 // order in which one batch's results arrive changes nothing.
 //
-// Names scripts rely on: "exhaustive", "random", "evolution", "model",
-// "auto". One file per strategy in this folder; MakeStrategy picks.
+// One file per strategy in this folder, one line each in the registry's
+// table (search/strategy_table.h), whose names sweep files, flags and
+// scripts use; MakeStrategy looks them up (search/registry.h), and
+// KeySearch (search/key_search.h) drives one for a key.
 #pragma once
 
 #include <algorithm>
@@ -23,13 +25,14 @@
 #include <vector>
 
 #include "search/search_space.h"
+#include "search/strategy_table.h"
 #include "opspec/sweep_file.h"
 #include "tune/status.h"
 
 namespace tune {
 
 struct SearchOptions {
-  std::string strategy = "auto";
+  std::string strategy = kDefaultStrategy;
   uint64_t seed = 0;
   // Evaluations per key the caller will allow (0: no bound). Strategies
   // use it to pace exploration and the final polish; they never enforce it.
@@ -94,14 +97,17 @@ inline size_t ProposalNow(size_t in_flight, size_t measured, size_t depth, size_
   return in_flight + batch <= open ? batch : 0;
 }
 
-// The strategy named options.strategy over `space` (which must outlive it).
-// `priors` warm-start it: strategies that learn train on them, and every
-// strategy measures the priors' best configs first. `shape_features`: this
-// key's features, as in the priors. Errors: an unknown name (listing the
-// known ones), exhaustive over a space too large to list.
+// The strategy named options.strategy over `space` (which must outlive it),
+// from the registry (search/registry.h; auto: ResolveAuto over the space's
+// legal count and options.budget). `priors` warm-start it: strategies that
+// learn train on them, and every strategy measures the priors' best configs
+// first. `key_features`: this key's features, as in the priors. Errors: an
+// unknown name (listing the known ones), exhaustive over a space too large
+// to list.
 Result<std::unique_ptr<SearchStrategy>> MakeStrategy(const SearchSpace& space, const SearchOptions& options,
                                                      std::vector<PriorTrial> priors = {},
                                                      std::vector<float> key_features = {});
-// The names MakeStrategy knows are opspec/sweep_file.h's StrategyNames().
+// The names MakeStrategy knows are StrategyNames() (opspec/sweep_file.h,
+// read from the registry's table).
 
 }  // namespace tune

@@ -10,17 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "search/registry.h"
 #include "search/strategy.h"
 
 namespace tune::search_detail {
 
 class StrategyBase : public SearchStrategy {
  public:
+  // "name/version", as the registry's table gives them (StrategyInputs::proposer).
+  std::string Name() const override { return name_; }
   void Observe(const SpacePoint& p, std::optional<double> us) override;
   std::vector<std::string> TakeWarnings() override;
 
  protected:
-  StrategyBase(const SearchSpace& space, const SearchOptions& options, const std::vector<PriorTrial>& priors);
+  explicit StrategyBase(const StrategyInputs& in);
 
   // Not proposed nor observed yet.
   bool Fresh(const SpacePoint& p) const { return seen_.count(p) == 0; }
@@ -34,7 +37,6 @@ class StrategyBase : public SearchStrategy {
   std::optional<SpacePoint> FreshSample();
   // The k best valid observations, fastest first (ties: the smaller point).
   std::vector<std::pair<double, SpacePoint>> Best(size_t k) const;
-  size_t Observed() const { return observed_.size(); }
   // Proposed and not observed yet: in flight (0 in lock-step).
   size_t Pending() const { return seen_.size() - observed_.size(); }
   std::vector<SpacePoint> PendingPoints() const {
@@ -53,6 +55,7 @@ class StrategyBase : public SearchStrategy {
   std::vector<std::string> warnings_;
 
  private:
+  std::string name_;
   std::set<SpacePoint> seen_;
   std::vector<SpacePoint> priors_best_;  // legal here: SearchOptions::first, then the priors' best first
   size_t priors_taken_ = 0;
@@ -63,15 +66,8 @@ class StrategyBase : public SearchStrategy {
   size_t shuffled_next_ = 0;
 };
 
-// The strategies (one file each).
-std::unique_ptr<SearchStrategy> MakeExhaustive(const SearchSpace& space, const SearchOptions& options,
-                                               const std::vector<PriorTrial>& priors, std::string* error);
-std::unique_ptr<SearchStrategy> MakeRandom(const SearchSpace& space, const SearchOptions& options,
-                                           const std::vector<PriorTrial>& priors);
-std::unique_ptr<SearchStrategy> MakeEvolution(const SearchSpace& space, const SearchOptions& options,
-                                              const std::vector<PriorTrial>& priors);
-std::unique_ptr<SearchStrategy> MakeModelGuided(const SearchSpace& space, const SearchOptions& options,
-                                                std::vector<PriorTrial> priors, std::vector<float> key_features);
+// The strategies' factories, one file each, are declared from the table
+// (search/strategy_table.h) by search/registry.cc.
 
 // Bounds of listing a space whole (exhaustive, and random's shuffle).
 inline constexpr uint64_t kListRawPointsUpTo = 4'000'000;
