@@ -44,7 +44,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "codec/protocol.h"
 #include "base/types.h"
 
