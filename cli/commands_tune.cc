@@ -317,7 +317,7 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   // kernel must land beside last night's figures, not be folded into them
   // (a night on a farm uses the farm's: RunNightOnFarm).
   char stamp[32];
-  const std::time_t now = std::time(nullptr);
+  const std::time_t now = static_cast<std::time_t>(NowUnixSeconds());
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
   const fs::path night = fs::path(args.history) / stamp;
   std::string previous;

@@ -12,7 +12,7 @@
 #include "opspec/config_space.h"
 #include "search/search_space.h"
 #include "base/known_gpus.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "measure/program/program_backend.h"
 #include "codec/protocol.h"
 #include "base/json_text.h"

@@ -3,7 +3,7 @@
 // watchdog. Without systemd ($NOTIFY_SOCKET unset) every call does nothing.
 #pragma once
 
-#include <chrono>
+#include <limits>
 #include <string>
 
 namespace tune {
@@ -19,12 +19,12 @@ class ServiceWatchdog {
  public:
   // Reads $WATCHDOG_USEC (sd_watchdog_enabled); off when unset.
   ServiceWatchdog();
-  bool enabled() const { return interval_.count() > 0; }
+  bool enabled() const { return interval_ > 0; }
   void Alive();
 
  private:
-  std::chrono::microseconds interval_{0};  // between pings: half the timeout
-  std::chrono::steady_clock::time_point last_{};
+  double interval_ = 0;  // seconds between pings: half the timeout
+  double last_ = -std::numeric_limits<double>::infinity();  // NowSeconds of the last ping
 };
 
 }  // namespace tune

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <zmq.hpp>
 
+#include "base/clock.h"
 #include "wire/curve.h"
 
 namespace tune {
@@ -89,19 +90,18 @@ Result<Command> CoordinatorClient::Call(Command request) {
     env.command = std::move(request);
     const std::string frame = EncodeEnvelope(env);
     impl_->sock.send(zmq::buffer(frame), zmq::send_flags::none);
-    const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + std::chrono::duration<double>(impl_->timeout);
+    const double start = NowSeconds();
+    const double deadline = start + impl_->timeout;
     // Without a connection after this long nothing listens there: said
     // now, not after a long request's whole timeout.
-    const auto connect_deadline =
-        start + std::chrono::duration<double>(std::min(impl_->timeout, kClientConnectSeconds));
-    while (std::chrono::steady_clock::now() < deadline) {
+    const double connect_deadline = start + std::min(impl_->timeout, kClientConnectSeconds);
+    while (NowSeconds() < deadline) {
       zmq::pollitem_t items[] = {{impl_->sock.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(100));
       if (const std::string why = impl_->Refusal(); !why.empty())
         return Status::Unavailable("coordinator " + impl_->endpoint + " " + why);
       if (impl_->monitoring && !impl_->connected && !(items[0].revents & ZMQ_POLLIN) &&
-          std::chrono::steady_clock::now() >= connect_deadline)
+          NowSeconds() >= connect_deadline)
         return Status::Unavailable("coordinator " + impl_->endpoint + " did not answer: no connection in " +
                                    std::to_string(static_cast<int>(std::ceil(std::min(impl_->timeout, kClientConnectSeconds)))) + " s" +
                                    " (is it running, and is this its address?)");

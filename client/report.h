@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "publish/bundle.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "codec/protocol.h"
 #include "store/result_store.h"
 #include "base/types.h"

@@ -1,10 +1,13 @@
 # tunefarm_sampling_rule(target json): the data of the sampling loop's
 # stopping rule (the Student t table, TimingPolicy's defaults, the batch
 # bound) from `json` (python/tunefarm/sampling_rule.json, which the Python
-# harness loads as it is) into a generated header tune/sampling_rule.h on
-# `target`'s public include path. Read at configure time, so that the C++
-# never reads the file at run time; an edit of it re-runs the configure. A
-# malformed file stops the configure with one line naming the field.
+# harness loads as it is) into a generated header base/sampling_rule.h on
+# `target`'s public include path (under the build tree's generated/). The
+# prefix is the base stage's, not tune/: tune/ is the installed contract's
+# (libtune/include/tune/) and this header is never installed. Read at
+# configure time, so that the C++ never reads the file at run time; an edit
+# of it re-runs the configure. A malformed file stops the configure with one
+# line naming the field.
 function(tunefarm_sampling_rule target json)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${json})
   file(READ ${json} text)
@@ -90,7 +93,7 @@ function(tunefarm_sampling_rule target json)
   list(JOIN anchors ",\n    " anchors)
   rule_get(normal t95.normal real t95 normal)
 
-  set(out ${CMAKE_CURRENT_BINARY_DIR}/generated/tune/sampling_rule.h)
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/generated/base/sampling_rule.h)
   file(WRITE ${out}.tmp
     "// Generated from ${where}\n"
     "// by cmake/TunefarmSamplingRule.cmake: edit that file, which\n"

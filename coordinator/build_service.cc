@@ -54,7 +54,8 @@ bool BuilderBuildsFor(const std::vector<std::string>& archs, const std::string& 
   return std::any_of(archs.begin(), archs.end(), [&](const std::string& a) { return Capability(a) == Capability(arch); });
 }
 
-std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSession& builder, double now) {
+std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSession& builder, double now,
+                                                             int64_t now_unix) {
   std::vector<Candidate> out;
   std::set<std::string> keys;
   // The pools of one (sweep, op, dtype) share their configs over shapes:
@@ -73,7 +74,7 @@ std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSessio
       if (device == scheduler_->models().end() || device->second.nvrtc_version != builder.builder_toolchain) continue;
       // A searched key proposes only as its devices lease: ask it now, so
       // that what it proposes next waits uncut for a builder.
-      scheduler_->ProposeAhead(model, now);
+      scheduler_->ProposeAhead(model, now, now_unix);
       for (const ConfigPool& pool : pools) {
         const SweepState* sweep = scheduler_->FindSweep(pool.sweep_id);
         if (!sweep || sweep->state != RunState::kRunning || sweep->submit.priority != level || !pool.configs) continue;
@@ -106,14 +107,14 @@ std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSessio
 }
 
 void BuildService::Request(const std::string& identity, const WorkerSession& builder, const BuildRequest& request,
-                           double now) {
+                           double now, int64_t now_unix) {
   const uint32_t retry = std::max(kBuilderRetryMs, NoWorkRetryMs(sessions_->size()));
   size_t held = 0;
   for (const auto& [id, w] : works_) held += w.identity == identity && !w.expired;
   // One read at a time per builder, and a bounded hand: a builder cannot
   // make the coordinator read the store over and over, or hoard configs.
   if (asking_.count(identity) || held >= kMaxBuildWorksPerBuilder) return link_->Send(identity, NoWork{retry});
-  std::vector<Candidate> candidates = Candidates(builder, now);
+  std::vector<Candidate> candidates = Candidates(builder, now, now_unix);
   if (candidates.empty()) return link_->Send(identity, NoWork{retry});
   asking_.insert(identity);
   auto shared = std::make_shared<std::vector<Candidate>>(std::move(candidates));

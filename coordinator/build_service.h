@@ -84,7 +84,10 @@ class BuildService {
 
   // `builder`'s (`identity`'s) request: answered with a BuildWork once the
   // candidates are read against the store, or NoWork.
-  void Request(const std::string& identity, const WorkerSession& builder, const BuildRequest& request, double now);
+  // `now_unix` (wall seconds) stamps the end of a sweep whose search ends
+  // as it is asked ahead (Scheduler::ProposeAhead).
+  void Request(const std::string& identity, const WorkerSession& builder, const BuildRequest& request, double now,
+               int64_t now_unix);
   // `builder`'s images: refused at once or after their checks (see above),
   // else stored.
   void Built(const std::string& identity, const WorkerSession& builder, BuiltImages built, double now);
@@ -106,7 +109,7 @@ class BuildService {
     Config config;
     std::string Key() const { return KernelImage::KeyOf(kernel_hash, config.Id(), dtype, arch); }
   };
-  std::vector<Candidate> Candidates(const WorkerSession& builder, double now);
+  std::vector<Candidate> Candidates(const WorkerSession& builder, double now, int64_t now_unix);
   // Hands `builder` the first group of `missing` (one sweep, op, dtype and
   // arch) not handed meanwhile, or NoWork.
   void Hand(const std::string& identity, uint32_t max_configs, const std::vector<Candidate>& missing, double now);

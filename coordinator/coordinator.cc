@@ -222,7 +222,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           images->Handle(identity, *session, cmd, now);
         } else if constexpr (std::is_same_v<T, BuildRequest>) {
           if (!session || !session->builder()) return Disconnect(identity, "not a builder: say hello as one first");
-          builds->Request(identity, *session, cmd, now);
+          builds->Request(identity, *session, cmd, now, opts.env->NowUnixSeconds());
         } else if constexpr (std::is_same_v<T, BuiltImages>) {
           if (!session || !session->builder()) return Disconnect(identity, "not a builder: say hello as one first");
           builds->Built(identity, *session, std::move(cmd), now);

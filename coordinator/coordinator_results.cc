@@ -58,7 +58,8 @@ std::optional<WorkUnit> Ingestion::Lease(const std::string& identity, const Work
                                          const DeviceInfo& device, double now) {
   const bool store_behind = !health_->fault().empty() || queued_bytes() > opts_->max_ingest_backlog_bytes;
   if (store_behind) scheduler_->NoteAsked(device.model, now);  // served once the store is back
-  auto unit = store_behind ? std::nullopt : scheduler_->Lease(identity, device.model, now);
+  auto unit = store_behind ? std::nullopt
+                            : scheduler_->Lease(identity, device.model, now, opts_->env->NowUnixSeconds());
   if (!unit) return std::nullopt;
   unit->device_index = device.index;
   counters_.leases++;

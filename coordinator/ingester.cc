@@ -5,7 +5,7 @@
 #include <set>
 
 #include "base/text.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <ctime>
+#include <utility>
 
 #include "search/features.h"
 #include "search/registry.h"
@@ -468,7 +468,8 @@ uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) c
                                                   opts_.max_configs_per_unit));
 }
 
-Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now) {
+Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now,
+                         int64_t now_unix) {
   auto& pools = pools_[gpu_model];
   for (auto it = pools.begin(); it != pools.end();) {
     ConfigPool& pool = *it;
@@ -487,7 +488,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
         it = pools.erase(it);
         continue;
       }
-      if (!NextSearchBatch(sweep, worker, gpu_model, pool, now)) {
+      if (!NextSearchBatch(sweep, worker, gpu_model, pool, now, now_unix)) {
         ++it;
         continue;
       }
@@ -538,7 +539,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
   return nullptr;
 }
 
-void Scheduler::ProposeAhead(const std::string& model, double now) {
+void Scheduler::ProposeAhead(const std::string& model, double now, int64_t now_unix) {
   auto found = pools_.find(model);
   if (found == pools_.end()) return;
   for (ConfigPool& pool : found->second) {
@@ -546,12 +547,12 @@ void Scheduler::ProposeAhead(const std::string& model, double now) {
     auto sweep = sweeps_.find(pool.sweep_id);
     if (sweep == sweeps_.end() || sweep->second.state != RunState::kRunning) continue;
     // The model's pace (RateKey's `who` may be a model) sizes the depth.
-    NextSearchBatch(sweep->second, model, model, pool, now);
+    NextSearchBatch(sweep->second, model, model, pool, now, now_unix);
   }
 }
 
 bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model,
-                                ConfigPool& pool, double now) {
+                                ConfigPool& pool, double now, int64_t now_unix) {
   SearchedKey& ks = *pool.search;
   SweepState::KeyPasses& passes = sweep.key_passes[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
   if (ks.proposing) return false;  // its batch is being proposed
@@ -635,9 +636,9 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
   }
   pool.configs = std::make_shared<const std::vector<Config>>(std::move(got.configs));
   pool.next = 0;
-  // A search that ended with nothing in flight may be the sweep's last work
-  // (Lease passes no wall time: the end is stamped with the host's).
-  if (ks.ended) MaybeFinish(sweep, static_cast<int64_t>(std::time(nullptr)));
+  // A search that ended with nothing in flight may be the sweep's last work:
+  // its end is stamped with the caller's wall time.
+  if (ks.ended) MaybeFinish(sweep, now_unix);
   return true;
 }
 
@@ -851,7 +852,7 @@ std::vector<uint32_t> Scheduler::PriorityLevels(const std::string& gpu_model) co
 }
 
 std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::string& gpu_model,
-                                         double now) {
+                                         double now, int64_t now_unix) {
   NoteActive(gpu_model, now);
   // Sweeps by priority (SweepSubmit::priority), highest first, each level
   // in full before the next: a farm shared by a long sweep and an urgent
@@ -860,13 +861,13 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
   // first, then fresh ones, then early refine units, then a duplicate of a
   // straggler; sweeps of a level in submission order.
   for (const uint32_t level : PriorityLevels(gpu_model)) {
-    if (auto unit = LeaseAt(worker, gpu_model, level, now)) return unit;
+    if (auto unit = LeaseAt(worker, gpu_model, level, now, now_unix)) return unit;
   }
   return std::nullopt;
 }
 
 std::optional<WorkUnit> Scheduler::LeaseAt(const std::string& worker, const std::string& gpu_model,
-                                           uint32_t priority, double now) {
+                                           uint32_t priority, double now, int64_t now_unix) {
   auto& queue = pending_[gpu_model];
   auto take_pending = [&]() -> Unit* {
     for (auto at = queue.begin(); at != queue.end();) {
@@ -886,7 +887,7 @@ std::optional<WorkUnit> Scheduler::LeaseAt(const std::string& worker, const std:
     return nullptr;
   };
   Unit* next = take_pending();
-  if (!next) next = CutUnit(worker, gpu_model, priority, now);
+  if (!next) next = CutUnit(worker, gpu_model, priority, now, now_unix);
   if (!next && RefineEarly(gpu_model, priority)) next = take_pending();
   if (next) {
     Unit& u = *next;

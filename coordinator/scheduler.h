@@ -29,7 +29,7 @@
 #include "search/key_search.h"
 #include "search/strategy.h"
 #include "base/limits.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "codec/protocol.h"
 #include "tune/status.h"
 #include "base/types.h"
@@ -501,9 +501,10 @@ class Scheduler {
   // stragglers' duplicates included) before any unit of a lower one; sweeps
   // of equal priority in submission order.
   // Asking counts as work for the quiet-model rule: with work queued, an
-  // ask is always given a unit.
+  // ask is always given a unit. `now_unix` (wall seconds) stamps the end of
+  // a sweep whose last search ends here.
   std::optional<WorkUnit> Lease(const std::string& worker, const std::string& gpu_model,
-                                double now);
+                                double now, int64_t now_unix);
   // A results batch of the unit arrived and waits to be stored: the unit is
   // making progress, and is no straggler until the batch is ingested.
   // Batches for a unit this scheduler does not know (or of another sweep,
@@ -594,8 +595,9 @@ class Scheduler {
   // dry, where its in-flight depth leaves room (as a device's lease would):
   // a builder compiles it while the devices time what they hold, and the
   // devices fetch its images when they lease it. A proposal may complete
-  // later (off the loop).
-  void ProposeAhead(const std::string& model, double now);
+  // later (off the loop). `now_unix` stamps the end of a sweep whose last
+  // search ends here.
+  void ProposeAhead(const std::string& model, double now, int64_t now_unix);
   const std::map<std::string, DeviceInfo>& models() const { return models_; }
 
  private:
@@ -607,14 +609,16 @@ class Scheduler {
   std::vector<uint32_t> PriorityLevels(const std::string& gpu_model) const;
   // Lease's work for the sweeps of one priority.
   std::optional<WorkUnit> LeaseAt(const std::string& worker, const std::string& gpu_model, uint32_t priority,
-                                  double now);
+                                  double now, int64_t now_unix);
   // A fresh unit from the pools of the sweeps of `priority`.
-  Unit* CutUnit(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now);
+  Unit* CutUnit(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now,
+                int64_t now_unix);
   // A searched pool that has run dry: its next batch, once the last one's
   // units are done. False while they run; true with the pool refilled, or
   // with its search ended (its unspent budget leaves the sweep's counts).
+  // A search that ends may end the sweep, stamped `now_unix`.
   bool NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model, ConfigPool& pool,
-                       double now);
+                       double now, int64_t now_unix);
   // The configs a searched key of `model` may keep in flight, proposing
   // `batch` at a time (SchedulerOptions::search_in_flight).
   size_t SearchDepth(const std::string& worker, const std::string& model, const Shape& shape, size_t batch) const;

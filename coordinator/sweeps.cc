@@ -17,10 +17,10 @@ namespace tune {
 namespace {
 
 // "<unix time, hex>-<random hex>": SweepSubmittedUnix reads the time back.
-std::string NewSweepId() {
+std::string NewSweepId(int64_t now_unix) {
   std::random_device rd;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%08lx-%04x", static_cast<long>(std::time(nullptr)),
+  std::snprintf(buf, sizeof buf, "%08lx-%04x", static_cast<long>(now_unix),
                 static_cast<unsigned>(rd() & 0xffff));
   return buf;
 }
@@ -64,8 +64,9 @@ Command Sweeps::Submit(const SweepSubmit& submit, const std::string& client, dou
     CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", submit.name}, {"error", st.message()}});
     return ErrorReply{st.message()};
   }
-  const std::string id = NewSweepId();
-  auto r = scheduler_->AddSweep(submit, id, std::time(nullptr), Measured(submit, id));
+  const int64_t now_unix = opts_->env->NowUnixSeconds();
+  const std::string id = NewSweepId(now_unix);
+  auto r = scheduler_->AddSweep(submit, id, now_unix, Measured(submit, id));
   if (!r.ok()) {
     CoordinatorLog(log::Level::kInfo, "sweep refused", {{"name", submit.name}, {"error", r.status().message()}});
     return ErrorReply{r.status().message()};
@@ -77,7 +78,7 @@ Command Sweeps::Submit(const SweepSubmit& submit, const std::string& client, dou
 }
 
 Command Sweeps::Cancel(const std::string& sweep_id) {
-  if (Status st = scheduler_->CancelSweep(sweep_id, std::time(nullptr)); !st.ok()) return ErrorReply{st.message()};
+  if (Status st = scheduler_->CancelSweep(sweep_id, opts_->env->NowUnixSeconds()); !st.ok()) return ErrorReply{st.message()};
   RecordEnded();  // durable at once: a restart must not resume it
   return StatusOf(sweep_id);
 }
@@ -90,7 +91,7 @@ Command Sweeps::StatusReply(const std::string& sweep_id) const {
 
 SweepStatus Sweeps::StatusOf(const std::string& sweep_id) const {
   SweepStatus st;
-  st.sweeps = scheduler_->Progress(sweep_id, NowSeconds());
+  st.sweeps = scheduler_->Progress(sweep_id, opts_->env->NowSeconds());
   // Sweeps that ended before this coordinator started, from their records:
   // the one asked for, or the newest kHistoryListed of them.
   size_t listed = 0;
@@ -114,11 +115,11 @@ void Sweeps::Persist(const std::string& id) {
   // kept for `status` after a restart.
   if (s->state != RunState::kRunning) {
     record.submit.op_packages.clear();
-    auto progress = scheduler_->Progress(id, NowSeconds());
+    auto progress = scheduler_->Progress(id, opts_->env->NowSeconds());
     if (!progress.empty()) record.progress = std::move(progress.front());
   }
   Status st = store_->PutSweep(id, EncodeSweepRecord(record));
-  if (!st.ok()) health_->Failed("cannot persist sweep " + id + ": " + st.message(), NowSeconds());
+  if (!st.ok()) health_->Failed("cannot persist sweep " + id + ": " + st.message(), opts_->env->NowSeconds());
 }
 
 void Sweeps::RecordCoverage(const SweepState& sweep) {
@@ -237,7 +238,7 @@ void Sweeps::RecordOps(const std::string& sweep_id, const SweepSubmit& submit) {
   for (size_t i = 0; i < submit.ops.size() && i < submit.op_packages.size(); ++i) {
     digests.push_back(PackageDigest(submit.op_packages[i]));
     Status st = store_->PutOp(submit.ops[i], SweepSubmittedUnix(sweep_id), submit.op_packages[i]);
-    if (!st.ok()) health_->Failed("cannot record op " + submit.ops[i] + ": " + st.message(), NowSeconds());
+    if (!st.ok()) health_->Failed("cannot record op " + submit.ops[i] + ": " + st.message(), opts_->env->NowSeconds());
   }
   PruneOpVersions(submit);
 }
@@ -275,16 +276,16 @@ void Sweeps::PruneOpVersions(const SweepSubmit& submit) {
 void Sweeps::Expand(SpaceExpansion job) {
   CoordinatorLog(log::Level::kDebug, "expanding config spaces", {{"sweep", job.sweep_id}, {"model", job.device.model}});
   expander_->Post([this, job = std::move(job)]() -> OffLoop::Completion {
-    const auto start = std::chrono::steady_clock::now();
+    const double start = opts_->env->NowSeconds();
     auto space = std::make_shared<Result<ExpandedSpace>>(ExpandSpace(job));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = opts_->env->NowSeconds() - start;
     return [this, id = job.sweep_id, model = job.device.model, space, seconds] {
       if (space->ok()) {
         CoordinatorLog(log::Level::kInfo, "config spaces expanded",
                        {{"sweep", id}, {"model", model}, {"pairs", (*space)->pairs_total},
                         {"stored_before", (*space)->pairs_done}, {"seconds", seconds}});
       }
-      scheduler_->ApplyExpansion(id, model, std::move(*space), std::time(nullptr));
+      scheduler_->ApplyExpansion(id, model, std::move(*space), opts_->env->NowUnixSeconds());
     };
   });
 }
@@ -318,7 +319,7 @@ Status Sweeps::Resume() {
   while (history_.size() > kHistory) history_.erase(history_.begin());
   TUNE_RETURN_IF_ERROR(st);
   for (auto& [id, rec] : running) {
-    auto r = scheduler_->AddSweep(rec.submit, id, std::time(nullptr), Measured(rec.submit, id));
+    auto r = scheduler_->AddSweep(rec.submit, id, opts_->env->NowUnixSeconds(), Measured(rec.submit, id));
     if (!r.ok()) {
       // Failed for good rather than tried again on every start.
       CoordinatorLog(log::Level::kError, "sweep cannot resume; marked failed",

@@ -6,7 +6,10 @@ that links only the stages below it (libtune/CMakeLists.txt). A header's stage
 is its folder: libtune/src/<stage>/.../x.h, included as "<stage>/.../x.h".
 libtune/include/tune/ holds the installed contract only, the headers that
 libtune/CMakeLists.txt's install(FILES ...) rules name; any other header there
-is a stage's header in the wrong place. An installed header tune/X.h belongs
+is a stage's header in the wrong place. The tune/ prefix is that contract's
+alone: a stage includes "tune/X.h" only where X.h is installed, so that no
+header (a generated one included) passes for the contract, nor escapes the
+stage rules below by its prefix. An installed header tune/X.h belongs
 to the stage whose folder holds X.cc (or to the one named in HEADER_STAGE) and
 includes installed headers only. Every source and header of a stage may
 include headers of the stages in ALLOWED[stage] only, and the programs keep
@@ -25,6 +28,14 @@ backend's and a timing's name. search/strategy_table.h is the one header
 every stage may include (opspec validates sweep files' names, codec gives
 old clients their default): it must stay code-free, a table and constants
 with no include of a stage's header and no function.
+
+The clock has one home, libtune/src/base/ (base/clock.h, and Env in
+base/env.h): no production source outside it (comments left out) reads the
+time itself through std::time, time(nullptr), std::chrono's system_clock,
+steady_clock or high_resolution_clock, gettimeofday or clock_gettime. Code
+handed an Env or a `now` uses it; the rest calls base/clock.h (NowSeconds,
+NowUnixSeconds, ...), so that tests and replays can control time. Files
+that may not are named in CLOCK_EXEMPT with the reason.
 
 Usage: layering_test.py SOURCE_DIR   (exit 0: clean; 1: violations, listed)
 """
@@ -72,6 +83,18 @@ STRATEGY_TABLE = "search/strategy_table.h"
 PROGRAMS = ("coordinator", "worker", "cli", "client")
 STRATEGY_LITERAL = re.compile(r'"(?:exhaustive|random|evolution)"|"(?:exhaustive|random|evolution|model)/\d+"'
                               r'|\bstrategy\w*\s*(?:==|!=|=)\s*"')
+# Reading the time without base/clock.h or an Env (see the docstring).
+CLOCK_READ = re.compile(r"\bstd::time\s*\(|(?<![\w.>])(?:::)?time\s*\(\s*(?:nullptr|NULL|0)?\s*\)"
+                        r"|\b(?:system_clock|steady_clock|high_resolution_clock)\b"
+                        r"|\b(?:gettimeofday|clock_gettime)\s*\(")
+# Production files that may read a clock themselves, each with the reason
+# (paths relative to the source root). None today: program ops' box between
+# fork and exec (measure/program/program_process.cc) calls only raw,
+# async-signal-safe syscalls and reads no clock there; were it to, the raw
+# clock_gettime would belong here, since base/clock.h's std::chrono is not
+# async-signal-safe.
+CLOCK_EXEMPT = {}
+BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 FUNCTION_BODY = re.compile(r"\)\s*(?:const\s*)?\{")
 INSTALL_FILES = re.compile(r"\binstall\s*\(\s*FILES\b([^)]*)\)")
 INSTALLED_HEADER = re.compile(r"\binclude/tune/([\w.-]+\.h)\b")
@@ -108,6 +131,29 @@ def strategy_problems(root: pathlib.Path) -> list:
                 if m:
                     problems.append(f"{f.relative_to(root)}:{n}: names a strategy ({m.group(0).strip()}): "
                                     "strategies have one home, libtune/src/search/ (search/registry.h)")
+    return problems
+
+
+def clock_problems(root: pathlib.Path) -> list:
+    """Clock reads in production sources outside libtune/src/base/."""
+    problems = []
+    src = root / "libtune" / "src"
+    folders = [d for d in src.iterdir() if d.is_dir() and d.name != "base"]
+    folders += [root / "libtune" / "include"] + [root / p for p in PROGRAMS]
+    for folder in folders:
+        for f in sorted(folder.rglob("*")):
+            if f.suffix not in (".cc", ".h"):
+                continue
+            rel = f.relative_to(root).as_posix()
+            if rel in CLOCK_EXEMPT:
+                continue
+            # Block comments become as many blank lines, so line numbers hold.
+            text = BLOCK_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), f.read_text(encoding="utf-8"))
+            for n, line in enumerate(text.splitlines(), 1):
+                m = CLOCK_READ.search(line.split("//", 1)[0])
+                if m:
+                    problems.append(f"{rel}:{n}: reads the clock ({m.group(0).strip()}): the clock has one home, "
+                                    "libtune/src/base/ (base/clock.h, or the Env or `now` the code is handed)")
     return problems
 
 
@@ -151,6 +197,11 @@ def main(root: pathlib.Path) -> int:
             to = stage_of(inc)
             if inc == STRATEGY_TABLE:
                 continue
+            if inc.startswith("tune/") and inc[len("tune/"):] not in installed:
+                problems.append(f"{f.relative_to(root)}: includes \"{inc}\", which is not installed: tune/ is "
+                                "the installed contract's prefix; a stage's header (generated ones too) "
+                                "goes under its stage's")
+                continue
             if f.parent == public_dir and to is not None and not inc.startswith("tune/"):
                 # A deployment's compiler has the installed headers only.
                 problems.append(f"{f.relative_to(root)}: installed header includes \"{inc}\", which is not installed")
@@ -165,6 +216,7 @@ def main(root: pathlib.Path) -> int:
                     if inc.startswith(prefix):
                         problems.append(f"{f.relative_to(root)}: includes \"{inc}\": {why}")
     problems += strategy_problems(root)
+    problems += clock_problems(root)
     for p in problems:
         print(p)
     print(f"layering: {len(files)} files of {len(stages)} stages, {len(problems)} violation(s)")

@@ -19,7 +19,7 @@
 #include "codec/protocol.h"
 #include "compile_pool.h"
 #include "coordinator_link.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "wire/curve.h"

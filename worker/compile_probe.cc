@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "measure/cuda/cuda_backend.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

@@ -135,11 +135,10 @@ class ImageMailbox {
   // unit is no longer waited for either way.
   std::optional<ImageReply> Await(uint64_t unit_id, double seconds, const std::atomic<bool>* stop) {
     std::unique_lock<std::mutex> lock(mu_);
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+    const double until = NowSeconds() + seconds;
     // Woken every 100 ms at most, to see a stop.
-    while (!replies_.count(unit_id) && !stop->load() && std::chrono::steady_clock::now() < until)
-      cv_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+    for (double now = NowSeconds(); !replies_.count(unit_id) && !stop->load() && now < until; now = NowSeconds())
+      cv_.wait_for(lock, std::chrono::duration<double>(std::min(until - now, 0.1)));
     waiting_.erase(unit_id);
     auto it = replies_.find(unit_id);
     if (it == replies_.end()) return std::nullopt;
@@ -653,7 +652,7 @@ struct Worker::Impl : HttpStatusSource {
     m.nvrtc_version = dev.nvrtc_version;
     m.farm_version = TUNEFARM_VERSION;
     m.worker = opts.name;
-    m.unix_time = std::time(nullptr);
+    m.unix_time = NowUnixSeconds();
     return m;
   }
 
@@ -1104,10 +1103,11 @@ Status Worker::Start() {
   programs.protected_paths = o.protected_paths;
   if (!o.curve_secret_key.empty()) programs.protected_paths.push_back(o.curve_secret_key);
   programs.allow_unconfined = o.allow_unconfined_programs;
+  programs.private_namespace = o.program_namespace;
   if (o.allow_programs && geteuid() == 0)
     log::Warn("worker", "program ops run as root: without capabilities, but root-owned files (/proc/sys among "
                         "them) stay writable to them; run the worker as a user of its own");
-  if (o.allow_programs && confine::LandlockAbi() >= 1 && !confine::CanMakePrivateShm())
+  if (o.allow_programs && o.program_namespace && confine::LandlockAbi() >= 1 && !confine::CanMakePrivateShm())
     log::Warn("worker", "program ops get no /dev/shm (POSIX semaphores and shared memory fail in them): this "
                         "kernel refuses the unprivileged user namespace that gives each its own");
   programs.python_path = TunefarmPythonPath();

@@ -19,7 +19,7 @@
 
 #include "base/limits.h"
 #include "measure/backend.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "tune/status.h"
 
 namespace tune {
@@ -56,6 +56,8 @@ struct WorkerOptions {
   // whether to run programs where they cannot be confined (no Landlock).
   std::vector<std::string> protected_paths;
   bool allow_unconfined_programs = false;
+  // Each program in a namespace of its own (ProgramBackendOptions).
+  bool program_namespace = false;
   // /metrics (and /healthz) for Prometheus on this address and port;
   // off when http_port < 0, 0 = an ephemeral port.
   std::string http_address = "127.0.0.1";

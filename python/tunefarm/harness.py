@@ -65,7 +65,7 @@ _COUNT_FIELDS = ("warmup", "min_samples", "max_samples")
 
 def load_rule(path=RULE_FILE):
     """The sampling rule's data (python/tunefarm/sampling_rule.json, which the
-    C++ build embeds as tune/sampling_rule.h): checked, as a dict. Raises
+    C++ build embeds as base/sampling_rule.h): checked, as a dict. Raises
     ValueError naming the file and the field."""
     def number(value, field, count=False):
         if isinstance(value, bool) or not isinstance(value, int if count else (int, float)) \

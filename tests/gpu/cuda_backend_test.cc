@@ -34,7 +34,7 @@ TEST(CudaBackendGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the C
 #include "support/temp_dir.h"
 #include "opspec/config_space.h"
 #include "measure/cuda/cuda_backend.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

@@ -25,7 +25,7 @@ TEST(DeviceFill, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA 
 #include "measure/cuda/cuda_driver.h"
 #include "measure/cuda/host_data.h"
 #include "measure/cuda/nvrtc_compile.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune::cuda {
 namespace {

@@ -15,7 +15,7 @@
 #include <zmq.hpp>
 
 #include "codec/protocol.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "store/result_store.h"
 #include "support/cubin.h"
 #include "support/http_get.h"

@@ -14,7 +14,7 @@
 #include "base/env.h"
 #include "codec/protocol.h"
 #include "coordinator.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "support/http_get.h"
 #include "support/temp_dir.h"
 #include "worker.h"

@@ -24,7 +24,7 @@
 #include "support/process.h"
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "opspec/sweep_file.h"
 #include "codec/protocol.h"
 #include "store/records.h"

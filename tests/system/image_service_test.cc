@@ -21,7 +21,7 @@
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
 #include "codec/protocol.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "wire/curve.h"
 
 namespace tune {

@@ -15,7 +15,7 @@
 #include "support/temp_dir.h"
 #include "opspec/config_space.h"
 #include "base/known_gpus.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

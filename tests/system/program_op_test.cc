@@ -25,7 +25,7 @@
 #include "support/process.h"
 #include "measure/confine.h"
 #include "publish/bundle.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "measure/program/program_backend.h"
 #include "store/result_store.h"
 #include "base/text.h"
@@ -59,8 +59,11 @@ class ProgramBackendTest : public ::testing::Test {
     o.allow_unconfined = true;  // confined where the kernel can; the box tests say when it cannot
     return o;
   }
-  std::unique_ptr<tune::Backend> Backend(bool allowed = true, std::vector<std::string> protect = {}) {
-    return tune::MakeProgramBackend(device_, "sim", Options(allowed, std::move(protect)));
+  std::unique_ptr<tune::Backend> Backend(bool allowed = true, std::vector<std::string> protect = {},
+                                         bool private_namespace = false) {
+    tune::ProgramBackendOptions o = Options(allowed, std::move(protect));
+    o.private_namespace = private_namespace;
+    return tune::MakeProgramBackend(device_, "sim", o);
   }
   // An op of `files` (op.toml and the rest) written to a folder and loaded.
   tune::OpSpec Op(const std::map<std::string, std::string>& files) {
@@ -437,12 +440,13 @@ TEST_F(ProgramBackendTest, AProgramCannotConnectToALocalListener) {
   else std::cout << "Landlock ABI " << abi << " < 6: abstract unix sockets stay reachable\n";
 }
 
-// No socket of any family (seccomp): UDP and the host's path unix sockets
-// too, which Landlock does not cover; and a /dev/shm of the program's own
-// where the kernel allows it (none otherwise): the host's shared memory
-// objects out of sight, nothing the program leaves there outlives it.
+// No socket but unix ones (seccomp): UDP and netlink too, which Landlock
+// does not cover; the host's /run (its daemons' sockets) and /dev/shm out
+// of sight where the kernel allows a namespace of the program's own, with
+// a /dev/shm of its own whose contents go with it (none at all otherwise).
 TEST_F(ProgramBackendTest, AProgramHasNoSocketAndNoSightOfTheHostsSharedMemory) {
   if (tune::ProgramBackendConfinement() != "landlock") GTEST_SKIP() << "no Landlock in this kernel";
+  const bool private_ns = tune::confine::CanMakePrivateShm();
   const int udp = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   ASSERT_GE(udp, 0);
   sockaddr_in addr{};
@@ -451,25 +455,26 @@ TEST_F(ProgramBackendTest, AProgramHasNoSocketAndNoSightOfTheHostsSharedMemory) 
   ASSERT_EQ(::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   socklen_t len = sizeof addr;
   ASSERT_EQ(::getsockname(udp, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string path = (dir_ / "host.sock").string();
+  // A daemon's socket under /run (where this test may make one).
+  const std::string path = "/run/tunefarm-test-" + std::to_string(getpid()) + ".sock";
   const int unix_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(unix_fd, 0);
   sockaddr_un un{};
   un.sun_family = AF_UNIX;
   ASSERT_LT(path.size(), sizeof un.sun_path);
   std::memcpy(un.sun_path, path.data(), path.size());
-  ASSERT_EQ(::bind(unix_fd, reinterpret_cast<sockaddr*>(&un), sizeof un), 0);
-  ASSERT_EQ(::listen(unix_fd, 8), 0);
+  const bool listening = ::bind(unix_fd, reinterpret_cast<sockaddr*>(&un), sizeof un) == 0 && ::listen(unix_fd, 8) == 0;
   const std::string tag = std::to_string(getpid());
   const fs::path secret = "/dev/shm/tunefarm-secret-" + tag, left = "/dev/shm/tunefarm-left-" + tag;
   std::ofstream(secret) << "host secret";
-  auto b = Backend();
+  auto b = Backend(true, {}, true);
   const fs::path tries_file = dir_ / "work" / "tries.txt";
   const std::string script =
       "python3 - > " + tries_file.string() + " <<'PY'\n"
       "import multiprocessing, socket\n"
       "for name, family, kind, address in [\n"
       "        ('udp', socket.AF_INET, socket.SOCK_DGRAM, ('127.0.0.1', " + std::to_string(ntohs(addr.sin_port)) + ")),\n"
+      "        ('netlink', socket.AF_NETLINK, socket.SOCK_RAW, (0, 0)),\n"
       "        ('path', socket.AF_UNIX, socket.SOCK_STREAM, '" + path + "')]:\n"
       "    try:\n"
       "        s = socket.socket(family, kind)\n"
@@ -496,20 +501,24 @@ TEST_F(ProgramBackendTest, AProgramHasNoSocketAndNoSightOfTheHostsSharedMemory) 
   const ssize_t got = ::recv(udp, &byte, 1, 0);
   ::close(udp);
   ::close(unix_fd);
+  fs::remove(path);
   const bool left_behind = fs::exists(left);
   fs::remove(secret);
   fs::remove(left);
   ASSERT_TRUE(m.Valid()) << m.failure_message;
   const std::string tries = tune::testing::ReadFile(tries_file.string());
   EXPECT_NE(tries.find("udp refused"), std::string::npos) << tries;
-  EXPECT_NE(tries.find("path refused"), std::string::npos) << tries;
+  EXPECT_NE(tries.find("netlink refused"), std::string::npos) << tries;
   EXPECT_EQ(got, -1) << "a datagram reached the host";
   EXPECT_NE(tries.find("secret unseen"), std::string::npos) << tries;
   EXPECT_FALSE(left_behind) << "what a program wrote in /dev/shm outlived it on the host";
-  if (tune::confine::CanMakePrivateShm())
+  if (private_ns) {
     EXPECT_NE(tries.find("shm usable"), std::string::npos) << tries;
-  else
-    std::cout << "no unprivileged user namespace here: programs get no /dev/shm\n" << tries;
+    if (listening) EXPECT_NE(tries.find("path refused"), std::string::npos) << tries;
+    else std::cout << "cannot listen under /run here: the hidden /run is not tried\n";
+  } else {
+    std::cout << "no unprivileged user namespace here: programs get no /dev/shm and see /run\n" << tries;
+  }
 }
 
 // A program sees the allow-listed part of the worker's environment (and

@@ -16,7 +16,7 @@
 #include "support/process.h"
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "codec/protocol.h"
 #include "publish/publish.h"
 #include "store/result_store.h"

@@ -16,7 +16,7 @@
 #include <zmq.hpp>
 
 #include "codec/protocol.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "store/result_store.h"
 #include "support/process.h"
 #include "support/protocol_peer.h"

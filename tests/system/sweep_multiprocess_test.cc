@@ -14,7 +14,7 @@
 #include "publish/bundle.h"
 #include "publish/publish.h"
 #include "opspec/config_space.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "store/result_store.h"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 
 #include "coordinator.h"
 #include "support/temp_dir.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "codec/protocol.h"
 #include "worker.h"
 

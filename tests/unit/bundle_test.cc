@@ -17,7 +17,7 @@
 #include "support/temp_dir.h"
 #include "base/limits.h"
 #include "publish/signing.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

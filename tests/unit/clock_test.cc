@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 namespace tune {
@@ -34,6 +35,33 @@ TEST(ClockTest, AdvancesWithTimeAndNeverBack) {
     ASSERT_GE(t, last);
     last = t;
   }
+}
+
+// The monotonic clock in nanoseconds is the same clock as NowSeconds.
+TEST(ClockTest, NowNanosReadsTheSteadyClock) {
+  const double before = SteadySeconds();
+  const int64_t ns = NowNanos();
+  const double after = SteadySeconds();
+  EXPECT_LE(before - 1e-6, ns * 1e-9);
+  EXPECT_LE(ns * 1e-9, after + 1e-6);
+  EXPECT_LE(ns, NowNanos());
+}
+
+// The wall clock: the Unix time std::time and system_clock give, whole and
+// with its fraction (readings taken in order bracket it).
+TEST(ClockTest, NowUnixSecondsReadsTheWallClock) {
+  const int64_t before = static_cast<int64_t>(std::time(nullptr));
+  const int64_t now = NowUnixSeconds();
+  const int64_t after = static_cast<int64_t>(std::time(nullptr));
+  EXPECT_LE(before, now);
+  EXPECT_LE(now, after);
+  const double wall_before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double precise = NowUnixSecondsPrecise();
+  const double wall_after =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_LE(wall_before, precise);
+  EXPECT_LE(precise, wall_after);
 }
 
 }  // namespace

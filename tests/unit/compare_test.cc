@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "support/temp_dir.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "opspec/sweep_file.h"
 
 namespace tune {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "support/cubin.h"
 #include <poll.h>
 #include <unistd.h>

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "opspec/expr.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

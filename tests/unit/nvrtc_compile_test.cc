@@ -29,7 +29,7 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include "support/temp_dir.h"
 #include "opspec/config_space.h"
 #include "measure/cuda/cuda_backend.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

@@ -1,4 +1,4 @@
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -30,7 +30,7 @@
 
 #include "base/known_gpus.h"
 #include "opspec/config_space.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "base/types.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "measure/package_dir.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "package_cache.h"
 #include "support/temp_dir.h"
 

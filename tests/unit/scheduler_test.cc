@@ -12,7 +12,7 @@
 #include <set>
 
 #include "opspec/config_space.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {
@@ -50,13 +50,13 @@ TEST(Scheduler, UnitsAppearWhenTheModelIsSeenAndCoverTheSpaceShapeByShapeSmalles
   SweepSubmit submit = MakeSubmit({"*"}, 100);
   submit.shapes = {Shape{{{"N", 4096}}}, Shape{{{"N", 1024}}}};  // the larger one first
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
-  EXPECT_FALSE(s.Lease("w1", "m1", 0).has_value());  // no model known yet
+  EXPECT_FALSE(s.Lease("w1", "m1", 0, 0).has_value());  // no model known yet
   s.AddDevice(Device("m1"), 0);
   const auto* sweep = s.FindSweep("s1");
   ASSERT_NE(sweep, nullptr);
   EXPECT_EQ(sweep->pairs_total, 600u * 2);    // 600 configs x 2 shapes
   std::vector<WorkUnit> units;
-  while (auto u = s.Lease("w1", "m1", 0)) units.push_back(*u);
+  while (auto u = s.Lease("w1", "m1", 0, 0)) units.push_back(*u);
   ASSERT_EQ(units.size(), 12u);               // 600 configs / 100, per shape
   std::set<std::string> pairs;
   for (size_t i = 0; i < units.size(); ++i) {
@@ -78,7 +78,7 @@ TEST(Scheduler, ACancelledSweepsUnitsAreNoLongerCountedAsLeases) {
   Scheduler s{SchedulerOptions{}};
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
   s.AddDevice(Device("m1"), 0);
-  ASSERT_TRUE(s.Lease("w1", "m1", 0).has_value());
+  ASSERT_TRUE(s.Lease("w1", "m1", 0, 0).has_value());
   EXPECT_EQ(s.LeasesPerWorker()["w1"], 1u);
   ASSERT_TRUE(s.CancelSweep("s1", 1).ok());
   EXPECT_TRUE(s.LeasesPerWorker().empty());
@@ -109,13 +109,13 @@ TEST(Scheduler, AResumedSweepLeasesOnlyThePairsNotStored) {
   // What failed before the restart still counts, by class.
   EXPECT_EQ(sweep->pairs_failed, 100u);
   EXPECT_EQ(s.Progress("s1").at(0).failed_by_class, (std::map<std::string, uint64_t>{{"compile_error", 100}}));
-  auto u = s.Lease("w1", "m", 0);
+  auto u = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(u);
   ASSERT_EQ(u->shapes.size(), 1u);
   EXPECT_EQ(u->shapes[0].Canonical(), "N=1024");
   EXPECT_EQ(u->configs.size(), 500u);
   for (const auto& c : u->configs) EXPECT_FALSE(first_100.count(c.Id()));
-  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
+  EXPECT_FALSE(s.Lease("w1", "m", 0, 0).has_value());
   s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
   EXPECT_EQ(sweep->state, RunState::kDone);
 }
@@ -137,7 +137,7 @@ TEST(Scheduler, PairsStoredUnderHostDigestsAreLeasedWithThem) {
   s.AddDevice(Device("m"), 0);
   const auto* sweep = s.FindSweep("s1");
   EXPECT_EQ(sweep->pairs_done, 0u);  // whether they are done is the worker's to say
-  auto u = s.Lease("w1", "m", 0);
+  auto u = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(u);
   EXPECT_EQ(u->configs.size(), 600u);
   ASSERT_EQ(u->reusable.size(), 20u);
@@ -168,7 +168,7 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   s.AddDevice(Device("m"), 0);
   ASSERT_EQ(handed.size(), 2u);
   EXPECT_EQ(handed[0].device.model, "m");
-  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
+  EXPECT_FALSE(s.Lease("w1", "m", 0, 0).has_value());
   EXPECT_EQ(near_best_calls, 0);
   auto progress = s.Progress("s1");
   ASSERT_EQ(progress.size(), 1u);
@@ -181,18 +181,18 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   s.ApplyExpansion("nope", "m", ExpandSpace(handed[0]), 0);
   EXPECT_TRUE(s.Progress("s1")[0].expanding.empty());
   EXPECT_EQ(s.FindSweep("s1")->pairs_total, 600u);
-  auto u = s.Lease("w1", "m", 0);
+  auto u = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(u);
   EXPECT_EQ(u->sweep_id, "s1");
   EXPECT_EQ(u->configs.size(), 600u);
-  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());  // s2 still expanding
+  EXPECT_FALSE(s.Lease("w1", "m", 0, 0).has_value());  // s2 still expanding
   s.CompleteUnit("w1", "s1", u->unit_id, 1, 1);
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
 
   s.ApplyExpansion("s2", "m", Status::Error("op 'synthetic': more than 10 legal configs on m"), 0);
   EXPECT_EQ(s.FindSweep("s2")->state, RunState::kFailed);
   EXPECT_NE(s.FindSweep("s2")->error.find("more than 10 legal configs"), std::string::npos);
-  EXPECT_FALSE(s.Lease("w1", "m", 0).has_value());
+  EXPECT_FALSE(s.Lease("w1", "m", 0, 0).has_value());
 }
 
 // ExpandSpace bounds the legal configs and counts what a resumed sweep has
@@ -311,9 +311,9 @@ TEST(Scheduler, LeasesAreCountedPerWorker) {
   Scheduler s;
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  ASSERT_TRUE(s.Lease("w1", "m", 0));
-  ASSERT_TRUE(s.Lease("w1", "m", 0));
-  const auto third = s.Lease("w2", "m", 0);
+  ASSERT_TRUE(s.Lease("w1", "m", 0, 0));
+  ASSERT_TRUE(s.Lease("w1", "m", 0, 0));
+  const auto third = s.Lease("w2", "m", 0, 0);
   ASSERT_TRUE(third);
   EXPECT_EQ(s.LeasesPerWorker(), (std::map<std::string, size_t>{{"w1", 2}, {"w2", 1}}));
   s.CompleteUnit("w2", "s1", third->unit_id, 1, 1);
@@ -337,7 +337,7 @@ TEST(Scheduler, ReusedConfigsAreNoPartOfAWorkersPace) {
   Scheduler s(PaceOptions());
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 0), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto u = s.Lease("w", "m", 0);
+  auto u = s.Lease("w", "m", 0, 0);
   ASSERT_TRUE(u);
   s.NoteReused("s1", u->unit_id, 8, 1, {{"timeout", 1}});
   s.NoteReused("s1", u->unit_id, 8, 1, {{"timeout", 1}});  // a resent first batch: counted once
@@ -355,8 +355,8 @@ TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   Scheduler s(PaceOptions());
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 0), "s1", 0).ok());  // 0 = adaptive
   s.AddDevice(Device("m"), 0);
-  auto fast = s.Lease("fast", "m", 0);
-  auto slow = s.Lease("slow", "m", 0);
+  auto fast = s.Lease("fast", "m", 0, 0);
+  auto slow = s.Lease("slow", "m", 0, 0);
   ASSERT_TRUE(fast && slow);
   EXPECT_EQ(fast->configs.size(), 10u);  // no figure yet: the default
   ASSERT_EQ(fast->shapes.size(), 1u);
@@ -370,8 +370,8 @@ TEST(Scheduler, UnitSizeFollowsEachWorkersThroughput) {
   EXPECT_EQ(s.UnitSizeFor("slow", first), 5u);
   // Each shape has a pace of its own: no figure yet for the other one.
   EXPECT_EQ(s.UnitSizeFor("fast", second), 10u);
-  auto next_fast = s.Lease("fast", "m", 41);
-  auto next_slow = s.Lease("slow", "m", 41);
+  auto next_fast = s.Lease("fast", "m", 41, 0);
+  auto next_slow = s.Lease("slow", "m", 41, 0);
   ASSERT_TRUE(next_fast && next_slow);
   EXPECT_EQ(next_fast->configs.size(), 200u);
   EXPECT_EQ(next_slow->configs.size(), 5u);
@@ -382,8 +382,8 @@ TEST(Scheduler, OnlyTargetedModelsGetUnits) {
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"m2"}, 100), "s1", 0).ok());
   s.AddDevice(Device("m1"), 0);
   s.AddDevice(Device("m2"), 0);
-  EXPECT_FALSE(s.Lease("w1", "m1", 0).has_value());
-  EXPECT_TRUE(s.Lease("w2", "m2", 0).has_value());
+  EXPECT_FALSE(s.Lease("w1", "m1", 0, 0).has_value());
+  EXPECT_TRUE(s.Lease("w2", "m2", 0, 0).has_value());
 }
 
 TEST(Scheduler, ExpiredLeaseReturnsToTheQueueAndIsRetriedFirst) {
@@ -395,13 +395,13 @@ TEST(Scheduler, ExpiredLeaseReturnsToTheQueueAndIsRetriedFirst) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 300), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto a = s.Lease("w1", "m", 0);
-  auto b = s.Lease("w2", "m", 0);
+  auto a = s.Lease("w1", "m", 0, 0);
+  auto b = s.Lease("w2", "m", 0, 0);
   ASSERT_TRUE(a && b);
-  EXPECT_FALSE(s.Lease("w3", "m", 1).has_value());
+  EXPECT_FALSE(s.Lease("w3", "m", 1, 0).has_value());
   EXPECT_EQ(s.ExpireLeases(5, 0), 0u);
   EXPECT_EQ(s.ExpireLeases(11, 0), 2u);
-  auto again = s.Lease("w3", "m", 12);
+  auto again = s.Lease("w3", "m", 12, 0);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->attempt, 2u);  // attempts count leases, from 1
 }
@@ -419,9 +419,9 @@ TEST(Scheduler, AUnitQueuedBehindAHeldOneKeepsItsWholeLease) {
   submit.configs_per_unit = 50;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto running = s.Lease("w1", "m", 0);
-  auto queued = s.Lease("w1", "m", 8);  // asked for while the first one ends
-  auto other = s.Lease("w2", "m", 8);   // another worker's units do not lengthen it
+  auto running = s.Lease("w1", "m", 0, 0);
+  auto queued = s.Lease("w1", "m", 8, 0);  // asked for while the first one ends
+  auto other = s.Lease("w2", "m", 8, 0);   // another worker's units do not lengthen it
   ASSERT_TRUE(running && queued && other);
   EXPECT_DOUBLE_EQ(queued->lease_seconds, 12);  // 2 s left of the first, then its own 10
   EXPECT_DOUBLE_EQ(other->lease_seconds, 10);
@@ -437,11 +437,11 @@ TEST(Scheduler, DeadWorkerLeasesAreRequeued) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto a = s.Lease("w1", "m", 0);
+  auto a = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(a);
-  EXPECT_FALSE(s.Lease("w2", "m", 0).has_value());
+  EXPECT_FALSE(s.Lease("w2", "m", 0, 0).has_value());
   s.DropWorker("w1", 0);
-  auto b = s.Lease("w2", "m", 0);
+  auto b = s.Lease("w2", "m", 0, 0);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->unit_id, a->unit_id);
 }
@@ -453,11 +453,11 @@ TEST(Scheduler, UnitFailsAfterMaxAttempts) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  ASSERT_TRUE(s.Lease("w1", "m", 0));
+  ASSERT_TRUE(s.Lease("w1", "m", 0, 0));
   s.DropWorker("w1", 0);
-  ASSERT_TRUE(s.Lease("w2", "m", 0));
+  ASSERT_TRUE(s.Lease("w2", "m", 0, 0));
   s.DropWorker("w2", 0);
-  EXPECT_FALSE(s.Lease("w3", "m", 0).has_value());
+  EXPECT_FALSE(s.Lease("w3", "m", 0, 0).has_value());
   // Ended, failed: its one unit's pairs count as failed, and it says why.
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kFailed);
   EXPECT_NE(s.FindSweep("s1")->error.find("1 of 1 units failed"), std::string::npos) << s.FindSweep("s1")->error;
@@ -476,13 +476,13 @@ TEST(Scheduler, TailDuplicatesStragglersAndFirstCompletionWins) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto a = s.Lease("w1", "m", 0);
+  auto a = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(a);
-  EXPECT_FALSE(s.Lease("w2", "m", 1).has_value());  // too young to duplicate
-  auto dup = s.Lease("w2", "m", 3);
+  EXPECT_FALSE(s.Lease("w2", "m", 1, 0).has_value());  // too young to duplicate
+  auto dup = s.Lease("w2", "m", 3, 0);
   ASSERT_TRUE(dup);
   EXPECT_EQ(dup->unit_id, a->unit_id);
-  EXPECT_FALSE(s.Lease("w3", "m", 4).has_value());  // at most one duplicate
+  EXPECT_FALSE(s.Lease("w3", "m", 4, 0).has_value());  // at most one duplicate
   s.CompleteUnit("w2", "s1", dup->unit_id, 5, 5);
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
   s.CompleteUnit("w1", "s1", a->unit_id, 6, 6);  // the slower copy changes nothing
@@ -495,19 +495,19 @@ TEST(Scheduler, UnitsWithResultsArrivingOrQueuedAreNoStragglers) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto a = s.Lease("w1", "m", 0);
+  auto a = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(a);
   s.BatchQueued("s1", a->unit_id, 1.5);
   // However long the batch waits to be stored, its unit is not stuck.
-  EXPECT_FALSE(s.Lease("w2", "m", 4).has_value());
+  EXPECT_FALSE(s.Lease("w2", "m", 4, 0).has_value());
   s.BatchIngested("s1", a->unit_id, 600, 2, {{"crash", 2}}, 4.5);
   EXPECT_EQ(s.FindSweep("s1")->pairs_done, 600u);
   EXPECT_EQ(s.FindSweep("s1")->pairs_failed, 2u);
   EXPECT_EQ(s.Progress("s1").at(0).failed_by_class, (std::map<std::string, uint64_t>{{"crash", 2}}));
-  EXPECT_FALSE(s.Lease("w2", "m", 6).has_value());  // 1.5 s since the rows were stored
+  EXPECT_FALSE(s.Lease("w2", "m", 6, 0).has_value());  // 1.5 s since the rows were stored
   s.BatchQueued("s0", a->unit_id, 6.2);  // the id of another sweep's unit: ignored
   s.BatchQueued("s1", 999, 6.2);         // an unknown unit: ignored
-  auto dup = s.Lease("w2", "m", 6.6);    // 2.1 s without progress
+  auto dup = s.Lease("w2", "m", 6.6, 0);    // 2.1 s without progress
   ASSERT_TRUE(dup);
   EXPECT_EQ(dup->unit_id, a->unit_id);
 }
@@ -520,14 +520,14 @@ TEST(Scheduler, OnlyUnitsSlowerThanTheirPeersAreDuplicated) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 300), "s1", 0).ok());  // 2 units of 600 pairs
   s.AddDevice(Device("m"), 0);
-  auto a = s.Lease("w1", "m", 0);
-  auto b = s.Lease("w2", "m", 0);
+  auto a = s.Lease("w1", "m", 0, 0);
+  auto b = s.Lease("w2", "m", 0, 0);
   ASSERT_TRUE(a && b);
   s.CompleteUnit("w1", "s1", a->unit_id, 10, 10);  // units of this sweep take 10 s
   // b has gone 12 s without progress: longer than tail_min_age, yet within
   // 1.5 x what a unit takes, so it is not a straggler yet.
-  EXPECT_FALSE(s.Lease("w3", "m", 12).has_value());
-  auto dup = s.Lease("w3", "m", 15.5);
+  EXPECT_FALSE(s.Lease("w3", "m", 12, 0).has_value());
+  auto dup = s.Lease("w3", "m", 15.5, 0);
   ASSERT_TRUE(dup);
   EXPECT_EQ(dup->unit_id, b->unit_id);
 }
@@ -539,14 +539,14 @@ TEST(Scheduler, BeforeAnyUnitOfASweepIsDoneTheHoldersOwnPaceCounts) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s1", 0).ok());  // 1 unit of 600 pairs
   s.AddDevice(Device("m"), 0);
-  auto first = s.Lease("w1", "m", 0);
+  auto first = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(first);
   s.CompleteUnit("w1", "s1", first->unit_id, 12, 12);  // w1 measures 50 pairs/s
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 20).ok());
-  auto second = s.Lease("w1", "m", 20);
+  auto second = s.Lease("w1", "m", 20, 0);
   ASSERT_TRUE(second);
-  EXPECT_FALSE(s.Lease("w2", "m", 30).has_value());  // w1 needs 12 s for it
-  auto dup = s.Lease("w2", "m", 38.5);                // 18.5 s: 1.5 x 12 s passed
+  EXPECT_FALSE(s.Lease("w2", "m", 30, 0).has_value());  // w1 needs 12 s for it
+  auto dup = s.Lease("w2", "m", 38.5, 0);                // 18.5 s: 1.5 x 12 s passed
   ASSERT_TRUE(dup);
   EXPECT_EQ(dup->unit_id, second->unit_id);
 }
@@ -559,9 +559,9 @@ TEST(Scheduler, ProgressCountsUnitsOnceWhateverTheirEnd) {
   Scheduler s(o);
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 200), "s1", 0).ok());  // 3 units
   s.AddDevice(Device("m"), 0);
-  auto a = s.Lease("w1", "m", 0);
-  auto b = s.Lease("w2", "m", 0);
-  auto c = s.Lease("w3", "m", 0);
+  auto a = s.Lease("w1", "m", 0, 0);
+  auto b = s.Lease("w2", "m", 0, 0);
+  auto c = s.Lease("w3", "m", 0, 0);
   ASSERT_TRUE(a && b && c);
   s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
   s.CompleteUnit("w1", "s1", a->unit_id, 2, 2);  // a repeated final batch
@@ -586,7 +586,7 @@ TEST(Scheduler, UnitsAreNumberedFromTheGivenFirstIdAndBelongToTheirSweep) {
   s.AddDevice(Device("m"), 0);
   std::set<uint64_t> ids;
   for (const char* w : {"w1", "w2", "w3"}) {
-    auto u = s.Lease(w, "m", 0);
+    auto u = s.Lease(w, "m", 0, 0);
     ASSERT_TRUE(u);
     EXPECT_GE(u->unit_id, 7ull << 32);
     ids.insert(u->unit_id);
@@ -612,7 +612,7 @@ TEST(Scheduler, UnitsShrinkAtTheEndSoThatDevicesFinishTogether) {
   for (int round = 0; round < 200; ++round) {
     const std::string w = "w" + std::to_string(round % 4);
     if (held[w]) s.CompleteUnit(w, "s1", held[w]->unit_id, round, round);
-    held[w] = s.Lease(w, "m", round);
+    held[w] = s.Lease(w, "m", round, 0);
     if (!held[w]) continue;
     sizes.push_back(held[w]->configs.size());
     configs += held[w]->configs.size();
@@ -643,7 +643,7 @@ TEST(Scheduler, AConfigIsLeasedOnlyOnTheShapesItsShapeRulesAllow) {
   s.AddDevice(Device("m"), 0);
   EXPECT_EQ(s.FindSweep("s1")->pairs_total, 20u * (3 + 20));
   std::map<std::string, size_t> per_shape;
-  while (auto u = s.Lease("w", "m", 0)) {
+  while (auto u = s.Lease("w", "m", 0, 0)) {
     for (const Config& c : u->configs) {
       const int64_t n = ValueOf(u->shapes[0].dims, "N");
       EXPECT_LE(ValueOf(c.params, "TILE") * ValueOf(c.params, "UNROLL"), n) << c.Canonical() << " at N=" << n;
@@ -664,10 +664,10 @@ TEST(Scheduler, ALoneDeviceKeepsFullSizeUnitsToTheEnd) {
   s.AddDevice(Device("m"), 0);
   // It holds its next unit while it runs one: nothing to balance with.
   std::vector<size_t> sizes;
-  std::optional<WorkUnit> running = s.Lease("w", "m", 0), next;
+  std::optional<WorkUnit> running = s.Lease("w", "m", 0, 0), next;
   for (int round = 1; running && round < 50; ++round) {
     sizes.push_back(running->configs.size());
-    next = s.Lease("w", "m", round);
+    next = s.Lease("w", "m", round, 0);
     s.CompleteUnit("w", "s1", running->unit_id, round, round);
     running = next;
   }
@@ -698,9 +698,9 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   const auto* sweep = s.FindSweep("s1");
   const uint64_t pairs_before = sweep->pairs_total;
 
-  auto a = s.Lease("w1", "m1", 0);
-  auto b = s.Lease("w1", "m1", 0);
-  auto c = s.Lease("w2", "m2", 0);
+  auto a = s.Lease("w1", "m1", 0, 0);
+  auto b = s.Lease("w1", "m1", 0, 0);
+  auto c = s.Lease("w2", "m2", 0, 0);
   ASSERT_TRUE(a && b && c);
   EXPECT_FALSE(a->confirm());
   s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
@@ -712,7 +712,7 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   EXPECT_EQ(asked[0], "m1/synthetic/f32/N=1024");
   EXPECT_EQ(sweep->pairs_total, pairs_before + 2 * 3);
   std::vector<WorkUnit> confirms;
-  while (auto u = s.Lease("w1", "m1", 3)) confirms.push_back(*u);
+  while (auto u = s.Lease("w1", "m1", 3, 0)) confirms.push_back(*u);
   ASSERT_EQ(confirms.size(), 2u);
   for (const auto& u : confirms) {
     EXPECT_TRUE(u.confirm());
@@ -722,16 +722,16 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
     ASSERT_EQ(u.shapes.size(), 1u);
   }
   EXPECT_EQ(confirms[1].shapes[0].Canonical(), "N=4096");
-  EXPECT_FALSE(s.Lease("w9", "m1", 100).has_value());  // a confirm unit is never duplicated
+  EXPECT_FALSE(s.Lease("w9", "m1", 100, 0).has_value());  // a confirm unit is never duplicated
   for (const auto& u : confirms) s.CompleteUnit("w1", "s1", u.unit_id, 4, 4);
   EXPECT_EQ(sweep->state, RunState::kRunning);  // m2 has not been measured or confirmed
-  auto d = s.Lease("w2", "m2", 4);
+  auto d = s.Lease("w2", "m2", 4, 0);
   ASSERT_TRUE(d);
   s.CompleteUnit("w2", "s1", c->unit_id, 5, 5);
   s.CompleteUnit("w2", "s1", d->unit_id, 5, 5);
   ASSERT_EQ(asked.size(), 4u);
   std::vector<WorkUnit> m2_confirms;
-  while (auto u = s.Lease("w2", "m2", 6)) m2_confirms.push_back(*u);
+  while (auto u = s.Lease("w2", "m2", 6, 0)) m2_confirms.push_back(*u);
   ASSERT_EQ(m2_confirms.size(), 2u);
   s.CompleteUnit("w2", "s1", m2_confirms[0].unit_id, 7, 7);
   EXPECT_EQ(sweep->state, RunState::kRunning);
@@ -769,7 +769,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   s.AddDevice(Device("m"), 0);
   const auto* sweep = s.FindSweep("s1");
   const uint64_t pairs_before = sweep->pairs_total;
-  auto first = s.Lease("w1", "m", 0);
+  auto first = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(first);
   EXPECT_TRUE(first->screen_only);
   EXPECT_FALSE(first->refine());
@@ -781,7 +781,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   EXPECT_EQ(sweep->pairs_total, pairs_before + 10);
   std::vector<WorkUnit> refines;
   for (int i = 0; i < 10; ++i) {
-    auto u = s.Lease("w1", "m", 2);
+    auto u = s.Lease("w1", "m", 2, 0);
     ASSERT_TRUE(u);
     EXPECT_TRUE(u->refine());
     EXPECT_FALSE(u->screen_only);
@@ -792,7 +792,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
     EXPECT_EQ(u->refine_best_us, 7.0);
     refines.push_back(*u);
   }
-  auto next = s.Lease("w2", "m", 2);  // then the screening goes on
+  auto next = s.Lease("w2", "m", 2, 0);  // then the screening goes on
   ASSERT_TRUE(next);
   EXPECT_TRUE(next->screen_only);
   EXPECT_EQ(next->dtype + "/" + next->shapes[0].Canonical(), "f16/N=1024");
@@ -804,7 +804,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   // screening, and the confirm units once everything else is done.
   std::vector<std::string> order;
   double now = 5;
-  while (auto u = s.Lease("w1", "m", now)) {
+  while (auto u = s.Lease("w1", "m", now, 0)) {
     const std::string what = u->dtype + "/" + u->shapes[0].Canonical();
     order.push_back(u->confirm() ? "confirm " + what : u->refine() ? "refine " + what : "screen " + what);
     s.CompleteUnit("w1", "s1", u->unit_id, now, int64_t(now));
@@ -829,7 +829,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   });
   ASSERT_TRUE(one.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
   one.AddDevice(Device("m"), 0);
-  auto u = one.Lease("w1", "m", 0);
+  auto u = one.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(u);
   EXPECT_FALSE(u->screen_only);
   one.CompleteUnit("w1", "s2", u->unit_id, 1, 1);
@@ -854,12 +854,12 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
   submit.refine_pass = true;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto first_shape = s.Lease("w1", "m", 0);
-  auto screening = s.Lease("w1", "m", 0);
+  auto first_shape = s.Lease("w1", "m", 0, 0);
+  auto screening = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(first_shape && screening);
   s.CompleteUnit("w1", "s1", first_shape->unit_id, 0.2, 0.2);
   std::vector<WorkUnit> early;
-  while (auto u = s.Lease("w2", "m", 0.5)) early.push_back(*u);
+  while (auto u = s.Lease("w2", "m", 0.5, 0)) early.push_back(*u);
   ASSERT_EQ(early.size(), 10u);  // 5 configs x 2 shapes, once
   EXPECT_EQ(calls, 2);
   for (const auto& u : early) {
@@ -871,7 +871,7 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
   s.CompleteUnit("w1", "s1", screening->unit_id, 2, 2);
   // Only the configs that came near the final best since.
   std::vector<WorkUnit> rest;
-  while (auto u = s.Lease("w2", "m", 3)) rest.push_back(*u);
+  while (auto u = s.Lease("w2", "m", 3, 0)) rest.push_back(*u);
   ASSERT_EQ(rest.size(), 4u);
   std::set<std::string> early_ids;
   for (const auto& u : early) early_ids.insert(u.configs[0].Id() + u.shapes[0].Canonical());
@@ -901,27 +901,27 @@ TEST(Scheduler, ConfigsThatRefinedFiguresBringNearTheBestAreRefinedWhileThePassR
   submit.refine_pass = true;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto screening = s.Lease("w1", "m", 0);
+  auto screening = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(screening);
   s.CompleteUnit("w1", "s1", screening->unit_id, 1, 1);
   EXPECT_EQ(calls, 1);
   std::vector<WorkUnit> first;
-  while (auto u = s.Lease("w1", "m", 1)) first.push_back(*u);
+  while (auto u = s.Lease("w1", "m", 1, 0)) first.push_back(*u);
   ASSERT_EQ(first.size(), 3u);
   // A refine unit is never duplicated, however long it takes.
-  EXPECT_FALSE(s.Lease("w2", "m", 100).has_value());
+  EXPECT_FALSE(s.Lease("w2", "m", 100, 0).has_value());
   // The first refine unit done: a look finds configs 3 and 4, to refine
   // while the other two units still run.
   s.CompleteUnit("w1", "s1", first[0].unit_id, 101, 101);
   EXPECT_EQ(calls, 2);
   std::vector<WorkUnit> second;
-  while (auto u = s.Lease("w2", "m", 101)) second.push_back(*u);
+  while (auto u = s.Lease("w2", "m", 101, 0)) second.push_back(*u);
   ASSERT_EQ(second.size(), 2u);
   for (const auto& u : second) EXPECT_TRUE(u.refine());
   // Every later unit done looks again and finds nothing new.
   for (size_t i = 1; i < first.size(); ++i) s.CompleteUnit("w1", "s1", first[i].unit_id, 102, 102);
   EXPECT_EQ(calls, 4);
-  EXPECT_FALSE(s.Lease("w2", "m", 102).has_value());
+  EXPECT_FALSE(s.Lease("w2", "m", 102, 0).has_value());
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kRunning);
   for (const auto& u : second) s.CompleteUnit("w2", "s1", u.unit_id, 103, 103);
   EXPECT_EQ(calls, 6);
@@ -944,7 +944,7 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
   for (int i = 0; i < 2; ++i) {
-    auto a = s.Lease("w1", "m", 0);
+    auto a = s.Lease("w1", "m", 0, 0);
     ASSERT_TRUE(a);
     s.CompleteUnit("w1", "s1", a->unit_id, 1, 1);
   }
@@ -953,7 +953,7 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
 
   // A sweep without a confirm phase never asks.
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 600), "s2", 0).ok());
-  auto b = s.Lease("w1", "m", 2);
+  auto b = s.Lease("w1", "m", 2, 0);
   ASSERT_TRUE(b);
   s.CompleteUnit("w1", "s2", b->unit_id, 3, 3);
   EXPECT_EQ(asked, 2);
@@ -1065,7 +1065,7 @@ TEST(Scheduler, AModelWhoseDevicesTakeNoWorkStopsHoldingStarSweeps) {
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "star", 0).ok());
   s.AddDevice(Device("quiet"), 0);
   s.AddDevice(Device("busy"), 0);
-  ASSERT_TRUE(s.Lease("wq", "quiet", 0).has_value());  // asks once, then only heartbeats
+  ASSERT_TRUE(s.Lease("wq", "quiet", 0, 0).has_value());  // asks once, then only heartbeats
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"quiet"}, 100), "named", 0).ok());
   const SweepState* star = s.FindSweep("star");
   EXPECT_EQ(star->pairs_total, 1200u);
@@ -1073,7 +1073,7 @@ TEST(Scheduler, AModelWhoseDevicesTakeNoWorkStopsHoldingStarSweeps) {
   auto waits = [&](const std::string& id, double now) { return s.Progress(id, now).at(0).waits; };
   for (int t = 0; t <= 130; ++t) {
     s.ExpireLeases(t, t);
-    if (t % 20 == 0 && t <= 100) held = s.Lease("wb", "busy", t);  // one unit every 20 s
+    if (t % 20 == 0 && t <= 100) held = s.Lease("wb", "busy", t, 0);  // one unit every 20 s
     if (t % 20 == 5 && held) s.CompleteUnit("wb", "star", held->unit_id, t, t);
     const auto skipped = s.SkipQuietModels(t, t);
     if (t == 40) {
@@ -1112,7 +1112,7 @@ TEST(Scheduler, AModelWhoseDevicesTakeNoWorkStopsHoldingStarSweeps) {
   EXPECT_EQ(waits("named", 130),
             std::vector<std::string>{"quiet: 600 pairs queued, no device has taken work for 120 s"});
   // A device of it that comes back and takes work is no longer quiet.
-  ASSERT_TRUE(s.Lease("wq", "quiet", 131).has_value());
+  ASSERT_TRUE(s.Lease("wq", "quiet", 131, 0).has_value());
   EXPECT_TRUE(waits("named", 135).empty());
 }
 
@@ -1160,7 +1160,7 @@ std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_
   for (int round = 0; round < 10'000 && s.FindSweep("s1")->state == RunState::kRunning; ++round) {
     for (int w = 0; w < workers; ++w) {
       const std::string who = "w" + std::to_string(w);
-      if (auto u = s.Lease(who, "m", now)) {
+      if (auto u = s.Lease(who, "m", now, 0)) {
         // A device with nothing else to do may take a duplicate lease of a
         // straggler: what is measured counts once.
         for (const Config& c : u->configs)
@@ -1186,6 +1186,36 @@ std::vector<std::string> RunSearchedSweep(SweepSubmit submit, int workers, size_
   }
   EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
   return order;
+}
+
+// No clock of its own: a searched sweep's end is stamped with the wall time
+// of the call that ends it, never the host's.
+TEST(Scheduler, ASearchedSweepsEndIsStampedWithItsCallersWallTime) {
+  for (const bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "ProposeAhead" : "Lease");
+    SweepSubmit submit = MakeSubmit({"*"}, 8);
+    submit.strategy = "random";
+    submit.seed = 5;
+    submit.budget = 20;
+    Scheduler s{SchedulerOptions{}};
+    ASSERT_TRUE(s.AddSweep(submit, "s1", 3).ok());
+    s.AddDevice(Device("m"), 3);
+    double now = 1;
+    for (int round = 0; round < 1000 && s.FindSweep("s1")->state == RunState::kRunning; ++round, now += 1) {
+      if (ahead) {
+        s.ProposeAhead("m", now, 11);
+        if (s.FindSweep("s1")->state != RunState::kRunning) break;
+      }
+      auto u = s.Lease("w", "m", now, 9);
+      if (!u) continue;
+      s.CompleteUnit("w", "s1", u->unit_id, now, 7);
+    }
+    EXPECT_EQ(s.FindSweep("s1")->state, RunState::kDone);
+    // Whichever call ends it (the last CompleteUnit, a Lease or a
+    // ProposeAhead that finds the search over), the stamp is that call's.
+    const int64_t end = s.FindSweep("s1")->finished_unix;
+    EXPECT_TRUE(end == 7 || end == 9 || (ahead && end == 11)) << end;
+  }
 }
 
 TEST(Scheduler, ASearchedKeyMeasuresItsBudgetOnceEachBatchAfterTheLastOnesFigures) {
@@ -1247,7 +1277,7 @@ TEST(Scheduler, ASearchedKeyKeepsConfigsInFlightUpToItsDepth) {
     std::vector<WorkUnit> open;
     auto lease_all = [&] {
       size_t configs = 0;
-      while (auto u = s.Lease("w", "m", 1)) {
+      while (auto u = s.Lease("w", "m", 1, 0)) {
         configs += u->configs.size();
         open.push_back(*u);
       }
@@ -1292,7 +1322,7 @@ TEST(Scheduler, ASearchStartsFromItsNeighboursBestWhenTheStoreHasThem) {
   submit.budget = 50;
   ASSERT_TRUE(s.AddSweep(submit, "s1", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto u = s.Lease("w", "m", 1);
+  auto u = s.Lease("w", "m", 1, 0);
   ASSERT_TRUE(u.has_value());
   EXPECT_EQ(asked, std::vector<std::string>{"m N=1024"});
   ASSERT_GE(u->configs.size(), 2u);
@@ -1336,7 +1366,7 @@ TEST(Scheduler, AHigherPrioritySweepIsLeasedWholeBeforeAnyFurtherUnitOfALowerOne
   s.AddDevice(Device("m"), 0);
   std::vector<WorkUnit> held;
   for (const char* w : {"w1", "w2", "w3"}) {
-    auto u = s.Lease(w, "m", 0);
+    auto u = s.Lease(w, "m", 0, 0);
     ASSERT_TRUE(u);
     EXPECT_EQ(u->sweep_id, "big");
     held.push_back(*u);
@@ -1351,7 +1381,7 @@ TEST(Scheduler, AHigherPrioritySweepIsLeasedWholeBeforeAnyFurtherUnitOfALowerOne
   size_t urgent_units = 0;
   for (int i = 0; i < 6; ++i) {
     const std::string worker = i % 2 ? "w1" : "w2";
-    auto u = s.Lease(worker, "m", 2 + i);
+    auto u = s.Lease(worker, "m", 2 + i, 0);
     ASSERT_TRUE(u);
     EXPECT_EQ(u->sweep_id, "urgent") << "lease " << i;
     if (u->sweep_id != "urgent") continue;
@@ -1362,7 +1392,7 @@ TEST(Scheduler, AHigherPrioritySweepIsLeasedWholeBeforeAnyFurtherUnitOfALowerOne
   EXPECT_EQ(s.FindSweep("urgent")->state, RunState::kDone);
   EXPECT_EQ(s.FindSweep("big")->state, RunState::kRunning);
   // Then the big one, from its retried unit.
-  auto next = s.Lease("w4", "m", 10);
+  auto next = s.Lease("w4", "m", 10, 0);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->sweep_id, "big");
   EXPECT_EQ(next->unit_id, held[2].unit_id);
@@ -1382,13 +1412,13 @@ TEST(Scheduler, EqualPrioritiesKeepSubmissionOrderAndStragglersOfAHigherOneComeF
   urgent.priority = 90;
   ASSERT_TRUE(s.AddSweep(urgent, "urgent", 0).ok());
   s.AddDevice(Device("m"), 0);
-  auto a = s.Lease("w1", "m", 0);
+  auto a = s.Lease("w1", "m", 0, 0);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->sweep_id, "urgent");
-  auto b = s.Lease("w2", "m", 1);  // the urgent unit is too young to duplicate
+  auto b = s.Lease("w2", "m", 1, 0);  // the urgent unit is too young to duplicate
   ASSERT_TRUE(b);
   EXPECT_EQ(b->sweep_id, "first");
-  auto dup = s.Lease("w3", "m", 3);
+  auto dup = s.Lease("w3", "m", 3, 0);
   ASSERT_TRUE(dup);
   EXPECT_EQ(dup->sweep_id, "urgent");
   EXPECT_EQ(dup->unit_id, a->unit_id);
@@ -1396,7 +1426,7 @@ TEST(Scheduler, EqualPrioritiesKeepSubmissionOrderAndStragglersOfAHigherOneComeF
   EXPECT_EQ(s.FindSweep("urgent")->state, RunState::kDone);
   std::vector<std::string> order;
   for (int i = 0; i < 3; ++i) {
-    auto u = s.Lease("w4", "m", 5);
+    auto u = s.Lease("w4", "m", 5, 0);
     ASSERT_TRUE(u);
     order.push_back(u->sweep_id);
   }
@@ -1455,7 +1485,7 @@ TEST(Scheduler, AListedSweepMeasuresExactlyItsConfigsOnEveryShape) {
   ASSERT_NE(sweep, nullptr);
   EXPECT_EQ(sweep->pairs_total, 6u);
   std::set<std::string> leased;
-  while (auto u = s.Lease("w", "m", 1)) {
+  while (auto u = s.Lease("w", "m", 1, 0)) {
     for (const Config& c : u->configs) EXPECT_TRUE(leased.insert(c.Canonical() + " " + u->shapes[0].Canonical()).second);
   }
   const std::set<std::string> want = {

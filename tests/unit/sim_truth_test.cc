@@ -7,7 +7,7 @@
 #include "base/known_gpus.h"
 #include "measure/backend.h"
 #include "opspec/config_space.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

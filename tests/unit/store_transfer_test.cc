@@ -12,7 +12,7 @@
 #include <iterator>
 
 #include "base/types.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "store/records.h"
 #include "support/cubin.h"
 #include "support/temp_dir.h"

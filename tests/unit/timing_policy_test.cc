@@ -5,7 +5,7 @@
 
 #include "measure/backend.h"
 #include "opspec/config_space.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

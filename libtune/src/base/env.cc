@@ -22,7 +22,7 @@ Env* Env::Default() {
 
 double Env::NowSeconds() { return tune::NowSeconds(); }
 
-int64_t Env::NowUnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
+int64_t Env::NowUnixSeconds() { return tune::NowUnixSeconds(); }
 
 Status Env::ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);

@@ -26,8 +26,9 @@ class Env {
   // differences between readings mean anything. The host's is thread-safe;
   // a replacement shared between threads must be too.
   virtual double NowSeconds();
-  // Seconds since the Unix epoch on the wall clock, for stamps that outlive
-  // the process (rows, leases, status pages); may jump when the clock is set.
+  // Seconds since the Unix epoch on the wall clock (base/clock.h,
+  // NowUnixSeconds), for stamps that outlive the process (rows, leases,
+  // status pages); may jump when the clock is set.
   virtual int64_t NowUnixSeconds();
 
   // The whole of `path` in *out. On failure *out is unspecified and the

@@ -5,11 +5,11 @@
 #include <iterator>
 #include <limits>
 
-#include "tune/sampling_rule.h"
+#include "base/sampling_rule.h"
 
 namespace tune {
 
-// The table is python/tunefarm/sampling_rule.json (tune/sampling_rule.h is
+// The table is python/tunefarm/sampling_rule.json (base/sampling_rule.h is
 // generated from it); tunefarm.harness's student_t95 interpolates it alike.
 double StudentT95(size_t dof) {
   using sampling_rule::kT95;

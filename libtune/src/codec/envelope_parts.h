@@ -6,7 +6,7 @@
 
 #include "codec/codec.h"
 #include "schema/protocol.capnp.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "codec/protocol.h"
 
 namespace tune::codec {

@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "base/profile.h"
 #include "tune/status.h"
 #include "opspec/sweep_file.h"

@@ -14,9 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "base/profile.h"
-#include "tune/sampling_rule.h"  // generated: python/tunefarm/sampling_rule.json
+#include "base/sampling_rule.h"  // generated: python/tunefarm/sampling_rule.json
 #include "tune/status.h"
 #include "base/types.h"
 

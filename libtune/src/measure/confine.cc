@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -235,8 +236,14 @@ int DenySocketsRaw() {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
       BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kOtherAbiBit, 0, 1),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 3, 0),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, kRefuse),
+      // socket(family, ...): the family is the low word of the first
+      // argument (little-endian on both ABIs).
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_RET | BPF_K, kRefuse),
   };
@@ -279,7 +286,7 @@ bool MapOwnId(const char* path, unsigned long long id) {
 
 }  // namespace
 
-bool PrivateShmRaw(unsigned long long shm_bytes) {
+bool PrivateShmRaw(unsigned long long shm_bytes, bool hide_run) {
   const uid_t uid = geteuid();
   const gid_t gid = getegid();
   if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
@@ -296,12 +303,15 @@ bool PrivateShmRaw(unsigned long long shm_bytes) {
     for (const char* c = kSize; *c; ++c) *p++ = *c;
     *AppendNumber(p, shm_bytes) = '\0';
   }
-  return mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, options) == 0;
+  if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) return false;
+  // The host's daemons listen under /run (/var/run leads there): an empty
+  // folder in their place.
+  return !hide_run || mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=755") == 0;
 }
 
 bool CanMakePrivateShm() {
   const pid_t pid = fork();
-  if (pid == 0) _exit(PrivateShmRaw(1 << 20) ? 0 : 1);
+  if (pid == 0) _exit(PrivateShmRaw(1 << 20, true) ? 0 : 1);
   if (pid < 0) return false;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -90,13 +90,13 @@ class FsRuleset {
 
 // For a child between fork and exec (async-signal-safe; -1 and errno on
 // failure; no_new_privs must be set): a seccomp filter under which
-// socket() fails with EACCES for every family, as does io_uring_setup
-// (whose requests would open sockets beside the filter), and the
-// process is killed on a system call of another ABI (32-bit, x32).
-// Landlock covers TCP and abstract unix sockets at best; this closes UDP,
-// raw and netlink sockets and the path unix sockets of the host (a
-// desktop bus, a container runtime's, another user's agent) too.
-// socketpair() stays: it connects the caller to itself.
+// socket() fails with EACCES for every family but AF_UNIX, as does
+// io_uring_setup (whose requests would open sockets beside the filter),
+// and the process is killed on a system call of another ABI (32-bit,
+// x32). Landlock covers TCP and abstract unix sockets at best; this closes
+// UDP, raw, packet and netlink sockets too. Unix sockets stay because the
+// CUDA driver will not start without one (cudaGetDeviceCount fails with
+// "OS call failed"); PrivateShmRaw hides the host's under /run.
 int DenySocketsRaw();
 
 // For a child between fork and exec (async-signal-safe; false and errno
@@ -104,12 +104,15 @@ int DenySocketsRaw();
 // (mapping only its own uid and gid) with a fresh tmpfs of `shm_bytes`
 // on /dev/shm, so that what it and its children make there (POSIX
 // semaphores, shared memory) is theirs and the host's shared memory
-// objects are out of sight. Fails where the kernel refuses unprivileged
-// user namespaces (a sysctl, an AppArmor policy).
+// objects are out of sight; with `hide_run`, an empty read-only /run
+// too, so that the host's daemons' unix sockets (a container runtime's,
+// the system and session buses, systemd's) are out of reach. Fails where
+// the kernel refuses unprivileged user namespaces (a sysctl, an AppArmor
+// policy).
 // 0: tmpfs's default size. Decide with CanMakePrivateShm first: after a
 // failure the process may be left in a namespace of its own with no ids
 // mapped, fit only to exit.
-bool PrivateShmRaw(unsigned long long shm_bytes);
+bool PrivateShmRaw(unsigned long long shm_bytes, bool hide_run);
 // Whether PrivateShmRaw succeeds on this host (tried in a child process).
 bool CanMakePrivateShm();
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "measure/backend.h"
+#include "base/clock.h"
 #include "base/stats.h"
 
 namespace tune {
@@ -96,7 +97,6 @@ Measurement Combine(const std::vector<Measurement>& windows) {
 std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, const std::string& dtype,
                                          const std::vector<CompiledKernel>& kernels, const Shape& shape,
                                          const TimingPolicy& policy, double seconds, ConfirmTiming timing) {
-  using Clock = std::chrono::steady_clock;
   const size_t n = kernels.size();
   std::vector<Measurement> out(n);
   if (n == 0) return out;
@@ -126,9 +126,9 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
       if (failed[i]) continue;
       any = true;
       // No best so far: every window is a contender's window.
-      const Clock::time_point window_start = Clock::now();
+      const double window_start = NowSeconds();
       Measurement m = backend.Measure(spec, dtype, kernels[i], shape, p, 0);
-      const double wall = std::chrono::duration<double>(Clock::now() - window_start).count();
+      const double wall = NowSeconds() - window_start;
       p.new_runner = false;
       p.new_buffers = false;
       if (m.Valid() && wall > 0) timed_share = std::min(timed_share, m.mean_us * m.samples * 1e-6 / wall);
@@ -146,7 +146,7 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
   // Wall time, not timed time, bounds the rounds: a kernel of microseconds
   // spends most of a window's wall time in the L2 flushes between samples,
   // and the unit's lease counts wall time.
-  const Clock::time_point start = Clock::now();
+  const double start = NowSeconds();
   int rounds = 0;
   if (timing == ConfirmTiming::kAuto) {
     // A round of each. Where sustained load slows the configs (a GPU at its
@@ -170,7 +170,7 @@ std::vector<Measurement> MeasureTogether(Backend& backend, const OpSpec& spec, c
     rounds = 1;
   }
   for (; rounds < kMaxRounds; ++rounds) {
-    if (rounds >= kMinRounds && std::chrono::duration<double>(Clock::now() - start).count() >= seconds) break;
+    if (rounds >= kMinRounds && NowSeconds() - start >= seconds) break;
     if (!round(timing, &windows)) break;
   }
   for (size_t i = 0; i < n; ++i) {

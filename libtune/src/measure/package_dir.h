@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "tune/status.h"
 
 namespace tune {

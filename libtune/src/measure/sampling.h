@@ -12,7 +12,7 @@
 #pragma once
 
 #include "measure/backend.h"
-#include "tune/sampling_rule.h"
+#include "base/sampling_rule.h"
 #include "base/stats.h"
 
 namespace tune {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -1,5 +1,5 @@
 // What identifies a measurement: the digests of an op's sources and of how
-// it is measured, and the kernel hash over both (opspec/op_spec.h,
+// it is measured, and the kernel hash over both (opspec/op_definition.h,
 // opspec/kernel_hash.h).
 #include <sodium.h>
 
@@ -17,7 +17,7 @@
 
 #include "opspec/kernel_hash.h"
 #include "opspec/op_confine.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "base/text.h"
 
 namespace tune {

@@ -1,4 +1,4 @@
-// Op hashes (opspec/op_spec.h, OpHash) computed once where they are asked
+// Op hashes (opspec/op_definition.h, OpHash) computed once where they are asked
 // for often: per config of a sweep, per batch of results, per row of a
 // bundle.
 #pragma once
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/types.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "tune/status.h"
 
 namespace tune {
@@ -27,7 +27,7 @@ namespace tune {
 // with '.', at most 255 bytes in all.
 Status CheckPackageFileName(const std::string& name);
 
-// True for a name of an include root (opspec/op_spec.h IncludeRoots): 1 to
+// True for a name of an include root (opspec/op_definition.h IncludeRoots): 1 to
 // 64 of [A-Za-z0-9_.-], not starting with '.'.
 bool IsIncludeRootName(const std::string& name);
 

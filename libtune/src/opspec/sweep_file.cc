@@ -7,7 +7,7 @@
 #include <toml++/toml.h>
 
 #include "base/text.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {

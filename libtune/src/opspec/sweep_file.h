@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "base/limits.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "tune/status.h"
 #include "base/types.h"
 #include "search/strategy_table.h"

@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "base/clock.h"
 #include "base/known_gpus.h"
 #include "opspec/config_space.h"
 #include "opspec/expr.h"
@@ -127,7 +128,7 @@ Result<BundleLaunchPlan> MakeLaunchPlan(const OpSpec& spec, const std::string& k
       arg.swizzle = a.swizzle;
       for (size_t b = 0; b < plan.args.size(); ++b)
         if (plan.args[b].name == a.map_of && plan.args[b].buffer) arg.map_of = int(b);
-      // op_spec.cc: a map follows the buffer it describes, one box dim per dim.
+      // op_definition.cc: a map follows the buffer it describes, one box dim per dim.
       if (!arg.tensor_map() || spec.args[size_t(arg.map_of)].shape.size() != a.box.size())
         return Status::InvalidArgument(where + "[[args]] " + a.name + " tensor_map: '" + a.map_of +
                                        "' is not a buffer before it with a dim per box dim");
@@ -490,7 +491,7 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   Bundle b;
   b.name = name;
   b.farm_version = TUNEFARM_VERSION;
-  b.created_unix = std::time(nullptr);
+  b.created_unix = NowUnixSeconds();
   AddOpParts(ops, &b, note);
   const SpecsByOpHash specs = SpecsOfRows(stored, newest);
   PlanTable plans;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "publish/bundle.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "store/result_store.h"
 
 namespace tune {

@@ -17,7 +17,7 @@
 #include "base/html.h"
 #include "base/json_text.h"
 #include "base/known_gpus.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "publish/publish.h"
 #include "base/text.h"
 

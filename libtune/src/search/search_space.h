@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/types.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "tune/status.h"
 
 namespace tune {

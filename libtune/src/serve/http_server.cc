@@ -15,11 +15,13 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/html.h"
 
 namespace tune {
@@ -80,14 +82,17 @@ HttpStatusSource::~HttpStatusSource() = default;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Options in seconds, clamped so that a deadline converts to the timer's
+// duration without overflow; a year is as good as "never" for a
+// connection. Deadlines are on the monotonic clock (base/clock.h).
+double Seconds(double s) {
+  if (!(s > 0)) return 0;
+  return std::min(s, 365.0 * 24 * 3600);
+}
 
-// Options in seconds as clock durations. Clamped so that now + the result
-// cannot overflow; a year is as good as "never" for a connection.
-Clock::duration Seconds(double s) {
-  if (!(s > 0)) return Clock::duration::zero();
-  return std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::min(s, 365.0 * 24 * 3600)));
+// A wait of `s` seconds as the timer's duration; none when `s` has passed.
+std::chrono::nanoseconds TimerWait(double s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(std::max(s, 0.0)));
 }
 
 // Connections are grouped per host for the per-address cap: an IPv4 address,
@@ -181,8 +186,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // server a request, or a read of the response being written. A
   // connection draining after an error answer has had its answer and sorts
   // before every waiting one.
-  Clock::time_point waiting_since() const {
-    return phase_ == Phase::kDrain ? Clock::time_point::min() : waiting_since_;
+  double waiting_since() const {
+    return phase_ == Phase::kDrain ? -std::numeric_limits<double>::infinity() : waiting_since_;
   }
   void Evict() {
     ++server_->counters.evicted;
@@ -207,7 +212,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(opts().max_body_bytes);
     parser_->eager(true);
     phase_ = Phase::kRequest;
-    waiting_since_ = Clock::now();
+    waiting_since_ = NowSeconds();
     phase_deadline_ = waiting_since_ + Seconds(opts().header_deadline_seconds);
     Parse();
   }
@@ -226,7 +231,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (parser_->is_done()) return Handle(parser_->get());
     if (phase_ == Phase::kRequest && parser_->is_header_done()) {
       phase_ = Phase::kBody;
-      phase_deadline_ = Clock::now() + Seconds(opts().body_deadline_seconds);
+      phase_deadline_ = NowSeconds() + Seconds(opts().body_deadline_seconds);
     }
     ArmTimer();
     stream_.async_read_some(
@@ -258,20 +263,20 @@ class Session : public std::enable_shared_from_this<Session> {
   // idle_timeout_seconds (a write: write_stall_seconds), whichever comes
   // first. The stream closes the socket when that time passes.
   void ArmTimer() {
-    const Clock::time_point now = Clock::now();
-    Clock::time_point at = phase_deadline_;
+    const double now = NowSeconds();
+    double at = phase_deadline_;
     expiry_ = Expiry::kPhase;
-    if (const Clock::time_point idle = now + Seconds(opts().idle_timeout_seconds); idle < at) {
+    if (const double idle = now + Seconds(opts().idle_timeout_seconds); idle < at) {
       at = idle;
       expiry_ = Expiry::kIdle;
     }
     if (phase_ == Phase::kWrite && opts().write_stall_seconds > 0) {
-      if (const Clock::time_point stall = now + Seconds(opts().write_stall_seconds); stall < at) {
+      if (const double stall = now + Seconds(opts().write_stall_seconds); stall < at) {
         at = stall;
         expiry_ = Expiry::kStall;
       }
     }
-    stream_.expires_at(at);
+    stream_.expires_after(TimerWait(at - now));
   }
 
   void TimedOut() {
@@ -346,7 +351,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Write(bool after_error) {
     phase_ = Phase::kWrite;
-    phase_deadline_ = Clock::now() + Seconds(opts().write_deadline_seconds);
+    phase_deadline_ = NowSeconds() + Seconds(opts().write_deadline_seconds);
     after_error_ = after_error;
     serializer_.emplace(res_);
     WriteSome();
@@ -355,7 +360,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // One write at a time, so that the idle and stall limits apply to each.
   // The client owes a read from here until the write makes progress.
   void WriteSome() {
-    waiting_since_ = Clock::now();
+    waiting_since_ = NowSeconds();
     ArmTimer();
     http::async_write_some(stream_, *serializer_,
                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -428,8 +433,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const AddressKey address_;
   bool open_ = true;
   Phase phase_ = Phase::kRequest;
-  Clock::time_point waiting_since_;
-  Clock::time_point phase_deadline_;
+  double waiting_since_ = 0;   // NowSeconds
+  double phase_deadline_ = 0;  // NowSeconds
   Expiry expiry_ = Expiry::kPhase;
   bool next_early_ = false;  // the next request began before this answer (Handle)
   size_t pipelined_ = 0;   // requests in a row that came before the previous answer was written

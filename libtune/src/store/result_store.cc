@@ -38,9 +38,10 @@
 #include <functional>
 #include <unordered_map>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "codec/protocol.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune {
 namespace {
@@ -366,11 +367,7 @@ struct ResultStore::Impl {
     db = nullptr;
   }
 
-  static int64_t NowNs() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  static int64_t NowNs() { return NowNanos(); }
 
   // Records in the marker a sequence number the WAL holds on disk. The
   // number is read before the sync: every write up to it is in the WAL file
@@ -1087,7 +1084,7 @@ Status ResultStore::Recover() {
   if (!s.ok()) return impl_->Error("not writable yet", s);
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  s = impl_->db->Put(wo, impl_->meta, "probe", std::to_string(std::time(nullptr)));
+  s = impl_->db->Put(wo, impl_->meta, "probe", std::to_string(NowUnixSeconds()));
   if (!s.ok()) return impl_->Error("not writable yet", s);
   (void)impl_->MarkDurable();
   return Status::OK();

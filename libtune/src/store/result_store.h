@@ -64,7 +64,7 @@
 #include <string>
 #include <vector>
 
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "base/profile.h"
 #include "tune/status.h"
 #include "base/types.h"

@@ -12,7 +12,7 @@
 #include "base/text.h"
 #include "opspec/config_space.h"
 #include "opspec/kernel_hash.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "store/records.h"
 
 namespace tune {

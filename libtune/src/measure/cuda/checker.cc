@@ -24,7 +24,7 @@ Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const L
     if (st.ok()) st = TUNE_CU(d_.cuMemsetD8(a.dev + a.bytes, kGuardByte, kGuardBytes));
     if (!st.ok()) return dev_.FromCu(st, "preparing " + a.spec->name);
   }
-  const Clock::time_point t0 = Clock::now();
+  const double t0 = NowSeconds();
   if (CuStatus st = launch(nullptr, params); !st.ok()) return dev_.FromCu(st, "launch");
   if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return dev_.FromCu(st, "checked run");
   *seconds = Seconds(t0);

@@ -1,5 +1,5 @@
 // cuBLASLt opened at run time (dlopen), as the driver is: the baseline of GEMM
-// ops ([baseline] library = "cublaslt", opspec/op_spec.h), timed in the
+// ops ([baseline] library = "cublaslt", opspec/op_definition.h), timed in the
 // runner on the problem's own buffers with the farm's method. A host
 // without the library gets a one-line reason in the baseline's row; nothing
 // else of a sweep depends on it.

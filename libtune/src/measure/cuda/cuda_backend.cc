@@ -12,6 +12,7 @@
 #include <iterator>
 #include <set>
 
+#include "base/clock.h"
 #include "measure/cuda/nvrtc_compile.h"
 #include "measure/cuda/runner_process.h"
 #include "measure/cuda/runner_protocol.h"
@@ -193,7 +194,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   m.device_name = device_.name;
   m.driver_version = device_.driver_version;
   m.nvrtc_version = device_.nvrtc_version.empty() ? NvrtcVersionString() : device_.nvrtc_version;
-  m.unix_time = int64_t(std::time(nullptr));
+  m.unix_time = NowUnixSeconds();
   m.resources = kernel.resources;
   m.baseline = kernel.baseline;
 

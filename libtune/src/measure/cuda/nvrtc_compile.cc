@@ -19,6 +19,7 @@
 
 #include "measure/confine.h"
 #include "measure/package_dir.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "measure/cuda/cuda_backend.h"
 
@@ -136,11 +137,8 @@ void CompileCached(const OpSpec& spec, const std::string& source_file, const std
                    const std::string& cache_id, const std::string& dtype, const std::string& arch,
                    const std::vector<std::string>& options, const std::string& cache_dir,
                    CompiledKernel* ck) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto finish = [&] {
-    ck->compile_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+  const double t0 = NowSeconds();
+  auto finish = [&] { ck->compile_seconds = NowSeconds() - t0; };
   std::string cache_path;
   if (!cache_dir.empty()) {
     cache_path = CacheFile(cache_dir, ck->kernel_hash, cache_id, dtype, arch);

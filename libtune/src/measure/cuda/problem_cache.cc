@@ -233,7 +233,7 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
       p->device_bytes += a.bytes;
       const CUdeviceptr as_f32 = a.IsOutput() ? a.ref : 0;
       if (as.init.rfind("file(", 0) == 0) {
-        // Real data from the package (op_spec.h keeps the name without spaces).
+        // Real data from the package (op_definition.h keeps the name without spaces).
         const std::string name = as.init.substr(5, as.init.size() - 6);
         auto file = spec.package.find(name);
         if (file == spec.package.end()) return Fail(FailureClass::kLaunchError, what + ": " + name + " is not in the package");

@@ -12,7 +12,7 @@
 
 #include "measure/cuda/runner_device.h"
 #include "opspec/config_space.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 namespace tune::cuda::runner {
 

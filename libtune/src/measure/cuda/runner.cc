@@ -310,12 +310,12 @@ Failure Runner::BaselineLaunch(const MeasureRequest& req, const OpSpec& spec, co
 
 Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std::string& digest, Measurement* m) {
   // Phase times for TUNEFARM_RUNNER_TRACE, in ms: plan, problem, load+limits, check, timing.
-  const Clock::time_point t_start = Clock::now();
+  const double t_start = NowSeconds();
   double ms[5] = {0, 0, 0, 0, 0};
-  Clock::time_point t_phase = t_start;
+  double t_phase = t_start;
   auto lap = [&](int i) {
-    Clock::time_point now = Clock::now();
-    ms[i] = std::chrono::duration<double, std::milli>(now - t_phase).count();
+    const double now = NowSeconds();
+    ms[i] = (now - t_phase) * 1e3;
     t_phase = now;
   };
   built_problem_ = false;
@@ -327,7 +327,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     const OpSpec& spec;
     const Measurement* m;
     double* ms;
-    Clock::time_point start;
+    double start;  // NowSeconds
     ~Trace() {
       if (!r->trace_) return;
       fprintf(stderr,
@@ -337,7 +337,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
               req.config.Canonical().c_str(), ms[0], ms[1], r->built_problem_ ? " (built)" : "",
               req.policy.new_buffers ? " (new buffers)" : "", ms[2], ms[3], ms[4], m->samples, r->placements_,
               SamplingStopName(r->stopped_), Seconds(start) * 1e3, m->median_us, m->sm_clock_mhz, m->throttled ? " throttled" : "",
-              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+              NowUnixSecondsPrecise());
     }
   } trace{this, req, spec, m, ms, t_start};
   auto plan_or = PlanLaunch(spec, req.dtype, req.config, req.shape, device_);
@@ -359,7 +359,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   // starts now rather than with the (shared) problem set-up.
   WireWriter started(MsgType::kStarted);
   if (Status s = Send(started); !s.ok()) return Fail(FailureClass::kCrash, "runner: " + s.message(), true);
-  const Clock::time_point config_start = Clock::now();
+  const double config_start = NowSeconds();
 
   MeasuredLaunch launch;
   if (!req.baseline.empty()) {

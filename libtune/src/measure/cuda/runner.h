@@ -50,7 +50,7 @@ class Runner {
   // Times the kernel; the samples rotate over `param_sets` (one per
   // placement of its buffers), the warm-up runs on the first.
   Failure Time(const MeasuredLaunch& launch, const TimingPolicy& policy, double best_so_far_us,
-               double checked_seconds, const std::vector<void**>& param_sets, Clock::time_point config_start,
+               double checked_seconds, const std::vector<void**>& param_sets, double config_start,
                Measurement* m);
   // A baseline request's launch (MeasureRequest::baseline): the library
   // opened, its product planned for the request's dims and checked against

@@ -13,15 +13,15 @@
 #include <functional>
 #include <string>
 
+#include "base/clock.h"
 #include "base/tensor_map.h"
 #include "measure/cuda/cuda_driver.h"
 #include "measure/cuda/cuda_backend.h"
 
 namespace tune::cuda::runner {
 
-using Clock = std::chrono::steady_clock;
-
-inline double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+// Seconds since `since`, a reading of NowSeconds (base/clock.h).
+inline double Seconds(double since) { return NowSeconds() - since; }
 
 constexpr int kExitSticky = 3;
 constexpr int kExitProtocol = 2;

@@ -13,12 +13,11 @@
 #include <cstring>
 #include <thread>
 
+#include "base/clock.h"
 #include "measure/cuda/runner_protocol.h"
 
 namespace tune::cuda {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Only async-signal-safe calls between fork and exec: the worker has threads.
 [[noreturn]] void ExecChild(int sock, const char* exe, char* const* argv, long max_fd) {
@@ -121,8 +120,7 @@ RunnerProcess::ReadOutcome RunnerProcess::Read(double timeout_seconds, std::stri
     *why = "runner not running";
     return ReadOutcome::kClosed;
   }
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(std::max(0.0, timeout_seconds)));
+  const double deadline = NowSeconds() + std::max(0.0, timeout_seconds);
   for (;;) {
     if (inbox_.size() >= 4) {
       uint32_t n;
@@ -137,7 +135,8 @@ RunnerProcess::ReadOutcome RunnerProcess::Read(double timeout_seconds, std::stri
         return ReadOutcome::kFrame;
       }
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    // Whole milliseconds left, rounded down as a deadline must be.
+    const long long left = static_cast<long long>(std::min((deadline - NowSeconds()) * 1e3, double(1 << 30)));
     if (left <= 0) return ReadOutcome::kTimeout;
     pollfd p{fd_, POLLIN, 0};
     int r = poll(&p, 1, int(std::min<long long>(left, 1 << 30)));
@@ -170,7 +169,7 @@ void RunnerProcess::CloseChannel() {
 
 std::string RunnerProcess::WaitFor(double seconds, bool* done) {
   *done = false;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  const double deadline = NowSeconds() + seconds;
   for (;;) {
     int status = 0;
     pid_t r = waitpid(pid_, &status, WNOHANG);
@@ -179,7 +178,7 @@ std::string RunnerProcess::WaitFor(double seconds, bool* done) {
       pid_ = -1;
       return r > 0 ? DescribeWaitStatus(status) : "already reaped";
     }
-    if (Clock::now() >= deadline) return "still running";
+    if (NowSeconds() >= deadline) return "still running";
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

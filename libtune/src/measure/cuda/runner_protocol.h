@@ -17,7 +17,7 @@
 #include <string>
 
 #include "measure/backend.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "tune/status.h"
 #include "base/types.h"
 

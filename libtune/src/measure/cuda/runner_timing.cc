@@ -13,7 +13,7 @@
 namespace tune::cuda::runner {
 
 Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, double best_so_far_us,
-                     double checked_seconds, const std::vector<void**>& param_sets, Clock::time_point config_start,
+                     double checked_seconds, const std::vector<void**>& param_sets, double config_start,
                      Measurement* m) {
   // The checked run already paid for the first-launch costs; a slow kernel
   // gets fewer warm-ups so that its minimum samples fit in the time cap.
@@ -31,7 +31,7 @@ Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, d
   // Stay well inside the backend's wall-clock limit whatever the policy says.
   const double wall_cap = std::min(2.0 * policy.max_seconds + 1.0,
                                    std::max(0.1, 0.5 * policy.timeout_seconds - Seconds(config_start)));
-  const Clock::time_point loop_start = Clock::now();
+  const double loop_start = NowSeconds();
   // The L2 flush before each sample: a read of the flush buffer, or where
   // the builtin kernels did not compile, a write of it.
   long long flush_words = (long long)(flush_bytes_ / 16);

@@ -227,13 +227,15 @@ class ProgramBackend : public Backend {
   // configuration, the coordinator's store and state), and writes only its
   // work folder (packages, builds, the per-process TMPDIRs), the framework
   // caches of the home folder (not the home itself: a service user's home
-  // may hold a store), a /dev/shm of its own (POSIX semaphores: Python's
-  // multiprocessing needs them; a fresh tmpfs in a user and mount namespace
-  // of the program's, so the host's shared memory objects stay out of
-  // sight; where the kernel refuses such namespaces, no /dev/shm at all)
-  // and the existing files of /dev, never a protected path; no socket of
-  // any family (seccomp: no TCP or UDP, no unix socket of the host, path or
-  // abstract), no signal to the worker where the kernel's Landlock has it
+  // may hold a store), /dev/shm (POSIX semaphores: Python's
+  // multiprocessing needs them; with private_namespace a fresh tmpfs in a
+  // user and mount namespace of the program's, so the host's shared memory
+  // objects stay out of sight; where the kernel refuses such namespaces,
+  // then no /dev/shm at all)
+  // and the existing files of /dev, never a protected path; no socket but
+  // unix ones (seccomp: no TCP, UDP, raw or netlink; the CUDA driver needs
+  // a unix socket), the host's daemons' sockets under /run out of sight,
+  // no abstract unix socket of another domain, no signal to the worker where the kernel's Landlock has it
   // (no op declares network use, so none gets it). A cubin planted in a
   // cache is checked as every image is (CheckCubin) and never ships on
   // this worker's word alone: publish recompiles or corroborates. Without Landlock, programs are refused
@@ -250,6 +252,8 @@ class ProgramBackend : public Backend {
     writable_ = ProgramCacheFolders();
     for (const std::string& dir : writable_) fs::create_directories(dir, ec);
     writable_.push_back(options_.work_dir);
+    // Without a namespace of its own, a program shares the host's.
+    if (!options_.private_namespace) writable_.push_back("/dev/shm");
     auto rules = BoxRules();
     if (!rules.ok() && confine::LandlockAbi() < 1) {
       if (options_.allow_unconfined) return;
@@ -259,7 +263,11 @@ class ProgramBackend : public Backend {
     }
     box_status_ = rules.status();
     confined_ = rules.ok();
-    private_shm_ = confined_ && confine::CanMakePrivateShm();
+    private_shm_ = confined_ && options_.private_namespace && confine::CanMakePrivateShm();
+    // A work folder under /run stays in sight (and /run with it).
+    hide_run_ = private_shm_;
+    for (const std::string& dir : writable_)
+      if (dir == "/run" || dir.rfind("/run/", 0) == 0 || dir.rfind("/var/run/", 0) == 0) hide_run_ = false;
   }
 
   // A fresh ruleset per program: the program adds its own /dev/shm to it.
@@ -298,6 +306,7 @@ class ProgramBackend : public Backend {
       box.rules = &*rules;
     }
     box.private_shm = private_shm_;
+    box.hide_run = hide_run_;
     box.tmp_parent = tmp_dir_;
     box.limits = options_.limits;
     return p.Start(command, dir, env, keep_stdin, box);
@@ -477,6 +486,7 @@ class ProgramBackend : public Backend {
   std::vector<std::string> no_access_, writable_;
   bool confined_ = false;
   bool private_shm_ = false;  // programs get a /dev/shm of their own
+  bool hide_run_ = false;     // and the host's /run out of sight
   std::string tmp_dir_;
   std::mutex dir_mu_;
   std::map<std::string, std::string> dirs_;  // package digest -> folder

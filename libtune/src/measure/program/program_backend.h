@@ -1,4 +1,4 @@
-// The backend of program ops (opspec/op_spec.h ProgramSpec): a worker hands
+// The backend of program ops (opspec/op_definition.h ProgramSpec): a worker hands
 // a unit of a program op to it instead of its CUDA or sim backend. It runs
 // the op's own commands, in the op's package unpacked on the worker, with
 // the device of the backend it stands beside.
@@ -47,6 +47,13 @@ struct ProgramBackendOptions {
   // that says so) unless `allow_unconfined`.
   std::vector<std::string> protected_paths;
   bool allow_unconfined = false;
+  // Each program in a user and mount namespace of its own (confine.h
+  // PrivateShmRaw): its own /dev/shm, the host's /run out of sight. Off by
+  // default: on an H100 host, torch in such a box saw no CUDA device (NVML
+  // could not initialize) while plain processes in the same namespace
+  // did; until that is understood, the host's /dev/shm is shared as
+  // before (docs/program-ops.md).
+  bool private_namespace = false;
   // Bounds on each program's processes, memory, files (DefaultProgramLimits).
   program::BoxLimits limits = DefaultProgramLimits();
 };

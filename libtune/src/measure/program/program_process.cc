@@ -120,7 +120,7 @@ struct BoxPlan {
   const char* cwd;
   int in, out, err;  // the program's stdin (-1: /dev/null), stdout, stderr
   const confine::FsRuleset* rules;  // null: not confined
-  bool private_shm;
+  bool private_shm, hide_run;
   unsigned long long shm_bytes;
   pid_t worker;
   // rlimits of the program; 0: left as they are.
@@ -252,7 +252,7 @@ int KillChildren(pid_t self) {
   // Before the capabilities go: mounting its /dev/shm takes those the
   // new user namespace grants.
   if (plan.private_shm &&
-      (!confine::PrivateShmRaw(plan.shm_bytes) || plan.rules->AllowReadWriteRaw("/dev/shm") != 0)) {
+      (!confine::PrivateShmRaw(plan.shm_bytes, plan.hide_run) || plan.rules->AllowReadWriteRaw("/dev/shm") != 0)) {
     static const char kMsg[] = "tunefarm: cannot give the program a /dev/shm of its own (unshare or mount failed)\n";
     (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
     _exit(126);
@@ -556,7 +556,7 @@ Status ProgramProcess::Start(const std::string& command, const std::string& cwd,
   const BoxLimits& l = box.limits;
   const long page = sysconf(_SC_PAGESIZE);
   BoxPlan plan{argv, envp.data(), cwd.c_str(), keep_stdin ? in[0] : -1, out[1], err[1], box.rules,
-               box.rules && box.private_shm, l.max_memory_bytes, getpid(),
+               box.rules && box.private_shm, box.hide_run, l.max_memory_bytes, getpid(),
                rlim_t(l.max_file_bytes), rlim_t(l.max_open_files),
                rlim_t(l.max_processes && getuid() != 0 ? TasksOfThisUser() + kTasksPerProcess * l.max_processes : 0),
                l.max_processes, l.max_memory_bytes ? std::max<uint64_t>(1, l.max_memory_bytes / uint64_t(page > 0 ? page : 4096)) : 0};

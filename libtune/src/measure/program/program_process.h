@@ -46,6 +46,8 @@ struct Box {
   // are then spent: one ruleset per Start. A program that cannot have its
   // /dev/shm is not started. The caller checks CanMakePrivateShm() once.
   bool private_shm = false;
+  // With private_shm: the host's /run hidden (PrivateShmRaw).
+  bool hide_run = false;
   // A fresh 0700 folder is made here for each process (named after the
   // worker's pid, see RemoveLeftoverTmp) and given as TMPDIR, TMP and
   // TEMP; it is removed with everything in it once the process is gone.

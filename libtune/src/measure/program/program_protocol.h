@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "measure/backend.h"
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 #include "base/types.h"
 
 namespace tune::program {

@@ -1,8 +1,8 @@
-// Op packages and op.toml (opspec/op_spec.h). Long on purpose: one parser of
+// Op packages and op.toml (opspec/op_definition.h). Long on purpose: one parser of
 // op.toml whose sections check one another (params against rules, args
 // against dims, launch against both), so every message names its field the
 // same way.
-#include "opspec/op_spec.h"
+#include "opspec/op_definition.h"
 
 #include "op_confine.h"
 
@@ -452,7 +452,7 @@ class SpecParser {
   }
 
   // One [params] value: an integer, a boolean, or a string that can be a
-  // macro token (kernels receive it as one, op_spec.h).
+  // macro token (kernels receive it as one, op_definition.h).
   Result<ParamValue> AxisValue(const toml::node& item, const std::string& field) const {
     if (item.is_integer()) return ParamValue(item.as_integer()->get());
     if (item.is_boolean()) return ParamValue::Bool(item.as_boolean()->get());
