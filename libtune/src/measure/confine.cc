@@ -251,10 +251,7 @@ int DenySocketsRaw() {
   return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0);
 }
 
-namespace {
-
-// Appends the decimal digits of `v` at `p` (async-signal-safe: no stdio).
-char* AppendNumber(char* p, unsigned long long v) {
+char* AppendDecimalRaw(char* p, unsigned long long v) {
   char digits[24];
   int n = 0;
   do {
@@ -264,6 +261,8 @@ char* AppendNumber(char* p, unsigned long long v) {
   while (n) *p++ = digits[--n];
   return p;
 }
+
+namespace {
 
 bool WriteWhole(const char* path, const char* text, size_t size) {
   const int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -276,9 +275,9 @@ bool WriteWhole(const char* path, const char* text, size_t size) {
 // "<id> <id> 1": the id maps to itself, and nothing else is mapped.
 bool MapOwnId(const char* path, unsigned long long id) {
   char line[64];
-  char* p = AppendNumber(line, id);
+  char* p = AppendDecimalRaw(line, id);
   *p++ = ' ';
-  p = AppendNumber(p, id);
+  p = AppendDecimalRaw(p, id);
   *p++ = ' ';
   *p++ = '1';
   return WriteWhole(path, line, size_t(p - line));
@@ -301,7 +300,7 @@ bool PrivateShmRaw(unsigned long long shm_bytes, bool hide_run) {
     static const char kSize[] = ",size=";
     char* p = options + sizeof "mode=1777" - 1;
     for (const char* c = kSize; *c; ++c) *p++ = *c;
-    *AppendNumber(p, shm_bytes) = '\0';
+    *AppendDecimalRaw(p, shm_bytes) = '\0';
   }
   if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) return false;
   // The host's daemons listen under /run (/var/run leads there): an empty

@@ -116,6 +116,10 @@ bool PrivateShmRaw(unsigned long long shm_bytes, bool hide_run);
 // Whether PrivateShmRaw succeeds on this host (tried in a child process).
 bool CanMakePrivateShm();
 
+// Writes the decimal digits of `v` at `p` and returns the end (no stdio,
+// no allocation: for code between fork and exec).
+char* AppendDecimalRaw(char* p, unsigned long long v);
+
 // Runs `fn` on a new thread confined by `ruleset`, waits for it and
 // returns OK; the calling thread is not restricted. Error (and `fn` not
 // run) when the thread cannot be confined.

@@ -276,18 +276,6 @@ int KillChildren(pid_t self) {
   _exit(127);
 }
 
-// Appends the decimal `v` at `p` (async-signal-safe), returning the end.
-char* PutNumber(char* p, uint64_t v) {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = char('0' + v % 10);
-    v /= 10;
-  } while (v);
-  while (n) *p++ = digits[--n];
-  return p;
-}
-
 struct ProcEntry {
   int pid, ppid;
   uint64_t rss_pages;
@@ -357,11 +345,11 @@ bool WatchTree(const BoxPlan& plan, pid_t self, ProcEntry* tab) {
   char msg[256];
   char* p = PutText(msg, "tunefarm: the program was stopped: ");
   if (too_many) {
-    p = PutText(PutNumber(p, procs), " processes or more (the box allows ");
-    p = PutText(PutNumber(p, plan.max_processes), ")\n");
+    p = PutText(confine::AppendDecimalRaw(p, procs), " processes or more (the box allows ");
+    p = PutText(confine::AppendDecimalRaw(p, plan.max_processes), ")\n");
   } else {
-    p = PutText(PutNumber(p, pages), " pages resident (the box allows ");
-    p = PutText(PutNumber(p, plan.max_rss_pages), ")\n");
+    p = PutText(confine::AppendDecimalRaw(p, pages), " pages resident (the box allows ");
+    p = PutText(confine::AppendDecimalRaw(p, plan.max_rss_pages), ")\n");
   }
   (void)!write(STDERR_FILENO, msg, size_t(p - msg));
   return true;
