@@ -113,6 +113,7 @@ struct NightlyArgs {
   TuneArgs tune;
   std::string history;         // one folder per night: store/, bundle.tfb, report.json
   double noise_floor = 0.02;   // smallest relative change that counts
+  uint32_t keep = 0;           // nights of `history` kept, newest first; 0 = every one
   // A farm's coordinator to run the sweep on (its store keeps the rows; the
   // night's bundle is published from it remotely); empty: a farm on this host.
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};

@@ -257,6 +257,14 @@ int RunCancel(const StatusArgs& args) {
   if (!status.ok()) return Fail(status.status().message());
   if (status->sweeps.empty()) return Fail("coordinator sent an unexpected reply");
   const SweepProgress& p = status->sweeps.front();
+  // A sweep that ended before (done or failed) is left as it was: nothing
+  // is stopped, which is what the command asked for, so it answers 0.
+  if (p.state != "cancelled") {
+    std::printf("sweep %s is %s already, nothing to cancel: %llu of %llu (config, shape) pairs stored\n",
+                p.sweep_id.c_str(), p.state.c_str(), (unsigned long long)p.pairs_done,
+                (unsigned long long)p.pairs_total);
+    return 0;
+  }
   std::printf("sweep %s %s: %llu of %llu (config, shape) pairs stored, they stay in the store\n", p.sweep_id.c_str(),
               p.state.c_str(), (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total);
   return 0;
@@ -472,7 +480,8 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   // status
   StatusArgs& status = parsed->status;
   auto* st = app.add_subcommand("status", "Show sweep progress from a running coordinator");
-  st->add_option("sweep_id", status.sweep_id, "Sweep id (default: every sweep)");
+  st->add_option("sweep_id", status.sweep_id,
+                 "Sweep id, or a prefix of it no other sweep's id shares (default: every sweep)");
   AddClientOptions(st, &status.client);
   AddFormatOption(st, &status.format);
   st->add_flag("--wait", status.wait, "Wait for the sweep (by id) to finish, as submit --wait does");
@@ -483,7 +492,9 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   // cancel
   StatusArgs& cancel = parsed->cancel;
   auto* cn = app.add_subcommand("cancel", "Stop a running sweep: nothing more of it is leased; what is stored stays");
-  cn->add_option("sweep_id", cancel.sweep_id, "Sweep id")->required();
+  cn->add_option("sweep_id", cancel.sweep_id,
+                 "Sweep id, or a prefix of it no other sweep's id shares; a sweep that ended already is left "
+                 "as it is (exit 0)")->required();
   AddClientOptions(cn, &cancel.client);
   out->push_back({.app = cn, .run = [parsed](const std::atomic<bool>*) { return RunCancel(parsed->cancel); }});
 }

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/json_text.h"
 #include "opspec/config_space.h"
+#include "opspec/op_definition.h"
 #include "report/nightly.h"
 #include "search/registry.h"
 #include "publish/publish.h"
@@ -28,6 +29,16 @@
 
 namespace tune {
 namespace {
+
+// Whether any op of `sweep` is a program op; an op whose spec does not
+// parse counts as one (the sweep then fails on it, not on a refused program).
+bool HasProgramOp(const SweepSubmit& sweep) {
+  for (size_t i = 0; i < sweep.op_packages.size(); ++i) {
+    auto spec = ParseOpSpec(sweep.op_packages[i], i < sweep.ops.size() ? sweep.ops[i] : "op");
+    if (!spec.ok() || spec->program) return true;
+  }
+  return false;
+}
 
 // What the ops' shape rules (rules that read dims) left out of each shape:
 // configs never timed there, not failures.
@@ -122,6 +133,39 @@ nlohmann::ordered_json SweepJson(const WorkerStats& total, const Pipeline& p, bo
           {"simulated", simulated}};
 }
 
+// Removes the night folders of `history` (named by their UTC start,
+// YYYYMMDDTHHMMSSZ) beyond the newest `keep`; 0 keeps every one. Other
+// entries are not nights and stay. Runs once tonight's night is stored, so
+// the newest kept is tonight's; a folder that cannot be removed is named on
+// stderr and the night still counts.
+void PruneNights(const std::string& history, uint32_t keep) {
+  namespace fs = std::filesystem;
+  if (keep == 0) return;
+  auto is_night = [](const std::string& n) {
+    if (n.size() != 16 || n[8] != 'T' || n[15] != 'Z') return false;
+    for (size_t i = 0; i < 15; ++i)
+      if (i != 8 && (n[i] < '0' || n[i] > '9')) return false;
+    return true;
+  };
+  std::error_code ec;
+  std::vector<std::string> nights;
+  for (fs::directory_iterator it(history, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && is_night(it->path().filename().string()))
+      nights.push_back(it->path().filename().string());
+  }
+  if (ec) {
+    std::fprintf(stderr, "nightly: --keep: cannot list %s: %s\n", history.c_str(), ec.message().c_str());
+    return;
+  }
+  std::sort(nights.begin(), nights.end());
+  for (size_t i = 0; i + keep < nights.size(); ++i) {
+    const fs::path old = fs::path(history) / nights[i];
+    fs::remove_all(old, ec);
+    if (ec) std::fprintf(stderr, "nightly: --keep: cannot remove %s: %s\n", old.c_str(), ec.message().c_str());
+    else std::printf("nightly: removed %s (--keep %u)\n", old.c_str(), keep);
+  }
+}
+
 }  // namespace
 
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
@@ -173,6 +217,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
 
   LocalFarmOptions fopts;
   fopts.worker = args.worker.opts;
+  // Only a program op runs programs: a sweep of none gets a worker that
+  // runs none (and so no warning about running them as root).
+  fopts.worker.allow_programs = HasProgramOp(*sweep);
   fopts.sim_workers = args.sim_workers;
   fopts.store = args.store;
   fopts.max_raw_configs = args.max_raw_configs;
@@ -339,6 +386,7 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   }
   if (previous.empty()) {
     std::printf("\nnightly: first run in %s: nothing to compare with\n", args.history.c_str());
+    PruneNights(args.history, args.keep);
     return 0;
   }
   auto before = ReadBundleFile((fs::path(args.history) / previous / "bundle.tfb").string());
@@ -351,6 +399,7 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
               NightlyReportTable(*report).c_str());
   std::ofstream((night / "report.json").string()) << NightlyReportJson(*report);
   std::printf("report: %s\n", (night / "report.json").string().c_str());
+  PruneNights(args.history, args.keep);
   return report->HasRegressions() ? kExitRegressions : 0;
 }
 
@@ -437,6 +486,10 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                  "last night (exit 3 when a winner got slower than the measured noise)");
   n->add_option("--sweep", nightly.tune.sweep_file, "Sweep TOML file")->required()->check(CLI::ExistingFile);
   n->add_option("--history", nightly.history, "Folder of past nights")->required();
+  n->add_option("--keep", nightly.keep,
+                "Keep the newest N nights of --history (tonight's among them), removing older night folders "
+                "once tonight's is stored (default 0: keep every night)")
+      ->check(CLI::NonNegativeNumber);
   n->add_option("--ops-dir", nightly.tune.ops_dir, kOpsDirHelp);
   n->add_option("--noise-floor", nightly.noise_floor, "Smallest relative change that counts")->capture_default_str();
   n->add_option("--sign-key", nightly.tune.sign_key,

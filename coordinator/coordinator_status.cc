@@ -115,7 +115,9 @@ void StatusPages::AddWorkers(double now, std::map<std::string, std::string>* doc
   std::map<std::string, size_t> per_model;  // devices by GPU model
   const std::map<std::string, size_t> leases_held = scheduler_->LeasesPerWorker();
   const std::map<std::string, uint64_t>& reused = ingestion_->counters().reused_per_worker;
+  size_t builders = 0;
   for (const auto& [id, peer] : sessions_->all()) {
+    builders += peer.builder() ? 1 : 0;
     json devs = json::array();
     for (const auto& d : peer.devices) {
       devs.push_back({{"index", d.index}, {"name", d.name}, {"model", d.model},
@@ -149,7 +151,8 @@ void StatusPages::AddWorkers(double now, std::map<std::string, std::string>* doc
                                        "configs not measured again on a worker's word that its host digest has "
                                        "stored rows, by worker",
                                        n, {{"worker", name}}));
-  metrics->push_back(Metric::Gauge("tunefarm_workers", "workers connected", sessions_->size()));
+  metrics->push_back(Metric::Gauge("tunefarm_workers", "workers connected (builders apart)", sessions_->size() - builders));
+  metrics->push_back(Metric::Gauge("tunefarm_builders", "builders connected (worker --compile-only)", builders));
   metrics->push_back(Metric::Gauge("tunefarm_devices", "devices of connected workers", devices));
   for (const auto& [model, n] : per_model)
     metrics->push_back(Metric::Gauge("tunefarm_model_devices", "devices of connected workers, by GPU model", n,

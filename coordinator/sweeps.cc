@@ -78,15 +78,48 @@ Command Sweeps::Submit(const SweepSubmit& submit, const std::string& client, dou
 }
 
 Command Sweeps::Cancel(const std::string& sweep_id) {
-  if (Status st = scheduler_->CancelSweep(sweep_id, opts_->env->NowUnixSeconds()); !st.ok()) return ErrorReply{st.message()};
-  RecordEnded();  // durable at once: a restart must not resume it
-  return StatusOf(sweep_id);
+  auto id = Resolve(sweep_id);
+  if (!id.ok()) return ErrorReply{id.status().message()};
+  // An ended sweep (this run's, or one read back from its record) is
+  // answered with its status: there is nothing left to stop, and its state
+  // says how it ended.
+  const SweepState* s = scheduler_->FindSweep(*id);
+  if (s && s->state == RunState::kRunning) {
+    if (Status st = scheduler_->CancelSweep(*id, opts_->env->NowUnixSeconds()); !st.ok())
+      return ErrorReply{st.message()};
+    RecordEnded();  // durable at once: a restart must not resume it
+  }
+  return StatusOf(*id);
 }
 
 Command Sweeps::StatusReply(const std::string& sweep_id) const {
-  SweepStatus st = StatusOf(sweep_id);
-  if (!sweep_id.empty() && st.sweeps.empty()) return ErrorReply{"unknown sweep '" + sweep_id + "'"};
-  return st;
+  if (sweep_id.empty()) return StatusOf(sweep_id);
+  auto id = Resolve(sweep_id);
+  if (!id.ok()) return ErrorReply{id.status().message()};
+  return StatusOf(*id);
+}
+
+Result<std::string> Sweeps::Resolve(const std::string& sweep_id) const {
+  if (sweep_id.empty()) return Status::InvalidArgument("no sweep id given");
+  if (scheduler_->FindSweep(sweep_id) || history_.count(sweep_id)) return sweep_id;
+  std::set<std::string> matches;
+  auto begins = [&](const std::string& id) { return id.compare(0, sweep_id.size(), sweep_id) == 0; };
+  for (const auto& [id, s] : scheduler_->sweeps())
+    if (begins(id)) matches.insert(id);
+  for (auto it = history_.lower_bound(sweep_id); it != history_.end() && begins(it->first); ++it)
+    matches.insert(it->first);
+  if (matches.size() == 1) return *matches.begin();
+  if (matches.empty()) return Status::NotFound("unknown sweep '" + sweep_id + "'");
+  std::string listed;
+  size_t n = 0;
+  for (const std::string& id : matches) {
+    if (n++ == kAmbiguousListed) {
+      listed += ", ... (" + std::to_string(matches.size()) + " in all)";
+      break;
+    }
+    listed += (listed.empty() ? "" : ", ") + id;
+  }
+  return Status::InvalidArgument("sweep id prefix '" + sweep_id + "' is ambiguous: " + listed);
 }
 
 SweepStatus Sweeps::StatusOf(const std::string& sweep_id) const {

@@ -54,12 +54,13 @@ class Sweeps {
   // Returns the reply: SweepAccepted, or ErrorReply saying why not.
   Command Submit(const SweepSubmit& submit, const std::string& client, double now);
 
-  // Returns the sweep's status once cancelled (made durable at once), or an
-  // ErrorReply naming an unknown or ended sweep.
+  // Returns the sweep's status once cancelled (made durable at once); an
+  // ended sweep is left as it is and its status returned (its state says
+  // it ended). An ErrorReply when `sweep_id` names no sweep (Resolve).
   Command Cancel(const std::string& sweep_id);
 
   // The status of sweep `sweep_id` (every sweep when empty), as a client
-  // is answered; an ErrorReply when no such sweep is known.
+  // is answered; an ErrorReply when `sweep_id` names no sweep (Resolve).
   Command StatusReply(const std::string& sweep_id) const;
 
   // Sweeps that ended (done, or failed: units out of attempts, a space over
@@ -68,6 +69,11 @@ class Sweeps {
   void RecordEnded();
 
  private:
+  // The id of the one known sweep (running, or ended: this run's or its
+  // record's) that `sweep_id` names: its whole id or a prefix of it that
+  // no other sweep's id shares. NotFound when none matches; InvalidArgument
+  // listing the matches when several do.
+  Result<std::string> Resolve(const std::string& sweep_id) const;
   SweepStatus StatusOf(const std::string& sweep_id) const;
   void Persist(const std::string& id);
   // The coverage of each key of an ended sweep (KeyCoverage), into the store.
@@ -124,6 +130,7 @@ class Sweeps {
   // every sweep lists the newest kHistoryListed).
   static constexpr size_t kHistory = 1000;
   static constexpr size_t kHistoryListed = 50;  // in a reply about every sweep
+  static constexpr size_t kAmbiguousListed = 10;  // matches an ambiguous prefix's error names
   std::map<std::string, SweepProgress> history_;
   std::unique_ptr<OffLoop> searcher_;  // after the state its work reads: its thread stops first
   std::unique_ptr<OffLoop> expander_;  // last: its thread stops before the rest goes

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Deploys a farm with the Ansible playbooks onto this machine, the way CI can:
 # no systemd, no root, a scratch prefix (ansible/inventories/local: a
-# coordinator and one host with two simulated GPUs, CURVE on). Then drives
+# coordinator and one host with two simulated GPUs and a builder, CURVE on). Then drives
 # the deployed farm with the deployed binary: a sweep, a signed bundle, and
 # its rollout, which must refuse a tampered bundle.
 #
@@ -69,9 +69,24 @@ playbook() {
 
 echo "== deploy: coordinator and 2 sim workers on tcp://127.0.0.1:$port"
 playbook deploy.yml | tee "$work/deploy1.log"
-for name in coordinator sim-gpus-gpu0 sim-gpus-gpu1; do
+for name in coordinator sim-gpus-gpu0 sim-gpus-gpu1 sim-gpus-builder; do
   "$prefix/sbin/tunefarm-service" status "$name" || fail "$name is not running"
 done
+# The GPU host's builder runs under a key of its own, on the builder
+# allow-list; the host's own key stays on the workers' alone.
+curve=$prefix/etc/tunefarm/curve
+host_key=$(grep -v '^#' "$curve/sim-gpus.key.pub" | head -1 | cut -d' ' -f1)
+builder_key=$(grep -v '^#' "$curve/sim-gpus-builder.key.pub" | head -1 | cut -d' ' -f1)
+[[ -n "$builder_key" && "$builder_key" != "$host_key" ]] || fail "the GPU host's builder has no key of its own"
+grep -qF -- "$builder_key" "$prefix/etc/tunefarm/allowed_builder_keys" || fail "the builder's key is not admitted"
+grep -qF -- "$host_key" "$prefix/etc/tunefarm/allowed_builder_keys" && fail "the worker's key is on the builder list"
+grep -qF -- "$host_key" "$prefix/etc/tunefarm/allowed_keys" || fail "the worker's key is not admitted"
+for _ in $(seq 100); do
+  grep -q "hello builder=sim-gpus-builder" "$prefix"/var/log/tunefarm/coordinator*.log 2>/dev/null && break
+  sleep 0.2
+done
+grep -q "hello builder=sim-gpus-builder" "$prefix"/var/log/tunefarm/coordinator*.log \
+  || fail "the coordinator never heard the GPU host's builder"
 
 echo "== deploy again: nothing changes"
 playbook deploy.yml | tee "$work/deploy2.log"
@@ -100,7 +115,9 @@ timeout 300 "$tf" submit "$work/sweep.toml" --coordinator "tcp://127.0.0.1:$port
 "$tf" status --coordinator "tcp://127.0.0.1:$port" --curve-key "$key" --coordinator-key "$key.pub"
 # tunefarm_http_port: the coordinator serves /metrics where the inventory says.
 python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
-  "http://127.0.0.1:$http_port/metrics" | grep -q '^tunefarm_workers 2$' || fail "no /metrics with 2 workers on $http_port"
+  "http://127.0.0.1:$http_port/metrics" > "$work/metrics.txt" || fail "no /metrics on $http_port"
+grep -q '^tunefarm_workers 2$' "$work/metrics.txt" || fail "/metrics on $http_port does not count 2 workers"
+grep -q '^tunefarm_builders 1$' "$work/metrics.txt" || fail "/metrics on $http_port does not count the builder"
 
 # The store has a single owner: publish once the coordinator is down.
 "$prefix/sbin/tunefarm-service" stop coordinator

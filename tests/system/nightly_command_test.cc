@@ -142,3 +142,30 @@ TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
   coordinator.Stop();
   fs::remove_all(dir);
 }
+
+// --keep N keeps the newest N night folders, tonight's among them; what is
+// not a night folder stays.
+TEST(NightlyCommand, KeepRemovesTheOldestNightsOnly) {
+  const fs::path dir = fs::temp_directory_path() / ("tunefarm-nightly-keep-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "history");
+  std::ofstream(dir / "sweep.toml") << "[sweep]\nname = \"nightly\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                                       "shapes = [ { N = 1048576 } ]\n";
+  for (const char* old : {"20200101T000000Z", "20200102T000000Z", "notes"}) {
+    fs::create_directories(dir / "history" / old);
+    std::ofstream(dir / "history" / old / "kept.txt") << "x";
+  }
+  Child c({TUNEFARM_BINARY, "nightly", "--sweep", (dir / "sweep.toml").string(), "--history",
+           (dir / "history").string(), "--ops-dir", std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
+           "--backend", "sim", "--keep", "2"},
+          (dir / "keep.log").string());
+  ASSERT_EQ(c.Wait(120), 0) << ReadFile((dir / "keep.log").string());
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir / "history")) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  ASSERT_EQ(left.size(), 3u) << ReadFile((dir / "keep.log").string());
+  EXPECT_EQ(left[0], "20200102T000000Z");
+  EXPECT_TRUE(fs::exists(dir / "history" / left[1] / "bundle.tfb")) << left[1];  // tonight's
+  EXPECT_EQ(left[2], "notes");
+  fs::remove_all(dir);
+}

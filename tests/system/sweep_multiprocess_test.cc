@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -289,6 +290,94 @@ TEST_F(MultiProcessSweep, WaitingClientsAreToldWhatTheyWaitForAndMayStopWaiting)
       << tune::testing::ReadFile(Path("ended.log"));
   EXPECT_EQ(worker.Stop(), 0);
   EXPECT_EQ(coordinator.Stop(), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// The shortest prefix of `id` that no id of `others` begins with.
+std::string UniquePrefix(const std::string& id, const std::vector<std::string>& others) {
+  size_t n = 1;
+  for (const std::string& o : others) {
+    size_t same = 0;
+    while (same < id.size() && same < o.size() && id[same] == o[same]) ++same;
+    n = std::max(n, same + 1);
+  }
+  return id.substr(0, n);
+}
+
+// `cancel` and `status` take a sweep id's unique prefix, name the matches
+// of an ambiguous one, and `cancel` of an ended sweep, before or after a
+// coordinator restart, says how it ended and exits 0.
+TEST_F(MultiProcessSweep, CancelAndStatusTakeIdPrefixesAndCancelOfAnEndedSweepSaysSo) {
+  auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
+  std::ofstream(Path("done.toml")) << "[sweep]\nname = \"ends\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                                      "gpus = [\"*\"]\nshapes = [ { N = 1024 } ]\n";
+  std::ofstream(Path("waits.toml")) << "[sweep]\nname = \"waits\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                                       "gpus = [\"l40s\"]\nshapes = [ { N = 1024 } ]\n";
+  auto coordinator = std::make_unique<Child>(
+      std::vector<std::string>{bin_, "coordinator", "--bind", endpoint_, "--store", Path("store"), "--heartbeat-ms",
+                               "200"},
+      Path("coordinator.log"));
+  Child worker({bin_, "worker", "--connect", endpoint_, "--backend", "sim", "--sim-models", "h100", "--name", "w0"},
+               Path("worker.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Child done({bin_, "submit", Path("done.toml"), "--coordinator", endpoint_, "--ops-dir", ops_dir_, "--wait"},
+             Path("done.log"));
+  ASSERT_EQ(done.Wait(120), 0) << tune::testing::ReadFile(Path("done.log"));
+  const std::string a = first_line(tune::testing::ReadFile(Path("done.log")));
+  std::vector<std::string> waiting;
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = Path("waits" + std::to_string(i) + ".log");
+    Child submit({bin_, "submit", Path("waits.toml"), "--coordinator", endpoint_, "--ops-dir", ops_dir_}, log);
+    ASSERT_EQ(submit.Wait(60), 0) << tune::testing::ReadFile(log);
+    waiting.push_back(first_line(tune::testing::ReadFile(log)));
+  }
+  const std::string& b = waiting[0];
+  const std::string& c = waiting[1];
+  ASSERT_NE(b, c);
+
+  // A unique prefix names its sweep.
+  Child cancel({bin_, "cancel", UniquePrefix(b, {a, c}), "--coordinator", endpoint_}, Path("cancel.log"));
+  EXPECT_EQ(cancel.Wait(60), 0) << tune::testing::ReadFile(Path("cancel.log"));
+  EXPECT_NE(tune::testing::ReadFile(Path("cancel.log")).find("sweep " + b + " cancelled"), std::string::npos)
+      << tune::testing::ReadFile(Path("cancel.log"));
+  // A prefix that two sweeps share is refused, naming both.
+  size_t shared = 0;
+  while (b[shared] == c[shared]) ++shared;
+  ASSERT_GT(shared, 0u);  // ids begin with their submit time
+  Child ambiguous({bin_, "status", b.substr(0, shared), "--coordinator", endpoint_}, Path("ambiguous.log"));
+  EXPECT_EQ(ambiguous.Wait(60), 1);
+  const std::string why = tune::testing::ReadFile(Path("ambiguous.log"));
+  EXPECT_NE(why.find("ambiguous"), std::string::npos) << why;
+  EXPECT_NE(why.find(b), std::string::npos) << why;
+  EXPECT_NE(why.find(c), std::string::npos) << why;
+
+  // An ended sweep is left as it ended, and `cancel` says so.
+  Child again({bin_, "cancel", a, "--coordinator", endpoint_}, Path("again.log"));
+  EXPECT_EQ(again.Wait(60), 0) << tune::testing::ReadFile(Path("again.log"));
+  EXPECT_NE(tune::testing::ReadFile(Path("again.log")).find("sweep " + a + " is done already"), std::string::npos)
+      << tune::testing::ReadFile(Path("again.log"));
+
+  // After a restart the ended sweeps are known from their records.
+  EXPECT_EQ(coordinator->Stop(), 0);
+  coordinator = std::make_unique<Child>(
+      std::vector<std::string>{bin_, "coordinator", "--bind", endpoint_, "--store", Path("store"), "--heartbeat-ms",
+                               "200"},
+      Path("coordinator2.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Child restarted({bin_, "cancel", UniquePrefix(a, {b, c}), "--coordinator", endpoint_}, Path("restarted.log"));
+  EXPECT_EQ(restarted.Wait(60), 0) << tune::testing::ReadFile(Path("restarted.log"));
+  EXPECT_NE(tune::testing::ReadFile(Path("restarted.log")).find("sweep " + a + " is done already"),
+            std::string::npos)
+      << tune::testing::ReadFile(Path("restarted.log"));
+  Child status({bin_, "status", UniquePrefix(b, {a, c}), "--coordinator", endpoint_}, Path("status.log"));
+  EXPECT_EQ(status.Wait(60), 0) << tune::testing::ReadFile(Path("status.log"));
+  EXPECT_NE(tune::testing::ReadFile(Path("status.log")).find(b), std::string::npos)
+      << tune::testing::ReadFile(Path("status.log"));
+  EXPECT_EQ(worker.Stop(), 0);
+  EXPECT_EQ(coordinator->Stop(), 0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -21,11 +22,13 @@ struct Output {
   std::string out, err;
 };
 
-// `tunefarm tune` on one simulated device: the small test op, two shapes.
-Output Tune(const testing::TempDir& dir, const std::string& format) {
+// `tunefarm tune` on one simulated device: test op `op` (the small one by
+// default), two shapes.
+Output Tune(const testing::TempDir& dir, const std::string& format, const std::string& op = "tiny") {
   Output r;
   const std::string cmd = std::string(TUNEFARM_BINARY) + " tune --backend sim --sim-models h100 --ops-dir " +
-                          TUNEFARM_SOURCE_DIR + "/tests/data/ops --op tiny --dtype f32 --shape N=65536 --shape N=4096" +
+                          TUNEFARM_SOURCE_DIR + "/tests/data/ops --op " + op +
+                          " --dtype f32 --shape N=65536 --shape N=4096" +
                           " --quiet --unsigned --store " + dir.Sub(format + "-store") + " --bundle " +
                           dir.Sub(format + "-bundle") + " --cache-dir " + dir.Sub("cache") + " --format " + format +
                           " 2>" + dir.Sub(format + ".err");
@@ -95,6 +98,19 @@ TEST(TuneOutput, TableKeepsItsSummaryLinesOnStdout) {
   for (const char* line : {"\nsweep: ", "\ncompile: ", "\nbusy: ", "\nfailures: ", "\nstore:  ", "SIMULATED"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   EXPECT_NE(r.out.find(" fetched; "), std::string::npos) << r.out;
+}
+
+// A worker that runs programs as root warns about it; `tune` of ops none of
+// which is a program op runs no program, so it does not.
+TEST(TuneOutput, RootIsNotWarnedAboutProgramsWhenNoOpIsOne) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the warning is for root only";
+  testing::TempDir dir;
+  const Output r = Tune(dir, "table");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("program ops run as root"), std::string::npos) << r.err;
+  // A program op's worker still warns (however its sweep goes).
+  const Output program = Tune(dir, "json", "program_sum");
+  EXPECT_NE(program.err.find("program ops run as root"), std::string::npos) << program.err;
 }
 
 }  // namespace

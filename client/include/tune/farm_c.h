@@ -83,7 +83,8 @@ TUNEFARM_FARM_EXPORT char* tunefarm_farm_submit(tunefarm_farm_t* farm, const cha
  * {"sweeps": [...], "workers": N, "store_fault": "..." or ""}. */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_status(tunefarm_farm_t* farm, const char* sweep_id, char** errptr);
 
-/* Cancels a running sweep (what is stored stays); answers its progress. */
+/* Cancels a running sweep (what is stored stays); answers its progress. A
+ * sweep that ended already is left as it ended ("state" says how). */
 TUNEFARM_FARM_EXPORT char* tunefarm_farm_cancel(tunefarm_farm_t* farm, const char* sweep_id, char** errptr);
 
 /* Stored rows as `tunefarm results --format json` prints them (a JSON
