@@ -20,7 +20,10 @@ VALUES = dict(ansible_managed="installed by the tunefarm package; /etc/tunefarm/
               tunefarm_install_prefix="/usr", tunefarm_install_user="tunefarm",
               tunefarm_install_conf_dir="/etc/tunefarm", tunefarm_install_bin="/usr/bin/tunefarm",
               tunefarm_install_stop_timeout=60, tunefarm_install_state_dir="/var/lib/tunefarm",
-              tunefarm_install_cache_dir="/var/cache/tunefarm")
+              tunefarm_install_cache_dir="/var/cache/tunefarm",
+              # The package's builder is a builder host's: beside a worker,
+              # a drop-in sets Nice= (as the Ansible role does).
+              tunefarm_builder_nice=0)
 UNITS = {"tunefarm-coordinator.service": "tunefarm_coordinator/templates/tunefarm-coordinator.service.j2",
          "tunefarm-worker@.service": "tunefarm_worker/templates/tunefarm-worker@.service.j2",
          "tunefarm-builder.service": "tunefarm_builder/templates/tunefarm-builder.service.j2"}
