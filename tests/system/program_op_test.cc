@@ -521,6 +521,34 @@ TEST_F(ProgramBackendTest, AProgramHasNoSocketAndNoSightOfTheHostsSharedMemory) 
   }
 }
 
+// A GPU is driven by ioctl on its device nodes (/dev/nvidia*): the box
+// lets a program drive the devices it opens, whatever the namespace
+// (Landlock ABI 5 handles device ioctls apart from reads and writes).
+// /dev/null stands in for a GPU: TCGETS on it answers ENOTTY from the
+// device, EACCES from a box that refuses device ioctls.
+TEST_F(ProgramBackendTest, AProgramDrivesTheDevicesItOpensByIoctl) {
+  if (tune::ProgramBackendConfinement() != "landlock") GTEST_SKIP() << "no Landlock in this kernel";
+  for (const bool private_namespace : {false, true}) {
+    SCOPED_TRACE(private_namespace ? "own namespace" : "host namespace");
+    auto b = Backend(true, {}, private_namespace);
+    const fs::path out = dir_ / "work" / ("ioctl-" + std::to_string(private_namespace) + ".txt");
+    tune::OpSpec spec = Op({{"op.toml", RunOp()},
+                            {"run.sh", "python3 - > " + out.string() + " <<'PY'\n"
+                                       "import errno, fcntl, termios\n"
+                                       "try:\n"
+                                       "    fcntl.ioctl(open('/dev/null', 'rb'), termios.TCGETS, bytes(64))\n"
+                                       "    print('ioctl answered')\n"
+                                       "except OSError as e:\n"
+                                       "    print('ioctl', errno.errorcode.get(e.errno, e.errno))\n"
+                                       "PY\n"
+                                       "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n"}});
+    tune::Measurement m = Run(*b, spec, 1);
+    ASSERT_TRUE(m.Valid()) << m.failure_message;
+    const std::string said = tune::testing::ReadFile(out.string());
+    EXPECT_NE(said.find("ioctl ENOTTY"), std::string::npos) << said;
+  }
+}
+
 // A program sees the allow-listed part of the worker's environment (and
 // what the operator names in TUNEFARM_PROGRAM_ENV), never the rest.
 TEST_F(ProgramBackendTest, AProgramDoesNotSeeTheWorkersEnvironment) {

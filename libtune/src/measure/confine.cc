@@ -134,7 +134,7 @@ Status FsRuleset::AllowRead(const std::string& path) {
 Status FsRuleset::AllowReadWrite(const std::string& path) { return Add(path, handled_); }
 
 Status FsRuleset::AllowWriteFiles(const std::string& path) {
-  return Add(path, kReadFile | kReadDir | kExecute | kWriteFile | kTruncate);
+  return Add(path, kReadFile | kReadDir | kExecute | kWriteFile | kTruncate | kIoctlDev);
 }
 
 Status FsRuleset::AllowExcept(const std::string& root, const std::vector<std::string>& denied, bool write) {

@@ -55,7 +55,8 @@ class FsRuleset {
   Status AllowRead(const std::string& path);
   // Read and write (create, remove, rename) everything beneath `path`.
   Status AllowReadWrite(const std::string& path);
-  // Read and write the existing files beneath `path`, create nothing.
+  // Read, write and drive (ioctl: a GPU's device nodes are driven so) the
+  // existing files beneath `path`, create nothing.
   Status AllowWriteFiles(const std::string& path);
   // Read (and, with `write`, write) access to everything beneath `root`
   // except the `denied` paths (files or folders) and what lies beneath
