@@ -30,10 +30,15 @@ rm -rf /tmp/tf-readme /tmp/tf-readme-b
   --shape M=4096,N=4096,K=4096 --store /tmp/tf-readme --bundle /tmp/tf-readme-b > "$OUT/tune_gemm.txt" 2>&1
 grep -E "publish:|s wall|^tunefarm:|bundle" "$OUT/tune_gemm.txt" | tail -8 | tee -a "$LOG"
 "$TF" bundle show /tmp/tf-readme-b.tfb 2>&1 | grep -iE "kernel|cubin" | head -5 | tee -a "$LOG"
-step "triton program op, confined"
-rm -rf /tmp/tf-triton /tmp/tf-triton-b
-/usr/bin/time -f "%e s wall" "$TF" tune --ops-dir examples --op triton_matmul --dtype f16 \
-  --shape M=4096,N=4096,K=4096 --store /tmp/tf-triton --bundle /tmp/tf-triton-b > "$OUT/tune_triton.txt" 2>&1
-grep -E "failures|valid|s wall|^tunefarm:|winner|\*" "$OUT/tune_triton.txt" | tail -8 | tee -a "$LOG"
-"$TF" results --store /tmp/tf-triton --format csv 2>/dev/null | awk -F, 'NR>1{n++; if ($0 ~ /,ok|pass/) ok++} END{print "triton rows:", n, "ok-ish:", ok}' | tee -a "$LOG"
+# The Triton op in the default box (Landlock + the unix-only socket filter)
+# and in a namespace of its own (--program-namespace); BUDGET configs each.
+for box in default namespace; do
+  step "triton program op, confined ($box box)"
+  flag=; [ $box = namespace ] && flag=--program-namespace
+  rm -rf /tmp/tf-triton-$box /tmp/tf-triton-$box-b
+  /usr/bin/time -f "%e s wall" "$TF" tune --ops-dir examples --op triton_matmul --dtype f16 $flag \
+    --shape M=4096,N=4096,K=4096 --budget ${BUDGET:-40} --store /tmp/tf-triton-$box --bundle /tmp/tf-triton-$box-b \
+    > "$OUT/tune_triton_$box.txt" 2>&1
+  grep -aE "failures|valid|s wall|^tunefarm:|winner|^sweep:|\*" "$OUT/tune_triton_$box.txt" | cut -c1-240 | tail -10 | tee -a "$LOG"
+done
 step done

@@ -10,9 +10,15 @@
 #   BUILDER=1 bash bench/pipeline_builder.sh [OUT_DIR]
 #
 # BUDGET (100) and SHAPES (how many of the six, 6) make a shorter run.
+# On a GPU host (GPU=1; TUNEFARM and OPS from a pack) the worker drives the
+# host's CUDA devices: WORKER_THREADS and BUILDER_THREADS (1 each) size the
+# two compile pools, so a builder on the host's idle cores can be weighed
+# against the worker's pool alone.
 set -eu
 T=${TUNEFARM:-$(cd "$(dirname "$0")/.." && pwd)/build/cli/tunefarm}
-OPS=$(cd "$(dirname "$0")/.." && pwd)/ops
+OPS=${OPS:-$(cd "$(dirname "$0")/.." && pwd)/ops}
+DEVICE="--backend sim --sim-models h100 --sim-compile nvrtc"
+[ "${GPU:-0}" = 1 ] && DEVICE="--backend cuda"
 D=${1:-/tmp/pipeline-builder}
 rm -rf "$D" && mkdir -p "$D" && cd "$D"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -25,13 +31,13 @@ $T coordinator --bind $E --store farm.db --curve-key coordinator --allow-list wo
   --builder-allow-list builders.allow --client-allow-list clients.allow > coordinator.log 2>&1 &
 C=$!
 K="--coordinator-key coordinator.pub"
-$T worker --connect $E --name gpu --curve-key gpu $K --backend sim --sim-models h100 --sim-compile nvrtc \
-  --compile-threads 1 --cache-dir gpu-cache > gpu.log 2>&1 &
+$T worker --connect $E --name gpu --curve-key gpu $K $DEVICE \
+  --compile-threads ${WORKER_THREADS:-1} --cache-dir gpu-cache > gpu.log 2>&1 &
 G=$!
 B=
 if [ "${BUILDER:-0}" = 1 ]; then
   $T worker --compile-only --arch sm_90a --connect $E --name builder --curve-key builder $K \
-    --compile-threads 1 --cache-dir builder-cache > builder.log 2>&1 &
+    --compile-threads ${BUILDER_THREADS:-1} --cache-dir builder-cache > builder.log 2>&1 &
   B=$!
 fi
 ALL=("{ M = 32, N = 4096, K = 4096 }" "{ M = 256, N = 6144, K = 4096 }" "{ M = 1024, N = 4096, K = 14336 }"
@@ -56,3 +62,4 @@ $T status $FARM | grep -E "six|pipeline:"
 kill $G $B 2> /dev/null || true
 kill $C 2> /dev/null || true
 wait 2> /dev/null || true
+[ "${GPU:-0}" = 1 ] && { $T best --store farm.db 2>&1 | head -20 || true; }

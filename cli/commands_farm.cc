@@ -56,13 +56,14 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
                     "repeatable. The --curve-key file is always protected");
     app->add_flag("--allow-unconfined-programs", args->opts.allow_unconfined_programs,
                   "Run program ops even where the kernel cannot confine them (no Landlock)");
-    app->add_flag("--program-namespace", args->opts.program_namespace,
-                  "Run each program in a user and mount namespace of its own: its own /dev/shm, the host's "
-                  "/run out of sight (docs/program-ops.md; not yet seen working with CUDA programs)");
   } else {
     args->opts.allow_programs = true;  // tune runs the user's own ops, confined where the kernel can
     args->opts.allow_unconfined_programs = true;
   }
+  app->add_flag("--program-namespace,!--no-program-namespace", args->opts.program_namespace,
+                "Run each program op in a user and mount namespace of its own: its own /dev/shm, the host's "
+                "/run out of sight (on by default where the kernel allows; docs/program-ops.md)")
+      ->capture_default_str();
   app->add_option("--backend", args->opts.backend,
                   "auto (the CUDA devices; an error where there is none), cuda, or sim (simulated GPUs: only "
                   "when asked)")

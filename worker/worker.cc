@@ -1108,8 +1108,8 @@ Status Worker::Start() {
     log::Warn("worker", "program ops run as root: without capabilities, but root-owned files (/proc/sys among "
                         "them) stay writable to them; run the worker as a user of its own");
   if (o.allow_programs && o.program_namespace && confine::LandlockAbi() >= 1 && !confine::CanMakePrivateShm())
-    log::Warn("worker", "program ops get no /dev/shm (POSIX semaphores and shared memory fail in them): this "
-                        "kernel refuses the unprivileged user namespace that gives each its own");
+    log::Warn("worker", "program ops share this host's /dev/shm and see /run: this kernel refuses the "
+                        "unprivileged user namespace that gives each its own (docs/program-ops.md)");
   programs.python_path = TunefarmPythonPath();
   // One serve process per device, each with a compile pool: together they
   // keep the worker's cores busy, not each of them all the cores.

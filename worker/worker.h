@@ -57,7 +57,7 @@ struct WorkerOptions {
   std::vector<std::string> protected_paths;
   bool allow_unconfined_programs = false;
   // Each program in a namespace of its own (ProgramBackendOptions).
-  bool program_namespace = false;
+  bool program_namespace = true;
   // /metrics (and /healthz) for Prometheus on this address and port;
   // off when http_port < 0, 0 = an ephemeral port.
   std::string http_address = "127.0.0.1";

@@ -309,13 +309,16 @@ bool PrivateShmRaw(unsigned long long shm_bytes, bool hide_run) {
 }
 
 bool CanMakePrivateShm() {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(PrivateShmRaw(1 << 20, true) ? 0 : 1);
-  if (pid < 0) return false;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  static const bool can = [] {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(PrivateShmRaw(1 << 20, true) ? 0 : 1);
+    if (pid < 0) return false;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }();
+  return can;
 }
 
 }  // namespace tune::confine

@@ -114,7 +114,8 @@ int DenySocketsRaw();
 // failure the process may be left in a namespace of its own with no ids
 // mapped, fit only to exit.
 bool PrivateShmRaw(unsigned long long shm_bytes, bool hide_run);
-// Whether PrivateShmRaw succeeds on this host (tried in a child process).
+// Whether PrivateShmRaw succeeds on this host (tried once, in a child
+// process).
 bool CanMakePrivateShm();
 
 // Writes the decimal digits of `v` at `p` and returns the end (no stdio,

@@ -231,7 +231,7 @@ class ProgramBackend : public Backend {
   // multiprocessing needs them; with private_namespace a fresh tmpfs in a
   // user and mount namespace of the program's, so the host's shared memory
   // objects stay out of sight; where the kernel refuses such namespaces,
-  // then no /dev/shm at all)
+  // the host's)
   // and the existing files of /dev, never a protected path; no socket but
   // unix ones (seccomp: no TCP, UDP, raw or netlink; the CUDA driver needs
   // a unix socket), the host's daemons' sockets under /run out of sight,
@@ -252,10 +252,12 @@ class ProgramBackend : public Backend {
     writable_ = ProgramCacheFolders();
     for (const std::string& dir : writable_) fs::create_directories(dir, ec);
     writable_.push_back(options_.work_dir);
+    private_shm_ = options_.private_namespace && confine::CanMakePrivateShm();
     // Without a namespace of its own, a program shares the host's.
-    if (!options_.private_namespace) writable_.push_back("/dev/shm");
+    if (!private_shm_) writable_.push_back("/dev/shm");
     auto rules = BoxRules();
     if (!rules.ok() && confine::LandlockAbi() < 1) {
+      private_shm_ = false;  // an unconfined program gets no box at all
       if (options_.allow_unconfined) return;
       box_status_ = Status::Unavailable("program ops need confinement and " + rules.status().message() +
                                         " (a worker may run them unconfined with --allow-unconfined-programs)");
@@ -263,7 +265,7 @@ class ProgramBackend : public Backend {
     }
     box_status_ = rules.status();
     confined_ = rules.ok();
-    private_shm_ = confined_ && options_.private_namespace && confine::CanMakePrivateShm();
+    private_shm_ = private_shm_ && confined_;
     // A work folder under /run stays in sight (and /run with it).
     hide_run_ = private_shm_;
     for (const std::string& dir : writable_)

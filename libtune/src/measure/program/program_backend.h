@@ -48,12 +48,10 @@ struct ProgramBackendOptions {
   std::vector<std::string> protected_paths;
   bool allow_unconfined = false;
   // Each program in a user and mount namespace of its own (confine.h
-  // PrivateShmRaw): its own /dev/shm, the host's /run out of sight. Off by
-  // default: on an H100 host, torch in such a box saw no CUDA device (NVML
-  // could not initialize) while plain processes in the same namespace
-  // did; until that is understood, the host's /dev/shm is shared as
-  // before (docs/program-ops.md).
-  bool private_namespace = false;
+  // PrivateShmRaw): its own /dev/shm, the host's /run out of sight. Where
+  // the kernel refuses unprivileged user namespaces, programs share the
+  // host's /dev/shm and see /run, as with this off (docs/program-ops.md).
+  bool private_namespace = true;
   // Bounds on each program's processes, memory, files (DefaultProgramLimits).
   program::BoxLimits limits = DefaultProgramLimits();
 };
