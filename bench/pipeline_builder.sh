@@ -59,6 +59,9 @@ $T submit six.toml $FARM --ops-dir "$OPS" --wait > submit.log 2>&1
 end=$(date +%s.%N)
 echo "builder=${BUILDER:-0} wall $(python3 -c "print(round($end - $start, 1))") s"
 $T status $FARM | grep -E "six|pipeline:"
+# CPU seconds each process spent (user + system; its NVRTC compiles included).
+cpu() { awk -v t=$(getconf CLK_TCK) '{ printf "%.1f", ($14 + $15 + $16 + $17) / t }' /proc/$1/stat 2> /dev/null; }
+echo "cpu seconds: coordinator $(cpu $C), gpu worker $(cpu $G)${B:+, builder $(cpu $B)}"
 kill $G $B 2> /dev/null || true
 kill $C 2> /dev/null || true
 wait 2> /dev/null || true

@@ -20,7 +20,7 @@ constexpr size_t kMaxSettled = 1u << 20;
 constexpr size_t kMaxScannedPerRequest = 1u << 16;
 // When a builder with nothing to build asks again: it times nothing, and
 // each ask scans the pools on the loop.
-constexpr uint32_t kBuilderRetryMs = 1000;
+constexpr uint32_t kBuilderRetryMs = 250;
 
 // "sm_90a" -> "sm_90".
 std::string_view Capability(std::string_view arch) {
@@ -54,14 +54,36 @@ bool BuilderBuildsFor(const std::vector<std::string>& archs, const std::string& 
   return std::any_of(archs.begin(), archs.end(), [&](const std::string& a) { return Capability(a) == Capability(arch); });
 }
 
-std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSession& builder, double now,
-                                                             int64_t now_unix) {
+std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSession& builder, size_t wanted,
+                                                             double now, int64_t now_unix) {
   std::vector<Candidate> out;
   std::set<std::string> keys;
   // The pools of one (sweep, op, dtype) share their configs over shapes:
   // each is scanned once.
   std::set<std::tuple<const void*, size_t, std::string>> scanned_pools;
   size_t scanned = 0;
+  // What devices hold and will compile themselves unless built first: each
+  // unit's from its back.
+  auto spec_of = [&](const std::string& sweep_id, const std::string& op) -> const OpSpec* {
+    const SweepState* sweep = scheduler_->FindSweep(sweep_id);
+    if (!sweep || sweep->state != RunState::kRunning) return nullptr;
+    for (const OpSpec& s : sweep->specs)
+      if (s.name == op) return &s;
+    return nullptr;
+  };
+  if (images_) {
+    for (ImageService::Unserved& u : images_->UnservedConfigs(kBuildCandidatesPerRequest)) {
+      const OpSpec* spec = spec_of(u.sweep_id, u.op);
+      if (!spec || spec->program || spec->HostDigested() || !BuilderBuildsFor(builder.builder_archs, u.arch)) continue;
+      // Its toolchain's hash: an image of another toolchain is not the one asked for.
+      if (hashes_[u.sweep_id].Of(*spec, builder.builder_toolchain) != u.kernel_hash) continue;
+      Candidate c{u.sweep_id, u.op, u.dtype, u.arch, u.kernel_hash, std::move(u.config)};
+      const std::string key = c.Key();
+      if (handed_.count(key) || settled_.count(key) || !keys.insert(key).second) continue;
+      out.push_back(std::move(c));
+    }
+    if (out.size() >= wanted) return out;
+  }
   // Higher priorities first, as the scheduler leases them.
   std::set<uint32_t, std::greater<>> levels;
   for (const auto& [id, sweep] : scheduler_->sweeps())
@@ -72,15 +94,14 @@ std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSessio
       // Another toolchain makes another kernel hash: no device of the
       // model would ever ask for the image.
       if (device == scheduler_->models().end() || device->second.nvrtc_version != builder.builder_toolchain) continue;
-      // A searched key proposes only as its devices lease: ask it now, so
-      // that what it proposes next waits uncut for a builder.
-      scheduler_->ProposeAhead(model, now, now_unix);
+      // A searched key proposes only as its devices lease: ask it now, as
+      // far ahead as the builder asks, so that what it proposes next waits
+      // uncut for a builder.
+      scheduler_->ProposeAhead(model, now, now_unix, wanted);
       for (const ConfigPool& pool : pools) {
         const SweepState* sweep = scheduler_->FindSweep(pool.sweep_id);
         if (!sweep || sweep->state != RunState::kRunning || sweep->submit.priority != level || !pool.configs) continue;
-        const OpSpec* spec = nullptr;
-        for (const OpSpec& s : sweep->specs)
-          if (s.name == pool.op) spec = &s;
+        const OpSpec* spec = spec_of(pool.sweep_id, pool.op);
         // Program ops build in their own process; a host digest joins the
         // hash only where the compile runs.
         if (!spec || spec->program || spec->HostDigested()) continue;
@@ -114,7 +135,7 @@ void BuildService::Request(const std::string& identity, const WorkerSession& bui
   // One read at a time per builder, and a bounded hand: a builder cannot
   // make the coordinator read the store over and over, or hoard configs.
   if (asking_.count(identity) || held >= kMaxBuildWorksPerBuilder) return link_->Send(identity, NoWork{retry});
-  std::vector<Candidate> candidates = Candidates(builder, now, now_unix);
+  std::vector<Candidate> candidates = Candidates(builder, request.max_configs, now, now_unix);
   if (candidates.empty()) return link_->Send(identity, NoWork{retry});
   asking_.insert(identity);
   auto shared = std::make_shared<std::vector<Candidate>>(std::move(candidates));
@@ -217,6 +238,7 @@ void BuildService::Built(const std::string& identity, const WorkerSession& build
       if (!st.ok()) why = "image " + std::to_string(i) + ": " + st.message();
     }
     uint64_t stored = 0, conflicts = 0;
+    std::set<std::string> keys;  // stored now, or the same bytes before
     std::string fault;
     if (why.empty()) {
       for (const KernelImage& k : *images) {
@@ -228,12 +250,13 @@ void BuildService::Built(const std::string& identity, const WorkerSession& build
                          {{"key", k.Key()}, {"error", st.message()}});
         } else if (!st.ok()) {
           fault = st.message();
-        } else if (put != KernelPut::kSame) {
-          ++stored;
+        } else {
+          stored += put != KernelPut::kSame;
+          keys.insert(k.Key());
         }
       }
     }
-    return [this, identity, work_id, failed, why, stored, conflicts, fault] {
+    return [this, identity, work_id, failed, why, stored, conflicts, fault, keys = std::move(keys)] {
       auto it = works_.find(work_id);
       const WorkerSession* s = sessions_->Find(identity);
       if (!why.empty()) {
@@ -244,6 +267,8 @@ void BuildService::Built(const std::string& identity, const WorkerSession& build
       counters_->builder_images_stored += stored;
       counters_->builder_image_conflicts += conflicts;
       counters_->builder_configs_failed += failed;
+      // Workers that lack them for units they hold are sent them now.
+      if (images_ && !keys.empty()) images_->Stored(keys);
       if (!fault.empty())
         CoordinatorLog(log::Level::kError, "a builder's image could not be stored", {{"error", fault}});
       // What it built is stored; what it could not build, the devices'

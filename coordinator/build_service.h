@@ -2,9 +2,11 @@
 // (`tunefarm worker --compile-only --arch sm_90a`, keys of the builder
 // allow-list). A builder asks (BuildRequest) and is handed (BuildWork)
 // configs that the GPU workers will time next and whose images the store
-// lacks: configs of the scheduler's pools not yet cut into units (a
-// searched key is asked for its next batch ahead of its devices:
-// Scheduler::ProposeAhead), of GPU
+// lacks: first those of units held now that their workers asked images for
+// and were not served (ImageService::UnservedConfigs; the worker is sent
+// the image once stored, ImageService::Stored), then configs of the
+// scheduler's pools not yet cut into units (a searched key is asked for
+// its next batch ahead of its devices: Scheduler::ProposeAhead), of GPU
 // models whose target (CudaArchOf) is one of the builder's and whose
 // toolchain is the builder's (else the kernel hash differs and no device
 // would ask for the image). It compiles them and sends the images back
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "coordinator_parts.h"
+#include "image_service.h"
 #include "off_loop.h"
 #include "opspec/kernel_hash.h"
 #include "scheduler.h"
@@ -72,10 +75,11 @@ bool BuilderBuildsFor(const std::vector<std::string>& archs, const std::string& 
 class BuildService {
  public:
   // Every pointer must outlive this object.
+  // `images` may be null (no worker is sent what a builder built for it).
   BuildService(ResultStore* store, Scheduler* scheduler, WorkerSessions* sessions, PeerLink* link,
-               LoopCounters* counters)
+               LoopCounters* counters, ImageService* images = nullptr)
       : store_(store), scheduler_(scheduler), sessions_(sessions), link_(link), counters_(counters),
-        reader_("builds") {}
+        images_(images), reader_("builds") {}
 
   Status Start() { return reader_.Start(); }
   int wake_fd() const { return reader_.wake_fd(); }
@@ -109,7 +113,7 @@ class BuildService {
     Config config;
     std::string Key() const { return KernelImage::KeyOf(kernel_hash, config.Id(), dtype, arch); }
   };
-  std::vector<Candidate> Candidates(const WorkerSession& builder, double now, int64_t now_unix);
+  std::vector<Candidate> Candidates(const WorkerSession& builder, size_t wanted, double now, int64_t now_unix);
   // Hands `builder` the first group of `missing` (one sweep, op, dtype and
   // arch) not handed meanwhile, or NoWork.
   void Hand(const std::string& identity, uint32_t max_configs, const std::vector<Candidate>& missing, double now);
@@ -124,6 +128,7 @@ class BuildService {
   WorkerSessions* sessions_;
   PeerLink* link_;
   LoopCounters* counters_;
+  ImageService* images_;
   std::map<uint64_t, Work> works_;
   std::map<std::string, uint64_t> handed_;     // image key -> work id
   std::set<std::string> settled_;

@@ -311,8 +311,8 @@ Status Coordinator::Start() {
   Impl& c = *impl_;
   c.ingestion = std::make_unique<Ingestion>(&c.opts, c.store.get(), &c.scheduler, &c.sessions, &c.health, &c);
   c.sweeps = std::make_unique<Sweeps>(&c.opts, c.store.get(), &c.scheduler, &c.sessions, c.ingestion.get(), &c.health);
-  c.status = std::make_unique<StatusPages>(c.store.get(), &c.scheduler, &c.sessions, c.ingestion.get(), &c.health,
-                                           &c.counters);
+  c.status = std::make_unique<StatusPages>(c.store.get(), &c.scheduler, c.sweeps.get(), &c.sessions,
+                                           c.ingestion.get(), &c.health, &c.counters);
   StoreReadsOptions read_options;
   read_options.folder = StoreReadsFolder(c.opts.store_path);
   read_options.max_read_bytes = c.opts.max_read_bytes;
@@ -327,7 +327,7 @@ Status Coordinator::Start() {
                                               return c.zap && c.zap->RoleOf(key) == PeerRole::kBuilder;
                                             });
   TUNE_RETURN_IF_ERROR(c.images->Start());
-  c.builds = std::make_unique<BuildService>(c.store.get(), &c.scheduler, &c.sessions, &c, &c.counters);
+  c.builds = std::make_unique<BuildService>(c.store.get(), &c.scheduler, &c.sessions, &c, &c.counters, c.images.get());
   TUNE_RETURN_IF_ERROR(c.builds->Start());
   const auto& o = impl_->opts;
   std::optional<CurveKeyPair> keys;

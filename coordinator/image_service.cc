@@ -86,11 +86,20 @@ void ImageService::Handle(const std::string& identity, const WorkerSession& sess
   // Each key once, in the order asked.
   std::vector<ImageWant> wants;
   std::set<std::string> keys;
+  Open open{request.sweep_id, grant.unit->op, {}};
   for (const ImageWant& w : request.wants)
-    if (keys.insert(w.Key()).second) wants.push_back(w);
-  in_flight_.insert({identity, request.unit_id});
-  reader_.Post([this, identity, sweep_id = request.sweep_id, unit_id = request.unit_id, asked = request.wants.size(),
-                wants = std::move(wants)]() -> OffLoop::Completion {
+    if (keys.insert(w.Key()).second) {
+      wants.push_back(w);
+      open.wants.emplace_back(w, grant.unit->configs.at(w.config_id));
+    }
+  in_flight_.insert(key);
+  Serve(identity, request.sweep_id, request.unit_id, request.wants.size(), std::move(wants), std::move(open), true);
+}
+
+void ImageService::Serve(const std::string& identity, const std::string& sweep_id, uint64_t unit_id, size_t asked,
+                         std::vector<ImageWant> wants, Open open, bool first) {
+  reader_.Post([this, identity, sweep_id, unit_id, asked, first, wants = std::move(wants),
+                open = std::move(open)]() mutable -> OffLoop::Completion {
     auto reply = std::make_shared<ImageReply>();
     reply->sweep_id = sweep_id;
     reply->unit_id = unit_id;
@@ -113,13 +122,63 @@ void ImageService::Handle(const std::string& identity, const WorkerSession& sess
       served.conflicts.clear();
       reply->images.push_back(std::move(served));
     }
-    reply->missing = static_cast<uint32_t>(std::min<size_t>(asked - reply->images.size(), UINT32_MAX));
-    return [this, identity, unit_id, reply] {
-      in_flight_.erase({identity, unit_id});
-      counters_->images_served += reply->images.size();
-      link_->Send(identity, std::move(*reply));
+    reply->missing = static_cast<uint32_t>(std::min<size_t>(asked - std::min(asked, reply->images.size()), UINT32_MAX));
+    std::set<std::string> served;
+    for (const KernelImage& k : reply->images) served.insert(k.Key());
+    std::erase_if(open.wants, [&](const auto& w) { return served.count(w.first.Key()) > 0; });
+    return [this, identity, unit_id, first, reply, open = std::move(open)]() mutable {
+      const std::pair<std::string, uint64_t> key{identity, unit_id};
+      if (first) in_flight_.erase(key);
+      if (!ingestion_->HoldsNow(identity, unit_id)) open.wants.clear();
+      // The first reply says what is missing; a later one only brings images.
+      if (first || !reply->images.empty()) {
+        counters_->images_served += reply->images.size();
+        link_->Send(identity, std::move(*reply));
+      }
+      if (first) {
+        open.workers_half = open.wants.size() / 2;
+        if (open.wants.empty()) open_.erase(key);
+        else open_[key] = std::move(open);
+      } else if (auto it = open_.find(key); it != open_.end()) {  // what a later reply served is closed
+        std::set<std::string> left;
+        for (const auto& w : open.wants) left.insert(w.first.Key());
+        std::erase_if(it->second.wants, [&](const auto& w) { return !left.count(w.first.Key()); });
+        if (it->second.wants.empty()) open_.erase(it);
+      }
     };
   });
+}
+
+std::vector<ImageService::Unserved> ImageService::UnservedConfigs(size_t most) const {
+  std::vector<Unserved> out;
+  std::set<std::string> compiling;  // peers whose first unit was seen: the one their pools compile now
+  for (const auto& [key, open] : open_) {
+    // A worker compiles its units in lease order, each from its front: of
+    // the first, builders take the back half (to meet it midway, not to
+    // build what it built already); of the rest, everything.
+    const size_t workers = compiling.insert(key.first).second ? std::min(open.workers_half, open.wants.size()) : 0;
+    for (size_t i = open.wants.size(); i > workers; --i) {
+      if (out.size() >= most) return out;
+      const auto& [want, config] = open.wants[i - 1];
+      out.push_back(Unserved{open.sweep_id, open.op, want.dtype, want.arch, want.kernel_hash, config});
+    }
+  }
+  return out;
+}
+
+void ImageService::Stored(const std::set<std::string>& keys) {
+  for (const auto& [key, open] : open_) {
+    if (in_flight_.count(key)) continue;  // its first reply is being read
+    Open some{open.sweep_id, open.op, {}};
+    std::vector<ImageWant> wants;
+    for (const auto& w : open.wants)
+      if (keys.count(w.first.Key())) {
+        wants.push_back(w.first);
+        some.wants.push_back(w);
+      }
+    if (!wants.empty())
+      Serve(key.first, open.sweep_id, key.second, wants.size(), std::move(wants), std::move(some), false);
+  }
 }
 
 void ImageService::Tick() {
@@ -130,6 +189,10 @@ void ImageService::Tick() {
   for (auto it = replies_.begin(); it != replies_.end();) {
     if (ingestion_->HoldsNow(it->first.first, it->first.second)) ++it;
     else it = replies_.erase(it);
+  }
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (ingestion_->HoldsNow(it->first.first, it->first.second)) ++it;
+    else it = open_.erase(it);
   }
 }
 

@@ -21,6 +21,14 @@
 // Store reads run on a thread of their own: a reply carries up to
 // kMaxImageReplyBytes (base/limits.h) of cubins, each hashed again on its
 // way out of the store, far more than the loop may spend.
+//
+// What a reply could not serve stays open while the unit is leased: those
+// configs are what builders take first (UnservedConfigs: the back half of
+// the unit its worker compiles now, all of the units behind it), and when
+// a builder's
+// images of them are stored (Stored) the worker is sent them in a later
+// reply for the unit, read and judged as any reply, so that its compile
+// of them need not run.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +78,22 @@ class ImageService {
   // rule (see above), else answered once its images are read.
   void Handle(const std::string& identity, const WorkerSession& session, const ImageRequest& request, double now);
 
-  // Forgets the rate of peers that are gone.
+  // A config a worker asked for and was not served, of a unit it holds:
+  // it compiles it unless an image comes first.
+  struct Unserved {
+    std::string sweep_id, op, dtype, arch, kernel_hash;
+    Config config;
+  };
+  // The unserved configs of the units held now, in lease order, each
+  // unit's from its back (its worker compiles from its front; of a peer's
+  // first unit, the back half only), at most `most`.
+  std::vector<Unserved> UnservedConfigs(size_t most) const;
+  // Images of these keys (KernelImage::Key) were stored: each worker that
+  // still lacks one for a unit it holds is sent it.
+  void Stored(const std::set<std::string>& keys);
+
+  // Forgets the rate of peers that are gone, and what units no longer
+  // leased lacked.
   void Tick();
 
  private:
@@ -86,6 +109,18 @@ class ImageService {
   // Answers `request` with every image missing, as no violation: a late
   // request (its sweep ended, its lease went), a repeated one.
   void AnswerNothing(const std::string& identity, const ImageRequest& request);
+  // What a unit's worker asked for and was not served.
+  struct Open {
+    std::string sweep_id, op;
+    std::vector<std::pair<ImageWant, Config>> wants;  // in the unit's order
+    size_t workers_half = 0;  // the front wants its worker compiles while the unit is its first
+  };
+  // Reads `wants` (distinct keys) off the loop and sends `identity` those
+  // images that may be served, as unit `unit_id`'s `first` reply (the one
+  // its request waits for) or a later one (only when it brings images);
+  // what was not served stays open (`open`: the wants' op and configs).
+  void Serve(const std::string& identity, const std::string& sweep_id, uint64_t unit_id, size_t asked,
+             std::vector<ImageWant> wants, Open open, bool first);
 
   ResultStore* store_;
   Ingestion* ingestion_;
@@ -96,6 +131,7 @@ class ImageService {
   std::map<std::string, Bucket> buckets_;                  // by routing identity
   std::set<std::pair<std::string, uint64_t>> in_flight_;  // (identity, unit) being read
   std::map<std::pair<std::string, uint64_t>, int> replies_;  // (identity, unit) -> replies sent (live leases)
+  std::map<std::pair<std::string, uint64_t>, Open> open_;    // (identity, unit) -> unserved (live leases)
   OffLoop reader_;  // last: its thread stops first
 };
 

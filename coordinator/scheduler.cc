@@ -539,7 +539,7 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
   return nullptr;
 }
 
-void Scheduler::ProposeAhead(const std::string& model, double now, int64_t now_unix) {
+void Scheduler::ProposeAhead(const std::string& model, double now, int64_t now_unix, size_t ahead) {
   auto found = pools_.find(model);
   if (found == pools_.end()) return;
   for (ConfigPool& pool : found->second) {
@@ -547,12 +547,12 @@ void Scheduler::ProposeAhead(const std::string& model, double now, int64_t now_u
     auto sweep = sweeps_.find(pool.sweep_id);
     if (sweep == sweeps_.end() || sweep->second.state != RunState::kRunning) continue;
     // The model's pace (RateKey's `who` may be a model) sizes the depth.
-    NextSearchBatch(sweep->second, model, model, pool, now, now_unix);
+    NextSearchBatch(sweep->second, model, model, pool, now, now_unix, ahead);
   }
 }
 
 bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model,
-                                ConfigPool& pool, double now, int64_t now_unix) {
+                                ConfigPool& pool, double now, int64_t now_unix, size_t ahead) {
   SearchedKey& ks = *pool.search;
   SweepState::KeyPasses& passes = sweep.key_passes[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
   if (ks.proposing) return false;  // its batch is being proposed
@@ -562,9 +562,12 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
   const size_t unit = sweep.submit.configs_per_unit ? sweep.submit.configs_per_unit : opts_.configs_per_unit;
   const size_t batch = std::clamp<size_t>(unit, kSearchBatchMin, kSearchBatchMax);
   ks.depth = SearchDepth(worker, model, pool.shape, batch);
+  // A builder's ask goes beyond what the devices hold, within the bound
+  // replay's bar holds at.
+  const size_t depth = ahead ? std::max(ks.depth, std::min(ks.depth + ahead, kMaxSearchInFlight)) : ks.depth;
   // The pool is dry here: what is in flight is in the key's open units.
   const uint64_t in_flight = passes.open_screen_configs;
-  if (!ks.ready && ProposalNow(in_flight, ks.proposed - std::min(ks.proposed, in_flight), ks.depth, batch) == 0)
+  if (!ks.ready && ProposalNow(in_flight, ks.proposed - std::min(ks.proposed, in_flight), depth, batch) == 0)
     return false;
   if (!ks.ready) {
     if (ks.started < 0) ks.started = now;

@@ -592,12 +592,13 @@ class Scheduler {
   // scheduler keeps (its compute capability and toolchain).
   const std::map<std::string, std::deque<ConfigPool>>& pools() const { return pools_; }
   // Proposes the next batch of each searched key of `model` whose pool is
-  // dry, where its in-flight depth leaves room (as a device's lease would):
-  // a builder compiles it while the devices time what they hold, and the
-  // devices fetch its images when they lease it. A proposal may complete
-  // later (off the loop). `now_unix` stamps the end of a sweep whose last
-  // search ends here.
-  void ProposeAhead(const std::string& model, double now, int64_t now_unix);
+  // dry, where its in-flight depth leaves room (as a device's lease would)
+  // widened by `ahead` configs (what a builder asks for, up to
+  // kMaxSearchInFlight in all): a builder compiles it while the devices
+  // time what they hold, and the devices fetch its images when they lease
+  // it. A proposal may complete later (off the loop). `now_unix` stamps
+  // the end of a sweep whose last search ends here.
+  void ProposeAhead(const std::string& model, double now, int64_t now_unix, size_t ahead = 0);
   const std::map<std::string, DeviceInfo>& models() const { return models_; }
 
  private:
@@ -616,9 +617,10 @@ class Scheduler {
   // A searched pool that has run dry: its next batch, once the last one's
   // units are done. False while they run; true with the pool refilled, or
   // with its search ended (its unspent budget leaves the sweep's counts).
-  // A search that ends may end the sweep, stamped `now_unix`.
+  // A search that ends may end the sweep, stamped `now_unix`. `ahead`
+  // widens the depth for builders (ProposeAhead).
   bool NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model, ConfigPool& pool,
-                       double now, int64_t now_unix);
+                       double now, int64_t now_unix, size_t ahead = 0);
   // The configs a searched key of `model` may keep in flight, proposing
   // `batch` at a time (SchedulerOptions::search_in_flight).
   size_t SearchDepth(const std::string& worker, const std::string& model, const Shape& shape, size_t batch) const;

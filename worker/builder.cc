@@ -37,10 +37,12 @@ std::string_view Capability(std::string_view arch) {
   return arch;
 }
 
-// The configs a builder asks for at once: a few per compile thread, so the
-// pool never runs dry between two works.
+// The configs a builder asks for at once: one per compile thread. Its
+// images go back when the whole work is built, and a device whose compile
+// pool reaches one of them first compiles it too: a small work is a short
+// wait (a round trip between works is milliseconds, a compile a second).
 uint32_t ConfigsPerRequest(unsigned threads) {
-  return static_cast<uint32_t>(std::clamp<size_t>(size_t(threads) * 4, 1, kMaxBuildConfigs));
+  return static_cast<uint32_t>(std::clamp<size_t>(threads, 1, kMaxBuildConfigs));
 }
 
 }  // namespace

@@ -62,13 +62,12 @@ std::string DefaultCacheDir() { return DefaultCacheRoot() + "/cubins"; }
 
 // A unit as its device takes it: where its configs compile on the pool
 // ahead of the device (CompilesAhead), they were handed to the pool when
-// the unit came, and `compiled` holds them (`fetched` marks those the
-// coordinator served); otherwise the device starts them.
+// the unit came, and `compiled` holds them; otherwise the device starts
+// them.
 struct StagedUnit {
   WorkUnit unit;
   bool staged = false;  // its package is in use and its compiles started
   std::vector<std::future<CompiledKernel>> compiled;
-  std::vector<char> fetched;
 };
 const WorkUnit& UnitOf(const StagedUnit& s) { return s.unit; }
 
@@ -112,7 +111,11 @@ class UnitQueue {
 
 // The coordinator's ImageReplies, handed from the socket thread to the device
 // thread that waits for its unit's: the socket thread only drops a reply in
-// (never waits), a device thread waits a bounded time.
+// (never waits), a device thread waits a bounded time. A unit's configs
+// that its reply did not serve stay open until the unit ends: a later reply
+// (a builder's images, sent on by the coordinator) is judged as the first
+// was and its images kept in the worker's image cache, where each config's
+// compile looks before it runs.
 class ImageMailbox {
  public:
   // A device thread will wait for `unit_id`'s reply.
@@ -121,15 +124,37 @@ class ImageMailbox {
     waiting_.insert(unit_id);
     replies_.erase(unit_id);
   }
-  // From the socket thread: a reply no device waits for is dropped.
-  void Deliver(ImageReply reply) {
+  // The wants of `unit_id` still unserved, and the op's kernel each image
+  // must define: a later reply may bring them, until Forget.
+  void KeepOpen(uint64_t unit_id, std::vector<ImageWant> wants, std::vector<std::string> entries) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (wants.empty()) open_.erase(unit_id);
+    else open_[unit_id] = Open{std::move(wants), std::move(entries)};
+  }
+  void Forget(uint64_t unit_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_.erase(unit_id);
+  }
+  // From the socket thread: the reply a device waits for is handed over; a
+  // later one of an open unit has its good images put in `cache` (the lines
+  // of those refused are returned); any other is dropped.
+  std::vector<std::string> Deliver(ImageReply reply, const FetchedImageCache* cache) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!waiting_.count(reply.unit_id)) return;
+      if (!waiting_.count(reply.unit_id)) {
+        auto open = open_.find(reply.unit_id);
+        if (open == open_.end() || !cache || !reply.refused.empty()) return {};
+        FetchedImages got = TakeFetchedImages(reply, open->second.wants, open->second.entries);
+        std::erase_if(open->second.wants, [&](const ImageWant& w) { return got.good.count(w.Key()) > 0; });
+        for (auto& [key, image] : got.good)
+          cache->Put(ImageWant{image.kernel_hash, image.config_id, image.dtype, image.arch}, image.image);
+        return std::move(got.refused);
+      }
       const uint64_t id = reply.unit_id;
       replies_.insert_or_assign(id, std::move(reply));
     }
     cv_.notify_all();
+    return {};
   }
   // The reply for `unit_id`, or nullopt after `seconds` (or on *stop); the
   // unit is no longer waited for either way.
@@ -150,8 +175,13 @@ class ImageMailbox {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+  struct Open {
+    std::vector<ImageWant> wants;
+    std::vector<std::string> entries;
+  };
   std::set<uint64_t> waiting_;
   std::map<uint64_t, ImageReply> replies_;
+  std::map<uint64_t, Open> open_;  // by unit
 };
 
 }  // namespace
@@ -399,6 +429,7 @@ struct Worker::Impl : HttpStatusSource {
       timing[slot] = true;
       RunUnit(slot, *staged, push, &planned);
       timing[slot] = false;
+      images.Forget(staged->unit.unit_id);
       ReleasePackage(staged->unit);
       std::lock_guard<std::mutex> lock(stats_mu);
       auto [h, added] = unit_seconds.try_emplace(devices[slot].model, Histogram::SecondsBounds());
@@ -416,13 +447,13 @@ struct Worker::Impl : HttpStatusSource {
     push.set(zmq::sockopt::linger, 0);
     push.connect("inproc://results");
     while (auto unit = arrivals[slot]->Pop(&stop_devices)) {
-      StagedUnit staged{std::move(*unit), false, {}, {}};
+      StagedUnit staged{std::move(*unit), false, {}};
       std::string error;
       auto spec = SpecFor(staged.unit, &error);
       if (spec && CompilesAhead(*spec, *backends[slot])) {
         UsePackage(slot, staged.unit);
         staged.staged = true;
-        staged.compiled = StartCompiles(staged.unit, spec, *backends[slot], push, &staged.fetched);
+        staged.compiled = StartCompiles(staged.unit, spec, *backends[slot], push);
         if (timing[slot]) {
           std::lock_guard<std::mutex> lock(stats_mu);
           stats.units_ahead++;
@@ -445,15 +476,16 @@ struct Worker::Impl : HttpStatusSource {
   }
 
   // The compiles of `unit`'s configs, started on the pool: images the
-  // worker or the coordinator has (ImagesFor; *fetched marks the served
-  // ones) are ready at once.
+  // worker or the coordinator has (ImagesFor) are ready at once; the rest
+  // look in the image cache once more before they compile (a builder's
+  // image may come meanwhile).
   std::vector<std::future<CompiledKernel>> StartCompiles(const WorkUnit& unit, std::shared_ptr<const OpSpec> spec,
-                                                         Backend& backend, zmq::socket_t& push,
-                                                         std::vector<char>* fetched) {
+                                                         Backend& backend, zmq::socket_t& push) {
     std::vector<std::future<CompiledKernel>> compiled;
     compiled.reserve(unit.configs.size());
+    std::map<size_t, ImageWant> unserved;
     std::map<size_t, CompiledKernel> ready =
-        ImagesFor(unit, *spec, backend, OpHash(*spec, backend.toolchain()), push, fetched);
+        ImagesFor(unit, *spec, backend, OpHash(*spec, backend.toolchain()), push, &unserved);
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       if (auto it = ready.find(i); it != ready.end()) {
         std::promise<CompiledKernel> done;
@@ -461,7 +493,12 @@ struct Worker::Impl : HttpStatusSource {
         compiled.push_back(done.get_future());
         continue;
       }
-      compiled.push_back(pool->Submit([&backend, spec, dtype = unit.dtype, c = unit.configs[i]] {
+      std::optional<ImageWant> late;
+      if (auto it = unserved.find(i); it != unserved.end()) late = it->second;
+      compiled.push_back(pool->Submit([this, &backend, spec, dtype = unit.dtype, c = unit.configs[i], late] {
+        if (late && fetched_images)
+          if (auto image = fetched_images->Get(*late, {spec->kernel}))
+            return FetchedKernel(c, *late, std::move(*image));
         return backend.Compile(*spec, dtype, c);
       }));
     }
@@ -676,7 +713,6 @@ struct Worker::Impl : HttpStatusSource {
     std::vector<std::future<CompiledKernel>> compiled;
     Pending pending;
     uint64_t batch = 0;
-    std::vector<char> fetched;  // by config: taken from the coordinator, not compiled
     double started = 0;  // when its device took it
     // Before the final batch: the unit's pipeline figures are complete.
     void Close() {
@@ -688,39 +724,29 @@ struct Worker::Impl : HttpStatusSource {
   // The configs of `unit` that need no compile here, by index: images the
   // worker took before (its image cache) and those the coordinator serves
   // now (one ImageRequest for the rest, answered within
-  // kImageFetchWaitSeconds), each checked (CheckFetchedImage); *fetched
-  // marks the latter. A config whose cubin the NVRTC cache holds is not
-  // asked for: its compile is a cache hit, so that each config counts once,
-  // as compiled, fetched or from the cubin cache. Only for ops that
-  // CompilesAhead (a sim device with --sim-compile nvrtc takes the same
-  // cubins as a CUDA device of its model's architecture). The rest compile
-  // as before: a bad image is logged and dropped.
+  // kImageFetchWaitSeconds), each checked (CheckFetchedImage). A config
+  // whose cubin the NVRTC cache holds is not asked for: its compile is a
+  // cache hit, so that each config counts once, as compiled, fetched or
+  // from the cubin cache. Only for ops that CompilesAhead (a sim device
+  // with --sim-compile nvrtc takes the same cubins as a CUDA device of its
+  // model's architecture). The rest compile as before (a bad image is
+  // logged and dropped); *unserved holds their wants, open to a later
+  // reply until the unit ends (ImageMailbox::KeepOpen).
   std::map<size_t, CompiledKernel> ImagesFor(const WorkUnit& unit, const OpSpec& spec, const Backend& backend,
                                              const std::string& op_hash, zmq::socket_t& push,
-                                             std::vector<char>* fetched) {
+                                             std::map<size_t, ImageWant>* unserved) {
     std::map<size_t, CompiledKernel> out;
-    fetched->assign(unit.configs.size(), 0);
 #ifdef TUNEFARM_WITH_CUDA
     if (!fetched_images || !CompilesAhead(spec, backend) || unit.configs.empty()) return out;
     const std::string arch = CudaArchFor(spec, backend.device());
     const std::vector<std::string> entries = {spec.kernel};
-    auto kernel = [&](size_t i, std::string image) {
-      CompiledKernel k;
-      k.config = unit.configs[i];
-      k.config_id = unit.configs[i].Id();
-      k.kernel_hash = op_hash;
-      k.arch = arch;
-      k.image = std::move(image);
-      k.fetched = true;
-      return k;
-    };
     std::vector<ImageWant> wants;
     std::map<std::string, size_t> index;  // want key -> config index
     for (size_t i = 0; i < unit.configs.size(); ++i) {
       if (CubinCached(spec, unit.dtype, unit.configs[i], arch, CubinCacheDir())) continue;
       ImageWant w{op_hash, unit.configs[i].Id(), unit.dtype, arch};
       if (auto cached = fetched_images->Get(w, entries)) {
-        out[i] = kernel(i, std::move(*cached));
+        out[i] = FetchedKernel(unit.configs[i], w, std::move(*cached));
         out[i].from_cache = true;
       } else if (index.emplace(w.Key(), i).second) {
         wants.push_back(std::move(w));
@@ -730,26 +756,42 @@ struct Worker::Impl : HttpStatusSource {
     images.Expect(unit.unit_id);
     Post(push, ImageRequest{unit.sweep_id, unit.unit_id, wants});
     auto reply = images.Await(unit.unit_id, kImageFetchWaitSeconds, &stop_devices);
-    if (!reply) return out;
-    if (!reply->refused.empty()) {
+    FetchedImages got;
+    if (reply && !reply->refused.empty())
       Log(log::Level::kWarn, "image request refused", {{"worker", opts.name}, {"coordinator", opts.endpoint},
                                                         {"unit", unit.unit_id}, {"why", reply->refused}});
-      return out;
-    }
-    FetchedImages got = TakeFetchedImages(*reply, wants, entries);
+    else if (reply)
+      got = TakeFetchedImages(*reply, wants, entries);
     for (const std::string& why : got.refused)
       Log(log::Level::kWarn, "image from the coordinator refused; the config compiles here",
           {{"worker", opts.name}, {"coordinator", opts.endpoint}, {"unit", unit.unit_id}, {"error", why}});
     for (auto& [key, image] : got.good) {
       const size_t i = index.at(key);
       fetched_images->Put(ImageWant{image.kernel_hash, image.config_id, image.dtype, image.arch}, image.image);
-      out[i] = kernel(i, std::move(image.image));
-      (*fetched)[i] = 1;
+      out[i] = FetchedKernel(unit.configs[i], ImageWant{op_hash, image.config_id, image.dtype, arch},
+                             std::move(image.image));
     }
+    // What was not served may still come (a builder's image) before its
+    // compile starts.
+    std::erase_if(wants, [&](const ImageWant& w) { return got.good.count(w.Key()) > 0; });
+    for (const ImageWant& w : wants) (*unserved)[index.at(w.Key())] = w;
+    images.KeepOpen(unit.unit_id, std::move(wants), entries);
 #else
-    (void)unit, (void)spec, (void)backend, (void)op_hash, (void)push;
+    (void)unit, (void)spec, (void)backend, (void)op_hash, (void)push, (void)unserved;
 #endif
     return out;
+  }
+
+  // A kernel of `config` from a served image of `want`, checked already.
+  static CompiledKernel FetchedKernel(const Config& config, const ImageWant& want, std::string image) {
+    CompiledKernel k;
+    k.config = config;
+    k.config_id = config.Id();
+    k.kernel_hash = want.kernel_hash;
+    k.arch = want.arch;
+    k.image = std::move(image);
+    k.fetched = true;
+    return k;
   }
 
   // Waits for config i's compile and counts it.
@@ -760,7 +802,7 @@ struct Worker::Impl : HttpStatusSource {
     if (!run.unit.confirm() && !run.unit.refine())
       stats.screened.insert(run.unit.op + '\0' + run.unit.dtype + '\0' + run.unit.configs[i].Id());
     stats.compile_wait_seconds += NowSeconds() - wait_start;
-    const bool fetched = i < run.fetched.size() && run.fetched[i];
+    const bool fetched = k.fetched && !k.from_cache;
     stats.fetched += fetched ? 1 : 0;
     stats.compiled += k.from_cache || fetched ? 0 : 1;
     stats.compile_cache_hits += k.from_cache ? 1 : 0;
@@ -808,16 +850,14 @@ struct Worker::Impl : HttpStatusSource {
         {{"worker", opts.name}, {"sweep", unit.sweep_id}, {"unit", unit.unit_id}, {"op", unit.op},
          {"dtype", unit.dtype}, {"shape", unit.shapes.empty() ? "" : unit.shapes[0].Canonical()},
          {"configs", unit.configs.size()}, {"reused", reused.size()}, {"model", dev.model}});
-    UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0, {},
-                NowSeconds()};
+    UnitRun run{unit, dev, *spec, backend, push, OpHash(*spec, backend.toolchain()), {}, {}, 0, NowSeconds()};
     run.pending.reused = std::move(reused);
     // Planned units are forgotten when they start.
     planned->erase(planned->begin(), planned->lower_bound(unit.unit_id));
     if (staged.staged) {  // a staged unit is never trimmed: it is not a program op's
       run.compiled = std::move(staged.compiled);
-      run.fetched = std::move(staged.fetched);
     } else {
-      run.compiled = StartCompiles(unit, spec, backend, push, &run.fetched);
+      run.compiled = StartCompiles(unit, spec, backend, push);
     }
     if (!planned->count(unit.unit_id) && !unit.configs.empty()) backend.Plan(*spec, unit.dtype, unit.configs, unit.shapes);
     if (unit.confirm()) RunConfirmUnit(run, slot);
@@ -1230,7 +1270,9 @@ Status Worker::Run(const std::atomic<bool>* stop) {
           if (auto* req = std::get_if<ImageRequest>(&env->command)) {
             // Without a link the device compiles at once.
             if (link.greeted()) link.Send(std::move(*req));
-            else w.images.Deliver(ImageReply{req->sweep_id, req->unit_id, {}, uint32_t(req->wants.size()), "no link"});
+            else
+              w.images.Deliver(ImageReply{req->sweep_id, req->unit_id, {}, uint32_t(req->wants.size()), "no link"},
+                               nullptr);
             continue;
           }
           auto& r = std::get<Results>(env->command);
@@ -1252,7 +1294,10 @@ Status Worker::Run(const std::atomic<bool>* stop) {
             }
             w.arrivals[d]->Push(std::move(*unit));
           } else if (auto* reply = std::get_if<ImageReply>(&*cmd)) {
-            w.images.Deliver(std::move(*reply));
+            const uint64_t unit_id = reply->unit_id;
+            for (const std::string& why : w.images.Deliver(std::move(*reply), w.fetched_images.get()))
+              w.Log(log::Level::kWarn, "image from the coordinator refused; the config compiles here",
+                    {{"worker", w.opts.name}, {"coordinator", w.opts.endpoint}, {"unit", unit_id}, {"error", why}});
           } else if (auto* none = std::get_if<NoWork>(&*cmd)) {
             slots.NoWork(NowSeconds() + none->retry_ms / 1000.0 * retry_jitter(retry_rng));
           }

@@ -222,6 +222,39 @@ TEST_F(BuilderTest, ABuilderIsHandedWhatDevicesTakeNextAndItsImagesAreServedOnIt
   }
 }
 
+// What a worker asked for and was not served stays open while it holds the
+// unit: builders are handed those configs first (of the unit its worker
+// compiles now, the back half: the worker compiles from the front), and
+// once a builder's images of them are stored the worker is sent them
+// unasked.
+TEST_F(BuilderTest, AWorkerIsSentWhatABuilderBuiltOfTheConfigsItWasNotServed) {
+  WorkUnit first;
+  auto a = Worker("a", &first);
+  ASSERT_EQ(first.configs.size(), 2u) << CoordinatorLog();
+  std::vector<ImageWant> wants;
+  for (const Config& cfg : first.configs) wants.push_back(ImageWant{kernel_hash_, cfg.Id(), "f32", "sm_90"});
+  a->Send(ImageRequest{first.sweep_id, first.unit_id, wants});
+  const ImageReply none = a->Receive<ImageReply>();
+  EXPECT_TRUE(none.images.empty());
+  EXPECT_EQ(none.missing, 2u);
+  auto b1 = Builder("b1");
+  const BuildWork work = Work(*b1);
+  ASSERT_EQ(work.configs.size(), 2u) << CoordinatorLog();
+  // The back half of the unit its worker compiles first, then what the
+  // pools hold (the same configs on other shapes).
+  EXPECT_EQ(work.configs[0].Id(), first.configs[1].Id()) << "the held unit's back half first";
+  EXPECT_EQ(work.configs[1].Id(), first.configs[0].Id());
+  b1->Send(BuiltImages{work.work_id, {Image(work.configs[0]), Image(work.configs[1])}, 0});
+  const ImageReply late = a->Receive<ImageReply>();
+  EXPECT_EQ(late.unit_id, first.unit_id);
+  EXPECT_EQ(late.refused, "");
+  ASSERT_EQ(late.images.size(), 2u) << CoordinatorLog();
+  for (const KernelImage& k : late.images) {
+    EXPECT_EQ(k.image, testing::SyntheticCubin("sm_90", entry_, k.config_id));
+    EXPECT_TRUE(k.witnesses.empty());
+  }
+}
+
 TEST_F(BuilderTest, BadImagesAreRefusedNamingTheBuilderAndNothingIsStored) {
   WorkUnit first;
   auto a = Worker("a", &first);

@@ -416,7 +416,7 @@ class BuilderFarm : public FleetImages {
   }
   // The coordinator's `name` counter once it reaches `want`, polled (its
   // /metrics is a snapshot a second), or what it is once `watched` exits.
-  std::vector<Measurement> BuiltAheadOfTheDevice(const std::string& search);
+  std::vector<Measurement> BuiltAheadOfTheDevice(const std::string& search, size_t configs);
   double CoordinatorMetricOnce(const std::string& name, double want, testing::Child& watched) {
     double v = -1;
     for (int i = 0; i < 3000; ++i) {
@@ -429,10 +429,10 @@ class BuilderFarm : public FleetImages {
   int http_ = 0;
 };
 
-// A builder compiles sweep s1's configs (`search`: its sweep-file lines)
-// while the GPU worker is stopped; once it goes on, the worker compiles
-// none of them: each is fetched. Returns s1's rows.
-std::vector<Measurement> BuilderFarm::BuiltAheadOfTheDevice(const std::string& search) {
+// A builder compiles sweep s1's `configs` configs (`search`: its sweep-file
+// lines) while the GPU worker is stopped; once it goes on, the worker
+// compiles none of them: each is fetched. Returns s1's rows.
+std::vector<Measurement> BuilderFarm::BuiltAheadOfTheDevice(const std::string& search, size_t configs) {
   int port = 0;
   auto worker = StartWorker("a1", &port);
   // A first sweep (another dtype: other cubins) makes the worker's model
@@ -465,8 +465,9 @@ std::vector<Measurement> BuilderFarm::BuiltAheadOfTheDevice(const std::string& s
                           dir_.Sub("coordinator.pub"), "--compile-threads", "1", "--cache-dir",
                           dir_.Sub("builder-cache"), "-v"},
                          dir_.Sub("builder.log"));
-  const double built = CoordinatorMetricOnce("tunefarm_builder_images_total", 1, builder);
-  EXPECT_GE(built, 1) << testing::ReadFile(dir_.Sub("builder.log")) << testing::ReadFile(dir_.Sub("coordinator.log"));
+  const double built = CoordinatorMetricOnce("tunefarm_builder_images_total", double(configs), builder);
+  EXPECT_EQ(built, double(configs)) << testing::ReadFile(dir_.Sub("builder.log"))
+                                    << testing::ReadFile(dir_.Sub("coordinator.log"));
   worker->Signal(SIGCONT);
   testing::Child wait({TUNEFARM_BINARY, "status", sweep_id, "--wait", "--coordinator", endpoint_, "--curve-key",
                        dir_.Sub("client"), "--coordinator-key", dir_.Sub("coordinator.pub")},
@@ -494,14 +495,14 @@ std::vector<Measurement> BuilderFarm::BuiltAheadOfTheDevice(const std::string& s
 }
 
 TEST_F(BuilderFarm, TheBuilderCompilesAheadAndTheDeviceCompilesNothing) {
-  EXPECT_EQ(BuiltAheadOfTheDevice("strategy = \"exhaustive\"\n").size(), 4u);
+  EXPECT_EQ(BuiltAheadOfTheDevice("strategy = \"exhaustive\"\n", 4).size(), 4u);
 }
 
 // A searched key proposes as its devices lease; with its device stopped,
 // the builder's request has it propose its first batch, which the builder
 // compiles and the device then fetches.
 TEST_F(BuilderFarm, ASearchedKeyProposesAheadForTheBuilder) {
-  EXPECT_EQ(BuiltAheadOfTheDevice("strategy = \"random\"\nbudget = 3\nseed = 7\n").size(), 3u);
+  EXPECT_EQ(BuiltAheadOfTheDevice("strategy = \"random\"\nbudget = 3\nseed = 7\n", 3).size(), 3u);
 }
 
 }  // namespace

@@ -231,6 +231,9 @@ struct ImageRequest {
 // without their witnesses; `missing` of the
 // wants are not among them (the worker compiles those). A non-empty
 // `refused` says why the request broke a rule (naming the peer): no images.
+// Later replies of the same unit may follow unasked while the worker holds
+// it, bringing images of missing wants a builder built meanwhile; a worker
+// judges them as the first and takes only images of wants still open.
 struct ImageReply {
   std::string sweep_id;
   uint64_t unit_id = 0;
