@@ -66,9 +66,9 @@ int RunResults(const QueryArgs& args, bool best_only) {
   if (!store.ok()) return Fail(store.status().message());
   std::vector<Measurement> rows;
   if (best_only) {
-    auto best = (*store)->Best(args.filter);
-    if (!best.ok()) return Fail(best.status().message());
-    rows = StableWinners(**store, NewestKernelOnly(std::move(best).value()));
+    auto winners = Winners(**store, args.filter);
+    if (!winners.ok()) return Fail(winners.status().message());
+    rows = std::move(winners).value();
   } else {
     Status st = (*store)->Scan(args.filter, [&](const Measurement& m) {
       rows.push_back(m);

@@ -166,6 +166,54 @@ void PruneNights(const std::string& history, uint32_t keep) {
   }
 }
 
+// What the sweep's budgets did, where a table would not say it: keys that
+// `auto` measured whole (a budget applies to searched keys only), and
+// searched keys that the seconds bound stopped before their budget.
+std::vector<std::string> BudgetNotes(const SweepSubmit& sweep, const std::map<std::string, KeyCoverage>& coverage) {
+  std::vector<std::string> out;
+  size_t whole = 0, cut = 0;
+  uint64_t most_legal = 0;
+  for (const auto& [key, c] : coverage) {
+    if (c.state == KeyCoverage::State::kExhausted && c.strategy.rfind("exhaustive", 0) == 0) {
+      ++whole;
+      most_legal = std::max(most_legal, c.legal);
+    } else if (c.budget > 0 && c.evaluated < c.budget && c.evaluated < c.legal) {
+      ++cut;
+    }
+  }
+  const std::string& strategy = sweep.strategy.empty() ? std::string(kDefaultStrategy) : sweep.strategy;
+  const bool automatic = strategy == kAutoStrategy;
+  if (sweep.budget > 0 && automatic && whole > 0)
+    out.push_back("budget: " + std::to_string(whole) + " key(s) measured whole (up to " + std::to_string(most_legal) +
+                  " legal configs): auto measures every config of a space it covers; the budget of " +
+                  std::to_string(sweep.budget) + " applies to searched keys (--strategy random or model samples it)");
+  if (sweep.budget_seconds > 0 && cut > 0)
+    out.push_back("budget: " + std::to_string(cut) + " searched key(s) stopped at the seconds bound (" +
+                  FormatDuration(sweep.budget_seconds) + ") before their budget of " + std::to_string(sweep.budget));
+  return out;
+}
+
+// Ctrl-C (or SIGTERM) in `tune`: its coordinator is this process's and goes
+// with it, so the sweep is cancelled (its keys' coverage recorded as
+// partial, the rows stored kept) before the farm stops. Exit 130.
+int Interrupted(const ClientArgs& local, const std::string& sweep_id, const std::string& store, LocalFarm& farm) {
+  CoordinatorClient client(local.endpoint, 5);
+  auto reply = client.Call(SweepCancel{sweep_id});
+  farm.Stop();
+  const SweepStatus* status = reply.ok() ? std::get_if<SweepStatus>(&*reply) : nullptr;
+  if (!status || status->sweeps.empty()) {
+    std::fprintf(stderr, "tune: interrupted: sweep %s stopped with this process (%s); the rows stored stay in %s\n",
+                 sweep_id.c_str(), reply.ok() ? "no status" : reply.status().message().c_str(), store.c_str());
+  } else {
+    const SweepProgress& p = status->sweeps.front();
+    std::fprintf(stderr,
+                 "tune: interrupted: sweep %s cancelled with %llu of %llu pairs stored in %s (its keys' coverage "
+                 "says partial); tune again to measure them\n",
+                 sweep_id.c_str(), (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total, store.c_str());
+  }
+  return 130;
+}
+
 }  // namespace
 
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
@@ -226,15 +274,21 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   fopts.search_in_flight = args.search_in_flight;
   auto farm = LocalFarm::Start(fopts);
   if (!farm.ok()) return Fail(farm.status().message());
+  auto kept = (*farm)->KeepModelsHere(&*sweep);
+  if (!kept.ok()) return Fail(kept.status().message());
+  if (!kept->empty()) std::fprintf(stderr, "tune: %s\n", kept->c_str());
   const double sweep_start = NowSeconds();
-  auto done = (*farm)->Run(*sweep, [&](const std::string& endpoint, const std::string& sweep_id) {
-    ClientArgs local;
+  ClientArgs local;
+  std::string sweep_id;
+  auto done = (*farm)->Run(*sweep, [&](const std::string& endpoint, const std::string& id) {
     local.endpoint = endpoint;
+    sweep_id = id;
     // The coordinator runs in this process, over loopback: frequent polls
     // keep the sweep's wall time from being rounded up to a poll.
-    return WaitForSweep(local, sweep_id, args.quiet, stop, 0.005);
+    return WaitForSweep(local, id, args.quiet, stop, 0.005);
   });
   const double sweep_seconds = NowSeconds() - sweep_start;
+  if (stop->load() && !sweep_id.empty()) return Interrupted(local, sweep_id, args.store, **farm);
   (*farm)->Stop();
   if (!done.ok()) return Fail(done.status().message());
   if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state);
@@ -311,6 +365,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   } else {
     std::printf("failures: %s\n", FormatFailures(failures).c_str());
   }
+  for (const std::string& line : BudgetNotes(*sweep, row_notes.coverage)) std::fprintf(text, "%s\n", line.c_str());
   std::fprintf(text, "\nstore:  %s\nbundle: %s.tfb (and %s.json)\n", args.store.c_str(), out.c_str(),
               out.c_str());
   std::fprintf(text, "next:   tunefarm results --store %s --log      (every row; failures with their whole log)\n"

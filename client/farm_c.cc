@@ -360,8 +360,13 @@ char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char**
   return Guard<char*>(errptr, nullptr, [&]() -> Result<char*> {
     ASSIGN_OR_RETURN(Json j, ParseRequest(sweep_json, "submit"));
     ASSIGN_OR_RETURN(auto sweep, SweepOf(j));
+    std::string note;
+    if (farm->local) {
+      ASSIGN_OR_RETURN(note, farm->local->KeepModelsHere(&sweep));
+    }
     Json answer = {{"name", sweep.name}, {"ops", sweep.ops}, {"dtypes", sweep.dtypes}, {"shapes", Json::array()},
                    {"strategy", sweep.strategy}};
+    if (!note.empty()) answer["note"] = note;
     for (const tune::Shape& shape : sweep.shapes) answer["shapes"].push_back(shape.Canonical());
     ASSIGN_OR_RETURN(auto reply, Ask(farm, std::move(sweep)));
     auto* accepted = std::get_if<tune::SweepAccepted>(&reply);
@@ -401,8 +406,7 @@ char* tunefarm_farm_results(tunefarm_farm_t* farm, const char* query_json, char*
     ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
     std::vector<tune::Measurement> rows;
     if (best) {
-      ASSIGN_OR_RETURN(auto winners, store->Best(filter));
-      rows = tune::StableWinners(*store, tune::NewestKernelOnly(std::move(winners)));
+      ASSIGN_OR_RETURN(rows, tune::Winners(*store, filter));
     } else {
       TUNE_RETURN_IF_ERROR(store->Scan(filter, [&](const tune::Measurement& m) {
         rows.push_back(m);

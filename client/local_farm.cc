@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coordinator_client.h"
+#include "base/text.h"
 
 namespace tune {
 
@@ -114,6 +115,24 @@ Result<SweepProgress> LocalFarm::Run(const SweepSubmit& sweep, const WaitFn& wai
     return Status::Error(error ? error->message : "coordinator sent an unexpected reply");
   }
   return wait(endpoint, accepted->sweep_id);
+}
+
+Result<std::string> LocalFarm::KeepModelsHere(SweepSubmit* sweep) const {
+  const std::set<std::string> here = models();
+  std::vector<std::string> kept, lacking;
+  for (const std::string& m : sweep->gpu_models) {
+    if (m == "*" || here.count(m)) kept.push_back(m);
+    else lacking.push_back(m);
+  }
+  if (lacking.empty()) return std::string();
+  if (kept.empty())
+    return Status::InvalidArgument("the sweep's gpus (" + Join(lacking, ", ") + ") are not on this host (it has " +
+                                   Join({here.begin(), here.end()}, ", ") +
+                                   "): measure them on a farm that has them (tunefarm submit), or name this host's "
+                                   "models (or \"*\") in its gpus");
+  sweep->gpu_models = kept;
+  return "this host has no " + Join(lacking, ", ") + " (named in the sweep's gpus): measuring on " + Join(kept, ", ") +
+         " only";
 }
 
 void LocalFarm::Serve() {

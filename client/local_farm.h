@@ -70,6 +70,13 @@ class LocalFarm {
   // removes the socket's folder.
   void Stop();
 
+  // A local farm has this host's devices only: a GPU model `sweep` names
+  // that none of them is would be waited for forever (a coordinator waits
+  // for a named model's devices to join). Keeps the models here of those
+  // named and returns a line naming the rest ("" when none is missing); an
+  // error when none named is here.
+  Result<std::string> KeepModelsHere(SweepSubmit* sweep) const;
+
   bool simulated() const { return simulated_; }
   std::vector<DeviceInfo> devices() const;
   std::set<std::string> models() const;

@@ -98,14 +98,13 @@ std::string WinnerKey(const Measurement& m) {
 
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
   RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}, {}};
-  std::vector<Measurement> best;
   std::set<std::string> keys;
   for (const Measurement& m : rows) {
     if (!keys.insert(m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape).second) continue;
-    auto b = store.Best(ResultFilter{m.gpu_model, m.op, m.dtype, m.shape, ""});
-    if (b.ok()) best.insert(best.end(), b->begin(), b->end());
+    auto winners = Winners(store, ResultFilter{m.gpu_model, m.op, m.dtype, m.shape, ""});
+    if (winners.ok())
+      for (const Measurement& w : *winners) notes.winners.insert(WinnerKey(w));
   }
-  for (const Measurement& w : StableWinners(store, NewestKernelOnly(std::move(best)))) notes.winners.insert(WinnerKey(w));
   // Each key's default row, where the op's package is stored.
   std::map<std::string, OpSpec> ops;
   bool ops_read = false;

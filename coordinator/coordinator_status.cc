@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dashboard.h"
+#include "publish/publish.h"
 #include "report/compare.h"
 #include "report/pipeline.h"
 #include "serve/metrics.h"
@@ -46,19 +47,19 @@ void StatusPages::Publish(double now) {
   std::vector<Metric> metrics;
   metrics.push_back(Metric::Gauge("tunefarm_build_info", "this coordinator's version (always 1)", 1,
                                   {{"version", TUNEFARM_VERSION}}));
-  AddSweeps(now, &docs, &metrics);
+  AddSweeps(&docs, &metrics);
   AddWorkers(now, &docs, &metrics);
   AddFarmMetrics(&metrics);
   PostStoreDocuments(now);
   snapshot_.Publish(std::move(docs), RenderMetrics(metrics));
 }
 
-void StatusPages::AddSweeps(double now, std::map<std::string, std::string>* docs,
-                            std::vector<Metric>* metrics) const {
+void StatusPages::AddSweeps(std::map<std::string, std::string>* docs, std::vector<Metric>* metrics) const {
   using nlohmann::json;
   json sweeps = json::array();
   const int64_t now_unix = env_->NowUnixSeconds();
-  for (const auto& p : scheduler_->Progress("", now)) {
+  // The sweeps `status` lists: this run's and those ended before it.
+  for (const auto& p : sweeps_->StatusOf("").sweeps) {
     sweeps.push_back({{"id", p.sweep_id}, {"name", p.name}, {"state", p.state},
                       {"pairs_done", p.pairs_done}, {"pairs_total", p.pairs_total},
                       {"pairs_failed", p.pairs_failed}, {"failed_by_class", p.failed_by_class},
@@ -272,7 +273,8 @@ void StatusPages::PostStoreDocuments(double now) {
 
 std::optional<std::pair<std::string, size_t>> StatusPages::BestDocument() const {
   using nlohmann::json;
-  auto best = store_->Best({});
+  // The winners `best`, `compare`, `publish` and Python name.
+  auto best = Winners(*store_, {});
   if (!best.ok()) return std::nullopt;
   json rows = json::array();
   for (const auto& m : *best) {

@@ -17,6 +17,7 @@
 #include "coordinator_results.h"
 #include "off_loop.h"
 #include "scheduler.h"
+#include "sweeps.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "worker_sessions.h"
@@ -55,10 +56,11 @@ class HttpSnapshot final : public HttpStatusSource {
 class StatusPages {
  public:
   // Every pointer must outlive this object; the parts are only read.
-  StatusPages(ResultStore* store, const Scheduler* scheduler, const WorkerSessions* sessions,
+  StatusPages(ResultStore* store, const Scheduler* scheduler, const Sweeps* sweeps, const WorkerSessions* sessions,
               const Ingestion* ingestion, const StoreHealth* health, const LoopCounters* counters)
       : store_(store),
         scheduler_(scheduler),
+        sweeps_(sweeps),
         sessions_(sessions),
         ingestion_(ingestion),
         health_(health),
@@ -82,7 +84,7 @@ class StatusPages {
   // store-scanning documents when their build is done.
   void Publish(double now);
   // docs["sweeps"] and each sweep's series.
-  void AddSweeps(double now, std::map<std::string, std::string>* docs, std::vector<Metric>* metrics) const;
+  void AddSweeps(std::map<std::string, std::string>* docs, std::vector<Metric>* metrics) const;
   // docs["workers"] and the series of workers and their devices.
   void AddWorkers(double now, std::map<std::string, std::string>* docs, std::vector<Metric>* metrics) const;
   // The farm's counters and gauges: queues, leases, ingestion, the store,
@@ -102,6 +104,7 @@ class StatusPages {
 
   ResultStore* store_;
   const Scheduler* scheduler_;
+  const Sweeps* sweeps_;
   const WorkerSessions* sessions_;
   const Ingestion* ingestion_;
   const StoreHealth* health_;

@@ -62,6 +62,10 @@ class Sweeps {
   // The status of sweep `sweep_id` (every sweep when empty), as a client
   // is answered; an ErrorReply when `sweep_id` names no sweep (Resolve).
   Command StatusReply(const std::string& sweep_id) const;
+  // The progress of sweep `sweep_id` (its whole id), or of every sweep when
+  // empty: those of this run and the newest that ended before it started
+  // (their records). What `status` and the dashboard list.
+  SweepStatus StatusOf(const std::string& sweep_id) const;
 
   // Sweeps that ended (done, or failed: units out of attempts, a space over
   // the bounds) since the last call: their state is made durable and their
@@ -74,7 +78,6 @@ class Sweeps {
   // no other sweep's id shares. NotFound when none matches; InvalidArgument
   // listing the matches when several do.
   Result<std::string> Resolve(const std::string& sweep_id) const;
-  SweepStatus StatusOf(const std::string& sweep_id) const;
   void Persist(const std::string& id);
   // The coverage of each key of an ended sweep (KeyCoverage), into the store.
   void RecordCoverage(const SweepState& sweep);

@@ -353,7 +353,10 @@ class Farm:
                 req[key] = value
         if one_pass:
             req["one_pass"] = True
-        return Sweep(self, self._json("tunefarm_farm_submit", json.dumps(req).encode()))
+        answer = self._json("tunefarm_farm_submit", json.dumps(req).encode())
+        if answer.get("note"):  # a local farm measures only this host's GPU models
+            print("tunefarm: " + answer["note"], file=sys.stderr)
+        return Sweep(self, answer)
 
     def sweeps(self) -> List[Dict[str, Any]]:
         """Every sweep the coordinator knows, as status dicts."""

@@ -9,8 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
+#include <thread>
 
+#include "store/result_store.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "opspec/config_space.h"
@@ -324,6 +327,94 @@ TEST(TuneCommand, ASpaceOverTheRawPointsBoundIsRefusedUnlessTheFlagRaisesIt) {
   r = Tunefarm("results --store " + dir.path() + "/db --format csv");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("wide"), std::string::npos) << r.output;
+}
+
+// A local farm has this host's devices only: a sweep file (as `sweep
+// from-misses` writes one) naming a GPU model the host lacks is measured on
+// the models it has, with a line naming the rest; naming none of them is an
+// error at once, never a wait for devices that cannot join.
+TEST(TuneCommand, AModelThisHostLacksIsNamedNeverWaitedFor) {
+  tune::testing::TempDir dir;
+  auto sweep = [&](const std::string& name, const std::string& gpus) {
+    const std::string path = dir.path() + "/" + name + ".toml";
+    std::ofstream(path) << "[sweep]\nname = \"" << name << "\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+                        << "gpus = [" << gpus << "]\nstrategy = \"random\"\nbudget = 3\nshapes = [ { N = 1024 } ]\n";
+    return path;
+  };
+  const std::string tune = "tune --backend sim --sim-models h100 --ops-dir " + std::string(TUNEFARM_SOURCE_DIR) +
+                           "/tests/data/ops --unsigned --quiet --store " + dir.path() + "/db --bundle " + dir.path() +
+                           "/b --sweep ";
+  CommandRun r = Tunefarm(tune + sweep("elsewhere", "\"sim-a100\", \"l40s\""));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("the sweep's gpus (sim-a100, l40s) are not on this host (it has sim-h100)"),
+            std::string::npos)
+      << r.output;
+  r = Tunefarm(tune + sweep("some", "\"sim-a100\", \"sim-h100\""));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("this host has no sim-a100 (named in the sweep's gpus): measuring on sim-h100 only"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("failures: none"), std::string::npos) << r.output;
+}
+
+// A budget that `auto` did not use is named: the synthetic op's 600 legal
+// configs are measured whole whatever the budget.
+TEST(TuneCommand, ABudgetAutoDidNotUseIsNamed) {
+  tune::testing::TempDir dir;
+  const CommandRun r = Tunefarm("tune --backend sim --sim-models h100 --ops-dir " + std::string(TUNEFARM_SOURCE_DIR) +
+                                "/tests/data/ops --op synthetic --dtype f32 --shape N=1024 --budget 5 --unsigned --quiet"
+                                " --one-pass --store " + dir.path() + "/db --bundle " + dir.path() + "/b");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("budget: 1 key(s) measured whole (up to 600 legal configs): auto measures every config of "
+                          "a space it covers; the budget of 5 applies to searched keys"),
+            std::string::npos)
+      << r.output;
+}
+
+// Ctrl-C in `tune`: its coordinator is the process's own, so the sweep is
+// cancelled, not said to go on; what was stored stays, the key's coverage
+// says partial, and the exit code is 130.
+TEST(TuneCommand, AnInterruptedTuneCancelsItsSweepKeepsItsRowsAndSaysSo) {
+  tune::testing::TempDir dir;
+  std::vector<std::string> args = {TUNEFARM_BINARY, "tune", "--backend", "sim", "--sim-models", "h100", "--ops-dir",
+                                   std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--op", "synthetic",
+                                   "--dtype", "f32", "--one-pass", "--unsigned", "--store", dir.path() + "/db",
+                                   "--bundle", dir.path() + "/b"};
+  for (int i = 1; i <= 40; ++i) args.insert(args.end(), {"--shape", "N=" + std::to_string(1024 + 64 * i)});
+  tune::testing::Child tune(args, dir.path() + "/tune.log");
+  auto first_row = [&]() -> std::optional<Measurement> {
+    auto store = ResultStore::OpenReadOnly(dir.path() + "/db");
+    if (!store.ok()) return std::nullopt;
+    std::optional<Measurement> row;
+    (void)(*store)->Scan({}, [&](const Measurement& m) {
+      row = m;
+      return false;
+    });
+    return row;
+  };
+  for (int i = 0; i < 600 && !first_row(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  tune.Signal(SIGINT);
+  EXPECT_EQ(tune.Wait(120), 130) << tune::testing::ReadFile(dir.path() + "/tune.log");
+  const std::string said = tune::testing::ReadFile(dir.path() + "/tune.log");
+  EXPECT_NE(said.find("tune: interrupted: sweep "), std::string::npos) << said;
+  EXPECT_NE(said.find("(its keys' coverage says partial)"), std::string::npos) << said;
+  EXPECT_EQ(said.find("goes on at the coordinator"), std::string::npos) << said;
+  // Every key with rows has its coverage; those the sweep had not finished say partial.
+  auto store = ResultStore::OpenReadOnly(dir.path() + "/db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  std::map<std::string, Measurement> keys;  // by shape
+  ASSERT_TRUE((*store)->Scan({}, [&](const Measurement& m) {
+                        keys.emplace(m.shape, m);
+                        return true;
+                      }).ok());
+  ASSERT_FALSE(keys.empty());
+  size_t partial = 0;
+  for (const auto& [shape, m] : keys) {
+    auto coverage = (*store)->GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash);
+    ASSERT_TRUE(coverage.ok() && *coverage) << shape << ": no coverage";
+    partial += (*coverage)->state == KeyCoverage::State::kPartial;
+  }
+  EXPECT_GE(partial, 1u) << keys.size() << " keys with rows, none partial";
 }
 
 }  // namespace

@@ -233,6 +233,13 @@ bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_def
 
 }  // namespace
 
+Result<std::vector<Measurement>> Winners(ResultStore& store, const ResultFilter& filter) {
+  auto best = store.Best(filter);
+  if (!best.ok()) return best.status();
+  std::erase_if(*best, [](const Measurement& m) { return !m.Valid() || !std::isfinite(m.median_us) || m.median_us <= 0; });
+  return StableWinners(store, NewestKernelOnly(std::move(best).value()));
+}
+
 std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best) {
   for (Measurement& b : best) {
     std::vector<Measurement> tied;
@@ -479,13 +486,13 @@ Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const
   const Note note = [&](const std::string& line) {
     if (notes) notes->push_back(line);
   };
-  auto best = store.Best(filter);
-  if (!best.ok()) return best.status();
+  auto winners = Winners(store, filter);
+  if (!winners.ok()) return winners.status();
   // Each stored package parsed once for the whole bundle.
   const auto stored = StoredSpecs(store);
   const auto ops = Latest(stored);
   std::map<GroupKey, const Measurement*> pick;  // one best row per key
-  const std::vector<Measurement> newest = StableWinners(store, NewestKernelOnly(std::move(best).value()));
+  const std::vector<Measurement> newest = std::move(winners).value();
   for (const auto& m : newest) pick.emplace(GroupKey(m), &m);
   if (pick.empty()) return Status::Error("publish: no valid measurement matches the filter");
   Bundle b;

@@ -37,6 +37,13 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 inline constexpr double kTiePrecise = 0.05;
 std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best);
 
+// The one rule that names a key's winner, behind every answer the farm
+// gives (best, results --best, compare, publish and so the bundle, the
+// dashboard's /api/best, Python): per key matching `filter`, the store's
+// fastest valid row of the newest kernel (NewestKernelOnly), given way to
+// the near-tie rule's winner (StableWinners).
+Result<std::vector<Measurement>> Winners(ResultStore& store, const ResultFilter& filter);
+
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
 // config of the newest kernel hash, with the op's default config measured on
 // the same key beside it (when the sweep measured it). The default is one of

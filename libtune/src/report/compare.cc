@@ -239,7 +239,7 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
     f.op = options.op;
     f.dtype = options.dtype;
     f.shape = options.shape;
-    return store.Best(f);
+    return Winners(store, f);
   };
   // Models listed explicitly: one prefix scan each. Otherwise the whole best
   // family, which holds one row per key and kernel hash, not per config.
@@ -250,11 +250,8 @@ Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions
     for (auto& m : *rows) best.push_back(std::move(m));
   }
 
-  // The newest kernel's rows (NewestKernelOnly) and, of near-ties, the tie
-  // rule's winner (StableWinners), as BuildBundle picks them: a comparison
-  // shows what a bundle published now would ship.
-  std::erase_if(best, [](const Measurement& m) { return !m.Valid() || !std::isfinite(m.median_us) || m.median_us <= 0; });
-  best = StableWinners(store, NewestKernelOnly(std::move(best)));
+  // Winners as BuildBundle picks them: a comparison shows what a bundle
+  // published now would ship.
   using Key = std::tuple<std::string, std::string, std::string>;  // op, dtype, shape
   std::map<std::string, std::map<Key, const Measurement*>> pick;  // gpu -> key -> winner
   for (const auto& m : best) pick[m.gpu_model].emplace(Key{m.op, m.dtype, m.shape}, &m);
