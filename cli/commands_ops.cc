@@ -1,12 +1,17 @@
-// Commands on op folders and keys: op check, keys curve, keys sign.
+// Commands on op folders and keys: op list, op check, keys curve, keys sign.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "command_util.h"
 #include "commands.h"
 #include "op_check.h"
+#include "base/json_text.h"
+#include "base/text.h"
+#include "opspec/config_space.h"
+#include "opspec/op_definition.h"
 #include "wire/curve.h"
 #include "publish/signing.h"
 
@@ -43,6 +48,50 @@ int RunKeysSign(const KeysArgs& args) {
   return 0;
 }
 
+struct OpListArgs {
+  std::string ops_dir, format = "table";
+};
+
+// The ops of a folder, each read as a sweep would read it: its dims, dtypes,
+// kind and raw space, or why it cannot be read.
+int RunOpList(OpListArgs args) {
+  if (args.ops_dir.empty()) args.ops_dir = DefaultOpsDir();
+  const std::vector<std::string> names = OpNamesIn(args.ops_dir);
+  if (names.empty()) return Fail("no op in " + args.ops_dir + " (an op is a folder with an op.toml; --ops-dir names another)");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const std::string& name : names) {
+    auto spec = LoadOpSpec(args.ops_dir + "/" + name);
+    nlohmann::ordered_json row = {{"op", name}};
+    if (!spec.ok()) {
+      row["error"] = spec.status().message();
+    } else {
+      row["dims"] = spec->dims;
+      row["dtypes"] = spec->dtypes;
+      row["kind"] = spec->program ? "program" : "cuda";
+      row["params"] = spec->axes.size();
+      row["raw_configs"] = RawSpaceSize(*spec);
+    }
+    rows.push_back(std::move(row));
+  }
+  if (args.format == "json") {
+    std::printf("%s\n", DumpJson(rows, 2).c_str());
+    return 0;
+  }
+  std::printf("%-28s %-8s %-14s %-20s %s\n", "op", "kind", "dims", "dtypes", "raw configs");
+  for (const auto& r : rows) {
+    if (r.contains("error")) {
+      std::printf("%-28s unreadable: %s\n", r["op"].get<std::string>().c_str(), r["error"].get<std::string>().c_str());
+      continue;
+    }
+    std::printf("%-28s %-8s %-14s %-20s %llu\n", r["op"].get<std::string>().c_str(),
+                r["kind"].get<std::string>().c_str(), Join(r["dims"].get<std::vector<std::string>>(), ",").c_str(),
+                Join(r["dtypes"].get<std::vector<std::string>>(), ",").c_str(),
+                (unsigned long long)r["raw_configs"].get<uint64_t>());
+  }
+  std::printf("(%s; `tunefarm op check %s/OP` checks one)\n", args.ops_dir.c_str(), args.ops_dir.c_str());
+  return 0;
+}
+
 void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out) {
   // The parsed values outlive this call: the commands in `out` own them.
   struct Parsed {
@@ -54,6 +103,13 @@ void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out) {
   // op check
   auto* opc = app.add_subcommand("op", "Work on op folders");
   opc->require_subcommand(1);
+  auto list_args = std::make_shared<OpListArgs>();
+  auto* ol = opc->add_subcommand("list", "The ops of an ops folder: kind, dims, dtypes, raw configs");
+  ol->add_option("--ops-dir", list_args->ops_dir, "Ops folder (default: the installed ops, else ./ops)");
+  ol->add_option("--format", list_args->format, "table or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
+  out->push_back({.app = ol, .run = [list_args](const std::atomic<bool>*) { return RunOpList(*list_args); }});
   OpCheckArgs& opcheck = parsed->opcheck;
   auto* oc = opc->add_subcommand("check", "Check an op without a GPU: spec, legal configs per GPU model, compiles");
   oc->add_option("dir", opcheck.dir, "Op folder (op.toml and its sources)")->required();

@@ -174,7 +174,7 @@ std::vector<std::string> BudgetNotes(const SweepSubmit& sweep, const std::map<st
   size_t whole = 0, cut = 0;
   uint64_t most_legal = 0;
   for (const auto& [key, c] : coverage) {
-    if (c.state == KeyCoverage::State::kExhausted && c.strategy.rfind("exhaustive", 0) == 0) {
+    if (c.state == KeyCoverage::State::kExhausted && c.strategy == WholeProposer()) {
       ++whole;
       most_legal = std::max(most_legal, c.legal);
     } else if (c.budget > 0 && c.evaluated < c.budget && c.evaluated < c.legal) {

@@ -417,5 +417,37 @@ TEST(TuneCommand, AnInterruptedTuneCancelsItsSweepKeepsItsRowsAndSaysSo) {
   EXPECT_GE(partial, 1u) << keys.size() << " keys with rows, none partial";
 }
 
+// A misspelt command, option or op gets one line with the program's prefix
+// and the nearest name; `op list` lists an ops folder.
+TEST(CommandLine, AMisspeltCommandOptionOrOpNamesTheNearestOne) {
+  CommandRun r = Tunefarm("tunee");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("tunefarm: unknown command 'tunee' (did you mean 'tune'?)", 0), 0u) << r.output;
+  r = Tunefarm("op chek x");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("tunefarm op: unknown command 'chek' (did you mean 'check'?)", 0), 0u) << r.output;
+  r = Tunefarm("results --stor x");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("tunefarm results: ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("(did you mean --store?)"), std::string::npos) << r.output;
+  const std::string ops = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+  r = Tunefarm("tune --backend sim --ops-dir " + ops + " --op synthetik --dtype f32 --shape N=1024");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no op 'synthetik' in " + ops + " (did you mean 'synthetic'?)"), std::string::npos)
+      << r.output;
+  r = Tunefarm("op list --ops-dir " + ops + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json list = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_TRUE(list.is_array()) << r.output;
+  bool synthetic = false;
+  for (const auto& op : list)
+    if (op["op"] == "synthetic") {
+      synthetic = true;
+      EXPECT_EQ(op["kind"], "cuda");
+      EXPECT_EQ(op["raw_configs"].get<uint64_t>(), 600u);
+    }
+  EXPECT_TRUE(synthetic) << r.output;
+}
+
 }  // namespace
 }  // namespace tune

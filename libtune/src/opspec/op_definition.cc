@@ -1077,6 +1077,18 @@ Result<OpSpec> LoadOpSpec(const std::string& dir) {
   return ParseOpSpec(package.value(), dir);
 }
 
+std::vector<std::string> OpNamesIn(const std::string& ops_dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(ops_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code file_ec;
+    if (it->is_directory(file_ec) && std::filesystem::is_regular_file(it->path() / "op.toml", file_ec))
+      names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::vector<std::string> ParamMacros(const OpSpec& spec, const Config& config) {
   std::vector<std::string> out;
   for (const auto& [name, value] : config.params) {

@@ -195,6 +195,9 @@ struct OpSpec {
 Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin);
 // ReadOpPackage + ParseOpSpec.
 Result<OpSpec> LoadOpSpec(const std::string& dir);
+// The ops of an ops folder: the names of its sub-folders that hold an
+// op.toml, sorted (not parsed: `op check` judges each).
+std::vector<std::string> OpNamesIn(const std::string& ops_dir);
 
 // The macros a kernel of `config` is compiled with ("NAME=VALUE", without
 // -D), the documented spelling of params in kernel source:

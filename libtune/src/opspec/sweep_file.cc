@@ -1,6 +1,7 @@
 #include "opspec/sweep_file.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <tuple>
@@ -15,6 +16,15 @@ namespace {
 Status AddOps(SweepSubmit* s, const std::vector<std::string>& ops, const std::string& ops_dir,
               const std::string& where) {
   for (const auto& op : ops) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(ops_dir) / op / "op.toml", ec)) {
+      const std::vector<std::string> known = OpNamesIn(ops_dir);
+      const std::string near = NearestName(op, known);
+      return Status::NotFound(where + ": no op '" + op + "' in " + ops_dir +
+                              (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; it has " +
+                              (known.empty() ? std::string("none") : Join(known, ", ")) +
+                              " (`tunefarm op list --ops-dir " + ops_dir + "`)");
+    }
     auto pkg = ReadOpPackage(ops_dir + "/" + op);
     if (!pkg.ok()) return Status::Error(where + ": op '" + op + "': " + pkg.status().message());
     s->ops.push_back(op);
