@@ -1,6 +1,6 @@
 // The CLI's commands. Each returns the process exit code: 0 success, 1 a
 // failure it explains on stderr in one line, 2 bad usage (kExitUsage), 3
-// regressions (kExitRegressions). They are grouped in files by what they
+// regressions (kExitRegressions), 130 interrupted (kExitInterrupted). They are grouped in files by what they
 // work on: commands_farm.cc (a running farm), commands_store.cc (stores and
 // bundles), commands_ops.cc (op folders, keys), commands_tune.cc (a farm on
 // this host), commands_search.cc (search strategies), commands_sweep.cc (sweep files). None is thread-safe: one command runs per process.
@@ -125,6 +125,9 @@ inline constexpr int kExitRegressions = 3;
 // exit status of usage errors, as POSIX utilities have it. --help and
 // --version exit 0; failures of the work itself exit 1.
 inline constexpr int kExitUsage = 2;
+// `tune` stopped by SIGINT or SIGTERM (its sweep cancelled), as shells
+// report a process ended by SIGINT.
+inline constexpr int kExitInterrupted = 130;
 
 // --format table|csv|json on a command that prints data (status, bundle
 // show/lookup/diff; results, best and compare have their own, with the same

@@ -195,7 +195,7 @@ std::vector<std::string> BudgetNotes(const SweepSubmit& sweep, const std::map<st
 
 // Ctrl-C (or SIGTERM) in `tune`: its coordinator is this process's and goes
 // with it, so the sweep is cancelled (its keys' coverage recorded as
-// partial, the rows stored kept) before the farm stops. Exit 130.
+// partial, the rows stored kept) before the farm stops.
 int Interrupted(const ClientArgs& local, const std::string& sweep_id, const std::string& store, LocalFarm& farm) {
   CoordinatorClient client(local.endpoint, 5);
   auto reply = client.Call(SweepCancel{sweep_id});
@@ -211,7 +211,7 @@ int Interrupted(const ClientArgs& local, const std::string& sweep_id, const std:
                  "says partial); tune again to measure them\n",
                  sweep_id.c_str(), (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total, store.c_str());
   }
-  return 130;
+  return kExitInterrupted;
 }
 
 }  // namespace

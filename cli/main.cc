@@ -64,7 +64,8 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e, int argc, char** a
 
 // Exit status: 0 the command did its work (or --help, --version), 1 it
 // failed (one line on stderr), 2 the command line is bad (kExitUsage), 3
-// nightly or bundle diff found regressions (kExitRegressions).
+// nightly or bundle diff found regressions (kExitRegressions), 130 tune
+// was interrupted (kExitInterrupted).
 int main(int argc, char** argv) {
   using namespace tune;
   std::signal(SIGINT, OnSignal);
