@@ -123,8 +123,13 @@ def _rows(text_rows: List[Row]) -> List[Row]:
 
 def to_dataframe(rows: Iterable[Row]):
     """Rows as a pandas DataFrame (pandas must be installed): one column per
-    key, "shape" and "config" flattened to dim and param columns."""
-    import pandas  # only here: the package needs nothing beyond the standard library
+    key, "shape" and "config" flattened to dim and param columns. Raises
+    TunefarmError naming the package where pandas is missing."""
+    try:
+        import pandas  # only here: the package needs nothing beyond the standard library
+    except ImportError:
+        raise _native.TunefarmError("to_dataframe needs pandas (Debian: apt install python3-pandas; "
+                                    "the rows themselves are plain dicts)") from None
     flat = []
     for r in rows:
         f = {k: v for k, v in r.items() if k not in ("shape", "config")}
