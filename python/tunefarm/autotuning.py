@@ -172,6 +172,13 @@ class Autotuned:
     def config_for(self, *args, **kwargs) -> Dict[str, Any]:
         """The config a call with these arguments launches (tuning its key
         first where the mode says so)."""
+        serving = os.environ.get("TUNEFARM_AUTOTUNE_SERVING")
+        if serving is not None:
+            # The harness imports the kernel's module to serve it: a module
+            # that calls the tuned function when imported would tune again
+            # from inside its own tuning.
+            raise TunefarmError("autotune %s: called while tunefarm's harness imports this module to serve %s: put "
+                                "the code that calls it under `if __name__ == \"__main__\":`" % (self.op, serving))
         if _forced_defaults():
             return dict(self.default)
         dims, dtype = self._key_of(*args, **kwargs)
@@ -255,6 +262,7 @@ class Autotuned:
             "import importlib.util, os, sys\n"
             "_here = os.path.dirname(os.path.abspath(__file__))\n"
             "sys.path.insert(0, _here)\n"
+            "os.environ['TUNEFARM_AUTOTUNE_SERVING'] = %r  # a call of the tuned function fails: config_for\n"
             "_spec = importlib.util.spec_from_file_location('tunefarm_autotuned_module', os.path.join(_here, %r))\n"
             "_module = importlib.util.module_from_spec(_spec)\n"
             "_spec.loader.exec_module(_module)\n"
@@ -264,7 +272,7 @@ class Autotuned:
             "if _tuned.reference is not None:\n"
             "    reference = _tuned.reference\n"
             "if _tuned.outputs is not None:\n"
-            "    outputs = _tuned.outputs\n") % (attr, module_name, module_name, attr)
+            "    outputs = _tuned.outputs\n") % (attr, module_name, self.op, module_name, attr)
         # Every dtype unless told: the package, and with it what was tuned,
         # must not change with the dtype of a call.
         dtypes = self.dtypes or list(_DTYPES)
@@ -341,9 +349,10 @@ class Autotuned:
             failures = {}
             for r in results:
                 failures[r["status"]] = failures.get(r["status"], 0) + 1
-            raise TunefarmError("autotune %s: no config of %s %s passed its check (%s)" % (
-                self.op, dtype, _key_text(dims, dtype), ", ".join("%s: %d" % kv for kv in sorted(failures.items()))
-                or "nothing measured"))
+            reason = next((r["reason"] for r in results if r.get("reason")), "")
+            raise TunefarmError("autotune %s: no config of %s passed its check (%s)%s" % (
+                self.op, _key_text(dims, dtype), ", ".join("%s: %d" % kv for kv in sorted(failures.items()))
+                or "nothing measured", "; the first failure: " + reason.strip().splitlines()[-1] if reason else ""))
         index_path = self._index_path(package)
         index = self._read_index(index_path)
         index["tuned"][_key_text(dims, dtype)] = {"gpu_model": best[0]["gpu_model"], "sweep": sweep.id}

@@ -171,6 +171,24 @@ class Autotune(unittest.TestCase):
             k(2**64 + 4096)
         self.assertEqual(k.answers, {})
 
+    def test_7_a_module_that_tunes_when_imported_is_told_to_guard_it(self):
+        # The harness imports the kernel's module to serve it: a script that
+        # calls the tuned function at its top level would tune again from
+        # inside its own tuning. The tuning fails once, naming the cause.
+        with tempfile.TemporaryDirectory(prefix="tunefarm-reentry.") as d:
+            with open(os.path.join(KERNEL_DIR, "host_kernel.py")) as f:
+                source = f.read()
+            with open(os.path.join(d, "unguarded_kernel.py"), "w") as f:
+                f.write(source + "\n\ndouble([1.0] * 64, [0.0] * 64)  # no __main__ guard\n")
+            e = dict(os.environ)
+            e["PYTHONPATH"] = d + os.pathsep + e.get("PYTHONPATH", "")
+            e["AUTOTUNE_TEST_STORE"] = os.path.join(d, "store.db")
+            out = subprocess.run([sys.executable, "-c", "import unguarded_kernel"], env=e, capture_output=True,
+                                 text=True, timeout=240)
+            self.assertNotEqual(out.returncode, 0, out.stdout)
+            self.assertIn("no config of f32 N=64 passed its check", out.stderr)
+            self.assertIn('put the code that calls it under `if __name__ == "__main__":`', out.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
