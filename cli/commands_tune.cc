@@ -20,6 +20,7 @@
 #include "opspec/config_space.h"
 #include "opspec/op_definition.h"
 #include "report/nightly.h"
+#include "report/pipeline.h"
 #include "search/registry.h"
 #include "publish/publish.h"
 #include "opspec/sweep_file.h"
@@ -101,11 +102,8 @@ Pipeline PipelineOf(const WorkerStats& total, size_t devices, double wall_second
   Pipeline p;
   p.wall_seconds = wall_seconds;
   p.devices = devices;
-  auto fraction = [&](double busy, double lanes) {
-    return wall_seconds > 0 && lanes > 0 ? std::clamp(busy / (wall_seconds * lanes), 0.0, 1.0) : 0.0;
-  };
-  p.devices_busy = fraction(total.measure_seconds, double(devices));
-  p.compile_busy = fraction(total.compile_seconds, double(total.compile_threads));
+  p.devices_busy = BusyFraction(total.measure_seconds, wall_seconds, double(devices));
+  p.compile_busy = BusyFraction(total.compile_seconds, wall_seconds, double(total.compile_threads));
   return p;
 }
 

@@ -282,7 +282,7 @@ void Ingestion::ApplyOutcomes() {
         link_->Send(o.identity, ResultsAck{o.head.sweep_id, o.head.unit_id, o.head.batch,
                                     static_cast<uint32_t>(o.stored), "", o.clock_skew_seconds});
         if (!o.head.final) break;
-        if (o.pipeline.units) scheduler_->AddPipeline(o.head.sweep_id, o.head.unit_id, o.pipeline);
+        if (o.pipeline.units) scheduler_->AddPipeline(o.identity, o.head.sweep_id, o.head.unit_id, o.pipeline);
         if (const double took = scheduler_->CompleteUnit(o.identity, o.head.sweep_id, o.head.unit_id, now,
                                                          opts_->env->NowUnixSeconds());
             took > 0) {

@@ -94,6 +94,10 @@ void StatusPages::AddSweeps(std::map<std::string, std::string>* docs, std::vecto
     metrics->push_back(Metric::Gauge("tunefarm_sweep_devices_busy",
                                      "fraction of its devices' time on its units spent checking and timing",
                                      DevicesBusy(p.pipeline), labels));
+    metrics->push_back(Metric::Gauge("tunefarm_sweep_compile_busy",
+                                     "fraction of its workers' compile threads' time since its first lease spent "
+                                     "compiling its configs",
+                                     CompileBusy(p.pipeline), labels));
     metrics->push_back(Metric::Gauge("tunefarm_sweep_in_flight", "searched configs proposed and not yet measured",
                                      p.in_flight, labels));
     metrics->push_back(Metric::Gauge("tunefarm_sweep_in_flight_depth", "the most its searched keys keep in flight",

@@ -903,6 +903,7 @@ std::optional<WorkUnit> Scheduler::LeaseAt(const std::string& worker, const std:
     u.holders[worker] = now + lease;
     u.started[worker] = now;
     u.last_progress = now;
+    if (double& first = sweeps_.at(u.sweep_id).first_lease; first < 0) first = now;
     leased_.emplace(u.last_progress, u.id);
     leased_per_model_[u.gpu_model]++;
     return MakeWorkUnit(u, lease);
@@ -1009,10 +1010,13 @@ void Scheduler::NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64
   for (const auto& [cls, count] : failed_by_class) sweep.failed_by_class[cls] += count;
 }
 
-void Scheduler::AddPipeline(const std::string& sweep_id, uint64_t unit_id, const PipelineFigures& figures) {
+void Scheduler::AddPipeline(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
+                            const PipelineFigures& figures) {
   const Unit* u = FindUnitOf(sweep_id, unit_id);
   if (!u || u->state == UnitState::kDone) return;
-  sweeps_.at(sweep_id).pipeline += figures;
+  SweepState& sweep = sweeps_.at(sweep_id);
+  sweep.pipeline += figures;
+  if (figures.compile_threads > 0) sweep.compile_threads[worker] = figures.compile_threads;
 }
 
 std::pair<uint64_t, uint64_t> Scheduler::InFlight(const std::string& sweep_id) const {
@@ -1052,6 +1056,7 @@ double Scheduler::CompleteUnit(const std::string& worker, const std::string& swe
       pace.stale = true;
     }
   }
+  sweep.last_unit_end = std::max(sweep.last_unit_end, now);
   double took = 0;
   if (started != u.started.end()) {
     took = std::max(0.0, now - started->second);
@@ -1386,6 +1391,11 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id, std:
     p.state = RunStateName(s.state);
     p.priority = s.submit.priority;
     p.pipeline = s.pipeline;
+    for (const auto& [worker, threads] : s.compile_threads) p.pipeline.compile_threads += threads;
+    if (s.first_lease >= 0) {
+      const double end = s.state == RunState::kRunning && now ? *now : s.last_unit_end;
+      p.pipeline.wall_seconds = std::max(0.0, end - s.first_lease);
+    }
     std::tie(p.in_flight, p.in_flight_depth) = InFlight(id);
     p.units_total = s.units.size();
     p.units_done = s.units_finished;

@@ -353,6 +353,8 @@ struct SweepState {
                                              // their host digests (StoredPair::host_digests)
   std::vector<uint64_t> units;               // unit ids, creation order
   PipelineFigures pipeline;                  // its units' (Scheduler::AddPipeline)
+  std::map<std::string, uint32_t> compile_threads;  // per worker that sent its units' figures
+  double first_lease = -1, last_unit_end = -1;      // its pipeline's wall: first lease to last unit's end
   // Configs its searches proposed, by (model, op, dtype): kernels that
   // exist (or will) for every shape of the key, which a search of another
   // shape may take without a compile (SearchStrategy::NoteCompiled).
@@ -525,7 +527,8 @@ class Scheduler {
   // A worker's pipeline figures of the unit (with its final batch, checked
   // by the ingester), added to its sweep's once: a unit already done (a
   // resent batch, a duplicate lease's) adds nothing.
-  void AddPipeline(const std::string& sweep_id, uint64_t unit_id, const PipelineFigures& figures);
+  void AddPipeline(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
+                   const PipelineFigures& figures);
   // What a sweep's searched keys keep in flight now: configs proposed and
   // not yet measured, and the most they may (SearchedKey::depth), summed.
   std::pair<uint64_t, uint64_t> InFlight(const std::string& sweep_id) const;

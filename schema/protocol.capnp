@@ -124,7 +124,10 @@ struct Results @0xb4c1ed0f8fb2828f {
 # sum (SweepProgress.pipeline). Counts of configs, each once: compiled
 # here, fetched from the coordinator's stored images, or from the cubin
 # cache; seconds of compiler time, of devices waiting for compiles, of
-# devices checking and timing, and of devices holding the units.
+# devices checking and timing, and of devices holding the units. The
+# compile pool's threads: a unit's, its worker's; a sweep's, summed over the
+# workers that sent its units' figures (each once). A sweep's wall seconds
+# run from its first lease to its last unit's end (or now); a unit's are 0.
 struct PipelineFigures @0x9e79fee032540128 {
   units @0 :UInt64;
   compiled @1 :UInt64;
@@ -134,6 +137,8 @@ struct PipelineFigures @0x9e79fee032540128 {
   deviceWaitSeconds @5 :Float64;
   measureSeconds @6 :Float64;
   unitSeconds @7 :Float64;
+  compileThreads @8 :UInt32;
+  wallSeconds @9 :Float64;
 }
 
 # Coordinator -> worker: a batch is stored (duplicates counted once).

@@ -715,9 +715,10 @@ struct Worker::Impl : HttpStatusSource {
     uint64_t batch = 0;
     double started = 0;  // when its device took it
     // Before the final batch: the unit's pipeline figures are complete.
-    void Close() {
+    void Close(unsigned compile_threads) {
       pending.pipeline.units = 1;
       pending.pipeline.unit_seconds = NowSeconds() - started;
+      pending.pipeline.compile_threads = std::min<unsigned>(compile_threads, kMaxCompileThreads);
     }
   };
 
@@ -904,7 +905,7 @@ struct Worker::Impl : HttpStatusSource {
     // Asked for only now: a unit fetched ahead would wait out the whole
     // confirm run while its lease runs down.
     AskForNextUnit(run.push, slot, false);
-    run.Close();
+    run.Close(pool->threads());
     Flush(run.push, unit, &run.batch, &run.pending, true);
   }
 
@@ -977,7 +978,7 @@ struct Worker::Impl : HttpStatusSource {
         run.pending.baselines.push_back(std::move(row));
       }
     }
-    run.Close();
+    run.Close(pool->threads());
     Flush(run.push, unit, &run.batch, &run.pending, true);
     if (!failed.empty()) {
       std::string classes;

@@ -87,6 +87,9 @@
       bits.push(`devices busy ${(num(pipe.devices_busy) * 100).toFixed(0)}% (waited ${num(pipe.device_wait_seconds).toFixed(1)} s for compiles)`);
       bits.push(`configs ${fmtInt(pipe.compiled)} compiled (${num(pipe.compile_seconds).toFixed(1)} s), ` +
                 `${fmtInt(pipe.fetched)} fetched, ${fmtInt(pipe.cached)} cached`);
+      if (num(pipe.compile_threads) > 0) {
+        bits.push(`compile pool busy ${(num(pipe.compile_busy) * 100).toFixed(0)}% of ${fmtInt(pipe.compile_threads)} thread(s)`);
+      }
     }
     if (num(pipe.in_flight_depth) > 0) bits.push(`in flight ${fmtInt(pipe.in_flight)}/${fmtInt(pipe.in_flight_depth)}`);
     const started = num(s.started_unix), finished = num(s.finished_unix);

@@ -367,6 +367,13 @@ TEST_F(FleetImages, ImagesOfTwoKeysAreServedAndTheThirdKeyCompilesNothing) {
   EXPECT_GE(p1["units"].get<uint64_t>(), 1u) << p1;
   EXPECT_EQ(p1["compiled"].get<uint64_t>(), 4u) << p1;
   EXPECT_GT(p1["compile_seconds"].get<double>(), 0.0) << p1;
+  // Its one worker's one compile thread, busy for part of the sweep's wall
+  // time (first lease to last unit's end): a fraction of it, never over.
+  EXPECT_EQ(p1["compile_threads"].get<uint32_t>(), 1u) << p1;
+  EXPECT_GT(p1["wall_seconds"].get<double>(), 0.0) << p1;
+  EXPECT_GT(p1["compile_busy"].get<double>(), 0.0) << p1;
+  EXPECT_LE(p1["compile_busy"].get<double>(), 1.0) << p1;
+  EXPECT_EQ(p3["compile_busy"].get<double>(), 0.0) << "s3 compiled nothing: " << p3;
   EXPECT_EQ(p3["compiled"].get<uint64_t>(), 0u) << p3;
   EXPECT_EQ(p3["fetched"].get<uint64_t>(), 4u) << p3;
   EXPECT_GE(p3["devices_busy"].get<double>(), 0.0);

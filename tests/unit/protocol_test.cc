@@ -241,7 +241,7 @@ TEST(ProtocolTest, PipelineFiguresRoundTripAndAreJudgedAgainstTheUnit) {
   r.sweep_id = "s";
   r.unit_id = 4;
   r.final = true;
-  r.pipeline = {1, 5, 2, 1, 12.5, 3.25, 7.5, 11.0};
+  r.pipeline = {1, 5, 2, 1, 12.5, 3.25, 7.5, 11.0, 16, 0};
   const auto out = std::get<Results>(RoundTrip(Wrap(r)).command);
   EXPECT_EQ(out.pipeline.units, 1u);
   EXPECT_EQ(out.pipeline.compiled, 5u);
@@ -251,6 +251,7 @@ TEST(ProtocolTest, PipelineFiguresRoundTripAndAreJudgedAgainstTheUnit) {
   EXPECT_EQ(out.pipeline.device_wait_seconds, 3.25);
   EXPECT_EQ(out.pipeline.measure_seconds, 7.5);
   EXPECT_EQ(out.pipeline.unit_seconds, 11.0);
+  EXPECT_EQ(out.pipeline.compile_threads, 16u);
   EXPECT_EQ(r.pipeline.Invalid(8, 1e6), "");
   EXPECT_NE(r.pipeline.Invalid(7, 1e6).find("exceed the unit's 7 configs"), std::string::npos);
   PipelineFigures bad = r.pipeline;
@@ -265,12 +266,19 @@ TEST(ProtocolTest, PipelineFiguresRoundTripAndAreJudgedAgainstTheUnit) {
   bad = r.pipeline;
   bad.compiled = UINT64_MAX;  // no wrap-around past the sum's check
   EXPECT_NE(bad.Invalid(8, 1e6), "");
+  bad = r.pipeline;
+  bad.compile_threads = kMaxCompileThreads + 1;
+  EXPECT_NE(bad.Invalid(8, 1e6).find("pipeline.compileThreads"), std::string::npos);
+  bad = r.pipeline;
+  bad.wall_seconds = 5;  // a sweep's figure, never a unit's
+  EXPECT_NE(bad.Invalid(8, 1e6).find("pipeline.wallSeconds"), std::string::npos);
 
   SweepStatus s;
   SweepProgress p;
   p.sweep_id = "s";
   p.pipeline = r.pipeline;
   p.pipeline += r.pipeline;
+  p.pipeline.wall_seconds = 20;
   p.in_flight = 48;
   p.in_flight_depth = 64;
   s.sweeps.push_back(p);
@@ -278,6 +286,8 @@ TEST(ProtocolTest, PipelineFiguresRoundTripAndAreJudgedAgainstTheUnit) {
   ASSERT_EQ(back.sweeps.size(), 1u);
   EXPECT_EQ(back.sweeps[0].pipeline.units, 2u);
   EXPECT_EQ(back.sweeps[0].pipeline.compiled, 10u);
+  EXPECT_EQ(back.sweeps[0].pipeline.compile_threads, 16u) << "not summed by +=";
+  EXPECT_EQ(back.sweeps[0].pipeline.wall_seconds, 20.0);
   EXPECT_EQ(back.sweeps[0].in_flight, 48u);
   EXPECT_EQ(back.sweeps[0].in_flight_depth, 64u);
 }

@@ -37,6 +37,8 @@ void SetPipeline(wire::PipelineFigures::Builder b, const PipelineFigures& p) {
   b.setDeviceWaitSeconds(p.device_wait_seconds);
   b.setMeasureSeconds(p.measure_seconds);
   b.setUnitSeconds(p.unit_seconds);
+  b.setCompileThreads(p.compile_threads);
+  b.setWallSeconds(p.wall_seconds);
 }
 // Values as they came: the coordinator judges a unit's (Invalid).
 PipelineFigures GetPipeline(wire::PipelineFigures::Reader r) {
@@ -49,6 +51,8 @@ PipelineFigures GetPipeline(wire::PipelineFigures::Reader r) {
   p.device_wait_seconds = r.getDeviceWaitSeconds();
   p.measure_seconds = r.getMeasureSeconds();
   p.unit_seconds = r.getUnitSeconds();
+  p.compile_threads = r.getCompileThreads();
+  p.wall_seconds = r.getWallSeconds();
   return p;
 }
 
@@ -500,6 +504,10 @@ std::string PipelineFigures::Invalid(size_t configs, double bound) const {
       return std::string("pipeline.") + name + " " + std::to_string(v) + " is not within [0, " +
              std::to_string(bound) + "] s";
   }
+  if (compile_threads > kMaxCompileThreads)
+    return "pipeline.compileThreads " + std::to_string(compile_threads) + " is over " +
+           std::to_string(kMaxCompileThreads);
+  if (wall_seconds != 0) return "pipeline.wallSeconds is a sweep's figure, not a unit's (must be 0)";
   return "";
 }
 

@@ -101,6 +101,7 @@ struct WorkUnit {
 };
 // Where a pipeline's time went (schema PipelineFigures): a unit's, sent by
 // its worker with the final batch, or a sweep's sum of them.
+inline constexpr uint32_t kMaxCompileThreads = 4096;  // a worker's pool, at most
 struct PipelineFigures {
   uint64_t units = 0;                   // units summed (1 for a unit's)
   uint64_t compiled = 0, fetched = 0, cached = 0;  // configs, each once
@@ -108,9 +109,16 @@ struct PipelineFigures {
   double device_wait_seconds = 0;       // devices waiting for compiles
   double measure_seconds = 0;           // devices checking and timing
   double unit_seconds = 0;              // devices holding the units, first config to last row
+  // The compile pool's threads: a unit's worker's, or a sweep's workers'
+  // summed (each once, Scheduler::AddPipeline); and a sweep's wall seconds
+  // from its first lease to its last unit's end or now (a unit's are 0).
+  // Neither is summed by +=.
+  uint32_t compile_threads = 0;
+  double wall_seconds = 0;
   PipelineFigures& operator+=(const PipelineFigures& o);
   // Why a unit's figures cannot be so (`configs` the unit's), or "": counts
-  // over the unit's configs, seconds not finite, negative or over `bound`.
+  // over the unit's configs, seconds not finite, negative or over `bound`,
+  // more compile threads than kMaxCompileThreads, wall seconds not 0.
   std::string Invalid(size_t configs, double bound) const;
 };
 struct Results {
