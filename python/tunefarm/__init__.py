@@ -766,4 +766,5 @@ class Bundle:
 
 from .farm import Farm, Sweep, to_dataframe  # noqa: E402 (after the classes it does not need)
 from .autotuning import autotune  # noqa: E402
+from . import triton  # noqa: E402 (tunefarm.triton.autotune; imports no Triton until a tuning runs)
 from .torch_op import register_torch_op  # noqa: E402

@@ -125,6 +125,13 @@ class Autotuned:
         self.answers: Dict[Any, Any] = {}
         self.misses: Dict[Any, int] = {}
         self.tunes = 0
+        # A key's config list (dims, dtype) -> [config dicts] or None: its
+        # tuning measures those ("listed") instead of searching the space.
+        self.configs_for = None
+        # Files the caller writes into the package folder beside the kernel
+        # (tunefarm.triton's recorded calls): shipped with the op, outside
+        # the digest that decides whether the keys tuned before still hold.
+        self.extra_files: List[str] = []
         self._farm = None
         self._lock = threading.Lock()
         self.__name__ = getattr(fn, "__name__", self.op)
@@ -218,6 +225,10 @@ class Autotuned:
                       % (self.op, config, source, _key_text(dims, dtype), why), RuntimeWarning, stacklevel=2)
         return False
 
+    def may_tune(self):
+        """Whether a miss is tuned now (mode "tune", defaults not forced)."""
+        return not _forced_defaults() and (os.environ.get("TUNEFARM_AUTOTUNE") or self.mode) == "tune"
+
     def _answer(self, dims, dtype):
         if self.bundle is not None:
             a = self.bundle.lookup(self.op, dtype, self.gpu_model or "", dims)
@@ -262,6 +273,7 @@ class Autotuned:
             "import importlib.util, os, sys\n"
             "_here = os.path.dirname(os.path.abspath(__file__))\n"
             "sys.path.insert(0, _here)\n"
+            "os.environ['TUNEFARM_AUTOTUNE_PACKAGE'] = _here  # where the package's side files are\n"
             "os.environ['TUNEFARM_AUTOTUNE_SERVING'] = %r  # a call of the tuned function fails: config_for\n"
             "_spec = importlib.util.spec_from_file_location('tunefarm_autotuned_module', os.path.join(_here, %r))\n"
             "_module = importlib.util.module_from_spec(_spec)\n"
@@ -287,7 +299,8 @@ class Autotuned:
         toml += ["%s = [%s]" % (axis, ", ".join(_toml_value(v) for v in values)) for axis, values in self.space.items()]
         if self.rules:
             toml += ["", "[constraints]", "rules = [%s]" % ", ".join(json.dumps(r) for r in self.rules)]
-        toml += ["", "[program]", 'files = [%s, "tunefarm_entry.py"]' % json.dumps(module_name),
+        toml += ["", "[program]", 'files = [%s]' % ", ".join(json.dumps(f) for f in
+                                                          [module_name, "tunefarm_entry.py"] + self.extra_files),
                  'serve = "python3 -m tunefarm.harness tunefarm_entry.py"', "timeout = 60"]
         if self.reference is not None:
             toml += ["", "[check]", "rtol = %r" % float(self.rtol), "atol = %r" % float(self.atol)]
@@ -337,8 +350,9 @@ class Autotuned:
         opts.update(self.farm_options)
         self._farm = Farm.local(store=self.store, ops_dir=os.path.dirname(package), **opts)
         try:
-            sweep = self._farm.tune(self.op, shapes=[dims], dtypes=[dtype], strategy=self.strategy,
-                                    budget=self.budget, name="autotune-" + self.op)
+            listed = self.configs_for(dims, dtype) if self.configs_for else None
+            sweep = self._farm.tune(self.op, shapes=[dims], dtypes=[dtype], strategy=None if listed else self.strategy,
+                                    budget=self.budget, name="autotune-" + self.op, configs=listed)
             sweep.wait()
             best = sweep.best()
             results = sweep.results() if not best else []
