@@ -3,7 +3,8 @@
 // regressions (kExitRegressions), 130 interrupted (kExitInterrupted). They are grouped in files by what they
 // work on: commands_farm.cc (a running farm), commands_store.cc (stores and
 // bundles), commands_ops.cc (op folders, keys), commands_tune.cc (a farm on
-// this host), commands_search.cc (search strategies), commands_sweep.cc (sweep files). None is thread-safe: one command runs per process.
+// this host), commands_search.cc (search strategies), commands_sweep.cc (sweep files), commands_engine.cc (serving engines'
+// config files). None is thread-safe: one command runs per process.
 #pragma once
 
 #include <atomic>
@@ -161,10 +162,13 @@ void AddOpsCommands(CLI::App& app, std::vector<CliCommand>* out);    // op, keys
 void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out);   // tune, nightly
 void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out); // search replay
 void AddSweepCommands(CLI::App& app, std::vector<CliCommand>* out);  // sweep from-misses
+void AddEngineCommands(CLI::App& app, std::vector<CliCommand>* out); // export, import-configs
 
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);
 void AddQueryOptions(CLI::App* app, QueryArgs* args);
+// --coordinator and its keys, excluding `store` (the --store option).
+void AddRemoteReadOptions(CLI::App* app, ClientArgs* remote, CLI::Option* store);
 void AddClientOptions(CLI::App* app, ClientArgs* args);
 
 int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop);

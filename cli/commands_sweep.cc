@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/dim_names.h"
 #include "base/env.h"
 #include "base/limits.h"
 #include "base/text.h"
@@ -39,17 +40,7 @@ bool IsName(const std::string& s) {
   return true;
 }
 
-// A dim name as the sweep file writes it, a bare TOML key that the op's
-// expressions also read: [A-Za-z_][A-Za-z0-9_]*, at most 64 bytes. A '.'
-// would make a dotted key (a table), a '-' no expression name.
-bool IsDimName(const std::string& s) {
-  if (s.empty() || s.size() > 64 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
-  return true;
-}
 
-constexpr int64_t kMaxDim = int64_t(1) << 40;
 
 // The next line of `f`, without its end, into `*line`: false at the end of
 // the file. A line over kMaxInputLineBytes is not read on (`*too_long`), so
@@ -115,7 +106,7 @@ int RunFromMisses(const FromMissesArgs& args) {
         if (!IsDimName(dim))
           return Fail(at + "field 'shape': dim name '" + dim.substr(0, 80) +
                       "' is not an identifier (letters, digits and '_', not first a digit)");
-        if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > kMaxDim)
+        if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > kMaxDimValue)
           return Fail(at + "field 'shape." + dim + "': expected a whole number from 1 to 2^40");
         s.dims.emplace_back(dim, value.get<int64_t>());
       }

@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   AddTuneCommands(app, &commands);
   AddSearchCommands(app, &commands);
   AddSweepCommands(app, &commands);
+  AddEngineCommands(app, &commands);
 
   // The log of the long-running processes (base/log.h).
   std::string log_level, log_format;
