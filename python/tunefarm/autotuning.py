@@ -30,6 +30,10 @@ Where an answer comes from, per key (dims and dtype):
   4. the store, where this kernel was tuned for the key;
   5. mode "tune" (default; TUNEFARM_AUTOTUNE=tune|lookup overrides): tune now;
      mode "lookup": the default config, counted in .misses.
+With TUNEFARM_FARM=tcp://host:port (CURVE keys in TUNEFARM_CLIENT_KEY and
+TUNEFARM_COORDINATOR_KEY; TUNEFARM_GPU to name the one GPU model), keys are
+tuned on that coordinator's farm and read from its store instead (the op's
+files and the index of tuned keys stay beside `store`).
 A config from the bundle or the store that is not a point of the declared
 space (other axes, a value off an axis's list) is ignored with a warning
 naming it: the next source answers. A tuning runs on a local farm that is
@@ -237,10 +241,9 @@ class Autotuned:
         package = self._package(dims, dtype)
         tuned = self._tuned(package).get(_key_text(dims, dtype))
         if tuned is not None:
-            from .farm import Farm
-            with Farm.open_store(self.store) as store:
+            with self._open_farm(os.path.dirname(package), tuning=False) as store:
                 rows = store.best(op=self.op, dtype=dtype, gpu_model=tuned["gpu_model"], shape=dims)
-            if rows and self._in_space(rows[0]["config"], "the store " + self.store, dims, dtype):
+            if rows and self._in_space(rows[0]["config"], "the store " + self._store_name(), dims, dtype):
                 return "tuned", rows[0]["config"]
         mode = os.environ.get("TUNEFARM_AUTOTUNE") or self.mode
         if mode not in ("tune", "lookup"):
@@ -278,13 +281,16 @@ class Autotuned:
             "_spec = importlib.util.spec_from_file_location('tunefarm_autotuned_module', os.path.join(_here, %r))\n"
             "_module = importlib.util.module_from_spec(_spec)\n"
             "_spec.loader.exec_module(_module)\n"
-            "_tuned = getattr(_module, %r)\n"
+            "_tuned = getattr(_module, %r, None)\n"
+            "if not hasattr(_tuned, 'make_kernel'):\n"
+            "    raise SystemExit('%s: %s is not the tunefarm-decorated kernel (decorate it where it is defined, "
+            "keeping its name)')\n"
             "make_inputs = _tuned.make_inputs\n"
             "make_kernel = _tuned.make_kernel\n"
             "if _tuned.reference is not None:\n"
             "    reference = _tuned.reference\n"
             "if _tuned.outputs is not None:\n"
-            "    outputs = _tuned.outputs\n") % (attr, module_name, self.op, module_name, attr)
+            "    outputs = _tuned.outputs\n") % (attr, module_name, self.op, module_name, attr, module_name, attr)
         # Every dtype unless told: the package, and with it what was tuned,
         # must not change with the dtype of a call.
         dtypes = self.dtypes or list(_DTYPES)
@@ -342,17 +348,40 @@ class Autotuned:
     def _tuned(self, package):
         return self._read_index(self._index_path(package)).get("tuned", {})
 
-    def _tune(self, package, dims, dtype):
-        """Tunes the key on a local farm started for it and closed when it
-        ends (a farm runs program ops as this user: none is left serving)."""
+    @staticmethod
+    def _endpoint():
+        return os.environ.get("TUNEFARM_FARM") or None
+
+    def _store_name(self):
+        return "the farm at " + self._endpoint() if self._endpoint() else self.store
+
+    def _open_farm(self, ops_dir, tuning):
+        """The farm a key is tuned on and read from: the coordinator at
+        $TUNEFARM_FARM (CURVE keys $TUNEFARM_CLIENT_KEY and
+        $TUNEFARM_COORDINATOR_KEY) where set; else a local farm started for
+        the tuning, or the store alone for a read."""
         from .farm import Farm
+        endpoint = self._endpoint()
+        if endpoint:
+            return Farm.connect(endpoint, client_key=os.environ.get("TUNEFARM_CLIENT_KEY") or None,
+                                coordinator_key=os.environ.get("TUNEFARM_COORDINATOR_KEY") or None, ops_dir=ops_dir)
+        if not tuning:
+            return Farm.open_store(self.store)
         opts = dict(allow_programs=True)
         opts.update(self.farm_options)
-        self._farm = Farm.local(store=self.store, ops_dir=os.path.dirname(package), **opts)
+        return Farm.local(store=self.store, ops_dir=ops_dir, **opts)
+
+    def _tune(self, package, dims, dtype):
+        """Tunes the key on a local farm started for it and closed when it
+        ends (a farm runs program ops as this user: none is left serving),
+        or on the coordinator at $TUNEFARM_FARM ($TUNEFARM_GPU: the one GPU
+        model to tune on; default every model of the farm)."""
+        self._farm = self._open_farm(os.path.dirname(package), tuning=True)
         try:
             listed = self.configs_for(dims, dtype) if self.configs_for else None
+            gpus = [os.environ["TUNEFARM_GPU"]] if os.environ.get("TUNEFARM_GPU") else ["*"]
             sweep = self._farm.tune(self.op, shapes=[dims], dtypes=[dtype], strategy=None if listed else self.strategy,
-                                    budget=self.budget, name="autotune-" + self.op, configs=listed)
+                                    budget=self.budget, name="autotune-" + self.op, configs=listed, gpus=gpus)
             sweep.wait()
             best = sweep.best()
             results = sweep.results() if not best else []

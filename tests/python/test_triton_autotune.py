@@ -13,6 +13,7 @@ Run: TUNEFARM_BINARY=build/cli/tunefarm TUNEFARM_FARM_LIB=build/client/libtunefa
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -148,6 +149,42 @@ class TritonAutotune(unittest.TestCase):
         made = tunefarm.triton.make_argument({"list": {"len": 4, "item": "float"}}, 3, 0)
         self.assertEqual(made, tunefarm.triton.make_argument({"list": {"len": 4, "item": "float"}}, 3, 0))
         self.assertNotEqual(made, tunefarm.triton.make_argument({"list": {"len": 4, "item": "float"}}, 4, 0))
+
+    def test_7_a_coordinator_named_by_tunefarm_farm_tunes_and_answers(self):
+        port = free_port()
+        endpoint = "tcp://127.0.0.1:%d" % port
+        farm_store = os.path.join(self.dir, "farm.db")
+        with open(os.path.join(self.dir, "farm.log"), "w") as log:
+            procs = [subprocess.Popen([BINARY, "coordinator", "--bind", endpoint, "--store", farm_store],
+                                      stdout=log, stderr=subprocess.STDOUT),
+                     # The stand-ins are the worker host's "Triton": installed there, not shipped.
+                     subprocess.Popen([BINARY, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models",
+                                       "a100", "--allow-programs"], stdout=log, stderr=subprocess.STDOUT,
+                                      env=dict(os.environ, PYTHONPATH=KERNEL_DIR + os.pathsep +
+                                               os.environ.get("PYTHONPATH", "")))]
+        try:
+            local = os.path.join(self.dir, "remote-index.db")  # holds the op's files and index, no rows
+            first, _ = self.call(24, store=local, TUNEFARM_FARM=endpoint)
+            self.assertTrue(first["right"])
+            self.assertEqual(first["tunes"], 1)
+            rows = json.loads(subprocess.run([BINARY, "results", "--coordinator", endpoint, "--op", "scale",
+                                              "--format", "json"], capture_output=True, text=True, check=True).stdout)
+            self.assertEqual({r["gpu_model"] for r in rows}, {"sim-a100"})
+            self.assertEqual({r["shape"] for r in rows}, {"n=24"})
+            again, _ = self.call(24, store=local, TUNEFARM_FARM=endpoint, TUNEFARM_AUTOTUNE="lookup")
+            self.assertEqual(again["tunes"], 0)
+            self.assertEqual(again["misses"], 0)
+            self.assertEqual(again["block"], first["block"])
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(timeout=30)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 if __name__ == "__main__":
