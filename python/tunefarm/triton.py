@@ -216,6 +216,7 @@ class Autotuner:
         self._written: Dict[int, List[int]] = {}            # id(args) -> written argument indices
         self._saved: Dict[int, Any] = {}                    # id(arg) -> its value before any run
         self._expected: Dict[int, Any] = {}
+        self._calls = None                                  # the recorded calls (harness side)
         space = {}
         for d in dicts:
             for axis, value in d.items():
@@ -355,7 +356,9 @@ class Autotuner:
     # --- the harness's side (the op package's entry imports these) ---------
     def _call_of(self, dims, dtype):
         path = os.path.join(os.environ.get("TUNEFARM_AUTOTUNE_PACKAGE", "."), _SIGNATURES)
-        call = _read_json(path).get(_farm_key_text(dims, dtype))
+        if self._calls is None:  # read once: the package does not change under a serving harness
+            self._calls = _read_json(path)
+        call = self._calls.get(_farm_key_text(dims, dtype))
         if call is None:
             raise TunefarmError("tunefarm.triton.autotune %s: no call of %s recorded in %s" % (
                 self.__name__, _farm_key_text(dims, dtype), path))
@@ -367,25 +370,29 @@ class Autotuner:
         call = self._call_of(dims, dtype)
         return [make_argument(a, seed, i) if a is not None else None for i, a in enumerate(call["args"])]
 
-    def _run_config(self, d, args, grid):
+    def _config_of(self, d):
+        return self._by_id.get(json.dumps(d, sort_keys=True)) or _AsConfig(d)
+
+    def _run_config(self, d, config, args, grid):
         named = dict(zip(self.arg_names, args))
         for n in self.restore_value:
             saved = self._saved.get(id(named[n]))
             if saved is not None:
                 _copy_into(named[n], saved)
-        config = self._by_id.get(json.dumps(d, sort_keys=True)) or _AsConfig(d)
         self._launch(d, config, named, args, {}, grid)
 
     def outputs(self, args):
         """The arguments the first config writes (run once on copies), its
         outputs to check; each restore_value argument's value is kept first
         (every run starts from it)."""
+        # One shape's at a time, as the harness holds one shape's inputs.
+        self._saved, self._written, self._expected = {}, {}, {}
         for n in self.restore_value:
             a = args[self.arg_names.index(n)]
             self._saved[id(a)] = _clone(a)
         copies = [_clone(a) for a in args]
         first = self._dicts[0]
-        self._run_config(first, copies, self._grid_for(first, args))
+        self._run_config(first, self._config_of(first), copies, self._grid_for(first, args))
         written = [i for i, (a, c) in enumerate(zip(args, copies))
                    if (_is_tensor(a) or isinstance(a, list)) and not _same(a, c)]
         if not written:
@@ -414,9 +421,15 @@ class Autotuner:
 
     def make_kernel(self, config, dtype):
         d = dict(config)
+        launched = self._config_of(d)
+        grids = {}  # by the arguments' identities: no file read nor key per timed launch
 
         def run(*args):
-            self._run_config(d, list(args), self._grid_for(d, args))
+            key = tuple(map(id, args))
+            grid = grids.get(key)
+            if grid is None:
+                grid = grids[key] = self._grid_for(d, args)
+            self._run_config(d, launched, args, grid)
         return run
 
     def close(self):
