@@ -6,6 +6,7 @@
 #include <set>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -16,6 +17,43 @@
 #include "base/text.h"
 
 namespace tune {
+
+namespace {
+
+// What a failed row's status says in a table or CSV: the message's first
+// line and, where another line says why, that one too (a traceback's last
+// line, the exception; else the first line naming an error, a compiler's
+// first error), cut to 160 characters. `results --log` prints it whole.
+std::string WhyFailed(const std::string& message) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < message.size();) {
+    const size_t end = std::min(message.find('\n', at), message.size());
+    std::string line = message.substr(at, end - at);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    const size_t lead = line.find_first_not_of(" \t");
+    if (lead != std::string::npos) lines.push_back(line.substr(lead));
+    at = end + 1;
+  }
+  if (lines.empty()) return "";
+  std::string why;
+  if (message.find("Traceback (most recent call last)") != std::string::npos) {
+    why = lines.back();
+  } else {
+    for (const std::string& line : lines) {
+      std::string lower = line;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (lower.find("error") != std::string::npos) {
+        why = line;
+        break;
+      }
+    }
+  }
+  std::string out = lines.front();
+  if (!why.empty() && why != out) out += " | " + why;
+  return ToValidUtf8(out.size() > 160 ? out.substr(0, 157) + "..." : out);
+}
+
+}  // namespace
 
 bool ParseOutputFormat(const std::string& text, OutputFormat* out) {
   if (text == "table") *out = OutputFormat::kTable;
@@ -269,7 +307,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
                    m.kernel_hash.c_str(), m.StatusName(), m.median_us, m.stdev_us,
                    m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
-                   static_cast<int>(winner[i]), CsvField(FirstLine(m.failure_message)).c_str(),
+                   static_cast<int>(winner[i]), CsvField(WhyFailed(m.failure_message)).c_str(),
                    int(m.pass == Measurement::Pass::kConfirm),
                    m.pass == Measurement::Pass::kConfirm ? ConfirmTimingName(m.confirm_timing) : "",
                    int(m.pass == Measurement::Pass::kRefine),
@@ -290,6 +328,12 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       if (const Measurement* b = baseline_of(m)) std::fprintf(out, "  %s\n", DescribeBaseline(m, *b).c_str());
       if (const Measurement* d = default_of(m); d && winner[i])
         std::fprintf(out, "  %s\n", DescribeDefault(m, *d).c_str());
+      // A starred row below a faster one: the near-tie rule's pick, said so.
+      if (winner[i] && i + 1 < rows.size() && group(rows[i + 1]) == last && ranked(rows[i + 1]) &&
+          rows[i + 1].median_us < m.median_us)
+        std::fprintf(out, "  tie: * ties the fastest (%.2f us, %s) within %.0f%%: the smaller config id wins, as "
+                     "publish ships it, so near-ties do not flip between runs\n",
+                     rows[i + 1].median_us, rows[i + 1].config.Canonical().c_str(), 100 * kTieWithin);
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s\n", "", "config", "median_us",
                    "ci95_%", "samples", "throughput", "status");
     }
@@ -309,7 +353,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     } else {
       std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", m.config.Canonical().c_str(),
                    "-", "-", "-", "-", m.StatusName(),
-                   FirstLine(m.failure_message).c_str());
+                   WhyFailed(m.failure_message).c_str());
     }
   }
 }

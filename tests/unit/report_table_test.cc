@@ -63,9 +63,41 @@ TEST(ReportTable, TheStarredRowIsTheWinnerPublishShipsNotANearTieFasterByNoise) 
   ASSERT_TRUE((*store)->Put(Row("bbbb", 128, 100.0)).ok());  // the fastest
   ASSERT_TRUE((*store)->Put(Row("aaaa", 64, 100.6)).ok());   // 0.6% behind: a tie, and the smaller id
   EXPECT_EQ(Starred(Table(**store)), "BM=64");
+  EXPECT_NE(Table(**store).find("tie: * ties the fastest (100.00 us, BM=128) within 1%"), std::string::npos)
+      << Table(**store);
   // 3% faster is no tie: it wins, and the table says so.
   ASSERT_TRUE((*store)->Put(Row("cccc", 256, 97.0)).ok());
   EXPECT_EQ(Starred(Table(**store)), "BM=256");
+  EXPECT_EQ(Table(**store).find("ties the fastest"), std::string::npos) << "the fastest wins: no note";
+}
+
+// A failed row's status names why: a compiler's first error, a traceback's
+// exception, not only the message's first line.
+TEST(ReportTable, AFailedRowSaysWhyNotOnlyItsFirstLine) {
+  testing::TempDir dir;
+  auto store = ResultStore::Open(dir.path() + "/db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  Measurement compile = Row("dddd", 32, 0);
+  compile.check_passed = false;
+  compile.samples = 0;
+  compile.failure = FailureClass::kCompileError;
+  compile.failure_message =
+      "nvrtc: compiling gemm.cu for sm_90 failed (3 lines of log)\n\ngemm.cu(41): error: identifier \"BKK\" is "
+      "undefined\n1 error detected in the compilation of \"gemm.cu\".";
+  Measurement crash = Row("eeee", 16, 0);
+  crash.check_passed = false;
+  crash.samples = 0;
+  crash.failure = FailureClass::kCrash;
+  crash.failure_message =
+      "the serve process stopped answering (its output ended; exit code 1)\nTraceback (most recent call last):\n"
+      "  File \"k.py\", line 9, in <module>\n    import triton_standin\nModuleNotFoundError: No module named 'x'\n";
+  ASSERT_TRUE((*store)->Put(compile).ok());
+  ASSERT_TRUE((*store)->Put(crash).ok());
+  const std::string table = Table(**store);
+  EXPECT_NE(table.find("failed (3 lines of log) | gemm.cu(41): error: identifier \"BKK\" is undefined"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("exit code 1) | ModuleNotFoundError: No module named 'x'"), std::string::npos) << table;
 }
 
 }  // namespace
