@@ -43,6 +43,7 @@ struct SubmitArgs {
   double timeout = 0;  // --wait's bound, seconds; 0 = none
   std::string retry;   // failure classes to measure again, "timeout,crash" (the sweep file's when empty)
   std::optional<int64_t> priority;  // unset = the sweep file's, else kDefaultSweepPriority
+  std::string format = "table";     // table | json: {"sweep_id"}, with --wait the sweep's progress
 };
 struct StatusArgs {
   std::string sweep_id;

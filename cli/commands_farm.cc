@@ -206,10 +206,15 @@ int RunRunner(int device) {
 }
 
 // Waits for a sweep (submit --wait, status --wait) and says how it ended.
-int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeout, const std::atomic<bool>* stop) {
+int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeout, const std::atomic<bool>* stop,
+                  bool json = false) {
   auto done = WaitForSweep(c, sweep_id, false, stop, 0.1, timeout);
   if (!done.ok()) return Fail(done.status().message());
-  if (done->state == "done" && done->units_total == 0 && done->pairs_total > 0) {
+  if (json) {  // stdout holds the one document: the sweep as `status --format json` gives it
+    SweepStatus one;
+    one.sweeps.push_back(*done);
+    std::printf("%s\n", DumpJson(StatusJson(one)["sweeps"][0], 2).c_str());
+  } else if (done->state == "done" && done->units_total == 0 && done->pairs_total > 0) {
     std::printf("already measured: %llu (config, shape) pairs stored, nothing to do\n",
                 static_cast<unsigned long long>(done->pairs_done));
   } else if (done->state == "done") {
@@ -247,10 +252,14 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
   if (!reply.ok()) return Fail(reply.status().message());
   auto* accepted = std::get_if<SweepAccepted>(&*reply);
   if (!accepted) return Fail("coordinator sent an unexpected reply");
-  std::printf("%s\n", accepted->sweep_id.c_str());
+  const bool json = args.format == "json";
+  if (!json) std::printf("%s\n", accepted->sweep_id.c_str());
+  if (!args.wait) {
+    if (json) std::printf("%s\n", DumpJson(nlohmann::json{{"sweep_id", accepted->sweep_id}}, 2).c_str());
+    return 0;
+  }
   std::fflush(stdout);
-  if (!args.wait) return 0;
-  return WaitAndReport(c, accepted->sweep_id, args.timeout, stop);
+  return WaitAndReport(c, accepted->sweep_id, args.timeout, stop, json);
 }
 
 int RunCancel(const StatusArgs& args) {
@@ -274,7 +283,7 @@ int RunCancel(const StatusArgs& args) {
 int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
   if (args.wait) {
     if (args.sweep_id.empty()) return Usage("status --wait: name the sweep to wait for");
-    return WaitAndReport(args.client, args.sweep_id, args.timeout, stop);
+    return WaitAndReport(args.client, args.sweep_id, args.timeout, stop, args.format == "json");
   }
   auto status = AskForStatus(args.client, SweepStatusRequest{args.sweep_id});
   if (!status.ok()) return Fail(status.status().message());
@@ -472,6 +481,10 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   s->add_option("--timeout", submit.timeout, "--wait: give up waiting after this many seconds (the sweep goes on)")
       ->check(CLI::Range(0.0, 1e7));
   s->add_option("--retry", submit.retry, kRetryHelp);
+  s->add_option("--format", submit.format,
+                "table or json: {\"sweep_id\"}, with --wait the sweep's progress as `status --format json` gives it")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
   s->add_option("--priority", submit.priority,
                 "The sweep's priority, " + std::to_string(kMinSweepPriority) + ".." +
                     std::to_string(kMaxSweepPriority) + ": the coordinator leases the work of higher ones first "

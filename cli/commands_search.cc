@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "base/limits.h"
 #include "command_util.h"
 #include "commands.h"
@@ -510,7 +511,9 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
 // the others answers it; its config's figure there against the shape's
 // best, and against the nearest tuned shape's own winner (what lookups
 // answered before), in geometric mean.
-int RunPredict(const std::string& results, uint32_t top, const std::atomic<bool>* stop) {
+int RunPredict(const std::string& results, uint32_t top, const std::string& format, const std::atomic<bool>* stop) {
+  const bool json = format == "json";
+  nlohmann::ordered_json held_out = nlohmann::ordered_json::array();
   auto truth = TruthFromFile(results, ResultFilter{}, stop);
   if (!truth.ok()) return Fail(truth.status().message());
   std::map<std::string, std::vector<const GroundTruth*>> groups;  // model op/dtype
@@ -540,7 +543,8 @@ int RunPredict(const std::string& results, uint32_t top, const std::atomic<bool>
     const auto it = us.find(canonical);
     return it == us.end() ? std::numeric_limits<double>::infinity() : it->second;
   };
-  std::printf("%-36s %-22s %-52s %10s %12s\n", "group", "held-out shape", "predicted config", "vs best", "nearest's");
+  if (!json)
+    std::printf("%-36s %-22s %-52s %10s %12s\n", "group", "held-out shape", "predicted config", "vs best", "nearest's");
   double log_pred = 0, log_near = 0;
   size_t cases = 0;
   for (const auto& [name, keys] : groups) {
@@ -573,15 +577,27 @@ int RunPredict(const std::string& results, uint32_t top, const std::atomic<bool>
       const double nearest = figures[train[near]].fastest.empty()
                                  ? std::numeric_limits<double>::infinity()
                                  : figure(keys[h], figures[train[near]].fastest.front()->Canonical()) / best;
-      std::printf("%-36s %-22s %-52s %9.3fx %11.3fx\n", name.c_str(), keys[h]->shape.Canonical().c_str(),
-                  predicted.Canonical().c_str(), pred, nearest);
-      std::fflush(stdout);
+      if (json) {
+        held_out.push_back({{"group", name}, {"shape", keys[h]->shape.Canonical()},
+                            {"predicted", predicted.Canonical()}, {"vs_best", pred}, {"nearest_vs_best", nearest}});
+      } else {
+        std::printf("%-36s %-22s %-52s %9.3fx %11.3fx\n", name.c_str(), keys[h]->shape.Canonical().c_str(),
+                    predicted.Canonical().c_str(), pred, nearest);
+        std::fflush(stdout);
+      }
       log_pred += std::log(pred);
       log_near += std::log(nearest);
       ++cases;
     }
   }
   if (cases == 0) return Fail(results + ": no (GPU model, op, dtype) with two or more shapes to hold out");
+  if (json) {
+    const nlohmann::ordered_json doc = {{"held_out", held_out},
+                                        {"geomean_vs_best", std::exp(log_pred / cases)},
+                                        {"nearest_geomean_vs_best", std::exp(log_near / cases)}};
+    std::printf("%s\n", DumpJson(doc, 2).c_str());
+    return 0;
+  }
   std::printf("geometric mean over %zu held-out shapes: predicted %.3fx of the best, nearest tuned shape's winner %.3fx\n",
               cases, std::exp(log_pred / cases), std::exp(log_near / cases));
   return 0;
@@ -640,7 +656,7 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   out->push_back({.app = replay, .run = [args](const std::atomic<bool>* stop) { return RunReplay(*args, stop); }});
 
   struct PredictArgs {
-    std::string results;
+    std::string results, format = "table";
     uint32_t top = 5;
   };
   const auto pargs = std::make_shared<PredictArgs>();
@@ -653,8 +669,11 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
   predict->add_option("--top", pargs->top, "Candidates per tuned shape: its fastest N configs")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  predict->add_option("--format", pargs->format, "table or json (one document: each held-out shape, the means)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
   out->push_back({.app = predict, .run = [pargs](const std::atomic<bool>* stop) {
-                     return RunPredict(pargs->results, pargs->top, stop);
+                     return RunPredict(pargs->results, pargs->top, pargs->format, stop);
                    }});
 }
 

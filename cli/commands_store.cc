@@ -195,7 +195,7 @@ int RunStoreExport(const std::string& store_path, const ResultFilter& filter, co
   return 0;
 }
 
-int RunStoreImport(const std::string& store_path, const std::string& file) {
+int RunStoreImport(const std::string& store_path, const std::string& file, const std::string& format) {
   // A writer: the store is locked while the import runs (stop its
   // coordinator, or import into a copy).
   auto store = ResultStore::Open(store_path);
@@ -203,6 +203,14 @@ int RunStoreImport(const std::string& store_path, const std::string& file) {
   TransferCounts n;
   if (Status st = ImportStore(**store, file, &n); !st.ok()) return Fail(st.message());
   if (Status st = (*store)->Close(); !st.ok()) return Fail(st.message());
+  if (format == "json") {
+    const nlohmann::ordered_json doc = {{"file", file},           {"store", store_path},
+                                        {"counts", CountsText(n)}, {"rows_new", n.rows_new},
+                                        {"rows_present", n.rows_present}, {"rows_refused", n.rows_refused},
+                                        {"refusals", n.refusals}};
+    std::printf("%s\n", DumpJson(doc, 2).c_str());
+    return 0;
+  }
   std::printf("%s: %s; rows: %zu new to %s, %zu already there, %zu refused\n", file.c_str(), CountsText(n).c_str(),
               n.rows_new, store_path.c_str(), n.rows_present, n.rows_refused);
   for (const std::string& why : n.refusals) std::printf("  refused: %s\n", why.c_str());
@@ -301,6 +309,12 @@ int RunBundleVerify(const BundleArgs& args) {
   PublicKey signer;
   auto b = ReadVerifiedBundleFile(args.file, trusted, &signer);
   if (!b.ok()) return Fail(b.status().message());
+  if (args.format == "json") {
+    const nlohmann::ordered_json doc = {
+        {"file", args.file}, {"signature", "ok"}, {"key", signer.Id()}, {"entries", b->entries.size()}};
+    std::printf("%s\n", DumpJson(doc, 2).c_str());
+    return 0;
+  }
   std::printf("%s: signature OK (key %s), %zu entries\n", args.file.c_str(), signer.Id().c_str(),
               b->entries.size());
   return 0;
@@ -330,7 +344,8 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
     BundleArgs bshow, blookup, bverify;
     std::string diff_before, diff_after, diff_format = "table";
     double diff_noise = 0.02;
-    std::string export_store = "tunefarm.db", export_out, import_store = "tunefarm.db", import_file;
+    std::string export_store = "tunefarm.db", export_out, import_store = "tunefarm.db", import_file,
+        import_format = "table";
     ResultFilter export_filter;
   };
   const auto parsed = std::make_shared<Parsed>();
@@ -404,8 +419,11 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   si->add_option("file", parsed->import_file, "Export file (store export --out)")->required();
   si->add_option("--store", parsed->import_store, "RocksDB store directory (written; not one a running coordinator "
                                                   "holds)")->capture_default_str();
+  si->add_option("--format", parsed->import_format, "table or json (the counts, every refusal)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
   out->push_back({.app = si, .run = [parsed](const std::atomic<bool>*) {
-                    return RunStoreImport(parsed->import_store, parsed->import_file);
+                    return RunStoreImport(parsed->import_store, parsed->import_file, parsed->import_format);
                   }});
 
   // bundle show / lookup
@@ -427,6 +445,9 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   auto* bv = bundle->add_subcommand("verify", "Check a bundle's Ed25519 signature against trusted keys");
   bv->add_option("file", bverify.file, "Bundle file (.tfb)")->required();
   bv->add_option("--key", bverify.keys, "Trusted public key file (repeatable)")->required();
+  bv->add_option("--format", bverify.format, "table or json (the file, the signing key, the entries)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
 
   std::string &diff_before = parsed->diff_before, &diff_after = parsed->diff_after;
   double& diff_noise = parsed->diff_noise;

@@ -31,8 +31,12 @@ arguments, and every tensor argument's dtype):
     other values as they are) and the grid evaluated for each config; the
     farm's harness makes inputs of the same shapes from a seed (floats from
     a normal distribution, integers 0 or 1), never from the caller's data;
-  - the check is against the first config's output (or `reference`): the
-    outputs are the arguments the first config writes;
+  - the check is against the output of the first config left by pruning
+    (or `reference`): the outputs are the arguments it writes;
+  - reset_to_zero, restore_value, pre_hook and post_hook apply to the
+    farm's timed runs, as they apply to Triton's benchmark runs (a pre_hook
+    replaces the reset and restore); a config's own pre_hook runs before
+    each launch; one config left by pruning is launched without a tuning;
   - the key is answered as tunefarm.autotune answers (tunefarm/autotuning.py:
     this process's answers, a bundle, the store, then a tuning on a local
     farm; TUNEFARM_AUTOTUNE=lookup answers the first config on a miss and
@@ -45,6 +49,8 @@ The object exposes what Triton's Autotuner does: `configs`, `keys`,
 TRITON_PRINT_AUTOTUNING=1 prints each key's answer as Triton does.
 """
 
+import fcntl
+import inspect
 import json
 import os
 import threading
@@ -172,11 +178,21 @@ class Autotuner:
             key = key if key is not None else wrapped.keys
             reset_to_zero = reset_to_zero or getattr(wrapped, "reset_to_zero", None)
             restore_value = restore_value or getattr(wrapped, "restore_value", None)
+            # Triton keeps a user's hooks under these names, flagged as the user's.
+            if pre_hook is None and getattr(wrapped, "user_defined_pre_hook", False):
+                pre_hook = wrapped.pre_hook
+            if post_hook is None and getattr(wrapped, "user_defined_post_hook", False):
+                post_hook = wrapped.post_hook
             if prune_configs_by is None:
                 prune_configs_by = {k: getattr(wrapped, k, None) for k in ("perf_model", "early_config_prune")}
                 prune_configs_by["top_k"] = getattr(wrapped, "configs_top_k", None)
         self.fn = fn
-        self.base_fn = getattr(fn, "fn", fn)  # the Python function under @triton.jit
+        # The Python function under @triton.jit (and @triton.heuristics):
+        # the module file the harness imports, the kernel's name.
+        base = fn
+        while not inspect.isfunction(base) and hasattr(base, "fn"):
+            base = base.fn
+        self.base_fn = base
         name = getattr(self.base_fn, "__name__", None) or "kernel"
         self.arg_names = list(getattr(fn, "arg_names", None) or _arg_names(self.base_fn))
         if configs is None or not isinstance(configs, (list, tuple)) or not configs:
@@ -188,11 +204,11 @@ class Autotuner:
                 if kw not in CONFIG_FIELDS and kw not in self.arg_names:
                     raise KeyError("Keyword argument %s was specified but unrecognised (configs[%d] of %s; its "
                                    "arguments: %s)" % (kw, i, name, ", ".join(self.arg_names)))
-            if list(d) != list(dicts[0]):
+            if set(d) != set(dicts[0]):
                 raise ValueError("tunefarm.triton.autotune %s: configs[%d] sets %s, configs[0] sets %s: the farm's "
                                  "configs share their fields" % (name, i, sorted(d), sorted(dicts[0])))
         self._dicts = dicts
-        self._by_id = {json.dumps(d, sort_keys=True): c for d, c in zip(dicts, self.configs)}
+        self._by_id = {_config_id(d): c for d, c in zip(dicts, self.configs)}
         self.keys = list(key or [])
         for what, names in (("key", self.keys), ("reset_to_zero", reset_to_zero or []),
                             ("restore_value", restore_value or [])):
@@ -213,13 +229,21 @@ class Autotuner:
         self.best_config = None
         self._lock = threading.Lock()
         self._listed: Dict[Any, List[Dict[str, Any]]] = {}  # farm key -> its config list
-        self._written: Dict[int, List[int]] = {}            # id(args) -> written argument indices
-        self._saved: Dict[int, Any] = {}                    # id(arg) -> its value before any run
+        # The harness's side, one shape at a time (the harness holds one
+        # shape's inputs): the recorded call, how its flat argument list
+        # splits into positional and keyword arguments, a generation that
+        # makes kernels drop the last shape's grid, the shape's saved inputs
+        # and expected outputs.
+        self._calls = None
+        self._call = None
+        self._layout = None
+        self._generation = 0
+        self._saved: Dict[int, Any] = {}
         self._expected: Dict[int, Any] = {}
-        self._calls = None                                  # the recorded calls (harness side)
         space = {}
         for d in dicts:
-            for axis, value in d.items():
+            for axis in dicts[0]:
+                value = d[axis]
                 space.setdefault(axis, [])
                 if not any(type(v) is type(value) and v == value for v in space[axis]):
                     space[axis].append(value)
@@ -252,8 +276,10 @@ class Autotuner:
                 raise TunefarmError("tunefarm.triton.autotune %s: key argument %s = %r: the farm's keys are "
                                     "positive ints" % (self.__name__, k, v))
             dims[k] = v
+        # Triton's key holds every tensor's dtype; the farm's dtype names one
+        # of f16, bf16, f32: any other mix is a dim of its own.
         dtypes = [_dtype_name(a.dtype) for a in named.values() if hasattr(a, "dtype")]
-        if len(set(dtypes)) > 1:  # Triton's key holds every dtype: so does the farm's, as one dim
+        if dtypes and (len(set(dtypes)) > 1 or dtypes[0] not in _FARM_DTYPES):
             dims["DTYPES"] = 1 + zlib.crc32(",".join(dtypes).encode()) % (1 << 30)
         if not dims:  # a kernel tuned once whatever its arguments
             dims["ANY"] = 1
@@ -268,23 +294,23 @@ class Autotuner:
     def triton_key(self, named):
         """Triton's key: the `key` arguments' values, then every tensor
         argument's dtype."""
-        return tuple(named.get(k) for k in self.keys) + tuple(
+        return tuple(named[k] for k in self.keys if k in named) + tuple(
             str(a.dtype) for a in named.values() if hasattr(a, "dtype"))
 
-    def prune(self, named):
-        """The configs a call with these arguments measures, as Triton prunes
-        them: early_config_prune, then perf_model's top_k (a count, or a
-        share of the configs when a float <= 1)."""
+    def prune(self, nargs, kwargs):
+        """The configs a call measures, pruned as Triton prunes them:
+        early_config_prune(configs, positional arguments, **keyword ones),
+        then perf_model's top_k (a count, or a share of the configs when a
+        float <= 1; one at least)."""
         configs = list(self.configs)
         if self.early_config_prune:
-            configs = list(self.early_config_prune(configs, named))
+            configs = list(self.early_config_prune(configs, nargs, **kwargs))
         if self.perf_model and self.top_k:
             k = self.top_k
-            if isinstance(k, float) and k <= 1.0:
-                k = int(len(configs) * k)
+            k = int(len(configs) * k) if isinstance(k, float) and k <= 1.0 else int(k)
             if len(configs) > k:
-                est = {id(c): self.perf_model(**named, **c.all_kwargs()) if hasattr(c, "all_kwargs") else
-                       self.perf_model(**named, **config_dict(c)) for c in configs}
+                est = {id(c): self.perf_model(**nargs, **kwargs, **(c.all_kwargs() if hasattr(c, "all_kwargs")
+                                                                    else config_dict(c))) for c in configs}
                 configs = sorted(configs, key=lambda c: est[id(c)])[:max(1, k)]
         if not configs:
             raise TunefarmError("tunefarm.triton.autotune %s: pruning left no config" % self.__name__)
@@ -298,63 +324,70 @@ class Autotuner:
             raise TunefarmError("tunefarm.triton.autotune %s: the grid %r is not ints" % (self.__name__, grid))
         return list(grid)
 
-    def _record(self, dims, dtype, named, grid):
+    def _record(self, dims, dtype, args, kwargs, listed, grid):
         """Writes what the harness needs to call the kernel as this call did:
-        each argument's description and each config's grid (beside the op's
-        package: it is not part of the kernel)."""
-        configs = self.prune(named)
-        listed = [config_dict(c) for c in configs]
-        self._listed[_farm_key(dims, dtype)] = listed
-        args = [describe(n, named[n]) if n in named else None for n in self.arg_names]
-        grids = {json.dumps(d, sort_keys=True): self._grid_of(grid, named, d) for d in listed}
-        grids_all = {json.dumps(d, sort_keys=True): self._grid_of(grid, named, d) for d in self._dicts}
-        grids_all.update(grids)
+        its positional and keyword arguments' descriptions as passed, each
+        listed config's grid, the first listed config (what the others are
+        checked against). Beside the op's package, locked against another
+        process recording another key."""
+        named = self._named(args, kwargs)
+        call = {"args": [describe(n, a) for n, a in zip(self.arg_names, args)],
+                "kwargs": {k: describe(k, v) for k, v in sorted(kwargs.items())},
+                "grids": {_config_id(d): self._grid_of(grid, named, d) for d in listed},
+                "first": listed[0]}
         folder = os.path.join(self._tuned.store + ".ops", self._tuned.op)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, _SIGNATURES)
-        calls = _read_json(path)
-        calls[_farm_key_text(dims, dtype)] = {"args": args, "grids": grids_all}
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(calls, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            calls = _read_json(path)
+            calls[_farm_key_text(dims, dtype)] = call
+            tmp = "%s.%d.tmp" % (path, os.getpid())
+            with open(tmp, "w") as f:
+                json.dump(calls, f, indent=1, sort_keys=True)
+            os.replace(tmp, path)
 
     def run(self, *args, grid, **kwargs):
+        kwargs.pop("warmup", None)  # Triton's Heuristics and direct .run() callers pass it
         named = self._named(args, kwargs)
         key = self.triton_key(named)
         config = self.cache.get(key)
         if config is None:
             with self._lock:
                 if key not in self.cache:
-                    started = time.perf_counter()
-                    dims = self._dims_of(*args, **kwargs)
-                    dtype = self._farm_dtype_of(*args, **kwargs)
-                    if self._tuned.may_tune():  # what a tuning's harness reads; lookup writes nothing
-                        self._record(dims, dtype, named, grid)
-                    d = self._tuned.config_for(*args, **kwargs)
-                    self.cache[key] = self._by_id.get(json.dumps(d, sort_keys=True)) or _AsConfig(d)
-                    if os.environ.get("TRITON_PRINT_AUTOTUNING") == "1":
-                        print("Triton autotuning for function %s finished after %.2fs; best config selected: %s;"
-                              % (self.__name__, time.perf_counter() - started, self.cache[key]))
+                    self.cache[key] = self._answer(args, kwargs, named, grid)
             config = self.cache[key]
         self.best_config = config
-        return self._launch(config_dict(config), config, named, args, kwargs, grid)
-
-    def _launch(self, d, config, named, args, kwargs, grid):
-        full = {**named, **d}
-        for n in self.reset_to_zero:
-            _zero(named[n])
         if getattr(config, "pre_hook", None):
-            config.pre_hook(full)
-        if self.pre_hook:
-            self.pre_hook(full)
-        out = self.fn[grid](*args, **kwargs, **d)
-        if self.post_hook:
-            self.post_hook(full, None)
-        return out
+            config.pre_hook({**named, **config_dict(config)})
+        return self.fn[grid](*args, **kwargs, **config_dict(config))
+
+    def _answer(self, args, kwargs, named, grid):
+        started = time.perf_counter()
+        nargs = dict(zip(self.arg_names, args))
+        pruned = self.prune(nargs, {k: v for k, v in kwargs.items() if k in self.arg_names})
+        listed = [config_dict(c) for c in pruned]
+        if len(pruned) == 1:  # as Triton: one config left is not timed
+            return pruned[0]
+        dims = self._dims_of(*args, **kwargs)
+        dtype = self._farm_dtype_of(*args, **kwargs)
+        self._listed[_farm_key(dims, dtype)] = listed
+        if self._tuned.may_tune():  # what a tuning's harness reads; lookup writes nothing
+            self._record(dims, dtype, args, kwargs, listed, grid)
+        d = self._tuned.config_for(*args, **kwargs)
+        if d not in listed and d == self._tuned.default:  # the default answers a miss: the call's first instead
+            d = listed[0]
+        config = self._by_id.get(_config_id(d)) or _AsConfig(d)
+        if os.environ.get("TRITON_PRINT_AUTOTUNING") == "1":
+            print("Triton autotuning for function %s finished after %.2fs; best config selected: %s;"
+                  % (self.__name__, time.perf_counter() - started, config))
+        return config
 
     # --- the harness's side (the op package's entry imports these) ---------
-    def _call_of(self, dims, dtype):
+    def make_inputs(self, dims, dtype, seed):
+        if self.user_inputs:
+            self._call, self._layout = None, None
+            return list(self.user_inputs(dims, dtype, seed))
         path = os.path.join(os.environ.get("TUNEFARM_AUTOTUNE_PACKAGE", "."), _SIGNATURES)
         if self._calls is None:  # read once: the package does not change under a serving harness
             self._calls = _read_json(path)
@@ -362,43 +395,75 @@ class Autotuner:
         if call is None:
             raise TunefarmError("tunefarm.triton.autotune %s: no call of %s recorded in %s" % (
                 self.__name__, _farm_key_text(dims, dtype), path))
-        return call
+        self._call, self._layout = call, (len(call["args"]), list(call["kwargs"]))
+        self._generation += 1
+        descs = call["args"] + [call["kwargs"][k] for k in self._layout[1]]
+        return [make_argument(a, seed, i) for i, a in enumerate(descs)]
 
-    def make_inputs(self, dims, dtype, seed):
-        if self.user_inputs:
-            return list(self.user_inputs(dims, dtype, seed))
-        call = self._call_of(dims, dtype)
-        return [make_argument(a, seed, i) if a is not None else None for i, a in enumerate(call["args"])]
+    def _split(self, flat):
+        """The harness's flat argument list as the call passed it: positional
+        arguments, then keyword ones."""
+        if self._layout is None:  # inputs= made them: all positional
+            return list(flat), {}
+        n, names = self._layout
+        return list(flat[:n]), dict(zip(names, flat[n:]))
 
     def _config_of(self, d):
-        return self._by_id.get(json.dumps(d, sort_keys=True)) or _AsConfig(d)
+        return self._by_id.get(_config_id(d)) or _AsConfig(d)
 
-    def _run_config(self, d, config, args, grid):
-        named = dict(zip(self.arg_names, args))
-        for n in self.restore_value:
-            saved = self._saved.get(id(named[n]))
-            if saved is not None:
-                _copy_into(named[n], saved)
-        self._launch(d, config, named, args, {}, grid)
+    def _bench_launch(self, d, config, flat, grid):
+        """One launch as Triton's benchmark runs it: its pre_hook (else the
+        reset_to_zero arguments zeroed and the restore_value ones restored),
+        the config's pre_hook, the launch, the post_hook."""
+        args, kwargs = self._split(flat)
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        full = {**named, **d}
+        if self.pre_hook:
+            self.pre_hook(full)
+        else:
+            for n in self.reset_to_zero:
+                if n in named:
+                    _zero(named[n])
+            for n in self.restore_value:
+                saved = self._saved.get(id(named.get(n)))
+                if saved is not None:
+                    _copy_into(named[n], saved)
+        if getattr(config, "pre_hook", None):
+            config.pre_hook(full)
+        self.fn[grid](*args, **kwargs, **d)
+        if self.post_hook:
+            self.post_hook(full, None)
+
+    def _grid_for(self, d):
+        if self._call is None:
+            raise TunefarmError("tunefarm.triton.autotune %s: no recorded call gives the grid (pass inputs= only "
+                                "with a static grid)" % self.__name__)
+        grid = self._call["grids"].get(_config_id(d))
+        if grid is None:
+            raise TunefarmError("tunefarm.triton.autotune %s: no grid recorded for config %s" % (self.__name__, d))
+        return tuple(grid)
+
+    def _first(self):
+        return dict(self._call["first"]) if self._call else self._dicts[0]
 
     def outputs(self, args):
-        """The arguments the first config writes (run once on copies), its
-        outputs to check; each restore_value argument's value is kept first
-        (every run starts from it)."""
-        # One shape's at a time, as the harness holds one shape's inputs.
-        self._saved, self._written, self._expected = {}, {}, {}
+        """The arguments the call's first config writes (run once on
+        copies), its outputs to check; each restore_value argument's value is
+        kept first (every run starts from it)."""
+        self._saved, self._expected = {}, {}
+        pos, kw = self._split(args)
+        named = {**dict(zip(self.arg_names, pos)), **kw}
         for n in self.restore_value:
-            a = args[self.arg_names.index(n)]
-            self._saved[id(a)] = _clone(a)
+            if n in named:
+                self._saved[id(named[n])] = _clone(named[n])
         copies = [_clone(a) for a in args]
-        first = self._dicts[0]
-        self._run_config(first, self._config_of(first), copies, self._grid_for(first, args))
+        first = self._first()
+        self._bench_launch(first, self._config_of(first), copies, self._grid_for(first))
         written = [i for i, (a, c) in enumerate(zip(args, copies))
                    if (_is_tensor(a) or isinstance(a, list)) and not _same(a, c)]
         if not written:
             raise TunefarmError("tunefarm.triton.autotune %s: the first config wrote no argument: nothing to check"
                                 % self.__name__)
-        self._written[id(args)] = written
         self._expected[id(args)] = [copies[i] for i in written]
         return [args[i] for i in written]
 
@@ -411,25 +476,15 @@ class Autotuner:
             expected = self._expected[id(args)]
         return tuple(expected) if len(expected) > 1 else expected[0]
 
-    def _grid_for(self, d, args):
-        dims, dtype = self._dims_of(*args), self._farm_dtype_of(*args)
-        grids = self._call_of(dims, dtype)["grids"]
-        grid = grids.get(json.dumps(d, sort_keys=True))
-        if grid is None:
-            raise TunefarmError("tunefarm.triton.autotune %s: no grid recorded for config %s" % (self.__name__, d))
-        return tuple(grid)
-
     def make_kernel(self, config, dtype):
         d = dict(config)
         launched = self._config_of(d)
-        grids = {}  # by the arguments' identities: no file read nor key per timed launch
+        cached = [None, None]  # (generation, grid): a new shape's inputs drop the last shape's grid
 
         def run(*args):
-            key = tuple(map(id, args))
-            grid = grids.get(key)
-            if grid is None:
-                grid = grids[key] = self._grid_for(d, args)
-            self._run_config(d, launched, args, grid)
+            if cached[0] != self._generation:
+                cached[:] = [self._generation, self._grid_for(d)]
+            self._bench_launch(d, launched, args, cached[1])
         return run
 
     def close(self):
@@ -446,14 +501,19 @@ class _AsConfig:
             setattr(self, f, d.get(f))
         self.pre_hook = None
 
+    def all_kwargs(self):
+        return {**self.kwargs, **{f: getattr(self, f) for f in CONFIG_FIELDS if getattr(self, f) is not None}}
+
     def __str__(self):
-        return ", ".join("%s: %s" % kv for kv in list(self.kwargs.items()) +
-                         [(f, getattr(self, f)) for f in CONFIG_FIELDS if getattr(self, f) is not None])
+        return ", ".join("%s: %s" % kv for kv in self.all_kwargs().items())
 
 
 def _arg_names(fn):
-    import inspect
     return list(inspect.signature(fn).parameters)
+
+
+def _config_id(d):
+    return json.dumps(d, sort_keys=True)
 
 
 def _farm_key(dims, dtype):

@@ -125,7 +125,7 @@ class TritonAutotune(unittest.TestCase):
             tunefarm.triton.autotune(configs=[tl.Config({"BLOCK": 4})], key=["n"], warmup=25, rep=100)(jitted)
         self.assertEqual(len(caught), 1)
         self.assertIn("rep, warmup ignored", str(caught[0].message))
-        k = tunefarm.triton.autotune(configs=[tl.Config({"BLOCK": 4})], key=["n"])(jitted)
+        k = tunefarm.triton.autotune(configs=[tl.Config({"BLOCK": 4}), tl.Config({"BLOCK": 8})], key=["n"])(jitted)
         with self.assertRaisesRegex(tunefarm.TunefarmError, "key argument n = 0"):
             k[(1,)]([1.0], [0.0], 0)
 
@@ -149,6 +149,14 @@ class TritonAutotune(unittest.TestCase):
         made = tunefarm.triton.make_argument({"list": {"len": 4, "item": "float"}}, 3, 0)
         self.assertEqual(made, tunefarm.triton.make_argument({"list": {"len": 4, "item": "float"}}, 3, 0))
         self.assertNotEqual(made, tunefarm.triton.make_argument({"list": {"len": 4, "item": "float"}}, 4, 0))
+
+    def test_8_one_config_left_by_pruning_is_launched_untimed(self):
+        fresh = os.path.join(self.dir, "one.db")
+        out, _ = self.call(4, store=fresh)  # early_config_prune keeps BLOCK=4 alone at n=4
+        self.assertTrue(out["right"])
+        self.assertEqual(out["block"], 4)
+        self.assertEqual(out["tunes"], 0)
+        self.assertFalse(os.path.exists(fresh), "a tuning ran")
 
     def test_7_a_coordinator_named_by_tunefarm_farm_tunes_and_answers(self):
         port = free_port()

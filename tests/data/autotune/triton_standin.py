@@ -37,8 +37,10 @@ class JITFunction:
 
     def __getitem__(self, grid):
         def launch(*args, num_warps=None, num_stages=None, num_ctas=None, maxnreg=None, **kwargs):
-            named = {**dict(zip(self.arg_names, args)), **kwargs}
-            g = grid(named) if callable(grid) else grid
+            # Bound as Triton binds a launch: an argument given twice, or
+            # none given, is a TypeError.
+            named = inspect.signature(self.fn).bind(*args, **kwargs).arguments
+            g = grid(dict(named)) if callable(grid) else grid
             for pid in range(g[0]):
                 _pid[0] = pid
                 self.fn(**named)
