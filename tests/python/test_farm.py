@@ -356,6 +356,23 @@ class ConnectedFarm(unittest.TestCase):
         self.assertEqual(made["entries"], 1)
         self.assertTrue(os.path.exists(out + ".json"))
 
+    def test_submit_format_json_prints_one_document(self):
+        sweep = os.path.join(self.dir, "json.toml")
+        with open(sweep, "w") as f:
+            f.write('[sweep]\nname = "json"\nops = ["gemm"]\ndtypes = ["f16"]\nstrategy = "random"\nbudget = 3\n'
+                    'shapes = [ { M = 512, N = 512, K = 512 } ]\n')
+        run = lambda *a: subprocess.run([BINARY, "submit", sweep, "--coordinator", self.endpoint, "--ops-dir", OPS,
+                                         "--format", "json", *a], capture_output=True, text=True, timeout=120)
+        quick = run()
+        self.assertEqual(quick.returncode, 0, quick.stderr)
+        self.assertTrue(json.loads(quick.stdout)["sweep_id"])
+        waited = run("--wait")
+        self.assertEqual(waited.returncode, 0, waited.stderr)
+        doc = json.loads(waited.stdout)  # stdout holds the one document; progress goes to stderr
+        self.assertEqual(doc["state"], "done")
+        self.assertEqual(doc["name"], "json")
+        self.assertIn("pipeline", doc)
+
     def test_a_coordinator_that_is_not_there_is_said_in_one_line(self):
         with tunefarm.Farm.connect("tcp://127.0.0.1:%d" % free_port(), timeout=1) as nobody:
             with self.assertRaisesRegex(tunefarm.TunefarmError, "did not answer"):
