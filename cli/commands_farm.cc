@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "service_notify.h"
 #include "base/json_text.h"
+#include "base/log.h"
 #include "opspec/sweep_file.h"
 #include "report/pipeline.h"
 #include "base/text.h"
@@ -130,9 +131,9 @@ int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
   Coordinator coord(args.opts);
   Status st = coord.Start();
   if (!st.ok()) return Fail(st.message());
-  std::fprintf(stderr, "tunefarm coordinator on %s, store %s\n", coord.bound_endpoint().c_str(),
-               args.opts.store_path.c_str());
-  if (!coord.http_url().empty()) std::fprintf(stderr, "dashboard: %s\n", coord.http_url().c_str());
+  // Through the log, so that --log-format json writes nothing but JSON lines.
+  log::Info("coordinator", "serving",
+            {{"endpoint", coord.bound_endpoint()}, {"store", args.opts.store_path}, {"dashboard", coord.http_url()}});
   // Units ordered after the coordinator (workers, the nightly sweep) start
   // once it serves, not once its process exists (Type=notify).
   NotifyServiceManager("READY=1\nSTATUS=serving on " + coord.bound_endpoint());
@@ -150,11 +151,10 @@ int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
   st = worker.Start();
   if (!st.ok()) return Fail(st.message());
   for (const auto& d : worker.devices()) {
-    std::fprintf(stderr, "tunefarm worker: device %d %s (%s, backend %s%s)\n", d.index,
-                 d.name.c_str(), d.model.c_str(), d.backend.c_str(),
-                 d.backend == "sim" ? ", SIMULATED" : "");
+    log::Info("worker", d.backend == "sim" ? "device (SIMULATED)" : "device",
+              {{"device", std::to_string(d.index)}, {"name", d.name}, {"model", d.model}, {"backend", d.backend}});
   }
-  if (!worker.http_url().empty()) std::fprintf(stderr, "metrics: %smetrics\n", worker.http_url().c_str());
+  if (!worker.http_url().empty()) log::Info("worker", "metrics", {{"url", worker.http_url() + "metrics"}});
   NotifyServiceManager("READY=1\nSTATUS=" + std::to_string(worker.devices().size()) + " device(s)");
   st = worker.Run(stop);
   NotifyServiceManager("STOPPING=1");

@@ -820,11 +820,13 @@ TEST(ProgramOpFarm, GoesThroughARealCoordinatorAndWorkerIntoABundle) {
     EXPECT_EQ(wrong, 4u);
   }
   {
-    // The coordinator's log is JSON lines, each event with its context.
+    // The coordinator's log is JSON lines, each event with its context:
+    // every line, the first ("serving") too.
     std::stringstream log(tune::testing::ReadFile(path("coordinator.log")));
     bool accepted = false, hello = false;
     for (std::string line; std::getline(log, line);) {
-      if (line.empty() || line[0] != '{') continue;
+      if (line.empty()) continue;
+      ASSERT_EQ(line[0], '{') << "not a JSON line: " << line;
       auto j = nlohmann::json::parse(line, nullptr, false);
       ASSERT_FALSE(j.is_discarded()) << line;
       EXPECT_EQ(j["component"], "coordinator") << line;
