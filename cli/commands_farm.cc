@@ -24,6 +24,13 @@
 namespace tune {
 namespace {
 
+// --config FILE of the long-running commands (read by cli/main.cc,
+// ExpandConfigFile): what a service's unit or an operator keeps in one file
+// instead of a long command line.
+constexpr char kConfigFileHelp[] =
+    "Read options from this TOML file: `option = value` per line, long option names without the dashes "
+    "(`bind = \"tcp://*:5555\"`, `allow-programs = true`, lists as [\"a\", \"b\"]); the command line wins";
+
 // Sends `request` to the coordinator and returns its SweepStatus answer.
 Result<SweepStatus> AskForStatus(const ClientArgs& c, Command request) {
   CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
@@ -336,6 +343,7 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   struct Parsed {
     CoordinatorArgs coord;
     WorkerArgs work;
+    std::string config_file;          // --config of coordinator and worker (cli/main.cc expands it)
     bool compile_only = false;        // worker --compile-only: a builder
     std::vector<std::string> archs;   // its --arch
     int runner_device = 0;
@@ -347,6 +355,7 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   // coordinator
   CoordinatorArgs& coord = parsed->coord;
   auto* c = app.add_subcommand("coordinator", "Run the coordinator (ROUTER socket, store owner)");
+  c->add_option("--config", parsed->config_file, kConfigFileHelp)->check(CLI::ExistingFile);
   c->add_option("--bind", coord.opts.endpoint, "ZeroMQ endpoint to bind")->capture_default_str();
   c->add_option("--store", coord.opts.store_path, "RocksDB store directory")->capture_default_str();
   c->add_option("--heartbeat-ms", coord.opts.heartbeat_ms, "Heartbeat interval")->capture_default_str();
@@ -445,6 +454,7 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   // worker
   WorkerArgs& work = parsed->work;
   auto* w = app.add_subcommand("worker", "Run a worker: measure units on this host's GPUs (or a simulated one)");
+  w->add_option("--config", parsed->config_file, kConfigFileHelp)->check(CLI::ExistingFile);
   AddWorkerOptions(w, &work);
   w->add_flag("--compile-only", parsed->compile_only,
               "Run as a builder: no devices; compile what the GPU workers will time next for the --arch "

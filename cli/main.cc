@@ -18,7 +18,7 @@ void OnSignal(int) { g_stop = true; }
 // A command line CLI11 refused, said in the farm's style: one line with the
 // program's prefix and the command it reached, the nearest name of a
 // misspelt command or option, and where the help is.
-int UsageError(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+int UsageError(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv, const std::string& from) {
   const CLI::App* at = &app;
   std::string path = "tunefarm";
   auto names_of = [](const CLI::App* a) {
@@ -56,8 +56,56 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e, int argc, char** a
       for (const std::string& n : o->get_lnames()) options.push_back(n);
     if (const std::string near = tune::NearestName(arg, options); !near.empty()) hint = " (did you mean --" + near + "?)";
   }
-  std::fprintf(stderr, "%s: %s%s; `%s --help` says more\n", path.c_str(), what.c_str(), hint.c_str(), path.c_str());
+  std::fprintf(stderr, "%s: %s%s%s; `%s --help` says more\n", path.c_str(), what.c_str(), hint.c_str(), from.c_str(),
+               path.c_str());
   return tune::kExitUsage;
+}
+
+// `--config FILE` of coordinator and worker: the file's options (TOML,
+// `option = value`, long names without dashes; a [coordinator] or [worker]
+// table too) put on the command line right after the command, those the
+// command line names itself left out, so that it wins. A file that does not
+// parse is one line naming it; an option the command lacks is refused by
+// the parse as any other.
+bool ExpandConfigFile(std::vector<std::string>* args, std::string* from) {
+  size_t command = 0, file = 0;
+  for (size_t i = 1; i < args->size(); ++i) {
+    const std::string& a = (*args)[i];
+    if (!command && (a == "coordinator" || a == "worker")) command = i;
+    if (command && a == "--config" && i + 1 < args->size()) file = i + 1;
+    if (command && a.rfind("--config=", 0) == 0) {
+      (*args)[i] = "--config";
+      args->insert(args->begin() + i + 1, a.substr(9));
+      file = i + 1;
+    }
+  }
+  if (!command || !file) return true;
+  const std::string path = (*args)[file];
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_file(path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tunefarm %s: --config %s: %s\n", (*args)[command].c_str(), path.c_str(), e.what());
+    return false;
+  }
+  auto given = [&](const std::string& name) {
+    for (const std::string& a : *args)
+      if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) return true;
+    return false;
+  };
+  std::vector<std::string> add;
+  for (const CLI::ConfigItem& item : items) {
+    const bool ours = item.parents.empty() || (item.parents.size() == 1 && item.parents[0] == (*args)[command]);
+    // "++" and "--" open and close a table.
+    if (!ours || item.name == "++" || item.name == "--" || given(item.name)) continue;
+    if (item.inputs.size() == 1 && item.inputs[0] == "false") continue;  // a flag left off
+    add.push_back("--" + item.name);
+    if (item.inputs.size() == 1 && item.inputs[0] == "true") continue;  // a flag
+    for (const std::string& v : item.inputs) add.push_back(v);
+  }
+  args->insert(args->begin() + command + 1, add.begin(), add.end());
+  if (!add.empty()) *from = " (with the options of --config " + path + ")";
+  return true;
 }
 
 }  // namespace
@@ -100,12 +148,17 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"text", "json"}));
   }
 
+  std::vector<std::string> words(argv, argv + argc);
+  std::string from_config;  // said with a command line the parse refuses
+  if (!ExpandConfigFile(&words, &from_config)) return kExitUsage;
+  std::vector<char*> expanded;
+  for (std::string& w : words) expanded.push_back(w.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(expanded.size()), expanded.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version end the parse too, with status 0.
     if (e.get_exit_code() == 0) return app.exit(e);
-    return UsageError(app, e, argc, argv);
+    return UsageError(app, e, static_cast<int>(expanded.size()), expanded.data(), from_config);
   }
   const CliCommand* chosen = nullptr;
   for (const CliCommand& command : commands) {

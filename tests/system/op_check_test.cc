@@ -419,6 +419,36 @@ TEST(TuneCommand, AnInterruptedTuneCancelsItsSweepKeepsItsRowsAndSaysSo) {
 
 // A misspelt command, option or op gets one line with the program's prefix
 // and the nearest name; `op list` lists an ops folder.
+// `coordinator --config FILE`: the file's options as if given, the command
+// line winning over them; an option the command lacks is refused naming the
+// file.
+TEST(CommandLine, AConfigFileGivesTheLongRunningCommandsTheirOptions) {
+  tune::testing::TempDir dir;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
+  std::ofstream(dir.path() + "/c.toml") << "# a coordinator's options\nbind = \"" << endpoint
+                                        << "\"\nstore = \"" << dir.path() << "/from-file\"\nlog-format = \"json\"\n";
+  {
+    tune::testing::Child c({TUNEFARM_BINARY, "coordinator", "--config", dir.path() + "/c.toml", "--store",
+                            dir.path() + "/from-line"},
+                           dir.path() + "/c.log");
+    std::string log;
+    for (int i = 0; i < 200 && log.find("\"serving\"") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      log = tune::testing::ReadFile(dir.path() + "/c.log");
+    }
+    EXPECT_NE(log.find("\"endpoint\":\"" + endpoint + "\""), std::string::npos) << log;
+    EXPECT_NE(log.find("\"store\":\"" + dir.path() + "/from-line\""), std::string::npos) << "the command line wins: "
+                                                                                          << log;
+    EXPECT_EQ(c.Stop(), 0) << log;
+  }
+  std::ofstream(dir.path() + "/bad.toml") << "bnd = \"x\"\n";
+  const CommandRun r = Tunefarm("coordinator --config " + dir.path() + "/bad.toml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("(did you mean --bind?) (with the options of --config " + dir.path() + "/bad.toml)"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(CommandLine, AMisspeltCommandOptionOrOpNamesTheNearestOne) {
   CommandRun r = Tunefarm("tunee");
   EXPECT_EQ(r.exit_code, 2) << r.output;
