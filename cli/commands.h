@@ -62,6 +62,7 @@ struct QueryArgs {
   std::string config;     // only this config: its id or its params ("BM=128,BN=64,...", any order)
   bool full_log = false;  // after the table, each failure's whole message (compile logs)
   std::string reports;    // write the profiles' report files under this folder
+  uint32_t top = 0;       // per key, only its N best rows (the winner among them); 0 = every row
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};  // read the store through this coordinator instead
 };
 struct CompareArgs {

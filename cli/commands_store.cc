@@ -48,6 +48,8 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
   app->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
   app->add_option("--config", args->config, "Only this config: its id or its params, like BM=128,BN=64,...");
   app->add_flag("--log", args->full_log, "After the table, every failure's whole message (compile logs)");
+  app->add_option("--top", args->top, "Per (GPU model, op, dtype, shape): only its N best rows, the winner first "
+                                      "(default: every row)");
   app->add_option("--reports", args->reports,
                   "Write the Nsight Compute reports of the rows' profiles under this folder "
                   "(GPU/op/dtype/shape/kernel hash/config.ncu-rep; open with ncu-ui)");
@@ -99,11 +101,30 @@ int RunResults(const QueryArgs& args, bool best_only) {
                 Join(std::vector<std::string>(models.begin(), models.end()), ", ") + "] and ops [" +
                 Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
   }
+  RowNotes notes = NotesOf(**store, rows);
+  if (args.top > 0) {
+    // Per key: the winner, then the fastest valid rows, up to --top.
+    std::map<std::string, std::vector<Measurement>> keys;
+    for (Measurement& m : rows) keys[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape].push_back(std::move(m));
+    rows.clear();
+    size_t left_out = 0;
+    for (auto& [key, of] : keys) {
+      std::stable_sort(of.begin(), of.end(), [&](const Measurement& a, const Measurement& b) {
+        const bool wa = notes.winners.count(WinnerKey(a)) > 0, wb = notes.winners.count(WinnerKey(b)) > 0;
+        if (wa != wb) return wa;
+        if (a.Valid() != b.Valid()) return a.Valid();
+        return a.Valid() && a.RanksAhead(b);
+      });
+      left_out += of.size() > args.top ? of.size() - args.top : 0;
+      of.resize(std::min<size_t>(of.size(), args.top));
+      for (Measurement& m : of) rows.push_back(std::move(m));
+    }
+    if (left_out) std::fprintf(stderr, "results: --top %u: %zu more row(s) left out\n", args.top, left_out);
+  }
   std::vector<Measurement> failed;
   if (args.full_log)
     for (const Measurement& m : rows)
       if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
-  const RowNotes notes = NotesOf(**store, rows);
   if (t4) {
     const std::string doc = T4ResultsJson(rows);  // stdout holds the one document; --log goes to stderr
     std::fwrite(doc.data(), 1, doc.size(), stdout);

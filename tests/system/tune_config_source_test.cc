@@ -5,6 +5,8 @@
 // refused in one line naming the flag or file and its index.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <set>
 #include <string>
@@ -94,6 +96,17 @@ TEST(TuneConfigSource, ASearchedKeyMeasuresTheDefaultAndItsBundleEntryCarriesIts
     ++lines;
   }
   EXPECT_EQ(lines, 2u) << run.output;
+  // results --top 2: per key the winner and one more, the bundle's winner among them.
+  const CommandRun top = Tunefarm(dir, {"results", "--store", dir.path() + "/s", "--top", "2", "--format", "json"});
+  ASSERT_EQ(top.exit_code, 0) << top.output;
+  const nlohmann::json rows = nlohmann::json::parse(top.output.substr(top.output.find('[')), nullptr, false);
+  ASSERT_TRUE(rows.is_array()) << top.output;
+  EXPECT_EQ(rows.size(), 4u) << top.output;
+  std::map<std::string, std::string> winners;
+  for (const auto& r : rows)
+    if (r["winner"].get<bool>()) winners[r["shape"]] = r["config"];
+  for (const BundleEntry& e : bundle->entries) EXPECT_EQ(winners[e.shape.Canonical()], e.config.Canonical());
+  EXPECT_NE(top.output.find("--top 2: 6 more row(s) left out"), std::string::npos) << top.output;
 }
 
 TEST(TuneConfigSource, AConfigListIsMeasuredExactlyOnEveryShape) {
