@@ -1152,6 +1152,10 @@ Status Worker::Start() {
     log::Warn("worker", "program ops share this host's /dev/shm and see /run: this kernel refuses the "
                         "unprivileged user namespace that gives each its own (docs/program-ops.md)");
   programs.python_path = TunefarmPythonPath();
+  if (o.allow_programs && programs.python_path.empty())
+    log::Warn("worker", "no tunefarm Python package ships with this binary (none beside it, and it is not in the "
+                        "build tree it was built in): ops served by `python3 -m tunefarm.harness` need one on "
+                        "PYTHONPATH; set TUNEFARM_PYTHON to its python/ folder");
   // One serve process per device, each with a compile pool: together they
   // keep the worker's cores busy, not each of them all the cores.
   if (const unsigned cores = UsableCores(); cores > 0)

@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <filesystem>
@@ -599,8 +600,15 @@ std::string TunefarmPythonPath() {
     for (const fs::path& dir : {above / "python", above / "share" / "tunefarm" / "python"})
       if (holds(dir)) return dir.string();
   }
-#ifdef TUNEFARM_SOURCE_DIR
-  if (holds(fs::path(TUNEFARM_SOURCE_DIR) / "python")) return (fs::path(TUNEFARM_SOURCE_DIR) / "python").string();
+#if defined(TUNEFARM_SOURCE_DIR) && defined(TUNEFARM_BUILD_DIR)
+  // Only a binary still in its build tree: a moved or copied one would run
+  // the harness of whatever tree sits at the path it was built from.
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path build = fs::weakly_canonical(TUNEFARM_BUILD_DIR, ec);
+  const bool in_build = !ec && !build.empty() &&
+                        std::mismatch(build.begin(), build.end(), exe.begin(), exe.end()).first == build.end();
+  if (in_build && holds(fs::path(TUNEFARM_SOURCE_DIR) / "python"))
+    return (fs::path(TUNEFARM_SOURCE_DIR) / "python").string();
 #endif
   return "";
 }

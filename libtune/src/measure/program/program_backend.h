@@ -97,7 +97,8 @@ std::vector<std::string> ProgramEnvironment();
 
 // The folder holding the tunefarm Python package that ships with the running
 // binary: $TUNEFARM_PYTHON, else python/ or share/tunefarm/python/ above the
-// binary's folder, else the source tree's; "" when none holds one.
+// binary's folder, else the source tree's while the binary sits in the build
+// tree it was built in (not once moved); "" when none holds one.
 std::string TunefarmPythonPath();
 
 }  // namespace tune
