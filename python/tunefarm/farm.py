@@ -24,6 +24,7 @@ import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _native
+from ._native import TunefarmError
 
 Row = Dict[str, Any]
 ShapeLike = Union[Mapping[str, int], str]
@@ -139,6 +140,16 @@ def to_dataframe(rows: Iterable[Row]):
     return pandas.DataFrame(flat)
 
 
+def _is_program_op(folder):
+    """Whether the op.toml in `folder` has a [program] table (unreadable:
+    no, the farm says why)."""
+    try:
+        with open(os.path.join(folder, "op.toml"), encoding="utf-8", errors="replace") as f:
+            return any(line.strip() == "[program]" for line in f)
+    except OSError:
+        return False
+
+
 class Sweep:
     """A submitted sweep: .id, .name, .ops, .dtypes, .shapes. wait() follows
     it to its end, cancel() stops it, results() and best() read its keys'
@@ -201,6 +212,9 @@ class Sweep:
         return self._last
 
     def _keys(self, best: bool) -> List[Row]:
+        if not self.ops:
+            raise TunefarmError("sweep %s: its ops and shapes are known to the process that submitted it; read its "
+                                "rows with farm.results(op=..., dtype=...)" % self.id)
         shapes = [dict(s) for s in self.shapes]
         out = []
         for op in self.ops:
@@ -259,7 +273,9 @@ class Farm:
         if binary:
             opts["tunefarm_binary"] = binary
         h = _native.call(lib, lib.tunefarm_farm_local, json.dumps(opts).encode())
-        return cls(h, "local, store %s" % os.fspath(store), ops_dir)
+        farm = cls(h, "local, store %s" % os.fspath(store), ops_dir)
+        farm._refuses_programs = not allow_programs
+        return farm
 
     @classmethod
     def connect(cls, endpoint: str, client_key: Optional[str] = None, coordinator_key: Optional[str] = None,
@@ -338,6 +354,11 @@ class Farm:
         `sweep_file`: a sweep TOML file. Bad values raise TunefarmError
         naming the field (and a config's index)."""
         req: Dict[str, Any] = {"ops_dir": os.fspath(ops_dir or self.ops_dir)}
+        if getattr(self, "_refuses_programs", False) and ops is not None:
+            for op in [ops] if isinstance(ops, str) else list(ops):
+                if _is_program_op(os.path.join(req["ops_dir"], op)):
+                    raise TunefarmError("tune: op %s is a program op: a local farm runs it with Farm.local(..., "
+                                        "allow_programs=True) (as this user, confined: docs/program-ops.md)" % op)
         if sweep_file is not None:
             req["sweep_file"] = os.fspath(sweep_file)
         else:
@@ -366,6 +387,23 @@ class Farm:
     def sweeps(self) -> List[Dict[str, Any]]:
         """Every sweep the coordinator knows, as status dicts."""
         return self._json("tunefarm_farm_status", b"")["sweeps"]
+
+    def sweep(self, sweep_id: str) -> Sweep:
+        """A sweep the coordinator knows, by its id or a unique prefix of it
+        (one submitted by another process, or before a restart): status(),
+        wait() and cancel() follow it. Raises TunefarmError naming the id
+        when none or several match."""
+        known = self.sweeps()
+        found = [s for s in known if s["id"] == sweep_id] or [s for s in known if s["id"].startswith(sweep_id)]
+        if len(found) != 1:
+            raise TunefarmError("sweep %r: %s" % (sweep_id, "no sweep of this farm has that id" if not found else
+                                                  "%d sweeps start with it (%s)" % (len(found), ", ".join(
+                                                      s["id"] for s in found[:5]))))
+        status = found[0]
+        sweep = Sweep(self, {"sweep_id": status["id"], "name": status["name"], "ops": [], "dtypes": [],
+                             "shapes": []})
+        sweep._last = status
+        return sweep
 
     def _query(self, best: bool, **filt) -> List[Row]:
         q = {k: v for k, v in filt.items() if v is not None}

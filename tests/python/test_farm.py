@@ -174,6 +174,10 @@ class LocalFarm(unittest.TestCase):
             tunefarm.Farm.local(store=os.path.join(self.dir, "x"), backend="fpga")
         with self.assertRaisesRegex(tunefarm.TunefarmError, "max_raw_configs"):
             tunefarm.Farm.local(store=os.path.join(self.dir, "x"), backend="sim", max_raw_configs=0)
+        # A program op on a local farm that refuses them: Python's word for the switch, not a CLI flag.
+        with self.assertRaisesRegex(tunefarm.TunefarmError, r"op program_sum is a program op: .*allow_programs=True"):
+            self.farm.tune("program_sum", shapes=[{"N": 1024}], dtypes=["f32"],
+                           ops_dir=os.path.join(SOURCE, "tests", "data", "ops"))
 
     def test_a_sweeps_priority_is_kept_and_shown(self):
         sweep = self.farm.tune("gemm", shapes=[{"M": 128, "N": 128, "K": 128}], strategy="random", budget=4,
@@ -355,6 +359,17 @@ class ConnectedFarm(unittest.TestCase):
         made = self.farm.publish(out, unsigned=True)
         self.assertEqual(made["entries"], 1)
         self.assertTrue(os.path.exists(out + ".json"))
+
+    def test_a_sweep_is_found_by_its_id_or_a_prefix(self):
+        sweep = self.farm.tune("gemm", shapes=[SHAPE], strategy="random", budget=2, seed=7)
+        again = self.farm.sweep(sweep.id[:8] if sum(s["id"].startswith(sweep.id[:8]) for s in self.farm.sweeps()) == 1
+                                else sweep.id)
+        self.assertEqual(again.id, sweep.id)
+        self.assertEqual(again.wait(progress=False, timeout=120)["state"], "done")
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "sweep 'nope': no sweep of this farm has that id"):
+            self.farm.sweep("nope")
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "its ops and shapes are known to the process"):
+            again.results()
 
     def test_submit_format_json_prints_one_document(self):
         sweep = os.path.join(self.dir, "json.toml")
