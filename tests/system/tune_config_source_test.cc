@@ -16,6 +16,7 @@
 #include "store/result_store.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "support/tunefarm_command.h"
 
 namespace tune {
 namespace {
@@ -24,20 +25,8 @@ using tune::testing::Child;
 using tune::testing::ReadFile;
 using tune::testing::TempDir;
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandRun Tunefarm(const TempDir& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), TUNEFARM_BINARY);
-  const std::string log = dir.path() + "/run-" + std::to_string(std::rand()) + ".log";
-  Child c(args, log);
-  CommandRun r;
-  r.exit_code = c.Wait(300);
-  r.output = ReadFile(log);
-  return r;
-}
+using tune::testing::CommandRun;
+using tune::testing::Tunefarm;
 
 // The synthetic op (600 legal configs) on two shapes of one simulated GPU.
 std::vector<std::string> Tune(const TempDir& dir, const std::string& name, std::vector<std::string> more) {

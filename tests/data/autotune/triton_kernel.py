@@ -10,8 +10,10 @@ from triton_standin import Config, jit, program_id
 
 
 def prune_wide(configs, named_args, **kwargs):
-    # Triton's early_config_prune: no block wider than the vector.
-    return [c for c in configs if c.kwargs["BLOCK"] <= named_args["n"]]
+    # Triton's early_config_prune: no block wider than the vector. As in
+    # Triton, named_args holds the positional arguments, kwargs the others.
+    n = named_args["n"] if "n" in named_args else kwargs["n"]
+    return [c for c in configs if c.kwargs["BLOCK"] <= n]
 
 
 @tunefarm.triton.autotune(
