@@ -195,6 +195,21 @@ int RunPublish(const PublishArgs& args) {
   auto bundle = BuildBundle(**store, args.filter, name, options, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
+  // Keys a sweep left part-measured ship the best of what was measured: said, not silent.
+  std::vector<std::string> partial;
+  for (const BundleEntry& e : bundle->entries)
+    if (e.coverage.state == "partial")
+      partial.push_back(e.gpu_model + " " + e.op + "/" + e.dtype + " " + e.shape.Canonical() + " (" +
+                        std::to_string(e.coverage.evaluated) + " of " + std::to_string(e.coverage.legal) + ")");
+  if (!partial.empty()) {
+    const size_t shown = std::min<size_t>(partial.size(), 5);
+    std::fprintf(stderr,
+                 "publish: %zu of %zu key(s) partly measured (a sweep cancelled or cut short): each ships the best "
+                 "of what was measured: %s%s; tune them again to finish them\n",
+                 partial.size(), bundle->entries.size(),
+                 Join(std::vector<std::string>(partial.begin(), partial.begin() + shown), "; ").c_str(),
+                 partial.size() > shown ? "; ..." : "");
+  }
   Status st = WriteBundle(*bundle, args.out, args.sign_key, args.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
   std::printf("%s.tfb\n%s.json\n", args.out.c_str(), args.out.c_str());

@@ -415,6 +415,12 @@ TEST(TuneCommand, AnInterruptedTuneCancelsItsSweepKeepsItsRowsAndSaysSo) {
     partial += (*coverage)->state == KeyCoverage::State::kPartial;
   }
   EXPECT_GE(partial, 1u) << keys.size() << " keys with rows, none partial";
+  // A bundle of them says which keys it ships part-measured.
+  const CommandRun published =
+      Tunefarm("publish --store " + dir.path() + "/db --out " + dir.path() + "/b --unsigned");
+  EXPECT_EQ(published.exit_code, 0) << published.output;
+  EXPECT_NE(published.output.find("key(s) partly measured (a sweep cancelled or cut short)"), std::string::npos)
+      << published.output;
 }
 
 // A misspelt command, option or op gets one line with the program's prefix
