@@ -341,9 +341,16 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     const double tp = throughput(m, &unit);
     char tpbuf[32] = "-";
     if (tp > 0) std::snprintf(tpbuf, sizeof tpbuf, "%.1f %s", tp, unit.c_str());
+    // A config wider than its column has a line of its own, the figures
+    // below it in their columns: the table stays aligned.
+    std::string config = m.config.Canonical();
+    if (config.size() > 48) {
+      std::fprintf(out, "  %-1s %s\n", winner[i] && m.Valid() ? "*" : "", config.c_str());
+      config.clear();
+    }
     if (m.Valid()) {
-      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  %s%s\n", winner[i] ? "*" : "",
-                   m.config.Canonical().c_str(), m.median_us,
+      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  %s%s\n", winner[i] && !config.empty() ? "*" : "",
+                   config.c_str(), m.median_us,
                    m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf, m.StatusName(),
                    m.pass == Measurement::Pass::kConfirm
                        ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
@@ -351,7 +358,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                                                           : "");
       if (const KernelProfile* p = profile_of(m)) std::fprintf(out, "      profile: %s\n", DescribeProfile(*p).c_str());
     } else {
-      std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", m.config.Canonical().c_str(),
+      std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", config.c_str(),
                    "-", "-", "-", "-", m.StatusName(),
                    WhyFailed(m.failure_message).c_str());
     }

@@ -71,6 +71,32 @@ TEST(ReportTable, TheStarredRowIsTheWinnerPublishShipsNotANearTieFasterByNoise) 
   EXPECT_EQ(Table(**store).find("ties the fastest"), std::string::npos) << "the fastest wins: no note";
 }
 
+// A config wider than its column sits on a line of its own: the figures
+// below it keep their columns, and the star stays with the config.
+TEST(ReportTable, ALongConfigKeepsTheColumnsAligned) {
+  testing::TempDir dir;
+  auto store = ResultStore::Open(dir.path() + "/db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  Measurement wide = Row("ffff", 128, 50.0);
+  for (const char* axis : {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_stages"})
+    wide.config.params.emplace_back(axis, 64);
+  ASSERT_TRUE((*store)->Put(wide).ok());
+  ASSERT_TRUE((*store)->Put(Row("gggg", 64, 60.0)).ok());
+  const std::string table = Table(**store);
+  const std::string config = wide.config.Canonical();
+  ASSERT_GT(config.size(), 48u);
+  const size_t at = table.find("\n  * " + config + "\n");
+  ASSERT_NE(at, std::string::npos) << table;
+  const size_t figures = at + 6 + config.size();  // the next line: the figures in their columns
+  const size_t header = table.find("    config");
+  ASSERT_NE(header, std::string::npos) << table;
+  const std::string line = table.substr(figures, table.find('\n', figures) - figures);
+  const size_t median = line.find("50.00");
+  ASSERT_NE(median, std::string::npos) << table;
+  const std::string header_line = table.substr(header, table.find('\n', header) - header);
+  EXPECT_EQ(median + 5, header_line.find("median_us") + 9) << "right-aligned under its header:\n" << table;
+}
+
 // A failed row's status names why: a compiler's first error, a traceback's
 // exception, not only the message's first line.
 TEST(ReportTable, AFailedRowSaysWhyNotOnlyItsFirstLine) {
