@@ -65,6 +65,10 @@ TEST(EngineConfigs, WinnersGroupByDeviceAndFixedDimsInVllmsLayout) {
   EXPECT_EQ(doc["64"]["BLOCK_SIZE_M"], 64);
   EXPECT_EQ(doc["64"]["num_warps"], 4);
   EXPECT_EQ(DimsOfEngineFileName("/x/" + f.name), (NamedValues{{"E", 8}, {"N", 14336}}));
+  // A kernel keyed by its one dim: no stray comma before device_name.
+  auto alone = EngineFiles({Winner("n_cols=781", "NVIDIA H100 80GB HBM3", 16)}, "n_cols", kEngineFileName, &skipped);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ((*alone)[0].name, "device_name=NVIDIA_H100_80GB_HBM3.json");
   // Two kernels under one name, a field no format knows, a path: refused.
   auto clash = EngineFiles({Winner("M=1,E=8,N=1", "A", 16), Winner("M=1,E=8,N=1", "A", 16)}, "M", "{device}.json",
                            &skipped);

@@ -68,8 +68,13 @@ Result<std::vector<EngineFile>> EngineFiles(const std::vector<Measurement>& winn
       if (d.first != key_dim) fixed.push_back(d);
     }
     fields["dims"] = JoinNamedValues(fixed);
+    // With no fixed dims, "{dims}," leaves no stray comma: "device_name=X.json".
+    std::string format = name_format;
+    if (fixed.empty())
+      for (const std::string sep : {"{dims},", ",{dims}"})
+        for (size_t at; (at = format.find(sep)) != std::string::npos;) format.erase(at, sep.size());
     std::string why;
-    const std::string name = FillName(name_format, fields, &why);
+    const std::string name = FillName(format, fields, &why);
     if (!why.empty()) return Status::Error(why);
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         !CheckText(name, "file name", 255).ok())
