@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 
 #include "coordinator.h"
 #include "coordinator_client.h"
+#include "publish/bundle.h"
 #include "store/result_store.h"
 #include "worker.h"
 
@@ -112,6 +114,10 @@ struct TuneArgs {
   WorkerArgs worker;
 };
 
+// Configs per key a retime measures by default (`retime`, a farm's
+// nightly): the winner and two runners-up.
+inline constexpr uint32_t kDefaultRetimeTop = 3;
+
 struct NightlyArgs {
   TuneArgs tune;
   std::string history;         // one folder per night: store/, bundle.tfb, report.json
@@ -121,6 +127,9 @@ struct NightlyArgs {
   // night's bundle is published from it remotely); empty: a farm on this host.
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};
   double timeout = 0;          // --coordinator: the longest wait for the sweep, seconds; 0 = none
+  // --coordinator: configs per key of last night's bundle measured again
+  // (RetimeOnFarm) before tonight's bundle is published; 0 = none.
+  uint32_t retime_top = kDefaultRetimeTop;
 };
 // `nightly` exits with this when a winner got slower than the noise allows.
 inline constexpr int kExitRegressions = 3;
@@ -165,6 +174,31 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out);   // tune, ni
 void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out); // search replay
 void AddSweepCommands(CLI::App& app, std::vector<CliCommand>* out);  // sweep from-misses
 void AddEngineCommands(CLI::App& app, std::vector<CliCommand>* out); // export, import-configs
+void AddRetimeCommands(CLI::App& app, std::vector<CliCommand>* out); // retime
+
+// Re-timing on a farm (commands_retime.cc; `retime` and a farm's nightly).
+// A key as a retime names it: GPU model, op, dtype, shape.
+std::string RetimeKey(const Measurement& m);
+// A bundle's entries as the keys to retime: each a row naming its key,
+// kernel hash, config and figure.
+std::vector<Measurement> RetimeKeysOf(const Bundle& bundle);
+// Measures each key of `keys` (rows naming key, kernel hash and winner
+// config) again on the farm at `c`: its winner and the next valid configs
+// of its kernel in the farm's store, up to `top`, as one retime sweep per
+// key (SweepSubmit::retime) named `name`, waited for (`timeout` seconds
+// each; 0 = no bound). Returns the rows each retime stored, by RetimeKey,
+// ranked (RankRows). Errors name the key or the sweep.
+Result<std::map<std::string, std::vector<Measurement>>> RetimeOnFarm(
+    const ClientArgs& c, const std::vector<Measurement>& keys, uint32_t top, const std::string& ops_dir,
+    const std::string& name, uint32_t priority, double timeout, const std::atomic<bool>* stop);
+// The retimed row of `key`'s own config, or null.
+const Measurement* RetimedRowOf(const std::map<std::string, std::vector<Measurement>>& retimed,
+                                const Measurement& key);
+// `previous` with each entry's figure replaced by its config's retimed row
+// (entries without a valid one left out): the same configs, timed tonight,
+// for CompareBundles against `previous`. Other configs' stored rows are
+// last night's, so they are no part of this comparison.
+Bundle RetimedBundle(const Bundle& previous, const std::map<std::string, std::vector<Measurement>>& retimed);
 
 // Worker options shared by `worker` and `tune`.
 void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune = false);

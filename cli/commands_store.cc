@@ -109,12 +109,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
     rows.clear();
     size_t left_out = 0;
     for (auto& [key, of] : keys) {
-      std::stable_sort(of.begin(), of.end(), [&](const Measurement& a, const Measurement& b) {
-        const bool wa = notes.winners.count(WinnerKey(a)) > 0, wb = notes.winners.count(WinnerKey(b)) > 0;
-        if (wa != wb) return wa;
-        if (a.Valid() != b.Valid()) return a.Valid();
-        return a.Valid() && a.RanksAhead(b);
-      });
+      RankRows(&of, [&](const Measurement& m) { return notes.winners.count(WinnerKey(m)) > 0; });
       left_out += of.size() > args.top ? of.size() - args.top : 0;
       of.resize(std::min<size_t>(of.size(), args.top));
       for (Measurement& m : of) rows.push_back(std::move(m));

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <set>
 #include <string>
 
@@ -376,11 +378,13 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
 // A night on a farm: the sweep file submitted to its coordinator, waited
 // for, and the night's bundle published from the coordinator's store (read
 // remotely: the rows stay there). The farm's store keeps one row per kernel
-// and config: a night measures what it lacks (a new version of an op, a new
-// GPU model, a new shape) and publishes the farm's winners; re-timing
-// unchanged kernels night after night takes a store of each night's own
-// (nightly without --coordinator).
-int RunNightOnFarm(NightlyArgs& args, const std::atomic<bool>* stop) {
+// and config, so the sweep measures what it lacks (a new version of an op,
+// a new GPU model, a new shape); last night's winners and their runners-up
+// (`previous`, a bundle; "" on the first night) are then measured again
+// (RetimeOnFarm): `*retimed` gets last night's bundle, those of its entries
+// retimed, as last night and as tonight (RetimedBundle), the same configs.
+int RunNightOnFarm(NightlyArgs& args, const std::string& previous, std::optional<std::pair<Bundle, Bundle>>* retimed,
+                   const std::atomic<bool>* stop) {
   if (args.tune.ops_dir.empty()) args.tune.ops_dir = DefaultOpsDir();
   auto sweep = LoadSweepFile(args.tune.sweep_file, args.tune.ops_dir);
   if (!sweep.ok()) return Fail(sweep.status().message());
@@ -394,6 +398,22 @@ int RunNightOnFarm(NightlyArgs& args, const std::atomic<bool>* stop) {
   auto done = WaitForSweep(args.remote, accepted->sweep_id, /*quiet=*/true, stop, 2.0, args.timeout);
   if (!done.ok()) return Fail(done.status().message());
   if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state + ": no bundle tonight");
+  if (!previous.empty() && args.retime_top > 0) {
+    auto last = ReadBundleFile(previous);
+    if (!last.ok()) return Fail(last.status().message());
+    std::erase_if(last->entries, [&](const BundleEntry& e) {  // an op the sweep no longer names is not tonight's
+      return std::find(sweep->ops.begin(), sweep->ops.end(), e.op) == sweep->ops.end();
+    });
+    if (!last->entries.empty()) {
+      auto rows = RetimeOnFarm(args.remote, RetimeKeysOf(*last), args.retime_top, args.tune.ops_dir,
+                               sweep->name + "-retime", sweep->priority, args.timeout, stop);
+      if (!rows.ok()) return Fail("retime of last night's winners: " + rows.status().message());
+      std::printf("nightly: %zu of last night's key(s) measured again (up to %u config(s) each)\n",
+                  last->entries.size(), args.retime_top);
+      Bundle tonight = RetimedBundle(*last, *rows);
+      retimed->emplace(std::move(last).value(), std::move(tonight));
+    }
+  }
   // The sweep's ops' rows travel, and the bundle ships those.
   std::vector<ResultFilter> filters;
   for (const std::string& op : sweep->ops) filters.push_back(ResultFilter{"", op, "", "", ""});
@@ -431,7 +451,9 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   args.tune.store = (night / "store").string();
   args.tune.bundle = (night / "bundle").string();
   args.tune.quiet = true;
-  const int rc = args.remote.endpoint.empty() ? RunTune(args.tune, stop) : RunNightOnFarm(args, stop);
+  const std::string last = previous.empty() ? "" : (fs::path(args.history) / previous / "bundle.tfb").string();
+  std::optional<std::pair<Bundle, Bundle>> retimed;  // a farm's night: last night's winners, then and now
+  const int rc = args.remote.endpoint.empty() ? RunTune(args.tune, stop) : RunNightOnFarm(args, last, &retimed, stop);
   if (rc != 0) {
     std::error_code ec;
     fs::remove(night, ec);  // a night that made nothing leaves no folder (one with files stays)
@@ -452,8 +474,21 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
               NightlyReportTable(*report).c_str());
   std::ofstream((night / "report.json").string()) << NightlyReportJson(*report);
   std::printf("report: %s\n", (night / "report.json").string().c_str());
+  bool regressions = report->HasRegressions();
+  if (retimed) {
+    // The bundle's winners may be other configs' stored rows, timed on an
+    // earlier night: the same configs timed tonight are what shows a slower
+    // driver, clock or host.
+    auto again = CompareBundles(retimed->first, retimed->second, args.noise_floor);
+    if (!again.ok()) return Fail(again.status().message());
+    std::printf("\nnightly: last night's winners measured again tonight (the same configs)\n%s",
+                NightlyReportTable(*again).c_str());
+    std::ofstream((night / "retime_report.json").string()) << NightlyReportJson(*again);
+    std::printf("report: %s\n", (night / "retime_report.json").string().c_str());
+    regressions |= again->HasRegressions();
+  }
   PruneNights(args.history, args.keep);
-  return report->HasRegressions() ? kExitRegressions : 0;
+  return regressions ? kExitRegressions : 0;
 }
 
 void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
@@ -561,6 +596,13 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "With --coordinator: give up waiting for the sweep after this many seconds (0 = never)")
       ->needs(on)
       ->check(CLI::NonNegativeNumber);
+  n->add_option("--retime-top", nightly.retime_top,
+                "With --coordinator: configs per key of last night's bundle measured again tonight (the winner and "
+                "its runners-up; the farm's store keeps one row per config, so without it an unchanged key shows "
+                "last night's figure); 0 = none")
+      ->capture_default_str()
+      ->needs(on)
+      ->check(CLI::Range(0u, kMaxConfirmTop));
   AddWorkerOptions(n, &nightly.tune.worker, /*for_tune=*/true);
   // This host's workers run no night on a farm: their flags and --coordinator exclude each other.
   for (const char* local : {"--backend", "--sim-models", "--sim-faults", "--sim-compile", "--sim-truth", "--devices",

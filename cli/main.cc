@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
   AddSearchCommands(app, &commands);
   AddSweepCommands(app, &commands);
   AddEngineCommands(app, &commands);
+  AddRetimeCommands(app, &commands);
 
   // The log of the long-running processes (base/log.h).
   std::string log_level, log_format;

@@ -134,6 +134,15 @@ std::string WinnerKey(const Measurement& m) {
   return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape + '\0' + m.kernel_hash + '\0' + m.config_id;
 }
 
+void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Measurement&)>& is_winner) {
+  std::stable_sort(rows->begin(), rows->end(), [&](const Measurement& a, const Measurement& b) {
+    const bool wa = is_winner(a), wb = is_winner(b);
+    if (wa != wb) return wa;
+    if (a.Valid() != b.Valid()) return a.Valid();
+    return a.Valid() && a.RanksAhead(b);
+  });
+}
+
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
   RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}, {}};
   std::set<std::string> keys;

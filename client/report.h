@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -71,6 +72,9 @@ struct RowNotes {
 // figure.
 double VsDefault(const Measurement& winner, const Measurement* def);
 std::string WinnerKey(const Measurement& m);
+// Orders one key's rows as its answers rank them: those `is_winner` names
+// first, then the valid rows by Measurement::RanksAhead, then the rest.
+void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Measurement&)>& is_winner);
 RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows);
 
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,

@@ -136,7 +136,8 @@ void Ingestion::SubmitResults(const std::string& identity, zmq::message_t frame,
     if (std::find(lessees.begin(), lessees.end(), peer.Lessee()) != lessees.end()) {
       job.unit = book->second.unit;
       if (const SweepState* s = scheduler_->FindSweep(job.unit->sweep_id)) {
-        for (const std::string& c : s->submit.retry) job.retried.insert(FailureClassFromName(c));
+        for (const std::string& c : s->submit.retry) job.replacing.retried.insert(FailureClassFromName(c));
+        if (s->submit.retime) job.replacing.retime_sweep = s->id;
         for (const auto& spec : s->specs) {
           if (spec.name != job.unit->op) continue;
           job.host_digested |= spec.HostDigested();

@@ -69,9 +69,9 @@ struct IngestJob {
   // carry an include digest, and its kernel hash then derives from one of
   // kernel_hashes and it (MeasuresKernel).
   bool host_digested = false;
-  // The sweep's retry classes (SweepSubmit::retry): a row replaces a stored
-  // failure of its key of one of these.
-  std::set<FailureClass> retried;
+  // Which stored rows the batch's replace beyond an earlier pass's: its
+  // sweep's retry classes and, for a retime, other sweeps' rows.
+  ResultStore::Replacing replacing;
   // The architectures a cubin of those devices may be built for ("sm_90",
   // "sm_90a").
   std::set<std::string> archs;

@@ -223,10 +223,11 @@ MeasuredFn Sweeps::Measured(const SweepSubmit& submit, const std::string& sweep_
   ResultStore* db = store_;
   std::set<FailureClass> retried;
   for (const std::string& c : submit.retry) retried.insert(FailureClassFromName(c));
-  // An earlier sweep's failure of a retried class is measured again (one of
-  // this sweep's own, before a restart, is its result).
-  auto retry = [retried, sweep_id](const Measurement& row) {
-    return !row.Valid() && retried.count(row.failure) && row.sweep_id != sweep_id;
+  // An earlier sweep's failure of a retried class is measured again, and a
+  // retime measures every row of an earlier sweep again (one of this
+  // sweep's own, before a restart, is its result).
+  auto retry = [retried, sweep_id, retime = submit.retime](const Measurement& row) {
+    return (retime || (!row.Valid() && retried.count(row.failure))) && row.sweep_id != sweep_id;
   };
   // Each copy (one per expansion) hashes each (op, toolchain) once, not once
   // per config, and scans a host-digested key once.

@@ -177,6 +177,7 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   retry @16 :List(Text);            # failure classes whose stored rows are measured again
   priority @17 :UInt32 = 50;        # 0..100, higher leased first; absent (older clients): 50
   configs @18 :List(Records.Config);  # an explicit config list measured instead of the op's space; empty: the space
+  retime @19 :Bool;                 # measure the configs again where stored; the rows replace other sweeps'; absent: false
 }
 
 

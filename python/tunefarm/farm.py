@@ -338,7 +338,7 @@ class Farm:
              seed: Optional[int] = None, confirm_top: Optional[int] = None, one_pass: bool = False,
              retry: Optional[Sequence[str]] = None, priority: Optional[int] = None,
              name: Optional[str] = None, sweep_file: Optional[str] = None, ops_dir: Optional[str] = None,
-             configs: Optional[Sequence[Union[Mapping[str, Any], str]]] = None) -> Sweep:
+             configs: Optional[Sequence[Union[Mapping[str, Any], str]]] = None, retime: bool = False) -> Sweep:
         """Submits a sweep and returns its Sweep (call wait()). `ops`: op
         names under `ops_dir` (default: the farm's); `shapes`: dicts
         {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: a name of
@@ -350,7 +350,9 @@ class Farm:
         ones first. `configs`: an explicit config list (dicts {"BM": 128,
         ...} or "BM=128,..." strings; every param of the op, values from its
         [params] lists, none twice), measured instead of the op's space, as
-        Triton's `configs=[...]`; the strategy is then "listed". Or
+        Triton's `configs=[...]`; the strategy is then "listed". `retime`:
+        measure the configs again where the farm has them, the new rows
+        replacing the stored ones (README: `tunefarm retime`). Or
         `sweep_file`: a sweep TOML file. Bad values raise TunefarmError
         naming the field (and a config's index)."""
         req: Dict[str, Any] = {"ops_dir": os.fspath(ops_dir or self.ops_dir)}
@@ -379,6 +381,8 @@ class Farm:
                 req[key] = value
         if one_pass:
             req["one_pass"] = True
+        if retime:
+            req["retime"] = True
         answer = self._json("tunefarm_farm_submit", json.dumps(req).encode())
         if answer.get("note"):  # a local farm measures only this host's GPU models
             print("tunefarm: " + answer["note"], file=sys.stderr)

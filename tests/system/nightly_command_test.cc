@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "support/process.h"
 
 namespace fs = std::filesystem;
@@ -111,7 +113,45 @@ TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
   EXPECT_NE(first.find("nothing to compare"), std::string::npos) << first;
   EXPECT_NE(first.find("from the farm's store"), std::string::npos) << first;
   ASSERT_EQ(night("n2.log"), 0) << ReadFile((dir / "n2.log").string());
-  EXPECT_NE(ReadFile((dir / "n2.log").string()).find(" 0 regression(s)"), std::string::npos);
+  const std::string second = ReadFile((dir / "n2.log").string());
+  EXPECT_NE(second.find(" 0 regression(s)"), std::string::npos) << second;
+  // The farm's store had every pair: last night's winner was measured
+  // again, not compared with itself.
+  EXPECT_NE(second.find("nightly: 1 of last night's key(s) measured again"), std::string::npos) << second;
+  // A worker 10% slower tonight: the retime sees it, and nightly says so.
+  worker.Stop();
+  Child slow({TUNEFARM_BINARY, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "l40s",
+              "--sim-faults", "slow=1.1"},
+             (dir / "worker-slow.log").string());
+  ASSERT_EQ(night("n3.log"), 3) << ReadFile((dir / "n3.log").string()) << ReadFile((dir / "coordinator.log").string());
+  const std::string third = ReadFile((dir / "n3.log").string());
+  // The same configs timed tonight: 10% slower; the bundle's own winner
+  // may be another config's stored row, so that is what flags it.
+  const size_t again = third.find("last night's winners measured again tonight");
+  ASSERT_NE(again, std::string::npos) << third;
+  EXPECT_NE(third.find(" 1 regression(s)", again), std::string::npos) << third;
+  EXPECT_NE(third.find("+10.0%", again), std::string::npos) << third;
+  EXPECT_NE(third.find("N=1048576"), std::string::npos) << third;
+  // `retime` of night two's bundle on the slow farm: its winner is 10%
+  // slower than that bundle says, as JSON.
+  std::vector<fs::path> bundles;
+  for (const auto& e : fs::directory_iterator(dir / "history")) bundles.push_back(e.path() / "bundle.tfb");
+  std::sort(bundles.begin(), bundles.end());
+  ASSERT_EQ(bundles.size(), 3u);
+  // stdout alone holds the JSON document (what it waited for goes to stderr).
+  Child retime({"/bin/sh", "-c",
+                std::string(TUNEFARM_BINARY) + " retime --coordinator " + endpoint + " --bundle " +
+                    bundles[1].string() + " --top 2 --ops-dir " + TUNEFARM_SOURCE_DIR +
+                    "/tests/data/ops --format json --timeout 100 2>" + (dir / "retime.err").string()},
+               (dir / "retime.json").string());
+  ASSERT_EQ(retime.Wait(120), 0) << ReadFile((dir / "retime.json").string()) << ReadFile((dir / "retime.err").string());
+  const auto doc = nlohmann::json::parse(ReadFile((dir / "retime.json").string()));
+  ASSERT_EQ(doc.size(), 1u) << doc.dump();
+  EXPECT_EQ(doc[0]["shape"], "N=1048576");
+  EXPECT_NEAR(doc[0]["change"].get<double>(), 0.1, 0.01) << doc.dump();
+  EXPECT_EQ(doc[0]["now"]["config"], doc[0]["before"]["config"]) << doc.dump();
+  EXPECT_TRUE(doc[0]["fastest_now"].is_object()) << doc.dump();
+  slow.Stop();
   size_t nights = 0;
   for (const auto& e : fs::directory_iterator(dir / "history")) {
     EXPECT_TRUE(fs::exists(e.path() / "bundle.tfb")) << e.path();
@@ -120,7 +160,7 @@ TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
     EXPECT_NE(json.find("sim-l40s"), std::string::npos) << "the farm's worker measured it";
     ++nights;
   }
-  EXPECT_EQ(nights, 2u);
+  EXPECT_EQ(nights, 3u);
   // A farm that cannot be reached is one line, and no night is recorded.
   Child nobody({TUNEFARM_BINARY, "nightly", "--sweep", (dir / "sweep.toml").string(), "--history",
                 (dir / "history").string(), "--ops-dir", std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
@@ -138,7 +178,6 @@ TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
   EXPECT_NE(ReadFile((dir / "read.log").string()).find("did not answer: no connection in 10 s (is it running"),
             std::string::npos)
       << ReadFile((dir / "read.log").string());
-  worker.Stop();
   coordinator.Stop();
   fs::remove_all(dir);
 }

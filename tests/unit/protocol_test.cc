@@ -353,6 +353,9 @@ TEST(ProtocolTest, SweepSubmitRoundTrip) {
   EXPECT_EQ(out.confirm_seconds, 2.5);
   EXPECT_EQ(out.confirm_timing, ConfirmTiming::kBurst);
   EXPECT_TRUE(out.refine_pass);
+  EXPECT_FALSE(out.retime);  // what an older client's message reads as
+  s.retime = true;
+  EXPECT_TRUE(std::get<SweepSubmit>(RoundTrip(Wrap(s)).command).retime);
   EXPECT_EQ(out.priority, kDefaultSweepPriority);
   // The wire's default is 50 (what an older client's message reads as):
   // 0, the lowest, must still come through as 0.

@@ -393,6 +393,50 @@ TEST(ResultStoreTest, AConfirmedRowReplacesItsUnconfirmedRowOnceAndOutranksTheRe
   EXPECT_EQ(b.median_us, 10.5);
 }
 
+// A retime's rows replace other sweeps' rows of their key whatever their
+// pass (tonight's figures), and the best moves with them; within the
+// retime the usual pass rule holds, so a resent screening row of it does
+// not undo its confirmed one.
+TEST(ResultStoreTest, ARetimesRowsReplaceOtherSweepsRowsOfAnyPass) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.Sub("db"));
+  ASSERT_TRUE(store);
+  auto of = [](Measurement m, const std::string& sweep) {
+    m.sweep_id = sweep;
+    return m;
+  };
+  size_t stored = 0;
+  ASSERT_TRUE(store->PutBatch({of(Confirmed(M("h100", "gemm", kS1, "c1", 10)), "night1"),
+                               of(Confirmed(M("h100", "gemm", kS1, "c2", 11)), "night1")},
+                              &stored)
+                  .ok());
+  // Without a retime a later sweep's screening row is a duplicate.
+  ASSERT_TRUE(store->PutBatch({of(M("h100", "gemm", kS1, "c1", 13), "night2")}, &stored).ok());
+  EXPECT_EQ(stored, 0u);
+  ResultStore::Replacing retime;
+  retime.retime_sweep = "night2";
+  ASSERT_TRUE(store->PutBatch({of(M("h100", "gemm", kS1, "c1", 13), "night2")}, &stored, retime).ok());
+  EXPECT_EQ(stored, 1u) << "a retime's screening row replaces last night's confirmed one";
+  auto c1 = store->Get("h100", "gemm", "f16", kS1, "kh1", "c1");
+  ASSERT_TRUE(c1);
+  EXPECT_EQ(c1->median_us, 13);
+  EXPECT_EQ(c1->sweep_id, "night2");
+  EXPECT_EQ(c1->screen_us, 0) << "an earlier sweep's figure is no screening figure of the retime";
+  ASSERT_TRUE(store->PutBatch({of(Confirmed(M("h100", "gemm", kS1, "c1", 12.5)), "night2"),
+                               of(Confirmed(M("h100", "gemm", kS1, "c2", 11.5)), "night2")},
+                              &stored, retime)
+                  .ok());
+  EXPECT_EQ(stored, 2u);
+  ASSERT_TRUE(store->PutBatch({of(M("h100", "gemm", kS1, "c1", 1), "night2")}, &stored, retime).ok());
+  EXPECT_EQ(stored, 0u) << "the retime's own confirmed row stays";
+  EXPECT_EQ(*store->CountResults(), 2u);
+  auto best = store->Best(Filter("h100"));
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c2") << "c1 got slower tonight";
+  EXPECT_EQ((*best)[0].median_us, 11.5);
+}
+
 TEST(ResultStoreTest, AConfigThatFailsWhenConfirmedGivesUpTheBestRow) {
   TempDir dir;
   auto store = OpenOrDie(dir.Sub("db"));

@@ -166,6 +166,31 @@ TEST(SweepFileTest, SearchKeysDefaultToAutoAndBadOnesNameTheField) {
   }
 }
 
+// A retime re-measures a config list: one is required, its configs are
+// confirmed (their figures must outrank the key's other rows), and a bad
+// value names the key.
+TEST(SweepFileTest, ARetimeNeedsAConfigListAndConfirmsIt) {
+  TempDir dir;
+  const std::string two = "configs = [ { TILE = 64, UNROLL = 2, SPLIT = 1, PAD = 0 },"
+                          " { TILE = 128, UNROLL = 2, SPLIT = 1, PAD = 0 } ]\n";
+  auto retime = Load(dir, "retime = true\n" + two);
+  ASSERT_TRUE(retime.ok()) << retime.status().message();
+  EXPECT_TRUE(retime->retime);
+  EXPECT_EQ(retime->confirm_top, 2u);
+  EXPECT_EQ(retime->confirm_seconds, kDefaultConfirmSeconds);
+  EXPECT_FALSE(Load(dir, two)->retime);
+  auto bare = Load(dir, "retime = true\n");
+  ASSERT_FALSE(bare.ok());
+  EXPECT_NE(bare.status().message().find(
+                "[sweep] configs: a retime measures chosen configs again: list them (configs = [...])"),
+            std::string::npos)
+      << bare.status().message();
+  auto word = Load(dir, "retime = \"yes\"\n" + two);
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.status().message().find("[sweep] retime: expected true or false"), std::string::npos)
+      << word.status().message();
+}
+
 }  // namespace
 }  // namespace tune
 

@@ -127,6 +127,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setPriority(s.priority);
             SetList(b.initConfigs(s.configs.size()), s.configs,
                     [](auto p, const Config& v) { SetConfig(p, v); });
+            b.setRetime(s.retime);
           },
           [&](const SweepAccepted& a) { cmd.initSweepAccepted().setSweepId(TextOf(a.sweep_id)); },
           [&](const SweepCancel& r) { cmd.initSweepCancel().setSweepId(TextOf(r.sweep_id)); },
@@ -327,6 +328,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       // Checked against the op where the sweep is added (CheckListedSweep).
       s.configs = GetList<Config>(r.getConfigs(), budget,
                                   [&](wire::Config::Reader c) { return GetConfig(c, budget); });
+      s.retime = r.getRetime();  // needs the config list: CheckListedSweep
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

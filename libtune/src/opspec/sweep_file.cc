@@ -112,7 +112,15 @@ bool MeasuresListWhole(const std::string& name) {
 }  // namespace
 
 Status CheckListedSweep(SweepSubmit* s, const std::string& field) {
+  if (s->configs.empty() && s->retime)
+    return Status::InvalidArgument(field + ": a retime measures chosen configs again: list them (configs = [...])");
   if (s->configs.empty()) return Status::OK();
+  // A retime's figures must rank ahead of the key's other stored rows, which
+  // may be of a later pass than its screening: its configs are confirmed.
+  if (s->retime && s->confirm_top == 0) {
+    s->confirm_top = uint32_t(std::min<size_t>(s->configs.size(), kMaxConfirmTop));
+    if (s->confirm_seconds == 0) s->confirm_seconds = kDefaultConfirmSeconds;
+  }
   if (s->ops.size() != 1 || s->op_packages.size() != 1)
     return Status::InvalidArgument(field + ": a config list names the params of one op; the sweep has " +
                                    std::to_string(s->ops.size()) + " ops");
@@ -198,7 +206,8 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   static const std::vector<std::string> kKeys = {
       "name",         "ops",        "dtypes",        "gpus",         "shapes",          "configs_per_unit",
       "confirm_top",  "profile_top", "confirm_timing", "refine_pass", "confirm_seconds", "strategy",
-      "seed",         "budget",     "budget_seconds", "retry",       "priority",        "configs"};
+      "seed",         "budget",     "budget_seconds", "retry",       "priority",        "configs",
+      "retime"};
   using Known = std::tuple<const char*, const std::vector<std::string>*, const toml::table*>;
   for (const auto& [table, keys, node] : {Known{"", &kTables, &root}, Known{"[sweep] ", &kKeys, sweep}}) {
     for (const auto& [key, value] : *node) {
@@ -318,6 +327,11 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     s.priority = static_cast<uint32_t>(*v);
   }
   TUNE_RETURN_IF_ERROR(CheckSearchFields(s, path + ": [sweep] "));
+  if (auto n = sweep->get("retime")) {
+    auto v = n->value<bool>();
+    if (!v) return Status::InvalidArgument(path + ": [sweep] retime: expected true or false");
+    s.retime = *v;
+  }
   if (auto n = sweep->get("configs")) {
     const std::string field = path + ": [sweep] configs";
     const toml::array* a = n->as_array();

@@ -13,6 +13,7 @@
 //   profile_top = 2                     # optional: profile the 2 fastest of each key (ncu)
 //   priority = 80                       # optional: 0..100, higher leased first (default 50)
 //   configs = [ { BM = 128, BN = 256, BK = 64 }, ... ]  # optional: measure just these
+//   retime = true                       # optional: measure them again where stored (SweepSubmit::retime)
 //
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once
@@ -101,6 +102,14 @@ struct SweepSubmit {
   // naming its index. Empty: the op's space. A message without the field
   // (an older client) has none.
   std::vector<Config> configs;
+  // A retime (what `tunefarm retime` and a farm's nightly submit): the
+  // config list is measured again on every key even where the store has
+  // rows of it, and each new row replaces its key's row of another sweep,
+  // whatever pass took that one (within the retime, the usual pass rule).
+  // So the store's figures, the winners and a bundle published after it
+  // are tonight's. Needs a config list (CheckListedSweep). A message
+  // without the field (an older client) is no retime.
+  bool retime = false;
 };
 // The strategies' names, as sweep files, `tune` and scripts use them: the
 // registry's table (search/strategy_table.h) in its order, then auto.
@@ -119,7 +128,8 @@ Status CheckSweepPriority(int64_t priority, const std::string& field);
 // OK when every name of `retry` is a failure class (not "skipped", which is
 // a verdict, not a failure); the error names `field` and the classes.
 Status CheckRetryClasses(const std::vector<std::string>& retry, const std::string& field);
-// OK when `s`'s config list (SweepSubmit::configs; none is OK) fits it: one
+// OK when `s`'s config list (SweepSubmit::configs; none is OK unless it is a
+// retime, which re-measures chosen configs) fits it: one
 // op, no searching strategy (auto and exhaustive measure the list whole),
 // at most kMaxListedConfigs configs, each naming every param of the op and
 // no other, with a value from the param's [params] list, and no config

@@ -555,7 +555,7 @@ struct ResultStore::Impl {
   // Adds `m` to the staged write unless its key is stored or already
   // staged; a row of a later pass replaces a stored one of an earlier pass.
   // Caller holds put_mu.
-  Result<bool> Stage(const Measurement& m, Staging* staging, const std::set<FailureClass>& retried = {}) {
+  Result<bool> Stage(const Measurement& m, Staging* staging, const ResultStore::Replacing& replacing = {}) {
     TUNE_RETURN_IF_ERROR(CheckKey(m));
     std::string key = ResultsKey(m);
     if (staging->rows.count(key)) return false;
@@ -569,15 +569,18 @@ struct ResultStore::Impl {
     const Measurement* row = &m;
     if (replaces) {
       auto stored = DecodeMeasurement(existing.data(), existing.size());
-      // A failure of a retried class gives way, whatever pass stored it.
-      const bool retry = stored.ok() && !stored->Valid() && retried.count(stored->failure);
-      if (stored.ok() && stored->pass >= m.pass && !retry) return false;
+      // A failure of a retried class gives way, whatever pass stored it;
+      // so does a row of another sweep to a retime's.
+      const bool retry = stored.ok() && !stored->Valid() && replacing.retried.count(stored->failure);
+      const bool retimed = stored.ok() && !replacing.retime_sweep.empty() && stored->sweep_id != replacing.retime_sweep;
+      if (stored.ok() && stored->pass >= m.pass && !retry && !retimed) return false;
       if (!stored.ok() && !m.ReplacesScreening()) return false;
       // The replaced row's screening figure stays with the config: the
-      // refine pass weighs refined figures against screening ones by it.
-      const double screen_us = !stored.ok()            ? 0
+      // refine pass weighs refined figures against screening ones by it
+      // (not an earlier sweep's: a retime's passes start over).
+      const double screen_us = !stored.ok() || retimed        ? 0
                                : !stored->ReplacesScreening() ? stored->median_us
-                                                     : stored->screen_us;
+                                                              : stored->screen_us;
       if (screen_us != m.screen_us && std::isfinite(screen_us)) {
         row = &staging->carried.emplace_back(m);
         staging->carried.back().screen_us = screen_us;
@@ -897,15 +900,14 @@ Result<bool> ResultStore::Put(const Measurement& m) {
   return true;
 }
 
-Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored,
-                             const std::set<FailureClass>& retried) {
+Status ResultStore::PutBatch(const std::vector<Measurement>& ms, size_t* stored, const Replacing& replacing) {
   if (stored) *stored = 0;
   TUNE_RETURN_IF_ERROR(impl_->CheckWritable());
   std::lock_guard<std::mutex> lock(impl_->put_mu);
   Staging staging;
   size_t added = 0;
   for (const auto& m : ms) {
-    Result<bool> r = impl_->Stage(m, &staging, retried);
+    Result<bool> r = impl_->Stage(m, &staging, replacing);
     if (!r.ok()) return r.status();
     if (*r) ++added;
   }

@@ -137,10 +137,16 @@ class ResultStore {
   // empty or contains a NUL byte. Writes go to RocksDB's WAL without fsync:
   // they survive a crash of this process, not of the host.
   Result<bool> Put(const Measurement& m);
-  // Put for many; `*stored` counts the new ones. Atomic as a whole. A row
-  // also replaces a stored row of its key that failed with one of `retried`
-  // (a sweep's retry classes, SweepSubmit::retry), of whatever pass.
-  Status PutBatch(const std::vector<Measurement>& ms, size_t* stored, const std::set<FailureClass>& retried = {});
+  // Which stored rows a batch's rows replace besides those of an earlier
+  // pass: a stored failure of one of `retried` (a sweep's retry classes,
+  // SweepSubmit::retry) and, when `retime_sweep` is set (a retime,
+  // SweepSubmit::retime), any row of another sweep, of whatever pass.
+  struct Replacing {
+    std::set<FailureClass> retried;
+    std::string retime_sweep;
+  };
+  // Put for many; `*stored` counts the new ones. Atomic as a whole.
+  Status PutBatch(const std::vector<Measurement>& ms, size_t* stored, const Replacing& replacing = {});
 
   std::optional<Measurement> Get(const std::string& gpu_model, const std::string& op,
                                  const std::string& dtype, const std::string& shape,
