@@ -74,6 +74,7 @@ int RunExport(const ExportArgs& args) {
 struct ImportConfigsArgs {
   std::vector<std::string> files;
   std::string op, key, out, ops_dir, name = "import-configs", dtypes = "f16", gpus = "*";
+  bool retime = false;  // the sweep measures them again where a farm has them (SweepSubmit::retime)
 };
 
 std::string TomlList(const std::vector<std::string>& names) {
@@ -162,6 +163,7 @@ int RunImportConfigs(const ImportConfigsArgs& args) {
     text += row + " },\n";
   }
   text += "]\n";
+  if (args.retime) text += "retime = true  # measured again where the farm's store has them\n";
   if (args.out.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
@@ -210,6 +212,9 @@ void AddEngineCommands(CLI::App& app, std::vector<CliCommand>* out) {
   i->add_option("--dtypes", im->dtypes, "The sweep's dtypes, comma-separated")->capture_default_str();
   i->add_option("--gpus", im->gpus, "The sweep's GPU models, comma-separated (\"*\": every model present)")
       ->capture_default_str();
+  i->add_flag("--retime", im->retime,
+              "A retime: the configs are measured again where the farm's store has them, their rows replacing the "
+              "stored ones (a shipped file checked on a new driver); default: what is stored is not measured again");
   out->push_back({.app = i, .run = [im](const std::atomic<bool>*) { return RunImportConfigs(*im); }});
 }
 

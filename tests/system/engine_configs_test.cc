@@ -156,6 +156,31 @@ TEST(EngineConfigs, ExportAndImportConfigsRoundTripAStoresWinners) {
                       }).ok());
   EXPECT_EQ(shapes, (std::set<std::string>{"M=16,N=4096,K=4096", "M=64,N=4096,K=4096", "M=16,N=8192,K=4096"}));
   EXPECT_EQ(configs, wanted);
+  // --retime: the same files measured again on that store, every row
+  // replaced by one of the new sweep.
+  std::set<std::string> first_sweeps;
+  ASSERT_TRUE((*store)->Scan(ResultFilter{}, [&](const Measurement& m) {
+                        first_sweeps.insert(m.sweep_id);
+                        return true;
+                      }).ok());
+  store->reset();
+  args.back() = dir.path() + "/retime.toml";
+  args.push_back("--retime");
+  ASSERT_EQ(Tunefarm(dir, args).exit_code, 0);
+  EXPECT_NE(ReadFile(dir.path() + "/retime.toml").find("\nretime = true"), std::string::npos);
+  const CommandRun again =
+      Tunefarm(dir, {"tune", "--backend", "sim", "--ops-dir", kOps, "--sweep", dir.path() + "/retime.toml",
+                     "--one-pass", "--quiet", "--unsigned", "--store", dir.path() + "/s2", "--bundle", dir.path() + "/b3"});
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  store = ResultStore::OpenReadOnly(dir.path() + "/s2");
+  ASSERT_TRUE(store.ok());
+  size_t rows = 0;
+  ASSERT_TRUE((*store)->Scan(ResultFilter{}, [&](const Measurement& m) {
+                        EXPECT_FALSE(first_sweeps.count(m.sweep_id)) << m.config_id << " was not measured again";
+                        ++rows;
+                        return true;
+                      }).ok());
+  EXPECT_GT(rows, 0u);
 
   // A file from outside with a field the op lacks: one line, nothing written.
   const std::string bad = dir.path() + "/N=1,K=2,device_name=X.json";
