@@ -80,6 +80,7 @@ struct PublishArgs {
   double min_vs_baseline = 0;   // PublishOptions::min_vs_baseline
   bool unsigned_bundle = false;  // write it unsigned (deployments refuse it)
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};
+  std::string sweep;             // only the keys this sweep (id or a prefix of it) measured; "" = every key
 };
 struct BundleArgs {
   std::string file, op, dtype, gpu, shape;
@@ -177,8 +178,8 @@ void AddEngineCommands(CLI::App& app, std::vector<CliCommand>* out); // export, 
 void AddRetimeCommands(CLI::App& app, std::vector<CliCommand>* out); // retime
 
 // Re-timing on a farm (commands_retime.cc; `retime` and a farm's nightly).
-// A key as a retime names it: GPU model, op, dtype, shape.
-std::string RetimeKey(const Measurement& m);
+// A key of the farm's answers (one winner each): GPU model, op, dtype, shape.
+std::string ModelKeyOf(const Measurement& m);
 // A bundle's entries as the keys to retime: each a row naming its key,
 // kernel hash, config and figure.
 std::vector<Measurement> RetimeKeysOf(const Bundle& bundle);
@@ -186,7 +187,7 @@ std::vector<Measurement> RetimeKeysOf(const Bundle& bundle);
 // config) again on the farm at `c`: its winner and the next valid configs
 // of its kernel in the farm's store, up to `top`, as one retime sweep per
 // key (SweepSubmit::retime) named `name`, waited for (`timeout` seconds
-// each; 0 = no bound). Returns the rows each retime stored, by RetimeKey,
+// each; 0 = no bound). Returns the rows each retime stored, by ModelKeyOf,
 // ranked (RankRows). Errors name the key or the sweep.
 Result<std::map<std::string, std::vector<Measurement>>> RetimeOnFarm(
     const ClientArgs& c, const std::vector<Measurement>& keys, uint32_t top, const std::string& ops_dir,

@@ -78,7 +78,7 @@ int RunRetime(const RetimeArgs& args, const std::atomic<bool>* stop) {
     // The winner's config again (what changed tonight), and the fastest of
     // what the retime measured (which config would win tonight).
     const Measurement* again = RetimedRowOf(*after, before);
-    const auto rows = after->find(RetimeKey(before));
+    const auto rows = after->find(ModelKeyOf(before));
     const Measurement* fastest = rows == after->end() || rows->second.empty() ? nullptr : &rows->second.front();
     const double change = again && again->Valid() && before.median_us > 0 ? again->median_us / before.median_us - 1
                                                                           : NAN;
@@ -106,7 +106,7 @@ int RunRetime(const RetimeArgs& args, const std::atomic<bool>* stop) {
 
 }  // namespace
 
-std::string RetimeKey(const Measurement& m) { return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape; }
+std::string ModelKeyOf(const Measurement& m) { return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape; }
 
 std::vector<Measurement> RetimeKeysOf(const Bundle& bundle) {
   std::vector<Measurement> keys;
@@ -176,7 +176,7 @@ Result<std::map<std::string, std::vector<Measurement>>> RetimeOnFarm(const Clien
   if (!store.ok()) return store.status();
   std::map<std::string, std::vector<Measurement>> now;
   for (size_t i = 0; i < keys.size(); ++i) {
-    std::vector<Measurement>& rows = now[RetimeKey(keys[i])];
+    std::vector<Measurement>& rows = now[ModelKeyOf(keys[i])];
     (void)(*store)->Scan(ResultFilter{keys[i].gpu_model, keys[i].op, keys[i].dtype, keys[i].shape, ""},
                          [&](const Measurement& m) {
                            if (m.sweep_id == ids[i] && m.baseline.empty()) rows.push_back(m);
@@ -189,7 +189,7 @@ Result<std::map<std::string, std::vector<Measurement>>> RetimeOnFarm(const Clien
 
 const Measurement* RetimedRowOf(const std::map<std::string, std::vector<Measurement>>& retimed,
                                 const Measurement& key) {
-  auto it = retimed.find(RetimeKey(key));
+  auto it = retimed.find(ModelKeyOf(key));
   if (it == retimed.end()) return nullptr;
   for (const Measurement& m : it->second)
     if (m.config_id == key.config_id) return &m;

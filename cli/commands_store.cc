@@ -189,6 +189,30 @@ int RunPublish(const PublishArgs& args) {
   options.min_vs_baseline = args.min_vs_baseline;
   auto bundle = BuildBundle(**store, args.filter, name, options, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
+  if (!args.sweep.empty()) {
+    // The keys the sweep measured (its rows'), each with its winner over
+    // every row of the key, as without --sweep.
+    std::set<std::string> ids, keys;
+    Status scan = (*store)->Scan(args.filter, [&](const Measurement& m) {
+      if (m.sweep_id.rfind(args.sweep, 0) == 0) {
+        ids.insert(m.sweep_id);
+        keys.insert(ModelKeyOf(m));
+      }
+      return true;
+    });
+    if (!scan.ok()) return Fail(scan.message());
+    if (ids.empty()) return Fail("--sweep " + ToValidUtf8(args.sweep) + ": no row of the store is of such a sweep");
+    if (ids.size() > 1)
+      return Fail("--sweep " + ToValidUtf8(args.sweep) + ": a prefix of " + std::to_string(ids.size()) +
+                  " sweeps' ids (" + Join(std::vector<std::string>(ids.begin(), ids.end()), ", ") +
+                  "): give more of it");
+    const std::vector<Measurement> entry_keys = RetimeKeysOf(*bundle);
+    std::vector<BundleEntry> kept;
+    for (size_t i = 0; i < entry_keys.size(); ++i)
+      if (keys.count(ModelKeyOf(entry_keys[i]))) kept.push_back(std::move(bundle->entries[i]));
+    bundle->entries = std::move(kept);
+    std::fprintf(stderr, "publish: %zu key(s) of sweep %s\n", bundle->entries.size(), ids.begin()->c_str());
+  }
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   // Keys a sweep left part-measured ship the best of what was measured: said, not silent.
   std::vector<std::string> partial;
@@ -425,6 +449,9 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   p->add_option("--op", publish.filter.op, "Only this op");
   p->add_option("--gpu", publish.filter.gpu_model, "Only this GPU model");
   p->add_option("--dtype", publish.filter.dtype, "Only this dtype");
+  p->add_option("--sweep", publish.sweep,
+                "Only the keys this sweep measured (its id, or a prefix of it no other sweep's id shares), each "
+                "with its winner over all its rows");
   p->add_flag("--no-kernels", publish.no_kernels,
               "Config-only: leave the measured cubins out (launch plans and defaults stay)");
   p->add_option("--min-vs-baseline", publish.min_vs_baseline,
