@@ -1,5 +1,6 @@
 // `tunefarm search replay`: search strategies scored against stored
 // exhaustive sweeps, with no GPU (search/replay.h).
+#include <unistd.h>
 #include <zlib.h>
 
 #include <atomic>
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/json_text.h"
 #include "base/limits.h"
 #include "command_util.h"
@@ -445,7 +447,13 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
     std::printf("%-58s %6s  %-13s %-22s %-22s %-22s %s\n", "key", "legal", "strategy", "to 1%: median / p90",
                 "to 2%: median / p90", "to 5%: median / p90", "vs random (2%)");
   }
+  // Where it is, on stderr: a terminal's line redrawn, else a line every
+  // ten seconds (a replay of many keys runs for minutes).
+  const bool tty = isatty(fileno(stderr));
+  double last_said = -1e9;  // the first seed is said at once
+  size_t key_index = 0;
   for (const GroundTruth& t : *truth) {
+    ++key_index;
     std::map<std::string, ReplayResult> by_name;
     std::vector<std::string> names = args.strategies;
     if (std::find(names.begin(), names.end(), kBaselineStrategy) == names.end()) names.push_back(kBaselineStrategy);
@@ -465,11 +473,20 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
       o.batch = args.batch;
       o.in_flight = args.in_flight;
       o.stop = stop;
+      o.on_seed = [&](uint32_t done) {
+        const double now = NowSeconds();
+        if (!tty && now - last_said < 10) return;
+        last_said = now;
+        std::fprintf(stderr, "%sreplay: key %zu of %zu (%s), %s: seed %u of %u%s", tty ? "\r\033[K" : "", key_index,
+                     truth->size(), t.key.c_str(), name.c_str(), done, args.seeds, tty ? "" : "\n");
+        std::fflush(stderr);
+      };
       auto r = Replay(t, o);
       if (!r.ok()) return Fail(r.status().message());
       for (const std::string& w : r->warnings) std::fprintf(stderr, "tunefarm: warning: %s: %s\n", t.key.c_str(), w.c_str());
       by_name[name] = std::move(r).value();
     }
+    if (tty) std::fprintf(stderr, "\r\033[K");  // the key's rows print where the progress line was
     const ReplayFigure& random2 = by_name[kBaselineStrategy].figures[1];
     for (const std::string& name : args.strategies) {
       const ReplayResult& r = by_name[name];
@@ -503,6 +520,7 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
       }
     }
   }
+  if (tty) std::fprintf(stderr, "\r\033[K");
   if (args.format == "json") std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -633,6 +633,8 @@ TEST(SearchInputs, ReplayInFlightReachesTheBestAndRefusesABadDepth) {
                         &log),
             0)
       << log;
+  // Where it is goes to stderr (never silent for minutes), the document to stdout.
+  EXPECT_NE(log.find("replay: key 1 of 1 ("), std::string::npos) << log;
   const auto json = nlohmann::json::parse(log.substr(log.find('[')), nullptr, false);
   ASSERT_FALSE(json.is_discarded()) << log;
   bool model = false;

@@ -114,6 +114,7 @@ Result<ReplayResult> Replay(const GroundTruth& truth, const ReplayOptions& optio
       for (std::string& w : ks.TakeWarnings()) warnings.insert(std::move(w));
     }
     for (size_t w = 0; w < options.within.size(); ++w) needed[w].push_back(first[w]);
+    if (options.on_seed) options.on_seed(seed + 1);
   }
   for (size_t w = 0; w < options.within.size(); ++w) {
     ReplayFigure f;

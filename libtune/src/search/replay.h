@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ struct ReplayOptions {
   // Turns true on SIGINT or SIGTERM (null: never): Replay returns an error
   // saying so before its next batch.
   const std::atomic<bool>* stop = nullptr;
+  // Called after each seed with the seeds done (null: not called): a model
+  // strategy's seed can take seconds, a key's many minutes.
+  std::function<void(uint32_t seeds_done)> on_seed;
 };
 
 // Evaluations a strategy needed to come within each `within` of the best,
