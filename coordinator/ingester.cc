@@ -243,7 +243,7 @@ IngestOutcome Ingester::Store(const IngestJob& job) {
   }
   int64_t newest = 0;
   for (const Measurement& m : results->measurements) newest = std::max(newest, m.unix_time);
-  if (newest > 0 && job.received_unix > 0) out.clock_skew_seconds = double(newest - job.received_unix);
+  if (newest > 0 && job.received_unix > 0) out.clock_skew_seconds = std::max(0.0, double(newest - job.received_unix));
   Status st = store_->PutBatch(*rows, &out.stored, job.replacing);
   if (!st.ok()) {
     out.kind = IngestOutcome::Kind::kStoreFailed;

@@ -126,8 +126,10 @@ struct IngestOutcome {
   uint64_t failed = 0;    // new rows that record a failure
   std::map<std::string, uint64_t> failed_by_class;  // of those, by FailureClassName
   std::string gpu_model;  // the leased unit's, when there was one
-  // The newest row's time as the sender stamped it, less received_unix
-  // (positive: its clock is ahead); 0 when no row carried a time.
+  // The newest row's time as the sender stamped it, less received_unix,
+  // when positive (its clock is ahead: a row from the future); 0 otherwise.
+  // A row older than its arrival is no sign of a clock behind: a worker
+  // resends its spooled rows after an outage, hours later.
   double clock_skew_seconds = 0;
 };
 

@@ -207,6 +207,16 @@ TEST_F(IngesterTest, RowsKeepTheCoordinatorsTimeAndImpossibleFiguresAreRefused) 
   EXPECT_EQ(row->unix_time, 2'000'000'000);
   EXPECT_EQ(out[1].kind, IngestOutcome::Kind::kRefused);
   EXPECT_NE(out[1].error.find("impossible"), std::string::npos) << out[1].error;
+  // Rows measured before an outage, resent hours later: no skew.
+  Measurement resent = Row("h100", 256);
+  resent.unix_time = 2'000'000'000 - 6 * 3600;
+  IngestJob late = Job(Frame(2, {resent}));
+  late.received_unix = 2'000'000'000;
+  ingester_->Submit(std::move(late));
+  const auto again = Take(1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].kind, IngestOutcome::Kind::kStored) << again[0].error;
+  EXPECT_DOUBLE_EQ(again[0].clock_skew_seconds, 0);
 }
 
 // Two workers' different images of one kernel: the first stays, the second

@@ -154,8 +154,9 @@ struct ResultsAck {
   // match what was leased to the sender, and nothing of it was stored. The
   // sender drops it rather than send it again.
   std::string refused;
-  // How far the sender's clock is from the coordinator's, from the rows'
-  // times (positive: ahead). Rows are stored with the coordinator's time.
+  // How far the sender's clock is ahead of the coordinator's, from the rows'
+  // times (0: not ahead; rows older than their arrival may be resent ones).
+  // Rows are stored with the coordinator's time.
   double clock_skew_seconds = 0;
 };
 // From a client: run this sweep (SweepSubmit, opspec/sweep_file.h).
