@@ -75,11 +75,19 @@ std::string DefaultOpsDir() {
   return "ops";
 }
 
+std::string FarmFlags(const ClientArgs& c) {
+  std::string flags = "--coordinator " + c.endpoint;
+  if (!c.curve_secret_key.empty()) flags += " --curve-key " + c.curve_secret_key;
+  if (!c.coordinator_key.empty()) flags += " --coordinator-key " + c.coordinator_key;
+  return flags;
+}
+
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
                                    const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds) {
   const double start = NowSeconds();
   const std::string goes_on = "sweep " + sweep_id + " goes on at the coordinator: `tunefarm status " + sweep_id +
-                              " --wait` waits again, `tunefarm cancel " + sweep_id + "` stops it";
+                              " --wait " + FarmFlags(c) + "` waits again, `tunefarm cancel " + sweep_id + " " +
+                              FarmFlags(c) + "` stops it";
   bool told_waiting = false, told_gone = false;
   double last_answer = start;
   ProgressLine progress(stderr);

@@ -53,6 +53,10 @@ std::string DefaultOpsDir();
 inline constexpr const char* kOpsDirHelp =
     "Folder holding the op folders (default: the installed share/tunefarm/ops, else ./ops)";
 
+// The flags that reach the farm at `c`, as hints spell them for a command
+// to paste: "--coordinator tcp://h:5555 --curve-key k --coordinator-key p".
+std::string FarmFlags(const ClientArgs& c);
+
 // Waits for a sweep, asking for its state every `poll_seconds` and showing
 // its progress on stderr (ProgressLine) unless quiet; says once, on stderr,
 // when it waits for GPU models no live worker has. Rides out a restarting

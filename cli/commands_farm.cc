@@ -228,9 +228,7 @@ int WaitAndReport(const ClientArgs& c, const std::string& sweep_id, double timeo
     const int64_t took = done->finished_unix > done->started_unix ? done->finished_unix - done->started_unix : 0;
     // The coordinator's store is read through it (remote reads): the hint
     // works from this host, whatever the store's path over there.
-    std::string from = "--coordinator " + c.endpoint;
-    if (!c.curve_secret_key.empty())
-      from += " --curve-key " + c.curve_secret_key + " --coordinator-key " + c.coordinator_key;
+    const std::string from = FarmFlags(c);
     std::printf("done: %llu pairs measured (%llu failed) on %s in %s\n"
                 "failures: %s\n"
                 "next: tunefarm results %s\n"

@@ -277,7 +277,8 @@ TEST_F(MultiProcessSweep, WaitingClientsAreToldWhatTheyWaitForAndMayStopWaiting)
   const size_t at = log.find("still running after");
   ASSERT_NE(at, std::string::npos) << log;
   const std::string id = log.substr(0, log.find('\n'));
-  EXPECT_NE(log.find("tunefarm status " + id + " --wait", at), std::string::npos) << log;
+  // The hint is a command to paste: the farm's flags are in it.
+  EXPECT_NE(log.find("tunefarm status " + id + " --wait --coordinator " + endpoint_, at), std::string::npos) << log;
   Child again({bin_, "status", id, "--coordinator", endpoint_, "--wait", "--timeout", "1"}, Path("again.log"));
   EXPECT_EQ(again.Wait(60), 1);
   EXPECT_NE(tune::testing::ReadFile(Path("again.log")).find("still running after"), std::string::npos)
