@@ -331,17 +331,21 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   } else {
     PrintMeasurements(stdout, std::move(rows), ops, format, row_notes);
   }
+  // The sim's own compile makes no image and runs no compiler (--sim-compile
+  // nvrtc runs NVRTC): its counts are the pipeline's, its waits the queue's.
+  const bool no_compiler = (*farm)->simulated() && args.worker.opts.sim_compile == "sim" && total.compile_seconds == 0;
   std::fprintf(text, "\nsweep: %llu configs, %llu (config, shape) results (%llu of them refined or confirmed) in "
               "%.2f s = %.2f configs/s on %zu device(s)\n"
-              "compile: %llu compiled (%.1f s of compiler time), %llu from the cubin cache, %llu fetched; "
-              "device threads waited %.1f s for compiles\n"
+              "compile: %llu compiled (%.1f s of compiler time%s), %llu from the cubin cache, %llu fetched; "
+              "device threads waited %.1f s for %s\n"
               "busy: devices were checking/timing %.1f s = %.0f%% of wall time\n",
               (unsigned long long)total.screened.size(), (unsigned long long)total.measured,
               (unsigned long long)total.measured_again, sweep_seconds,
               sweep_seconds > 0 ? double(total.screened.size()) / sweep_seconds : 0.0, devices,
               (unsigned long long)total.compiled, total.compile_seconds,
+              no_compiler ? ": simulated compiles, no compiler ran; --sim-compile nvrtc runs NVRTC" : "",
               (unsigned long long)total.compile_cache_hits, (unsigned long long)total.fetched,
-              total.compile_wait_seconds,
+              total.compile_wait_seconds, no_compiler ? "the compile pipeline's queue" : "compiles",
               total.measure_seconds, 100.0 * pipeline.devices_busy);
   PrintShapeRules(text, *sweep, (*farm)->devices());
   if ((*farm)->simulated()) {
