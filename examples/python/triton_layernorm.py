@@ -69,16 +69,6 @@ def layer_norm(x, w, b, eps=1e-5, kernel=layer_norm_fwd):
     return y
 
 
-def do_bench_pair(a, b, rounds=7):
-    """Medians of triton.testing.do_bench over `rounds` rounds, a and b
-    interleaved and the order swapped each round (the clock drifts)."""
-    times = ([], [])
-    for r in range(rounds):
-        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
-            times[i].append(triton.testing.do_bench((a, b)[i]))
-    return tuple(sorted(t)[len(t) // 2] for t in times)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=4096)
@@ -103,7 +93,7 @@ def main():
         line = "N=%d: %s in %.2f s, %s" % (n, layer_norm_fwd.best_config, took, "right" if ok else "WRONG")
         if args.compare:
             layer_norm(x, w, b, kernel=by_triton)  # triton.autotune tunes on its first call
-            farm_ms, triton_ms = do_bench_pair(lambda: layer_norm(x, w, b), lambda: layer_norm(x, w, b, kernel=by_triton))
+            farm_ms, triton_ms = tunefarm.triton.do_bench_pair(lambda: layer_norm(x, w, b), lambda: layer_norm(x, w, b, kernel=by_triton))
             line += "; do_bench: tunefarm %.4f ms, triton.autotune %.4f ms (%s)" % (
                 farm_ms, triton_ms, by_triton.best_config)
         print(line, flush=True)

@@ -51,16 +51,6 @@ def softmax(x, kernel=softmax_kernel):
     return y
 
 
-def do_bench_pair(a, b, rounds=7):
-    """Medians of triton.testing.do_bench over `rounds` rounds, a and b
-    interleaved and the order swapped each round (the clock drifts)."""
-    times = ([], [])
-    for r in range(rounds):
-        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
-            times[i].append(triton.testing.do_bench((a, b)[i]))
-    return tuple(sorted(t)[len(t) // 2] for t in times)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=4096)
@@ -81,7 +71,7 @@ def main():
         line = "n_cols=%d: %s in %.2f s, %s" % (cols, softmax_kernel.best_config, took, "right" if ok else "WRONG")
         if args.compare:
             softmax(x, by_triton)  # triton.autotune tunes on its first call
-            farm_ms, triton_ms = do_bench_pair(lambda: softmax(x), lambda: softmax(x, by_triton))
+            farm_ms, triton_ms = tunefarm.triton.do_bench_pair(lambda: softmax(x), lambda: softmax(x, by_triton))
             line += "; do_bench: tunefarm %.4f ms, triton.autotune %.4f ms (%s)" % (
                 farm_ms, triton_ms, by_triton.best_config)
         print(line, flush=True)

@@ -552,3 +552,16 @@ def autotune(configs: Optional[Sequence[Any]] = None, key: Optional[Sequence[str
         return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value, pre_hook, post_hook,
                          reference, inputs, store, mode, farm, rtol, atol, op, ignored)
     return wrap
+
+
+def do_bench_pair(a, b, rounds=7):
+    """Two callables timed by triton.testing.do_bench in this process, as a
+    kernel's answer from the farm is compared with @triton.autotune's:
+    `rounds` rounds, a and b interleaved and the order swapped each round
+    (the GPU's clock drifts); returns the two medians in ms."""
+    from triton.testing import do_bench
+    times = ([], [])
+    for r in range(rounds):
+        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+            times[i].append(do_bench((a, b)[i]))
+    return tuple(sorted(t)[len(t) // 2] for t in times)

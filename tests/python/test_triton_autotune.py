@@ -189,6 +189,32 @@ class TritonAutotune(unittest.TestCase):
                 p.wait(timeout=30)
 
 
+class DoBenchPair(unittest.TestCase):
+    """tunefarm.triton.do_bench_pair: both callables under do_bench, their
+    order swapped each round, the medians returned."""
+
+    def test_interleaves_and_takes_medians(self):
+        import types
+        order = []
+        testing = types.ModuleType("triton.testing")
+        testing.do_bench = lambda fn: fn()
+        saved = {k: sys.modules.get(k) for k in ("triton", "triton.testing")}
+        sys.modules["triton"] = types.ModuleType("triton")
+        sys.modules["triton.testing"] = testing
+        try:
+            a_times, b_times = iter([3.0, 1.0, 2.0]), iter([5.0, 9.0, 4.0])
+            got = tunefarm.triton.do_bench_pair(lambda: order.append("a") or next(a_times),
+                                                lambda: order.append("b") or next(b_times), rounds=3)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+        self.assertEqual(got, (2.0, 5.0))
+        self.assertEqual(order, ["a", "b", "b", "a", "a", "b"])
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
