@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -125,10 +127,9 @@ std::vector<Measurement> RetimeKeysOf(const Bundle& bundle) {
   return keys;
 }
 
-Result<std::map<std::string, std::vector<Measurement>>> RetimeOnFarm(const ClientArgs& c, const std::vector<Measurement>& keys,
-                                                        uint32_t top, const std::string& ops_dir,
-                                                        const std::string& name, uint32_t priority, double timeout,
-                                                        const std::atomic<bool>* stop) {
+Result<std::map<std::string, std::vector<Measurement>>> RetimeOnFarm(
+    const ClientArgs& c, const std::vector<Measurement>& keys, uint32_t top, const std::string& ops_dir,
+    const std::string& name, uint32_t priority, double timeout, const std::atomic<bool>* stop) {
   std::set<std::string> ops;
   for (const Measurement& k : keys) ops.insert(k.op);
   std::vector<ResultFilter> filters;
