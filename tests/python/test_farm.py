@@ -141,6 +141,18 @@ class LocalFarm(unittest.TestCase):
                                                                           "WN": 2, "STAGES": 2}])
         with self.assertRaisesRegex(tunefarm.TunefarmError, r"configs\[1\]: .* listed twice"):
             self.farm.tune("gemm", shapes=[shape], configs=[listed[0], dict(listed[0])])
+        # The same list again measures nothing; as a retime it is measured
+        # again, confirmed, and its rows take the place of the stored ones.
+        again = self.farm.tune("gemm", shapes=[shape], configs=listed).wait(progress=False)
+        self.assertEqual(again["units_total"], 0, again)
+        retimed = self.farm.tune("gemm", shapes=[shape], configs=listed, retime=True).wait(progress=False)
+        self.assertEqual(retimed["state"], "done", retimed)
+        self.assertGreater(retimed["units_total"], 0, retimed)
+        rows = [r for r in self.farm.results(op="gemm") if r["shape"] == shape]
+        self.assertEqual(len(rows), 2, rows)
+        self.assertTrue(all(r["confirmed"] for r in rows), rows)
+        with self.assertRaisesRegex(tunefarm.TunefarmError, r"a retime measures chosen configs again"):
+            self.farm.tune("gemm", shapes=[shape], retime=True)
 
     def test_a_cancelled_sweep_stops_and_wait_says_so(self):
         shapes = [{"M": m, "N": 4096, "K": 4096} for m in (64, 128, 192, 256, 320, 384, 448, 512)]
