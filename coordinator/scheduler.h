@@ -99,9 +99,11 @@ struct SchedulerOptions {
 // fastest valid configs of one (model, op, dtype, shape), to time again
 // together. Empty when there is nothing to confirm: no valid figure, or the
 // key is confirmed already (a sweep resumed after its confirm unit ran).
+// `retime_sweep`: the sweep's id when it is a retime (SweepSubmit::retime),
+// whose passes start over among its own rows: other sweeps' do not count.
 using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device, const OpSpec& spec,
                                                         const std::string& dtype, const Shape& shape,
-                                                        uint32_t top)>;
+                                                        uint32_t top, const std::string& retime_sweep)>;
 
 // The confirm phase's contenders among `valid`, the valid rows of one key:
 // the `top` best in the store's order (Measurement::RanksAhead: a refined
@@ -133,7 +135,7 @@ struct NearBest {
 // than the others': a best that was screened too fast.
 NearBest NearBestOf(const std::vector<Measurement>& valid, double within);
 using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec& spec, const std::string& dtype,
-                                          const Shape& shape, double within)>;
+                                          const Shape& shape, double within, const std::string& retime_sweep)>;
 
 // Every stored row of one (model, op, dtype, shape) of the op's kernel on
 // that model, valid or failed: what a search has observed so far.

@@ -93,7 +93,8 @@ bool Scheduler::RefineEarly(const std::string& model, uint32_t priority) {
 
 void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, size_t i, const std::string& dtype,
                                   const Shape& shape) {
-  NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within);
+  NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within,
+                             sweep.submit.retime ? sweep.id : "");
   auto& queued = sweep.key_passes[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].refine_queued;
   std::erase_if(near.configs, [&](const Config& c) { return !queued.insert(c.Id()).second; });
   if (near.configs.empty() || near.best_us <= 0) return;
@@ -132,7 +133,8 @@ void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
   if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != RunState::kRunning) return;
   if (!sweep.model_passes[model].ConfirmNow()) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
-    std::vector<Config> top = contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top);
+    std::vector<Config> top = contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top,
+                                          sweep.submit.retime ? sweep.id : "");
     if (!top.empty()) QueueShapeUnit(sweep, model, i, dtype, shape, std::move(top), UnitKind::kConfirm,
                                     sweep.submit.confirm_seconds, 0);
   });

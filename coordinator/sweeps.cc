@@ -370,7 +370,7 @@ Status Sweeps::Resume() {
 }
 
 bool Sweeps::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                     const char* pass, std::vector<Measurement>* rows) {
+                             const char* pass, const std::string& retime_sweep, std::vector<Measurement>* rows) {
   const std::string op_hash = OpHash(spec, dev);
   // An op whose hosts add to its hash keeps its rows under hashes derived
   // from its own (one per set of headers or versions): the key is scanned whole.
@@ -378,6 +378,9 @@ bool Sweeps::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const st
   bool confirmed = false;
   Status st = store_->Scan(key, [&](const Measurement& m) {
     if (!MeasuresKernel(m, op_hash)) return true;
+    // A retime's passes start over among its own rows: earlier sweeps'
+    // figures (confirmed ones too) are no contenders of tonight's.
+    if (!retime_sweep.empty() && m.sweep_id != retime_sweep) return true;
     confirmed = confirmed || m.pass == Measurement::Pass::kConfirm;
     if (m.Valid() && std::isfinite(m.median_us)) rows->push_back(m);
     return !confirmed;
@@ -389,18 +392,18 @@ bool Sweeps::RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const st
 
 ContendersFn Sweeps::Contenders() {
   return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                uint32_t top) {
+                uint32_t top, const std::string& retime_sweep) {
     std::vector<Measurement> valid;
-    if (!RowsToTimeAgain(dev, spec, dtype, shape, "confirm phase", &valid)) return std::vector<Config>{};
+    if (!RowsToTimeAgain(dev, spec, dtype, shape, "confirm phase", retime_sweep, &valid)) return std::vector<Config>{};
     return ContendersOf(std::move(valid), top);
   };
 }
 
 NearBestFn Sweeps::NearBestConfigs() {
   return [this](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                double within) {
+                double within, const std::string& retime_sweep) {
     std::vector<Measurement> valid;
-    if (!RowsToTimeAgain(dev, spec, dtype, shape, "refine pass", &valid)) return NearBest{};
+    if (!RowsToTimeAgain(dev, spec, dtype, shape, "refine pass", retime_sweep, &valid)) return NearBest{};
     return NearBestOf(valid, within);
   };
 }

@@ -105,12 +105,13 @@ class Sweeps {
   void Expand(SpaceExpansion job);
   Status Resume();
   // The valid rows of a (model, op, dtype, shape) key of the current kernel
-  // hash, for a pass that times its fastest again. False when the pass has
+  // hash (of a retime, `retime_sweep`: its own rows alone), for a pass that
+  // times its fastest again. False when the pass has
   // nothing to do there: a row of the key is confirmed (final: a resumed
   // sweep whose confirm unit ran, or an earlier sweep's), or the scan failed
   // (logged, naming the pass). Runs on the scheduler's caller (the loop).
   bool RowsToTimeAgain(const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                       const char* pass, std::vector<Measurement>* rows);
+                       const char* pass, const std::string& retime_sweep, std::vector<Measurement>* rows);
   // The confirm phase's contenders (ContendersOf) among the key's stored
   // rows.
   ContendersFn Contenders();

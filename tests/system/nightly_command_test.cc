@@ -91,7 +91,7 @@ TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
   fs::create_directories(dir);
   {
     std::ofstream sweep(dir / "sweep.toml");
-    sweep << "[sweep]\nname = \"farm-nightly\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\n"
+    sweep << "[sweep]\nname = \"farm-nightly\"\nops = [\"synthetic\"]\ndtypes = [\"f32\"]\nconfirm_top = 2\n"
              "shapes = [ { N = 1048576 } ]\n";
   }
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(tune::testing::FreePort());
@@ -118,6 +118,23 @@ TEST(NightlyCommand, RunsOnAFarmThroughItsCoordinator) {
   // The farm's store had every pair: last night's winner was measured
   // again, not compared with itself.
   EXPECT_NE(second.find("nightly: 1 of last night's key(s) measured again"), std::string::npos) << second;
+  // The retime went through its own passes, though the key had confirmed
+  // rows of night one: last night's winner has a confirmed row of tonight.
+  {
+    std::vector<fs::path> nights;
+    for (const auto& e : fs::directory_iterator(dir / "history")) nights.push_back(e.path() / "bundle.json");
+    std::sort(nights.begin(), nights.end());
+    const auto first_bundle = nlohmann::json::parse(ReadFile(nights.front().string()));
+    const std::string winner = first_bundle["entries"][0]["config_id"];
+    Child rows({"/bin/sh", "-c",
+                std::string(TUNEFARM_BINARY) + " results --coordinator " + endpoint + " --config " + winner +
+                    " --format json 2>/dev/null"},
+               (dir / "winner.json").string());
+    ASSERT_EQ(rows.Wait(60), 0) << ReadFile((dir / "winner.json").string());
+    const auto row = nlohmann::json::parse(ReadFile((dir / "winner.json").string()));
+    ASSERT_EQ(row.size(), 1u) << row.dump();
+    EXPECT_TRUE(row[0]["confirmed"].get<bool>()) << row.dump();
+  }
   // A worker 10% slower tonight: the retime sees it, and nightly says so.
   worker.Stop();
   Child slow({TUNEFARM_BINARY, "worker", "--connect", endpoint, "--backend", "sim", "--sim-models", "l40s",

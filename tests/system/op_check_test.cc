@@ -379,7 +379,8 @@ TEST(TuneCommand, AnInterruptedTuneCancelsItsSweepKeepsItsRowsAndSaysSo) {
   std::vector<std::string> args = {TUNEFARM_BINARY, "tune", "--backend", "sim", "--sim-models", "h100", "--ops-dir",
                                    std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--op", "synthetic",
                                    "--dtype", "f32", "--one-pass", "--unsigned", "--store", dir.path() + "/db",
-                                   "--bundle", dir.path() + "/b"};
+                                   "--bundle", dir.path() + "/b", "--configs-per-unit", "16"};
+  // Units of 16 configs: a key spans many, so the interrupt finds one part-measured.
   for (int i = 1; i <= 40; ++i) args.insert(args.end(), {"--shape", "N=" + std::to_string(1024 + 64 * i)});
   tune::testing::Child tune(args, dir.path() + "/tune.log");
   auto first_row = [&]() -> std::optional<Measurement> {

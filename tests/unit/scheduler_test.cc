@@ -157,7 +157,7 @@ TEST(Scheduler, ExpansionsHandedToAnExpanderLeaseNothingUntilApplied) {
   // Nothing of a model being expanded is screened: no refine pass asks for
   // its contenders (early or not) before its units exist.
   int near_best_calls = 0;
-  s.SetNearBest([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, double) {
+  s.SetNearBest([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, double, const std::string&) {
     ++near_best_calls;
     return NearBest{};
   });
@@ -681,7 +681,7 @@ TEST(Scheduler, ConfirmUnitsFollowTheLastUnitOfEachModelAndEndTheSweep) {
   // The contenders of a key: its first `top` configs, per the shape asked.
   std::vector<std::string> asked;
   s.SetContenders([&](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                      uint32_t top) {
+                      uint32_t top, const std::string&) {
     asked.push_back(dev.model + "/" + spec.name + "/" + dtype + "/" + shape.Canonical());
     auto all = EnumerateConfigs(spec, dev);
     std::vector<Config> first(all->begin(), all->begin() + top);
@@ -749,13 +749,14 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   // 20 us at N=4096.
   std::vector<std::string> asked;
   s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Shape& shape,
-                    double within) {
+                    double within, const std::string&) {
     EXPECT_EQ(within, 0.05);
     asked.push_back(dtype + "/" + shape.Canonical());
     auto all = EnumerateConfigs(spec, dev);
     return NearBest{std::vector<Config>(all->begin(), all->begin() + 10), shape.Canonical() == "N=1024" ? 7.0 : 20.0};
   });
-  s.SetContenders([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, uint32_t top) {
+  s.SetContenders([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&,
+                  uint32_t top, const std::string&) {
     asked.push_back("confirm");
     return std::vector<Config>(top, Config{});
   });
@@ -823,7 +824,7 @@ TEST(Scheduler, EachShapesRefineUnitsFollowItsScreeningAndComeBeforeTheConfirmUn
   // Without the refine pass (an older client) screening units time
   // contenders themselves.
   Scheduler one(o);
-  one.SetNearBest([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, double) {
+  one.SetNearBest([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, double, const std::string&) {
     ADD_FAILURE() << "no refine pass asked for";
     return NearBest{};
   });
@@ -844,7 +845,8 @@ TEST(Scheduler, DevicesThatRunDryRefineTheContendersScreenedSoFar) {
   // near the best (10 us); at the end, with a better best (9 us), the first
   // 7 are.
   int calls = 0;
-  s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&, double) {
+  s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&,
+                double, const std::string&) {
     const bool final = ++calls > 2;
     auto all = EnumerateConfigs(spec, dev);
     return NearBest{std::vector<Config>(all->begin(), all->begin() + (final ? 7 : 5)), final ? 9.0 : 10.0};
@@ -892,7 +894,8 @@ TEST(Scheduler, ConfigsThatRefinedFiguresBringNearTheBestAreRefinedWhileThePassR
   // than its screening one), configs 3-4 are near the best too; then
   // nothing new.
   int calls = 0;
-  s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&, double) {
+  s.SetNearBest([&](const DeviceInfo& dev, const OpSpec& spec, const std::string&, const Shape&,
+                double, const std::string&) {
     ++calls;
     auto all = EnumerateConfigs(spec, dev);
     return NearBest{std::vector<Config>(all->begin(), all->begin() + (calls == 1 ? 3 : 5)), 10.0};
@@ -933,7 +936,8 @@ TEST(Scheduler, NothingToConfirmEndsTheSweepWithItsLastUnit) {
   o.shrink_tail_units = false;
   Scheduler s(o);
   int asked = 0;
-  s.SetContenders([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&, uint32_t) {
+  s.SetContenders([&](const DeviceInfo&, const OpSpec&, const std::string&, const Shape&,
+                  uint32_t, const std::string&) {
     ++asked;
     return std::vector<Config>{};  // every key confirmed already (a resumed sweep)
   });
