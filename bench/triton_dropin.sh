@@ -22,8 +22,13 @@ mkdir -p "$OUT"
 W=$(mktemp -d)
 RAW=$W/raw
 mkdir -p "$RAW"
-export PYTHONPATH=$A/python PYTHONUNBUFFERED=1 XDG_CACHE_HOME=$W/cache TRITON_CACHE_DIR=$W/triton
-export TUNEFARM_HARNESS_LOG=$RAW/harness.log
+export PYTHONPATH=$A/python PYTHONUNBUFFERED=1 XDG_CACHE_HOME=$W/cache
+# The farm library's own dependencies (RocksDB's gflags, ...) are the
+# artifact's: its run path reaches the library, not theirs.
+export LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# No TUNEFARM_HARNESS_LOG or TRITON_CACHE_DIR: the harness runs confined,
+# as another user, where no path of this job is writable (a log it cannot
+# open, or a Triton cache folder this process made, fails every config).
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }

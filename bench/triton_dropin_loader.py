@@ -11,6 +11,7 @@ Prints one line per width and a JSON summary last; exits 1 if the file is
 missing, unreadable, or a launch gives a wrong answer.
 """
 import argparse
+import glob
 import importlib.util
 import json
 import os
@@ -45,7 +46,9 @@ def main():
     p.add_argument("--cols", type=int, nargs="+")
     args = p.parse_args()
     device = torch.cuda.get_device_name().replace(" ", "_")
-    path = os.path.join(args.config_dir, "device_name=%s.json" % device)
+    # Other fixed dims come first in the name ("DTYPES=...,device_name=X.json").
+    found = sorted(glob.glob(os.path.join(glob.escape(args.config_dir), "*device_name=%s.json" % glob.escape(device))))
+    path = found[0] if found else os.path.join(args.config_dir, "device_name=%s.json" % device)
     with open(path) as f:
         configs = {int(k): v for k, v in json.load(f).items()}
     ex = load_example(args.example)
