@@ -23,12 +23,12 @@ W=$(mktemp -d)
 RAW=$W/raw
 mkdir -p "$RAW"
 export PYTHONPATH=$A/python PYTHONUNBUFFERED=1 XDG_CACHE_HOME=$W/cache
-# The farm library's own dependencies (RocksDB's gflags, ...) are the
-# artifact's: its run path reaches the library, not theirs.
-export LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# No TUNEFARM_HARNESS_LOG or TRITON_CACHE_DIR: the harness runs confined,
-# as another user, where no path of this job is writable (a log it cannot
-# open, or a Triton cache folder this process made, fails every config).
+# The farm's library finds its dependencies in the artifact's lib/ (its
+# RPATH); NVRTC is the host's toolkit's.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The confined harness writes only what its box grants: a Triton cache the
+# environment names is granted, and so is the harness's log.
+export TRITON_CACHE_DIR=$W/triton TUNEFARM_HARNESS_LOG=$RAW/harness.log
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }

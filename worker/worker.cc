@@ -1145,17 +1145,22 @@ Status Worker::Start() {
   if (!o.curve_secret_key.empty()) programs.protected_paths.push_back(o.curve_secret_key);
   programs.allow_unconfined = o.allow_unconfined_programs;
   programs.private_namespace = o.program_namespace;
-  if (o.allow_programs && geteuid() == 0)
-    log::Warn("worker", "program ops run as root: without capabilities, but root-owned files (/proc/sys among "
-                        "them) stay writable to them; run the worker as a user of its own");
-  if (o.allow_programs && o.program_namespace && confine::LandlockAbi() >= 1 && !confine::CanMakePrivateShm())
-    log::Warn("worker", "program ops share this host's /dev/shm and see /run: this kernel refuses the "
-                        "unprivileged user namespace that gives each its own (docs/program-ops.md)");
   programs.python_path = TunefarmPythonPath();
-  if (o.allow_programs && programs.python_path.empty())
-    log::Warn("worker", "no tunefarm Python package ships with this binary (none beside it, and it is not in the "
-                        "build tree it was built in): ops served by `python3 -m tunefarm.harness` need one on "
-                        "PYTHONPATH; set TUNEFARM_PYTHON to its python/ folder");
+  // Said once a process: a Python process starts a farm for each key it tunes.
+  static std::once_flag said;
+  if (o.allow_programs)
+    std::call_once(said, [&] {
+      if (geteuid() == 0)
+        log::Warn("worker", "program ops run as root: without capabilities, but root-owned files (/proc/sys among "
+                            "them) stay writable to them; run the worker as a user of its own");
+      if (o.program_namespace && confine::LandlockAbi() >= 1 && !confine::CanMakePrivateShm())
+        log::Warn("worker", "program ops share this host's /dev/shm and see /run: this kernel refuses the "
+                            "unprivileged user namespace that gives each its own (docs/program-ops.md)");
+      if (programs.python_path.empty())
+        log::Warn("worker", "no tunefarm Python package ships with this binary (none beside it, on PYTHONPATH, or "
+                            "in the build tree it was built in): ops served by `python3 -m tunefarm.harness` need "
+                            "one; set TUNEFARM_PYTHON to its python/ folder");
+    });
   // One serve process per device, each with a compile pool: together they
   // keep the worker's cores busy, not each of them all the cores.
   if (const unsigned cores = UsableCores(); cores > 0)

@@ -50,6 +50,7 @@ import math
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 import traceback
 
@@ -786,6 +787,44 @@ def default_jobs():
     return max(1, min(16, cores))
 
 
+def writable_folder(path):
+    """None when `path` (made when missing) takes a new file, else why not."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):
+            return None
+    except OSError as e:
+        return e.strerror or str(e)
+
+
+def usable_triton_cache():
+    """A Triton cache this process can write. A TRITON_CACHE_DIR the worker's
+    box does not grant (or another user's folder) would fail every config's
+    compile; then this run gets one of its own under TMPDIR, said in one line."""
+    named = os.environ.get("TRITON_CACHE_DIR")
+    if not named:
+        return
+    why = writable_folder(named)
+    if why is None:
+        return
+    own = tempfile.mkdtemp(prefix="triton-cache-")
+    os.environ["TRITON_CACHE_DIR"] = own
+    print("harness: TRITON_CACHE_DIR=%s is not writable here (%s); this run uses %s" % (named, why, own),
+          file=sys.stderr)
+
+
+def open_log(path):
+    """The --log file, or None (said in one line) when it cannot be opened:
+    the log is a diagnosis, not a reason to fail a sweep."""
+    if not path:
+        return None
+    try:
+        return open(path, "a")
+    except OSError as e:
+        print("harness: cannot write the log %s (%s); no log this run" % (path, e.strerror or e), file=sys.stderr)
+        return None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m tunefarm.harness",
@@ -810,7 +849,8 @@ def main(argv=None):
     # inherit it, and only answers may reach the worker's pipe.
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
-    log = open(args.log, "a") if args.log else None
+    log = open_log(args.log)
+    usable_triton_cache()
     Harness(args.module, jobs, log, protocol_out.fileno()).serve(sys.stdin, protocol_out)
 
 

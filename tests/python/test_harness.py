@@ -262,5 +262,27 @@ class PoolWidth(unittest.TestCase):
         self.assertIn("compile pool: 1 processes", h.notes())
 
 
+class UnwritablePaths(unittest.TestCase):
+    """A Triton cache or a log the harness cannot write is said in one line
+    each, and the configs are measured all the same."""
+
+    def test_an_unwritable_cache_and_log_are_named_and_the_run_goes_on(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        not_a_folder = os.path.join(tmp, "file")
+        open(not_a_folder, "w").close()
+        log = os.path.join(tmp, "missing", "harness.log")
+        h = Served(MODULE, {"TRITON_CACHE_DIR": not_a_folder}, args=("--log", log))
+        self.addCleanup(h.close)
+        h.send(plan(CONFIGS[:1]))
+        h.send(measure(0, CONFIGS[0]))
+        self.assertEqual(h.answer().get("check"), "pass")
+        h.proc.stdin.close()  # the worker is gone: the harness ends
+        h.proc.wait(timeout=60)
+        notes = h.proc.stderr.read().decode(errors="replace")
+        self.assertIn("harness: TRITON_CACHE_DIR=%s is not writable here" % not_a_folder, notes)
+        self.assertIn("harness: cannot write the log %s" % log, notes)
+        self.assertNotIn("Traceback", notes)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -327,6 +327,37 @@ TEST_F(ProgramBackendTest, AProgramWritesTheFrameworkCachesButNotTheHomeOrTheSto
   }
 }
 
+// A framework cache the worker's environment moves (TRITON_CACHE_DIR) and
+// the harness's log ($TUNEFARM_HARNESS_LOG) are granted too, made when
+// missing; their neighbours are not.
+TEST_F(ProgramBackendTest, AProgramWritesTheCacheAndLogItsEnvironmentNames) {
+  if (tune::ProgramBackendConfinement() != "landlock") GTEST_SKIP() << "no Landlock in this kernel";
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere / "logs");
+  const fs::path cache = elsewhere / "triton-cache", log = elsewhere / "logs" / "harness.log";
+  ::setenv("TRITON_CACHE_DIR", cache.c_str(), 1);
+  ::setenv("TUNEFARM_HARNESS_LOG", log.c_str(), 1);
+  auto b = Backend();
+  const fs::path tries_file = dir_ / "work" / "tries.txt";
+  const std::string script =
+      "out=" + tries_file.string() + "\n"
+      "echo cached > \"$TRITON_CACHE_DIR/probe\" && echo 'wrote cache' >> $out\n"
+      "echo line >> \"$TUNEFARM_HARNESS_LOG\" && echo 'wrote log' >> $out\n"
+      "(echo x > " + (elsewhere / "logs" / "other").string() + ") 2>/dev/null && echo 'wrote other' >> $out\n"
+      "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [3, 1, 2]}'\n";
+  tune::OpSpec spec = Op({{"op.toml", RunOp()}, {"run.sh", script}});
+  tune::Measurement m = Run(*b, spec, 1);
+  ::unsetenv("TRITON_CACHE_DIR");
+  ::unsetenv("TUNEFARM_HARNESS_LOG");
+  const std::string tries = tune::testing::ReadFile(tries_file.string());
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_NE(tries.find("wrote cache"), std::string::npos) << tries;
+  EXPECT_NE(tries.find("wrote log"), std::string::npos) << tries;
+  EXPECT_EQ(tries.find("wrote other"), std::string::npos) << tries;
+  EXPECT_EQ(tune::testing::ReadFile(log.string()), "line\n");
+  EXPECT_FALSE(fs::exists(elsewhere / "logs" / "other"));
+}
+
 // Each process gets a TMPDIR of its own (0700, TMP and TEMP too), removed
 // with what it holds once the process is gone; one a killed worker left is
 // removed when the next backend starts.

@@ -1,6 +1,7 @@
 // The backend of program ops (measure/program/program_backend.h).
 #include "measure/program/program_backend.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/file.h>
@@ -251,7 +252,11 @@ class ProgramBackend : public Backend {
     for (std::string& p : DefaultProtectedPaths()) no_access_.push_back(std::move(p));
     // Made before the ruleset: a grant is of an existing folder.
     writable_ = ProgramCacheFolders();
-    for (const std::string& dir : writable_) fs::create_directories(dir, ec);
+    const char* log = std::getenv("TUNEFARM_HARNESS_LOG");
+    for (const std::string& path : writable_) {
+      if (log && path == log) std::ofstream(path, std::ios::app);  // a file: made so that its grant holds
+      else fs::create_directories(path, ec);
+    }
     writable_.push_back(options_.work_dir);
     private_shm_ = options_.private_namespace && confine::CanMakePrivateShm();
     // Without a namespace of its own, a program shares the host's.
@@ -541,6 +546,10 @@ std::vector<std::string> ProgramCacheFolders() {
   // (inductor keeps its cache under TMPDIR), and CUDA's JIT cache.
   static const char* const kHome[] = {".triton", ".tilelang", ".nv"};
   static const char* const kCache[] = {"triton", "tilelang", "cutile", "tvm", "torch"};
+  // Where the worker's environment moves them (programs inherit these
+  // variables: ProgramEnvironment), and the harness's log file.
+  static const char* const kNamed[] = {"TRITON_CACHE_DIR", "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR",
+                                       "CUDA_CACHE_PATH", "TILELANG_CACHE_DIR", "TUNEFARM_HARNESS_LOG"};
   const char* home = std::getenv("HOME");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   std::vector<std::string> dirs;
@@ -550,6 +559,12 @@ std::vector<std::string> ProgramCacheFolders() {
   std::string cache = xdg && *xdg ? std::string(xdg) : home && *home && std::string(home) != "/" ? std::string(home) + "/.cache" : "";
   if (!cache.empty()) {
     for (const char* d : kCache) dirs.push_back(cache + "/" + d);
+  }
+  for (const char* name : kNamed) {
+    const char* path = std::getenv(name);
+    if (!path || *path != '/' || std::string(path) == "/") continue;
+    // Triton keeps its folder beneath TRITON_HOME, not the folder itself.
+    dirs.push_back(std::string(name) == "TRITON_HOME" ? std::string(path) + "/.triton" : std::string(path));
   }
   return dirs;
 }
@@ -595,10 +610,22 @@ std::string TunefarmPythonPath() {
   };
   if (const char* env = std::getenv("TUNEFARM_PYTHON"); env && *env && holds(env)) return env;
   std::error_code ec;
-  const fs::path above = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
-  if (!ec) {
+  // The file this code is in: the program, or the farm's library inside a
+  // Python process (whose /proc/self/exe is python3).
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&TunefarmPythonPath), &info) && info.dli_fname && *info.dli_fname == '/')
+    self = info.dli_fname;
+  if (!self.empty()) {
+    const fs::path above = self.parent_path().parent_path();
     for (const fs::path& dir : {above / "python", above / "share" / "tunefarm" / "python"})
       if (holds(dir)) return dir.string();
+  }
+  // A process started with the package on its PYTHONPATH (programs inherit it).
+  if (const char* pp = std::getenv("PYTHONPATH"); pp && *pp) {
+    std::istringstream list(pp);
+    for (std::string dir; std::getline(list, dir, ':');)
+      if (!dir.empty() && dir[0] == '/' && holds(dir)) return dir;
   }
 #if defined(TUNEFARM_SOURCE_DIR) && defined(TUNEFARM_BUILD_DIR)
   // Only a binary still in its build tree: a moved or copied one would run

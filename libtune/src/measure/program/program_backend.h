@@ -82,9 +82,13 @@ std::string ProgramBackendConfinement();
 // and $TUNEFARM_SIGN_KEY.
 std::vector<std::string> DefaultProtectedPaths();
 
-// The folders of the home folder that programs may write: the caches of
-// the frameworks program ops are written in (created when missing, so that
-// the grant holds). ~/.cache stands for $XDG_CACHE_HOME when it is set.
+// The paths programs may write: the caches of the frameworks program ops
+// are written in, in the home folder (~/.cache stands for $XDG_CACHE_HOME
+// when it is set) and where the worker's environment moves them
+// (TRITON_CACHE_DIR, TRITON_HOME, TORCHINDUCTOR_CACHE_DIR, CUDA_CACHE_PATH,
+// TILELANG_CACHE_DIR), and the harness's log ($TUNEFARM_HARNESS_LOG), all
+// created when missing so that the grant holds. A protected path among
+// them stays protected.
 std::vector<std::string> ProgramCacheFolders();
 
 // The environment of a program, before the farm's own variables: the
@@ -97,8 +101,10 @@ std::vector<std::string> ProgramEnvironment();
 
 // The folder holding the tunefarm Python package that ships with the running
 // binary: $TUNEFARM_PYTHON, else python/ or share/tunefarm/python/ above the
-// binary's folder, else the source tree's while the binary sits in the build
-// tree it was built in (not once moved); "" when none holds one.
+// folder of the binary (or of the farm's library, in a Python process),
+// else an absolute $PYTHONPATH entry holding it, else the source tree's
+// while the binary sits in the build tree it was built in (not once moved);
+// "" when none holds one.
 std::string TunefarmPythonPath();
 
 }  // namespace tune
