@@ -3,10 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
-#include <random>
 #include <vector>
-#include <unistd.h>
 
 #include "publish/signing.h"
 #include "remote_store.h"
@@ -41,38 +38,13 @@ Result<std::string> DefaultSignKey(bool* created) {
   return path;
 }
 
-
-// The folders remote reads fetched into, removed at exit (after the stores
-// in them are closed: they are locals of the commands).
-class FetchFolders {
- public:
-  ~FetchFolders() {
-    std::error_code ec;
-    for (const auto& f : folders_) std::filesystem::remove_all(f, ec);
-  }
-  std::string Make() {
-    std::error_code ec;
-    const auto base = std::filesystem::temp_directory_path(ec);
-    std::lock_guard<std::mutex> lock(mu_);
-    folders_.push_back(((ec ? std::filesystem::path("/tmp") : base) /
-                        ("tunefarm-fetch-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}())))
-                           .string());
-    return folders_.back();
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> folders_;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<ResultStore>> OpenStoreOf(const std::string& path, const ClientArgs& remote,
                                                  const std::vector<ResultFilter>& filters) {
   if (remote.endpoint.empty()) return OpenStore(path);
-  static FetchFolders folders;
   CoordinatorClient client(remote, kStoreReadTimeoutSeconds);
-  return FetchStore(client, filters, !remote.curve_secret_key.empty(), folders.Make());
+  return FetchStore(client, filters, !remote.curve_secret_key.empty());
 }
 
 Status WriteBundle(const Bundle& b, const std::string& path, const std::string& sign_key, bool unsigned_bundle) {

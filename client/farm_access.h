@@ -22,9 +22,8 @@ namespace tune {
 Result<std::unique_ptr<ResultStore>> OpenStore(const std::string& path);
 
 // The store a report reads: the coordinator's at `remote.endpoint` when
-// that is given (the rows `filters` select, fetched into a private folder
-// that is removed when the process exits; remote_store.h), else the folder
-// `path`, read-only.
+// that is given (the rows `filters` select, fetched into this process's
+// memory; remote_store.h), else the folder `path`, read-only.
 Result<std::unique_ptr<ResultStore>> OpenStoreOf(const std::string& path, const ClientArgs& remote,
                                                  const std::vector<ResultFilter>& filters);
 

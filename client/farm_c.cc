@@ -8,7 +8,6 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -46,12 +45,8 @@ struct tunefarm_farm_t {
   tune::ClientArgs to;
   double timeout = 10;
   std::string store;                       // a local farm's
-  std::string fetch_root;                  // a connected farm's remote reads, removed with it
-  uint64_t fetches = 0;
   ~tunefarm_farm_t() {
     if (local) local->Stop();
-    std::error_code ec;
-    if (!fetch_root.empty()) std::filesystem::remove_all(fetch_root, ec);
   }
 };
 
@@ -231,29 +226,11 @@ Result<tune::SweepStatus> AskStatus(tunefarm_farm_t* farm, tune::Command request
 Result<std::shared_ptr<tune::ResultStore>> StoreOf(tunefarm_farm_t* farm, const tune::ResultFilter& filter) {
   if (farm->local) return std::shared_ptr<tune::ResultStore>(&farm->local->store(), [](tune::ResultStore*) {});
   if (farm->opened) return farm->opened;
-  if (farm->fetch_root.empty()) {
-    std::error_code ec;
-    farm->fetch_root = (std::filesystem::temp_directory_path(ec) /
-                        ("tunefarm-farm-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}())))
-                           .string();
-  }
-  const std::string folder = farm->fetch_root + "/" + std::to_string(++farm->fetches);
   tune::CoordinatorClient client(farm->to, tune::kStoreReadTimeoutSeconds);
   ASSIGN_OR_RETURN(std::unique_ptr<tune::ResultStore> fetched,
-                   tune::FetchStore(client, {filter}, !farm->to.curve_secret_key.empty(), folder));
+                   tune::FetchStore(client, {filter}, !farm->to.curve_secret_key.empty()));
   return std::shared_ptr<tune::ResultStore>(std::move(fetched));
 }
-
-// Removes a read's fetched store when it goes out of scope (declared before
-// the store, so the store is closed first), whether the read succeeded.
-struct DropFetched {
-  tunefarm_farm_t* farm;
-  ~DropFetched() {
-    std::error_code ec;
-    if (!farm->local && !farm->opened && !farm->fetch_root.empty())
-      std::filesystem::remove_all(farm->fetch_root + "/" + std::to_string(farm->fetches), ec);
-  }
-};
 
 Result<tune::ResultFilter> FilterOf(const Json& j, const char* what) {
   tune::ResultFilter f;
@@ -403,7 +380,6 @@ char* tunefarm_farm_results(tunefarm_farm_t* farm, const char* query_json, char*
     ASSIGN_OR_RETURN(Json j, ParseRequest(query_json, "results"));
     ASSIGN_OR_RETURN(auto filter, FilterOf(j, "results"));
     ASSIGN_OR_RETURN(bool best, Field<bool>(j, "best", false, "results"));
-    DropFetched drop{farm};
     ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
     std::vector<tune::Measurement> rows;
     if (best) {
@@ -437,8 +413,7 @@ char* tunefarm_farm_publish(tunefarm_farm_t* farm, const char* request_json, cha
     std::vector<std::string> notes;
     tune::Bundle bundle;
     {
-      DropFetched drop{farm};
-      ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
+        ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
       ASSIGN_OR_RETURN(bundle, tune::BuildBundle(*store, filter, name, options, &notes));
     }
     TUNE_RETURN_IF_ERROR(tune::WriteBundle(bundle, out, sign_key, unsigned_bundle));

@@ -1,7 +1,6 @@
 #include "remote_store.h"
 
-#include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "store/store_transfer.h"
 
@@ -9,10 +8,8 @@ namespace tune {
 
 namespace {
 
-// Fetches one export into `file`.
-Status FetchExport(CoordinatorClient& client, const ResultFilter& filter, const std::string& file) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::Error(file + ": cannot write");
+// Fetches one export into `out`.
+Status FetchExport(CoordinatorClient& client, const ResultFilter& filter, std::ostream& out) {
   StoreRead read;
   read.filter = filter;
   uint64_t total = 0;
@@ -33,39 +30,22 @@ Status FetchExport(CoordinatorClient& client, const ResultFilter& filter, const 
     if (read.offset == total) break;
     if (chunk->data.empty()) return Status::Error("store read: an empty piece before the export's end");
   }
-  out.close();
-  return out ? Status::OK() : Status::Error(file + ": write failed");
+  return out ? Status::OK() : Status::Error("store read: the export does not fit in memory");
 }
 
 }  // namespace
 
 Result<std::unique_ptr<ResultStore>> FetchStore(CoordinatorClient& client, const std::vector<ResultFilter>& filters,
-                                                bool authenticated, const std::string& folder) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const bool made = !fs::exists(folder, ec);
-  fs::create_directories(folder, ec);
-  if (ec) return Status::Error(folder + ": " + ec.message());
-  // Nothing half-fetched stays behind a failure.
-  struct Cleanup {
-    const std::string& folder;
-    bool made, keep = false;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep) made ? fs::remove_all(folder, ec) : fs::remove_all(fs::path(folder) / "store", ec);
-      fs::remove(fs::path(folder) / "fetched.tfx", ec);
-    }
-  } cleanup{folder, made};
-  const std::string file = (fs::path(folder) / "fetched.tfx").string();
-  auto store = ResultStore::Open((fs::path(folder) / "store").string());
+                                                bool authenticated) {
+  auto store = ResultStore::Open("the coordinator's rows", {.in_memory = true});
   if (!store.ok()) return store.status();
   for (const ResultFilter& filter : filters) {
+    std::stringstream file;
     TUNE_RETURN_IF_ERROR(FetchExport(client, filter, file));
     TransferCounts counts;
-    TUNE_RETURN_IF_ERROR(
-        ImportStore(**store, file, &counts, authenticated ? ImportTrust::kMirror : ImportTrust::kPeer));
+    TUNE_RETURN_IF_ERROR(ImportStore(**store, file, "the coordinator's export", &counts,
+                                     authenticated ? ImportTrust::kMirror : ImportTrust::kPeer));
   }
-  cleanup.keep = true;
   return store;
 }
 

@@ -1,10 +1,11 @@
 // Reading a farm's store through its coordinator (StoreRead, StoreChunk):
 // the rows a filter selects, with the op packages, cubins, coverage,
 // profiles and baselines the store keeps of them, fetched as a `store
-// export` file and imported into a private store. What `results`, `best`,
-// `compare`, `publish` and `nightly` read with --coordinator, and Python's
-// Farm.connect: every report then reads the same ResultStore it reads on
-// the coordinator's host.
+// export` and imported into a store in this process's memory (nothing is
+// written to disk). What `results`, `best`, `compare`, `publish` and
+// `nightly` read with --coordinator, and Python's Farm.connect: every
+// report then reads the same rows (a ResultReader) it reads on the
+// coordinator's host.
 #pragma once
 
 #include <memory>
@@ -22,14 +23,13 @@ namespace tune {
 inline constexpr double kStoreReadTimeoutSeconds = 300;
 
 // Fetches the rows each of `filters` selects from the coordinator `client`
-// talks to and imports them into a new store in `folder` (which must not
-// hold one; what was written there is removed on failure). Over CURVE
+// talks to into a new in-memory store (ResultStore's in_memory). Over CURVE
 // (`authenticated`) the coordinator's cubin witnesses are kept: the farm's
 // own store is not a peer's word; in plaintext an imported cubin has no
 // witness, as a `store import`'s. Errors: the coordinator's refusal or
 // silence, a piece that does not continue the export, the import's checks
 // (store/store_transfer.h).
 Result<std::unique_ptr<ResultStore>> FetchStore(CoordinatorClient& client, const std::vector<ResultFilter>& filters,
-                                                bool authenticated, const std::string& folder);
+                                                bool authenticated);
 
 }  // namespace tune

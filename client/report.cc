@@ -67,7 +67,7 @@ std::string ProfileKey(const Measurement& m) {
   return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape + '\0' + m.kernel_hash + '\0' + m.config_id;
 }
 
-std::map<std::string, KernelProfile> ProfilesOf(ResultStore& store, const std::vector<Measurement>& rows) {
+std::map<std::string, KernelProfile> ProfilesOf(ResultReader& store, const std::vector<Measurement>& rows) {
   std::map<std::string, KernelProfile> out;
   for (const Measurement& m : rows) {
     if (!m.Valid()) continue;
@@ -93,7 +93,7 @@ std::string CoverageKey(const Measurement& m) {
   return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape + '\0' + m.kernel_hash;
 }
 
-std::map<std::string, KeyCoverage> CoverageOf(ResultStore& store, const std::vector<Measurement>& rows) {
+std::map<std::string, KeyCoverage> CoverageOf(ResultReader& store, const std::vector<Measurement>& rows) {
   std::map<std::string, KeyCoverage> out;
   std::set<std::string> asked;
   for (const Measurement& m : rows) {
@@ -114,7 +114,7 @@ std::string DescribeCoverage(const KeyCoverage& c) {
 
 std::string BaselineKey(const Measurement& m) { return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape; }
 
-std::map<std::string, Measurement> BaselinesOf(ResultStore& store, const std::vector<Measurement>& rows) {
+std::map<std::string, Measurement> BaselinesOf(ResultReader& store, const std::vector<Measurement>& rows) {
   std::map<std::string, Measurement> out;
   std::set<std::string> asked;
   for (const Measurement& m : rows) {
@@ -143,7 +143,7 @@ void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Mea
   });
 }
 
-RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows) {
+RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows) {
   RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}, {}};
   std::set<std::string> keys;
   for (const Measurement& m : rows) {

@@ -14,7 +14,7 @@
 #include "publish/bundle.h"
 #include "opspec/op_definition.h"
 #include "codec/protocol.h"
-#include "store/result_store.h"
+#include "store/result_reader.h"
 #include "base/types.h"
 
 namespace tune {
@@ -25,7 +25,7 @@ bool ParseOutputFormat(const std::string& text, OutputFormat* out);
 
 // The profiles the store keeps of `rows` (ResultStore::GetProfile), by
 // ProfileKey.
-std::map<std::string, KernelProfile> ProfilesOf(ResultStore& store, const std::vector<Measurement>& rows);
+std::map<std::string, KernelProfile> ProfilesOf(ResultReader& store, const std::vector<Measurement>& rows);
 std::string ProfileKey(const Measurement& m);
 // "memory-bound: memory 92%, compute 15% of peak: ...; occupancy 87%,
 // DRAM 134.2 MB in 45.1 us; stalls long_scoreboard 12.3, wait 2.1 (ncu 2025.3.1)".
@@ -39,14 +39,14 @@ std::string DescribeProfile(const KernelProfile& p);
 // bottleneck and throughput shares in CSV.
 // The coverage the store keeps of the keys of `rows` (ResultStore::
 // GetCoverage), by CoverageKey.
-std::map<std::string, KeyCoverage> CoverageOf(ResultStore& store, const std::vector<Measurement>& rows);
+std::map<std::string, KeyCoverage> CoverageOf(ResultReader& store, const std::vector<Measurement>& rows);
 std::string CoverageKey(const Measurement& m);
 // "searched: 300 of 3,156 legal configs by model/1 (budget 300)".
 std::string DescribeCoverage(const KeyCoverage& c);
 
 // The op's baseline timed on the keys of `rows` (ResultStore::GetBaseline),
 // by BaselineKey (gpu_model, op, dtype, shape).
-std::map<std::string, Measurement> BaselinesOf(ResultStore& store, const std::vector<Measurement>& rows);
+std::map<std::string, Measurement> BaselinesOf(ResultReader& store, const std::vector<Measurement>& rows);
 std::string BaselineKey(const Measurement& m);
 // VsBaseline of a row and its key's baseline row (0 when either has no
 // valid figure).
@@ -75,7 +75,7 @@ std::string WinnerKey(const Measurement& m);
 // Orders one key's rows as its answers rank them: those `is_winner` names
 // first, then the valid rows by Measurement::RanksAhead, then the rest.
 void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Measurement&)>& is_winner);
-RowNotes NotesOf(ResultStore& store, const std::vector<Measurement>& rows);
+RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows);
 
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
                        OutputFormat format, const RowNotes& notes = {});

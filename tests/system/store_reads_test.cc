@@ -144,6 +144,25 @@ TEST_F(StoreReadsTest, ExportsArePrivateAndOneClientHoldsNoMoreThanItsShare) {
   (void)third.Receive<StoreChunk>();
 }
 
+// `results --coordinator` reads the farm's rows into its own memory: every
+// row printed, nothing left in (or written to) the client's temporary folder.
+TEST_F(StoreReadsTest, AReportReadsTheFarmsRowsInMemory) {
+  Seed(12, 1 << 10);
+  Start();
+  const std::string client_tmp = dir_.Sub("client-tmp");
+  fs::create_directories(client_tmp);
+  ::setenv("TMPDIR", client_tmp.c_str(), 1);
+  Child results({TUNEFARM_BINARY, "results", "--coordinator", endpoint_, "--format", "csv"}, dir_.Sub("results.log"));
+  const int rc = results.Wait(120);
+  ::setenv("TMPDIR", dir_.Sub("tmp").c_str(), 1);
+  const std::string out = testing::ReadFile(dir_.Sub("results.log"));
+  ASSERT_EQ(rc, 0) << out;
+  size_t rows = 0;
+  for (size_t at = out.find("\nsim-a100,"); at != std::string::npos; at = out.find("\nsim-a100,", at + 1)) ++rows;
+  EXPECT_EQ(rows, 12u) << out;
+  EXPECT_TRUE(fs::is_empty(client_tmp));
+}
+
 // What a coordinator killed mid-read left (its store's exports folder, and a
 // dead coordinator's folder of the older layout in the temporary folder) is
 // removed when one starts; a living process's folder is not.

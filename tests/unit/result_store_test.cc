@@ -154,6 +154,39 @@ TEST(ResultStoreTest, PutIsIdempotent) {
   EXPECT_EQ(stored, 0u);
 }
 
+// An in-memory store keeps the same rules as a folder's (idempotent Put,
+// the best row by pass then median), reads through ResultReader, and leaves
+// nothing on disk: not under its name, not in the working folder.
+TEST(ResultStoreTest, AStoreInMemoryKeepsTheRulesAndWritesNothing) {
+  TempDir dir;
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir.path());
+  const std::string name = dir.Sub("memory");
+  auto opened = ResultStore::Open(name, {.in_memory = true});
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::unique_ptr<ResultStore> store = std::move(*opened);
+  size_t stored = 0;
+  Measurement confirmed = M("h100", "gemm", kS1, "c2", 12.0);
+  confirmed.pass = Measurement::Pass::kConfirm;
+  ASSERT_TRUE(store->PutBatch({M("h100", "gemm", kS1, "c1", 10.0), M("h100", "gemm", kS1, "c1", 5.0), confirmed},
+                              &stored).ok());
+  EXPECT_EQ(stored, 2u);
+  ResultReader& reader = *store;
+  EXPECT_EQ(*reader.CountResults(), 2u);
+  EXPECT_EQ(reader.Get("h100", "gemm", "f16", kS1, "kh1", "c1")->median_us, 10.0);
+  ResultFilter f;
+  f.gpu_model = "h100";
+  auto best = reader.Best(f);
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].config_id, "c2");  // confirmed outranks a faster screening row
+  EXPECT_TRUE(store->Close().ok());
+  store.reset();
+  EXPECT_FALSE(fs::exists(name));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  fs::current_path(cwd);
+}
+
 TEST(ResultStoreTest, RejectsIncompleteKeysAtomically) {
   TempDir dir;
   auto store = OpenOrDie(dir.Sub("db"));

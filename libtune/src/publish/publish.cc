@@ -25,7 +25,7 @@ namespace {
 
 // Every stored op package that parses, each parsed once, with when it was
 // submitted.
-std::vector<std::pair<int64_t, OpSpec>> StoredSpecs(ResultStore& store) {
+std::vector<std::pair<int64_t, OpSpec>> StoredSpecs(ResultReader& store) {
   std::vector<std::pair<int64_t, OpSpec>> out;
   (void)store.ForEachOp([&](const OpRecord& op) {
     auto spec = ParseOpSpec(op.package, "stored op '" + op.name + "'");
@@ -49,7 +49,7 @@ std::map<std::string, OpSpec> Latest(const std::vector<std::pair<int64_t, OpSpec
 
 }  // namespace
 
-std::map<std::string, OpSpec> OpsFromStore(ResultStore& store) { return Latest(StoredSpecs(store)); }
+std::map<std::string, OpSpec> OpsFromStore(ResultReader& store) { return Latest(StoredSpecs(store)); }
 
 namespace {
 
@@ -233,14 +233,14 @@ bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_def
 
 }  // namespace
 
-Result<std::vector<Measurement>> Winners(ResultStore& store, const ResultFilter& filter) {
+Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter) {
   auto best = store.Best(filter);
   if (!best.ok()) return best.status();
   std::erase_if(*best, [](const Measurement& m) { return !m.Valid() || !std::isfinite(m.median_us) || m.median_us <= 0; });
   return StableWinners(store, NewestKernelOnly(std::move(best).value()));
 }
 
-std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best) {
+std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurement> best) {
   for (Measurement& b : best) {
     std::vector<Measurement> tied;
     Status st = store.Scan(ResultFilter{b.gpu_model, b.op, b.dtype, b.shape, b.kernel_hash}, [&](const Measurement& m) {
@@ -324,7 +324,7 @@ void AddOpParts(const std::map<std::string, OpSpec>& ops, Bundle* b, const Note&
 
 // The entry of a key's winner `m`, with what the store says beside it: its
 // coverage, the op default's median and the vendor baseline's on that key.
-BundleEntry EntryOf(ResultStore& store, const Measurement& m, const std::map<std::string, OpSpec>& ops) {
+BundleEntry EntryOf(ResultReader& store, const Measurement& m, const std::map<std::string, OpSpec>& ops) {
   BundleEntry e;
   e.op = m.op;
   e.dtype = m.dtype;
@@ -402,7 +402,7 @@ bool BelowBaseline(const BundleEntry& e, const PublishOptions& options, const No
 
 // A default per (op, dtype, GPU model) of the entries, and the shape
 // selector fitted on that key's rows.
-Status AddModelDefaults(ResultStore& store, const std::map<std::string, OpSpec>& ops, Bundle* b) {
+Status AddModelDefaults(ResultReader& store, const std::map<std::string, OpSpec>& ops, Bundle* b) {
   std::set<std::tuple<std::string, std::string, std::string>> models;
   for (const BundleEntry& e : b->entries) models.emplace(e.gpu_model, e.op, e.dtype);
   for (const auto& [model, op, dtype] : models) {
@@ -425,7 +425,7 @@ Status AddModelDefaults(ResultStore& store, const std::map<std::string, OpSpec>&
 // The cubins of the entries and model defaults that the store holds and
 // that two workers (or this host, recompiling) agree on; the others ship
 // config-only, counted in the notes by why.
-Status AddKernels(ResultStore& store, const SpecsByOpHash& specs, const PublishOptions& options, Bundle* b,
+Status AddKernels(ResultReader& store, const SpecsByOpHash& specs, const PublishOptions& options, Bundle* b,
                   const Note& note) {
   std::set<std::string> taken;
   size_t missing = 0, contradicted = 0, recompiled = 0;
@@ -481,7 +481,7 @@ Status AddKernels(ResultStore& store, const SpecsByOpHash& specs, const PublishO
 
 }  // namespace
 
-Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
+Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options, std::vector<std::string>* notes) {
   const Note note = [&](const std::string& line) {
     if (notes) notes->push_back(line);

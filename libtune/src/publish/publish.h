@@ -9,13 +9,13 @@
 
 #include "publish/bundle.h"
 #include "opspec/op_definition.h"
-#include "store/result_store.h"
+#include "store/result_reader.h"
 
 namespace tune {
 
 // The op specs the store has seen (ResultStore::ForEachOp): the most
 // recently submitted package of each op name. Unparseable ones are skipped.
-std::map<std::string, OpSpec> OpsFromStore(ResultStore& store);
+std::map<std::string, OpSpec> OpsFromStore(ResultReader& store);
 
 // The rows of `rows` that a bundle published now would draw on: per (GPU
 // model, op, dtype, shape), those of the newest kernel hash, the hash of the
@@ -35,14 +35,14 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 // tied configs 3% apart, and each run published another of them. Keys
 // whose rows cannot be read keep their row.
 inline constexpr double kTiePrecise = 0.05;
-std::vector<Measurement> StableWinners(ResultStore& store, std::vector<Measurement> best);
+std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurement> best);
 
 // The one rule that names a key's winner, behind every answer the farm
 // gives (best, results --best, compare, publish and so the bundle, the
 // dashboard's /api/best, Python): per key matching `filter`, the store's
 // fastest valid row of the newest kernel (NewestKernelOnly), given way to
 // the near-tie rule's winner (StableWinners).
-Result<std::vector<Measurement>> Winners(ResultStore& store, const ResultFilter& filter);
+Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter);
 
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
 // config of the newest kernel hash, with the op's default config measured on
@@ -78,7 +78,7 @@ struct PublishOptions {
   // stay.
   double min_vs_baseline = 0;
 };
-Result<Bundle> BuildBundle(ResultStore& store, const ResultFilter& filter, const std::string& name,
+Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options = {}, std::vector<std::string>* notes = nullptr);
 
 // The launch plan of `spec` (its kernel at `kernel_hash`): programs over its

@@ -225,7 +225,7 @@ bool Comparison::AnySimulated() const {
   return false;
 }
 
-Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions& options) {
+Result<Comparison> CompareArchitectures(ResultReader& store, const CompareOptions& options) {
   {
     std::set<std::string> seen;
     for (const auto& m : options.gpu_models) {

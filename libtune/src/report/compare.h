@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/result_store.h"
+#include "store/result_reader.h"
 #include "tune/status.h"
 #include "base/types.h"
 
@@ -118,7 +118,7 @@ struct Comparison {
 // store opened read-only. Fails when nothing matches, or when a requested
 // model has no valid result matching the filter (the error lists the models
 // that do).
-Result<Comparison> CompareArchitectures(ResultStore& store, const CompareOptions& options);
+Result<Comparison> CompareArchitectures(ResultReader& store, const CompareOptions& options);
 
 // Printers. Each returns the whole document.
 //

@@ -324,6 +324,8 @@ Status WriteMarker(const std::string& store, uint64_t sequence) {
 
 struct ResultStore::Impl {
   std::string path;
+  // StoreOpenOptions::in_memory: RocksDB's memory Env, which outlives db.
+  std::unique_ptr<rocksdb::Env> memory_env;
   rocksdb::DB* db = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::ColumnFamilyHandle* results = nullptr;
@@ -376,7 +378,7 @@ struct ResultStore::Impl {
   // host crash could take back. A store whose database ends below its
   // marker has lost writes that were durable: Open refuses it.
   Status MarkDurable() {
-    if (read_only || db == nullptr) return Status::OK();
+    if (read_only || db == nullptr || memory_env) return Status::OK();
     // A WAL writer that met a full disk must not be synced (RocksDB asserts
     // on a sync after a failed append, aborting the process): below the
     // reserve the marker waits for room.
@@ -456,7 +458,7 @@ struct ResultStore::Impl {
     if (read_only) return Error("store opened read-only");
     const uint64_t reserve = min_free_bytes.load();
     struct statvfs fs {};
-    if (reserve > 0 && ::statvfs(path.c_str(), &fs) == 0) {
+    if (reserve > 0 && !memory_env && ::statvfs(path.c_str(), &fs) == 0) {
       const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
       if (free_bytes < reserve) {
         return Status::Unavailable("result store " + path + ": disk nearly full: " +
@@ -768,10 +770,14 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path,
   // RocksDB creates only the last path component; a fresh host's
   // /var/lib/tunefarm/store should not need a mkdir first. Failures surface
   // from DB::Open with RocksDB's own message.
-  std::error_code mkdir_error;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), mkdir_error);
-
   rocksdb::Options options;
+  if (open_options.in_memory) {
+    impl->memory_env.reset(rocksdb::NewMemEnv(rocksdb::Env::Default()));
+    options.env = impl->memory_env.get();
+  } else {
+    std::error_code mkdir_error;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), mkdir_error);
+  }
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   // RocksDB's default (point in time) replays a WAL up to its first bad
@@ -784,7 +790,7 @@ Result<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path,
   // power loss a manual recovery.
   options.wal_recovery_mode = open_options.recover ? rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords
                                                    : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
-  auto marker = ReadMarker(path);
+  auto marker = open_options.in_memory ? Result<std::optional<uint64_t>>(std::optional<uint64_t>()) : ReadMarker(path);
   if (!marker.ok() && !open_options.recover) return marker.status();
   auto drops = std::make_shared<WalDrops>();
 

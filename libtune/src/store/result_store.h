@@ -65,13 +65,12 @@
 #include <vector>
 
 #include "opspec/op_definition.h"
+#include "store/result_reader.h"
 #include "base/profile.h"
 #include "tune/status.h"
 #include "base/types.h"
 
 namespace tune {
-
-struct OpRecord;  // records.h
 
 inline constexpr int kStoreFormatVersion = 1;
 // Free space a store keeps on its filesystem by default (set_min_free_bytes).
@@ -92,12 +91,17 @@ struct StoreOpenOptions {
   // reset to it. recovery_report() says what was dropped and how many result
   // rows were kept. For an operator who has no better copy of the store.
   bool recover = false;
+  // The store lives in this process's memory (RocksDB's memory Env): nothing
+  // is written to disk, everything is gone once it closes, `path` only names
+  // it in messages. The same rules as a folder's store (a remote read's
+  // rows, tests, replay); no durable marker, no disk reserve.
+  bool in_memory = false;
 };
 
 // What PutKernel did with an image.
 enum class KernelPut { kNew, kWitnessed, kSame, kConflict };
 
-class ResultStore {
+class ResultStore : public ResultReader {
  public:
   // Opens (creating if missing) the store at `path`. Fails with a clear error
   // if the path holds a store of an unknown format version, is locked by
@@ -115,7 +119,7 @@ class ResultStore {
   // PutSweep fail with "store opened read-only" and write nothing.
   static Result<std::unique_ptr<ResultStore>> OpenReadOnly(const std::string& path);
   // Close()s; a failure is logged (one line), not thrown.
-  ~ResultStore();
+  ~ResultStore() override;
 
   // Flushes every memory table to table files, syncs the WAL, records the
   // durable sequence number and closes the database. Every other call is
@@ -148,19 +152,15 @@ class ResultStore {
   // Put for many; `*stored` counts the new ones. Atomic as a whole.
   Status PutBatch(const std::vector<Measurement>& ms, size_t* stored, const Replacing& replacing = {});
 
+  // The reads (result_reader.h). Scan uses a prefix scan of results
+  // (gpu_model set) or by_shape (gpu_model empty, op set); Best reads the
+  // best column family; CountResults iterates.
   std::optional<Measurement> Get(const std::string& gpu_model, const std::string& op,
                                  const std::string& dtype, const std::string& shape,
-                                 const std::string& kernel_hash, const std::string& config_id);
-
-  // Visits every measurement matching `filter` in key order; uses a prefix
-  // scan of results (gpu_model set) or by_shape (gpu_model empty, op set).
-  // Stop early by returning false from `fn`.
-  Status Scan(const ResultFilter& filter, const std::function<bool(const Measurement&)>& fn);
-  // Best valid measurement per (gpu_model, op, dtype, shape, kernel_hash),
-  // ranked as above.
-  Result<std::vector<Measurement>> Best(const ResultFilter& filter);
-  // Number of rows in results (exact, by iteration).
-  Result<uint64_t> CountResults();
+                                 const std::string& kernel_hash, const std::string& config_id) override;
+  Status Scan(const ResultFilter& filter, const std::function<bool(const Measurement&)>& fn) override;
+  Result<std::vector<Measurement>> Best(const ResultFilter& filter) override;
+  Result<uint64_t> CountResults() override;
   // Bytes the store holds on disk and in memory tables, over every column
   // family (RocksDB's own estimates; cheap, no iteration).
   uint64_t ApproximateBytes();
@@ -184,12 +184,10 @@ class ResultStore {
   // does not undo what an earlier sweep finished. Errors: unwritable store,
   // a key part with a NUL byte.
   Status PutCoverage(const KeyCoverage& c);
-  // The coverage of the key (nullopt: none recorded).
   Result<std::optional<KeyCoverage>> GetCoverage(const std::string& gpu_model, const std::string& op,
                                                  const std::string& dtype, const std::string& shape,
-                                                 const std::string& kernel_hash);
-  // Every op record; `fn` gets each (records.h OpRecord) in no set order.
-  Status ForEachOp(const std::function<void(const OpRecord& op)>& fn);
+                                                 const std::string& kernel_hash) override;
+  Status ForEachOp(const std::function<void(const OpRecord& op)>& fn) override;
   // Removes the records of op `name` beyond its `keep` most recently
   // submitted, except those whose PackageDigest is in `needed` (packages of
   // running sweeps); returns how many it removed. Reads every record of the
@@ -225,16 +223,15 @@ class ResultStore {
   // ignored. Values are checked (CheckKernelImage) on the way in and out.
   Status PutKernel(const KernelImage& k, const std::string& witness = "", KernelPut* outcome = nullptr);
   Result<KernelImage> GetKernel(const std::string& kernel_hash, const std::string& config_id,
-                                const std::string& dtype, const std::string& arch);
+                                const std::string& dtype, const std::string& arch) override;
 
   // Profiles of measured configs (base/profile.h), in meta under "profile"
   // and the measurement's key: a later profile of a key replaces the
   // earlier. Values are checked (CheckProfile) on the way in and out.
   Status PutProfile(const KernelProfile& p);
-  // NotFound when the key has no profile.
   Result<KernelProfile> GetProfile(const std::string& gpu_model, const std::string& op, const std::string& dtype,
                                    const std::string& shape, const std::string& kernel_hash,
-                                   const std::string& config_id);
+                                   const std::string& config_id) override;
 
   // The op's [baseline] library timed on a key (Measurement::baseline set):
   // one row per (gpu_model, op, dtype, shape), apart from the configs'
@@ -243,15 +240,12 @@ class ResultStore {
   // without the library does not erase another host's figure) or is older
   // (an import of an old export does not roll the figure back).
   Status PutBaseline(const Measurement& m);
-  // Every record of a kind, in key order, for `store export`; a record that
-  // does not decode is skipped (the store's checks admitted it once).
-  Status ForEachKernel(const std::function<void(const KernelImage&)>& fn);  // with its witnesses
-  Status ForEachCoverage(const std::function<void(const KeyCoverage&)>& fn);
-  Status ForEachProfile(const std::function<void(const KernelProfile&)>& fn);
-  Status ForEachBaseline(const std::function<void(const Measurement&)>& fn);
-  // The baseline row of a key; NotFound when none was stored.
+  Status ForEachKernel(const std::function<void(const KernelImage&)>& fn) override;
+  Status ForEachCoverage(const std::function<void(const KeyCoverage&)>& fn) override;
+  Status ForEachProfile(const std::function<void(const KernelProfile&)>& fn) override;
+  Status ForEachBaseline(const std::function<void(const Measurement&)>& fn) override;
   Result<Measurement> GetBaseline(const std::string& gpu_model, const std::string& op, const std::string& dtype,
-                                  const std::string& shape);
+                                  const std::string& shape) override;
 
   // Leases the coordinator has handed out (opaque bytes it owns, in meta), so that a restarted coordinator still accepts
   // the honest resends of units leased before it stopped. Not synced: a

@@ -151,7 +151,7 @@ std::string RowKey(const Measurement& m) {
 
 }  // namespace
 
-Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::string& path, TransferCounts* counts) {
+Status ExportStore(ResultReader& store, const ResultFilter& filter, const std::string& path, TransferCounts* counts) {
   TransferCounts n;
   const std::string tmp = path + ".tmp";
   std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -221,8 +221,14 @@ Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::st
 }
 
 Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts, ImportTrust trust, Env& env) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  std::ifstream f(path, std::ios::binary);
   if (!f) return Status::Error(path + ": cannot read");
+  return ImportStore(store, f, path, counts, trust, env);
+}
+
+Status ImportStore(ResultStore& store, std::istream& f, const std::string& path, TransferCounts* counts,
+                   ImportTrust trust, Env& env) {
+  f.seekg(0, std::ios::end);
   const uint64_t file_bytes = static_cast<uint64_t>(f.tellg());
   f.seekg(0);
   std::string magic(sizeof kMagic - 1, '\0');

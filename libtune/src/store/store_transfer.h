@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstddef>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ inline constexpr size_t kMaxReportedRefusals = 8;
 
 // Writes the rows `filter` selects (and what the store keeps of them) to
 // `path` (written beside and renamed into place). Errors name the file.
-Status ExportStore(ResultStore& store, const ResultFilter& filter, const std::string& path, TransferCounts* counts);
+Status ExportStore(ResultReader& store, const ResultFilter& filter, const std::string& path, TransferCounts* counts);
 
 // Whose word an export file is. kPeer: another farm's (`store import`),
 // held to the door as above. kMirror: this farm's own
@@ -58,6 +59,10 @@ enum class ImportTrust { kPeer, kMirror };
 // format, a truncated file, a record that fails its checks (named by its
 // number and kind); nothing is written then.
 Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts,
+                   ImportTrust trust = ImportTrust::kPeer, Env& env = *Env::Default());
+// The same from an export held in `in` (a seekable stream: a remote read's
+// pieces gathered in memory); `name` names it in errors.
+Status ImportStore(ResultStore& store, std::istream& in, const std::string& name, TransferCounts* counts,
                    ImportTrust trust = ImportTrust::kPeer, Env& env = *Env::Default());
 
 }  // namespace tune
