@@ -41,6 +41,7 @@ struct ReplayArgs {
   uint32_t in_flight = 0;  // 0: lock-step
   uint64_t seed = 0;
   ResultFilter filter;
+  ClientArgs remote;  // --coordinator: the farm's rows, read into memory
 };
 
 // The lines of a text file, gzip-compressed or not (zlib reads both), one
@@ -354,13 +355,13 @@ Result<std::vector<GroundTruth>> TruthFromFile(const std::string& path, const Re
   return TruthFromT4(path, filter, defaults, stop);
 }
 
-// Ground truth from a store: the rows of each key's newest kernel, for the
-// keys whose coverage says exhausted.
-Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const ResultFilter& filter) {
-  auto store = OpenStore(path);
-  if (!store.ok()) return store.status();
+// Ground truth from a store (a folder's, or a farm's rows in memory): the
+// rows of each key's newest kernel, for the keys whose coverage says
+// exhausted. `name` names the store in errors.
+Result<std::vector<GroundTruth>> TruthFromStore(ResultReader& store, const std::string& name,
+                                                const ResultFilter& filter) {
   std::vector<Measurement> rows;
-  Status st = (*store)->Scan(filter, [&](const Measurement& m) {
+  Status st = store.Scan(filter, [&](const Measurement& m) {
     rows.push_back(m);
     return true;
   });
@@ -371,7 +372,7 @@ Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const R
   for (const Measurement& m : rows) {
     const KeyOf key{m.gpu_model, m.op, m.dtype, m.shape};
     if (exhausted.count(key)) continue;
-    auto c = (*store)->GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash);
+    auto c = store.GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash);
     exhausted[key] = c.ok() && *c && (*c)->state == KeyCoverage::State::kExhausted;
   }
   std::map<KeyOf, GroundTruth> keys;
@@ -382,7 +383,7 @@ Result<std::vector<GroundTruth>> TruthFromStore(const std::string& path, const R
     const bool valid = m.Valid() && m.median_us > 0;
     if (Status st = AddRow(keys, index, key, m.config, valid ? std::optional<double>(m.median_us) : std::nullopt);
         !st.ok())
-      return Status::InvalidArgument(path + ": " + st.message());
+      return Status::InvalidArgument(name + ": " + st.message());
   }
   std::vector<GroundTruth> out;
   for (auto& [k, t] : keys) out.push_back(std::move(t));
@@ -414,7 +415,9 @@ std::string Evals(uint64_t n, bool reached, uint64_t legal) {
 }
 
 int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
-  if (args.store.empty() == args.results.empty()) return Usage("search replay: name one of --store and --results");
+  const bool from_store = !args.store.empty() || !args.remote.endpoint.empty();
+  if (from_store == !args.results.empty())
+    return Usage("search replay: name one of --store, --coordinator and --results");
   for (const std::string& s : args.strategies)
     if (Status st = CheckStrategyName(s, "--strategy"); !st.ok()) return Usage(st.message());
   if (args.budget > kMaxSearchBudget)
@@ -422,11 +425,18 @@ int RunReplay(const ReplayArgs& args, const std::atomic<bool>* stop) {
   if (args.in_flight != 0 && args.in_flight < args.batch)
     return Usage("--in-flight: " + std::to_string(args.in_flight) + " is fewer than a batch (--batch " +
                  std::to_string(args.batch) + ")");
-  auto truth = args.results.empty() ? TruthFromStore(args.store, args.filter)
-                                      : TruthFromFile(args.results, args.filter, stop);
+  const std::string source = args.remote.endpoint.empty() ? args.store : "the farm at " + args.remote.endpoint;
+  Result<std::vector<GroundTruth>> truth = std::vector<GroundTruth>{};
+  if (from_store) {
+    auto store = OpenStoreOf(args.store, args.remote, {args.filter});
+    if (!store.ok()) return Fail(store.status().message());
+    truth = TruthFromStore(**store, source, args.filter);
+  } else {
+    truth = TruthFromFile(args.results, args.filter, stop);
+  }
   if (!truth.ok()) return Fail(truth.status().message());
-  if (truth->empty() && !args.store.empty())
-    return Fail(args.store + ": no exhaustive key to replay (coverage 'exhausted': a sweep that measured every legal "
+  if (truth->empty() && from_store)
+    return Fail(source + ": no exhaustive key to replay (coverage 'exhausted': a sweep that measured every legal "
                 "config; `best --format json` shows each key's coverage)");
   if (truth->empty()) return Fail(args.results + ": no key to replay (none matches the filter)");
   std::vector<GroundTruth> warm;
@@ -642,7 +652,8 @@ void AddSearchCommands(CLI::App& app, std::vector<CliCommand>* out) {
       "replay",
       "Run strategies against exhaustive sweeps with no GPU: evaluations each needs to come within 1%, 2% and 5% "
       "of the exhaustive best (median and p90 over seeds), and how many fewer than random search");
-  replay->add_option("--store", args->store, "RocksDB store of exhaustive sweeps (opened read-only)");
+  AddRemoteReadOptions(replay, &args->remote,
+                       replay->add_option("--store", args->store, "RocksDB store of exhaustive sweeps (opened read-only)"));
   replay->add_option("--results,--truth", args->results,
                      "Or: exhaustive sweeps as `tunefarm results --format csv` output or a T4 results document "
                      "(JSON: `results --format t4`, Kernel Tuner's); gzip or plain. A T4 result without tunefarm "

@@ -163,6 +163,35 @@ TEST_F(StoreReadsTest, AReportReadsTheFarmsRowsInMemory) {
   EXPECT_TRUE(fs::is_empty(client_tmp));
 }
 
+// `search replay --coordinator` scores strategies against the farm's
+// exhaustive keys, read into memory as every report's rows are.
+TEST_F(StoreReadsTest, SearchReplayReadsTheFarmsExhaustiveKeys) {
+  Seed(12, 1 << 10);
+  {
+    auto store = ResultStore::Open(Store());
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    KeyCoverage c;
+    c.gpu_model = "sim-a100";
+    c.op = "synthetic";
+    c.dtype = "f32";
+    c.shape = "N=4096";
+    c.kernel_hash = "kh";
+    c.legal = c.evaluated = 12;
+    c.strategy = "exhaustive/1";
+    c.state = KeyCoverage::State::kExhausted;
+    ASSERT_TRUE((*store)->PutCoverage(c).ok());
+  }
+  Start();
+  Child replay({TUNEFARM_BINARY, "search", "replay", "--coordinator", endpoint_, "--strategy", "random", "--seeds",
+                "3", "--format", "json"},
+               dir_.Sub("replay.log"));
+  const int rc = replay.Wait(120);
+  const std::string out = testing::ReadFile(dir_.Sub("replay.log"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"random/1\""), std::string::npos) << out;
+  EXPECT_NE(out.find("sim-a100"), std::string::npos) << out;
+}
+
 // What a coordinator killed mid-read left (its store's exports folder, and a
 // dead coordinator's folder of the older layout in the temporary folder) is
 // removed when one starts; a living process's folder is not.
