@@ -897,5 +897,20 @@ TEST(OpSpec, DTypeSize) {
   EXPECT_EQ(DTypeSize(""), 0);
 }
 
+// The dtype table is what the op spec checks: its op and buffer dtypes are
+// the ones named in errors, and int(lo,hi) is bounded by its exact integers.
+TEST(OpSpec, TheDTypeTableIsWhatTheSpecChecks) {
+  for (const DTypeInfo& d : kDTypeTable) {
+    EXPECT_EQ(FindDType(d.name), &d);
+    if (d.op) EXPECT_TRUE(d.buffer) << d.name;  // an op's dtype is its buffers' $dtype
+  }
+  EXPECT_EQ(FindDType("f8"), nullptr);
+  // i32 is a buffer's dtype, not an op's.
+  auto bad = ParseOpSpec(GemmPackage(Replace(kGemmToml, "dtypes  = [\"f16\", \"bf16\"]", "dtypes  = [\"i32\"]")), "op");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown dtype 'i32' (expected f16 | bf16 | f32)"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace tune

@@ -177,11 +177,15 @@ std::string Config::Id() const {
   return HexOf(digest, sizeof digest);
 }
 
+const DTypeInfo* FindDType(std::string_view dtype) {
+  for (const DTypeInfo& d : kDTypeTable)
+    if (dtype == d.name) return &d;
+  return nullptr;
+}
+
 int DTypeSize(const std::string& dtype) {
-  if (dtype == "f16" || dtype == "bf16") return 2;
-  if (dtype == "f32" || dtype == "i32") return 4;
-  if (dtype == "i64") return 8;
-  return 0;
+  const DTypeInfo* d = FindDType(dtype);
+  return d ? d->bytes : 0;
 }
 
 std::string Sha256Hex(std::string_view bytes) {

@@ -306,10 +306,26 @@ std::string WitnessOfKey(const std::string& z85_key);
 inline constexpr size_t kMaxKernelWitnesses = 16;
 // The largest cubin the farm accepts from a peer or a bundle.
 inline constexpr size_t kMaxKernelImageBytes = size_t(16) << 20;
+// The dtypes tunefarm knows, a row each: the one home of what a dtype is.
+struct DTypeInfo {
+  const char* name;
+  int bytes;                 // per element
+  bool op;                   // an op may be tuned in it ([op] dtypes)
+  bool buffer;               // a buffer may hold it (an arg's dtype)
+  const char* cuda_type;     // its CUDA C type in generated sources; "" for none
+  long long exact_integers;  // integers up to this magnitude are exact in it
+};
+inline constexpr DTypeInfo kDTypeTable[] = {
+    {"f16", 2, true, true, "__half", 2048},
+    {"bf16", 2, true, true, "__nv_bfloat16", 256},
+    {"f32", 4, true, true, "float", 1ll << 24},
+    {"i32", 4, false, true, "int", (1ll << 31) - 1},
+    {"i64", 8, false, false, "", (1ll << 53)},
+};
+// The row of `dtype`; null when unknown.
+const DTypeInfo* FindDType(std::string_view dtype);
 // Bytes per element of a dtype ("f16" 2, "f32" 4, ...); 0 when unknown.
 int DTypeSize(const std::string& dtype);
-// Every dtype DTypeSize knows.
-inline constexpr const char* kDTypes[] = {"f16", "bf16", "f32", "i32", "i64"};
 // SHA-256 of `bytes` as 64 lower-case hex digits.
 std::string Sha256Hex(std::string_view bytes);
 // Checks a KernelImage's values: key fields are short printable names, the

@@ -315,7 +315,7 @@ char* tunefarm_bundle_info(const tunefarm_bundle_t* bundle, char** errptr) {
       if (std::find(op["dtypes"].begin(), op["dtypes"].end(), e.dtype) == op["dtypes"].end()) op["dtypes"].push_back(e.dtype);
     }
     Json dtypes = Json::array();
-    for (const char* d : tune::kDTypes) dtypes.push_back(d);
+    for (const tune::DTypeInfo& d : tune::kDTypeTable) dtypes.push_back(d.name);
     return CopyString(tune::DumpJson(Json{{"name", b.name()},
                                           {"farm_version", b.farm_version()},
                                           {"created_unix", b.created_unix()},

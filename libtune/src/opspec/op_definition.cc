@@ -30,8 +30,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kSpecFile = "op.toml";
 constexpr const char* kDeviceVars[] = {"smem_optin", "max_threads", "num_sms", "sm", "l2_bytes"};
-constexpr const char* kOpDtypes[] = {"f16", "bf16", "f32"};
-constexpr const char* kBufferDtypes[] = {"f16", "bf16", "f32", "i32"};
 constexpr const char* kScalarTypes[] = {"i32", "i64", "f32"};
 
 // Names a param or dim may not take: the device limits and dsize, and the
@@ -65,6 +63,19 @@ std::string ListOf(const char* const (&list)[N]) {
   std::string out;
   for (const char* item : list) out += (out.empty() ? "" : " | ") + std::string(item);
   return out;
+}
+
+// The dtypes of kDTypeTable whose `flag` is set, as "a | b | c".
+std::string DTypesWhere(bool DTypeInfo::*flag) {
+  std::string out;
+  for (const DTypeInfo& d : kDTypeTable)
+    if (d.*flag) out += (out.empty() ? "" : " | ") + std::string(d.name);
+  return out;
+}
+
+bool IsDType(const std::string& s, bool DTypeInfo::*flag) {
+  const DTypeInfo* d = FindDType(s);
+  return d && d->*flag;
 }
 
 std::string SpecFileName(const std::string& origin) {
@@ -320,8 +331,8 @@ class SpecParser {
     for (const std::string& d : spec_.dims) TUNE_RETURN_IF_ERROR(CheckVarName("[op] dims", d));
     TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "dtypes", true, false, &spec_.dtypes));
     for (const std::string& d : spec_.dtypes)
-      if (!OneOf(d, kOpDtypes))
-        return Err("[op] dtypes", "unknown dtype '" + d + "' (expected " + ListOf(kOpDtypes) + ")");
+      if (!IsDType(d, &DTypeInfo::op))
+        return Err("[op] dtypes", "unknown dtype '" + d + "' (expected " + DTypesWhere(&DTypeInfo::op) + ")");
     if (const toml::node* n = op->get("arch_specific")) {
       if (!n->is_boolean()) return Err("[op] arch_specific", "expected true or false");
       spec_.arch_specific = n->as_boolean()->get();
@@ -604,7 +615,8 @@ class SpecParser {
     if (std::sscanf(arg.init.c_str(), " int ( %lld , %lld )", &lo, &hi) != 2) return Status::OK();
     const std::vector<std::string> dtypes = arg.dtype == "$dtype" ? spec_.dtypes : std::vector<std::string>{arg.dtype};
     for (const std::string& d : dtypes) {
-      const long long exact = d == "bf16" ? 256 : d == "f16" ? 2048 : (1ll << 24);
+      const DTypeInfo* info = FindDType(d);
+      const long long exact = info ? info->exact_integers : 0;
       if (std::llabs(lo) > exact || std::llabs(hi) > exact)
         return Err(field, "int(" + std::to_string(lo) + "," + std::to_string(hi) + ") is not exact in " + d +
                               " (integers up to " + std::to_string(exact) + " are)");
@@ -666,9 +678,9 @@ class SpecParser {
         if (arg.dir != "in" && arg.dir != "out" && arg.dir != "inout")
           return Err(where + " dir", "expected in | out | inout, got '" + arg.dir + "'");
         TUNE_RETURN_IF_ERROR(String(t, where, "dtype", true, &arg.dtype));
-        if (arg.dtype != "$dtype" && !OneOf(arg.dtype, kBufferDtypes))
+        if (arg.dtype != "$dtype" && !IsDType(arg.dtype, &DTypeInfo::buffer))
           return Err(where + " dtype",
-                     "unknown dtype '" + arg.dtype + "' (expected $dtype | " + ListOf(kBufferDtypes) + ")");
+                     "unknown dtype '" + arg.dtype + "' (expected $dtype | " + DTypesWhere(&DTypeInfo::buffer) + ")");
         TUNE_RETURN_IF_ERROR(ExprList(t, where, "shape", 0, true, &arg.shape));
         TUNE_RETURN_IF_ERROR(String(t, where, "init", false, &arg.init));
         if (!arg.init.empty()) {

@@ -200,7 +200,7 @@ Failure Checker::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdevi
   if (elems <= 0) return {};
   const BuiltinKernels& k = Builtins(dtype);
   if (!k.compare) {
-    std::string host_out(static_cast<size_t>(elems) * DTypeWidth(dtype), '\0');
+    std::string host_out(static_cast<size_t>(elems) * DTypeSize(dtype), '\0');
     std::vector<float> host_ref(static_cast<size_t>(elems));
     if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_out.data(), out, host_out.size())); !st.ok())
       return dev_.FromCu(st, "reading the output");
@@ -237,7 +237,7 @@ Failure Checker::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdevi
 }
 
 double Checker::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index) {
-  int width = DTypeWidth(dtype);
+  int width = DTypeSize(dtype);
   std::string bytes(size_t(width), '\0');
   if (index < 0 || d_.cuMemcpyDtoH(bytes.data(), buf + CUdeviceptr(index) * width, size_t(width)) != CUDA_SUCCESS)
     return std::nan("");

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <thread>
 
+#include "base/types.h"
+
 namespace tune::cuda {
 namespace {
 
@@ -140,8 +142,9 @@ Result<std::string> MakeInput(const std::string& dtype, const std::string& init_
   auto parsed = ParseInit(init_text);
   if (!parsed.ok()) return parsed.status();
   const InitSpec init = *parsed;
-  int width = (dtype == "f32" || dtype == "i32") ? 4 : (dtype == "f16" || dtype == "bf16") ? 2 : 0;
-  if (width == 0) return Status::Error("unknown dtype '" + dtype + "'");
+  const DTypeInfo* info = FindDType(dtype);
+  if (!info || !info->buffer) return Status::Error("unknown dtype '" + dtype + "'");
+  const int width = info->bytes;
   if (elems < 0) return Status::Error("negative element count");
 
   enum { kF32, kI32, kF16, kBf16 } type = dtype == "f32" ? kF32 : dtype == "i32" ? kI32 : dtype == "f16" ? kF16 : kBf16;

@@ -215,11 +215,8 @@ void CompileCached(const OpSpec& spec, const std::string& source_file, const std
 }  // namespace
 
 std::string DTypeCudaName(const std::string& dtype) {
-  if (dtype == "f16") return "__half";
-  if (dtype == "bf16") return "__nv_bfloat16";
-  if (dtype == "f32") return "float";
-  if (dtype == "i32") return "int";
-  return "";
+  const DTypeInfo* d = FindDType(dtype);
+  return d ? d->cuda_type : "";
 }
 
 const std::string& CudaIncludeDir() {

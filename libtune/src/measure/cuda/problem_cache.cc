@@ -160,7 +160,7 @@ Failure ProblemCache::Get(const OpSpec& spec, const std::string& digest, const s
     // Kernel buffer and its guard, plus the pristine copy of inputs and the
     // fp32 reference of outputs.
     need += int64_t(kGuardBytes) +
-            plan.arg_elems[i] * (DTypeWidth(dt) * (spec.args[i].dir == "out" ? 1 : 2) +
+            plan.arg_elems[i] * (DTypeSize(dt) * (spec.args[i].dir == "out" ? 1 : 2) +
                                  (spec.args[i].dir == "in" ? 0 : int64_t(sizeof(float))));
   }
   while (!problems_.empty() && bytes_ + size_t(need) > budget_) EvictOldest();
@@ -206,7 +206,7 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
       continue;
     }
     a.dtype = as.dtype == "$dtype" ? dtype : as.dtype;
-    int width = DTypeWidth(a.dtype);
+    int width = DTypeSize(a.dtype);
     if (width == 0) return Fail(FailureClass::kLaunchError, "arg " + as.name + ": unknown dtype " + a.dtype);
     a.elems = plan.arg_elems[i];
     a.bytes = size_t(a.elems) * width;

@@ -27,12 +27,6 @@ constexpr int kExitSticky = 3;
 constexpr int kExitProtocol = 2;
 constexpr int kExitOrphaned = 4;
 
-inline int DTypeWidth(const std::string& dtype) {
-  if (dtype == "f32" || dtype == "i32") return 4;
-  if (dtype == "f16" || dtype == "bf16") return 2;
-  return 0;
-}
-
 // A failed step of a measurement: its class, its line, and whether the
 // context is gone (the runner must exit after replying).
 struct Failure {
