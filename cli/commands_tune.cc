@@ -37,8 +37,8 @@ namespace {
 // parse counts as one (the sweep then fails on it, not on a refused program).
 bool HasProgramOp(const SweepSubmit& sweep) {
   for (size_t i = 0; i < sweep.op_packages.size(); ++i) {
-    auto spec = ParseOpSpec(sweep.op_packages[i], i < sweep.ops.size() ? sweep.ops[i] : "op");
-    if (!spec.ok() || spec->program) return true;
+    auto spec = SharedOpSpec(sweep.op_packages[i], i < sweep.ops.size() ? sweep.ops[i] : "op");
+    if (!spec.ok() || (*spec)->program) return true;
   }
   return false;
 }
@@ -48,8 +48,9 @@ bool HasProgramOp(const SweepSubmit& sweep) {
 void PrintShapeRules(FILE* out, const SweepSubmit& sweep, const std::vector<DeviceInfo>& devices) {
   std::set<std::string> models;
   for (size_t i = 0; i < sweep.op_packages.size(); ++i) {
-    auto spec = ParseOpSpec(sweep.op_packages[i], sweep.ops[i]);
-    if (!spec.ok() || spec->shape_constraints.empty()) continue;
+    auto shared = SharedOpSpec(sweep.op_packages[i], sweep.ops[i]);
+    if (!shared.ok() || (*shared)->shape_constraints.empty()) continue;
+    const OpSpec* spec = shared->get();
     for (const DeviceInfo& d : devices) {
       if (!models.insert(spec->name + '\0' + d.model).second) continue;
       auto all = EnumerateConfigs(*spec, d);

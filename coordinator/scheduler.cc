@@ -96,8 +96,9 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
   sweep.started_unix = now_unix;
   sweep.measured = std::move(measured);
   for (size_t i = 0; i < submit.ops.size(); ++i) {
-    auto spec = ParseOpSpec(submit.op_packages[i], "op '" + submit.ops[i] + "'");
-    if (!spec.ok()) return spec.status();
+    auto shared = SharedOpSpec(submit.op_packages[i], "op '" + submit.ops[i] + "'");
+    if (!shared.ok()) return shared.status();
+    const OpSpec* spec = shared->get();
     if (spec->name != submit.ops[i]) {
       return Status::Error("sweep '" + submit.name + "': op package for '" + submit.ops[i] +
                            "' holds op '" + spec->name + "'");
@@ -128,7 +129,7 @@ Result<std::string> Scheduler::AddSweep(const SweepSubmit& submit, const std::st
                            " raw points, more than this coordinator's limit of " +
                            std::to_string(opts_.max_raw_configs) + " (--max-raw-configs)");
     }
-    sweep.specs.push_back(std::move(spec).value());
+    sweep.specs.push_back(*spec);
   }
   auto& stored = sweeps_[sweep_id] = std::move(sweep);
   for (const auto& [model, device] : models_) {

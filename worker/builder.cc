@@ -131,13 +131,13 @@ struct Builder::Impl final : HttpStatusSource {
     const bool ours = std::any_of(opts.archs.begin(), opts.archs.end(),
                                   [&](const std::string& a) { return Capability(a) == Capability(w.arch); });
     if (!ours) return refuse_all("arch '" + w.arch + "' is none of this builder's (" + Join(opts.archs, ",") + ")");
-    auto spec = ParseOpSpec(w.op_package, "op '" + w.op + "'");
-    if (!spec.ok()) return refuse_all(spec.status().message());
+    auto parsed = SharedOpSpec(w.op_package, "op '" + w.op + "'");
+    if (!parsed.ok()) return refuse_all(parsed.status().message());
+    std::shared_ptr<const OpSpec> shared = *parsed;
     // The work's hash is the op's for this toolchain: another means another
     // op or NVRTC, and images no device would ask for.
-    if (const std::string hash = OpHash(*spec, toolchain); hash != w.kernel_hash)
+    if (const std::string hash = OpHash(*shared, toolchain); hash != w.kernel_hash)
       return refuse_all("kernel hash " + hash + " here, " + w.kernel_hash + " in the work");
-    auto shared = std::make_shared<const OpSpec>(std::move(spec).value());
     for (const Config& c : w.configs) {
       hand.compiles.push_back(pool->Submit([this, shared, dtype = w.dtype, arch = w.arch, c] {
 #ifdef TUNEFARM_WITH_CUDA

@@ -293,9 +293,6 @@ struct Worker::Impl : HttpStatusSource {
   std::atomic<size_t> results_unacknowledged{0};
   std::unique_ptr<HttpServer> http;
   std::atomic<bool> stop_devices{false};
-  std::mutex spec_mu;
-  std::map<std::string, std::shared_ptr<const OpSpec>> spec_cache;  // by package digest
-  size_t spec_cache_bytes = 0;  // of its keys
   // Fastest valid median measured on this host per (GPU model, op, dtype,
   // kernel hash, shape), across units and devices: what early stopping and
   // refinement compare against (TimingPolicy).
@@ -394,26 +391,12 @@ struct Worker::Impl : HttpStatusSource {
   }
 
   std::shared_ptr<const OpSpec> SpecFor(const WorkUnit& unit, std::string* error) {
-    std::string key;
-    for (const auto& [name, body] : unit.op_package) key += name + '\0' + body + '\0';
-    std::lock_guard<std::mutex> lock(spec_mu);
-    auto it = spec_cache.find(key);
-    if (it != spec_cache.end()) return it->second;
-    auto spec = ParseOpSpec(unit.op_package, "op '" + unit.op + "'");
+    auto spec = SharedOpSpec(unit.op_package, "op '" + unit.op + "'");
     if (!spec.ok()) {
       *error = spec.status().message();
       return nullptr;
     }
-    auto ptr = std::make_shared<const OpSpec>(std::move(spec).value());
-    // Keyed by whole packages: bounded like the disk's copies (the units
-    // that hold a spec keep it alive).
-    spec_cache_bytes += key.size();
-    if (spec_cache_bytes > opts.max_package_cache_bytes) {
-      spec_cache.clear();
-      spec_cache_bytes = key.size();
-    }
-    spec_cache.emplace(key, ptr);
-    return ptr;
+    return *spec;
   }
 
   // Device thread: runs units from its queue; results go to the socket

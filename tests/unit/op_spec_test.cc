@@ -887,6 +887,30 @@ TEST(OpSpec, InputsOverTheLimitsAreRefusedFastNamingTheBound) {
   EXPECT_TRUE(ParseOpSpec(full, "op").ok());
 }
 
+// A package is parsed once per process and origin; what differs is parsed
+// apart, and a package that does not parse is refused each time.
+TEST(OpSpec, SharedSpecsParseAPackageOncePerOrigin) {
+  const OpPackage p = GemmPackage();
+  auto first = SharedOpSpec(p, "op 'gemm'");
+  auto again = SharedOpSpec(p, "op 'gemm'");
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_EQ(first->get(), again->get());
+  EXPECT_EQ((*first)->origin, "op 'gemm'");
+  auto elsewhere = SharedOpSpec(p, "stored op 'gemm'");
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_NE(elsewhere->get(), first->get());
+  EXPECT_EQ((*elsewhere)->origin, "stored op 'gemm'");
+  OpPackage changed = p;
+  changed["common.h"] += "// another version\n";
+  auto other = SharedOpSpec(changed, "op 'gemm'");
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->get(), first->get());
+  OpPackage broken = p;
+  broken["op.toml"] = "[op";
+  EXPECT_FALSE(SharedOpSpec(broken, "op 'gemm'").ok());
+  EXPECT_FALSE(SharedOpSpec(broken, "op 'gemm'").ok());
+}
+
 TEST(OpSpec, DTypeSize) {
   EXPECT_EQ(DTypeSize("f16"), 2);
   EXPECT_EQ(DTypeSize("bf16"), 2);
@@ -897,12 +921,12 @@ TEST(OpSpec, DTypeSize) {
   EXPECT_EQ(DTypeSize(""), 0);
 }
 
-// The dtype table is what the op spec checks: its op and buffer dtypes are
-// the ones named in errors, and int(lo,hi) is bounded by its exact integers.
+// The dtype table is what the op spec checks: its op dtypes are the ones
+// an [op] accepts and names in its error.
 TEST(OpSpec, TheDTypeTableIsWhatTheSpecChecks) {
   for (const DTypeInfo& d : kDTypeTable) {
     EXPECT_EQ(FindDType(d.name), &d);
-    if (d.op) EXPECT_TRUE(d.buffer) << d.name;  // an op's dtype is its buffers' $dtype
+    EXPECT_TRUE(!d.op || d.buffer) << d.name;  // an op's dtype is its buffers' $dtype
   }
   EXPECT_EQ(FindDType("f8"), nullptr);
   // i32 is a buffer's dtype, not an op's.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -193,6 +194,15 @@ struct OpSpec {
 // package file ("...") or a toolkit header (<...>, relative, no "..")
 // (src/op_confine.h has the rules).
 Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin);
+
+// ParseOpSpec, once per process for each (package digest, origin): the
+// sweep file, the scheduler, a worker, a builder and publish in one process
+// (`tune`, a local farm) share one parse. The spec is shared and immutable.
+// Errors are not kept (the next call parses again). Bounded by
+// kMaxSharedSpecBytes of packages: past it the oldest are dropped (specs in
+// use stay alive with their holders). Thread-safe.
+Result<std::shared_ptr<const OpSpec>> SharedOpSpec(const OpPackage& package, const std::string& origin);
+inline constexpr size_t kMaxSharedSpecBytes = size_t(256) << 20;
 // ReadOpPackage + ParseOpSpec.
 Result<OpSpec> LoadOpSpec(const std::string& dir);
 // The ops of an ops folder: the names of its sub-folders that hold an

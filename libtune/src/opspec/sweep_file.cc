@@ -52,8 +52,9 @@ std::string ShapeMismatch(const Shape& shape, const OpSpec& spec) {
 Status CheckShapes(const SweepSubmit& s, const std::string& where) {
   std::vector<OpSpec> specs;
   for (size_t i = 0; i < s.ops.size(); ++i) {
-    auto spec = ParseOpSpec(s.op_packages[i], s.ops[i]);
-    if (!spec.ok()) return spec.status();
+    auto shared = SharedOpSpec(s.op_packages[i], s.ops[i]);
+    if (!shared.ok()) return shared.status();
+    const OpSpec* spec = shared->get();
     if (ShapesForOp(s, *spec).empty()) {
       std::string dims;
       for (const auto& d : spec->dims) dims += (dims.empty() ? "" : ",") + d;
@@ -61,7 +62,7 @@ Status CheckShapes(const SweepSubmit& s, const std::string& where) {
       if (!s.shapes.empty()) why = ": shape " + s.shapes[0].Canonical() + " " + ShapeMismatch(s.shapes[0], *spec);
       return Status::Error(where + ": no shape gives the dims of op '" + s.ops[i] + "' (" + dims + ")" + why);
     }
-    specs.push_back(std::move(spec).value());
+    specs.push_back(*spec);
   }
   for (const auto& shape : s.shapes) {
     SweepSubmit one;
@@ -130,8 +131,9 @@ Status CheckListedSweep(SweepSubmit* s, const std::string& field) {
   if (s->configs.size() > kMaxListedConfigs)
     return Status::InvalidArgument(field + ": " + std::to_string(s->configs.size()) + " configs, more than " +
                                    std::to_string(kMaxListedConfigs));
-  auto spec = ParseOpSpec(s->op_packages[0], "op '" + s->ops[0] + "'");
-  if (!spec.ok()) return spec.status();
+  auto shared = SharedOpSpec(s->op_packages[0], "op '" + s->ops[0] + "'");
+  if (!shared.ok()) return shared.status();
+  const OpSpec* spec = shared->get();
   std::vector<std::string> names;
   for (const Axis& axis : spec->axes) names.push_back(axis.name);
   std::map<std::string, size_t> seen;  // canonical text -> index

@@ -28,8 +28,8 @@ namespace {
 std::vector<std::pair<int64_t, OpSpec>> StoredSpecs(ResultReader& store) {
   std::vector<std::pair<int64_t, OpSpec>> out;
   (void)store.ForEachOp([&](const OpRecord& op) {
-    auto spec = ParseOpSpec(op.package, "stored op '" + op.name + "'");
-    if (spec.ok()) out.emplace_back(op.submitted_unix, std::move(spec).value());
+    auto spec = SharedOpSpec(op.package, "stored op '" + op.name + "'");
+    if (spec.ok()) out.emplace_back(op.submitted_unix, **spec);
   });
   return out;
 }

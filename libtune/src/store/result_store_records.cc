@@ -168,8 +168,9 @@ Result<size_t> ResultStore::MakeRoomForOps(const std::vector<std::pair<std::stri
     }));
     if (rows.empty()) continue;
     for (const auto& [key, package] : packages) {
-      auto spec = ParseOpSpec(package, "stored op '" + name + "'");
-      if (!spec.ok()) continue;  // no row can have been measured with what does not parse
+      auto shared = SharedOpSpec(package, "stored op '" + name + "'");
+      if (!shared.ok()) continue;  // no row can have been measured with what does not parse
+      const OpSpec* spec = shared->get();
       std::map<std::string, std::string> hashes;  // toolchain -> op hash
       for (const Measurement& m : rows) {
         auto [it, fresh] = hashes.try_emplace(m.nvrtc_version);
