@@ -139,10 +139,10 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
   return Status::Error("interrupted: " + goes_on);
 }
 
-void AddFormatOption(CLI::App* app, std::string* format) {
-  app->add_option("--format", *format, "table, csv or json")
+void AddFormatOption(CLI::App* app, std::string* format, bool markdown) {
+  app->add_option("--format", *format, markdown ? "table, csv, json or markdown" : "table, csv or json")
       ->capture_default_str()
-      ->check(CLI::IsMember({"table", "csv", "json"}));
+      ->check(markdown ? CLI::IsMember({"table", "csv", "json", "markdown"}) : CLI::IsMember({"table", "csv", "json"}));
   app->add_flag_callback("--json", [format] { *format = "json"; }, "Same as --format json")->group("");
 }
 

@@ -131,6 +131,11 @@ struct NightlyArgs {
   // --coordinator: configs per key of last night's bundle measured again
   // (RetimeOnFarm) before tonight's bundle is published; 0 = none.
   uint32_t retime_top = kDefaultRetimeTop;
+  // "table": the comparison as text on stdout; "json": one document on
+  // stdout (the night, its reports, whether it regressed); "markdown": the
+  // comparison as markdown on stdout. With json and markdown the rest goes
+  // to stderr.
+  std::string format = "table";
 };
 // `nightly` exits with this when a winner got slower than the noise allows.
 inline constexpr int kExitRegressions = 3;
@@ -145,7 +150,8 @@ inline constexpr int kExitInterrupted = 130;
 // --format table|csv|json on a command that prints data (status, bundle
 // show/lookup/diff; results, best and compare have their own, with the same
 // names); --json stays as a hidden spelling of --format json.
-void AddFormatOption(CLI::App* app, std::string* format);
+// With `markdown`, markdown is a choice too.
+void AddFormatOption(CLI::App* app, std::string* format, bool markdown = false);
 
 // One command of the command line: its CLI11 sub-app and what runs once the
 // command line named it and parsed.

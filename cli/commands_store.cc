@@ -383,9 +383,10 @@ int RunBundleDiff(const std::string& before_path, const std::string& after_path,
   if (!after.ok()) return Fail(after.status().message());
   auto report = CompareBundles(*before, *after, noise_floor);
   if (!report.ok()) return Fail(report.status().message());
-  const std::string text = format == "json"  ? NightlyReportJson(*report) + "\n"
-                           : format == "csv" ? NightlyReportCsv(*report)
-                                             : NightlyReportTable(*report);
+  const std::string text = format == "json"       ? NightlyReportJson(*report) + "\n"
+                           : format == "csv"      ? NightlyReportCsv(*report)
+                           : format == "markdown" ? NightlyReportMarkdown(*report)
+                                                  : NightlyReportTable(*report);
   std::printf("%s", text.c_str());
   return report->HasRegressions() ? kExitRegressions : 0;
 }
@@ -516,7 +517,7 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   bd->add_option("after", diff_after, "Later bundle (.tfb)")->required();
   bd->add_option("--noise-floor", diff_noise, "Smallest relative change that counts")->capture_default_str();
   std::string& diff_format = parsed->diff_format;
-  AddFormatOption(bd, &diff_format);
+  AddFormatOption(bd, &diff_format, /*markdown=*/true);
   out->push_back({.app = bs, .run = [parsed](const std::atomic<bool>*) { return RunBundleShow(parsed->bshow); }});
   out->push_back({.app = bl, .run = [parsed](const std::atomic<bool>*) { return RunBundleLookup(parsed->blookup); }});
   out->push_back({.app = bv, .run = [parsed](const std::atomic<bool>*) { return RunBundleVerify(parsed->bverify); }});

@@ -1,4 +1,6 @@
 // Commands that run a farm on this host: tune, nightly.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -435,9 +437,34 @@ int RunNightOnFarm(NightlyArgs& args, const std::string& previous, std::optional
   return 0;
 }
 
+// While alive (and `on`), what this process writes to stdout goes to stderr.
+class StdoutToStderr {
+ public:
+  explicit StdoutToStderr(bool on) : saved_(on ? ::dup(STDOUT_FILENO) : -1) {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  ~StdoutToStderr() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+  }
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+
+ private:
+  int saved_;
+};
+
 int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   namespace fs = std::filesystem;
   if (args.history.empty()) return Usage("--history is required");
+  if (args.format != "table" && args.format != "json" && args.format != "markdown")
+    return Usage("--format: unknown '" + args.format + "' (table | json | markdown)");
+  const bool json = args.format == "json", markdown = args.format == "markdown";
+  FILE* say = json || markdown ? stderr : stdout;  // the document alone on stdout
   // Each night on this host gets its own store: re-measuring an unchanged
   // kernel must land beside last night's figures, not be folded into them
   // (a night on a farm uses the farm's: RunNightOnFarm).
@@ -458,16 +485,32 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   args.tune.quiet = true;
   const std::string last = previous.empty() ? "" : (fs::path(args.history) / previous / "bundle.tfb").string();
   std::optional<std::pair<Bundle, Bundle>> retimed;  // a farm's night: last night's winners, then and now
-  const int rc = args.remote.endpoint.empty() ? RunTune(args.tune, stop) : RunNightOnFarm(args, last, &retimed, stop);
+  int rc;
+  {
+    // With --format json the night's own lines (the sweep's, publish's) go
+    // to stderr too: stdout holds the document alone.
+    StdoutToStderr quiet_stdout(json || markdown);
+    rc = args.remote.endpoint.empty() ? RunTune(args.tune, stop) : RunNightOnFarm(args, last, &retimed, stop);
+  }
   if (rc != 0) {
     std::error_code ec;
     fs::remove(night, ec);  // a night that made nothing leaves no folder (one with files stays)
     return rc;
   }
-  if (previous.empty()) {
-    std::printf("\nnightly: first run in %s: nothing to compare with\n", args.history.c_str());
+  nlohmann::ordered_json doc = {{"night", night.string()},
+                                 {"bundle", (night / "bundle.tfb").string()},
+                                 {"previous", previous.empty() ? nullptr : nlohmann::ordered_json(previous)},
+                                 {"report", nullptr},
+                                 {"retime_report", nullptr},
+                                 {"regressions", false}};
+  auto finish = [&](int code) {
     PruneNights(args.history, args.keep);
-    return 0;
+    if (json) std::printf("%s\n", doc.dump(2).c_str());
+    return code;
+  };
+  if (previous.empty()) {
+    std::fprintf(say, "\nnightly: first run in %s: nothing to compare with\n", args.history.c_str());
+    return finish(0);
   }
   auto before = ReadBundleFile((fs::path(args.history) / previous / "bundle.tfb").string());
   if (!before.ok()) return Fail(before.status().message());
@@ -475,10 +518,11 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
   if (!after.ok()) return Fail(after.status().message());
   auto report = CompareBundles(*before, *after, args.noise_floor);
   if (!report.ok()) return Fail(report.status().message());
-  std::printf("\nnightly: %s against %s\n%s", stamp, previous.c_str(),
-              NightlyReportTable(*report).c_str());
+  std::fprintf(say, "\nnightly: %s against %s\n%s", stamp, previous.c_str(), NightlyReportTable(*report).c_str());
   std::ofstream((night / "report.json").string()) << NightlyReportJson(*report);
-  std::printf("report: %s\n", (night / "report.json").string().c_str());
+  std::fprintf(say, "report: %s\n", (night / "report.json").string().c_str());
+  doc["report"] = nlohmann::ordered_json::parse(NightlyReportJson(*report));
+  if (markdown) std::printf("%s", NightlyReportMarkdown(*report).c_str());
   bool regressions = report->HasRegressions();
   if (retimed) {
     // The bundle's winners may be other configs' stored rows, timed on an
@@ -486,14 +530,17 @@ int RunNightly(NightlyArgs& args, const std::atomic<bool>* stop) {
     // driver, clock or host.
     auto again = CompareBundles(retimed->first, retimed->second, args.noise_floor);
     if (!again.ok()) return Fail(again.status().message());
-    std::printf("\nnightly: last night's winners measured again tonight (the same configs)\n%s",
-                NightlyReportTable(*again).c_str());
+    std::fprintf(say, "\nnightly: last night's winners measured again tonight (the same configs)\n%s",
+                 NightlyReportTable(*again).c_str());
     std::ofstream((night / "retime_report.json").string()) << NightlyReportJson(*again);
-    std::printf("report: %s\n", (night / "retime_report.json").string().c_str());
+    std::fprintf(say, "report: %s\n", (night / "retime_report.json").string().c_str());
+    doc["retime_report"] = nlohmann::ordered_json::parse(NightlyReportJson(*again));
+    if (markdown)
+      std::printf("\n## Last night's winners measured again tonight\n\n%s", NightlyReportMarkdown(*again).c_str());
     regressions |= again->HasRegressions();
   }
-  PruneNights(args.history, args.keep);
-  return regressions ? kExitRegressions : 0;
+  doc["regressions"] = regressions;
+  return finish(regressions ? kExitRegressions : 0);
 }
 
 void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
@@ -601,6 +648,12 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "With --coordinator: give up waiting for the sweep after this many seconds (0 = never)")
       ->needs(on)
       ->check(CLI::NonNegativeNumber);
+  n->add_option("--format", nightly.format,
+                "table: the comparison on stdout; json: one document on stdout (night, bundle, previous, report, "
+                "retime_report, regressions); markdown: the comparison as markdown on stdout (for a pull request "
+                "or an issue); with json and markdown everything else goes to stderr")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json", "markdown"}));
   n->add_option("--retime-top", nightly.retime_top,
                 "With --coordinator: configs per key of last night's bundle measured again tonight (the winner and "
                 "its runners-up; the farm's store keeps one row per config, so without it an unchanged key shows "

@@ -79,6 +79,24 @@ TEST(NightlyCommand, FlagsARegressionAboveNoiseOnly) {
                                 "--gpu", "sim-h100", "--shape", "n=1000000"},
                                "typo.txt", 1);
   EXPECT_NE(typo.find("'n' is no dim of op synthetic (N); did you mean 'N'?"), std::string::npos) << typo;
+
+  // --format json: stdout holds one document (the sweep's lines go to
+  // stderr); back at full speed after the slow night, nothing regressed.
+  {
+    const std::string cmd = std::string(TUNEFARM_BINARY) + " nightly --sweep " + (dir / "sweep.toml").string() +
+                            " --history " + (dir / "history").string() + " --ops-dir " + TUNEFARM_SOURCE_DIR +
+                            "/tests/data/ops --backend sim --format json 2>" + (dir / "n4.err").string();
+    Child c({"/bin/sh", "-c", cmd}, (dir / "n4.json").string());
+    ASSERT_EQ(c.Wait(120), 0) << ReadFile((dir / "n4.err").string());
+    const auto doc = nlohmann::json::parse(ReadFile((dir / "n4.json").string()), nullptr, false);
+    ASSERT_TRUE(doc.is_object()) << ReadFile((dir / "n4.json").string());
+    EXPECT_EQ(doc["regressions"], false) << doc.dump();
+    EXPECT_EQ(doc["previous"], bundles[2].parent_path().filename().string()) << doc.dump();
+    EXPECT_TRUE(doc["report"].is_object()) << doc.dump();
+    EXPECT_TRUE(doc["retime_report"].is_null()) << doc.dump();
+    EXPECT_TRUE(fs::exists(doc["bundle"].get<std::string>())) << doc.dump();
+    EXPECT_NE(ReadFile((dir / "n4.err").string()).find("nightly: "), std::string::npos);
+  }
   if (!HasFailure()) fs::remove_all(dir);
 }
 

@@ -157,8 +157,9 @@ TEST(NightlyTest, AddedAndRemovedKeys) {
 
   const std::string table = NightlyReportTable(*r);
   EXPECT_NE(table.find("2 added, 1 removed"), std::string::npos) << table;
-  EXPECT_NE(table.find("removed (only in the previous bundle)\n  gemm/f16 a100 " + kS1), std::string::npos)
-      << table;
+  const size_t removed = table.find("removed (only in the previous bundle)\n  key ");
+  ASSERT_NE(removed, std::string::npos) << table;
+  EXPECT_NE(table.find("\n  gemm/f16 a100 " + kS1, removed), std::string::npos) << table;
 }
 
 TEST(NightlyTest, JsonAndSimulatedLabels) {
@@ -193,6 +194,16 @@ TEST(NightlyTest, JsonAndSimulatedLabels) {
   EXPECT_NE(table.find("gemm/f16 sim-h100 " + kS1 + " [SIMULATED]"), std::string::npos) << table;
   EXPECT_NE(table.find("+20.0%"), std::string::npos) << table;
   EXPECT_NE(table.find("2023-11-14"), std::string::npos) << table;
+
+  // The same sections as markdown: headings over tables, a row per key.
+  const std::string md = NightlyReportMarkdown(*r);
+  EXPECT_EQ(md.rfind("**nightly**: `", 0), 0u) << md;
+  EXPECT_NE(md.find("\n### REGRESSIONS\n\n| key | previous_us | current_us | change | noise | winner |\n"
+                    "| --- | ---: | ---: | ---: | ---: | --- |\n| gemm/f16 sim-h100 " + kS1 + " [SIMULATED] | 100.00 | "
+                    "120.00 | +20.0% |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("### added (only in the current bundle)"), std::string::npos) << md;
 }
 
 TEST(NightlyTest, MalformedBundlesAreRefused) {

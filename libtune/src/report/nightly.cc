@@ -1,4 +1,5 @@
 #include "report/nightly.h"
+#include "report/row_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -152,96 +153,112 @@ Result<NightlyReport> CompareBundles(const Bundle& previous, const Bundle& curre
   return r;
 }
 
-std::string NightlyReportCsv(const NightlyReport& r) {
-  std::ostringstream out;
-  out << "op,dtype,gpu_model,shape,verdict,previous_us,current_us,delta_us,delta_rel,noise_us,winner_changed,"
-         "kernel_changed,previous_config,current_config,simulated\n";
-  for (const NightlyEntry& e : r.entries) {
-    out << CsvField(e.op) << ',' << CsvField(e.dtype) << ',' << CsvField(e.gpu_model) << ',' << CsvField(e.shape) << ','
-        << NightlyVerdictName(e.verdict) << ',' << Fmt("%.3f", e.previous.median_us) << ','
-        << Fmt("%.3f", e.current.median_us) << ',' << Fmt("%.3f", e.delta_us) << ',' << Fmt("%.5f", e.delta_rel) << ','
-        << Fmt("%.3f", e.noise_us) << ',' << int(e.winner_changed) << ',' << int(e.kernel_changed) << ','
-        << CsvField(e.previous.config.Canonical()) << ',' << CsvField(e.current.config.Canonical()) << ','
-        << int(e.simulated) << '\n';
-  }
-  for (const auto& [verdict, list] : {std::make_pair("added", &r.added), std::make_pair("removed", &r.removed)}) {
-    for (const BundleEntry& e : *list) {
-      const bool added = std::string(verdict) == "added";
-      out << CsvField(e.op) << ',' << CsvField(e.dtype) << ',' << CsvField(e.gpu_model) << ','
-          << CsvField(e.shape.Canonical()) << ',' << verdict << ',' << (added ? "" : Fmt("%.3f", e.median_us)) << ','
-          << (added ? Fmt("%.3f", e.median_us) : "") << ",,,,,," << (added ? "" : CsvField(e.config.Canonical())) << ','
-          << (added ? CsvField(e.config.Canonical()) : "") << ',' << int(Simulated(e)) << '\n';
-    }
-  }
-  return out.str();
+namespace {
+
+std::string KeyLabel(const std::string& op, const std::string& dtype, const std::string& gpu, const std::string& shape,
+                    bool sim) {
+  return op + "/" + dtype + " " + gpu + " " + shape + (sim ? " [SIMULATED]" : "");
 }
 
-std::string NightlyReportTable(const NightlyReport& r) {
+// The keys in both bundles that `keep` selects, as people read them.
+template <typename Keep>
+RowTable ChangedRows(const NightlyReport& r, Keep&& keep) {
+  RowTable t;
+  t.columns = {{"key"}, {"previous_us", true}, {"current_us", true}, {"change", true}, {"noise", true}, {"winner"}};
+  for (const NightlyEntry& e : r.entries) {
+    if (!keep(e)) continue;
+    std::string winner = e.winner_changed ? e.previous.config.Canonical() + " -> " + e.current.config.Canonical()
+                                          : "same (" + e.current.config.Canonical() + ")";
+    if (e.kernel_changed) winner += "; kernel changed";
+    t.rows.push_back({TextCell(KeyLabel(e.op, e.dtype, e.gpu_model, e.shape, e.simulated)),
+                      NumberCell(e.previous.median_us, "%.2f"), NumberCell(e.current.median_us, "%.2f"),
+                      NumberCell(100 * e.delta_rel, "%+.1f%%"),
+                      NumberCell(100 * e.noise_us / e.previous.median_us, "%.1f%%"), TextCell(winner)});
+  }
+  return t;
+}
+
+RowTable OneSidedRows(const std::vector<BundleEntry>& entries) {
+  RowTable t;
+  t.columns = {{"key"}, {"config"}, {"median_us", true}};
+  for (const BundleEntry& e : entries)
+    t.rows.push_back({TextCell(KeyLabel(e.op, e.dtype, e.gpu_model, e.shape.Canonical(), Simulated(e))),
+                      TextCell(e.config.Canonical()), NumberCell(e.median_us, "%.2f")});
+  return t;
+}
+
+// Every key: in both bundles (with its verdict), then added and removed.
+RowTable AllRows(const NightlyReport& r) {
+  RowTable t;
+  for (const char* c : {"op", "dtype", "gpu_model", "shape", "verdict", "previous_us", "current_us", "delta_us",
+                        "delta_rel", "noise_us", "winner_changed", "kernel_changed", "previous_config",
+                        "current_config", "simulated"})
+    t.columns.push_back({c});
+  for (const NightlyEntry& e : r.entries) {
+    t.rows.push_back({TextCell(e.op), TextCell(e.dtype), TextCell(e.gpu_model), TextCell(e.shape),
+                      TextCell(NightlyVerdictName(e.verdict)), NumberCell(e.previous.median_us, "%.3f"),
+                      NumberCell(e.current.median_us, "%.3f"), NumberCell(e.delta_us, "%.3f"),
+                      NumberCell(e.delta_rel, "%.5f"), NumberCell(e.noise_us, "%.3f"), IntegerCell(e.winner_changed),
+                      IntegerCell(e.kernel_changed), TextCell(e.previous.config.Canonical()),
+                      TextCell(e.current.config.Canonical()), IntegerCell(e.simulated)});
+  }
+  for (const auto& [verdict, list] : {std::make_pair("added", &r.added), std::make_pair("removed", &r.removed)}) {
+    const bool added = std::string(verdict) == "added";
+    for (const BundleEntry& e : *list) {
+      const RowCell median = NumberCell(e.median_us, "%.3f"), config = TextCell(e.config.Canonical());
+      t.rows.push_back({TextCell(e.op), TextCell(e.dtype), TextCell(e.gpu_model), TextCell(e.shape.Canonical()),
+                        TextCell(verdict), added ? EmptyCell() : median, added ? median : EmptyCell(), EmptyCell(),
+                        EmptyCell(), EmptyCell(), EmptyCell(), EmptyCell(), added ? EmptyCell() : config,
+                        added ? config : EmptyCell(), IntegerCell(Simulated(e))});
+    }
+  }
+  return t;
+}
+
+// The summary and the sections: as text (`format` kTable: indented tables
+// under titles) or markdown (headings over markdown tables).
+std::string NightlyReportText(const NightlyReport& r, RowFormat format) {
+  const bool md = format == RowFormat::kMarkdown;
+  const char* quote = md ? "`" : "'";
   std::ostringstream out;
-  size_t unchanged = r.entries.size() - r.regressions - r.improvements;
-  out << "nightly: '" << r.previous_name << "' (" << DateText(r.previous_created_unix) << ") -> '"
-      << r.current_name << "' (" << DateText(r.current_created_unix) << ")\n"
-      << "  " << r.regressions << " regression(s), " << r.improvements << " improvement(s), "
+  const size_t unchanged = r.entries.size() - r.regressions - r.improvements;
+  out << (md ? "**nightly**: " : "nightly: ") << quote << r.previous_name << quote << " ("
+      << DateText(r.previous_created_unix) << ") -> " << quote << r.current_name << quote << " ("
+      << DateText(r.current_created_unix) << ")\n"
+      << (md ? "\n" : "  ") << r.regressions << " regression(s), " << r.improvements << " improvement(s), "
       << unchanged << " within noise, " << r.winners_changed << " winner change(s), " << r.added.size()
-      << " added, " << r.removed.size() << " removed; noise floor "
-      << Fmt("%.1f%%", 100 * r.noise_floor_rel) << " of the median\n";
+      << " added, " << r.removed.size() << " removed; noise floor " << Fmt("%.1f%%", 100 * r.noise_floor_rel)
+      << " of the median\n";
   bool any_sim = false;
   for (const auto& e : r.entries) any_sim = any_sim || e.simulated;
   for (const auto& e : r.added) any_sim = any_sim || Simulated(e);
   for (const auto& e : r.removed) any_sim = any_sim || Simulated(e);
   if (any_sim) {
-    out << "  SIMULATED: keys marked [SIMULATED] come from the sim backend's cost model, not hardware.\n";
+    out << (md ? "\n" : "  ")
+        << "SIMULATED: keys marked [SIMULATED] come from the sim backend's cost model, not hardware.\n";
   }
-
-  auto key_text = [](const std::string& op, const std::string& dtype, const std::string& gpu,
-                     const std::string& shape, bool sim) {
-    return op + "/" + dtype + " " + gpu + " " + shape + (sim ? " [SIMULATED]" : "");
+  auto section = [&](const std::string& title, const RowTable& rows) {
+    if (rows.rows.empty()) return;
+    out << "\n" << (md ? "### " : "") << title << "\n" << (md ? "\n" : "");
+    out << RenderRows(rows, md ? RowFormat::kMarkdown : RowFormat::kTable, md ? "" : "  ");
   };
-  auto section = [&](const char* title, auto&& keep) {
-    std::vector<const NightlyEntry*> rows;
-    for (const auto& e : r.entries) {
-      if (keep(e)) rows.push_back(&e);
-    }
-    if (rows.empty()) return;
-    size_t key_w = 3;
-    for (const auto* e : rows) {
-      key_w = std::max(key_w, key_text(e->op, e->dtype, e->gpu_model, e->shape, e->simulated).size());
-    }
-    out << "\n" << title << "\n";
-    char line[2048];
-    std::snprintf(line, sizeof line, "  %-*s %12s %12s %9s %9s  %s\n", static_cast<int>(key_w), "key",
-                  "previous_us", "current_us", "change", "noise", "winner");
-    out << line;
-    for (const auto* e : rows) {
-      std::string winner = e->winner_changed ? e->previous.config.Canonical() + " -> " +
-                                                   e->current.config.Canonical()
-                                             : "same (" + e->current.config.Canonical() + ")";
-      if (e->kernel_changed) winner += "; kernel changed";
-      std::snprintf(line, sizeof line, "  %-*s %12.2f %12.2f %9s %9s  %s\n", static_cast<int>(key_w),
-                    key_text(e->op, e->dtype, e->gpu_model, e->shape, e->simulated).c_str(),
-                    e->previous.median_us, e->current.median_us,
-                    Fmt("%+.1f%%", 100 * e->delta_rel).c_str(),
-                    Fmt("%.1f%%", 100 * e->noise_us / e->previous.median_us).c_str(), winner.c_str());
-      out << line;
-    }
-  };
-  section("REGRESSIONS", [](const NightlyEntry& e) { return e.verdict == NightlyEntry::Verdict::kRegression; });
-  section("improvements", [](const NightlyEntry& e) { return e.verdict == NightlyEntry::Verdict::kImprovement; });
-  section("winner changed, latency within noise", [](const NightlyEntry& e) {
-    return e.verdict == NightlyEntry::Verdict::kUnchanged && e.winner_changed;
-  });
-  auto list = [&](const char* title, const std::vector<BundleEntry>& entries) {
-    if (entries.empty()) return;
-    out << "\n" << title << "\n";
-    for (const auto& e : entries) {
-      out << "  " << key_text(e.op, e.dtype, e.gpu_model, e.shape.Canonical(), Simulated(e)) << "  "
-          << e.config.Canonical() << Fmt("  %.2f us\n", e.median_us);
-    }
-  };
-  list("added (only in the current bundle)", r.added);
-  list("removed (only in the previous bundle)", r.removed);
+  using V = NightlyEntry::Verdict;
+  section("REGRESSIONS", ChangedRows(r, [](const NightlyEntry& e) { return e.verdict == V::kRegression; }));
+  section("improvements", ChangedRows(r, [](const NightlyEntry& e) { return e.verdict == V::kImprovement; }));
+  section("winner changed, latency within noise",
+          ChangedRows(r, [](const NightlyEntry& e) { return e.verdict == V::kUnchanged && e.winner_changed; }));
+  section("added (only in the current bundle)", OneSidedRows(r.added));
+  section("removed (only in the previous bundle)", OneSidedRows(r.removed));
   return out.str();
 }
+
+}  // namespace
+
+std::string NightlyReportCsv(const NightlyReport& r) { return RenderRows(AllRows(r), RowFormat::kCsv); }
+
+std::string NightlyReportTable(const NightlyReport& r) { return NightlyReportText(r, RowFormat::kTable); }
+
+std::string NightlyReportMarkdown(const NightlyReport& r) { return NightlyReportText(r, RowFormat::kMarkdown); }
 
 std::string NightlyReportJson(const NightlyReport& r) {
   nlohmann::json j;

@@ -70,5 +70,8 @@ std::string NightlyReportJson(const NightlyReport& r);
 // change, noise, winner and kernel changes), then the added and removed keys
 // (verdict "added" / "removed").
 std::string NightlyReportCsv(const NightlyReport& r);
+// Markdown: the table's summary and sections as headings over markdown
+// tables, to paste into a pull request or an issue.
+std::string NightlyReportMarkdown(const NightlyReport& r);
 
 }  // namespace tune

@@ -1,0 +1,55 @@
+// RowTable: one row model for what commands print, and its printers (as
+// nvbench's: the same rows as aligned text for people, CSV and JSON for
+// scripts, markdown for a pull request or an issue).
+//
+// A cell keeps its JSON value (a number stays a number) and the text that
+// text, CSV and markdown show. Columns are named once; every format prints
+// them in order. Rendering never fails: a short row is padded with empty
+// cells, text cells are printed as given (CSV quotes, markdown escapes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tune {
+
+enum class RowFormat { kTable, kCsv, kJson, kMarkdown };
+
+// "table" | "csv" | "json" | "markdown"; false when unknown.
+bool ParseRowFormat(const std::string& text, RowFormat* out);
+// "table | csv | json | markdown", for help and errors.
+const char* RowFormatNames();
+
+struct RowCell {
+  nlohmann::ordered_json value;  // what JSON holds (null: empty)
+  std::string text;              // what text, CSV and markdown show
+};
+
+// Cells of the usual kinds.
+RowCell TextCell(const std::string& text);
+// `format` is printf's for one double ("%.2f"); JSON holds the number
+// itself, or null when it is not finite.
+RowCell NumberCell(double value, const char* format);
+RowCell IntegerCell(int64_t value);
+RowCell EmptyCell();
+
+struct RowColumn {
+  std::string name;
+  bool right = false;  // right-aligned in text (numbers)
+};
+
+struct RowTable {
+  std::vector<RowColumn> columns;
+  std::vector<std::vector<RowCell>> rows;
+};
+
+// The table in `format`. Text: a header line and aligned columns, each line
+// starting with `indent`. CSV: a header row, then a row per row. JSON: an
+// array of objects keyed by column name, one line each (ends in a newline).
+// Markdown: a header, its rule (numbers right-aligned), `|` escaped.
+std::string RenderRows(const RowTable& table, RowFormat format, const std::string& indent = "");
+
+}  // namespace tune
