@@ -37,6 +37,13 @@ handed an Env or a `now` uses it; the rest calls base/clock.h (NowSeconds,
 NowUnixSeconds, ...), so that tests and replays can control time. Files
 that may not are named in CLOCK_EXEMPT with the reason.
 
+The CUDA driver and NVRTC are called in two places only: the CUDA
+backend (libtune/src/measure/cuda/, whose libcuda table and NVRTC loading
+are the device layer's seam) and the deployment launcher
+(libtune/src/launcher/). No other production source (comments left out)
+calls a cu* or nvrtc* function, so a second GPU vendor is a folder beside
+measure/cuda/, not edits across the farm.
+
 Usage: layering_test.py SOURCE_DIR   (exit 0: clean; 1: violations, listed)
 """
 import pathlib
@@ -94,6 +101,10 @@ CLOCK_READ = re.compile(r"\bstd::time\s*\(|(?<![\w.>])(?:::)?time\s*\(\s*(?:null
 # clock_gettime would belong here, since base/clock.h's std::chrono is not
 # async-signal-safe.
 CLOCK_EXEMPT = {}
+# A call of the CUDA driver (cuLaunchKernel, ...) or NVRTC (nvrtcCompileProgram, ...).
+DRIVER_CALL = re.compile(r"\b(?:cu[A-Z]\w*|nvrtc[A-Z]\w*)\s*\(")
+# Where such calls live (see the docstring).
+DRIVER_HOMES = ("libtune/src/measure/cuda/", "libtune/src/launcher/")
 BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 FUNCTION_BODY = re.compile(r"\)\s*(?:const\s*)?\{")
 INSTALL_FILES = re.compile(r"\binstall\s*\(\s*FILES\b([^)]*)\)")
@@ -157,6 +168,25 @@ def clock_problems(root: pathlib.Path) -> list:
     return problems
 
 
+def driver_problems(root: pathlib.Path) -> list:
+    """cu*/nvrtc* calls in production sources outside DRIVER_HOMES."""
+    problems = []
+    folders = [d for d in (root / "libtune" / "src").iterdir() if d.is_dir()]
+    folders += [root / "libtune" / "include"] + [root / p for p in PROGRAMS]
+    for folder in folders:
+        for f in sorted(folder.rglob("*")):
+            rel = f.relative_to(root).as_posix()
+            if f.suffix not in (".cc", ".h") or rel.startswith(DRIVER_HOMES):
+                continue
+            text = BLOCK_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), f.read_text(encoding="utf-8"))
+            for n, line in enumerate(text.splitlines(), 1):
+                m = DRIVER_CALL.search(line.split("//", 1)[0])
+                if m:
+                    problems.append(f"{rel}:{n}: calls the CUDA driver or NVRTC ({m.group(0).strip()}): those "
+                                    "calls live in libtune/src/measure/cuda/ and libtune/src/launcher/")
+    return problems
+
+
 def main(root: pathlib.Path) -> int:
     src = root / "libtune" / "src"
     stages = sorted(p.name for p in src.iterdir() if p.is_dir())
@@ -217,6 +247,7 @@ def main(root: pathlib.Path) -> int:
                         problems.append(f"{f.relative_to(root)}: includes \"{inc}\": {why}")
     problems += strategy_problems(root)
     problems += clock_problems(root)
+    problems += driver_problems(root)
     for p in problems:
         print(p)
     print(f"layering: {len(files)} files of {len(stages)} stages, {len(problems)} violation(s)")
