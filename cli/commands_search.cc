@@ -41,7 +41,7 @@ struct ReplayArgs {
   uint32_t in_flight = 0;  // 0: lock-step
   uint64_t seed = 0;
   ResultFilter filter;
-  ClientArgs remote;  // --coordinator: the farm's rows, read into memory
+  ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};  // --coordinator: read into memory
 };
 
 // The lines of a text file, gzip-compressed or not (zlib reads both), one

@@ -187,12 +187,10 @@ int RunPublish(const PublishArgs& args) {
   std::vector<std::string> notes;
   PublishOptions options = PublishOptionsHere(!args.no_kernels);
   options.min_vs_baseline = args.min_vs_baseline;
-  auto bundle = BuildBundle(**store, args.filter, name, options, &notes);
-  if (!bundle.ok()) return Fail(bundle.status().message());
+  std::set<std::string> ids, keys;
   if (!args.sweep.empty()) {
     // The keys the sweep measured (its rows'), each with its winner over
     // every row of the key, as without --sweep.
-    std::set<std::string> ids, keys;
     Status scan = (*store)->Scan(args.filter, [&](const Measurement& m) {
       if (m.sweep_id.rfind(args.sweep, 0) == 0) {
         ids.insert(m.sweep_id);
@@ -206,13 +204,12 @@ int RunPublish(const PublishArgs& args) {
       return Fail("--sweep " + ToValidUtf8(args.sweep) + ": a prefix of " + std::to_string(ids.size()) +
                   " sweeps' ids (" + Join(std::vector<std::string>(ids.begin(), ids.end()), ", ") +
                   "): give more of it");
-    const std::vector<Measurement> entry_keys = RetimeKeysOf(*bundle);
-    std::vector<BundleEntry> kept;
-    for (size_t i = 0; i < entry_keys.size(); ++i)
-      if (keys.count(ModelKeyOf(entry_keys[i]))) kept.push_back(std::move(bundle->entries[i]));
-    bundle->entries = std::move(kept);
-    std::fprintf(stderr, "publish: %zu key(s) of sweep %s\n", bundle->entries.size(), ids.begin()->c_str());
+    options.keep = [&keys](const Measurement& winner) { return keys.count(ModelKeyOf(winner)) > 0; };
   }
+  auto bundle = BuildBundle(**store, args.filter, name, options, &notes);
+  if (!bundle.ok()) return Fail(bundle.status().message());
+  if (!args.sweep.empty())
+    std::fprintf(stderr, "publish: %zu key(s) of sweep %s\n", bundle->entries.size(), ids.begin()->c_str());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   // Keys a sweep left part-measured ship the best of what was measured: said, not silent.
   std::vector<std::string> partial;

@@ -503,6 +503,7 @@ Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, cons
   const SpecsByOpHash specs = SpecsOfRows(stored, newest);
   PlanTable plans;
   for (const auto& [key, m] : pick) {
+    if (options.keep && !options.keep(*m)) continue;
     BundleEntry e = EntryOf(store, *m, ops);
     plans.Add(specs, *m, note);
     if (BelowBaseline(e, options, note)) continue;

@@ -77,6 +77,11 @@ struct PublishOptions {
   // or calls the vendor library itself. Entries without a baseline figure
   // stay.
   double min_vs_baseline = 0;
+  // When set, only the keys whose winner it keeps ship (`publish --sweep`:
+  // the keys one sweep measured, each with its winner over every row of
+  // the key); the rest are left out before anything is planned, defaulted
+  // or recompiled.
+  std::function<bool(const Measurement& winner)> keep;
 };
 Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options = {}, std::vector<std::string>* notes = nullptr);
