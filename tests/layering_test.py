@@ -145,45 +145,42 @@ def strategy_problems(root: pathlib.Path) -> list:
     return problems
 
 
-def clock_problems(root: pathlib.Path) -> list:
-    """Clock reads in production sources outside libtune/src/base/."""
-    problems = []
-    src = root / "libtune" / "src"
-    folders = [d for d in src.iterdir() if d.is_dir() and d.name != "base"]
+def production_lines(root: pathlib.Path, skip):
+    """(path relative to root, line number, code) of every production source
+    line (libtune's stages and installed headers, the programs), comments
+    left out, of the files `skip(rel)` does not name."""
+    folders = [d for d in (root / "libtune" / "src").iterdir() if d.is_dir()]
     folders += [root / "libtune" / "include"] + [root / p for p in PROGRAMS]
     for folder in folders:
         for f in sorted(folder.rglob("*")):
-            if f.suffix not in (".cc", ".h"):
-                continue
             rel = f.relative_to(root).as_posix()
-            if rel in CLOCK_EXEMPT:
+            if f.suffix not in (".cc", ".h") or skip(rel):
                 continue
             # Block comments become as many blank lines, so line numbers hold.
             text = BLOCK_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), f.read_text(encoding="utf-8"))
             for n, line in enumerate(text.splitlines(), 1):
-                m = CLOCK_READ.search(line.split("//", 1)[0])
-                if m:
-                    problems.append(f"{rel}:{n}: reads the clock ({m.group(0).strip()}): the clock has one home, "
-                                    "libtune/src/base/ (base/clock.h, or the Env or `now` the code is handed)")
+                yield rel, n, line.split("//", 1)[0]
+
+
+def clock_problems(root: pathlib.Path) -> list:
+    """Clock reads in production sources outside libtune/src/base/."""
+    problems = []
+    for rel, n, code in production_lines(root, lambda rel: rel.startswith("libtune/src/base/") or rel in CLOCK_EXEMPT):
+        m = CLOCK_READ.search(code)
+        if m:
+            problems.append(f"{rel}:{n}: reads the clock ({m.group(0).strip()}): the clock has one home, "
+                            "libtune/src/base/ (base/clock.h, or the Env or `now` the code is handed)")
     return problems
 
 
 def driver_problems(root: pathlib.Path) -> list:
     """cu*/nvrtc* calls in production sources outside DRIVER_HOMES."""
     problems = []
-    folders = [d for d in (root / "libtune" / "src").iterdir() if d.is_dir()]
-    folders += [root / "libtune" / "include"] + [root / p for p in PROGRAMS]
-    for folder in folders:
-        for f in sorted(folder.rglob("*")):
-            rel = f.relative_to(root).as_posix()
-            if f.suffix not in (".cc", ".h") or rel.startswith(DRIVER_HOMES):
-                continue
-            text = BLOCK_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), f.read_text(encoding="utf-8"))
-            for n, line in enumerate(text.splitlines(), 1):
-                m = DRIVER_CALL.search(line.split("//", 1)[0])
-                if m:
-                    problems.append(f"{rel}:{n}: calls the CUDA driver or NVRTC ({m.group(0).strip()}): those "
-                                    "calls live in libtune/src/measure/cuda/ and libtune/src/launcher/")
+    for rel, n, code in production_lines(root, lambda rel: rel.startswith(DRIVER_HOMES)):
+        m = DRIVER_CALL.search(code)
+        if m:
+            problems.append(f"{rel}:{n}: calls the CUDA driver or NVRTC ({m.group(0).strip()}): those "
+                            "calls live in libtune/src/measure/cuda/ and libtune/src/launcher/")
     return problems
 
 
