@@ -413,7 +413,7 @@ char* tunefarm_farm_publish(tunefarm_farm_t* farm, const char* request_json, cha
     std::vector<std::string> notes;
     tune::Bundle bundle;
     {
-        ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
+      ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
       ASSIGN_OR_RETURN(bundle, tune::BuildBundle(*store, filter, name, options, &notes));
     }
     TUNE_RETURN_IF_ERROR(tune::WriteBundle(bundle, out, sign_key, unsigned_bundle));
