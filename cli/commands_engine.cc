@@ -32,15 +32,37 @@ struct ExportArgs {
   std::string store = "tunefarm.db";
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};  // --coordinator: read through it
   ResultFilter filter;
+  std::string bundle;  // --bundle: its entries instead of a store's winners
   std::string key, out, name = kEngineFileName, format = "table";
 };
 
+// A bundle's entries that `filter` selects, as the winners they shipped.
+std::vector<Measurement> WinnersOfBundle(const Bundle& bundle, const ResultFilter& filter) {
+  std::vector<Measurement> winners;
+  for (Measurement& m : RetimeKeysOf(bundle)) {
+    if (m.op != filter.op || (!filter.dtype.empty() && m.dtype != filter.dtype) ||
+        (!filter.gpu_model.empty() && m.gpu_model != filter.gpu_model))
+      continue;
+    m.check_passed = true;  // a bundle ships checked winners only
+    m.samples = 1;
+    winners.push_back(std::move(m));
+  }
+  return winners;
+}
+
 int RunExport(const ExportArgs& args) {
   if (!IsDimName(args.key)) return Usage("--key: '" + args.key + "' is not a dim name");
-  auto store = OpenStoreOf(args.store, args.remote, {args.filter});
-  if (!store.ok()) return Fail(store.status().message());
-  auto winners = Winners(**store, args.filter);
-  if (!winners.ok()) return Fail(winners.status().message());
+  Result<std::vector<Measurement>> winners = std::vector<Measurement>{};
+  if (!args.bundle.empty()) {
+    auto bundle = ReadBundleFile(args.bundle);
+    if (!bundle.ok()) return Fail(bundle.status().message());
+    winners = WinnersOfBundle(*bundle, args.filter);
+  } else {
+    auto store = OpenStoreOf(args.store, args.remote, {args.filter});
+    if (!store.ok()) return Fail(store.status().message());
+    winners = Winners(**store, args.filter);
+    if (!winners.ok()) return Fail(winners.status().message());
+  }
   size_t skipped = 0;
   auto files = EngineFiles(*winners, args.key, args.name, &skipped);
   if (!files.ok()) return Fail(files.status().message());
@@ -179,10 +201,14 @@ int RunImportConfigs(const ImportConfigsArgs& args) {
 void AddEngineCommands(CLI::App& app, std::vector<CliCommand>* out) {
   const auto ex = std::make_shared<ExportArgs>();
   auto* e = app.add_subcommand("export",
-                               "Write a store's winners as the per-device JSON config files serving engines read "
-                               "(vLLM's and SGLang's layout: one file per device and fixed dims, key value -> config)");
-  AddRemoteReadOptions(e, &ex->remote,
-                       e->add_option("--store", ex->store, "RocksDB store directory")->capture_default_str());
+                               "Write a store's (or a bundle's) winners as the per-device JSON config files serving "
+                               "engines read (vLLM's and SGLang's layout: one file per device and fixed dims, key "
+                               "value -> config)");
+  CLI::Option* store_option = e->add_option("--store", ex->store, "RocksDB store directory")->capture_default_str();
+  AddRemoteReadOptions(e, &ex->remote, store_option);
+  e->add_option("--bundle", ex->bundle, "Or: a bundle file (.tfb) whose entries to write")
+      ->excludes(store_option)
+      ->excludes(e->get_option("--coordinator"));
   e->add_option("--op", ex->filter.op, "The op whose winners to write")->required();
   e->add_option("--dtype", ex->filter.dtype, "Only this dtype");
   e->add_option("--gpu", ex->filter.gpu_model, "Only this GPU model");

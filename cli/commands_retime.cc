@@ -122,6 +122,8 @@ std::vector<Measurement> RetimeKeysOf(const Bundle& bundle) {
     m.config_id = e.config_id;
     m.config = e.config;
     m.median_us = e.median_us;
+    m.device_name = e.device_name;
+    m.backend = e.backend;
     keys.push_back(std::move(m));
   }
   return keys;

@@ -133,6 +133,13 @@ TEST(EngineConfigs, ExportAndImportConfigsRoundTripAStoresWinners) {
   EXPECT_EQ(std::filesystem::path(files[0]).filename(), "N=4096,K=4096,device_name=Simulated_H100_SXM.json");
   const nlohmann::json doc = nlohmann::json::parse(ReadFile(files[0]));
   EXPECT_EQ(doc.size(), 2u) << doc;  // M=16 and M=64
+  // The tune's bundle ships the same winners: its export writes the same files.
+  const CommandRun from_bundle = Tunefarm(dir, {"export", "--bundle", dir.path() + "/b.tfb", "--op", "gemm", "--key",
+                                                "M", "--out", dir.path() + "/engine-bundle"});
+  ASSERT_EQ(from_bundle.exit_code, 0) << from_bundle.output;
+  for (const std::string& f : files)
+    EXPECT_EQ(ReadFile(dir.path() + "/engine-bundle/" + std::filesystem::path(f).filename().string()), ReadFile(f))
+        << f;
   std::vector<std::string> args = {"import-configs"};
   args.insert(args.end(), files.begin(), files.end());
   for (std::string a : {"--op", "gemm", "--key", "M", "--ops-dir", kOps.c_str(), "--gpus", "sim-h100", "--out"})
