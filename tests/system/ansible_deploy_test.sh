@@ -54,6 +54,8 @@ fail() {
 }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# No fixed port: the coordinator's are free ones, and the workers' and the
+# builder's /metrics (the roles' 9460+ and 9470) are left off.
 port=$(free_port) http_port=$(free_port)
 
 "$SRC_DIR/scripts/pack.sh" "$BUILD_DIR" "$work/artifact"
@@ -64,7 +66,8 @@ export ANSIBLE_NOCOLOR=1
 playbook() {
   ansible-playbook -i "$SRC_DIR/ansible/inventories/local" "$SRC_DIR/ansible/playbooks/$1" \
     -e tunefarm_prefix="$prefix" -e tunefarm_use_systemd=false \
-    -e tunefarm_artifact="$work/artifact" -e tunefarm_port="$port" -e tunefarm_http_port="$http_port" "${@:2}"
+    -e tunefarm_artifact="$work/artifact" -e tunefarm_port="$port" -e tunefarm_http_port="$http_port" \
+    -e tunefarm_worker_http_port= -e tunefarm_builder_http_port= "${@:2}"
 }
 
 echo "== deploy: coordinator and 2 sim workers on tcp://127.0.0.1:$port"
