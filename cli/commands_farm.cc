@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator_client.h"
+#include "base/backend_kinds.h"
 #include "report.h"
 #include "command_util.h"
 #include "commands.h"
@@ -76,7 +77,9 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
                   "auto (the CUDA devices; an error where there is none), cuda, or sim (simulated GPUs: only "
                   "when asked)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "cuda", "sim"}));
+      ->check([](const std::string& v) {
+        return v == "auto" || FindBackendKind(v) ? std::string() : "auto, " + BackendNamesText();
+      });
   app->add_option("--sim-models", args->sim_models,
                   "sim: simulated GPU models, one device each (h100,h200,a100,l40s)")
       ->capture_default_str();
@@ -158,7 +161,7 @@ int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop) {
   st = worker.Start();
   if (!st.ok()) return Fail(st.message());
   for (const auto& d : worker.devices()) {
-    log::Info("worker", d.backend == "sim" ? "device (SIMULATED)" : "device",
+    log::Info("worker", IsSimulatedBackend(d.backend) ? "device (SIMULATED)" : "device",
               {{"device", std::to_string(d.index)}, {"name", d.name}, {"model", d.model}, {"backend", d.backend}});
   }
   if (!worker.http_url().empty()) log::Info("worker", "metrics", {{"url", worker.http_url() + "metrics"}});

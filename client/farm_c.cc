@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/backend_kinds.h"
 #include "base/c_strings.h"
 #include "base/json_text.h"
 #include "base/log.h"
@@ -252,8 +253,8 @@ tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr) {
     tune::LocalFarmOptions o;
     ASSIGN_OR_RETURN(o.store, Field<std::string>(j, "store", "tunefarm.db", what));
     ASSIGN_OR_RETURN(o.worker.backend, Field<std::string>(j, "backend", "auto", what));
-    if (o.worker.backend != "auto" && o.worker.backend != "cuda" && o.worker.backend != "sim")
-      return Status::InvalidArgument("local farm: backend '" + o.worker.backend + "': auto, cuda or sim");
+    if (o.worker.backend != "auto" && !tune::FindBackendKind(o.worker.backend))
+      return Status::InvalidArgument("local farm: backend '" + o.worker.backend + "': auto, " + tune::BackendNamesText());
     ASSIGN_OR_RETURN(o.worker.sim_models, Field<std::vector<std::string>>(j, "sim_models", o.worker.sim_models, what));
     if (auto d = j.find("devices"); d != j.end() && !d->is_null()) {
       if (!d->is_array()) return Status::InvalidArgument("local farm: \"devices\" must be a list of CUDA ordinals");

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "base/backend_kinds.h"
 #include "coordinator_client.h"
 #include "base/text.h"
 
@@ -70,7 +71,7 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
   // No silent simulation: without a GPU, auto fails (the worker's line
   // says how to ask for sim).
   if (!st.ok()) return st;
-  farm->simulated_ = first->devices().front().backend == "sim";
+  farm->simulated_ = IsSimulatedBackend(first->devices().front().backend);
   farm->workers_.push_back(std::move(first));
   for (unsigned i = 1; farm->simulated_ && i < opts.sim_workers; ++i) {
     WorkerOptions o = wopts;
@@ -80,7 +81,7 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
   }
   for (const auto& d : farm->devices()) {
     std::fprintf(stderr, "tunefarm: device %d %s (%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
-                 d.backend == "sim" ? " [SIMULATED]" : "");
+                 IsSimulatedBackend(d.backend) ? " [SIMULATED]" : "");
   }
   // The farm is private to this process: its coordinator listens on a Unix
   // socket in a folder only this user can enter, never on a TCP port that

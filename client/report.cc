@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include "base/backend_kinds.h"
 #include "report/compare.h"
 #include "report/pipeline.h"
 
@@ -195,7 +196,7 @@ std::string DescribeBaseline(const Measurement& winner, const Measurement& b) {
   const double ratio = VsBaselineRow(winner, &b);
   if (ratio > 0) std::snprintf(buf, sizeof buf, ": %.3fx (%.2f us)", ratio, b.median_us);
   else std::snprintf(buf, sizeof buf, ": %.2f us", b.median_us);
-  return "vs " + b.baseline + buf + (b.backend == "sim" ? " [SIMULATED]" : "");
+  return "vs " + b.baseline + buf + (IsSimulatedBackend(b.backend) ? " [SIMULATED]" : "");
 }
 
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
@@ -332,7 +333,7 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     if (group(m) != last) {
       last = group(m);
       std::fprintf(out, "\n%s  %s/%s  %s%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(),
-                   m.shape.c_str(), m.backend == "sim" ? "  [SIMULATED - not a hardware result]" : "");
+                   m.shape.c_str(), IsSimulatedBackend(m.backend) ? "  [SIMULATED - not a hardware result]" : "");
       if (const KeyCoverage* c = coverage_of(m)) std::fprintf(out, "  %s\n", DescribeCoverage(*c).c_str());
       if (const Measurement* b = baseline_of(m)) std::fprintf(out, "  %s\n", DescribeBaseline(m, *b).c_str());
       if (const Measurement* d = default_of(m); d && winner[i])
@@ -440,7 +441,7 @@ void PrintBundle(FILE* out, const Bundle& b) {
     std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %16s %11s %-16s %s\n", e.gpu_model.c_str(),
                  e.op.c_str(), e.dtype.c_str(), e.shape.Canonical().c_str(),
                  e.config.Canonical().c_str(), e.median_us, def, vs,
-                 e.backend == "sim" ? "sim (simulated)" : e.backend.c_str(), coverage.c_str());
+                 IsSimulatedBackend(e.backend) ? "sim (simulated)" : e.backend.c_str(), coverage.c_str());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/backend_kinds.h"
 #include "coordinator_parts.h"
 
 namespace tune {
@@ -24,7 +25,8 @@ Status CheckDevices(const std::vector<DeviceInfo>& devices) {
         d.model.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
       return Status::Error(where + "model '" + d.model + "' is not a model name ([a-z0-9-], 1 to 64)");
     }
-    if (d.backend != "cuda" && d.backend != "sim") return Status::Error(where + "unknown backend '" + d.backend + "'");
+    if (!FindBackendKind(d.backend))
+      return Status::Error(where + "unknown backend '" + d.backend + "' (" + BackendNamesText() + ")");
   }
   return Status::OK();
 }

@@ -53,7 +53,10 @@ import sys
 ALLOWED = {
     "base": {"base"},
     "opspec": {"base", "opspec"},
-    "measure": {"base", "opspec", "measure"},
+    # What the runner needs of a device and its compiler: interfaces only,
+    # implemented per vendor under measure/ (measure/cuda/).
+    "device": {"base", "opspec", "device"},
+    "measure": {"base", "opspec", "device", "measure"},
     # Which configs to measure next (strategies, their model, replay): pure
     # functions of a space and observations; the coordinator feeds them.
     "search": {"base", "opspec", "search"},
@@ -82,6 +85,9 @@ HEADER_STAGE = {"status.h": "base"}
 FORBIDDEN = {
     "coordinator": {"measure/cuda/": "the coordinator never links the CUDA backend"},
     "worker": {"store/result_store.h": "the worker never owns the store"},
+    # The runner is every vendor's: it reaches its device through
+    # device/device_api.h only (a second vendor is a folder beside measure/cuda/).
+    "libtune/src/measure/runner": {"measure/cuda/": "the runner speaks to its device through device/device_api.h"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # The strategies' table: includable from every stage (see the docstring).

@@ -17,6 +17,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/backend_kinds.h"
 #include "compile_pool.h"
 #include "image_fetch.h"
 #include "package_cache.h"
@@ -361,7 +362,7 @@ struct Worker::Impl : HttpStatusSource {
     if (kind == "cuda") return Status::Error("worker: built without the CUDA toolkit; use --backend sim");
     if (kind == "auto") return Status::Error("worker: built without the CUDA toolkit; use --backend sim");
 #endif
-    if (kind != "sim") return Status::Error("worker: unknown backend '" + kind + "' (auto, cuda, sim)");
+    if (!FindBackendKind(kind)) return Status::Error("worker: unknown backend '" + kind + "' (auto, " + BackendNamesText() + ")");
     auto faults = SimFaults::Parse(opts.sim_faults);
     if (!faults.ok()) return faults.status();
     if (opts.sim_models.empty()) return Status::Error("worker: --sim-models is empty");

@@ -23,12 +23,16 @@ TEST(DeviceFill, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA 
 
 #include "measure/cuda/builtin_kernels.h"
 #include "measure/cuda/cuda_driver.h"
-#include "measure/cuda/host_data.h"
+#include "measure/runner/host_data.h"
 #include "measure/cuda/nvrtc_compile.h"
 #include "opspec/op_definition.h"
 
 namespace tune::cuda {
 namespace {
+
+using runner::DecodeToFloat;
+using runner::MakeInput;
+using runner::ParseInit;
 
 const char* const kDtypes[] = {"f16", "bf16", "f32", "i32"};
 

@@ -25,7 +25,7 @@ TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA
 
 #include "measure/cuda/cuda_driver.h"
 #include "measure/cuda/device_discovery.h"
-#include "measure/cuda/host_data.h"
+#include "measure/runner/host_data.h"
 #include "support/temp_dir.h"
 #include "publish/bundle.h"
 #include "measure/cuda/cuda_backend.h"
@@ -157,8 +157,8 @@ class LauncherGpu : public ::testing::Test {
   // host. With `workspace`, a fourth buffer of M*N floats and a counter per
   // 64 x 64 tile, zeroed (ops/gemm_hopper's W).
   double RunGemmWith(const LaunchFn& launch, int64_t m, int64_t n, int64_t k, bool workspace = false) {
-    auto a = cuda::MakeInput("f16", "uniform(-1,1)", m * k, 1);
-    auto b = cuda::MakeInput("f16", "uniform(-1,1)", n * k, 2);
+    auto a = runner::MakeInput("f16", "uniform(-1,1)", m * k, 1);
+    auto b = runner::MakeInput("f16", "uniform(-1,1)", n * k, 2);
     EXPECT_TRUE(a.ok() && b.ok());
     CUdeviceptr da = 0, db = 0, dc = 0;
     EXPECT_EQ(d_->cuMemAlloc(&da, a->size()), CUDA_SUCCESS);
@@ -185,8 +185,8 @@ class LauncherGpu : public ::testing::Test {
     d_->cuMemFree(da);
     d_->cuMemFree(db);
     d_->cuMemFree(dc);
-    const std::vector<float> fa = cuda::DecodeToFloat("f16", *a), fb = cuda::DecodeToFloat("f16", *b),
-                             fc = cuda::DecodeToFloat("f16", c);
+    const std::vector<float> fa = runner::DecodeToFloat("f16", *a), fb = runner::DecodeToFloat("f16", *b),
+                             fc = runner::DecodeToFloat("f16", c);
     double worst = 0;
     for (int64_t i = 0; i < m; i += 7) {
       for (int64_t j = 0; j < n; j += 5) {

@@ -25,7 +25,7 @@ TEST(NvrtcCompile, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUD
 #include <vector>
 
 #include "measure/confine.h"     // internal: whether this kernel confines compiles
-#include "measure/cuda/host_data.h"  // internal: the checker's host-side data
+#include "measure/runner/host_data.h"  // internal: the checker's host-side data
 #include "support/temp_dir.h"
 #include "opspec/config_space.h"
 #include "measure/cuda/cuda_backend.h"
@@ -367,14 +367,14 @@ TEST(CudaDiscovery, FailsCleanlyWithoutADriverOrDevice) {
 }
 
 TEST(CheckerData, InputsAreDeterministicPerElementAndNeverAllZero) {
-  using cuda::MakeInput;
+  using runner::MakeInput;
   auto small = MakeInput("f32", "normal(0,2)", 1000, 42);
   auto big = MakeInput("f32", "normal(0,2)", 3 << 20, 42);  // filled by several threads
   ASSERT_TRUE(small.ok() && big.ok());
   EXPECT_EQ(big->compare(0, small->size(), *small), 0);
   EXPECT_NE(*MakeInput("f32", "normal(0,2)", 1000, 43), *small);
 
-  std::vector<float> v = cuda::DecodeToFloat("f32", *big);
+  std::vector<float> v = runner::DecodeToFloat("f32", *big);
   double sum = 0, sq = 0;
   for (float x : v) {
     sum += x;
@@ -387,27 +387,27 @@ TEST(CheckerData, InputsAreDeterministicPerElementAndNeverAllZero) {
   for (const std::string dtype : {"f16", "bf16", "f32"}) {
     auto u = MakeInput(dtype, "uniform(-1,1)", 100000, 7);
     ASSERT_TRUE(u.ok());
-    std::vector<float> f = cuda::DecodeToFloat(dtype, *u);
+    std::vector<float> f = runner::DecodeToFloat(dtype, *u);
     EXPECT_EQ(f.size(), 100000u);
     EXPECT_LE(*std::max_element(f.begin(), f.end()), 1.0f);
     EXPECT_GE(*std::min_element(f.begin(), f.end()), -1.0f);
     EXPECT_GT(std::count_if(f.begin(), f.end(), [](float x) { return x != 0; }), 99000);
-    for (float x : cuda::DecodeToFloat(dtype, *MakeInput(dtype, "ones", 100, 7))) EXPECT_EQ(x, 1.0f);
+    for (float x : runner::DecodeToFloat(dtype, *MakeInput(dtype, "ones", 100, 7))) EXPECT_EQ(x, 1.0f);
   }
-  std::vector<float> ints = cuda::DecodeToFloat("i32", *MakeInput("i32", "uniform(0,3)", 10000, 1));
+  std::vector<float> ints = runner::DecodeToFloat("i32", *MakeInput("i32", "uniform(0,3)", 10000, 1));
   for (int k = 0; k <= 3; ++k) EXPECT_GT(std::count(ints.begin(), ints.end(), float(k)), 2000) << k;
   EXPECT_EQ(std::count_if(ints.begin(), ints.end(), [](float x) { return x < 0 || x > 3; }), 0);
 
   EXPECT_FALSE(MakeInput("f32", "uniform(0,0)", 100, 1).ok());
   // Zeros and integer draws are asked for by name: they may be all zeros.
-  for (float x : cuda::DecodeToFloat("f16", *MakeInput("f16", "zeros", 100, 1))) EXPECT_EQ(x, 0.0f);
+  for (float x : runner::DecodeToFloat("f16", *MakeInput("f16", "zeros", 100, 1))) EXPECT_EQ(x, 0.0f);
   EXPECT_TRUE(MakeInput("i32", "int(0,0)", 100, 1).ok());
   EXPECT_FALSE(MakeInput("f64", "ones", 100, 1).ok());
 }
 
 TEST(CheckerData, IntDrawsAreIntegersInTheirRangeInEveryDtype) {
   for (const char* dtype : {"f32", "f16", "bf16", "i32"}) {
-    std::vector<float> v = cuda::DecodeToFloat(dtype, *cuda::MakeInput(dtype, "int(-5, 7)", 20000, 3));
+    std::vector<float> v = runner::DecodeToFloat(dtype, *runner::MakeInput(dtype, "int(-5, 7)", 20000, 3));
     std::set<float> seen(v.begin(), v.end());
     EXPECT_EQ(seen.size(), 13u) << dtype;
     for (float x : v) {
@@ -416,8 +416,8 @@ TEST(CheckerData, IntDrawsAreIntegersInTheirRangeInEveryDtype) {
       EXPECT_LE(x, 7.0f);
     }
   }
-  EXPECT_FALSE(cuda::ParseInit("int(3,1)").ok());
-  EXPECT_FALSE(cuda::ParseInit("int(1.5,2)").ok());
+  EXPECT_FALSE(runner::ParseInit("int(3,1)").ok());
+  EXPECT_FALSE(runner::ParseInit("int(1.5,2)").ok());
 }
 
 // The bytes of a version-1 .npy file of `descr` with `shape` and `data`.
@@ -435,12 +435,12 @@ TEST(CheckerData, NpyFilesFeedBuffersOfTheirDtypeAndSizeOnly) {
   std::string f32(16, '\0');
   const float values[4] = {1.5f, -2.0f, 0.25f, 3.0f};
   std::memcpy(f32.data(), values, 16);
-  auto ok = cuda::NpyToBuffer(Npy("<f4", "(2, 2)", f32), "f32", 4);
+  auto ok = runner::NpyToBuffer(Npy("<f4", "(2, 2)", f32), "f32", 4);
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(*ok, f32);
-  auto bf = cuda::NpyToBuffer(Npy("<f4", "(4,)", f32), "bf16", 4);
+  auto bf = runner::NpyToBuffer(Npy("<f4", "(4,)", f32), "bf16", 4);
   ASSERT_TRUE(bf.ok()) << bf.status().message();
-  EXPECT_EQ(cuda::DecodeToFloat("bf16", *bf), std::vector<float>(values, values + 4));
+  EXPECT_EQ(runner::DecodeToFloat("bf16", *bf), std::vector<float>(values, values + 4));
   struct Bad {
     std::string npy, dtype, message;
     int64_t elems;
@@ -456,7 +456,7 @@ TEST(CheckerData, NpyFilesFeedBuffersOfTheirDtypeAndSizeOnly) {
       {Npy("<f4", "(4,)", f32).substr(0, 9), "f32", "not a .npy file", 4},
   };
   for (const Bad& b : bad) {
-    auto r = cuda::NpyToBuffer(b.npy, b.dtype, b.elems);
+    auto r = runner::NpyToBuffer(b.npy, b.dtype, b.elems);
     ASSERT_FALSE(r.ok()) << b.message;
     EXPECT_NE(r.status().message().find(b.message), std::string::npos) << r.status().message();
   }
@@ -464,29 +464,29 @@ TEST(CheckerData, NpyFilesFeedBuffersOfTheirDtypeAndSizeOnly) {
 
 TEST(CheckerData, HalfAndBf16ConversionsRoundToNearestEven) {
   for (float x : {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f, 0.333251953125f})
-    EXPECT_EQ(cuda::HalfToFloat(cuda::FloatToHalf(x)), x) << x;
-  EXPECT_EQ(cuda::FloatToHalf(1.0f + 1.0f / 2048), cuda::FloatToHalf(1.0f));        // tie, even stays
-  EXPECT_EQ(cuda::FloatToHalf(1.0f + 3.0f / 2048), cuda::FloatToHalf(1.0f + 4.0f / 2048));  // tie, rounds up to even
-  EXPECT_TRUE(std::isinf(cuda::HalfToFloat(cuda::FloatToHalf(70000.0f))));
-  EXPECT_TRUE(std::isnan(cuda::HalfToFloat(cuda::FloatToHalf(std::nanf("")))));
-  EXPECT_TRUE(std::isnan(cuda::HalfToFloat(0xFFFF)));  // the poison pattern
-  EXPECT_TRUE(std::isnan(cuda::Bf16ToFloat(0xFFFF)));
-  for (float x : {0.0f, 1.0f, -3.0f, 1.5f, 256.0f}) EXPECT_EQ(cuda::Bf16ToFloat(cuda::FloatToBf16(x)), x);
-  EXPECT_EQ(cuda::Bf16ToFloat(cuda::FloatToBf16(1.0f + 1.0f / 256)), 1.0f);  // tie to even
-  EXPECT_TRUE(std::isnan(cuda::Bf16ToFloat(cuda::FloatToBf16(std::nanf("")))));
+    EXPECT_EQ(runner::HalfToFloat(runner::FloatToHalf(x)), x) << x;
+  EXPECT_EQ(runner::FloatToHalf(1.0f + 1.0f / 2048), runner::FloatToHalf(1.0f));        // tie, even stays
+  EXPECT_EQ(runner::FloatToHalf(1.0f + 3.0f / 2048), runner::FloatToHalf(1.0f + 4.0f / 2048));  // tie, rounds up to even
+  EXPECT_TRUE(std::isinf(runner::HalfToFloat(runner::FloatToHalf(70000.0f))));
+  EXPECT_TRUE(std::isnan(runner::HalfToFloat(runner::FloatToHalf(std::nanf("")))));
+  EXPECT_TRUE(std::isnan(runner::HalfToFloat(0xFFFF)));  // the poison pattern
+  EXPECT_TRUE(std::isnan(runner::Bf16ToFloat(0xFFFF)));
+  for (float x : {0.0f, 1.0f, -3.0f, 1.5f, 256.0f}) EXPECT_EQ(runner::Bf16ToFloat(runner::FloatToBf16(x)), x);
+  EXPECT_EQ(runner::Bf16ToFloat(runner::FloatToBf16(1.0f + 1.0f / 256)), 1.0f);  // tie to even
+  EXPECT_TRUE(std::isnan(runner::Bf16ToFloat(runner::FloatToBf16(std::nanf("")))));
 }
 
 TEST(CheckerData, CompareAppliesToleranceAndNeverPassesNaN) {
-  cuda::Comparison c;
-  cuda::Compare({1.0f, 2.0f, 3.0f, std::nanf(""), 10.5f}, {1.0f, 2.01f, 3.5f, 4.0f, 10.0f}, 0.01, 0.01, &c);
+  runner::Comparison c;
+  runner::Compare({1.0f, 2.0f, 3.0f, std::nanf(""), 10.5f}, {1.0f, 2.01f, 3.5f, 4.0f, 10.0f}, 0.01, 0.01, &c);
   EXPECT_EQ(c.elements, 5);
   EXPECT_EQ(c.nans, 1);
   EXPECT_EQ(c.mismatches, 3);  // 3 vs 3.5, NaN, 10.5 vs 10 (tolerance 0.11)
   EXPECT_EQ(c.first_bad, 2);
   EXPECT_NEAR(c.max_abs_error, 0.5, 1e-6);
   EXPECT_NEAR(c.MismatchRatio(), 0.6, 1e-12);
-  cuda::Comparison inf;
-  cuda::Compare({INFINITY}, {INFINITY}, 0, 0, &inf);
+  runner::Comparison inf;
+  runner::Compare({INFINITY}, {INFINITY}, 0, 0, &inf);
   EXPECT_EQ(inf.mismatches, 0);
 }
 

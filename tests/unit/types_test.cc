@@ -1,5 +1,6 @@
 #include "tune/status.h"
 #include "base/types.h"
+#include "base/backend_kinds.h"
 
 #include <gtest/gtest.h>
 
@@ -147,6 +148,21 @@ TEST(Status, CodesSurvivePrefixes) {
   EXPECT_EQ(Status::EndOfStream("closed").code(), StatusCode::kEndOfStream);
   const Result<int> r = Status::NotFound("no such sweep");
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+}
+
+TEST(BackendKinds, OneTableNamesEveryBackendAndWhichAreSimulated) {
+  ASSERT_NE(FindBackendKind("cuda"), nullptr);
+  EXPECT_FALSE(FindBackendKind("cuda")->simulated);
+  EXPECT_EQ(FindBackendKind("cuda")->visible_devices_env, "CUDA_VISIBLE_DEVICES");
+  ASSERT_NE(FindBackendKind("sim"), nullptr);
+  EXPECT_TRUE(IsSimulatedBackend("sim"));
+  EXPECT_FALSE(IsSimulatedBackend("cuda"));
+  // Unknown names (what a hostile peer may send) are neither.
+  EXPECT_EQ(FindBackendKind("Sim"), nullptr);
+  EXPECT_EQ(FindBackendKind(""), nullptr);
+  EXPECT_FALSE(IsSimulatedBackend("hip"));
+  EXPECT_EQ(BackendNamesText(), "cuda, sim");
+  EXPECT_EQ(BackendKinds().size(), 2u);
 }
 
 }  // namespace

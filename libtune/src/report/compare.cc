@@ -14,6 +14,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "base/backend_kinds.h"
 #include "base/html.h"
 #include "base/json_text.h"
 #include "base/known_gpus.h"
@@ -281,7 +282,7 @@ Result<Comparison> CompareArchitectures(ResultReader& store, const CompareOption
     cm.gpu_model = name;
     cm.simulated = IsSimulatedName(name);
     for (const auto& [key, m] : pick[name]) {
-      cm.simulated = cm.simulated || m->backend == "sim";
+      cm.simulated = cm.simulated || IsSimulatedBackend(m->backend);
       if (cm.device_name.empty()) cm.device_name = m->device_name;
     }
     cm.peak = PeakFiguresFor(name);

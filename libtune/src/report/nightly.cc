@@ -1,4 +1,5 @@
 #include "report/nightly.h"
+#include "base/backend_kinds.h"
 #include "report/row_table.h"
 
 #include <algorithm>
@@ -24,7 +25,7 @@ std::string KeyText(const BundleEntry& e) {
 }
 
 bool Simulated(const BundleEntry& e) {
-  return e.backend == "sim" || e.gpu_model.rfind("sim-", 0) == 0;
+  return IsSimulatedBackend(e.backend) || e.gpu_model.rfind("sim-", 0) == 0;
 }
 
 Result<std::map<std::string, const BundleEntry*>> Index(const Bundle& b, const char* which) {

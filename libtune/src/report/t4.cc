@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/backend_kinds.h"
 #include "base/json_text.h"
 #include "base/limits.h"
 #include "base/text.h"
@@ -276,7 +277,7 @@ std::string T4ResultsJson(const std::vector<Measurement>& rows) {
                      {"config_id", m.config_id},
                      {"status", m.StatusName()},
                      {"backend", m.backend},
-                     {"simulated", m.backend == "sim"},
+                     {"simulated", IsSimulatedBackend(m.backend)},
                      {"sweep_id", m.sweep_id}};
     results.push_back(std::move(r));
   }

@@ -14,17 +14,17 @@
 
 #include "base/clock.h"
 #include "measure/cuda/nvrtc_compile.h"
-#include "measure/cuda/runner_process.h"
-#include "measure/cuda/runner_protocol.h"
+#include "measure/runner/runner_process.h"
+#include "measure/runner/runner_protocol.h"
 #include "measure/cuda/cuda_backend.h"
 
 namespace tune {
 namespace {
 
-using cuda::MsgType;
-using cuda::RunnerProcess;
-using cuda::WireReader;
-using cuda::WireWriter;
+using runner::MsgType;
+using runner::RunnerProcess;
+using runner::WireReader;
+using runner::WireWriter;
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxLogInMessage = 8000;
@@ -107,7 +107,7 @@ Status CudaBackend::Spawn() {
   TUNE_RETURN_IF_ERROR(runner_->Start());
   ++stats_.spawns;
   WireWriter init(MsgType::kInit);
-  init.U32(cuda::kRunnerProtocolVersion);
+  init.U32(runner::kRunnerProtocolVersion);
   init.Str(opts_.cache_dir);
   init.U32(static_cast<uint32_t>(cuda::ConfiguredIncludeRoots().size()));
   for (const auto& [name, path] : cuda::ConfiguredIncludeRoots()) {
@@ -149,7 +149,7 @@ Status CudaBackend::EnsureReady() {
     version = r.U32();
     ok = r.U8() != 0;
     error = r.Str();
-    DeviceInfo seen = cuda::DecodeDeviceInfo(&r);
+    DeviceInfo seen = runner::DecodeDeviceInfo(&r);
     if (ok && r.ok() && seen.name != device_.name) {
       error = "runner sees '" + seen.name + "' at index " + std::to_string(device_.index) + ", expected '" +
               device_.name + "' (CUDA_VISIBLE_DEVICES differs?)";
@@ -158,7 +158,7 @@ Status CudaBackend::EnsureReady() {
   } else {
     error = "runner's first message is not a hello";
   }
-  if (!ok || !r.ok() || version != cuda::kRunnerProtocolVersion) {
+  if (!ok || !r.ok() || version != runner::kRunnerProtocolVersion) {
     if (error.empty()) error = "runner speaks protocol " + std::to_string(version);
     runner_->Kill();
     runner_.reset();
@@ -230,12 +230,12 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   std::string digest = PackageDigest(spec.package);
   if (!packages_sent_.count(digest)) {
     WireWriter w(MsgType::kPackage);
-    cuda::EncodePackage(digest, spec.origin, spec.package, &w);
+    runner::EncodePackage(digest, spec.origin, spec.package, &w);
     if (Status s = runner_->Send(w.bytes()); !s.ok()) return runner_died("while receiving the op", s.message());
     packages_sent_.insert(digest);
   }
 
-  cuda::MeasureRequest req;
+  runner::MeasureRequest req;
   req.package_digest = digest;
   req.dtype = dtype;
   req.config = kernel.config;
@@ -250,7 +250,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   req.policy = policy;
   req.best_so_far_us = best_so_far_us;
   WireWriter w(MsgType::kMeasure);
-  cuda::EncodeMeasureRequest(req, &w);
+  runner::EncodeMeasureRequest(req, &w);
   image_sent_.clear();
   if (Status s = runner_->Send(w.bytes()); !s.ok()) return runner_died("while receiving the request", s.message());
   image_sent_ = req.image_key;
@@ -287,7 +287,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
       Replace(false);
       return Fail(m, FailureClass::kCrash, "GPU runner sent an unexpected message; killed (" + how + ")");
     }
-    Measurement got = cuda::DecodeMeasurement(&r);
+    Measurement got = runner::DecodeMeasurement(&r);
     bool fatal = r.U8() != 0;
     if (!r.ok()) {
       std::string how = runner_->Kill();
@@ -367,7 +367,7 @@ Result<std::string> Output(const std::vector<std::string>& argv) {
   }
   if (waited != pid) return Status::Error(argv[0] + ": lost track of its process");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return Status::Error(argv[0] + " " + argv[1] + ": " + cuda::DescribeWaitStatus(status));
+    return Status::Error(argv[0] + " " + argv[1] + ": " + runner::DescribeWaitStatus(status));
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "measure/cuda/cuda_backend.h"
+#include "measure/cuda/nvrtc_library.h"
 
 namespace tune::cuda {
 namespace {
@@ -33,19 +34,25 @@ namespace fs = std::filesystem;
 constexpr int kCompileRecipe = 1;
 constexpr char kCacheMagic[] = "TFCUBIN1\n";
 
-std::string NvrtcErrorText(nvrtcResult r, const char* call, const char* file, int line) {
-  return std::string(file) + ":" + std::to_string(line) + ": " + call +
-         " failed: " + nvrtcGetErrorString(r);
+std::string NvrtcErrorText(const Nvrtc& n, nvrtcResult r, const char* call, const char* file, int line) {
+  return std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + n.nvrtcGetErrorString(r);
 }
 
-#define TUNE_NVRTC_CHECK(call)                                                 \
-  do {                                                                         \
-    nvrtcResult _r = (call);                                                   \
-    if (_r != NVRTC_SUCCESS) {                                                 \
-      out.error = NvrtcErrorText(_r, #call, __FILE__, __LINE__);               \
-      return out;                                                              \
-    }                                                                          \
+// In RunNvrtcHere, with the table `n`: a failed call ends the compile.
+#define TUNE_NVRTC_CHECK(call)                                      \
+  do {                                                              \
+    nvrtcResult _r = (call);                                        \
+    if (_r != NVRTC_SUCCESS) {                                      \
+      out.error = NvrtcErrorText(n, _r, #call, __FILE__, __LINE__); \
+      return out;                                                   \
+    }                                                               \
   } while (0)
+
+// The folder NVRTC was loaded from; empty without it.
+std::filesystem::path NvrtcFolder() {
+  auto n = LoadNvrtc();
+  return n.ok() && !(*n)->path.empty() ? std::filesystem::path((*n)->path).parent_path() : std::filesystem::path();
+}
 
 bool IsResourceRejection(const std::string& log) {
   return log.find("too much shared data") != std::string::npos ||
@@ -225,9 +232,7 @@ const std::string& CudaIncludeDir() {
     for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
       if (const char* v = std::getenv(env); v && *v) candidates.emplace_back(fs::path(v) / "include");
     }
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
-      fs::path lib = fs::path(info.dli_fname).parent_path();   // <toolkit>/lib64 or targets/<t>/lib
+    if (const fs::path lib = NvrtcFolder(); !lib.empty()) {  // <toolkit>/lib64 or targets/<t>/lib
       candidates.push_back(lib.parent_path() / "include");
       candidates.push_back(lib.parent_path().parent_path() / "include");
     }
@@ -285,29 +290,36 @@ namespace {
 
 NvrtcResult RunNvrtcHere(const NvrtcJob& job) {
   NvrtcResult out;
+  auto loaded = LoadNvrtc();
+  if (!loaded.ok()) {
+    out.error = loaded.status().message();
+    return out;
+  }
+  const Nvrtc& n = **loaded;
   std::vector<const char*> header_texts, header_names;
   for (const auto& [name, text] : job.headers) {
     header_names.push_back(name.c_str());
     header_texts.push_back(text.c_str());
   }
   nvrtcProgram prog = nullptr;
-  TUNE_NVRTC_CHECK(nvrtcCreateProgram(&prog, job.source.c_str(), job.file.c_str(),
+  TUNE_NVRTC_CHECK(n.nvrtcCreateProgram(&prog, job.source.c_str(), job.file.c_str(),
                                       static_cast<int>(header_texts.size()), header_texts.data(),
                                       header_names.data()));
   struct Destroy {
+    const Nvrtc& n;
     nvrtcProgram* p;
-    ~Destroy() { nvrtcDestroyProgram(p); }
-  } destroy{&prog};
+    ~Destroy() { n.nvrtcDestroyProgram(p); }
+  } destroy{n, &prog};
 
   std::vector<const char*> opts;
   for (const auto& o : job.options) opts.push_back(o.c_str());
-  nvrtcResult compiled = nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
+  nvrtcResult compiled = n.nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
 
   size_t log_size = 0;
-  TUNE_NVRTC_CHECK(nvrtcGetProgramLogSize(prog, &log_size));
+  TUNE_NVRTC_CHECK(n.nvrtcGetProgramLogSize(prog, &log_size));
   if (log_size > 1) {
     out.log.resize(log_size);
-    TUNE_NVRTC_CHECK(nvrtcGetProgramLog(prog, out.log.data()));
+    TUNE_NVRTC_CHECK(n.nvrtcGetProgramLog(prog, out.log.data()));
     while (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();
   }
   if (compiled != NVRTC_SUCCESS) {
@@ -320,17 +332,17 @@ NvrtcResult RunNvrtcHere(const NvrtcJob& job) {
         break;
       }
     }
-    out.error = job.file + ": " + nvrtcGetErrorString(compiled) + (first.empty() ? "" : ": " + first);
+    out.error = job.file + ": " + n.nvrtcGetErrorString(compiled) + (first.empty() ? "" : ": " + first);
     return out;
   }
   size_t cubin_size = 0;
-  TUNE_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &cubin_size));
+  TUNE_NVRTC_CHECK(n.nvrtcGetCUBINSize(prog, &cubin_size));
   if (cubin_size == 0) {
     out.error = job.file + ": NVRTC produced no cubin (is -arch a real sm_XY?)";
     return out;
   }
   out.cubin.resize(cubin_size);
-  TUNE_NVRTC_CHECK(nvrtcGetCUBIN(prog, out.cubin.data()));
+  TUNE_NVRTC_CHECK(n.nvrtcGetCUBIN(prog, out.cubin.data()));
   ParsePtxasResources(out.log, job.entry, &out.resources);
   out.ok = true;
   return out;
@@ -346,9 +358,7 @@ Result<confine::FsRuleset> CompileRuleset(const NvrtcJob& job) {
     if (o.rfind("-I", 0) == 0 && o.size() > 2) TUNE_RETURN_IF_ERROR(rules->AllowRead(o.substr(2)));
   if (!job.file.empty() && job.file[0] == '/')
     TUNE_RETURN_IF_ERROR(rules->AllowRead(fs::path(job.file).parent_path().string()));
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname)
-    TUNE_RETURN_IF_ERROR(rules->AllowRead(fs::path(info.dli_fname).parent_path().string()));
+  if (const fs::path lib = NvrtcFolder(); !lib.empty()) TUNE_RETURN_IF_ERROR(rules->AllowRead(lib.string()));
   return rules;
 }
 
@@ -363,9 +373,7 @@ void PreloadNvrtcBuiltins() {
     const std::string name = "libnvrtc-builtins.so." + NvrtcVersionString();
     if (!dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       // Beside libnvrtc, where a toolkit without a loader entry keeps it.
-      Dl_info info{};
-      if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname)
-        dlopen((fs::path(info.dli_fname).parent_path() / name).c_str(), RTLD_NOW | RTLD_GLOBAL);
+      if (const fs::path lib = NvrtcFolder(); !lib.empty()) dlopen((lib / name).c_str(), RTLD_NOW | RTLD_GLOBAL);
     }
   });
 }
@@ -495,7 +503,8 @@ CompiledKernel CompileReference(const OpSpec& spec, const std::string& dtype, co
 std::string NvrtcVersionString() {
   static const std::string v = [] {
     int major = 0, minor = 0;
-    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return std::string("unknown");
+    auto n = cuda::LoadNvrtc();
+    if (!n.ok() || (*n)->nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return std::string("unknown");
     return std::to_string(major) + "." + std::to_string(minor);
   }();
   return v;

@@ -350,7 +350,11 @@ class ProgramBackend : public Backend {
   }
 
   // The digest of what the op's [program] version prints on this host, run
-  // once per package (a framework upgrade means a new worker process).
+  // once per package (a framework upgrade means a new worker process). A
+  // version that fails fails every config of the op on this host: its
+  // failure is kept too, so that the rest of a sweep fails at once with the
+  // same cause instead of running the command again per config (a timeout
+  // is not kept: a loaded host may answer in time).
   Result<std::string> VersionDigest(const OpSpec& spec, const std::string& dir) {
     const std::string package = PackageDigest(spec.package);
     std::lock_guard<std::mutex> lock(version_mu_);
@@ -358,7 +362,7 @@ class ProgramBackend : public Backend {
     if (known != versions_.end()) return known->second;
     ProgramProcess p;
     Status st = Start(p, spec.program->version, dir, program::DeviceEnvironment(device_, options_.cpus, options_.python_path), false);
-    if (!st.ok()) return Status::Error("version: " + st.message());
+    if (!st.ok()) return versions_.emplace(package, Status::Error("version: " + st.message())).first->second;
     const double deadline = NowSeconds() + spec.program->build_timeout_seconds;
     bool timed_out = false;
     const std::string out = OutputUntilExit(p, deadline, &timed_out);
@@ -366,8 +370,10 @@ class ProgramBackend : public Backend {
       return Status::Error("version: no answer within " + std::to_string(int(spec.program->build_timeout_seconds)) + " s");
     bool clean = false;
     const std::string how = p.Finish(deadline, &clean);
-    if (!clean) return Status::Error("version: " + how + ": " + Tail(out + p.stderr_tail(), 400));
-    return versions_[package] = PackageDigest({{"version", out}});
+    if (!clean)
+      return versions_.emplace(package, Status::Error("version: " + how + ": " + Tail(out + p.stderr_tail(), 400)))
+          .first->second;
+    return versions_.emplace(package, PackageDigest({{"version", out}})).first->second;
   }
 
   Measurement RunOnce(const OpSpec& spec, const std::string& dir, const program::Request& r) {
@@ -499,7 +505,7 @@ class ProgramBackend : public Backend {
   std::mutex dir_mu_;
   std::map<std::string, std::string> dirs_;  // package digest -> folder
   std::mutex version_mu_;
-  std::map<std::string, std::string> versions_;  // package digest -> VersionDigest
+  std::map<std::string, Result<std::string>> versions_;  // package digest -> VersionDigest or its failure
   std::atomic<uint64_t> next_id_{0};
   ProgramProcess serve_;
   std::string serve_digest_;

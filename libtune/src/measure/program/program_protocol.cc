@@ -8,6 +8,7 @@
 #include <sstream>
 #include <cstdio>
 
+#include "base/backend_kinds.h"
 #include "base/json_text.h"
 #include "measure/sampling.h"
 #include "base/stats.h"
@@ -211,17 +212,19 @@ std::vector<std::string> DeviceEnvironment(const DeviceInfo& device, unsigned cp
       "TUNEFARM_DEVICE=" + std::to_string(device.index),
       "TUNEFARM_ARCH=sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor),
   };
-  if (device.backend == "cuda") {
+  const BackendKind* kind = FindBackendKind(device.backend);
+  if (kind && !kind->visible_devices_env.empty()) {
     // One program per GPU: it sees its own device only, as device 0. An
     // ordinal of the worker's is one of its own visible devices.
+    const std::string var(kind->visible_devices_env);
     std::string visible = std::to_string(device.index);
-    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+    if (const char* v = std::getenv(var.c_str()); v && *v) {
       std::vector<std::string> ids;
       std::stringstream list(v);
       for (std::string id; std::getline(list, id, ',');) ids.push_back(id);
       if (device.index >= 0 && size_t(device.index) < ids.size()) visible = ids[size_t(device.index)];
     }
-    env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+    env.push_back(var + "=" + visible);
   }
   if (cpus > 0) env.push_back("TUNEFARM_CPUS=" + std::to_string(cpus));
   if (!python_path.empty()) {

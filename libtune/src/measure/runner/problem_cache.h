@@ -1,4 +1,4 @@
-// The problem cache (private to measure/cuda): inputs and reference outputs
+// The problem cache (private to measure/runner): inputs and reference outputs
 // of one (op package, dtype, shape, buffer sizes), built once and kept on the
 // device while memory allows (least recently used goes first), and the
 // placements of a kernel's buffers that timing rotates over.
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "measure/cuda/runner_device.h"
+#include "measure/runner/runner_device.h"
 #include "opspec/config_space.h"
 #include "opspec/op_definition.h"
 
-namespace tune::cuda::runner {
+namespace tune::runner {
 
 class Checker;
 
@@ -31,9 +31,9 @@ struct ArgData {
   std::string dtype;        // resolved ("$dtype" -> the sweep's dtype)
   int64_t elems = 0;
   size_t bytes = 0;
-  CUdeviceptr dev = 0;      // what the kernel gets (bytes, then kGuardBytes of guard)
-  CUdeviceptr pristine = 0; // initial contents of in/inout buffers, restored before each check
-  CUdeviceptr ref = 0;      // reference output (fp32) of out/inout buffers
+  DevicePtr dev = 0;      // what the kernel gets (bytes, then kGuardBytes of guard)
+  DevicePtr pristine = 0; // initial contents of in/inout buffers, restored before each check
+  DevicePtr ref = 0;      // reference output (fp32) of out/inout buffers
   bool IsInput() const { return spec->dir == "in" || spec->dir == "inout"; }
   bool IsOutput() const { return spec->dir == "out" || spec->dir == "inout"; }
 };
@@ -45,16 +45,21 @@ struct Problem {
   // Further placements of the kernel's buffers (TimingPolicy::placements):
   // per placement, one pointer per arg (0 for scalars). Not counted in
   // device_bytes.
-  std::vector<std::vector<CUdeviceptr>> spare;
+  std::vector<std::vector<DevicePtr>> spare;
   // [check] checker: the op's checker kernel, run after each checked run.
-  CUfunction checker = nullptr;
+  Function checker = nullptr;
 };
 
 class ProblemCache {
  public:
   // `budget`: device bytes the cached problems may hold together.
-  ProblemCache(RunnerDevice& device, Checker& checker, std::string cache_dir, size_t budget)
-      : dev_(device), d_(device.driver()), checker_(checker), cache_dir_(std::move(cache_dir)), budget_(budget) {}
+  ProblemCache(RunnerDevice& device, Checker& checker, Toolchain& toolchain, std::string cache_dir, size_t budget)
+      : dev_(device),
+        api_(device.api()),
+        checker_(checker),
+        toolchain_(toolchain),
+        cache_dir_(std::move(cache_dir)),
+        budget_(budget) {}
   ProblemCache(const ProblemCache&) = delete;
   ProblemCache& operator=(const ProblemCache&) = delete;
 
@@ -73,8 +78,8 @@ class ProblemCache {
 
  private:
   struct Reference {
-    CUmodule module = nullptr;
-    CUfunction function = nullptr;
+    Image module = nullptr;
+    Function function = nullptr;
     Failure failure;
   };
 
@@ -85,14 +90,15 @@ class ProblemCache {
   Failure GetReference(const OpSpec& spec, const std::string& digest, const std::string& dtype, Reference** out);
   // Allocates one placement of `p`'s kernel buffers after a spacer, inputs
   // copied from their pristine values. Empty when memory is short.
-  Failure NewPlacement(Problem* p, std::vector<CUdeviceptr>* set);
+  Failure NewPlacement(Problem* p, std::vector<DevicePtr>* set);
   void ReleaseBuffers(Problem* p);
   void EvictOldest();
-  CuStatus Alloc(size_t bytes, CUdeviceptr* p);
+  DeviceStatus Alloc(size_t bytes, DevicePtr* p);
 
   RunnerDevice& dev_;
-  const Driver& d_;
+  DeviceApi& api_;
   Checker& checker_;
+  Toolchain& toolchain_;
   const std::string cache_dir_;
   const size_t budget_;
   std::map<std::string, Reference> references_;  // digest|dtype
@@ -101,4 +107,4 @@ class ProblemCache {
   uint64_t moves_ = 0;  // NewPlacement calls, which pick the spacer sizes
 };
 
-}  // namespace tune::cuda::runner
+}  // namespace tune::runner

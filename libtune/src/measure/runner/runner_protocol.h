@@ -21,7 +21,7 @@
 #include "tune/status.h"
 #include "base/types.h"
 
-namespace tune::cuda {
+namespace tune::runner {
 
 constexpr uint32_t kRunnerProtocolVersion = 9;
 constexpr uint32_t kMaxFrameBytes = 1u << 30;
@@ -108,4 +108,4 @@ Measurement DecodeMeasurement(WireReader* r);
 
 void EncodePackage(const std::string& digest, const std::string& origin, const OpPackage& pkg, WireWriter* w);
 
-}  // namespace tune::cuda
+}  // namespace tune::runner

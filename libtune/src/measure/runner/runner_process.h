@@ -9,7 +9,7 @@
 
 #include "tune/status.h"
 
-namespace tune::cuda {
+namespace tune::runner {
 
 class RunnerProcess {
  public:
@@ -63,4 +63,4 @@ class RunnerProcess {
 // "exit code 3 (sticky CUDA error)" / "killed by signal 9 (Killed)".
 std::string DescribeWaitStatus(int status);
 
-}  // namespace tune::cuda
+}  // namespace tune::runner

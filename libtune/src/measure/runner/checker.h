@@ -1,26 +1,26 @@
-// The checker (private to measure/cuda): the builtin kernels per dtype (fill,
-// compare, L2 flush), seeded input fills, and the correctness check of a
-// config against the problem's reference outputs. Where the builtin kernels
-// do not compile, fills and comparisons run on the host instead.
+// The checker (private to measure/runner): the builtin kernels per dtype
+// (fill, compare, L2 flush: Toolchain::CompileBuiltins), seeded input fills,
+// and the correctness check of a config against the problem's reference
+// outputs. Where the builtin kernels do not compile, fills and comparisons
+// run on the host instead.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 
-#include "measure/cuda/builtin_kernels.h"
-#include "measure/cuda/problem_cache.h"
+#include "measure/runner/problem_cache.h"
 #include "base/types.h"
 
-namespace tune::cuda::runner {
+namespace tune::runner {
 
 constexpr int kBuiltinBlock = 256;  // a multiple of 32: the compare reduction uses whole warps
 
 struct BuiltinKernels {
-  CUmodule module = nullptr;
-  CUfunction compare = nullptr;  // nullptr: compare on the host instead
-  CUfunction fill = nullptr;     // nullptr: draw inputs on the host instead
-  CUfunction flush_l2 = nullptr; // nullptr: flush with a memset instead
+  Image module = nullptr;
+  Function compare = nullptr;  // nullptr: compare on the host instead
+  Function fill = nullptr;     // nullptr: draw inputs on the host instead
+  Function flush_l2 = nullptr; // nullptr: flush with a memset instead
 };
 
 // One output buffer's comparison, plus where it first failed.
@@ -33,8 +33,13 @@ class Checker {
  public:
   // `stats`: a device buffer of four 64-bit words the builtin kernels report
   // through; `index`: the device's index, for log lines.
-  Checker(RunnerDevice& device, std::string cache_dir, CUdeviceptr stats, int index)
-      : dev_(device), d_(device.driver()), cache_dir_(std::move(cache_dir)), stats_(stats), index_(index) {}
+  Checker(RunnerDevice& device, Toolchain& toolchain, std::string cache_dir, DevicePtr stats, int index)
+      : dev_(device),
+        api_(device.api()),
+        toolchain_(toolchain),
+        cache_dir_(std::move(cache_dir)),
+        stats_(stats),
+        index_(index) {}
   Checker(const Checker&) = delete;
   Checker& operator=(const Checker&) = delete;
 
@@ -47,12 +52,12 @@ class Checker {
                 Measurement* m, double* seconds);
   // Fills an input buffer with its seeded draw (and, when as_f32 is set, a
   // float copy of the stored values), on the device where it can.
-  Failure FillInput(const ArgData& a, const std::string& init, uint64_t seed, CUdeviceptr as_f32);
+  Failure FillInput(const ArgData& a, const std::string& init, uint64_t seed, DevicePtr as_f32);
   // Fills an input buffer with `bytes` (its dtype's, a.bytes of them: a
   // file input's data), and `as_f32` as FillInput does.
-  Failure UploadInput(const ArgData& a, const std::string& bytes, CUdeviceptr as_f32);
+  Failure UploadInput(const ArgData& a, const std::string& bytes, DevicePtr as_f32);
   // Compares `elems` elements of `out` (dtype) with the fp32 `ref`.
-  Failure CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems, double atol,
+  Failure CompareOutput(const std::string& dtype, DevicePtr out, DevicePtr ref, int64_t elems, double atol,
                         double rtol, OutputCheck* oc);
   const BuiltinKernels& Builtins(const std::string& dtype);
 
@@ -63,14 +68,15 @@ class Checker {
   // Each buffer's guard (problem_cache.h kGuardBytes) as it was filled.
   Failure CheckGuards(const Problem& p);
   // Element `index` of a dtype buffer, as a float (for messages).
-  double ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index);
+  double ElementAt(const std::string& dtype, DevicePtr buf, int64_t index);
 
   RunnerDevice& dev_;
-  const Driver& d_;
+  DeviceApi& api_;
+  Toolchain& toolchain_;
   const std::string cache_dir_;
-  const CUdeviceptr stats_;
+  const DevicePtr stats_;
   const int index_;
   std::map<std::string, BuiltinKernels> builtins_;  // by dtype
 };
 
-}  // namespace tune::cuda::runner
+}  // namespace tune::runner

@@ -1,4 +1,4 @@
-#include "measure/cuda/host_data.h"
+#include "measure/runner/host_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "base/types.h"
 
-namespace tune::cuda {
+namespace tune::runner {
 namespace {
 
 // splitmix64: tiny, fast, and the same sequence everywhere (std::
@@ -317,4 +317,4 @@ void Compare(const std::vector<float>& out, const std::vector<float>& ref, doubl
   c->elements += int64_t(std::max(out.size(), ref.size()));
 }
 
-}  // namespace tune::cuda
+}  // namespace tune::runner

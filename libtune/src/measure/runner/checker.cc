@@ -1,32 +1,31 @@
 // The checker (checker.h).
-#include "measure/cuda/checker.h"
+#include "measure/runner/checker.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
-#include "measure/cuda/host_data.h"
-#include "measure/cuda/nvrtc_compile.h"
+#include "measure/runner/host_data.h"
 
-namespace tune::cuda::runner {
+namespace tune::runner {
 
 Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p,
                        void** params, Measurement* m, double* seconds) {
   for (ArgData& a : p->args) {
     if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
-    CuStatus st;
+    DeviceStatus st;
     if (a.pristine) {
-      st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes));  // undo what earlier configs wrote
+      st = api_.CopyOnDevice(a.dev, a.pristine, a.bytes);  // undo what earlier configs wrote
     } else if (a.IsOutput()) {
-      st = TUNE_CU(d_.cuMemsetD8(a.dev, 0xFF, a.bytes));  // NaN in every float format
+      st = api_.Fill(a.dev, 0xFF, a.bytes);  // NaN in every float format
     }
-    if (st.ok()) st = TUNE_CU(d_.cuMemsetD8(a.dev + a.bytes, kGuardByte, kGuardBytes));
-    if (!st.ok()) return dev_.FromCu(st, "preparing " + a.spec->name);
+    if (st.ok()) st = api_.Fill(a.dev + a.bytes, kGuardByte, kGuardBytes);
+    if (!st.ok()) return dev_.FromDevice(st, "preparing " + a.spec->name);
   }
   const double t0 = NowSeconds();
-  if (CuStatus st = launch(nullptr, params); !st.ok()) return dev_.FromCu(st, "launch");
-  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return dev_.FromCu(st, "checked run");
+  if (DeviceStatus st = launch(nullptr, params); !st.ok()) return dev_.FromDevice(st, "launch");
+  if (DeviceStatus st = api_.Synchronize(); !st.ok()) return dev_.FromDevice(st, "checked run");
   *seconds = Seconds(t0);
   if (Failure f = CheckGuards(*p); f.failed()) return f;
   if (spec.check.mode == CheckSpec::Mode::kSkip) {
@@ -81,8 +80,8 @@ Failure Checker::CheckGuards(const Problem& p) {
   std::vector<unsigned char> guard(kGuardBytes);
   for (const ArgData& a : p.args) {
     if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(guard.data(), a.dev + a.bytes, kGuardBytes)); !st.ok())
-      return dev_.FromCu(st, "reading the guard after " + a.spec->name);
+    if (DeviceStatus st = api_.CopyToHost(guard.data(), a.dev + a.bytes, kGuardBytes); !st.ok())
+      return dev_.FromDevice(st, "reading the guard after " + a.spec->name);
     size_t changed = 0, first = 0;
     for (size_t i = 0; i < guard.size(); ++i)
       if (guard[i] != kGuardByte && changed++ == 0) first = i;
@@ -99,23 +98,20 @@ const BuiltinKernels& Checker::Builtins(const std::string& dtype) {
   auto it = builtins_.find(dtype);
   if (it != builtins_.end()) return it->second;
   BuiltinKernels k;
-  const CompiledKernel ck =
-      CompileBuiltin(kBuiltinSource, "tunefarm_compare", dtype,
-                     "sm_" + std::to_string(dev_.info().cc_major) + std::to_string(dev_.info().cc_minor), cache_dir_);
-  const bool compiled = ck.failure == FailureClass::kNone;
-  if (compiled && d_.cuModuleLoadData(&k.module, ck.image.data()) == CUDA_SUCCESS) {
-    if (d_.cuModuleGetFunction(&k.compare, k.module, "tunefarm_compare") != CUDA_SUCCESS) k.compare = nullptr;
-    if (d_.cuModuleGetFunction(&k.fill, k.module, "tunefarm_fill") != CUDA_SUCCESS) k.fill = nullptr;
-    if (d_.cuModuleGetFunction(&k.flush_l2, k.module, "tunefarm_flush_l2") != CUDA_SUCCESS) k.flush_l2 = nullptr;
+  const device::CompiledImage ck = toolchain_.CompileBuiltins(dtype, dev_.info(), cache_dir_);
+  if (ck.ok() && api_.LoadImage(ck.image, &k.module).ok()) {
+    if (!api_.GetFunction(k.module, "tunefarm_compare", &k.compare).ok()) k.compare = nullptr;
+    if (!api_.GetFunction(k.module, "tunefarm_fill", &k.fill).ok()) k.fill = nullptr;
+    if (!api_.GetFunction(k.module, "tunefarm_flush_l2", &k.flush_l2).ok()) k.flush_l2 = nullptr;
   }
   if (!k.compare || !k.fill) {
     fprintf(stderr, "tunefarm runner[%d]: %s inputs and checks on the host: %s\n", index_, dtype.c_str(),
-            compiled ? "module load failed" : ck.failure_message.c_str());
+            ck.ok() ? "the builtin kernels did not load" : ck.error.c_str());
   }
   return builtins_.emplace(dtype, k).first->second;
 }
 
-Failure Checker::FillInput(const ArgData& a, const std::string& init_text, uint64_t seed, CUdeviceptr as_f32) {
+Failure Checker::FillInput(const ArgData& a, const std::string& init_text, uint64_t seed, DevicePtr as_f32) {
   const std::string what = "arg " + a.spec->name;
   const BuiltinKernels& k = Builtins(a.dtype);
   if (!k.fill) {
@@ -126,9 +122,9 @@ Failure Checker::FillInput(const ArgData& a, const std::string& init_text, uint6
   auto init = ParseInit(init_text);
   if (!init.ok()) return Fail(FailureClass::kLaunchError, what + ": " + init.status().message());
   unsigned int nonzero = 0;
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(stats_, &nonzero, sizeof(nonzero))); !st.ok())
-    return dev_.FromCu(st, what);
-  CUdeviceptr out = a.pristine, stats = stats_;
+  if (DeviceStatus st = api_.CopyToDevice(stats_, &nonzero, sizeof(nonzero)); !st.ok())
+    return dev_.FromDevice(st, what);
+  DevicePtr out = a.pristine, stats = stats_;
   long long n = a.elems;
   unsigned long long s = seed;
   int kind = int(init->kind);
@@ -136,9 +132,9 @@ Failure Checker::FillInput(const ArgData& a, const std::string& init_text, uint6
   void* params[] = {&out, &as_f32, &n, &s, &kind, &lo, &hi, &stats};
   int64_t blocks = std::clamp<int64_t>((a.elems + kBuiltinBlock - 1) / kBuiltinBlock, 1, int64_t(dev_.info().num_sms) * 8);
   const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
-  if (CuStatus st = dev_.Launch(k.fill, grid, block, 0, nullptr, params); !st.ok()) return dev_.FromCu(st, what + " fill");
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&nonzero, stats_, sizeof(nonzero))); !st.ok())
-    return dev_.FromCu(st, what + " fill");
+  if (DeviceStatus st = dev_.Launch(k.fill, grid, block, 0, nullptr, params); !st.ok()) return dev_.FromDevice(st, what + " fill");
+  if (DeviceStatus st = api_.CopyToHost(&nonzero, stats_, sizeof(nonzero)); !st.ok())
+    return dev_.FromDevice(st, what + " fill");
   // Zeros hide kernels that never read their inputs (MakeInput refuses them
   // too), unless the op asked for them.
   if (a.elems > 0 && !nonzero && !ZerosAllowed(*init))
@@ -150,22 +146,22 @@ Failure Checker::RunChecker(const OpSpec& spec, const LaunchPlan& plan, const Pr
                             Measurement* m) {
   const std::string who = "checker " + spec.check.reference_kernel;
   unsigned long long bad = 0;
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(stats_, &bad, sizeof bad)); !st.ok()) return dev_.FromCu(st, who);
+  if (DeviceStatus st = api_.CopyToDevice(stats_, &bad, sizeof bad); !st.ok()) return dev_.FromDevice(st, who);
   // The kernel's own arguments, then the counter of failing elements.
   std::vector<void*> args;
   for (size_t i = 0; i < spec.args.size(); ++i)
     if (spec.args[i].kind != ArgSpec::Kind::kTensorMap) args.push_back(params[i]);
-  CUdeviceptr counter = stats_;
+  DevicePtr counter = stats_;
   args.push_back(&counter);
-  auto failed = [&](const CuStatus& st, const char* step) {
-    Failure f = dev_.FromCu(st, step);
+  auto failed = [&](const DeviceStatus& st, const char* step) {
+    Failure f = dev_.FromDevice(st, step);
     f.message = who + ": " + f.message;
     return f;
   };
-  if (CuStatus st = dev_.Launch(p.checker, plan.ref_grid, plan.ref_block, 0, nullptr, args.data()); !st.ok())
+  if (DeviceStatus st = dev_.Launch(p.checker, plan.ref_grid, plan.ref_block, 0, nullptr, args.data()); !st.ok())
     return failed(st, "launch");
-  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) return failed(st, "run");
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(&bad, stats_, sizeof bad)); !st.ok()) return failed(st, "result");
+  if (DeviceStatus st = api_.Synchronize(); !st.ok()) return failed(st, "run");
+  if (DeviceStatus st = api_.CopyToHost(&bad, stats_, sizeof bad); !st.ok()) return failed(st, "result");
   int64_t total = 0;
   for (const ArgData& a : p.args)
     if (a.spec->kind == ArgSpec::Kind::kBuffer && a.IsOutput()) total += a.elems;
@@ -183,29 +179,29 @@ Failure Checker::RunChecker(const OpSpec& spec, const LaunchPlan& plan, const Pr
   return {};
 }
 
-Failure Checker::UploadInput(const ArgData& a, const std::string& bytes, CUdeviceptr as_f32) {
+Failure Checker::UploadInput(const ArgData& a, const std::string& bytes, DevicePtr as_f32) {
   const std::string what = "arg " + a.spec->name;
   if (bytes.size() != a.bytes) return Fail(FailureClass::kLaunchError, what + ": data of the wrong size");
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(a.pristine, bytes.data(), a.bytes)); !st.ok()) return dev_.FromCu(st, what);
+  if (DeviceStatus st = api_.CopyToDevice(a.pristine, bytes.data(), a.bytes); !st.ok()) return dev_.FromDevice(st, what);
   if (as_f32) {
     std::vector<float> wide = DecodeToFloat(a.dtype, bytes);
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(as_f32, wide.data(), wide.size() * sizeof(float))); !st.ok())
-      return dev_.FromCu(st, what);
+    if (DeviceStatus st = api_.CopyToDevice(as_f32, wide.data(), wide.size() * sizeof(float)); !st.ok())
+      return dev_.FromDevice(st, what);
   }
   return {};
 }
 
-Failure Checker::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdeviceptr ref, int64_t elems,
+Failure Checker::CompareOutput(const std::string& dtype, DevicePtr out, DevicePtr ref, int64_t elems,
                                double atol, double rtol, OutputCheck* oc) {
   if (elems <= 0) return {};
   const BuiltinKernels& k = Builtins(dtype);
   if (!k.compare) {
     std::string host_out(static_cast<size_t>(elems) * DTypeSize(dtype), '\0');
     std::vector<float> host_ref(static_cast<size_t>(elems));
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_out.data(), out, host_out.size())); !st.ok())
-      return dev_.FromCu(st, "reading the output");
-    if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(host_ref.data(), ref, host_ref.size() * sizeof(float))); !st.ok())
-      return dev_.FromCu(st, "reading the reference");
+    if (DeviceStatus st = api_.CopyToHost(host_out.data(), out, host_out.size()); !st.ok())
+      return dev_.FromDevice(st, "reading the output");
+    if (DeviceStatus st = api_.CopyToHost(host_ref.data(), ref, host_ref.size() * sizeof(float)); !st.ok())
+      return dev_.FromDevice(st, "reading the reference");
     Comparison c;
     Compare(DecodeToFloat(dtype, host_out), host_ref, atol, rtol, &c);
     oc->mismatches = c.mismatches;
@@ -215,17 +211,17 @@ Failure Checker::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdevi
     return {};
   }
   unsigned long long stats[4] = {0, 0, 0, ~0ull};
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyHtoD(stats_, stats, sizeof(stats))); !st.ok())
-    return dev_.FromCu(st, "compare set-up");
+  if (DeviceStatus st = api_.CopyToDevice(stats_, stats, sizeof(stats)); !st.ok())
+    return dev_.FromDevice(st, "compare set-up");
   long long n = elems;
   float a = float(atol), r = float(rtol);
-  CUdeviceptr stats_ptr = stats_;
+  DevicePtr stats_ptr = stats_;
   void* params[] = {&out, &ref, &n, &a, &r, &stats_ptr};
   int64_t blocks = std::min<int64_t>((elems + kBuiltinBlock - 1) / kBuiltinBlock, int64_t(dev_.info().num_sms) * 8);
   const int64_t grid[3] = {blocks, 1, 1}, block[3] = {kBuiltinBlock, 1, 1};
-  if (CuStatus st = dev_.Launch(k.compare, grid, block, 0, nullptr, params); !st.ok()) return dev_.FromCu(st, "compare launch");
-  if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoH(stats, stats_, sizeof(stats))); !st.ok())
-    return dev_.FromCu(st, "compare");
+  if (DeviceStatus st = dev_.Launch(k.compare, grid, block, 0, nullptr, params); !st.ok()) return dev_.FromDevice(st, "compare launch");
+  if (DeviceStatus st = api_.CopyToHost(stats, stats_, sizeof(stats)); !st.ok())
+    return dev_.FromDevice(st, "compare");
   oc->mismatches = int64_t(stats[0]);
   oc->nans = int64_t(stats[1]);
   uint32_t bits = uint32_t(stats[2] & 0xFFFFFFFFu);
@@ -236,13 +232,13 @@ Failure Checker::CompareOutput(const std::string& dtype, CUdeviceptr out, CUdevi
   return {};
 }
 
-double Checker::ElementAt(const std::string& dtype, CUdeviceptr buf, int64_t index) {
+double Checker::ElementAt(const std::string& dtype, DevicePtr buf, int64_t index) {
   int width = DTypeSize(dtype);
   std::string bytes(size_t(width), '\0');
-  if (index < 0 || d_.cuMemcpyDtoH(bytes.data(), buf + CUdeviceptr(index) * width, size_t(width)) != CUDA_SUCCESS)
+  if (index < 0 || !api_.CopyToHost(bytes.data(), buf + DevicePtr(index) * width, size_t(width)).ok())
     return std::nan("");
   std::vector<float> v = DecodeToFloat(dtype, bytes);
   return v.empty() ? std::nan("") : v[0];
 }
 
-}  // namespace tune::cuda::runner
+}  // namespace tune::runner

@@ -1,4 +1,4 @@
-#include "measure/cuda/runner_protocol.h"
+#include "measure/runner/runner_protocol.h"
 
 #include <errno.h>
 #include <sys/socket.h>
@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-namespace tune::cuda {
+namespace tune::runner {
 namespace {
 
 template <typename T>
@@ -324,4 +324,4 @@ void EncodePackage(const std::string& digest, const std::string& origin, const O
 }
 
 
-}  // namespace tune::cuda
+}  // namespace tune::runner

@@ -9,7 +9,7 @@
 
 #include "tune/status.h"
 
-namespace tune::cuda {
+namespace tune::runner {
 
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);         // round to nearest even
@@ -74,4 +74,4 @@ void Compare(const std::vector<float>& out, const std::vector<float>& ref, doubl
 // 64-bit FNV-1a, for seeds derived from names.
 uint64_t Fnv1a64(const std::string& s, uint64_t h = 1469598103934665603ull);
 
-}  // namespace tune::cuda
+}  // namespace tune::runner

@@ -1,64 +1,63 @@
 // The problem cache (problem_cache.h).
-#include "measure/cuda/problem_cache.h"
+#include "measure/runner/problem_cache.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "measure/cuda/checker.h"
-#include "measure/cuda/host_data.h"
-#include "measure/cuda/nvrtc_compile.h"
+#include "measure/runner/checker.h"
+#include "measure/runner/host_data.h"
 
-namespace tune::cuda::runner {
+namespace tune::runner {
 
-CuStatus ProblemCache::Alloc(size_t bytes, CUdeviceptr* p) {
-  CUresult r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
-  if (r == CUDA_ERROR_OUT_OF_MEMORY && !problems_.empty()) {
+DeviceStatus ProblemCache::Alloc(size_t bytes, DevicePtr* p) {
+  DeviceStatus st = api_.Alloc(bytes, p);
+  if (st.error == DeviceError::kOutOfMemory && !problems_.empty()) {
     // Cached problems are a convenience; the one being built needs the memory.
     while (!problems_.empty()) EvictOldest();
-    r = d_.cuMemAlloc(p, std::max<size_t>(bytes, 1));
+    st = api_.Alloc(bytes, p);
   }
-  return CheckCu(r, "cuMemAlloc", __FILE__, __LINE__);
+  return st;
 }
 
 void ProblemCache::ReleaseBuffers(Problem* p) {
   for (ArgData& a : p->args) {
-    for (CUdeviceptr b : {a.dev, a.pristine, a.ref})
-      if (b) d_.cuMemFree(b);
+    for (DevicePtr b : {a.dev, a.pristine, a.ref})
+      api_.Free(b);
     a.dev = a.pristine = a.ref = 0;
   }
   for (const auto& set : p->spare)
-    for (CUdeviceptr b : set)
-      if (b) d_.cuMemFree(b);
+    for (DevicePtr b : set)
+      api_.Free(b);
   p->spare.clear();
 }
 
-Failure ProblemCache::NewPlacement(Problem* p, std::vector<CUdeviceptr>* set) {
+Failure ProblemCache::NewPlacement(Problem* p, std::vector<DevicePtr>* set) {
   // Each placement after a spacer of a varying number of 2 MiB pages, so
   // that it lands on other physical pages than any earlier one.
   constexpr size_t kPage = size_t(2) << 20;
-  CUdeviceptr spacer = 0;
+  DevicePtr spacer = 0;
   const size_t spacer_bytes = kPage * (1 + (moves_++ * 7919) % 31);
-  if (d_.cuMemAlloc(&spacer, spacer_bytes) != CUDA_SUCCESS) spacer = 0;
+  if (!api_.Alloc(spacer_bytes, &spacer).ok()) spacer = 0;
   set->assign(p->args.size(), 0);
   Failure failed;
   bool short_of_memory = false;
   for (size_t i = 0; i < p->args.size() && !failed.failed() && !short_of_memory; ++i) {
     const ArgData& a = p->args[i];
     if (a.spec->kind != ArgSpec::Kind::kBuffer || a.dev == 0) continue;
-    if (d_.cuMemAlloc(&(*set)[i], a.bytes + kGuardBytes) != CUDA_SUCCESS) {
+    if (!api_.Alloc(a.bytes + kGuardBytes, &(*set)[i]).ok()) {
       (*set)[i] = 0;
       short_of_memory = true;
     } else if (a.IsInput()) {
       // Inputs keep their values; outputs are poisoned before every check.
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD((*set)[i], a.pristine, a.bytes)); !st.ok())
-        failed = dev_.FromCu(st, "placing arg " + a.spec->name);
+      if (DeviceStatus st = api_.CopyOnDevice((*set)[i], a.pristine, a.bytes); !st.ok())
+        failed = dev_.FromDevice(st, "placing arg " + a.spec->name);
     }
   }
-  if (spacer) d_.cuMemFree(spacer);
+  api_.Free(spacer);
   if (failed.failed() || short_of_memory) {
-    for (CUdeviceptr b : *set)
-      if (b) d_.cuMemFree(b);
+    for (DevicePtr b : *set)
+      api_.Free(b);
     set->clear();
   }
   return failed;
@@ -70,16 +69,16 @@ Failure ProblemCache::PlaceBuffers(Problem* p, int placements, bool move) {
     if (a.spec->kind == ArgSpec::Kind::kBuffer && a.dev) set_bytes += a.bytes + kGuardBytes;
   size_t want = size_t(std::max(1, placements));
   if (set_bytes > 0) want = std::min(want, 1 + budget_ / 4 / set_bytes);
-  auto release = [&](const std::vector<CUdeviceptr>& set) {
-    for (CUdeviceptr b : set)
-      if (b) d_.cuMemFree(b);
+  auto release = [&](const std::vector<DevicePtr>& set) {
+    for (DevicePtr b : set)
+      api_.Free(b);
   };
-  std::vector<std::vector<CUdeviceptr>> fresh;
+  std::vector<std::vector<DevicePtr>> fresh;
   // New placements are allocated while the old ones are held, so that they
   // land elsewhere.
   const size_t keep = move ? 0 : std::min(want, 1 + p->spare.size());
   while (keep + fresh.size() < want) {
-    std::vector<CUdeviceptr> set;
+    std::vector<DevicePtr> set;
     if (Failure f = NewPlacement(p, &set); f.failed()) {
       for (const auto& s : fresh) release(s);
       return f;
@@ -91,7 +90,7 @@ Failure ProblemCache::PlaceBuffers(Problem* p, int placements, bool move) {
     // The first new placement replaces the kernel's buffers.
     for (size_t i = 0; i < p->args.size(); ++i) {
       if (!fresh[0][i]) continue;
-      d_.cuMemFree(p->args[i].dev);
+      api_.Free(p->args[i].dev);
       p->args[i].dev = fresh[0][i];
     }
     fresh.erase(fresh.begin());
@@ -119,16 +118,16 @@ Failure ProblemCache::GetReference(const OpSpec& spec, const std::string& digest
   auto it = references_.find(key);
   if (it == references_.end()) {
     Reference ref;
-    CompiledKernel ck = CompileReference(spec, dtype, CudaArchFor(spec, dev_.info()), cache_dir_);
-    if (ck.failure != FailureClass::kNone) {
+    const device::CompiledImage ck = toolchain_.CompileReference(spec, dtype, dev_.info(), cache_dir_);
+    if (!ck.ok()) {
       std::string log = ck.log.size() > 4000 ? ck.log.substr(0, 4000) + "..." : ck.log;
       // Not the config's fault, but no config can be checked without it.
-      ref.failure = Fail(FailureClass::kCompileError, ck.failure_message + (log.empty() ? "" : "\n" + log));
+      ref.failure = Fail(FailureClass::kCompileError, ck.error + (log.empty() ? "" : "\n" + log));
     } else {
-      CuStatus st = TUNE_CU(d_.cuModuleLoadData(&ref.module, ck.image.data()));
-      if (st.ok()) st = TUNE_CU(d_.cuModuleGetFunction(&ref.function, ref.module, spec.check.reference_kernel.c_str()));
+      DeviceStatus st = api_.LoadImage(ck.image, &ref.module);
+      if (st.ok()) st = api_.GetFunction(ref.module, spec.check.reference_kernel, &ref.function);
       if (!st.ok()) {
-        Failure f = dev_.FromCu(st, "reference " + spec.check.reference_kernel);
+        Failure f = dev_.FromDevice(st, "reference " + spec.check.reference_kernel);
         if (f.fatal) return f;
         ref.failure = f;
       }
@@ -211,7 +210,7 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
     a.elems = plan.arg_elems[i];
     a.bytes = size_t(a.elems) * width;
     std::string what = "arg " + as.name + " (" + std::to_string(a.bytes) + " bytes)";
-    if (CuStatus st = Alloc(a.bytes + kGuardBytes, &a.dev); !st.ok()) return dev_.FromCu(st, what);
+    if (DeviceStatus st = Alloc(a.bytes + kGuardBytes, &a.dev); !st.ok()) return dev_.FromDevice(st, what);
     p->device_bytes += a.bytes + kGuardBytes;
     slots[i].ptr = a.dev;
     if (a.IsOutput() && compares) {
@@ -220,18 +219,18 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
       // outputs: an element the reference never writes shows up as NaN below
       // instead of passing as zero.
       size_t ref_bytes = size_t(a.elems) * sizeof(float);
-      if (CuStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return dev_.FromCu(st, what + " reference");
+      if (DeviceStatus st = Alloc(ref_bytes, &a.ref); !st.ok()) return dev_.FromDevice(st, what + " reference");
       p->device_bytes += ref_bytes;
       if (!a.IsInput()) {
-        if (CuStatus st = TUNE_CU(d_.cuMemsetD8(a.ref, 0xFF, ref_bytes)); !st.ok()) return dev_.FromCu(st, what + " reference");
+        if (DeviceStatus st = api_.Fill(a.ref, 0xFF, ref_bytes); !st.ok()) return dev_.FromDevice(st, what + " reference");
       }
       slots[i].ptr = a.ref;
     }
     if (a.IsInput()) {
       uint64_t seed = Fnv1a64(spec.name + "|" + as.name + "|" + a.dtype + "|" + shape.Canonical());
-      if (CuStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return dev_.FromCu(st, what);
+      if (DeviceStatus st = Alloc(a.bytes, &a.pristine); !st.ok()) return dev_.FromDevice(st, what);
       p->device_bytes += a.bytes;
-      const CUdeviceptr as_f32 = a.IsOutput() ? a.ref : 0;
+      const DevicePtr as_f32 = a.IsOutput() ? a.ref : 0;
       if (as.init.rfind("file(", 0) == 0) {
         // Real data from the package (op_definition.h keeps the name without spaces).
         const std::string name = as.init.substr(5, as.init.size() - 6);
@@ -243,20 +242,20 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
       } else if (Failure f = checker_.FillInput(a, as.init, seed, as_f32); f.failed()) {
         return f;
       }
-      if (CuStatus st = TUNE_CU(d_.cuMemcpyDtoD(a.dev, a.pristine, a.bytes)); !st.ok()) return dev_.FromCu(st, what);
+      if (DeviceStatus st = api_.CopyOnDevice(a.dev, a.pristine, a.bytes); !st.ok()) return dev_.FromDevice(st, what);
     }
   }
   if (!compares) return {};
   std::vector<void*> params;
   for (size_t i = 0; i < slots.size(); ++i)
     if (spec.args[i].kind != ArgSpec::Kind::kTensorMap) params.push_back(&slots[i]);
-  if (CuStatus st = dev_.Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {
-    Failure f = dev_.FromCu(st, "reference launch");
+  if (DeviceStatus st = dev_.Launch(ref->function, plan.ref_grid, plan.ref_block, 0, nullptr, params.data()); !st.ok()) {
+    Failure f = dev_.FromDevice(st, "reference launch");
     f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
     return f;
   }
-  if (CuStatus st = TUNE_CU(d_.cuCtxSynchronize()); !st.ok()) {
-    Failure f = dev_.FromCu(st, "reference run");
+  if (DeviceStatus st = api_.Synchronize(); !st.ok()) {
+    Failure f = dev_.FromDevice(st, "reference run");
     f.message = "reference " + spec.check.reference_kernel + ": " + f.message;
     return f;
   }
@@ -275,4 +274,4 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
   return {};
 }
 
-}  // namespace tune::cuda::runner
+}  // namespace tune::runner

@@ -1,6 +1,6 @@
-// RunnerMain: the per-GPU process that checks and times configs.
+// The runner: the per-GPU process that checks and times configs.
 //
-// It owns the only CUDA context on its device. Everything that can poison or
+// It owns the only context on its device. Everything that can poison or
 // hang a context happens here, so that the worker only ever loses this
 // process: a sticky error is reported and the process exits; a hang is ended
 // by the backend's SIGKILL.
@@ -16,49 +16,37 @@
 #include <memory>
 #include <thread>
 
-#include "measure/cuda/device_discovery.h"
-#include "measure/cuda/nvrtc_compile.h"
-#include "measure/cuda/runner.h"
+#include "measure/runner/runner.h"
 #include "base/tensor_map.h"
 #include "base/stats.h"
 #include "opspec/expr.h"
 
-namespace tune::cuda::runner {
+namespace tune::runner {
 
 Status Runner::Setup() {
-  auto info = DescribeDevice(d_, index_);
-  if (!info.ok()) return info.status();
-  device_ = *info;
-  auto check = [](const CuStatus& st) { return st.ok() ? Status::OK() : Status::Error(st.message); };
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDeviceGet(&dev_, index_))));
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuDevicePrimaryCtxRetain(&ctx_, dev_))));
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuCtxSetCurrent(ctx_))));
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING))));
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(
-      d_.cuDeviceGetAttribute(&max_threads_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev_))));
+  device_ = api_.Info();
+  auto check = [](const DeviceStatus& st) { return st.ok() ? Status::OK() : Status::Error(st.message); };
+  TUNE_RETURN_IF_ERROR(check(api_.CreateStream(&stream_)));
   // Reading twice the L2 between samples evicts whatever the previous sample
   // left there, so every sample starts from DRAM like a cold production call
   // (tunefarm_flush_l2 reads the zeros).
   flush_bytes_ = std::max<size_t>(2 * size_t(device_.l2_bytes), 8u << 20);
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&flush_, flush_bytes_))));
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemsetD8(flush_, 0, flush_bytes_))));
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemAlloc(&builtin_stats_, 4 * sizeof(unsigned long long)))));
+  TUNE_RETURN_IF_ERROR(check(api_.Alloc(flush_bytes_, &flush_)));
+  TUNE_RETURN_IF_ERROR(check(api_.Fill(flush_, 0, flush_bytes_)));
+  TUNE_RETURN_IF_ERROR(check(api_.Alloc(4 * sizeof(unsigned long long), &builtin_stats_)));
   ev_start_.resize(kWindowBatch);
   ev_stop_.resize(kWindowBatch);
   for (int i = 0; i < kWindowBatch; ++i) {
-    TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_start_[i], CU_EVENT_DEFAULT))));
-    TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuEventCreate(&ev_stop_[i], CU_EVENT_DEFAULT))));
+    TUNE_RETURN_IF_ERROR(check(api_.CreateEvent(&ev_start_[i])));
+    TUNE_RETURN_IF_ERROR(check(api_.CreateEvent(&ev_stop_[i])));
   }
   size_t free_bytes = 0, total_bytes = 0;
-  TUNE_RETURN_IF_ERROR(check(TUNE_CU(d_.cuMemGetInfo(&free_bytes, &total_bytes))));
+  TUNE_RETURN_IF_ERROR(check(api_.MemoryInfo(&free_bytes, &total_bytes)));
   // The rest stays free for the kernels' modules and for problems that do not
   // fit beside the cached ones.
-  device_ops_.emplace(d_, device_, flush_);
-  checker_.emplace(*device_ops_, cache_dir_, builtin_stats_, index_);
-  problems_.emplace(*device_ops_, *checker_, cache_dir_, free_bytes / 2);
-  std::string why;
-  nvml_ = Nvml::Open(PciBusId(d_, index_), &why);
-  if (!nvml_) fprintf(stderr, "tunefarm runner[%d]: no clock readings: %s\n", index_, why.c_str());
+  device_ops_.emplace(api_, flush_);
+  checker_.emplace(*device_ops_, toolchain_, cache_dir_, builtin_stats_, index_);
+  problems_.emplace(*device_ops_, *checker_, toolchain_, cache_dir_, free_bytes / 2);
   return Status::OK();
 }
 
@@ -74,7 +62,7 @@ int Runner::Serve() {
     std::string name = init.Str();
     roots[name] = init.Str();
   }
-  SetIncludeRoots(std::move(roots));
+  toolchain_.SetIncludeRoots(std::move(roots));
   WireWriter hello(MsgType::kHello);
   hello.U32(kRunnerProtocolVersion);
   Status setup = version == kRunnerProtocolVersion
@@ -175,17 +163,17 @@ Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
   if (req.image_key == loaded_key_ && function_) return {};
   if (req.image_key != stored_key_)
     return Fail(FailureClass::kLaunchError, "runner: cubin " + req.image_key + " was never sent");
-  if (module_) d_.cuModuleUnload(module_);
+  if (module_) api_.UnloadImage(module_);
   module_ = nullptr;
   function_ = nullptr;
   loaded_key_.clear();
-  if (CuStatus st = TUNE_CU(d_.cuModuleLoadData(&module_, stored_image_.data())); !st.ok()) {
+  if (DeviceStatus st = api_.LoadImage(stored_image_, &module_); !st.ok()) {
     module_ = nullptr;
-    return device_ops_->FromCu(st, "loading the cubin");
+    return device_ops_->FromDevice(st, "loading the cubin");
   }
-  if (CuStatus st = TUNE_CU(d_.cuModuleGetFunction(&function_, module_, spec.kernel.c_str())); !st.ok()) {
+  if (DeviceStatus st = api_.GetFunction(module_, spec.kernel, &function_); !st.ok()) {
     function_ = nullptr;
-    return device_ops_->FromCu(st, "kernel " + spec.kernel);
+    return device_ops_->FromDevice(st, "kernel " + spec.kernel);
   }
   loaded_key_ = req.image_key;
   return {};
@@ -196,14 +184,11 @@ Failure Runner::LoadImage(const MeasureRequest& req, const OpSpec& spec) {
 Failure Runner::KernelLimits(const MeasureRequest& req, const LaunchPlan& plan, Measurement* m) {
   KernelResources& res = m->resources;
   res = req.compile_resources;
-  int regs = 0, static_smem = 0, local = 0, max_threads = 0;
-  if (d_.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function_) == CUDA_SUCCESS) res.registers = regs;
-  if (d_.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function_) == CUDA_SUCCESS)
-    res.static_smem_bytes = static_smem;
-  if (d_.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function_) == CUDA_SUCCESS)
-    res.local_bytes = local;
-  if (d_.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_) == CUDA_SUCCESS)
-    res.max_threads_per_block = max_threads;
+  const device::FunctionAttributes attrs = api_.Attributes(function_);
+  if (attrs.registers > 0) res.registers = attrs.registers;
+  if (attrs.static_smem_bytes > 0) res.static_smem_bytes = attrs.static_smem_bytes;
+  if (attrs.local_bytes > 0) res.local_bytes = attrs.local_bytes;
+  if (attrs.max_threads_per_block > 0) res.max_threads_per_block = attrs.max_threads_per_block;
   res.dynamic_smem_bytes = plan.smem_bytes;
 
   const int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
@@ -219,20 +204,16 @@ Failure Runner::KernelLimits(const MeasureRequest& req, const LaunchPlan& plan, 
                                               std::to_string(device_.smem_per_block_optin));
   }
   if (plan.smem_bytes > kDefaultMaxDynamicSmem) {
-    if (CuStatus st = TUNE_CU(d_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                    int(plan.smem_bytes)));
-        !st.ok()) {
-      Failure f = device_ops_->FromCu(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
+    if (DeviceStatus st = api_.SetMaxDynamicSmem(function_, plan.smem_bytes); !st.ok()) {
+      Failure f = device_ops_->FromDevice(st, "opting into " + std::to_string(plan.smem_bytes) + " bytes of dynamic shared memory");
       if (!f.fatal) f.cls = FailureClass::kResources;
       return f;
     }
   }
   int blocks_per_sm = 0;
   if (threads > 0 && threads <= 1024) {
-    if (CuStatus st = TUNE_CU(d_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, function_, int(threads),
-                                                                             size_t(plan.smem_bytes)));
-        !st.ok()) {
-      return device_ops_->FromCu(st, "occupancy");
+    if (DeviceStatus st = api_.Occupancy(function_, int(threads), plan.smem_bytes, &blocks_per_sm); !st.ok()) {
+      return device_ops_->FromDevice(st, "occupancy");
     }
     if (blocks_per_sm == 0) {
       return Fail(FailureClass::kResources, "no block fits on an SM (" + std::to_string(threads) + " threads, " +
@@ -241,7 +222,7 @@ Failure Runner::KernelLimits(const MeasureRequest& req, const LaunchPlan& plan, 
                                                 " bytes shared memory)");
     }
     int64_t warps = (threads + 31) / 32;
-    res.occupancy = std::min(1.0, double(blocks_per_sm * warps) / double(std::max(1, max_threads_per_sm_ / 32)));
+    res.occupancy = std::min(1.0, double(blocks_per_sm * warps) / double(std::max(1, api_.MaxThreadsPerMultiprocessor() / 32)));
   }
 
   return {};
@@ -252,18 +233,18 @@ Failure Runner::BaselineLaunch(const MeasureRequest& req, const OpSpec& spec, co
   if (!spec.baseline || spec.baseline->library != req.baseline)
     return Fail(FailureClass::kLaunchError, "baseline " + req.baseline + ": not the op's [baseline]");
   const BaselineSpec& b = *spec.baseline;
-  if (!cublaslt_ && cublaslt_error_.empty()) {
-    auto lib = CublasLt::Open();
-    if (lib.ok()) cublaslt_ = std::move(lib).value();
-    else cublaslt_error_ = lib.status().message();
+  if (!baseline_lib_ && baseline_error_.empty()) {
+    auto lib = api_.OpenBaseline(b.library);
+    if (lib.ok()) baseline_lib_ = std::move(lib).value();
+    else baseline_error_ = lib.status().message();
   }
-  if (!cublaslt_) return Fail(FailureClass::kLaunchError, cublaslt_error_);
-  m->baseline = cublaslt_->Version();
+  if (!baseline_lib_) return Fail(FailureClass::kLaunchError, baseline_error_);
+  m->baseline = baseline_lib_->Version();
   constexpr size_t kWorkspaceBytes = 32u << 20;  // what cuBLAS's own heuristics assume on Hopper
   if (!baseline_workspace_) {
-    if (CuStatus st = TUNE_CU(d_.cuMemAlloc(&baseline_workspace_, kWorkspaceBytes)); !st.ok()) {
+    if (DeviceStatus st = api_.Alloc(kWorkspaceBytes, &baseline_workspace_); !st.ok()) {
       baseline_workspace_ = 0;
-      return device_ops_->FromCu(st, "baseline workspace");
+      return device_ops_->FromDevice(st, "baseline workspace");
     }
   }
   // M, N and K from the dims; the buffers the plan sized must hold them.
@@ -293,17 +274,17 @@ Failure Runner::BaselineLaunch(const MeasureRequest& req, const OpSpec& spec, co
                           std::to_string(mnk[2]);
   if (key != baseline_planned_) {
     baseline_planned_.clear();
-    if (Status st = cublaslt_->Plan(req.dtype, mnk[0], mnk[1], mnk[2], kWorkspaceBytes); !st.ok())
+    if (Status st = baseline_lib_->Plan(req.dtype, mnk[0], mnk[1], mnk[2], kWorkspaceBytes); !st.ok())
       return Fail(FailureClass::kLaunchError, st.message());
     baseline_planned_ = key;
   }
-  CublasLt* lib = cublaslt_.get();
-  const CUdeviceptr workspace = baseline_workspace_;
-  *launch = [lib, workspace, ia, ib, ic](CUstream s, void** params) -> CuStatus {
+  device::BaselineLibrary* lib = baseline_lib_.get();
+  const DevicePtr workspace = baseline_workspace_;
+  *launch = [lib, workspace, ia, ib, ic](Stream s, void** params) -> DeviceStatus {
     const auto ptr = [&](size_t i) { return static_cast<const ParamSlot*>(params[i])->ptr; };
     Status st = lib->Run(ptr(ia), ptr(ib), ptr(ic), workspace, s);
     if (st.ok()) return {};
-    return CuStatus{CUDA_ERROR_LAUNCH_FAILED, st.message()};
+    return device::DeviceFailed(DeviceError::kFailed, st.message());
   };
   return {};
 }
@@ -367,7 +348,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   } else {
     if (Failure f = LoadImage(req, spec); f.failed()) return f;
     if (Failure f = KernelLimits(req, plan, m); f.failed()) return f;
-    launch = [this, &plan](CUstream s, void** params) {
+    launch = [this, &plan](Stream s, void** params) {
       return device_ops_->Launch(function_, plan.grid, plan.block, plan.smem_bytes, s, params);
     };
   }
@@ -387,9 +368,6 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
                              spec.args.begin());
     auto layout = LayTensorMap(as.name, problem->args[of].dtype, plan.arg_extents[of], plan.arg_extents[i], as.swizzle);
     if (!layout.ok()) return Fail(FailureClass::kLaunchError, layout.status().message());
-    if (!d_.cuTensorMapEncodeTiled)
-      return Fail(FailureClass::kLaunchError,
-                  "tensor map " + as.name + ": this CUDA driver cannot encode tensor maps (CUDA 12 and later)");
     maps[i] = MapLayout{of, *layout};
   }
 
@@ -407,11 +385,11 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
         slot.ptr = k == 0 ? problem->args[i].dev : problem->spare[k - 1][i];
       } else if (as.kind == ArgSpec::Kind::kTensorMap) {
         // A baseline library reads the buffers: its map slots stay unused.
-        const CUdeviceptr at = slots[k][maps[i].buffer].ptr;
+        const DevicePtr at = slots[k][maps[i].buffer].ptr;
         if (req.baseline.empty()) {
           if (Status st = CheckTensorMapAddress(as.name, at); !st.ok())
             return Fail(FailureClass::kLaunchError, st.message());
-          if (CuStatus cs = EncodeTensorMap(d_, maps[i].layout, at, &slot.map); !cs.ok())
+          if (DeviceStatus cs = api_.EncodeTensorMap(maps[i].layout, at, slot.map); !cs.ok())
             return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + cs.message);
         }
       } else if (as.scalar_type == "i64") {
@@ -448,33 +426,15 @@ void WatchParent() {
   }).detach();
 }
 
-}  // namespace tune::cuda::runner
-
-namespace tune {
-
-int RunnerMain(int device_index, int in_fd, int out_fd) {
-  int out = out_fd;
-  if (out_fd == STDOUT_FILENO) {
-    // Only frames may reach the backend; anything printed goes to stderr.
-    out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-    if (out < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return cuda::runner::kExitProtocol;
-  }
-  auto driver = cuda::LoadDriver();
-  if (!driver.ok()) {
-    // Answer the backend's init so that it learns why, then stop.
-    auto first = cuda::ReadFrame(in_fd);
-    cuda::WireWriter hello(cuda::MsgType::kHello);
-    hello.U32(cuda::kRunnerProtocolVersion);
-    hello.U8(0);
-    hello.Str(driver.status().message());
-    cuda::EncodeDeviceInfo(DeviceInfo{}, &hello);
-    if (first.ok()) (void)cuda::WriteFrame(out, hello.bytes());
-    fprintf(stderr, "tunefarm runner[%d]: %s\n", device_index, driver.status().message().c_str());
-    return cuda::runner::kExitProtocol;
-  }
-  cuda::runner::WatchParent();
-  cuda::runner::Runner runner(**driver, device_index, in_fd, out);
-  return runner.Serve();
+int AnswerUnopened(int in_fd, int out_fd, const std::string& why) {
+  auto first = ReadFrame(in_fd);
+  WireWriter hello(MsgType::kHello);
+  hello.U32(kRunnerProtocolVersion);
+  hello.U8(0);
+  hello.Str(why);
+  EncodeDeviceInfo(DeviceInfo{}, &hello);
+  if (first.ok()) (void)WriteFrame(out_fd, hello.bytes());
+  return kExitProtocol;
 }
 
-}  // namespace tune
+}  // namespace tune::runner

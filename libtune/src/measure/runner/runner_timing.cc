@@ -1,7 +1,7 @@
 // The sampling loop: warm-up, an L2 flush before each sample, batches of
 // samples timed with events until NextSampling (measure/sampling.h) says stop,
 // then a contender's steady-state window.
-#include "measure/cuda/runner.h"
+#include "measure/runner/runner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "measure/sampling.h"
 #include "base/stats.h"
 
-namespace tune::cuda::runner {
+namespace tune::runner {
 
 Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, double best_so_far_us,
                      double checked_seconds, const std::vector<void**>& param_sets, double config_start,
@@ -21,26 +21,26 @@ Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, d
   if (checked_seconds > 0 && checked_seconds * warmup > policy.max_seconds)
     warmup = std::max(0, int(policy.max_seconds / checked_seconds));
   for (int i = 0; i < warmup; ++i) {
-    if (CuStatus st = launch(stream_, param_sets[0]); !st.ok())
-      return device_ops_->FromCu(st, "warm-up launch");
+    if (DeviceStatus st = launch(stream_, param_sets[0]); !st.ok())
+      return device_ops_->FromDevice(st, "warm-up launch");
   }
-  if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return device_ops_->FromCu(st, "warm-up");
+  if (DeviceStatus st = api_.SynchronizeStream(stream_); !st.ok()) return device_ops_->FromDevice(st, "warm-up");
   if (policy.idle_seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(policy.idle_seconds));
 
-  ClockSample before = nvml_ ? nvml_->Sample() : ClockSample{};
+  const device::ClockReading before = api_.Clocks();
   // Stay well inside the backend's wall-clock limit whatever the policy says.
   const double wall_cap = std::min(2.0 * policy.max_seconds + 1.0,
                                    std::max(0.1, 0.5 * policy.timeout_seconds - Seconds(config_start)));
   const double loop_start = NowSeconds();
   // The L2 flush before each sample: a read of the flush buffer, or where
-  // the builtin kernels did not compile, a write of it.
+  // the builtin kernels did not compile, a fill of it.
   long long flush_words = (long long)(flush_bytes_ / 16);
   void* flush_params[] = {&flush_, &flush_words, &builtin_stats_};
   const int64_t flush_grid[3] = {int64_t(std::max(1, device_.num_sms)) * 4, 1, 1};
   const int64_t flush_block[3] = {512, 1, 1};
-  auto flush = [&]() -> CuStatus {
+  auto flush = [&]() -> DeviceStatus {
     if (flush_l2_) return device_ops_->Launch(flush_l2_, flush_grid, flush_block, 0, stream_, flush_params);
-    return TUNE_CU(d_.cuMemsetD8Async(flush_, 0, flush_bytes_, stream_));
+    return api_.Fill(flush_, 0, flush_bytes_, stream_);
   };
   // Queues `count` samples back to back on the stream, each after an L2
   // flush and on the next placement, and appends their times.
@@ -48,17 +48,17 @@ Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, d
   auto take = [&](int count, std::vector<double>* out, double* timed) -> Failure {
     for (int b = 0; b < count; ++b) {
       void** params = param_sets[placement++ % param_sets.size()];
-      CuStatus st = flush();
-      if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_start_[b], stream_));
+      DeviceStatus st = flush();
+      if (st.ok()) st = api_.Record(ev_start_[b], stream_);
       if (st.ok()) st = launch(stream_, params);
-      if (st.ok()) st = TUNE_CU(d_.cuEventRecord(ev_stop_[b], stream_));
-      if (!st.ok()) return device_ops_->FromCu(st, "timed launch");
+      if (st.ok()) st = api_.Record(ev_stop_[b], stream_);
+      if (!st.ok()) return device_ops_->FromDevice(st, "timed launch");
     }
-    if (CuStatus st = TUNE_CU(d_.cuStreamSynchronize(stream_)); !st.ok()) return device_ops_->FromCu(st, "timed run");
+    if (DeviceStatus st = api_.SynchronizeStream(stream_); !st.ok()) return device_ops_->FromDevice(st, "timed run");
     for (int b = 0; b < count; ++b) {
       float ms = 0;
-      if (CuStatus st = TUNE_CU(d_.cuEventElapsedTime(&ms, ev_start_[b], ev_stop_[b])); !st.ok())
-        return device_ops_->FromCu(st, "event timing");
+      if (DeviceStatus st = api_.ElapsedMs(ev_start_[b], ev_stop_[b], &ms); !st.ok())
+        return device_ops_->FromDevice(st, "event timing");
       out->push_back(double(ms) * 1000.0);
       *timed += double(ms) / 1000.0;
     }
@@ -90,12 +90,12 @@ Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, d
     }
     stats = ComputeStats(window);
   }
-  ClockSample after = nvml_ ? nvml_->Sample() : ClockSample{};
+  const device::ClockReading after = api_.Clocks();
 
   SetFigures(stats, m);
-  m->throttled = before.Throttled() || after.Throttled();
+  m->throttled = before.throttled || after.throttled;
   m->sm_clock_mhz = after.valid ? after.sm_clock_mhz : before.sm_clock_mhz;
   return {};
 }
 
-}  // namespace tune::cuda::runner
+}  // namespace tune::runner

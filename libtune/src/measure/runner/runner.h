@@ -1,5 +1,8 @@
-// The runner process (private to measure/cuda): Runner serves the backend's
-// requests on one device. Its parts are listed in runner_device.h.
+// The runner (private to measure): Runner serves a backend's requests on one
+// device, through the device layer (device/device_api.h), the same for every
+// vendor. Its parts are listed in runner_device.h; a vendor's RunnerMain
+// (measure/cuda/cuda_backend.h) opens its DeviceApi and Toolchain and hands
+// them to a Runner.
 #pragma once
 
 #include <map>
@@ -8,15 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "measure/cuda/checker.h"
-#include "measure/cuda/cublaslt.h"
-#include "measure/cuda/nvml.h"
-#include "measure/cuda/problem_cache.h"
-#include "measure/cuda/runner_device.h"
-#include "measure/cuda/runner_protocol.h"
+#include "measure/runner/checker.h"
+#include "measure/runner/problem_cache.h"
+#include "measure/runner/runner_device.h"
+#include "measure/runner/runner_protocol.h"
 #include "measure/sampling.h"
 
-namespace tune::cuda::runner {
+namespace tune::runner {
 
 constexpr int kWindowBatch = 256;           // the same in a contender's steady-state window
 constexpr int64_t kDefaultMaxDynamicSmem = 48 * 1024;
@@ -28,11 +29,15 @@ struct Package {
 
 class Runner {
  public:
-  Runner(const Driver& d, int device_index, int in_fd, int out_fd)
-      : d_(d), index_(device_index), in_(in_fd), out_(out_fd) {
+  // Serves the requests read from `in_fd` on `device`, answering on
+  // `out_fd`; `device_index` names it in log lines.
+  Runner(DeviceApi& device, Toolchain& toolchain, int device_index, int in_fd, int out_fd)
+      : api_(device), toolchain_(toolchain), index_(device_index), in_(in_fd), out_(out_fd) {
     const char* t = std::getenv("TUNEFARM_RUNNER_TRACE");
     trace_ = t && *t && std::string(t) != "0";
   }
+  // Until EOF (0), a protocol error (kExitProtocol) or a lost device
+  // (kExitSticky, after its answer).
   int Serve();
 
  private:
@@ -60,21 +65,18 @@ class Runner {
 
   Status Send(const WireWriter& w) { return WriteFrame(out_, w.bytes()); }
 
-  const Driver& d_;
+  DeviceApi& api_;
+  Toolchain& toolchain_;
   int index_;
   bool trace_ = false;  // TUNEFARM_RUNNER_TRACE: one line per request with the time of each phase
   int in_, out_;
   std::string cache_dir_;
   DeviceInfo device_;
-  CUdevice dev_ = 0;
-  CUcontext ctx_ = nullptr;
-  CUstream stream_ = nullptr;
-  CUdeviceptr flush_ = 0;
+  Stream stream_ = nullptr;
+  DevicePtr flush_ = 0;
   size_t flush_bytes_ = 0;
-  CUfunction flush_l2_ = nullptr;  // the builtin read flush; nullptr: a memset
-  int max_threads_per_sm_ = 2048;
-  std::vector<CUevent> ev_start_, ev_stop_;
-  std::unique_ptr<Nvml> nvml_;
+  Function flush_l2_ = nullptr;  // the builtin read flush; nullptr: a fill
+  std::vector<Event> ev_start_, ev_stop_;
 
   // Made by Setup, once the device is known.
   std::optional<RunnerDevice> device_ops_;
@@ -82,7 +84,7 @@ class Runner {
   std::optional<ProblemCache> problems_;
 
   std::map<std::string, Package> packages_;
-  CUdeviceptr builtin_stats_ = 0;  // the builtin kernels' results
+  DevicePtr builtin_stats_ = 0;  // the builtin kernels' results
   bool built_problem_ = false;     // the current request built its problem
   size_t placements_ = 1;          // of the current request's timing (trace)
   SamplingStop stopped_ = SamplingStop::kNo;  // why its sampling loop ended (trace)
@@ -90,15 +92,23 @@ class Runner {
   std::string stored_key_;     // last cubin received (sent once per config)
   std::string stored_image_;
   std::string loaded_key_;     // cubin that module_ holds
-  CUmodule module_ = nullptr;
-  CUfunction function_ = nullptr;
+  Image module_ = nullptr;
+  Function function_ = nullptr;
 
   // The baseline library, opened at the first baseline request, its
   // workspace, and what it was last planned for ("dtype M N K").
-  std::unique_ptr<CublasLt> cublaslt_;
-  std::string cublaslt_error_;
-  CUdeviceptr baseline_workspace_ = 0;
+  std::unique_ptr<device::BaselineLibrary> baseline_lib_;
+  std::string baseline_error_;
+  DevicePtr baseline_workspace_ = 0;
   std::string baseline_planned_;
 };
 
-}  // namespace tune::cuda::runner
+// Ends the process (kExitOrphaned) once its parent is gone: a vendor's
+// RunnerMain calls it before serving.
+void WatchParent();
+
+// For a RunnerMain whose device did not open: answers the backend's init
+// with `why`, so that the worker's line says it; returns kExitProtocol.
+int AnswerUnopened(int in_fd, int out_fd, const std::string& why);
+
+}  // namespace tune::runner

@@ -1,4 +1,4 @@
-#include "measure/cuda/runner_process.h"
+#include "measure/runner/runner_process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "measure/cuda/runner_protocol.h"
+#include "measure/runner/runner_protocol.h"
 
-namespace tune::cuda {
+namespace tune::runner {
 namespace {
 
 // Only async-signal-safe calls between fork and exec: the worker has threads.
@@ -221,4 +221,4 @@ void RunnerProcess::ReapStragglers() {
   }
 }
 
-}  // namespace tune::cuda
+}  // namespace tune::runner

@@ -1,0 +1,288 @@
+// The runner (measure/runner/) over a second DeviceApi: host memory with
+// C++ kernels (support/host_device.h). The same runner, protocol, problem
+// cache, checker and timing loop that serve a GPU serve this device here, so
+// the seam between the runner and the device layer is tested without one.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "measure/runner/host_data.h"
+#include "measure/runner/runner.h"
+#include "support/host_device.h"
+
+namespace tune {
+namespace {
+
+using device::DeviceError;
+using device::DeviceStatus;
+using testing::HostDevice;
+using testing::HostImage;
+using testing::HostKernel;
+using testing::HostLaunch;
+using testing::HostToolchain;
+
+// y = x + r over N f32 elements, one thread per element.
+constexpr char kOpToml[] = R"toml(
+[op]
+name    = "vadd"
+source  = "vadd.cu"
+kernel  = "vadd"
+dims    = ["N"]
+dtypes  = ["f32"]
+default = { BLOCK = 128 }
+
+[params]
+BLOCK = [64, 128, 256]
+
+[launch]
+grid  = ["cdiv(N, BLOCK)", "1", "1"]
+block = ["BLOCK", "1", "1"]
+smem  = "0"
+
+[[args]]
+name  = "x"
+dir   = "in"
+dtype = "$dtype"
+shape = ["N"]
+init  = "normal(0,2)"
+
+[[args]]
+name  = "r"
+dir   = "in"
+dtype = "$dtype"
+shape = ["N"]
+init  = "uniform(-1,1)"
+
+[[args]]
+name  = "y"
+dir   = "out"
+dtype = "$dtype"
+shape = ["N"]
+
+[[args]]
+name   = "N"
+scalar = "i32"
+value  = "N"
+
+[check]
+reference = "reference.cu:vadd_ref"
+grid  = ["cdiv(N, 256)", "1", "1"]
+block = ["256", "1", "1"]
+atol = 1e-5
+rtol = 1e-5
+max_mismatch = 0.0
+)toml";
+
+// Every thread of the grid adds one element; `mutate(i, y)` may spoil it.
+HostKernel Vadd(std::function<void(int64_t, float*, int32_t)> mutate = nullptr, int max_threads = 1024) {
+  HostKernel k;
+  k.max_threads_per_block = max_threads;
+  k.run = [mutate](const HostLaunch& l) -> DeviceStatus {
+    const float* x = l.Buffer<float>(0);
+    const float* r = l.Buffer<float>(1);
+    float* y = l.Buffer<float>(2);
+    const int32_t n = l.Param<int32_t>(3);
+    for (int64_t i = 0; i < std::min<int64_t>(l.Threads(), n); ++i) y[i] = x[i] + r[i];
+    if (mutate) mutate(0, y, n);
+    return {};
+  };
+  return k;
+}
+
+std::map<std::string, HostKernel> Kernels() {
+  std::map<std::string, HostKernel> k;
+  k["vadd_ref"] = Vadd();
+  k["vadd"] = Vadd();
+  k["vadd_wrong"] = Vadd([](int64_t, float* y, int32_t n) { y[n - 1] += 1.0f; });
+  k["vadd_overrun"] = Vadd([](int64_t, float* y, int32_t n) { y[n + 3] = 1.0f; });  // into the guard
+  k["vadd_nan"] = Vadd([](int64_t, float* y, int32_t n) { y[n / 2] = std::nanf(""); });
+  k["vadd_small"] = Vadd(nullptr, 64);  // takes at most 64 threads a block
+  k["vadd_crash"].run = [](const HostLaunch&) {
+    return device::DeviceFailed(DeviceError::kContextLost, "illegal address (planted)");
+  };
+  return k;
+}
+
+// A runner on a HostDevice, served on its own thread over a socket pair,
+// and the backend's side of the protocol.
+class HostRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int to_runner[2], from_runner[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, to_runner), 0);
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, from_runner), 0);
+    out_ = to_runner[0];
+    in_ = from_runner[0];
+    runner_in_ = to_runner[1];
+    runner_out_ = from_runner[1];
+    serving_ = std::thread([this] {
+      runner::Runner r(device_, toolchain_, 0, runner_in_, runner_out_);
+      exit_code_ = r.Serve();
+      ::shutdown(runner_out_, SHUT_RDWR);
+    });
+    runner::WireWriter init(runner::MsgType::kInit);
+    init.U32(runner::kRunnerProtocolVersion);
+    init.Str("");  // no image cache
+    init.U32(0);   // no include roots
+    ASSERT_TRUE(runner::WriteFrame(out_, init.bytes()).ok());
+    auto hello = runner::ReadFrame(in_);
+    ASSERT_TRUE(hello.ok()) << hello.status().message();
+    runner::WireReader h(*hello);
+    ASSERT_EQ(h.Type(), runner::MsgType::kHello);
+    EXPECT_EQ(h.U32(), runner::kRunnerProtocolVersion);
+    ASSERT_EQ(h.U8(), 1) << h.Str();
+    h.Str();
+    EXPECT_EQ(runner::DecodeDeviceInfo(&h).name, device_.Info().name);
+
+    OpPackage pkg{{"op.toml", kOpToml}, {"vadd.cu", "// host kernels serve this op\n"},
+                  {"reference.cu", "// host kernels serve this op\n"}};
+    runner::WireWriter w(runner::MsgType::kPackage);
+    runner::EncodePackage("digest-vadd", "test:vadd", pkg, &w);
+    ASSERT_TRUE(runner::WriteFrame(out_, w.bytes()).ok());
+  }
+  void TearDown() override {
+    ::shutdown(out_, SHUT_RDWR);
+    serving_.join();
+    for (int fd : {out_, in_, runner_in_, runner_out_}) ::close(fd);
+  }
+
+  // Measures vadd with `kernel` as its image at N = n; `fatal` says whether
+  // the runner must exit after the answer.
+  Measurement Measure(const std::string& kernel, int64_t n = 1000, int64_t block = 128, bool* fatal = nullptr,
+                      runner::MeasureRequest* tweak = nullptr) {
+    runner::MeasureRequest req = tweak ? *tweak : runner::MeasureRequest{};
+    req.package_digest = "digest-vadd";
+    req.dtype = "f32";
+    req.config.params = {{"BLOCK", ParamValue(block)}};
+    req.config_id = req.config.Id();
+    req.shape.dims = {{"N", n}};
+    req.image_key = kernel + "@" + std::to_string(block);
+    req.image = HostImage({{"vadd", kernel}});
+    req.policy.max_seconds = 0.05;
+    req.policy.min_samples = 5;
+    req.policy.max_samples = 20;  // each sample follows an 8 MiB flush
+    runner::WireWriter w(runner::MsgType::kMeasure);
+    runner::EncodeMeasureRequest(req, &w);
+    EXPECT_TRUE(runner::WriteFrame(out_, w.bytes()).ok());
+    for (;;) {
+      auto frame = runner::ReadFrame(in_);
+      if (!frame.ok()) {
+        ADD_FAILURE() << frame.status().message();
+        return {};
+      }
+      runner::WireReader r(*frame);
+      const runner::MsgType type = r.Type();
+      if (type == runner::MsgType::kStarted) continue;
+      EXPECT_EQ(type, runner::MsgType::kResult);
+      Measurement m = runner::DecodeMeasurement(&r);
+      const bool f = r.U8() != 0;
+      if (fatal) *fatal = f;
+      EXPECT_TRUE(r.ok());
+      return m;
+    }
+  }
+
+  HostDevice device_{Kernels()};
+  HostToolchain toolchain_;
+  std::thread serving_;
+  int out_ = -1, in_ = -1, runner_in_ = -1, runner_out_ = -1;
+  int exit_code_ = -1;
+};
+
+TEST_F(HostRunnerTest, ACorrectKernelIsCheckedAndTimed) {
+  Measurement m = Measure("vadd");
+  EXPECT_EQ(m.failure, FailureClass::kNone) << m.failure_message;
+  EXPECT_TRUE(m.check_passed);
+  EXPECT_FALSE(m.unchecked);
+  EXPECT_EQ(m.max_abs_error, 0.0);
+  EXPECT_GE(m.samples, 5u);
+  EXPECT_GT(m.median_us, 0.0);
+  EXPECT_LE(m.min_us, m.median_us);
+  // The device's attributes and occupancy reach the row.
+  EXPECT_EQ(m.resources.registers, 32);
+  EXPECT_EQ(m.resources.max_threads_per_block, 1024);
+  EXPECT_GT(m.resources.occupancy, 0.0);
+  // The reference ran once for the problem; fills and compares ran on the
+  // host, the builtin kernels having no image for this device.
+  EXPECT_EQ(device_.Launches("vadd_ref"), 1);
+  EXPECT_GE(toolchain_.builtin_compiles, 1);
+
+  // The same problem again: cached, its reference not run again.
+  Measurement again = Measure("vadd", 1000, 256);
+  EXPECT_TRUE(again.check_passed) << again.failure_message;
+  EXPECT_EQ(device_.Launches("vadd_ref"), 1);
+  // A new shape is a new problem.
+  EXPECT_TRUE(Measure("vadd", 4096).check_passed);
+  EXPECT_EQ(device_.Launches("vadd_ref"), 2);
+}
+
+TEST_F(HostRunnerTest, WrongResultsAreFailuresWithTheirPlace) {
+  Measurement wrong = Measure("vadd_wrong");
+  EXPECT_EQ(wrong.failure, FailureClass::kWrongResult);
+  EXPECT_NE(wrong.failure_message.find("first at y[999]"), std::string::npos) << wrong.failure_message;
+  EXPECT_GT(wrong.mismatch_ratio, 0.0);
+  EXPECT_FALSE(wrong.check_passed);
+
+  Measurement overrun = Measure("vadd_overrun");
+  EXPECT_EQ(overrun.failure, FailureClass::kWrongResult);
+  EXPECT_NE(overrun.failure_message.find("wrote past the end of y"), std::string::npos) << overrun.failure_message;
+
+  Measurement nan = Measure("vadd_nan");
+  EXPECT_EQ(nan.failure, FailureClass::kNan);
+  EXPECT_NE(nan.failure_message.find("NaN"), std::string::npos) << nan.failure_message;
+
+  // The checked buffers were restored: a correct kernel still passes.
+  Measurement fine = Measure("vadd");
+  EXPECT_TRUE(fine.check_passed) << fine.failure_message;
+}
+
+TEST_F(HostRunnerTest, ABlockOverTheKernelsLimitIsAResourceFailure) {
+  Measurement m = Measure("vadd_small", 1000, 128);
+  EXPECT_EQ(m.failure, FailureClass::kResources);
+  EXPECT_NE(m.failure_message.find("exceeds the kernel's limit of 64"), std::string::npos) << m.failure_message;
+  EXPECT_EQ(device_.Launches("vadd_small"), 0);
+  EXPECT_TRUE(Measure("vadd_small", 1000, 64).check_passed);
+}
+
+TEST_F(HostRunnerTest, TimingRotatesOverPlacements) {
+  runner::MeasureRequest req;
+  req.policy.placements = 3;
+  Measurement m = Measure("vadd", 1000, 128, nullptr, &req);
+  ASSERT_TRUE(m.check_passed) << m.failure_message;
+  std::set<uint64_t> xs(device_.FirstParams("vadd").begin(), device_.FirstParams("vadd").end());
+  EXPECT_EQ(xs.size(), 3u);  // the checked placement and two spares
+
+  req.policy.new_buffers = true;
+  Measurement moved = Measure("vadd", 1000, 128, nullptr, &req);
+  ASSERT_TRUE(moved.check_passed) << moved.failure_message;
+  std::set<uint64_t> after(device_.FirstParams("vadd").begin(), device_.FirstParams("vadd").end());
+  EXPECT_GT(after.size(), xs.size());  // new buffers, inputs copied: the check still passes
+}
+
+TEST_F(HostRunnerTest, ALostDeviceEndsTheRunnerAfterItsAnswer) {
+  bool fatal = false;
+  Measurement m = Measure("vadd_crash", 1000, 128, &fatal);
+  EXPECT_EQ(m.failure, FailureClass::kCrash);
+  EXPECT_TRUE(fatal);
+  EXPECT_NE(m.failure_message.find("context lost"), std::string::npos) << m.failure_message;
+  EXPECT_NE(m.failure_message.find("illegal address (planted)"), std::string::npos) << m.failure_message;
+  ::shutdown(out_, SHUT_RDWR);
+  serving_.join();
+  serving_ = std::thread([] {});
+  EXPECT_EQ(exit_code_, runner::kExitSticky);
+}
+
+TEST_F(HostRunnerTest, ABaselineTheOpDoesNotDeclareIsRefused) {
+  runner::MeasureRequest req;
+  req.baseline = "cublaslt";
+  Measurement m = Measure("vadd", 1000, 128, nullptr, &req);
+  EXPECT_EQ(m.failure, FailureClass::kLaunchError);
+  EXPECT_NE(m.failure_message.find("baseline cublaslt"), std::string::npos) << m.failure_message;
+}
+
+}  // namespace
+}  // namespace tune
