@@ -314,9 +314,19 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     }
   }
   rows = NewestKernelOnly(std::move(rows));
-  std::map<std::string, uint64_t> failures;  // by class
-  for (const Measurement& m : rows)
-    if (m.failure != FailureClass::kNone) ++failures[FailureClassName(m.failure)];
+  std::map<std::string, uint64_t> failures;       // by class
+  std::map<std::string, uint64_t> failed_causes;  // by "class: first line of the message"
+  uint64_t valid_rows = 0, failed_rows = 0;
+  for (const Measurement& m : rows) {
+    if (m.failure == FailureClass::kNone) {
+      valid_rows += m.Valid() ? 1 : 0;
+      continue;
+    }
+    ++failed_rows;
+    ++failures[FailureClassName(m.failure)];
+    ++failed_causes[std::string(FailureClassName(m.failure)) + ": " +
+                    m.failure_message.substr(0, m.failure_message.find('\n'))];
+  }
   const RowNotes row_notes = NotesOf(store, rows);
   const Pipeline pipeline = PipelineOf(total, devices, sweep_seconds);
   // --format json: stdout holds one document (rows, the sweep's figures,
@@ -356,6 +366,22 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
                 args.worker.opts.sim_truth ? "ground-truth file (--sim-truth) and cost model" : "cost model");
   }
 
+  if (!valid_rows && !failed_causes.empty()) {
+    // Nothing to publish: the cause once, not a publish error.
+    const auto most = std::max_element(failed_causes.begin(), failed_causes.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    const std::string why = "tune: every config failed, no bundle; " + std::to_string(most->second) + " of " +
+                            std::to_string(failed_rows) + " say: " + most->first;
+    if (json) {
+      doc["failures"] = failures;
+      doc["error"] = why;
+      doc["store"] = args.store;
+      std::printf("%s\n", DumpJson(doc, 2).c_str());
+    } else {
+      std::printf("failures: %s\n", FormatFailures(failures).c_str());
+    }
+    return Fail(why);
+  }
   const std::string out = args.bundle.empty() ? "bundles/" + sweep->name : args.bundle;
   ResultFilter filter;
   std::vector<std::string> notes;

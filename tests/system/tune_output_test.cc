@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,12 +25,13 @@ struct Output {
   std::string out, err;
 };
 
-// `tunefarm tune` on one simulated device: test op `op` (the small one by
-// default), two shapes.
-Output Tune(const testing::TempDir& dir, const std::string& format, const std::string& op = "tiny") {
+// `tunefarm tune` on one simulated device: test op `op` of `ops_dir` (the
+// small one by default), two shapes.
+Output Tune(const testing::TempDir& dir, const std::string& format, const std::string& op = "tiny",
+            const std::string& ops_dir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops") {
   Output r;
   const std::string cmd = std::string(TUNEFARM_BINARY) + " tune --backend sim --sim-models h100 --ops-dir " +
-                          TUNEFARM_SOURCE_DIR + "/tests/data/ops --op " + op +
+                          ops_dir + " --op " + op +
                           " --dtype f32 --shape N=65536 --shape N=4096" +
                           " --quiet --unsigned --store " + dir.Sub(format + "-store") + " --bundle " +
                           dir.Sub(format + "-bundle") + " --cache-dir " + dir.Sub("cache") + " --format " + format +
@@ -111,6 +115,30 @@ TEST(TuneOutput, RootIsNotWarnedAboutProgramsWhenNoOpIsOne) {
   // A program op's worker still warns (however its sweep goes).
   const Output program = Tune(dir, "json", "program_sum");
   EXPECT_NE(program.err.find("program ops run as root"), std::string::npos) << program.err;
+}
+
+// An op every config of which fails for one reason (a program op whose
+// `version` command fails on this host): the cause once, no bundle, exit 1.
+TEST(TuneOutput, AnOpWhoseEveryConfigFailsSaysTheCauseOnceAndPublishesNothing) {
+  testing::TempDir dir;
+  const std::string ops = dir.Sub("ops");
+  const std::string src = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/program_sum";
+  ASSERT_EQ(std::system(("mkdir -p " + ops + " && cp -r " + src + " " + ops + "/").c_str()), 0);
+  std::string toml = testing::ReadFile(ops + "/program_sum/op.toml");
+  const size_t at = toml.find("run   = \"sh bench.sh\"");
+  ASSERT_NE(at, std::string::npos);
+  toml.insert(at, "version = \"sh -c 'echo torch is missing >&2; exit 3'\"\n");
+  std::ofstream(ops + "/program_sum/op.toml", std::ios::trunc) << toml;
+  for (const char* format : {"table", "json"}) {
+    const Output r = Tune(dir, format, "program_sum", ops);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("every config failed, no bundle; 16 of 16 say: compile_error: version: exit code 3: "
+                         "torch is missing"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("no valid measurement"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.Sub(std::string(format) + "-bundle.tfb")));
+  }
 }
 
 }  // namespace
