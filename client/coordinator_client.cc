@@ -15,6 +15,7 @@ namespace tune {
 struct CoordinatorClient::Impl {
   std::string endpoint;
   double timeout;
+  double connect_seconds = kClientConnectSeconds;
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::dealer};
   // The socket's connection and handshake events, so that a coordinator
@@ -51,6 +52,8 @@ struct CoordinatorClient::Impl {
     return why;
   }
 };
+
+void CoordinatorClient::SetConnectSeconds(double seconds) { impl_->connect_seconds = seconds; }
 
 CoordinatorClient::CoordinatorClient(std::string endpoint, double timeout_seconds,
                                      std::string curve_secret_key, std::string coordinator_key)
@@ -94,7 +97,8 @@ Result<Command> CoordinatorClient::Call(Command request) {
     const double deadline = start + impl_->timeout;
     // Without a connection after this long nothing listens there: said
     // now, not after a long request's whole timeout.
-    const double connect_deadline = start + std::min(impl_->timeout, kClientConnectSeconds);
+    const double connect_seconds = std::min(impl_->timeout, impl_->connect_seconds);
+    const double connect_deadline = start + connect_seconds;
     while (NowSeconds() < deadline) {
       zmq::pollitem_t items[] = {{impl_->sock.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(100));
@@ -103,7 +107,7 @@ Result<Command> CoordinatorClient::Call(Command request) {
       if (impl_->monitoring && !impl_->connected && !(items[0].revents & ZMQ_POLLIN) &&
           NowSeconds() >= connect_deadline)
         return Status::Unavailable("coordinator " + impl_->endpoint + " did not answer: no connection in " +
-                                   std::to_string(static_cast<int>(std::ceil(std::min(impl_->timeout, kClientConnectSeconds)))) + " s" +
+                                   std::to_string(static_cast<int>(std::ceil(connect_seconds))) + " s" +
                                    " (is it running, and is this its address?)");
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       zmq::message_t msg;

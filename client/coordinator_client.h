@@ -31,6 +31,11 @@ class CoordinatorClient {
   CoordinatorClient(const ClientArgs& to, double timeout_seconds)
       : CoordinatorClient(to.endpoint, timeout_seconds, to.curve_secret_key, to.coordinator_key) {}
   ~CoordinatorClient();
+  // Without a connection after `seconds` (default kClientConnectSeconds, at
+  // most the timeout) the call fails saying nothing listens: a caller whose
+  // requests may run long (a store read) keeps its user's shorter bound
+  // for the connection.
+  void SetConnectSeconds(double seconds);
   Result<Command> Call(Command request);
 
  private:

@@ -227,7 +227,10 @@ Result<tune::SweepStatus> AskStatus(tunefarm_farm_t* farm, tune::Command request
 Result<std::shared_ptr<tune::ResultStore>> StoreOf(tunefarm_farm_t* farm, const tune::ResultFilter& filter) {
   if (farm->local) return std::shared_ptr<tune::ResultStore>(&farm->local->store(), [](tune::ResultStore*) {});
   if (farm->opened) return farm->opened;
-  tune::CoordinatorClient client(farm->to, tune::kStoreReadTimeoutSeconds);
+  // An export may take minutes once connected; the connection itself is
+  // held to the farm's timeout (Farm.connect(timeout=)).
+  tune::CoordinatorClient client(farm->to, std::max(tune::kStoreReadTimeoutSeconds, farm->timeout));
+  client.SetConnectSeconds(farm->timeout);
   ASSIGN_OR_RETURN(std::unique_ptr<tune::ResultStore> fetched,
                    tune::FetchStore(client, {filter}, !farm->to.curve_secret_key.empty()));
   return std::shared_ptr<tune::ResultStore>(std::move(fetched));

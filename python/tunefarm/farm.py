@@ -283,7 +283,10 @@ class Farm:
         """The farm of the coordinator at `endpoint`; with CURVE, `client_key`
         is this client's secret key file (its public key on the coordinator's
         client allow-list) and `coordinator_key` the coordinator's public key
-        file. `timeout` bounds each request, in seconds."""
+        file. `timeout` bounds each request, in seconds, and a coordinator
+        not connected within it is an error then (no answer: the endpoint
+        or the keys); a read of its rows (results, best, publish) may run
+        longer once connected, up to 300 s."""
         lib = _farm_lib()
         enc = lambda s: os.fsencode(s) if s is not None else None
         h = _native.call(lib, lib.tunefarm_farm_connect, endpoint.encode(), enc(client_key), enc(coordinator_key),

@@ -404,6 +404,11 @@ class ConnectedFarm(unittest.TestCase):
         with tunefarm.Farm.connect("tcp://127.0.0.1:%d" % free_port(), timeout=1) as nobody:
             with self.assertRaisesRegex(tunefarm.TunefarmError, "did not answer"):
                 nobody.sweeps()
+            # A read of the rows (a long request once connected) is held to
+            # the farm's timeout for its connection, not to the read's.
+            for read in (nobody.results, nobody.best):
+                with self.assertRaisesRegex(tunefarm.TunefarmError, "no connection in 1 s"):
+                    read()
         with self.assertRaisesRegex(tunefarm.TunefarmError, "CURVE"):
             tunefarm.Farm.connect(self.endpoint, client_key="only-one.key")
 
