@@ -2,6 +2,7 @@
 
 #include "base/backend_kinds.h"
 #include "report/compare.h"
+#include "report/row_table.h"
 #include "report/pipeline.h"
 
 #include <set>
@@ -293,10 +294,15 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     return;
   }
   if (format == OutputFormat::kCsv) {
-    std::fprintf(out, "gpu_model,op,dtype,shape,config,config_id,kernel_hash,status,median_us,"
-                      "stdev_us,ci95_us,samples,throughput,unit,sm_clock_mhz,throttled,backend,winner,reason,"
-                      "confirmed,confirm_timing,refined,screen_us,bottleneck,compute_pct,memory_pct,proposer,coverage,"
-                      "baseline,baseline_us,vs_baseline,default_us,vs_default\n");
+    RowTable table;
+    for (const char* name : {"gpu_model", "op", "dtype", "shape", "config", "config_id", "kernel_hash", "status",
+                             "median_us", "stdev_us", "ci95_us", "samples", "throughput", "unit", "sm_clock_mhz",
+                             "throttled", "backend", "winner", "reason", "confirmed", "confirm_timing", "refined",
+                             "screen_us", "bottleneck", "compute_pct", "memory_pct", "proposer", "coverage",
+                             "baseline", "baseline_us", "vs_baseline", "default_us", "vs_default"})
+      table.columns.push_back({name});
+    // An absent figure is an empty cell.
+    auto figure = [](double v, const char* fmt, bool present) { return present ? NumberCell(v, fmt) : EmptyCell(); };
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& m = rows[i];
       std::string unit;
@@ -304,27 +310,26 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
       const KernelProfile* p = profile_of(m);
       const KeyCoverage* c = coverage_of(m);
       const Measurement* b = baseline_of(m);
-      char vs[32] = "", bus[32] = "";
-      if (const double r = VsBaselineRow(m, b); r > 0) std::snprintf(vs, sizeof vs, "%.4f", r);
-      if (b && b->Valid()) std::snprintf(bus, sizeof bus, "%.3f", b->median_us);
-      char dus[32] = "", vsd[32] = "";
-      if (const Measurement* d = winner[i] ? default_of(m) : nullptr; d && d->Valid()) {
-        std::snprintf(dus, sizeof dus, "%.3f", d->median_us);
-        if (const double r = VsDefault(m, d); r > 0) std::snprintf(vsd, sizeof vsd, "%.4f", r);
-      }
-      std::fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%u,%.3f,%s,%d,%d,%s,%d,%s,%d,%s,%d,%.3f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
-                   m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(), CsvField(m.shape).c_str(),
-                   CsvField(m.config.Canonical()).c_str(), m.config_id.c_str(),
-                   m.kernel_hash.c_str(), m.StatusName(), m.median_us, m.stdev_us,
-                   m.ci95_us, m.samples, tp, unit.c_str(), m.sm_clock_mhz, int(m.throttled), m.backend.c_str(),
-                   static_cast<int>(winner[i]), CsvField(WhyFailed(m.failure_message)).c_str(),
-                   int(m.pass == Measurement::Pass::kConfirm),
-                   m.pass == Measurement::Pass::kConfirm ? ConfirmTimingName(m.confirm_timing) : "",
-                   int(m.pass == Measurement::Pass::kRefine),
-                   m.screen_us, p ? p->bottleneck.c_str() : "", p ? std::to_string(p->compute_pct).c_str() : "",
-                   p ? std::to_string(p->memory_pct).c_str() : "", m.proposer.c_str(),
-                   c ? CoverageStateName(c->state) : "", b ? CsvField(b->baseline).c_str() : "", bus, vs, dus, vsd);
+      const double vs = VsBaselineRow(m, b);
+      const Measurement* d = winner[i] ? default_of(m) : nullptr;
+      if (d && !d->Valid()) d = nullptr;
+      const double vsd = d ? VsDefault(m, d) : 0;
+      const bool confirmed = m.pass == Measurement::Pass::kConfirm;
+      table.rows.push_back(
+          {TextCell(m.gpu_model), TextCell(m.op), TextCell(m.dtype), TextCell(m.shape), TextCell(m.config.Canonical()),
+           TextCell(m.config_id), TextCell(m.kernel_hash), TextCell(m.StatusName()), NumberCell(m.median_us, "%.3f"),
+           NumberCell(m.stdev_us, "%.3f"), NumberCell(m.ci95_us, "%.3f"), IntegerCell(m.samples),
+           NumberCell(tp, "%.3f"), TextCell(unit), IntegerCell(m.sm_clock_mhz), IntegerCell(m.throttled),
+           TextCell(m.backend), IntegerCell(winner[i]), TextCell(WhyFailed(m.failure_message)), IntegerCell(confirmed),
+           TextCell(confirmed ? ConfirmTimingName(m.confirm_timing) : ""),
+           IntegerCell(m.pass == Measurement::Pass::kRefine), NumberCell(m.screen_us, "%.3f"),
+           TextCell(p ? p->bottleneck : ""), p ? NumberCell(p->compute_pct, "%f") : EmptyCell(),
+           p ? NumberCell(p->memory_pct, "%f") : EmptyCell(), TextCell(m.proposer),
+           TextCell(c ? CoverageStateName(c->state) : ""), TextCell(b ? b->baseline : ""),
+           figure(b ? b->median_us : 0, "%.3f", b && b->Valid()), figure(vs, "%.4f", vs > 0),
+           figure(d ? d->median_us : 0, "%.3f", d != nullptr), figure(vsd, "%.4f", vsd > 0)});
     }
+    std::fputs(RenderRows(table, RowFormat::kCsv).c_str(), out);
     return;
   }
   std::string last;
@@ -426,8 +431,11 @@ void PrintBundle(FILE* out, const Bundle& b) {
     std::fprintf(out, "  default %-12s %s on %s: %s\n", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
                  d.config.Canonical().c_str());
   }
-  std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11s %16s %11s %-16s %s\n", "gpu_model", "op", "dtype",
-               "shape", "config", "median_us", "default_us/x", "vs_baseline", "backend", "coverage");
+  // The entries through the row printer: a long config widens its column
+  // instead of breaking the alignment.
+  RowTable table;
+  table.columns = {{"gpu_model"}, {"op"}, {"dtype"}, {"shape"}, {"config"}, {"median_us", true},
+                   {"default_us/x", true}, {"vs_baseline", true}, {"backend"}, {"coverage"}};
   for (const auto& e : b.entries) {
     char def[48] = "-", vs[32] = "-";
     // The default's figure and what the winner gains on it: "123.45/1.23x".
@@ -438,11 +446,12 @@ void PrintBundle(FILE* out, const Bundle& b) {
     std::string coverage = e.coverage.state.empty() ? "-" : e.coverage.state;
     if (!e.coverage.state.empty())
       coverage += " " + std::to_string(e.coverage.evaluated) + "/" + std::to_string(e.coverage.legal);
-    std::fprintf(out, "  %-18s %-10s %-5s %-24s %-44s %11.2f %16s %11s %-16s %s\n", e.gpu_model.c_str(),
-                 e.op.c_str(), e.dtype.c_str(), e.shape.Canonical().c_str(),
-                 e.config.Canonical().c_str(), e.median_us, def, vs,
-                 IsSimulatedBackend(e.backend) ? "sim (simulated)" : e.backend.c_str(), coverage.c_str());
+    table.rows.push_back({TextCell(e.gpu_model), TextCell(e.op), TextCell(e.dtype), TextCell(e.shape.Canonical()),
+                          TextCell(e.config.Canonical()), NumberCell(e.median_us, "%.2f"), TextCell(def),
+                          TextCell(vs), TextCell(IsSimulatedBackend(e.backend) ? "sim (simulated)" : e.backend),
+                          TextCell(coverage)});
   }
+  std::fputs(RenderRows(table, RowFormat::kTable, "  ").c_str(), out);
 }
 
 }  // namespace tune

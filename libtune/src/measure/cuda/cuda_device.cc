@@ -28,12 +28,6 @@ device::DeviceStatus ToDeviceStatus(CUresult r, const char* call, const char* fi
   return device::DeviceFailed(e, CuErrorText(r, call, file, line));
 }
 
-}  // namespace tune::cuda
-
-// Evaluates a driver call as a DeviceStatus naming the call, file and line.
-#define TUNE_DEV(call) ::tune::cuda::ToDeviceStatus((call), #call, __FILE__, __LINE__)
-
-namespace tune::cuda {
 namespace {
 
 CUstream S(device::Stream s) { return reinterpret_cast<CUstream>(s); }

@@ -15,6 +15,10 @@
 
 namespace tune::cuda {
 
+// A driver result as the device layer's status: the class the runner
+// branches on (a sticky error loses the context) and CuErrorText's line.
+device::DeviceStatus ToDeviceStatus(CUresult r, const char* call, const char* file, int line);
+
 class CudaDevice final : public device::DeviceApi {
  public:
   // Retains `ordinal`'s primary context and makes it current on the calling
@@ -62,10 +66,6 @@ class CudaDevice final : public device::DeviceApi {
   std::vector<CUevent> events_;
 };
 
-// A driver result as the device layer's status: the class the runner
-// branches on (a sticky error loses the context) and CuErrorText's line.
-device::DeviceStatus ToDeviceStatus(CUresult r, const char* call, const char* file, int line);
-
 class NvrtcToolchain final : public device::Toolchain {
  public:
   std::string Version() const override;
@@ -78,3 +78,6 @@ class NvrtcToolchain final : public device::Toolchain {
 };
 
 }  // namespace tune::cuda
+
+// Evaluates a driver call as a DeviceStatus naming the call, file and line.
+#define TUNE_DEV(call) ::tune::cuda::ToDeviceStatus((call), #call, __FILE__, __LINE__)

@@ -70,33 +70,10 @@ Result<const Driver*> LoadDriver();
 // "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)".
 std::string CuResultText(CUresult r);
 
-// "libtune/src/cuda/runner.cc:123: cuLaunchKernel(...) failed: CUDA_ERROR_..."
+// "libtune/src/measure/cuda/cuda_device.cc:123: cuLaunchKernel(...) failed: CUDA_ERROR_..."
 std::string CuErrorText(CUresult r, const char* call, const char* file, int line);
 
-// Errors after which the context is unusable; the runner must exit.
+// Errors after which the context is unusable (DeviceError::kContextLost).
 bool IsStickyError(CUresult r);
 
-// A driver call's outcome with where it happened, for code that must tell
-// error codes apart (launch vs. crash vs. resources).
-struct CuStatus {
-  CUresult code = CUDA_SUCCESS;
-  std::string message;
-  bool ok() const { return code == CUDA_SUCCESS; }
-};
-
-inline CuStatus CheckCu(CUresult r, const char* call, const char* file, int line) {
-  if (r == CUDA_SUCCESS) return {};
-  return CuStatus{r, CuErrorText(r, call, file, line)};
-}
-
 }  // namespace tune::cuda
-
-// Evaluates a driver call and yields a CuStatus naming the call, file and line.
-#define TUNE_CU(call) ::tune::cuda::CheckCu((call), #call, __FILE__, __LINE__)
-
-// In a function returning CuStatus: return the failure of `call`.
-#define TUNE_CU_RETURN_IF_ERROR(call)                      \
-  do {                                                     \
-    ::tune::cuda::CuStatus _cs = TUNE_CU(call);            \
-    if (!_cs.ok()) return _cs;                             \
-  } while (0)

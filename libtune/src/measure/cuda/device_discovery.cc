@@ -1,6 +1,7 @@
 // DiscoverCudaDevices: what a worker reports about its GPUs.
 #include "measure/cuda/device_discovery.h"
 
+#include "measure/cuda/cuda_device.h"
 #include "measure/cuda/cuda_driver.h"
 #include "measure/cuda/cuda_backend.h"
 
@@ -9,20 +10,20 @@ namespace cuda {
 
 Result<DeviceInfo> DescribeDevice(const Driver& d, int ordinal) {
   CUdevice dev = 0;
-  CuStatus st = TUNE_CU(d.cuDeviceGet(&dev, ordinal));
+  device::DeviceStatus st = TUNE_DEV(d.cuDeviceGet(&dev, ordinal));
   if (!st.ok()) return Status::Error(st.message);
 
   DeviceInfo info;
   info.index = ordinal;
   info.backend = "cuda";
   char name[256] = {};
-  st = TUNE_CU(d.cuDeviceGetName(name, sizeof(name) - 1, dev));
+  st = TUNE_DEV(d.cuDeviceGetName(name, sizeof(name) - 1, dev));
   if (!st.ok()) return Status::Error(st.message);
   info.name = name;
   info.model = NormaliseGpuModel(info.name);
 
   size_t total = 0;
-  st = TUNE_CU(d.cuDeviceTotalMem(&total, dev));
+  st = TUNE_DEV(d.cuDeviceTotalMem(&total, dev));
   if (!st.ok()) return Status::Error(st.message);
   info.total_mem_bytes = int64_t(total);
 
@@ -42,7 +43,7 @@ Result<DeviceInfo> DescribeDevice(const Driver& d, int ordinal) {
       {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, "memory clock"},
   };
   for (Attr& a : attrs) {
-    st = TUNE_CU(d.cuDeviceGetAttribute(&a.value, a.attr, dev));
+    st = TUNE_DEV(d.cuDeviceGetAttribute(&a.value, a.attr, dev));
     if (!st.ok()) return Status::Error(std::string(a.what) + ": " + st.message);
   }
   info.cc_major = attrs[0].value;
@@ -55,7 +56,7 @@ Result<DeviceInfo> DescribeDevice(const Driver& d, int ordinal) {
   info.mem_clock_mhz = attrs[7].value / 1000;
 
   int drv = 0;
-  st = TUNE_CU(d.cuDriverGetVersion(&drv));
+  st = TUNE_DEV(d.cuDriverGetVersion(&drv));
   if (!st.ok()) return Status::Error(st.message);
   info.driver_version = std::to_string(drv / 1000) + "." + std::to_string((drv % 1000) / 10);
   info.nvrtc_version = NvrtcVersionString();
@@ -77,7 +78,7 @@ Result<std::vector<DeviceInfo>> DiscoverCudaDevices() {
   if (!drv.ok()) return drv.status();
   const cuda::Driver& d = **drv;
   int count = 0;
-  cuda::CuStatus st = TUNE_CU(d.cuDeviceGetCount(&count));
+  device::DeviceStatus st = TUNE_DEV(d.cuDeviceGetCount(&count));
   if (!st.ok()) return Status::Error(st.message);
   if (count == 0) return Status::Error("no CUDA device (cuDeviceGetCount = 0)");
   std::vector<DeviceInfo> out;
