@@ -38,10 +38,11 @@ NowUnixSeconds, ...), so that tests and replays can control time. Files
 that may not are named in CLOCK_EXEMPT with the reason.
 
 The CUDA driver and NVRTC are called in two places only: the CUDA
-backend (libtune/src/measure/cuda/, whose libcuda table and NVRTC loading
-are the device layer's seam) and the deployment launcher
-(libtune/src/launcher/). No other production source (comments left out)
-calls a cu* or nvrtc* function, so a second GPU vendor is a folder beside
+backend (libtune/src/measure/cuda/, which implements the device layer,
+device/device_api.h, for the one runner in measure/runner/) and the
+deployment launcher (libtune/src/launcher/). No other production source
+(comments left out) calls a cu* or nvrtc* function, and measure/runner/
+includes nothing of measure/cuda/, so a second GPU vendor is a folder beside
 measure/cuda/, not edits across the farm.
 
 Usage: layering_test.py SOURCE_DIR   (exit 0: clean; 1: violations, listed)
