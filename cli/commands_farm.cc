@@ -7,6 +7,7 @@
 
 #include "coordinator_client.h"
 #include "base/backend_kinds.h"
+#include "report/row_table.h"
 #include "report.h"
 #include "command_util.h"
 #include "commands.h"
@@ -300,16 +301,18 @@ int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
     return 0;
   }
   if (args.format == "csv") {
-    std::printf("sweep,name,state,units_done,units_total,pairs_done,pairs_total,pairs_failed,gpu_models,waiting_for,"
-                "error,priority\n");
+    RowTable table;
+    for (const char* name : {"sweep", "name", "state", "units_done", "units_total", "pairs_done", "pairs_total",
+                             "pairs_failed", "gpu_models", "waiting_for", "error", "priority"})
+      table.columns.push_back({name});
     for (const auto& p : status->sweeps) {
-      std::printf("%s,%s,%s,%llu,%llu,%llu,%llu,%llu,%s,%s,%s,%u\n", CsvField(p.sweep_id).c_str(),
-                  CsvField(p.name).c_str(), p.state.c_str(), (unsigned long long)p.units_done,
-                  (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
-                  (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
-                  CsvField(Join(p.gpu_models, " ")).c_str(), CsvField(Join(p.waiting_for, " ")).c_str(),
-                  CsvField(ToValidUtf8(p.error)).c_str(), p.priority);
+      table.rows.push_back({TextCell(p.sweep_id), TextCell(p.name), TextCell(p.state), IntegerCell(int64_t(p.units_done)),
+                            IntegerCell(int64_t(p.units_total)), IntegerCell(int64_t(p.pairs_done)),
+                            IntegerCell(int64_t(p.pairs_total)), IntegerCell(int64_t(p.pairs_failed)),
+                            TextCell(Join(p.gpu_models, " ")), TextCell(Join(p.waiting_for, " ")),
+                            TextCell(ToValidUtf8(p.error)), IntegerCell(p.priority)});
     }
+    std::fputs(RenderRows(table, RowFormat::kCsv).c_str(), stdout);
     return 0;
   }
   std::printf("%u worker(s)\n", status->workers);

@@ -7,6 +7,7 @@
 
 #include "coordinator_impl.h"
 #include "base/text.h"
+#include "wire/liveness.h"
 
 namespace tune {
 namespace {
@@ -172,7 +173,7 @@ void Coordinator::Impl::Handle(const std::string& identity, const std::string& k
           std::vector<std::string> stale;
           for (const auto& [other, s] : sessions.all()) {
             if (other == identity || s.name != cmd.worker_name) continue;
-            if (now - s.last_seen < opts.heartbeat_ms * 1e-3 * opts.liveness)
+            if (!Liveness::Gone(s.last_seen, now, opts.heartbeat_ms * 1e-3, opts.liveness))
               return Disconnect(identity, "a live worker is already named '" + cmd.worker_name +
                                               "': give each worker a --name of its own");
             stale.push_back(other);

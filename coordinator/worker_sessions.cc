@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/backend_kinds.h"
+#include "wire/liveness.h"
 #include "coordinator_parts.h"
 
 namespace tune {
@@ -107,9 +108,9 @@ WorkerSessions::Due WorkerSessions::Check(double now, double heartbeat_seconds, 
   for (const auto& [id, s] : sessions_) {
     if (still_worker && !still_worker(s.key)) {
       due.revoked.push_back(id);
-    } else if (now - s.last_seen > heartbeat_seconds * liveness) {
+    } else if (Liveness::Gone(s.last_seen, now, heartbeat_seconds, liveness)) {
       due.dead.push_back(id);
-    } else if (now - s.last_sent >= heartbeat_seconds) {
+    } else if (Liveness::HeartbeatDue(s.last_sent, now, heartbeat_seconds)) {
       due.quiet.push_back(id);
     }
   }

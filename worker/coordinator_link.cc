@@ -19,7 +19,7 @@ Status CoordinatorLink::Connect() {
   if (opts_.curve_keys) TUNE_RETURN_IF_ERROR(ConfigureCurveClient(*socket_, *opts_.curve_keys, opts_.coordinator_key));
   socket_->connect(opts_.endpoint);
   greeted_ = false;
-  last_heard_ = NowSeconds();
+  liveness_.Heard(NowSeconds());
   Send(Hello{opts_.name, TUNEFARM_VERSION, opts_.devices, opts_.builder_archs, opts_.builder_toolchain});
   log::Info("worker", "connecting", {{"worker", opts_.name}, {"endpoint", opts_.endpoint}});
   return Status::OK();
@@ -27,16 +27,15 @@ Status CoordinatorLink::Connect() {
 
 void CoordinatorLink::Drop(const std::string& why) {
   log::Warn("worker", "connection lost; reconnecting",
-            {{"worker", opts_.name}, {"reason", why}, {"backoff_s", backoff_}});
+            {{"worker", opts_.name}, {"reason", why}, {"backoff_s", liveness_.backoff_seconds()}});
   socket_.reset();
   greeted_ = false;
-  reconnect_at_ = NowSeconds() + backoff_;
-  backoff_ = std::min(backoff_ * 2, 8.0);
+  liveness_.Dropped(NowSeconds());
 }
 
 void CoordinatorLink::SendFrame(const std::string& frame) {
   socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-  last_sent_ = NowSeconds();
+  liveness_.Sent(NowSeconds());
 }
 
 void CoordinatorLink::Send(Command cmd) {
@@ -61,7 +60,7 @@ void CoordinatorLink::SendResults(Results results) {
 std::optional<Command> CoordinatorLink::Receive() {
   zmq::message_t msg;
   while (socket_ && socket_->recv(msg, zmq::recv_flags::dontwait)) {
-    last_heard_ = NowSeconds();
+    liveness_.Heard(NowSeconds());
     auto env = DecodeEnvelope(msg.data(), msg.size());
     if (!env.ok()) {
       log::Warn("worker", "dropping a malformed message from the coordinator",
@@ -70,9 +69,8 @@ std::optional<Command> CoordinatorLink::Receive() {
     }
     if (const auto* ack = std::get_if<HelloAck>(&env->command)) {
       greeted_ = true;
-      backoff_ = 0.25;
-      heartbeat_seconds_ = ack->heartbeat_ms / 1000.0;
-      liveness_ = ack->liveness;
+      liveness_.Greeted();
+      liveness_.SetTerms(ack->heartbeat_ms / 1000.0, ack->liveness);
       // Everything not acknowledged on the last link goes again.
       for (const auto& [key, frame] : unacked_) SendFrame(frame);
     } else if (const auto* ack = std::get_if<ResultsAck>(&env->command)) {
@@ -89,7 +87,7 @@ std::optional<Command> CoordinatorLink::Receive() {
     } else if (const auto* bye = std::get_if<tune::Disconnect>(&env->command)) {
       log::Warn("worker", "the coordinator disconnected us", {{"worker", opts_.name}, {"reason", bye->reason}});
       Drop(bye->reason);
-      reconnect_at_ = NowSeconds();  // say hello again at once
+      liveness_.ReconnectAt(NowSeconds());  // say hello again at once
     }
     return std::move(env->command);
   }
@@ -98,11 +96,11 @@ std::optional<Command> CoordinatorLink::Receive() {
 
 bool CoordinatorLink::KeepAlive(double now) {
   if (!socket_) return false;
-  if (now - last_heard_ > heartbeat_seconds_ * liveness_) {
-    Drop("coordinator silent for " + std::to_string(now - last_heard_) + " s");
+  if (liveness_.Gone(now)) {
+    Drop("coordinator silent for " + std::to_string(liveness_.SilentFor(now)) + " s");
     return false;
   }
-  if (now - last_sent_ >= heartbeat_seconds_) Send(Heartbeat{});
+  if (liveness_.HeartbeatDue(now)) Send(Heartbeat{});
   return true;
 }
 

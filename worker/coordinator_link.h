@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "wire/curve.h"
+#include "wire/liveness.h"
 #include "codec/protocol.h"
 #include "tune/status.h"
 
@@ -47,7 +48,7 @@ class CoordinatorLink {
   bool connected() const { return socket_ != nullptr; }
   // The coordinator answered this link's hello: work may be asked for.
   bool greeted() const { return greeted_; }
-  bool ReconnectDue(double now) const { return now >= reconnect_at_; }
+  bool ReconnectDue(double now) const { return liveness_.ReconnectDue(now); }
   zmq::socket_t& socket() { return *socket_; }
   // Results batches sent and not yet acknowledged.
   size_t unacknowledged() const { return unacked_.size(); }
@@ -77,10 +78,7 @@ class CoordinatorLink {
   Options opts_;
   std::unique_ptr<zmq::socket_t> socket_;
   uint64_t seq_ = 0;
-  double heartbeat_seconds_ = 1.0;
-  uint32_t liveness_ = 5;
-  double last_heard_ = 0, last_sent_ = 0;
-  double backoff_ = 0.25, reconnect_at_ = 0;
+  Liveness liveness_;  // the coordinator's terms, when it was heard, the backoff
   bool greeted_ = false;
   bool told_skew_ = false;  // the clock-skew warning is logged once
   std::map<std::pair<uint64_t, uint64_t>, std::string> unacked_;  // (unit, batch) -> frame
