@@ -20,7 +20,7 @@ struct BuiltinKernels {
   Image module = nullptr;
   Function compare = nullptr;  // nullptr: compare on the host instead
   Function fill = nullptr;     // nullptr: draw inputs on the host instead
-  Function flush_l2 = nullptr; // nullptr: flush with a memset instead
+  Function flush_l2 = nullptr; // nullptr: flush with a fill instead
 };
 
 // One output buffer's comparison, plus where it first failed.
