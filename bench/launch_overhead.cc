@@ -25,7 +25,7 @@
 
 #include "measure/cuda/cuda_driver.h"
 #include "measure/cuda/device_discovery.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "measure/cuda/cuda_backend.h"
 #include "tune/launcher.h"
 #include "publish/publish.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "tune/runtime.h"
-#include "publish/signing.h"
+#include "bundle/signing.h"
 
 namespace {
 

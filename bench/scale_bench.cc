@@ -45,7 +45,7 @@
 #include <zmq.hpp>
 
 #include "opspec/op_definition.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "base/types.h"
 
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 
 #include "commands.h"
 #include "farm_access.h"
-#include "publish/bundle.h"
-#include "codec/protocol.h"
+#include "bundle/bundle.h"
+#include "protocol/protocol.h"
 #include "publish/publish.h"
 #include "store/result_store.h"
 #include "tune/status.h"

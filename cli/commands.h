@@ -18,7 +18,7 @@
 
 #include "coordinator.h"
 #include "coordinator_client.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "store/result_store.h"
 #include "worker.h"
 

@@ -13,7 +13,7 @@
 #include "opspec/config_space.h"
 #include "opspec/op_definition.h"
 #include "wire/curve.h"
-#include "publish/signing.h"
+#include "bundle/signing.h"
 
 namespace tune {
 

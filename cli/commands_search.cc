@@ -25,7 +25,7 @@
 #include "search/features.h"
 #include "search/registry.h"
 #include "search/replay.h"
-#include "publish/shape_selector.h"
+#include "bundle/shape_selector.h"
 #include "report/t4.h"
 
 namespace tune {

@@ -14,14 +14,14 @@
 #include "command_util.h"
 #include "commands.h"
 #include "report.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "report/compare.h"
 #include "base/json_text.h"
 #include "report/nightly.h"
 #include "report/t4.h"
 #include "publish/publish.h"
 #include "tune/runtime.h"
-#include "publish/signing.h"
+#include "bundle/signing.h"
 #include "base/text.h"
 
 namespace tune {

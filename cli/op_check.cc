@@ -14,7 +14,7 @@
 #include "base/known_gpus.h"
 #include "opspec/op_definition.h"
 #include "measure/program/program_backend.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "base/json_text.h"
 #include "base/text.h"
 #ifdef TUNEFARM_WITH_CUDA

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 
 namespace tune {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "publish/signing.h"
+#include "bundle/signing.h"
 #include "remote_store.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "coordinator_client.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "publish/publish.h"
 #include "store/result_store.h"
 #include "tune/status.h"

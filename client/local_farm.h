@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "coordinator.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_store.h"
 #include "tune/status.h"
 #include "worker.h"

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "opspec/op_definition.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_reader.h"
 #include "base/types.h"
 

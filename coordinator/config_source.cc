@@ -238,7 +238,11 @@ SearchBatch ProposeSearchBatch(SearchedKey& ks, const std::function<std::vector<
   const uint64_t proposed = ks.resumed ? ks.proposed : ks.proposed + std::min(out.stored, ks.budget() - ks.proposed);
   const size_t want = std::min<uint64_t>(batch, ks.key->Left(proposed));
   std::string broken;
-  if (want > 0) {
+  if (want > 0 && !ks.key->op_wide_failure().empty()) {
+    broken = "the search stops: its first " + std::to_string(out.stored) +
+             " configs all failed the same way, the op's failure rather than a config's: " +
+             ks.key->op_wide_failure();
+  } else if (want > 0) {
     auto got = ks.key->ProposeConfigs(want);
     if (got.ok()) out.configs = std::move(got).value();
     else broken = "the search stops: " + got.status().message();

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/types.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "opspec/op_definition.h"
 #include "search/key_search.h"
 #include "search/strategy.h"

@@ -25,7 +25,7 @@
 #include "scheduler.h"
 #include "store_reads.h"
 #include "sweeps.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_store.h"
 #include "worker_sessions.h"
 #include "zap_authenticator.h"

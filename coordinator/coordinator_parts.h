@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/log.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_store.h"
 
 namespace tune {

@@ -41,7 +41,7 @@
 #include "coordinator_parts.h"
 #include "coordinator_results.h"
 #include "off_loop.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_store.h"
 #include "worker_sessions.h"
 

@@ -26,7 +26,7 @@
 #include <zmq.hpp>
 
 #include "off_loop.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_store.h"
 #include "tune/status.h"
 #include "base/types.h"

@@ -29,7 +29,7 @@
 #include "measure/backend.h"
 #include "base/limits.h"
 #include "opspec/op_definition.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "tune/status.h"
 #include "base/types.h"
 

@@ -23,7 +23,7 @@
 #include "coordinator_parts.h"
 #include "off_loop.h"
 #include "base/limits.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_store.h"
 
 namespace tune {

@@ -12,7 +12,7 @@
 
 #include "base/env.h"
 #include "scheduler.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 
 namespace tune {
 

@@ -7,7 +7,7 @@
 #
 # A signed .tfb file carries this message inside a fixed binary envelope
 # (magic, key id, Ed25519 signature; the layout is in
-# libtune/src/publish/bundle.h) rather than a signature field here: the
+# libtune/src/bundle/bundle.h) rather than a signature field here: the
 # signature must cover exact bytes, and a deployment should parse nothing
 # from an untrusted file before it has checked them.
 
@@ -100,7 +100,7 @@ struct LaunchPlan @0xf5b3c8e1a6d92047 {
 }
 
 # The default of one (op, dtype, GPU model): legal there, measured there
-# where the farm could (publish picks it; see publish/bundle.h).
+# where the farm could (publish picks it; see bundle/bundle.h).
 struct ModelDefault @0xa4e6b2d8c1f37590 {
   op @0 :Text;
   dtype @1 :Text;
@@ -145,7 +145,7 @@ struct ShapeRules @0xb26441aa4a58af1d {
   rules @3 :List(LaunchProgram);
 }
 
-# A node of a shape selector's tree (publish/shape_selector.h): a leaf
+# A node of a shape selector's tree (bundle/shape_selector.h): a leaf
 # names a candidate; a split sends features[feature] <= threshold left.
 # Children come after their parent.
 struct SelectorNode @0xbf9dbc78be0dc352 {

@@ -1,5 +1,5 @@
 # The wire protocol between coordinator, workers, builders and clients: one Envelope per
-# ZeroMQ frame. Mirrors libtune/src/codec/protocol.h; only the codec in
+# ZeroMQ frame. Mirrors libtune/src/protocol/protocol.h; only the codec in
 # libtune/src/protocol.cc sees these types.
 #
 # Evolution rules: never renumber or delete a field (rename a retired one to

@@ -16,6 +16,13 @@ include headers of the stages in ALLOWED[stage] only, and the programs keep
 DESIGN.md's rules: the coordinator never sees the CUDA backend, the worker
 never owns the store.
 
+What deployments link is what they include: the targets of the deployed
+stages (base, codec, bundle, runtime, launcher, the C API) compile their own
+stage's sources only (no file list borrowed from another stage) and link
+exactly the stage targets whose headers their files include, and no farm
+stage (store, wire, ...), so that a deployment's link graph is its include
+graph.
+
 Search strategies have one home, libtune/src/search/ (search/registry.h):
 no production source outside it names a strategy. The names are the
 registry table's (search/strategy_table.h); outside search/, code (comments
@@ -43,7 +50,10 @@ device/device_api.h, for the one runner in measure/runner/) and the
 deployment launcher (libtune/src/launcher/). No other production source
 (comments left out) calls a cu* or nvrtc* function, and measure/runner/
 includes nothing of measure/cuda/, so a second GPU vendor is a folder beside
-measure/cuda/, not edits across the farm.
+measure/cuda/, not edits across the farm. Vendor libraries (the driver,
+NVRTC, NVML, cuBLASLt) are opened at run time through one loader,
+base/shared_library.h: no other production source calls dlopen, dlsym or
+dlclose (the files named in LIBRARY_OPEN_HOMES aside, with the reason).
 
 Usage: layering_test.py SOURCE_DIR   (exit 0: clean; 1: violations, listed)
 """
@@ -61,25 +71,37 @@ ALLOWED = {
     # Which configs to measure next (strategies, their model, replay): pure
     # functions of a space and observations; the coordinator feeds them.
     "search": {"base", "opspec", "search"},
-    # Every Cap'n Proto encoding (envelopes, records, the bundle's helpers),
-    # with no transport: the disk formats never depend on ZeroMQ.
-    "codec": {"base", "opspec", "codec"},
+    # The Cap'n Proto discipline and the record converters every encoding
+    # shares, with no transport: the disk formats never depend on ZeroMQ.
+    "codec": {"base", "codec"},
+    # The deployed format: the bundle's codec, signatures, shape selector and
+    # launch plan (what deployments and publish share).
+    "bundle": {"base", "codec", "bundle"},
+    # The envelopes between the farm's processes.
+    "protocol": {"base", "opspec", "codec", "protocol"},
     # Envelopes over ZeroMQ, CURVE: only the programs that speak it link it.
-    "wire": {"base", "opspec", "codec", "wire"},
-    "store": {"base", "opspec", "codec", "store"},
-    "publish": {"base", "opspec", "codec", "store", "publish"},
-    "report": {"base", "opspec", "codec", "store", "publish", "report"},
+    "wire": {"base", "opspec", "codec", "protocol", "wire"},
+    "store": {"base", "opspec", "codec", "protocol", "store"},
+    "publish": {"base", "opspec", "codec", "protocol", "store", "bundle", "publish"},
+    "report": {"base", "opspec", "codec", "protocol", "store", "bundle", "publish", "report"},
     # The HTTP status side of the farm's processes (pages, JSON, /metrics):
     # no store, no reports; the HTML rules it shares with reports are base's.
     "serve": {"base", "serve"},
     # What deployments link: the bundle format and its signatures, no more
     # (the build links it without the store's or the wire's libraries).
-    "runtime": {"base", "publish", "runtime"},
+    "runtime": {"base", "bundle", "runtime"},
     # The runtime plus the Driver API, opened at run time.
-    "launcher": {"base", "publish", "runtime", "launcher"},
+    "launcher": {"base", "bundle", "runtime", "launcher"},
     # The C API over the runtime and the launcher (libtunefarm_c.so).
     "capi": {"base", "runtime", "launcher", "capi"},
 }
+# What deployments link (libtune/CMakeLists.txt): each of these stages'
+# targets links exactly the stages its own files include, no file list and
+# no stage linked for nothing (see link_problems).
+DEPLOYMENT_TARGETS = {"base": "tune_base", "codec": "tune_codec", "bundle": "tune_bundle",
+                      "runtime": "tunefarm_runtime", "launcher": "tunefarm_launcher", "capi": "tunefarm_c"}
+TARGET_SOURCES = re.compile(r"\b(?:tunefarm_stage|add_library)\s*\(\s*(\w+)\s+(?:SOURCES|STATIC|SHARED)\b([^)]*)\)")
+LINK_RULE = re.compile(r"\btarget_link_libraries\s*\(\s*([\w$]+)\b([^)]*)\)")
 # Installed headers with no source file of their name.
 HEADER_STAGE = {"status.h": "base"}
 # Includes (by prefix) a program folder may not have (DESIGN.md, "Dependency rule").
@@ -112,6 +134,14 @@ CLOCK_EXEMPT = {}
 DRIVER_CALL = re.compile(r"\b(?:cu[A-Z]\w*|nvrtc[A-Z]\w*)\s*\(")
 # Where such calls live (see the docstring).
 DRIVER_HOMES = ("libtune/src/measure/cuda/", "libtune/src/launcher/")
+# Opening a library at run time (see the docstring), and the files that may.
+LIBRARY_OPEN = re.compile(r"\bdl(?:open|sym|close)\s*\(")
+LIBRARY_OPEN_HOMES = {
+    "libtune/src/base/shared_library.cc": "the one loader",
+    # NVRTC loads its builtins by name on its first compile; preloaded
+    # (RTLD_GLOBAL, unconfined) a confined compile finds them loaded.
+    "libtune/src/measure/cuda/nvrtc_compile.cc": "NVRTC's builtins, preloaded for confined compiles",
+}
 BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 FUNCTION_BODY = re.compile(r"\)\s*(?:const\s*)?\{")
 INSTALL_FILES = re.compile(r"\binstall\s*\(\s*FILES\b([^)]*)\)")
@@ -191,6 +221,49 @@ def driver_problems(root: pathlib.Path) -> list:
     return problems
 
 
+def link_problems(root: pathlib.Path, included: dict) -> list:
+    """Deployment targets whose linked stages differ from the stages their
+    files include (`included`: stage -> the other stages its files include)."""
+    text = (root / "libtune" / "CMakeLists.txt").read_text(encoding="utf-8")
+    text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    stage_of_target = {t: s for s, t in DEPLOYMENT_TARGETS.items()}
+    linked = {s: set() for s in DEPLOYMENT_TARGETS}
+    problems = []
+    for target, sources in TARGET_SOURCES.findall(text):
+        stage = stage_of_target.get(target)
+        for source in sources.split() if stage else ():
+            if not source.startswith(f"src/{stage}/"):
+                problems.append(f"libtune/CMakeLists.txt: {target} compiles {source}, another stage's source: "
+                                "a deployment links that stage's target instead")
+    for target, args in LINK_RULE.findall(text):
+        if target in stage_of_target:
+            for token in re.findall(r"[\w:]+", args):
+                if token in stage_of_target:
+                    linked[stage_of_target[target]].add(stage_of_target[token])
+                elif re.fullmatch(r"tune(?:farm)?_\w+", token) and token != "tune_schema":
+                    problems.append(f"libtune/CMakeLists.txt: {target} links {token}, which deployments do not "
+                                    "have (they link base, codec, bundle, runtime, launcher)")
+    for stage, target in DEPLOYMENT_TARGETS.items():
+        want = included.get(stage, set()) - {stage}
+        if linked[stage] != want:
+            extra = ", ".join(DEPLOYMENT_TARGETS[s] for s in sorted(linked[stage] - want)) or "none"
+            missing = ", ".join(DEPLOYMENT_TARGETS[s] for s in sorted(want - linked[stage])) or "none"
+            problems.append(f"libtune/CMakeLists.txt: {target} links stages its files do not include ({extra}) "
+                            f"or misses stages they include ({missing}): a deployment links what it includes")
+    return problems
+
+
+def library_problems(root: pathlib.Path) -> list:
+    """dlopen/dlsym/dlclose outside LIBRARY_OPEN_HOMES."""
+    problems = []
+    for rel, n, code in production_lines(root, lambda rel: rel in LIBRARY_OPEN_HOMES):
+        m = LIBRARY_OPEN.search(code)
+        if m:
+            problems.append(f"{rel}:{n}: opens a library itself ({m.group(0).strip()}): vendor libraries are "
+                            "opened through libtune/src/base/shared_library.h")
+    return problems
+
+
 def main(root: pathlib.Path) -> int:
     src = root / "libtune" / "src"
     stages = sorted(p.name for p in src.iterdir() if p.is_dir())
@@ -224,6 +297,7 @@ def main(root: pathlib.Path) -> int:
 
     files = [(stage, f) for stage in stages for f in (src / stage).rglob("*") if f.suffix in (".cc", ".h")]
     files += [(public[name], public_dir / name) for name in sorted(public)]
+    included = {}  # stage -> the stages its files include
     for stage, f in files:
         if stage is None:
             continue
@@ -231,6 +305,8 @@ def main(root: pathlib.Path) -> int:
             to = stage_of(inc)
             if inc == STRATEGY_TABLE:
                 continue
+            if to is not None:
+                included.setdefault(stage, set()).add(to)
             if inc.startswith("tune/") and inc[len("tune/"):] not in installed:
                 problems.append(f"{f.relative_to(root)}: includes \"{inc}\", which is not installed: tune/ is "
                                 "the installed contract's prefix; a stage's header (generated ones too) "
@@ -249,9 +325,11 @@ def main(root: pathlib.Path) -> int:
                 for prefix, why in rules.items():
                     if inc.startswith(prefix):
                         problems.append(f"{f.relative_to(root)}: includes \"{inc}\": {why}")
+    problems += link_problems(root, included)
     problems += strategy_problems(root)
     problems += clock_problems(root)
     problems += driver_problems(root)
+    problems += library_problems(root)
     for p in problems:
         print(p)
     print(f"layering: {len(files)} files of {len(stages)} stages, {len(problems)} violation(s)")

@@ -16,7 +16,7 @@
 #include "base/known_gpus.h"
 #include "base/log.h"
 #include "base/text.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "compile_pool.h"
 #include "coordinator_link.h"
 #include "opspec/op_definition.h"

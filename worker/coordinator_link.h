@@ -18,7 +18,7 @@
 
 #include "wire/curve.h"
 #include "wire/liveness.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "tune/status.h"
 
 namespace tune {

@@ -1,5 +1,5 @@
 // A worker taking stored kernel images from its coordinator instead of
-// compiling (ImageRequest / ImageReply, codec/protocol.h): before a unit's
+// compiling (ImageRequest / ImageReply, protocol/protocol.h): before a unit's
 // configs compile, the worker asks for the cubins of those it lacks; each
 // image that comes back is checked here before it stands in for a compile,
 // and kept in the worker's image cache so that it is asked for once.
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "tune/status.h"
 
 namespace tune {

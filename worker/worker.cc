@@ -28,7 +28,7 @@
 #include "base/log.h"
 #include "base/text.h"
 #include "serve/metrics.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "measure/confine.h"
 #include "measure/program/program_backend.h"
 #ifdef TUNEFARM_WITH_CUDA

@@ -25,7 +25,7 @@
 #include <limits>
 #include <random>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "base/text.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);

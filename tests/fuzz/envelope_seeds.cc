@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 
 namespace {
 

@@ -285,7 +285,7 @@ TEST_F(CudaGpu, AHostWithoutTheBaselineLibrarySaysSoAndMeasuresConfigs) {
   Measurement b = backend->Measure(*spec, "f16", BaselineKernel(*spec, "test"), shape, QuickPolicy(), 0);
   ::unsetenv("TUNEFARM_CUBLASLT");
   EXPECT_EQ(b.failure, FailureClass::kLaunchError) << Describe(b);
-  EXPECT_NE(b.failure_message.find("cuBLASLt not available on this host (tried /nonexistent/libcublasLt.so)"),
+  EXPECT_NE(b.failure_message.find("cuBLASLt is not on this host (tried /nonexistent/libcublasLt.so)"),
             std::string::npos)
       << b.failure_message;
   EXPECT_EQ(b.baseline, "cublaslt");

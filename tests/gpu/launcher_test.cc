@@ -27,7 +27,7 @@ TEST(LauncherGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA
 #include "measure/cuda/device_discovery.h"
 #include "measure/runner/host_data.h"
 #include "support/temp_dir.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "measure/cuda/cuda_backend.h"
 #include "tune/c.h"
 #include "tune/launcher.h"

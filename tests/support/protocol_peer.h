@@ -11,7 +11,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "wire/curve.h"
 
 namespace tune::testing {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "opspec/op_definition.h"
 #include "store/result_store.h"
 #include "support/cubin.h"

@@ -16,7 +16,7 @@
 #include <set>
 
 #include "support/process.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "store/result_store.h"
 
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include <zmq.hpp>
 
 #include "base/env.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "coordinator.h"
 #include "opspec/op_definition.h"
 #include "support/http_get.h"

@@ -17,7 +17,7 @@
 
 #include "support/temp_dir.h"
 #include "wire/curve.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "zap_authenticator.h"
 
 namespace tune {

@@ -26,7 +26,7 @@
 #include "support/temp_dir.h"
 #include "opspec/op_definition.h"
 #include "opspec/sweep_file.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/records.h"
 #include "store/result_store.h"
 

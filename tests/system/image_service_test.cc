@@ -20,7 +20,7 @@
 #include "support/process.h"
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "opspec/op_definition.h"
 #include "wire/curve.h"
 

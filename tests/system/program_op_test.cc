@@ -24,7 +24,7 @@
 #include "support/http_get.h"
 #include "support/process.h"
 #include "measure/confine.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "opspec/op_definition.h"
 #include "measure/program/program_backend.h"
 #include "store/result_store.h"

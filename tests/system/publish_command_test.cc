@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "store/result_store.h"
 #include "support/temp_dir.h"
 #include "support/tunefarm_command.h"

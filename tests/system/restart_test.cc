@@ -17,7 +17,7 @@
 #include "support/protocol_peer.h"
 #include "support/temp_dir.h"
 #include "opspec/op_definition.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "publish/publish.h"
 #include "store/result_store.h"
 

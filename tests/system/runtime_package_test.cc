@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "publish/bundle.h"
-#include "publish/signing.h"
+#include "bundle/bundle.h"
+#include "bundle/signing.h"
 
 namespace tune {
 namespace {

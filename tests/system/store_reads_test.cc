@@ -15,7 +15,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "opspec/op_definition.h"
 #include "store/result_store.h"
 #include "support/process.h"
@@ -38,7 +38,9 @@ class StoreReadsTest : public ::testing::Test {
     ::setenv("TMPDIR", dir_.Sub("tmp").c_str(), 1);
   }
   void TearDown() override {
-    if (coordinator_) EXPECT_EQ(coordinator_->Stop(10), 0) << Log();
+    if (coordinator_) {
+      EXPECT_EQ(coordinator_->Stop(10), 0) << Log();
+    }
     ::unsetenv("TMPDIR");
   }
   std::string Store() const { return dir_.Sub("store"); }

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "support/process.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "publish/publish.h"
 #include "opspec/config_space.h"
 #include "opspec/op_definition.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "store/result_store.h"
 #include "support/process.h"
 #include "support/temp_dir.h"

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "support/process.h"
+#include "search/key_search.h"
 #include "support/temp_dir.h"
 
 namespace tune {
@@ -26,13 +27,13 @@ struct Output {
 };
 
 // `tunefarm tune` on one simulated device: test op `op` of `ops_dir` (the
-// small one by default), two shapes.
+// small one by default), two shapes unless `args` says otherwise.
 Output Tune(const testing::TempDir& dir, const std::string& format, const std::string& op = "tiny",
-            const std::string& ops_dir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops") {
+            const std::string& ops_dir = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
+            const std::string& args = "--shape N=65536 --shape N=4096") {
   Output r;
   const std::string cmd = std::string(TUNEFARM_BINARY) + " tune --backend sim --sim-models h100 --ops-dir " +
-                          ops_dir + " --op " + op +
-                          " --dtype f32 --shape N=65536 --shape N=4096" +
+                          ops_dir + " --op " + op + " --dtype f32 " + args +
                           " --quiet --unsigned --store " + dir.Sub(format + "-store") + " --bundle " +
                           dir.Sub(format + "-bundle") + " --cache-dir " + dir.Sub("cache") + " --format " + format +
                           " 2>" + dir.Sub(format + ".err");
@@ -139,6 +140,41 @@ TEST(TuneOutput, AnOpWhoseEveryConfigFailsSaysTheCauseOnceAndPublishesNothing) {
     EXPECT_EQ(r.err.find("no valid measurement"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir.Sub(std::string(format) + "-bundle.tfb")));
   }
+}
+
+// The same op-wide failure on a searched key: the search stops after its
+// first configs with the cause, instead of spending its budget on it.
+TEST(TuneOutput, AnOpWideFailureStopsASearchedKeyEarly) {
+  testing::TempDir dir;
+  const std::string ops = dir.Sub("ops");
+  const std::string src = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/program_sum";
+  ASSERT_EQ(std::system(("mkdir -p " + ops + " && cp -r " + src + " " + ops + "/").c_str()), 0);
+  std::string toml = testing::ReadFile(ops + "/program_sum/op.toml");
+  const size_t at = toml.find("run   = \"sh bench.sh\"");
+  ASSERT_NE(at, std::string::npos);
+  toml.insert(at, "version = \"sh -c 'echo torch is missing >&2; exit 3'\"\n");
+  // 4,096 configs: a space to search, not to list.
+  const size_t x = toml.find("X = [1, 2, 3, 4]\nY = [1, 2]");
+  ASSERT_NE(x, std::string::npos);
+  std::string values;
+  for (int v = 1; v <= 64; ++v) values += (v > 1 ? ", " : "") + std::to_string(v);
+  toml.replace(x, std::string("X = [1, 2, 3, 4]\nY = [1, 2]").size(), "X = [" + values + "]\nY = [" + values + "]");
+  std::ofstream(ops + "/program_sum/op.toml", std::ios::trunc) << toml;
+  const uint64_t budget = 1000;
+  const Output r = Tune(dir, "json", "program_sum", ops,
+                        "--shape N=16384 --strategy random --budget " + std::to_string(budget));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the search stops: its first "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("configs all failed the same way, the op's failure rather than a config's: compile_error: "
+                       "version: exit code 3: torch is missing"),
+            std::string::npos)
+      << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << r.out;
+  // What ran: the first batches in flight, far from the budget.
+  const uint64_t failed = doc["failures"].value("compile_error", uint64_t{0});
+  EXPECT_GE(failed, kOpWideFailureRows);
+  EXPECT_LT(failed, budget / 2) << r.err;
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include "coordinator.h"
 #include "support/temp_dir.h"
 #include "opspec/op_definition.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "worker.h"
 
 namespace tune {

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "support/temp_dir.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
 #endif
@@ -20,7 +20,7 @@
 #include "store/records.h"
 #include "store/result_store.h"
 #include "tune/runtime.h"
-#include "publish/signing.h"
+#include "bundle/signing.h"
 
 namespace tune {
 namespace {

@@ -1,5 +1,5 @@
 // Bundles: binary and JSON forms, files, and the lookup fallback chain.
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "publish/publish.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "support/cubin.h"
 #include "support/temp_dir.h"
 #include "base/limits.h"
-#include "publish/signing.h"
+#include "bundle/signing.h"
 #include "opspec/op_definition.h"
 
 namespace tune {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "publish/bundle.h"
-#include "publish/shape_selector.h"
-#include "publish/signing.h"
+#include "bundle/bundle.h"
+#include "bundle/shape_selector.h"
+#include "bundle/signing.h"
 #include "support/temp_dir.h"
 #include "tune/c.h"
 

@@ -1,7 +1,7 @@
 // The protocol codec: every command survives a round trip with its content,
 // and hostile frames (truncated, mutated, oversized, wrong version, unknown
 // command) are errors, never crashes.
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/records.h"
 #include "base/text.h"
 

@@ -16,10 +16,10 @@
 #include <thread>
 
 #include "support/temp_dir.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "opspec/expr.h"
-#include "publish/shape_selector.h"
-#include "publish/signing.h"
+#include "bundle/shape_selector.h"
+#include "bundle/signing.h"
 
 namespace tune::runtime {
 namespace {

@@ -333,6 +333,73 @@ TEST(KeySearch, DrivesOneKeyWithinItsBudgetAndTheContract) {
   EXPECT_FALSE(KeySearch::Create(space, bad).ok());
 }
 
+// A key whose first configs all fail the same way (a compile error every
+// config shares: the op's failure) stops proposing; a key whose failures
+// differ, are of a config's kind, or that ran once goes on.
+TEST(KeySearch, AnOpWideFailureStopsTheKeyWithItsCause) {
+  auto made = SearchSpace::Create(Synthetic(), H100(), "f16");
+  ASSERT_TRUE(made.ok());
+  const auto space = std::make_shared<const SearchSpace>(std::move(made).value());
+  SearchOptions o;
+  o.strategy = "random";
+  o.seed = 3;
+  o.budget = 200;
+  auto probe = KeySearch::Create(space, o);
+  ASSERT_TRUE(probe.ok());
+  auto configs = (*probe)->ProposeConfigs(kOpWideFailureRows + 4);
+  ASSERT_TRUE(configs.ok());
+  ASSERT_EQ(configs->size(), kOpWideFailureRows + 4);
+  auto failed = [&](size_t n, FailureClass c, const std::string& why) {
+    std::vector<Measurement> rows;
+    for (size_t i = 0; i < n; ++i) {
+      Measurement m;
+      m.config = (*configs)[i];
+      m.failure = c;
+      m.failure_message = why;
+      rows.push_back(m);
+    }
+    return rows;
+  };
+  const std::string why = "version: exit code 3: torch is missing\nTraceback ...";
+  auto search = [&] {
+    auto ks = KeySearch::Create(space, o);
+    EXPECT_TRUE(ks.ok());
+    return std::move(ks).value();
+  };
+  // One short of the rule: it goes on.
+  auto k = search();
+  k->ObserveRows(failed(kOpWideFailureRows - 1, FailureClass::kCompileError, why));
+  EXPECT_EQ(k->op_wide_failure(), "");
+  EXPECT_FALSE(k->ProposeConfigs(8)->empty());
+  // At the rule: it stops, naming the cause by its first line.
+  k = search();
+  k->ObserveRows(failed(kOpWideFailureRows, FailureClass::kCompileError, why));
+  EXPECT_EQ(k->op_wide_failure(), "compile_error: version: exit code 3: torch is missing");
+  auto none = k->ProposeConfigs(8);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  // A config's kind of failure (out of resources) is not the op's.
+  k = search();
+  k->ObserveRows(failed(kOpWideFailureRows + 4, FailureClass::kResources, "too much shared memory"));
+  EXPECT_EQ(k->op_wide_failure(), "");
+  // Two causes: not one failure of the op.
+  auto rows = failed(kOpWideFailureRows + 4, FailureClass::kCompileError, why);
+  rows.back().failure_message = "error: BLOCK_M must divide M";
+  k = search();
+  k->ObserveRows(rows);
+  EXPECT_EQ(k->op_wide_failure(), "");
+  // One config that ran: the op works.
+  rows = failed(kOpWideFailureRows + 4, FailureClass::kCrash, "segfault");
+  rows[3].failure = FailureClass::kNone;
+  rows[3].failure_message.clear();
+  rows[3].samples = 10;
+  rows[3].check_passed = true;
+  rows[3].median_us = 12;
+  k = search();
+  k->ObserveRows(rows);
+  EXPECT_EQ(k->op_wide_failure(), "");
+}
+
 // A model that cannot train (here: priors whose features are not finite,
 // which XGBoost refuses) makes its batch random, with a warning, and the
 // search goes on.

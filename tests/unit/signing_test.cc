@@ -1,5 +1,5 @@
 // Ed25519 keys, key files, and signed bundle files.
-#include "publish/signing.h"
+#include "bundle/signing.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "support/temp_dir.h"
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 
 namespace tune {
 namespace {

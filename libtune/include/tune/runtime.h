@@ -16,7 +16,7 @@
 //   kExact         a tuned entry for exactly (op, dtype, gpu_model, shape).
 //   kPredicted     a shape the farm never tuned, of an (op, dtype,
 //                  gpu_model) whose tuned shapes left a selector in the
-//                  bundle (publish/shape_selector.h): a small tree over
+//                  bundle (bundle/shape_selector.h): a small tree over
 //                  log2 dims and their pairs' products picks one of a few
 //                  tuned configs that held every tuned shape within 5% of
 //                  its best; `candidates` lists those it chose from. Where
@@ -30,7 +30,7 @@
 //   kFamily        no tuned shape for this GPU model: the nearest shape, same
 //                  metric and ties, among the entries of the same op and dtype
 //                  for the other models of its GPU family (GpuFamily).
-//   kDefault       the default of the GPU model (ModelDefault in publish/bundle.h:
+//   kDefault       the default of the GPU model (ModelDefault in bundle/bundle.h:
 //                  legal there, measured there), else of another model of
 //                  its family, else, where the caller names its GPU's
 //                  architecture, the op's default for it (op.toml

@@ -2,9 +2,9 @@
 // decoder follows with bytes it did not write (Budget, ReadFrame), and the
 // converters between tune's structs and their schema/records.capnp
 // counterparts. Every Cap'n Proto encoding goes through here once: the
-// envelope codec (codec/protocol.cc, with codec/envelope_parts.h), the stored
+// envelope codec (protocol/protocol.cc, with protocol/envelope_parts.h), the stored
 // records' codec (store/records.cc) and the bundle codec
-// (publish/bundle.cc). It speaks no transport: the disk formats do not
+// (bundle/bundle.cc). It speaks no transport: the disk formats do not
 // depend on ZeroMQ. Generated Cap'n Proto types are seen only here and by
 // the files that encode through this stage.
 //

@@ -3,8 +3,6 @@
 // CI) build it without a CUDA toolkit; the values below are the driver ABI's.
 #include "tune/launcher.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -16,7 +14,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
+#include "base/shared_library.h"
 #include "base/tensor_map.h"
 #include "base/types.h"
 
@@ -53,7 +52,6 @@ struct KernelNodeParams {
 static_assert(sizeof(KernelNodeParams) == 72 && offsetof(KernelNodeParams, kernel_params) == 40);
 
 struct Driver {
-  void* lib = nullptr;
   CUresult (*cuInit)(unsigned) = nullptr;
   CUresult (*cuDeviceGetCount)(int*) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
@@ -98,12 +96,9 @@ struct Driver {
 
 Result<Driver> OpenDriver() {
   Driver d;
-  d.lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!d.lib) return Status::Unavailable(std::string("no CUDA driver: ") + ::dlerror());
-  auto sym = [&](auto* fn, const char* name) {
-    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(::dlsym(d.lib, name));
-    return *fn != nullptr;
-  };
+  auto lib = OpenSharedLibrary("the CUDA driver", {kCudaDriverLibrary});
+  if (!lib.ok()) return lib.status();
+  auto sym = [&](auto* fn, const char* name) { return lib->Resolve(*fn, name); };
   const bool ok = sym(&d.cuInit, "cuInit") && sym(&d.cuDeviceGetCount, "cuDeviceGetCount") &&
                   sym(&d.cuDeviceGet, "cuDeviceGet") && sym(&d.cuDeviceGetName, "cuDeviceGetName") &&
                   sym(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute") &&

@@ -127,7 +127,7 @@ struct OpSpec {
   std::vector<std::string> dtypes;  // ["f16", "bf16"]
   Config default_config;
   // [arch_defaults]: per GPU architecture ("sm_80", "sm_90a"), a default for
-  // GPUs the farm never measured; bundles carry them (publish/bundle.h).
+  // GPUs the farm never measured; bundles carry them (bundle/bundle.h).
   std::map<std::string, Config> arch_defaults;
   std::vector<Axis> axes;           // spec order
   std::vector<std::string> constraints;  // over params + device limits

@@ -17,7 +17,7 @@
 #include "opspec/kernel_hash.h"
 #include "store/records.h"
 #include "opspec/sweep_file.h"
-#include "publish/shape_selector.h"
+#include "bundle/shape_selector.h"
 
 namespace tune {
 
@@ -194,7 +194,7 @@ SpecsByOpHash SpecsOfRows(const std::vector<std::pair<int64_t, OpSpec>>& stored,
 }
 
 // Picks the ModelDefault of (model, op, dtype) from the rows of its newest
-// kernel hash (see ModelDefault in publish/bundle.h). False when no config of
+// kernel hash (see ModelDefault in bundle/bundle.h). False when no config of
 // them passed its check.
 bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_default, ModelDefault* out) {
   std::map<std::string, double> best;  // shape -> fastest valid median

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "opspec/op_definition.h"
 #include "store/result_reader.h"
 
@@ -54,7 +54,7 @@ Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter
 // plan (BundleLaunchPlan), compiled from the spec of that kernel hash and
 // checked on every entry against the farm's own evaluation (PlanLaunch); an
 // op whose launch cannot be expressed, or disagrees, ships without one. Per
-// (op, dtype, GPU model) it gets a ModelDefault (publish/bundle.h says which
+// (op, dtype, GPU model) it gets a ModelDefault (bundle/bundle.h says which
 // config). Unless `options.kernels` is false it carries the cubin of every
 // entry and model default that has one in the store. `notes`, when given,
 // receives a line for each such gap (no plan, cubins missing).

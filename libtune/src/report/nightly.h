@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 #include "tune/status.h"
 
 namespace tune {

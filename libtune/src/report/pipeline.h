@@ -1,4 +1,4 @@
-// A sweep's pipeline figures (codec/protocol.h PipelineFigures) as `status`
+// A sweep's pipeline figures (protocol/protocol.h PipelineFigures) as `status`
 // prints them and as `status --format json` and the dashboard give them:
 // one home for their names and for what "busy" means.
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 
 namespace tune {
 

@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "publish/bundle.h"
-#include "publish/signing.h"
+#include "bundle/bundle.h"
+#include "bundle/signing.h"
 
 namespace tune::runtime {
 namespace detail {
@@ -37,7 +37,7 @@ struct Plan {
   // any is not exact. Candidates are stored bucketed, queries bucketed first.
   std::vector<DimBucket> buckets;
   bool bucketed = false;
-  // The op's shape rules (publish/bundle.h BundleShapeRules): a candidate
+  // The op's shape rules (bundle/bundle.h BundleShapeRules): a candidate
   // answers only at dims where every one holds. rule_params holds candidate
   // i's params at [i * rules->params, ...); rule_dims maps the rules' dims
   // to this plan's dim order (-1: not a dim of the plan).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/text.h"
 #include "search/registry.h"
 
 namespace tune {
@@ -43,15 +44,31 @@ size_t KeySearch::Want(size_t in_flight, size_t measured, size_t depth, size_t b
 
 void KeySearch::Observe(const SpacePoint& p, std::optional<double> us) { strategy_->Observe(p, us); }
 
+namespace {
+
+// The classes a whole op fails with; the others (resources, timeouts, wrong
+// results, NaNs, skipped) depend on the config by nature.
+bool OpWideClass(FailureClass c) {
+  return c == FailureClass::kCompileError || c == FailureClass::kLaunchError || c == FailureClass::kCrash;
+}
+
+}  // namespace
+
 uint64_t KeySearch::ObserveRows(const std::vector<Measurement>& rows) {
   std::set<SpacePoint> counted;
+  // The op-wide rule's tally: one cause shared by every row so far.
+  std::string cause;
+  bool one_cause = true;
   for (const Measurement& m : rows) {
     const auto p = space_->PointOf(m.config);
     if (!p || !space_->Legal(*p) || !counted.insert(*p).second) continue;
-    strategy_->Observe(*p, m.Valid() && std::isfinite(m.median_us) && m.median_us > 0
-                               ? std::optional<double>(m.median_us)
-                               : std::nullopt);
+    const bool ran = m.Valid() && std::isfinite(m.median_us) && m.median_us > 0;
+    strategy_->Observe(*p, ran ? std::optional<double>(m.median_us) : std::nullopt);
+    const std::string why = std::string(FailureClassName(m.failure)) + ": " + FirstLine(m.failure_message);
+    if (ran || !OpWideClass(m.failure) || (!cause.empty() && why != cause)) one_cause = false;
+    cause = why;
   }
+  if (one_cause && counted.size() >= kOpWideFailureRows) op_wide_failure_ = cause;
   return counted.size();
 }
 
@@ -60,6 +77,7 @@ void KeySearch::NoteCompiled(const Config& c) {
 }
 
 Result<std::vector<SpacePoint>> KeySearch::Propose(size_t n) {
+  if (!op_wide_failure_.empty()) return std::vector<SpacePoint>{};
   std::vector<SpacePoint> out = strategy_->Propose(n);
   if (out.size() > n)
     return Status::Error("strategy " + proposer_ + " proposed " + std::to_string(out.size()) +

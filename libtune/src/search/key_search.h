@@ -29,6 +29,14 @@
 
 namespace tune {
 
+// An op-wide failure: the key's first kOpWideFailureRows measured configs
+// all failed with one class of those a whole op fails with (a compile error,
+// a launch error, a crash) and the same first line, and none ran. It is the
+// op's failure, not a config's (a program op's version command, a missing
+// import, a package that breaks every compile the same way): the search
+// stops there instead of spending its budget on the same error.
+inline constexpr size_t kOpWideFailureRows = 16;
+
 // A key's legal configs, when the caller knows them already (replay's
 // table), so that the space is not counted again.
 struct KeyCount {
@@ -75,8 +83,13 @@ class KeySearch {
   void Observe(const SpacePoint& p, std::optional<double> us);
   // Observes stored rows of the key: a valid row's median, a failed row as
   // a failure; rows of configs outside the space's legal points are left
-  // out. Returns how many legal configs the rows name (each once).
+  // out. Returns how many legal configs the rows name (each once). Rows
+  // that show an op-wide failure (kOpWideFailureRows) set op_wide_failure().
   uint64_t ObserveRows(const std::vector<Measurement>& rows);
+  // "compile_error: version: exit code 3: torch is missing" once the
+  // observed rows show an op-wide failure; empty otherwise. A key that has
+  // one proposes no more (ProposeConfigs returns none).
+  const std::string& op_wide_failure() const { return op_wide_failure_; }
   // A config whose kernel exists already (SearchStrategy::NoteCompiled);
   // one outside the space's legal points is ignored.
   void NoteCompiled(const Config& c);
@@ -100,6 +113,7 @@ class KeySearch {
   uint64_t budget_ = 0;
   std::set<SpacePoint> asked_;
   bool dry_ = false;
+  std::string op_wide_failure_;
 };
 
 }  // namespace tune

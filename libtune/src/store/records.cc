@@ -3,7 +3,7 @@
 #include "store/records.h"
 
 #include "codec/codec.h"
-#include "codec/envelope_parts.h"
+#include "protocol/envelope_parts.h"
 
 namespace tune {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "tune/status.h"
 #include "opspec/sweep_file.h"
 #include "base/types.h"

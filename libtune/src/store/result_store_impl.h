@@ -18,7 +18,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 #include "store/result_store.h"
 #include "store/store_durability.h"
 #include "store/store_layout.h"

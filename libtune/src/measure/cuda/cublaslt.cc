@@ -1,10 +1,10 @@
 #include "measure/cuda/cublaslt.h"
 
 #include <cublasLt.h>
-#include <dlfcn.h>
 
-#include <cstdlib>
 #include <vector>
+
+#include "base/shared_library.h"
 
 namespace tune::cuda {
 
@@ -15,7 +15,6 @@ namespace tune::cuda {
   X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
 
 struct CublasLt::Impl {
-  void* lib = nullptr;
 #define TUNE_LT_MEMBER(name) decltype(&::name) name = nullptr;
   TUNE_LT_FUNCTIONS(TUNE_LT_MEMBER)
 #undef TUNE_LT_MEMBER
@@ -38,25 +37,17 @@ struct CublasLt::Impl {
   ~Impl() {
     Release();
     if (handle) cublasLtDestroy(handle);
-    if (lib) dlclose(lib);
   }
 };
 
 Result<std::unique_ptr<CublasLt>> CublasLt::Open() {
   auto impl = std::make_unique<Impl>();
-  std::vector<std::string> names = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"};
-  if (const char* path = std::getenv("TUNEFARM_CUBLASLT"); path && *path) names = {path};
-  std::string tried, why;
-  for (const std::string& name : names) {
-    impl->lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (impl->lib) break;
-    tried += (tried.empty() ? "" : ", ") + name;
-    if (const char* e = dlerror()) why = e;
-  }
-  if (!impl->lib) return Status::Error("cuBLASLt not available on this host (tried " + tried + "): " + why);
-#define TUNE_LT_LOAD(name)                                                                          \
-  impl->name = reinterpret_cast<decltype(&::name)>(dlsym(impl->lib, #name));                      \
-  if (!impl->name) return Status::Error(std::string("cuBLASLt on this host lacks ") + #name);
+  auto lib = OpenSharedLibrary("cuBLASLt", LibraryNames("TUNEFARM_CUBLASLT", {"libcublasLt.so.13", "libcublasLt.so.12",
+                                                                              "libcublasLt.so.11", "libcublasLt.so"}));
+  if (!lib.ok()) return lib.status();
+  const std::string opened = lib->name;
+#define TUNE_LT_LOAD(fn) \
+  if (!lib->Resolve(impl->fn, #fn)) return Status::Error(opened + " lacks " #fn);
   TUNE_LT_FUNCTIONS(TUNE_LT_LOAD)
 #undef TUNE_LT_LOAD
   if (cublasStatus_t st = impl->cublasLtCreate(&impl->handle); st != CUBLAS_STATUS_SUCCESS)

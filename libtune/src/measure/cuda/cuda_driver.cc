@@ -1,8 +1,8 @@
 #include "measure/cuda/cuda_driver.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
+
+#include "base/shared_library.h"
 
 namespace tune::cuda {
 namespace {
@@ -22,11 +22,9 @@ struct Loaded {
 std::atomic<const Driver*> g_driver_for_text{nullptr};
 
 void LoadOnce(Loaded& out) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();
-    out.status = Status::Error(std::string("CUDA driver not available: dlopen(libcuda.so.1): ") +
-                               (e ? e : "unknown error"));
+  auto lib = OpenSharedLibrary("the CUDA driver", {kCudaDriverLibrary});
+  if (!lib.ok()) {
+    out.status = lib.status();
     return;
   }
   std::string missing;
@@ -35,17 +33,17 @@ void LoadOnce(Loaded& out) {
   // its signature.
 #define TUNE_CU_LOAD(name)                                                          \
   {                                                                                 \
-    void* sym = dlsym(lib, TUNE_CU_STR(name));                                      \
-    if (!sym) sym = dlsym(lib, #name);                                              \
+    void* sym = lib->Symbol(TUNE_CU_STR(name));                                     \
+    if (!sym) sym = lib->Symbol(#name);                                             \
     if (!sym) missing += std::string(missing.empty() ? "" : ", ") + TUNE_CU_STR(name); \
     out.driver.name = reinterpret_cast<decltype(out.driver.name)>(sym);             \
   }
   TUNE_CU_FUNCTIONS(TUNE_CU_LOAD)
 #undef TUNE_CU_LOAD
   out.driver.cuTensorMapEncodeTiled =
-      reinterpret_cast<decltype(out.driver.cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
+      reinterpret_cast<decltype(out.driver.cuTensorMapEncodeTiled)>(lib->Symbol("cuTensorMapEncodeTiled"));
   if (!missing.empty()) {
-    out.status = Status::Error("CUDA driver too old: libcuda.so.1 lacks " + missing);
+    out.status = Status::Error("CUDA driver too old: " + lib->name + " lacks " + missing);
     return;
   }
   g_driver_for_text.store(&out.driver);

@@ -1,6 +1,6 @@
 #include "measure/cuda/nvml.h"
 
-#include <dlfcn.h>
+#include "base/shared_library.h"
 
 namespace tune::cuda {
 namespace {
@@ -31,7 +31,6 @@ using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 bool ClockSample::Throttled() const { return valid && (throttle_reasons & kThrottleMask) != 0; }
 
 struct Nvml::Impl {
-  void* lib = nullptr;
   ShutdownFn shutdown = nullptr;
   ClockFn clock = nullptr;
   ReasonsFn reasons = nullptr;
@@ -39,38 +38,37 @@ struct Nvml::Impl {
 };
 
 std::unique_ptr<Nvml> Nvml::Open(const std::string& pci_bus_id, std::string* why) {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    if (why) *why = "libnvidia-ml.so.1 not available";
+  auto lib = OpenSharedLibrary("NVML", {"libnvidia-ml.so.1"});
+  if (!lib.ok()) {
+    if (why) *why = lib.status().message();
     return nullptr;
   }
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
-  auto by_pci = reinterpret_cast<ByPciFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-  auto shutdown = reinterpret_cast<ShutdownFn>(dlsym(lib, "nvmlShutdown"));
-  auto clock = reinterpret_cast<ClockFn>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+  InitFn init;
+  ByPciFn by_pci;
+  ShutdownFn shutdown;
+  ClockFn clock;
+  ReasonsFn reasons;
+  const bool found = lib->Resolve(init, "nvmlInit_v2") && lib->Resolve(by_pci, "nvmlDeviceGetHandleByPciBusId_v2") &&
+                     lib->Resolve(shutdown, "nvmlShutdown") && lib->Resolve(clock, "nvmlDeviceGetClockInfo");
   // Renamed "event reasons" in newer drivers; the old name stays exported.
-  auto reasons = reinterpret_cast<ReasonsFn>(dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons"));
-  if (!reasons) reasons = reinterpret_cast<ReasonsFn>(dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
-  if (!init || !by_pci || !shutdown || !clock) {
-    if (why) *why = "libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetHandleByPciBusId_v2/nvmlDeviceGetClockInfo";
-    dlclose(lib);
+  if (!lib->Resolve(reasons, "nvmlDeviceGetCurrentClocksEventReasons"))
+    lib->Resolve(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  if (!found) {
+    if (why) *why = lib->name + " lacks nvmlInit_v2/nvmlDeviceGetHandleByPciBusId_v2/nvmlDeviceGetClockInfo";
     return nullptr;
   }
   if (init() != kNvmlSuccess) {
     if (why) *why = "nvmlInit_v2 failed";
-    dlclose(lib);
     return nullptr;
   }
   nvmlDevice_t dev = nullptr;
   if (by_pci(pci_bus_id.c_str(), &dev) != kNvmlSuccess) {
     if (why) *why = "NVML does not know PCI bus id " + pci_bus_id;
     shutdown();
-    dlclose(lib);
     return nullptr;
   }
   std::unique_ptr<Nvml> n(new Nvml());
   n->impl_ = std::make_unique<Impl>();
-  n->impl_->lib = lib;
   n->impl_->shutdown = shutdown;
   n->impl_->clock = clock;
   n->impl_->reasons = reasons;
@@ -79,10 +77,7 @@ std::unique_ptr<Nvml> Nvml::Open(const std::string& pci_bus_id, std::string* why
 }
 
 Nvml::~Nvml() {
-  if (impl_ && impl_->lib) {
-    impl_->shutdown();
-    dlclose(impl_->lib);
-  }
+  if (impl_) impl_->shutdown();
 }
 
 ClockSample Nvml::Sample() const {

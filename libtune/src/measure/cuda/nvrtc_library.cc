@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "base/shared_library.h"
+
 namespace tune::cuda {
 namespace {
 
@@ -15,34 +17,17 @@ struct Loaded {
 };
 
 Status Open(Nvrtc* n) {
-  std::vector<std::string> names;
-  if (const char* forced = std::getenv("TUNEFARM_NVRTC"); forced && *forced) {
-    names.push_back(forced);
-  } else {
-    const char* sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"};
-    for (const char* s : sonames) names.push_back(s);
-    std::vector<std::filesystem::path> dirs;
-    if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.emplace_back(std::filesystem::path(home) / "lib64");
-    dirs.emplace_back("/usr/local/cuda/lib64");
-    for (const auto& d : dirs)
-      for (const char* s : sonames) names.push_back((d / s).string());
-  }
-  void* lib = nullptr;
-  std::string why;
-  for (const std::string& name : names) {
-    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) break;
-    const char* e = dlerror();
-    why = e ? e : name + ": not found";
-  }
-  if (!lib) {
-    return Status::Unavailable("NVRTC (the CUDA toolkit's runtime compiler) is not on this host: tried " +
-                               names.front() + (names.size() > 1 ? " and " + std::to_string(names.size() - 1) + " more" : "") +
-                               "; " + why);
-  }
-#define TUNE_NVRTC_LOAD(name)                                                                  \
-  n->name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));                           \
-  if (!n->name) return Status::Unavailable("NVRTC lacks " #name " (a toolkit older than 11.2)");
+  const char* sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"};
+  std::vector<std::string> names(std::begin(sonames), std::end(sonames));
+  std::vector<std::filesystem::path> dirs;
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.emplace_back(std::filesystem::path(home) / "lib64");
+  dirs.emplace_back("/usr/local/cuda/lib64");
+  for (const auto& d : dirs)
+    for (const char* s : sonames) names.push_back((d / s).string());
+  auto lib = OpenSharedLibrary("NVRTC (the CUDA toolkit's runtime compiler)", LibraryNames("TUNEFARM_NVRTC", names));
+  if (!lib.ok()) return lib.status();
+#define TUNE_NVRTC_LOAD(name) \
+  if (!lib->Resolve(n->name, #name)) return Status::Unavailable("NVRTC lacks " #name " (a toolkit older than 11.2)");
   TUNE_NVRTC_FUNCTIONS(TUNE_NVRTC_LOAD)
 #undef TUNE_NVRTC_LOAD
   Dl_info info{};

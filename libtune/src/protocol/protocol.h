@@ -1,5 +1,5 @@
 // The wire protocol between coordinator, workers, builders and clients, as plain C++
-// structs. The codec stage (codec/protocol.cc, which with the record and
+// structs. The codec stage (protocol/protocol.cc, which with the record and
 // bundle codecs alone sees the generated Cap'n Proto types) turns them into
 // frames; it speaks no transport, and libtune's wire stage carries the frames
 // over ZeroMQ.

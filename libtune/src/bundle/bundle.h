@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "base/launch_program.h"
-#include "publish/signing.h"
+#include "bundle/signing.h"
 #include "tune/status.h"
 #include "base/types.h"
-#include "publish/shape_selector.h"
+#include "bundle/shape_selector.h"
 
 namespace tune {
 
@@ -145,7 +145,7 @@ struct BundleShapeRules {
 };
 
 // The selector of one (op, dtype, GPU model) for shapes never tuned
-// (publish/shape_selector.h): its tree's leaves name `entries`, indices
+// (bundle/shape_selector.h): its tree's leaves name `entries`, indices
 // into Bundle::entries of the same op, dtype and model.
 struct BundleSelector {
   std::string op, dtype, gpu_model;

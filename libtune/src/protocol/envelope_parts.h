@@ -7,7 +7,7 @@
 #include "codec/codec.h"
 #include "schema/protocol.capnp.h"
 #include "opspec/op_definition.h"
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 
 namespace tune::codec {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 
 namespace tune {
 

@@ -1,4 +1,4 @@
-#include "publish/shape_selector.h"
+#include "bundle/shape_selector.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
-// Bundles: the JSON form, for people (publish/bundle.h).
+// Bundles: the JSON form, for people (bundle/bundle.h).
 #include <nlohmann/json.hpp>
 
-#include "publish/bundle_checks.h"
-#include "publish/bundle.h"
+#include "bundle/bundle_checks.h"
+#include "bundle/bundle.h"
 #include "base/json_text.h"
 
 namespace tune {

@@ -1,6 +1,6 @@
 // Bundles: the Cap'n Proto form, files and the signed envelope (the JSON
 // form is in bundle_json.cc).
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 
 
 #include <cerrno>
@@ -14,7 +14,7 @@
 #include "base/env.h"
 #include "codec/codec.h"
 #include "schema/bundle.capnp.h"
-#include "publish/bundle_checks.h"
+#include "bundle/bundle_checks.h"
 #include "base/limits.h"
 #include "base/text.h"
 

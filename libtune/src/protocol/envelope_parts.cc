@@ -1,4 +1,4 @@
-#include "codec/envelope_parts.h"
+#include "protocol/envelope_parts.h"
 
 namespace tune::codec {
 

@@ -1,14 +1,14 @@
-// The protocol codec: codec/protocol.h envelopes <-> schema/protocol.capnp
+// The protocol codec: protocol/protocol.h envelopes <-> schema/protocol.capnp
 // frames. DecodeEnvelope is the first code that touches bytes from the
 // network; codec/codec.h holds the discipline it follows. It is transport
 // free (wire/ carries the frames over ZeroMQ), so the store can keep a
 // sweep's submit in this encoding without linking ZeroMQ.
-#include "codec/protocol.h"
+#include "protocol/protocol.h"
 
 #include <cmath>
 
 #include "codec/codec.h"
-#include "codec/envelope_parts.h"
+#include "protocol/envelope_parts.h"
 
 namespace tune {
 namespace {

@@ -1,5 +1,5 @@
 // Ed25519 keys, key files and signatures, on libsodium.
-#include "publish/signing.h"
+#include "bundle/signing.h"
 
 #include <fcntl.h>
 #include <sodium.h>

@@ -1,9 +1,9 @@
-// Launch plans evaluated (publish/bundle.h): what the launcher and publish's
+// Launch plans evaluated (bundle/bundle.h): what the launcher and publish's
 // check of each plan share. Part of tunefarm::runtime: standard library only.
 #include <algorithm>
 #include <cmath>
 
-#include "publish/bundle.h"
+#include "bundle/bundle.h"
 
 namespace tune {
 
