@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "wire/curve.h"
+#include "wire/link.h"
 
 namespace tune {
 
@@ -17,15 +18,41 @@ struct CoordinatorClient::Impl {
   double timeout;
   double connect_seconds = kClientConnectSeconds;
   zmq::context_t ctx{1};
-  zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  std::unique_ptr<Link> link;  // made by the first call
+  EnvelopeFramer framer{"client:" + std::to_string(getpid())};
   // The socket's connection and handshake events, so that a coordinator
   // that is not there, went away or refuses this client's key is said at
   // once, each in its words, instead of after the whole timeout.
   zmq::socket_t monitor{ctx, zmq::socket_type::pair};
   bool monitoring = false;
   bool connected = false;
-  uint64_t seq = 0;
   std::string curve_secret_key, coordinator_key;
+
+  // The link, CURVE set up and its events monitored, connected.
+  Status Open() {
+    std::optional<CurveKeyPair> keys;
+    std::string server;
+    if (!curve_secret_key.empty()) {
+      auto loaded = LoadCurveKeyPair(curve_secret_key);
+      if (!loaded.ok()) return loaded.status();
+      auto public_key = LoadCurvePublicKey(coordinator_key);
+      if (!public_key.ok()) return public_key.status();
+      keys = std::move(loaded).value();
+      server = std::move(public_key).value();
+    }
+    auto made = Link::Dealer(ctx, keys ? &*keys : nullptr, server);
+    if (!made.ok()) return made.status();
+    const std::string inproc = "inproc://client-monitor";
+    if (zmq_socket_monitor((*made)->socket().handle(), inproc.c_str(),
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+      monitor.connect(inproc);
+      monitoring = true;
+    }
+    TUNE_RETURN_IF_ERROR((*made)->Connect(endpoint));
+    link = std::move(made).value();
+    return Status::OK();
+  }
 
   // The refusal or loss an event tells of, or "".
   std::string Refusal() {
@@ -62,37 +89,15 @@ CoordinatorClient::CoordinatorClient(std::string endpoint, double timeout_second
   impl_->curve_secret_key = std::move(curve_secret_key);
   impl_->coordinator_key = std::move(coordinator_key);
   impl_->timeout = timeout_seconds;
-  impl_->sock.set(zmq::sockopt::linger, 0);
-  impl_->sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
 
 Result<Command> CoordinatorClient::Call(Command request) {
   try {
-    if (impl_->seq == 0) {
-      if (!impl_->curve_secret_key.empty()) {
-        auto keys = LoadCurveKeyPair(impl_->curve_secret_key);
-        if (!keys.ok()) return keys.status();
-        auto server = LoadCurvePublicKey(impl_->coordinator_key);
-        if (!server.ok()) return server.status();
-        TUNE_RETURN_IF_ERROR(ConfigureCurveClient(impl_->sock, *keys, *server));
-      }
-      const std::string inproc = "inproc://client-monitor";
-      if (zmq_socket_monitor(impl_->sock.handle(), inproc.c_str(),
-                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
-        impl_->monitor.connect(inproc);
-        impl_->monitoring = true;
-      }
-      impl_->sock.connect(impl_->endpoint);
-    }
-    Envelope env;
-    env.seq = ++impl_->seq;
-    env.sender = "client:" + std::to_string(getpid());
-    env.command = std::move(request);
-    const std::string frame = EncodeEnvelope(env);
-    impl_->sock.send(zmq::buffer(frame), zmq::send_flags::none);
+    if (!impl_->link) TUNE_RETURN_IF_ERROR(impl_->Open());
+    if (Status st = impl_->link->SendFrame(impl_->framer.Frame(std::move(request)), {}, /*wait=*/true); !st.ok())
+      return Status::Error("coordinator " + impl_->endpoint + ": " + st.message());
     const double start = NowSeconds();
     const double deadline = start + impl_->timeout;
     // Without a connection after this long nothing listens there: said
@@ -100,7 +105,7 @@ Result<Command> CoordinatorClient::Call(Command request) {
     const double connect_seconds = std::min(impl_->timeout, impl_->connect_seconds);
     const double connect_deadline = start + connect_seconds;
     while (NowSeconds() < deadline) {
-      zmq::pollitem_t items[] = {{impl_->sock.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{impl_->link->socket().handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(100));
       if (const std::string why = impl_->Refusal(); !why.empty())
         return Status::Unavailable("coordinator " + impl_->endpoint + " " + why);
@@ -110,10 +115,10 @@ Result<Command> CoordinatorClient::Call(Command request) {
                                    std::to_string(static_cast<int>(std::ceil(connect_seconds))) + " s" +
                                    " (is it running, and is this its address?)");
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
-      zmq::message_t msg;
-      (void)impl_->sock.recv(msg);
-      auto reply = DecodeEnvelope(msg.data(), msg.size());
-      if (!reply.ok()) return Status::Error("coordinator " + impl_->endpoint + ": " + reply.status().message());
+      auto got = impl_->link->ReceiveEnvelope();
+      if (!got) continue;
+      if (!got->ok()) return Status::Error("coordinator " + impl_->endpoint + ": " + got->status().message());
+      Envelope* reply = &got->value();
       if (std::holds_alternative<Heartbeat>(reply->command)) continue;
       if (auto* err = std::get_if<ErrorReply>(&reply->command)) return Status::Error(err->message);
       // A refusal (this key's role, the protocol version, ...) says why.

@@ -131,17 +131,8 @@ uint32_t NoWorkRetryMs(size_t workers) {
 }
 
 void Coordinator::Impl::Send(const std::string& identity, Command cmd) {
-  Envelope env;
-  env.seq = ++seq;
-  env.sender = "coordinator";
-  env.command = std::move(cmd);
-  const std::string frame = EncodeEnvelope(env);
-  try {
-    router->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    router->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    CoordinatorLog(log::Level::kWarn, "send failed", {{"peer", Printable(identity)}, {"error", e.what()}});
-  }
+  if (Status st = router->SendFrame(framer.Frame(std::move(cmd)), identity); !st.ok())
+    CoordinatorLog(log::Level::kWarn, "send failed", {{"peer", Printable(identity)}, {"error", st.message()}});
   sessions.NoteSent(identity, opts.env->NowSeconds());
 }
 
@@ -355,33 +346,27 @@ Status Coordinator::Start() {
                          " is not loopback: give --curve-key and --allow-list "
                          "(or --insecure-plaintext on a trusted network)");
   }
-  try {
-    impl_->router = std::make_unique<zmq::socket_t>(impl_->ctx, zmq::socket_type::router);
-    impl_->router->set(zmq::sockopt::linger, 0);
-    impl_->router->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
-    impl_->router->set(zmq::sockopt::router_handover, 1);
-    if (keys) TUNE_RETURN_IF_ERROR(ConfigureCurveServer(*impl_->router, *keys));
-    impl_->router->bind(impl_->opts.endpoint);
-  } catch (const zmq::error_t& e) {
-    return Status::Error("coordinator: cannot bind " + impl_->opts.endpoint + ": " + e.what());
-  }
+  auto router = Link::Router(impl_->ctx, keys ? &*keys : nullptr);
+  if (!router.ok()) return router.status();
+  impl_->router = std::move(router).value();
+  if (Status st = impl_->router->Bind(impl_->opts.endpoint); !st.ok()) return Status::Error("coordinator: " + st.message());
   return impl_->status->Start(o);
 }
 
 std::string Coordinator::http_url() const { return impl_->status ? impl_->status->url() : ""; }
 
 std::string Coordinator::bound_endpoint() const {
-  return impl_->router ? impl_->router->get(zmq::sockopt::last_endpoint) : "";
+  return impl_->router ? impl_->router->bound_endpoint() : "";
 }
 
 ResultStore* Coordinator::store() { return impl_->store.get(); }
 
 Status Coordinator::Run(const std::atomic<bool>* stop) {
-  auto& router = *impl_->router;
+  Link& router = *impl_->router;
   double last_tick = 0;
   while (!stop->load()) {
     if (impl_->opts.alive) impl_->opts.alive();
-    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+    zmq::pollitem_t items[] = {{router.socket().handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, impl_->ingestion->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->sweeps->wake_fd(), ZMQ_POLLIN, 0},
                                {nullptr, impl_->reads->wake_fd(), ZMQ_POLLIN, 0},
@@ -401,25 +386,10 @@ Status Coordinator::Run(const std::atomic<bool>* stop) {
       if (items[0].revents & ZMQ_POLLIN) {
         // Drain what is queued, bounded so heartbeats still go out under load.
         for (int i = 0; i < 1000; ++i) {
-          zmq::message_t identity, frame;
-          if (!router.recv(identity, zmq::recv_flags::dontwait)) break;
-          std::vector<zmq::message_t> parts;
-          bool more = router.get(zmq::sockopt::rcvmore);
-          while (more) {
-            parts.emplace_back();
-            // The rest of a message is already queued: finish it even when
-            // a signal interrupts, so that no part is read as a new message.
-            for (;;) {
-              try {
-                (void)router.recv(parts.back());
-                break;
-              } catch (const zmq::error_t& e) {
-                if (e.num() != EINTR) throw;
-              }
-            }
-            more = router.get(zmq::sockopt::rcvmore);
-          }
-          const std::string id = identity.to_string();
+          auto message = router.Receive();
+          if (!message) break;
+          std::vector<zmq::message_t>& parts = message->frames;
+          const std::string& id = message->peer;
           // Fail closed: with CURVE on, a frame whose connection the
           // authenticator did not admit is dropped unread.
           const std::string key = impl_->zap && !parts.empty() ? AdmittedKey(parts[0]) : std::string();

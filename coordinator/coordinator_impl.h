@@ -27,6 +27,7 @@
 #include "sweeps.h"
 #include "protocol/protocol.h"
 #include "store/result_store.h"
+#include "wire/link.h"
 #include "worker_sessions.h"
 #include "zap_authenticator.h"
 
@@ -36,7 +37,8 @@ struct Coordinator::Impl final : PeerLink {
   CoordinatorOptions opts;
   zmq::context_t ctx{1};
   std::unique_ptr<ZapAuthenticator> zap;  // declared before router: outlives it
-  std::unique_ptr<zmq::socket_t> router;
+  std::unique_ptr<Link> router;  // the workers', builders' and clients' peer (wire/link.h)
+  EnvelopeFramer framer{"coordinator"};
   std::unique_ptr<ResultStore> store;
   StoreHealth health;
   Scheduler scheduler;
@@ -50,7 +52,6 @@ struct Coordinator::Impl final : PeerLink {
   std::unique_ptr<StoreReads> reads;
   std::unique_ptr<ImageService> images;
   std::unique_ptr<BuildService> builds;
-  uint64_t seq = 0;
   double last_key_check = 0;
   // New package bytes each client brought in the last hour: (when, bytes).
   std::map<std::string, std::deque<std::pair<double, uint64_t>>> package_bytes_by_client;

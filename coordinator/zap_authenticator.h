@@ -13,11 +13,10 @@
 //   auto allowed = LoadCurveAllowList(path);              // wire/curve.h
 //   ZapAuthenticator zap(ctx, *allowed, {.allow_list_path = path});
 //   TUNE_RETURN_IF_ERROR(zap.Start());                     // before bind()
-//   zmq::socket_t router(ctx, zmq::socket_type::router);
-//   TUNE_RETURN_IF_ERROR(ConfigureCurveServer(router, server_keys));
-//   router.bind(endpoint);
+//   auto router = Link::Router(ctx, &server_keys);         // wire/link.h
+//   TUNE_RETURN_IF_ERROR((*router)->Bind(endpoint));
 //   ...
-//   router.close();                                        // before Stop()
+//   router->reset();                                       // before Stop()
 //   zap.Stop();
 //
 // An admitted connection's messages carry the client's Z85 public key as

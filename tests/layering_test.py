@@ -55,6 +55,11 @@ NVRTC, NVML, cuBLASLt) are opened at run time through one loader,
 base/shared_library.h: no other production source calls dlopen, dlsym or
 dlclose (the files named in LIBRARY_OPEN_HOMES aside, with the reason).
 
+Every end of the protocol (the coordinator's ROUTER, the DEALERs of
+workers, builders and clients) is a wire/link.h Link: no production source
+outside libtune/src/wire/ makes a DEALER or ROUTER socket, sets the frame
+limit (maxmsgsize) or sets up CURVE on a socket itself.
+
 Usage: layering_test.py SOURCE_DIR   (exit 0: clean; 1: violations, listed)
 """
 import pathlib
@@ -134,6 +139,8 @@ CLOCK_EXEMPT = {}
 DRIVER_CALL = re.compile(r"\b(?:cu[A-Z]\w*|nvrtc[A-Z]\w*)\s*\(")
 # Where such calls live (see the docstring).
 DRIVER_HOMES = ("libtune/src/measure/cuda/", "libtune/src/launcher/")
+# A socket of the protocol, or its options and CURVE set-up (see the docstring).
+LINK_SOCKET = re.compile(r"\bsocket_type::(?:dealer|router)\b|\bConfigureCurve(?:Server|Client)\s*\(|\bmaxmsgsize\b")
 # Opening a library at run time (see the docstring), and the files that may.
 LIBRARY_OPEN = re.compile(r"\bdl(?:open|sym|close)\s*\(")
 LIBRARY_OPEN_HOMES = {
@@ -253,6 +260,17 @@ def link_problems(root: pathlib.Path, included: dict) -> list:
     return problems
 
 
+def link_socket_problems(root: pathlib.Path) -> list:
+    """The protocol's sockets (DEALER, ROUTER) or their options made outside wire/."""
+    problems = []
+    for rel, n, code in production_lines(root, lambda rel: rel.startswith("libtune/src/wire/")):
+        m = LINK_SOCKET.search(code)
+        if m:
+            problems.append(f"{rel}:{n}: sets up a socket of the protocol itself ({m.group(0).strip()}): every end "
+                            "goes through libtune/src/wire/link.h (options, CURVE, envelopes)")
+    return problems
+
+
 def library_problems(root: pathlib.Path) -> list:
     """dlopen/dlsym/dlclose outside LIBRARY_OPEN_HOMES."""
     problems = []
@@ -330,6 +348,7 @@ def main(root: pathlib.Path) -> int:
     problems += clock_problems(root)
     problems += driver_problems(root)
     problems += library_problems(root)
+    problems += link_socket_problems(root)
     for p in problems:
         print(p)
     print(f"layering: {len(files)} files of {len(stages)} stages, {len(problems)} violation(s)")

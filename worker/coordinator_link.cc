@@ -10,14 +10,14 @@
 
 namespace tune {
 
-CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, Options opts) : ctx_(ctx), opts_(std::move(opts)) {}
+CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, Options opts)
+    : ctx_(ctx), opts_(std::move(opts)), framer_(opts_.name) {}
 
 Status CoordinatorLink::Connect() {
-  socket_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
-  socket_->set(zmq::sockopt::linger, 0);
-  socket_->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
-  if (opts_.curve_keys) TUNE_RETURN_IF_ERROR(ConfigureCurveClient(*socket_, *opts_.curve_keys, opts_.coordinator_key));
-  socket_->connect(opts_.endpoint);
+  auto link = Link::Dealer(ctx_, opts_.curve_keys ? &*opts_.curve_keys : nullptr, opts_.coordinator_key);
+  if (!link.ok()) return link.status();
+  TUNE_RETURN_IF_ERROR((*link)->Connect(opts_.endpoint));
+  link_ = std::move(link).value();
   greeted_ = false;
   liveness_.Heard(NowSeconds());
   Send(Hello{opts_.name, TUNEFARM_VERSION, opts_.devices, opts_.builder_archs, opts_.builder_toolchain});
@@ -28,52 +28,45 @@ Status CoordinatorLink::Connect() {
 void CoordinatorLink::Drop(const std::string& why) {
   log::Warn("worker", "connection lost; reconnecting",
             {{"worker", opts_.name}, {"reason", why}, {"backoff_s", liveness_.backoff_seconds()}});
-  socket_.reset();
+  link_.reset();
   greeted_ = false;
   liveness_.Dropped(NowSeconds());
 }
 
 void CoordinatorLink::SendFrame(const std::string& frame) {
-  socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  // A full queue drops the frame, as a lost one: results go again until
+  // acknowledged, heartbeats and asks are sent again anyway.
+  (void)link_->SendFrame(frame);
   liveness_.Sent(NowSeconds());
 }
 
-void CoordinatorLink::Send(Command cmd) {
-  Envelope env;
-  env.seq = ++seq_;
-  env.sender = opts_.name;
-  env.command = std::move(cmd);
-  SendFrame(EncodeEnvelope(env));
-}
+void CoordinatorLink::Send(Command cmd) { SendFrame(framer_.Frame(std::move(cmd))); }
 
 void CoordinatorLink::SendResults(Results results) {
   const auto key = std::make_pair(results.unit_id, results.batch);
-  Envelope env;
-  env.seq = ++seq_;
-  env.sender = opts_.name;
-  env.command = std::move(results);
-  std::string frame = EncodeEnvelope(env);
-  if (socket_ && greeted_) SendFrame(frame);
+  std::string frame = framer_.Frame(std::move(results));
+  if (link_ && greeted_) SendFrame(frame);
   unacked_[key] = std::move(frame);
 }
 
 std::optional<Command> CoordinatorLink::Receive() {
-  zmq::message_t msg;
-  while (socket_ && socket_->recv(msg, zmq::recv_flags::dontwait)) {
+  while (link_) {
+    auto got = link_->ReceiveEnvelope();
+    if (!got) break;
     liveness_.Heard(NowSeconds());
-    auto env = DecodeEnvelope(msg.data(), msg.size());
-    if (!env.ok()) {
+    if (!got->ok()) {
       log::Warn("worker", "dropping a malformed message from the coordinator",
-                {{"worker", opts_.name}, {"error", env.status().message()}});
+                {{"worker", opts_.name}, {"error", got->status().message()}});
       continue;
     }
-    if (const auto* ack = std::get_if<HelloAck>(&env->command)) {
+    Envelope env = std::move(*got).value();
+    if (const auto* ack = std::get_if<HelloAck>(&env.command)) {
       greeted_ = true;
       liveness_.Greeted();
       liveness_.SetTerms(ack->heartbeat_ms / 1000.0, ack->liveness);
       // Everything not acknowledged on the last link goes again.
       for (const auto& [key, frame] : unacked_) SendFrame(frame);
-    } else if (const auto* ack = std::get_if<ResultsAck>(&env->command)) {
+    } else if (const auto* ack = std::get_if<ResultsAck>(&env.command)) {
       unacked_.erase({ack->unit_id, ack->batch});
       if (!ack->refused.empty()) {
         log::Warn("worker", "results refused by the coordinator",
@@ -84,18 +77,18 @@ std::optional<Command> CoordinatorLink::Receive() {
         log::Warn("worker", "this host's clock is off the coordinator's (its rows are stored with the coordinator's time)",
                   {{"worker", opts_.name}, {"skew_seconds", ack->clock_skew_seconds}});
       }
-    } else if (const auto* bye = std::get_if<tune::Disconnect>(&env->command)) {
+    } else if (const auto* bye = std::get_if<tune::Disconnect>(&env.command)) {
       log::Warn("worker", "the coordinator disconnected us", {{"worker", opts_.name}, {"reason", bye->reason}});
       Drop(bye->reason);
       liveness_.ReconnectAt(NowSeconds());  // say hello again at once
     }
-    return std::move(env->command);
+    return std::move(env.command);
   }
   return std::nullopt;
 }
 
 bool CoordinatorLink::KeepAlive(double now) {
-  if (!socket_) return false;
+  if (!link_) return false;
   if (liveness_.Gone(now)) {
     Drop("coordinator silent for " + std::to_string(liveness_.SilentFor(now)) + " s");
     return false;

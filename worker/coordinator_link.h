@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "wire/curve.h"
+#include "wire/link.h"
 #include "wire/liveness.h"
 #include "protocol/protocol.h"
 #include "tune/status.h"
@@ -45,11 +46,11 @@ class CoordinatorLink {
   // Closes the socket; the next Connect is due after the backoff, which
   // doubles up to 8 s and starts again at 0.25 s once a hello is answered.
   void Drop(const std::string& why);
-  bool connected() const { return socket_ != nullptr; }
+  bool connected() const { return link_ != nullptr; }
   // The coordinator answered this link's hello: work may be asked for.
   bool greeted() const { return greeted_; }
   bool ReconnectDue(double now) const { return liveness_.ReconnectDue(now); }
-  zmq::socket_t& socket() { return *socket_; }
+  zmq::socket_t& socket() { return link_->socket(); }
   // Results batches sent and not yet acknowledged.
   size_t unacknowledged() const { return unacked_.size(); }
 
@@ -76,9 +77,8 @@ class CoordinatorLink {
 
   zmq::context_t& ctx_;
   Options opts_;
-  std::unique_ptr<zmq::socket_t> socket_;
-  uint64_t seq_ = 0;
-  Liveness liveness_;  // the coordinator's terms, when it was heard, the backoff
+  std::unique_ptr<Link> link_;  // a new one per connection
+  EnvelopeFramer framer_;  Liveness liveness_;  // the coordinator's terms, when it was heard, the backoff
   bool greeted_ = false;
   bool told_skew_ = false;  // the clock-skew warning is logged once
   std::map<std::pair<uint64_t, uint64_t>, std::string> unacked_;  // (unit, batch) -> frame
