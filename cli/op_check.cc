@@ -11,6 +11,7 @@
 #include "coordinator_client.h"
 #include "opspec/config_space.h"
 #include "search/search_space.h"
+#include "base/target.h"
 #include "base/known_gpus.h"
 #include "opspec/op_definition.h"
 #include "measure/program/program_backend.h"
@@ -100,7 +101,7 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
   for (size_t i = 0; i < models.size(); ++i) {
     const DeviceInfo& d = models[i];
     if (!args.gpus.empty() && std::find(args.gpus.begin(), args.gpus.end(), d.model) == args.gpus.end()) continue;
-    Json model{{"gpu_model", d.model}, {"arch", "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor)},
+    Json model{{"gpu_model", d.model}, {"arch", TargetOf(d).arch},
                {"live", i >= known}};
     auto ex = ExplainSpace(spec, d);
     if (!ex.ok()) {
@@ -239,7 +240,7 @@ bool CheckCompiles(const OpSpec& spec, const OpCheckArgs& args, CheckOut& out) {
     if (spec.arch_specific && arch.back() != 'a' && arch >= "sm_90") arch += "a";
     DeviceInfo target;  // the spaces' limits: a known GPU of this architecture, else the largest
     for (const DeviceInfo& d : KnownGpus()) {
-      const std::string a = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+      const std::string a = TargetOf(d).arch;
       if (arch.rfind(a, 0) == 0 && target.model.empty()) target = d;
     }
     if (target.model.empty()) target = KnownGpus().front();

@@ -26,6 +26,7 @@
 #include "publish/publish.h"
 #include "remote_store.h"
 #include "report.h"
+#include "base/target.h"
 
 using tune::Result;
 using tune::Status;
@@ -331,7 +332,7 @@ char* tunefarm_farm_info(tunefarm_farm_t* farm, char** errptr) {
                                {"name", d.name},
                                {"model", d.model},
                                {"backend", d.backend},
-                               {"arch", "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor)}});
+                               {"arch", TargetOf(d).arch}});
       j["devices"] = devices;
     }
     return CopyString(tune::DumpJson(j));

@@ -7,6 +7,7 @@
 
 #include "base/text.h"
 #include "coordinator.h"
+#include "base/target.h"
 
 namespace tune {
 namespace {
@@ -22,12 +23,6 @@ constexpr size_t kMaxScannedPerRequest = 1u << 16;
 // each ask scans the pools on the loop.
 constexpr uint32_t kBuilderRetryMs = 250;
 
-// "sm_90a" -> "sm_90".
-std::string_view Capability(std::string_view arch) {
-  if (!arch.empty() && arch.back() == 'a') arch.remove_suffix(1);
-  return arch;
-}
-
 }  // namespace
 
 std::string BuilderWitness(const std::string& z85_key) {
@@ -40,9 +35,7 @@ std::string BuilderKeyOf(const std::string& witness) {
 
 std::string CheckBuilderHello(const Hello& hello) {
   for (const std::string& arch : hello.builder_archs) {
-    const std::string_view cap = Capability(arch);
-    if (cap.size() < 5 || cap.size() > 6 || !cap.starts_with("sm_") ||
-        cap.find_first_not_of("0123456789", 3) != std::string_view::npos)
+    if (!IsCudaArch(arch))
       return "builder architecture '" + arch + "' is not sm_ and two or three digits (sm_90, sm_90a)";
   }
   if (hello.builder_toolchain.empty()) return "a builder's hello names no toolchain";
@@ -51,7 +44,7 @@ std::string CheckBuilderHello(const Hello& hello) {
 }
 
 bool BuilderBuildsFor(const std::vector<std::string>& archs, const std::string& arch) {
-  return std::any_of(archs.begin(), archs.end(), [&](const std::string& a) { return Capability(a) == Capability(arch); });
+  return std::any_of(archs.begin(), archs.end(), [&](const std::string& a) { return ArchCapability(a) == ArchCapability(arch); });
 }
 
 std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSession& builder, size_t wanted,
@@ -93,7 +86,7 @@ std::vector<BuildService::Candidate> BuildService::Candidates(const WorkerSessio
       const auto device = scheduler_->models().find(model);
       // Another toolchain makes another kernel hash: no device of the
       // model would ever ask for the image.
-      if (device == scheduler_->models().end() || device->second.nvrtc_version != builder.builder_toolchain) continue;
+      if (device == scheduler_->models().end() || TargetOf(device->second).toolchain != builder.builder_toolchain) continue;
       // A searched key proposes only as its devices lease: ask it now, as
       // far ahead as the builder asks, so that what it proposes next waits
       // uncut for a builder.

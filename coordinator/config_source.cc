@@ -7,6 +7,7 @@
 #include "search/features.h"
 #include "search/registry.h"
 #include "search/search_space.h"
+#include "base/target.h"
 
 namespace tune {
 
@@ -62,7 +63,7 @@ KeyPlan ListedPlan(const OpSpec& spec, const DeviceInfo& device, const std::stri
 std::vector<Config> DefaultsOn(const OpSpec& spec, const DeviceInfo& device) {
   std::vector<Config> out;
   if (!spec.default_config.params.empty()) out.push_back(spec.default_config);
-  const std::string arch = "sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor);
+  const std::string arch = TargetOf(device).arch;
   for (const std::string& a : {arch, arch + "a"}) {
     auto it = spec.arch_defaults.find(a);
     if (it != spec.arch_defaults.end() && it->second.Id() != spec.default_config.Id()) {

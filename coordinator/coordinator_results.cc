@@ -6,6 +6,7 @@
 #include "opspec/config_space.h"
 #include "base/known_gpus.h"
 #include "base/text.h"
+#include "base/target.h"
 
 namespace tune {
 namespace {
@@ -166,7 +167,7 @@ void Ingestion::DeviceKeys(const LeasedUnit& unit, const WorkerSession& peer, st
     if (d.model != unit.gpu_model) continue;
     backends->insert(d.backend);
     kernel_hashes->insert(OpHashOf(unit.sweep_id, unit.op, d));
-    const std::string arch = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+    const std::string arch = TargetOf(d).arch;
     archs->insert(arch);
     archs->insert(arch + "a");
   }

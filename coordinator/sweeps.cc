@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/clock.h"
+#include "base/target.h"
 #include "publish/publish.h"
 #include "search/features.h"
 #include "opspec/sweep_file.h"
@@ -236,7 +237,7 @@ MeasuredFn Sweeps::Measured(const SweepSubmit& submit, const std::string& sweep_
           digested = std::map<std::string, Digests>()](
              const DeviceInfo& dev, const OpSpec& spec, const std::string& dtype, const Config& config,
              const Shape& shape) mutable -> std::optional<StoredPair> {
-    std::string& hash = hashes[{spec.name, dev.nvrtc_version}];
+    std::string& hash = hashes[{spec.name, TargetOf(dev).toolchain}];
     if (hash.empty()) hash = OpHash(spec, dev);
     if (spec.HostDigested()) {
       // Rows of an op whose hosts add to its kernel hash (include roots, a

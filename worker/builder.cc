@@ -26,16 +26,11 @@
 #include "worker.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
+#include "base/target.h"
 #endif
 
 namespace tune {
 namespace {
-
-// "sm_90a" -> "sm_90".
-std::string_view Capability(std::string_view arch) {
-  if (!arch.empty() && arch.back() == 'a') arch.remove_suffix(1);
-  return arch;
-}
 
 // The configs a builder asks for at once: one per compile thread. Its
 // images go back when the whole work is built, and a device whose compile
@@ -50,11 +45,10 @@ uint32_t ConfigsPerRequest(unsigned threads) {
 Result<std::vector<std::string>> ParseBuilderArchs(const std::vector<std::string>& items) {
   std::vector<std::string> out;
   std::set<std::string> known;
-  for (const DeviceInfo& d : KnownGpus()) known.insert("sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor));
+  for (const DeviceInfo& d : KnownGpus()) known.insert(CudaArch(d.cc_major, d.cc_minor));
   for (const std::string& arch : items) {
-    const std::string_view cap = Capability(arch);
-    if (cap.size() < 5 || cap.size() > 6 || !cap.starts_with("sm_") ||
-        cap.find_first_not_of("0123456789", 3) != std::string_view::npos)
+    const std::string_view cap = ArchCapability(arch);
+    if (!IsCudaArch(arch))
       return Status::InvalidArgument("--arch: '" + arch + "' is not an architecture (sm_90, sm_90a, sm_100a)");
     if (!known.count(std::string(cap)))
       return Status::InvalidArgument("--arch: unknown architecture '" + arch + "' (known: " +
@@ -129,7 +123,7 @@ struct Builder::Impl final : HttpStatusSource {
       return std::move(hand);
     };
     const bool ours = std::any_of(opts.archs.begin(), opts.archs.end(),
-                                  [&](const std::string& a) { return Capability(a) == Capability(w.arch); });
+                                  [&](const std::string& a) { return ArchCapability(a) == ArchCapability(w.arch); });
     if (!ours) return refuse_all("arch '" + w.arch + "' is none of this builder's (" + Join(opts.archs, ",") + ")");
     auto parsed = SharedOpSpec(w.op_package, "op '" + w.op + "'");
     if (!parsed.ok()) return refuse_all(parsed.status().message());

@@ -1,6 +1,8 @@
 #include "tune/status.h"
 #include "base/types.h"
 #include "base/backend_kinds.h"
+#include "base/known_gpus.h"
+#include "base/target.h"
 
 #include <gtest/gtest.h>
 
@@ -163,6 +165,33 @@ TEST(BackendKinds, OneTableNamesEveryBackendAndWhichAreSimulated) {
   EXPECT_FALSE(IsSimulatedBackend("hip"));
   EXPECT_EQ(BackendNamesText(), "cuda, sim");
   EXPECT_EQ(BackendKinds().size(), 2u);
+}
+
+}  // namespace
+}  // namespace tune
+
+namespace tune {
+namespace {
+
+// base/target.h: the one home of architecture names.
+TEST(Target, ADevicesTargetAndTheArchitectureNames) {
+  DeviceInfo h100;
+  for (const DeviceInfo& d : KnownGpus())
+    if (d.cc_major == 9) h100 = d;
+  ASSERT_EQ(h100.cc_major, 9);
+  h100.nvrtc_version = "13.0";
+  const Target t = TargetOf(h100);
+  EXPECT_EQ(t, (Target{"cuda", "sm_90", "13.0"}));
+  EXPECT_EQ(t.Text(), "cuda sm_90, toolchain 13.0");
+  EXPECT_EQ(CudaArch(12, 0), "sm_120");
+  for (const char* good : {"sm_80", "sm_90a", "sm_100", "sm_100a"}) EXPECT_TRUE(IsCudaArch(good)) << good;
+  for (const char* bad : {"sm_9", "sm_1000", "sm_90b", "sm_90f", "sm90", "compute_90", "", "sm_", "sm_9a"})
+    EXPECT_FALSE(IsCudaArch(bad)) << bad;
+  EXPECT_EQ(ArchSm("sm_90a"), 90);
+  EXPECT_EQ(ArchSm("sm_100f"), 100);  // a family image's SM, as a cubin's flags give it
+  EXPECT_EQ(ArchSm("sm_9"), 0);
+  EXPECT_EQ(ArchCapability("sm_90a"), "sm_90");
+  EXPECT_EQ(ArchCapability("sm_80"), "sm_80");
 }
 
 }  // namespace

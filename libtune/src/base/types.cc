@@ -1,5 +1,7 @@
 #include "base/types.h"
 
+#include "base/target.h"
+
 #include "base/text.h"
 
 #include <sodium.h>
@@ -253,15 +255,6 @@ uint64_t Le(std::string_view b, size_t off, int bytes) {
 constexpr uint16_t kEmCuda = 190;
 constexpr uint16_t kEtExec = 2;
 
-// The SM number of "sm_90a" (90); 0 when `arch` is no sm_NN[a|f].
-int ArchSm(const std::string& arch) {
-  if (arch.rfind("sm_", 0) != 0) return 0;
-  int sm = 0;
-  size_t i = 3;
-  for (; i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])) && i < 6; ++i) sm = sm * 10 + (arch[i] - '0');
-  if (i == 3 || (i < arch.size() && !(i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f')))) return 0;
-  return sm;
-}
 
 }  // namespace
 

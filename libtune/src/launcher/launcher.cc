@@ -18,6 +18,7 @@
 #include "base/shared_library.h"
 #include "base/tensor_map.h"
 #include "base/types.h"
+#include "base/target.h"
 
 namespace tune::launcher {
 namespace detail {
@@ -504,7 +505,7 @@ Launcher::~Launcher() = default;
 const Device& Launcher::device() const { return s_->device; }
 
 std::string Launcher::arch() const {
-  return "sm_" + std::to_string(s_->device.cc_major) + std::to_string(s_->device.cc_minor);
+  return CudaArch(s_->device.cc_major, s_->device.cc_minor);
 }
 
 Result<Launcher> Launcher::Open(const runtime::Bundle& bundle, int ordinal) {

@@ -190,12 +190,12 @@ std::string KernelHash(const OpSpec& spec, const std::string& toolchain) {
 std::string OpHash(const OpSpec& spec, const std::string& toolchain) { return KernelHash(spec, toolchain); }
 
 std::string CudaArchOf(const OpSpec& spec, int cc_major, int cc_minor) {
-  std::string arch = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  std::string arch = CudaArch(cc_major, cc_minor);
   if (spec.arch_specific && cc_major >= 9) arch += "a";
   return arch;
 }
 
-std::string OpHash(const OpSpec& spec, const DeviceInfo& device) { return OpHash(spec, device.nvrtc_version); }
+std::string OpHash(const OpSpec& spec, const DeviceInfo& device) { return OpHash(spec, TargetOf(device).toolchain); }
 
 const std::string& OpHashMemo::Of(const OpSpec& spec, const std::string& toolchain) {
   auto [it, fresh] = hashes_.try_emplace(std::make_pair(spec.name, toolchain));

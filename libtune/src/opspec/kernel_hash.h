@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/target.h"
 #include "base/types.h"
 #include "opspec/op_definition.h"
 
@@ -23,7 +24,7 @@ class OpHashMemo {
   // OpHash(spec, toolchain).
   const std::string& Of(const OpSpec& spec, const std::string& toolchain);
   // OpHash(spec, device).
-  const std::string& Of(const OpSpec& spec, const DeviceInfo& device) { return Of(spec, device.nvrtc_version); }
+  const std::string& Of(const OpSpec& spec, const DeviceInfo& device) { return Of(spec, TargetOf(device).toolchain); }
 
  private:
   std::map<std::pair<std::string, std::string>, std::string> hashes_;  // (op, toolchain)

@@ -22,6 +22,7 @@
 #include "opspec/expr.h"
 #include "base/limits.h"
 #include "base/text.h"
+#include "base/target.h"
 
 namespace tune {
 namespace {
@@ -493,11 +494,7 @@ class SpecParser {
     for (auto&& [k, v] : *t) {
       const std::string arch(k.str());
       const std::string field = "[arch_defaults] " + arch;
-      size_t digits = 0;
-      while (3 + digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[3 + digits]))) ++digits;
-      const bool suffix_ok = 3 + digits == arch.size() || (3 + digits + 1 == arch.size() && arch.back() == 'a');
-      if (arch.rfind("sm_", 0) != 0 || digits < 2 || digits > 3 || !suffix_ok)
-        return Err(field, "expected an architecture name like sm_80 or sm_90a");
+      if (!IsCudaArch(arch)) return Err(field, "expected an architecture name like sm_80 or sm_90a");
       Config c;
       TUNE_RETURN_IF_ERROR(ConfigOf(v, field, &c));
       spec_.arch_defaults.emplace(arch, std::move(c));

@@ -17,6 +17,7 @@
 #include "measure/runner/runner_process.h"
 #include "measure/runner/runner_protocol.h"
 #include "measure/cuda/cuda_backend.h"
+#include "base/target.h"
 
 namespace tune {
 namespace {
@@ -46,7 +47,7 @@ Result<std::string> HostDigestOf(const OpSpec& spec) {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts)
-      : device_(device), opts_(opts), arch_suffixless_("sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor)) {}
+      : device_(device), opts_(opts), arch_suffixless_(TargetOf(device).arch) {}
 
   const DeviceInfo& device() const override { return device_; }
   std::string toolchain() const override { return NvrtcVersionString(); }

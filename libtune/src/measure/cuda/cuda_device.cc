@@ -13,6 +13,7 @@
 #include "measure/cuda/nvrtc_compile.h"
 #include "measure/cuda/nvrtc_library.h"
 #include "measure/runner/runner.h"
+#include "base/target.h"
 
 namespace tune::cuda {
 
@@ -243,7 +244,7 @@ device::CompiledImage NvrtcToolchain::CompileReference(const OpSpec& spec, const
 
 device::CompiledImage NvrtcToolchain::CompileBuiltins(const std::string& dtype, const DeviceInfo& device,
                                                       const std::string& cache_dir) {
-  const std::string arch = "sm_" + std::to_string(device.cc_major) + std::to_string(device.cc_minor);
+  const std::string arch = TargetOf(device).arch;
   return ImageOf(CompileBuiltin(kBuiltinSource, "tunefarm_compare", dtype, arch, cache_dir));
 }
 
