@@ -83,12 +83,14 @@ std::string FarmFlags(const ClientArgs& c) {
 }
 
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
-                                   const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds) {
+                                   const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds,
+                                   const std::string& bound_hint) {
   const double start = NowSeconds();
   const std::string goes_on = "sweep " + sweep_id + " goes on at the coordinator: `tunefarm status " + sweep_id +
                               " --wait " + FarmFlags(c) + "` waits again, `tunefarm cancel " + sweep_id + " " +
                               FarmFlags(c) + "` stops it";
   bool told_waiting = false, told_gone = false;
+  double waiting_since = -1;  // when the sweep was first seen waiting for a model
   double last_answer = start;
   ProgressLine progress(stderr);
   SweepProgress last;
@@ -126,10 +128,15 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
       if (!quiet) progress.Finish(last, NowSeconds() - start);
       return last;
     }
-    if (!last.waiting_for.empty() && !told_waiting) {
+    // A worker joining in its first seconds (tune's own, a farm's after a
+    // restart) is no wait to speak of.
+    if (last.waiting_for.empty()) waiting_since = -1;
+    else if (waiting_since < 0) waiting_since = NowSeconds();
+    if (!last.waiting_for.empty() && !told_waiting && NowSeconds() - waiting_since >= kWaitingNoticeSeconds) {
       told_waiting = true;
+      const std::string hint = timeout_seconds > 0 || bound_hint.empty() ? "" : "; " + bound_hint;
       std::fprintf(stderr, "\nwaiting for %s: no live worker has it (the sweep waits for one to join%s)\n",
-                   Join(last.waiting_for, ", ").c_str(), timeout_seconds > 0 ? "" : "; --timeout bounds the wait");
+                   Join(last.waiting_for, ", ").c_str(), hint.c_str());
     }
     if (!quiet) progress.Update(last, NowSeconds() - start);
     if (timeout_seconds > 0 && NowSeconds() - start >= timeout_seconds)

@@ -59,12 +59,16 @@ std::string FarmFlags(const ClientArgs& c);
 
 // Waits for a sweep, asking for its state every `poll_seconds` and showing
 // its progress on stderr (ProgressLine) unless quiet; says once, on stderr,
-// when it waits for GPU models no live worker has. Rides out a restarting
+// when it has waited kWaitingNoticeSeconds for GPU models no live worker has
+// (with `bound_hint`, what bounds that wait: "--timeout bounds the wait";
+// empty: nothing to add). Rides out a restarting
 // coordinator for a while. Returns its final progress, or an error when the
 // coordinator stops answering, `stop` turns true or `timeout_seconds` (0 =
 // none) pass; those errors say that the sweep goes on and how to re-attach
 // or cancel it.
+inline constexpr double kWaitingNoticeSeconds = 3;
 Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep_id, bool quiet,
-                                   const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds = 0);
+                                   const std::atomic<bool>* stop, double poll_seconds, double timeout_seconds = 0,
+                                   const std::string& bound_hint = "--timeout bounds the wait");
 
 }  // namespace tune

@@ -87,6 +87,9 @@ struct BundleArgs {
   std::vector<std::string> keys;  // trusted public key files
   std::string format = "table";    // table | json
 };
+// The rows per key a `tune` table prints unless --top says otherwise.
+inline constexpr uint32_t kTuneTableTop = 10;
+
 struct TuneArgs {
   std::string sweep_file;
   std::vector<std::string> ops;  // none: DefaultGemm (commands_tune.cc)
@@ -112,6 +115,9 @@ struct TuneArgs {
   // space (SweepSubmit::configs); none = the sweep file's list, else the space.
   std::vector<std::string> configs;
   bool quiet = false;
+  // Rows per key printed: a table's default keeps a screenful
+  // (kTuneTableTop), JSON and CSV every row; 0 = every row.
+  std::optional<uint32_t> top;
   WorkerArgs worker;
 };
 
@@ -213,6 +219,9 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args);
 // --coordinator and its keys, excluding `store` (the --store option).
 void AddRemoteReadOptions(CLI::App* app, ClientArgs* remote, CLI::Option* store);
 void AddClientOptions(CLI::App* app, ClientArgs* args);
+// --connect-timeout: how long a command waits for the coordinator's
+// connection and handshake before saying nothing listens or answers there.
+CLI::Option* AddConnectTimeoutOption(CLI::App* app, ClientArgs* args);
 
 int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop);
 int RunWorker(WorkerArgs& args, const std::atomic<bool>* stop);

@@ -35,7 +35,7 @@ constexpr char kConfigFileHelp[] =
 
 // Sends `request` to the coordinator and returns its SweepStatus answer.
 Result<SweepStatus> AskForStatus(const ClientArgs& c, Command request) {
-  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
+  CoordinatorClient client(c, 10);
   auto reply = client.Call(std::move(request));
   if (!reply.ok()) return reply.status();
   auto* status = std::get_if<SweepStatus>(&*reply);
@@ -127,10 +127,20 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
       ->capture_default_str();
 }
 
+CLI::Option* AddConnectTimeoutOption(CLI::App* app, ClientArgs* args) {
+  return app
+      ->add_option("--connect-timeout", args->connect_seconds,
+                   "Seconds to wait for the coordinator's connection and handshake before saying it is not "
+                   "there or does not answer (a paused or overloaded coordinator)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+}
+
 void AddClientOptions(CLI::App* app, ClientArgs* args) {
   app->add_option("--coordinator", args->endpoint, "Coordinator endpoint")->capture_default_str();
   app->add_option("--curve-key", args->curve_secret_key, "CURVE secret key file of this client");
   app->add_option("--coordinator-key", args->coordinator_key, "CURVE public key file of the coordinator");
+  AddConnectTimeoutOption(app, args);
 }
 
 int RunCoordinator(CoordinatorArgs& args, const std::atomic<bool>* stop) {
@@ -256,7 +266,7 @@ int RunSubmit(const SubmitArgs& args, const std::atomic<bool>* stop) {
     sweep->priority = static_cast<uint32_t>(*args.priority);
   }
   const ClientArgs& c = args.client;
-  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
+  CoordinatorClient client(c, 10);
   auto reply = client.Call(*sweep);
   if (!reply.ok()) return Fail(reply.status().message());
   auto* accepted = std::get_if<SweepAccepted>(&*reply);

@@ -158,7 +158,7 @@ Result<std::map<std::string, std::vector<Measurement>>> RetimeOnFarm(
       sweeps.push_back(std::move(s).value());
     }
   }
-  CoordinatorClient client(c.endpoint, 10, c.curve_secret_key, c.coordinator_key);
+  CoordinatorClient client(c, 10);
   std::vector<std::string> ids;
   for (const SweepSubmit& s : sweeps) {
     auto reply = client.Call(s);

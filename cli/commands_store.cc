@@ -37,6 +37,7 @@ void AddRemoteReadOptions(CLI::App* app, ClientArgs* remote, CLI::Option* store)
   app->add_option("--coordinator-key", remote->coordinator_key,
                   "With --coordinator: CURVE public key file of the coordinator")
       ->needs(c);
+  AddConnectTimeoutOption(app, remote)->needs(c);
 }
 
 void AddQueryOptions(CLI::App* app, QueryArgs* args) {
@@ -102,20 +103,8 @@ int RunResults(const QueryArgs& args, bool best_only) {
                 Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
   }
   RowNotes notes = NotesOf(**store, rows);
-  if (args.top > 0) {
-    // Per key: the winner, then the fastest valid rows, up to --top.
-    std::map<std::string, std::vector<Measurement>> keys;
-    for (Measurement& m : rows) keys[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape].push_back(std::move(m));
-    rows.clear();
-    size_t left_out = 0;
-    for (auto& [key, of] : keys) {
-      RankRows(&of, [&](const Measurement& m) { return notes.winners.count(WinnerKey(m)) > 0; });
-      left_out += of.size() > args.top ? of.size() - args.top : 0;
-      of.resize(std::min<size_t>(of.size(), args.top));
-      for (Measurement& m : of) rows.push_back(std::move(m));
-    }
-    if (left_out) std::fprintf(stderr, "results: --top %u: %zu more row(s) left out\n", args.top, left_out);
-  }
+  if (const size_t left_out = KeepTopRows(&rows, args.top, notes))
+    std::fprintf(stderr, "results: --top %u: %zu more row(s) left out\n", args.top, left_out);
   std::vector<Measurement> failed;
   if (args.full_log)
     for (const Measurement& m : rows)

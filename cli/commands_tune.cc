@@ -21,6 +21,7 @@
 #include "report.h"
 #include "base/clock.h"
 #include "base/json_text.h"
+#include "base/text.h"
 #include "opspec/config_space.h"
 #include "opspec/op_definition.h"
 #include "report/nightly.h"
@@ -165,7 +166,7 @@ void PruneNights(const std::string& history, uint32_t keep) {
     const fs::path old = fs::path(history) / nights[i];
     fs::remove_all(old, ec);
     if (ec) std::fprintf(stderr, "nightly: --keep: cannot remove %s: %s\n", old.c_str(), ec.message().c_str());
-    else std::printf("nightly: removed %s (--keep %u)\n", old.c_str(), keep);
+    else std::fprintf(stderr, "nightly: removed %s (--keep %u)\n", old.c_str(), keep);
   }
 }
 
@@ -186,13 +187,20 @@ std::vector<std::string> BudgetNotes(const SweepSubmit& sweep, const std::map<st
   }
   const std::string& strategy = sweep.strategy.empty() ? std::string(kDefaultStrategy) : sweep.strategy;
   const bool automatic = strategy == kAutoStrategy;
-  if (sweep.budget > 0 && automatic && whole > 0)
+  if (sweep.budget > 0 && whole > 0 && (automatic || MeasuresWhole(strategy)))
     out.push_back("budget: " + std::to_string(whole) + " key(s) measured whole (up to " + std::to_string(most_legal) +
-                  " legal configs): auto measures every config of a space it covers; the budget of " +
-                  std::to_string(sweep.budget) + " applies to searched keys (--strategy random or model samples it)");
-  if (sweep.budget_seconds > 0 && cut > 0)
+                  " legal configs): " +
+                  (automatic ? "auto measures every config of a space it covers"
+                             : "--strategy " + strategy + " measures every config") +
+                  "; the budget of " + std::to_string(sweep.budget) +
+                  " applies to searched keys (--strategy random or model samples it)");
+  if (sweep.budget_seconds > 0 && cut > 0) {
+    char bound[32];
+    if (sweep.budget_seconds < 60) std::snprintf(bound, sizeof bound, "%g s", sweep.budget_seconds);
     out.push_back("budget: " + std::to_string(cut) + " searched key(s) stopped at the seconds bound (" +
-                  FormatDuration(sweep.budget_seconds) + ") before their budget of " + std::to_string(sweep.budget));
+                  (sweep.budget_seconds < 60 ? std::string(bound) : FormatDuration(sweep.budget_seconds)) +
+                  ") before their budget of " + std::to_string(sweep.budget));
+  }
   return out;
 }
 
@@ -288,7 +296,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     sweep_id = id;
     // The coordinator runs in this process, over loopback: frequent polls
     // keep the sweep's wall time from being rounded up to a poll.
-    return WaitForSweep(local, id, args.quiet, stop, 0.005);
+    return WaitForSweep(local, id, args.quiet, stop, 0.005, 0, "Ctrl-C stops it");
   });
   const double sweep_seconds = NowSeconds() - sweep_start;
   if (stop->load() && !sweep_id.empty()) return Interrupted(local, sweep_id, args.store, **farm);
@@ -314,8 +322,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     }
   }
   rows = NewestKernelOnly(std::move(rows));
+  const bool nothing_measured = rows.empty();
   std::map<std::string, uint64_t> failures;       // by class
-  std::map<std::string, uint64_t> failed_causes;  // by "class: first line of the message"
+  std::map<std::string, uint64_t> failed_causes;  // by "class: WhyFailed(message)"
   uint64_t valid_rows = 0, failed_rows = 0;
   for (const Measurement& m : rows) {
     if (m.failure == FailureClass::kNone) {
@@ -324,10 +333,13 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     }
     ++failed_rows;
     ++failures[FailureClassName(m.failure)];
-    ++failed_causes[std::string(FailureClassName(m.failure)) + ": " +
-                    m.failure_message.substr(0, m.failure_message.find('\n'))];
+    ++failed_causes[std::string(FailureClassName(m.failure)) + ": " + WhyFailed(m.failure_message)];
   }
   const RowNotes row_notes = NotesOf(store, rows);
+  const uint32_t top = args.top.value_or(format == OutputFormat::kTable ? kTuneTableTop : 0);
+  if (const size_t left_out = KeepTopRows(&rows, top, row_notes))
+    std::fprintf(stderr, "tune: %zu more row(s) left out (--top %u; --top 0 prints every row, as `tunefarm results "
+                 "--store %s` does)\n", left_out, top, args.store.c_str());
   const Pipeline pipeline = PipelineOf(total, devices, sweep_seconds);
   // --format json: stdout holds one document (rows, the sweep's figures,
   // failures, paths), written once the bundle is; the lines for people go
@@ -366,6 +378,23 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
                 args.worker.opts.sim_truth ? "ground-truth file (--sim-truth) and cost model" : "cost model");
   }
 
+  if (nothing_measured) {
+    // An empty space (every config breaks a rule at these shapes): said
+    // as such, not as a publish error.
+    const std::set<std::string> models = (*farm)->models();
+    const std::string why = "tune: nothing to measure, no bundle: no config of " + Join(sweep->ops, ", ") +
+                            " is legal at the shapes asked on " +
+                            Join(std::vector<std::string>(models.begin(), models.end()), ", ") +
+                            " (`tunefarm op check " + sweep->ops.front() +
+                            " --shape ...` names the rules that leave the space empty)";
+    if (json) {
+      doc["failures"] = failures;
+      doc["error"] = why;
+      doc["store"] = args.store;
+      std::printf("%s\n", DumpJson(doc, 2).c_str());
+    }
+    return Fail(why);
+  }
   if (!valid_rows && !failed_causes.empty()) {
     // Nothing to publish: the cause once, not a publish error.
     const auto most = std::max_element(failed_causes.begin(), failed_causes.end(),
@@ -635,8 +664,14 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
               "No refine pass: judge contenders against the best so far while screening, so that which configs "
               "get timed to the CI target depends on the order they ran in and on the device count "
               "(default: the sweep file's refine_pass, else a refine pass)");
-  t->add_option("--format", tune_args.format, "Result output: table, csv, json")->capture_default_str();
+  t->add_option("--format", tune_args.format, "Result output: table, csv, json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "csv", "json"}));
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
+  t->add_option("--top", tune_args.top,
+                "Rows per (GPU model, op, dtype, shape): the winner, then the fastest (default: " +
+                    std::to_string(kTuneTableTop) + " in a table, every row in JSON and CSV; 0 = every row)")
+      ->check(CLI::Range(0u, 1000000u));
   t->add_option("--sign-key", tune_args.sign_key,
                 "Ed25519 secret key file to sign the bundle with (default: as for publish)");
   t->add_flag("--unsigned", tune_args.unsigned_bundle, "Write the bundle unsigned (deployments refuse it)");
@@ -661,6 +696,7 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
   n->add_option("--sign-key", nightly.tune.sign_key,
                 "Ed25519 secret key file to sign the bundle with (default: as for publish)");
   n->add_flag("--unsigned", nightly.tune.unsigned_bundle, "Write the bundle unsigned");
+  n->add_flag("--quiet", nightly.tune.quiet, "No progress bar");
   n->add_option("--workers", nightly.tune.sim_workers, "sim: local workers")->capture_default_str();
   auto* on = n->add_option("--coordinator", nightly.remote.endpoint,
                            "Run the sweep on the farm of this coordinator (its workers measure, its store keeps "

@@ -1,4 +1,5 @@
 // tunefarm: the command-line front end of the farm.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -46,15 +47,32 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e, int argc, char** a
   }
   std::string hint;
   const std::string what = e.what();
+  std::vector<std::string> options;
+  for (const CLI::Option* o : at->get_options())
+    for (const std::string& n : o->get_lnames()) options.push_back(n);
   for (int j = i; j < argc && hint.empty(); ++j) {
     std::string arg = argv[j];
     if (arg.rfind("--", 0) != 0) continue;
-    arg = arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    const size_t eq = arg.find('=');
+    std::string value = eq != std::string::npos ? arg.substr(eq + 1) : j + 1 < argc ? argv[j + 1] : "";
+    arg = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     if (what.find("--" + arg) == std::string::npos) continue;
-    std::vector<std::string> options;
-    for (const CLI::Option* o : at->get_options())
-      for (const std::string& n : o->get_lnames()) options.push_back(n);
-    if (const std::string near = tune::NearestName(arg, options); !near.empty()) hint = " (did you mean --" + near + "?)";
+    if (std::find(options.begin(), options.end(), arg) == options.end()) {
+      // An option the command lacks: the nearest it has.
+      if (const std::string near = tune::NearestName(arg, options); !near.empty()) hint = " (did you mean --" + near + "?)";
+      continue;
+    }
+    // A value the option refuses: the nearest of those it takes, where the
+    // error lists them ("... not in {a,b,c}").
+    const size_t open = what.find('{'), close = what.find('}', open);
+    if (open == std::string::npos || close == std::string::npos) break;
+    std::vector<std::string> values;
+    for (size_t at_value = open + 1; at_value < close;) {
+      const size_t end = std::min(what.find(',', at_value), close);
+      values.push_back(what.substr(at_value, end - at_value));
+      at_value = end + 1;
+    }
+    if (const std::string near = tune::NearestName(value, values); !near.empty()) hint = " (did you mean '" + near + "'?)";
   }
   std::fprintf(stderr, "%s: %s%s%s; `%s --help` says more\n", path.c_str(), what.c_str(), hint.c_str(), from.c_str(),
                path.c_str());

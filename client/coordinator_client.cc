@@ -25,7 +25,8 @@ struct CoordinatorClient::Impl {
   // once, each in its words, instead of after the whole timeout.
   zmq::socket_t monitor{ctx, zmq::socket_type::pair};
   bool monitoring = false;
-  bool connected = false;
+  bool connected = false;   // a transport connection (TCP accepted, IPC open)
+  bool handshaken = false;  // and ZeroMQ's handshake over it completed
   std::string curve_secret_key, coordinator_key;
 
   // The link, CURVE set up and its events monitored, connected.
@@ -44,7 +45,8 @@ struct CoordinatorClient::Impl {
     if (!made.ok()) return made.status();
     const std::string inproc = "inproc://client-monitor";
     if (zmq_socket_monitor((*made)->socket().handle(), inproc.c_str(),
-                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
       monitor.connect(inproc);
       monitoring = true;
@@ -66,15 +68,20 @@ struct CoordinatorClient::Impl {
       std::memcpy(&id, event.data(), 2);
       std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
       if (id == ZMQ_EVENT_CONNECTED) connected = true;
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) handshaken = true;
       // A refused handshake closes the connection too: the refusal says more.
       if (id == ZMQ_EVENT_DISCONNECTED && connected && why.empty())
         why = "closed the connection while this request waited (stopped or restarted?)";
       if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         why = "refused this client's key (CURVE status " + std::to_string(value) +
               "): its public key is not on the coordinator's allow-list, or was taken off it";
-      else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+      else if ((id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) &&
+               !curve_secret_key.empty())
         why = "refused the CURVE handshake: is --coordinator-key the coordinator's public key, and does it "
               "run with CURVE?";
+      else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        why = "broke off the connection's handshake (is it paused or overloaded, or is the coordinator using "
+              "CURVE and this client not: --curve-key, --coordinator-key?)";
     }
     return why;
   }
@@ -109,11 +116,16 @@ Result<Command> CoordinatorClient::Call(Command request) {
       zmq::poll(items, 1, std::chrono::milliseconds(100));
       if (const std::string why = impl_->Refusal(); !why.empty())
         return Status::Unavailable("coordinator " + impl_->endpoint + " " + why);
-      if (impl_->monitoring && !impl_->connected && !(items[0].revents & ZMQ_POLLIN) &&
-          NowSeconds() >= connect_deadline)
-        return Status::Unavailable("coordinator " + impl_->endpoint + " did not answer: no connection in " +
-                                   std::to_string(static_cast<int>(std::ceil(connect_seconds))) + " s" +
+      if (impl_->monitoring && !impl_->handshaken && !(items[0].revents & ZMQ_POLLIN) &&
+          NowSeconds() >= connect_deadline) {
+        const std::string in = std::to_string(static_cast<int>(std::ceil(connect_seconds))) + " s";
+        if (impl_->connected)
+          return Status::Unavailable("coordinator " + impl_->endpoint + " took the connection but did not answer "
+                                     "its handshake in " + in + " (is it paused, stopped in a debugger, or "
+                                     "overloaded?)");
+        return Status::Unavailable("coordinator " + impl_->endpoint + " did not answer: no connection in " + in +
                                    " (is it running, and is this its address?)");
+      }
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       auto got = impl_->link->ReceiveEnvelope();
       if (!got) continue;

@@ -2,8 +2,10 @@
 // (submit, status). Fails with a clear error (kUnavailable) when the
 // coordinator does not answer within the timeout, and sooner when it can
 // tell why: no connection within kClientConnectSeconds (nothing listens
-// there), the connection closed while the request waited (the coordinator
-// stopped), or a CURVE handshake refused (the keys).
+// there), a connection whose handshake does not complete in that time (a
+// paused or overloaded coordinator), the connection closed while the
+// request waited (the coordinator stopped), or a CURVE handshake refused
+// (the keys).
 #pragma once
 
 #include <memory>
@@ -21,6 +23,7 @@ inline constexpr double kClientConnectSeconds = 10;
 struct ClientArgs {
   std::string endpoint = "tcp://127.0.0.1:5555";
   std::string curve_secret_key, coordinator_key;  // CURVE key files; empty = plaintext
+  double connect_seconds = kClientConnectSeconds;  // --connect-timeout
 };
 
 class CoordinatorClient {
@@ -29,10 +32,13 @@ class CoordinatorClient {
   explicit CoordinatorClient(std::string endpoint, double timeout_seconds = 10,
                              std::string curve_secret_key = "", std::string coordinator_key = "");
   CoordinatorClient(const ClientArgs& to, double timeout_seconds)
-      : CoordinatorClient(to.endpoint, timeout_seconds, to.curve_secret_key, to.coordinator_key) {}
+      : CoordinatorClient(to.endpoint, timeout_seconds, to.curve_secret_key, to.coordinator_key) {
+    SetConnectSeconds(to.connect_seconds);
+  }
   ~CoordinatorClient();
-  // Without a connection after `seconds` (default kClientConnectSeconds, at
-  // most the timeout) the call fails saying nothing listens: a caller whose
+  // Without a connection and its handshake after `seconds` (default
+  // kClientConnectSeconds, at most the timeout) the call fails saying
+  // nothing listens, or nothing answers there: a caller whose
   // requests may run long (a store read) keeps its user's shorter bound
   // for the connection.
   void SetConnectSeconds(double seconds);

@@ -20,43 +20,6 @@
 
 namespace tune {
 
-namespace {
-
-// What a failed row's status says in a table or CSV: the message's first
-// line and, where another line says why, that one too (a traceback's last
-// line, the exception; else the first line naming an error, a compiler's
-// first error), cut to 160 characters. `results --log` prints it whole.
-std::string WhyFailed(const std::string& message) {
-  std::vector<std::string> lines;
-  for (size_t at = 0; at < message.size();) {
-    const size_t end = std::min(message.find('\n', at), message.size());
-    std::string line = message.substr(at, end - at);
-    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-    const size_t lead = line.find_first_not_of(" \t");
-    if (lead != std::string::npos) lines.push_back(line.substr(lead));
-    at = end + 1;
-  }
-  if (lines.empty()) return "";
-  std::string why;
-  if (message.find("Traceback (most recent call last)") != std::string::npos) {
-    why = lines.back();
-  } else {
-    for (const std::string& line : lines) {
-      std::string lower = line;
-      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (lower.find("error") != std::string::npos) {
-        why = line;
-        break;
-      }
-    }
-  }
-  std::string out = lines.front();
-  if (!why.empty() && why != out) out += " | " + why;
-  return ToValidUtf8(out.size() > 160 ? out.substr(0, 157) + "..." : out);
-}
-
-}  // namespace
-
 bool ParseOutputFormat(const std::string& text, OutputFormat* out) {
   if (text == "table") *out = OutputFormat::kTable;
   else if (text == "csv") *out = OutputFormat::kCsv;
@@ -378,6 +341,21 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
                    WhyFailed(m.failure_message).c_str());
     }
   }
+}
+
+size_t KeepTopRows(std::vector<Measurement>* rows, uint32_t top, const RowNotes& notes) {
+  if (top == 0) return 0;
+  std::map<std::string, std::vector<Measurement>> keys;
+  for (Measurement& m : *rows) keys[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape].push_back(std::move(m));
+  rows->clear();
+  size_t left_out = 0;
+  for (auto& [key, of] : keys) {
+    RankRows(&of, [&](const Measurement& m) { return notes.winners.count(WinnerKey(m)) > 0; });
+    left_out += of.size() > top ? of.size() - top : 0;
+    of.resize(std::min<size_t>(of.size(), top));
+    for (Measurement& m : of) rows->push_back(std::move(m));
+  }
+  return left_out;
 }
 
 std::string MeasurementsText(std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,

@@ -76,6 +76,10 @@ std::string WinnerKey(const Measurement& m);
 // first, then the valid rows by Measurement::RanksAhead, then the rest.
 void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Measurement&)>& is_winner);
 RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows);
+// Keeps each key's `top` first rows as its answers rank them (RankRows:
+// the winner `notes` names, then the fastest valid rows); 0 keeps every
+// row. Returns how many rows it left out.
+size_t KeepTopRows(std::vector<Measurement>* rows, uint32_t top, const RowNotes& notes);
 
 void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
                        OutputFormat format, const RowNotes& notes = {});

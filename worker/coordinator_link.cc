@@ -79,8 +79,12 @@ std::optional<Command> CoordinatorLink::Receive() {
       }
     } else if (const auto* bye = std::get_if<tune::Disconnect>(&env.command)) {
       log::Warn("worker", "the coordinator disconnected us", {{"worker", opts_.name}, {"reason", bye->reason}});
+      const bool was_greeted = greeted_;
       Drop(bye->reason);
-      liveness_.ReconnectAt(NowSeconds());  // say hello again at once
+      // A coordinator that knew this link asks for a new hello: said at
+      // once. A refused hello (a live session of this name, a key it does
+      // not admit) waits the backoff, which doubles while it is refused.
+      if (was_greeted) liveness_.ReconnectAt(NowSeconds());
     }
     return std::move(env.command);
   }

@@ -167,6 +167,8 @@ class Sweep:
 
     def __repr__(self):
         state = self._last["state"] if self._last else "submitted"
+        if not self.ops:  # found by id (Farm.sweep): the farm's status names no ops or shapes
+            return "<tunefarm.Sweep %s %r: %s>" % (self.id, self.name, state)
         return "<tunefarm.Sweep %s %r: %s, %d shape(s), %s>" % (self.id, self.name, ",".join(self.ops),
                                                                 len(self.shapes), state)
 

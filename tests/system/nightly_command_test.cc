@@ -229,11 +229,18 @@ TEST(NightlyCommand, KeepRemovesTheOldestNightsOnly) {
     fs::create_directories(dir / "history" / old);
     std::ofstream(dir / "history" / old / "kept.txt") << "x";
   }
-  Child c({TUNEFARM_BINARY, "nightly", "--sweep", (dir / "sweep.toml").string(), "--history",
-           (dir / "history").string(), "--ops-dir", std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
-           "--backend", "sim", "--keep", "2"},
-          (dir / "keep.log").string());
+  // With --format json --quiet: stdout is the one document, the removals
+  // are said on stderr.
+  Child c({"/bin/sh", "-c",
+           std::string("exec \"") + TUNEFARM_BINARY + "\" nightly --sweep '" + (dir / "sweep.toml").string() +
+               "' --history '" + (dir / "history").string() + "' --ops-dir '" + TUNEFARM_SOURCE_DIR +
+               "/tests/data/ops' --backend sim --keep 2 --format json --quiet 2>'" + (dir / "keep.log").string() +
+               "'"},
+          (dir / "keep.json").string());
   ASSERT_EQ(c.Wait(120), 0) << ReadFile((dir / "keep.log").string());
+  const std::string out = ReadFile((dir / "keep.json").string());
+  EXPECT_TRUE(nlohmann::json::parse(out, nullptr, false).is_object()) << "stdout is not one JSON document:\n" << out;
+  EXPECT_NE(ReadFile((dir / "keep.log").string()).find("nightly: removed "), std::string::npos);
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(dir / "history")) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());

@@ -142,6 +142,51 @@ TEST(TuneOutput, AnOpWhoseEveryConfigFailsSaysTheCauseOnceAndPublishesNothing) {
   }
 }
 
+// An op whose rules leave no config legal at the shapes asked: tune says
+// so in one line (and its JSON document carries it), not as a publish error.
+TEST(TuneOutput, AnEmptySpaceIsSaidAsSuch) {
+  testing::TempDir dir;
+  const std::string ops = dir.Sub("ops");
+  const std::string src = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/tiny";
+  ASSERT_EQ(std::system(("mkdir -p " + ops + " && cp -r " + src + " " + ops + "/").c_str()), 0);
+  std::string toml = testing::ReadFile(ops + "/tiny/op.toml");
+  const size_t at = toml.find("rules = [");
+  ASSERT_NE(at, std::string::npos);
+  toml.insert(at + std::string("rules = [").size(), "\"BLOCK > 1000000\", ");
+  std::ofstream(ops + "/tiny/op.toml", std::ios::trunc) << toml;
+  const Output r = Tune(dir, "json", "tiny", ops);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string why = "tune: nothing to measure, no bundle: no config of tiny is legal at the shapes asked on "
+                          "sim-h100";
+  EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("no valid measurement"), std::string::npos) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << r.out;
+  EXPECT_NE(doc.value("error", "").find(why), std::string::npos) << r.out;
+}
+
+// A table keeps a screenful of rows per key (the winner first); --top 0
+// and JSON keep them all.
+TEST(TuneOutput, ATableKeepsItsTopRowsPerKey) {
+  auto configs_printed = [](const std::string& out) {
+    size_t n = 0;
+    for (size_t at = out.find("TILE="); at != std::string::npos; at = out.find("TILE=", at + 1)) ++n;
+    return n;
+  };
+  const std::string ops = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+  testing::TempDir dir;
+  const Output r = Tune(dir, "table", "synthetic", ops, "--shape N=1048576");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("more row(s) left out (--top 10; --top 0 prints every row"), std::string::npos) << r.err;
+  EXPECT_LE(configs_printed(r.out), 11u) << r.out;  // ten rows, and a tie note's config
+  EXPECT_NE(r.out.find("  * "), std::string::npos) << r.out;  // the winner among them
+  testing::TempDir all;
+  const Output every = Tune(all, "table", "synthetic", ops, "--shape N=1048576 --top 0");
+  ASSERT_EQ(every.exit_code, 0) << every.err;
+  EXPECT_GT(configs_printed(every.out), 100u);
+  EXPECT_EQ(every.err.find("left out"), std::string::npos) << every.err;
+}
+
 // The same op-wide failure on a searched key: the search stops after its
 // first configs with the cause, instead of spending its budget on it.
 TEST(TuneOutput, AnOpWideFailureStopsASearchedKeyEarly) {

@@ -249,10 +249,8 @@ TEST(BundleTest, MutatedBytesNeverCrash) {
 TEST(BundleTest, ConfigsAndPlansOverTheBoundsAreRefusedAtLoad) {
   const SecretKey key = SecretKey::Generate();
   auto refused = [&](const Bundle& b, const std::string& names) {
-    const auto start = std::chrono::steady_clock::now();
     const std::string bytes = EncodeSignedBundle(b, key);
     auto r = DecodeVerifiedBundle(bytes.data(), bytes.size(), {key.public_key()});
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
     ASSERT_FALSE(r.ok()) << names;
     EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().message();
   };

@@ -5,6 +5,14 @@
 #include "wire/link.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "coordinator_client.h"
+#include "coordinator_link.h"
+#include "support/temp_dir.h"
 
 #include <chrono>
 #include <thread>
@@ -95,6 +103,84 @@ TEST(Link, AMalformedMessageIsAnErrorNotACrash) {
   ASSERT_FALSE(got->ok());
   EXPECT_EQ(got->status().message(), "expected one frame, got 2");
   EXPECT_FALSE((*dealer)->ReceiveEnvelope().has_value());
+}
+
+// A worker whose hello is refused (a live session of its name, as after a
+// coordinator paused and resumed) says hello again only after a backoff that
+// doubles while it is refused, not at once in a loop; a coordinator that
+// knew the link and asks for a new hello gets it at once.
+TEST(CoordinatorLink, ARefusedHelloWaitsItsBackoffAndAGreetedLinkReconnectsAtOnce) {
+  zmq::context_t ctx{1};
+  auto router = Link::Router(ctx, nullptr);
+  ASSERT_TRUE(router.ok());
+  ASSERT_TRUE((*router)->Bind("inproc://link-refused").ok());
+  EnvelopeFramer coordinator("coordinator");
+  CoordinatorLink::Options o;
+  o.endpoint = "inproc://link-refused";
+  o.name = "w1";
+  CoordinatorLink link(ctx, o);
+  // The coordinator's side of one hello: answered with `reply`.
+  std::string peer;
+  auto answer = [&](Command reply) {
+    auto hello = Await([&] { return (*router)->Receive(); });
+    ASSERT_TRUE(hello.has_value());
+    peer = hello->peer;
+    ASSERT_TRUE((*router)->SendFrame(coordinator.Frame(std::move(reply)), peer).ok());
+  };
+  auto next = [&] {
+    return Await([&] { return link.Receive(); });
+  };
+  double waited = 0;
+  for (int refusal = 0; refusal < 3; ++refusal) {
+    ASSERT_TRUE(link.Connect().ok());
+    answer(Disconnect{"a live worker is already named 'w1'"});
+    ASSERT_TRUE(next().has_value());
+    EXPECT_FALSE(link.connected());
+    const double now = NowSeconds();
+    EXPECT_FALSE(link.ReconnectDue(now)) << "refusal " << refusal;
+    // The wait doubles: due within the backoff's bound, not before half of it.
+    const double due = Liveness::kFirstBackoffSeconds * (1 << refusal);
+    EXPECT_TRUE(link.ReconnectDue(now + due + 0.01));
+    EXPECT_GT(due, waited);
+    waited = due;
+  }
+  // Greeted, then asked for a new hello: due at once.
+  ASSERT_TRUE(link.Connect().ok());
+  answer(HelloAck{});
+  ASSERT_TRUE(next().has_value());
+  EXPECT_TRUE(link.greeted());
+  ASSERT_TRUE((*router)->SendFrame(coordinator.Frame(Disconnect{"coordinator restarted"}), peer).ok());
+  auto bye = next();
+  ASSERT_TRUE(bye.has_value());
+  EXPECT_TRUE(link.ReconnectDue(NowSeconds()));
+}
+
+// A coordinator that takes the connection and never answers its handshake
+// (paused, stopped in a debugger): the client says so at its connect bound,
+// not after ZeroMQ's 30 s handshake limit, and blames no keys.
+TEST(CoordinatorClient, AConnectionWithoutAHandshakeIsSaidAtTheConnectBound) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("paused.sock");
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 8), 0);  // connections queue; nothing ever reads them
+  ClientArgs to;
+  to.endpoint = "ipc://" + path;
+  to.connect_seconds = 1;
+  CoordinatorClient client(to, 60);
+  auto reply = client.Call(SweepStatusRequest{});
+  ::close(fd);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(reply.status().message().find("took the connection but did not answer its handshake in 1 s"),
+            std::string::npos)
+      << reply.status().message();
+  EXPECT_EQ(reply.status().message().find("CURVE"), std::string::npos) << reply.status().message();
 }
 
 }  // namespace

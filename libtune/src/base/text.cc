@@ -101,6 +101,35 @@ std::string FirstLine(const std::string& s) {
   return line.size() > 80 ? line.substr(0, 77) + "..." : line;
 }
 
+std::string WhyFailed(const std::string& message) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < message.size();) {
+    const size_t end = std::min(message.find('\n', at), message.size());
+    std::string line = message.substr(at, end - at);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    const size_t lead = line.find_first_not_of(" \t");
+    if (lead != std::string::npos) lines.push_back(line.substr(lead));
+    at = end + 1;
+  }
+  if (lines.empty()) return "";
+  std::string why;
+  if (message.find("Traceback (most recent call last)") != std::string::npos) {
+    why = lines.back();
+  } else {
+    for (const std::string& line : lines) {
+      std::string lower = line;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (lower.find("error") != std::string::npos) {
+        why = line;
+        break;
+      }
+    }
+  }
+  std::string out = lines.front();
+  if (!why.empty() && why != out) out += " | " + why;
+  return ToValidUtf8(out.size() > 160 ? out.substr(0, 157) + "..." : out);
+}
+
 std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;
   for (const auto& p : parts) {

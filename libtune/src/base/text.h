@@ -45,6 +45,12 @@ bool IsHex(std::string_view s, size_t digits);
 // The first line of `s`, cut to 80 characters ("..." where cut): a failure
 // message in a table row or a log line.
 std::string FirstLine(const std::string& s);
+// What a failure says in one line (a table's status, a summary, a search's
+// stop): the message's first line and, where another line says why, that
+// one too after " | " (a traceback's last line, the exception; else the
+// first line naming an error, a compiler's first error), cut to 160
+// characters and made valid UTF-8.
+std::string WhyFailed(const std::string& message);
 
 // `parts` separated by `sep`: "a,b,c".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep = ",");

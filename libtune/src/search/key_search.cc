@@ -64,7 +64,7 @@ uint64_t KeySearch::ObserveRows(const std::vector<Measurement>& rows) {
     if (!p || !space_->Legal(*p) || !counted.insert(*p).second) continue;
     const bool ran = m.Valid() && std::isfinite(m.median_us) && m.median_us > 0;
     strategy_->Observe(*p, ran ? std::optional<double>(m.median_us) : std::nullopt);
-    const std::string why = std::string(FailureClassName(m.failure)) + ": " + FirstLine(m.failure_message);
+    const std::string why = std::string(FailureClassName(m.failure)) + ": " + WhyFailed(m.failure_message);
     if (ran || !OpWideClass(m.failure) || (!cause.empty() && why != cause)) one_cause = false;
     cause = why;
   }

@@ -31,7 +31,8 @@ namespace tune {
 
 // An op-wide failure: the key's first kOpWideFailureRows measured configs
 // all failed with one class of those a whole op fails with (a compile error,
-// a launch error, a crash) and the same first line, and none ran. It is the
+// a launch error, a crash) and the same cause (WhyFailed: its first line
+// and the line that says why), and none ran. It is the
 // op's failure, not a config's (a program op's version command, a missing
 // import, a package that breaks every compile the same way): the search
 // stops there instead of spending its budget on the same error.
