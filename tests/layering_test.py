@@ -206,26 +206,30 @@ def production_lines(root: pathlib.Path, skip):
                 yield rel, n, line.split("//", 1)[0]
 
 
-def clock_problems(root: pathlib.Path) -> list:
-    """Clock reads in production sources outside libtune/src/base/."""
+def home_problems(root: pathlib.Path, pattern: re.Pattern, home, what: str) -> list:
+    """Production lines outside `home` (a predicate of the path) that match
+    `pattern`: "<file>:<line>: <what, with the match>"."""
     problems = []
-    for rel, n, code in production_lines(root, lambda rel: rel.startswith("libtune/src/base/") or rel in CLOCK_EXEMPT):
-        m = CLOCK_READ.search(code)
+    for rel, n, code in production_lines(root, home):
+        m = pattern.search(code)
         if m:
-            problems.append(f"{rel}:{n}: reads the clock ({m.group(0).strip()}): the clock has one home, "
-                            "libtune/src/base/ (base/clock.h, or the Env or `now` the code is handed)")
+            problems.append(f"{rel}:{n}: " + what.format(m.group(0).strip()))
     return problems
 
 
-def driver_problems(root: pathlib.Path) -> list:
-    """cu*/nvrtc* calls in production sources outside DRIVER_HOMES."""
-    problems = []
-    for rel, n, code in production_lines(root, lambda rel: rel.startswith(DRIVER_HOMES)):
-        m = DRIVER_CALL.search(code)
-        if m:
-            problems.append(f"{rel}:{n}: calls the CUDA driver or NVRTC ({m.group(0).strip()}): those "
-                            "calls live in libtune/src/measure/cuda/ and libtune/src/launcher/")
-    return problems
+# The rules with one home each (see the docstring): pattern, home, message.
+HOME_RULES = (
+    (CLOCK_READ, lambda rel: rel.startswith("libtune/src/base/") or rel in CLOCK_EXEMPT,
+     "reads the clock ({}): the clock has one home, libtune/src/base/ (base/clock.h, or the Env or `now` the "
+     "code is handed)"),
+    (DRIVER_CALL, lambda rel: rel.startswith(DRIVER_HOMES),
+     "calls the CUDA driver or NVRTC ({}): those calls live in libtune/src/measure/cuda/ and libtune/src/launcher/"),
+    (LIBRARY_OPEN, lambda rel: rel in LIBRARY_OPEN_HOMES,
+     "opens a library itself ({}): vendor libraries are opened through libtune/src/base/shared_library.h"),
+    (LINK_SOCKET, lambda rel: rel.startswith("libtune/src/wire/"),
+     "sets up a socket of the protocol itself ({}): every end goes through libtune/src/wire/link.h (options, "
+     "CURVE, envelopes)"),
+)
 
 
 def link_problems(root: pathlib.Path, included: dict) -> list:
@@ -257,28 +261,6 @@ def link_problems(root: pathlib.Path, included: dict) -> list:
             missing = ", ".join(DEPLOYMENT_TARGETS[s] for s in sorted(want - linked[stage])) or "none"
             problems.append(f"libtune/CMakeLists.txt: {target} links stages its files do not include ({extra}) "
                             f"or misses stages they include ({missing}): a deployment links what it includes")
-    return problems
-
-
-def link_socket_problems(root: pathlib.Path) -> list:
-    """The protocol's sockets (DEALER, ROUTER) or their options made outside wire/."""
-    problems = []
-    for rel, n, code in production_lines(root, lambda rel: rel.startswith("libtune/src/wire/")):
-        m = LINK_SOCKET.search(code)
-        if m:
-            problems.append(f"{rel}:{n}: sets up a socket of the protocol itself ({m.group(0).strip()}): every end "
-                            "goes through libtune/src/wire/link.h (options, CURVE, envelopes)")
-    return problems
-
-
-def library_problems(root: pathlib.Path) -> list:
-    """dlopen/dlsym/dlclose outside LIBRARY_OPEN_HOMES."""
-    problems = []
-    for rel, n, code in production_lines(root, lambda rel: rel in LIBRARY_OPEN_HOMES):
-        m = LIBRARY_OPEN.search(code)
-        if m:
-            problems.append(f"{rel}:{n}: opens a library itself ({m.group(0).strip()}): vendor libraries are "
-                            "opened through libtune/src/base/shared_library.h")
     return problems
 
 
@@ -345,10 +327,8 @@ def main(root: pathlib.Path) -> int:
                         problems.append(f"{f.relative_to(root)}: includes \"{inc}\": {why}")
     problems += link_problems(root, included)
     problems += strategy_problems(root)
-    problems += clock_problems(root)
-    problems += driver_problems(root)
-    problems += library_problems(root)
-    problems += link_socket_problems(root)
+    for pattern, home, what in HOME_RULES:
+        problems += home_problems(root, pattern, home, what)
     for p in problems:
         print(p)
     print(f"layering: {len(files)} files of {len(stages)} stages, {len(problems)} violation(s)")

@@ -48,6 +48,27 @@ Output Tune(const testing::TempDir& dir, const std::string& format, const std::s
   return r;
 }
 
+// A copy of test op `op` under `dir`/ops, its op.toml changed by `edit`
+// (false: the edit did not apply); the ops folder, or "" on failure.
+template <class Edit>
+std::string OpCopy(const testing::TempDir& dir, const std::string& op, Edit&& edit) {
+  const std::string ops = dir.Sub("ops");
+  const std::string src = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/" + op;
+  if (std::system(("mkdir -p " + ops + " && cp -r " + src + " " + ops + "/").c_str()) != 0) return "";
+  std::string toml = testing::ReadFile(ops + "/" + op + "/op.toml");
+  if (!edit(toml)) return "";
+  std::ofstream(ops + "/" + op + "/op.toml", std::ios::trunc) << toml;
+  return ops;
+}
+
+// program_sum's op.toml with a `version` command that fails on every host.
+bool FailingVersion(std::string& toml) {
+  const size_t at = toml.find("run   = \"sh bench.sh\"");
+  if (at == std::string::npos) return false;
+  toml.insert(at, "version = \"sh -c 'echo torch is missing >&2; exit 3'\"\n");
+  return true;
+}
+
 TEST(TuneOutput, JsonIsOneDocumentWithTheRowsAndWhereTheSweepsTimeWent) {
   testing::TempDir dir;
   const Output r = Tune(dir, "json");
@@ -122,14 +143,8 @@ TEST(TuneOutput, RootIsNotWarnedAboutProgramsWhenNoOpIsOne) {
 // `version` command fails on this host): the cause once, no bundle, exit 1.
 TEST(TuneOutput, AnOpWhoseEveryConfigFailsSaysTheCauseOnceAndPublishesNothing) {
   testing::TempDir dir;
-  const std::string ops = dir.Sub("ops");
-  const std::string src = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/program_sum";
-  ASSERT_EQ(std::system(("mkdir -p " + ops + " && cp -r " + src + " " + ops + "/").c_str()), 0);
-  std::string toml = testing::ReadFile(ops + "/program_sum/op.toml");
-  const size_t at = toml.find("run   = \"sh bench.sh\"");
-  ASSERT_NE(at, std::string::npos);
-  toml.insert(at, "version = \"sh -c 'echo torch is missing >&2; exit 3'\"\n");
-  std::ofstream(ops + "/program_sum/op.toml", std::ios::trunc) << toml;
+  const std::string ops = OpCopy(dir, "program_sum", FailingVersion);
+  ASSERT_FALSE(ops.empty());
   for (const char* format : {"table", "json"}) {
     const Output r = Tune(dir, format, "program_sum", ops);
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
@@ -146,14 +161,13 @@ TEST(TuneOutput, AnOpWhoseEveryConfigFailsSaysTheCauseOnceAndPublishesNothing) {
 // so in one line (and its JSON document carries it), not as a publish error.
 TEST(TuneOutput, AnEmptySpaceIsSaidAsSuch) {
   testing::TempDir dir;
-  const std::string ops = dir.Sub("ops");
-  const std::string src = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/tiny";
-  ASSERT_EQ(std::system(("mkdir -p " + ops + " && cp -r " + src + " " + ops + "/").c_str()), 0);
-  std::string toml = testing::ReadFile(ops + "/tiny/op.toml");
-  const size_t at = toml.find("rules = [");
-  ASSERT_NE(at, std::string::npos);
-  toml.insert(at + std::string("rules = [").size(), "\"BLOCK > 1000000\", ");
-  std::ofstream(ops + "/tiny/op.toml", std::ios::trunc) << toml;
+  const std::string ops = OpCopy(dir, "tiny", [](std::string& toml) {
+    const size_t at = toml.find("rules = [");
+    if (at == std::string::npos) return false;
+    toml.insert(at + std::string("rules = [").size(), "\"BLOCK > 1000000\", ");
+    return true;
+  });
+  ASSERT_FALSE(ops.empty());
   const Output r = Tune(dir, "json", "tiny", ops);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string why = "tune: nothing to measure, no bundle: no config of tiny is legal at the shapes asked on "
@@ -191,20 +205,17 @@ TEST(TuneOutput, ATableKeepsItsTopRowsPerKey) {
 // first configs with the cause, instead of spending its budget on it.
 TEST(TuneOutput, AnOpWideFailureStopsASearchedKeyEarly) {
   testing::TempDir dir;
-  const std::string ops = dir.Sub("ops");
-  const std::string src = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops/program_sum";
-  ASSERT_EQ(std::system(("mkdir -p " + ops + " && cp -r " + src + " " + ops + "/").c_str()), 0);
-  std::string toml = testing::ReadFile(ops + "/program_sum/op.toml");
-  const size_t at = toml.find("run   = \"sh bench.sh\"");
-  ASSERT_NE(at, std::string::npos);
-  toml.insert(at, "version = \"sh -c 'echo torch is missing >&2; exit 3'\"\n");
-  // 4,096 configs: a space to search, not to list.
-  const size_t x = toml.find("X = [1, 2, 3, 4]\nY = [1, 2]");
-  ASSERT_NE(x, std::string::npos);
-  std::string values;
-  for (int v = 1; v <= 64; ++v) values += (v > 1 ? ", " : "") + std::to_string(v);
-  toml.replace(x, std::string("X = [1, 2, 3, 4]\nY = [1, 2]").size(), "X = [" + values + "]\nY = [" + values + "]");
-  std::ofstream(ops + "/program_sum/op.toml", std::ios::trunc) << toml;
+  const std::string ops = OpCopy(dir, "program_sum", [](std::string& toml) {
+    // 4,096 configs: a space to search, not to list.
+    const std::string listed = "X = [1, 2, 3, 4]\nY = [1, 2]";
+    const size_t x = toml.find(listed);
+    if (x == std::string::npos) return false;
+    std::string values;
+    for (int v = 1; v <= 64; ++v) values += (v > 1 ? ", " : "") + std::to_string(v);
+    toml.replace(x, listed.size(), "X = [" + values + "]\nY = [" + values + "]");
+    return FailingVersion(toml);
+  });
+  ASSERT_FALSE(ops.empty());
   const uint64_t budget = 1000;
   const Output r = Tune(dir, "json", "program_sum", ops,
                         "--shape N=16384 --strategy random --budget " + std::to_string(budget));
