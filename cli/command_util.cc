@@ -139,8 +139,14 @@ Result<SweepProgress> WaitForSweep(const ClientArgs& c, const std::string& sweep
                    Join(last.waiting_for, ", ").c_str(), hint.c_str());
     }
     if (!quiet) progress.Update(last, NowSeconds() - start);
-    if (timeout_seconds > 0 && NowSeconds() - start >= timeout_seconds)
-      return Status::Error("still running after " + FormatDuration(timeout_seconds) + ": " + goes_on);
+    if (timeout_seconds > 0 && NowSeconds() - start >= timeout_seconds) {
+      // A wait for a model that the notice's delay did not yet name is
+      // named here.
+      const std::string waiting = last.waiting_for.empty() || told_waiting
+                                      ? ""
+                                      : " (waiting for " + Join(last.waiting_for, ", ") + ": no live worker has it)";
+      return Status::Error("still running after " + FormatDuration(timeout_seconds) + waiting + ": " + goes_on);
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
   }
   return Status::Error("interrupted: " + goes_on);

@@ -460,6 +460,13 @@ int RunNightOnFarm(NightlyArgs& args, const std::string& previous, std::optional
   auto done = WaitForSweep(args.remote, accepted->sweep_id, /*quiet=*/true, stop, 2.0, args.timeout);
   if (!done.ok()) return Fail(done.status().message());
   if (done->state != "done") return Fail("sweep " + done->sweep_id + " " + done->state + ": no bundle tonight");
+  // The keys measured again tonight rank tonight's rows only (the
+  // coordinator's clock: the sweep's start), so that a config not timed
+  // again does not win on last night's figure.
+  std::set<std::string> retimed_keys;
+  const int64_t tonight = done->started_unix;
+  auto key_of = [](const std::string& model, const std::string& op, const std::string& dtype,
+                   const std::string& shape) { return model + '\0' + op + '\0' + dtype + '\0' + shape; };
   if (!previous.empty() && args.retime_top > 0) {
     auto last = ReadBundleFile(previous);
     if (!last.ok()) return Fail(last.status().message());
@@ -473,6 +480,8 @@ int RunNightOnFarm(NightlyArgs& args, const std::string& previous, std::optional
       std::printf("nightly: %zu of last night's key(s) measured again (up to %u config(s) each)\n",
                   last->entries.size(), args.retime_top);
       Bundle tonight = RetimedBundle(*last, *rows);
+      for (const BundleEntry& e : last->entries)
+        retimed_keys.insert(key_of(e.gpu_model, e.op, e.dtype, e.shape.Canonical()));
       retimed->emplace(std::move(last).value(), std::move(tonight));
     }
   }
@@ -482,7 +491,12 @@ int RunNightOnFarm(NightlyArgs& args, const std::string& previous, std::optional
   auto store = OpenStoreOf("", args.remote, filters);
   if (!store.ok()) return Fail(store.status().message());
   std::vector<std::string> notes;
-  auto bundle = BuildBundle(**store, ResultFilter{}, sweep->name, PublishOptionsHere(true), &notes);
+  PublishOptions options = PublishOptionsHere(true);
+  if (!retimed_keys.empty())
+    options.rank = [&](const Measurement& m) {
+      return m.unix_time >= tonight || !retimed_keys.count(key_of(m.gpu_model, m.op, m.dtype, m.shape));
+    };
+  auto bundle = BuildBundle(**store, ResultFilter{}, sweep->name, options, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
   Status st = WriteBundle(*bundle, args.tune.bundle, args.tune.sign_key, args.tune.unsigned_bundle);

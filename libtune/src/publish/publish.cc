@@ -233,18 +233,36 @@ bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_def
 
 }  // namespace
 
-Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter) {
+Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter, const RankFilter& rank) {
   auto best = store.Best(filter);
   if (!best.ok()) return best.status();
-  std::erase_if(*best, [](const Measurement& m) { return !m.Valid() || !std::isfinite(m.median_us) || m.median_us <= 0; });
-  return StableWinners(store, NewestKernelOnly(std::move(best).value()));
+  auto valid = [](const Measurement& m) { return m.Valid() && std::isfinite(m.median_us) && m.median_us > 0; };
+  std::erase_if(*best, [&](const Measurement& m) { return !valid(m); });
+  if (rank) {
+    // The store's index ranks every row: a key whose best the filter leaves
+    // out is ranked again over the rows it keeps.
+    for (Measurement& b : *best) {
+      if (rank(b)) continue;
+      std::optional<Measurement> pick;
+      Status st = store.Scan(ResultFilter{b.gpu_model, b.op, b.dtype, b.shape, b.kernel_hash}, [&](const Measurement& m) {
+        if (valid(m) && rank(m) && (!pick || m.RanksAhead(*pick))) pick = m;
+        return true;
+      });
+      if (!st.ok()) return st;
+      if (pick) b = std::move(*pick);
+      else b.median_us = 0;  // no row of the key ranks: no winner
+    }
+    std::erase_if(*best, [&](const Measurement& m) { return !valid(m); });
+  }
+  return StableWinners(store, NewestKernelOnly(std::move(best).value()), rank);
 }
 
-std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurement> best) {
+std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurement> best, const RankFilter& rank) {
   for (Measurement& b : best) {
     std::vector<Measurement> tied;
     Status st = store.Scan(ResultFilter{b.gpu_model, b.op, b.dtype, b.shape, b.kernel_hash}, [&](const Measurement& m) {
-      const bool same_rank = m.Valid() && m.unchecked == b.unchecked && m.pass == b.pass && std::isfinite(m.median_us);
+      const bool same_rank = m.Valid() && m.unchecked == b.unchecked && m.pass == b.pass && std::isfinite(m.median_us) &&
+                             (!rank || rank(m));
       if (same_rank && m.median_us <= b.median_us * (1 + kTieWithin)) tied.push_back(m);
       return true;
     });
@@ -486,7 +504,7 @@ Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, cons
   const Note note = [&](const std::string& line) {
     if (notes) notes->push_back(line);
   };
-  auto winners = Winners(store, filter);
+  auto winners = Winners(store, filter, options.rank);
   if (!winners.ok()) return winners.status();
   // Each stored package parsed once for the whole bundle.
   const auto stored = StoredSpecs(store);

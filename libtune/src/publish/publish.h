@@ -35,14 +35,17 @@ std::vector<Measurement> NewestKernelOnly(std::vector<Measurement> rows);
 // tied configs 3% apart, and each run published another of them. Keys
 // whose rows cannot be read keep their row.
 inline constexpr double kTiePrecise = 0.05;
-std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurement> best);
+// Rows a ranking takes part in (PublishOptions::rank); empty: every row.
+using RankFilter = std::function<bool(const Measurement& row)>;
+std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurement> best, const RankFilter& rank = {});
 
 // The one rule that names a key's winner, behind every answer the farm
 // gives (best, results --best, compare, publish and so the bundle, the
 // dashboard's /api/best, Python): per key matching `filter`, the store's
 // fastest valid row of the newest kernel (NewestKernelOnly), given way to
-// the near-tie rule's winner (StableWinners).
-Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter);
+// the near-tie rule's winner (StableWinners). With `rank`, only the rows it
+// keeps take part (a key none of whose valid rows it keeps has no winner).
+Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter, const RankFilter& rank = {});
 
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
 // config of the newest kernel hash, with the op's default config measured on
@@ -82,6 +85,10 @@ struct PublishOptions {
   // the key); the rest are left out before anything is planned, defaulted
   // or recompiled.
   std::function<bool(const Measurement& winner)> keep;
+  // When set, only the rows it keeps rank for a key's winner (nightly on a
+  // farm: a key measured again tonight ranks tonight's rows, so that a
+  // config not timed again cannot win on an older night's figure).
+  RankFilter rank;
 };
 Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options = {}, std::vector<std::string>* notes = nullptr);
