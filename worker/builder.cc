@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/known_gpus.h"
 #include "base/log.h"
+#include "base/target.h"
 #include "base/text.h"
 #include "protocol/protocol.h"
 #include "compile_pool.h"
@@ -26,7 +27,6 @@
 #include "worker.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
-#include "base/target.h"
 #endif
 
 namespace tune {
