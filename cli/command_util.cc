@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/log.h"
 #include "coordinator_client.h"
 #include "progress.h"
 #include "base/clock.h"
@@ -21,12 +22,13 @@ constexpr double kCoordinatorPatienceSeconds = 120;
 }  // namespace
 
 int Fail(const std::string& line) {
-  std::fprintf(stderr, "tunefarm: %s\n", line.c_str());
+  if (log::WritesJson()) log::Error("tunefarm", line);
+  else std::fprintf(stderr, "tunefarm: %s\n", line.c_str());
   return 1;
 }
 
 int Usage(const std::string& line) {
-  std::fprintf(stderr, "tunefarm: %s\n", line.c_str());
+  (void)Fail(line);
   return kExitUsage;
 }
 

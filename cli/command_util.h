@@ -18,7 +18,8 @@
 
 namespace tune {
 
-// Prints "tunefarm: LINE" on stderr; returns 1, a failure of the work.
+// Prints "tunefarm: LINE" on stderr (an error line through a JSON log);
+// returns 1, a failure of the work.
 int Fail(const std::string& line);
 // A bad option value found after parsing: prints it as Fail does; returns
 // kExitUsage.

@@ -19,6 +19,7 @@
 #include "coordinator.h"
 #include "coordinator_client.h"
 #include "bundle/bundle.h"
+#include "report/row_table.h"
 #include "store/result_store.h"
 #include "worker.h"
 
@@ -64,7 +65,7 @@ struct QueryArgs {
   std::string config;     // only this config: its id or its params ("BM=128,BN=64,...", any order)
   bool full_log = false;  // after the table, each failure's whole message (compile logs)
   std::string reports;    // write the profiles' report files under this folder
-  uint32_t top = 0;       // per key, only its N best rows (the winner among them); 0 = every row
+  std::optional<uint32_t> top;  // per key, only its N best rows (the winner among them); 0 = every row; RowsPerKey
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};  // read the store through this coordinator instead
 };
 struct CompareArgs {
@@ -87,8 +88,13 @@ struct BundleArgs {
   std::vector<std::string> keys;  // trusted public key files
   std::string format = "table";    // table | json
 };
-// The rows per key a `tune` table prints unless --top says otherwise.
-inline constexpr uint32_t kTuneTableTop = 10;
+// The rows per key a table (text or markdown) of `tune`, `results` and
+// `best` prints unless --top says otherwise: a screenful; JSON and CSV,
+// read by programs, get every row.
+inline constexpr uint32_t kTableTop = 10;
+inline uint32_t RowsPerKey(std::optional<uint32_t> top, RowFormat format) {
+  return top.value_or(format == RowFormat::kTable || format == RowFormat::kMarkdown ? kTableTop : 0);
+}
 
 struct TuneArgs {
   std::string sweep_file;
@@ -115,9 +121,7 @@ struct TuneArgs {
   // space (SweepSubmit::configs); none = the sweep file's list, else the space.
   std::vector<std::string> configs;
   bool quiet = false;
-  // Rows per key printed: a table's default keeps a screenful
-  // (kTuneTableTop), JSON and CSV every row; 0 = every row.
-  std::optional<uint32_t> top;
+  std::optional<uint32_t> top;  // rows per key printed: RowsPerKey
   WorkerArgs worker;
 };
 

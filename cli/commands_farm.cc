@@ -299,6 +299,52 @@ int RunCancel(const StatusArgs& args) {
   return 0;
 }
 
+namespace {
+
+// The coordinator's answer for people (a line per sweep, what it waits for
+// and how its pipeline runs under it) and for CSV (a row per sweep); JSON
+// is StatusJson's document.
+RowReport StatusReport(const SweepStatus& status) {
+  RowReport report;
+  report.head.push_back(std::to_string(status.workers) + " worker(s)");
+  if (!status.store_fault.empty())
+    report.head.push_back("store writes fail, no leasing until they succeed: " + ToValidUtf8(status.store_fault));
+  RowTable& table = report.sections.emplace_back().table;
+  table.columns = {{"sweep"}, {"name"}, {"state"}, {"priority", true}, {"units", true}, {"pairs", true},
+                   {"failed", true}, {"gpu models"}};
+  report.rows.columns = {{"sweep"}, {"name"}, {"state"}, {"units_done"}, {"units_total"}, {"pairs_done"},
+                         {"pairs_total"}, {"pairs_failed"}, {"gpu_models"}, {"waiting_for"}, {"error"}, {"priority"}};
+  for (const auto& p : status.sweeps) {
+    auto count = [](uint64_t n) { return IntegerCell(static_cast<int64_t>(n)); };
+    table.rows.push_back({TextCell(p.sweep_id), TextCell(ToValidUtf8(p.name)), TextCell(p.state),
+                          IntegerCell(p.priority), TextCell(Fmt("%llu/%llu", (unsigned long long)p.units_done,
+                                                                (unsigned long long)p.units_total)),
+                          TextCell(Fmt("%llu/%llu", (unsigned long long)p.pairs_done,
+                                       (unsigned long long)p.pairs_total)),
+                          count(p.pairs_failed), TextCell(Join(p.gpu_models))});
+    auto& under = table.under[table.rows.size() - 1];
+    if (!p.error.empty()) under.push_back("failed: " + ToValidUtf8(p.error));
+    if (!p.failed_by_class.empty()) under.push_back("failures: " + FormatFailures(p.failed_by_class));
+    // A coordinator that says what it waits for in words; an older one names the models.
+    for (const auto& why : p.waits) under.push_back("waiting for " + ToValidUtf8(why));
+    if (p.waits.empty() && !p.waiting_for.empty())
+      under.push_back("waiting for " + Join(p.waiting_for) + ": no live worker has it");
+    for (const auto& why : p.skipped) under.push_back("skipped " + ToValidUtf8(why));
+    if (!p.expanding.empty()) under.push_back("expanding the config spaces for " + Join(p.expanding));
+    if (const std::string line = PipelineLine(p.pipeline, p.in_flight, p.in_flight_depth); !line.empty())
+      under.push_back("pipeline: " + line);
+    if (under.empty()) table.under.erase(table.rows.size() - 1);
+    report.rows.rows.push_back({TextCell(p.sweep_id), TextCell(ToValidUtf8(p.name)), TextCell(p.state),
+                                count(p.units_done), count(p.units_total), count(p.pairs_done), count(p.pairs_total),
+                                count(p.pairs_failed), TextCell(Join(p.gpu_models, " ")),
+                                TextCell(Join(p.waiting_for, " ")), TextCell(ToValidUtf8(p.error)),
+                                IntegerCell(p.priority)});
+  }
+  return report;
+}
+
+}  // namespace
+
 int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
   if (args.wait) {
     if (args.sweep_id.empty()) return Usage("status --wait: name the sweep to wait for");
@@ -310,45 +356,9 @@ int RunStatus(const StatusArgs& args, const std::atomic<bool>* stop) {
     std::printf("%s\n", DumpJson(StatusJson(*status), 2).c_str());
     return 0;
   }
-  if (args.format == "csv") {
-    RowTable table;
-    for (const char* name : {"sweep", "name", "state", "units_done", "units_total", "pairs_done", "pairs_total",
-                             "pairs_failed", "gpu_models", "waiting_for", "error", "priority"})
-      table.columns.push_back({name});
-    for (const auto& p : status->sweeps) {
-      table.rows.push_back({TextCell(p.sweep_id), TextCell(p.name), TextCell(p.state), IntegerCell(int64_t(p.units_done)),
-                            IntegerCell(int64_t(p.units_total)), IntegerCell(int64_t(p.pairs_done)),
-                            IntegerCell(int64_t(p.pairs_total)), IntegerCell(int64_t(p.pairs_failed)),
-                            TextCell(Join(p.gpu_models, " ")), TextCell(Join(p.waiting_for, " ")),
-                            TextCell(ToValidUtf8(p.error)), IntegerCell(p.priority)});
-    }
-    std::fputs(RenderRows(table, RowFormat::kCsv).c_str(), stdout);
-    return 0;
-  }
-  std::printf("%u worker(s)\n", status->workers);
-  if (!status->store_fault.empty()) {
-    std::printf("store writes fail, no leasing until they succeed: %s\n", ToValidUtf8(status->store_fault).c_str());
-  }
-  std::printf("%-16s %-20s %-8s %8s %12s %18s %8s  %s\n", "sweep", "name", "state", "priority", "units",
-              "pairs", "failed", "gpu models");
-  for (const auto& p : status->sweeps) {
-    std::printf("%-16s %-20s %-8s %8u %5llu/%-6llu %8llu/%-9llu %8llu  %s\n", p.sweep_id.c_str(),
-                p.name.c_str(), p.state.c_str(), p.priority, (unsigned long long)p.units_done,
-                (unsigned long long)p.units_total, (unsigned long long)p.pairs_done,
-                (unsigned long long)p.pairs_total, (unsigned long long)p.pairs_failed,
-                Join(p.gpu_models).c_str());
-    if (!p.error.empty()) std::printf("  failed: %s\n", ToValidUtf8(p.error).c_str());
-    if (!p.failed_by_class.empty()) std::printf("  failures: %s\n", FormatFailures(p.failed_by_class).c_str());
-    // A coordinator that says what it waits for in words; an older one names the models.
-    for (const auto& why : p.waits) std::printf("  waiting for %s\n", ToValidUtf8(why).c_str());
-    if (p.waits.empty() && !p.waiting_for.empty()) {
-      std::printf("  waiting for %s: no live worker has it\n", Join(p.waiting_for).c_str());
-    }
-    for (const auto& why : p.skipped) std::printf("  skipped %s\n", ToValidUtf8(why).c_str());
-    if (!p.expanding.empty()) std::printf("  expanding the config spaces for %s\n", Join(p.expanding).c_str());
-    if (const std::string line = PipelineLine(p.pipeline, p.in_flight, p.in_flight_depth); !line.empty())
-      std::printf("  pipeline: %s\n", line.c_str());
-  }
+  RowFormat format = RowFormat::kTable;
+  (void)ParseRowFormat(args.format, &format);  // checked at parse (AddFormatOption)
+  std::fputs(RenderReport(StatusReport(*status), format).c_str(), stdout);
   return 0;
 }
 
@@ -521,7 +531,7 @@ void AddFarmCommands(CLI::App& app, std::vector<CliCommand>* out) {
   st->add_option("sweep_id", status.sweep_id,
                  "Sweep id, or a prefix of it no other sweep's id shares (default: every sweep)");
   AddClientOptions(st, &status.client);
-  AddFormatOption(st, &status.format);
+  AddFormatOption(st, &status.format, /*markdown=*/true);
   st->add_flag("--wait", status.wait, "Wait for the sweep (by id) to finish, as submit --wait does");
   st->add_option("--timeout", status.timeout, "--wait: give up waiting after this many seconds")
       ->check(CLI::Range(0.0, 1e7));

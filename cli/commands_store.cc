@@ -49,22 +49,23 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
   app->add_option("--shape", args->filter.shape, "Only this shape, like M=4096,N=4096,K=4096");
   app->add_option("--config", args->config, "Only this config: its id or its params, like BM=128,BN=64,...");
   app->add_flag("--log", args->full_log, "After the table, every failure's whole message (compile logs)");
-  app->add_option("--top", args->top, "Per (GPU model, op, dtype, shape): only its N best rows, the winner first "
-                                      "(default: every row)");
+  app->add_option("--top", args->top,
+                  "Per (GPU model, op, dtype, shape): only its N best rows, the winner first (default: " +
+                      std::to_string(kTableTop) + " in a table, every row in JSON and CSV; 0 = every row)");
   app->add_option("--reports", args->reports,
                   "Write the Nsight Compute reports of the rows' profiles under this folder "
                   "(GPU/op/dtype/shape/kernel hash/config.ncu-rep; open with ncu-ui)");
   app->add_option("--format", args->format,
-                  "table, csv, json or t4 (Kernel Tuner's T4 results document: its tools read it, "
+                  "table, csv, json, markdown or t4 (Kernel Tuner's T4 results document: its tools read it, "
                   "`search replay --results` replays it)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"table", "csv", "json", "t4"}));
+      ->check(CLI::IsMember({"table", "csv", "json", "markdown", "t4"}));
 }
 
 int RunResults(const QueryArgs& args, bool best_only) {
-  OutputFormat format = OutputFormat::kJson;
+  RowFormat format = RowFormat::kJson;
   const bool t4 = args.format == "t4";
-  if (!t4 && !ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
+  if (!t4 && !ParseRowFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
   auto store = OpenStoreOf(args.store, args.remote, {args.filter});
   if (!store.ok()) return Fail(store.status().message());
   std::vector<Measurement> rows;
@@ -103,8 +104,10 @@ int RunResults(const QueryArgs& args, bool best_only) {
                 Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
   }
   RowNotes notes = NotesOf(**store, rows);
-  if (const size_t left_out = KeepTopRows(&rows, args.top, notes))
-    std::fprintf(stderr, "results: --top %u: %zu more row(s) left out\n", args.top, left_out);
+  const uint32_t top = t4 ? args.top.value_or(0) : RowsPerKey(args.top, format);
+  if (const size_t left_out = KeepTopRows(&rows, top, notes))
+    std::fprintf(stderr, "%s: %zu more row(s) left out (--top %u; --top 0 prints every row)\n",
+                 best_only ? "best" : "results", left_out, top);
   std::vector<Measurement> failed;
   if (args.full_log)
     for (const Measurement& m : rows)
@@ -113,7 +116,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
     const std::string doc = T4ResultsJson(rows);  // stdout holds the one document; --log goes to stderr
     std::fwrite(doc.data(), 1, doc.size(), stdout);
   } else {
-    PrintMeasurements(stdout, std::move(rows), OpsFromStore(**store), format, notes);
+    std::fputs(RenderReport(MeasurementReport(std::move(rows), OpsFromStore(**store), notes), format).c_str(), stdout);
   }
   if (!args.reports.empty()) {
     size_t written = 0;
@@ -153,10 +156,10 @@ int RunCompare(const CompareArgs& args) {
   auto c = CompareArchitectures(**store, o);
   if (!c.ok()) return Fail(c.status().message());
   std::string text;
-  if (args.format == "csv") text = ComparisonCsv(*c);
-  else if (args.format == "json") text = ComparisonJson(*c);
+  RowFormat format = RowFormat::kTable;
+  if (args.format == "json") text = ComparisonJson(*c);
   else if (args.format == "html") text = ComparisonHtml(*c);
-  else text = ComparisonTable(*c);
+  else if (ParseRowFormat(args.format, &format)) text = RenderReport(ComparisonReport(*c), format);
   if (args.out.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
@@ -264,16 +267,10 @@ int RunBundleShow(const BundleArgs& args) {
   if (!b.ok()) return Fail(b.status().message());
   if (args.format == "json") {
     std::printf("%s\n", BundleToJson(*b).c_str());
-  } else if (args.format == "csv") {
-    std::printf("gpu_model,op,dtype,shape,config,config_id,kernel_hash,arch,median_us,default_us,samples,backend\n");
-    for (const BundleEntry& e : b->entries) {
-      std::printf("%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%.3f,%u,%s\n", CsvField(e.gpu_model).c_str(), CsvField(e.op).c_str(),
-                  CsvField(e.dtype).c_str(), CsvField(e.shape.Canonical()).c_str(),
-                  CsvField(e.config.Canonical()).c_str(), CsvField(e.config_id).c_str(), CsvField(e.kernel_hash).c_str(),
-                  CsvField(e.arch).c_str(), e.median_us, e.default_median_us, e.samples, CsvField(e.backend).c_str());
-    }
   } else {
-    PrintBundle(stdout, *b);
+    RowFormat format = RowFormat::kTable;
+    (void)ParseRowFormat(args.format, &format);  // checked at parse (AddFormatOption)
+    std::fputs(RenderReport(BundleReport(*b), format).c_str(), stdout);
   }
   return 0;
 }
@@ -416,9 +413,9 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   cmp->add_option("--dtype", compare.dtype, "Only this dtype");
   cmp->add_option("--shape", compare.shape, "Only this shape, like M=4096,N=4096,K=4096");
   cmp->add_option("--gpu", compare.gpus, "GPU models to compare, the first is the reference (default: all)");
-  cmp->add_option("--format", compare.format, "table, csv, json or html (self-contained, with plots)")
+  cmp->add_option("--format", compare.format, "table, csv, json, markdown or html (self-contained, with plots)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"table", "csv", "json", "html"}));
+      ->check(CLI::IsMember({"table", "csv", "json", "markdown", "html"}));
   cmp->add_option("--out", compare.out, "Write to this file instead of stdout");
   out->push_back({.app = cmp, .run = [parsed](const std::atomic<bool>*) { return RunCompare(parsed->compare); }});
 
@@ -477,7 +474,7 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   BundleArgs &bshow = parsed->bshow, &blookup = parsed->blookup, &bverify = parsed->bverify;
   auto* bs = bundle->add_subcommand("show", "Print a bundle's entries");
   bs->add_option("file", bshow.file, "Bundle file (.tfb)")->required();
-  AddFormatOption(bs, &bshow.format);
+  AddFormatOption(bs, &bshow.format, /*markdown=*/true);
   auto* bl = bundle->add_subcommand("lookup", "Look up (op, dtype, GPU model, shape) with the fallback chain");
   bl->add_option("file", blookup.file, "Bundle file (.tfb)")->required();
   bl->add_option("--op", blookup.op, "Op name")->required();

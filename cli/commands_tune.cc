@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "base/log.h"
 #include "command_util.h"
 #include "coordinator_client.h"
 #include "commands.h"
@@ -206,21 +207,33 @@ std::vector<std::string> BudgetNotes(const SweepSubmit& sweep, const std::map<st
 
 // Ctrl-C (or SIGTERM) in `tune`: its coordinator is this process's and goes
 // with it, so the sweep is cancelled (its keys' coverage recorded as
-// partial, the rows stored kept) before the farm stops.
+// partial, the rows stored kept) before the farm stops. The count is the
+// store's, read once the farm has stopped: a batch still on its way to the
+// store when the cancel was answered is counted too.
 int Interrupted(const ClientArgs& local, const std::string& sweep_id, const std::string& store, LocalFarm& farm) {
   CoordinatorClient client(local.endpoint, 5);
   auto reply = client.Call(SweepCancel{sweep_id});
   farm.Stop();
   const SweepStatus* status = reply.ok() ? std::get_if<SweepStatus>(&*reply) : nullptr;
+  std::optional<uint64_t> stored;
+  if (auto db = OpenStore(store); db.ok()) {
+    uint64_t n = 0;
+    if ((*db)->Scan(ResultFilter{}, [&](const Measurement& m) {
+              n += m.sweep_id == sweep_id;
+              return true;
+            }).ok())
+      stored = n;
+  }
   if (!status || status->sweeps.empty()) {
-    std::fprintf(stderr, "tune: interrupted: sweep %s stopped with this process (%s); the rows stored stay in %s\n",
-                 sweep_id.c_str(), reply.ok() ? "no status" : reply.status().message().c_str(), store.c_str());
+    log::Note("tune", "interrupted: sweep " + sweep_id + " stopped with this process (" +
+                          (reply.ok() ? std::string("no status") : reply.status().message()) + "); the rows stored stay in " +
+                          store);
   } else {
     const SweepProgress& p = status->sweeps.front();
-    std::fprintf(stderr,
-                 "tune: interrupted: sweep %s cancelled with %llu of %llu pairs stored in %s (its keys' coverage "
-                 "says partial); tune again to measure them\n",
-                 sweep_id.c_str(), (unsigned long long)p.pairs_done, (unsigned long long)p.pairs_total, store.c_str());
+    log::Note("tune", Fmt("interrupted: sweep %s cancelled with %llu of %llu pairs stored in %s (its keys' coverage "
+                          "says partial); tune again to measure them",
+                          sweep_id.c_str(), (unsigned long long)stored.value_or(p.pairs_done),
+                          (unsigned long long)p.pairs_total, store.c_str()));
   }
   return kExitInterrupted;
 }
@@ -228,15 +241,16 @@ int Interrupted(const ClientArgs& local, const std::string& sweep_id, const std:
 }  // namespace
 
 int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
-  OutputFormat format;
-  if (!ParseOutputFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
+  RowFormat format;
+  if (!ParseRowFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
   Status st = FinishWorkerArgs(args.worker);
   if (!st.ok()) return Fail(st.message());
   if (args.ops_dir.empty()) args.ops_dir = DefaultOpsDir();
   if (args.sweep_file.empty() && args.ops.empty()) {
     args.ops = {DefaultGemm(args.worker)};
-    std::fprintf(stderr, "tune: no --op: %s (%s)\n", args.ops[0].c_str(),
-                args.ops[0] == "gemm" ? "the portable GEMM" : "the sm_90a GEMM family, for the Hopper GPUs here");
+    log::Note("tune", "no --op: " + args.ops[0] + " (" +
+                     (args.ops[0] == "gemm" ? "the portable GEMM" : "the sm_90a GEMM family, for the Hopper GPUs here") +
+                     ")");
   }
   auto sweep = args.sweep_file.empty()
                    ? MakeSweep("tune-" + args.ops.front(), args.ops, args.dtypes, args.shapes, {"*"},
@@ -287,7 +301,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (!farm.ok()) return Fail(farm.status().message());
   auto kept = (*farm)->KeepModelsHere(&*sweep);
   if (!kept.ok()) return Fail(kept.status().message());
-  if (!kept->empty()) std::fprintf(stderr, "tune: %s\n", kept->c_str());
+  if (!kept->empty()) log::Note("tune", *kept);
   const double sweep_start = NowSeconds();
   ClientArgs local;
   std::string sweep_id;
@@ -336,25 +350,28 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     ++failed_causes[std::string(FailureClassName(m.failure)) + ": " + WhyFailed(m.failure_message)];
   }
   const RowNotes row_notes = NotesOf(store, rows);
-  const uint32_t top = args.top.value_or(format == OutputFormat::kTable ? kTuneTableTop : 0);
+  const uint32_t top = RowsPerKey(args.top, format);
   if (const size_t left_out = KeepTopRows(&rows, top, row_notes))
-    std::fprintf(stderr, "tune: %zu more row(s) left out (--top %u; --top 0 prints every row, as `tunefarm results "
-                 "--store %s` does)\n", left_out, top, args.store.c_str());
+    log::Note("tune", Fmt("%zu more row(s) left out (--top %u; --top 0 prints every row, as `tunefarm results --store %s` "
+                     "does)", left_out, top, args.store.c_str()));
   const Pipeline pipeline = PipelineOf(total, devices, sweep_seconds);
   // --format json: stdout holds one document (rows, the sweep's figures,
   // failures, paths), written once the bundle is; the lines for people go
-  // to stderr.
-  const bool json = format == OutputFormat::kJson;
-  FILE* text = json ? stderr : stdout;
+  // to stderr, or nowhere when the log writes JSON (the document holds
+  // what they say).
+  const bool json = format == RowFormat::kJson;
+  std::unique_ptr<FILE, int (*)(FILE*)> no_text(json && log::WritesJson() ? std::fopen("/dev/null", "w") : nullptr,
+                                                [](FILE* f) { return f ? std::fclose(f) : 0; });
+  FILE* text = no_text ? no_text.get() : json ? stderr : stdout;
   nlohmann::ordered_json doc;
   if (json) {
     // The rows exactly as `results --format json` writes them.
-    doc["results"] = nlohmann::ordered_json::parse(MeasurementsText(std::move(rows), ops, format, row_notes),
-                                                   nullptr, /*allow_exceptions=*/false);
+    doc["results"] = nlohmann::ordered_json::parse(
+        RenderReport(MeasurementReport(std::move(rows), ops, row_notes), format), nullptr, /*allow_exceptions=*/false);
     if (doc["results"].is_discarded()) return Fail("tune: the rows did not make a JSON document");
     doc["sweep"] = SweepJson(total, pipeline, (*farm)->simulated());
   } else {
-    PrintMeasurements(stdout, std::move(rows), ops, format, row_notes);
+    std::fputs(RenderReport(MeasurementReport(std::move(rows), ops, row_notes), format).c_str(), stdout);
   }
   // The sim's own compile makes no image and runs no compiler (--sim-compile
   // nvrtc runs NVRTC): its counts are the pipeline's, its waits the queue's.
@@ -416,7 +433,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   std::vector<std::string> notes;
   auto bundle = BuildBundle(store, filter, sweep->name, PublishOptionsHere(true), &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
-  for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
+  for (const std::string& n : notes) log::Note("publish", n);
   st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
   if (json) {
@@ -498,7 +515,7 @@ int RunNightOnFarm(NightlyArgs& args, const std::string& previous, std::optional
     };
   auto bundle = BuildBundle(**store, ResultFilter{}, sweep->name, options, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
-  for (const std::string& n : notes) std::fprintf(stderr, "publish: %s\n", n.c_str());
+  for (const std::string& n : notes) log::Note("publish", n);
   Status st = WriteBundle(*bundle, args.tune.bundle, args.tune.sign_key, args.tune.unsigned_bundle);
   if (!st.ok()) return Fail(st.message());
   std::printf("nightly: %zu entries from the farm's store; bundle %s.tfb\n", bundle->entries.size(),
@@ -684,7 +701,7 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
   t->add_flag("--quiet", tune_args.quiet, "No progress bar");
   t->add_option("--top", tune_args.top,
                 "Rows per (GPU model, op, dtype, shape): the winner, then the fastest (default: " +
-                    std::to_string(kTuneTableTop) + " in a table, every row in JSON and CSV; 0 = every row)")
+                    std::to_string(kTableTop) + " in a table, every row in JSON and CSV; 0 = every row)")
       ->check(CLI::Range(0u, 1000000u));
   t->add_option("--sign-key", tune_args.sign_key,
                 "Ed25519 secret key file to sign the bundle with (default: as for publish)");

@@ -18,6 +18,7 @@
 #include "protocol/protocol.h"
 #include "base/json_text.h"
 #include "base/text.h"
+#include "report/row_table.h"
 #ifdef TUNEFARM_WITH_CUDA
 #include "measure/cuda/cuda_backend.h"
 #endif
@@ -32,10 +33,17 @@ using Json = nlohmann::ordered_json;
 struct CheckOut {
   bool json = false;
   Json doc = Json::object();
+  // Legal configs per GPU model: a row each, its findings under it.
+  RowTable spaces;
   // printf, for the table format only.
   template <typename... A>
   void Say(const char* format, A... a) const {
     if (!json) std::printf(format, a...);
+  }
+  // A finding under the last row of `spaces`.
+  template <typename... A>
+  void Under(const char* format, A... a) {
+    spaces.under[spaces.rows.size() - 1].push_back(Fmt(format, a...));
   }
 };
 
@@ -58,7 +66,7 @@ bool CheckShapes(const OpSpec& spec, const OpCheckArgs& args, const DeviceInfo& 
   for (const std::string& text : args.shapes) {
     Shape shape;
     if (!ParseNamedValues(text, &shape.dims)) {
-      out.Say("      at %s: not a shape (NAME=value,...)\n", text.c_str());
+      out.Under("at %s: not a shape (NAME=value,...)", text.c_str());
       (*model)["shapes"].push_back(Json{{"shape", text}, {"error", "not a shape (NAME=value,...)"}});
       ok = false;
       continue;
@@ -69,17 +77,17 @@ bool CheckShapes(const OpSpec& spec, const OpCheckArgs& args, const DeviceInfo& 
     std::vector<uint64_t> rejected;
     auto legal = ConfigsForShape(spec, device, dtype, *configs, shape, &rejected);
     if (!legal.ok()) {
-      out.Say("      at %s: %s\n", text.c_str(), legal.status().message().c_str());
+      out.Under("at %s: %s", text.c_str(), legal.status().message().c_str());
       (*model)["shapes"].push_back(Json{{"shape", text}, {"error", legal.status().message()}});
       ok = false;
       continue;
     }
-    out.Say("      at %-28s %8zu legal\n", text.c_str(), legal->size());
+    out.Under("at %-28s %8zu legal", text.c_str(), legal->size());
     Json at{{"shape", text}, {"legal", legal->size()}, {"rejected_by", Json::array()}};
     for (size_t r = 0; r < rejected.size(); ++r) {
       if (rejected[r] == 0) continue;
       const std::string& rule = spec.Written(spec.shape_constraints[r]);
-      out.Say("        shape rule %-46s rejects %llu\n", rule.c_str(), static_cast<unsigned long long>(rejected[r]));
+      out.Under("  shape rule %-46s rejects %llu", rule.c_str(), static_cast<unsigned long long>(rejected[r]));
       at["rejected_by"].push_back(Json{{"rule", rule}, {"rejects", rejected[r]}});
     }
     (*model)["shapes"].push_back(std::move(at));
@@ -93,6 +101,7 @@ bool CheckShapes(const OpSpec& spec, const OpCheckArgs& args, const DeviceInfo& 
 bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<DeviceInfo>& models, CheckOut& out) {
   out.Say("legal configs per GPU model (of %llu raw points; dsize of the largest dtype):\n",
           static_cast<unsigned long long>(RawSpaceSize(spec)));
+  out.spaces.columns = {{"gpu_model"}, {"arch"}, {"configs", true}, {""}};
   out.doc["raw_configs"] = RawSpaceSize(spec);
   out.doc["models"] = Json::array();
   bool ok = true;
@@ -105,14 +114,15 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
                {"live", i >= known}};
     auto ex = ExplainSpace(spec, d);
     if (!ex.ok()) {
-      out.Say("  %-22s %s\n", d.model.c_str(), ex.status().message().c_str());
+      out.spaces.rows.push_back({TextCell(d.model), TextCell(TargetOf(d).arch), TextCell("-"),
+                                 TextCell(ex.status().message())});
       model["error"] = ex.status().message();
       out.doc["models"].push_back(std::move(model));
       ok = false;
       continue;
     }
-    out.Say("  %-22s sm_%d%d  %8llu legal%s\n", d.model.c_str(), d.cc_major, d.cc_minor,
-            static_cast<unsigned long long>(ex->legal), i >= known ? "  (live in the farm)" : "");
+    out.spaces.rows.push_back({TextCell(d.model), TextCell(TargetOf(d).arch), TextCell(std::to_string(ex->legal) + " legal"),
+                               TextCell(i >= known ? "(live in the farm)" : "")});
     ++models_checked;
     models_empty += ex->legal == 0 ? 1 : 0;
     // A default the rules prune here: no searched key can measure it first,
@@ -121,8 +131,8 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
       auto space = SearchSpace::Create(spec, d, spec.dtypes.back());
       const auto point = space.ok() ? space->PointOf(spec.default_config) : std::nullopt;
       if (space.ok() && (!point || !space->Legal(*point))) {
-        out.Say("      the default config %s is outside the space here: the rules reject it\n",
-                spec.default_config.Canonical().c_str());
+        out.Under("the default config %s is outside the space here: the rules reject it",
+                  spec.default_config.Canonical().c_str());
         model["default_legal"] = false;
       }
     }
@@ -131,7 +141,7 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
     for (size_t r = 0; r < spec.constraints.size(); ++r) {
       if (ex->rejected[r] == 0) continue;
       const std::string& rule = spec.Written(spec.constraints[r]);
-      out.Say("      rule[%zu] %-50s prunes %llu (first to reject %llu)\n", r, rule.c_str(),
+      out.Under("rule[%zu] %-50s prunes %llu (first to reject %llu)", r, rule.c_str(),
               static_cast<unsigned long long>(ex->rejected[r]), static_cast<unsigned long long>(ex->first_rejecting[r]));
       model["pruned_by"].push_back(
           Json{{"rule", r}, {"text", rule}, {"prunes", ex->rejected[r]}, {"first_to_reject", ex->first_rejecting[r]}});
@@ -140,17 +150,18 @@ bool CheckSpaces(const OpSpec& spec, const OpCheckArgs& args, const std::vector<
       bool named = false;
       for (size_t r = 0; r < spec.constraints.size(); ++r) {
         if (ex->rejected[r] != ex->raw) continue;
-        out.Say("      the space is empty: rule[%zu] '%s' rejects every config here\n", r,
+        out.Under("the space is empty: rule[%zu] '%s' rejects every config here", r,
                 spec.Written(spec.constraints[r]).c_str());
         model["emptied_by"].push_back(r);
         named = true;
       }
-      if (!named) out.Say("      the space is empty: no rule alone empties it; the rules above do together\n");
+      if (!named) out.Under("%s", "the space is empty: no rule alone empties it; the rules above do together");
     }
     model["shapes"] = Json::array();
     ok &= CheckShapes(spec, args, d, out, &model);
     out.doc["models"].push_back(std::move(model));
   }
+  if (!out.json) std::fputs(RenderRows(out.spaces, RowFormat::kTable, "  ").c_str(), stdout);
   if (models_checked > 0 && models_empty == models_checked) {
     out.Say("no GPU model checked has a legal config: the op cannot be tuned (the rules above say why)\n");
     ok = false;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "base/log.h"
 #include "bundle/signing.h"
 #include "remote_store.h"
 #ifdef TUNEFARM_WITH_CUDA
@@ -51,8 +52,8 @@ Status WriteBundle(const Bundle& b, const std::string& path, const std::string& 
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   if (unsigned_bundle) {
-    std::fprintf(stderr, "bundle %s.tfb is unsigned: deployments (the runtime, launcher and Python package) refuse it\n",
-                 path.c_str());
+    log::Note("publish", "bundle " + path + ".tfb is unsigned: deployments (the runtime, launcher and Python "
+                                            "package) refuse it");
     return WriteBundleFiles(b, path);
   }
   std::string key_path = sign_key;
@@ -65,9 +66,9 @@ Status WriteBundle(const Bundle& b, const std::string& path, const std::string& 
   auto key = ReadSecretKeyFile(key_path);
   if (!key.ok()) return key.status();
   TUNE_RETURN_IF_ERROR(WriteSignedBundleFiles(b, *key, path));
-  if (created) std::fprintf(stderr, "created the signing key %s (keep it secret)\n", key_path.c_str());
-  std::fprintf(stderr, "signed with key %s; deployments trust %s.pub (key id %s)\n", key_path.c_str(),
-               key_path.c_str(), key->public_key().Id().c_str());
+  if (created) log::Note("publish", "created the signing key " + key_path + " (keep it secret)");
+  log::Note("publish", "signed with key " + key_path + "; deployments trust " + key_path + ".pub (key id " +
+                           key->public_key().Id() + ")");
   return Status::OK();
 }
 

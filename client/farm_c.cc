@@ -397,7 +397,8 @@ char* tunefarm_farm_results(tunefarm_farm_t* farm, const char* query_json, char*
     }
     const tune::RowNotes notes = tune::NotesOf(*store, rows);
     return CopyString(
-        tune::MeasurementsText(std::move(rows), tune::OpsFromStore(*store), tune::OutputFormat::kJson, notes));
+        tune::RenderReport(tune::MeasurementReport(std::move(rows), tune::OpsFromStore(*store), notes),
+                           tune::RowFormat::kJson));
   });
 }
 

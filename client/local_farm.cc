@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/backend_kinds.h"
+#include "base/log.h"
 #include "coordinator_client.h"
 #include "base/text.h"
 
@@ -80,8 +81,12 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
     TUNE_RETURN_IF_ERROR(farm->workers_.back()->Start());
   }
   for (const auto& d : farm->devices()) {
-    std::fprintf(stderr, "tunefarm: device %d %s (%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
-                 IsSimulatedBackend(d.backend) ? " [SIMULATED]" : "");
+    const bool sim = IsSimulatedBackend(d.backend);
+    if (log::WritesJson())
+      log::Info("tune", "device", {{"index", d.index}, {"name", d.name}, {"gpu_model", d.model}, {"simulated", sim}});
+    else
+      std::fprintf(stderr, "tunefarm: device %d %s (%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
+                   sim ? " [SIMULATED]" : "");
   }
   // The farm is private to this process: its coordinator listens on a Unix
   // socket in a folder only this user can enter, never on a TCP port that

@@ -20,14 +20,6 @@
 
 namespace tune {
 
-bool ParseOutputFormat(const std::string& text, OutputFormat* out) {
-  if (text == "table") *out = OutputFormat::kTable;
-  else if (text == "csv") *out = OutputFormat::kCsv;
-  else if (text == "json") *out = OutputFormat::kJson;
-  else return false;
-  return true;
-}
-
 std::string ProfileKey(const Measurement& m) {
   return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape + '\0' + m.kernel_hash + '\0' + m.config_id;
 }
@@ -163,8 +155,19 @@ std::string DescribeBaseline(const Measurement& winner, const Measurement& b) {
   return "vs " + b.baseline + buf + (IsSimulatedBackend(b.backend) ? " [SIMULATED]" : "");
 }
 
-void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                       OutputFormat format, const RowNotes& notes) {
+namespace {
+
+// A cell whose JSON value and shown text differ (a full reason beside its
+// gist, a flag as true beside "1").
+RowCell Cell(nlohmann::ordered_json value, std::string text) { return RowCell{std::move(value), std::move(text)}; }
+RowCell FlagCell(bool on) { return Cell(on, on ? "1" : "0"); }
+// A figure that is absent (null, an empty cell) unless `present`.
+RowCell FigureCell(double v, const char* format, bool present) { return present ? NumberCell(v, format) : EmptyCell(); }
+
+}  // namespace
+
+RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
+                            const RowNotes& notes) {
   auto coverage_of = [&notes](const Measurement& m) -> const KeyCoverage* {
     auto it = notes.coverage.find(CoverageKey(m));
     return it == notes.coverage.end() ? nullptr : &it->second;
@@ -210,137 +213,103 @@ void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<
     return Throughput(it == ops.end() ? nullptr : &it->second, m, unit);
   };
 
-  if (format == OutputFormat::kJson) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& m = rows[i];
-      std::string unit;
-      const double tp = throughput(m, &unit);
-      nlohmann::json j = {{"gpu_model", m.gpu_model}, {"op", m.op}, {"dtype", m.dtype},
-                          {"shape", m.shape}, {"config", m.config.Canonical()},
-                          {"config_id", m.config_id}, {"kernel_hash", m.kernel_hash},
-                          {"status", m.StatusName()},
-                          {"check_passed", m.check_passed}, {"unchecked", m.unchecked}, {"median_us", m.median_us},
-                          {"stdev_us", m.stdev_us}, {"ci95_us", m.ci95_us},
-                          {"samples", m.samples}, {"sm_clock_mhz", m.sm_clock_mhz},
-                          {"throttled", m.throttled}, {"confirmed", m.pass == Measurement::Pass::kConfirm},
-                          {"refined", m.pass == Measurement::Pass::kRefine},
-                          {"backend", m.backend},
-                          {"winner", static_cast<bool>(winner[i])}};
-      if (m.pass == Measurement::Pass::kConfirm) j["confirm_timing"] = ConfirmTimingName(m.confirm_timing);
-      if (m.screen_us > 0) j["screen_us"] = m.screen_us;
-      if (!m.proposer.empty()) j["proposer"] = m.proposer;
-      if (const KeyCoverage* c = coverage_of(m)) j["coverage"] = CoverageJson(*c);
-      if (const Measurement* b = baseline_of(m)) {
-        j["baseline"] = {{"library", b->baseline}, {"status", b->StatusName()}, {"median_us", b->median_us},
-                         {"ci95_us", b->ci95_us}, {"backend", b->backend}};
-        if (!b->Valid()) j["baseline"]["reason"] = FirstLine(b->failure_message);
-        if (const double r = VsBaselineRow(m, b); r > 0) j["vs_baseline"] = r;
-      }
-      if (const Measurement* d = winner[i] ? default_of(m) : nullptr; d && d->Valid()) {
-        j["default_us"] = d->median_us;
-        if (const double r = VsDefault(m, d); r > 0) j["vs_default"] = r;
-      }
-      if (tp > 0) j["throughput"] = {{"value", tp}, {"unit", unit}};
-      if (!m.failure_message.empty()) j["reason"] = m.failure_message;
-      if (const KernelProfile* p = profile_of(m)) {
-        nlohmann::json stalls = nlohmann::json::array();
-        for (const auto& [reason, cycles] : p->stalls) stalls.push_back({{"reason", reason}, {"cycles_per_issue", cycles}});
-        j["profile"] = {{"bottleneck", p->bottleneck}, {"why", p->why}, {"compute_pct", p->compute_pct},
-                        {"memory_pct", p->memory_pct}, {"occupancy_pct", p->occupancy_pct},
-                        {"dram_bytes", p->dram_bytes}, {"duration_us", p->duration_us}, {"stalls", stalls},
-                        {"tool", p->tool}, {"report_bytes", p->report.size()}};
-      }
-      arr.push_back(std::move(j));
-    }
-    std::fprintf(out, "%s\n", DumpJson(arr, 2).c_str());
-    return;
-  }
-  if (format == OutputFormat::kCsv) {
-    RowTable table;
-    for (const char* name : {"gpu_model", "op", "dtype", "shape", "config", "config_id", "kernel_hash", "status",
-                             "median_us", "stdev_us", "ci95_us", "samples", "throughput", "unit", "sm_clock_mhz",
-                             "throttled", "backend", "winner", "reason", "confirmed", "confirm_timing", "refined",
-                             "screen_us", "bottleneck", "compute_pct", "memory_pct", "proposer", "coverage",
-                             "baseline", "baseline_us", "vs_baseline", "default_us", "vs_default"})
-      table.columns.push_back({name});
-    // An absent figure is an empty cell.
-    auto figure = [](double v, const char* fmt, bool present) { return present ? NumberCell(v, fmt) : EmptyCell(); };
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& m = rows[i];
-      std::string unit;
-      const double tp = throughput(m, &unit);
-      const KernelProfile* p = profile_of(m);
-      const KeyCoverage* c = coverage_of(m);
-      const Measurement* b = baseline_of(m);
-      const double vs = VsBaselineRow(m, b);
-      const Measurement* d = winner[i] ? default_of(m) : nullptr;
-      if (d && !d->Valid()) d = nullptr;
-      const double vsd = d ? VsDefault(m, d) : 0;
-      const bool confirmed = m.pass == Measurement::Pass::kConfirm;
-      table.rows.push_back(
-          {TextCell(m.gpu_model), TextCell(m.op), TextCell(m.dtype), TextCell(m.shape), TextCell(m.config.Canonical()),
-           TextCell(m.config_id), TextCell(m.kernel_hash), TextCell(m.StatusName()), NumberCell(m.median_us, "%.3f"),
-           NumberCell(m.stdev_us, "%.3f"), NumberCell(m.ci95_us, "%.3f"), IntegerCell(m.samples),
-           NumberCell(tp, "%.3f"), TextCell(unit), IntegerCell(m.sm_clock_mhz), IntegerCell(m.throttled),
-           TextCell(m.backend), IntegerCell(winner[i]), TextCell(WhyFailed(m.failure_message)), IntegerCell(confirmed),
-           TextCell(confirmed ? ConfirmTimingName(m.confirm_timing) : ""),
-           IntegerCell(m.pass == Measurement::Pass::kRefine), NumberCell(m.screen_us, "%.3f"),
-           TextCell(p ? p->bottleneck : ""), p ? NumberCell(p->compute_pct, "%f") : EmptyCell(),
-           p ? NumberCell(p->memory_pct, "%f") : EmptyCell(), TextCell(m.proposer),
-           TextCell(c ? CoverageStateName(c->state) : ""), TextCell(b ? b->baseline : ""),
-           figure(b ? b->median_us : 0, "%.3f", b && b->Valid()), figure(vs, "%.4f", vs > 0),
-           figure(d ? d->median_us : 0, "%.3f", d != nullptr), figure(vsd, "%.4f", vsd > 0)});
-    }
-    std::fputs(RenderRows(table, RowFormat::kCsv).c_str(), out);
-    return;
-  }
-  std::string last;
+  RowReport report;
+  // For scripts: every row, the key's notes on each (nested in JSON, spread
+  // over flat columns in CSV).
+  using S = RowShown;
+  report.rows.columns = {{"gpu_model"}, {"op"}, {"dtype"}, {"shape"}, {"config"}, {"config_id"}, {"kernel_hash"},
+                         {"status"}, {"check_passed", false, false, S::kJsonOnly},
+                         {"unchecked", false, false, S::kJsonOnly}, {"median_us"}, {"stdev_us"}, {"ci95_us"},
+                         {"samples"}, {"throughput", false, false, S::kNotJson}, {"unit", false, false, S::kNotJson},
+                         {"throughput", false, true, S::kJsonOnly}, {"sm_clock_mhz"}, {"throttled"}, {"backend"},
+                         {"winner"}, {"reason", false, true}, {"confirmed"}, {"confirm_timing", false, true},
+                         {"refined"}, {"screen_us", false, true}, {"bottleneck", false, false, S::kNotJson},
+                         {"compute_pct", false, false, S::kNotJson}, {"memory_pct", false, false, S::kNotJson},
+                         {"profile", false, true, S::kJsonOnly}, {"proposer", false, true}, {"coverage", false, true},
+                         {"baseline", false, true}, {"baseline_us", false, false, S::kNotJson},
+                         {"vs_baseline", false, true}, {"default_us", false, true}, {"vs_default", false, true}};
+  RowSection* section = nullptr;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& m = rows[i];
-    if (group(m) != last) {
-      last = group(m);
-      std::fprintf(out, "\n%s  %s/%s  %s%s\n", m.gpu_model.c_str(), m.op.c_str(), m.dtype.c_str(),
-                   m.shape.c_str(), IsSimulatedBackend(m.backend) ? "  [SIMULATED - not a hardware result]" : "");
-      if (const KeyCoverage* c = coverage_of(m)) std::fprintf(out, "  %s\n", DescribeCoverage(*c).c_str());
-      if (const Measurement* b = baseline_of(m)) std::fprintf(out, "  %s\n", DescribeBaseline(m, *b).c_str());
-      if (const Measurement* d = default_of(m); d && winner[i])
-        std::fprintf(out, "  %s\n", DescribeDefault(m, *d).c_str());
-      // A starred row below a faster one: the near-tie rule's pick, said so.
-      if (winner[i] && i + 1 < rows.size() && group(rows[i + 1]) == last && ranked(rows[i + 1]) &&
-          rows[i + 1].median_us < m.median_us)
-        std::fprintf(out, "  tie: * ties the fastest (%.2f us, %s) within %.0f%%: the smaller config id wins, as "
-                     "publish ships it, so near-ties do not flip between runs\n",
-                     rows[i + 1].median_us, rows[i + 1].config.Canonical().c_str(), 100 * kTieWithin);
-      std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s\n", "", "config", "median_us",
-                   "ci95_%", "samples", "throughput", "status");
-    }
     std::string unit;
     const double tp = throughput(m, &unit);
-    char tpbuf[32] = "-";
-    if (tp > 0) std::snprintf(tpbuf, sizeof tpbuf, "%.1f %s", tp, unit.c_str());
-    // A config wider than its column has a line of its own, the figures
-    // below it in their columns: the table stays aligned.
-    std::string config = m.config.Canonical();
-    if (config.size() > 48) {
-      std::fprintf(out, "  %-1s %s\n", winner[i] && m.Valid() ? "*" : "", config.c_str());
-      config.clear();
+    const KernelProfile* p = profile_of(m);
+    const KeyCoverage* c = coverage_of(m);
+    const Measurement* b = baseline_of(m);
+    const double vs = VsBaselineRow(m, b);
+    const Measurement* d = winner[i] ? default_of(m) : nullptr;
+    const bool d_valid = d && d->Valid();
+    const double vsd = d_valid ? VsDefault(m, d) : 0;
+    const bool confirmed = m.pass == Measurement::Pass::kConfirm;
+    nlohmann::ordered_json baseline, profile;
+    if (b) {
+      baseline = {{"library", b->baseline}, {"status", b->StatusName()}, {"median_us", b->median_us},
+                  {"ci95_us", b->ci95_us}, {"backend", b->backend}};
+      if (!b->Valid()) baseline["reason"] = FirstLine(b->failure_message);
     }
+    if (p) {
+      nlohmann::ordered_json stalls = nlohmann::ordered_json::array();
+      for (const auto& [reason, cycles] : p->stalls) stalls.push_back({{"reason", reason}, {"cycles_per_issue", cycles}});
+      profile = {{"bottleneck", p->bottleneck}, {"why", p->why}, {"compute_pct", p->compute_pct},
+                 {"memory_pct", p->memory_pct}, {"occupancy_pct", p->occupancy_pct}, {"dram_bytes", p->dram_bytes},
+                 {"duration_us", p->duration_us}, {"stalls", stalls}, {"tool", p->tool},
+                 {"report_bytes", p->report.size()}};
+    }
+    report.rows.rows.push_back(
+        {TextCell(m.gpu_model), TextCell(m.op), TextCell(m.dtype), TextCell(m.shape), TextCell(m.config.Canonical()),
+         TextCell(m.config_id), TextCell(m.kernel_hash), TextCell(m.StatusName()), FlagCell(m.check_passed),
+         FlagCell(m.unchecked), NumberCell(m.median_us, "%.3f"), NumberCell(m.stdev_us, "%.3f"),
+         NumberCell(m.ci95_us, "%.3f"), IntegerCell(m.samples), NumberCell(tp, "%.3f"), TextCell(unit),
+         tp > 0 ? Cell({{"value", tp}, {"unit", unit}}, "") : EmptyCell(), IntegerCell(m.sm_clock_mhz),
+         FlagCell(m.throttled), TextCell(m.backend), FlagCell(winner[i]),
+         m.failure_message.empty() ? EmptyCell() : Cell(m.failure_message, WhyFailed(m.failure_message)),
+         FlagCell(confirmed), confirmed ? TextCell(ConfirmTimingName(m.confirm_timing)) : EmptyCell(),
+         FlagCell(m.pass == Measurement::Pass::kRefine),
+         Cell(m.screen_us > 0 ? nlohmann::ordered_json(m.screen_us) : nullptr, Fmt("%.3f", m.screen_us)),
+         TextCell(p ? p->bottleneck : ""), FigureCell(p ? p->compute_pct : 0, "%f", p),
+         FigureCell(p ? p->memory_pct : 0, "%f", p), Cell(profile, ""),
+         m.proposer.empty() ? EmptyCell() : TextCell(m.proposer),
+         c ? Cell(CoverageJson(*c), CoverageStateName(c->state)) : EmptyCell(),
+         b ? Cell(baseline, b->baseline) : EmptyCell(), FigureCell(b ? b->median_us : 0, "%.3f", b && b->Valid()),
+         FigureCell(vs, "%.4f", vs > 0), FigureCell(d ? d->median_us : 0, "%.3f", d_valid),
+         FigureCell(vsd, "%.4f", vsd > 0)});
+
+    // For people: a section per key, its notes above its rows.
+    if (i == 0 || group(m) != group(rows[i - 1])) {
+      RowSection s;
+      s.title = m.gpu_model + "  " + m.op + "/" + m.dtype + "  " + m.shape +
+                (IsSimulatedBackend(m.backend) ? "  [SIMULATED - not a hardware result]" : "");
+      if (c) s.notes.push_back(DescribeCoverage(*c));
+      if (b) s.notes.push_back(DescribeBaseline(m, *b));
+      if (d) s.notes.push_back(DescribeDefault(m, *d));
+      // A starred row below a faster one: the near-tie rule's pick, said so.
+      if (winner[i] && i + 1 < rows.size() && group(rows[i + 1]) == group(m) && ranked(rows[i + 1]) &&
+          rows[i + 1].median_us < m.median_us)
+        s.notes.push_back(Fmt("tie: * ties the fastest (%.2f us, %s) within %.0f%%: the smaller config id wins, as "
+                              "publish ships it, so near-ties do not flip between runs",
+                              rows[i + 1].median_us, rows[i + 1].config.Canonical().c_str(), 100 * kTieWithin));
+      s.table.columns = {{""}, {"config"}, {"median_us", true}, {"ci95_%", true}, {"samples", true},
+                         {"throughput", true}, {"status"}};
+      report.sections.push_back(std::move(s));
+      section = &report.sections.back();
+    }
+    const std::string star = winner[i] ? "*" : "";
     if (m.Valid()) {
-      std::fprintf(out, "  %-1s %-48s %12.2f %9.2f %7u %12s  %s%s\n", winner[i] && !config.empty() ? "*" : "",
-                   config.c_str(), m.median_us,
-                   m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, m.samples, tpbuf, m.StatusName(),
-                   m.pass == Measurement::Pass::kConfirm
-                       ? (std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")").c_str()
-                   : m.pass == Measurement::Pass::kRefine ? ", refined"
-                                                          : "");
-      if (const KernelProfile* p = profile_of(m)) std::fprintf(out, "      profile: %s\n", DescribeProfile(*p).c_str());
+      const std::string pass = confirmed ? std::string(", confirmed (") + ConfirmTimingName(m.confirm_timing) + ")"
+                               : m.pass == Measurement::Pass::kRefine ? ", refined"
+                                                                      : "";
+      section->table.rows.push_back({TextCell(star), TextCell(m.config.Canonical()), NumberCell(m.median_us, "%.2f"),
+                                     NumberCell(m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, "%.2f"),
+                                     IntegerCell(m.samples), TextCell(tp > 0 ? Fmt("%.1f %s", tp, unit.c_str()) : "-"),
+                                     TextCell(m.StatusName() + pass)});
+      if (p) section->table.under[section->table.rows.size() - 1].push_back("profile: " + DescribeProfile(*p));
     } else {
-      std::fprintf(out, "  %-1s %-48s %12s %9s %7s %12s  %s: %s\n", "", config.c_str(),
-                   "-", "-", "-", "-", m.StatusName(),
-                   WhyFailed(m.failure_message).c_str());
+      section->table.rows.push_back({TextCell(""), TextCell(m.config.Canonical()), TextCell("-"), TextCell("-"),
+                                     TextCell("-"), TextCell("-"),
+                                     TextCell(std::string(m.StatusName()) + ": " + WhyFailed(m.failure_message))});
     }
   }
+  return report;
 }
 
 size_t KeepTopRows(std::vector<Measurement>* rows, uint32_t top, const RowNotes& notes) {
@@ -356,19 +325,6 @@ size_t KeepTopRows(std::vector<Measurement>* rows, uint32_t top, const RowNotes&
     for (Measurement& m : of) rows->push_back(std::move(m));
   }
   return left_out;
-}
-
-std::string MeasurementsText(std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                             OutputFormat format, const RowNotes& notes) {
-  char* text = nullptr;
-  size_t size = 0;
-  FILE* f = open_memstream(&text, &size);
-  if (!f) return "";
-  PrintMeasurements(f, std::move(rows), ops, format, notes);
-  std::fclose(f);
-  std::string out(text, size);
-  std::free(text);
-  return out;
 }
 
 nlohmann::json ProgressJson(const SweepProgress& p) {
@@ -391,36 +347,34 @@ nlohmann::json StatusJson(const SweepStatus& s) {
   return j;
 }
 
-void PrintBundle(FILE* out, const Bundle& b) {
-  std::fprintf(out, "bundle '%s' (format %u, tunefarm %s, %zu entries)\n", b.name.c_str(),
-               b.format_version, b.farm_version.c_str(), b.entries.size());
+RowReport BundleReport(const Bundle& b) {
+  RowReport report;
+  auto& head = report.head;
+  head.push_back(Fmt("bundle '%s' (format %u, tunefarm %s, %zu entries)", b.name.c_str(), b.format_version,
+                     b.farm_version.c_str(), b.entries.size()));
   size_t kernel_bytes = 0;
   for (const KernelImage& k : b.kernels) kernel_bytes += k.image.size();
-  std::fprintf(out, "  %zu launch plans, %zu cubins (%.1f KiB)%s\n", b.launch_plans.size(), b.kernels.size(),
-               kernel_bytes / 1024.0, b.kernels.empty() ? ": config-only" : "");
-  for (const auto& [op, cfg] : b.defaults) {
-    std::fprintf(out, "  default %-12s %s\n", op.c_str(), cfg.Canonical().c_str());
-  }
-  for (const BundleSelector& s : b.selectors) {
-    std::fprintf(out, "  predicts %-11s %s on %s: %zu configs, %zu leaves\n", s.op.c_str(), s.dtype.c_str(),
-                 s.gpu_model.c_str(), s.entries.size(), SelectorLeaves(s.nodes));
-  }
-  for (const ModelDefault& d : b.model_defaults) {
-    std::fprintf(out, "  default %-12s %s on %s: %s\n", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
-                 d.config.Canonical().c_str());
-  }
-  // The entries through the row printer: a long config widens its column
-  // instead of breaking the alignment.
-  RowTable table;
+  head.push_back(Fmt("  %zu launch plans, %zu cubins (%.1f KiB)%s", b.launch_plans.size(), b.kernels.size(),
+                     kernel_bytes / 1024.0, b.kernels.empty() ? ": config-only" : ""));
+  for (const auto& [op, cfg] : b.defaults) head.push_back(Fmt("  default %-12s %s", op.c_str(), cfg.Canonical().c_str()));
+  for (const BundleSelector& s : b.selectors)
+    head.push_back(Fmt("  predicts %-11s %s on %s: %zu configs, %zu leaves", s.op.c_str(), s.dtype.c_str(),
+                       s.gpu_model.c_str(), s.entries.size(), SelectorLeaves(s.nodes)));
+  for (const ModelDefault& d : b.model_defaults)
+    head.push_back(Fmt("  default %-12s %s on %s: %s", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
+                       d.config.Canonical().c_str()));
+  RowTable& table = report.sections.emplace_back().table;
   table.columns = {{"gpu_model"}, {"op"}, {"dtype"}, {"shape"}, {"config"}, {"median_us", true},
                    {"default_us/x", true}, {"vs_baseline", true}, {"backend"}, {"coverage"}};
+  report.rows.columns = {{"gpu_model"}, {"op"}, {"dtype"}, {"shape"}, {"config"}, {"config_id"}, {"kernel_hash"},
+                         {"arch"}, {"median_us"}, {"default_us"}, {"samples"}, {"backend"}};
   for (const auto& e : b.entries) {
-    char def[48] = "-", vs[32] = "-";
     // The default's figure and what the winner gains on it: "123.45/1.23x".
+    std::string def = "-", vs = "-";
     if (e.default_median_us > 0)
-      std::snprintf(def, sizeof def, e.median_us > 0 ? "%.2f/%.2fx" : "%.2f", e.default_median_us,
-                    e.median_us > 0 ? e.default_median_us / e.median_us : 0.0);
-    if (const double r = VsBaseline(e.baseline_median_us, e.median_us); r > 0) std::snprintf(vs, sizeof vs, "%.3fx", r);
+      def = e.median_us > 0 ? Fmt("%.2f/%.2fx", e.default_median_us, e.default_median_us / e.median_us)
+                            : Fmt("%.2f", e.default_median_us);
+    if (const double r = VsBaseline(e.baseline_median_us, e.median_us); r > 0) vs = Fmt("%.3fx", r);
     std::string coverage = e.coverage.state.empty() ? "-" : e.coverage.state;
     if (!e.coverage.state.empty())
       coverage += " " + std::to_string(e.coverage.evaluated) + "/" + std::to_string(e.coverage.legal);
@@ -428,8 +382,12 @@ void PrintBundle(FILE* out, const Bundle& b) {
                           TextCell(e.config.Canonical()), NumberCell(e.median_us, "%.2f"), TextCell(def),
                           TextCell(vs), TextCell(IsSimulatedBackend(e.backend) ? "sim (simulated)" : e.backend),
                           TextCell(coverage)});
+    report.rows.rows.push_back({TextCell(e.gpu_model), TextCell(e.op), TextCell(e.dtype),
+                                TextCell(e.shape.Canonical()), TextCell(e.config.Canonical()), TextCell(e.config_id),
+                                TextCell(e.kernel_hash), TextCell(e.arch), NumberCell(e.median_us, "%.3f"),
+                                NumberCell(e.default_median_us, "%.3f"), IntegerCell(e.samples), TextCell(e.backend)});
   }
-  std::fputs(RenderRows(table, RowFormat::kTable, "  ").c_str(), out);
+  return report;
 }
 
 }  // namespace tune

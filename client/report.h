@@ -14,14 +14,11 @@
 #include "bundle/bundle.h"
 #include "opspec/op_definition.h"
 #include "protocol/protocol.h"
+#include "report/row_table.h"
 #include "store/result_reader.h"
 #include "base/types.h"
 
 namespace tune {
-
-enum class OutputFormat { kTable, kCsv, kJson };
-// "table" | "csv" | "json"; false when unknown.
-bool ParseOutputFormat(const std::string& text, OutputFormat* out);
 
 // The profiles the store keeps of `rows` (ResultStore::GetProfile), by
 // ProfileKey.
@@ -31,12 +28,6 @@ std::string ProfileKey(const Measurement& m);
 // DRAM 134.2 MB in 45.1 us; stalls long_scoreboard 12.3, wait 2.1 (ncu 2025.3.1)".
 std::string DescribeProfile(const KernelProfile& p);
 
-// Every measurement, grouped by (gpu, op, dtype, shape) and sorted fastest
-// first; the winner of each group is marked '*' in tables and "winner": true
-// in JSON/CSV; failures show their class and the first line of the reason.
-// A row with a profile in `profiles` (by ProfileKey) shows its bottleneck
-// class and figures: a line under it in tables, "profile" in JSON, the
-// bottleneck and throughput shares in CSV.
 // The coverage the store keeps of the keys of `rows` (ResultStore::
 // GetCoverage), by CoverageKey.
 std::map<std::string, KeyCoverage> CoverageOf(ResultReader& store, const std::vector<Measurement>& rows);
@@ -81,13 +72,20 @@ RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows);
 // row. Returns how many rows it left out.
 size_t KeepTopRows(std::vector<Measurement>* rows, uint32_t top, const RowNotes& notes);
 
-void PrintMeasurements(FILE* out, std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                       OutputFormat format, const RowNotes& notes = {});
-// What PrintMeasurements prints, as text (the farm C API's results).
-std::string MeasurementsText(std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
-                             OutputFormat format, const RowNotes& notes = {});
+// The rows as one report (RenderReport prints it in any RowFormat): for
+// people, a section per (gpu, op, dtype, shape) with its notes (coverage,
+// baseline, the default beside the winner, a near-tie) over its rows, sorted
+// fastest first, the winner marked '*', a failure's class and why, a
+// profile's bottleneck on a line under its row; for scripts, every row with
+// those notes on it ("winner", nested "profile"/"coverage"/"baseline" in
+// JSON, spread over flat columns in CSV).
+RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::string, OpSpec>& ops,
+                            const RowNotes& notes = {});
 
-void PrintBundle(FILE* out, const Bundle& b);
+// The bundle for people (its header, defaults, selectors, an entry per
+// line) and its entries for scripts (CSV; JSON is the bundle's own
+// document, BundleToJson).
+RowReport BundleReport(const Bundle& b);
 
 // A sweep's progress as `status --format json` writes it ("id", "state",
 // counts, "failed_by_class", "waits", ...).

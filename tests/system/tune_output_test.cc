@@ -117,6 +117,29 @@ TEST(TuneOutput, JsonIsOneDocumentWithTheRowsAndWhereTheSweepsTimeWent) {
   EXPECT_NE(r.err.find("SIMULATED"), std::string::npos) << r.err;
 }
 
+// --log-format json: stderr is JSON lines alone (the devices, the notes,
+// the bundle's key among them), stdout the one document.
+TEST(TuneOutput, AJsonLogWritesNothingButJsonLines) {
+  testing::TempDir dir;
+  const Output r = Tune(dir, "json", "tiny", std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops",
+                        "--shape N=4096 --log-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(r.out, nullptr, false).is_discarded()) << r.out;
+  size_t lines = 0;
+  bool device = false;
+  for (size_t begin = 0, end; begin < r.err.size(); begin = end + 1) {
+    end = r.err.find('\n', begin);
+    if (end == std::string::npos) end = r.err.size();
+    if (end == begin) continue;
+    const auto line = nlohmann::json::parse(r.err.substr(begin, end - begin), nullptr, false);
+    ASSERT_TRUE(line.is_object()) << "not a JSON line: " << r.err.substr(begin, end - begin);
+    device = device || line.value("message", "") == "device";
+    ++lines;
+  }
+  EXPECT_GT(lines, 0u);
+  EXPECT_TRUE(device) << r.err;
+}
+
 TEST(TuneOutput, TableKeepsItsSummaryLinesOnStdout) {
   testing::TempDir dir;
   const Output r = Tune(dir, "table");
@@ -199,6 +222,25 @@ TEST(TuneOutput, ATableKeepsItsTopRowsPerKey) {
   ASSERT_EQ(every.exit_code, 0) << every.err;
   EXPECT_GT(configs_printed(every.out), 100u);
   EXPECT_EQ(every.err.find("left out"), std::string::npos) << every.err;
+  // `results` and its table keep the same screenful; JSON keeps every row.
+  auto results = [&](const std::string& format) {
+    Output o;
+    const std::string cmd = std::string(TUNEFARM_BINARY) + " results --store " + all.Sub("table-store") +
+                            " --format " + format + " 2>" + all.Sub("results.err");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) return o;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) o.out.append(buf, n);
+    o.exit_code = ::pclose(p) == 0 ? 0 : 1;
+    o.err = testing::ReadFile(all.Sub("results.err"));
+    return o;
+  };
+  const Output table = results("table");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_LE(configs_printed(table.out), 11u) << table.out;
+  EXPECT_NE(table.err.find("results: "), std::string::npos) << table.err;
+  EXPECT_NE(table.err.find("more row(s) left out (--top 10"), std::string::npos) << table.err;
+  EXPECT_GT(configs_printed(results("json").out), 100u);
 }
 
 // The same op-wide failure on a searched key: the search stops after its

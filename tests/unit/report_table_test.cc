@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "support/temp_dir.h"
 #include "store/result_store.h"
 
@@ -31,28 +33,20 @@ Measurement Row(const std::string& config_id, int bm, double us) {
   return m;
 }
 
-std::string Table(ResultStore& store) {
+std::string Table(ResultStore& store, RowFormat format = RowFormat::kTable) {
   std::vector<Measurement> rows;
   (void)store.Scan(ResultFilter{}, [&](const Measurement& m) {
     rows.push_back(m);
     return true;
   });
-  char* buf = nullptr;
-  size_t size = 0;
-  FILE* out = open_memstream(&buf, &size);
-  const RowNotes notes = NotesOf(store, rows);
-  PrintMeasurements(out, rows, {}, OutputFormat::kTable, notes);
-  std::fclose(out);
-  std::string text(buf, size);
-  std::free(buf);
-  return text;
+  return RenderReport(MeasurementReport(rows, {}, NotesOf(store, rows)), format);
 }
 
 // The starred line's config.
 std::string Starred(const std::string& table) {
-  const size_t star = table.find("\n  * ");
+  const size_t star = table.find("\n  *");
   if (star == std::string::npos) return "";
-  const size_t begin = star + 5, end = table.find(' ', begin);
+  const size_t begin = table.find_first_not_of(' ', star + 4), end = table.find(' ', begin);
   return table.substr(begin, end - begin);
 }
 
@@ -71,8 +65,8 @@ TEST(ReportTable, TheStarredRowIsTheWinnerPublishShipsNotANearTieFasterByNoise) 
   EXPECT_EQ(Table(**store).find("ties the fastest"), std::string::npos) << "the fastest wins: no note";
 }
 
-// A config wider than its column sits on a line of its own: the figures
-// below it keep their columns, and the star stays with the config.
+// A config wider than most widens its column: the star stays with the
+// config and every figure stays right-aligned under its header.
 TEST(ReportTable, ALongConfigKeepsTheColumnsAligned) {
   testing::TempDir dir;
   auto store = ResultStore::Open(dir.path() + "/db");
@@ -85,16 +79,43 @@ TEST(ReportTable, ALongConfigKeepsTheColumnsAligned) {
   const std::string table = Table(**store);
   const std::string config = wide.config.Canonical();
   ASSERT_GT(config.size(), 48u);
-  const size_t at = table.find("\n  * " + config + "\n");
-  ASSERT_NE(at, std::string::npos) << table;
-  const size_t figures = at + 6 + config.size();  // the next line: the figures in their columns
-  const size_t header = table.find("    config");
-  ASSERT_NE(header, std::string::npos) << table;
-  const std::string line = table.substr(figures, table.find('\n', figures) - figures);
-  const size_t median = line.find("50.00");
-  ASSERT_NE(median, std::string::npos) << table;
-  const std::string header_line = table.substr(header, table.find('\n', header) - header);
-  EXPECT_EQ(median + 5, header_line.find("median_us") + 9) << "right-aligned under its header:\n" << table;
+  EXPECT_EQ(Starred(table), config) << table;
+  auto line_of = [&](const std::string& text) {
+    const size_t at = table.find(text);
+    if (at == std::string::npos) return std::string();
+    const size_t begin = table.rfind('\n', at) + 1;
+    return table.substr(begin, table.find('\n', at) - begin);
+  };
+  const std::string header = line_of("median_us"), wide_row = line_of(config), narrow_row = line_of("BM=64 ");
+  ASSERT_FALSE(header.empty() || wide_row.empty() || narrow_row.empty()) << table;
+  const size_t end = header.find("median_us") + 9;
+  EXPECT_EQ(wide_row.find("50.00") + 5, end) << "right-aligned under its header:\n" << table;
+  EXPECT_EQ(narrow_row.find("60.00") + 5, end) << table;
+}
+
+// Scripts get the same rows: JSON keeps numbers as numbers, nests the
+// key's notes and leaves out what a row lacks; CSV spreads them flat.
+TEST(ReportTable, JsonAndCsvCarryTheSameRowsAsTheTable) {
+  testing::TempDir dir;
+  auto store = ResultStore::Open(dir.path() + "/db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  ASSERT_TRUE((*store)->Put(Row("aaaa", 64, 100.0)).ok());
+  ASSERT_TRUE((*store)->Put(Row("bbbb", 128, 120.0)).ok());
+  const auto rows = nlohmann::json::parse(Table(**store, RowFormat::kJson));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["config"], "BM=64");
+  EXPECT_EQ(rows[0]["winner"], true);
+  EXPECT_EQ(rows[1]["winner"], false);
+  EXPECT_DOUBLE_EQ(rows[0]["median_us"].get<double>(), 100.0);
+  EXPECT_EQ(rows[0]["check_passed"], true);
+  EXPECT_FALSE(rows[0].contains("reason")) << rows[0];     // sparse: no failure, no key
+  EXPECT_FALSE(rows[0].contains("bottleneck")) << rows[0];  // a CSV column, not JSON's
+  const std::string csv = Table(**store, RowFormat::kCsv);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')).find("check_passed"), std::string::npos) << csv;  // JSON's only
+  EXPECT_NE(csv.find(",BM=64,aaaa,kh1,ok,100.000,"), std::string::npos) << csv;
+  const std::string md = Table(**store, RowFormat::kMarkdown);
+  EXPECT_NE(md.find("### h100  gemm/f16  M=1"), std::string::npos) << md;
+  EXPECT_NE(md.find("| * | BM=64 | 100.00 |"), std::string::npos) << md;
 }
 
 // A failed row's status names why: a compiler's first error, a traceback's

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -106,6 +107,14 @@ Status Configure(const std::string& level, const std::string& format) {
 }
 
 bool Enabled(Level level) { return Get().Logger()->should_log(ToSpd(level)); }
+
+bool WritesJson() { return Get().json; }
+
+void Note(std::string_view component, std::string_view message) {
+  if (WritesJson()) return Write(Level::kInfo, component, message);
+  std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(component.size()), component.data(),
+               static_cast<int>(message.size()), message.data());
+}
 
 void Write(Level level, std::string_view component, std::string_view message, std::initializer_list<Field> fields) {
   State& s = Get();

@@ -54,6 +54,12 @@ Status Configure(const std::string& level, const std::string& format);
 
 // Whether a line of `level` would be written: to skip building costly ones.
 bool Enabled(Level level);
+// Whether lines are JSON: a command's own lines for people on stderr go
+// through the log instead, so that stderr stays JSON lines alone.
+bool WritesJson();
+// A command's line for people ("publish: 2 keys partial"): "COMPONENT:
+// MESSAGE" on stderr as it is, or an info line when the log writes JSON.
+void Note(std::string_view component, std::string_view message);
 
 void Write(Level level, std::string_view component, std::string_view message,
            std::initializer_list<Field> fields = {});

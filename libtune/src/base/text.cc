@@ -1,6 +1,8 @@
 #include "base/text.h"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <cctype>
 
 namespace tune {
@@ -168,6 +170,19 @@ std::string NearestName(std::string_view name, const std::vector<std::string>& k
     }
   }
   return best;
+}
+
+std::string Fmt(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
+  va_end(again);
+  return out;
 }
 
 }  // namespace tune

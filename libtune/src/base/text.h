@@ -62,5 +62,7 @@ std::string NearestName(std::string_view name, const std::vector<std::string>& k
 // One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line
 // break, quotes doubled; line breaks become spaces, so a row is one line.
 std::string CsvField(std::string_view s);
+// printf into a string (what the printers' figures are written with).
+std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace tune

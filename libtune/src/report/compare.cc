@@ -112,12 +112,6 @@ std::string JoinNames(const std::vector<std::string>& names) {
 // ---------------------------------------------------------------------------
 // Formatting helpers shared by the printers.
 
-std::string Fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 std::string ModelLabel(const ComparedModel& m) {
   return m.simulated ? m.gpu_model + " [SIMULATED]" : m.gpu_model;
 }
@@ -367,125 +361,89 @@ Result<Comparison> CompareArchitectures(ResultReader& store, const CompareOption
 // ---------------------------------------------------------------------------
 // Table.
 
-std::string ComparisonTable(const Comparison& c) {
-  std::ostringstream out;
-  if (c.models.empty()) return "no models to compare\n";
-  const ComparedModel& ref = c.models[0];
-  out << "Architecture comparison, reference " << ModelLabel(ref)
-      << " (speedup = its median / the model's median)\n";
-  if (c.AnySimulated()) out << kSimulatedNote << "\n";
-  size_t label_w = 9;  // "gpu_model"
-  for (const auto& m : c.models) label_w = std::max(label_w, ModelLabel(m).size() + 6);
-  for (const auto& m : c.models) {
-    char line[512];
-    std::snprintf(line, sizeof line, "  %-*s %-28s %s\n", static_cast<int>(label_w),
-                  ModelLabel(m).c_str(), m.device_name.empty() ? "-" : m.device_name.c_str(),
-                  PeakText(m).c_str());
-    out << line;
+RowReport ComparisonReport(const Comparison& c) {
+  RowReport report;
+  if (c.models.empty()) {
+    report.head.push_back("no models to compare");
+    return report;
   }
+  report.head.push_back("Architecture comparison, reference " + ModelLabel(c.models[0]) +
+                        " (speedup = its median / the model's median)");
+  if (c.AnySimulated()) report.head.push_back(kSimulatedNote);
+  RowTable& models = report.sections.emplace_back().table;
+  models.columns = {{"gpu_model"}, {"device"}, {"peak"}};
+  for (const auto& m : c.models)
+    models.rows.push_back({TextCell(ModelLabel(m)), TextCell(m.device_name.empty() ? "-" : m.device_name),
+                           TextCell(PeakText(m))});
+  auto figure = [](double v, const char* format) { return v > 0 ? NumberCell(v, format) : EmptyCell(); };
+  report.rows.columns = {{"kind"}, {"op"}, {"dtype"}, {"shape"}, {"gpu_model"}, {"on_gpu_model"}, {"simulated"},
+                         {"config"}, {"config_id"}, {"kernel_hash"}, {"status"}, {"median_us"}, {"ci95_us"},
+                         {"samples"}, {"throughput"}, {"unit"}, {"roofline_share"}, {"speedup"}, {"slowdown"},
+                         {"bottleneck"}, {"baseline"}, {"baseline_us"}, {"vs_baseline"}};
   for (const auto& row : c.rows) {
-    size_t config_w = 6;
-    for (const auto& w : row.winners) {
-      if (w.present) config_w = std::max(config_w, w.best.config.Canonical().size());
-    }
-    out << "\n" << KeyLabel(row) << "\n";
-    char line[1024];
-    std::snprintf(line, sizeof line, "  %-*s %-*s %11s %9s %16s %9s %9s %11s\n", static_cast<int>(label_w),
-                  "gpu_model", static_cast<int>(config_w), "config", "median_us", "ci95_us",
-                  "throughput", "roofline", "speedup", "vs_baseline");
-    out << line;
+    RowSection& key = report.sections.emplace_back();
+    key.title = KeyLabel(row);
+    key.table.columns = {{"gpu_model"}, {"config"}, {"median_us", true}, {"ci95_us", true}, {"throughput", true},
+                         {"roofline", true}, {"speedup", true}, {"vs_baseline", true}};
     for (size_t i = 0; i < c.models.size(); ++i) {
       const ModelWinner& w = row.winners[i];
       const std::string label = ModelLabel(c.models[i]) + (i == 0 ? " (ref)" : "");
       if (!w.present) {
-        std::snprintf(line, sizeof line, "  %-*s %s\n", static_cast<int>(label_w), label.c_str(),
-                      "no valid result");
-      } else {
-        std::snprintf(line, sizeof line, "  %-*s %-*s %11.2f %9.2f %16s %9s %9s %11s\n",
-                      static_cast<int>(label_w), label.c_str(), static_cast<int>(config_w),
-                      w.best.config.Canonical().c_str(), w.best.median_us, w.best.ci95_us,
-                      ThroughputText(w).c_str(), ShareText(w).c_str(),
-                      w.speedup > 0 ? Fmt("%.2fx", w.speedup).c_str() : "-", BaselineText(w).c_str());
+        key.table.rows.push_back({TextCell(label), TextCell("no valid result")});
+        continue;
       }
-      out << line;
-      if (w.present && w.profile)
-        out << "  " << std::string(label_w, ' ') << " " << w.profile->bottleneck << "-bound: " << w.profile->why << "\n";
-    }
-    if (c.models.size() < 2) continue;
-    out << "  portability: slowdown of each row's winner on each column's GPU vs that GPU's own best\n";
-    size_t cell_w = 12;
-    for (const auto& m : c.models) cell_w = std::max(cell_w, ModelLabel(m).size() + 3);
-    for (const auto& cells : row.portability) {
-      for (const auto& cell : cells) cell_w = std::max(cell_w, CellText(cell).size());
-    }
-    std::snprintf(line, sizeof line, "  %-*s", static_cast<int>(label_w), "winner of \\ on");
-    out << line;
-    std::string heads;
-    for (const auto& m : c.models) {
-      std::snprintf(line, sizeof line, " %-*s", static_cast<int>(cell_w), ModelLabel(m).c_str());
-      heads += line;
-    }
-    out << heads.substr(0, heads.find_last_not_of(' ') + 1) << "\n";
-    for (size_t from = 0; from < c.models.size(); ++from) {
-      std::snprintf(line, sizeof line, "  %-*s", static_cast<int>(label_w),
-                    ModelLabel(c.models[from]).c_str());
-      out << line;
-      std::string cells;
-      for (const auto& cell : row.portability[from]) {
-        std::snprintf(line, sizeof line, " %-*s", static_cast<int>(cell_w), CellText(cell).c_str());
-        cells += line;
-      }
-      out << cells.substr(0, cells.find_last_not_of(' ') + 1) << "\n";
-    }
-  }
-  return out.str();
-}
-
-// ---------------------------------------------------------------------------
-// CSV.
-
-std::string ComparisonCsv(const Comparison& c) {
-  std::ostringstream out;
-  out << "kind,op,dtype,shape,gpu_model,on_gpu_model,simulated,config,config_id,kernel_hash,status,"
-         "median_us,ci95_us,samples,throughput,unit,roofline_share,speedup,slowdown,bottleneck,baseline,baseline_us,"
-         "vs_baseline\n";
-  auto num = [](const char* format, double v) { return v > 0 ? Fmt(format, v) : std::string(); };
-  for (const auto& row : c.rows) {
-    const std::string key =
-        CsvField(row.op) + "," + CsvField(row.dtype) + "," + CsvField(row.shape) + ",";
-    for (size_t i = 0; i < c.models.size(); ++i) {
-      const ModelWinner& w = row.winners[i];
-      if (!w.present) continue;
-      out << "winner," << key << CsvField(c.models[i].gpu_model) << ",,"
-          << (c.models[i].simulated ? "SIMULATED" : "") << "," << CsvField(w.best.config.Canonical())
-          << "," << w.best.config_id << "," << w.best.kernel_hash << ",ok,"
-          << Fmt("%.3f", w.best.median_us) << "," << Fmt("%.3f", w.best.ci95_us) << ","
-          << w.best.samples << "," << num("%.3f", w.throughput) << "," << w.unit << ","
-          << num("%.4f", w.roofline_share) << "," << num("%.4f", w.speedup) << ","
-          << "," << (w.profile ? w.profile->bottleneck : "") << ","
-          << (w.baseline ? CsvField(w.baseline->baseline) : "") << ","
-          << (w.baseline && w.baseline->Valid() ? Fmt("%.3f", w.baseline->median_us) : "") << ","
-          << num("%.4f", w.vs_baseline) << "\n";
+      key.table.rows.push_back({TextCell(label), TextCell(w.best.config.Canonical()),
+                                NumberCell(w.best.median_us, "%.2f"), NumberCell(w.best.ci95_us, "%.2f"),
+                                TextCell(ThroughputText(w)), TextCell(ShareText(w)),
+                                TextCell(w.speedup > 0 ? Fmt("%.2fx", w.speedup) : "-"), TextCell(BaselineText(w))});
+      if (w.profile)
+        key.table.under[key.table.rows.size() - 1].push_back(w.profile->bottleneck + "-bound: " + w.profile->why);
+      report.rows.rows.push_back(
+          {TextCell("winner"), TextCell(row.op), TextCell(row.dtype), TextCell(row.shape),
+           TextCell(c.models[i].gpu_model), EmptyCell(), TextCell(c.models[i].simulated ? "SIMULATED" : ""),
+           TextCell(w.best.config.Canonical()), TextCell(w.best.config_id), TextCell(w.best.kernel_hash),
+           TextCell("ok"), NumberCell(w.best.median_us, "%.3f"), NumberCell(w.best.ci95_us, "%.3f"),
+           IntegerCell(w.best.samples), figure(w.throughput, "%.3f"), TextCell(w.unit),
+           figure(w.roofline_share, "%.4f"), figure(w.speedup, "%.4f"), EmptyCell(),
+           TextCell(w.profile ? w.profile->bottleneck : ""), TextCell(w.baseline ? w.baseline->baseline : ""),
+           w.baseline && w.baseline->Valid() ? NumberCell(w.baseline->median_us, "%.3f") : EmptyCell(),
+           figure(w.vs_baseline, "%.4f")});
     }
     for (size_t from = 0; from < c.models.size(); ++from) {
       for (size_t on = 0; on < c.models.size(); ++on) {
         const PortabilityCell& cell = row.portability[from][on];
         if (from == on || cell.state == PortabilityCell::State::kNoWinner) continue;
-        const ModelWinner& a = row.winners[from];
         std::string status = "ok";
         if (cell.state == PortabilityCell::State::kFailed) status = FailureLabel(cell);
         if (cell.state == PortabilityCell::State::kNotMeasured) status = "not_measured";
         const bool sim = c.models[from].simulated || c.models[on].simulated;
-        out << "portability," << key << CsvField(c.models[from].gpu_model) << ","
-            << CsvField(c.models[on].gpu_model) << "," << (sim ? "SIMULATED" : "") << ","
-            << CsvField(a.best.config.Canonical()) << "," << a.best.config_id << ","
-            << row.winners[on].best.kernel_hash << "," << status << ","
-            << num("%.3f", cell.median_us) << ",,,,,,," << num("%.4f", cell.slowdown) << ",,,,\n";
+        const ModelWinner& a = row.winners[from];
+        report.rows.rows.push_back(
+            {TextCell("portability"), TextCell(row.op), TextCell(row.dtype), TextCell(row.shape),
+             TextCell(c.models[from].gpu_model), TextCell(c.models[on].gpu_model), TextCell(sim ? "SIMULATED" : ""),
+             TextCell(a.best.config.Canonical()), TextCell(a.best.config_id),
+             TextCell(row.winners[on].best.kernel_hash), TextCell(status), figure(cell.median_us, "%.3f"),
+             EmptyCell(), EmptyCell(), EmptyCell(), EmptyCell(), EmptyCell(), EmptyCell(),
+             figure(cell.slowdown, "%.4f")});
       }
     }
+    if (c.models.size() < 2) continue;
+    RowSection& matrix = report.sections.emplace_back();
+    matrix.notes.push_back("portability: slowdown of each row's winner on each column's GPU vs that GPU's own best");
+    matrix.table.columns.push_back({"winner of \\ on"});
+    for (const auto& m : c.models) matrix.table.columns.push_back({ModelLabel(m)});
+    for (size_t from = 0; from < c.models.size(); ++from) {
+      std::vector<RowCell> cells = {TextCell(ModelLabel(c.models[from]))};
+      for (const auto& cell : row.portability[from]) cells.push_back(TextCell(CellText(cell)));
+      matrix.table.rows.push_back(std::move(cells));
+    }
   }
-  return out.str();
+  return report;
 }
+
+std::string ComparisonTable(const Comparison& c) { return RenderReport(ComparisonReport(c), RowFormat::kTable); }
+
+std::string ComparisonCsv(const Comparison& c) { return RenderReport(ComparisonReport(c), RowFormat::kCsv); }
 
 // ---------------------------------------------------------------------------
 // JSON.

@@ -11,6 +11,8 @@
 // backend's cost model, never from hardware.
 #pragma once
 
+#include "report/row_table.h"
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -122,6 +124,9 @@ Result<Comparison> CompareArchitectures(ResultReader& store, const CompareOption
 
 // Printers. Each returns the whole document.
 //
+// The comparison as a report (RenderReport: table, markdown, CSV; JSON is
+// ComparisonJson's document): what the two below print.
+RowReport ComparisonReport(const Comparison& c);
 // Table: per key, one line per model (winner config, median, throughput,
 // roofline share, speed-up vs the reference), then the portability matrix.
 std::string ComparisonTable(const Comparison& c);

@@ -45,11 +45,6 @@ Result<std::map<std::string, const BundleEntry*>> Index(const Bundle& b, const c
   return out;
 }
 
-std::string Fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string DateText(int64_t unix_time) {
   if (unix_time <= 0) return "-";
@@ -216,32 +211,32 @@ RowTable AllRows(const NightlyReport& r) {
   return t;
 }
 
-// The summary and the sections: as text (`format` kTable: indented tables
-// under titles) or markdown (headings over markdown tables).
-std::string NightlyReportText(const NightlyReport& r, RowFormat format) {
-  const bool md = format == RowFormat::kMarkdown;
+// The summary and the sections, for text (`md` false: indented tables
+// under titles) or markdown (headings over markdown tables), over every
+// key's row for CSV and JSON.
+RowReport NightlyRows(const NightlyReport& r, bool md) {
+  RowReport report;
   const char* quote = md ? "`" : "'";
-  std::ostringstream out;
+  const std::string gap = md ? "" : "  ";
+  auto paragraph = [&](const std::string& line) {
+    if (md) report.head.push_back("");
+    report.head.push_back(gap + line);
+  };
   const size_t unchanged = r.entries.size() - r.regressions - r.improvements;
-  out << (md ? "**nightly**: " : "nightly: ") << quote << r.previous_name << quote << " ("
-      << DateText(r.previous_created_unix) << ") -> " << quote << r.current_name << quote << " ("
-      << DateText(r.current_created_unix) << ")\n"
-      << (md ? "\n" : "  ") << r.regressions << " regression(s), " << r.improvements << " improvement(s), "
-      << unchanged << " within noise, " << r.winners_changed << " winner change(s), " << r.added.size()
-      << " added, " << r.removed.size() << " removed; noise floor " << Fmt("%.1f%%", 100 * r.noise_floor_rel)
-      << " of the median\n";
+  report.head.push_back(std::string(md ? "**nightly**: " : "nightly: ") + quote + r.previous_name + quote + " (" +
+                        DateText(r.previous_created_unix) + ") -> " + quote + r.current_name + quote + " (" +
+                        DateText(r.current_created_unix) + ")");
+  paragraph(std::to_string(r.regressions) + " regression(s), " + std::to_string(r.improvements) +
+            " improvement(s), " + std::to_string(unchanged) + " within noise, " + std::to_string(r.winners_changed) +
+            " winner change(s), " + std::to_string(r.added.size()) + " added, " + std::to_string(r.removed.size()) +
+            " removed; noise floor " + Fmt("%.1f%%", 100 * r.noise_floor_rel) + " of the median");
   bool any_sim = false;
   for (const auto& e : r.entries) any_sim = any_sim || e.simulated;
   for (const auto& e : r.added) any_sim = any_sim || Simulated(e);
   for (const auto& e : r.removed) any_sim = any_sim || Simulated(e);
-  if (any_sim) {
-    out << (md ? "\n" : "  ")
-        << "SIMULATED: keys marked [SIMULATED] come from the sim backend's cost model, not hardware.\n";
-  }
-  auto section = [&](const std::string& title, const RowTable& rows) {
-    if (rows.rows.empty()) return;
-    out << "\n" << (md ? "### " : "") << title << "\n" << (md ? "\n" : "");
-    out << RenderRows(rows, md ? RowFormat::kMarkdown : RowFormat::kTable, md ? "" : "  ");
+  if (any_sim) paragraph("SIMULATED: keys marked [SIMULATED] come from the sim backend's cost model, not hardware.");
+  auto section = [&](const std::string& title, RowTable rows) {
+    if (!rows.rows.empty()) report.sections.push_back({title, {}, std::move(rows)});
   };
   using V = NightlyEntry::Verdict;
   section("REGRESSIONS", ChangedRows(r, [](const NightlyEntry& e) { return e.verdict == V::kRegression; }));
@@ -250,16 +245,19 @@ std::string NightlyReportText(const NightlyReport& r, RowFormat format) {
           ChangedRows(r, [](const NightlyEntry& e) { return e.verdict == V::kUnchanged && e.winner_changed; }));
   section("added (only in the current bundle)", OneSidedRows(r.added));
   section("removed (only in the previous bundle)", OneSidedRows(r.removed));
-  return out.str();
+  report.rows = AllRows(r);
+  return report;
 }
 
 }  // namespace
 
-std::string NightlyReportCsv(const NightlyReport& r) { return RenderRows(AllRows(r), RowFormat::kCsv); }
+std::string NightlyReportCsv(const NightlyReport& r) { return RenderReport(NightlyRows(r, false), RowFormat::kCsv); }
 
-std::string NightlyReportTable(const NightlyReport& r) { return NightlyReportText(r, RowFormat::kTable); }
+std::string NightlyReportTable(const NightlyReport& r) { return RenderReport(NightlyRows(r, false), RowFormat::kTable); }
 
-std::string NightlyReportMarkdown(const NightlyReport& r) { return NightlyReportText(r, RowFormat::kMarkdown); }
+std::string NightlyReportMarkdown(const NightlyReport& r) {
+  return RenderReport(NightlyRows(r, true), RowFormat::kMarkdown);
+}
 
 std::string NightlyReportJson(const NightlyReport& r) {
   nlohmann::json j;

@@ -58,36 +58,49 @@ std::string MarkdownText(const std::string& text) {
 
 std::string RenderRows(const RowTable& t, RowFormat format, const std::string& indent) {
   std::ostringstream out;
-  const size_t n = t.columns.size();
+  // The columns this format shows, by index into the rows.
+  const bool json = format == RowFormat::kJson;
+  std::vector<size_t> cols;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    const RowShown shown = t.columns[i].shown;
+    if (shown == RowShown::kEverywhere || (shown == RowShown::kJsonOnly) == json) cols.push_back(i);
+  }
+  const size_t n = cols.size();
+  auto column = [&](size_t k) -> const RowColumn& { return t.columns[cols[k]]; };
+  auto cell = [&](const std::vector<RowCell>& row, size_t k) -> const RowCell& { return CellAt(row, cols[k]); };
   switch (format) {
     case RowFormat::kTable: {
       std::vector<size_t> width(n);
-      for (size_t i = 0; i < n; ++i) {
-        width[i] = t.columns[i].name.size();
-        for (const auto& row : t.rows) width[i] = std::max(width[i], CellAt(row, i).text.size());
+      for (size_t k = 0; k < n; ++k) {
+        width[k] = column(k).name.size();
+        for (const auto& row : t.rows) width[k] = std::max(width[k], cell(row, k).text.size());
       }
       auto line = [&](auto&& text_of) {
         std::string s = indent;
-        for (size_t i = 0; i < n; ++i) {
-          const std::string text = text_of(i);
-          const std::string pad(width[i] - std::min(width[i], text.size()), ' ');
-          const bool last = i + 1 == n;
-          if (t.columns[i].right) s += pad + text;
+        for (size_t k = 0; k < n; ++k) {
+          const std::string text = text_of(k);
+          const std::string pad(width[k] - std::min(width[k], text.size()), ' ');
+          const bool last = k + 1 == n;
+          if (column(k).right) s += pad + text;
           else s += text + (last ? "" : pad);
           if (!last) s += "  ";
         }
         s.erase(s.find_last_not_of(' ') + 1);  // an empty last cell leaves no trailing blanks
         out << s << '\n';
       };
-      line([&](size_t i) { return t.columns[i].name; });
-      for (const auto& row : t.rows) line([&](size_t i) { return CellAt(row, i).text; });
+      line([&](size_t k) { return column(k).name; });
+      for (size_t r = 0; r < t.rows.size(); ++r) {
+        line([&](size_t k) { return cell(t.rows[r], k).text; });
+        if (auto it = t.under.find(r); it != t.under.end())
+          for (const std::string& text : it->second) out << indent << "    " << text << '\n';
+      }
       break;
     }
     case RowFormat::kCsv: {
-      for (size_t i = 0; i < n; ++i) out << (i ? "," : "") << CsvField(t.columns[i].name);
+      for (size_t k = 0; k < n; ++k) out << (k ? "," : "") << CsvField(column(k).name);
       out << '\n';
       for (const auto& row : t.rows) {
-        for (size_t i = 0; i < n; ++i) out << (i ? "," : "") << CsvField(CellAt(row, i).text);
+        for (size_t k = 0; k < n; ++k) out << (k ? "," : "") << CsvField(cell(row, k).text);
         out << '\n';
       }
       break;
@@ -96,7 +109,10 @@ std::string RenderRows(const RowTable& t, RowFormat format, const std::string& i
       out << "[";
       for (size_t r = 0; r < t.rows.size(); ++r) {
         nlohmann::ordered_json o = nlohmann::ordered_json::object();
-        for (size_t i = 0; i < n; ++i) o[t.columns[i].name] = CellAt(t.rows[r], i).value;
+        for (size_t k = 0; k < n; ++k) {
+          const RowCell& c = cell(t.rows[r], k);
+          if (!(column(k).sparse && c.value.is_null())) o[column(k).name] = c.value;
+        }
         out << (r ? ",\n " : "\n ") << o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       }
       out << (t.rows.empty() ? "]\n" : "\n]\n");
@@ -104,17 +120,35 @@ std::string RenderRows(const RowTable& t, RowFormat format, const std::string& i
     }
     case RowFormat::kMarkdown: {
       out << "|";
-      for (const RowColumn& c : t.columns) out << ' ' << MarkdownText(c.name) << " |";
+      for (size_t k = 0; k < n; ++k) out << ' ' << MarkdownText(column(k).name) << " |";
       out << "\n|";
-      for (const RowColumn& c : t.columns) out << (c.right ? " ---: |" : " --- |");
+      for (size_t k = 0; k < n; ++k) out << (column(k).right ? " ---: |" : " --- |");
       out << '\n';
       for (const auto& row : t.rows) {
         out << "|";
-        for (size_t i = 0; i < n; ++i) out << ' ' << MarkdownText(CellAt(row, i).text) << " |";
+        for (size_t k = 0; k < n; ++k) out << ' ' << MarkdownText(cell(row, k).text) << " |";
         out << '\n';
       }
+      // A table row holds no line beneath it: the lines follow the table.
+      for (const auto& [r, lines] : t.under)
+        for (const std::string& text : lines) out << "\n- row " << r + 1 << ": " << MarkdownText(text);
+      if (!t.under.empty()) out << '\n';
       break;
     }
+  }
+  return out.str();
+}
+
+std::string RenderReport(const RowReport& report, RowFormat format, const std::string& indent) {
+  if (format == RowFormat::kCsv || format == RowFormat::kJson) return RenderRows(report.rows, format);
+  const bool md = format == RowFormat::kMarkdown;
+  std::ostringstream out;
+  for (const std::string& line : report.head) out << line << '\n';
+  for (const RowSection& s : report.sections) {
+    out << '\n';
+    if (!s.title.empty()) out << (md ? "### " : "") << s.title << '\n' << (md ? "\n" : "");
+    for (const std::string& note : s.notes) out << (md ? "" : indent) << note << '\n' << (md ? "\n" : "");
+    if (!s.table.columns.empty()) out << RenderRows(s.table, format, md ? "" : indent);
   }
   return out.str();
 }

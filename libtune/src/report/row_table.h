@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,14 +37,37 @@ RowCell NumberCell(double value, const char* format);
 RowCell IntegerCell(int64_t value);
 RowCell EmptyCell();
 
+// Where a column shows: every format, JSON only (a nested value that CSV
+// spreads over flat columns), or every format but JSON (those flat columns).
+enum class RowShown { kEverywhere, kJsonOnly, kNotJson };
+
 struct RowColumn {
   std::string name;
-  bool right = false;  // right-aligned in text (numbers)
+  bool right = false;   // right-aligned in text (numbers)
+  bool sparse = false;  // JSON leaves out the column's null cells
+  RowShown shown = RowShown::kEverywhere;
 };
 
 struct RowTable {
   std::vector<RowColumn> columns;
   std::vector<std::vector<RowCell>> rows;
+  // Text only: lines shown under a row (by row index), indented beneath it.
+  std::map<size_t, std::vector<std::string>> under;
+};
+
+// An answer as a whole: for people, lines and titled tables (text and
+// markdown); for scripts, the flat rows (CSV and JSON). Every command's
+// printed answer is one (results, best, tune, compare, nightly, status, op
+// check), so each format is written once, here.
+struct RowSection {
+  std::string title;               // its line above the table ("" none)
+  std::vector<std::string> notes;  // lines between the title and the table
+  RowTable table;                  // may be empty: the title and notes alone
+};
+struct RowReport {
+  std::vector<std::string> head;  // lines above the sections (text and markdown)
+  std::vector<RowSection> sections;
+  RowTable rows;  // what CSV and JSON print
 };
 
 // The table in `format`. Text: a header line and aligned columns, each line
@@ -51,5 +75,11 @@ struct RowTable {
 // array of objects keyed by column name, one line each (ends in a newline).
 // Markdown: a header, its rule (numbers right-aligned), `|` escaped.
 std::string RenderRows(const RowTable& table, RowFormat format, const std::string& indent = "");
+
+// The report in `format`. Table: the head, then each section's title, notes
+// (indented by `indent`) and table (indented by `indent`), sections apart by
+// a blank line. Markdown: the same with `### ` titles and markdown tables.
+// CSV and JSON: RenderRows of `rows`.
+std::string RenderReport(const RowReport& report, RowFormat format, const std::string& indent = "  ");
 
 }  // namespace tune
