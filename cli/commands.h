@@ -109,6 +109,7 @@ struct TuneArgs {
   uint32_t profile_top = 0;        // 0 = the sweep file's (none without one)
   double confirm_seconds = 0;      // 0 = the sweep file's, else kDefaultConfirmSeconds
   std::string confirm_timing;      // "" = the sweep file's, else kDefaultConfirmTiming
+  std::string timing;              // "" = the sweep file's, else each op's (ApplySweepTiming)
   bool one_pass = false;           // no refine pass (SweepSubmit::refine_pass)
   std::string strategy;            // "" = the sweep file's, else auto (SweepSubmit::strategy)
   std::optional<uint64_t> seed;    // unset = the sweep file's, else 0

@@ -268,6 +268,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     return Usage("--confirm-timing: expected auto, burst or sustained, got '" + args.confirm_timing + "'");
   if (sweep->confirm_top > 0 && sweep->confirm_seconds == 0) sweep->confirm_seconds = kDefaultConfirmSeconds;
   if (args.one_pass) sweep->refine_pass = false;
+  if (Status st = ApplySweepTiming(&*sweep, args.timing, "--timing"); !st.ok()) return Usage(st.message());
   if (!args.strategy.empty()) sweep->strategy = args.strategy;
   if (args.seed) sweep->seed = *args.seed;
   if (args.budget) sweep->budget = args.budget;
@@ -665,6 +666,11 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "sustained (back-to-back windows: speed under load, which moves with clocks and heat) or "
                 "auto (bursts where sustained load slows the configs, else sustained); "
                 "default: the sweep file's, else auto");
+  t->add_option("--timing", tune_args.timing,
+                "How each sample meets the L2 cache: cold (flushed before every sample: inputs come from DRAM) "
+                "or hot (left warm: a small kernel inside a model); rows of the two never mix. Default: the "
+                "sweep file's, else each op's [op] timing, else cold")
+      ->check(CLI::IsMember({"cold", "hot"}));
   t->add_option("--strategy", tune_args.strategy,
                 "Which configs to measure per (GPU model, op, dtype, shape): " + StrategyHelp() +
                     "; default: the sweep file's, else " + kDefaultStrategy)

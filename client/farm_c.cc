@@ -194,6 +194,8 @@ Result<tune::SweepSubmit> SweepOf(const Json& j) {
   if (s.confirm_top > 0 && s.confirm_seconds == 0) s.confirm_seconds = tune::kDefaultConfirmSeconds;
   ASSIGN_OR_RETURN(s.retry, Field<std::vector<std::string>>(j, "retry", s.retry, what));
   ASSIGN_OR_RETURN(s.retime, Field<bool>(j, "retime", s.retime, what));
+  ASSIGN_OR_RETURN(std::string timing, Field<std::string>(j, "timing", "", what));
+  TUNE_RETURN_IF_ERROR(tune::ApplySweepTiming(&s, timing, "submit: timing"));
   ASSIGN_OR_RETURN(bool one_pass, Field<bool>(j, "one_pass", false, what));
   if (one_pass) s.refine_pass = false;
   ASSIGN_OR_RETURN(int64_t priority, IntField(j, "priority", s.priority, tune::kMinSweepPriority,

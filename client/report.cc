@@ -155,6 +155,12 @@ std::string DescribeBaseline(const Measurement& winner, const Measurement& b) {
   return "vs " + b.baseline + buf + (IsSimulatedBackend(b.backend) ? " [SIMULATED]" : "");
 }
 
+std::string RowGroup(const Measurement& m) {
+  std::string key = m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
+  if (m.timing == L2Timing::kHot) key += std::string("\0hot", 4);
+  return key;
+}
+
 namespace {
 
 // A cell whose JSON value and shown text differ (a full reason beside its
@@ -184,9 +190,7 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
     auto it = notes.defaults.find(CoverageKey(m));
     return it == notes.defaults.end() ? nullptr : &it->second;
   };
-  auto group = [](const Measurement& m) {
-    return m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape;
-  };
+  auto group = RowGroup;
   // Rows that can win, as the store picks them (a NaN figure would also
   // break the order).
   auto ranked = [](const Measurement& m) { return m.Valid() && std::isfinite(m.median_us); };
@@ -222,7 +226,7 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
                          {"unchecked", false, false, S::kJsonOnly}, {"median_us"}, {"stdev_us"}, {"ci95_us"},
                          {"samples"}, {"throughput", false, false, S::kNotJson}, {"unit", false, false, S::kNotJson},
                          {"throughput", false, true, S::kJsonOnly}, {"sm_clock_mhz"}, {"throttled"}, {"backend"},
-                         {"winner"}, {"reason", false, true}, {"confirmed"}, {"confirm_timing", false, true},
+                         {"timing"}, {"winner"}, {"reason", false, true}, {"confirmed"}, {"confirm_timing", false, true},
                          {"refined"}, {"screen_us", false, true}, {"bottleneck", false, false, S::kNotJson},
                          {"compute_pct", false, false, S::kNotJson}, {"memory_pct", false, false, S::kNotJson},
                          {"profile", false, true, S::kJsonOnly}, {"proposer", false, true}, {"coverage", false, true},
@@ -261,7 +265,7 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
          FlagCell(m.unchecked), NumberCell(m.median_us, "%.3f"), NumberCell(m.stdev_us, "%.3f"),
          NumberCell(m.ci95_us, "%.3f"), IntegerCell(m.samples), NumberCell(tp, "%.3f"), TextCell(unit),
          tp > 0 ? Cell({{"value", tp}, {"unit", unit}}, "") : EmptyCell(), IntegerCell(m.sm_clock_mhz),
-         FlagCell(m.throttled), TextCell(m.backend), FlagCell(winner[i]),
+         FlagCell(m.throttled), TextCell(m.backend), TextCell(L2TimingName(m.timing)), FlagCell(winner[i]),
          m.failure_message.empty() ? EmptyCell() : Cell(m.failure_message, WhyFailed(m.failure_message)),
          FlagCell(confirmed), confirmed ? TextCell(ConfirmTimingName(m.confirm_timing)) : EmptyCell(),
          FlagCell(m.pass == Measurement::Pass::kRefine),
@@ -278,6 +282,7 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
     if (i == 0 || group(m) != group(rows[i - 1])) {
       RowSection s;
       s.title = m.gpu_model + "  " + m.op + "/" + m.dtype + "  " + m.shape +
+                (m.timing == L2Timing::kHot ? "  [hot L2]" : "") +
                 (IsSimulatedBackend(m.backend) ? "  [SIMULATED - not a hardware result]" : "");
       if (c) s.notes.push_back(DescribeCoverage(*c));
       if (b) s.notes.push_back(DescribeBaseline(m, *b));
@@ -315,7 +320,7 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
 size_t KeepTopRows(std::vector<Measurement>* rows, uint32_t top, const RowNotes& notes) {
   if (top == 0) return 0;
   std::map<std::string, std::vector<Measurement>> keys;
-  for (Measurement& m : *rows) keys[m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape].push_back(std::move(m));
+  for (Measurement& m : *rows) keys[RowGroup(m)].push_back(std::move(m));
   rows->clear();
   size_t left_out = 0;
   for (auto& [key, of] : keys) {

@@ -63,6 +63,9 @@ struct RowNotes {
 // figure.
 double VsDefault(const Measurement& winner, const Measurement* def);
 std::string WinnerKey(const Measurement& m);
+// The group a row is ranked in and printed under: (gpu, op, dtype, shape),
+// and hot apart from cold (L2Timing: rows timed hot never rank with cold).
+std::string RowGroup(const Measurement& m);
 // Orders one key's rows as its answers rank them: those `is_winner` names
 // first, then the valid rows by Measurement::RanksAhead, then the rest.
 void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Measurement&)>& is_winner);

@@ -159,6 +159,10 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # ("cublaslt 13.0.0"), on the key's shape and inputs, not a config of the
   # op; such rows are kept apart from the configs' (ResultStore baselines).
   baseline @38 :Text;
+  # Timed with a hot L2 (its op's `timing = "hot"`: no flush before a
+  # sample); false: flushed before every sample, as every row before the
+  # field existed. Part of the kernel hash too, so the two never share a key.
+  hotL2 @39 :Bool;
 }
 
 # What a sweep measured of one (GPU model, op, dtype, shape) of a kernel

@@ -677,13 +677,6 @@ struct Worker::Impl : HttpStatusSource {
     return m;
   }
 
-  // The identity of what `k` is: its kernel hash (the op's when the backend
-  // adds nothing), include digest and arch (of a cubin only).
-  static void StampKernel(const CompiledKernel& k, const std::string& op_hash, Measurement* m) {
-    m->kernel_hash = k.kernel_hash.empty() ? op_hash : k.kernel_hash;
-    m->include_digest = k.include_digest;
-    m->arch = k.image.empty() ? "" : k.arch;
-  }
 
   // One unit on one device: its configs compile on the pool while earlier
   // ones are timed; rows go out in batches (Flush) as they come.
@@ -705,6 +698,16 @@ struct Worker::Impl : HttpStatusSource {
       pending.pipeline.compile_threads = std::min<unsigned>(compile_threads, kMaxCompileThreads);
     }
   };
+
+  // The identity of what `k` is: its kernel hash (the op's when the backend
+  // adds nothing), include digest, arch (of a cubin only) and how its
+  // samples met the L2 (the op's timing, part of that hash).
+  static void StampKernel(const UnitRun& run, const CompiledKernel& k, Measurement* m) {
+    m->kernel_hash = k.kernel_hash.empty() ? run.op_hash : k.kernel_hash;
+    m->include_digest = k.include_digest;
+    m->arch = k.image.empty() ? "" : k.arch;
+    m->timing = run.spec.timing;
+  }
 
   // The configs of `unit` that need no compile here, by index: images the
   // worker took before (its image cache) and those the coordinator serves
@@ -872,7 +875,7 @@ struct Worker::Impl : HttpStatusSource {
       for (size_t j = 0; j < valid.size(); ++j) {
         Measurement m = BaseRow(unit, run.dev, valid[j].config, s);
         m.CopyOutcome(got[j]);
-        StampKernel(valid[j], run.op_hash, &m);
+        StampKernel(run, valid[j], &m);
         if (ReplacesFirstFigure(m)) m.pass = Measurement::Pass::kConfirm;
         run.pending.AddKernel(m, valid[j]);
         rows.push_back(std::move(m));
@@ -928,7 +931,7 @@ struct Worker::Impl : HttpStatusSource {
       for (const auto& s : unit.shapes) {
         Measurement m = k.failure != FailureClass::kNone ? CompileFailureRow(run, k, unit.configs[i], s)
                                                          : MeasureOne(run, k, unit.configs[i], s, policy);
-        StampKernel(k, run.op_hash, &m);
+        StampKernel(run, k, &m);
         run.pending.AddKernel(m, k);
         CountRow(run.dev.model, m, unit.refine());
         if (!m.Valid()) {
@@ -995,7 +998,7 @@ struct Worker::Impl : HttpStatusSource {
     Measurement m = BaseRow(run.unit, run.dev, k.config, s);
     m.CopyOutcome(got);
     m.baseline = got.baseline.empty() ? k.baseline : got.baseline;
-    StampKernel(k, run.op_hash, &m);
+    StampKernel(run, k, &m);
     if (!m.Valid())
       Log(log::Level::kInfo, "baseline not measured",
           {{"worker", opts.name}, {"op", run.unit.op}, {"baseline", m.baseline}, {"shape", m.shape},

@@ -82,7 +82,7 @@ class Autotuned:
     tuned in this process), .store."""
 
     def __init__(self, fn, space, key, dtype, inputs, reference, outputs, rules, default, op, dtypes, rtol,
-                 atol, bundle, gpu_model, store, mode, strategy, budget, farm_options):
+                 atol, bundle, gpu_model, store, mode, strategy, budget, farm_options, timing=None):
         if not callable(fn):
             raise TypeError("autotune: decorates a function fn(config, *args)")
         self.fn = fn
@@ -125,6 +125,9 @@ class Autotuned:
         self.store = os.fspath(store) if store else _default_store()
         self.mode = mode
         self.strategy, self.budget = strategy, budget
+        if timing not in (None, "cold", "hot"):
+            raise ValueError("autotune: timing must be \"cold\" or \"hot\", not %r" % (timing,))
+        self.timing = timing
         self.farm_options = dict(farm_options or {})
         self.answers: Dict[Any, Any] = {}
         self.misses: Dict[Any, int] = {}
@@ -381,7 +384,8 @@ class Autotuned:
             listed = self.configs_for(dims, dtype) if self.configs_for else None
             gpus = [os.environ["TUNEFARM_GPU"]] if os.environ.get("TUNEFARM_GPU") else ["*"]
             sweep = self._farm.tune(self.op, shapes=[dims], dtypes=[dtype], strategy=None if listed else self.strategy,
-                                    budget=self.budget, name="autotune-" + self.op, configs=listed, gpus=gpus)
+                                    budget=self.budget, name="autotune-" + self.op, configs=listed, gpus=gpus,
+                                    timing=self.timing)
             sweep.wait()
             best = sweep.best()
             results = sweep.results() if not best else []
@@ -428,7 +432,8 @@ def autotune(space: Mapping[str, Sequence[Any]], key: Callable[..., Mapping[str,
              dtypes: Optional[Sequence[str]] = None, rtol: float = 1e-2, atol: float = 1e-2, bundle=None,
              gpu_model: Optional[str] = None, store: Optional[str] = None, mode: str = "tune",
              strategy: Optional[str] = None, budget: Optional[int] = None,
-             farm: Optional[Mapping[str, Any]] = None) -> Callable[[Callable[..., Any]], Autotuned]:
+             farm: Optional[Mapping[str, Any]] = None,
+             timing: Optional[str] = None) -> Callable[[Callable[..., Any]], Autotuned]:
     """Decorates fn(config, *args): calls with a new key (the dims `key`
     returns, and the dtype: a string or a function of the arguments) are
     answered by the fallback above and, in mode "tune", tuned on a local farm
@@ -437,9 +442,9 @@ def autotune(space: Mapping[str, Sequence[Any]], key: Callable[..., Mapping[str,
     dsize and device limits; `inputs(dims, dtype, seed)` and
     `reference(args, dims, dtype)` as a harness module's make_inputs and
     reference (no reference: the check is skipped); `strategy`/`budget` as in
-    Farm.tune; `farm`: Farm.local's options (backend, devices, ...); `store`:
+    Farm.tune; `timing`: "cold" (default) or "hot" L2, as in Farm.tune; `farm`: Farm.local's options (backend, devices, ...); `store`:
     default $TUNEFARM_AUTOTUNE_STORE, else ~/.cache/tunefarm/autotune.db."""
     def wrap(fn):
         return Autotuned(fn, space, key, dtype, inputs, reference, outputs, rules, default, op, dtypes, rtol, atol,
-                         bundle, gpu_model, store, mode, strategy, budget, farm)
+                         bundle, gpu_model, store, mode, strategy, budget, farm, timing=timing)
     return wrap

@@ -343,7 +343,8 @@ class Farm:
              seed: Optional[int] = None, confirm_top: Optional[int] = None, one_pass: bool = False,
              retry: Optional[Sequence[str]] = None, priority: Optional[int] = None,
              name: Optional[str] = None, sweep_file: Optional[str] = None, ops_dir: Optional[str] = None,
-             configs: Optional[Sequence[Union[Mapping[str, Any], str]]] = None, retime: bool = False) -> Sweep:
+             configs: Optional[Sequence[Union[Mapping[str, Any], str]]] = None, retime: bool = False,
+             timing: Optional[str] = None) -> Sweep:
         """Submits a sweep and returns its Sweep (call wait()). `ops`: op
         names under `ops_dir` (default: the farm's); `shapes`: dicts
         {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: a name of
@@ -357,7 +358,10 @@ class Farm:
         [params] lists, none twice), measured instead of the op's space, as
         Triton's `configs=[...]`; the strategy is then "listed". `retime`:
         measure the configs again where the farm has them, the new rows
-        replacing the stored ones (README: `tunefarm retime`). Or
+        replacing the stored ones (README: `tunefarm retime`). `timing`:
+        "cold" (the L2 flushed before every sample) or "hot" (left warm, as
+        a small kernel inside a model meets it) for every op, instead of each
+        op's own (docs/timing.md); the rows of the two never mix. Or
         `sweep_file`: a sweep TOML file. Bad values raise TunefarmError
         naming the field (and a config's index)."""
         req: Dict[str, Any] = {"ops_dir": os.fspath(ops_dir or self.ops_dir)}
@@ -379,6 +383,7 @@ class Farm:
                 req["name"] = name
         for key, value in (("strategy", strategy), ("budget", budget), ("budget_seconds", budget_seconds),
                            ("seed", seed), ("confirm_top", confirm_top), ("priority", priority),
+                           ("timing", timing),
                            ("retry", list(retry) if retry is not None else None),
                            ("configs", [c if isinstance(c, str) else dict(c) for c in configs]
                             if configs is not None else None)):

@@ -79,6 +79,11 @@ class HostDevice final : public device::DeviceApi {
   // How often each registered kernel ran, and the first parameter's values
   // (buffer addresses) each run saw.
   int Launches(const std::string& kernel) const { return launches_.count(kernel) ? launches_.at(kernel) : 0; }
+  // Fills of at least `bytes` so far (the runner's L2 flush, without
+  // builtin kernels, is a fill of its flush buffer).
+  int FillsOfAtLeast(size_t bytes) const {
+    return int(std::count_if(fill_bytes_.begin(), fill_bytes_.end(), [&](size_t b) { return b >= bytes; }));
+  }
   const std::vector<uint64_t>& FirstParams(const std::string& kernel) { return first_params_[kernel]; }
   size_t LiveAllocations() const { return allocations_.size(); }
 
@@ -128,6 +133,7 @@ class HostDevice final : public device::DeviceApi {
   }
   device::DeviceStatus Fill(device::DevicePtr dst, uint8_t value, size_t bytes, device::Stream) override {
     if (auto st = Within(dst, bytes, "fill"); !st.ok()) return st;
+    fill_bytes_.push_back(bytes);
     std::memset(reinterpret_cast<void*>(dst), value, bytes);
     return {};
   }
@@ -240,6 +246,7 @@ class HostDevice final : public device::DeviceApi {
   std::vector<std::unique_ptr<std::map<std::string, std::string>>> images_;
   std::vector<std::unique_ptr<double>> events_;
   std::map<std::string, int> launches_;
+  std::vector<size_t> fill_bytes_;
   std::map<std::string, std::vector<uint64_t>> first_params_;
   std::string lost_;
 };

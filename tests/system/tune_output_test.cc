@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <set>
 #include <string>
 
 #include "support/process.h"
@@ -138,6 +140,55 @@ TEST(TuneOutput, AJsonLogWritesNothingButJsonLines) {
   }
   EXPECT_GT(lines, 0u);
   EXPECT_TRUE(device) << r.err;
+}
+
+// --timing hot beside the default cold on the same key and store: two sets
+// of rows under two kernel hashes, each row saying which it is, printed as
+// two keys; hot reads a problem that fits in L2 faster (the sim's model).
+TEST(TuneOutput, AHotAndAColdSweepOfOneKeyAreTwoRowSetsThatNeverMix) {
+  testing::TempDir dir;
+  const std::string ops = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+  const Output cold = Tune(dir, "json", "tiny", ops, "--shape N=1048576");
+  ASSERT_EQ(cold.exit_code, 0) << cold.err;
+  const Output hot = Tune(dir, "json", "tiny", ops, "--shape N=1048576 --timing hot");
+  ASSERT_EQ(hot.exit_code, 0) << hot.err;
+  const auto hot_doc = nlohmann::json::parse(hot.out, nullptr, false);
+  ASSERT_TRUE(hot_doc.is_object()) << hot.out;
+  for (const auto& row : hot_doc["results"]) EXPECT_EQ(row["timing"], "hot") << row;
+
+  auto results = [&](const std::string& format) {
+    std::string out;
+    FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " results --top 0 --format " + format + " --store " +
+                       dir.Sub("json-store") + " 2>/dev/null").c_str(), "r");
+    char buf[4096];
+    for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    if (p) ::pclose(p);
+    return out;
+  };
+  const auto rows = nlohmann::json::parse(results("json"), nullptr, false);
+  ASSERT_TRUE(rows.is_array());
+  std::map<std::string, std::set<std::string>> hashes;  // by timing
+  std::map<std::string, size_t> count;
+  std::map<std::string, double> best;
+  for (const auto& row : rows) {
+    const std::string t = row["timing"];
+    hashes[t].insert(row["kernel_hash"].get<std::string>());
+    ++count[t];
+    if (row["winner"] == true) best[t] = row["median_us"].get<double>();
+  }
+  ASSERT_EQ(hashes.size(), 2u) << rows.dump();
+  ASSERT_EQ(hashes["hot"].size(), 1u);
+  EXPECT_EQ(hashes["cold"].count(*hashes["hot"].begin()), 0u) << "one kernel hash for both";
+  EXPECT_EQ(count["hot"], count["cold"]) << "a row set each, none replaced";
+  ASSERT_GT(best["hot"], 0);
+  EXPECT_LT(best["hot"], best["cold"]);
+  const std::string table = results("table");
+  EXPECT_NE(table.find("tiny/f32  N=1048576  [hot L2]"), std::string::npos) << table;
+  EXPECT_NE(table.find("tiny/f32  N=1048576  [SIMULATED"), std::string::npos) << table;
+
+  const Output warm = Tune(dir, "table", "tiny", ops, "--shape N=1048576 --timing warm");
+  EXPECT_EQ(warm.exit_code, 2) << warm.err;
+  EXPECT_NE(warm.err.find("--timing"), std::string::npos) << warm.err;
 }
 
 TEST(TuneOutput, TableKeepsItsSummaryLinesOnStdout) {

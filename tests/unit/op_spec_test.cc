@@ -125,6 +125,48 @@ TEST(OpSpec, LoadsTheTinyFixture) {
   EXPECT_EQ(spec->FindAxis("N"), nullptr);
 }
 
+// [op] timing: cold by default; hot is part of the kernel hash (its rows
+// never rank with cold ones), cold's hash is what it was without the key.
+// A sweep's override rewrites the package, comments and all kept.
+TEST(OpSpec, TimingIsColdOrHotAndHotIsAnotherKernel) {
+  auto package = ReadOpPackage(kTinyDir);
+  ASSERT_TRUE(package.ok()) << package.status().message();
+  auto cold = ParseOpSpec(*package, "tiny");
+  ASSERT_TRUE(cold.ok()) << cold.status().message();
+  EXPECT_EQ(cold->timing, L2Timing::kCold);
+
+  auto hot_package = WithTiming(*package, L2Timing::kHot);
+  ASSERT_TRUE(hot_package.ok()) << hot_package.status().message();
+  auto hot = ParseOpSpec(*hot_package, "tiny");
+  ASSERT_TRUE(hot.ok()) << hot.status().message();
+  EXPECT_EQ(hot->timing, L2Timing::kHot);
+  EXPECT_NE(KernelHash(*hot, "sim"), KernelHash(*cold, "sim"));
+  const std::string& text = hot_package->at("op.toml");
+  EXPECT_NE(text.find(package->at("op.toml").substr(0, 40)), std::string::npos) << "the rest stays as written";
+
+  // Set again, and back to cold: the line is replaced, not added; an
+  // explicit cold is the op without the key.
+  auto again = WithTiming(*hot_package, L2Timing::kCold);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  auto cold_again = ParseOpSpec(*again, "tiny");
+  ASSERT_TRUE(cold_again.ok()) << cold_again.status().message();
+  EXPECT_EQ(cold_again->timing, L2Timing::kCold);
+  EXPECT_EQ(KernelHash(*cold_again, "sim"), KernelHash(*cold, "sim"));
+  size_t lines = 0;
+  for (size_t at = again->at("op.toml").find("timing ="); at != std::string::npos;
+       at = again->at("op.toml").find("timing =", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << again->at("op.toml");
+
+  OpPackage warm = *package;
+  warm["op.toml"] = Replace(warm["op.toml"], "[op]\n", "[op]\ntiming = \"warm\"\n");
+  auto refused = ParseOpSpec(warm, "tiny");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("[op] timing: 'warm' is not cold or hot"), std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(WithTiming(OpPackage{{"op.toml", "[params]\nX = [1]\n"}}, L2Timing::kHot).ok());
+}
+
 TEST(OpSpec, GemmShapedSpecParses) {
   auto spec = ParseOpSpec(GemmPackage(), "ops/gemm");
   ASSERT_TRUE(spec.ok()) << spec.status().message();

@@ -155,7 +155,7 @@ class HostRunnerTest : public ::testing::Test {
   Measurement Measure(const std::string& kernel, int64_t n = 1000, int64_t block = 128, bool* fatal = nullptr,
                       runner::MeasureRequest* tweak = nullptr) {
     runner::MeasureRequest req = tweak ? *tweak : runner::MeasureRequest{};
-    req.package_digest = "digest-vadd";
+    if (req.package_digest.empty()) req.package_digest = "digest-vadd";
     req.dtype = "f32";
     req.config.params = {{"BLOCK", ParamValue(block)}};
     req.config_id = req.config.Id();
@@ -261,6 +261,37 @@ TEST_F(HostRunnerTest, TimingRotatesOverPlacements) {
   ASSERT_TRUE(moved.check_passed) << moved.failure_message;
   std::set<uint64_t> after(device_.FirstParams("vadd").begin(), device_.FirstParams("vadd").end());
   EXPECT_GT(after.size(), xs.size());  // new buffers, inputs copied: the check still passes
+}
+
+// An op timed hot ([op] timing, a sweep's override): no flush before a
+// sample, and every sample on one set of buffers, so that what a sample
+// leaves in L2 the next one reads. Cold: a flush before each, placements
+// rotated.
+TEST_F(HostRunnerTest, AHotOpIsTimedWithoutFlushesOnOneSetOfBuffers) {
+  constexpr size_t kFlush = 4 << 20;  // the flush buffer is 8 MiB or more; no other fill is this large
+  runner::MeasureRequest req;
+  req.policy.placements = 3;
+  const Measurement cold = Measure("vadd", 1000, 128, nullptr, &req);
+  ASSERT_TRUE(cold.check_passed) << cold.failure_message;
+  EXPECT_GE(device_.FillsOfAtLeast(kFlush), int(cold.samples));
+  EXPECT_EQ(std::set<uint64_t>(device_.FirstParams("vadd").begin(), device_.FirstParams("vadd").end()).size(), 3u);
+
+  auto hot = WithTiming({{"op.toml", kOpToml}, {"vadd.cu", "//\n"}, {"reference.cu", "//\n"}}, L2Timing::kHot);
+  ASSERT_TRUE(hot.ok()) << hot.status().message();
+  runner::WireWriter w(runner::MsgType::kPackage);
+  runner::EncodePackage("digest-vadd-hot", "test:vadd-hot", *hot, &w);
+  ASSERT_TRUE(runner::WriteFrame(out_, w.bytes()).ok());
+  const int flushes = device_.FillsOfAtLeast(kFlush);
+  const size_t launched = device_.FirstParams("vadd").size();
+  req.package_digest = "digest-vadd-hot";
+  const Measurement m = Measure("vadd", 1000, 128, nullptr, &req);
+  ASSERT_TRUE(m.check_passed) << m.failure_message;
+  EXPECT_GT(m.samples, 0u);
+  EXPECT_EQ(device_.FillsOfAtLeast(kFlush), flushes) << "a hot op's samples follow no flush";
+  const std::vector<uint64_t>& xs = device_.FirstParams("vadd");
+  ASSERT_GT(xs.size(), launched);
+  // The check runs on placement 0, and every timed sample after it too.
+  EXPECT_EQ(std::set<uint64_t>(xs.begin() + std::ptrdiff_t(launched), xs.end()).size(), 1u);
 }
 
 TEST_F(HostRunnerTest, ALostDeviceEndsTheRunnerAfterItsAnswer) {

@@ -57,6 +57,26 @@ TEST(SweepFileTest, ConfirmPhaseDefaultsToTwoSecondsTimedAsTheDeviceWarrants) {
   EXPECT_EQ(sustained->confirm_timing, ConfirmTiming::kSustained);
 }
 
+// A sweep's timing is written into each op's package: every host that
+// parses the op times it so; a value other than cold or hot is refused.
+TEST(SweepFileTest, TimingSetsEachOpsTimingAndABadOneNamesTheField) {
+  TempDir dir;
+  auto own = Load(dir, "");
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  EXPECT_EQ(ParseOpSpec(own->op_packages[0], "synthetic")->timing, L2Timing::kCold);
+  auto hot = Load(dir, "timing = \"hot\"\n");
+  ASSERT_TRUE(hot.ok()) << hot.status().message();
+  EXPECT_EQ(ParseOpSpec(hot->op_packages[0], "synthetic")->timing, L2Timing::kHot);
+  auto warm = Load(dir, "timing = \"warm\"\n");
+  ASSERT_FALSE(warm.ok());
+  EXPECT_NE(warm.status().message().find("[sweep] timing: 'warm' is not cold or hot"), std::string::npos)
+      << warm.status().message();
+  auto number = Load(dir, "timing = 1\n");
+  ASSERT_FALSE(number.ok());
+  EXPECT_NE(number.status().message().find("[sweep] timing: expected \"cold\" or \"hot\""), std::string::npos)
+      << number.status().message();
+}
+
 TEST(SweepFileTest, BadConfirmKeysNameTheFileAndField) {
   TempDir dir;
   const std::string file = dir.path() + "/sweep.toml";

@@ -415,6 +415,18 @@ bool ParseConfirmTiming(const std::string& name, ConfirmTiming* out) {
   return false;
 }
 
+const char* L2TimingName(L2Timing t) { return t == L2Timing::kHot ? "hot" : "cold"; }
+
+bool ParseL2Timing(const std::string& name, L2Timing* out) {
+  for (L2Timing t : {L2Timing::kCold, L2Timing::kHot}) {
+    if (name == L2TimingName(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string NormaliseGpuModel(const std::string& device_name) {
   std::string out;
   bool pending_dash = false;

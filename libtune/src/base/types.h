@@ -152,6 +152,17 @@ enum class ConfirmTiming : uint16_t { kSustained = 0, kBurst = 1, kAuto = 2 };
 const char* ConfirmTimingName(ConfirmTiming t);      // "sustained", "burst", "auto"
 bool ParseConfirmTiming(const std::string& name, ConfirmTiming* out);  // false when unknown
 
+// How each timed sample meets the L2 cache (an op's `timing`, a sweep's
+// override: OpSpec::timing). kCold flushes it before every sample: the
+// kernel reads its inputs from DRAM, as the first kernel after other work
+// does. kHot leaves what the warm-up and the previous sample brought in: a
+// decode-sized kernel inside a model, whose inputs the kernel before it
+// just wrote, runs like that. A winner under one can lose under the other;
+// their rows never mix (the timing is part of the kernel hash).
+enum class L2Timing : uint8_t { kCold = 0, kHot = 1 };
+const char* L2TimingName(L2Timing t);                        // "cold", "hot"
+bool ParseL2Timing(const std::string& name, L2Timing* out);  // false when unknown
+
 // What a worker knows about one of its GPUs (or a simulated one).
 struct DeviceInfo {
   int index = 0;                 // ordinal on its host
@@ -233,6 +244,7 @@ struct Measurement {
   enum class Pass : uint8_t { kScreen = 0, kRefine = 1, kConfirm = 2 };
   Pass pass = Pass::kScreen;
   ConfirmTiming confirm_timing = ConfirmTiming::kSustained;  // how a kConfirm figure was timed
+  L2Timing timing = L2Timing::kCold;                          // how its samples met the L2 (its op's)
   // The config's screening figure (us) that a refine or confirm row
   // replaced, carried on from a refine row to a confirm one (ResultStore
   // sets it); 0 on a screening row.

@@ -153,6 +153,7 @@ std::string OpSpec::MeasureDigest() const {
   number(check.rtol);
   number(check.atol);
   number(check.max_mismatch);
+  if (timing == L2Timing::kHot) d.Add("l2-hot");  // only when hot: cold digests stay what they were
   return d.Hex();
 }
 

@@ -314,7 +314,7 @@ class SpecParser {
     if (!op) return st;
     TUNE_RETURN_IF_ERROR(OnlyKeys(*op, "[op]", {"name", "source", "kernel", "dims", "dtypes", "default",
                                                 "arch_specific", "options", "buckets", "include",
-                                                "include_roots"}));
+                                                "include_roots", "timing"}));
     TUNE_RETURN_IF_ERROR(String(*op, "[op]", "name", true, &spec_.name));
     if (spec_.program) {
       for (const char* k : {"source", "kernel", "arch_specific", "options", "include", "include_roots"})
@@ -340,6 +340,12 @@ class SpecParser {
     }
     if (op->get("options")) {
       TUNE_RETURN_IF_ERROR(Names(*op, "[op]", "options", false, true, &spec_.compile_options, false));
+    }
+    if (op->get("timing")) {
+      std::string timing;
+      TUNE_RETURN_IF_ERROR(String(*op, "[op]", "timing", true, &timing));
+      if (!ParseL2Timing(timing, &spec_.timing))
+        return Err("[op] timing", "'" + timing + "' is not cold or hot (how each sample meets the L2 cache)");
     }
     TUNE_RETURN_IF_ERROR(ParseIncludes(*op));
     TUNE_RETURN_IF_ERROR(ParseBuckets(*op));
@@ -1078,6 +1084,40 @@ Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin) 
   auto spec = SpecParser(package, origin).Parse();
   if (spec.ok()) spec->origin = origin.empty() ? "<package>" : origin;
   return spec;
+}
+
+Result<OpPackage> WithTiming(OpPackage package, L2Timing timing) {
+  auto it = package.find(kSpecFile);
+  if (it == package.end()) return Status::Error(std::string("the op package has no ") + kSpecFile);
+  auto table = ParseToml(it->second, kSpecFile);
+  if (!table.ok()) return table.status();
+  const toml::table* op = table->get_as<toml::table>("op");
+  if (!op) return Status::Error(std::string(kSpecFile) + ": no [op] table to set the timing in");
+  // The line that says it: the one the op's own `timing` sits on, else a
+  // new one under the [op] header. Lines count from 1.
+  std::vector<std::string> lines;
+  for (size_t begin = 0; begin <= it->second.size();) {
+    const size_t end = std::min(it->second.find('\n', begin), it->second.size());
+    lines.push_back(it->second.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  const std::string line = std::string("timing = \"") + L2TimingName(timing) + "\"  # the sweep's timing";
+  const toml::node* own = op->get("timing");
+  const size_t at = own ? own->source().begin.line : op->source().begin.line;
+  if (at == 0 || at > lines.size()) return Status::Error(std::string(kSpecFile) + ": cannot place [op] timing");
+  if (own) lines[at - 1] = line;
+  else lines.insert(lines.begin() + static_cast<ptrdiff_t>(at), line);
+  std::string text;
+  for (size_t i = 0; i < lines.size(); ++i) text += (i ? "\n" : "") + lines[i];
+  // What it says now is checked, not assumed (a multi-line value, a table
+  // written inline).
+  auto again = ParseToml(text, kSpecFile);
+  const toml::table* op_again = again.ok() ? again->get_as<toml::table>("op") : nullptr;
+  const toml::node* said = op_again ? op_again->get("timing") : nullptr;
+  if (!said || said->value_or(std::string()) != L2TimingName(timing))
+    return Status::Error(std::string(kSpecFile) + ": cannot set [op] timing in its text");
+  it->second = std::move(text);
+  return package;
 }
 
 Result<OpSpec> LoadOpSpec(const std::string& dir) {

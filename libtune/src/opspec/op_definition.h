@@ -139,6 +139,9 @@ struct OpSpec {
   std::string smem = "0";           // dynamic shared memory bytes expression
   std::vector<ArgSpec> args;
   CheckSpec check;
+  // [op] timing: "cold" (the default) or "hot" (base/types.h L2Timing); a
+  // sweep's `timing` overrides it by rewriting the package (WithTiming).
+  L2Timing timing = L2Timing::kCold;
   std::string flops = "0", bytes = "0";  // metrics expressions over dims
   std::vector<std::string> compile_options;  // extra NVRTC options
   // [op] include: folders of the package searched for #include <...> and
@@ -194,6 +197,12 @@ struct OpSpec {
 // package file ("...") or a toolkit header (<...>, relative, no "..")
 // (src/op_confine.h has the rules).
 Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin);
+// `package` with its op.toml's [op] timing set to `timing`: a sweep's
+// override, made in the package itself so that every host that parses it
+// (coordinator, workers, builders) and every hash of it agrees. The rest
+// of op.toml, comments included, stays as written. Errors: an op.toml that
+// does not parse or has no [op] table.
+Result<OpPackage> WithTiming(OpPackage package, L2Timing timing);
 
 // ParseOpSpec, once per process for each (package digest, origin): the
 // sweep file, the scheduler, a worker, a builder and publish in one process

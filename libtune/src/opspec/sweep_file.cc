@@ -209,7 +209,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
       "name",         "ops",        "dtypes",        "gpus",         "shapes",          "configs_per_unit",
       "confirm_top",  "profile_top", "confirm_timing", "refine_pass", "confirm_seconds", "strategy",
       "seed",         "budget",     "budget_seconds", "retry",       "priority",        "configs",
-      "retime"};
+      "retime",       "timing"};
   using Known = std::tuple<const char*, const std::vector<std::string>*, const toml::table*>;
   for (const auto& [table, keys, node] : {Known{"", &kTables, &root}, Known{"[sweep] ", &kKeys, sweep}}) {
     for (const auto& [key, value] : *node) {
@@ -362,6 +362,11 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     s.shapes.push_back(std::move(shape));
   }
   TUNE_RETURN_IF_ERROR(AddOps(&s, ops, ops_dir, path));
+  if (auto n = sweep->get("timing")) {
+    auto v = n->value<std::string>();
+    if (!v) return Status::InvalidArgument(path + ": [sweep] timing: expected \"cold\" or \"hot\"");
+    TUNE_RETURN_IF_ERROR(ApplySweepTiming(&s, *v, path + ": [sweep] timing"));
+  }
   TUNE_RETURN_IF_ERROR(CheckShapes(s, path));
   TUNE_RETURN_IF_ERROR(CheckListedSweep(&s, path + ": [sweep] configs"));
   return s;
@@ -390,6 +395,20 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
   TUNE_RETURN_IF_ERROR(AddOps(&s, ops, ops_dir, "sweep '" + name + "'"));
   TUNE_RETURN_IF_ERROR(CheckShapes(s, "sweep '" + name + "'"));
   return s;
+}
+
+Status ApplySweepTiming(SweepSubmit* s, const std::string& timing, const std::string& field) {
+  if (timing.empty()) return Status::OK();
+  L2Timing t;
+  if (!ParseL2Timing(timing, &t))
+    return Status::InvalidArgument(field + ": '" + ToValidUtf8(timing.substr(0, 64)) +
+                                   "' is not cold or hot (how each sample meets the L2 cache)");
+  for (size_t i = 0; i < s->op_packages.size(); ++i) {
+    auto package = WithTiming(std::move(s->op_packages[i]), t);
+    if (!package.ok()) return Status::Error(field + ": op '" + s->ops[i] + "': " + package.status().message());
+    s->op_packages[i] = std::move(package).value();
+  }
+  return Status::OK();
 }
 
 const std::vector<std::string>& StrategyNames() {

@@ -14,6 +14,7 @@
 //   priority = 80                       # optional: 0..100, higher leased first (default 50)
 //   configs = [ { BM = 128, BN = 256, BK = 64 }, ... ]  # optional: measure just these
 //   retime = true                       # optional: measure them again where stored (SweepSubmit::retime)
+//   timing = "hot"                      # optional: "cold" or "hot" L2 for every op (ApplySweepTiming)
 //
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once
@@ -154,6 +155,11 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
                               const std::vector<std::string>& dtypes,
                               const std::vector<std::string>& shapes,
                               const std::vector<std::string>& gpus, const std::string& ops_dir);
+
+// A sweep's `timing` ("cold" | "hot", base/types.h L2Timing): set in each of
+// its op packages (WithTiming), overriding the op's own; "" leaves each op
+// its own. Errors name `field` and the value ("'warm' is not cold or hot").
+Status ApplySweepTiming(SweepSubmit* s, const std::string& timing, const std::string& field);
 
 // The shapes of `submit` that name exactly the dims of `spec`, reordered to
 // the spec's dims order.

@@ -211,6 +211,7 @@ class ProgramBackend : public Backend {
     r.shape = shape;
     r.check = spec.check;
     r.seed = SeedOf(spec.name, dtype, shape);
+    r.l2 = spec.timing;
     return r;
   }
 

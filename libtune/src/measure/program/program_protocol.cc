@@ -77,7 +77,8 @@ json TimingJson(const Request& r) {
               {"refine_within", r.timing.refine_within},
               {"max_seconds", r.timing.max_seconds},
               {"early_stop_factor", r.timing.early_stop_factor},
-              {"best_so_far_us", r.best_so_far_us}};
+              {"best_so_far_us", r.best_so_far_us},
+              {"l2", L2TimingName(r.l2)}};
 }
 
 json CheckJson(const CheckSpec& c) {
@@ -244,6 +245,7 @@ std::vector<std::string> RequestEnvironment(const Request& r) {
   for (const auto& [k, v] : r.shape.dims) env.push_back("TUNEFARM_DIM_" + k + "=" + std::to_string(v));
   env.push_back("TUNEFARM_BUILD_DIR=" + r.build_dir);
   env.push_back("TUNEFARM_SEED=" + std::to_string(r.seed));
+  env.push_back(std::string("TUNEFARM_L2=") + L2TimingName(r.l2));
   if (!r.baseline.empty()) env.push_back("TUNEFARM_BASELINE=" + r.baseline);
   env.push_back("TUNEFARM_RTOL=" + Number(r.check.rtol));
   env.push_back("TUNEFARM_ATOL=" + Number(r.check.atol));

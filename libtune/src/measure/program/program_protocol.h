@@ -29,6 +29,7 @@ struct Request {
   double best_so_far_us = 0;
   CheckSpec check;                // tolerances only
   uint64_t seed = 0;              // of the inputs: the same for every config of a shape
+  L2Timing l2 = L2Timing::kCold;  // the op's timing: hot = no L2 flush before a sample
   // Not empty: time the op's [baseline] (its library's name) instead of
   // `config`, which is then the op's default.
   std::string baseline;

@@ -409,6 +409,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   if (Failure f = checker_->Check(launch, spec, plan, problem, param_sets[0], m, &checked_seconds); f.failed()) return f;
   lap(3);
   flush_l2_ = checker_->Builtins(req.dtype).flush_l2;
+  hot_l2_ = spec.timing == L2Timing::kHot;
   Failure timed = Time(launch, req.policy, req.best_so_far_us, checked_seconds, param_sets, config_start, m);
   lap(4);
   return timed;

@@ -76,6 +76,7 @@ class Runner {
   DevicePtr flush_ = 0;
   size_t flush_bytes_ = 0;
   Function flush_l2_ = nullptr;  // the builtin read flush; nullptr: a fill
+  bool hot_l2_ = false;          // the op's timing is hot: no flush before a sample
   std::vector<Event> ev_start_, ev_stop_;
 
   // Made by Setup, once the device is known.
