@@ -17,6 +17,7 @@
 #include "bundle/bundle.h"
 #include "report/compare.h"
 #include "base/json_text.h"
+#include "base/log.h"
 #include "report/nightly.h"
 #include "report/t4.h"
 #include "publish/publish.h"
@@ -104,14 +105,15 @@ int RunResults(const QueryArgs& args, bool best_only) {
                 Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
   }
   RowNotes notes = NotesOf(**store, rows);
-  const uint32_t top = t4 ? args.top.value_or(0) : RowsPerKey(args.top, format);
-  if (const size_t left_out = KeepTopRows(&rows, top, notes))
-    std::fprintf(stderr, "%s: %zu more row(s) left out (--top %u; --top 0 prints every row)\n",
-                 best_only ? "best" : "results", left_out, top);
+  // --log: every failure the filter selects, whether the table keeps its row or not.
   std::vector<Measurement> failed;
   if (args.full_log)
     for (const Measurement& m : rows)
       if (!m.Valid() && !m.failure_message.empty()) failed.push_back(m);
+  const uint32_t top = t4 ? args.top.value_or(0) : RowsPerKey(args.top, format);
+  if (const size_t left_out = KeepTopRows(&rows, top, notes))
+    log::Note(best_only ? "best" : "results",
+              Fmt("%zu more row(s) left out (--top %u; --top 0 prints every row)", left_out, top));
   if (t4) {
     const std::string doc = T4ResultsJson(rows);  // stdout holds the one document; --log goes to stderr
     std::fwrite(doc.data(), 1, doc.size(), stdout);

@@ -353,6 +353,13 @@ char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char**
                    {"strategy", sweep.strategy}};
     if (!note.empty()) answer["note"] = note;
     for (const tune::Shape& shape : sweep.shapes) answer["shapes"].push_back(shape.Canonical());
+    // How each op is timed (its package's [op] timing, a sweep's override
+    // written there): its rows are those of that timing.
+    answer["timing"] = Json::object();
+    for (size_t i = 0; i < sweep.ops.size(); ++i) {
+      ASSIGN_OR_RETURN(auto spec, tune::SharedOpSpec(sweep.op_packages[i], sweep.ops[i]));
+      answer["timing"][sweep.ops[i]] = tune::L2TimingName(spec->timing);
+    }
     ASSIGN_OR_RETURN(auto reply, Ask(farm, std::move(sweep)));
     auto* accepted = std::get_if<tune::SweepAccepted>(&reply);
     if (!accepted) return Status::Error("coordinator " + farm->to.endpoint + " sent " + tune::CommandName(reply));

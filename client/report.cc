@@ -167,8 +167,6 @@ namespace {
 // gist, a flag as true beside "1").
 RowCell Cell(nlohmann::ordered_json value, std::string text) { return RowCell{std::move(value), std::move(text)}; }
 RowCell FlagCell(bool on) { return Cell(on, on ? "1" : "0"); }
-// A figure that is absent (null, an empty cell) unless `present`.
-RowCell FigureCell(double v, const char* format, bool present) { return present ? NumberCell(v, format) : EmptyCell(); }
 
 }  // namespace
 
@@ -270,8 +268,8 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
          FlagCell(confirmed), confirmed ? TextCell(ConfirmTimingName(m.confirm_timing)) : EmptyCell(),
          FlagCell(m.pass == Measurement::Pass::kRefine),
          Cell(m.screen_us > 0 ? nlohmann::ordered_json(m.screen_us) : nullptr, Fmt("%.3f", m.screen_us)),
-         TextCell(p ? p->bottleneck : ""), FigureCell(p ? p->compute_pct : 0, "%f", p),
-         FigureCell(p ? p->memory_pct : 0, "%f", p), Cell(profile, ""),
+         TextCell(p ? p->bottleneck : ""), FigureCell(p ? p->compute_pct : 0, "%f", p != nullptr),
+         FigureCell(p ? p->memory_pct : 0, "%f", p != nullptr), Cell(profile, ""),
          m.proposer.empty() ? EmptyCell() : TextCell(m.proposer),
          c ? Cell(CoverageJson(*c), CoverageStateName(c->state)) : EmptyCell(),
          b ? Cell(baseline, b->baseline) : EmptyCell(), FigureCell(b ? b->median_us : 0, "%.3f", b && b->Valid()),

@@ -151,9 +151,10 @@ def _is_program_op(folder):
 
 
 class Sweep:
-    """A submitted sweep: .id, .name, .ops, .dtypes, .shapes. wait() follows
-    it to its end, cancel() stops it, results() and best() read its keys'
-    rows (every row the store holds for its ops, dtypes and shapes)."""
+    """A submitted sweep: .id, .name, .ops, .dtypes, .shapes, .timing (op
+    -> "cold" | "hot"). wait() follows it to its end, cancel() stops it,
+    results() and best() read its keys' rows (every row the store holds for
+    its ops, dtypes and shapes timed as it times them)."""
 
     def __init__(self, farm: "Farm", answer: Dict[str, Any]):
         self.farm = farm
@@ -163,6 +164,7 @@ class Sweep:
         self.dtypes = list(answer["dtypes"])
         self.shapes = [_pairs(s) for s in answer["shapes"]]
         self.strategy = answer.get("strategy")
+        self.timing = dict(answer.get("timing") or {})  # op -> "cold" | "hot": its rows are those
         self._last = None
 
     def __repr__(self):
@@ -221,7 +223,9 @@ class Sweep:
         out = []
         for op in self.ops:
             for dtype in self.dtypes:
-                out += [r for r in self.farm._query(best, op=op, dtype=dtype) if r["shape"] in shapes]
+                timing = self.timing.get(op)
+                out += [r for r in self.farm._query(best, op=op, dtype=dtype)
+                        if r["shape"] in shapes and (timing is None or r.get("timing", "cold") == timing)]
         return out
 
     def results(self) -> List[Row]:

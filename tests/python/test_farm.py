@@ -175,6 +175,7 @@ class LocalFarm(unittest.TestCase):
             (dict(ops="gemm", shapes=[]), "shapes"),
             (dict(ops="gemm", shapes=[SHAPE], seed="seven"), "seed"),
             (dict(ops="gemm", shapes=[SHAPE], priority=101), "priority"),
+            (dict(ops="gemm", shapes=[SHAPE], timing="warm"), "timing: 'warm' is not cold or hot"),
         ]
         for kwargs, word in cases:
             with self.subTest(kwargs=kwargs):
@@ -196,6 +197,17 @@ class LocalFarm(unittest.TestCase):
                                priority=80)
         self.assertEqual(sweep.wait(progress=False)["priority"], 80)
         self.assertEqual([s["priority"] for s in self.farm.sweeps() if s["id"] == sweep.id], [80])
+
+    def test_a_hot_sweep_keeps_rows_of_its_own_that_say_so(self):
+        small = {"M": 256, "N": 256, "K": 256}
+        cold = self.farm.tune("gemm", shapes=[small], strategy="random", budget=4, seed=9)
+        hot = self.farm.tune("gemm", shapes=[small], strategy="random", budget=4, seed=9, timing="hot")
+        for sweep, timing in ((cold, "cold"), (hot, "hot")):
+            self.assertEqual(sweep.wait(progress=False)["state"], "done")
+            rows = sweep.results()
+            self.assertEqual(len(rows), 4)
+            self.assertEqual({r["timing"] for r in rows}, {timing})
+        self.assertFalse({r["kernel_hash"] for r in cold.results()} & {r["kernel_hash"] for r in hot.results()})
 
     def socket_path(self):
         endpoint = self.farm.info["endpoint"]

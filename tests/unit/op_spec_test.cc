@@ -164,6 +164,8 @@ TEST(OpSpec, TimingIsColdOrHotAndHotIsAnotherKernel) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("[op] timing: 'warm' is not cold or hot"), std::string::npos)
       << refused.status().message();
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadOpPackage(kTinyDir + "-none").status().code(), StatusCode::kNotFound);
   EXPECT_FALSE(WithTiming(OpPackage{{"op.toml", "[params]\nX = [1]\n"}}, L2Timing::kHot).ok());
 }
 

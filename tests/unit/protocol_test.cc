@@ -476,7 +476,15 @@ TEST(ProtocolTest, MeasurementRecordRoundTrip) {
   auto out = DecodeMeasurement(bytes.data(), bytes.size());
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(Tie(*out), Tie(m));
-  EXPECT_FALSE(DecodeMeasurement(bytes.data(), bytes.size() - 8).ok());
+  // A cut record is corrupt (its code says so, for callers that branch).
+  EXPECT_EQ(DecodeMeasurement(bytes.data(), bytes.size() - 8).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(DecodeMeasurement(bytes.data(), 0).status().code(), StatusCode::kCorruption);
+  // How its samples met the L2 travels with it; a row of before the field is cold.
+  Measurement hot = m;
+  hot.timing = L2Timing::kHot;
+  const std::string hot_bytes = EncodeMeasurement(hot);
+  EXPECT_EQ(DecodeMeasurement(hot_bytes.data(), hot_bytes.size())->timing, L2Timing::kHot);
+  EXPECT_EQ(out->timing, L2Timing::kCold);
 }
 
 TEST(ProtocolTest, CategoricalParamsRoundTripAndAForgedNumberIsRefused) {

@@ -71,6 +71,8 @@ TEST(SweepFileTest, TimingSetsEachOpsTimingAndABadOneNamesTheField) {
   ASSERT_FALSE(warm.ok());
   EXPECT_NE(warm.status().message().find("[sweep] timing: 'warm' is not cold or hot"), std::string::npos)
       << warm.status().message();
+  EXPECT_EQ(warm.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadSweepFile(dir.path() + "/none.toml", kOpsDir).status().code(), StatusCode::kNotFound);
   auto number = Load(dir, "timing = 1\n");
   ASSERT_FALSE(number.ok());
   EXPECT_NE(number.status().message().find("[sweep] timing: expected \"cold\" or \"hot\""), std::string::npos)

@@ -152,20 +152,20 @@ struct FrameRules {
 };
 
 // Runs `fn(reader, budget)` over a frame with every hostile-input check
-// applied. Returns fn's result, or an error "<what>: ..." for a frame that is
+// applied. Returns fn's result, or a kCorruption "<what>: ..." for a frame that is
 // empty, too large, not whole words, malformed, followed by trailing bytes,
 // or that decodes to more than its size allows; never throws.
 template <typename T, typename Fn>
 Result<T> ReadFrame(const void* data, size_t size, const FrameRules& rules, Fn&& fn) {
   const char* what = rules.what;
-  if (data == nullptr && size != 0) return Status::Error(std::string(what) + ": null buffer");
-  if (size == 0) return Status::Error(std::string(what) + ": empty frame");
+  if (data == nullptr && size != 0) return Status::Corruption(std::string(what) + ": null buffer");
+  if (size == 0) return Status::Corruption(std::string(what) + ": empty frame");
   if (size > rules.max_bytes) {
-    return Status::Error(std::string(what) + ": frame of " + std::to_string(size) +
+    return Status::Corruption(std::string(what) + ": frame of " + std::to_string(size) +
                          " bytes exceeds the limit of " + std::to_string(rules.max_bytes));
   }
   if (size % sizeof(capnp::word) != 0) {
-    return Status::Error(std::string(what) + ": frame size " + std::to_string(size) +
+    return Status::Corruption(std::string(what) + ": frame size " + std::to_string(size) +
                          " is not a multiple of 8 bytes");
   }
   const size_t words = size / sizeof(capnp::word);
@@ -187,21 +187,21 @@ Result<T> ReadFrame(const void* data, size_t size, const FrameRules& rules, Fn&&
     capnp::FlatArrayMessageReader reader(view, options);
     // One record per frame: trailing bytes mean a framing bug or tampering.
     if (reader.getEnd() != view.end()) {
-      return Status::Error(std::string(what) + ": " +
+      return Status::Corruption(std::string(what) + ": " +
                            std::to_string((view.end() - reader.getEnd()) * sizeof(capnp::word)) +
                            " trailing bytes after the message");
     }
     Budget budget(size, rules.check_text);
     return fn(reader, budget);
   } catch (const DecodeError& e) {
-    return Status::Error(std::string(what) + ": " + e.message);
+    return Status::Corruption(std::string(what) + ": " + e.message);
   } catch (const kj::Exception& e) {
-    return Status::Error(std::string(what) + ": malformed frame: " +
+    return Status::Corruption(std::string(what) + ": malformed frame: " +
                          std::string(e.getDescription().cStr()));
   } catch (const std::bad_alloc&) {
-    return Status::Error(std::string(what) + ": malformed frame: out of memory while decoding");
+    return Status::Corruption(std::string(what) + ": malformed frame: out of memory while decoding");
   } catch (const std::exception& e) {
-    return Status::Error(std::string(what) + ": malformed frame: " + e.what());
+    return Status::Corruption(std::string(what) + ": malformed frame: " + e.what());
   }
 }
 

@@ -95,7 +95,7 @@ Result<toml::table> ParseToml(const std::string& text, const std::string& file) 
   } catch (const toml::parse_error& e) {
     std::string what(e.description());
     std::replace(what.begin(), what.end(), '\n', ' ');
-    return Status::Error(file + PosText(e.source()) + ": " + what);
+    return Status::InvalidArgument(file + PosText(e.source()) + ": " + what);
   }
 }
 
@@ -108,7 +108,7 @@ class SpecParser {
 
   Result<OpSpec> Parse() {
     auto it = package_.find(kSpecFile);
-    if (it == package_.end()) return Status::Error(file_ + ": missing from the op package");
+    if (it == package_.end()) return Status::InvalidArgument(file_ + ": missing from the op package");
     TUNE_RETURN_IF_ERROR(CheckPackageSize());
     auto doc = ParseToml(it->second, file_);
     if (!doc.ok()) return doc.status();
@@ -141,12 +141,12 @@ class SpecParser {
   // never bounded by `submit`'s reading of a folder.
   Status CheckPackageSize() const {
     if (package_.size() > kMaxPackageFiles)
-      return Status::Error(file_ + ": the op package has " + std::to_string(package_.size()) +
+      return Status::InvalidArgument(file_ + ": the op package has " + std::to_string(package_.size()) +
                            " files, more than the limit of " + std::to_string(kMaxPackageFiles) + " files per package");
     size_t bytes = 0;
     for (const auto& [name, contents] : package_) bytes += name.size() + contents.size();
     if (bytes > kMaxPackageBytes)
-      return Status::Error(file_ + ": the op package holds " + std::to_string(bytes) +
+      return Status::InvalidArgument(file_ + ": the op package holds " + std::to_string(bytes) +
                            " bytes, more than the limit of " + std::to_string(kMaxPackageBytes) + " bytes per package");
     return Status::OK();
   }
@@ -156,7 +156,7 @@ class SpecParser {
   Status CheckConfined() const {
     for (const auto& [name, contents] : package_) {
       Status st = CheckPackageFileName(name);
-      if (!st.ok()) return Status::Error(file_ + ": " + st.message());
+      if (!st.ok()) return Status::InvalidArgument(file_ + ": " + st.message());
     }
     for (const std::string& o : spec_.compile_options) {
       Status st = CheckCompileOption(o);
@@ -176,13 +176,13 @@ class SpecParser {
       const std::string* text = get(name);
       if (!text) continue;
       Status st = CheckIncludes(name, *text, resolves);
-      if (!st.ok()) return Status::Error(file_ + ": " + st.message());
+      if (!st.ok()) return Status::InvalidArgument(file_ + ": " + st.message());
     }
     return Status::OK();
   }
 
   Status Err(const std::string& field, const std::string& msg) const {
-    return Status::Error(file_ + ": " + field + ": " + msg);
+    return Status::InvalidArgument(file_ + ": " + field + ": " + msg);
   }
 
   Status OnlyKeys(const toml::table& t, const std::string& where,
@@ -193,7 +193,7 @@ class SpecParser {
       bool ok = false;
       for (const char* a : allowed) ok = ok || key == a;
       if (ok) continue;
-      if (where.empty()) return Status::Error(file_ + ": [" + key + "]: unknown table");
+      if (where.empty()) return Status::InvalidArgument(file_ + ": [" + key + "]: unknown table");
       return Err(where + " " + key, "unknown field");
     }
     return Status::OK();
@@ -202,11 +202,11 @@ class SpecParser {
   const toml::table* Table(const char* name, bool required, Status* st) const {
     const toml::node* n = root_->get(name);
     if (!n) {
-      if (required) *st = Status::Error(file_ + ": [" + std::string(name) + "]: missing table");
+      if (required) *st = Status::InvalidArgument(file_ + ": [" + std::string(name) + "]: missing table");
       return nullptr;
     }
     if (!n->is_table()) {
-      *st = Status::Error(file_ + ": [" + std::string(name) + "]: expected a table");
+      *st = Status::InvalidArgument(file_ + ": [" + std::string(name) + "]: expected a table");
       return nullptr;
     }
     return n->as_table();
@@ -549,7 +549,7 @@ class SpecParser {
   // and reference do not apply, and the trivial launch stands in for them.
   Status NotForPrograms() {
     for (const char* table : {"launch", "args"})
-      if (root_->get(table)) return Status::Error(file_ + ": [" + std::string(table) + "]: does not apply to a program op");
+      if (root_->get(table)) return Status::InvalidArgument(file_ + ": [" + std::string(table) + "]: does not apply to a program op");
     spec_.grid = spec_.block = spec_.check.grid = spec_.check.block = {"1", "1", "1"};
     return Status::OK();
   }
@@ -630,10 +630,10 @@ class SpecParser {
   Status ParseArgs() {
     if (spec_.program) return Status::OK();
     const toml::node* n = root_->get("args");
-    if (!n) return Status::Error(file_ + ": [[args]]: missing (one [[args]] table per kernel parameter)");
+    if (!n) return Status::InvalidArgument(file_ + ": [[args]]: missing (one [[args]] table per kernel parameter)");
     const toml::array* a = n->as_array();
     if (!a || a->empty() || !a->is_array_of_tables())
-      return Status::Error(file_ + ": [[args]]: expected one [[args]] table per kernel parameter");
+      return Status::InvalidArgument(file_ + ": [[args]]: expected one [[args]] table per kernel parameter");
     std::unordered_set<std::string> arg_names;
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& t = *a->get(i)->as_table();
@@ -964,13 +964,13 @@ Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const 
   auto add = [&](const std::string& rel) -> Status {
     if (package->count(rel)) return Status::OK();
     if (package->size() >= kMaxPackageFiles)
-      return Status::Error(field + "more than the limit of " + std::to_string(kMaxPackageFiles) + " files per package");
+      return Status::InvalidArgument(field + "more than the limit of " + std::to_string(kMaxPackageFiles) + " files per package");
     std::string contents;
     if (Status st = ReadOpFolderFile(root.string(), rel, kMaxPackageBytes, &contents); !st.ok())
-      return Status::Error(field + st.message());
+      return Status::InvalidArgument(field + st.message());
     bytes += contents.size();
     if (bytes > kMaxPackageBytes)
-      return Status::Error(field + "the files hold more than the limit of " + std::to_string(kMaxPackageBytes) +
+      return Status::InvalidArgument(field + "the files hold more than the limit of " + std::to_string(kMaxPackageBytes) +
                            " bytes per package");
     (*package)[rel] = std::move(contents);
     return Status::OK();
@@ -979,7 +979,7 @@ Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const 
     const std::optional<std::string> name = item.value<std::string>();
     if (!name) continue;
     auto rel = InFolder(fs::path(*name));
-    if (!rel) return Status::Error(field + "'" + *name + "' is outside the op folder");
+    if (!rel) return Status::InvalidArgument(field + "'" + *name + "' is outside the op folder");
     const fs::path path = root / *rel;
     std::error_code ec;
     // Anything but a folder (itself no link) is a file to read, and
@@ -1000,7 +1000,7 @@ Status ReadNamedFiles(const fs::path& root, const std::string& spec_file, const 
       }
       if (!folder) found.push_back(it->path().lexically_relative(root).generic_string());
     }
-    if (ec) return Status::Error(field + "cannot list '" + path.string() + "': " + ec.message());
+    if (ec) return Status::IOError(field + "cannot list '" + path.string() + "': " + ec.message());
     std::sort(found.begin(), found.end());
     for (const std::string& r : found) TUNE_RETURN_IF_ERROR(add(r));
   }
@@ -1015,7 +1015,7 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
   OpPackage package;
   std::string text;
   if (Status st = ReadOpFolderFile(dir, kSpecFile, kMaxPackageBytes, &text); !st.ok())
-    return Status::Error(spec_file + ": " + st.message());
+    return st.WithPrefix(spec_file + ": ");
   package[kSpecFile] = text;
   auto doc = ParseToml(text, spec_file);
   if (!doc.ok()) return doc.status();
@@ -1042,11 +1042,11 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
   for (size_t i = 0; i < named.size(); ++i) {
     const auto& [field, name] = named[i];
     auto rel = InFolder(fs::path(name));
-    if (!rel) return Status::Error(spec_file + ": " + field + ": '" + name + "' is outside the op folder");
+    if (!rel) return Status::InvalidArgument(spec_file + ": " + field + ": '" + name + "' is outside the op folder");
     if (package.count(*rel)) continue;
     std::string contents;
     if (Status st = ReadOpFolderFile(dir, *rel, kMaxPackageBytes, &contents); !st.ok())
-      return Status::Error(spec_file + ": " + field + ": " + st.message());
+      return Status::InvalidArgument(spec_file + ": " + field + ": " + st.message());
     package[*rel] = std::move(contents);
     if (i < sources) roots.push_back(*rel);
   }
@@ -1076,7 +1076,7 @@ Result<OpPackage> ReadOpPackage(const std::string& dir) {
     return &(package[name] = std::move(contents));
   };
   IncludeClosure(roots, get, include_dirs);
-  if (!refused.ok()) return Status::Error(spec_file + ": an included header: " + refused.message());
+  if (!refused.ok()) return refused.WithPrefix(spec_file + ": an included header: ");
   return package;
 }
 
@@ -1088,11 +1088,11 @@ Result<OpSpec> ParseOpSpec(const OpPackage& package, const std::string& origin) 
 
 Result<OpPackage> WithTiming(OpPackage package, L2Timing timing) {
   auto it = package.find(kSpecFile);
-  if (it == package.end()) return Status::Error(std::string("the op package has no ") + kSpecFile);
+  if (it == package.end()) return Status::InvalidArgument(std::string("the op package has no ") + kSpecFile);
   auto table = ParseToml(it->second, kSpecFile);
   if (!table.ok()) return table.status();
   const toml::table* op = table->get_as<toml::table>("op");
-  if (!op) return Status::Error(std::string(kSpecFile) + ": no [op] table to set the timing in");
+  if (!op) return Status::InvalidArgument(std::string(kSpecFile) + ": no [op] table to set the timing in");
   // The line that says it: the one the op's own `timing` sits on, else a
   // new one under the [op] header. Lines count from 1.
   std::vector<std::string> lines;
@@ -1104,7 +1104,7 @@ Result<OpPackage> WithTiming(OpPackage package, L2Timing timing) {
   const std::string line = std::string("timing = \"") + L2TimingName(timing) + "\"  # the sweep's timing";
   const toml::node* own = op->get("timing");
   const size_t at = own ? own->source().begin.line : op->source().begin.line;
-  if (at == 0 || at > lines.size()) return Status::Error(std::string(kSpecFile) + ": cannot place [op] timing");
+  if (at == 0 || at > lines.size()) return Status::InvalidArgument(std::string(kSpecFile) + ": cannot place [op] timing");
   if (own) lines[at - 1] = line;
   else lines.insert(lines.begin() + static_cast<ptrdiff_t>(at), line);
   std::string text;
@@ -1115,7 +1115,7 @@ Result<OpPackage> WithTiming(OpPackage package, L2Timing timing) {
   const toml::table* op_again = again.ok() ? again->get_as<toml::table>("op") : nullptr;
   const toml::node* said = op_again ? op_again->get("timing") : nullptr;
   if (!said || said->value_or(std::string()) != L2TimingName(timing))
-    return Status::Error(std::string(kSpecFile) + ": cannot set [op] timing in its text");
+    return Status::InvalidArgument(std::string(kSpecFile) + ": cannot set [op] timing in its text");
   it->second = std::move(text);
   return package;
 }

@@ -26,7 +26,7 @@ Status AddOps(SweepSubmit* s, const std::vector<std::string>& ops, const std::st
                               " (`tunefarm op list --ops-dir " + ops_dir + "`)");
     }
     auto pkg = ReadOpPackage(ops_dir + "/" + op);
-    if (!pkg.ok()) return Status::Error(where + ": op '" + op + "': " + pkg.status().message());
+    if (!pkg.ok()) return pkg.status().WithPrefix(where + ": op '" + op + "': ");
     s->ops.push_back(op);
     s->op_packages.push_back(std::move(pkg).value());
   }
@@ -60,7 +60,7 @@ Status CheckShapes(const SweepSubmit& s, const std::string& where) {
       for (const auto& d : spec->dims) dims += (dims.empty() ? "" : ",") + d;
       std::string why;
       if (!s.shapes.empty()) why = ": shape " + s.shapes[0].Canonical() + " " + ShapeMismatch(s.shapes[0], *spec);
-      return Status::Error(where + ": no shape gives the dims of op '" + s.ops[i] + "' (" + dims + ")" + why);
+      return Status::InvalidArgument(where + ": no shape gives the dims of op '" + s.ops[i] + "' (" + dims + ")" + why);
     }
     specs.push_back(*spec);
   }
@@ -69,7 +69,7 @@ Status CheckShapes(const SweepSubmit& s, const std::string& where) {
     one.shapes = {shape};
     bool used = false;
     for (const auto& spec : specs) used = used || !ShapesForOp(one, spec).empty();
-    if (!used) return Status::Error(where + ": shape " + shape.Canonical() + " fits none of the ops");
+    if (!used) return Status::InvalidArgument(where + ": shape " + shape.Canonical() + " fits none of the ops");
   }
   return Status::OK();
 }
@@ -195,14 +195,17 @@ std::vector<Shape> ShapesForOp(const SweepSubmit& submit, const OpSpec& spec) {
 
 Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& ops_dir) {
   toml::table root;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Status::NotFound(path + ": no such sweep file" + (ec ? " (" + ec.message() + ")" : std::string()));
   try {
     root = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    return Status::Error(path + ":" + std::to_string(e.source().begin.line) + ": " +
+    return Status::InvalidArgument(path + ":" + std::to_string(e.source().begin.line) + ": " +
                          std::string(e.description()));
   }
   const toml::table* sweep = root["sweep"].as_table();
-  if (!sweep) return Status::Error(path + ": missing [sweep] table");
+  if (!sweep) return Status::InvalidArgument(path + ": missing [sweep] table");
   // A misspelt key would run something else every night, silently.
   static const std::vector<std::string> kTables = {"sweep"};
   static const std::vector<std::string> kKeys = {
@@ -224,12 +227,12 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   SweepSubmit s;
   auto strings = [&](const char* field, std::vector<std::string>* out, bool required) -> Status {
     const toml::node* n = sweep->get(field);
-    if (!n) return required ? Status::Error(path + ": [sweep] " + field + ": missing") : Status::OK();
+    if (!n) return required ? Status::InvalidArgument(path + ": [sweep] " + field + ": missing") : Status::OK();
     const toml::array* arr = n->as_array();
-    if (!arr || arr->empty()) return Status::Error(path + ": [sweep] " + field + ": expected a non-empty array of strings");
+    if (!arr || arr->empty()) return Status::InvalidArgument(path + ": [sweep] " + field + ": expected a non-empty array of strings");
     for (const auto& e : *arr) {
       auto v = e.value<std::string>();
-      if (!v) return Status::Error(path + ": [sweep] " + field + ": expected strings");
+      if (!v) return Status::InvalidArgument(path + ": [sweep] " + field + ": expected strings");
       out->push_back(*v);
     }
     return Status::OK();
@@ -246,13 +249,13 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   s.refine_pass = true;
   if (auto n = sweep->get("configs_per_unit")) {
     auto v = n->value<int64_t>();
-    if (!v || *v <= 0) return Status::Error(path + ": [sweep] configs_per_unit: expected a positive integer");
+    if (!v || *v <= 0) return Status::InvalidArgument(path + ": [sweep] configs_per_unit: expected a positive integer");
     s.configs_per_unit = static_cast<uint32_t>(*v);
   }
   if (auto n = sweep->get("confirm_top")) {
     auto v = n->value<int64_t>();
     if (!v || *v < 0 || *v > kMaxConfirmTop) {
-      return Status::Error(path + ": [sweep] confirm_top: expected an integer in 0.." + std::to_string(kMaxConfirmTop));
+      return Status::InvalidArgument(path + ": [sweep] confirm_top: expected an integer in 0.." + std::to_string(kMaxConfirmTop));
     }
     s.confirm_top = static_cast<uint32_t>(*v);
     if (s.confirm_seconds == 0) s.confirm_seconds = kDefaultConfirmSeconds;
@@ -260,7 +263,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   if (auto n = sweep->get("profile_top")) {
     auto v = n->value<int64_t>();
     if (!v || *v < 0 || *v > kMaxConfirmTop) {
-      return Status::Error(path + ": [sweep] profile_top: expected an integer in 0.." + std::to_string(kMaxConfirmTop));
+      return Status::InvalidArgument(path + ": [sweep] profile_top: expected an integer in 0.." + std::to_string(kMaxConfirmTop));
     }
     s.profile_top = static_cast<uint32_t>(*v);
     // The profiles come from the confirm units: at least as many contenders.
@@ -270,51 +273,51 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
   if (auto n = sweep->get("confirm_timing")) {
     auto v = n->value<std::string>();
     if (!v || !ParseConfirmTiming(*v, &s.confirm_timing)) {
-      return Status::Error(path + ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\"");
+      return Status::InvalidArgument(path + ": [sweep] confirm_timing: expected \"auto\", \"burst\" or \"sustained\"");
     }
   }
   if (auto n = sweep->get("refine_pass")) {
     auto v = n->value<bool>();
-    if (!v) return Status::Error(path + ": [sweep] refine_pass: expected true or false");
+    if (!v) return Status::InvalidArgument(path + ": [sweep] refine_pass: expected true or false");
     s.refine_pass = *v;
   }
   if (auto n = sweep->get("confirm_seconds")) {
     auto v = n->value<double>();
     if (!v || !(*v > 0 && *v <= 3600)) {
-      return Status::Error(path + ": [sweep] confirm_seconds: expected a number of seconds in (0, 3600]");
+      return Status::InvalidArgument(path + ": [sweep] confirm_seconds: expected a number of seconds in (0, 3600]");
     }
     s.confirm_seconds = *v;
   }
   s.strategy = kDefaultStrategy;
   if (auto n = sweep->get("strategy")) {
     auto v = n->value<std::string>();
-    if (!v) return Status::Error(path + ": [sweep] strategy: expected a string");
+    if (!v) return Status::InvalidArgument(path + ": [sweep] strategy: expected a string");
     s.strategy = *v;
   }
   if (auto n = sweep->get("seed")) {
     auto v = n->value<int64_t>();
-    if (!v || *v < 0) return Status::Error(path + ": [sweep] seed: expected a non-negative integer");
+    if (!v || *v < 0) return Status::InvalidArgument(path + ": [sweep] seed: expected a non-negative integer");
     s.seed = static_cast<uint64_t>(*v);
   }
   if (auto n = sweep->get("budget")) {
     auto v = n->value<int64_t>();
     if (!v || *v <= 0 || static_cast<uint64_t>(*v) > kMaxSearchBudget)
-      return Status::Error(path + ": [sweep] budget: expected evaluations per key in 1.." +
+      return Status::InvalidArgument(path + ": [sweep] budget: expected evaluations per key in 1.." +
                            std::to_string(kMaxSearchBudget));
     s.budget = static_cast<uint64_t>(*v);
   }
   if (auto n = sweep->get("budget_seconds")) {
     auto v = n->value<double>();
     if (!v || !(*v > 0 && *v <= kMaxBudgetSeconds))
-      return Status::Error(path + ": [sweep] budget_seconds: expected seconds per key in (0, 604800]");
+      return Status::InvalidArgument(path + ": [sweep] budget_seconds: expected seconds per key in (0, 604800]");
     s.budget_seconds = *v;
   }
   if (auto n = sweep->get("retry")) {
     const toml::array* a = n->as_array();
-    if (!a) return Status::Error(path + ": [sweep] retry: expected a list of failure classes, like [\"timeout\"]");
+    if (!a) return Status::InvalidArgument(path + ": [sweep] retry: expected a list of failure classes, like [\"timeout\"]");
     for (const auto& e : *a) {
       auto v = e.value<std::string>();
-      if (!v) return Status::Error(path + ": [sweep] retry: expected a list of failure classes, like [\"timeout\"]");
+      if (!v) return Status::InvalidArgument(path + ": [sweep] retry: expected a list of failure classes, like [\"timeout\"]");
       s.retry.push_back(*v);
     }
   }
@@ -348,15 +351,15 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     }
   }
   const toml::array* shapes = sweep->get("shapes") ? sweep->get("shapes")->as_array() : nullptr;
-  if (!shapes || shapes->empty()) return Status::Error(path + ": [sweep] shapes: expected a non-empty array of tables");
+  if (!shapes || shapes->empty()) return Status::InvalidArgument(path + ": [sweep] shapes: expected a non-empty array of tables");
   for (size_t i = 0; i < shapes->size(); ++i) {
     const toml::table* t = (*shapes)[i].as_table();
     const std::string where = path + ": [sweep] shapes[" + std::to_string(i) + "]";
-    if (!t || t->empty()) return Status::Error(where + ": expected a table of dims, like { M = 1024 }");
+    if (!t || t->empty()) return Status::InvalidArgument(where + ": expected a table of dims, like { M = 1024 }");
     Shape shape;
     for (const auto& [k, v] : *t) {
       auto n = v.value<int64_t>();
-      if (!n || *n <= 0) return Status::Error(where + " " + std::string(k.str()) + ": expected a positive integer");
+      if (!n || *n <= 0) return Status::InvalidArgument(where + " " + std::string(k.str()) + ": expected a positive integer");
       shape.dims.emplace_back(std::string(k.str()), *n);
     }
     s.shapes.push_back(std::move(shape));
@@ -386,12 +389,12 @@ Result<SweepSubmit> MakeSweep(const std::string& name, const std::vector<std::st
   for (const auto& text : shapes) {
     Shape shape;
     if (!ParseNamedValues(text, &shape.dims) || shape.dims.empty()) {
-      return Status::Error("--shape '" + text + "': expected NAME=VALUE,... like M=4096,N=4096,K=4096");
+      return Status::InvalidArgument("--shape '" + text + "': expected NAME=VALUE,... like M=4096,N=4096,K=4096");
     }
     s.shapes.push_back(std::move(shape));
   }
-  if (s.dtypes.empty()) return Status::Error("no dtype given");
-  if (s.shapes.empty()) return Status::Error("no shape given");
+  if (s.dtypes.empty()) return Status::InvalidArgument("no dtype given");
+  if (s.shapes.empty()) return Status::InvalidArgument("no shape given");
   TUNE_RETURN_IF_ERROR(AddOps(&s, ops, ops_dir, "sweep '" + name + "'"));
   TUNE_RETURN_IF_ERROR(CheckShapes(s, "sweep '" + name + "'"));
   return s;
@@ -405,7 +408,7 @@ Status ApplySweepTiming(SweepSubmit* s, const std::string& timing, const std::st
                                    "' is not cold or hot (how each sample meets the L2 cache)");
   for (size_t i = 0; i < s->op_packages.size(); ++i) {
     auto package = WithTiming(std::move(s->op_packages[i]), t);
-    if (!package.ok()) return Status::Error(field + ": op '" + s->ops[i] + "': " + package.status().message());
+    if (!package.ok()) return package.status().WithPrefix(field + ": op '" + s->ops[i] + "': ");
     s->op_packages[i] = std::move(package).value();
   }
   return Status::OK();

@@ -474,7 +474,7 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
 // different things by the same fields.
 Status CheckVersion(uint16_t version) {
   if (version == kProtocolVersion) return Status::OK();
-  return Status::Error("envelope: protocol version " + std::to_string(version) +
+  return Status::InvalidArgument("envelope: protocol version " + std::to_string(version) +
                        " is not supported (this build speaks " + std::to_string(kProtocolVersion) +
                        ")");
 }

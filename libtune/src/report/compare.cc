@@ -375,7 +375,7 @@ RowReport ComparisonReport(const Comparison& c) {
   for (const auto& m : c.models)
     models.rows.push_back({TextCell(ModelLabel(m)), TextCell(m.device_name.empty() ? "-" : m.device_name),
                            TextCell(PeakText(m))});
-  auto figure = [](double v, const char* format) { return v > 0 ? NumberCell(v, format) : EmptyCell(); };
+  auto figure = [](double v, const char* format) { return FigureCell(v, format, v > 0); };
   report.rows.columns = {{"kind"}, {"op"}, {"dtype"}, {"shape"}, {"gpu_model"}, {"on_gpu_model"}, {"simulated"},
                          {"config"}, {"config_id"}, {"kernel_hash"}, {"status"}, {"median_us"}, {"ci95_us"},
                          {"samples"}, {"throughput"}, {"unit"}, {"roofline_share"}, {"speedup"}, {"slowdown"},

@@ -37,6 +37,10 @@ RowCell IntegerCell(int64_t value) { return RowCell{value, std::to_string(value)
 
 RowCell EmptyCell() { return RowCell{nullptr, ""}; }
 
+RowCell FigureCell(double value, const char* format, bool present) {
+  return present ? NumberCell(value, format) : EmptyCell();
+}
+
 namespace {
 
 const RowCell& CellAt(const std::vector<RowCell>& row, size_t i) {

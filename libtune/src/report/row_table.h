@@ -36,6 +36,8 @@ RowCell TextCell(const std::string& text);
 RowCell NumberCell(double value, const char* format);
 RowCell IntegerCell(int64_t value);
 RowCell EmptyCell();
+// NumberCell where `present`, else EmptyCell: a figure a row may lack.
+RowCell FigureCell(double value, const char* format, bool present);
 
 // Where a column shows: every format, JSON only (a nested value that CSV
 // spreads over flat columns), or every format but JSON (those flat columns).

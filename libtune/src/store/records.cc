@@ -170,7 +170,7 @@ std::string EncodeSweepRecord(const SweepRecord& r) {
 
 Result<SweepRecord> DecodeSweepRecord(const std::string& bytes) {
   const auto nl = bytes.find('\n');
-  if (nl == std::string::npos || nl > 32) return Status::Error("sweep record: no state line");
+  if (nl == std::string::npos || nl > 32) return Status::Corruption("sweep record: no state line");
   SweepRecord r;
   r.state = bytes.substr(0, nl);
   size_t submit_size = bytes.size() - nl - 1;
@@ -179,21 +179,21 @@ Result<SweepRecord> DecodeSweepRecord(const std::string& bytes) {
     r.state.resize(semi);
     if (size.empty() || size.size() > 12 || size.find_first_not_of("0123456789") != std::string::npos ||
         std::stoull(size) > submit_size)
-      return Status::Error("sweep record: a state line without the submit's size");
+      return Status::Corruption("sweep record: a state line without the submit's size");
     submit_size = std::stoull(size);
   }
-  if (r.state.empty() || r.state.size() > 16) return Status::Error("sweep record: no state");
+  if (r.state.empty() || r.state.size() > 16) return Status::Corruption("sweep record: no state");
   auto env = DecodeEnvelope(bytes.data() + nl + 1, submit_size);
-  if (!env.ok()) return Status::Error("sweep record: " + env.status().message());
+  if (!env.ok()) return Status::Corruption("sweep record: " + env.status().message());
   auto* submit = std::get_if<SweepSubmit>(&env->command);
-  if (!submit) return Status::Error("sweep record: not a sweep submit");
+  if (!submit) return Status::Corruption("sweep record: not a sweep submit");
   r.submit = std::move(*submit);
   const size_t rest = nl + 1 + submit_size;
   if (rest < bytes.size()) {
     auto status = DecodeEnvelope(bytes.data() + rest, bytes.size() - rest);
-    if (!status.ok()) return Status::Error("sweep record: progress: " + status.status().message());
+    if (!status.ok()) return Status::Corruption("sweep record: progress: " + status.status().message());
     auto* s = std::get_if<SweepStatus>(&status->command);
-    if (!s || s->sweeps.size() != 1) return Status::Error("sweep record: progress: not one sweep's");
+    if (!s || s->sweeps.size() != 1) return Status::Corruption("sweep record: progress: not one sweep's");
     r.progress = std::move(s->sweeps.front());
   }
   return r;

@@ -155,7 +155,7 @@ Status ExportStore(ResultReader& store, const ResultFilter& filter, const std::s
   TransferCounts n;
   const std::string tmp = path + ".tmp";
   std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f) return Status::Error(path + ": cannot write");
+  if (!f) return Status::IOError(path + ": cannot write");
   // A failed export leaves no half-written file behind.
   struct RemoveUnlessKept {
     const std::string& file;
@@ -211,10 +211,10 @@ Status ExportStore(ResultReader& store, const ResultFilter& filter, const std::s
   PutU64(&end, w.records());
   f.write(end.data(), static_cast<std::streamsize>(end.size()));
   f.close();
-  if (!f) return Status::Error(path + ": write failed");
+  if (!f) return Status::IOError(path + ": write failed");
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::Error(path + ": " + ec.message());
+  if (ec) return Status::IOError(path + ": " + ec.message());
   cleanup.keep = true;
   if (counts) *counts = n;
   return Status::OK();
@@ -222,7 +222,7 @@ Status ExportStore(ResultReader& store, const ResultFilter& filter, const std::s
 
 Status ImportStore(ResultStore& store, const std::string& path, TransferCounts* counts, ImportTrust trust, Env& env) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::Error(path + ": cannot read");
+  if (!f) return Status::IOError(path + ": cannot read");
   return ImportStore(store, f, path, counts, trust, env);
 }
 
