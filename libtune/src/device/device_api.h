@@ -160,8 +160,9 @@ class Toolchain {
   virtual CompiledImage CompileReference(const OpSpec& spec, const std::string& dtype, const DeviceInfo& device,
                                          const std::string& cache_dir) = 0;
   // The runner's builtin kernels for `dtype`: an image with the functions
-  // tunefarm_fill, tunefarm_compare and tunefarm_flush_l2 (any may be
-  // missing; the runner then does that work on the host). A failure means
+  // tunefarm_fill, tunefarm_compare, tunefarm_flush_l2 and tunefarm_hold
+  // (any may be missing; the runner then does that work on the host, or a
+  // hot batch unheld). A failure means
   // all of it on the host.
   virtual CompiledImage CompileBuiltins(const std::string& dtype, const DeviceInfo& device,
                                         const std::string& cache_dir) = 0;

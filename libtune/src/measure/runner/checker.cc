@@ -103,6 +103,7 @@ const BuiltinKernels& Checker::Builtins(const std::string& dtype) {
     if (!api_.GetFunction(k.module, "tunefarm_compare", &k.compare).ok()) k.compare = nullptr;
     if (!api_.GetFunction(k.module, "tunefarm_fill", &k.fill).ok()) k.fill = nullptr;
     if (!api_.GetFunction(k.module, "tunefarm_flush_l2", &k.flush_l2).ok()) k.flush_l2 = nullptr;
+    if (!api_.GetFunction(k.module, "tunefarm_hold", &k.hold).ok()) k.hold = nullptr;
   }
   if (!k.compare || !k.fill) {
     fprintf(stderr, "tunefarm runner[%d]: %s inputs and checks on the host: %s\n", index_, dtype.c_str(),

@@ -21,6 +21,7 @@ struct BuiltinKernels {
   Function compare = nullptr;  // nullptr: compare on the host instead
   Function fill = nullptr;     // nullptr: draw inputs on the host instead
   Function flush_l2 = nullptr; // nullptr: flush with a fill instead
+  Function hold = nullptr;     // nullptr: a hot batch is enqueued unheld
 };
 
 // One output buffer's comparison, plus where it first failed.

@@ -410,6 +410,7 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   lap(3);
   flush_l2_ = checker_->Builtins(req.dtype).flush_l2;
   hot_l2_ = spec.timing == L2Timing::kHot;
+  hold_ = checker_->Builtins(req.dtype).hold;
   Failure timed = Time(launch, req.policy, req.best_so_far_us, checked_seconds, param_sets, config_start, m);
   lap(4);
   return timed;

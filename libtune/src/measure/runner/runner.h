@@ -77,6 +77,7 @@ class Runner {
   size_t flush_bytes_ = 0;
   Function flush_l2_ = nullptr;  // the builtin read flush; nullptr: a fill
   bool hot_l2_ = false;          // the op's timing is hot: no flush before a sample
+  Function hold_ = nullptr;      // the builtin spin that holds a hot batch's stream
   std::vector<Event> ev_start_, ev_stop_;
 
   // Made by Setup, once the device is known.
