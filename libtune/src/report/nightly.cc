@@ -11,7 +11,6 @@
 
 #include "base/json_text.h"
 #include "base/text.h"
-#include <sstream>
 
 namespace tune {
 namespace {
