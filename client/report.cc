@@ -221,7 +221,7 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
   using S = RowShown;
   report.rows.columns = {{"gpu_model"}, {"op"}, {"dtype"}, {"shape"}, {"config"}, {"config_id"}, {"kernel_hash"},
                          {"status"}, {"check_passed", false, false, S::kJsonOnly},
-                         {"unchecked", false, false, S::kJsonOnly}, {"median_us"}, {"stdev_us"}, {"ci95_us"},
+                         {"unchecked", false, false, S::kJsonOnly}, {"checked_against", false, true}, {"median_us"}, {"stdev_us"}, {"ci95_us"},
                          {"samples"}, {"throughput", false, false, S::kNotJson}, {"unit", false, false, S::kNotJson},
                          {"throughput", false, true, S::kJsonOnly}, {"sm_clock_mhz"}, {"throttled"}, {"backend"},
                          {"timing"}, {"winner"}, {"reason", false, true}, {"confirmed"}, {"confirm_timing", false, true},
@@ -231,6 +231,9 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
                          {"baseline", false, true}, {"baseline_us", false, false, S::kNotJson},
                          {"vs_baseline", false, true}, {"default_us", false, true}, {"vs_default", false, true}};
   RowSection* section = nullptr;
+  std::set<std::string> against_default;  // groups with a row checked against the default config
+  for (const Measurement& m : rows)
+    if (m.Valid() && m.against_default) against_default.insert(group(m));
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& m = rows[i];
     std::string unit;
@@ -260,7 +263,7 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
     report.rows.rows.push_back(
         {TextCell(m.gpu_model), TextCell(m.op), TextCell(m.dtype), TextCell(m.shape), TextCell(m.config.Canonical()),
          TextCell(m.config_id), TextCell(m.kernel_hash), TextCell(m.StatusName()), FlagCell(m.check_passed),
-         FlagCell(m.unchecked), NumberCell(m.median_us, "%.3f"), NumberCell(m.stdev_us, "%.3f"),
+         FlagCell(m.unchecked), m.Valid() ? TextCell(m.CheckedAgainst()) : EmptyCell(), NumberCell(m.median_us, "%.3f"), NumberCell(m.stdev_us, "%.3f"),
          NumberCell(m.ci95_us, "%.3f"), IntegerCell(m.samples), NumberCell(tp, "%.3f"), TextCell(unit),
          tp > 0 ? Cell({{"value", tp}, {"unit", unit}}, "") : EmptyCell(), IntegerCell(m.sm_clock_mhz),
          FlagCell(m.throttled), TextCell(m.backend), TextCell(L2TimingName(m.timing)), FlagCell(winner[i]),
@@ -285,6 +288,8 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
       if (c) s.notes.push_back(DescribeCoverage(*c));
       if (b) s.notes.push_back(DescribeBaseline(m, *b));
       if (d) s.notes.push_back(DescribeDefault(m, *d));
+      if (against_default.count(group(m)))
+        s.notes.push_back("checked against the default config's outputs (the op has no reference: [check] default)");
       // A starred row below a faster one: the near-tie rule's pick, said so.
       if (winner[i] && i + 1 < rows.size() && group(rows[i + 1]) == group(m) && ranked(rows[i + 1]) &&
           rows[i + 1].median_us < m.median_us)

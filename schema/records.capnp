@@ -163,6 +163,10 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # sample); false: flushed before every sample, as every row before the
   # field existed. Part of the kernel hash too, so the two never share a key.
   hotL2 @39 :Bool;
+  # Checked against the op's default config's outputs ([check] default =
+  # true) rather than a reference; false on rows stored before the field
+  # existed, which were checked against a reference (or unchecked).
+  checkedAgainstDefault @40 :Bool;
 }
 
 # What a sweep measured of one (GPU model, op, dtype, shape) of a kernel

@@ -56,7 +56,7 @@ class ProbedBackend final : public Backend {
     }
     const std::string arch = CudaArchFor(spec, device());
     std::vector<CompiledKernel> compiled = {CompileConfig(spec, dtype, spec.default_config, arch, cache_dir_)};
-    if (spec.check.mode != CheckSpec::Mode::kSkip) compiled.push_back(CompileReference(spec, dtype, arch, cache_dir_));
+    if (spec.check.HasKernel()) compiled.push_back(CompileReference(spec, dtype, arch, cache_dir_));
     std::string failed;
     for (const CompiledKernel& k : compiled) {
       if (k.failure != FailureClass::kCompileError || !failed.empty()) continue;

@@ -82,7 +82,7 @@ class Autotuned:
     tuned in this process), .store."""
 
     def __init__(self, fn, space, key, dtype, inputs, reference, outputs, rules, default, op, dtypes, rtol,
-                 atol, bundle, gpu_model, store, mode, strategy, budget, farm_options, timing=None):
+                 atol, bundle, gpu_model, store, mode, strategy, budget, farm_options, timing=None, check=True):
         if not callable(fn):
             raise TypeError("autotune: decorates a function fn(config, *args)")
         self.fn = fn
@@ -121,6 +121,7 @@ class Autotuned:
         self.dtypes = list(dtypes) if dtypes else None
         self.rules = list(rules)
         self.rtol, self.atol = rtol, atol
+        self.check = bool(check)
         self.bundle, self.gpu_model = bundle, gpu_model
         self.store = os.fspath(store) if store else _default_store()
         self.mode = mode
@@ -311,8 +312,13 @@ class Autotuned:
         toml += ["", "[program]", 'files = [%s]' % ", ".join(json.dumps(f) for f in
                                                           [module_name, "tunefarm_entry.py"] + self.extra_files),
                  'serve = "python3 -m tunefarm.harness tunefarm_entry.py"', "timeout = 60"]
-        if self.reference is not None:
-            toml += ["", "[check]", "rtol = %r" % float(self.rtol), "atol = %r" % float(self.atol)]
+        # Without a reference every config is checked against the default
+        # config's outputs, so that one fast because it is wrong cannot win.
+        toml += ["", "[check]", "rtol = %r" % float(self.rtol), "atol = %r" % float(self.atol)]
+        if not self.check:
+            toml += ["skip = true"]
+        elif self.reference is None:
+            toml += ["default = true"]
         with open(module_file, "rb") as f:
             source = f.read()
         files = {"op.toml": "\n".join(toml) + "\n", "tunefarm_entry.py": entry, module_name: source}
@@ -433,7 +439,7 @@ def autotune(space: Mapping[str, Sequence[Any]], key: Callable[..., Mapping[str,
              gpu_model: Optional[str] = None, store: Optional[str] = None, mode: str = "tune",
              strategy: Optional[str] = None, budget: Optional[int] = None,
              farm: Optional[Mapping[str, Any]] = None,
-             timing: Optional[str] = None) -> Callable[[Callable[..., Any]], Autotuned]:
+             timing: Optional[str] = None, check: bool = True) -> Callable[[Callable[..., Any]], Autotuned]:
     """Decorates fn(config, *args): calls with a new key (the dims `key`
     returns, and the dtype: a string or a function of the arguments) are
     answered by the fallback above and, in mode "tune", tuned on a local farm
@@ -441,10 +447,12 @@ def autotune(space: Mapping[str, Sequence[Any]], key: Callable[..., Mapping[str,
     tokens); `rules`: op.toml constraint expressions over the axes, dims,
     dsize and device limits; `inputs(dims, dtype, seed)` and
     `reference(args, dims, dtype)` as a harness module's make_inputs and
-    reference (no reference: the check is skipped); `strategy`/`budget` as in
+    reference (no reference: every config's outputs are checked against the
+    default config's, within rtol/atol; `check=False` skips the check and
+    marks the rows unchecked); `strategy`/`budget` as in
     Farm.tune; `timing`: "cold" (default) or "hot" L2, as in Farm.tune; `farm`: Farm.local's options (backend, devices, ...); `store`:
     default $TUNEFARM_AUTOTUNE_STORE, else ~/.cache/tunefarm/autotune.db."""
     def wrap(fn):
         return Autotuned(fn, space, key, dtype, inputs, reference, outputs, rules, default, op, dtypes, rtol, atol,
-                         bundle, gpu_model, store, mode, strategy, budget, farm, timing=timing)
+                         bundle, gpu_model, store, mode, strategy, budget, farm, timing=timing, check=check)
     return wrap

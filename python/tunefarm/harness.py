@@ -14,7 +14,10 @@ defines:
 
     make_inputs(dims, dtype, seed) -> list   every kernel argument, in order,
                                              on the GPU (outputs included)
-    reference(args, dims, dtype) -> the expected output (a tuple of them for several)
+    reference(args, dims, dtype) -> the expected output (a tuple of them for several);
+                                             not needed where the op's [check] says
+                                             default = true (the default config's outputs
+                                             are the expected ones) or skip = true
     make_kernel(config, dtype) -> fn         fn(*args) launches the kernel (no sync)
     outputs(args) -> list                    optional: the outputs (default [args[-1]])
     warm(config, dtype, dims)                optional: compile without launching
@@ -25,8 +28,8 @@ defines:
                                              torch's, where torch is loaded)
 
 The discipline is the farm's own (docs/timing.md): inputs made from the
-request's seed (the same for every config of a shape), the reference computed
-once per shape, outputs poisoned (NaN) before the checked run, a tolerance check
+request's seed (the same for every config of a shape), the reference (or the
+default config's outputs) computed once per shape, outputs poisoned (NaN) before the checked run, a tolerance check
 where NaN never passes, the L2 cache flushed by a read before every sample,
 CUDA events around each sample, samples taken until the 95% confidence
 interval is within the target (or the caps), the SM clock read. A "plan"
@@ -311,6 +314,10 @@ class TorchDevice:
             else:
                 o.fill_(-1)
 
+    def keep(self, out):
+        """A copy of an output, as the reference of a check."""
+        return out.clone()
+
     def check(self, outs, expected, check):
         """(passed, max_abs_err, mismatch share, nan seen)."""
         torch = self.torch
@@ -390,6 +397,9 @@ class HostDevice:
     def poison(self, outs):
         for o in outs:
             o[:] = [float("nan")] * len(o)
+
+    def keep(self, out):
+        return list(out)
 
     def check(self, outs, expected, check):
         worst, bad, total, nan = 0.0, 0, 0, False
@@ -579,6 +589,11 @@ def start_pool(jobs, module_path, module, protocol_fd):
     return pool, how
 
 
+class DefaultFailed(Exception):
+    """The default config, whose outputs a check against the default
+    compares every config's with, failed: no config of the shape can run."""
+
+
 class Harness:
     def __init__(self, module_path, jobs, log=None, protocol_fd=-1):
         self.log = log
@@ -634,19 +649,44 @@ class Harness:
         self.pool = None
         self.warming.clear()
 
-    def inputs(self, dims, dtype, seed, skip_check=False):
-        key = (config_key(dims), dtype, seed, skip_check)
+    def kernel(self, config, dtype):
+        """The kernel of `config` (made once, at most 256 kept)."""
+        key = (config_key(config), dtype)
+        fn = self.kernels.get(key)
+        if fn is None:
+            if len(self.kernels) >= 256:
+                self.kernels.clear()
+            fn = self.kernels[key] = self.module.make_kernel(config, dtype)
+        return fn
+
+    def inputs(self, dims, dtype, seed, check):
+        """The shape's inputs, outputs and expected outputs: the module's
+        reference, the default config's outputs (check against = default:
+        what an op with no reference is checked with), or none."""
+        against = check.get("against") or ("none" if check.get("skip") else "reference")
+        key = (config_key(dims), dtype, seed, against)
         if key != self.shape_key:
             self.args = self.outs = self.expected = None  # the previous shape's memory goes first
             self.shape_key = None
             args = list(self.module.make_inputs(dims, dtype, seed))
             outputs = getattr(self.module, "outputs", None)
             outs = list(outputs(args)) if callable(outputs) else [args[-1]]
-            # An op that skips its check needs no reference (nor defines one).
-            expected = None if skip_check else self.module.reference(args, dims, dtype)
-            # One output's reference is that output; several come as a tuple.
-            many = isinstance(expected, tuple) or (isinstance(expected, list) and len(outs) > 1)
-            expected = list(expected) if many else [expected]
+            if against == "default":
+                try:
+                    fn = self.kernel(check["default"], dtype)
+                    self.device.poison(outs)
+                    fn(*args)
+                    self.device.sync()
+                except Exception:
+                    raise DefaultFailed("the default config %s (what the check compares with) failed; no config "
+                                       "can be checked: %s" % (config_key(check["default"]), tail(traceback.format_exc())))
+                expected = [self.device.keep(o) for o in outs]
+            else:
+                # An op that skips its check needs no reference (nor defines one).
+                expected = None if against == "none" else self.module.reference(args, dims, dtype)
+                # One output's reference is that output; several come as a tuple.
+                many = isinstance(expected, tuple) or (isinstance(expected, list) and len(outs) > 1)
+                expected = list(expected) if many else [expected]
             self.args, self.outs, self.expected = args, outs, list(expected)
             self.device.sync()
             self.shape_key = key
@@ -663,7 +703,10 @@ class Harness:
             # Before waiting for the compile: a new shape's inputs and
             # reference are made while the pool still works on it.
             skip_check = bool(req["check"].get("skip"))
-            args, outs, expected = self.inputs(dims, dtype, int(req.get("seed", 0)), skip_check)
+            args, outs, expected = self.inputs(dims, dtype, int(req.get("seed", 0)), req["check"])
+        except DefaultFailed as exc:
+            answer.update(failure="launch_error", message=str(exc))
+            return answer, False
         except Exception:
             # The inputs or reference of this shape: no config can run.
             answer.update(failure="launch_error", message="inputs/reference: " + tail(traceback.format_exc()))
@@ -681,11 +724,12 @@ class Harness:
                 self.drop_pool()
         t2 = time.perf_counter()
         try:
-            fn = self.kernels.get(key)
-            if fn is None:
-                if len(self.kernels) >= 256:
-                    self.kernels.clear()
-                fn = self.kernels[key] = self.make_baseline(dtype) if baseline else self.module.make_kernel(config, dtype)
+            if baseline:
+                fn = self.kernels.get(key)
+                if fn is None:
+                    fn = self.kernels[key] = self.make_baseline(dtype)
+            else:
+                fn = self.kernel(config, dtype)
             self.device.poison(outs)
             fn(*args)
             self.device.sync()
@@ -707,8 +751,9 @@ class Harness:
             answer.update(failure="nan", message="the output holds NaN or Inf")
             return answer, False
         if not passed:
-            answer.update(check="fail", message="%.4g of the outputs outside rtol=%g atol=%g (max abs error %.4g)" % (
-                share, req["check"]["rtol"], req["check"]["atol"], worst))
+            against = " of the default config's" if req["check"].get("against") == "default" else ""
+            answer.update(check="fail", message="%.4g of the outputs outside%s rtol=%g atol=%g (max abs error %.4g)" % (
+                share, against, req["check"]["rtol"], req["check"]["atol"], worst))
             return answer, False
         t3 = time.perf_counter()
         try:

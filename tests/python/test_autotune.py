@@ -189,6 +189,41 @@ class Autotune(unittest.TestCase):
             self.assertIn("no config of f32 N=64 passed its check", out.stderr)
             self.assertIn('put the code that calls it under `if __name__ == "__main__":`', out.stderr)
 
+    def test_8_without_a_reference_configs_are_checked_against_the_default(self):
+        # No reference: a config that is wrong (UNROLL=4 spoils the last
+        # item) fails its check against the default config's outputs and
+        # cannot win, however fast it is.
+        with tempfile.TemporaryDirectory(prefix="tunefarm-no-reference.") as d:
+            with open(os.path.join(KERNEL_DIR, "host_kernel.py")) as f:
+                source = f.read()
+            source = source.replace("    reference=reference,\n", "")
+            source = source.replace("y[j] = 2 * x[j]",
+                                    "y[j] = 2 * x[j] + (1.0 if config['UNROLL'] == 4 and j == n - 1 else 0.0)")
+            self.assertIn("j == n - 1", source)
+            with open(os.path.join(d, "unreferenced.py"), "w") as f:
+                f.write(source)
+            e = dict(os.environ)
+            e["PYTHONPATH"] = d + os.pathsep + e.get("PYTHONPATH", "")
+            store = os.path.join(d, "store.db")
+            e["AUTOTUNE_TEST_STORE"] = store
+            call = CALL.replace("import host_kernel", "import unreferenced as host_kernel")
+            out = subprocess.run([sys.executable, "-c", call], env=e, capture_output=True, text=True, timeout=240)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            answer = json.loads(out.stdout.strip().splitlines()[-1])
+            self.assertTrue(answer["right"])
+            self.assertNotEqual(answer["config"]["UNROLL"], 4)
+            rows = json.loads(subprocess.run([BINARY, "results", "--store", store, "--op", "double", "--format",
+                                              "json"], capture_output=True, text=True, check=True).stdout)
+            self.assertEqual(len(rows), 12)
+            wrong = [r for r in rows if r["config"].startswith("UNROLL=4") or ",UNROLL=4" in r["config"]]
+            self.assertEqual(len(wrong), 4, [r["config"] for r in rows])
+            for r in wrong:
+                self.assertEqual(r["status"], "wrong_result", r)
+                self.assertIn("default", r["reason"])
+            for r in rows:
+                if r not in wrong:
+                    self.assertEqual((r["status"], r["checked_against"]), ("ok", "default"), r)
+
 
 if __name__ == "__main__":
     unittest.main()

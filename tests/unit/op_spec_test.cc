@@ -797,6 +797,43 @@ TEST(OpSpec, ChecksMayUseACheckerOrBeSkippedAndInputsMayBeIntsZerosOrFiles) {
   }
 }
 
+TEST(OpSpec, AnOpWithoutAReferenceMayBeCheckedAgainstItsDefaultConfig) {
+  const std::string check =
+      "reference = \"reference.cu:gemm_ref\"\ngrid  = [\"cdiv(N, 16)\", \"cdiv(M, 16)\", \"1\"]\n"
+      "block = [\"16\", \"16\", \"1\"]\n";
+  const std::string toml = Replace(kGemmToml, check, "default = true\n");
+  OpPackage package = GemmPackage(toml);
+  package.erase("reference.cu");
+  auto spec = ParseOpSpec(package, "x");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->check.mode, CheckSpec::Mode::kDefault);
+  EXPECT_FALSE(spec->check.HasKernel());
+  EXPECT_EQ(spec->check.rtol, 1e-2);
+  // What a row was checked against is part of what was measured.
+  EXPECT_NE(KernelHash(*spec, "13.0"), KernelHash(*ParseOpSpec(GemmPackage(), "x"), "13.0"));
+
+  struct Bad {
+    std::string from, to, message;
+  };
+  const std::vector<Bad> bad = {
+      {"default = true", "default = true\nskip = true", "[check]: skip = true and default = true exclude each other"},
+      {"default = true", "default = 1", "[check] default: expected true or false"},
+      {"default = true", "default = true\ngrid = [\"1\", \"1\", \"1\"]", "[check] grid: does not apply with default = true"},
+      {"default = true", "default = true\nreference = \"reference.cu:gemm_ref\"", "needs exactly one of"},
+      // The default's outputs are compared element by element: a buffer or
+      // scalar sized by a param would differ from config to config.
+      {"shape = [\"M\", \"N\"]", "shape = [\"M\", \"N * BM\"]",
+       "[[args]] C shape[1]: unknown variable 'BM' in 'N * BM' (with [check] default = true, buffers and scalars see dims and dsize only)"},
+      {"value = \"M\"", "value = \"BK\"", "[[args]] M value"},
+  };
+  for (const Bad& b : bad) {
+    OpPackage p = GemmPackage(Replace(toml, b.from, b.to));
+    auto bad_spec = ParseOpSpec(p, "x");
+    ASSERT_FALSE(bad_spec.ok()) << b.to;
+    EXPECT_NE(bad_spec.status().message().find(b.message), std::string::npos) << bad_spec.status().message();
+  }
+}
+
 TEST(OpSpec, BucketsNameDimsAndSayHowLookupsRoundThem) {
   const std::string dims = "dims    = [\"M\", \"N\", \"K\"]";
   auto spec = ParseOpSpec(GemmPackage(Replace(kGemmToml, dims, dims + "\nbuckets = { M = \"pow2\", N = \"exact\", K = [1024, 4096] }")), "x");

@@ -101,6 +101,8 @@ std::map<std::string, HostKernel> Kernels() {
   k["vadd_overrun"] = Vadd([](int64_t, float* y, int32_t n) { y[n + 3] = 1.0f; });  // into the guard
   k["vadd_nan"] = Vadd([](int64_t, float* y, int32_t n) { y[n / 2] = std::nanf(""); });
   k["vadd_small"] = Vadd(nullptr, 64);  // takes at most 64 threads a block
+  k["vadd_default"] = Vadd();            // the default config's image under [check] default
+  k["vadd_default_nan"] = k["vadd_nan"];
   k["vadd_crash"].run = [](const HostLaunch&) {
     return device::DeviceFailed(DeviceError::kContextLost, "illegal address (planted)");
   };
@@ -292,6 +294,61 @@ TEST_F(HostRunnerTest, AHotOpIsTimedWithoutFlushesOnOneSetOfBuffers) {
   ASSERT_GT(xs.size(), launched);
   // The check runs on placement 0, and every timed sample after it too.
   EXPECT_EQ(std::set<uint64_t>(xs.begin() + std::ptrdiff_t(launched), xs.end()).size(), 1u);
+}
+
+// vadd with [check] default = true: no reference kernel; every config is
+// compared with the default config's outputs.
+std::string DefaultCheckedToml() {
+  std::string toml = kOpToml;
+  const size_t check = toml.find("[check]");
+  return toml.substr(0, check) + "[check]\ndefault = true\natol = 1e-5\nrtol = 1e-5\n";
+}
+
+TEST_F(HostRunnerTest, WithoutAReferenceConfigsAreCheckedAgainstTheDefaultConfig) {
+  runner::WireWriter w(runner::MsgType::kPackage);
+  runner::EncodePackage("digest-vadd-default", "test:vadd-default",
+                        {{"op.toml", DefaultCheckedToml()}, {"vadd.cu", "//\n"}}, &w);
+  ASSERT_TRUE(runner::WriteFrame(out_, w.bytes()).ok());
+  runner::MeasureRequest req;
+  req.package_digest = "digest-vadd-default";
+  req.default_image_key = "vadd_default";
+  req.default_image = HostImage({{"vadd", "vadd_default"}});
+
+  const Measurement m = Measure("vadd", 1000, 256, nullptr, &req);
+  EXPECT_TRUE(m.check_passed) << m.failure_message;
+  EXPECT_TRUE(m.against_default);
+  EXPECT_STREQ(m.CheckedAgainst(), "default");
+  EXPECT_EQ(device_.Launches("vadd_default"), 1);
+  EXPECT_EQ(device_.Launches("vadd_ref"), 0);
+
+  // The default ran once for the problem; its image is not sent again.
+  req.default_image.clear();
+  const Measurement wrong = Measure("vadd_wrong", 1000, 64, nullptr, &req);
+  EXPECT_EQ(wrong.failure, FailureClass::kWrongResult);
+  EXPECT_NE(wrong.failure_message.find("first at y[999]"), std::string::npos) << wrong.failure_message;
+  EXPECT_NE(wrong.failure_message.find("the default config's"), std::string::npos) << wrong.failure_message;
+  EXPECT_EQ(device_.Launches("vadd_default"), 1);
+  // A new shape runs the default again.
+  EXPECT_TRUE(Measure("vadd", 4096, 128, nullptr, &req).check_passed);
+  EXPECT_EQ(device_.Launches("vadd_default"), 2);
+
+  // A default that produces NaN checks nothing: every config of the problem
+  // fails, saying why.
+  req.default_image_key = "vadd_default_nan";
+  req.default_image = HostImage({{"vadd", "vadd_default_nan"}});
+  runner::WireWriter again(runner::MsgType::kPackage);
+  runner::EncodePackage("digest-vadd-default-nan", "test:vadd-default-nan",
+                        {{"op.toml", DefaultCheckedToml() + "# another package\n"}, {"vadd.cu", "//\n"}}, &again);
+  ASSERT_TRUE(runner::WriteFrame(out_, again.bytes()).ok());
+  req.package_digest = "digest-vadd-default-nan";
+  for (int64_t block : {64, 128}) {
+    const Measurement none = Measure("vadd", 1000, block, nullptr, &req);
+    EXPECT_EQ(none.failure, FailureClass::kLaunchError);
+    EXPECT_NE(none.failure_message.find("the default config BLOCK=128"), std::string::npos) << none.failure_message;
+    EXPECT_NE(none.failure_message.find("NaNs in y; no config can be checked"), std::string::npos)
+        << none.failure_message;
+  }
+  EXPECT_EQ(device_.Launches("vadd_default_nan"), 1);
 }
 
 TEST_F(HostRunnerTest, ALostDeviceEndsTheRunnerAfterItsAnswer) {

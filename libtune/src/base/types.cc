@@ -493,6 +493,7 @@ void Measurement::CopyOutcome(const Measurement& from) {
   samples = from.samples;
   check_passed = from.check_passed;
   unchecked = from.unchecked;
+  against_default = from.against_default;
   max_abs_error = from.max_abs_error;
   mismatch_ratio = from.mismatch_ratio;
   resources = from.resources;

@@ -227,6 +227,9 @@ struct Measurement {
   // Ran without its output being checked ([check] skip = true): valid, but
   // behind every checked row of its key when the best is picked.
   bool unchecked = false;
+  // Checked against the op's default config's outputs ([check] default =
+  // true, or a program op's check against its default), not a reference.
+  bool against_default = false;
   double max_abs_error = 0, mismatch_ratio = 0;
   KernelResources resources;
   bool throttled = false;
@@ -277,6 +280,10 @@ struct Measurement {
   // "ok", "unchecked" (valid, output not judged), "no_samples",
   // "check_not_passed", or the failure class ("compile_error", ...).
   const char* StatusName() const;
+  // What its output was checked against, as every output names it:
+  // "reference" (a reference or checker kernel, a program's reference),
+  // "default" (the default config's outputs) or "none" (unchecked).
+  const char* CheckedAgainst() const { return unchecked ? "none" : against_default ? "default" : "reference"; }
   // Copies what a measurement found (failure, timings, check, resources,
   // clocks) from `from`, keeping this one's key and provenance.
   void CopyOutcome(const Measurement& from);

@@ -239,6 +239,7 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setProposer(TextOf(m.proposer));
   b.setBaseline(TextOf(m.baseline));
   b.setUnchecked(m.unchecked);
+  b.setCheckedAgainstDefault(m.against_default);
   b.setIncludeDigest(TextOf(m.include_digest));
   b.setHotL2(m.timing == L2Timing::kHot);
 }
@@ -291,6 +292,7 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.proposer = Txt(r.getProposer(), budget, "proposer");
   m.baseline = Txt(r.getBaseline(), budget, "baseline");
   m.unchecked = r.getUnchecked();
+  m.against_default = r.getCheckedAgainstDefault();
   m.include_digest = Txt(r.getIncludeDigest(), budget, "includeDigest");
   m.timing = r.getHotL2() ? L2Timing::kHot : L2Timing::kCold;
   return m;

@@ -146,10 +146,15 @@ class SimBackend final : public Backend {
       m.mismatch_ratio = 1;
       return Fail(m, FailureClass::kNan, "simulated NaN in the output");
     }
-    if (Fault("wrong", id) < faults_.wrong_result) {
+    // [check] default: the default config's outputs are what the others
+    // are compared with, so it is never the wrong one.
+    const bool against_default = spec.check.mode == CheckSpec::Mode::kDefault;
+    if (Fault("wrong", id) < faults_.wrong_result && !(against_default && id == spec.default_config.Id())) {
       m.mismatch_ratio = 0.5;
       m.max_abs_error = 3.0;
-      return Fail(m, FailureClass::kWrongResult, "simulated wrong result: 50% of elements off");
+      m.against_default = against_default;
+      return Fail(m, FailureClass::kWrongResult, std::string("simulated wrong result: 50% of elements off the ") +
+                                                     (against_default ? "default config's" : "reference"));
     }
 
     // The ground truth's median where it has the config (a baseline is
@@ -184,6 +189,7 @@ class SimBackend final : public Backend {
     // An op that skips its check gets unchecked rows here as on a GPU.
     m.unchecked = spec.check.mode == CheckSpec::Mode::kSkip;
     m.check_passed = !m.unchecked;
+    m.against_default = against_default;
     return m;
   }
 

@@ -145,8 +145,11 @@ std::string OpSpec::MeasureDigest() const {
       d.Add(std::to_string(a.swizzle));
     }
   }
-  if (check.mode != CheckSpec::Mode::kReference)
-    d.Add(check.mode == CheckSpec::Mode::kChecker ? "check-by-checker" : "check-skipped");
+  if (check.mode != CheckSpec::Mode::kReference) {
+    d.Add(check.mode == CheckSpec::Mode::kChecker   ? "check-by-checker"
+          : check.mode == CheckSpec::Mode::kDefault ? "check-by-default"
+                                                    : "check-skipped");
+  }
   list("check-grid", check.grid);
   list("check-block", check.block);
   d.Add("tolerances");

@@ -708,25 +708,32 @@ class SpecParser {
     Status st;
     const toml::table* t = Table("check", !spec_.program, &st);
     if (!t) return st;
-    bool skip = false;
-    if (const toml::node* n = t->get("skip")) {
-      if (!n->is_boolean()) return Err("[check] skip", "expected true or false");
-      skip = n->as_boolean()->get();
+    bool skip = false, against_default = false;
+    for (auto [key, out] : {std::pair<const char*, bool*>{"skip", &skip}, {"default", &against_default}}) {
+      if (const toml::node* n = t->get(key)) {
+        if (!n->is_boolean()) return Err(std::string("[check] ") + key, "expected true or false");
+        *out = n->as_boolean()->get();
+      }
     }
+    if (skip && against_default) return Err("[check]", "skip = true and default = true exclude each other");
     if (skip) spec_.check.mode = CheckSpec::Mode::kSkip;
+    if (against_default) spec_.check.mode = CheckSpec::Mode::kDefault;
     if (spec_.program) {
       // The program checks its own output; these reach it as its tolerances.
-      TUNE_RETURN_IF_ERROR(OnlyKeys(*t, "[check] of a program op", {"rtol", "atol", "max_mismatch", "skip"}));
+      TUNE_RETURN_IF_ERROR(
+          OnlyKeys(*t, "[check] of a program op", {"rtol", "atol", "max_mismatch", "skip", "default"}));
       return Tolerances(*t);
     }
     TUNE_RETURN_IF_ERROR(OnlyKeys(
-        *t, "[check]", {"reference", "checker", "skip", "grid", "block", "rtol", "atol", "max_mismatch"}));
-    if ((t->get("reference") ? 1 : 0) + (t->get("checker") ? 1 : 0) + (skip ? 1 : 0) != 1)
-      return Err("[check]", "needs exactly one of reference = \"file:kernel\", checker = \"file:kernel\" or "
-                            "skip = true");
-    if (skip) {
+        *t, "[check]", {"reference", "checker", "skip", "default", "grid", "block", "rtol", "atol", "max_mismatch"}));
+    if ((t->get("reference") ? 1 : 0) + (t->get("checker") ? 1 : 0) + (skip ? 1 : 0) + (against_default ? 1 : 0) != 1)
+      return Err("[check]", "needs exactly one of reference = \"file:kernel\", checker = \"file:kernel\", "
+                            "default = true or skip = true");
+    if (skip || against_default) {
       for (const char* k : {"grid", "block"})
-        if (t->get(k)) return Err(std::string("[check] ") + k, "does not apply with skip = true");
+        if (t->get(k))
+          return Err(std::string("[check] ") + k,
+                     std::string("does not apply with ") + (skip ? "skip" : "default") + " = true");
       spec_.check.grid = spec_.check.block = {"1", "1", "1"};
       return Tolerances(*t);
     }
@@ -924,6 +931,18 @@ class SpecParser {
       } else {
         for (size_t i = 0; i < arg.shape.size(); ++i)
           TUNE_RETURN_IF_ERROR(compile(full, arg.shape[i], where + " shape[" + std::to_string(i) + "]", ""));
+      }
+    }
+    if (spec_.check.mode == CheckSpec::Mode::kDefault) {
+      // Every config's outputs are compared element by element with the
+      // default config's, on the same buffers and scalars.
+      const char* kDefaultHint = "with [check] default = true, buffers and scalars see dims and dsize only";
+      for (const ArgSpec& arg : spec_.args) {
+        const std::string where = "[[args]] " + arg.name;
+        if (arg.kind == ArgSpec::Kind::kScalar) TUNE_RETURN_IF_ERROR(compile(reference, arg.value, where + " value", kDefaultHint));
+        if (arg.kind != ArgSpec::Kind::kBuffer) continue;
+        for (size_t i = 0; i < arg.shape.size(); ++i)
+          TUNE_RETURN_IF_ERROR(compile(reference, arg.shape[i], where + " shape[" + std::to_string(i) + "]", kDefaultHint));
       }
     }
     for (size_t i = 0; i < 3; ++i) {

@@ -81,9 +81,16 @@ struct CheckSpec {
   //   kChecker: a checker kernel of the op reads the kernel's arguments after
   //     its run and counts the failing elements (argmax, sort, sampling:
   //     outputs with more than one right answer);
+  //   kDefault: compared with the op's default config's outputs (rtol,
+  //     atol, max_mismatch), run once per problem: for an op with no
+  //     reference, a config that is fast because it is wrong still fails.
+  //     Its buffers and scalars are sized by dims alone;
   //   kSkip: not at all; rows are marked unchecked.
-  enum class Mode { kReference, kChecker, kSkip };
+  enum class Mode { kReference, kChecker, kDefault, kSkip };
   Mode mode = Mode::kReference;
+  // Whether the op has a kernel of its own to check with (reference or
+  // checker), compiled like a config.
+  bool HasKernel() const { return mode == Mode::kReference || mode == Mode::kChecker; }
   std::string reference_file;       // "reference.cu" (kChecker: the checker's file)
   std::string reference_kernel;     // "gemm_ref" (kChecker: the checker kernel)
   std::vector<std::string> grid;    // launch of the reference/checker (3 expressions over dims)

@@ -91,8 +91,23 @@ class CudaBackend final : public Backend {
   std::string arch_suffixless_;
   std::unique_ptr<RunnerProcess> runner_;
   bool ready_ = false;
+  // [check] default: the op's default config compiled for this device, the
+  // kernel measured when it is that config (fetched or compiled alike).
+  const CompiledKernel& DefaultKernel(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel) {
+    const std::string key = kernel.kernel_hash + "/" + dtype + "/" + kernel.arch;
+    auto it = defaults_.find(key);
+    if (it != defaults_.end()) return it->second;
+    if (defaults_.size() >= 64) defaults_.clear();
+    CompiledKernel def = kernel.config.Id() == spec.default_config.Id() && !kernel.image.empty()
+                             ? kernel
+                             : Compile(spec, dtype, spec.default_config);
+    return defaults_.emplace(key, std::move(def)).first->second;
+  }
+
   std::set<std::string> packages_sent_;
   std::string image_sent_;
+  std::set<std::string> default_images_sent_;  // by the runner now running
+  std::map<std::string, CompiledKernel> defaults_;  // DefaultKernel's, by kernel hash, dtype and arch
   CudaRunnerStats stats_;
 };
 
@@ -105,6 +120,7 @@ Status CudaBackend::Spawn() {
   ready_ = false;
   packages_sent_.clear();
   image_sent_.clear();
+  default_images_sent_.clear();
   TUNE_RETURN_IF_ERROR(runner_->Start());
   ++stats_.spawns;
   WireWriter init(MsgType::kInit);
@@ -247,6 +263,17 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   // A config timed again straight after (the shapes of a unit that has
   // several): its cubin travels once.
   if (req.image_key != image_sent_ && kernel.baseline.empty()) req.image = kernel.image;
+  if (spec.check.mode == CheckSpec::Mode::kDefault) {
+    const CompiledKernel& def = DefaultKernel(spec, dtype, kernel);
+    if (def.failure != FailureClass::kNone) {
+      return Fail(m, FailureClass::kCompileError,
+                  "the default config " + spec.default_config.Canonical() +
+                      " (what [check] default compares with) does not compile; no config can be checked: " +
+                      def.failure_message);
+    }
+    req.default_image_key = def.kernel_hash + "/" + def.config_id + "/" + dtype + "/" + def.arch;
+    if (!default_images_sent_.count(req.default_image_key)) req.default_image = def.image;
+  }
   req.compile_resources = kernel.resources;
   req.policy = policy;
   req.best_so_far_us = best_so_far_us;
@@ -255,6 +282,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   image_sent_.clear();
   if (Status s = runner_->Send(w.bytes()); !s.ok()) return runner_died("while receiving the request", s.message());
   image_sent_ = req.image_key;
+  if (!req.default_image_key.empty()) default_images_sent_.insert(req.default_image_key);
 
   // Two clocks: building a problem (inputs, reference) is shared by every
   // config of the shape and may be slow; the config's own limit starts when

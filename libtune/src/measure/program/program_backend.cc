@@ -52,8 +52,6 @@ uint64_t SeedOf(const std::string& op, const std::string& dtype, const Shape& sh
   return h >> 11;  // exact in a double, for programs that read JSON numbers so
 }
 
-bool Skips(const OpSpec& spec) { return spec.check.mode == CheckSpec::Mode::kSkip; }
-
 // flock(2) on a file, held for the object's life (none when it cannot be
 // opened: the build then runs unguarded rather than not at all).
 class BuildLock {
@@ -210,6 +208,7 @@ class ProgramBackend : public Backend {
     r.config = config;
     r.shape = shape;
     r.check = spec.check;
+    r.default_config = spec.default_config;
     r.seed = SeedOf(spec.name, dtype, shape);
     r.l2 = spec.timing;
     return r;
@@ -406,7 +405,7 @@ class ProgramBackend : public Backend {
       m.failure_message = "the program ended with " + how + "\n" + Tail(p.stderr_tail(), kLogTailBytes);
       return m;
     }
-    return program::ToMeasurement(o, Skips(spec), Tail(p.stderr_tail(), kLogTailBytes));
+    return program::ToMeasurement(o, spec.check.mode, Tail(p.stderr_tail(), kLogTailBytes));
   }
 
   Status EnsureServe(const OpSpec& spec) {
@@ -469,7 +468,7 @@ class ProgramBackend : public Backend {
       *silent = !heard && serve_.stderr_tail().empty();
       return Ended("its output ended");
     }
-    return program::ToMeasurement(o, Skips(spec), o.failure != FailureClass::kNone ? Tail(serve_.stderr_tail(), 2048) : "");
+    return program::ToMeasurement(o, spec.check.mode, o.failure != FailureClass::kNone ? Tail(serve_.stderr_tail(), 2048) : "");
   }
 
   // The serve process is gone: the request is a crash, and the next one

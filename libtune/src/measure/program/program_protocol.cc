@@ -81,9 +81,19 @@ json TimingJson(const Request& r) {
               {"l2", L2TimingName(r.l2)}};
 }
 
-json CheckJson(const CheckSpec& c) {
-  return json{{"rtol", c.rtol}, {"atol", c.atol}, {"max_mismatch", c.max_mismatch},
-              {"skip", c.mode == CheckSpec::Mode::kSkip}};
+const char* CheckAgainst(const CheckSpec& c) {
+  return c.mode == CheckSpec::Mode::kSkip ? "none" : c.mode == CheckSpec::Mode::kDefault ? "default" : "reference";
+}
+
+json CheckJson(const Request& r) {
+  const CheckSpec& c = r.check;
+  json j{{"rtol", c.rtol},
+         {"atol", c.atol},
+         {"max_mismatch", c.max_mismatch},
+         {"skip", c.mode == CheckSpec::Mode::kSkip},
+         {"against", CheckAgainst(c)}};
+  if (c.mode == CheckSpec::Mode::kDefault) j["default"] = ParamsJson<json>(r.default_config.params);
+  return j;
 }
 
 void Fail(Outcome* out, FailureClass c, const std::string& why) {
@@ -250,6 +260,8 @@ std::vector<std::string> RequestEnvironment(const Request& r) {
   env.push_back("TUNEFARM_RTOL=" + Number(r.check.rtol));
   env.push_back("TUNEFARM_ATOL=" + Number(r.check.atol));
   env.push_back("TUNEFARM_MAX_MISMATCH=" + Number(r.check.max_mismatch));
+  env.push_back(std::string("TUNEFARM_CHECK_AGAINST=") + CheckAgainst(r.check));
+  if (r.check.mode == CheckSpec::Mode::kDefault) env.push_back("TUNEFARM_DEFAULT_CONFIG=" + r.default_config.Canonical());
   env.push_back("TUNEFARM_REQUEST=" + MeasureLine(r));
   return env;
 }
@@ -266,7 +278,7 @@ std::string MeasureLine(const Request& r) {
             {"build_dir", r.build_dir},
             {"seed", r.seed},
             {"timing", TimingJson(r)},
-            {"check", CheckJson(r.check)}};
+            {"check", CheckJson(r)}};
   if (!r.baseline.empty()) j["baseline"] = r.baseline;
   return DumpJson(j);
 }
@@ -293,7 +305,8 @@ bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out) {
   return ReadCroqLine(line, out);
 }
 
-Measurement ToMeasurement(const Outcome& o, bool check_skipped, const std::string& log_tail) {
+Measurement ToMeasurement(const Outcome& o, CheckSpec::Mode check, const std::string& log_tail) {
+  const bool check_skipped = check == CheckSpec::Mode::kSkip;
   Measurement m;
   auto fail = [&](FailureClass c, const std::string& why) {
     m.failure = c;
@@ -313,6 +326,7 @@ Measurement ToMeasurement(const Outcome& o, bool check_skipped, const std::strin
   if (o.samples_us.empty()) return fail(FailureClass::kCrash, "the program printed no timing samples");
   m.check_passed = o.checked;
   m.unchecked = !o.checked;
+  m.against_default = o.checked && check == CheckSpec::Mode::kDefault;
   SetFigures(ComputeStats(o.samples_us), &m);
   return m;
 }

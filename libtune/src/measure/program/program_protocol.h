@@ -27,7 +27,10 @@ struct Request {
   std::string build_dir;          // the config's build folder (build command's output)
   TimingPolicy timing;
   double best_so_far_us = 0;
-  CheckSpec check;                // tolerances only
+  CheckSpec check;                // mode and tolerances
+  // [check] default: the op's default config, whose outputs the program
+  // compares every config's with.
+  Config default_config;
   uint64_t seed = 0;              // of the inputs: the same for every config of a shape
   L2Timing l2 = L2Timing::kCold;  // the op's timing: hot = no L2 flush before a sample
   // Not empty: time the op's [baseline] (its library's name) instead of
@@ -75,7 +78,8 @@ bool ReadLine(const std::string& line, uint64_t want_id, Outcome* out);
 // a wrong result, or the figures of its samples; `baseline` holds the
 // answer's baseline_version, for the backend to prefix with the library. An answer without samples
 // is a failure that says so; so is one without a check result, unless the
-// op skips its check (`check_skipped`): then the row is unchecked.
-Measurement ToMeasurement(const Outcome& outcome, bool check_skipped, const std::string& log_tail);
+// op skips its check (`check` kSkip): then the row is unchecked. Under
+// kDefault the row was checked against the default config's outputs.
+Measurement ToMeasurement(const Outcome& outcome, CheckSpec::Mode check, const std::string& log_tail);
 
 }  // namespace tune::program

@@ -10,8 +10,7 @@
 
 namespace tune::runner {
 
-Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p,
-                       void** params, Measurement* m, double* seconds) {
+Failure Checker::RunOnce(const MeasuredLaunch& launch, Problem* p, void** params, double* seconds) {
   for (ArgData& a : p->args) {
     if (a.spec->kind != ArgSpec::Kind::kBuffer) continue;
     DeviceStatus st;
@@ -27,12 +26,38 @@ Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const L
   if (DeviceStatus st = launch(nullptr, params); !st.ok()) return dev_.FromDevice(st, "launch");
   if (DeviceStatus st = api_.Synchronize(); !st.ok()) return dev_.FromDevice(st, "checked run");
   *seconds = Seconds(t0);
-  if (Failure f = CheckGuards(*p); f.failed()) return f;
+  return CheckGuards(*p);
+}
+
+Failure Checker::AdoptDefault(const MeasuredLaunch& launch, Problem* p, void** params) {
+  double seconds = 0;
+  if (Failure f = RunOnce(launch, p, params, &seconds); f.failed()) return f;
+  for (ArgData& a : p->args) {
+    if (a.spec->kind != ArgSpec::Kind::kBuffer || !a.IsOutput()) continue;
+    // Once per problem: read back and widened on the host.
+    std::string bytes(a.bytes, '\0');
+    if (DeviceStatus st = api_.CopyToHost(bytes.data(), a.dev, a.bytes); !st.ok())
+      return dev_.FromDevice(st, "reading " + a.spec->name);
+    const std::vector<float> wide = DecodeToFloat(a.dtype, bytes);
+    const int64_t nans = std::count_if(wide.begin(), wide.end(), [](float v) { return std::isnan(v); });
+    if (nans > 0)
+      return Fail(FailureClass::kLaunchError, "it produced " + std::to_string(nans) + " NaNs in " + a.spec->name);
+    if (DeviceStatus st = api_.CopyToDevice(a.ref, wide.data(), wide.size() * sizeof(float)); !st.ok())
+      return dev_.FromDevice(st, "keeping " + a.spec->name);
+  }
+  return {};
+}
+
+Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p,
+                       void** params, Measurement* m, double* seconds) {
+  if (Failure f = RunOnce(launch, p, params, seconds); f.failed()) return f;
   if (spec.check.mode == CheckSpec::Mode::kSkip) {
     m->unchecked = true;
     return {};
   }
   if (spec.check.mode == CheckSpec::Mode::kChecker) return RunChecker(spec, plan, *p, params, m);
+  m->against_default = spec.check.mode == CheckSpec::Mode::kDefault;
+  const char* const against = m->against_default ? "the default config's" : "reference";
 
   Comparison c;
   const ArgData* first_arg = nullptr;
@@ -56,8 +81,8 @@ Failure Checker::Check(const MeasuredLaunch& launch, const OpSpec& spec, const L
   auto where = [&] {
     if (!first_arg) return std::string();
     char buf[200];
-    snprintf(buf, sizeof(buf), "first at %s[%lld]: %g vs reference %g", first_arg->spec->name.c_str(),
-             static_cast<long long>(first_index), ElementAt(first_arg->dtype, first_arg->dev, first_index),
+    snprintf(buf, sizeof(buf), "first at %s[%lld]: %g vs %s %g", first_arg->spec->name.c_str(),
+             static_cast<long long>(first_index), ElementAt(first_arg->dtype, first_arg->dev, first_index), against,
              ElementAt("f32", first_arg->ref, first_index));
     return std::string(buf);
   };

@@ -51,6 +51,11 @@ class Checker {
   // wall time.
   Failure Check(const MeasuredLaunch& launch, const OpSpec& spec, const LaunchPlan& plan, Problem* p, void** params,
                 Measurement* m, double* seconds);
+  // [check] default: runs the default config's `launch` once on `p` as
+  // Check runs a config and keeps its outputs, widened to fp32, as the
+  // problem's reference (ArgData::ref). A NaN in them or a changed guard
+  // fails: no config can be checked then.
+  Failure AdoptDefault(const MeasuredLaunch& launch, Problem* p, void** params);
   // Fills an input buffer with its seeded draw (and, when as_f32 is set, a
   // float copy of the stored values), on the device where it can.
   Failure FillInput(const ArgData& a, const std::string& init, uint64_t seed, DevicePtr as_f32);
@@ -63,6 +68,9 @@ class Checker {
   const BuiltinKernels& Builtins(const std::string& dtype);
 
  private:
+  // Runs `launch` once on `p`: inputs restored, outputs poisoned, guards
+  // filled before; guards compared after. `*seconds`: its wall time.
+  Failure RunOnce(const MeasuredLaunch& launch, Problem* p, void** params, double* seconds);
   // [check] checker: the op's checker kernel on the kernel's arguments
   // after its run, counting failing elements into a device word.
   Failure RunChecker(const OpSpec& spec, const LaunchPlan& plan, const Problem& p, void** params, Measurement* m);

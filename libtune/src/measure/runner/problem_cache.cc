@@ -180,11 +180,13 @@ Failure ProblemCache::Get(const OpSpec& spec, const std::string& digest, const s
 Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const std::string& dtype,
                            const Shape& shape, const LaunchPlan& plan, Problem* p) {
   // The reference kernel, or the checker kernel (compiled alike); nothing
-  // for an op that skips its check.
+  // for an op that skips its check. With [check] default the outputs'
+  // fp32 references are filled later from the default config's run
+  // (Runner::RunDefault).
   const CheckSpec::Mode mode = spec.check.mode;
-  const bool compares = mode == CheckSpec::Mode::kReference;
+  const bool compares = mode == CheckSpec::Mode::kReference || mode == CheckSpec::Mode::kDefault;
   Reference* ref = nullptr;
-  if (mode != CheckSpec::Mode::kSkip) {
+  if (spec.check.HasKernel()) {
     if (Failure f = GetReference(spec, digest, dtype, &ref); f.failed()) return f;
     if (mode == CheckSpec::Mode::kChecker) p->checker = ref->function;
   }
@@ -245,7 +247,7 @@ Failure ProblemCache::Build(const OpSpec& spec, const std::string& digest, const
       if (DeviceStatus st = api_.CopyOnDevice(a.dev, a.pristine, a.bytes); !st.ok()) return dev_.FromDevice(st, what);
     }
   }
-  if (!compares) return {};
+  if (mode != CheckSpec::Mode::kReference) return {};
   std::vector<void*> params;
   for (size_t i = 0; i < slots.size(); ++i)
     if (spec.args[i].kind != ArgSpec::Kind::kTensorMap) params.push_back(&slots[i]);

@@ -48,6 +48,10 @@ struct Problem {
   std::vector<std::vector<DevicePtr>> spare;
   // [check] checker: the op's checker kernel, run after each checked run.
   Function checker = nullptr;
+  // [check] default: whether the default config has run and its outputs
+  // are ArgData::ref, and how that failed (every config's failure then).
+  bool default_ran = false;
+  Failure default_failure;
 };
 
 class ProblemCache {

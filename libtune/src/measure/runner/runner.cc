@@ -123,6 +123,14 @@ bool Runner::HandleMeasure(WireReader* r) {
     stored_key_ = req.image_key;
     stored_image_ = std::move(req.image);
   }
+  if (r->ok() && !req.default_image.empty() && !defaults_.count(req.default_image_key)) {
+    if (defaults_.size() >= kMaxDefaultKernels) {
+      for (auto& [key, k] : defaults_)
+        if (k.module) api_.UnloadImage(k.module);
+      defaults_.clear();
+    }
+    defaults_[req.default_image_key].image = std::move(req.default_image);
+  }
   Measurement m;
   Failure f;
   if (!r->ok()) {
@@ -289,6 +297,98 @@ Failure Runner::BaselineLaunch(const MeasureRequest& req, const OpSpec& spec, co
   return {};
 }
 
+Failure Runner::BindParams(const OpSpec& spec, const LaunchPlan& plan, const Problem& problem, size_t placements,
+                           bool encode_maps, BoundParams* out) {
+  // Tensor maps' layouts, once: placements differ only in the addresses.
+  // Maps follow the buffers they describe (declared before them).
+  struct MapLayout {
+    size_t buffer = 0;
+    TensorMapLayout layout;
+  };
+  std::vector<MapLayout> maps(spec.args.size());
+  for (size_t i = 0; i < spec.args.size() && encode_maps; ++i) {
+    const ArgSpec& as = spec.args[i];
+    if (as.kind != ArgSpec::Kind::kTensorMap) continue;
+    const size_t of = size_t(std::find_if(spec.args.begin(), spec.args.end(),
+                                          [&](const ArgSpec& b) { return b.name == as.map_of; }) -
+                             spec.args.begin());
+    auto layout = LayTensorMap(as.name, problem.args[of].dtype, plan.arg_extents[of], plan.arg_extents[i], as.swizzle);
+    if (!layout.ok()) return Fail(FailureClass::kLaunchError, layout.status().message());
+    maps[i] = MapLayout{of, *layout};
+  }
+  out->slots.assign(placements, std::vector<ParamSlot>(spec.args.size()));
+  out->params.assign(placements, std::vector<void*>(spec.args.size()));
+  out->sets.clear();
+  for (size_t k = 0; k < placements; ++k) {
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+      const ArgSpec& as = spec.args[i];
+      ParamSlot& slot = out->slots[k][i];
+      if (as.kind == ArgSpec::Kind::kBuffer) {
+        slot.ptr = k == 0 ? problem.args[i].dev : problem.spare[k - 1][i];
+      } else if (as.kind == ArgSpec::Kind::kTensorMap) {
+        // A baseline library reads the buffers: its map slots stay unused.
+        const DevicePtr at = out->slots[k][maps[i].buffer].ptr;
+        if (encode_maps) {
+          if (Status st = CheckTensorMapAddress(as.name, at); !st.ok())
+            return Fail(FailureClass::kLaunchError, st.message());
+          if (DeviceStatus cs = api_.EncodeTensorMap(maps[i].layout, at, slot.map); !cs.ok())
+            return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + cs.message);
+        }
+      } else if (as.scalar_type == "i64") {
+        slot.i64 = std::llround(plan.scalar_values[i]);
+      } else if (as.scalar_type == "f32") {
+        slot.f32 = float(plan.scalar_values[i]);
+      } else {
+        slot.i32 = int32_t(std::llround(plan.scalar_values[i]));
+      }
+      out->params[k][i] = &slot;
+    }
+    out->sets.push_back(out->params[k].data());
+  }
+  return {};
+}
+
+Failure Runner::RunDefault(const MeasureRequest& req, const OpSpec& spec, const LaunchPlan& config_plan,
+                           Problem* problem) {
+  const std::string what = "the default config " + spec.default_config.Canonical();
+  // Not the config's fault, but no config can be checked without it.
+  const auto unusable = [&](Failure f) {
+    f.message = what + " (what [check] default compares with): " + f.message + "; no config can be checked";
+    return f;
+  };
+  auto it = defaults_.find(req.default_image_key);
+  if (req.default_image_key.empty() || it == defaults_.end())
+    return unusable(Fail(FailureClass::kLaunchError, "its cubin " + req.default_image_key + " was never sent"));
+  DefaultKernel& k = it->second;
+  if (!k.module) {
+    if (DeviceStatus st = api_.LoadImage(k.image, &k.module); !st.ok()) {
+      k.module = nullptr;
+      return unusable(device_ops_->FromDevice(st, "loading its cubin"));
+    }
+    if (DeviceStatus st = api_.GetFunction(k.module, spec.kernel, &k.function); !st.ok())
+      return unusable(device_ops_->FromDevice(st, "kernel " + spec.kernel));
+  }
+  auto plan = PlanLaunch(spec, req.dtype, spec.default_config, req.shape, device_);
+  if (!plan.ok()) return unusable(Fail(FailureClass::kLaunchError, "launch plan: " + plan.status().message()));
+  // The op's parser keeps buffers and scalars to dims (op_definition.h
+  // kDefault); a plan that still differs cannot share the problem.
+  if (plan->arg_elems != config_plan.arg_elems || plan->scalar_values != config_plan.scalar_values)
+    return unusable(Fail(FailureClass::kLaunchError, "its buffers or scalars differ from the config's"));
+  if (plan->smem_bytes > kDefaultMaxDynamicSmem) {
+    if (DeviceStatus st = api_.SetMaxDynamicSmem(k.function, plan->smem_bytes); !st.ok())
+      return unusable(device_ops_->FromDevice(st, "opting into its dynamic shared memory"));
+  }
+  BoundParams bound;
+  if (Failure f = BindParams(spec, *plan, *problem, 1, true, &bound); f.failed()) return unusable(f);
+  const Function function = k.function;
+  const LaunchPlan& p = *plan;
+  const MeasuredLaunch launch = [this, function, &p](Stream s, void** params) {
+    return device_ops_->Launch(function, p.grid, p.block, p.smem_bytes, s, params);
+  };
+  if (Failure f = checker_->AdoptDefault(launch, problem, bound.sets[0]); f.failed()) return unusable(f);
+  return {};
+}
+
 Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std::string& digest, Measurement* m) {
   // Phase times for TUNEFARM_RUNNER_TRACE, in ms: plan, problem, load+limits, check, timing.
   const double t_start = NowSeconds();
@@ -334,6 +434,11 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
   if (Failure f = problems_->PlaceBuffers(problem, req.policy.placements, req.policy.new_buffers && !built_problem_);
       f.failed())
     return f;
+  if (spec.check.mode == CheckSpec::Mode::kDefault && !problem->default_ran) {
+    problem->default_failure = RunDefault(req, spec, plan, problem);
+    problem->default_ran = !problem->default_failure.fatal;  // a fatal one ends this runner; the next tries again
+  }
+  if (problem->default_failure.failed()) return problem->default_failure;
   lap(1);
 
   // From here on only the config itself runs: the backend's per-config clock
@@ -353,56 +458,12 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
     };
   }
 
-  // Tensor maps' layouts, once: placements differ only in the addresses.
-  // Maps follow the buffers they describe (declared before them).
-  struct MapLayout {
-    size_t buffer = 0;
-    TensorMapLayout layout;
-  };
-  std::vector<MapLayout> maps(spec.args.size());
-  for (size_t i = 0; i < spec.args.size() && req.baseline.empty(); ++i) {
-    const ArgSpec& as = spec.args[i];
-    if (as.kind != ArgSpec::Kind::kTensorMap) continue;
-    const size_t of = size_t(std::find_if(spec.args.begin(), spec.args.end(),
-                                          [&](const ArgSpec& b) { return b.name == as.map_of; }) -
-                             spec.args.begin());
-    auto layout = LayTensorMap(as.name, problem->args[of].dtype, plan.arg_extents[of], plan.arg_extents[i], as.swizzle);
-    if (!layout.ok()) return Fail(FailureClass::kLaunchError, layout.status().message());
-    maps[i] = MapLayout{of, *layout};
-  }
-
   // The kernel's parameters, one set per placement of its buffers.
-  const size_t placements = 1 + problem->spare.size();
-  placements_ = placements;
-  std::vector<std::vector<ParamSlot>> slots(placements, std::vector<ParamSlot>(spec.args.size()));
-  std::vector<std::vector<void*>> params(placements, std::vector<void*>(spec.args.size()));
-  std::vector<void**> param_sets;
-  for (size_t k = 0; k < placements; ++k) {
-    for (size_t i = 0; i < spec.args.size(); ++i) {
-      const ArgSpec& as = spec.args[i];
-      ParamSlot& slot = slots[k][i];
-      if (as.kind == ArgSpec::Kind::kBuffer) {
-        slot.ptr = k == 0 ? problem->args[i].dev : problem->spare[k - 1][i];
-      } else if (as.kind == ArgSpec::Kind::kTensorMap) {
-        // A baseline library reads the buffers: its map slots stay unused.
-        const DevicePtr at = slots[k][maps[i].buffer].ptr;
-        if (req.baseline.empty()) {
-          if (Status st = CheckTensorMapAddress(as.name, at); !st.ok())
-            return Fail(FailureClass::kLaunchError, st.message());
-          if (DeviceStatus cs = api_.EncodeTensorMap(maps[i].layout, at, slot.map); !cs.ok())
-            return Fail(FailureClass::kLaunchError, "tensor map " + as.name + ": " + cs.message);
-        }
-      } else if (as.scalar_type == "i64") {
-        slot.i64 = std::llround(plan.scalar_values[i]);
-      } else if (as.scalar_type == "f32") {
-        slot.f32 = float(plan.scalar_values[i]);
-      } else {
-        slot.i32 = int32_t(std::llround(plan.scalar_values[i]));
-      }
-      params[k][i] = &slot;
-    }
-    param_sets.push_back(params[k].data());
-  }
+  BoundParams bound;
+  if (Failure f = BindParams(spec, plan, *problem, 1 + problem->spare.size(), req.baseline.empty(), &bound); f.failed())
+    return f;
+  placements_ = bound.sets.size();
+  const std::vector<void**>& param_sets = bound.sets;
 
   lap(2);
   double checked_seconds = 0;

@@ -63,6 +63,22 @@ class Runner {
   Failure BaselineLaunch(const MeasureRequest& req, const OpSpec& spec, const LaunchPlan& plan,
                          MeasuredLaunch* launch, Measurement* m);
 
+  // A kernel's parameters over `placements` placements of `problem`'s
+  // buffers (ArgData::dev first, then Problem::spare): slots, pointers to
+  // them, and one pointer array per placement. `encode_maps`: false for a
+  // baseline library, which reads the buffers and no tensor map.
+  struct BoundParams {
+    std::vector<std::vector<ParamSlot>> slots;
+    std::vector<std::vector<void*>> params;
+    std::vector<void**> sets;
+  };
+  Failure BindParams(const OpSpec& spec, const LaunchPlan& plan, const Problem& problem, size_t placements,
+                     bool encode_maps, BoundParams* out);
+  // [check] default: the op's default config (req.default_image_key) runs
+  // once on `problem`, and its outputs become the reference every config
+  // is compared with (Checker::AdoptDefault). Its failure is every config's.
+  Failure RunDefault(const MeasureRequest& req, const OpSpec& spec, const LaunchPlan& config_plan, Problem* problem);
+
   Status Send(const WireWriter& w) { return WriteFrame(out_, w.bytes()); }
 
   DeviceApi& api_;
@@ -90,6 +106,16 @@ class Runner {
   bool built_problem_ = false;     // the current request built its problem
   size_t placements_ = 1;          // of the current request's timing (trace)
   SamplingStop stopped_ = SamplingStop::kNo;  // why its sampling loop ended (trace)
+
+  // [check] default: the default configs' cubins received, by image key,
+  // loaded at their first use.
+  struct DefaultKernel {
+    std::string image;
+    Image module = nullptr;
+    Function function = nullptr;
+  };
+  static constexpr size_t kMaxDefaultKernels = 64;
+  std::map<std::string, DefaultKernel> defaults_;
 
   std::string stored_key_;     // last cubin received (sent once per config)
   std::string stored_image_;

@@ -193,6 +193,8 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->F64(p.idle_seconds);
   w->F64(r.best_so_far_us);
   w->Str(r.baseline);
+  w->Str(r.default_image_key);
+  w->Str(r.default_image);
 }
 
 MeasureRequest DecodeMeasureRequest(WireReader* rd) {
@@ -223,6 +225,8 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   p.idle_seconds = rd->F64();
   r.best_so_far_us = rd->F64();
   r.baseline = rd->Str();
+  r.default_image_key = rd->Str();
+  r.default_image = rd->Str();
   return r;
 }
 
@@ -269,7 +273,7 @@ void EncodeMeasurement(const Measurement& m, WireWriter* w) {
   w->Str(m.failure_message);
   for (double v : {m.median_us, m.mean_us, m.stdev_us, m.min_us, m.max_us, m.ci95_us}) w->F64(v);
   w->U32(m.samples);
-  w->U8((m.check_passed ? 1 : 0) | (m.unchecked ? 2 : 0));
+  w->U8((m.check_passed ? 1 : 0) | (m.unchecked ? 2 : 0) | (m.against_default ? 4 : 0));
   w->F64(m.max_abs_error);
   w->F64(m.mismatch_ratio);
   const KernelResources& k = m.resources;
@@ -298,6 +302,7 @@ Measurement DecodeMeasurement(WireReader* r) {
   const uint8_t check = r->U8();
   m.check_passed = (check & 1) != 0;
   m.unchecked = (check & 2) != 0;
+  m.against_default = (check & 4) != 0;
   m.max_abs_error = r->F64();
   m.mismatch_ratio = r->F64();
   KernelResources& k = m.resources;

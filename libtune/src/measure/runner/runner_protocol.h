@@ -23,7 +23,7 @@
 
 namespace tune::runner {
 
-constexpr uint32_t kRunnerProtocolVersion = 9;
+constexpr uint32_t kRunnerProtocolVersion = 10;
 constexpr uint32_t kMaxFrameBytes = 1u << 30;
 
 enum class MsgType : uint8_t {
@@ -94,6 +94,11 @@ struct MeasureRequest {
   // Not empty: time the op's [baseline] library ("cublaslt") on the
   // buffers `config` (the op's default) sizes, instead of a cubin.
   std::string baseline;
+  // [check] default: the op's default config's cubin, whose outputs are the
+  // reference of every problem (Runner::RunDefault). Sent once per key; an
+  // empty image = the runner holds it already.
+  std::string default_image_key;
+  std::string default_image;
 };
 
 void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w);
