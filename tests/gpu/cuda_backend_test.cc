@@ -221,6 +221,29 @@ TEST_F(CudaGpu, AnOpThatSkipsItsCheckGetsUncheckedRows) {
   EXPECT_GT(m.samples, 0u);
 }
 
+// [check] default = true: no reference kernel; the default config's outputs
+// are what every config is compared with, so a wrong config fails on the GPU
+// as it would against a reference.
+TEST_F(CudaGpu, WithoutAReferenceAWrongConfigFailsItsCheckAgainstTheDefault) {
+  OpSpec spec = Planted("default_checked");
+  ASSERT_EQ(spec.check.mode, CheckSpec::Mode::kDefault);
+  auto backend = MakeCudaBackend(device_, Options());
+  for (const std::string dtype : {"f32", "f16", "bf16"}) {
+    for (int64_t block : {128, 256}) {
+      Config right, wrong;
+      right.params = {{"BLOCK", ParamValue(block)}, {"WRONG", ParamValue(int64_t(0))}};
+      wrong.params = {{"BLOCK", ParamValue(block)}, {"WRONG", ParamValue(int64_t(1))}};
+      const Measurement ok = Run(*backend, spec, dtype, right, ShapeN(1 << 20), QuickPolicy());
+      EXPECT_TRUE(ok.Valid() && ok.check_passed) << dtype << " " << Describe(ok);
+      EXPECT_TRUE(ok.against_default) << dtype;
+      EXPECT_STREQ(ok.CheckedAgainst(), "default");
+      const Measurement bad = Run(*backend, spec, dtype, wrong, ShapeN(1 << 20), QuickPolicy());
+      EXPECT_EQ(bad.failure, FailureClass::kWrongResult) << dtype << " " << Describe(bad);
+      EXPECT_NE(bad.failure_message.find("the default config's"), std::string::npos) << bad.failure_message;
+    }
+  }
+}
+
 // String and boolean params reach the kernel as the documented macros: every
 // legal config of the categorical test op compiles, runs and passes its
 // check on the GPU.
