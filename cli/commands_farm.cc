@@ -125,6 +125,12 @@ void AddWorkerOptions(CLI::App* app, WorkerArgs* args, bool for_tune) {
                   "cuda: time each contender again for this long, back to back, and keep that "
                   "window's median (steady clocks; 0 = off)")
       ->capture_default_str();
+  app->add_option("--energy-seconds", args->opts.timing.energy_seconds,
+                  "Measure energy per call and mean power after each timing: this many seconds of "
+                  "back-to-back calls with the board's energy counter (NVML) read around them; sim: its "
+                  "power model (0 = off; read only, clocks and limits are never set)")
+      ->check(CLI::Range(0.0, kMaxEnergySeconds))
+      ->capture_default_str();
 }
 
 CLI::Option* AddConnectTimeoutOption(CLI::App* app, ClientArgs* args) {

@@ -274,6 +274,9 @@ tunefarm_farm_t* tunefarm_farm_local(const char* options_json, char** errptr) {
     ASSIGN_OR_RETURN(int64_t max_raw, IntField(j, "max_raw_configs", int64_t(o.max_raw_configs), 1,
                                                int64_t(tune::kMaxRawConfigPoints), what));
     o.max_raw_configs = uint64_t(max_raw);
+    ASSIGN_OR_RETURN(o.worker.timing.energy_seconds, Field<double>(j, "energy_seconds", 0.0, what));
+    if (!(o.worker.timing.energy_seconds >= 0 && o.worker.timing.energy_seconds <= tune::kMaxEnergySeconds))
+      return Status::InvalidArgument("local farm: \"energy_seconds\" must be a number of seconds in [0, 10]");
     // The CUDA backend's runner is a process of the `tunefarm` program (in
     // Python, /proc/self/exe is the interpreter).
     ASSIGN_OR_RETURN(o.worker.runner_exe, Field<std::string>(j, "tunefarm_binary", "", what));

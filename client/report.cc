@@ -223,7 +223,8 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
                          {"status"}, {"check_passed", false, false, S::kJsonOnly},
                          {"unchecked", false, false, S::kJsonOnly}, {"checked_against", false, true}, {"median_us"}, {"stdev_us"}, {"ci95_us"},
                          {"samples"}, {"throughput", false, false, S::kNotJson}, {"unit", false, false, S::kNotJson},
-                         {"throughput", false, true, S::kJsonOnly}, {"sm_clock_mhz"}, {"throttled"}, {"backend"},
+                         {"throughput", false, true, S::kJsonOnly}, {"sm_clock_mhz"}, {"throttled"},
+                         {"energy_uj", false, true}, {"power_w", false, true}, {"power_limit_w", false, true}, {"backend"},
                          {"timing"}, {"winner"}, {"reason", false, true}, {"confirmed"}, {"confirm_timing", false, true},
                          {"refined"}, {"screen_us", false, true}, {"bottleneck", false, false, S::kNotJson},
                          {"compute_pct", false, false, S::kNotJson}, {"memory_pct", false, false, S::kNotJson},
@@ -231,9 +232,13 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
                          {"baseline", false, true}, {"baseline_us", false, false, S::kNotJson},
                          {"vs_baseline", false, true}, {"default_us", false, true}, {"vs_default", false, true}};
   RowSection* section = nullptr;
+  bool section_energy = false;  // the section's table has the energy columns
   std::set<std::string> against_default;  // groups with a row checked against the default config
-  for (const Measurement& m : rows)
+  std::map<std::string, double> power_limit;  // groups with energy figures: the limit they were taken under
+  for (const Measurement& m : rows) {
     if (m.Valid() && m.against_default) against_default.insert(group(m));
+    if (m.Valid() && m.energy_uj > 0) power_limit[group(m)] = m.power_limit_w;
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& m = rows[i];
     std::string unit;
@@ -266,7 +271,9 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
          FlagCell(m.unchecked), m.Valid() ? TextCell(m.CheckedAgainst()) : EmptyCell(), NumberCell(m.median_us, "%.3f"), NumberCell(m.stdev_us, "%.3f"),
          NumberCell(m.ci95_us, "%.3f"), IntegerCell(m.samples), NumberCell(tp, "%.3f"), TextCell(unit),
          tp > 0 ? Cell({{"value", tp}, {"unit", unit}}, "") : EmptyCell(), IntegerCell(m.sm_clock_mhz),
-         FlagCell(m.throttled), TextCell(m.backend), TextCell(L2TimingName(m.timing)), FlagCell(winner[i]),
+         FlagCell(m.throttled), FigureCell(m.energy_uj, "%.3f", m.energy_uj > 0),
+         FigureCell(m.power_w, "%.1f", m.power_w > 0), FigureCell(m.power_limit_w, "%.0f", m.power_limit_w > 0),
+         TextCell(m.backend), TextCell(L2TimingName(m.timing)), FlagCell(winner[i]),
          m.failure_message.empty() ? EmptyCell() : Cell(m.failure_message, WhyFailed(m.failure_message)),
          FlagCell(confirmed), confirmed ? TextCell(ConfirmTimingName(m.confirm_timing)) : EmptyCell(),
          FlagCell(m.pass == Measurement::Pass::kRefine),
@@ -298,6 +305,12 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
                               rows[i + 1].median_us, rows[i + 1].config.Canonical().c_str(), 100 * kTieWithin));
       s.table.columns = {{""}, {"config"}, {"median_us", true}, {"ci95_%", true}, {"samples", true},
                          {"throughput", true}, {"status"}};
+      const auto limit = power_limit.find(group(m));
+      section_energy = limit != power_limit.end();
+      if (section_energy) {
+        s.table.columns.insert(s.table.columns.end() - 1, {{"energy_uj", true}, {"power_w", true}});
+        if (limit->second > 0) s.notes.push_back(Fmt("energy under a power limit of %.0f W", limit->second));
+      }
       report.sections.push_back(std::move(s));
       section = &report.sections.back();
     }
@@ -310,11 +323,18 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
                                      NumberCell(m.mean_us > 0 ? 100.0 * m.ci95_us / m.mean_us : 0.0, "%.2f"),
                                      IntegerCell(m.samples), TextCell(tp > 0 ? Fmt("%.1f %s", tp, unit.c_str()) : "-"),
                                      TextCell(m.StatusName() + pass)});
+      if (section_energy) {
+        auto& row = section->table.rows.back();
+        row.insert(row.end() - 1, {m.energy_uj > 0 ? NumberCell(m.energy_uj, "%.2f") : TextCell("-"),
+                                   m.power_w > 0 ? NumberCell(m.power_w, "%.0f") : TextCell("-")});
+      }
       if (p) section->table.under[section->table.rows.size() - 1].push_back("profile: " + DescribeProfile(*p));
     } else {
       section->table.rows.push_back({TextCell(""), TextCell(m.config.Canonical()), TextCell("-"), TextCell("-"),
                                      TextCell("-"), TextCell("-"),
                                      TextCell(std::string(m.StatusName()) + ": " + WhyFailed(m.failure_message))});
+      auto& row = section->table.rows.back();
+      if (section_energy) row.insert(row.end() - 1, {TextCell("-"), TextCell("-")});
     }
   }
   return report;

@@ -39,6 +39,20 @@ std::string RowFault(const IngestJob& job, const Measurement& m, bool baseline =
   for (const auto& [name, v] : figures) {
     if (!std::isfinite(v) || v < 0) return std::string(name) + " = " + std::to_string(v);
   }
+  // Energy, where measured: a board draws at most kMaxPowerW, and a call's
+  // energy is what its power over its median comes to (a little more:
+  // launch gaps in the window); a figure past that is forged.
+  const std::pair<const char*, double> energy[] = {
+      {"energy_uj", m.energy_uj}, {"power_w", m.power_w}, {"power_limit_w", m.power_limit_w}};
+  for (const auto& [name, v] : energy) {
+    if (!std::isfinite(v) || v < 0 || (v > 0 && m.failure != FailureClass::kNone))
+      return std::string(name) + " = " + std::to_string(v) + (v > 0 ? " on a row that did not run" : "");
+  }
+  if (m.power_w > kMaxPowerW || m.power_limit_w > kMaxPowerW)
+    return "a power of " + std::to_string(std::max(m.power_w, m.power_limit_w)) + " W, past " +
+           std::to_string(int(kMaxPowerW)) + " W";
+  if ((m.energy_uj > 0) != (m.power_w > 0)) return "an energy figure without its power, or a power without its energy";
+  if (m.energy_uj > kMaxPowerW * m.max_us * 4) return "energy_uj = " + std::to_string(m.energy_uj) + " beyond any power over its time";
   if (m.failure == FailureClass::kNone) {
     if (m.samples < 1) return "a figure of 0 samples";
     for (double v : {m.median_us, m.mean_us, m.min_us, m.max_us}) {

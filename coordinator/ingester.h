@@ -48,6 +48,8 @@ struct LeasedUnit {
 // Bounds on a reported figure: a kernel's median above an hour (or below a
 // picosecond) is no measurement this farm takes.
 inline constexpr double kMaxFigureUs = 3.6e9;
+// No board draws more (an 8-GPU node's share is about 1 kW a device).
+inline constexpr double kMaxPowerW = 5000;
 inline constexpr double kMinFigureUs = 1e-6;
 
 struct IngestJob {
@@ -140,7 +142,9 @@ struct IngestOutcome {
 // the sender's kernel hashes and backends for that model, carry a pass flag
 // only where the unit is of that pass, and finite figures: a row that ran
 // (failure kNone) has samples >= 1 and a median, mean, min and max within
-// [kMinFigureUs, kMaxFigureUs]; every figure of any row is finite and >= 0.
+// [kMinFigureUs, kMaxFigureUs]; every figure of any row is finite and >= 0;
+// energy and power only on a row that ran, power at most kMaxPowerW, energy
+// within what that power over the row's time comes to.
 // A row's `arch`, where set, must be one of the sender's (job.archs).
 Result<std::vector<Measurement>> RowsToStore(const IngestJob& job, const Results& results);
 

@@ -167,6 +167,13 @@ struct Measurement @0xd2e5a7222ba80fd2 {
   # true) rather than a reference; false on rows stored before the field
   # existed, which were checked against a reference (or unchecked).
   checkedAgainstDefault @40 :Bool;
+  # Energy per call (microjoules) and the board's mean power (watts) over a
+  # window of back-to-back calls, and the power limit enforced then (watts);
+  # 0 where not measured (the worker's --energy-seconds was 0, or the device
+  # has no energy counter).
+  energyUj @41 :Float64;
+  powerW @42 :Float64;
+  powerLimitW @43 :Float64;
 }
 
 # What a sweep measured of one (GPU model, op, dtype, shape) of a kernel

@@ -254,7 +254,7 @@ class Farm:
               sim_models: Optional[Sequence[str]] = None, devices: Optional[Sequence[int]] = None,
               workers: int = 1, ops_dir: Optional[str] = None, tunefarm_binary: Optional[str] = None,
               allow_programs: bool = False, log_level: str = "warn",
-              max_raw_configs: Optional[int] = None) -> "Farm":
+              max_raw_configs: Optional[int] = None, energy_seconds: float = 0) -> "Farm":
         """A coordinator and workers on this host's GPUs, storing into
         `store`. The farm is private to this process: its coordinator listens
         on a Unix socket in a fresh folder of mode 0700 (removed by close()),
@@ -265,7 +265,11 @@ class Farm:
         other Python DSLs) as this user. `log_level`: the farm's log lines on
         stderr (debug, info, warn, error). `max_raw_configs`: the bound on an
         op's raw config points (the product of its axes' sizes; default
-        4,000,000), as `tune --max-raw-configs`."""
+        4,000,000), as `tune --max-raw-configs`. `energy_seconds`: measure
+        energy per call and mean power after each timing over a window this
+        long (NVML's energy counter; the sim's power model), as `tune
+        --energy-seconds`; rows then carry energy_uj, power_w and
+        power_limit_w (0 = off)."""
         lib = _farm_lib()
         opts = {"store": os.fspath(store), "backend": backend, "workers": int(workers),
                 "allow_programs": bool(allow_programs), "log_level": log_level}
@@ -275,6 +279,8 @@ class Farm:
             opts["devices"] = [int(d) for d in devices]
         if max_raw_configs is not None:
             opts["max_raw_configs"] = max_raw_configs
+        if energy_seconds:
+            opts["energy_seconds"] = float(energy_seconds)
         binary = tunefarm_binary or _default_binary()
         if binary:
             opts["tunefarm_binary"] = binary

@@ -187,6 +187,7 @@ class HostDevice final : public device::DeviceApi {
     l.smem = smem;
     l.params = params;
     ++launches_[name];
+    joules_ += kJoulesPerLaunch;
     first_params_[name].push_back(l.Param<uint64_t>(0));
     device::DeviceStatus st = kernels_.at(name).run(l);
     if (st.error == device::DeviceError::kContextLost) lost_ = st.message;
@@ -221,6 +222,14 @@ class HostDevice final : public device::DeviceApi {
     return Status::Error("baseline " + library + ": the host device has no baseline library");
   }
   device::ClockReading Clocks() override { return {}; }
+  // An energy counter that every launch advances by kJoulesPerLaunch, under
+  // a limit of kPowerLimitW; none until a test turns it on.
+  static constexpr double kJoulesPerLaunch = 1e-3, kPowerLimitW = 300;
+  bool energy_counter = false;
+  device::EnergyReading Energy() override {
+    if (!energy_counter) return {};
+    return device::EnergyReading{true, joules_, kPowerLimitW};
+  }
 
  private:
   static const std::string& Name(device::Function f) { return *reinterpret_cast<const std::string*>(f); }
@@ -245,6 +254,7 @@ class HostDevice final : public device::DeviceApi {
   size_t allocated_ = 0;
   std::vector<std::unique_ptr<std::map<std::string, std::string>>> images_;
   std::vector<std::unique_ptr<double>> events_;
+  double joules_ = 0;
   std::map<std::string, int> launches_;
   std::vector<size_t> fill_bytes_;
   std::map<std::string, std::vector<uint64_t>> first_params_;

@@ -191,6 +191,74 @@ TEST(TuneOutput, AHotAndAColdSweepOfOneKeyAreTwoRowSetsThatNeverMix) {
   EXPECT_NE(warm.err.find("--timing"), std::string::npos) << warm.err;
 }
 
+// tiny with [check] default = true in place of its reference.
+bool CheckedAgainstDefault(std::string& toml) {
+  const size_t from = toml.find("reference = "), to = toml.find("rtol = ");
+  if (from == std::string::npos || to == std::string::npos) return false;
+  toml.replace(from, to - from, "default = true\n");
+  return true;
+}
+
+TEST(TuneOutput, AnOpWithoutAReferenceIsCheckedAgainstItsDefaultAndWrongConfigsFail) {
+  testing::TempDir dir;
+  const std::string ops = OpCopy(dir, "tiny", CheckedAgainstDefault);
+  ASSERT_FALSE(ops.empty());
+  const Output out = Tune(dir, "json", "tiny", ops, "--shape N=65536 --sim-faults wrong=0.3");
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const auto doc = nlohmann::json::parse(out.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << out.out;
+  size_t wrong = 0, passed = 0;
+  for (const auto& row : doc["results"]) {
+    if (row["status"] == "wrong_result") {
+      ++wrong;
+      EXPECT_NE(row["reason"].get<std::string>().find("the default config's"), std::string::npos) << row;
+      EXPECT_NE(row["config"], "BLOCK=256,VEC=1") << "the default is what the others are compared with";
+    } else if (row["status"] == "ok") {
+      ++passed;
+      EXPECT_EQ(row["checked_against"], "default") << row;
+    }
+  }
+  EXPECT_GT(wrong, 0u) << doc["results"].dump();
+  EXPECT_GT(passed, 0u);
+}
+
+TEST(TuneOutput, EnergyIsMeasuredWhereAskedAndPrintedBesideTheFigures) {
+  testing::TempDir dir;
+  const std::string ops = std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops";
+  const Output off = Tune(dir, "json", "tiny", ops, "--shape N=65536");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  for (const auto& row : nlohmann::json::parse(off.out)["results"]) EXPECT_FALSE(row.contains("energy_uj")) << row;
+
+  const Output on = Tune(dir, "table", "tiny", ops, "--shape N=65536 --energy-seconds 0.1");
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_NE(on.out.find("energy_uj"), std::string::npos) << on.out;
+  EXPECT_NE(on.out.find("energy under a power limit of 700 W"), std::string::npos) << on.out;
+  std::string json;
+  FILE* p = ::popen((std::string(TUNEFARM_BINARY) + " results --top 0 --format json --store " + dir.Sub("table-store") +
+                     " 2>/dev/null").c_str(), "r");
+  char buf[4096];
+  for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;) json.append(buf, n);
+  if (p) ::pclose(p);
+  const auto rows = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_TRUE(rows.is_array() && !rows.empty()) << json;
+  std::set<double> powers;
+  for (const auto& row : rows) {
+    if (row["status"] != "ok") continue;
+    ASSERT_TRUE(row.contains("energy_uj")) << row;
+    const double power = row["power_w"], energy = row["energy_uj"], median = row["median_us"];
+    EXPECT_EQ(row["power_limit_w"], 700.0);
+    EXPECT_GE(power, 0.45 * 700);
+    EXPECT_LE(power, 0.95 * 700);
+    EXPECT_NEAR(energy, power * median, 1e-6 * energy) << "a call's energy is its power over its time";
+    powers.insert(power);
+  }
+  EXPECT_GT(powers.size(), 1u) << "configs draw different power";
+
+  const Output bad = Tune(dir, "table", "tiny", ops, "--shape N=65536 --energy-seconds 11");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--energy-seconds"), std::string::npos) << bad.err;
+}
+
 TEST(TuneOutput, TableKeepsItsSummaryLinesOnStdout) {
   testing::TempDir dir;
   const Output r = Tune(dir, "table");

@@ -323,6 +323,13 @@ TEST(RowsToStore, RefusesEveryRowThatIsNotWhatWasLeased) {
       {"confirmed in a screening unit", [](Measurement& m) { m.pass = Measurement::Pass::kConfirm; }, "confirmed"},
       {"refined in a screening unit", [](Measurement& m) { m.pass = Measurement::Pass::kRefine; }, "refined"},
       {"NaN figure on a failure row", [&](Measurement& m) { m.failure = FailureClass::kCrash; m.max_us = nan; }, "max_us"},
+      {"NaN energy", [&](Measurement& m) { m.energy_uj = nan; m.power_w = 400; }, "energy_uj"},
+      {"negative power", [](Measurement& m) { m.energy_uj = 1; m.power_w = -400; }, "power_w"},
+      {"energy on a failed row", [](Measurement& m) { m.failure = FailureClass::kCrash; m.energy_uj = 5; }, "did not run"},
+      {"a board past any power", [](Measurement& m) { m.energy_uj = 1; m.power_w = 1e6; }, "past 5000 W"},
+      {"a power limit past any board", [](Measurement& m) { m.power_limit_w = 1e9; }, "past 5000 W"},
+      {"energy without power", [](Measurement& m) { m.energy_uj = 10; }, "without its power"},
+      {"energy beyond its time", [](Measurement& m) { m.energy_uj = 1e12; m.power_w = 700; }, "beyond any power"},
   };
   IngestJob job = Job(Frame(0, {}));
   for (const auto& c : cases) {

@@ -351,6 +351,28 @@ TEST_F(HostRunnerTest, WithoutAReferenceConfigsAreCheckedAgainstTheDefaultConfig
   EXPECT_EQ(device_.Launches("vadd_default_nan"), 1);
 }
 
+TEST_F(HostRunnerTest, EnergyIsReadAroundAWindowOfCallsWhereAskedAndTheDeviceCounts) {
+  runner::MeasureRequest req;
+  const Measurement off = Measure("vadd", 1000, 128, nullptr, &req);
+  ASSERT_TRUE(off.check_passed) << off.failure_message;
+  EXPECT_EQ(off.energy_uj, 0.0) << "not asked";
+
+  req.policy.energy_seconds = 0.02;
+  const Measurement uncounted = Measure("vadd", 1000, 128, nullptr, &req);
+  ASSERT_TRUE(uncounted.check_passed) << uncounted.failure_message;
+  EXPECT_EQ(uncounted.energy_uj, 0.0) << "a device without a counter gives no figure";
+  EXPECT_EQ(uncounted.power_limit_w, 0.0);
+
+  device_.energy_counter = true;
+  const int before = device_.Launches("vadd");
+  const Measurement m = Measure("vadd", 1000, 128, nullptr, &req);
+  ASSERT_TRUE(m.check_passed) << m.failure_message;
+  EXPECT_GT(m.energy_uj, 0.0);
+  EXPECT_GT(m.power_w, 0.0);
+  EXPECT_EQ(m.power_limit_w, HostDevice::kPowerLimitW);
+  EXPECT_GT(device_.Launches("vadd") - before, int(m.samples) + 1) << "the window's calls come after the samples";
+}
+
 TEST_F(HostRunnerTest, ALostDeviceEndsTheRunnerAfterItsAnswer) {
   bool fatal = false;
   Measurement m = Measure("vadd_crash", 1000, 128, &fatal);

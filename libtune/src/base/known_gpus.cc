@@ -47,16 +47,16 @@ const DeviceInfo* FindKnownGpu(std::string_view model) {
 const std::vector<SimGpu>& SimGpus() {
   // Rough public figures; what matters for the farm is that models differ.
   static const std::vector<SimGpu> kSim = {
-      {"h100", "Simulated H100 SXM", "h100-80gb-hbm3", 700, 3000},
-      {"h200", "Simulated H200", "h200", 720, 4300},
-      {"a100", "Simulated A100 SXM", "a100-sxm4-80gb", 290, 1700},
-      {"l40s", "Simulated L40S", "l40s", 330, 800},
+      {"h100", "Simulated H100 SXM", "h100-80gb-hbm3", 700, 3000, 700},
+      {"h200", "Simulated H200", "h200", 720, 4300, 700},
+      {"a100", "Simulated A100 SXM", "a100-sxm4-80gb", 290, 1700, 400},
+      {"l40s", "Simulated L40S", "l40s", 330, 800, 350},
   };
   return kSim;
 }
 
 const SimGpu& FindSimGpu(std::string_view model) {
-  static constexpr SimGpu kGeneric = {"generic", "Simulated generic GPU", "rtx-a6000", 120, 900};
+  static constexpr SimGpu kGeneric = {"generic", "Simulated generic GPU", "rtx-a6000", 120, 900, 300};
   for (const SimGpu& g : SimGpus())
     if (model == g.model) return g;
   return kGeneric;

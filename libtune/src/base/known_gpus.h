@@ -37,6 +37,7 @@ struct SimGpu {
   const char* known;  // the KnownGpus() model whose limits it has
   double tflops;      // dense fp16 tensor-core peak the cost model reaches
   double gbps;        // device memory bandwidth the cost model reaches
+  double power_limit_w;  // board power limit (the sim's energy model)
 };
 
 // The sim models that have a name of their own, in a fixed order.

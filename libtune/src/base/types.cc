@@ -499,6 +499,9 @@ void Measurement::CopyOutcome(const Measurement& from) {
   resources = from.resources;
   throttled = from.throttled;
   sm_clock_mhz = from.sm_clock_mhz;
+  energy_uj = from.energy_uj;
+  power_w = from.power_w;
+  power_limit_w = from.power_limit_w;
   confirm_timing = from.confirm_timing;
 }
 

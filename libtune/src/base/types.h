@@ -234,6 +234,12 @@ struct Measurement {
   KernelResources resources;
   bool throttled = false;
   int sm_clock_mhz = 0;
+  // Energy, where the worker measured it (TimingPolicy::energy_seconds):
+  // per call (microjoules) and the board's mean power (watts) over a window
+  // of back-to-back calls, and the power limit the device enforced then
+  // (its label: figures under another limit are other figures). 0: not
+  // measured.
+  double energy_uj = 0, power_w = 0, power_limit_w = 0;
   std::string backend;        // "cuda" | "sim": sim figures are never hardware results
   std::string device_name, worker, driver_version, nvrtc_version, farm_version;
   int64_t unix_time = 0;

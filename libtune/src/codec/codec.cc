@@ -240,6 +240,9 @@ void SetMeasurement(wire::Measurement::Builder b, const Measurement& m) {
   b.setBaseline(TextOf(m.baseline));
   b.setUnchecked(m.unchecked);
   b.setCheckedAgainstDefault(m.against_default);
+  b.setEnergyUj(m.energy_uj);
+  b.setPowerW(m.power_w);
+  b.setPowerLimitW(m.power_limit_w);
   b.setIncludeDigest(TextOf(m.include_digest));
   b.setHotL2(m.timing == L2Timing::kHot);
 }
@@ -293,6 +296,9 @@ Measurement GetMeasurement(wire::Measurement::Reader r, Budget& budget) {
   m.baseline = Txt(r.getBaseline(), budget, "baseline");
   m.unchecked = r.getUnchecked();
   m.against_default = r.getCheckedAgainstDefault();
+  m.energy_uj = r.getEnergyUj();
+  m.power_w = r.getPowerW();
+  m.power_limit_w = r.getPowerLimitW();
   m.include_digest = Txt(r.getIncludeDigest(), budget, "includeDigest");
   m.timing = r.getHotL2() ? L2Timing::kHot : L2Timing::kCold;
   return m;

@@ -65,6 +65,16 @@ struct ClockReading {
   bool throttled = false;  // power or thermal capping lowered the clocks
 };
 
+// The device's energy counter (joules since some fixed point; only
+// differences mean anything) and the power limit it enforces now; `valid`
+// false where the device has no reader. Read, never set: the farm does not
+// change clocks or limits.
+struct EnergyReading {
+  bool valid = false;
+  double joules = 0;
+  double power_limit_w = 0;
+};
+
 // A vendor library timed as an op's [baseline] on the problem's buffers
 // (opspec/op_definition.h BaselineSpec): C[M,N] = A[M,K] * B[N,K]^T.
 class BaselineLibrary {
@@ -131,6 +141,7 @@ class DeviceApi {
   virtual DeviceStatus EncodeTensorMap(const TensorMapLayout& layout, DevicePtr address, void* map) = 0;
   virtual Result<std::unique_ptr<BaselineLibrary>> OpenBaseline(const std::string& library) = 0;
   virtual ClockReading Clocks() = 0;
+  virtual EnergyReading Energy() { return {}; }
 };
 
 // A compiled program the runner loads, or why there is none.

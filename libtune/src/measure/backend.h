@@ -56,6 +56,9 @@ CompiledKernel BaselineKernel(const OpSpec& spec, const std::string& kernel_hash
 //
 // The defaults of the fields that the stopping rule (measure/sampling.h) uses
 // are python/tunefarm/sampling_rule.json, shared with tunefarm.harness.
+// The longest energy window a policy may ask for (TimingPolicy::energy_seconds).
+inline constexpr double kMaxEnergySeconds = 10;
+
 struct TimingPolicy {
   int warmup = sampling_rule::kWarmup;  // untimed launches first
   int min_samples = sampling_rule::kMinSamples;
@@ -122,6 +125,11 @@ struct TimingPolicy {
   // those the previous kernel's power left behind. With a short time cap it
   // is a burst timing (ConfirmTiming::kBurst). The sim backend ignores it.
   double idle_seconds = 0;
+  // Measure energy after the timing: this long of back-to-back calls on
+  // one placement (no flush between them), the board's energy counter read
+  // around them (Measurement::energy_uj, power_w). 0 = off: the window
+  // costs device time. Only read, never a clock or limit set.
+  double energy_seconds = 0;
 
   // A contender for the win: within refine_within of the best so far, or
   // the first config timed.

@@ -186,6 +186,15 @@ class SimBackend final : public Backend {
       progress.stats = ComputeStats(samples);
     }
     SetFigures(progress.stats, &m);
+    if (policy.energy_seconds > 0) {
+      // The energy model: a board at its limit while a config runs, times a
+      // share of it that differs from config to config (between 45% and
+      // 95%: how hard its tiles drive the tensor cores and memory), so that
+      // the config of least energy need not be the fastest.
+      m.power_limit_w = model_.power_limit_w;
+      m.power_w = model_.power_limit_w * (0.45 + 0.5 * Unit01("power|" + device_.model + "|" + id));
+      m.energy_uj = m.power_w * m.median_us;
+    }
     // An op that skips its check gets unchecked rows here as on a GPU.
     m.unchecked = spec.check.mode == CheckSpec::Mode::kSkip;
     m.check_passed = !m.unchecked;

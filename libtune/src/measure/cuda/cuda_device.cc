@@ -215,6 +215,12 @@ device::ClockReading CudaDevice::Clocks() {
   return device::ClockReading{s.valid, s.sm_clock_mhz, s.Throttled()};
 }
 
+device::EnergyReading CudaDevice::Energy() {
+  if (!nvml_) return {};
+  const Nvml::Energy e = nvml_->ReadEnergy();
+  return device::EnergyReading{e.valid, e.joules, e.power_limit_w};
+}
+
 std::string NvrtcToolchain::Version() const { return "nvrtc " + NvrtcVersionString(); }
 
 std::vector<std::string> NvrtcToolchain::Targets() const {

@@ -52,6 +52,7 @@ class CudaDevice final : public device::DeviceApi {
   device::DeviceStatus EncodeTensorMap(const TensorMapLayout& layout, device::DevicePtr address, void* map) override;
   Result<std::unique_ptr<device::BaselineLibrary>> OpenBaseline(const std::string& library) override;
   device::ClockReading Clocks() override;
+  device::EnergyReading Energy() override;
 
  private:
   explicit CudaDevice(const Driver& d) : d_(d) {}

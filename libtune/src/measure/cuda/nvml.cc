@@ -25,6 +25,8 @@ using ShutdownFn = nvmlReturn_t (*)();
 using ByPciFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
 using ClockFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
 using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+using EnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);  // millijoules
+using LimitFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);          // milliwatts
 
 }  // namespace
 
@@ -34,6 +36,8 @@ struct Nvml::Impl {
   ShutdownFn shutdown = nullptr;
   ClockFn clock = nullptr;
   ReasonsFn reasons = nullptr;
+  EnergyFn energy = nullptr;
+  LimitFn limit = nullptr;
   nvmlDevice_t device = nullptr;
 };
 
@@ -53,6 +57,10 @@ std::unique_ptr<Nvml> Nvml::Open(const std::string& pci_bus_id, std::string* why
   // Renamed "event reasons" in newer drivers; the old name stays exported.
   if (!lib->Resolve(reasons, "nvmlDeviceGetCurrentClocksEventReasons"))
     lib->Resolve(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  EnergyFn energy = nullptr;
+  LimitFn limit = nullptr;
+  lib->Resolve(energy, "nvmlDeviceGetTotalEnergyConsumption");
+  lib->Resolve(limit, "nvmlDeviceGetEnforcedPowerLimit");
   if (!found) {
     if (why) *why = lib->name + " lacks nvmlInit_v2/nvmlDeviceGetHandleByPciBusId_v2/nvmlDeviceGetClockInfo";
     return nullptr;
@@ -72,6 +80,8 @@ std::unique_ptr<Nvml> Nvml::Open(const std::string& pci_bus_id, std::string* why
   n->impl_->shutdown = shutdown;
   n->impl_->clock = clock;
   n->impl_->reasons = reasons;
+  n->impl_->energy = energy;
+  n->impl_->limit = limit;
   n->impl_->device = dev;
   return n;
 }
@@ -89,6 +99,17 @@ ClockSample Nvml::Sample() const {
   unsigned long long r = 0;
   if (impl_->reasons && impl_->reasons(impl_->device, &r) == kNvmlSuccess) s.throttle_reasons = r;
   return s;
+}
+
+Nvml::Energy Nvml::ReadEnergy() const {
+  Energy e;
+  unsigned long long mj = 0;
+  unsigned int mw = 0;
+  if (!impl_->energy || impl_->energy(impl_->device, &mj) != kNvmlSuccess) return e;
+  e.valid = true;
+  e.joules = double(mj) / 1e3;
+  if (impl_->limit && impl_->limit(impl_->device, &mw) == kNvmlSuccess) e.power_limit_w = double(mw) / 1e3;
+  return e;
 }
 
 }  // namespace tune::cuda

@@ -30,6 +30,14 @@ class Nvml {
   ~Nvml();
 
   ClockSample Sample() const;
+  // The board's energy counter (nvmlDeviceGetTotalEnergyConsumption, Volta
+  // and later) and enforced power limit; invalid where NVML lacks either.
+  struct Energy {
+    bool valid = false;
+    double joules = 0;
+    double power_limit_w = 0;
+  };
+  Energy ReadEnergy() const;
 
  private:
   Nvml() = default;

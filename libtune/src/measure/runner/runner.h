@@ -57,6 +57,12 @@ class Runner {
   Failure Time(const MeasuredLaunch& launch, const TimingPolicy& policy, double best_so_far_us,
                double checked_seconds, const std::vector<void**>& param_sets, double config_start,
                Measurement* m);
+  // TimingPolicy::energy_seconds: `seconds` of back-to-back launches on
+  // `params` (no flush), the device's energy counter read around them,
+  // within `wall_left`; fills m's energy_uj, power_w and power_limit_w
+  // where the device has a counter.
+  Failure MeasureEnergy(const MeasuredLaunch& launch, double seconds, double median_us, void** params,
+                        double wall_left, Measurement* m);
   // A baseline request's launch (MeasureRequest::baseline): the library
   // opened, its product planned for the request's dims and checked against
   // the problem's buffers.

@@ -191,6 +191,7 @@ void EncodeMeasureRequest(const MeasureRequest& r, WireWriter* w) {
   w->U8(p.new_buffers ? 1 : 0);
   w->I64(p.placements);
   w->F64(p.idle_seconds);
+  w->F64(p.energy_seconds);
   w->F64(r.best_so_far_us);
   w->Str(r.baseline);
   w->Str(r.default_image_key);
@@ -223,6 +224,7 @@ MeasureRequest DecodeMeasureRequest(WireReader* rd) {
   p.new_buffers = rd->U8() != 0;
   p.placements = int(rd->I64());
   p.idle_seconds = rd->F64();
+  p.energy_seconds = rd->F64();
   r.best_so_far_us = rd->F64();
   r.baseline = rd->Str();
   r.default_image_key = rd->Str();
@@ -286,6 +288,7 @@ void EncodeMeasurement(const Measurement& m, WireWriter* w) {
   w->U8(m.throttled ? 1 : 0);
   w->I64(m.sm_clock_mhz);
   w->Str(m.baseline);
+  for (double v : {m.energy_uj, m.power_w, m.power_limit_w}) w->F64(v);
 }
 
 Measurement DecodeMeasurement(WireReader* r) {
@@ -315,6 +318,9 @@ Measurement DecodeMeasurement(WireReader* r) {
   m.throttled = r->U8() != 0;
   m.sm_clock_mhz = int(r->I64());
   m.baseline = r->Str();
+  m.energy_uj = r->F64();
+  m.power_w = r->F64();
+  m.power_limit_w = r->F64();
   return m;
 }
 

@@ -107,10 +107,48 @@ Failure Runner::Time(const MeasuredLaunch& launch, const TimingPolicy& policy, d
     stats = ComputeStats(window);
   }
   const device::ClockReading after = api_.Clocks();
+  if (policy.energy_seconds > 0 && stats.median > 0 && Seconds(loop_start) < wall_cap) {
+    if (Failure f = MeasureEnergy(launch, policy.energy_seconds, stats.median, param_sets[0], wall_cap - Seconds(loop_start), m);
+        f.failed())
+      return f;
+  }
 
   SetFigures(stats, m);
   m->throttled = before.throttled || after.throttled;
   m->sm_clock_mhz = after.valid ? after.sm_clock_mhz : before.sm_clock_mhz;
+  return {};
+}
+
+Failure Runner::MeasureEnergy(const MeasuredLaunch& launch, double seconds, double median_us, void** params,
+                              double wall_left, Measurement* m) {
+  const device::EnergyReading before = api_.Energy();
+  if (!before.valid) return {};
+  const double start = NowSeconds();
+  double window = 0;  // seconds of kernel time, by events
+  int64_t calls = 0;
+  while (window < seconds && Seconds(start) < wall_left) {
+    const int count = int(std::clamp<double>(std::ceil((seconds - window) / (median_us * 1e-6)), 1, kWindowBatch));
+    DeviceStatus st = api_.Record(ev_start_[0], stream_);
+    for (int i = 0; i < count && st.ok(); ++i) st = launch(stream_, params);
+    if (st.ok()) st = api_.Record(ev_stop_[0], stream_);
+    if (st.ok()) st = api_.SynchronizeStream(stream_);
+    float ms = 0;
+    if (st.ok()) st = api_.ElapsedMs(ev_start_[0], ev_stop_[0], &ms);
+    if (!st.ok()) return device_ops_->FromDevice(st, "energy window");
+    window += double(ms) / 1000.0;
+    calls += count;
+  }
+  const device::EnergyReading after = api_.Energy();
+  const double wall = Seconds(start);
+  const double joules = after.joules - before.joules;
+  m->power_limit_w = after.power_limit_w;
+  // The counter covers the whole board over the wall time between the
+  // reads, during which the device ran these calls back to back: its mean
+  // power, times a call's share of the window, is a call's energy. A counter
+  // that did not move (too short a window for its resolution) gives none.
+  if (!after.valid || joules <= 0 || wall <= 0 || calls == 0 || window <= 0) return {};
+  m->power_w = joules / wall;
+  m->energy_uj = m->power_w * (window / double(calls)) * 1e6;
   return {};
 }
 
