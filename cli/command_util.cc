@@ -161,4 +161,13 @@ void AddFormatOption(CLI::App* app, std::string* format, bool markdown) {
   app->add_flag_callback("--json", [format] { *format = "json"; }, "Same as --format json")->group("");
 }
 
+void AddObjectiveOption(CLI::App* app, std::string* objective) {
+  app->add_option("--objective", *objective,
+                  "What picks each key's winner: time (the median), energy (per call) or edp (energy x time); "
+                  "energy and edp rank the rows with energy measured (`tune --energy-seconds`), a key without "
+                  "any keeps its time winner")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"time", "energy", "edp"}));
+}
+
 }  // namespace tune

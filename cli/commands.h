@@ -67,6 +67,7 @@ struct QueryArgs {
   std::string reports;    // write the profiles' report files under this folder
   std::optional<uint32_t> top;  // per key, only its N best rows (the winner among them); 0 = every row; RowsPerKey
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};  // read the store through this coordinator instead
+  std::string objective = "time";  // what picks each key's winner (Objective)
 };
 struct CompareArgs {
   std::string store = "tunefarm.db", format = "table", out;
@@ -82,6 +83,7 @@ struct PublishArgs {
   bool unsigned_bundle = false;  // write it unsigned (deployments refuse it)
   ClientArgs remote{.endpoint = "", .curve_secret_key = "", .coordinator_key = ""};
   std::string sweep;             // only the keys this sweep (id or a prefix of it) measured; "" = every key
+  std::string objective = "time";  // what picks each key's winner (Objective)
 };
 struct BundleArgs {
   std::string file, op, dtype, gpu, shape;
@@ -163,6 +165,8 @@ inline constexpr int kExitInterrupted = 130;
 // names); --json stays as a hidden spelling of --format json.
 // With `markdown`, markdown is a choice too.
 void AddFormatOption(CLI::App* app, std::string* format, bool markdown = false);
+// --objective time|energy|edp: what picks each key's winner (Objective).
+void AddObjectiveOption(CLI::App* app, std::string* objective);
 
 // One command of the command line: its CLI11 sub-app and what runs once the
 // command line named it and parsed.

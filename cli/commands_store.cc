@@ -56,6 +56,7 @@ void AddQueryOptions(CLI::App* app, QueryArgs* args) {
   app->add_option("--reports", args->reports,
                   "Write the Nsight Compute reports of the rows' profiles under this folder "
                   "(GPU/op/dtype/shape/kernel hash/config.ncu-rep; open with ncu-ui)");
+  AddObjectiveOption(app, &args->objective);
   app->add_option("--format", args->format,
                   "table, csv, json, markdown or t4 (Kernel Tuner's T4 results document: its tools read it, "
                   "`search replay --results` replays it)")
@@ -67,11 +68,13 @@ int RunResults(const QueryArgs& args, bool best_only) {
   RowFormat format = RowFormat::kJson;
   const bool t4 = args.format == "t4";
   if (!t4 && !ParseRowFormat(args.format, &format)) return Usage("--format: unknown '" + args.format + "'");
+  Objective objective = Objective::kTime;
+  ParseObjective(args.objective, &objective);  // checked by its option
   auto store = OpenStoreOf(args.store, args.remote, {args.filter});
   if (!store.ok()) return Fail(store.status().message());
   std::vector<Measurement> rows;
   if (best_only) {
-    auto winners = Winners(**store, args.filter);
+    auto winners = Winners(**store, args.filter, {}, objective);
     if (!winners.ok()) return Fail(winners.status().message());
     rows = std::move(winners).value();
   } else {
@@ -104,7 +107,7 @@ int RunResults(const QueryArgs& args, bool best_only) {
                 Join(std::vector<std::string>(models.begin(), models.end()), ", ") + "] and ops [" +
                 Join(std::vector<std::string>(ops.begin(), ops.end()), ", ") + "]");
   }
-  RowNotes notes = NotesOf(**store, rows);
+  RowNotes notes = NotesOf(**store, rows, objective);
   // --log: every failure the filter selects, whether the table keeps its row or not.
   std::vector<Measurement> failed;
   if (args.full_log)
@@ -181,6 +184,7 @@ int RunPublish(const PublishArgs& args) {
   std::vector<std::string> notes;
   PublishOptions options = PublishOptionsHere(!args.no_kernels);
   options.min_vs_baseline = args.min_vs_baseline;
+  ParseObjective(args.objective, &options.objective);  // checked by its option
   std::set<std::string> ids, keys;
   if (!args.sweep.empty()) {
     // The keys the sweep measured (its rows'), each with its winner over
@@ -438,6 +442,7 @@ void AddStoreCommands(CLI::App& app, std::vector<CliCommand>* out) {
   p->add_option("--sweep", publish.sweep,
                 "Only the keys this sweep measured (its id, or a prefix of it no other sweep's id shares), each "
                 "with its winner over all its rows");
+  AddObjectiveOption(p, &publish.objective);
   p->add_flag("--no-kernels", publish.no_kernels,
               "Config-only: leave the measured cubins out (launch plans and defaults stay)");
   p->add_option("--min-vs-baseline", publish.min_vs_baseline,

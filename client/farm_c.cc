@@ -27,6 +27,7 @@
 #include "remote_store.h"
 #include "report.h"
 #include "base/target.h"
+#include "base/text.h"
 
 using tune::Result;
 using tune::Status;
@@ -248,6 +249,16 @@ Result<tune::ResultFilter> FilterOf(const Json& j, const char* what) {
   return f;
 }
 
+// A request's "objective" (time | energy | edp; default time).
+Result<tune::Objective> ObjectiveOf(const Json& j, const char* what) {
+  ASSIGN_OR_RETURN(std::string name, Field<std::string>(j, "objective", "time", what));
+  tune::Objective o = tune::Objective::kTime;
+  if (!tune::ParseObjective(name, &o))
+    return Status::InvalidArgument(std::string(what) + ": \"objective\" '" + tune::ToValidUtf8(name) +
+                                   "': expected time, energy or edp");
+  return o;
+}
+
 }  // namespace
 
 extern "C" {
@@ -397,17 +408,18 @@ char* tunefarm_farm_results(tunefarm_farm_t* farm, const char* query_json, char*
     ASSIGN_OR_RETURN(Json j, ParseRequest(query_json, "results"));
     ASSIGN_OR_RETURN(auto filter, FilterOf(j, "results"));
     ASSIGN_OR_RETURN(bool best, Field<bool>(j, "best", false, "results"));
+    ASSIGN_OR_RETURN(tune::Objective objective, ObjectiveOf(j, "results"));
     ASSIGN_OR_RETURN(auto store, StoreOf(farm, filter));
     std::vector<tune::Measurement> rows;
     if (best) {
-      ASSIGN_OR_RETURN(rows, tune::Winners(*store, filter));
+      ASSIGN_OR_RETURN(rows, tune::Winners(*store, filter, {}, objective));
     } else {
       TUNE_RETURN_IF_ERROR(store->Scan(filter, [&](const tune::Measurement& m) {
         rows.push_back(m);
         return true;
       }));
     }
-    const tune::RowNotes notes = tune::NotesOf(*store, rows);
+    const tune::RowNotes notes = tune::NotesOf(*store, rows, objective);
     return CopyString(
         tune::RenderReport(tune::MeasurementReport(std::move(rows), tune::OpsFromStore(*store), notes),
                            tune::RowFormat::kJson));
@@ -426,6 +438,7 @@ char* tunefarm_farm_publish(tunefarm_farm_t* farm, const char* request_json, cha
     ASSIGN_OR_RETURN(bool unsigned_bundle, Field<bool>(j, "unsigned", false, what));
     tune::PublishOptions options = tune::PublishOptionsHere(true);
     ASSIGN_OR_RETURN(options.min_vs_baseline, Field<double>(j, "min_vs_baseline", 0.0, what));
+    ASSIGN_OR_RETURN(options.objective, ObjectiveOf(j, what));
     if (!(options.min_vs_baseline >= 0 && options.min_vs_baseline < 1e6))
       return Status::InvalidArgument("publish: \"min_vs_baseline\" must be a number >= 0");
     std::vector<std::string> notes;

@@ -100,12 +100,12 @@ void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Mea
   });
 }
 
-RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows) {
+RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows, Objective objective) {
   RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}, {}};
   std::set<std::string> keys;
   for (const Measurement& m : rows) {
     if (!keys.insert(m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape).second) continue;
-    auto winners = Winners(store, ResultFilter{m.gpu_model, m.op, m.dtype, m.shape, ""});
+    auto winners = Winners(store, ResultFilter{m.gpu_model, m.op, m.dtype, m.shape, ""}, {}, objective);
     if (winners.ok())
       for (const Measurement& w : *winners) notes.winners.insert(WinnerKey(w));
   }

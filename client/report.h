@@ -69,7 +69,7 @@ std::string RowGroup(const Measurement& m);
 // Orders one key's rows as its answers rank them: those `is_winner` names
 // first, then the valid rows by Measurement::RanksAhead, then the rest.
 void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Measurement&)>& is_winner);
-RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows);
+RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows, Objective objective = Objective::kTime);
 // Keeps each key's `top` first rows as its answers rank them (RankRows:
 // the winner `notes` names, then the fastest valid rows); 0 keeps every
 // row. Returns how many rows it left out.

@@ -429,8 +429,9 @@ class Farm:
         sweep._last = status
         return sweep
 
-    def _query(self, best: bool, **filt) -> List[Row]:
+    def _query(self, best: bool, objective: str = "time", **filt) -> List[Row]:
         q = {k: v for k, v in filt.items() if v is not None}
+        q["objective"] = objective
         if "shape" in q:
             q["shape"] = _shape_text(q["shape"])
         q["best"] = best
@@ -444,16 +445,20 @@ class Farm:
         return self._query(False, op=op, dtype=dtype, gpu_model=gpu_model, shape=shape)
 
     def best(self, op: Optional[str] = None, dtype: Optional[str] = None, gpu_model: Optional[str] = None,
-             shape: Optional[ShapeLike] = None) -> List[Row]:
-        """One winner per (GPU model, op, dtype, shape), as publish picks it."""
-        return self._query(True, op=op, dtype=dtype, gpu_model=gpu_model, shape=shape)
+             shape: Optional[ShapeLike] = None, objective: str = "time") -> List[Row]:
+        """One winner per (GPU model, op, dtype, shape), as publish picks it;
+        `objective` "energy" or "edp" picks by energy per call or energy x
+        time among rows with energy measured (Farm.local(energy_seconds=))."""
+        return self._query(True, objective, op=op, dtype=dtype, gpu_model=gpu_model, shape=shape)
 
     def publish(self, out: Union[str, os.PathLike], op: Optional[str] = None, dtype: Optional[str] = None,
                 gpu_model: Optional[str] = None, name: Optional[str] = None, sign_key: Optional[str] = None,
-                unsigned: bool = False, min_vs_baseline: float = 0.0) -> Dict[str, Any]:
+                unsigned: bool = False, min_vs_baseline: float = 0.0, objective: str = "time") -> Dict[str, Any]:
         """Writes a bundle of the winners at `out` (.tfb and .json), signed as
-        `tunefarm publish` signs; returns {"bundle", "json", "entries", "notes"}."""
-        req = {"out": os.fspath(out), "unsigned": bool(unsigned), "min_vs_baseline": float(min_vs_baseline)}
+        `tunefarm publish` signs, the winners picked by `objective` (time,
+        energy or edp, as in best()); returns {"bundle", "json", "entries", "notes"}."""
+        req = {"out": os.fspath(out), "unsigned": bool(unsigned), "min_vs_baseline": float(min_vs_baseline),
+               "objective": objective}
         for key, value in (("op", op), ("dtype", dtype), ("gpu_model", gpu_model), ("name", name),
                            ("sign_key", sign_key)):
             if value is not None:

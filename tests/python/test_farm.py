@@ -209,6 +209,26 @@ class LocalFarm(unittest.TestCase):
             self.assertEqual({r["timing"] for r in rows}, {timing})
         self.assertFalse({r["kernel_hash"] for r in cold.results()} & {r["kernel_hash"] for r in hot.results()})
 
+    def test_energy_is_measured_where_asked_and_picks_winners_by_objective(self):
+        with self.assertRaisesRegex(tunefarm.TunefarmError, "energy_seconds"):
+            tunefarm.Farm.local(store=os.path.join(self.dir, "x"), backend="sim", energy_seconds=60)
+        with tunefarm.Farm.local(store=os.path.join(self.dir, "db-energy"), backend="sim", sim_models=["h100"],
+                                 ops_dir=OPS, energy_seconds=0.1) as farm:
+            shape = {"M": 512, "N": 512, "K": 512}
+            sweep = farm.tune("gemm", shapes=[shape], strategy="random", budget=8, seed=3)
+            self.assertEqual(sweep.wait(progress=False)["state"], "done")
+            rows = [r for r in sweep.results() if r["status"] == "ok"]
+            self.assertTrue(rows)
+            for r in rows:
+                self.assertEqual(r["power_limit_w"], 700)
+                self.assertAlmostEqual(r["energy_uj"], r["power_w"] * r["median_us"], delta=1e-6 * r["energy_uj"])
+            by_energy = farm.best(objective="energy")
+            self.assertEqual(len(by_energy), 1)
+            same_pass = [r for r in rows if r["refined"] == by_energy[0]["refined"]]
+            self.assertLessEqual(by_energy[0]["energy_uj"], 1.01 * min(r["energy_uj"] for r in same_pass))
+            with self.assertRaisesRegex(tunefarm.TunefarmError, "objective"):
+                farm.best(objective="watts")
+
     def socket_path(self):
         endpoint = self.farm.info["endpoint"]
         self.assertTrue(endpoint.startswith("ipc://"), "the local farm listens on %s, not a private socket" % endpoint)

@@ -254,6 +254,31 @@ TEST(TuneOutput, EnergyIsMeasuredWhereAskedAndPrintedBesideTheFigures) {
   }
   EXPECT_GT(powers.size(), 1u) << "configs draw different power";
 
+  // The winner by each objective: the row of least time, energy or EDP,
+  // near-ties within 1% to the smallest config id.
+  auto best = [&](const std::string& objective) {
+    std::string out;
+    FILE* b = ::popen((std::string(TUNEFARM_BINARY) + " best --format json --objective " + objective + " --store " +
+                       dir.Sub("table-store") + " 2>&1").c_str(), "r");
+    for (size_t n; b && (n = fread(buf, 1, sizeof buf, b)) > 0;) out.append(buf, n);
+    if (b) ::pclose(b);
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  for (const std::string objective : {"time", "energy", "edp"}) {
+    const auto winners = best(objective);
+    ASSERT_TRUE(winners.is_array() && winners.size() == 1) << objective << ": " << winners.dump();
+    auto value = [&](const nlohmann::json& row) {
+      const double us = row["median_us"], uj = row["energy_uj"];
+      return objective == "time" ? us : objective == "energy" ? uj : uj * us;
+    };
+    double least = 0;
+    for (const auto& row : rows)
+      if (row["status"] == "ok" && row["refined"] == winners[0]["refined"])
+        least = least > 0 ? std::min(least, value(row)) : value(row);
+    EXPECT_LE(value(winners[0]), least * 1.01) << objective << ": " << winners[0];
+  }
+  EXPECT_FALSE(best("watts").is_array());
+
   const Output bad = Tune(dir, "table", "tiny", ops, "--shape N=65536 --energy-seconds 11");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--energy-seconds"), std::string::npos) << bad.err;

@@ -427,6 +427,20 @@ bool ParseL2Timing(const std::string& name, L2Timing* out) {
   return false;
 }
 
+const char* ObjectiveName(Objective o) {
+  return o == Objective::kEnergy ? "energy" : o == Objective::kEdp ? "edp" : "time";
+}
+
+bool ParseObjective(const std::string& name, Objective* out) {
+  for (Objective o : {Objective::kTime, Objective::kEnergy, Objective::kEdp}) {
+    if (name == ObjectiveName(o)) {
+      *out = o;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string NormaliseGpuModel(const std::string& device_name) {
   std::string out;
   bool pending_dash = false;

@@ -163,6 +163,13 @@ enum class L2Timing : uint8_t { kCold = 0, kHot = 1 };
 const char* L2TimingName(L2Timing t);                        // "cold", "hot"
 bool ParseL2Timing(const std::string& name, L2Timing* out);  // false when unknown
 
+// What picks a key's winner: its time (the median), its energy per call, or
+// their product (energy-delay, EDP), the last two only among rows whose
+// energy was measured (Measurement::energy_uj).
+enum class Objective : uint8_t { kTime = 0, kEnergy = 1, kEdp = 2 };
+const char* ObjectiveName(Objective o);                        // "time", "energy", "edp"
+bool ParseObjective(const std::string& name, Objective* out);  // false when unknown
+
 // What a worker knows about one of its GPUs (or a simulated one).
 struct DeviceInfo {
   int index = 0;                 // ordinal on its host
@@ -290,6 +297,11 @@ struct Measurement {
   // "reference" (a reference or checker kernel, a program's reference),
   // "default" (the default config's outputs) or "none" (unchecked).
   const char* CheckedAgainst() const { return unchecked ? "none" : against_default ? "default" : "reference"; }
+  // Its figure under `o` (smaller is better): median_us, energy_uj or
+  // energy_uj * median_us; 0 where it has none (energy not measured).
+  double ObjectiveValue(Objective o) const {
+    return o == Objective::kTime ? median_us : o == Objective::kEnergy ? energy_uj : energy_uj * median_us;
+  }
   // Copies what a measurement found (failure, timings, check, resources,
   // clocks) from `from`, keeping this one's key and provenance.
   void CopyOutcome(const Measurement& from);

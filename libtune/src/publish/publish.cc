@@ -233,7 +233,34 @@ bool PickModelDefault(const std::vector<Measurement>& rows, const Config& op_def
 
 }  // namespace
 
-Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter, const RankFilter& rank) {
+namespace {
+
+// Winners' rule under an energy objective, for each of `best` (time winners).
+Status ByObjective(ResultReader& store, Objective objective, const RankFilter& rank, std::vector<Measurement>* best) {
+  for (Measurement& b : *best) {
+    std::vector<Measurement> rows;
+    double least = 0;
+    Status st = store.Scan(ResultFilter{b.gpu_model, b.op, b.dtype, b.shape, b.kernel_hash}, [&](const Measurement& m) {
+      const double v = m.ObjectiveValue(objective);
+      if (m.Valid() && m.unchecked == b.unchecked && m.pass == b.pass && std::isfinite(v) && v > 0 && (!rank || rank(m))) {
+        rows.push_back(m);
+        least = least > 0 ? std::min(least, v) : v;
+      }
+      return true;
+    });
+    if (!st.ok()) return st;
+    const Measurement* pick = nullptr;
+    for (const Measurement& m : rows)
+      if (m.ObjectiveValue(objective) <= least * (1 + kTieWithin) && (!pick || m.config_id < pick->config_id)) pick = &m;
+    if (pick) b = *pick;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter, const RankFilter& rank,
+                                         Objective objective) {
   auto best = store.Best(filter);
   if (!best.ok()) return best.status();
   auto valid = [](const Measurement& m) { return m.Valid() && std::isfinite(m.median_us) && m.median_us > 0; };
@@ -254,7 +281,9 @@ Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter
     }
     std::erase_if(*best, [&](const Measurement& m) { return !valid(m); });
   }
-  return StableWinners(store, NewestKernelOnly(std::move(best).value()), rank);
+  std::vector<Measurement> winners = StableWinners(store, NewestKernelOnly(std::move(best).value()), rank);
+  if (objective != Objective::kTime) TUNE_RETURN_IF_ERROR(ByObjective(store, objective, rank, &winners));
+  return winners;
 }
 
 std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurement> best, const RankFilter& rank) {
@@ -504,7 +533,7 @@ Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, cons
   const Note note = [&](const std::string& line) {
     if (notes) notes->push_back(line);
   };
-  auto winners = Winners(store, filter, options.rank);
+  auto winners = Winners(store, filter, options.rank, options.objective);
   if (!winners.ok()) return winners.status();
   // Each stored package parsed once for the whole bundle.
   const auto stored = StoredSpecs(store);

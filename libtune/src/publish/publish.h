@@ -45,7 +45,12 @@ std::vector<Measurement> StableWinners(ResultReader& store, std::vector<Measurem
 // fastest valid row of the newest kernel (NewestKernelOnly), given way to
 // the near-tie rule's winner (StableWinners). With `rank`, only the rows it
 // keeps take part (a key none of whose valid rows it keeps has no winner).
-Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter, const RankFilter& rank = {});
+// Under another `objective` than time, each key's winner is then its row of
+// least energy (or EDP) among those of that kernel and rank (checked, pass)
+// with energy measured, near-ties within kTieWithin going to the smallest
+// config id as above; a key with no energy figure keeps its time winner.
+Result<std::vector<Measurement>> Winners(ResultReader& store, const ResultFilter& filter, const RankFilter& rank = {},
+                                         Objective objective = Objective::kTime);
 
 // Per (op, dtype, GPU model, shape) matching `filter`: the fastest valid
 // config of the newest kernel hash, with the op's default config measured on
@@ -89,6 +94,8 @@ struct PublishOptions {
   // farm: a key measured again tonight ranks tonight's rows, so that a
   // config not timed again cannot win on an older night's figure).
   RankFilter rank;
+  // What picks each key's winner (Winners).
+  Objective objective = Objective::kTime;
 };
 Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, const std::string& name,
                            const PublishOptions& options = {}, std::vector<std::string>* notes = nullptr);
