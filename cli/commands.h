@@ -112,6 +112,7 @@ struct TuneArgs {
   double confirm_seconds = 0;      // 0 = the sweep file's, else kDefaultConfirmSeconds
   std::string confirm_timing;      // "" = the sweep file's, else kDefaultConfirmTiming
   std::string timing;              // "" = the sweep file's, else each op's (ApplySweepTiming)
+  std::string objective;           // "" = the sweep file's, else time (SweepSubmit::objective)
   bool one_pass = false;           // no refine pass (SweepSubmit::refine_pass)
   std::string strategy;            // "" = the sweep file's, else auto (SweepSubmit::strategy)
   std::optional<uint64_t> seed;    // unset = the sweep file's, else 0

@@ -270,6 +270,7 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   if (args.one_pass) sweep->refine_pass = false;
   if (Status st = ApplySweepTiming(&*sweep, args.timing, "--timing"); !st.ok()) return Usage(st.message());
   if (!args.strategy.empty()) sweep->strategy = args.strategy;
+  if (!args.objective.empty()) sweep->objective = args.objective;
   if (args.seed) sweep->seed = *args.seed;
   if (args.budget) sweep->budget = args.budget;
   if (args.budget_seconds > 0) sweep->budget_seconds = args.budget_seconds;
@@ -350,7 +351,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
     ++failures[FailureClassName(m.failure)];
     ++failed_causes[std::string(FailureClassName(m.failure)) + ": " + WhyFailed(m.failure_message)];
   }
-  const RowNotes row_notes = NotesOf(store, rows);
+  Objective objective = Objective::kTime;
+  ParseObjective(sweep->objective, &objective);  // checked with the sweep (CheckSearchFields)
+  const RowNotes row_notes = NotesOf(store, rows, objective);
   const uint32_t top = RowsPerKey(args.top, format);
   if (const size_t left_out = KeepTopRows(&rows, top, row_notes))
     log::Note("tune", Fmt("%zu more row(s) left out (--top %u; --top 0 prints every row, as `tunefarm results --store %s` "
@@ -432,7 +435,9 @@ int RunTune(TuneArgs& args, const std::atomic<bool>* stop) {
   const std::string out = args.bundle.empty() ? "bundles/" + sweep->name : args.bundle;
   ResultFilter filter;
   std::vector<std::string> notes;
-  auto bundle = BuildBundle(store, filter, sweep->name, PublishOptionsHere(true), &notes);
+  PublishOptions publish = PublishOptionsHere(true);
+  publish.objective = objective;
+  auto bundle = BuildBundle(store, filter, sweep->name, publish, &notes);
   if (!bundle.ok()) return Fail(bundle.status().message());
   for (const std::string& n : notes) log::Note("publish", n);
   st = WriteBundle(*bundle, out, args.sign_key, args.unsigned_bundle);
@@ -671,6 +676,12 @@ void AddTuneCommands(CLI::App& app, std::vector<CliCommand>* out) {
                 "or hot (left warm: a small kernel inside a model); rows of the two never mix. Default: the "
                 "sweep file's, else each op's [op] timing, else cold")
       ->check(CLI::IsMember({"cold", "hot"}));
+  t->add_option("--objective", tune_args.objective,
+                "What the searches and the printed and published winners minimise: time (the median), energy "
+                "(per call) or edp (energy x time); energy and edp measure every config's energy (a " +
+                    Fmt("%.1f", kSweepEnergySeconds) +
+                    " s window, or --energy-seconds where longer). Default: the sweep file's, else time")
+      ->check(CLI::IsMember({"time", "energy", "edp"}));
   t->add_option("--strategy", tune_args.strategy,
                 "Which configs to measure per (GPU model, op, dtype, shape): " + StrategyHelp() +
                     "; default: the sweep file's, else " + kDefaultStrategy)

@@ -202,6 +202,7 @@ Result<tune::SweepSubmit> SweepOf(const Json& j) {
   ASSIGN_OR_RETURN(int64_t priority, IntField(j, "priority", s.priority, tune::kMinSweepPriority,
                                               tune::kMaxSweepPriority, what));
   s.priority = uint32_t(priority);
+  ASSIGN_OR_RETURN(s.objective, Field<std::string>(j, "objective", s.objective, what));
   TUNE_RETURN_IF_ERROR(tune::CheckSearchFields(s, "submit: "));
   if (j.contains("configs")) {
     ASSIGN_OR_RETURN(s.configs, ConfigsOf(j));
@@ -364,7 +365,7 @@ char* tunefarm_farm_submit(tunefarm_farm_t* farm, const char* sweep_json, char**
       ASSIGN_OR_RETURN(note, farm->local->KeepModelsHere(&sweep));
     }
     Json answer = {{"name", sweep.name}, {"ops", sweep.ops}, {"dtypes", sweep.dtypes}, {"shapes", Json::array()},
-                   {"strategy", sweep.strategy}};
+                   {"strategy", sweep.strategy}, {"objective", sweep.objective}};
     if (!note.empty()) answer["note"] = note;
     for (const tune::Shape& shape : sweep.shapes) answer["shapes"].push_back(shape.Canonical());
     // How each op is timed (its package's [op] timing, a sweep's override

@@ -190,6 +190,7 @@ void Scheduler::CreateUnits(SweepState& sweep, const DeviceInfo& device, int64_t
   job.search.strategy = sweep.submit.strategy;
   job.search.seed = sweep.submit.seed;
   job.search.budget = sweep.submit.budget;
+  ParseObjective(sweep.submit.objective, &job.search.objective);  // checked by AddSweep (CheckSearchFields)
   job.budget_seconds = sweep.submit.budget_seconds;
   job.priors = priors_;
   job.listed = sweep.submit.configs;

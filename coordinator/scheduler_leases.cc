@@ -41,6 +41,7 @@ WorkUnit Scheduler::MakeWorkUnit(const Unit& u, double lease_seconds) const {
   w.screen_only = u.kind == UnitKind::kScreen && sweep.submit.refine_pass && near_best_;
   if (u.kind == UnitKind::kConfirm) w.profile_top = sweep.submit.profile_top;
   if (u.kind == UnitKind::kScreen) w.reusable = u.reusable;
+  if (sweep.submit.objective != ObjectiveName(Objective::kTime)) w.energy_seconds = kSweepEnergySeconds;
   return w;
 }
 

@@ -87,6 +87,10 @@ struct WorkUnit @0xc9207a1fbc05099f {
   # digest for the op is one of them reuses the row (Results.reused) rather
   # than measure the config again.
   reusable @15 :List(StoredDigest);
+  # > 0: measure each config's energy over this long a window after its
+  # timing (its sweep's objective is energy or edp), whatever the worker's
+  # own --energy-seconds; absent (older coordinators): 0.
+  energySeconds @16 :Float64;
 }
 
 # A config's stored row under one host digest (Measurement.includeDigest).
@@ -178,6 +182,7 @@ struct SweepSubmit @0x8cd03b7212028f51 {
   priority @17 :UInt32 = 50;        # 0..100, higher leased first; absent (older clients): 50
   configs @18 :List(Records.Config);  # an explicit config list measured instead of the op's space; empty: the space
   retime @19 :Bool;                 # measure the configs again where stored; the rows replace other sweeps'; absent: false
+  objective @20 :Text;              # what its searches and winners minimise: time | energy | edp; absent: time
 }
 
 

@@ -869,7 +869,7 @@ struct Worker::Impl : HttpStatusSource {
     std::vector<CompiledKernel> timed = valid;
     if (HasBaseline(run) && !valid.empty()) timed.push_back(BaselineOf(run, valid[0]));
     for (const auto& s : unit.shapes) {
-      std::vector<Measurement> got = MeasureTogether(run.backend, run.spec, unit.dtype, timed, s, opts.timing,
+      std::vector<Measurement> got = MeasureTogether(run.backend, run.spec, unit.dtype, timed, s, PolicyFor(unit),
                                                      unit.confirm_seconds, unit.confirm_timing);
       if (timed.size() > valid.size()) run.pending.baselines.push_back(BaselineRow(run, timed.back(), s, got.back()));
       for (size_t j = 0; j < valid.size(); ++j) {
@@ -896,6 +896,16 @@ struct Worker::Impl : HttpStatusSource {
     Flush(run.push, unit, &run.batch, &run.pending, true);
   }
 
+  // The worker's timing policy, with the energy window its unit's sweep
+  // asks for (WorkUnit::energy_seconds) where that is longer: a value out
+  // of [0, kMaxEnergySeconds] from the coordinator is taken as none.
+  TimingPolicy PolicyFor(const WorkUnit& unit) const {
+    TimingPolicy policy = opts.timing;
+    if (unit.energy_seconds > 0 && unit.energy_seconds <= kMaxEnergySeconds)
+      policy.energy_seconds = std::max(policy.energy_seconds, unit.energy_seconds);
+    return policy;
+  }
+
   // A screening or refine unit: each config on each shape, against the best
   // this worker has seen of the key (early stop), in batches.
   void RunScreenOrRefineUnit(UnitRun& run, size_t slot, std::set<uint64_t>* planned) {
@@ -910,7 +920,7 @@ struct Worker::Impl : HttpStatusSource {
     // only; a refine unit's configs are contenders by the coordinator's
     // choice, timed to the CI target (and in the refine window) whatever
     // their new figure: no best to judge or stop them against.
-    TimingPolicy policy = opts.timing;
+    TimingPolicy policy = PolicyFor(unit);
     if (unit.screen_only) {
       policy.target_rel_ci = std::max(policy.target_rel_ci, policy.rank_rel_ci);
       policy.refine_seconds = 0;

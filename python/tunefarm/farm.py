@@ -164,6 +164,7 @@ class Sweep:
         self.dtypes = list(answer["dtypes"])
         self.shapes = [_pairs(s) for s in answer["shapes"]]
         self.strategy = answer.get("strategy")
+        self.objective = answer.get("objective", "time")  # what its best() picks by
         self.timing = dict(answer.get("timing") or {})  # op -> "cold" | "hot": its rows are those
         self._last = None
 
@@ -224,7 +225,7 @@ class Sweep:
         for op in self.ops:
             for dtype in self.dtypes:
                 timing = self.timing.get(op)
-                out += [r for r in self.farm._query(best, op=op, dtype=dtype)
+                out += [r for r in self.farm._query(best, self.objective, op=op, dtype=dtype)
                         if r["shape"] in shapes and (timing is None or r.get("timing", "cold") == timing)]
         return out
 
@@ -354,7 +355,7 @@ class Farm:
              retry: Optional[Sequence[str]] = None, priority: Optional[int] = None,
              name: Optional[str] = None, sweep_file: Optional[str] = None, ops_dir: Optional[str] = None,
              configs: Optional[Sequence[Union[Mapping[str, Any], str]]] = None, retime: bool = False,
-             timing: Optional[str] = None) -> Sweep:
+             timing: Optional[str] = None, objective: Optional[str] = None) -> Sweep:
         """Submits a sweep and returns its Sweep (call wait()). `ops`: op
         names under `ops_dir` (default: the farm's); `shapes`: dicts
         {"M": 4096, ...} (or "M=4096,..." strings); `strategy`: a name of
@@ -371,7 +372,10 @@ class Farm:
         replacing the stored ones (README: `tunefarm retime`). `timing`:
         "cold" (the L2 flushed before every sample) or "hot" (left warm, as
         a small kernel inside a model meets it) for every op, instead of each
-        op's own (docs/timing.md); the rows of the two never mix. Or
+        op's own (docs/timing.md); the rows of the two never mix.
+        `objective`: what the searches and the sweep's best() minimise,
+        "time" (default), "energy" (per call) or "edp" (energy x time); not
+        time, every config's energy is measured (docs/timing.md). Or
         `sweep_file`: a sweep TOML file. Bad values raise TunefarmError
         naming the field (and a config's index)."""
         req: Dict[str, Any] = {"ops_dir": os.fspath(ops_dir or self.ops_dir)}
@@ -393,7 +397,7 @@ class Farm:
                 req["name"] = name
         for key, value in (("strategy", strategy), ("budget", budget), ("budget_seconds", budget_seconds),
                            ("seed", seed), ("confirm_top", confirm_top), ("priority", priority),
-                           ("timing", timing),
+                           ("timing", timing), ("objective", objective),
                            ("retry", list(retry) if retry is not None else None),
                            ("configs", [c if isinstance(c, str) else dict(c) for c in configs]
                             if configs is not None else None)):

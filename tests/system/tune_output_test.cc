@@ -279,6 +279,26 @@ TEST(TuneOutput, EnergyIsMeasuredWhereAskedAndPrintedBesideTheFigures) {
   }
   EXPECT_FALSE(best("watts").is_array());
 
+  // A sweep whose objective is energy measures energy without being asked
+  // and names the winner of least energy.
+  const Output by_energy = Tune(dir, "json", "tiny", ops, "--shape N=4096 --objective energy");
+  ASSERT_EQ(by_energy.exit_code, 0) << by_energy.err;
+  const auto doc = nlohmann::json::parse(by_energy.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << by_energy.out;
+  std::vector<nlohmann::json> ran, won;
+  for (const auto& row : doc["results"]) {
+    if (row["status"] != "ok" || row["shape"] != "N=4096") continue;  // the store's earlier sweep has N=65536
+    ASSERT_TRUE(row.contains("energy_uj")) << row;
+    ran.push_back(row);
+    if (row["winner"] == true) won.push_back(row);
+  }
+  ASSERT_EQ(won.size(), 1u) << doc["results"].dump();
+  double least = 0;
+  for (const auto& row : ran)
+    if (row["refined"] == won[0]["refined"])
+      least = least > 0 ? std::min(least, row["energy_uj"].get<double>()) : row["energy_uj"].get<double>();
+  EXPECT_LE(won[0]["energy_uj"].get<double>(), least * 1.01) << won[0];
+
   const Output bad = Tune(dir, "table", "tiny", ops, "--shape N=65536 --energy-seconds 11");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--energy-seconds"), std::string::npos) << bad.err;

@@ -187,6 +187,7 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   w.refine_best_us = 12.5;
   w.screen_only = true;
   w.reusable = {{w.configs[0].Id(), std::string(32, 'a')}, {w.configs[0].Id(), std::string(32, 'b')}};
+  w.energy_seconds = 0.25;
   auto out = std::get<WorkUnit>(RoundTrip(Wrap(w)).command);
   EXPECT_EQ(out.sweep_id, w.sweep_id);
   EXPECT_EQ(out.unit_id, w.unit_id);
@@ -206,6 +207,7 @@ TEST(ProtocolTest, WorkUnitRoundTrip) {
   EXPECT_EQ(out.refine_best_us, 12.5);
   EXPECT_TRUE(out.screen_only);
   EXPECT_EQ(out.reusable, w.reusable);
+  EXPECT_EQ(out.energy_seconds, 0.25);
 }
 
 TEST(ProtocolTest, ResultsRoundTripEveryFailureClass) {
@@ -363,6 +365,11 @@ TEST(ProtocolTest, SweepSubmitRoundTrip) {
     s.priority = p;
     EXPECT_EQ(std::get<SweepSubmit>(RoundTrip(Wrap(s)).command).priority, p);
   }
+  EXPECT_EQ(out.objective, "time");
+  s.objective = "edp";
+  EXPECT_EQ(std::get<SweepSubmit>(RoundTrip(Wrap(s)).command).objective, "edp");
+  s.objective = "";  // what an older client's message reads as
+  EXPECT_EQ(std::get<SweepSubmit>(RoundTrip(Wrap(s)).command).objective, "time");
 }
 
 TEST(ProtocolTest, SweepStatusRoundTrip) {

@@ -121,6 +121,27 @@ TEST(SweepFileTest, PriorityDefaultsToFiftyAndOutOfRangeIsRefusedNamingTheKey) {
   }
 }
 
+TEST(SweepFileTest, AnObjectiveIsTimeUnlessNamedAndAnUnknownOneIsRefused) {
+  TempDir dir;
+  const std::string file = dir.path() + "/sweep.toml";
+  auto plain = Load(dir, "");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->objective, "time");
+  for (const char* o : {"time", "energy", "edp"}) {
+    auto got = Load(dir, std::string("objective = \"") + o + "\"\n");
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(got->objective, o);
+  }
+  for (auto [extra, want] : {
+           std::pair{"objective = \"watts\"\n", ": [sweep] objective: 'watts': expected time, energy or edp"},
+           std::pair{"objective = 3\n", ": [sweep] objective: expected \"time\", \"energy\" or \"edp\""},
+       }) {
+    auto got = Load(dir, extra);
+    ASSERT_FALSE(got.ok()) << extra;
+    EXPECT_EQ(got.status().message(), file + want) << extra;
+  }
+}
+
 // A misspelt key is refused naming the file, its line and the key, with the
 // key it most likely meant; a table the format lacks likewise.
 TEST(SweepFileTest, UnknownKeysAreRefusedNamingTheLineAndTheNearestKey) {

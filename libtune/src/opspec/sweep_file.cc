@@ -212,7 +212,7 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
       "name",         "ops",        "dtypes",        "gpus",         "shapes",          "configs_per_unit",
       "confirm_top",  "profile_top", "confirm_timing", "refine_pass", "confirm_seconds", "strategy",
       "seed",         "budget",     "budget_seconds", "retry",       "priority",        "configs",
-      "retime",       "timing"};
+      "retime",       "timing",     "objective"};
   using Known = std::tuple<const char*, const std::vector<std::string>*, const toml::table*>;
   for (const auto& [table, keys, node] : {Known{"", &kTables, &root}, Known{"[sweep] ", &kKeys, sweep}}) {
     for (const auto& [key, value] : *node) {
@@ -330,6 +330,11 @@ Result<SweepSubmit> LoadSweepFile(const std::string& path, const std::string& op
     }
     TUNE_RETURN_IF_ERROR(CheckSweepPriority(*v, field));
     s.priority = static_cast<uint32_t>(*v);
+  }
+  if (auto n = sweep->get("objective")) {
+    auto v = n->value<std::string>();
+    if (!v) return Status::InvalidArgument(path + ": [sweep] objective: expected \"time\", \"energy\" or \"edp\"");
+    s.objective = *v;
   }
   TUNE_RETURN_IF_ERROR(CheckSearchFields(s, path + ": [sweep] "));
   if (auto n = sweep->get("retime")) {
@@ -461,6 +466,9 @@ Status CheckSearchFields(const SweepSubmit& s, const std::string& where) {
                                    std::to_string(kMaxSearchBudget));
   if (!(s.budget_seconds >= 0 && s.budget_seconds <= kMaxBudgetSeconds))
     return Status::InvalidArgument(where + "budget_seconds: expected seconds per key in [0, 604800]");
+  Objective objective;
+  if (!ParseObjective(s.objective, &objective))
+    return Status::InvalidArgument(where + "objective: '" + ToValidUtf8(s.objective) + "': expected time, energy or edp");
   return Status::OK();
 }
 

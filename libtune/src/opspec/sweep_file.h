@@ -15,6 +15,7 @@
 //   configs = [ { BM = 128, BN = 256, BK = 64 }, ... ]  # optional: measure just these
 //   retime = true                       # optional: measure them again where stored (SweepSubmit::retime)
 //   timing = "hot"                      # optional: "cold" or "hot" L2 for every op (ApplySweepTiming)
+//   objective = "energy"                # optional: what searches and winners minimise: time (default) | energy | edp
 //
 // A shape applies to every op whose dims it names; each op needs at least one.
 #pragma once
@@ -111,7 +112,15 @@ struct SweepSubmit {
   // are tonight's. Needs a config list (CheckListedSweep). A message
   // without the field (an older client) is no retime.
   bool retime = false;
+  // What its searches observe and its winners minimise (ObjectiveName):
+  // "time", "energy" or "edp". Not time: every unit measures energy
+  // (WorkUnit::energy_seconds, kSweepEnergySeconds unless the worker's own
+  // window is longer). A message without the field (an older client) is
+  // time.
+  std::string objective = "time";
 };
+// The energy window of a sweep whose objective needs energy.
+inline constexpr double kSweepEnergySeconds = 0.2;
 // The strategies' names, as sweep files, `tune` and scripts use them: the
 // registry's table (search/strategy_table.h) in its order, then auto.
 const std::vector<std::string>& StrategyNames();
@@ -119,7 +128,8 @@ const std::vector<std::string>& StrategyNames();
 // known names.
 Status CheckStrategyName(const std::string& name, const std::string& field);
 // OK when the submit's search fields are in range (a known strategy, a
-// budget of at most kMaxSearchBudget, budget_seconds finite in [0, a week]);
+// budget of at most kMaxSearchBudget, budget_seconds finite in [0, a week],
+// a known objective);
 // errors name the field, prefixed by `where`.
 Status CheckSearchFields(const SweepSubmit& s, const std::string& where);
 // OK when `priority` is in kMinSweepPriority..kMaxSweepPriority; the error

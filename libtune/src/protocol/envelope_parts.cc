@@ -43,6 +43,7 @@ void SetWorkUnit(wire::WorkUnit::Builder b, const WorkUnit& w) {
   b.setScreenOnly(w.screen_only);
   b.setProfileTop(w.profile_top);
   SetStoredDigests(b.initReusable(w.reusable.size()), w.reusable);
+  b.setEnergySeconds(w.energy_seconds);
 }
 
 void SetStoredDigests(capnp::List<wire::StoredDigest>::Builder b, const std::vector<StoredDigest>& v) {
@@ -76,6 +77,8 @@ WorkUnit GetWorkUnit(wire::WorkUnit::Reader r, Budget& budget) {
   w.screen_only = r.getScreenOnly();
   w.profile_top = r.getProfileTop();
   w.reusable = GetStoredDigests(r.getReusable(), budget);
+  // A worker takes it only within [0, kMaxEnergySeconds] (Worker::PolicyFor).
+  w.energy_seconds = r.getEnergySeconds();
   return w;
 }
 

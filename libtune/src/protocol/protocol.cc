@@ -125,6 +125,7 @@ void SetCommand(wire::Envelope::Command::Builder cmd, const Command& c) {
             b.setBudgetSeconds(s.budget_seconds);
             SetStrings(b.initRetry(s.retry.size()), s.retry);
             b.setPriority(s.priority);
+            b.setObjective(TextOf(s.objective));
             SetList(b.initConfigs(s.configs.size()), s.configs,
                     [](auto p, const Config& v) { SetConfig(p, v); });
             b.setRetime(s.retime);
@@ -329,6 +330,9 @@ Command GetCommand(wire::Envelope::Command::Reader cmd, Budget& budget) {
       s.configs = GetList<Config>(r.getConfigs(), budget,
                                   [&](wire::Config::Reader c) { return GetConfig(c, budget); });
       s.retime = r.getRetime();  // needs the config list: CheckListedSweep
+      // Checked where the sweep is added (CheckSearchFields).
+      s.objective = Txt(r.getObjective(), budget, "objective");
+      if (s.objective.empty()) s.objective = ObjectiveName(Objective::kTime);  // an older client's
       return s;
     }
     case wire::Envelope::Command::SWEEP_ACCEPTED:

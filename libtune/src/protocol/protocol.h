@@ -96,6 +96,10 @@ struct WorkUnit {
   // host digest of each row. A worker whose digest for the op is one of
   // them reuses that row (Results::reused) instead of measuring the config.
   std::vector<StoredDigest> reusable;
+  // > 0: measure each config's energy over a window this long after its
+  // timing (TimingPolicy::energy_seconds): its sweep's objective is energy
+  // or edp (SweepSubmit::objective).
+  double energy_seconds = 0;
   bool confirm() const { return confirm_seconds > 0; }
   bool refine() const { return refine_best_us > 0; }
 };

@@ -34,6 +34,7 @@ Result<std::unique_ptr<KeySearch>> KeySearch::Create(std::shared_ptr<const Searc
   if (!strategy.ok()) return strategy.status();
   ks->strategy_ = std::move(strategy).value();
   ks->proposer_ = ks->strategy_->Name();
+  ks->objective_ = options.objective;
   return ks;
 }
 
@@ -62,8 +63,9 @@ uint64_t KeySearch::ObserveRows(const std::vector<Measurement>& rows) {
   for (const Measurement& m : rows) {
     const auto p = space_->PointOf(m.config);
     if (!p || !space_->Legal(*p) || !counted.insert(*p).second) continue;
-    const bool ran = m.Valid() && std::isfinite(m.median_us) && m.median_us > 0;
-    strategy_->Observe(*p, ran ? std::optional<double>(m.median_us) : std::nullopt);
+    const double value = m.ObjectiveValue(objective_);
+    const bool ran = m.Valid() && std::isfinite(value) && value > 0;
+    strategy_->Observe(*p, ran ? std::optional<double>(value) : std::nullopt);
     const std::string why = std::string(FailureClassName(m.failure)) + ": " + WhyFailed(m.failure_message);
     if (ran || !OpWideClass(m.failure) || (!cause.empty() && why != cause)) one_cause = false;
     cause = why;

@@ -82,8 +82,9 @@ class KeySearch {
   // Tells the strategy what `p` measured (nullopt: a failure). A point seen
   // before keeps its first word.
   void Observe(const SpacePoint& p, std::optional<double> us);
-  // Observes stored rows of the key: a valid row's median, a failed row as
-  // a failure; rows of configs outside the space's legal points are left
+  // Observes stored rows of the key: a valid row's figure under the
+  // options' objective (its median, energy or EDP), a failed row (or one
+  // without that figure) as a failure; rows of configs outside the space's legal points are left
   // out. Returns how many legal configs the rows name (each once). Rows
   // that show an op-wide failure (kOpWideFailureRows) set op_wide_failure().
   uint64_t ObserveRows(const std::vector<Measurement>& rows);
@@ -115,6 +116,7 @@ class KeySearch {
   std::set<SpacePoint> asked_;
   bool dry_ = false;
   std::string op_wide_failure_;
+  Objective objective_ = Objective::kTime;  // what ObserveRows feeds the strategy (SearchOptions::objective)
 };
 
 }  // namespace tune

@@ -46,6 +46,10 @@ struct SearchOptions {
   // has. They count against the budget like any proposal; those not legal
   // in the space are left out.
   std::vector<Config> first;
+  // What the strategy minimises: a row's Measurement::ObjectiveValue. A
+  // valid row without that figure (no energy measured) is observed as a
+  // failure under energy or edp.
+  Objective objective = Objective::kTime;
 };
 
 // What a key measured for a config elsewhere (another shape, another GPU

@@ -86,11 +86,6 @@ class CudaBackend final : public Backend {
     return m;
   }
 
-  DeviceInfo device_;
-  CudaBackendOptions opts_;
-  std::string arch_suffixless_;
-  std::unique_ptr<RunnerProcess> runner_;
-  bool ready_ = false;
   // [check] default: the op's default config compiled for this device, the
   // kernel measured when it is that config (fetched or compiled alike).
   const CompiledKernel& DefaultKernel(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel) {
@@ -104,6 +99,11 @@ class CudaBackend final : public Backend {
     return defaults_.emplace(key, std::move(def)).first->second;
   }
 
+  DeviceInfo device_;
+  CudaBackendOptions opts_;
+  std::string arch_suffixless_;
+  std::unique_ptr<RunnerProcess> runner_;
+  bool ready_ = false;
   std::set<std::string> packages_sent_;
   std::string image_sent_;
   std::set<std::string> default_images_sent_;  // by the runner now running

@@ -365,8 +365,11 @@ Failure Runner::RunDefault(const MeasureRequest& req, const OpSpec& spec, const 
       k.module = nullptr;
       return unusable(device_ops_->FromDevice(st, "loading its cubin"));
     }
-    if (DeviceStatus st = api_.GetFunction(k.module, spec.kernel, &k.function); !st.ok())
+    if (DeviceStatus st = api_.GetFunction(k.module, spec.kernel, &k.function); !st.ok()) {
+      api_.UnloadImage(k.module);
+      k.module = nullptr;
       return unusable(device_ops_->FromDevice(st, "kernel " + spec.kernel));
+    }
   }
   auto plan = PlanLaunch(spec, req.dtype, spec.default_config, req.shape, device_);
   if (!plan.ok()) return unusable(Fail(FailureClass::kLaunchError, "launch plan: " + plan.status().message()));
