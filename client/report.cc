@@ -101,7 +101,7 @@ void RankRows(std::vector<Measurement>* rows, const std::function<bool(const Mea
 }
 
 RowNotes NotesOf(ResultReader& store, const std::vector<Measurement>& rows, Objective objective) {
-  RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}, {}};
+  RowNotes notes{ProfilesOf(store, rows), CoverageOf(store, rows), BaselinesOf(store, rows), {}, {}, objective};
   std::set<std::string> keys;
   for (const Measurement& m : rows) {
     if (!keys.insert(m.gpu_model + '\0' + m.op + '\0' + m.dtype + '\0' + m.shape).second) continue;
@@ -297,9 +297,13 @@ RowReport MeasurementReport(std::vector<Measurement> rows, const std::map<std::s
       if (d) s.notes.push_back(DescribeDefault(m, *d));
       if (against_default.count(group(m)))
         s.notes.push_back("checked against the default config's outputs (the op has no reference: [check] default)");
+      if (notes.objective != Objective::kTime)
+        s.notes.push_back(notes.objective == Objective::kEnergy
+                              ? "* the winner by energy per call (objective energy) among rows with energy"
+                              : "* the winner by energy x time (objective edp) among rows with energy");
       // A starred row below a faster one: the near-tie rule's pick, said so.
-      if (winner[i] && i + 1 < rows.size() && group(rows[i + 1]) == group(m) && ranked(rows[i + 1]) &&
-          rows[i + 1].median_us < m.median_us)
+      else if (winner[i] && i + 1 < rows.size() && group(rows[i + 1]) == group(m) && ranked(rows[i + 1]) &&
+               rows[i + 1].median_us < m.median_us)
         s.notes.push_back(Fmt("tie: * ties the fastest (%.2f us, %s) within %.0f%%: the smaller config id wins, as "
                               "publish ships it, so near-ties do not flip between runs",
                               rows[i + 1].median_us, rows[i + 1].config.Canonical().c_str(), 100 * kTieWithin));

@@ -57,6 +57,9 @@ struct RowNotes {
   // by CoverageKey: a line "default X us, winner Y us = Z.ZZx" per key in
   // tables, "default_us" and "vs_default" on the winner in JSON and CSV.
   std::map<std::string, Measurement> defaults;
+  // What picked the winners (Winners' objective): a table says so where it
+  // is not time.
+  Objective objective = Objective::kTime;
 };
 // The default's figure over the winner's (how much faster tuning made the
 // key: > 1 when the winner beats the default); 0 when either has no valid

@@ -298,6 +298,10 @@ TEST(TuneOutput, EnergyIsMeasuredWhereAskedAndPrintedBesideTheFigures) {
     if (row["refined"] == won[0]["refined"])
       least = least > 0 ? std::min(least, row["energy_uj"].get<double>()) : row["energy_uj"].get<double>();
   EXPECT_LE(won[0]["energy_uj"].get<double>(), least * 1.01) << won[0];
+  const Output table = Tune(dir, "table", "tiny", ops, "--shape N=4096 --objective energy");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("* the winner by energy per call (objective energy)"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("tie: * ties the fastest"), std::string::npos) << "a time rule's note" << table.out;
 
   const Output bad = Tune(dir, "table", "tiny", ops, "--shape N=65536 --energy-seconds 11");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;

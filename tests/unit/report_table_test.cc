@@ -112,7 +112,9 @@ TEST(ReportTable, JsonAndCsvCarryTheSameRowsAsTheTable) {
   EXPECT_FALSE(rows[0].contains("bottleneck")) << rows[0];  // a CSV column, not JSON's
   const std::string csv = Table(**store, RowFormat::kCsv);
   EXPECT_EQ(csv.substr(0, csv.find('\n')).find("check_passed"), std::string::npos) << csv;  // JSON's only
-  EXPECT_NE(csv.find(",BM=64,aaaa,kh1,ok,100.000,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",BM=64,aaaa,kh1,ok,reference,100.000,"), std::string::npos) << csv;
+  EXPECT_EQ(rows[0]["checked_against"], "reference");
+  EXPECT_FALSE(rows[0].contains("energy_uj")) << rows[0];  // sparse: not measured
   const std::string md = Table(**store, RowFormat::kMarkdown);
   EXPECT_NE(md.find("### h100  gemm/f16  M=1"), std::string::npos) << md;
   EXPECT_NE(md.find("| * | BM=64 | 100.00 |"), std::string::npos) << md;
