@@ -379,8 +379,11 @@ TEST(TuneCommand, AnInterruptedTuneCancelsItsSweepKeepsItsRowsAndSaysSo) {
   std::vector<std::string> args = {TUNEFARM_BINARY, "tune", "--backend", "sim", "--sim-models", "h100", "--ops-dir",
                                    std::string(TUNEFARM_SOURCE_DIR) + "/tests/data/ops", "--op", "synthetic",
                                    "--dtype", "f32", "--one-pass", "--unsigned", "--store", dir.path() + "/db",
-                                   "--bundle", dir.path() + "/b", "--configs-per-unit", "16"};
-  // Units of 16 configs: a key spans many, so the interrupt finds one part-measured.
+                                   "--bundle", dir.path() + "/b", "--configs-per-unit", "16",
+                                   "--sim-faults", "busy=0.002"};
+  // Units of 16 configs, each config 2 ms busy: a key spans many units and at
+  // least 1.2 s, so the interrupt, sent at its first row, finds it part-measured
+  // however fast the host.
   for (int i = 1; i <= 40; ++i) args.insert(args.end(), {"--shape", "N=" + std::to_string(1024 + 64 * i)});
   tune::testing::Child tune(args, dir.path() + "/tune.log");
   auto first_row = [&]() -> std::optional<Measurement> {
