@@ -12,7 +12,7 @@
 
 #include "measure/runner/host_data.h"
 #include "measure/runner/runner.h"
-#include "support/host_device.h"
+#include "support/host_vadd.h"
 
 namespace tune {
 namespace {
@@ -24,90 +24,8 @@ using testing::HostImage;
 using testing::HostKernel;
 using testing::HostLaunch;
 using testing::HostToolchain;
-
-// y = x + r over N f32 elements, one thread per element.
-constexpr char kOpToml[] = R"toml(
-[op]
-name    = "vadd"
-source  = "vadd.cu"
-kernel  = "vadd"
-dims    = ["N"]
-dtypes  = ["f32"]
-default = { BLOCK = 128 }
-
-[params]
-BLOCK = [64, 128, 256]
-
-[launch]
-grid  = ["cdiv(N, BLOCK)", "1", "1"]
-block = ["BLOCK", "1", "1"]
-smem  = "0"
-
-[[args]]
-name  = "x"
-dir   = "in"
-dtype = "$dtype"
-shape = ["N"]
-init  = "normal(0,2)"
-
-[[args]]
-name  = "r"
-dir   = "in"
-dtype = "$dtype"
-shape = ["N"]
-init  = "uniform(-1,1)"
-
-[[args]]
-name  = "y"
-dir   = "out"
-dtype = "$dtype"
-shape = ["N"]
-
-[[args]]
-name   = "N"
-scalar = "i32"
-value  = "N"
-
-[check]
-reference = "reference.cu:vadd_ref"
-grid  = ["cdiv(N, 256)", "1", "1"]
-block = ["256", "1", "1"]
-atol = 1e-5
-rtol = 1e-5
-max_mismatch = 0.0
-)toml";
-
-// Every thread of the grid adds one element; `mutate(i, y)` may spoil it.
-HostKernel Vadd(std::function<void(int64_t, float*, int32_t)> mutate = nullptr, int max_threads = 1024) {
-  HostKernel k;
-  k.max_threads_per_block = max_threads;
-  k.run = [mutate](const HostLaunch& l) -> DeviceStatus {
-    const float* x = l.Buffer<float>(0);
-    const float* r = l.Buffer<float>(1);
-    float* y = l.Buffer<float>(2);
-    const int32_t n = l.Param<int32_t>(3);
-    for (int64_t i = 0; i < std::min<int64_t>(l.Threads(), n); ++i) y[i] = x[i] + r[i];
-    if (mutate) mutate(0, y, n);
-    return {};
-  };
-  return k;
-}
-
-std::map<std::string, HostKernel> Kernels() {
-  std::map<std::string, HostKernel> k;
-  k["vadd_ref"] = Vadd();
-  k["vadd"] = Vadd();
-  k["vadd_wrong"] = Vadd([](int64_t, float* y, int32_t n) { y[n - 1] += 1.0f; });
-  k["vadd_overrun"] = Vadd([](int64_t, float* y, int32_t n) { y[n + 3] = 1.0f; });  // into the guard
-  k["vadd_nan"] = Vadd([](int64_t, float* y, int32_t n) { y[n / 2] = std::nanf(""); });
-  k["vadd_small"] = Vadd(nullptr, 64);  // takes at most 64 threads a block
-  k["vadd_default"] = Vadd();            // the default config's image under [check] default
-  k["vadd_default_nan"] = k["vadd_nan"];
-  k["vadd_crash"].run = [](const HostLaunch&) {
-    return device::DeviceFailed(DeviceError::kContextLost, "illegal address (planted)");
-  };
-  return k;
-}
+using testing::VaddKernels;
+using testing::kVaddOpToml;
 
 // A runner on a HostDevice, served on its own thread over a socket pair,
 // and the backend's side of the protocol.
@@ -140,10 +58,8 @@ class HostRunnerTest : public ::testing::Test {
     h.Str();
     EXPECT_EQ(runner::DecodeDeviceInfo(&h).name, device_.Info().name);
 
-    OpPackage pkg{{"op.toml", kOpToml}, {"vadd.cu", "// host kernels serve this op\n"},
-                  {"reference.cu", "// host kernels serve this op\n"}};
     runner::WireWriter w(runner::MsgType::kPackage);
-    runner::EncodePackage("digest-vadd", "test:vadd", pkg, &w);
+    runner::EncodePackage("digest-vadd", "test:vadd", testing::VaddPackage(), &w);
     ASSERT_TRUE(runner::WriteFrame(out_, w.bytes()).ok());
   }
   void TearDown() override {
@@ -188,7 +104,7 @@ class HostRunnerTest : public ::testing::Test {
     }
   }
 
-  HostDevice device_{Kernels()};
+  HostDevice device_{VaddKernels()};
   HostToolchain toolchain_;
   std::thread serving_;
   int out_ = -1, in_ = -1, runner_in_ = -1, runner_out_ = -1;
@@ -278,7 +194,7 @@ TEST_F(HostRunnerTest, AHotOpIsTimedWithoutFlushesOnOneSetOfBuffers) {
   EXPECT_GE(device_.FillsOfAtLeast(kFlush), int(cold.samples));
   EXPECT_EQ(std::set<uint64_t>(device_.FirstParams("vadd").begin(), device_.FirstParams("vadd").end()).size(), 3u);
 
-  auto hot = WithTiming({{"op.toml", kOpToml}, {"vadd.cu", "//\n"}, {"reference.cu", "//\n"}}, L2Timing::kHot);
+  auto hot = WithTiming({{"op.toml", kVaddOpToml}, {"vadd.cu", "//\n"}, {"reference.cu", "//\n"}}, L2Timing::kHot);
   ASSERT_TRUE(hot.ok()) << hot.status().message();
   runner::WireWriter w(runner::MsgType::kPackage);
   runner::EncodePackage("digest-vadd-hot", "test:vadd-hot", *hot, &w);
@@ -299,7 +215,7 @@ TEST_F(HostRunnerTest, AHotOpIsTimedWithoutFlushesOnOneSetOfBuffers) {
 // vadd with [check] default = true: no reference kernel; every config is
 // compared with the default config's outputs.
 std::string DefaultCheckedToml() {
-  std::string toml = kOpToml;
+  std::string toml = kVaddOpToml;
   const size_t check = toml.find("[check]");
   return toml.substr(0, check) + "[check]\ndefault = true\natol = 1e-5\nrtol = 1e-5\n";
 }

@@ -14,18 +14,14 @@
 
 #include "base/clock.h"
 #include "measure/cuda/nvrtc_compile.h"
+#include "measure/runner/runner_client.h"
 #include "measure/runner/runner_process.h"
-#include "measure/runner/runner_protocol.h"
 #include "measure/cuda/cuda_backend.h"
 #include "base/target.h"
 
 namespace tune {
 namespace {
 
-using runner::MsgType;
-using runner::RunnerProcess;
-using runner::WireReader;
-using runner::WireWriter;
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxLogInMessage = 8000;
@@ -47,7 +43,7 @@ Result<std::string> HostDigestOf(const OpSpec& spec) {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const DeviceInfo& device, const CudaBackendOptions& opts)
-      : device_(device), opts_(opts), arch_suffixless_(TargetOf(device).arch) {}
+      : device_(device), opts_(opts), arch_suffixless_(TargetOf(device).arch), runner_(ClientOptions(device, opts)) {}
 
   const DeviceInfo& device() const override { return device_; }
   std::string toolchain() const override { return NvrtcVersionString(); }
@@ -58,7 +54,7 @@ class CudaBackend final : public Backend {
 
   Result<std::string> HostDigest(const OpSpec& spec) override { return HostDigestOf(spec); }
 
-  Status Prepare() override { return EnsureReady(); }
+  Status Prepare() override { return runner_.EnsureReady(); }
 
   Measurement Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
                       const Shape& shape, const TimingPolicy& policy, double best_so_far_us) override;
@@ -66,20 +62,24 @@ class CudaBackend final : public Backend {
   Result<KernelProfile> ProfileKernel(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
                                       const Shape& shape) override;
 
-  CudaRunnerStats stats() const {
-    CudaRunnerStats s = stats_;
-    s.pid = runner_ && runner_->started() ? int(runner_->pid()) : 0;
-    return s;
-  }
+  CudaRunnerStats stats() const { return runner_.stats(); }
 
  private:
-  // Starts a runner and sends its init; the hello is read by EnsureReady.
-  Status Spawn();
-  // A runner that said hello, started if needed.
-  Status EnsureReady();
-  // The runner is gone or must go: record why and start the next one now, so
-  // that its context creation overlaps whatever the worker does next.
-  void Replace(bool killed);
+  static runner::RunnerClientOptions ClientOptions(const DeviceInfo& device, const CudaBackendOptions& opts) {
+    runner::RunnerClientOptions o;
+    o.exe = opts.runner_exe;
+    o.args = opts.runner_args;
+    o.args.push_back("--device");
+    o.args.push_back(std::to_string(device.index));
+    o.device_label = "GPU " + std::to_string(device.index);
+    o.device_name = device.name;
+    o.cache_dir = opts.cache_dir;
+    o.include_roots = cuda::ConfiguredIncludeRoots();
+    o.startup_timeout_seconds = opts.startup_timeout_seconds;
+    o.exit_wait_seconds = opts.exit_wait_seconds;
+    return o;
+  }
+
   Measurement Fail(Measurement m, FailureClass c, std::string message) {
     m.failure = c;
     m.failure_message = std::move(message);
@@ -102,100 +102,9 @@ class CudaBackend final : public Backend {
   DeviceInfo device_;
   CudaBackendOptions opts_;
   std::string arch_suffixless_;
-  std::unique_ptr<RunnerProcess> runner_;
-  bool ready_ = false;
-  std::set<std::string> packages_sent_;
-  std::string image_sent_;
-  std::set<std::string> default_images_sent_;  // by the runner now running
+  runner::RunnerClient runner_;
   std::map<std::string, CompiledKernel> defaults_;  // DefaultKernel's, by kernel hash, dtype and arch
-  CudaRunnerStats stats_;
 };
-
-Status CudaBackend::Spawn() {
-  std::vector<std::string> args = opts_.runner_args;
-  args.push_back("--device");
-  args.push_back(std::to_string(device_.index));
-  runner_ = std::make_unique<RunnerProcess>(opts_.runner_exe, args);
-  runner_->set_exit_wait_seconds(opts_.exit_wait_seconds);
-  ready_ = false;
-  packages_sent_.clear();
-  image_sent_.clear();
-  default_images_sent_.clear();
-  TUNE_RETURN_IF_ERROR(runner_->Start());
-  ++stats_.spawns;
-  WireWriter init(MsgType::kInit);
-  init.U32(runner::kRunnerProtocolVersion);
-  init.Str(opts_.cache_dir);
-  init.U32(static_cast<uint32_t>(cuda::ConfiguredIncludeRoots().size()));
-  for (const auto& [name, path] : cuda::ConfiguredIncludeRoots()) {
-    init.Str(name);
-    init.Str(path);
-  }
-  if (Status s = runner_->Send(init.bytes()); !s.ok()) {
-    // Typically a runner that could not even be exec'ed: its exit status says why.
-    std::string how = runner_->Reap();
-    runner_.reset();
-    return Status::Error("runner for GPU " + std::to_string(device_.index) + " ended at start-up (" + s.message() +
-                         "; " + how + ")");
-  }
-  return Status::OK();
-}
-
-Status CudaBackend::EnsureReady() {
-  if (!runner_ || !runner_->started()) TUNE_RETURN_IF_ERROR(Spawn());
-  if (ready_) return Status::OK();
-  std::string frame, why;
-  auto outcome = runner_->Read(opts_.startup_timeout_seconds, &frame, &why);
-  if (outcome == RunnerProcess::ReadOutcome::kTimeout) {
-    std::string how = runner_->Kill();
-    runner_.reset();
-    return Status::Error("runner for GPU " + std::to_string(device_.index) + " did not start within " +
-                         std::to_string(opts_.startup_timeout_seconds) + " s; " + how);
-  }
-  if (outcome == RunnerProcess::ReadOutcome::kClosed) {
-    std::string how = runner_->Reap();
-    runner_.reset();
-    return Status::Error("runner for GPU " + std::to_string(device_.index) + " ended before its hello (" + why +
-                         "; " + how + ")");
-  }
-  WireReader r(frame);
-  uint32_t version = 0;
-  bool ok = false;
-  std::string error;
-  if (r.Type() == MsgType::kHello) {
-    version = r.U32();
-    ok = r.U8() != 0;
-    error = r.Str();
-    DeviceInfo seen = runner::DecodeDeviceInfo(&r);
-    if (ok && r.ok() && seen.name != device_.name) {
-      error = "runner sees '" + seen.name + "' at index " + std::to_string(device_.index) + ", expected '" +
-              device_.name + "' (CUDA_VISIBLE_DEVICES differs?)";
-      ok = false;
-    }
-  } else {
-    error = "runner's first message is not a hello";
-  }
-  if (!ok || !r.ok() || version != runner::kRunnerProtocolVersion) {
-    if (error.empty()) error = "runner speaks protocol " + std::to_string(version);
-    runner_->Kill();
-    runner_.reset();
-    return Status::Error("runner for GPU " + std::to_string(device_.index) + " could not start: " + error);
-  }
-  ready_ = true;
-  return Status::OK();
-}
-
-void CudaBackend::Replace(bool killed) {
-  if (killed) {
-    ++stats_.timeouts;
-  } else {
-    ++stats_.crashes;
-  }
-  runner_.reset();
-  ready_ = false;
-  // A failed spawn is retried by the next Measure.
-  if (!Spawn().ok()) runner_.reset();
-}
 
 Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel,
                                  const Shape& shape, const TimingPolicy& policy, double best_so_far_us) {
@@ -227,42 +136,15 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
                 "cubin is for " + kernel.arch + ", device " + device_.name + " needs " + arch_suffixless_);
   }
 
-  if (policy.new_runner && runner_) {
-    // The old runner exits on the closed channel and is gone (its context
-    // with it) before the next one starts.
-    runner_.reset();
-    ready_ = false;
-  }
-  if (Status s = EnsureReady(); !s.ok()) {
-    ++stats_.crashes;
-    return Fail(m, FailureClass::kCrash, s.message());
-  }
-
-  auto runner_died = [&](const std::string& when, const std::string& why) {
-    std::string how = runner_->Reap();
-    Replace(false);
-    return Fail(m, FailureClass::kCrash, "GPU runner died " + when + ": " + why + "; " + how);
-  };
-
-  std::string digest = PackageDigest(spec.package);
-  if (!packages_sent_.count(digest)) {
-    WireWriter w(MsgType::kPackage);
-    runner::EncodePackage(digest, spec.origin, spec.package, &w);
-    if (Status s = runner_->Send(w.bytes()); !s.ok()) return runner_died("while receiving the op", s.message());
-    packages_sent_.insert(digest);
-  }
-
   runner::MeasureRequest req;
-  req.package_digest = digest;
   req.dtype = dtype;
   req.config = kernel.config;
   req.config_id = kernel.config_id;
   req.shape = shape;
   req.image_key = kernel.kernel_hash + "/" + kernel.config_id + "/" + dtype + "/" + kernel.arch;
   req.baseline = kernel.baseline;
-  // A config timed again straight after (the shapes of a unit that has
-  // several): its cubin travels once.
-  if (req.image_key != image_sent_ && kernel.baseline.empty()) req.image = kernel.image;
+  runner::RunnerImages images;
+  if (kernel.baseline.empty()) images.image = &kernel.image;
   if (spec.check.mode == CheckSpec::Mode::kDefault) {
     const CompiledKernel& def = DefaultKernel(spec, dtype, kernel);
     if (def.failure != FailureClass::kNone) {
@@ -272,67 +154,12 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
                       def.failure_message);
     }
     req.default_image_key = def.kernel_hash + "/" + def.config_id + "/" + dtype + "/" + def.arch;
-    if (!default_images_sent_.count(req.default_image_key)) req.default_image = def.image;
+    images.default_image = &def.image;
   }
   req.compile_resources = kernel.resources;
   req.policy = policy;
   req.best_so_far_us = best_so_far_us;
-  WireWriter w(MsgType::kMeasure);
-  runner::EncodeMeasureRequest(req, &w);
-  image_sent_.clear();
-  if (Status s = runner_->Send(w.bytes()); !s.ok()) return runner_died("while receiving the request", s.message());
-  image_sent_ = req.image_key;
-  if (!req.default_image_key.empty()) default_images_sent_.insert(req.default_image_key);
-
-  // Two clocks: building a problem (inputs, reference) is shared by every
-  // config of the shape and may be slow; the config's own limit starts when
-  // the runner says the problem is ready.
-  bool started = false;
-  for (;;) {
-    double limit = started ? policy.timeout_seconds : opts_.startup_timeout_seconds;
-    std::string frame, why;
-    auto outcome = runner_->Read(limit, &frame, &why);
-    if (outcome == RunnerProcess::ReadOutcome::kTimeout) {
-      std::string how = runner_->Kill();
-      Replace(true);
-      char buf[64];
-      snprintf(buf, sizeof(buf), "%.3g s", limit);
-      return Fail(m, FailureClass::kTimeout,
-                  started ? std::string("config ran longer than ") + buf + "; runner killed (" + how + ")"
-                          : std::string("preparing inputs and reference took longer than ") + buf +
-                                "; runner killed (" + how + ")");
-    }
-    if (outcome == RunnerProcess::ReadOutcome::kClosed) {
-      return runner_died(started ? "while running the config" : "while preparing inputs and reference", why);
-    }
-    WireReader r(frame);
-    MsgType type = r.Type();
-    if (type == MsgType::kStarted) {
-      started = true;
-      continue;
-    }
-    if (type != MsgType::kResult) {
-      std::string how = runner_->Kill();
-      Replace(false);
-      return Fail(m, FailureClass::kCrash, "GPU runner sent an unexpected message; killed (" + how + ")");
-    }
-    Measurement got = runner::DecodeMeasurement(&r);
-    bool fatal = r.U8() != 0;
-    if (!r.ok()) {
-      std::string how = runner_->Kill();
-      Replace(false);
-      return Fail(m, FailureClass::kCrash, "GPU runner sent a truncated result; killed (" + how + ")");
-    }
-    m.CopyOutcome(got);
-    if (!got.baseline.empty()) m.baseline = got.baseline;  // with the library's version
-    if (fatal) {
-      // The runner exits by itself after a sticky error.
-      std::string how = runner_->Reap();
-      Replace(false);
-      m.failure_message += " [runner " + how + "; restarted]";
-    }
-    return m;
-  }
+  return runner_.Measure(spec, std::move(req), images, policy.new_runner, std::move(m));
 }
 
 }  // namespace

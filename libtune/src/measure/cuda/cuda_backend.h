@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "measure/backend.h"
+#include "measure/runner/runner_client.h"
 #include "tune/status.h"
 #include "base/types.h"
 
@@ -89,12 +90,7 @@ SimCompiler NvrtcSimCompiler(const std::string& cache_dir);
 
 // Counters of a backend made by MakeCudaBackend (zeros for any other
 // backend), for worker metrics and tests.
-struct CudaRunnerStats {
-  int spawns = 0;        // runner processes started
-  int crashes = 0;       // runners that died or reported a sticky error
-  int timeouts = 0;      // runners killed for exceeding the wall-clock limit
-  int pid = 0;           // current runner process, 0 when none
-};
+using CudaRunnerStats = runner::RunnerStats;
 CudaRunnerStats GetCudaRunnerStats(const Backend& backend);
 
 // Where this process's compiles find the include roots that ops name

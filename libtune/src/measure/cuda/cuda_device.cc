@@ -1,9 +1,6 @@
 // The device layer over CUDA (cuda_device.h) and the CUDA runner's entry.
 #include "measure/cuda/cuda_device.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "measure/cuda/builtin_kernels.h"
@@ -259,12 +256,8 @@ device::CompiledImage NvrtcToolchain::CompileBuiltins(const std::string& dtype, 
 namespace tune {
 
 int RunnerMain(int device_index, int in_fd, int out_fd) {
-  int out = out_fd;
-  if (out_fd == STDOUT_FILENO) {
-    // Only frames may reach the backend; anything printed goes to stderr.
-    out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-    if (out < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return runner::kExitProtocol;
-  }
+  const int out = runner::FramesOut(out_fd);
+  if (out < 0) return runner::kExitProtocol;
   auto driver = cuda::LoadDriver();
   Result<std::unique_ptr<cuda::CudaDevice>> device =
       driver.ok() ? cuda::CudaDevice::Open(**driver, device_index) : driver.status();

@@ -482,6 +482,13 @@ Failure Runner::Measure(const MeasureRequest& req, const OpSpec& spec, const std
 
 // Ends the runner when the worker that started it is gone, even while a
 // kernel hangs: nobody would ever read its answer or kill it otherwise.
+int FramesOut(int out_fd) {
+  if (out_fd != STDOUT_FILENO) return out_fd;
+  const int out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (out < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return -1;
+  return out;
+}
+
 void WatchParent() {
   pid_t parent = getppid();
   std::thread([parent] {

@@ -137,6 +137,12 @@ class Runner {
   std::string baseline_planned_;
 };
 
+// The descriptor a runner process answers on when the backend's channel is
+// its stdout: a copy of it, with stdout sent to stderr so that nothing a
+// library prints can corrupt the frames; -1 when that fails. Any other
+// `out_fd` is returned as it is.
+int FramesOut(int out_fd);
+
 // Ends the process (kExitOrphaned) once its parent is gone: a vendor's
 // RunnerMain calls it before serving.
 void WatchParent();

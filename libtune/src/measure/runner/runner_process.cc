@@ -31,7 +31,7 @@ namespace {
     for (long fd = 3; fd < max_fd; ++fd) close(int(fd));
   }
   execv(exe, argv);
-  static const char kMsg[] = "tunefarm: exec of the GPU runner failed\n";
+  static const char kMsg[] = "tunefarm: exec of the runner failed\n";
   ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
   (void)ignored;
   _exit(127);
