@@ -30,22 +30,6 @@ uint64_t PairsQueued(const std::map<std::string, SweepState>& sweeps) {
 
 }  // namespace
 
-bool SweepState::KeyPasses::RefineNow(bool device_idle) {
-  if (device_idle) {
-    if (unsliced > 0 || refine_created || refine_early) return false;
-    refine_early = true;
-    return true;
-  }
-  if (!Screened()) return false;
-  if (!refine_created) {
-    refine_created = true;
-    return true;
-  }
-  if (!refine_stale) return false;
-  refine_stale = false;
-  return true;
-}
-
 bool SweepState::TargetsModel(const std::string& model) const {
   for (const auto& m : submit.gpu_models) {
     if (m == "*" || m == model) return true;
@@ -172,8 +156,7 @@ void Scheduler::RemoveDevice(const std::string& model) {
   }
   models_.erase(model);
   pools_.erase(model);
-  pending_.erase(model);
-  leased_per_model_.erase(model);
+  book_.ForgetModel(model);
 }
 
 bool Scheduler::ModelLive(const std::string& model) const { return live_devices_.count(model) > 0; }
@@ -231,8 +214,7 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
   sweep.pairs_failed += space->pairs_failed;
   for (const auto& [cls, n] : space->failed_by_class) sweep.failed_by_class[cls] += n;
   for (const auto& [key, left] : space->pool_unsliced) {
-    sweep.key_passes[key].unsliced += left;
-    sweep.model_passes[model].unsliced += left;
+    sweep.passes.Unsliced(key, int64_t(left));
   }
   for (auto& [key, plan] : space->plans) sweep.plans[key] = std::move(plan);
   for (auto& pool : space->pools) pools_[model].push_back(std::move(pool));
@@ -290,12 +272,11 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
       // ahead (measure/program/program_backend.h) into ever smaller plans.
       auto live = live_devices_.find(gpu_model);
       const bool lone = live != live_devices_.end() && live->second == 1;
-      const size_t sharers = lone ? 1 : leased_per_model_[gpu_model] + 1;
+      const size_t sharers = lone ? 1 : book_.LeasedOf(gpu_model) + 1;
       n = std::min(n, (left + sharers - 1) / sharers);
     }
     const size_t end = std::min(pool.configs->size(), pool.next + std::max<size_t>(n, 1));
     Unit u;
-    u.id = next_unit_id_++;
     u.sweep_id = pool.sweep_id;
     u.op = pool.op;
     u.dtype = pool.dtype;
@@ -310,45 +291,35 @@ Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model
     }
     u.shape = pool.shape;
     u.shape_key = pool.shape.Canonical();
-    sweep.model_passes[gpu_model].unsliced -= end - pool.next;
-    sweep.key_passes[PoolKey{gpu_model, pool.op, pool.dtype, u.shape_key}].unsliced -= end - pool.next;
+    sweep.passes.Unsliced(PoolKey{gpu_model, pool.op, pool.dtype, u.shape_key}, -int64_t(end - pool.next));
     pool.next = end;
     return &AddUnit(sweep, std::move(u));
   }
   return nullptr;
 }
 
-Unit& Scheduler::AddUnit(SweepState& sweep, Unit u) {
+Unit& Scheduler::AddUnit(SweepState& sweep, Unit unit) {
+  Unit& u = book_.Add(std::move(unit));
   sweep.units.push_back(u.id);
-  sweep.model_passes[u.gpu_model].open_units++;
-  if (u.kind == UnitKind::kScreen) {
-    SweepState::KeyPasses& k = sweep.key_passes[PoolKey{u.gpu_model, u.op, u.dtype, u.shape_key}];
-    k.open_screen_units++;
-    k.open_screen_configs += u.configs.size();
-  }
-  return units_.emplace(u.id, std::move(u)).first->second;
-}
-
-Unit* Scheduler::FindUnitOf(const std::string& sweep_id, uint64_t unit_id) {
-  auto it = units_.find(unit_id);
-  return it == units_.end() || it->second.sweep_id != sweep_id ? nullptr : &it->second;
+  sweep.passes.Opened(u);
+  return u;
 }
 
 void Scheduler::BatchQueued(const std::string& sweep_id, uint64_t unit_id, double now) {
-  Unit* u = FindUnitOf(sweep_id, unit_id);
+  Unit* u = book_.FindOf(sweep_id, unit_id);
   if (!u) return;
   u->batches_queued++;
-  NoteProgress(*u, now);
+  book_.NoteProgress(*u, now);
   NoteActive(u->gpu_model, now);
 }
 
 void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uint64_t stored,
                               uint64_t stored_failed, const std::map<std::string, uint64_t>& failed_by_class,
                               double now) {
-  Unit* u = FindUnitOf(sweep_id, unit_id);
+  Unit* u = book_.FindOf(sweep_id, unit_id);
   if (!u) return;
   if (u->batches_queued > 0) u->batches_queued--;
-  NoteProgress(*u, now);
+  book_.NoteProgress(*u, now);
   NoteActive(u->gpu_model, now);
   auto& sweep = sweeps_.at(sweep_id);
   // At most the unit's own pairs: a duplicate lease's rows come back too.
@@ -359,16 +330,9 @@ void Scheduler::BatchIngested(const std::string& sweep_id, uint64_t unit_id, uin
   for (const auto& [cls, n] : failed_by_class) sweep.failed_by_class[cls] += n;
 }
 
-void Scheduler::NoteProgress(Unit& u, double now) {
-  if (u.state != UnitState::kLeased || now <= u.last_progress) return;
-  leased_.erase({u.last_progress, u.id});
-  u.last_progress = now;
-  leased_.emplace(u.last_progress, u.id);
-}
-
 void Scheduler::NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64_t n, uint64_t failed,
                            const std::map<std::string, uint64_t>& failed_by_class) {
-  Unit* u = FindUnitOf(sweep_id, unit_id);
+  Unit* u = book_.FindOf(sweep_id, unit_id);
   if (!u || u->reused > 0) return;
   u->reused = std::min<uint64_t>(n, u->Pairs());
   SweepState& sweep = sweeps_.at(sweep_id);
@@ -378,7 +342,7 @@ void Scheduler::NoteReused(const std::string& sweep_id, uint64_t unit_id, uint64
 
 void Scheduler::AddPipeline(const std::string& worker, const std::string& sweep_id, uint64_t unit_id,
                             const PipelineFigures& figures) {
-  const Unit* u = FindUnitOf(sweep_id, unit_id);
+  const Unit* u = book_.FindOf(sweep_id, unit_id);
   if (!u || u->state == UnitState::kDone) return;
   SweepState& sweep = sweeps_.at(sweep_id);
   sweep.pipeline += figures;
@@ -392,9 +356,9 @@ std::pair<uint64_t, uint64_t> Scheduler::InFlight(const std::string& sweep_id) c
   for (const auto& [model, pools] : pools_) {
     for (const ConfigPool& pool : pools) {
       if (pool.sweep_id != sweep_id || !pool.search || pool.search->ended) continue;
-      const auto passes = it->second.key_passes.find(PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()});
+      const auto passes = it->second.passes.key.find(PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()});
       in_flight += pool.configs->size() - std::min(pool.next, pool.configs->size());
-      if (passes != it->second.key_passes.end()) in_flight += passes->second.open_screen_configs;
+      if (passes != it->second.passes.key.end()) in_flight += passes->second.open_screen_configs;
       depth += pool.search->depth;
     }
   }
@@ -403,7 +367,7 @@ std::pair<uint64_t, uint64_t> Scheduler::InFlight(const std::string& sweep_id) c
 
 double Scheduler::CompleteUnit(const std::string& worker, const std::string& sweep_id,
                              uint64_t unit_id, double now, int64_t now_unix) {
-  Unit* found = FindUnitOf(sweep_id, unit_id);
+  Unit* found = book_.FindOf(sweep_id, unit_id);
   if (!found) return 0;
   Unit& u = *found;
   NoteActive(u.gpu_model, now);
@@ -453,19 +417,9 @@ void Scheduler::Finish(Unit& u, UnitState state, int64_t now_unix) {
   auto& sweep = sweeps_.at(u.sweep_id);
   if (u.state != UnitState::kDone && u.state != UnitState::kFailed) {
     sweep.units_finished++;
-    sweep.model_passes[u.gpu_model].open_units--;
-    SweepState::KeyPasses& k = sweep.key_passes[PoolKey{u.gpu_model, u.op, u.dtype, u.shape_key}];
-    if (u.kind == UnitKind::kScreen) {
-      k.open_screen_units--;
-      k.open_screen_configs -= std::min<uint64_t>(k.open_screen_configs, u.configs.size());
-    }
-    if (u.kind == UnitKind::kRefine) k.refine_stale = true;
+    sweep.passes.Closed(u);
   }
-  if (u.state == UnitState::kLeased) {
-    leased_.erase({u.last_progress, u.id});
-    leased_per_model_[u.gpu_model]--;
-  }
-  u.state = state;
+  book_.End(u, state);
   MaybeFinish(sweep, now_unix);
 }
 
@@ -486,7 +440,7 @@ void Scheduler::MaybeFinish(SweepState& sweep, int64_t now_unix) {
   for (const auto& m : sweep.submit.gpu_models) {
     if (m != "*" && !sweep.models.count(m)) return;  // a targeted model not seen yet
   }
-  for (const auto& [model, passes] : sweep.model_passes) {
+  for (const auto& [model, passes] : sweep.passes.model) {
     if (passes.unsliced > 0) return;
   }
   if (sweep.units_finished < sweep.units.size()) return;
@@ -514,12 +468,7 @@ std::map<std::string, uint64_t> Scheduler::QueuedConfigsPerModel() const {
   for (const auto& [model, pools] : pools_) {
     for (const ConfigPool& p : pools) out[model] += p.configs->size() - std::min(p.next, p.configs->size());
   }
-  for (const auto& [model, queue] : pending_) {
-    for (uint64_t id : queue) {
-      auto it = units_.find(id);
-      if (it != units_.end() && it->second.state == UnitState::kPending) out[model] += it->second.configs.size();
-    }
-  }
+  for (const Unit* u : book_.Queued("")) out[u->gpu_model] += u->configs.size();
   return out;
 }
 
@@ -558,8 +507,8 @@ std::vector<SweepProgress> Scheduler::Progress(const std::string& sweep_id, std:
         if (m != "*" && !s.models.count(m)) p.waiting_for.push_back(m);  // never seen live
       }
       for (const auto& m : s.models) {
-        const auto passes = s.model_passes.find(m);
-        const bool work_left = passes != s.model_passes.end() && passes->second.WorkLeft();
+        const auto passes = s.passes.model.find(m);
+        const bool work_left = passes != s.passes.model.end() && passes->second.WorkLeft();
         if (work_left && !ModelLive(m) && !s.skipped.count(m)) p.waiting_for.push_back(m);
       }
       // What it waits for, in words: whether a model is absent or present

@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "config_source.h"
+#include "lease_book.h"
+#include "passes.h"
 #include "measure/backend.h"
 #include "base/limits.h"
 #include "opspec/op_definition.h"
@@ -105,35 +107,6 @@ using ContendersFn = std::function<std::vector<Config>(const DeviceInfo& device,
                                                         const std::string& dtype, const Shape& shape,
                                                         uint32_t top, const std::string& retime_sweep)>;
 
-// The confirm phase's contenders among `valid`, the valid rows of one key:
-// the `top` best in the store's order (Measurement::RanksAhead: a refined
-// figure before a screening one, then the faster), and after them every
-// config of the leader's pass within kConfirmAlsoWithin of its figure, up
-// to twice `top` (and kMaxConfirmTop) in all: a near-tie just past the top N is settled by the
-// interleaved confirm timing too, not by where the screening put it.
-inline constexpr double kConfirmAlsoWithin = 0.02;
-std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top);
-
-// The refine pass of a sweep (SweepSubmit::refine_pass) for one (model, op,
-// dtype, shape): the configs whose screening figure came within `within` of
-// the best one, and that best (us, in screening terms: NearBestOf). Configs
-// with a refined or confirmed row are left out (a sweep resumed after its
-// refine units ran); none at all once the key has a confirmed row.
-struct NearBest {
-  std::vector<Config> configs;
-  double best_us = 0;
-};
-
-// The refine pass's contenders among `valid`, the valid rows of one key: the
-// configs with only a screening row whose figure is within `within` of the
-// best, in screening terms. A refined figure is taken in another state of
-// its device than screening's (a device hot from the next shape's screening
-// runs the refine units of the last), so refined (and confirmed) figures are
-// brought to screening terms by the median ratio of their figure to the
-// screening one they replaced (Measurement::screen_us), once five rows have
-// one. The window then grows only where the best's refined figure rose more
-// than the others': a best that was screened too fast.
-NearBest NearBestOf(const std::vector<Measurement>& valid, double within);
 using NearBestFn = std::function<NearBest(const DeviceInfo& device, const OpSpec& spec, const std::string& dtype,
                                           const Shape& shape, double within, const std::string& retime_sweep)>;
 
@@ -151,48 +124,9 @@ struct RateKey {
   bool operator<(const RateKey& o) const { return std::tie(who, shape) < std::tie(o.who, o.shape); }
 };
 
-enum class UnitState { kPending, kLeased, kDone, kFailed };
-
-// What a unit is for: the screening of its configs, the refine pass of the
-// contenders near a shape's best, or the confirm phase of the fastest.
-enum class UnitKind { kScreen, kRefine, kConfirm };
-
 // A sweep's state; RunStateName gives the name in records and status.
 enum class RunState { kRunning, kDone, kFailed, kCancelled };
 const char* RunStateName(RunState state);  // "running", "done", "failed", "cancelled"
-
-struct Unit {
-  uint64_t id = 0;
-  std::string sweep_id, op, dtype, gpu_model;
-  std::vector<Config> configs;
-  // The one shape its configs are timed on: a sweep screens shape by shape
-  // (Scheduler::CreateUnits).
-  Shape shape;
-  std::string shape_key;  // shape.Canonical(), the key of its paces
-  UnitKind kind = UnitKind::kScreen;
-  // kConfirm: `configs` are the fastest of `shape`, timed again together
-  // for this long (WorkUnit::confirm_seconds).
-  double confirm_seconds = 0;
-  // kRefine: `configs` came near this best screening figure of `shape`
-  // (WorkUnit::refine_best_us).
-  double refine_best_us = 0;
-  // kScreen: the stored rows its configs may reuse (WorkUnit::reusable).
-  std::vector<StoredDigest> reusable;
-  UnitState state = UnitState::kPending;
-  uint32_t attempts = 0;
-  std::map<std::string, double> holders;  // worker -> lease deadline
-  std::map<std::string, double> started;  // worker -> when its lease began
-  double last_progress = 0;               // last (first) lease or results batch
-  uint32_t batches_queued = 0;            // arrived, not yet ingested
-  uint64_t pairs_counted = 0;             // of its pairs, those counted in its sweep's pairs_done
-  uint64_t reused = 0;                    // of its configs, those a worker reused (NoteReused's first report)
-  // Why its last lease ended without its results (a refused batch, an
-  // expired lease, a worker gone): what the sweep says when its leases run out.
-  std::string lost_lease;
-  bool leases_ran_out = false;  // failed so: counted in its sweep's units_failed
-  uint64_t lost_pairs = 0;      // counted as failed then
-  size_t Pairs() const { return configs.size(); }
-};
 
 struct SweepState {
   std::string id;
@@ -227,47 +161,7 @@ struct SweepState {
     bool stale = false;  // median not yet recomputed since the last sample
   };
   std::map<RateKey, Pace> pace;  // who: the GPU model
-  // The passes of one model: screen, then confirm. Its (config, shape)
-  // pairs not yet cut into units and its units not yet finished; when both
-  // reach 0 its confirm units are created (once).
-  struct ModelPasses {
-    uint64_t unsliced = 0, open_units = 0;
-    bool confirm_created = false;
-    bool WorkLeft() const { return unsliced > 0 || open_units > 0; }
-    // The model's confirm phase: once, when its screening and refine units
-    // are all done.
-    bool ConfirmNow() {
-      if (WorkLeft() || confirm_created) return false;
-      confirm_created = true;
-      return true;
-    }
-  };
-  std::map<std::string, ModelPasses> model_passes;
-  // The passes of one (model, op, dtype, shape) key (PoolKey): screen, then
-  // refine. Its configs not yet cut into units and its screening units not
-  // yet finished. Once every config of the key is cut, the first device
-  // that runs dry refines the contenders screened so far (refine_early);
-  // when the screening is done the rest are refined against the best stored
-  // (refine_created), while the next shapes screen. The best's refined
-  // figure may rise more than the others' (it was screened too fast) and
-  // bring other configs near it: each time a refine unit of the key is done
-  // (refine_stale), those are refined too, while the pass's other units
-  // still run rather than in a round after its slowest one.
-  struct KeyPasses {
-    uint64_t unsliced = 0, open_screen_units = 0;
-    uint64_t open_screen_configs = 0;  // the configs of those units: a search's proposals in flight
-    bool refine_early = false, refine_created = false, refine_stale = false;
-    std::set<std::string> refine_queued;  // Config::Id()s that have a refine unit
-    bool Screened() const { return unsliced == 0 && open_screen_units == 0; }
-    // The key's refine pass as a state machine: whether to refine its
-    // contenders now, and the transition that makes it so. `device_idle`:
-    // asked because a device of the model has nothing to lease (an early
-    // refine, once, when every config is cut); otherwise asked after a unit
-    // of the model ended (at the end of the screening, once; then again
-    // after each refine unit of the key, whose refined best may have risen).
-    bool RefineNow(bool device_idle);
-  };
-  std::map<PoolKey, KeyPasses> key_passes;
+  SweepPasses passes;
   std::map<PoolKey, KeyPlan> plans;  // per key of every model expanded
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
   std::map<std::string, uint64_t> failed_by_class;  // of pairs_failed, by FailureClassName
@@ -286,7 +180,7 @@ class Scheduler {
   // each of its runs over one store a range of its own: workers still send
   // results of units that the run before a restart leased, and those must
   // never be taken for (and complete) a unit of this run.
-  void NumberUnitsFrom(uint64_t first) { next_unit_id_ = first; }
+  void NumberUnitsFrom(uint64_t first) { book_.NumberFrom(first); }
 
   // Validates and registers a sweep (op packages parse, dims of every shape
   // match each op, dtypes supported by the op). Creates units at once for
@@ -509,12 +403,6 @@ class Scheduler {
   // How long `u` (with one holder) may go without progress before it counts
   // as a straggler.
   double StragglerAge(const Unit& u);
-  Unit* FindUnitOf(const std::string& sweep_id, uint64_t unit_id);
-  void NoteProgress(Unit& u, double now);
-  std::vector<uint64_t> LeasedIds() const;
-  // How long the longest lease `worker` holds still runs: what a unit
-  // leased to it now may wait before its device starts it.
-  double QueuedBehind(const std::string& worker, double now) const;
   WorkUnit MakeWorkUnit(const Unit& u, double lease_seconds) const;
   double LeaseSeconds(const Unit& u) const;
   // (config, shape) pairs of `sweep` queued for `model`: uncut and in
@@ -529,21 +417,15 @@ class Scheduler {
 
   SchedulerOptions opts_;
   std::map<std::string, SweepState> sweeps_;
-  std::map<uint64_t, Unit> units_;
-  // Units in kLeased by (last_progress, id), quietest first: what expiry,
-  // dead workers and the straggler search visit.
-  std::set<std::pair<double, uint64_t>> leased_;
-  std::map<std::string, size_t> leased_per_model_;  // units in kLeased, per GPU model
+  LeaseBook book_;  // every unit, the queues, who holds what
   std::map<std::string, DeviceInfo> models_;  // first device seen per model
   std::map<std::string, size_t> live_devices_;  // per model: AddDevice - RemoveDevice
-  std::map<std::string, std::deque<uint64_t>> pending_;  // per model: units to lease again
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
   std::map<RateKey, double> pair_rate_;  // who: the worker; pairs/s (smoothed)
   // The quiet-model rule's clocks, per model: the last ask, lease or
   // results (or tick with a lease held), and since when work is queued.
   std::map<std::string, double> model_active_;
   std::map<std::string, double> queued_since_;
-  uint64_t next_unit_id_ = 1;
   ContendersFn contenders_;
   NearBestFn near_best_;
   KeyRowsFn key_rows_;

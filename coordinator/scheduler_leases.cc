@@ -70,23 +70,12 @@ std::optional<WorkUnit> Scheduler::Lease(const std::string& worker, const std::s
 
 std::optional<WorkUnit> Scheduler::LeaseAt(const std::string& worker, const std::string& gpu_model,
                                            uint32_t priority, double now, int64_t now_unix) {
-  auto& queue = pending_[gpu_model];
   auto take_pending = [&]() -> Unit* {
-    for (auto at = queue.begin(); at != queue.end();) {
-      auto it = units_.find(*at);
-      if (it == units_.end() || it->second.state != UnitState::kPending ||
-          sweeps_.at(it->second.sweep_id).state != RunState::kRunning) {
-        at = queue.erase(at);
-        continue;
-      }
-      if (sweeps_.at(it->second.sweep_id).submit.priority != priority) {
-        ++at;
-        continue;
-      }
-      queue.erase(at);
-      return &it->second;
-    }
-    return nullptr;
+    return book_.Take(gpu_model, [&](const Unit& u) {
+      const SweepState& sweep = sweeps_.at(u.sweep_id);
+      if (sweep.state != RunState::kRunning) return LeaseBook::Pick::kDrop;
+      return sweep.submit.priority == priority ? LeaseBook::Pick::kTake : LeaseBook::Pick::kSkip;
+    });
   };
   Unit* next = take_pending();
   if (!next) next = CutUnit(worker, gpu_model, priority, now, now_unix);
@@ -96,15 +85,9 @@ std::optional<WorkUnit> Scheduler::LeaseAt(const std::string& worker, const std:
     // A worker asks for a device's next unit while it runs its last one: the
     // new unit waits behind what the worker holds, and its lease must not
     // run down meanwhile.
-    const double lease = LeaseSeconds(u) + QueuedBehind(worker, now);
-    u.state = UnitState::kLeased;
-    u.attempts++;
-    u.holders[worker] = now + lease;
-    u.started[worker] = now;
-    u.last_progress = now;
+    const double lease = LeaseSeconds(u) + book_.HeldFor(worker, now);
+    book_.Lease(u, worker, now, lease);
     if (double& first = sweeps_.at(u.sweep_id).first_lease; first < 0) first = now;
-    leased_.emplace(u.last_progress, u.id);
-    leased_per_model_[u.gpu_model]++;
     return MakeWorkUnit(u, lease);
   }
   if (!opts_.tail_duplicates) return std::nullopt;
@@ -113,8 +96,7 @@ std::optional<WorkUnit> Scheduler::LeaseAt(const std::string& worker, const std:
   Unit* straggler = FindStraggler(worker, gpu_model, priority, now);
   if (!straggler) return std::nullopt;
   const double lease = LeaseSeconds(*straggler);
-  straggler->holders[worker] = now + lease;
-  straggler->started[worker] = now;
+  book_.Duplicate(*straggler, worker, now, lease);
   return MakeWorkUnit(*straggler, lease);
 }
 
@@ -148,9 +130,9 @@ Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu
   // without progress, if that is longer than its units usually take. Idle
   // workers ask often, so the common answer (every lease made progress
   // lately) costs one look at the quietest lease.
-  for (const auto& [progress, id] : leased_) {
+  for (const auto& [progress, id] : book_.leased()) {
     if (now - progress < opts_.tail_min_age_seconds) break;  // the rest are younger
-    Unit& u = units_.at(id);
+    Unit& u = *book_.Find(id);
     if (u.gpu_model != gpu_model || u.holders.size() != 1 || u.holders.count(worker)) continue;
     if (sweeps_.at(u.sweep_id).submit.priority != priority) continue;
     // Confirm units are long by design, and one device's figures must not
@@ -163,11 +145,8 @@ Unit* Scheduler::FindStraggler(const std::string& worker, const std::string& gpu
 }
 
 void Scheduler::ReleaseHolder(Unit& u, const std::string& worker, int64_t now_unix, const std::string& why) {
-  u.holders.erase(worker);
-  u.started.erase(worker);
-  if (u.state != UnitState::kLeased) return;
-  u.lost_lease = why;
-  if (!u.holders.empty()) return;
+  if (u.state == UnitState::kLeased) u.lost_lease = why;
+  if (!book_.Release(u, worker)) return;
   if (u.attempts >= opts_.max_attempts) {
     // Its pairs will not be measured: they count as failed, and the sweep
     // says why when it ends (MaybeFinish), not "done" with nothing measured.
@@ -185,72 +164,36 @@ void Scheduler::ReleaseHolder(Unit& u, const std::string& worker, int64_t now_un
     Finish(u, UnitState::kFailed, now_unix);
     return;
   }
-  u.state = UnitState::kPending;
-  leased_.erase({u.last_progress, u.id});
-  leased_per_model_[u.gpu_model]--;
-  pending_[u.gpu_model].push_front(u.id);  // retried first
-}
-
-double Scheduler::QueuedBehind(const std::string& worker, double now) const {
-  double longest = 0;
-  for (const auto& entry : leased_) {
-    const Unit& held = units_.at(entry.second);
-    auto it = held.holders.find(worker);
-    if (it != held.holders.end()) longest = std::max(longest, it->second - now);
-  }
-  return longest;
-}
-
-std::vector<uint64_t> Scheduler::LeasedIds() const {
-  std::vector<uint64_t> ids;
-  ids.reserve(leased_.size());
-  for (const auto& entry : leased_) ids.push_back(entry.second);
-  return ids;
+  book_.Requeue(u);  // retried first
 }
 
 void Scheduler::DropWorker(const std::string& worker, int64_t now_unix) {
-  // ReleaseHolder may take the unit out of leased_: iterate over a copy.
-  const auto leased = LeasedIds();
-  for (uint64_t id : leased) {
-    Unit& u = units_.at(id);
+  // ReleaseHolder may take the unit out of the leased ones: a copy.
+  for (uint64_t id : book_.LeasedIds()) {
+    Unit& u = *book_.Find(id);
     if (u.holders.count(worker)) ReleaseHolder(u, worker, now_unix, "its worker left");
   }
 }
 
-bool Scheduler::Holds(const std::string& worker, uint64_t unit_id) const {
-  auto it = units_.find(unit_id);
-  return it != units_.end() && it->second.state == UnitState::kLeased && it->second.holders.count(worker);
-}
+bool Scheduler::Holds(const std::string& worker, uint64_t unit_id) const { return book_.Holds(worker, unit_id); }
 
 void Scheduler::GiveUpLease(const std::string& worker, uint64_t unit_id, int64_t now_unix, const std::string& why) {
-  auto it = units_.find(unit_id);
-  if (it != units_.end() && it->second.holders.count(worker))
-    ReleaseHolder(it->second, worker, now_unix, "results refused: " + why);
+  Unit* u = book_.Find(unit_id);
+  if (u && u->holders.count(worker)) ReleaseHolder(*u, worker, now_unix, "results refused: " + why);
 }
 
 size_t Scheduler::ExpireLeases(double now, int64_t now_unix) {
-  size_t expired = 0;
-  const auto leased = LeasedIds();
-  for (uint64_t id : leased) {
-    Unit& u = units_.at(id);
-    std::vector<std::string> late;
-    for (const auto& [w, deadline] : u.holders) {
-      if (deadline < now) late.push_back(w);
-    }
-    for (const auto& w : late) {
-      ReleaseHolder(u, w, now_unix, "its lease expired");
-      ++expired;
-    }
-  }
-  return expired;
+  const auto late = book_.Expired(now);
+  for (const auto& [id, worker] : late) ReleaseHolder(*book_.Find(id), worker, now_unix, "its lease expired");
+  return late.size();
 }
 
 std::map<std::string, size_t> Scheduler::LeasesPerWorker() const {
   std::map<std::string, size_t> out;
-  for (const auto& [progress, id] : leased_) {
+  for (const auto& [progress, id] : book_.leased()) {
     // A cancelled or failed sweep's units still out are no work: its
     // results will be refused.
-    const Unit& unit = units_.at(id);
+    const Unit& unit = *book_.Find(id);
     const auto sweep = sweeps_.find(unit.sweep_id);
     if (sweep == sweeps_.end() || sweep->second.state != RunState::kRunning) continue;
     for (const auto& [worker, deadline] : unit.holders) out[worker]++;
@@ -261,7 +204,7 @@ std::map<std::string, size_t> Scheduler::LeasesPerWorker() const {
 std::map<std::string, uint64_t> Scheduler::LeasedUnitsPerModel() const {
   std::map<std::string, uint64_t> out;
   for (const auto& [model, n] : live_devices_) out[model] = 0;
-  for (const auto& [model, n] : leased_per_model_) out[model] = n;
+  for (const auto& [model, n] : book_.leased_per_model()) out[model] = n;
   return out;
 }
 

@@ -25,48 +25,13 @@ void ForEachOpDtypeShape(const SweepState& sweep, Fn&& fn) {
 
 }  // namespace
 
-std::vector<Config> ContendersOf(std::vector<Measurement> valid, uint32_t top) {
-  std::sort(valid.begin(), valid.end(), [](const Measurement& a, const Measurement& b) { return a.RanksAhead(b); });
-  const size_t most = std::min<size_t>({valid.size(), size_t{2} * top, kMaxConfirmTop});
-  std::vector<Config> configs;
-  for (size_t i = 0; i < most; ++i) {
-    const Measurement& m = valid[i];
-    const bool near = m.pass == valid.front().pass && m.median_us <= (1 + kConfirmAlsoWithin) * valid.front().median_us;
-    if (i >= top && !near) break;
-    configs.push_back(m.config);
-  }
-  return configs;
-}
-
-NearBest NearBestOf(const std::vector<Measurement>& valid, double within) {
-  constexpr size_t kShiftFrom = 5;
-  NearBest near;
-  std::vector<double> ratios;
-  for (const auto& m : valid) {
-    if (m.ReplacesScreening() && m.screen_us > 0) ratios.push_back(m.median_us / m.screen_us);
-  }
-  double shift = ratios.size() >= kShiftFrom ? ComputeStats(ratios).median : 1.0;
-  if (!(shift > 0) || !std::isfinite(shift)) shift = 1.0;
-  bool any = false;
-  for (const auto& m : valid) {
-    const double us = m.ReplacesScreening() ? m.median_us / shift : m.median_us;
-    if (!std::isfinite(us)) continue;
-    if (!any || us < near.best_us) near.best_us = us;
-    any = true;
-  }
-  for (const auto& m : valid) {
-    if (!m.ReplacesScreening() && m.median_us <= (1.0 + within) * near.best_us) near.configs.push_back(m.config);
-  }
-  return near;
-}
-
 void Scheduler::MaybeRefine(SweepState& sweep, const std::string& model) {
   if (!sweep.submit.refine_pass || !near_best_ || sweep.state != RunState::kRunning) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
     // Once the shape is screened: refine at once, while the next shapes
     // are screened, early refine units or not; then, each time one of the
     // key's refine units is done, the configs that came near the best since.
-    if (sweep.key_passes[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].RefineNow(false)) {
+    if (sweep.passes.key[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].RefineNow(false)) {
       CreateRefineUnits(sweep, model, i, dtype, shape);
     }
   });
@@ -82,7 +47,7 @@ bool Scheduler::RefineEarly(const std::string& model, uint32_t priority) {
       continue;  // a model being expanded has no keys screened yet
     }
     ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
-      if (!sweep.key_passes[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].RefineNow(true)) return;
+      if (!sweep.passes.key[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].RefineNow(true)) return;
       const size_t before = sweep.units.size();
       CreateRefineUnits(sweep, model, i, dtype, shape);
       created = created || sweep.units.size() > before;
@@ -95,7 +60,7 @@ void Scheduler::CreateRefineUnits(SweepState& sweep, const std::string& model, s
                                   const Shape& shape) {
   NearBest near = near_best_(models_.at(model), sweep.specs[i], dtype, shape, opts_.refine_within,
                              sweep.submit.retime ? sweep.id : "");
-  auto& queued = sweep.key_passes[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].refine_queued;
+  auto& queued = sweep.passes.key[PoolKey{model, sweep.submit.ops[i], dtype, shape.Canonical()}].refine_queued;
   std::erase_if(near.configs, [&](const Config& c) { return !queued.insert(c.Id()).second; });
   if (near.configs.empty() || near.best_us <= 0) return;
   // Small units, leased before any screening unit: the pass spreads over
@@ -114,7 +79,6 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
                                const Shape& shape, std::vector<Config> configs, UnitKind kind,
                                double confirm_seconds, double refine_best_us) {
   Unit u;
-  u.id = next_unit_id_++;
   u.sweep_id = sweep.id;
   u.op = sweep.submit.ops[i];
   u.dtype = dtype;
@@ -126,12 +90,12 @@ void Scheduler::QueueShapeUnit(SweepState& sweep, const std::string& model, size
   u.confirm_seconds = confirm_seconds;
   u.refine_best_us = refine_best_us;
   sweep.pairs_total += u.configs.size();
-  pending_[model].push_back(AddUnit(sweep, std::move(u)).id);
+  book_.Queue(AddUnit(sweep, std::move(u)));
 }
 
 void Scheduler::MaybeConfirm(SweepState& sweep, const std::string& model) {
   if (sweep.submit.confirm_top == 0 || !contenders_ || sweep.state != RunState::kRunning) return;
-  if (!sweep.model_passes[model].ConfirmNow()) return;
+  if (!sweep.passes.model[model].ConfirmNow()) return;
   ForEachOpDtypeShape(sweep, [&](size_t i, const std::string& dtype, const Shape& shape) {
     std::vector<Config> top = contenders_(models_.at(model), sweep.specs[i], dtype, shape, sweep.submit.confirm_top,
                                           sweep.submit.retime ? sweep.id : "");

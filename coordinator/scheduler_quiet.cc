@@ -22,14 +22,7 @@ uint64_t Scheduler::QueuedPairs(const SweepState& sweep, const std::string& mode
       if (p.sweep_id == sweep.id) queued += p.configs->size() - std::min(p.next, p.configs->size());
     }
   }
-  if (auto queue = pending_.find(model); queue != pending_.end()) {
-    for (uint64_t id : queue->second) {
-      auto it = units_.find(id);
-      if (it != units_.end() && it->second.state == UnitState::kPending && it->second.sweep_id == sweep.id) {
-        queued += it->second.Pairs();
-      }
-    }
-  }
+  for (const Unit* u : book_.Queued(model, sweep.id)) queued += u->Pairs();
   return queued;
 }
 
@@ -62,9 +55,7 @@ std::vector<Scheduler::SkippedModel> Scheduler::SkipQuietModels(double now, int6
   for (const auto& [model, pairs] : queued) {
     if (pairs == 0) continue;
     queued_since_.emplace(model, now);
-    if (auto leased = leased_per_model_.find(model); leased != leased_per_model_.end() && leased->second > 0) {
-      NoteActive(model, now);
-    }
+    if (book_.LeasedOf(model) > 0) NoteActive(model, now);
     const double quiet = QuietSeconds(model, now);
     if (quiet < opts_.model_idle_seconds) continue;
     for (auto& [id, sweep] : sweeps_) {
@@ -104,21 +95,12 @@ void Scheduler::SkipModel(SweepState& sweep, const std::string& model, const std
     }
     it = pools.erase(it);
   }
-  sweep.model_passes[model].unsliced = 0;
-  for (auto& [key, passes] : sweep.key_passes) {
+  sweep.passes.model[model].unsliced = 0;
+  for (auto& [key, passes] : sweep.passes.key) {
     if (key.model == model) passes.unsliced = 0;
   }
-  std::vector<Unit*> pending;
-  std::set<uint64_t> seen;  // a unit queued twice is dropped once
-  for (uint64_t id : pending_[model]) {
-    auto it = units_.find(id);
-    if (it != units_.end() && it->second.state == UnitState::kPending && it->second.sweep_id == sweep.id &&
-        seen.insert(id).second) {
-      Unit& u = it->second;
-      dropped += u.Pairs() - std::min<uint64_t>(u.pairs_counted, u.Pairs());
-      pending.push_back(&u);
-    }
-  }
+  const std::vector<Unit*> pending = book_.Queued(model, sweep.id);
+  for (const Unit* u : pending) dropped += u->Pairs() - std::min<uint64_t>(u->pairs_counted, u->Pairs());
   sweep.pairs_total -= std::min(dropped, sweep.pairs_total - std::min(sweep.pairs_total, sweep.pairs_done));
   for (Unit* u : pending) Finish(*u, UnitState::kFailed, now_unix);  // the last may end the sweep
   MaybeFinish(sweep, now_unix);

@@ -32,7 +32,7 @@ void Scheduler::ProposeAhead(const std::string& model, double now, int64_t now_u
 bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, const std::string& model,
                                 ConfigPool& pool, double now, int64_t now_unix, size_t ahead) {
   SearchedKey& ks = *pool.search;
-  SweepState::KeyPasses& passes = sweep.key_passes[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
+  KeyPasses& passes = sweep.passes.key[PoolKey{model, pool.op, pool.dtype, pool.shape.Canonical()}];
   if (ks.proposing) return false;  // its batch is being proposed
   // A batch of a fixed size, not one sized to the devices: what a seed
   // proposes must not depend on how many devices measure it (the depth
@@ -91,7 +91,7 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
     const uint64_t done = std::min(got.stored, ks.budget() - ks.proposed);
     ks.proposed += done;
     passes.unsliced -= done;
-    sweep.model_passes[model].unsliced -= done;
+    sweep.passes.model[model].unsliced -= done;
     sweep.pairs_done += done;
   }
   for (const std::string& w : got.warnings)
@@ -112,7 +112,7 @@ bool Scheduler::NextSearchBatch(SweepState& sweep, const std::string& worker, co
     ks.ended = true;
     const uint64_t unspent = ks.budget() - ks.proposed;
     passes.unsliced -= unspent;
-    sweep.model_passes[model].unsliced -= unspent;
+    sweep.passes.model[model].unsliced -= unspent;
     sweep.pairs_total -= unspent;
   }
   pool.configs = std::make_shared<const std::vector<Config>>(std::move(got.configs));

@@ -289,7 +289,7 @@ TEST(Scheduler, PairsPerSweepAndPerFarmAreBounded) {
 // at the end of the screening once, then again only after a refine unit of
 // the key ended.
 TEST(Scheduler, AKeysRefinePassMovesScreenEarlyScreenedAgain) {
-  SweepState::KeyPasses k;
+  KeyPasses k;
   k.unsliced = 3;
   k.open_screen_units = 1;
   EXPECT_FALSE(k.RefineNow(true));   // configs left to cut
@@ -305,6 +305,69 @@ TEST(Scheduler, AKeysRefinePassMovesScreenEarlyScreenedAgain) {
   k.refine_stale = true;             // a refine unit of the key ended
   EXPECT_TRUE(k.RefineNow(false));
   EXPECT_FALSE(k.RefineNow(false));
+}
+
+// The lease book alone: queues, leases, the quietest-first order, requeues
+// at the front, expiry and ends, with the times a caller passes.
+TEST(LeaseBook, KeepsUnitsQueuesAndLeasesConsistent) {
+  LeaseBook book;
+  book.NumberFrom(100);
+  auto add = [&](const std::string& sweep, const std::string& model) -> Unit& {
+    Unit u;
+    u.sweep_id = sweep;
+    u.gpu_model = model;
+    u.configs.resize(4);
+    Unit& added = book.Add(std::move(u));
+    book.Queue(added);
+    return added;
+  };
+  const uint64_t a = add("s1", "h100").id, b = add("s2", "h100").id, c = add("s1", "a100").id;
+  EXPECT_EQ(a, 100u);
+  EXPECT_EQ(book.Queued("h100").size(), 2u);
+  EXPECT_EQ(book.Queued("", "s1").size(), 2u);
+  EXPECT_EQ(book.FindOf("s2", a), nullptr) << "a unit is found under its own sweep only";
+
+  // Take skips what the caller skips and takes the first it accepts.
+  Unit* taken = book.Take("h100", [](const Unit& u) {
+    return u.sweep_id == "s2" ? LeaseBook::Pick::kTake : LeaseBook::Pick::kSkip;
+  });
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->id, b);
+  EXPECT_EQ(book.Queued("h100").size(), 1u) << "the skipped unit stays queued";
+  book.Lease(*taken, "w1", 10, 100);
+  EXPECT_EQ(taken->state, UnitState::kLeased);
+  EXPECT_EQ(taken->attempts, 1u);
+  EXPECT_TRUE(book.Holds("w1", b));
+  EXPECT_FALSE(book.Holds("w2", b));
+  EXPECT_EQ(book.LeasedOf("h100"), 1u);
+  EXPECT_DOUBLE_EQ(book.HeldFor("w1", 30), 80);
+
+  Unit& first = *book.Take("h100", [](const Unit&) { return LeaseBook::Pick::kTake; });
+  book.Lease(first, "w2", 20, 100);
+  // Quietest first: b (progress at 10), then a (20); progress moves b behind.
+  EXPECT_EQ(book.leased().begin()->second, b);
+  book.NoteProgress(*book.Find(b), 25);
+  EXPECT_EQ(book.leased().begin()->second, a);
+
+  // A duplicate holder; the first holder's release leaves it leased.
+  book.Duplicate(*book.Find(b), "w3", 30, 5);
+  EXPECT_FALSE(book.Release(*book.Find(b), "w1"));
+  EXPECT_EQ(book.Expired(40), (std::vector<std::pair<uint64_t, std::string>>{{b, "w3"}}));
+  EXPECT_TRUE(book.Release(*book.Find(b), "w3")) << "no one holds it now";
+  book.Requeue(*book.Find(b));
+  EXPECT_EQ(book.Find(b)->state, UnitState::kPending);
+  EXPECT_EQ(book.LeasedOf("h100"), 1u);
+  EXPECT_EQ(book.Queued("h100").front()->id, b) << "a requeued unit is retried first";
+
+  // A unit that ends leaves the leased ones; dropped units leave the queue.
+  book.End(*book.Find(a), UnitState::kDone);
+  EXPECT_EQ(book.LeasedOf("h100"), 0u);
+  EXPECT_TRUE(book.leased().empty());
+  EXPECT_EQ(book.Take("h100", [](const Unit&) { return LeaseBook::Pick::kDrop; }), nullptr);
+  EXPECT_TRUE(book.Queued("h100").empty());
+  book.ForgetModel("a100");
+  EXPECT_TRUE(book.Queued("a100").empty());
+  EXPECT_NE(book.Find(c), nullptr) << "its units stay filed";
 }
 
 TEST(Scheduler, LeasesAreCountedPerWorker) {
