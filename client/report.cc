@@ -395,11 +395,18 @@ RowReport BundleReport(const Bundle& b) {
   for (const ModelDefault& d : b.model_defaults)
     head.push_back(Fmt("  default %-12s %s on %s: %s", d.op.c_str(), d.dtype.c_str(), d.gpu_model.c_str(),
                        d.config.Canonical().c_str()));
+  // Energy columns only where a winner has energy measured.
+  const bool energy = std::any_of(b.entries.begin(), b.entries.end(), [](const BundleEntry& e) { return e.energy_uj > 0; });
   RowTable& table = report.sections.emplace_back().table;
   table.columns = {{"gpu_model"}, {"op"}, {"dtype"}, {"shape"}, {"config"}, {"median_us", true},
-                   {"default_us/x", true}, {"vs_baseline", true}, {"backend"}, {"coverage"}};
+                   {"default_us/x", true}, {"vs_baseline", true}, {"backend"}, {"coverage"}, {"checked"}};
   report.rows.columns = {{"gpu_model"}, {"op"}, {"dtype"}, {"shape"}, {"config"}, {"config_id"}, {"kernel_hash"},
-                         {"arch"}, {"median_us"}, {"default_us"}, {"samples"}, {"backend"}};
+                         {"arch"}, {"median_us"}, {"default_us"}, {"samples"}, {"backend"}, {"checked_against"},
+                         {"objective"}};
+  if (energy) {
+    table.columns.push_back({"energy_uj", true});
+    for (const char* c : {"energy_uj", "power_w", "power_limit_w"}) report.rows.columns.push_back({c});
+  }
   for (const auto& e : b.entries) {
     // The default's figure and what the winner gains on it: "123.45/1.23x".
     std::string def = "-", vs = "-";
@@ -413,11 +420,16 @@ RowReport BundleReport(const Bundle& b) {
     table.rows.push_back({TextCell(e.gpu_model), TextCell(e.op), TextCell(e.dtype), TextCell(e.shape.Canonical()),
                           TextCell(e.config.Canonical()), NumberCell(e.median_us, "%.2f"), TextCell(def),
                           TextCell(vs), TextCell(IsSimulatedBackend(e.backend) ? "sim (simulated)" : e.backend),
-                          TextCell(coverage)});
+                          TextCell(coverage), TextCell(e.checked_against.empty() ? "-" : e.checked_against)});
     report.rows.rows.push_back({TextCell(e.gpu_model), TextCell(e.op), TextCell(e.dtype),
                                 TextCell(e.shape.Canonical()), TextCell(e.config.Canonical()), TextCell(e.config_id),
                                 TextCell(e.kernel_hash), TextCell(e.arch), NumberCell(e.median_us, "%.3f"),
-                                NumberCell(e.default_median_us, "%.3f"), IntegerCell(e.samples), TextCell(e.backend)});
+                                NumberCell(e.default_median_us, "%.3f"), IntegerCell(e.samples), TextCell(e.backend),
+                                TextCell(e.checked_against), TextCell(e.objective.empty() ? "time" : e.objective)});
+    if (energy) {
+      table.rows.back().push_back(e.energy_uj > 0 ? NumberCell(e.energy_uj, "%.2f") : TextCell("-"));
+      for (double v : {e.energy_uj, e.power_w, e.power_limit_w}) report.rows.rows.back().push_back(NumberCell(v, "%.3f"));
+    }
   }
   return report;
 }

@@ -128,7 +128,8 @@ void StatusPages::AddWorkers(double now, std::map<std::string, std::string>* doc
       devs.push_back({{"index", d.index}, {"name", d.name}, {"model", d.model},
                       {"backend", d.backend},
                       {"cc", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                      {"num_sms", d.num_sms}, {"total_mem_bytes", d.total_mem_bytes}});
+                      {"num_sms", d.num_sms}, {"total_mem_bytes", d.total_mem_bytes},
+                      {"power_limit_w", d.power_limit_w}});
     }
     devices += peer.devices.size();
     for (const auto& d : peer.devices) per_model[d.model]++;

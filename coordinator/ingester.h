@@ -25,6 +25,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/limits.h"
 #include "off_loop.h"
 #include "protocol/protocol.h"
 #include "store/result_store.h"
@@ -48,8 +49,6 @@ struct LeasedUnit {
 // Bounds on a reported figure: a kernel's median above an hour (or below a
 // picosecond) is no measurement this farm takes.
 inline constexpr double kMaxFigureUs = 3.6e9;
-// No board draws more (an 8-GPU node's share is about 1 kW a device).
-inline constexpr double kMaxPowerW = 5000;
 inline constexpr double kMinFigureUs = 1e-6;
 
 struct IngestJob {

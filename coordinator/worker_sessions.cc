@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/backend_kinds.h"
+#include "base/limits.h"
 #include "wire/liveness.h"
 #include "coordinator_parts.h"
 
@@ -28,6 +29,9 @@ Status CheckDevices(const std::vector<DeviceInfo>& devices) {
     }
     if (!FindBackendKind(d.backend))
       return Status::Error(where + "unknown backend '" + d.backend + "' (" + BackendNamesText() + ")");
+    if (!std::isfinite(d.power_limit_w) || d.power_limit_w < 0 || d.power_limit_w > kMaxPowerW)
+      return Status::Error(where + "power limit " + std::to_string(d.power_limit_w) + " W is not a power (0 to " +
+                           std::to_string(int(kMaxPowerW)) + ")");
   }
   return Status::OK();
 }

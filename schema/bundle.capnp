@@ -50,6 +50,18 @@ struct BundleEntry @0xec8c2249722130d6 {
   # measured.
   baseline @22 :Text;
   baselineMedianUs @23 :Float64;
+  # What the winner's outputs were checked against: "reference", "default"
+  # (the op's default config's outputs) or "none" ("" in bundles older
+  # than the field).
+  checkedAgainst @24 :Text;
+  # Where measured (tune --energy-seconds, an energy objective): a call's
+  # energy, the mean power and the board's power limit then; 0 = not measured.
+  energyUj @25 :Float64;
+  powerW @26 :Float64;
+  powerLimitW @27 :Float64;
+  # What picked the winner among the key's rows: "time", "energy" or "edp"
+  # ("" = time).
+  objective @28 :Text;
 }
 
 # The last resort of a lookup: an op's default config, used when no tuned

@@ -69,6 +69,7 @@ struct DeviceInfo @0xb4eef3dbdf701afa {
   memClockMhz @12 :Int32;
   driverVersion @13 :Text;
   nvrtcVersion @14 :Text;
+  powerLimitW @15 :Float64;  # the board's enforced power limit (NVML), W; 0 = not read
 }
 
 # Resource usage of one compiled config, kept with every measurement so that

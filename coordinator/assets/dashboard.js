@@ -210,10 +210,11 @@
           tr.append(el('td', 'gpu-name', d.name || ''), el('td', 'gpu-model mono', d.model || ''),
                     backendCell(d.backend), el('td', 'num', d.cc || ''),
                     el('td', 'num', d.num_sms ? fmtInt(d.num_sms) : ''),
-                    el('td', 'num', d.total_mem_bytes ? fmtBytes(d.total_mem_bytes) : ''));
+                    el('td', 'num', d.total_mem_bytes ? fmtBytes(d.total_mem_bytes) : ''),
+                    el('td', 'num', d.power_limit_w ? fmtInt(Math.round(d.power_limit_w)) + ' W' : ''));
         } else {
           const td = el('td', 'empty', 'no devices');
-          td.colSpan = 6;
+          td.colSpan = 7;
           tr.append(td);
         }
         if (i === 0) {

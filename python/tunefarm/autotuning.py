@@ -82,7 +82,8 @@ class Autotuned:
     tuned in this process), .store."""
 
     def __init__(self, fn, space, key, dtype, inputs, reference, outputs, rules, default, op, dtypes, rtol,
-                 atol, bundle, gpu_model, store, mode, strategy, budget, farm_options, timing=None, check=True):
+                 atol, bundle, gpu_model, store, mode, strategy, budget, farm_options, timing=None, check=True,
+                 objective=None):
         if not callable(fn):
             raise TypeError("autotune: decorates a function fn(config, *args)")
         self.fn = fn
@@ -129,6 +130,9 @@ class Autotuned:
         if timing not in (None, "cold", "hot"):
             raise ValueError("autotune: timing must be \"cold\" or \"hot\", not %r" % (timing,))
         self.timing = timing
+        if objective not in (None, "time", "energy", "edp"):
+            raise ValueError("autotune: objective must be \"time\", \"energy\" or \"edp\", not %r" % (objective,))
+        self.objective = objective or "time"
         self.farm_options = dict(farm_options or {})
         self.answers: Dict[Any, Any] = {}
         self.misses: Dict[Any, int] = {}
@@ -136,6 +140,11 @@ class Autotuned:
         # A key's config list (dims, dtype) -> [config dicts] or None: its
         # tuning measures those ("listed") instead of searching the space.
         self.configs_for = None
+        # Without a reference: the default config's outputs as the caller's
+        # module computes them, (args, dims, dtype) -> expected, or None for
+        # the harness to run the op's default config (tunefarm.triton's
+        # first config left by pruning).
+        self.default_outputs = None
         # Files the caller writes into the package folder beside the kernel
         # (tunefarm.triton's recorded calls): shipped with the op, outside
         # the digest that decides whether the keys tuned before still hold.
@@ -246,7 +255,8 @@ class Autotuned:
         tuned = self._tuned(package).get(_key_text(dims, dtype))
         if tuned is not None:
             with self._open_farm(os.path.dirname(package), tuning=False) as store:
-                rows = store.best(op=self.op, dtype=dtype, gpu_model=tuned["gpu_model"], shape=dims)
+                rows = store.best(op=self.op, dtype=dtype, gpu_model=tuned["gpu_model"], shape=dims,
+                                  objective=self.objective)
             if rows and self._in_space(rows[0]["config"], "the store " + self._store_name(), dims, dtype):
                 return "tuned", rows[0]["config"]
         mode = os.environ.get("TUNEFARM_AUTOTUNE") or self.mode
@@ -294,7 +304,9 @@ class Autotuned:
             "if _tuned.reference is not None:\n"
             "    reference = _tuned.reference\n"
             "if _tuned.outputs is not None:\n"
-            "    outputs = _tuned.outputs\n") % (attr, module_name, self.op, module_name, attr, module_name, attr)
+            "    outputs = _tuned.outputs\n"
+            "if getattr(_tuned, 'default_outputs', None) is not None:\n"
+            "    default_outputs = _tuned.default_outputs\n") % (attr, module_name, self.op, module_name, attr, module_name, attr)
         # Every dtype unless told: the package, and with it what was tuned,
         # must not change with the dtype of a call.
         dtypes = self.dtypes or list(_DTYPES)
@@ -391,7 +403,7 @@ class Autotuned:
             gpus = [os.environ["TUNEFARM_GPU"]] if os.environ.get("TUNEFARM_GPU") else ["*"]
             sweep = self._farm.tune(self.op, shapes=[dims], dtypes=[dtype], strategy=None if listed else self.strategy,
                                     budget=self.budget, name="autotune-" + self.op, configs=listed, gpus=gpus,
-                                    timing=self.timing)
+                                    timing=self.timing, objective=None if self.objective == "time" else self.objective)
             sweep.wait()
             best = sweep.best()
             results = sweep.results() if not best else []
@@ -439,7 +451,8 @@ def autotune(space: Mapping[str, Sequence[Any]], key: Callable[..., Mapping[str,
              gpu_model: Optional[str] = None, store: Optional[str] = None, mode: str = "tune",
              strategy: Optional[str] = None, budget: Optional[int] = None,
              farm: Optional[Mapping[str, Any]] = None,
-             timing: Optional[str] = None, check: bool = True) -> Callable[[Callable[..., Any]], Autotuned]:
+             timing: Optional[str] = None, check: bool = True,
+             objective: Optional[str] = None) -> Callable[[Callable[..., Any]], Autotuned]:
     """Decorates fn(config, *args): calls with a new key (the dims `key`
     returns, and the dtype: a string or a function of the arguments) are
     answered by the fallback above and, in mode "tune", tuned on a local farm
@@ -450,9 +463,13 @@ def autotune(space: Mapping[str, Sequence[Any]], key: Callable[..., Mapping[str,
     reference (no reference: every config's outputs are checked against the
     default config's, within rtol/atol; `check=False` skips the check and
     marks the rows unchecked); `strategy`/`budget` as in
-    Farm.tune; `timing`: "cold" (default) or "hot" L2, as in Farm.tune; `farm`: Farm.local's options (backend, devices, ...); `store`:
+    Farm.tune; `timing`: "cold" (default) or "hot" L2, as in Farm.tune;
+    `objective`: "time" (default), "energy" (per call) or "edp", what the
+    search and the winner minimise, as in Farm.tune (every config's energy
+    is then measured: NVML on a GPU); `farm`: Farm.local's options (backend, devices, ...); `store`:
     default $TUNEFARM_AUTOTUNE_STORE, else ~/.cache/tunefarm/autotune.db."""
     def wrap(fn):
         return Autotuned(fn, space, key, dtype, inputs, reference, outputs, rules, default, op, dtypes, rtol, atol,
-                         bundle, gpu_model, store, mode, strategy, budget, farm, timing=timing, check=check)
+                         bundle, gpu_model, store, mode, strategy, budget, farm, timing=timing, check=check,
+                         objective=objective)
     return wrap

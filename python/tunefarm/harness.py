@@ -20,6 +20,10 @@ defines:
                                              are the expected ones) or skip = true
     make_kernel(config, dtype) -> fn         fn(*args) launches the kernel (no sync)
     outputs(args) -> list                    optional: the outputs (default [args[-1]])
+    default_outputs(args, dims, dtype)       optional, under [check] default = true: the
+                                             default config's outputs as the module runs it
+                                             (a Triton wrapper: the call's first config left
+                                             by pruning), instead of the op's default config
     warm(config, dtype, dims)                optional: compile without launching
                                              (runs in a pool process, ahead of timing)
     baseline(dtype) -> fn                    optional: the op's [baseline] (a torch or
@@ -47,6 +51,7 @@ are not GPU measurements, as the sim backend's rows already say.
 """
 
 import argparse
+import ctypes
 import importlib.util
 import json
 import math
@@ -60,6 +65,7 @@ import traceback
 PROTOCOL = 1
 MAX_JOBS = 256  # compile processes at most, whatever is asked
 WARMUP_WAIT_SECONDS = 60  # the framework's one-time work before the pool forks
+MAX_ENERGY_SECONDS = 10  # an energy window at most (TimingPolicy's kMaxEnergySeconds)
 
 RULE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sampling_rule.json")
 _POLICY_FIELDS = ("warmup", "min_samples", "max_samples", "target_rel_ci", "rank_rel_ci", "refine_within",
@@ -279,6 +285,74 @@ def tail(text, limit=3000):
     return text if len(text) <= limit else "[...]\n" + text[-limit:]
 
 
+# --- energy --------------------------------------------------------------
+
+# The host device's board, as the sim models one: figures for tests only.
+HOST_MODEL_POWER_W = 50.0
+
+
+def energy_window(fn, args, seconds, read_mj, sync):
+    """Energy per call (uJ) and mean power (W) over `seconds` of back-to-back
+    calls, from an energy counter in millijoules (docs/timing.md, "Energy");
+    None when the counter did not move. Calls go in batches that double up
+    to 256 between synchronisations, so the device stays busy while the host
+    enqueues."""
+    sync()
+    e0, t0 = read_mj(), time.perf_counter()
+    calls, batch = 0, 1
+    while True:
+        for _ in range(batch):
+            fn(*args)
+        calls += batch
+        sync()
+        wall = time.perf_counter() - t0
+        if wall >= seconds:
+            break
+        batch = min(2 * batch, 256)
+    e1 = read_mj()
+    if e0 is None or e1 is None or e1 <= e0 or wall <= 0:
+        return None
+    joules = (e1 - e0) / 1000.0
+    return joules / calls * 1e6, joules / wall
+
+
+class Nvml:
+    """NVML through ctypes (libnvidia-ml.so.1): the energy counter and the
+    enforced power limit of torch's device 0. Readings only: the harness
+    never changes clocks or limits."""
+
+    def __init__(self, torch):
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if lib.nvmlInit_v2() != 0:
+            raise OSError("nvmlInit failed")
+        props = torch.cuda.get_device_properties(0)
+        handle = ctypes.c_void_p()
+        found = False
+        uuid = getattr(props, "uuid", None)
+        if uuid is not None:
+            text = str(uuid)
+            text = text if text.startswith("GPU-") else "GPU-" + text
+            found = lib.nvmlDeviceGetHandleByUUID(text.encode(), ctypes.byref(handle)) == 0
+        if not found and hasattr(props, "pci_bus_id"):
+            bus = "%08x:%02x:%02x.0" % (getattr(props, "pci_domain_id", 0), props.pci_bus_id, props.pci_device_id)
+            found = lib.nvmlDeviceGetHandleByPciBusId_v2(bus.encode(), ctypes.byref(handle)) == 0
+        if not found:
+            raise OSError("NVML does not know torch's device 0")
+        self.lib, self.handle = lib, handle
+
+    def energy_mj(self):
+        value = ctypes.c_ulonglong()
+        if self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle, ctypes.byref(value)) != 0:
+            return None
+        return value.value
+
+    def power_limit_w(self):
+        value = ctypes.c_uint()
+        if self.lib.nvmlDeviceGetEnforcedPowerLimit(self.handle, ctypes.byref(value)) != 0:
+            return 0.0
+        return value.value / 1000.0
+
+
 # --- devices -------------------------------------------------------------
 
 class TorchDevice:
@@ -385,6 +459,22 @@ class TorchDevice:
         except Exception:  # pynvml missing: the clock goes unread
             return 0
 
+    def energy(self, fn, args, seconds):
+        """{energy_uj, power_w, power_limit_w} over `seconds` of calls, or a
+        string saying why there is none (no NVML, a board without an
+        energy counter)."""
+        if not hasattr(self, "nvml"):
+            try:
+                self.nvml = Nvml(self.torch)
+            except (OSError, AttributeError) as exc:
+                self.nvml = "NVML: %s" % exc
+        if isinstance(self.nvml, str):
+            return self.nvml
+        got = energy_window(fn, args, seconds, self.nvml.energy_mj, self.sync)
+        if got is None:
+            return "NVML: the energy counter did not move (a board without one?)"
+        return {"energy_uj": got[0], "power_w": got[1], "power_limit_w": self.nvml.power_limit_w()}
+
 
 class HostDevice:
     """No GPU: lists of numbers, perf_counter. For tests only."""
@@ -433,6 +523,14 @@ class HostDevice:
 
     def clock_mhz(self):
         return 0
+
+    def energy(self, fn, args, seconds):
+        """The window of TorchDevice.energy with a modelled board drawing
+        HOST_MODEL_POWER_W: figures for tests only, as the sim's are."""
+        start = time.perf_counter()
+        got = energy_window(fn, args, seconds, lambda: (time.perf_counter() - start) * HOST_MODEL_POWER_W * 1000.0,
+                            self.sync)
+        return "the host's modelled counter did not move" if got is None else {"energy_uj": got[0], "power_w": got[1]}
 
 
 def open_device():
@@ -618,6 +716,7 @@ class Harness:
         self.device = open_device()
         self.note("device ready (%s)" % self.device.name)
         self.warming = {}      # config key -> future
+        self.energy_notes = set()  # why no energy figures came, each said once
         self.kernels = {}      # (config key, dtype) -> fn
         self.shape_key = None
         self.args = self.outs = self.expected = None
@@ -671,7 +770,8 @@ class Harness:
             args = list(self.module.make_inputs(dims, dtype, seed))
             outputs = getattr(self.module, "outputs", None)
             outs = list(outputs(args)) if callable(outputs) else [args[-1]]
-            if against == "default":
+            default_outputs = getattr(self.module, "default_outputs", None)
+            if against == "default" and not callable(default_outputs):
                 try:
                     fn = self.kernel(check["default"], dtype)
                     self.device.poison(outs)
@@ -683,7 +783,16 @@ class Harness:
                 expected = [self.device.keep(o) for o in outs]
             else:
                 # An op that skips its check needs no reference (nor defines one).
-                expected = None if against == "none" else self.module.reference(args, dims, dtype)
+                if against == "none":
+                    expected = None
+                elif against == "default":
+                    try:
+                        expected = default_outputs(args, dims, dtype)
+                    except Exception:
+                        raise DefaultFailed("the module's default config (what the check compares with) failed; no "
+                                           "config can be checked: %s" % tail(traceback.format_exc()))
+                else:
+                    expected = self.module.reference(args, dims, dtype)
                 # One output's reference is that output; several come as a tuple.
                 many = isinstance(expected, tuple) or (isinstance(expected, list) and len(outs) > 1)
                 expected = list(expected) if many else [expected]
@@ -767,6 +876,20 @@ class Harness:
         if not skip_check:
             answer["check"] = "pass"
         answer.update(samples_us=samples, clock_mhz=self.device.clock_mhz())
+        energy_seconds = float(req.get("timing", {}).get("energy_seconds", 0) or 0)
+        if energy_seconds > 0:
+            # After the samples, on the config's own warm state (docs/timing.md, "Energy").
+            try:
+                energy = self.device.energy(fn, args, min(energy_seconds, MAX_ENERGY_SECONDS))
+            except Exception as exc:
+                failure, lost = classify(exc)
+                answer.update(failure=failure, message="energy window: " + tail(traceback.format_exc()))
+                return answer, lost
+            if isinstance(energy, dict):
+                answer.update(energy)
+            elif energy not in self.energy_notes:
+                self.energy_notes.add(energy)
+                self.note("no energy figures: " + energy)
         if baseline:
             version = getattr(self.module, "BASELINE_VERSION", None)
             if version is None and "torch" in sys.modules:

@@ -32,7 +32,8 @@ arguments, and every tensor argument's dtype):
     farm's harness makes inputs of the same shapes from a seed (floats from
     a normal distribution, integers 0 or 1), never from the caller's data;
   - the check is against the output of the first config left by pruning
-    (or `reference`): the outputs are the arguments it writes;
+    (the rows say checked_against "default"), or against `reference`
+    ("reference"): the outputs are the arguments the first config writes;
   - reset_to_zero, restore_value, pre_hook and post_hook apply to the
     farm's timed runs, as they apply to Triton's benchmark runs (a pre_hook
     replaces the reset and restore); a config's own pre_hook runs before
@@ -221,7 +222,7 @@ class Autotuner:
         self.perf_model, self.early_config_prune = prune.get("perf_model"), prune.get("early_config_prune")
         self.top_k = prune.get("top_k")
         self.pre_hook, self.post_hook = pre_hook, post_hook
-        self.user_reference, self.user_inputs = reference, inputs
+        self.user_inputs = inputs
         if ignored:
             warnings.warn("tunefarm.triton.autotune %s: %s ignored: the farm's timing discipline decides how each "
                           "config is timed" % (name, ", ".join(sorted(ignored))), RuntimeWarning, stacklevel=3)
@@ -247,10 +248,17 @@ class Autotuner:
                 space.setdefault(axis, [])
                 if not any(type(v) is type(value) and v == value for v in space[axis]):
                     space[axis].append(value)
+        # Without a reference of the caller's the configs are checked against
+        # the call's first config (what Triton would launch untuned): the
+        # rows say "default".
         self._tuned = Autotuned(self.base_fn, space, self._dims_of, self._farm_dtype_of, self.make_inputs,
-                                self.reference, self.outputs, [], dicts[0], op or name, None, rtol, atol, None, None,
+                                reference, self.outputs, [], dicts[0], op or name, None, rtol, atol, None, None,
                                 store, mode, None, None, farm)
         self._tuned.configs_for = lambda dims, dtype: self._listed.get(_farm_key(dims, dtype))
+        # What the package's entry module serves the harness (autotuning.py's
+        # _package): the caller's reference, or the first config's outputs.
+        self.reference = reference
+        self.default_outputs = self._tuned.default_outputs = self.first_outputs if reference is None else None
         self._tuned.extra_files = [_SIGNATURES]
         self.__name__ = name
         self.__doc__ = getattr(self.base_fn, "__doc__", None)
@@ -467,9 +475,9 @@ class Autotuner:
         self._expected[id(args)] = [copies[i] for i in written]
         return [args[i] for i in written]
 
-    def reference(self, args, dims, dtype):
-        if self.user_reference is not None:
-            return self.user_reference(args, dims, dtype)
+    def first_outputs(self, args, dims, dtype):
+        """What the call's first config wrote, the outputs every config is
+        checked against where the caller gave no reference."""
         expected = self._expected.get(id(args))
         if expected is None:
             self.outputs(args)

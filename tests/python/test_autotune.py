@@ -19,6 +19,7 @@ import unittest
 import warnings
 
 import tunefarm
+import tunefarm.harness
 
 BINARY = os.path.abspath(os.environ["TUNEFARM_BINARY"])
 SOURCE = os.environ.get("TUNEFARM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -223,6 +224,44 @@ class Autotune(unittest.TestCase):
             for r in rows:
                 if r not in wrong:
                     self.assertEqual((r["status"], r["checked_against"]), ("ok", "default"), r)
+
+    def test_9_an_energy_objective_measures_every_configs_energy_and_picks_by_it(self):
+        # objective="energy": the harness reads an energy counter around a
+        # window of calls after each timing (the host device's modelled
+        # board here: HOST_MODEL_POWER_W), the rows carry it, and the answer
+        # is the config of least energy per call.
+        with tempfile.TemporaryDirectory(prefix="tunefarm-energy.") as d:
+            with open(os.path.join(KERNEL_DIR, "host_kernel.py")) as f:
+                source = f.read()
+            source = source.replace('    strategy="exhaustive",\n', '    strategy="exhaustive",\n    objective="energy",\n')
+            self.assertIn('objective="energy"', source)
+            with open(os.path.join(d, "frugal.py"), "w") as f:
+                f.write(source)
+            e = dict(os.environ)
+            e["PYTHONPATH"] = d + os.pathsep + e.get("PYTHONPATH", "")
+            store = os.path.join(d, "store.db")
+            e["AUTOTUNE_TEST_STORE"] = store
+            call = CALL.replace("import host_kernel", "import frugal as host_kernel")
+            out = subprocess.run([sys.executable, "-c", call], env=e, capture_output=True, text=True, timeout=240)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            answer = json.loads(out.stdout.strip().splitlines()[-1])
+            self.assertTrue(answer["right"])
+            rows = json.loads(subprocess.run([BINARY, "results", "--store", store, "--op", "double", "--format",
+                                              "json"], capture_output=True, text=True, check=True).stdout)
+            self.assertEqual(len(rows), 12)
+            for r in rows:
+                self.assertGreater(r["energy_uj"], 0, r)
+                self.assertAlmostEqual(r["power_w"], tunefarm.harness.HOST_MODEL_POWER_W, delta=1.0)
+            least = min(rows, key=lambda r: r["energy_uj"])
+            self.assertEqual({k: str(v) for k, v in answer["config"].items()},
+                             dict(kv.split("=", 1) for kv in least["config"].split(",")))
+            with self.assertRaisesRegex(ValueError, "objective"):
+                tunefarm.autotune(space={"A": [1]}, key=lambda: {}, inputs=lambda *a: [], objective="watts")(
+                    _bad_objective)
+
+
+def _bad_objective(config):
+    pass
 
 
 if __name__ == "__main__":

@@ -228,6 +228,15 @@ class LocalFarm(unittest.TestCase):
             self.assertLessEqual(by_energy[0]["energy_uj"], 1.01 * min(r["energy_uj"] for r in same_pass))
             with self.assertRaisesRegex(tunefarm.TunefarmError, "objective"):
                 farm.best(objective="watts")
+            # The bundle says what picked its winner, its energy and what checked it.
+            published = farm.publish(os.path.join(self.dir, "energy-bundle"), unsigned=True, objective="energy")
+            with open(published["json"]) as f:
+                entry = json.load(f)["entries"][0]
+            self.assertEqual(entry["objective"], "energy")
+            self.assertEqual(entry["config_id"], by_energy[0]["config_id"])
+            self.assertAlmostEqual(entry["energy_uj"], by_energy[0]["energy_uj"], delta=1e-6 * entry["energy_uj"])
+            self.assertEqual(entry["power_limit_w"], 700)
+            self.assertEqual(entry["checked_against"], "reference")
 
     def socket_path(self):
         endpoint = self.farm.info["endpoint"]

@@ -86,6 +86,8 @@ class TritonAutotune(unittest.TestCase):
             # BLOCK=5 adds 1: fast because wrong, and the first config's
             # output fails it; the others pass.
             self.assertEqual(bool(r["check_passed"]), d["BLOCK"] != "5", r)
+            if r["check_passed"]:
+                self.assertEqual(r["checked_against"], "default", r)
         self.assertNotEqual(first["block"], 5)
         # A new process answers from the store: nothing tuned.
         second, _ = self.call(32, TUNEFARM_AUTOTUNE="lookup")

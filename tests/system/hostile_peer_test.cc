@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -195,6 +196,30 @@ TEST_F(HostilePeerTest, InvalidUtf8InAnyTextFieldIsAProtocolErrorNotACrash) {
   }
   EXPECT_GE(MetricValue(metrics, "tunefarm_protocol_errors_total"), 8) << metrics;
   EXPECT_NE(HttpGet(http_, "/api/workers").find("honest"), std::string::npos);
+}
+
+// A device's power limit is a label of its energy figures: one that is no
+// power (NaN, negative, past any board) ends the hello; an honest worker's
+// shows in the workers document.
+TEST_F(HostilePeerTest, ADevicesPowerLimitIsCheckedAtTheDoorAndListed) {
+  StartCoordinator();
+  for (double limit : {std::nan(""), -1.0, 1e9}) {
+    DeviceInfo device = Device(kModel);
+    device.power_limit_w = limit;
+    Peer hostile(ctx_, endpoint_);
+    hostile.Send(Hello{"host:1", "0.1", {device}});
+    const std::string reason = hostile.Receive<tune::Disconnect>().reason;
+    EXPECT_NE(reason.find("power limit"), std::string::npos) << limit << ": " << reason;
+  }
+  DeviceInfo device = Device(kModel);
+  device.power_limit_w = 700;
+  Peer labelled(ctx_, endpoint_);
+  labelled.Send(Hello{"labelled:1", "0.1", {device}});
+  labelled.Receive<HelloAck>();
+  std::string workers;  // the documents are snapshots, a second apart
+  for (int i = 0; i < 100 && (workers = HttpGet(http_, "/api/workers")).find("labelled") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(workers.find("\"power_limit_w\":700"), std::string::npos) << workers;
 }
 
 // Bytes that are not UTF-8 in rows stored before the codec checked text:

@@ -111,6 +111,17 @@ TEST_F(ProgramBackendTest, RunModeReadsJsonAndCroqTuneAnswers) {
   EXPECT_EQ(m.samples, 3u);
   EXPECT_DOUBLE_EQ(m.max_abs_error, 0.25);
   EXPECT_EQ(m.sm_clock_mhz, 1755);
+  EXPECT_EQ(m.energy_uj, 0.0) << "no energy asked, none answered";
+
+  // Energy figures beside the samples (timing.energy_seconds asked them).
+  tune::OpSpec energy = Op({{"op.toml", RunOp()},
+                            {"run.sh", "echo '{\"tunefarm\": 1, \"check\": \"pass\", \"samples_us\": [2], "
+                                       "\"energy_uj\": 812.5, \"power_w\": 406.25, \"power_limit_w\": 700}'\n"}});
+  m = Run(*b, energy, 4);
+  ASSERT_TRUE(m.Valid()) << m.failure_message;
+  EXPECT_DOUBLE_EQ(m.energy_uj, 812.5);
+  EXPECT_DOUBLE_EQ(m.power_w, 406.25);
+  EXPECT_DOUBLE_EQ(m.power_limit_w, 700);
 
   tune::OpSpec croq = Op({{"op.toml", RunOp()},
                           {"run.sh", "echo 'VERIFY: PASS max_abs_err=0.001'\n"
@@ -157,6 +168,10 @@ TEST_F(ProgramBackendTest, HostileProgramsBecomeFailuresOfTheirClass) {
       {"echo '{\"tunefarm\":1,\"failure\":\"resources\",\"message\":\"needs 300 KB\"}'\n",
        tune::FailureClass::kResources, "needs 300 KB"},
       {"echo '{\"tunefarm\":1,\"failure\":\"melted\"}'\n", tune::FailureClass::kCrash, "unknown failure class"},
+      {"echo '{\"tunefarm\":1,\"check\":\"pass\",\"samples_us\":[1],\"power_w\":90000}'\n",
+       tune::FailureClass::kCrash, "power_w that is not a finite number >= 0 and at most 5000 W"},
+      {"echo '{\"tunefarm\":1,\"check\":\"pass\",\"samples_us\":[1],\"energy_uj\":\"lots\"}'\n",
+       tune::FailureClass::kCrash, "energy_uj that is not a finite number >= 0"},
       {"echo 'VERIFY: PASS'; echo 'TFLOPS: 1 time_ms: 1'\necho 'out of memory' >&2; exit 3\n",
        tune::FailureClass::kCrash, "exit code 3"},
       {"echo nothing\n", tune::FailureClass::kCrash, "printed no result"},

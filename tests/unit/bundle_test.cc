@@ -28,7 +28,8 @@ auto Tie(const BundleEntry& e) {
   return std::tie(e.op, e.dtype, e.gpu_model, e.shape.dims, e.config.params, e.config_id,
                   e.kernel_hash, e.median_us, e.stdev_us, e.ci95_us, e.samples,
                   e.default_median_us, e.baseline, e.baseline_median_us, e.backend, e.device_name,
-                  e.nvrtc_version, e.driver_version);
+                  e.nvrtc_version, e.driver_version, e.checked_against, e.energy_uj, e.power_w, e.power_limit_w,
+                  e.objective);
 }
 
 void ExpectSameBundle(const Bundle& a, const Bundle& b) {
@@ -68,6 +69,14 @@ BundleEntry Entry(const std::string& gpu, const Shape& shape, int64_t bm, double
   e.device_name = "sim " + gpu;
   e.nvrtc_version = "sim";
   e.driver_version = "";
+  e.checked_against = "default";
+  // Energy where measured: every other entry (the columns show only then).
+  if (bm % 128 == 0) {
+    e.energy_uj = median * 300;
+    e.power_w = 300;
+    e.power_limit_w = 700;
+    e.objective = "energy";
+  }
   return e;
 }
 
@@ -172,6 +181,10 @@ TEST(BundleTest, JsonTextIsStableAndReadable) {
   // People read it: header first, params in spec order, not alphabetical.
   EXPECT_EQ(json.find("\"format_version\""), json.find('"'));
   EXPECT_LT(json.find("\"BM\": 128"), json.find("\"BK\": 32"));
+  // What checked each winner, its energy where measured and what picked it.
+  EXPECT_NE(json.find("\"checked_against\": \"default\""), std::string::npos);
+  EXPECT_NE(json.find("\"power_limit_w\": 700"), std::string::npos);
+  EXPECT_NE(json.find("\"objective\": \"energy\""), std::string::npos);
 }
 
 TEST(BundleTest, FilesRoundTripWithoutLeftovers) {

@@ -124,4 +124,8 @@ inline constexpr size_t kMaxFitShapes = 256;
 // saturating at UINT64_MAX, printed as "or more".
 inline constexpr size_t kMaxMissLines = 1'000'000;
 
+// No board draws more (an 8-GPU node's share is about 1 kW a device): a
+// power figure or limit past it, from a worker or a program, is refused.
+inline constexpr double kMaxPowerW = 5000;
+
 }  // namespace tune

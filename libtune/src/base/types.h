@@ -186,6 +186,9 @@ struct DeviceInfo {
   int mem_clock_mhz = 0;
   std::string driver_version;    // "13.0"
   std::string nvrtc_version;     // "13.0", "sim"
+  // The board's enforced power limit when the device was listed (NVML;
+  // the sim's model), W; 0 = not read. A label only: the farm never sets it.
+  double power_limit_w = 0;
 };
 
 // Normalises a device name into a store-key model string: lower case, runs

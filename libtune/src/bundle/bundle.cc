@@ -285,6 +285,11 @@ void SetEntry(wire::BundleEntry::Builder w, const BundleEntry& e) {
   w.setCoverageEvaluated(e.coverage.evaluated);
   w.setCoverageStrategy(TextOf(e.coverage.strategy));
   w.setCoverageBudget(e.coverage.budget);
+  w.setCheckedAgainst(TextOf(e.checked_against));
+  w.setEnergyUj(e.energy_uj);
+  w.setPowerW(e.power_w);
+  w.setPowerLimitW(e.power_limit_w);
+  w.setObjective(TextOf(e.objective));
 }
 
 void SetLaunchArg(wire::LaunchArg::Builder wa, const BundleLaunchArg& arg) {
@@ -453,6 +458,11 @@ BundleEntry GetEntry(wire::BundleEntry::Reader r, Budget& budget) {
   e.coverage.evaluated = r.getCoverageEvaluated();
   e.coverage.strategy = Str(r.getCoverageStrategy());
   e.coverage.budget = r.getCoverageBudget();
+  e.checked_against = Str(r.getCheckedAgainst());
+  e.energy_uj = r.getEnergyUj();
+  e.power_w = r.getPowerW();
+  e.power_limit_w = r.getPowerLimitW();
+  e.objective = Str(r.getObjective());
   return e;
 }
 

@@ -60,6 +60,14 @@ struct BundleEntry {
     std::string state, strategy;
     uint64_t legal = 0, evaluated = 0, budget = 0;
   } coverage;
+  // What its outputs were checked against (Measurement::CheckedAgainst:
+  // "reference" | "default" | "none"; "" in older bundles).
+  std::string checked_against;
+  // Where measured: a call's energy, the mean power and the power limit
+  // then (0 = not measured); and what picked it ("time" | "energy" |
+  // "edp"; "" = time).
+  double energy_uj = 0, power_w = 0, power_limit_w = 0;
+  std::string objective;
 };
 
 struct BundleLaunchArg {

@@ -60,6 +60,13 @@ std::string BundleToJson(const Bundle& b) {
     if (!e.coverage.state.empty())
       je["coverage"] = {{"state", e.coverage.state}, {"legal", e.coverage.legal}, {"evaluated", e.coverage.evaluated},
                         {"strategy", e.coverage.strategy}, {"budget", e.coverage.budget}};
+    if (!e.checked_against.empty()) je["checked_against"] = e.checked_against;
+    if (e.energy_uj > 0) {
+      je["energy_uj"] = e.energy_uj;
+      je["power_w"] = e.power_w;
+      je["power_limit_w"] = e.power_limit_w;
+    }
+    if (!e.objective.empty()) je["objective"] = e.objective;
     entries.push_back(std::move(je));
   }
   j["entries"] = std::move(entries);

@@ -172,6 +172,7 @@ void SetDevice(wire::DeviceInfo::Builder b, const DeviceInfo& d) {
   b.setMemClockMhz(d.mem_clock_mhz);
   b.setDriverVersion(TextOf(d.driver_version));
   b.setNvrtcVersion(TextOf(d.nvrtc_version));
+  b.setPowerLimitW(d.power_limit_w);
 }
 
 DeviceInfo GetDevice(wire::DeviceInfo::Reader r, const Budget& budget) {
@@ -191,6 +192,7 @@ DeviceInfo GetDevice(wire::DeviceInfo::Reader r, const Budget& budget) {
   d.mem_clock_mhz = r.getMemClockMhz();
   d.driver_version = Txt(r.getDriverVersion(), budget, "driverVersion");
   d.nvrtc_version = Txt(r.getNvrtcVersion(), budget, "nvrtcVersion");
+  d.power_limit_w = r.getPowerLimitW();
   return d;
 }
 

@@ -51,6 +51,7 @@ class SimBackend final : public Backend {
     device_.backend = "sim";
     device_.sm_clock_mhz = 1700;
     device_.mem_clock_mhz = 2600;
+    device_.power_limit_w = m.power_limit_w;
     device_.driver_version = "sim";
     // The toolchain of the kernel hash: the coordinator expects a device's
     // rows under OpHash(spec, its nvrtc_version).

@@ -389,6 +389,10 @@ BundleEntry EntryOf(ResultReader& store, const Measurement& m, const std::map<st
   e.nvrtc_version = m.nvrtc_version;
   e.driver_version = m.driver_version;
   e.arch = m.arch;
+  e.checked_against = m.CheckedAgainst();
+  e.energy_uj = m.energy_uj;
+  e.power_w = m.power_w;
+  e.power_limit_w = m.power_limit_w;
   if (auto c = store.GetCoverage(m.gpu_model, m.op, m.dtype, m.shape, m.kernel_hash); c.ok() && *c) {
     e.coverage = {CoverageStateName((*c)->state), (*c)->strategy, (*c)->legal, (*c)->evaluated, (*c)->budget};
   }
@@ -552,6 +556,7 @@ Result<Bundle> BuildBundle(ResultReader& store, const ResultFilter& filter, cons
   for (const auto& [key, m] : pick) {
     if (options.keep && !options.keep(*m)) continue;
     BundleEntry e = EntryOf(store, *m, ops);
+    e.objective = ObjectiveName(options.objective);
     plans.Add(specs, *m, note);
     if (BelowBaseline(e, options, note)) continue;
     b.entries.push_back(std::move(e));

@@ -60,6 +60,9 @@ Result<DeviceInfo> DescribeDevice(const Driver& d, int ordinal) {
   if (!st.ok()) return Status::Error(st.message);
   info.driver_version = std::to_string(drv / 1000) + "." + std::to_string((drv % 1000) / 10);
   info.nvrtc_version = NvrtcVersionString();
+  // The power limit labels its energy figures; NVML may be absent.
+  std::string why;
+  if (auto nvml = Nvml::Open(PciBusId(d, ordinal), &why)) info.power_limit_w = nvml->PowerLimitW();
   return info;
 }
 

@@ -104,12 +104,16 @@ ClockSample Nvml::Sample() const {
 Nvml::Energy Nvml::ReadEnergy() const {
   Energy e;
   unsigned long long mj = 0;
-  unsigned int mw = 0;
   if (!impl_->energy || impl_->energy(impl_->device, &mj) != kNvmlSuccess) return e;
   e.valid = true;
   e.joules = double(mj) / 1e3;
-  if (impl_->limit && impl_->limit(impl_->device, &mw) == kNvmlSuccess) e.power_limit_w = double(mw) / 1e3;
+  e.power_limit_w = PowerLimitW();
   return e;
+}
+
+double Nvml::PowerLimitW() const {
+  unsigned int mw = 0;
+  return impl_->limit && impl_->limit(impl_->device, &mw) == kNvmlSuccess ? double(mw) / 1e3 : 0;
 }
 
 }  // namespace tune::cuda

@@ -38,6 +38,9 @@ class Nvml {
     double power_limit_w = 0;
   };
   Energy ReadEnergy() const;
+  // The enforced power limit alone (nvmlDeviceGetEnforcedPowerLimit), W;
+  // 0 where NVML lacks it.
+  double PowerLimitW() const;
 
  private:
   Nvml() = default;

@@ -10,6 +10,7 @@
 
 #include "base/backend_kinds.h"
 #include "base/json_text.h"
+#include "base/limits.h"
 #include "measure/sampling.h"
 #include "base/stats.h"
 #include "base/text.h"
@@ -78,6 +79,7 @@ json TimingJson(const Request& r) {
               {"max_seconds", r.timing.max_seconds},
               {"early_stop_factor", r.timing.early_stop_factor},
               {"best_so_far_us", r.best_so_far_us},
+              {"energy_seconds", r.timing.energy_seconds},
               {"l2", L2TimingName(r.l2)}};
 }
 
@@ -154,6 +156,18 @@ bool ReadJson(const json& j, uint64_t want_id, Outcome* out) {
         return true;
       }
       out->samples_us.push_back(us);
+    }
+  }
+  // Energy, where asked (timing.energy_seconds): finite, >= 0, a power no
+  // board draws refused; the row's own checks (energy with its power) are
+  // the ingester's.
+  for (auto [name, field] : {std::pair<const char*, double*>{"energy_uj", &out->energy_uj},
+                             {"power_w", &out->power_w}, {"power_limit_w", &out->power_limit_w}}) {
+    if (!NonNegative(j, name, field) || (field != &out->energy_uj && *field > kMaxPowerW)) {
+      Fail(out, FailureClass::kCrash,
+           std::string("the program answered ") + name + " that is not a finite number >= 0" +
+               (field != &out->energy_uj ? " and at most 5000 W" : ""));
+      return true;
     }
   }
   if (auto c = j.find("clock_mhz"); c != j.end() && c->is_number()) {
@@ -319,6 +333,9 @@ Measurement ToMeasurement(const Outcome& o, CheckSpec::Mode check, const std::st
   m.mismatch_ratio = o.mismatch_ratio;
   m.baseline = o.baseline_version;
   m.sm_clock_mhz = o.sm_clock_mhz;
+  m.energy_uj = o.energy_uj;
+  m.power_w = o.power_w;
+  m.power_limit_w = o.power_limit_w;
   if (!o.checked && !check_skipped)
     return fail(FailureClass::kWrongResult, "the program printed no check result (check = pass | fail)");
   if (o.checked && !o.check_passed)

@@ -62,6 +62,7 @@ struct Outcome {
   double max_abs_error = 0, mismatch_ratio = 0;
   std::vector<double> samples_us;
   int sm_clock_mhz = 0;
+  double energy_uj = 0, power_w = 0, power_limit_w = 0;  // where the request asked (timing.energy_seconds)
   std::string baseline_version;   // a baseline's answer: its library's version ("2.9.0")
 };
 
