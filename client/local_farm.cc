@@ -82,11 +82,14 @@ Result<std::unique_ptr<LocalFarm>> LocalFarm::Start(const LocalFarmOptions& opts
   }
   for (const auto& d : farm->devices()) {
     const bool sim = IsSimulatedBackend(d.backend);
+    // Its power limit labels its energy figures (docs/timing.md, "Energy").
+    const std::string limit = d.power_limit_w > 0 ? Fmt(", power limit %.0f W", d.power_limit_w) : "";
     if (log::WritesJson())
-      log::Info("tune", "device", {{"index", d.index}, {"name", d.name}, {"gpu_model", d.model}, {"simulated", sim}});
+      log::Info("tune", "device", {{"index", d.index}, {"name", d.name}, {"gpu_model", d.model}, {"simulated", sim},
+                                   {"power_limit_w", d.power_limit_w}});
     else
-      std::fprintf(stderr, "tunefarm: device %d %s (%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
-                   sim ? " [SIMULATED]" : "");
+      std::fprintf(stderr, "tunefarm: device %d %s (%s%s)%s\n", d.index, d.name.c_str(), d.model.c_str(),
+                   limit.c_str(), sim ? " [SIMULATED]" : "");
   }
   // The farm is private to this process: its coordinator listens on a Unix
   // socket in a folder only this user can enter, never on a TCP port that

@@ -49,12 +49,12 @@ class Autotune(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def run_call(self, kernel_dir=KERNEL_DIR, **env):
+    def run_call(self, kernel_dir=KERNEL_DIR, _call=CALL, **env):
         e = dict(os.environ)
         e["PYTHONPATH"] = kernel_dir + os.pathsep + e.get("PYTHONPATH", "")
         e["AUTOTUNE_TEST_STORE"] = self.store
         e.update(env)
-        out = subprocess.run([sys.executable, "-c", CALL], env=e, capture_output=True, text=True, timeout=240)
+        out = subprocess.run([sys.executable, "-c", _call], env=e, capture_output=True, text=True, timeout=240)
         self.assertEqual(out.returncode, 0, out.stderr)
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -190,31 +190,33 @@ class Autotune(unittest.TestCase):
             self.assertIn("no config of f32 N=64 passed its check", out.stderr)
             self.assertIn('put the code that calls it under `if __name__ == "__main__":`', out.stderr)
 
+    def tune_variant(self, d, name, edits):
+        """Tunes a copy of host_kernel.py with `edits` ((old, new) pairs) as
+        module `name` in a store of folder `d`: (the call's answer, the rows)."""
+        with open(os.path.join(KERNEL_DIR, "host_kernel.py")) as f:
+            source = f.read()
+        for old, new in edits:
+            self.assertIn(old, source)
+            source = source.replace(old, new)
+        with open(os.path.join(d, name + ".py"), "w") as f:
+            f.write(source)
+        store = os.path.join(d, "store.db")
+        answer = self.run_call(kernel_dir=d, AUTOTUNE_TEST_STORE=store,
+                               _call=CALL.replace("import host_kernel", "import %s as host_kernel" % name))
+        rows = json.loads(subprocess.run([BINARY, "results", "--store", store, "--op", "double", "--format",
+                                          "json"], capture_output=True, text=True, check=True).stdout)
+        return answer, rows
+
     def test_8_without_a_reference_configs_are_checked_against_the_default(self):
         # No reference: a config that is wrong (UNROLL=4 spoils the last
         # item) fails its check against the default config's outputs and
         # cannot win, however fast it is.
         with tempfile.TemporaryDirectory(prefix="tunefarm-no-reference.") as d:
-            with open(os.path.join(KERNEL_DIR, "host_kernel.py")) as f:
-                source = f.read()
-            source = source.replace("    reference=reference,\n", "")
-            source = source.replace("y[j] = 2 * x[j]",
-                                    "y[j] = 2 * x[j] + (1.0 if config['UNROLL'] == 4 and j == n - 1 else 0.0)")
-            self.assertIn("j == n - 1", source)
-            with open(os.path.join(d, "unreferenced.py"), "w") as f:
-                f.write(source)
-            e = dict(os.environ)
-            e["PYTHONPATH"] = d + os.pathsep + e.get("PYTHONPATH", "")
-            store = os.path.join(d, "store.db")
-            e["AUTOTUNE_TEST_STORE"] = store
-            call = CALL.replace("import host_kernel", "import unreferenced as host_kernel")
-            out = subprocess.run([sys.executable, "-c", call], env=e, capture_output=True, text=True, timeout=240)
-            self.assertEqual(out.returncode, 0, out.stderr)
-            answer = json.loads(out.stdout.strip().splitlines()[-1])
+            answer, rows = self.tune_variant(d, "unreferenced", [
+                ("    reference=reference,\n", ""),
+                ("y[j] = 2 * x[j]", "y[j] = 2 * x[j] + (1.0 if config['UNROLL'] == 4 and j == n - 1 else 0.0)")])
             self.assertTrue(answer["right"])
             self.assertNotEqual(answer["config"]["UNROLL"], 4)
-            rows = json.loads(subprocess.run([BINARY, "results", "--store", store, "--op", "double", "--format",
-                                              "json"], capture_output=True, text=True, check=True).stdout)
             self.assertEqual(len(rows), 12)
             wrong = [r for r in rows if r["config"].startswith("UNROLL=4") or ",UNROLL=4" in r["config"]]
             self.assertEqual(len(wrong), 4, [r["config"] for r in rows])
@@ -231,23 +233,9 @@ class Autotune(unittest.TestCase):
         # board here: HOST_MODEL_POWER_W), the rows carry it, and the answer
         # is the config of least energy per call.
         with tempfile.TemporaryDirectory(prefix="tunefarm-energy.") as d:
-            with open(os.path.join(KERNEL_DIR, "host_kernel.py")) as f:
-                source = f.read()
-            source = source.replace('    strategy="exhaustive",\n', '    strategy="exhaustive",\n    objective="energy",\n')
-            self.assertIn('objective="energy"', source)
-            with open(os.path.join(d, "frugal.py"), "w") as f:
-                f.write(source)
-            e = dict(os.environ)
-            e["PYTHONPATH"] = d + os.pathsep + e.get("PYTHONPATH", "")
-            store = os.path.join(d, "store.db")
-            e["AUTOTUNE_TEST_STORE"] = store
-            call = CALL.replace("import host_kernel", "import frugal as host_kernel")
-            out = subprocess.run([sys.executable, "-c", call], env=e, capture_output=True, text=True, timeout=240)
-            self.assertEqual(out.returncode, 0, out.stderr)
-            answer = json.loads(out.stdout.strip().splitlines()[-1])
+            answer, rows = self.tune_variant(d, "frugal", [
+                ('    strategy="exhaustive",\n', '    strategy="exhaustive",\n    objective="energy",\n')])
             self.assertTrue(answer["right"])
-            rows = json.loads(subprocess.run([BINARY, "results", "--store", store, "--op", "double", "--format",
-                                              "json"], capture_output=True, text=True, check=True).stdout)
             self.assertEqual(len(rows), 12)
             for r in rows:
                 self.assertGreater(r["energy_uj"], 0, r)
@@ -258,7 +246,6 @@ class Autotune(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "objective"):
                 tunefarm.autotune(space={"A": [1]}, key=lambda: {}, inputs=lambda *a: [], objective="watts")(
                     _bad_objective)
-
 
 def _bad_objective(config):
     pass
