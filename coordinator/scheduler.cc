@@ -222,11 +222,8 @@ void Scheduler::ApplyExpansion(const std::string& sweep_id, const std::string& m
 }
 
 uint32_t Scheduler::UnitSizeFor(const std::string& worker, const Shape& shape) const {
-  auto it = pair_rate_.find(RateKey{worker, shape.Canonical()});
-  if (it == pair_rate_.end()) return opts_.configs_per_unit;
-  const double configs = it->second * opts_.target_unit_seconds;
-  return static_cast<uint32_t>(std::clamp<double>(configs, opts_.min_configs_per_unit,
-                                                  opts_.max_configs_per_unit));
+  return pacing_.UnitSize(worker, shape.Canonical(), opts_.configs_per_unit, opts_.target_unit_seconds,
+                          opts_.min_configs_per_unit, opts_.max_configs_per_unit);
 }
 
 Unit* Scheduler::CutUnit(const std::string& worker, const std::string& gpu_model, uint32_t priority, double now,
@@ -377,14 +374,7 @@ double Scheduler::CompleteUnit(const std::string& worker, const std::string& swe
   // contenders to the CI target: neither is the worker's screening pace.
   if (started != u.started.end() && now > started->second && u.kind == UnitKind::kScreen) {
     const double pairs = static_cast<double>(u.Pairs() - std::min<uint64_t>(u.reused, u.Pairs()));
-    if (pairs > 0) {
-      const double seconds = now - started->second;
-      auto [slot, fresh] = pair_rate_.emplace(RateKey{worker, u.shape_key}, pairs / seconds);
-      if (!fresh) slot->second = 0.5 * slot->second + 0.5 * pairs / seconds;  // smooth out one odd unit
-      auto& pace = sweep.pace[RateKey{u.gpu_model, u.shape_key}];
-      pace.seconds_per_pair.push_back(seconds / pairs);
-      pace.stale = true;
-    }
+    pacing_.Record(worker, u.sweep_id, u.gpu_model, u.shape_key, pairs, now - started->second);
   }
   sweep.last_unit_end = std::max(sweep.last_unit_end, now);
   double took = 0;

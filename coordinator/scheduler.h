@@ -27,6 +27,7 @@
 
 #include "config_source.h"
 #include "lease_book.h"
+#include "pacing.h"
 #include "passes.h"
 #include "measure/backend.h"
 #include "base/limits.h"
@@ -116,14 +117,6 @@ using KeyRowsFn = std::function<std::vector<Measurement>(const DeviceInfo& devic
                                                          const std::string& dtype, const Shape& shape)>;
 
 
-// The key of a pace: a worker (routing identity) or a GPU model, and a
-// shape (Shape::Canonical()): units of different shapes take very
-// different times.
-struct RateKey {
-  std::string who, shape;
-  bool operator<(const RateKey& o) const { return std::tie(who, shape) < std::tie(o.who, o.shape); }
-};
-
 // A sweep's state; RunStateName gives the name in records and status.
 enum class RunState { kRunning, kDone, kFailed, kCancelled };
 const char* RunStateName(RunState state);  // "running", "done", "failed", "cancelled"
@@ -152,15 +145,6 @@ struct SweepState {
   // sweep with any ends failed, saying so, whatever else it stored.
   uint64_t units_failed = 0;
   std::string unit_failure;
-  // How long completed units took per (config, shape) pair, per model and
-  // shape: the median sets how long a unit of that model and shape may go
-  // without progress.
-  struct Pace {
-    std::vector<double> seconds_per_pair;
-    double median = 0;
-    bool stale = false;  // median not yet recomputed since the last sample
-  };
-  std::map<RateKey, Pace> pace;  // who: the GPU model
   SweepPasses passes;
   std::map<PoolKey, KeyPlan> plans;  // per key of every model expanded
   uint64_t pairs_total = 0, pairs_done = 0, pairs_failed = 0;
@@ -421,7 +405,7 @@ class Scheduler {
   std::map<std::string, DeviceInfo> models_;  // first device seen per model
   std::map<std::string, size_t> live_devices_;  // per model: AddDevice - RemoveDevice
   std::map<std::string, std::deque<ConfigPool>> pools_;  // per model, creation order
-  std::map<RateKey, double> pair_rate_;  // who: the worker; pairs/s (smoothed)
+  Pacing pacing_;  // workers' paces and sweeps' per-pair medians
   // The quiet-model rule's clocks, per model: the last ask, lease or
   // results (or tick with a lease held), and since when work is queued.
   std::map<std::string, double> model_active_;

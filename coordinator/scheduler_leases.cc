@@ -104,22 +104,8 @@ double Scheduler::StragglerAge(const Unit& u) {
   // What the unit should take: at its sweep's median pace for the model and
   // shape, or before any of those units is done, at its holder's own
   // measured pace on the shape.
-  double seconds_per_pair = 0;
-  auto& sweep = sweeps_.at(u.sweep_id);
-  if (auto it = sweep.pace.find(RateKey{u.gpu_model, u.shape_key}); it != sweep.pace.end()) {
-    SweepState::Pace& pace = it->second;
-    if (pace.stale) {
-      std::vector<double> sorted = pace.seconds_per_pair;
-      auto mid = sorted.begin() + sorted.size() / 2;
-      std::nth_element(sorted.begin(), mid, sorted.end());
-      pace.median = *mid;
-      pace.stale = false;
-    }
-    seconds_per_pair = pace.median;
-  } else if (auto rate = pair_rate_.find(RateKey{u.holders.begin()->first, u.shape_key});
-             rate != pair_rate_.end() && rate->second > 0) {
-    seconds_per_pair = 1 / rate->second;
-  }
+  const double seconds_per_pair =
+      pacing_.SecondsPerPair(u.sweep_id, u.gpu_model, u.shape_key, u.holders.begin()->first);
   return std::max(opts_.tail_min_age_seconds,
                   opts_.tail_slow_factor * seconds_per_pair * static_cast<double>(u.Pairs()));
 }

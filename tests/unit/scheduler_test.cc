@@ -370,6 +370,25 @@ TEST(LeaseBook, KeepsUnitsQueuesAndLeasesConsistent) {
   EXPECT_NE(book.Find(c), nullptr) << "its units stay filed";
 }
 
+// Pacing alone: a worker's next unit lasts the target at its smoothed
+// pace; a unit should take its sweep's median per pair, else its holder's.
+TEST(Pacing, SizesUnitsAndTellsWhatAUnitShouldTake) {
+  Pacing p;
+  EXPECT_EQ(p.UnitSize("w1", "N=1", 16, 20, 1, 256), 16u) << "no pace yet: the first size";
+  EXPECT_EQ(p.SecondsPerPair("s1", "h100", "N=1", "w1"), 0.0);
+  p.Record("w1", "s1", "h100", "N=1", 10, 5);  // 2 pairs/s
+  EXPECT_EQ(p.UnitSize("w1", "N=1", 16, 20, 1, 256), 40u);
+  EXPECT_EQ(p.UnitSize("w1", "N=1", 16, 1000, 1, 256), 256u) << "within the bounds";
+  EXPECT_EQ(p.UnitSize("w1", "N=2", 16, 20, 1, 256), 16u) << "another shape has its own pace";
+  p.Record("w1", "s1", "h100", "N=1", 10, 15);  // 2/3 pairs/s: smoothed to 4/3
+  EXPECT_EQ(p.UnitSize("w1", "N=1", 16, 30, 1, 256), 40u);
+  p.Record("w2", "s1", "h100", "N=1", 10, 10);
+  EXPECT_DOUBLE_EQ(p.SecondsPerPair("s1", "h100", "N=1", "w9"), 1.0) << "the median of 0.5, 1.5 and 1";
+  EXPECT_DOUBLE_EQ(p.SecondsPerPair("s2", "h100", "N=1", "w2"), 1.0) << "another sweep: its holder's pace";
+  p.Record("w3", "s1", "h100", "N=1", 0, 10);  // every pair reused: no pace
+  EXPECT_EQ(p.UnitSize("w3", "N=1", 16, 20, 1, 256), 16u);
+}
+
 TEST(Scheduler, LeasesAreCountedPerWorker) {
   Scheduler s;
   ASSERT_TRUE(s.AddSweep(MakeSubmit({"*"}, 100), "s1", 0).ok());
