@@ -6,11 +6,9 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <set>
 
 #include "base/clock.h"
 #include "measure/cuda/nvrtc_compile.h"
