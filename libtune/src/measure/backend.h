@@ -147,6 +147,15 @@ struct TimingPolicy {
   double timeout_seconds = 10.0;     // wall clock per config, enforced from outside
 };
 
+// `m` as a failure of class `c` saying `message` (its check not passed):
+// what a backend returns for a config that did not measure.
+inline Measurement Failed(Measurement m, FailureClass c, std::string message) {
+  m.failure = c;
+  m.failure_message = std::move(message);
+  m.check_passed = false;
+  return m;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -123,29 +123,29 @@ class SimBackend final : public Backend {
     const std::string id = kernel.baseline.empty() ? kernel.config_id : "baseline|" + kernel.baseline;
     // A real compile's kernel is measured as the CUDA backend would take it.
     if (compiler_ && kernel.baseline.empty()) {
-      if (kernel.failure != FailureClass::kNone) return Fail(m, kernel.failure, kernel.failure_message);
-      if (kernel.image.empty()) return Fail(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
+      if (kernel.failure != FailureClass::kNone) return Failed(m, kernel.failure, kernel.failure_message);
+      if (kernel.image.empty()) return Failed(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
     }
     if (faults_.seconds_per_measure > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(
           faults_.seconds_per_measure * std::max(1.0, faults_.slow_factor)));
     }
     if (Fault("crash", id) < faults_.crash) {
-      return Fail(m, FailureClass::kCrash, "simulated crash: illegal memory access");
+      return Failed(m, FailureClass::kCrash, "simulated crash: illegal memory access");
     }
     if (Fault("hang", id) < faults_.hang) {
       std::ostringstream msg;
       msg << "simulated hang: killed after " << policy.timeout_seconds << " s";
-      return Fail(m, FailureClass::kTimeout, msg.str());
+      return Failed(m, FailureClass::kTimeout, msg.str());
     }
     auto plan = PlanLaunch(spec, dtype, kernel.config, shape, device_);
-    if (!plan.ok()) return Fail(m, FailureClass::kLaunchError, plan.status().message());
+    if (!plan.ok()) return Failed(m, FailureClass::kLaunchError, plan.status().message());
     if (plan->smem_bytes > device_.smem_per_block_optin) {
-      return Fail(m, FailureClass::kResources, "dynamic shared memory above the opt-in limit");
+      return Failed(m, FailureClass::kResources, "dynamic shared memory above the opt-in limit");
     }
     if (Fault("nan", id) < faults_.nan) {
       m.mismatch_ratio = 1;
-      return Fail(m, FailureClass::kNan, "simulated NaN in the output");
+      return Failed(m, FailureClass::kNan, "simulated NaN in the output");
     }
     // [check] default: the default config's outputs are what the others
     // are compared with, so it is never the wrong one.
@@ -154,7 +154,7 @@ class SimBackend final : public Backend {
       m.mismatch_ratio = 0.5;
       m.max_abs_error = 3.0;
       m.against_default = against_default;
-      return Fail(m, FailureClass::kWrongResult, std::string("simulated wrong result: 50% of elements off the ") +
+      return Failed(m, FailureClass::kWrongResult, std::string("simulated wrong result: 50% of elements off the ") +
                                                      (against_default ? "default config's" : "reference"));
     }
 
@@ -215,12 +215,6 @@ class SimBackend final : public Backend {
     return Unit01(std::string(kind) + "|" + device_.model + "|" + config_id);
   }
 
-  static Measurement Fail(Measurement m, FailureClass c, std::string msg) {
-    m.failure = c;
-    m.failure_message = std::move(msg);
-    m.check_passed = false;
-    return m;
-  }
 
   // Roofline with a per-(model, config) efficiency and wave quantisation, so
   // that the best config differs between models and between shapes.

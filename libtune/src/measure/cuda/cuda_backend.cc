@@ -78,12 +78,6 @@ class CudaBackend final : public Backend {
     return o;
   }
 
-  Measurement Fail(Measurement m, FailureClass c, std::string message) {
-    m.failure = c;
-    m.failure_message = std::move(message);
-    return m;
-  }
-
   // [check] default: the op's default config compiled for this device, the
   // kernel measured when it is that config (fetched or compiled alike).
   const CompiledKernel& DefaultKernel(const OpSpec& spec, const std::string& dtype, const CompiledKernel& kernel) {
@@ -125,12 +119,12 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   if (kernel.failure != FailureClass::kNone) {
     std::string msg = kernel.failure_message;
     if (!kernel.log.empty()) msg += "\n" + Clip(kernel.log, kMaxLogInMessage);
-    return Fail(m, kernel.failure, msg);
+    return Failed(m, kernel.failure, msg);
   }
   if (kernel.image.empty() && kernel.baseline.empty())
-    return Fail(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
+    return Failed(m, FailureClass::kLaunchError, "compiled kernel has no cubin");
   if (kernel.baseline.empty() && kernel.arch.rfind(arch_suffixless_, 0) != 0) {
-    return Fail(m, FailureClass::kLaunchError,
+    return Failed(m, FailureClass::kLaunchError,
                 "cubin is for " + kernel.arch + ", device " + device_.name + " needs " + arch_suffixless_);
   }
 
@@ -146,7 +140,7 @@ Measurement CudaBackend::Measure(const OpSpec& spec, const std::string& dtype, c
   if (spec.check.mode == CheckSpec::Mode::kDefault) {
     const CompiledKernel& def = DefaultKernel(spec, dtype, kernel);
     if (def.failure != FailureClass::kNone) {
-      return Fail(m, FailureClass::kCompileError,
+      return Failed(m, FailureClass::kCompileError,
                   "the default config " + spec.default_config.Canonical() +
                       " (what [check] default compares with) does not compile; no config can be checked: " +
                       def.failure_message);

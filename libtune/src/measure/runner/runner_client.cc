@@ -13,12 +13,6 @@ std::string SecondsText(double s) {
   return buf;
 }
 
-Measurement Fail(Measurement m, FailureClass c, std::string message) {
-  m.failure = c;
-  m.failure_message = std::move(message);
-  return m;
-}
-
 }  // namespace
 
 Status RunnerClient::Spawn() {
@@ -113,17 +107,17 @@ Measurement RunnerClient::Measure(const OpSpec& spec, MeasureRequest req, Runner
   }
   if (Status s = EnsureReady(); !s.ok()) {
     ++stats_.crashes;
-    return Fail(std::move(m), FailureClass::kCrash, s.message());
+    return Failed(std::move(m), FailureClass::kCrash, s.message());
   }
   auto runner_died = [&](const std::string& when, const std::string& why) {
     std::string how = runner_->Reap();
     Replace(false);
-    return Fail(std::move(m), FailureClass::kCrash, Named("died " + when + ": " + why + "; " + how));
+    return Failed(std::move(m), FailureClass::kCrash, Named("died " + when + ": " + why + "; " + how));
   };
   auto killed = [&](const std::string& why) {
     std::string how = runner_->Kill();
     Replace(false);
-    return Fail(std::move(m), FailureClass::kCrash, Named(why + "; killed (" + how + ")"));
+    return Failed(std::move(m), FailureClass::kCrash, Named(why + "; killed (" + how + ")"));
   };
 
   req.package_digest = PackageDigest(spec.package);
@@ -156,7 +150,7 @@ Measurement RunnerClient::Measure(const OpSpec& spec, MeasureRequest req, Runner
     if (outcome == Outcome::kTimeout) {
       std::string how = runner_->Kill();
       Replace(true);
-      return Fail(std::move(m), FailureClass::kTimeout,
+      return Failed(std::move(m), FailureClass::kTimeout,
                   (started ? "config ran longer than " : "preparing inputs and reference took longer than ") +
                       SecondsText(limit) + "; runner killed (" + how + ")");
     }
